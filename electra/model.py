@@ -1,0 +1,96 @@
+"""Generator + discriminator as HF `ElectraForMaskedLM` and `ElectraForPreTraining`, tied as in the paper (spec section 1).
+
+The two networks stay plain transformers models, so each is exported with `save_pretrained` and loaded back with
+`from_pretrained` unchanged. `ElectraPretrainingModel` wires one replaced-token-detection step:
+masked input -> generator (vocab projection at the masked positions only) -> Gumbel sample -> discriminator.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+from .sampling import replaced_labels, sample_tokens
+
+if TYPE_CHECKING:
+    from .pretrain_config import PretrainConfig
+
+__all__ = ['discriminator_config', 'generator_config', 'ElectraPretrainingModel', 'build_pretraining_model']
+
+
+def _electra_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, hidden: int, heads: int,
+                    ffn: int) -> ElectraConfig:
+    return ElectraConfig(
+        vocab_size=vocab_size, embedding_size=cfg.embedding_size, hidden_size=hidden, num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=heads, intermediate_size=ffn, hidden_act='gelu', hidden_dropout_prob=cfg.dropout,
+        attention_probs_dropout_prob=cfg.dropout, max_position_embeddings=cfg.max_position_embeddings,
+        type_vocab_size=2, pad_token_id=pad_token_id, attn_implementation='sdpa')
+
+
+def discriminator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraConfig:
+    return _electra_config(cfg, vocab_size, pad_token_id, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size)
+
+
+def generator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraConfig:
+    "The discriminator scaled by `generator_size` in hidden size and FFN; heads = max(1, hidden // 64); same layers."
+    if cfg.generator_size == 1.0:  # a full-size generator keeps the discriminator's exact shape (small++)
+        return discriminator_config(cfg, vocab_size, pad_token_id)
+    hidden = round(cfg.hidden_size * cfg.generator_size)
+    return _electra_config(cfg, vocab_size, pad_token_id, hidden, max(1, hidden // 64),
+                           round(cfg.intermediate_size * cfg.generator_size))
+
+
+class ElectraPretrainingModel(nn.Module):
+    "Generator and discriminator trained jointly by replaced-token detection."
+
+    def __init__(self, generator: ElectraForMaskedLM, discriminator: ElectraForPreTraining, tie_weights: str = 'embeddings',
+                 temperature: float = 1.0, disallow_correct: bool = False, uniform_generator: bool = False):
+        super().__init__()
+        self.generator, self.discriminator = generator, discriminator
+        self.tie_weights, self.temperature = tie_weights, temperature
+        self.disallow_correct, self.uniform_generator = disallow_correct, uniform_generator
+        self.pad_token_id = discriminator.config.pad_token_id
+        self.rng: torch.Generator | None = None  # set by `MaskingCallback`, so sampling is seeded and resumable
+        if tie_weights == 'all':
+            # The paper's "all weights tied": one encoder; only the two heads differ (same-size generator).
+            generator.electra = discriminator.electra
+        elif tie_weights == 'embeddings':
+            # One embedding module: word, position and token-type embeddings AND their LayerNorm (official
+            # `tie_embeddings`); `embeddings_project` stays per network.
+            generator.electra.embeddings = discriminator.electra.embeddings
+        elif tie_weights != 'none':
+            raise ValueError(f"tie_weights must be 'none', 'embeddings' or 'all', got {tie_weights!r}")
+        # The generator's output projection is its input word-embedding matrix (plus its own bias).
+        generator.generator_lm_head.weight = generator.electra.embeddings.word_embeddings.weight
+
+    def generator_logits(self, input_ids, attention_mask, token_type_ids, positions) -> torch.Tensor:
+        "MLM logits [B, P, V] at `positions` [B, P] only: the vocab projection is ~15% of its full-length cost."
+        hidden = self.generator.electra(input_ids, attention_mask=attention_mask,
+                                        token_type_ids=token_type_ids).last_hidden_state     # [B, L, Hg]
+        hidden = hidden.gather(1, positions[..., None].expand(-1, -1, hidden.size(-1)))       # [B, P, Hg]
+        return self.generator.generator_lm_head(self.generator.generator_predictions(hidden))  # [B, P, V]
+
+    def forward(self, input_ids, token_type_ids, positions, labels) -> dict[str, torch.Tensor]:
+        """`input_ids` [B, L] masked input; `positions`, `labels` [B, P] from `mask_tokens`.
+        Returns the generator logits [B, P, V], the discriminator logits [B, L], `is_replaced` [B, L] (bool)
+        and `attention_mask` [B, L] (bool, real tokens)."""
+        attention_mask = input_ids != self.pad_token_id
+        gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
+        sampled = sample_tokens(gen_logits.detach(), labels, self.temperature, self.disallow_correct,
+                                self.uniform_generator, self.rng)                                  # [B, P]
+        chosen = labels >= 0
+        disc_ids = input_ids.scatter(1, positions, torch.where(chosen, sampled, input_ids.gather(1, positions)))
+        is_replaced = torch.zeros_like(attention_mask).scatter(1, positions, replaced_labels(sampled, labels))
+        disc_logits = self.discriminator(disc_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+        return {'gen_logits': gen_logits, 'disc_logits': disc_logits, 'is_replaced': is_replaced,
+                'attention_mask': attention_mask, 'sampled': sampled}
+
+
+def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraPretrainingModel:
+    "The generator/discriminator pair of `cfg`'s size, freshly initialised (HF init: normal(0, 0.02))."
+    generator = ElectraForMaskedLM(generator_config(cfg, vocab_size, pad_token_id))
+    discriminator = ElectraForPreTraining(discriminator_config(cfg, vocab_size, pad_token_id))
+    return ElectraPretrainingModel(generator, discriminator, cfg.tie_weights, cfg.temperature,
+                                   cfg.disallow_correct, cfg.uniform_generator)

@@ -1,0 +1,86 @@
+"""The official ELECTRA optimizer: Adam without bias correction, with decoupled weight decay.
+
+Official `AdamWeightDecayOptimizer` (google-research/electra, model/optimization.py):
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+    u = m / (sqrt(v) + eps) + wd * theta     (wd skipped for LayerNorm weights and biases)
+    theta = theta - lr * u
+No 1 / (1 - b^t) correction: together with the warm-up this keeps the first steps small. Every update is one
+multi-tensor `torch._foreach_*` call per parameter group rather than a Python loop over parameters.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Iterable
+
+import torch
+from torch import nn
+
+__all__ = ['ElectraAdam', 'no_decay_param', 'param_groups', 'electra_opt_func']
+
+NO_DECAY_NAMES = ('LayerNorm', 'layer_norm', 'bias')  # the official exclude_from_weight_decay list
+
+
+def no_decay_param(name: str) -> bool:
+    "True for parameters the official code exempts from weight decay: LayerNorm weights and every bias."
+    return any(n in name for n in NO_DECAY_NAMES)
+
+
+class ElectraAdam(torch.optim.Optimizer):
+    "Adam without bias correction and with decoupled weight decay, as in the official ELECTRA code."
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
+                 weight_decay: float = 0.0):
+        if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
+            raise ValueError(f'invalid ElectraAdam hyperparameters lr={lr} betas={betas} eps={eps} wd={weight_decay}')
+        # `no_decay` is per group: a group of LayerNorm weights and biases ignores `weight_decay`, so setting the
+        # decay for every group at once (as fastai's `set_hypers(wd=...)` does) can never decay them.
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, no_decay=False))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad(): loss = closure()
+        for group in self.param_groups:
+            params = [p for p in group['params'] if p.grad is not None]
+            if not params: continue
+            grads = [p.grad for p in params]
+            for p in params:
+                if not self.state[p]:
+                    self.state[p]['exp_avg'] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    self.state[p]['exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            ms = [self.state[p]['exp_avg'] for p in params]
+            vs = [self.state[p]['exp_avg_sq'] for p in params]
+            b1, b2 = group['betas']
+            torch._foreach_lerp_(ms, grads, 1 - b1)                   # m = b1 m + (1 - b1) g
+            torch._foreach_mul_(vs, b2)
+            torch._foreach_addcmul_(vs, grads, grads, value=1 - b2)   # v = b2 v + (1 - b2) g^2
+            denom = torch._foreach_sqrt(vs)
+            torch._foreach_add_(denom, group['eps'])                  # sqrt(v) + eps
+            lr, wd = group['lr'], 0.0 if group['no_decay'] else group['weight_decay']
+            if wd: torch._foreach_mul_(params, 1 - lr * wd)           # theta - lr * wd * theta (decoupled) ...
+            torch._foreach_addcdiv_(params, ms, denom, value=-lr)     # ... - lr * m / (sqrt(v) + eps)
+        return loss
+
+
+def param_groups(model: nn.Module, groups: Iterable[Iterable[str]] | None = None) -> list[dict]:
+    """Parameter groups for `ElectraAdam`: each group of names (all parameters when `groups` is None) is split into
+    a decayed group and a `no_decay` group. Tied parameters appear once. Groups keep their order."""
+    named = dict(model.named_parameters())
+    groups = [list(named)] if groups is None else [list(g) for g in groups]
+    out = []
+    for names in groups:
+        for no_decay in (False, True):
+            ps = [named[n] for n in names if no_decay_param(n) == no_decay and named[n].requires_grad]
+            if ps: out.append({'params': ps, 'no_decay': no_decay, 'names': [n for n in names if no_decay_param(n) == no_decay]})
+    return out
+
+
+def _fastai_electra_adam(params, lr, betas, eps, wd):
+    from fastai.optimizer import OptimWrapper
+    return OptimWrapper(params, opt=partial(ElectraAdam, betas=betas, eps=eps, weight_decay=wd), lr=lr, convert_groups=False)
+
+
+def electra_opt_func(betas=(0.9, 0.999), eps: float = 1e-6, wd: float = 0.0):
+    "A fastai `opt_func`: the Learner's splitter must return `param_groups(...)`; fastai hypers lr/mom/sqr_mom/eps/wd work."
+    return partial(_fastai_electra_adam, betas=tuple(betas), eps=eps, wd=wd)

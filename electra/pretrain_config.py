@@ -1,0 +1,100 @@
+"The pretraining job's config: every key `pretrain.py` takes, with the paper's small-model recipe as defaults."
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .config import ConfigError, field
+
+__all__ = ['PretrainConfig', 'CHECKPOINT_FRACTIONS']
+
+CHECKPOINT_FRACTIONS = [0.0625, 0.125, 0.25, 0.5, 1.0]
+
+
+def _choices(default, choices, help):
+    f = field(default, help)
+    return dataclasses.field(default=f.default, metadata={**f.metadata, 'choices': choices})
+
+
+@dataclass
+class PretrainConfig:
+    # -- job
+    config: str = field('demo', 'preset name in configs/pretrain/ or a path to a YAML file')
+    run_name: str = field('vanilla', 'name of the run; checkpoints are <run_name>_<seed>_<percent>.pth')
+    seed: int = field(11081, 'random seed for data order, masking, sampling and initialisation')
+    output_dir: str = field('checkpoints/pretrain', 'where checkpoints, metrics and the exported models go')
+    cache_dir: str = field('cache', 'where built datasets (Arrow) and the demo corpus are cached')
+    resume: bool = field(False, 'continue from the latest checkpoint of this run_name and seed')
+    overwrite: bool = field(False, 'start over even if this run_name and seed already have checkpoints')
+    device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
+    precision: str = _choices('auto', ['auto', 'fp32', 'bf16', 'fp16'], 'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU')
+    logger: str = _choices('none', ['none', 'neptune'], "'neptune' also logs to Neptune (NEPTUNE_MODE=offline works without an account)")
+    neptune_project: str = field('', 'Neptune project, e.g. me/electra (read from NEPTUNE_PROJECT when empty)')
+    log_every: int = field(100, 'write a metrics row (and read metrics off the device) every N steps')
+    checkpoint_at: list[float] = field(CHECKPOINT_FRACTIONS, 'fractions of `steps` at which to save a checkpoint')
+    num_workers: int = field(0, 'DataLoader worker processes')
+    # -- data
+    corpus: list[str] = field(['demo'], "text files or directories in the official layout (one sentence per line, "
+                                        "blank line between documents); 'demo' writes the built-in sample corpus")
+    tokenizer: str = field('', "a WordPiece vocab.txt or an HF tokenizer directory; empty: train one on the corpus")
+    vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus')
+    lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer')
+    max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included')
+    # -- model (spec section 1); the presets fill these in
+    size: str = field('small', 'name of the size preset these numbers came from (informational)')
+    hidden_size: int = field(256, 'discriminator hidden size')
+    num_hidden_layers: int = field(12, 'layers of both discriminator and generator')
+    num_attention_heads: int = field(4, 'discriminator attention heads')
+    intermediate_size: int = field(1024, 'discriminator feed-forward size')
+    embedding_size: int = field(128, 'embedding size (projected to hidden_size when different)')
+    generator_size: float = field(0.25, 'generator hidden/FFN size as a fraction of the discriminator; heads = max(1, hidden // 64)')
+    max_position_embeddings: int = field(512, 'position embeddings of both networks')
+    tie_weights: str = _choices('embeddings', ['none', 'embeddings', 'all'], 'share nothing, the embeddings (paper default), or all weights (same-size generator only)')
+    dropout: float = field(0.1, 'hidden and attention dropout of both networks')
+    # -- masking (spec 2)
+    mask_prob: float = field(0.15, 'fraction of real tokens chosen for prediction (0.25 for large)')
+    mask_mode: str = _choices('fixed', ['fixed', 'bernoulli'], "'fixed': official count round(n * mask_prob) capped at max_predictions; 'bernoulli': per-token draw (replication)")
+    mask_token_prob: float = field(0.85, 'of chosen positions, the fraction replaced by [MASK]')
+    random_token_prob: float = field(0.0, 'of chosen positions, the fraction replaced by a random token (rest keep the original)')
+    mask_unk: bool = field(True, 'whether [UNK] may be chosen (the replication never masks [UNK])')
+    # -- sampling (spec 3)
+    temperature: float = field(1.0, 'generator sampling temperature')
+    disallow_correct: bool = field(False, "never sample the original token")
+    uniform_generator: bool = field(False, 'sample replacements uniformly (ablation)')
+    # -- loss (spec 4)
+    gen_loss_weight: float = field(1.0, 'weight of the generator MLM loss')
+    disc_loss_weight: float = field(50.0, 'weight of the discriminator loss (lambda)')
+    # -- optimisation (spec 5)
+    steps: int = field(1_000_000, 'optimizer steps')
+    batch_size: int = field(128, 'examples per step')
+    lr: float = field(5e-4, 'peak learning rate')
+    warmup_steps: int = field(10_000, 'warm-up steps W')
+    schedule: str = _choices('together', ['together', 'warmup_then_decay'], "'together' is the official schedule: warm-up and linear decay applied at once")
+    decay_power: float = field(1.0, 'power of the polynomial decay')
+    weight_decay: float = field(0.01, 'decoupled weight decay (not on LayerNorm weights or biases)')
+    adam_beta1: float = field(0.9, 'Adam beta1')
+    adam_beta2: float = field(0.999, 'Adam beta2')
+    adam_eps: float = field(1e-6, 'Adam epsilon')
+    clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
+
+    def validate(self) -> None:
+        def need(ok: bool, key: str, msg: str):
+            if not ok: raise ConfigError(f"{key}: {msg}")
+        need(self.steps > 0, 'steps', f'must be positive, got {self.steps}.')
+        need(self.batch_size > 0, 'batch_size', f'must be positive, got {self.batch_size}.')
+        need(8 <= self.max_length <= self.max_position_embeddings, 'max_length',
+             f'must be between 8 and max_position_embeddings ({self.max_position_embeddings}), got {self.max_length}.')
+        need(0 < self.mask_prob < 1, 'mask_prob', f'must be in (0, 1), got {self.mask_prob}.')
+        need(0 <= self.mask_token_prob + self.random_token_prob <= 1, 'mask_token_prob',
+             'mask_token_prob + random_token_prob must be at most 1.')
+        need(self.temperature > 0, 'temperature', f'must be positive, got {self.temperature}.')
+        need(0 < self.generator_size <= 1, 'generator_size', f'must be in (0, 1], got {self.generator_size}.')
+        need(self.hidden_size % self.num_attention_heads == 0, 'num_attention_heads',
+             f'hidden_size {self.hidden_size} is not divisible by {self.num_attention_heads} heads.')
+        need(self.tie_weights != 'all' or self.generator_size == 1, 'tie_weights',
+             "'all' needs a generator as large as the discriminator (generator_size: 1.0).")
+        need(self.log_every > 0, 'log_every', f'must be positive, got {self.log_every}.')
+        need(all(0 < f <= 1 for f in self.checkpoint_at), 'checkpoint_at', 'fractions must be in (0, 1].')
+        need(len(self.corpus) > 0, 'corpus', "give at least one file or directory, or 'demo'.")
+        need(self.vocab_size >= 100, 'vocab_size', f'must be at least 100, got {self.vocab_size}.')
+        need(self.warmup_steps >= 0, 'warmup_steps', f'must be non-negative, got {self.warmup_steps}.')

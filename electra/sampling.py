@@ -1,0 +1,35 @@
+"""Sampling the generator's replacements (spec section 3): Gumbel-max at the masked positions only, in float32.
+
+Official (google-research/electra, pretrain/pretrain_helpers.py `sample_from_softmax`):
+argmax(logits / T + g), g = -log(-log(u + 1e-9) + 1e-9), u ~ U(0, 1); `disallow_correct` subtracts 1000 from the
+original token's logit first. A token sampled equal to the original counts as ORIGINAL for the discriminator.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ['gumbel_noise', 'sample_tokens', 'replaced_labels']
+
+
+def gumbel_noise(shape, device, generator: torch.Generator | None = None) -> torch.Tensor:
+    u = torch.rand(shape, device=device, dtype=torch.float32, generator=generator)
+    return -torch.log(-torch.log(u + 1e-9) + 1e-9)
+
+
+@torch.no_grad()
+def sample_tokens(logits: torch.Tensor, labels: torch.Tensor | None = None, temperature: float = 1.0,
+                  disallow_correct: bool = False, uniform: bool = False,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """Sample one token per row of `logits` [..., V] from softmax(logits / T). `labels` [...] are the originals,
+    needed for `disallow_correct` (entries < 0 are ignored). No gradient flows through the sample."""
+    logits = logits.float()
+    if uniform: logits = torch.zeros_like(logits)   # the paper's uniform-generator ablation
+    if disallow_correct and labels is not None:
+        hit = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, labels.clamp(min=0)[..., None], True)
+        logits = logits - 1000.0 * (hit & (labels[..., None] >= 0))
+    return (logits / temperature + gumbel_noise(logits.shape, logits.device, generator)).argmax(-1)
+
+
+def replaced_labels(sampled: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    "True where a chosen position (label >= 0) got a token other than its original."
+    return (labels >= 0) & (sampled != labels)

@@ -1,0 +1,58 @@
+"Config loading: presets, typed CLI overrides, rejected keys and values, --help."
+import pytest
+
+from electra.config import ConfigError, load_config
+from electra.pretrain_config import PretrainConfig
+
+
+def load(*argv, **kw):
+    return load_config(PretrainConfig, list(argv), preset_dir='configs/pretrain', **kw)
+
+
+def test_defaults_preset_and_overrides_in_order():
+    cfg = load('--config', 'small', '--steps', '2e3', '--lr=0.001', '--corpus', 'a.txt,b.txt', '--resume')
+    assert cfg.hidden_size == 256 and cfg.steps == 2000 and cfg.lr == 0.001
+    assert cfg.corpus == ['a.txt', 'b.txt'] and cfg.resume is True and cfg.config == 'small'
+    assert load(overrides={'steps': 7}).steps == 7                      # a notebook's config cell
+    assert load().run_name == 'demo'                                     # the default preset is the demo
+
+
+def test_unknown_key_named_with_suggestion():
+    with pytest.raises(ConfigError, match=r"command line: unknown key 'stpes'.*Did you mean 'steps'"):
+        load('--stpes', '10')
+
+
+def test_wrong_type_named():
+    with pytest.raises(ConfigError, match=r"key 'steps': expected an integer, got 'ten'"):
+        load('--steps', 'ten')
+    with pytest.raises(ConfigError, match=r"key 'resume': expected true or false"):
+        load('--resume', 'maybe')
+    with pytest.raises(ConfigError, match=r"mask_mode: 'random' is not one of fixed, bernoulli"):
+        load('--mask_mode', 'random')
+
+
+def test_bad_yaml_key_names_the_file(tmp_path):
+    path = tmp_path / 'mine.yaml'
+    path.write_text('steps: 10\nhiden_size: 3\n')
+    with pytest.raises(ConfigError, match=rf"{path}: unknown key 'hiden_size'.*'hidden_size'"):
+        load('--config', str(path))
+    with pytest.raises(ConfigError, match="unknown preset 'smal'.*'small'"):
+        load('--config', 'smal')
+
+
+def test_invalid_values_rejected():
+    with pytest.raises(ConfigError, match='mask_prob'):
+        load('--mask_prob', '1.5')
+    with pytest.raises(ConfigError, match='num_attention_heads'):
+        load('--hidden_size', '65')
+
+
+def test_help_lists_every_key(capsys):
+    with pytest.raises(SystemExit) as e:
+        load('--help')
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for key in ['corpus', 'steps', 'batch_size', 'max_length', 'lr', 'mask_prob', 'seed', 'device', 'run_name',
+                'output_dir', 'resume', 'logger', 'hidden_size', 'tie_weights']:
+        assert f'--{key} (' in out
+    assert "default 0.15" in out and 'demo' in out

@@ -1,0 +1,88 @@
+"Model sizes (spec 1), weight tying, and the masked-only generator head against transformers' own forward."
+import dataclasses
+
+import pytest
+import torch
+
+from electra.config import ConfigError, load_config
+from electra.model import build_pretraining_model, generator_config
+from electra.pretrain_config import PretrainConfig
+
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, embedding_size=24,
+            generator_size=0.5, dropout=0.0)
+
+
+def tiny_model(**kw):
+    torch.manual_seed(0)
+    return build_pretraining_model(PretrainConfig(**{**TINY, **kw}), vocab_size=97, pad_token_id=0)
+
+
+@pytest.mark.parametrize('preset,hidden,heads,ffn,layers', [
+    ('small', 64, 1, 256, 12), ('small++', 256, 4, 1024, 12), ('base', 256, 4, 1024, 12), ('large', 256, 4, 1024, 24)])
+def test_generator_sizes_from_presets(preset, hidden, heads, ffn, layers):
+    cfg = load_config(PretrainConfig, ['--config', preset], preset_dir='configs/pretrain')
+    g = generator_config(cfg, 30522, 0)
+    assert (g.hidden_size, g.num_attention_heads, g.intermediate_size, g.num_hidden_layers) == (hidden, heads, ffn, layers)
+    assert g.embedding_size == cfg.embedding_size
+
+
+def test_embeddings_tied_as_one_module():
+    m = tiny_model()
+    ge, de = m.generator.electra.embeddings, m.discriminator.electra.embeddings
+    for name in ['word_embeddings.weight', 'position_embeddings.weight', 'token_type_embeddings.weight',
+                 'LayerNorm.weight', 'LayerNorm.bias']:
+        assert ge.get_parameter(name).data_ptr() == de.get_parameter(name).data_ptr(), name
+    assert m.generator.generator_lm_head.weight.data_ptr() == de.word_embeddings.weight.data_ptr()
+    # embeddings_project stays per network (24 -> 16 for the generator, 24 -> 32 for the discriminator)
+    assert m.generator.electra.embeddings_project.weight.data_ptr() != m.discriminator.electra.embeddings_project.weight.data_ptr()
+    # the optimizer sees each shared tensor once, so one step moves the shared table once
+    names = [n for n, _ in m.named_parameters()]
+    assert sum(n.endswith('embeddings.word_embeddings.weight') for n in names) == 1
+    assert sum(n.endswith('embeddings.LayerNorm.weight') for n in names) == 1
+
+
+def test_no_tying_and_all_tying():
+    m = tiny_model(tie_weights='none')
+    assert m.generator.electra.embeddings.word_embeddings.weight.data_ptr() != \
+        m.discriminator.electra.embeddings.word_embeddings.weight.data_ptr()
+    assert m.generator.generator_lm_head.weight.data_ptr() == m.generator.electra.embeddings.word_embeddings.weight.data_ptr()
+    m = tiny_model(tie_weights='all', generator_size=1.0)
+    assert m.generator.electra is m.discriminator.electra
+    with pytest.raises(ConfigError, match="tie_weights"):
+        PretrainConfig(**{**TINY, 'tie_weights': 'all'}).validate()
+
+
+def test_masked_only_head_equals_full_generator_gathered():
+    m = tiny_model().eval()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 97, (3, 12), generator=g)
+    tt = torch.zeros_like(ids)
+    positions = torch.tensor([[1, 4, 7], [2, 3, 9], [0, 5, 11]])
+    attn = torch.ones_like(ids, dtype=torch.bool)
+    fast = m.generator_logits(ids, attn, tt, positions)
+    full = m.generator(ids, attention_mask=attn, token_type_ids=tt).logits          # transformers' own head
+    ref = full.gather(1, positions[..., None].expand(-1, -1, full.size(-1)))
+    assert torch.allclose(fast, ref, atol=1e-5)
+
+
+def test_discriminator_sees_samples_and_labels_follow():
+    m = tiny_model().eval()
+    m.rng = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 97, (4, 10), generator=torch.Generator().manual_seed(1))
+    positions = torch.tensor([[1, 2]] * 4)
+    labels = ids.gather(1, positions).clone()
+    labels[0, 1] = -100
+    out = m(ids, torch.zeros_like(ids), positions, labels)
+    repl = out['is_replaced']
+    assert not repl[:, [0, 3, 4, 5, 6, 7, 8, 9]].any() and not repl[0, 2]
+    expect = (out['sampled'] != labels) & (labels >= 0)
+    assert torch.equal(repl.gather(1, positions), expect)
+
+
+def test_presets_hold_paper_recipes():
+    def cfg(name): return load_config(PretrainConfig, ['--config', name], preset_dir='configs/pretrain')
+    small, base, large = cfg('small'), cfg('base'), cfg('large')
+    assert (small.lr, small.batch_size, small.max_length, small.steps) == (5e-4, 128, 128, 1_000_000)
+    assert (base.lr, base.batch_size, base.max_length, base.steps, base.hidden_size) == (2e-4, 256, 512, 766_000, 768)
+    assert (large.lr, large.batch_size, large.steps, large.mask_prob, large.num_hidden_layers) == (2e-4, 2048, 400_000, 0.25, 24)
+    assert small.weight_decay == 0.01 and small.warmup_steps == 10_000 and small.disc_loss_weight == 50.0

@@ -1,0 +1,165 @@
+"Masking (spec 2), sampling (spec 3) and the loss (spec 4) against hand computations and statistics."
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from electra.loss import ElectraLoss
+from electra.masking import mask_tokens, max_predictions
+from electra.sampling import gumbel_noise, replaced_labels, sample_tokens
+
+PAD, UNK, CLS, SEP, MASK, VOCAB = 0, 1, 2, 3, 4, 1000
+
+
+def batch(B=512, L=128, seed=0, min_len=10):
+    "Random [CLS] tokens [SEP] rows with random lengths and padding, some [UNK]s sprinkled in."
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (B, L), generator=g)
+    lengths = torch.randint(min_len, L + 1, (B,), generator=g)
+    ids[torch.rand(B, L, generator=g) < 0.02] = UNK
+    ids[:, 0] = CLS
+    ar = torch.arange(L)
+    ids[ar >= lengths[:, None]] = PAD
+    ids[ar[None] == (lengths - 1)[:, None]] = SEP
+    return ids, lengths
+
+
+def run_mask(ids, mode='fixed', special=(PAD, CLS, SEP, MASK), mask_prob=0.15, seed=1, **kw):
+    return mask_tokens(ids, torch.tensor(special), PAD, MASK, VOCAB, mask_prob, mode,
+                       generator=torch.Generator().manual_seed(seed), **kw)
+
+
+def test_max_predictions_official_cap():
+    assert max_predictions(0.15, 128) == 19
+    assert max_predictions(0.25, 512) == 130
+
+
+def test_fixed_count_is_rounded_rate_capped():
+    ids, lengths = batch()
+    m = run_mask(ids)
+    assert m.positions.shape == (512, 19) and m.labels.shape == (512, 19)
+    count = (m.labels >= 0).sum(1)
+    # round(n_real * 0.15), at least 1, at most 19; torch.round and tf.round both round half to even
+    expected = torch.clamp(torch.round(lengths.float() * 0.15), 1, 19).long()
+    assert torch.equal(count, expected)
+    assert count.max() == 19  # long rows hit the cap
+
+
+def test_fixed_mode_chooses_distinct_candidates_only():
+    ids, _ = batch()
+    m = run_mask(ids)
+    chosen = m.labels >= 0
+    picked = ids.gather(1, m.positions)
+    assert not torch.isin(picked[chosen], torch.tensor([PAD, CLS, SEP, MASK])).any()
+    assert torch.equal(picked[chosen], m.labels[chosen])          # labels are the original ids
+    for row in m.positions:                                       # distinct positions per row
+        assert len(set(row.tolist())) == row.numel()
+
+
+def test_unchosen_positions_untouched_and_split_85_15_0():
+    ids, _ = batch(B=2048)
+    m = run_mask(ids)
+    chosen_full = torch.zeros_like(ids, dtype=torch.bool).scatter(1, m.positions, m.labels >= 0)
+    assert torch.equal(m.input_ids[~chosen_full], ids[~chosen_full])
+    new = m.input_ids[chosen_full]
+    n = new.numel()
+    frac_mask = (new == MASK).float().mean().item()
+    frac_kept = (new == ids[chosen_full]).float().mean().item()
+    sd = math.sqrt(0.85 * 0.15 / n)
+    assert abs(frac_mask - 0.85) < 5 * sd
+    assert abs(frac_kept - 0.15) < 5 * sd
+    assert frac_mask + frac_kept == pytest.approx(1.0)            # 0% random tokens
+
+
+def test_random_token_option():
+    ids, _ = batch(B=2048)
+    m = run_mask(ids, mask_token_prob=0.8, random_token_prob=0.1)
+    chosen_full = torch.zeros_like(ids, dtype=torch.bool).scatter(1, m.positions, m.labels >= 0)
+    new, old = m.input_ids[chosen_full], ids[chosen_full]
+    frac_random = ((new != MASK) & (new != old)).float().mean().item()
+    assert abs(frac_random - 0.1 * (1 - 1 / VOCAB)) < 0.01
+
+
+def test_unk_excluded_when_asked():
+    ids, _ = batch()
+    with_unk = run_mask(ids)
+    without = run_mask(ids, special=(PAD, CLS, SEP, MASK, UNK))
+    assert (with_unk.labels == UNK).any()                          # official: [UNK] may be masked
+    assert not (without.labels == UNK).any()                       # replication: never
+
+
+def test_bernoulli_rate_and_specials():
+    ids, _ = batch(B=1024)
+    m = run_mask(ids, mode='bernoulli')
+    assert m.positions.shape == ids.shape
+    chosen = m.labels >= 0
+    candidates = (ids != PAD) & ~torch.isin(ids, torch.tensor([CLS, SEP, MASK]))
+    rate = chosen.sum().item() / candidates.sum().item()
+    assert abs(rate - 0.15) < 0.005
+    assert not torch.isin(m.labels[chosen], torch.tensor([PAD, CLS, SEP, MASK])).any()
+
+
+def test_short_row_without_candidates_masks_nothing():
+    ids = torch.tensor([[CLS, SEP, PAD, PAD, PAD, PAD, PAD, PAD] * 4])
+    m = run_mask(ids)
+    assert (m.labels < 0).all() and torch.equal(m.input_ids, ids)
+
+
+def test_gumbel_sampler_matches_softmax_with_temperature():
+    logits = torch.tensor([2.0, 1.0, 0.0, -1.0, 0.5])
+    n, T = 200_000, 1.5
+    s = sample_tokens(logits.expand(n, -1), temperature=T, generator=torch.Generator().manual_seed(0))
+    freq = torch.bincount(s, minlength=5).float() / n
+    expected = torch.softmax(logits / T, -1)
+    assert torch.allclose(freq, expected, atol=4 * math.sqrt(0.25 / n))
+
+
+def test_gumbel_noise_formula():
+    g1 = gumbel_noise((1000,), 'cpu', torch.Generator().manual_seed(3))
+    u = torch.rand(1000, generator=torch.Generator().manual_seed(3))
+    assert torch.allclose(g1, -torch.log(-torch.log(u + 1e-9) + 1e-9))
+
+
+def test_disallow_correct_and_uniform():
+    logits = torch.zeros(50_000, 4)
+    logits[:, 2] = 10.0
+    labels = torch.full((50_000,), 2)
+    g = torch.Generator().manual_seed(0)
+    assert (sample_tokens(logits, labels, generator=g) == 2).float().mean() > 0.99
+    assert not (sample_tokens(logits, labels, disallow_correct=True, generator=g) == 2).any()
+    freq = torch.bincount(sample_tokens(logits, labels, uniform=True, generator=g), minlength=4).float() / 50_000
+    assert torch.allclose(freq, torch.full((4,), 0.25), atol=0.01)
+
+
+def test_replaced_is_false_where_sample_equals_original():
+    sampled = torch.tensor([[5, 6, 7], [8, 9, 10]])
+    labels = torch.tensor([[5, 0, -100], [8, 1, 10]])
+    assert replaced_labels(sampled, labels).tolist() == [[False, True, False], [False, True, False]]
+
+
+def test_loss_equals_hand_computation():
+    g = torch.Generator().manual_seed(0)
+    B, L, P, V = 3, 7, 2, 11
+    gen_logits = torch.randn(B, P, V, generator=g)
+    labels = torch.tensor([[3, 4], [5, -100], [6, 7]])
+    disc_logits = torch.randn(B, L, generator=g)
+    attention = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] * 5 + [0] * 2]).bool()
+    replaced = torch.rand(B, L, generator=g) < 0.3
+    pred = {'gen_logits': gen_logits, 'disc_logits': disc_logits, 'is_replaced': replaced & attention,
+            'attention_mask': attention}
+    # by hand: mean -log softmax at the 5 labelled slots; mean BCE over the 16 real tokens
+    ce = [-torch.log_softmax(gen_logits[b, p], -1)[labels[b, p]] for b in range(B) for p in range(P) if labels[b, p] >= 0]
+    gen = sum(ce) / 5
+    bce = []
+    for b in range(B):
+        for t in range(L):
+            if attention[b, t]:
+                p = torch.sigmoid(disc_logits[b, t])
+                y = float(replaced[b, t])
+                bce.append(-(y * torch.log(p) + (1 - y) * torch.log(1 - p)))
+    disc = sum(bce) / 16
+    loss = ElectraLoss()(pred, labels)
+    assert loss.item() == pytest.approx((1.0 * gen + 50.0 * disc).item(), rel=1e-5)
+    assert ElectraLoss(2.0, 10.0)(pred, labels).item() == pytest.approx((2 * gen + 10 * disc).item(), rel=1e-5)
+    assert F.cross_entropy(gen_logits.flatten(0, 1), labels.flatten()).item() == pytest.approx(gen.item(), rel=1e-5)

@@ -1,0 +1,209 @@
+"""fastai callbacks of the pretraining loop. Orders: TrainEvalCallback -10, StepCounter -9, MaskingCallback -5,
+fastai MixedPrecision 10 and GradientClip 11, ParamScheduler 60, MetricsLogger 70, ProgressBar 75, Checkpointer 80.
+
+Nothing here reads a value off the device every step: metrics accumulate on the device and are read every
+`log_every` steps, so the GPU never waits for the host.
+"""
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from fastai.callback.core import Callback
+from fastprogress.fastprogress import progress_bar
+
+from .checkpoint import atomic_save, checkpoint_name, checkpoint_steps, is_main_process
+from .masking import mask_tokens
+
+__all__ = ['StepCounter', 'MaskingCallback', 'MetricsLogger', 'ProgressBar', 'Checkpointer', 'METRIC_NAMES',
+           'print_sink']
+
+
+class StepCounter(Callback):
+    "Counts optimizer steps over the whole run, so schedules and checkpoints see the same step after a resume."
+    order = -9  # right after fastai's TrainEvalCallback, which counts from 0 at every fit
+
+    def __init__(self, total_steps: int, start_step: int = 0):
+        self.total_steps, self.start_step = total_steps, start_step
+
+    def before_fit(self): self.learn.train_iter = self.start_step
+
+    def before_train(self):  # TrainEvalCallback.before_train resets pct_train to epoch / n_epoch
+        self.learn.pct_train = self.learn.train_iter / self.total_steps
+
+    def after_batch(self):
+        if self.training: self.learn.pct_train = self.learn.train_iter / self.total_steps
+
+
+class MaskingCallback(Callback):
+    "Masks every batch on the device (spec 2) and seeds the model's sampling generator."
+    order = -5
+
+    def __init__(self, special_ids: list[int], pad_id: int, mask_id: int, vocab_size: int, mask_prob: float,
+                 mode: str, mask_token_prob: float, random_token_prob: float, seed: int):
+        self.special_ids, self.pad_id, self.mask_id, self.vocab_size = special_ids, pad_id, mask_id, vocab_size
+        self.mask_prob, self.mode = mask_prob, mode
+        self.mask_token_prob, self.random_token_prob = mask_token_prob, random_token_prob
+        self.seed, self.device_rng, self.pending_state = seed, None, None
+
+    def before_fit(self):
+        device = next(self.model.parameters()).device
+        self.device_rng = torch.Generator(device=device).manual_seed(self.seed)
+        if self.pending_state is not None:  # restored from a checkpoint before the device was known
+            self.device_rng.set_state(self.pending_state)
+            self.pending_state = None
+        self._special = torch.tensor(self.special_ids, device=device)
+        self.model.rng = self.device_rng
+
+    def before_batch(self):
+        input_ids, token_type_ids = self.xb
+        m = mask_tokens(input_ids, self._special, self.pad_id, self.mask_id, self.vocab_size, self.mask_prob,
+                        self.mode, self.mask_token_prob, self.random_token_prob, self.device_rng)
+        self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels)
+        self.learn.yb = (m.labels,)
+
+    def state(self) -> torch.Tensor | None:
+        return self.device_rng.get_state() if self.device_rng is not None else None
+
+    def load_state(self, state: torch.Tensor) -> None:
+        self.pending_state = state
+
+
+# replaced_fraction: share of real tokens replaced; answering "original" everywhere scores 1 - replaced_fraction.
+METRIC_NAMES = ['step', 'loss', 'gen_loss', 'disc_loss', 'lr', 'gen_accuracy', 'disc_accuracy',
+                'replaced_precision', 'replaced_recall', 'replaced_fraction', 'steps_per_s']
+
+
+class MetricsLogger(Callback):
+    "Accumulates losses and accuracies on the device; every `log_every` steps writes a CSV row and calls `sinks`."
+    order, run_valid = 70, False
+
+    def __init__(self, path: str | Path, log_every: int, total_steps: int, sinks: list[Callable[[dict], None]] = ()):
+        self.path, self.log_every, self.total_steps, self.sinks = Path(path), log_every, total_steps, list(sinks)
+        self.last_row: dict | None = None
+
+    def after_fit(self):
+        for sink in self.sinks:
+            if hasattr(sink, 'stop'): sink.stop()
+
+    def before_fit(self):
+        self._reset()
+        self.t0, self.step0 = time.perf_counter(), self.train_iter
+        if is_main_process(): self._truncate_after(self.train_iter)
+
+    def _reset(self):
+        # [loss, gen_loss, disc_loss, gen_correct, gen_total, disc_correct, disc_total, tp, fp, fn, batches]
+        self.acc = torch.zeros(11, dtype=torch.float64, device=next(self.model.parameters()).device)
+
+    @torch.no_grad()
+    def after_batch(self):
+        pred, labels = self.pred, self.yb[0]
+        chosen = labels >= 0
+        gen_correct = ((pred['gen_logits'].argmax(-1) == labels) & chosen).sum()
+        real = pred['attention_mask']
+        flagged, replaced = pred['disc_logits'] > 0, pred['is_replaced']
+        gen_loss, disc_loss = self.loss_func.last
+        self.acc += torch.stack([
+            self.loss.detach().double(), gen_loss.double(), disc_loss.double(), gen_correct.double(),
+            chosen.sum().double(), ((flagged == replaced) & real).sum().double(), real.sum().double(),
+            (flagged & replaced & real).sum().double(), (flagged & ~replaced & real).sum().double(),
+            (~flagged & replaced).sum().double(), torch.ones((), dtype=torch.float64, device=self.acc.device)])
+        if self.train_iter % self.log_every == 0 or self.train_iter == self.total_steps: self._log()
+
+    def _log(self):
+        a = self.acc.tolist()  # the only read off the device, once per `log_every` steps
+        n = max(a[10], 1.0)
+        now = time.perf_counter()
+        row = {'step': self.train_iter, 'loss': a[0] / n, 'gen_loss': a[1] / n, 'disc_loss': a[2] / n,
+               'lr': self.opt.hypers[0]['lr'], 'gen_accuracy': a[3] / max(a[4], 1), 'disc_accuracy': a[5] / max(a[6], 1),
+               'replaced_precision': a[7] / max(a[7] + a[8], 1), 'replaced_recall': a[7] / max(a[7] + a[9], 1),
+               'replaced_fraction': (a[7] + a[9]) / max(a[6], 1),
+               'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9)}
+        self.t0, self.step0, self.last_row = now, self.train_iter, row
+        self._reset()
+        if not is_main_process(): return
+        new = not self.path.exists()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open('a', newline='') as f:
+            w = csv.DictWriter(f, METRIC_NAMES)
+            if new: w.writeheader()
+            w.writerow({k: f'{v:.6g}' for k, v in row.items()})
+        for sink in self.sinks: sink(row)
+
+    def _truncate_after(self, step: int):
+        "A resumed run rewrites the rows logged after its checkpoint, so the file reads as one uninterrupted run."
+        if not self.path.exists(): return
+        with self.path.open(newline='') as f: rows = [r for r in csv.DictReader(f) if int(float(r['step'])) <= step]
+        with self.path.open('w', newline='') as f:
+            w = csv.DictWriter(f, METRIC_NAMES)
+            w.writeheader()
+            w.writerows(rows)
+
+
+def print_sink(row: dict) -> None:
+    "A metrics sink printing one line per logging interval (for logs, where a live bar would print every step)."
+    print(f"step {row['step']}: loss {row['loss']:.4f} (gen {row['gen_loss']:.4f}, disc {row['disc_loss']:.4f}) "
+          f"gen_acc {row['gen_accuracy']:.4f} disc_acc {row['disc_accuracy']:.4f} "
+          f"replaced P/R {row['replaced_precision']:.3f}/{row['replaced_recall']:.3f} lr {row['lr']:.3g} "
+          f"{row['steps_per_s']:.1f} steps/s", flush=True)
+
+
+class ProgressBar(Callback):
+    "A live progress bar over the run's steps; its comment shows the last logged metrics (no per-step device read)."
+    order, run_valid = 75, False
+
+    def __init__(self, total_steps: int): self.total_steps = total_steps
+
+    def before_train(self):
+        self.pbar = progress_bar(range(self.total_steps), leave=True)
+        self.pbar.update(self.train_iter)
+
+    def after_batch(self):
+        logger = getattr(self.learn, 'metrics_logger', None)
+        row = logger.last_row if logger is not None else None
+        if row is not None and row['step'] == self.train_iter:
+            self.pbar.comment = (f"loss {row['loss']:.3f} gen_acc {row['gen_accuracy']:.3f} "
+                                 f"disc_acc {row['disc_accuracy']:.3f} lr {row['lr']:.2e}")
+        self.pbar.update(self.train_iter)
+
+    def after_train(self): self.pbar.on_iter_end()
+
+
+class Checkpointer(Callback):
+    "Writes `<run_name>_<seed>_<percent>.pth` atomically at the configured fractions of the run."
+    order, run_valid = 80, False
+
+    def __init__(self, output_dir: str | Path, run_name: str, seed: int, total_steps: int, fractions: list[float],
+                 extra: Callable[[], dict]):
+        self.output_dir, self.run_name, self.seed = Path(output_dir), run_name, seed
+        self.at, self.extra = checkpoint_steps(total_steps, fractions), extra
+        self.saved: list[Path] = []
+        self.resume_state: dict | None = None  # {'scaler', 'rng'} of the checkpoint a resumed run starts from
+
+    def before_fit(self):
+        state = self.resume_state
+        if state and state['scaler'] is not None and getattr(self.learn, 'scaler', None) is not None:
+            self.learn.scaler.load_state_dict(state['scaler'])  # MixedPrecision (order 10) made its scaler by now
+
+    def before_batch(self):
+        # Restore the global RNGs (dropout) just before the first resumed step: anything between loading the
+        # checkpoint and this point (fit set-up, the loader's iterator) may draw from them.
+        if not self.resume_state or not self.training: return
+        rng, self.resume_state = self.resume_state['rng'], None
+        torch.set_rng_state(rng['torch'])
+        if torch.cuda.is_available() and rng['cuda']: torch.cuda.set_rng_state_all(rng['cuda'])
+
+    def after_batch(self):
+        if self.train_iter not in self.at or not is_main_process(): return
+        masking = self.learn.masking  # fastai names a callback's attribute after its class
+        state = {'step': self.train_iter, 'model': self.model.state_dict(), 'opt': self.opt.state_dict(),
+                 'scaler': self.learn.scaler.state_dict() if getattr(self.learn, 'scaler', None) else None,
+                 'rng': {'torch': torch.get_rng_state(),
+                         'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+                         'masking': masking.state()},
+                 **self.extra()}
+        for fraction in self.at[self.train_iter]:
+            self.saved.append(atomic_save(state, self.output_dir / checkpoint_name(self.run_name, self.seed, fraction)))

@@ -1,0 +1,112 @@
+"""Checkpoints: atomic writes, naming, finding the latest one of a run, and checking that a resume fits.
+
+A pretraining checkpoint is one `.pth` dict holding everything needed to continue bit-for-bit:
+`{'format', 'step', 'config', 'model', 'opt', 'scaler', 'rng', 'tokenizer'}`; it loads with
+`torch.load(..., weights_only=True)` (tensors, numbers, strings and containers only).
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import ConfigError
+
+__all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'checkpoint_name', 'checkpoint_steps',
+           'find_checkpoints', 'latest_checkpoint', 'load_checkpoint', 'check_resume_compatible', 'FORMAT']
+
+FORMAT = 'electra-pretrain'
+
+
+def is_main_process() -> bool:
+    "Only rank 0 writes files under torchrun/accelerate (RANK unset: a single process)."
+    return int(os.environ.get('RANK', '0')) == 0
+
+
+def _atomic(path: Path, write) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # readers see the old file or the whole new one, never a partial one
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_save(obj: Any, path: str | Path) -> Path:
+    "`torch.save` to a temporary file beside `path`, fsync, then rename over `path`."
+    return _atomic(Path(path), lambda f: torch.save(obj, f))
+
+
+def atomic_write_text(text: str, path: str | Path) -> Path:
+    return _atomic(Path(path), lambda f: f.write(text.encode('utf-8')))
+
+
+def checkpoint_name(run_name: str, seed: int, fraction: float) -> str:
+    "`vanilla_11081_12.5%.pth` for fraction 0.125."
+    return f'{run_name}_{seed}_{fraction * 100:g}%.pth'
+
+
+def checkpoint_steps(total_steps: int, fractions: list[float]) -> dict[int, list[float]]:
+    "Step -> the fractions saved at it (several short-run fractions can round to one step)."
+    out: dict[int, list[float]] = {}
+    for f in sorted(fractions):
+        out.setdefault(max(1, round(f * total_steps)), []).append(f)
+    return out
+
+
+def find_checkpoints(output_dir: str | Path, run_name: str, seed: int) -> list[Path]:
+    "This run's checkpoints, by increasing fraction."
+    pattern = re.compile(rf'^{re.escape(run_name)}_{seed}_([0-9.]+)%\.pth$')
+    found = [(float(m.group(1)), p) for p in Path(output_dir).glob('*.pth') if (m := pattern.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
+    path = Path(path)
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such checkpoint.") from None
+    except Exception as e:
+        raise ConfigError(f"{path}: cannot read this checkpoint ({type(e).__name__}: {e}). "
+                          "It may be truncated or not a file written by pretrain.py.") from None
+    if not isinstance(ckpt, dict) or ckpt.get('format') != FORMAT:
+        raise ConfigError(f"{path}: not an ELECTRA pretraining checkpoint written by pretrain.py "
+                          f"(expected a dict with format '{FORMAT}').")
+    return ckpt
+
+
+def latest_checkpoint(output_dir: str | Path, run_name: str, seed: int) -> Path | None:
+    found = find_checkpoints(output_dir, run_name, seed)
+    return found[-1] if found else None
+
+
+# Keys that must agree between a checkpoint and the run resuming it: anything that changes parameter shapes,
+# the data stream or the objective. (steps, log_every, logger, device... may change on resume.)
+RESUME_KEYS = ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size', 'embedding_size',
+               'generator_size', 'max_position_embeddings', 'tie_weights', 'max_length', 'batch_size', 'seed',
+               'mask_prob', 'mask_mode', 'corpus')
+
+
+def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[str, str], path: Path) -> None:
+    "Refuse a resume whose model shape, data or tokenizer differs from the checkpoint's, naming the key."
+    saved = ckpt['config']
+    for key in RESUME_KEYS:
+        if saved.get(key) != cfg_dict.get(key):
+            raise ConfigError(f"{path}: cannot resume: '{key}' was {saved.get(key)!r} in the checkpoint but is "
+                              f"{cfg_dict.get(key)!r} now. Use the checkpoint's value, or start a new run "
+                              f"(another --run_name) without --resume.")
+    if ckpt['tokenizer'] != tokenizer_state:
+        raise ConfigError(f"{path}: cannot resume: the tokenizer differs from the one this checkpoint was trained "
+                          f"with. Pass the run's own tokenizer (its run directory's tokenizer/) with --tokenizer.")

@@ -1,0 +1,69 @@
+"""From a pretraining run to plain transformers models, and back: `export_pretrained` writes the discriminator and the
+generator with `save_pretrained` (tokenizer included) so `from_pretrained` loads them; `load_discriminator` reads any
+of the three sources fine-tuning accepts (a pretrain `.pth`, a `save_pretrained` directory, a hub name)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokenizerBase
+
+from .checkpoint import is_main_process, load_checkpoint
+from .config import ConfigError, config_from_dict
+from .model import ElectraPretrainingModel, discriminator_config
+
+__all__ = ['export_pretrained', 'load_discriminator']
+
+
+def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> dict[str, Path]:
+    "Save `run_dir/discriminator` and `run_dir/generator`, each with the tokenizer; returns the two paths."
+    out = {name: Path(run_dir) / name for name in ('discriminator', 'generator')}
+    if is_main_process():
+        for name, path in out.items():
+            getattr(model, name).save_pretrained(path)
+            tokenizer.save_pretrained(path)
+    return out
+
+
+def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
+    from .pretrain_config import PretrainConfig
+    from .tokenizer import tokenizer_from_state
+    ckpt = load_checkpoint(path)
+    tokenizer = tokenizer_from_state(ckpt['tokenizer'])
+    cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
+    disc = ElectraForPreTraining(discriminator_config(cfg, len(tokenizer), tokenizer.pad_token_id))
+    state = {k[len('discriminator.'):]: v for k, v in ckpt['model'].items() if k.startswith('discriminator.')}
+    missing, unexpected = disc.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ConfigError(f"{path}: the discriminator weights do not match its config "
+                          f"(missing {missing[:3]}, unexpected {unexpected[:3]}). Was the file edited by hand?")
+    return disc, tokenizer
+
+
+def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
+    local = Path(source).is_dir()
+    try:
+        disc = ElectraForPreTraining.from_pretrained(source)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as e:
+        if local:
+            raise ConfigError(f"{source}: not a save_pretrained directory of an ELECTRA discriminator with its "
+                              f"tokenizer ({e}).") from None
+        raise ConfigError(f"cannot load '{source}' from the Hugging Face hub (offline, or no such model: {e}). "
+                          "Point at a local save_pretrained directory (e.g. checkpoints/pretrain/<run>_<seed>/"
+                          "discriminator) or a pretraining .pth checkpoint instead.") from None
+    if disc.config.model_type != 'electra':
+        raise ConfigError(f"{source}: a '{disc.config.model_type}' model, not an ELECTRA discriminator.")
+    return disc, tokenizer
+
+
+def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
+    "An `ElectraForPreTraining` and its tokenizer from a pretrain `.pth`, a `save_pretrained` directory or a hub name."
+    source = str(source)
+    if source.endswith('.pth'):
+        disc, tokenizer = _from_checkpoint(Path(source))
+    else:
+        disc, tokenizer = _from_pretrained(source)
+    if disc.config.vocab_size < len(tokenizer):
+        raise ConfigError(f"{source}: the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
+                          f"{disc.config.vocab_size}: they do not belong together. Use the tokenizer saved with the model.")
+    return disc.to(device), tokenizer

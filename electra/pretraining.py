@@ -1,0 +1,156 @@
+"""The pretraining job's steps, each one call for the driver (`pretrain.py` / `notebooks/Pretrain.ipynb`):
+device and precision, the run directory, the fastai Learner with its callbacks, resume, and the whole run."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+from fastai.callback.fp16 import MixedPrecision
+from fastai.callback.progress import ProgressCallback
+from fastai.callback.schedule import ParamScheduler
+from fastai.callback.training import GradientClip
+from fastai.data.core import DataLoaders
+from fastai.learner import Learner, Recorder
+
+from .callbacks import Checkpointer, MaskingCallback, MetricsLogger, ProgressBar, StepCounter, print_sink
+from .checkpoint import FORMAT, atomic_write_text, find_checkpoints, is_main_process, latest_checkpoint
+from .config import ConfigError, config_to_dict, running_in_notebook
+from .loss import ElectraLoss
+from .model import ElectraPretrainingModel
+from .optim import electra_opt_func, param_groups
+from .pretrain_config import PretrainConfig
+from .schedule import warmup_decay_sched
+
+__all__ = ['resolve_device', 'resolve_precision', 'prepare_run_dir', 'special_token_ids', 'DeviceDataLoaders',
+           'build_learner', 'checkpoint_extra', 'existing_run_guard', 'restore_training_state',
+           'save_run_config', 'neptune_sink']
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == 'auto': return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+    try: device = torch.device(name)
+    except RuntimeError: raise ConfigError(f"device: '{name}' is not a device; use auto, cpu, cuda or cuda:N.") from None
+    if device.type == 'cuda' and not torch.cuda.is_available():
+        raise ConfigError(f"device: '{name}' asked for, but no CUDA GPU is visible. Use --device cpu.")
+    return device
+
+
+def resolve_precision(name: str, device: torch.device) -> str:
+    "'auto' is bf16 on GPUs that support it, fp16 on older GPUs, fp32 on CPU."
+    if device.type != 'cuda':
+        if name in ('bf16', 'fp16'): raise ConfigError(f"precision: {name} mixed precision needs a GPU; use fp32 on CPU.")
+        return 'fp32'
+    if name == 'auto': return 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'
+    return name
+
+
+def prepare_run_dir(cfg: PretrainConfig) -> Path:
+    "`<output_dir>/<run_name>_<seed>/`, checked writable up front rather than at the first checkpoint."
+    out = Path(cfg.output_dir)
+    run_dir = out / f'{cfg.run_name}_{cfg.seed}'
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / '.write_test'
+        probe.write_text('ok')
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"output_dir: cannot write to '{out}' ({e.strerror}). "
+                          "Choose a writable directory with --output_dir.") from None
+    return run_dir
+
+
+def special_token_ids(tokenizer, mask_unk: bool) -> list[int]:
+    "Ids masking never chooses: [CLS] [SEP] [MASK] [PAD], and [UNK] unless `mask_unk` (official: [UNK] may be masked)."
+    ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id, tokenizer.pad_token_id]
+    if not mask_unk and tokenizer.unk_token_id is not None: ids.append(tokenizer.unk_token_id)
+    return ids
+
+
+class DeviceDataLoaders(DataLoaders):
+    "fastai `DataLoaders` over plain torch loaders (which have no `.to`): the Learner moves each batch to `device`."
+
+    def __init__(self, *loaders, device: torch.device, n_inp: int):
+        super().__init__(*loaders)
+        self._device = torch.device(device)
+        self.n_inp = n_inp  # how many leading batch items are inputs (fastai's split into xb and yb)
+
+
+def neptune_sink(cfg: PretrainConfig):
+    "A metrics sink logging to Neptune; NEPTUNE_MODE=offline works without an account or a network."
+    try: import neptune
+    except ImportError: raise ConfigError("logger: neptune is not installed; pip install neptune, or use --logger none.") from None
+    run = neptune.init_run(project=cfg.neptune_project or None, name=f'{cfg.run_name}_{cfg.seed}',
+                           mode=os.environ.get('NEPTUNE_MODE', 'async'))
+    run['config'] = {k: str(v) for k, v in config_to_dict(cfg).items()}
+
+    def sink(row: dict):
+        for k, v in row.items():
+            if k != 'step': run[f'train/{k}'].append(v, step=row['step'])
+    sink.stop = run.stop
+    return sink
+
+
+def build_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tokenizer, train_dl, run_dir: Path,
+                  device: torch.device, precision: str, start_step: int = 0, extra_state=None) -> Learner:
+    "A fastai Learner running the ELECTRA objective with the official optimizer, schedule and clipping."
+    # Batches are (input_ids, token_type_ids): both inputs; MaskingCallback makes the targets. No fastai validation pass.
+    dls = DeviceDataLoaders(train_dl, [], device=device, n_inp=2)
+    live = is_main_process() and (sys.stdout.isatty() or running_in_notebook())
+    sinks = [] if live else [print_sink]
+    if cfg.logger == 'neptune' and is_main_process(): sinks.append(neptune_sink(cfg))
+    cbs = [StepCounter(cfg.steps, start_step),
+           MaskingCallback(special_token_ids(tokenizer, cfg.mask_unk), tokenizer.pad_token_id, tokenizer.mask_token_id,
+                           len(tokenizer), cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob, cfg.random_token_prob, cfg.seed),
+           ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power, cfg.schedule)}),
+           MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, sinks),
+           Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict)]
+    if live: cbs.append(ProgressBar(cfg.steps))
+    if cfg.clip_grad > 0: cbs.append(GradientClip(cfg.clip_grad))
+    if precision in ('bf16', 'fp16'): cbs.append(MixedPrecision(amp_mode=precision))
+    learn = Learner(dls, model, loss_func=ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight),
+                    opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
+                    splitter=param_groups, lr=cfg.lr, cbs=cbs, path=run_dir, model_dir='.')
+    # fastai's Recorder keeps one loss tensor per step and its ProgressCallback reads the loss every step;
+    # MetricsLogger and ProgressBar replace both.
+    learn.remove_cbs([Recorder, ProgressCallback])
+    return learn
+
+
+def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str]):
+    "What every checkpoint carries besides the training state: format, resolved config and tokenizer files."
+    return lambda: {'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state}
+
+
+def existing_run_guard(cfg: PretrainConfig) -> Path | None:
+    """The checkpoint to resume from (None: start at step 0). Refuses to start over a run that already has
+    checkpoints unless asked to, so a forgotten --resume never overwrites work."""
+    if cfg.resume:
+        path = latest_checkpoint(cfg.output_dir, cfg.run_name, cfg.seed)
+        if path is None and is_main_process():
+            print(f"resume: no checkpoint of {cfg.run_name}_{cfg.seed} in {cfg.output_dir}; starting at step 0.")
+        return path
+    found = find_checkpoints(cfg.output_dir, cfg.run_name, cfg.seed)
+    if found and not cfg.overwrite:
+        raise ConfigError(f"{found[-1]}: run '{cfg.run_name}' (seed {cfg.seed}) already has checkpoints in "
+                          f"{cfg.output_dir}. Continue it with --resume, start another with --run_name NAME, "
+                          "or replace it with --overwrite true.")
+    return None
+
+
+def restore_training_state(learn: Learner, ckpt: dict) -> None:
+    "Load model, optimizer, scaler and RNG states of a checkpoint (checked by `check_resume_compatible`) into `learn`."
+    learn.model.load_state_dict(ckpt['model'])
+    learn.create_opt()
+    learn.opt.load_state_dict(ckpt['opt'])
+    learn.masking.load_state(ckpt['rng']['masking'])
+    learn.checkpointer.resume_state = {'scaler': ckpt['scaler'], 'rng': ckpt['rng']}
+
+
+def save_run_config(cfg: PretrainConfig, run_dir: Path) -> Path:
+    "The resolved config beside the run, loadable again with --config <run_dir>/config.yaml."
+    data = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ('config', 'resume', 'overwrite')}
+    return atomic_write_text(yaml.safe_dump(data, sort_keys=False), run_dir / 'config.yaml')

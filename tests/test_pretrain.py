@@ -1,0 +1,143 @@
+"""The pretraining job end to end, run through the real driver `pretrain.py` (in-process with runpy, as a user runs it):
+checkpoints, export to transformers, exact resume, bad input, and learning on a real corpus."""
+import csv
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import ElectraForPreTraining
+
+from electra.checkpoint import load_checkpoint
+from electra.config import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+WIKI = ROOT.parent / 'shared' / 'data' / 'corpus' / 'wikipedia_leads.txt'
+TINY = ['--steps', '24', '--batch_size', '8', '--max_length', '32', '--hidden_size', '32', '--num_hidden_layers', '2',
+        '--num_attention_heads', '2', '--intermediate_size', '64', '--embedding_size', '32', '--generator_size', '0.5',
+        '--vocab_size', '500', '--log_every', '6', '--warmup_steps', '4', '--device', 'cpu']
+
+
+def pretrain(tmp: Path, *argv: str) -> dict:
+    "Run pretrain.py in this process; returns the driver's globals (model, learn, run_dir, ...)."
+    args = ['--output_dir', str(tmp / 'ckpt'), '--cache_dir', str(tmp / 'cache'), *argv]
+    old_argv, old_cwd = sys.argv, os.getcwd()
+    sys.argv = ['pretrain.py', *args]
+    os.chdir(ROOT)
+    try:
+        return runpy.run_path(str(ROOT / 'pretrain.py'), run_name='__main__')
+    finally:
+        sys.argv = old_argv
+        os.chdir(old_cwd)
+
+
+@pytest.fixture(scope='module')
+def straight(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('straight')
+    return tmp, pretrain(tmp, *TINY, '--run_name', 'vanilla', '--checkpoint_at', '0.0625,0.125,0.25,0.5,1.0')
+
+
+def test_checkpoints_named_and_complete(straight):
+    tmp, g = straight
+    names = sorted(p.name for p in (tmp / 'ckpt').glob('*.pth'))
+    assert names == sorted(f'vanilla_11081_{p}%.pth' for p in ['6.25', '12.5', '25', '50', '100'])
+    ckpt = load_checkpoint(tmp / 'ckpt' / 'vanilla_11081_50%.pth')
+    assert ckpt['step'] == 12 and ckpt['config']['hidden_size'] == 32
+    assert {'model', 'opt', 'rng', 'tokenizer', 'config', 'scaler'} <= set(ckpt)
+    assert (tmp / 'ckpt' / 'vanilla_11081' / 'config.yaml').exists()
+    assert not list((tmp / 'ckpt').glob('.*.tmp'))  # atomic writes leave no partial files
+
+
+def test_metrics_file(straight):
+    tmp, _ = straight
+    rows = list(csv.DictReader((tmp / 'ckpt' / 'vanilla_11081' / 'metrics.csv').open()))
+    assert [int(r['step']) for r in rows] == [6, 12, 18, 24]
+    for r in rows:
+        assert 0 <= float(r['gen_accuracy']) <= 1 and 0 <= float(r['disc_accuracy']) <= 1
+        assert float(r['loss']) == pytest.approx(float(r['gen_loss']) + 50 * float(r['disc_loss']), rel=1e-3)
+    assert float(rows[-1]['lr']) < float(rows[0]['lr'])
+
+
+def test_exported_discriminator_matches_own_model(straight):
+    tmp, g = straight
+    model, tokenizer = g['model'].eval(), g['tokenizer']
+    loaded = ElectraForPreTraining.from_pretrained(tmp / 'ckpt' / 'vanilla_11081' / 'discriminator').eval()
+    enc = tokenizer(['the first sentence.', 'another, longer example sentence here.'], padding=True, return_tensors='pt')
+    with torch.no_grad():
+        ours = model.discriminator(**enc).logits
+        theirs = loaded(**enc).logits
+    assert torch.allclose(ours, theirs, atol=1e-6)
+    from transformers import AutoTokenizer, ElectraForMaskedLM
+    gen = ElectraForMaskedLM.from_pretrained(tmp / 'ckpt' / 'vanilla_11081' / 'generator')
+    assert torch.equal(gen.electra.embeddings.word_embeddings.weight, model.discriminator.electra.embeddings.word_embeddings.weight)
+    assert AutoTokenizer.from_pretrained(tmp / 'ckpt' / 'vanilla_11081' / 'discriminator').vocab == tokenizer.vocab
+
+
+def test_half_then_resume_equals_straight(straight, tmp_path):
+    tmp, g = straight
+    argv = [*TINY, '--run_name', 'vanilla', '--checkpoint_at', '0.5,1.0']
+    pretrain(tmp_path, *argv)
+    (tmp_path / 'ckpt' / 'vanilla_11081_100%.pth').unlink()      # as if interrupted after the 50% checkpoint
+    resumed = pretrain(tmp_path, *argv, '--resume')
+    assert resumed['start_step'] == 12
+    final = {k: v for k, v in resumed['model'].state_dict().items()}
+    for k, v in g['model'].state_dict().items():
+        assert torch.allclose(final[k], v, rtol=0, atol=1e-6), k
+    rows = list(csv.DictReader((tmp_path / 'ckpt' / 'vanilla_11081' / 'metrics.csv').open()))
+    assert [int(r['step']) for r in rows] == [6, 12, 18, 24]        # no duplicated rows after the resume
+
+
+def test_rerun_without_resume_refuses_to_overwrite(straight):
+    tmp, _ = straight
+    with pytest.raises(ConfigError, match='already has checkpoints.*--resume.*--run_name.*--overwrite'):
+        pretrain(tmp, *TINY, '--run_name', 'vanilla', '--overwrite', 'false')
+
+
+def test_resume_with_other_shape_or_tokenizer_refused(straight, tmp_path):
+    tmp, _ = straight
+    with pytest.raises(ConfigError, match="cannot resume: 'hidden_size' was 32 in the checkpoint but is 64"):
+        pretrain(tmp, *TINY, '--run_name', 'vanilla', '--resume', '--hidden_size', '64')
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'the', 'a', '.']) + '\n')
+    with pytest.raises(ConfigError, match='tokenizer differs'):
+        pretrain(tmp, *TINY, '--run_name', 'vanilla', '--resume', '--tokenizer', str(vocab))
+
+
+@pytest.mark.parametrize('make,match', [
+    (lambda d: d / 'missing.txt', 'missing.txt'),
+    (lambda d: (d / 'empty.txt').write_text('') and None or d / 'empty.txt', 'empty.txt'),
+    (lambda d: (d / 'bin.txt').write_bytes(b'\x00\xff\xfe binary \x89PNG' * 50) and None or d / 'bin.txt', 'bin.txt'),
+])
+def test_bad_corpus_named(tmp_path, make, match):
+    path = make(tmp_path)
+    with pytest.raises(ConfigError, match=match):
+        pretrain(tmp_path, *TINY, '--corpus', str(path))
+
+
+def test_unwritable_output_dir(tmp_path):
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('not a directory')
+    with pytest.raises(ConfigError, match='output_dir: cannot write to'):
+        pretrain(tmp_path, *TINY, '--output_dir', str(blocker / 'sub'))
+
+
+def test_cli_error_is_one_line_without_traceback(tmp_path):
+    r = subprocess.run([sys.executable, 'pretrain.py', '--stpes', '3'], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    assert r.returncode != 0
+    assert "error: command line: unknown key 'stpes'. Did you mean 'steps'?" in r.stderr
+    assert 'Traceback' not in r.stderr
+
+
+@pytest.mark.skipif(not WIKI.exists(), reason='../shared/data is absent')
+def test_learns_on_wikipedia_leads(tmp_path):
+    g = pretrain(tmp_path, '--config', 'demo', '--corpus', str(WIKI), '--run_name', 'wiki', '--device', 'cpu')
+    rows = list(csv.DictReader((tmp_path / 'ckpt' / 'wiki_11081' / 'metrics.csv').open()))
+    first, last = rows[0], rows[-1]
+    assert float(last['loss']) < 0.8 * float(first['loss'])
+    # always answering "original" scores 1 - (share of replaced tokens); the discriminator must beat that
+    assert float(last['disc_accuracy']) > 1 - float(last['replaced_fraction']) + 0.005
+    assert float(last['replaced_precision']) > 0.5 and float(last['replaced_recall']) > 0.05

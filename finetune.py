@@ -1,0 +1,114 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent,ipynb
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Fine-tuning ELECTRA on GLUE
+#
+# This walkthrough takes a pretrained ELECTRA discriminator, fine-tunes it on every GLUE task several times with
+# different seeds, summarises the dev scores, and writes the test predictions of the chosen runs in the format the
+# GLUE site accepts. It follows the official fine-tuning (google-research/electra): the [CLS] vector goes through
+# dropout and one linear layer; Adam without bias correction; warm-up and linear decay applied together;
+# layer-wise learning-rate decay; training pairs of MRPC and STS-B in both orders.
+#
+# Run it as a script (`python finetune.py --config small --model google/electra-small-discriminator`) or as the
+# notebook `notebooks/Finetune_GLUE.ipynb`. `python finetune.py --help` lists every setting.
+
+# %%
+import sys
+from contextlib import contextmanager
+
+import torch
+
+from electra import finetuning
+from electra.config import ConfigError, config_to_dict, load_config
+from electra.finetune_config import FinetuneConfig
+
+IN_NOTEBOOK = 'ipykernel' in sys.modules
+
+
+@contextmanager
+def reported_errors():
+    "A bad setting or input file ends the script with `error: <message>` and status 2; a notebook shows it as usual."
+    try:
+        yield
+    except ConfigError as e:
+        if IN_NOTEBOOK: raise
+        print(f'error: {e}', file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+# %% [markdown]
+# ## 1. Settings
+#
+# Defaults come from `FinetuneConfig`, then the preset (`configs/finetune/demo.yaml` unless `--config` names another
+# preset or a YAML file), then `--key value` flags. In the notebook, put changes in `overrides`.
+# The presets `small`, `base` and `large` hold the paper's learning rate and layer decay for each model size;
+# `task_overrides` gives RTE and STS-B their 10 epochs.
+
+# %%
+overrides = {}
+with reported_errors():
+    cfg = load_config(FinetuneConfig, argv=[] if IN_NOTEBOOK else None, preset_dir='configs/finetune',
+                      default_preset='demo', prog='finetune.py', overrides=overrides)
+if cfg.threads: torch.set_num_threads(cfg.threads)
+print('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
+
+# %% [markdown]
+# ## 2. Data and pretrained model
+#
+# `data` is the HF hub (`nyu-mll/glue`), `demo` (small synthetic tasks in the GLUE layout, written by the project),
+# or a local directory: TSV files as the GLUE download script lays them out, or saved copies of the hub dataset.
+# The model is a `.pth` checkpoint of `pretrain.py`, an exported directory, or a hub name; only its
+# discriminator's body is used, under a new output layer per run.
+
+# %%
+with reported_errors():
+    source = finetuning.resolve_data(cfg.data, cfg.cache_dir)
+    pretrained, tokenizer = finetuning.load_pretrained(cfg.model)
+print(f'data: {source.description}')
+print(f'model: {cfg.model}: {pretrained.config.num_hidden_layers} layers, hidden size {pretrained.config.hidden_size}, '
+      f'{len(tokenizer)} tokens')
+
+# %% [markdown]
+# ## 3. Fine-tune: `runs` runs per task
+#
+# Each task's examples are tokenized once (and cached on disk); batches hold examples of similar length.
+# Every finished run writes its weights to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to
+# `results.csv` straight away, so an interrupted sweep picks up where it stopped when run again.
+
+# %%
+with reported_errors():
+    results = finetuning.run_sweep(cfg, pretrained, tokenizer, source)
+
+# %% [markdown]
+# ## 4. Summary of the dev scores
+#
+# Mean, median, standard deviation and best run per task, and the paper's GLUE score (the mean over the eight tasks
+# other than WNLI of Spearman for STS-B, MCC for CoLA and accuracy for the rest). Saved as `summary.md` and
+# `summary.png` next to the results table.
+
+# %%
+print(finetuning.write_summary(cfg, results))
+
+# %% [markdown]
+# ## 5. Test predictions
+#
+# The best dev run of each task (or the median run, `--select median`; or the averaged logits of the top
+# `ensemble_k` runs) predicts the test sets; AX is predicted with the MNLI model. The files and
+# `glue_submission.zip` go to `<test_output_dir>/<group>/`.
+
+# %%
+if cfg.predict:
+    with reported_errors():
+        files = finetuning.write_test_predictions(cfg, results, tokenizer, source)
+    print('\n'.join(str(f) for f in files))

@@ -9,17 +9,18 @@ from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokeniz
 
 from .checkpoint import is_main_process, load_checkpoint
 from .config import ConfigError, config_from_dict
-from .model import ElectraPretrainingModel, discriminator_config
+from .model import ElectraPretrainingModel, discriminator_config, padded_vocab_size, unpadded_copy
 
 __all__ = ['export_pretrained', 'load_discriminator']
 
 
 def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> dict[str, Path]:
-    "Save `run_dir/discriminator` and `run_dir/generator`, each with the tokenizer; returns the two paths."
+    """Save `run_dir/discriminator` and `run_dir/generator`, each with the tokenizer; returns the two paths.
+    A padded vocabulary (`pad_vocab_multiple`) is cut back to the tokenizer's size."""
     out = {name: Path(run_dir) / name for name in ('discriminator', 'generator')}
     if is_main_process():
         for name, path in out.items():
-            getattr(model, name).save_pretrained(path)
+            unpadded_copy(getattr(model, name), getattr(model, 'vocab_size', len(tokenizer))).save_pretrained(path)
             tokenizer.save_pretrained(path)
     return out
 
@@ -32,6 +33,9 @@ def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedToken
     cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
     disc = ElectraForPreTraining(discriminator_config(cfg, len(tokenizer), tokenizer.pad_token_id))
     state = {k[len('discriminator.'):]: v for k, v in ckpt['model'].items() if k.startswith('discriminator.')}
+    rows, words = padded_vocab_size(len(tokenizer), cfg.pad_vocab_multiple), 'electra.embeddings.word_embeddings.weight'
+    if rows > len(tokenizer) and words in state and len(state[words]) == rows:
+        state[words] = state[words][:len(tokenizer)]  # trained with pad_vocab_multiple: drop the padding rows
     missing, unexpected = disc.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise ConfigError(f"{path}: the discriminator weights do not match its config "
@@ -51,8 +55,12 @@ def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedToke
         raise ConfigError(f"cannot load '{source}' from the Hugging Face hub (offline, or no such model: {e}). "
                           "Point at a local save_pretrained directory (e.g. checkpoints/pretrain/<run>_<seed>/"
                           "discriminator) or a pretraining .pth checkpoint instead.") from None
-    if disc.config.model_type != 'electra':
-        raise ConfigError(f"{source}: a '{disc.config.model_type}' model, not an ELECTRA discriminator.")
+    # save_pretrained records the class; a generator directory would otherwise load with a fresh random head.
+    saved_as = getattr(disc.config, 'architectures', None) or ['ElectraForPreTraining']
+    if disc.config.model_type != 'electra' or 'ElectraForPreTraining' not in saved_as:
+        raise ConfigError(f"{source} holds a {' / '.join(saved_as)} ({disc.config.model_type}), not an ELECTRA "
+                          "discriminator (ElectraForPreTraining). Give the discriminator: a pretrain.py .pth checkpoint, "
+                          "its exported discriminator directory, or a hub name such as google/electra-small-discriminator.")
     return disc, tokenizer
 
 

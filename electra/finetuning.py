@@ -30,27 +30,12 @@ from .optim import electra_opt_func, param_groups
 from .schedule import warmup_decay_sched
 from .submission import write_predictions, zip_submission
 
-__all__ = ['load_pretrained', 'check_pretrained', 'ElectraClassifier', 'layer_groups', 'layer_lrs', 'optimizer_groups',
+__all__ = ['load_pretrained', 'ElectraClassifier', 'layer_groups', 'layer_lrs', 'optimizer_groups',
            'resolve_data', 'resolve_device', 'TaskData', 'prepare_task', 'predict_outputs', 'train_run', 'run_sweep',
            'write_summary', 'load_finetuned', 'write_test_predictions']
 
 
 # -- the pretrained model
-
-def check_pretrained(model, tokenizer, source: str) -> None:
-    "Raise a `ConfigError` unless `model` is an ELECTRA discriminator whose vocabulary covers `tokenizer`."
-    from transformers import ElectraForPreTraining
-    saved_as = getattr(model.config, 'architectures', None) or ['ElectraForPreTraining']  # what save_pretrained recorded
-    if not isinstance(model, ElectraForPreTraining) or 'ElectraForPreTraining' not in saved_as:
-        what = type(model).__name__ if not isinstance(model, ElectraForPreTraining) else ' / '.join(saved_as)
-        raise ConfigError(f"model: {source} holds a {what}, not an ELECTRA discriminator "
-                          "(ElectraForPreTraining). Give the discriminator: a pretrain.py .pth checkpoint, its exported "
-                          "discriminator directory, or a hub name such as google/electra-small-discriminator.")
-    n_vocab = model.config.vocab_size
-    if len(tokenizer) > n_vocab:
-        raise ConfigError(f"model: {source} has {n_vocab} word embeddings but its tokenizer has {len(tokenizer)} tokens: "
-                          "the vocabulary does not match. Use the tokenizer saved with this checkpoint.")
-
 
 def load_pretrained(source: str, device: str = 'cpu'):
     "The discriminator and tokenizer of `source` (a pretrain.py .pth, a save_pretrained directory or a hub name), checked."
@@ -58,9 +43,7 @@ def load_pretrained(source: str, device: str = 'cpu'):
         raise ConfigError(f"model: {source} not found: run `python pretrain.py` first (the demo preset writes it), or set "
                           "--model to a .pth checkpoint, a save_pretrained directory or a hub name.")
     from .export import load_discriminator
-    model, tokenizer = load_discriminator(source, device=device)
-    check_pretrained(model, tokenizer, source)
-    return model, tokenizer
+    return load_discriminator(source, device=device)
 
 
 class ElectraClassifier(nn.Module):

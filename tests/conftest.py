@@ -1,0 +1,7 @@
+"Tests never touch the network: the HF hub is switched off before anything imports transformers or datasets."
+import os
+
+os.environ.setdefault('HF_HUB_OFFLINE', '1')
+os.environ.setdefault('HF_DATASETS_OFFLINE', '1')
+os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
+os.environ.setdefault('NEPTUNE_MODE', 'offline')

@@ -126,6 +126,13 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+def project_dir(preset_dir: str | Path) -> Path:
+    "A relative `preset_dir` as given if it exists from here, else inside this project, so a job runs from any folder."
+    path = Path(preset_dir)
+    if path.is_absolute() or path.is_dir(): return path
+    return Path(__file__).resolve().parents[1] / path
+
+
 def resolve_preset(name: str, preset_dir: Path) -> Path:
     "A preset name (`small`) in `preset_dir`, or a path to a YAML file."
     path = Path(name)
@@ -173,7 +180,7 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
                 default_preset: str = 'demo', prog: str = 'job', overrides: dict | None = None):
     """The job's config: `cls` defaults, then the preset named by `--config` (or `default_preset`), then the other
     flags in `argv`, then `overrides` (a dict, as a notebook's config cell gives). `--help` prints and exits."""
-    preset_dir = Path(preset_dir)
+    preset_dir = project_dir(preset_dir)
     argv = sys.argv[1:] if argv is None else list(argv)
     if '--help' in argv or '-h' in argv:
         print(config_help(cls, prog, preset_dir))

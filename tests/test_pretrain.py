@@ -21,12 +21,12 @@ TINY = ['--steps', '24', '--batch_size', '8', '--max_length', '32', '--hidden_si
         '--vocab_size', '500', '--log_every', '6', '--warmup_steps', '4', '--device', 'cpu']
 
 
-def pretrain(tmp: Path, *argv: str) -> dict:
-    "Run pretrain.py in this process; returns the driver's globals (model, learn, run_dir, ...)."
+def pretrain(tmp: Path, *argv: str, cwd: Path = ROOT) -> dict:
+    "Run pretrain.py in this process (from `cwd`); returns the driver's globals (model, learn, run_dir, ...)."
     args = ['--output_dir', str(tmp / 'ckpt'), '--cache_dir', str(tmp / 'cache'), *argv]
     old_argv, old_cwd = sys.argv, os.getcwd()
     sys.argv = ['pretrain.py', *args]
-    os.chdir(ROOT)
+    os.chdir(cwd)
     try:
         return runpy.run_path(str(ROOT / 'pretrain.py'), run_name='__main__')
     finally:
@@ -122,6 +122,13 @@ def test_unwritable_output_dir(tmp_path):
     blocker.write_text('not a directory')
     with pytest.raises(ConfigError, match='output_dir: cannot write to'):
         pretrain(tmp_path, *TINY, '--output_dir', str(blocker / 'sub'))
+
+
+def test_neptune_offline_logger_from_another_folder(tmp_path):
+    # NEPTUNE_MODE=offline (tests/conftest.py): no account, no network; the run is stored under ./.neptune
+    pretrain(tmp_path, *TINY, '--steps', '6', '--logger', 'neptune', cwd=tmp_path)
+    stored = [p for p in (tmp_path / '.neptune').rglob('*') if p.is_file()]
+    assert stored and any(b'train/loss' in p.read_bytes() for p in stored)
 
 
 def test_cli_error_is_one_line_without_traceback(tmp_path):

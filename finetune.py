@@ -1,7 +1,6 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent,ipynb
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -21,10 +20,17 @@
 # layer-wise learning-rate decay; training pairs of MRPC and STS-B in both orders.
 #
 # Run it as a script (`python finetune.py --config small --model google/electra-small-discriminator`) or as the
-# notebook `notebooks/Finetune_GLUE.ipynb`. `python finetune.py --help` lists every setting.
+# notebook `notebooks/Finetune_GLUE.ipynb`. `python finetune.py --help` lists every setting. This script is exported
+# from the notebook (`python -m electra.notebooks export`): edit the notebook, not the script.
 
 # %%
+import os
 import sys
+
+if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir(os.path.join('..', 'electra')):
+    os.chdir('..')  # Jupyter starts the kernel in notebooks/; the job runs from the repository root, as the script does
+
+# %%
 from contextlib import contextmanager
 
 import torch
@@ -51,12 +57,15 @@ def reported_errors():
 # ## 1. Settings
 #
 # Defaults come from `FinetuneConfig`, then the preset (`configs/finetune/demo.yaml` unless `--config` names another
-# preset or a YAML file), then `--key value` flags. In the notebook, put changes in `overrides`.
+# preset or a YAML file), then `--key value` flags. In the notebook, put changes in `overrides` (the cell tagged
+# `parameters`).
 # The presets `small`, `base` and `large` hold the paper's learning rate and layer decay for each model size;
 # `task_overrides` gives RTE and STS-B their 10 epochs.
 
+# %% tags=["parameters"]
+overrides = {}  # in the notebook: e.g. {'tasks': ['SST-2', 'MRPC'], 'runs': 3}
+
 # %%
-overrides = {}
 with reported_errors():
     cfg = load_config(FinetuneConfig, argv=[] if IN_NOTEBOOK else None, preset_dir='configs/finetune',
                       default_preset='demo', prog='finetune.py', overrides=overrides)
@@ -99,6 +108,18 @@ with reported_errors():
 
 # %%
 print(finetuning.write_summary(cfg, results))
+
+# %% [markdown]
+# Every run of this sweep (the rows of `results.csv`), and the plot of the dev scores per task:
+
+# %%
+from pathlib import Path
+
+from electra.walkthrough import runs_table, show, show_image
+
+summary_png = Path(cfg.output_dir) / cfg.group / 'summary.png'
+show(runs_table(cfg, results), 'every run: dev score and metrics')
+if summary_png.is_file(): show_image(summary_png)
 
 # %% [markdown]
 # ## 5. Test predictions

@@ -1,7 +1,6 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: notebooks//ipynb,py:percent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -16,14 +15,24 @@
 # A small generator fills in masked tokens; a discriminator learns to tell which tokens were replaced
 # (replaced-token detection, Clark et al. 2020). Both train together; afterwards the discriminator is the model
 # to fine-tune. Run as a script, this takes its config from the command line (`python pretrain.py --help`);
-# in Jupyter, edit `overrides` in the next cell.
+# in Jupyter, edit `overrides` in the cell below. This script is exported from `notebooks/Pretrain.ipynb`
+# (`python -m electra.notebooks export`): edit the notebook, not the script.
+
+# %%
+import os
+import sys
+
+if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir(os.path.join('..', 'electra')):
+    os.chdir('..')  # Jupyter starts the kernel in notebooks/; the job runs from the repository root, as the script does
+
+# %% tags=["parameters"]
+overrides = {}  # in a notebook: e.g. {'config': 'demo', 'steps': 200}
 
 # %%
 from electra.config import cli_args, config_to_dict, friendly_errors, load_config
 from electra.pretrain_config import PretrainConfig
 
 friendly_errors()
-overrides = {}  # in a notebook: e.g. {'config': 'demo', 'steps': 200}
 cfg = load_config(PretrainConfig, cli_args(), preset_dir='configs/pretrain', default_preset='demo',
                   prog='pretrain.py', overrides=overrides)
 cfg
@@ -49,33 +58,66 @@ print(f'run {run_dir} on {device} ({precision}), starting at step {start_step} o
 
 # %% [markdown]
 # ## Corpus and tokenizer
-# The corpus is in the official layout: one sentence per line, a blank line between documents. Without a
-# `--tokenizer`, a WordPiece vocabulary is trained on the corpus and saved with the run.
+# Each `corpus` entry is one corpus: text files in the official layout (one sentence per line, a blank line
+# between documents), raw documents (one per file, or one per line: split into sentences by spaCy), local
+# .parquet/.jsonl tables or a hub dataset `hub:<name>[:<config>]` (see `--corpus_format`, `--sentence_split`).
+# Without a `--tokenizer`, a WordPiece vocabulary is trained on the corpus and saved with the run.
 
 # %%
 from pathlib import Path
 
-from electra.data import corpus_files
+from electra.corpus import corpus_text_files, resolve_corpus
+from electra.data import BuildSettings
 from electra.tokenizer import get_tokenizer, tokenizer_state
 
-files = corpus_files(cfg.corpus, Path(cfg.cache_dir))
-tokenizer = get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir)
+settings = BuildSettings.from_config(cfg)
+sources = resolve_corpus(cfg.corpus, Path(cfg.cache_dir), settings)
+files = corpus_text_files(sources)
+tokenizer = get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources)
 tok_state = tokenizer_state(tokenizer)
 if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)
-print(f'{len(files)} corpus file(s), vocabulary of {len(tokenizer)}')
+print(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len(tokenizer)}')
 
 # %% [markdown]
 # ## Examples
 # The official example builder packs consecutive sentences of a document into `[CLS] A [SEP] B [SEP]` examples
-# of up to `max_length` tokens (10% single-segment, 5% shorter); built once and cached as Arrow.
+# of up to `max_length` tokens (10% single-segment, 5% shorter); built once per corpus, in `num_proc` processes,
+# and cached as memory-mapped Arrow. `eval_examples` of them are held out for evaluation; several corpora are
+# concatenated, or mixed by `corpus_weights`.
 
 # %%
-from electra.data import build_pretraining_dataset, pretraining_dataloader
+import datasets
 
-dataset = build_pretraining_dataset(files, tokenizer, cfg.max_length, Path(cfg.cache_dir), cfg.seed)
+from electra.data import build_corpus, build_summary, format_summary, held_out_split, pretraining_dataloader
+
+parts = [build_corpus(source, tokenizer, settings, Path(cfg.cache_dir), cfg.seed, cfg.num_proc) for source in sources]
+for part in parts: print(format_summary(build_summary(part)))
+weights = cfg.corpus_weights or None
+train_parts, held_out = held_out_split(parts, cfg.eval_examples, cfg.seed, weights)
+dataset = datasets.concatenate_datasets(train_parts) if len(train_parts) > 1 else train_parts[0]
 train_dl = pretraining_dataloader(dataset, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id, cfg.seed,
-                                  cfg.steps, start_step, cfg.num_workers)
-print(f'{len(dataset)} examples; {len(train_dl)} steps to run')
+                                  cfg.steps, start_step, cfg.num_workers, [len(p) for p in train_parts], weights)
+print(f'{len(dataset)} training examples, {len(held_out) if held_out else 0} held out; {len(train_dl)} steps to run')
+
+# %% [markdown]
+# The first examples, decoded: `A:` segment A with token type 0 (`[CLS] A [SEP]`), `B:` segment B with token type 1
+# (`B [SEP]`), absent in a single-segment example.
+
+# %%
+from electra.inspect import examples_frame, mask_batch, masked_frame
+from electra.walkthrough import example_batch, show
+
+show(examples_frame(dataset, tokenizer, n=3), 'the first examples')
+
+# %% [markdown]
+# A batch of them masked as the masking callback masks every batch on the device: about 15% of the real tokens are
+# chosen, 85% of those replaced by `[MASK]` (marked «token→[MASK]»), the others kept (marked «token»).
+
+# %%
+batch_ids, batch_types = example_batch(dataset, tokenizer, n=4, max_length=cfg.max_length)
+masked = mask_batch(batch_ids, tokenizer, cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob, cfg.random_token_prob,
+                    cfg.mask_unk, seed=cfg.seed)
+show(masked_frame(batch_ids, batch_types, masked, tokenizer, n=2), 'a batch before and after masking')
 
 # %% [markdown]
 # ## Generator and discriminator
@@ -100,14 +142,15 @@ print(f'discriminator {n_disc / 1e6:.2f}M parameters, generator + discriminator 
 from electra.pretraining import build_learner, checkpoint_extra, restore_training_state, save_run_config
 
 learn = build_learner(cfg, model, tokenizer, train_dl, run_dir, device, precision, start_step,
-                      extra_state=checkpoint_extra(cfg, tok_state))
+                      extra_state=checkpoint_extra(cfg, tok_state), held_out=held_out)
 if ckpt: restore_training_state(learn, ckpt)
 save_run_config(cfg, run_dir)
 
 # %% [markdown]
 # ## Train
-# Metrics go to `metrics.csv` in the run directory every `log_every` steps; checkpoints at 6.25, 12.5, 25, 50
-# and 100% of the steps.
+# Metrics go to `metrics.csv` in the run directory every `log_every` steps, held-out metrics (generator MLM
+# accuracy, discriminator accuracy and AUC) to `eval_metrics.csv`; checkpoints at 6.25, 12.5, 25, 50 and 100%
+# of the steps.
 
 # %%
 if start_step < cfg.steps:
@@ -122,3 +165,33 @@ from electra.export import export_pretrained
 
 exported = export_pretrained(model, tokenizer, run_dir)
 for name, path in exported.items(): print(f'{name}: {path}')
+
+# %% [markdown]
+# ## The two networks at work
+# The trained generator fills in the masked positions of that batch with samples (those of its first example here;
+# on a GPU the positions differ from the ones above); a sample equal to the original counts as original.
+
+# %%
+from electra.walkthrough import discriminator_verdict, generator_samples, replaced_token_detection, verdict_line
+
+rtd = replaced_token_detection(model, batch_ids[:2], batch_types[:2], tokenizer, cfg, seed=cfg.seed)
+show(generator_samples(rtd, tokenizer, n=1), "the generator's samples at the masked positions")
+
+# %% [markdown]
+# The discriminator's verdict on every token of that example: a replaced token is written [sample/original], a
+# token it flags as replaced (probability above 0.5) is starred; the table lists the replaced and the flagged ones.
+
+# %%
+verdict = discriminator_verdict(rtd, tokenizer, example=0)
+print(verdict_line(verdict))
+show(verdict[verdict['replaced'] | verdict['flagged']], 'p(replaced) of the replaced and the flagged tokens')
+
+# %% [markdown]
+# ## Loss curves
+# The rows of `metrics.csv` (and, dashed, the held-out metrics of `eval_metrics.csv` when the run has them); the
+# plot is saved beside them as `losses.png`.
+
+# %%
+from electra.walkthrough import plot_losses
+
+show(plot_losses(run_dir / 'metrics.csv', run_dir / 'losses.png'), f'loss curves: {run_dir / "losses.png"}')

@@ -1,5 +1,6 @@
 """fastai callbacks of the pretraining loop. Orders: TrainEvalCallback -10, StepCounter -9, MaskingCallback -5,
-fastai MixedPrecision 10 and GradientClip 11, ParamScheduler 60, MetricsLogger 70, ProgressBar 75, Checkpointer 80.
+fastai MixedPrecision 10 and GradientClip 11, CompileModel 12, ParamScheduler 60, MetricsLogger 70, ProgressBar 75,
+Checkpointer 80.
 
 Nothing here reads a value off the device every step: metrics accumulate on the device and are read every
 `log_every` steps, so the GPU never waits for the host.
@@ -13,13 +14,15 @@ from typing import Callable
 
 import torch
 from fastai.callback.core import Callback
+from fastai.callback.fp16 import AMPMode, MixedPrecision
 from fastprogress.fastprogress import progress_bar
 
 from .checkpoint import atomic_save, checkpoint_name, checkpoint_steps, is_main_process
 from .masking import mask_tokens
+from .speed import try_compile
 
-__all__ = ['StepCounter', 'MaskingCallback', 'MetricsLogger', 'ProgressBar', 'Checkpointer', 'METRIC_NAMES',
-           'print_sink']
+__all__ = ['StepCounter', 'MaskingCallback', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
+           'Checkpointer', 'METRIC_NAMES', 'print_sink']
 
 
 class StepCounter(Callback):
@@ -70,6 +73,46 @@ class MaskingCallback(Callback):
 
     def load_state(self, state: torch.Tensor) -> None:
         self.pending_state = state
+
+
+class DeviceMixedPrecision(MixedPrecision):
+    "fastai's `MixedPrecision`, which autocasts on CUDA only, made to autocast on the model's device: also bf16 on CPU."
+
+    def before_fit(self):
+        device = next(self.model.parameters()).device
+        if device.type == 'cuda': return super().before_fit()
+        if self.amp_mode != AMPMode.BF16: raise ValueError(f'{self.amp_mode.value} mixed precision needs a GPU')
+        from fastcore.foundation import L
+        from torch.amp import GradScaler
+        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16)
+        self.learn.scaler, self.scales = GradScaler(device.type, enabled=False), L()  # bf16 needs no loss scaling
+
+
+class CompileModel(Callback):
+    """`torch.compile`s the model and the loss in place (`state_dict` keys unchanged) at the first training batch, with
+    one trial forward and backward on that batch that compiles both graphs; the trial leaves no trace (gradients
+    cleared, random states restored). If compilation fails, a one-line warning and the run goes on eagerly."""
+    order = 12  # after MaskingCallback (the batch is masked) and MixedPrecision (inside its autocast)
+
+    def __init__(self, backend='inductor', mode: str | None = None):
+        self.backend, self.mode, self.compiled = backend, mode, None  # compiled: None until tried, then True/False
+
+    def before_batch(self):
+        if self.compiled is not None or not self.training: return
+        self.compiled = try_compile([self.model, self.loss_func], self._trial, self.backend, self.mode)
+
+    def _trial(self):
+        from fastai.torch_core import to_float
+        model, device = self.model, next(self.model.parameters()).device
+        rng = getattr(model, 'rng', None)
+        rng_state = rng.get_state() if rng is not None else None
+        try:
+            with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
+                loss = self.loss_func(to_float(model(*self.xb)), *self.yb)  # to_float: as MixedPrecision.after_pred
+                with torch.autocast(device.type, enabled=False): loss.backward()
+        finally:
+            model.zero_grad(set_to_none=True)
+            if rng_state is not None: rng.set_state(rng_state)
 
 
 # replaced_fraction: share of real tokens replaced; answering "original" everywhere scores 1 - replaced_fraction.

@@ -96,14 +96,23 @@ def latest_checkpoint(output_dir: str | Path, run_name: str, seed: int) -> Path 
 # the data stream or the objective. (steps, log_every, logger, device... may change on resume.)
 RESUME_KEYS = ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size', 'embedding_size',
                'generator_size', 'max_position_embeddings', 'tie_weights', 'max_length', 'batch_size', 'seed',
-               'mask_prob', 'mask_mode', 'corpus')
+               'mask_prob', 'mask_mode', 'corpus', 'pad_vocab_multiple',
+               # what shapes the training examples (issue #3): a change would change the batches after the resume
+               'corpus_format', 'sentence_split', 'min_line_chars', 'max_sentence_chars', 'remove_empty_parens',
+               'text_column', 'hub_split', 'corpus_weights', 'eval_examples')
+# keys newer than some checkpoints: their value before the key existed. (The data keys of issue #3 take today's
+# defaults: checkpoints older than them used example builder version 1, whose batches differ from today's anyway.)
+RESUME_DEFAULTS = {'pad_vocab_multiple': 0,
+                   'corpus_format': 'auto', 'sentence_split': 'auto', 'min_line_chars': 0, 'max_sentence_chars': 10_000,
+                   'remove_empty_parens': False, 'text_column': 'text', 'hub_split': 'train', 'corpus_weights': [],
+                   'eval_examples': 256}
 
 
 def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[str, str], path: Path) -> None:
     "Refuse a resume whose model shape, data or tokenizer differs from the checkpoint's, naming the key."
     saved = ckpt['config']
     for key in RESUME_KEYS:
-        if saved.get(key) != cfg_dict.get(key):
+        if saved.get(key, RESUME_DEFAULTS.get(key)) != cfg_dict.get(key):
             raise ConfigError(f"{path}: cannot resume: '{key}' was {saved.get(key)!r} in the checkpoint but is "
                               f"{cfg_dict.get(key)!r} now. Use the checkpoint's value, or start a new run "
                               f"(another --run_name) without --resume.")

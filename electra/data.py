@@ -1,97 +1,78 @@
-"""Pretraining data: corpus files -> ELECTRA examples (cached as an Arrow dataset) -> padded, resumable batches.
+"""Pretraining data: corpora -> ELECTRA examples (cached as memory-mapped Arrow) -> padded, resumable batches.
 
-The corpus uses the official ELECTRA layout: one sentence per line, a blank line between documents.
 `ExampleBuilder` is a port of the official example builder (google-research/electra,
-build_pretraining_dataset.py) and `build_pretraining_dataset` streams every file through it into an HF
-`datasets` Arrow dataset, cached under a fingerprint of its inputs. `pretraining_dataloader` then serves
-full [batch_size, max_length] batches whose content depends only on (seed, step), so a resumed run sees
-exactly the batches an uninterrupted one would have.
+build_pretraining_dataset.py). `build_corpus` streams one corpus (text files or a table of documents, read by
+`electra.corpus`) through it: the corpus is cut into shards at document boundaries (byte ranges of big files,
+groups of small files, row ranges of tables), each shard is built by one of `num_proc` processes with its own
+builder and RNG seeded by (seed, corpus, shard) and written to its own Arrow file. Shards depend on the corpus
+and `BuildSettings`, never on `num_proc`, so the examples are the same whatever the parallelism; memory per
+process is one batch of documents, whatever the corpus size. The result is cached under a fingerprint of
+everything that shapes it and verified before reuse.
+
+`held_out_split` sets aside a deterministic evaluation slice; `pretraining_dataloader` serves full
+[batch_size, max_length] batches whose content depends only on (seed, step), concatenating corpora or mixing
+them with weights, so a resumed run sees exactly the batches an uninterrupted one would have.
 """
 from __future__ import annotations
 
-import codecs
+import dataclasses
+import gc
 import hashlib
 import json
 import logging
+import math
+import multiprocessing
 import os
+import queue
 import random
 import shutil
+import sys
 import time
+import traceback
+import zlib
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import datasets
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader
 
 from .config import ConfigError
-from .demo import write_demo_corpus
+from .corpus import (BuildSettings, CorpusSource, documents, read_head, resolve_corpus, resolve_format, resolve_split,
+                     sniff, split_sentences, splitter, table_lines, text_lines, PARAGRAPH_CHARS)
 
-__all__ = ['BUILDER_VERSION', 'corpus_files', 'ExampleBuilder', 'build_pretraining_dataset', 'PretrainingBatches',
-           'pretraining_dataloader']
+__all__ = ['BUILDER_VERSION', 'BuildSettings', 'corpus_files', 'ExampleBuilder', 'build_corpus',
+           'build_pretraining_dataset', 'build_summary', 'format_summary', 'held_out_split', 'pad_examples',
+           'PretrainingBatches', 'pretraining_dataloader']
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = 1  # bump when a change to this module changes the examples it builds
+BUILDER_VERSION = 2  # bump when a change to this module or electra.corpus changes the examples it builds
 _MARKER = 'electra_build.json'  # written last: a dataset directory without it is incomplete
-_SAMPLE_BYTES = 1 << 20  # how much of each corpus file is checked up front for being text
-_LINES_PER_CALL = 1000  # lines per batched tokenizer call
-_FEATURES = datasets.Features({'input_ids': datasets.List(datasets.Value('int32')),
-                               'token_type_ids': datasets.List(datasets.Value('int8'))})
+_BATCH_CHARS = 1 << 20          # text per batched sentence-splitter / tokenizer call
+_WRITE_ROWS = 10_000            # examples per Arrow record batch
+_CHECK_BLOCKS, _CHECK_BLOCK, _CHECK_END = 16, 1 << 16, 1 << 20   # what of each shard file the checksum covers
+FEATURES = datasets.Features({'input_ids': datasets.List(datasets.Value('int32')),
+                              'token_type_ids': datasets.List(datasets.Value('int8')),
+                              'document': datasets.Value('int64')})  # (shard << 32) + document number in the shard
+COUNTERS = ['bytes', 'documents', 'sentences', 'tokens', 'examples', 'empty_documents', 'undecodable_lines',
+            'long_lines', 'long_sentences', 'short_lines']
 
 Example = tuple[list[int], list[int]]  # (input_ids, token_type_ids), unpadded
 
 
-# ---------------------------------------------------------------- corpus files
-
-def _has_text(path: Path) -> bool:
-    "Check the start of a corpus file is UTF-8 text; whether it has a non-blank line there."
-    with open(path, 'rb') as f: head = f.read(_SAMPLE_BYTES)
-    if not head:
-        raise ConfigError(f"corpus file {path} is empty. Remove it from `corpus` or put text in it "
-                          "(one sentence per line, a blank line between documents).")
-    if b'\0' in head:
-        raise ConfigError(f"corpus file {path} is not text (it contains NUL bytes). "
-                          "Remove it from `corpus` (or from the corpus directory).")
-    try:  # an incremental decoder accepts a character cut in two at the end of the sample
-        text = codecs.getincrementaldecoder('utf-8')().decode(head, final=len(head) < _SAMPLE_BYTES)
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"corpus file {path} is not UTF-8 text (byte {e.start}: {e.reason}). "
-                          "Convert it to UTF-8 or remove it from `corpus`.") from e
-    return bool(text.strip())
-
-
 def corpus_files(paths: list[str], cache_dir: Path) -> list[Path]:
-    """The corpus files named by `paths`: text files, directories (every regular file inside, recursively,
-    sorted, hidden ones skipped) or 'demo' (the built-in corpus, written under `cache_dir/demo`).
-    Raises `ConfigError` naming the offending path for anything that is missing, empty or not UTF-8 text."""
-    files = []
-    for entry in paths:
-        if entry == 'demo':
-            files.append(write_demo_corpus(Path(cache_dir) / 'demo' / 'demo_corpus.txt'))
-            continue
-        p = Path(entry).expanduser()
-        if p.is_dir():
-            found = sorted(f for f in p.rglob('*')
-                           if f.is_file() and not any(part.startswith('.') for part in f.relative_to(p).parts))
-            if not found:
-                raise ConfigError(f"corpus directory {p} has no (non-hidden) files. Put text files in it or "
-                                  "remove it from `corpus`.")
-            files += found
-        elif p.is_file():
-            files.append(p)
-        elif p.exists():
-            raise ConfigError(f"corpus path {p} is neither a regular file nor a directory. Give text files "
-                              "or directories of them.")
-        else:
-            raise ConfigError(f"corpus path {p} does not exist. Check the path, or use 'demo' for the "
-                              "built-in sample corpus.")
-    if not any([_has_text(f) for f in files]):  # a list, so that every file gets checked
-        raise ConfigError(f"corpus {', '.join(paths) or '(empty list)'} has no text: every line is blank. Give "
-                          "files with one sentence per line and a blank line between documents.")
-    return files
+    """The text files named by `paths`: text files, directories (every regular file inside, recursively,
+    sorted, hidden ones skipped; binary, empty and non-UTF-8 ones skipped) or 'demo' (the built-in corpus,
+    written under `cache_dir/demo`). Raises `ConfigError` naming the offending path for anything missing,
+    or for a file named explicitly that is empty, binary or not UTF-8."""
+    sources = resolve_corpus([p for p in paths if not p.startswith('hub:')], cache_dir)
+    return [f for s in sources if s.kind == 'files' for f in s.files]
 
 
 # ---------------------------------------------------------------- examples
@@ -147,63 +128,259 @@ class ExampleBuilder:
         return ids, types
 
 
-def _line_batches(lines, n: int) -> Iterator[list[str]]:
-    "Stripped lines in lists of `n`."
-    batch = []
-    for line in lines:
-        batch.append(line.strip())
-        if len(batch) == n:
+# ---------------------------------------------------------------- shards
+
+def shard_target_bytes(total: int) -> int:
+    "About 64 shards per corpus, each 256 KiB to 64 MiB: enough to keep every process busy, few files."
+    return min(64 << 20, max(256 << 10, total // 64))
+
+
+def _next_boundary(f, pos: int, fmt: str, size: int) -> int:
+    "The first document boundary (a line start; in `lines`, just after a blank line) at or after byte `pos`."
+    f.seek(pos)
+    line = f.readline(1 << 20)
+    while line and not line.endswith(b'\n'): line = f.readline(1 << 20)  # the rest of the line `pos` falls in
+    if fmt == 'paragraphs': return f.tell()
+    while True:
+        line = f.readline(1 << 20)
+        if not line: return size
+        if not line.strip(): return f.tell()
+        while line and not line.endswith(b'\n'): line = f.readline(1 << 20)
+
+
+def _plan_files(source: CorpusSource, settings: BuildSettings) -> list[list[tuple]]:
+    """Shards of a text corpus: lists of pieces (path, start, end, format, language). Small files are grouped
+    whole (format and language None: read off the file when it is built); a file bigger than a shard is cut at
+    document boundaries into pieces of about a shard each (unless it is one document)."""
+    target = settings.shard_bytes or shard_target_bytes(source.total_bytes())
+    shards, group, group_bytes = [], [], 0
+    for f in source.files:
+        size = f.stat().st_size
+        if size > target:
+            head = sniff(*read_head(f))
+            fmt = resolve_format(settings.corpus_format, head, source.in_directory)
+            if fmt != 'documents':
+                lang = resolve_split(settings.sentence_split, fmt, head.median_chars)
+                if group: shards.append(group)
+                group, group_bytes = [], 0
+                cuts = [0]
+                with open(f, 'rb') as fh:
+                    while cuts[-1] + target < size:
+                        cut = _next_boundary(fh, cuts[-1] + target, fmt, size)
+                        if cut >= size: break
+                        cuts.append(cut)
+                shards += [[(str(f), a, b, fmt, lang)] for a, b in zip(cuts, cuts[1:] + [size])]
+                continue
+        group.append((str(f), 0, size, None, None))
+        group_bytes += size
+        if group_bytes >= target:
+            shards.append(group)
+            group, group_bytes = [], 0
+    return shards + [group] if group else shards
+
+
+def _plan_table(source: CorpusSource, settings: BuildSettings) -> list[list[tuple]]:
+    "Shards of a table: row ranges (start, end, format, language) of about a shard's worth of text each."
+    column = source.dataset.data.column(source.text_column)
+    n = len(column)
+    sample = [t or '' for t in column.slice(0, 1000).to_pylist()]
+    lengths = sorted(len(t) for t in sample if t.strip()) or [0]
+    median = lengths[len(lengths) // 2]
+    fmt = settings.corpus_format
+    if fmt == 'auto':  # rows that are single sentences (BookCorpus) are lines of one stream, not documents
+        fmt = 'lines' if median <= PARAGRAPH_CHARS and not any('\n' in t.strip() for t in sample) else 'documents'
+    lang = resolve_split(settings.sentence_split, fmt, median)
+    total = max(1, source.total_bytes())
+    rows = max(1, math.ceil(n * (settings.shard_bytes or shard_target_bytes(total)) / total))
+    return [[(a, min(a + rows, n), fmt, lang)] for a in range(0, n, rows)]
+
+
+def _languages(shards: list[list[tuple]], source: CorpusSource, settings: BuildSettings) -> set[str]:
+    "The sentence-splitting languages a build will use, as far as the plan and the first whole file tell."
+    langs = {piece[-1] for shard in shards for piece in shard if piece[-1]}
+    whole = [piece for shard in shards for piece in shard if piece[-2] is None]
+    if whole:
+        head = sniff(*read_head(Path(whole[0][0])))
+        fmt = resolve_format(settings.corpus_format, head, source.in_directory)
+        langs.add(resolve_split(settings.sentence_split, fmt, head.median_chars))
+    return langs - {None}
+
+
+@dataclass
+class _Job:
+    "Everything a build process needs besides its shards."
+    source: CorpusSource
+    tokenizer: object          # a `tokenizers.Tokenizer` without truncation or padding
+    settings: BuildSettings
+    seed: int
+    key: str                   # `CorpusSource.seed_key`: two corpora never share a shard seed
+    cls_id: int
+    sep_id: int
+
+
+def _shard_streams(job: _Job, shard: list[tuple], stats: Counter) -> Iterator[tuple[str, Optional[str], Iterator]]:
+    "(format, language, line stream) for each piece of a shard."
+    s = job.settings
+    if job.source.kind == 'table':
+        (start, end, fmt, lang), = shard
+        column = job.source.dataset.data.column(job.source.text_column).slice(start, end - start)
+
+        def rows():
+            for chunk in range(0, len(column), 1000):
+                texts = column.slice(chunk, 1000).to_pylist()
+                stats['bytes'] += sum(len(t) for t in texts if t)
+                yield from texts
+        yield fmt, lang, table_lines(rows(), fmt, stats)
+        return
+    for path, start, end, fmt, lang in shard:
+        if fmt is None:  # a whole small file: its own head decides (see electra.corpus)
+            head = sniff(*read_head(Path(path)))
+            fmt = resolve_format(s.corpus_format, head, job.source.in_directory)
+            lang = resolve_split(s.sentence_split, fmt, head.median_chars)
+        yield fmt, lang, text_lines(path, start, end, stats)
+
+
+def _doc_batches(docs: Iterator[tuple[list[str], bool]]) -> Iterator[list[tuple[list[str], bool]]]:
+    "(document piece, ends) pairs in lists of about `_BATCH_CHARS` characters, for batched splitting and tokenizing."
+    batch, chars = [], 0
+    for doc in docs:
+        batch.append(doc)
+        chars += sum(map(len, doc[0]))
+        if chars >= _BATCH_CHARS:
             yield batch
-            batch = []
+            batch, chars = [], 0
     if batch: yield batch
 
 
-def _file_examples(path: Path, tokenizer, builder: ExampleBuilder, stats: dict) -> Iterator[Example]:
-    "The examples of one corpus file; counts its documents in `stats`."
-    in_document = False
-    with open(path, encoding='utf-8') as f:
+def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
+                 report: Callable[[int, int], None]) -> dict:
+    """Build shard `index` into the Arrow file `path` (none when it gives no example); returns its counters.
+    `report(bytes, examples)` is called after every batch, for the progress bar."""
+    s, stats = job.settings, Counter()
+    builder = ExampleBuilder(s.max_length, job.cls_id, job.sep_id, random.Random(f'{job.seed}:{job.key}:{index}'))
+    columns, writer, n_doc = {name: [] for name in FEATURES}, None, 0
+    reported = (0, 0)
+
+    def flush():
+        nonlocal writer
+        if not columns['document']: return
+        if writer is None: writer = pa.ipc.new_stream(str(path), FEATURES.arrow_schema)
+        writer.write_table(pa.table({k: pa.array(v, type=FEATURES.arrow_schema.field(k).type)
+                                     for k, v in columns.items()}, schema=FEATURES.arrow_schema))
+        for v in columns.values(): v.clear()
+
+    def emit(example):
+        if example is None: return
+        columns['input_ids'].append(example[0])
+        columns['token_type_ids'].append(example[1])
+        columns['document'].append((index << 32) + n_doc)
+        stats['examples'] += 1
+        if len(columns['document']) >= _WRITE_ROWS: flush()
+
+    try:
+        for fmt, lang, lines in _shard_streams(job, shard, stats):
+            for batch in _doc_batches(documents(lines, fmt, s, stats, _BATCH_CHARS)):
+                split = split_sentences([line for doc, _ in batch for line in doc], lang)
+                doc_sentences, i = [], 0
+                for doc, _ in batch:
+                    sentences = [x for line in split[i:i + len(doc)] for x in line]
+                    i += len(doc)
+                    kept = [x for x in sentences if len(x) <= s.max_sentence_chars]
+                    stats['long_sentences'] += len(sentences) - len(kept)
+                    doc_sentences.append(kept)
+                flat = [x for doc in doc_sentences for x in doc]
+                ids = iter([e.ids for e in job.tokenizer.encode_batch_fast(flat, add_special_tokens=False)])
+                stats['sentences'] += len(flat)
+                for sentences, (_, ends) in zip(doc_sentences, batch):
+                    for _ in sentences:
+                        sentence = next(ids)
+                        stats['tokens'] += len(sentence)
+                        emit(builder.add_sentence(sentence))
+                    if ends:
+                        emit(builder.end_document())  # examples never span documents
+                        n_doc += 1
+                report(stats['bytes'] - reported[0], stats['examples'] - reported[1])
+                reported = (stats['bytes'], stats['examples'])
+        flush()
+    finally:
+        if writer is not None: writer.close()
+    return dict(stats)
+
+
+def _worker(job: _Job, out_dir: str, tasks, results) -> None:
+    "A build process: builds the shards it takes from `tasks`; reports progress, counters or an error."
+    os.environ['TOKENIZERS_PARALLELISM'] = 'false'  # one Rust thread per process: the processes are the parallelism
+    while (task := tasks.get()) is not None:
+        index, shard = task
         try:
-            for lines in _line_batches(f, _LINES_PER_CALL):
-                texts = [line for line in lines if line]
-                ids = iter(tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
-                                     return_token_type_ids=False)['input_ids'] if texts else [])
-                for line in lines:
-                    if line:
-                        in_document = True
-                        example = builder.add_sentence(next(ids))
-                    else:
-                        stats['documents'] += in_document
-                        in_document = False
-                        example = builder.end_document()
-                    if example: yield example
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"corpus file {path} is not UTF-8 text after its first MB ({e.reason}). "
-                              "Convert it to UTF-8 or remove it from `corpus`.") from e
-    # the official builder flushes at the end of every file too, so examples never span files
-    stats['documents'] += in_document
-    example = builder.end_document()
-    if example: yield example
-
-
-def _generate(shards: list[tuple[int, str]], tokenizer, max_length: int, seed: int, stats_dir: str):
-    """`Dataset.from_generator` body: the examples of each (index, path) shard.
-
-    Each file gets its own builder and RNG seeded by (seed, file index), so the dataset is the same whatever
-    `num_proc` is. Document counts go to `stats_dir/<index>.json` and a bad file's error message to
-    `stats_dir/<index>.error`: `datasets` wraps exceptions raised here, and across processes it loses them.
-    """
-    for index, path in shards:
-        rng = random.Random(f'{seed}:{index}')
-        builder = ExampleBuilder(max_length, tokenizer.cls_token_id, tokenizer.sep_token_id, rng)
-        stats = {'documents': 0, 'examples': 0}
-        try:
-            for ids, types in _file_examples(Path(path), tokenizer, builder, stats):
-                stats['examples'] += 1
-                yield {'input_ids': ids, 'token_type_ids': types}
+            stats = _build_shard(index, shard, job, Path(out_dir) / f'shard-{index:05d}.arrow',
+                                 lambda b, e: results.put(('progress', index, (b, e))))
+            results.put(('done', index, stats))
         except ConfigError as e:
-            (Path(stats_dir) / f'{index}.error').write_text(str(e))
+            results.put(('error', index, e))
+        except BaseException:
+            results.put(('error', index, RuntimeError(f'building shard {index} ({shard[0][:3]}) failed:\n'
+                                                      f'{traceback.format_exc()}')))
             return
-        (Path(stats_dir) / f'{index}.json').write_text(json.dumps(stats))
+
+
+class _Progress:
+    "A progress bar over the corpus bytes, with examples and examples/s."
+
+    def __init__(self, total: int, desc: str, enabled: bool):
+        from tqdm.auto import tqdm
+        self.bar = tqdm(total=total, desc=desc, unit='B', unit_scale=True, unit_divisor=1024, disable=not enabled,
+                        mininterval=0.5, dynamic_ncols=True)
+        self.examples, self.t0 = 0, time.perf_counter()
+
+    def __call__(self, n_bytes: int, n_examples: int):
+        self.examples += n_examples
+        rate = self.examples / max(time.perf_counter() - self.t0, 1e-9)
+        self.bar.set_postfix_str(f'{self.examples:,} examples, {rate:,.0f} examples/s', refresh=False)
+        self.bar.update(n_bytes)
+
+    def close(self): self.bar.close()
+
+
+def _run_shards(shards: list[list[tuple]], job: _Job, out_dir: Path, num_proc: int, progress: _Progress) -> list[dict]:
+    "Build every shard, in this process or in `num_proc` worker processes; counters in shard order."
+    if num_proc <= 1 or len(shards) <= 1:
+        return [_build_shard(i, shard, job, out_dir / f'shard-{i:05d}.arrow', progress) for i, shard in enumerate(shards)]
+    # fork shares the tokenizer and a memory-mapped table without pickling; elsewhere fork is unsafe
+    ctx = multiprocessing.get_context('fork' if sys.platform.startswith('linux') else 'spawn')
+    tasks, results = ctx.Queue(), ctx.Queue()
+    for task in enumerate(shards): tasks.put(task)
+    procs = min(num_proc, len(shards))
+    for _ in range(procs): tasks.put(None)
+    # with the variable set, `tokenizers` does not warn that it was forked after using its thread pool
+    saved = os.environ.get('TOKENIZERS_PARALLELISM')
+    os.environ['TOKENIZERS_PARALLELISM'] = 'false'
+    workers = [ctx.Process(target=_worker, args=(job, str(out_dir), tasks, results), daemon=True) for _ in range(procs)]
+    gc.freeze()  # the garbage collector of a forked child would touch (and so copy) every page of this process's heap
+    try:
+        for w in workers: w.start()
+    finally:
+        gc.unfreeze()
+        if saved is None: os.environ.pop('TOKENIZERS_PARALLELISM')
+        else: os.environ['TOKENIZERS_PARALLELISM'] = saved
+    done: dict[int, dict] = {}
+    try:
+        while len(done) < len(shards):
+            try: kind, index, payload = results.get(timeout=1.0)
+            except queue.Empty:
+                dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(f'a build process died (exit code {dead[0]}), perhaps out of memory: '
+                                       'lower num_proc') from None
+                continue
+            if kind == 'progress': progress(*payload)
+            elif kind == 'done': done[index] = payload
+            else: raise payload
+    finally:
+        for w in workers:
+            if w.is_alive(): w.terminate()
+            w.join()
+    return [done[i] for i in range(len(shards))]
 
 
 # ---------------------------------------------------------------- the cached dataset
@@ -214,82 +391,209 @@ def _tokenizer_hash(tokenizer) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
-def _fingerprint(files: list[Path], tokenizer, max_length: int, seed: int) -> str:
-    stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
-    key = {'version': BUILDER_VERSION, 'files': stats, 'tokenizer': _tokenizer_hash(tokenizer),
-           'max_length': max_length, 'seed': seed}
-    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:20]
+def _fingerprint(source: CorpusSource, tokenizer, settings: BuildSettings, seed: int) -> str:
+    key = {'version': BUILDER_VERSION, 'source': source.content_hash(), 'tokenizer': _tokenizer_hash(tokenizer),
+           'settings': dataclasses.asdict(settings), 'seed': seed}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def _read_marker(directory: Path, fingerprint: str) -> Optional[dict]:
-    "The build record of a complete dataset directory for this fingerprint, else None."
+def _checksum(path: Path) -> int:
+    "CRC32 of a shard file's first and last MiB and 16 blocks spread between (the whole of a file up to 3 MiB)."
+    size = path.stat().st_size
+    crc = 0
+    with open(path, 'rb') as f:
+        if size <= 2 * _CHECK_END + _CHECK_BLOCKS * _CHECK_BLOCK:
+            return zlib.crc32(f.read())
+        spans = [(0, _CHECK_END), (size - _CHECK_END, _CHECK_END)]
+        step = (size - 2 * _CHECK_END) // _CHECK_BLOCKS
+        spans += [(_CHECK_END + i * step, _CHECK_BLOCK) for i in range(_CHECK_BLOCKS)]
+        for start, n in spans:
+            f.seek(start)
+            crc = zlib.crc32(f.read(n), crc)
+    return crc
+
+
+def _load_verified(directory: Path, fingerprint: str) -> tuple[Optional[datasets.Dataset], Optional[dict], str]:
+    """The dataset in `directory` and its build record when complete and intact for `fingerprint`; else
+    (None, None, why not)."""
     try: info = json.loads((directory / _MARKER).read_text())
-    except (OSError, ValueError): return None
-    return info if info.get('fingerprint') == fingerprint else None
+    except FileNotFoundError: return None, None, 'no build marker (an interrupted build)'
+    except (OSError, ValueError) as e: return None, None, f'unreadable build marker ({e})'
+    if info.get('fingerprint') != fingerprint: return None, None, 'build marker of another build'
+    parts = []
+    for name, rows, size, crc in info['shards']:
+        path = directory / name
+        if not path.is_file(): return None, None, f'{name} is missing'
+        if path.stat().st_size != size: return None, None, f'{name} has {path.stat().st_size} bytes, not {size}'
+        if _checksum(path) != crc: return None, None, f'{name} is corrupted (checksum mismatch)'
+        try: part = datasets.Dataset.from_file(str(path))
+        except Exception as e: return None, None, f'{name} is unreadable ({type(e).__name__}: {e})'  # pyarrow: many kinds
+        if len(part) != rows: return None, None, f'{name} has {len(part)} rows, not {rows}'
+        parts.append(part)
+    if not parts: return None, None, 'no shard files'
+    return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0], info, ''
 
 
-def _shard_stats(stats_dir: Path) -> list[dict]:
-    "What `_generate` reported for each file; raises the first bad file's ConfigError."
-    errors = sorted(stats_dir.glob('*.error'))
-    if errors: raise ConfigError(errors[0].read_text())
-    return [json.loads(p.read_text()) for p in stats_dir.glob('*.json')]
+def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache_dir: Path, seed: int,
+                 num_proc: int = 1, progress: bool = True) -> datasets.Dataset:
+    """The pretraining examples of one corpus as an Arrow dataset (columns `input_ids`, `token_type_ids`:
+    unpadded, [CLS] ... [SEP] included; `document`: which document of the corpus it came from), memory-mapped
+    from `cache_dir/pretrain_data/<fingerprint>/shard-*.arrow`.
+
+    Built once per fingerprint (the source's files with sizes and mtimes or the table's data files, the
+    tokenizer, `settings`, seed and BUILDER_VERSION) and reused after, once its files check out against the
+    build record (sizes, checksums, row counts); a partial or corrupted build is rebuilt. `num_proc` (0: one
+    per CPU core) processes share the shards; the result does not depend on it. A build becomes visible
+    atomically: it is written to a temporary directory, completed by the `electra_build.json` record, then
+    renamed into place. Skipped input is counted in that record (see `build_summary`).
+    """
+    fp = _fingerprint(source, tokenizer, settings, seed)
+    root = Path(cache_dir) / 'pretrain_data'
+    final = root / fp
+    if final.exists():
+        ds, info, why = _load_verified(final, fp)
+        if ds is not None:
+            log.info(f"pretraining data: reusing {info['n_examples']:,} examples of {source.entry} from {final}")
+            return ds
+        log.warning(f"pretraining data: the cache {final} is not usable ({why}); rebuilding it")
+    num_proc = num_proc or os.cpu_count() or 1
+    start = time.time()
+    shards = _plan_files(source, settings) if source.kind == 'files' else _plan_table(source, settings)
+    for lang in _languages(shards, source, settings): splitter(lang)  # fails early on a bad language; forks inherit it
+    backend = type(tokenizer.backend_tokenizer).from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()  # a transformers call with truncation=True leaves it switched on in the backend
+    backend.no_padding()
+    job = _Job(source, backend, settings, seed, source.seed_key(), tokenizer.cls_token_id,
+               tokenizer.sep_token_id)
+    tmp = root / f'.{fp}.{os.getpid()}.tmp'
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    bar = _Progress(source.total_bytes(), f'examples of {Path(source.entry).name[:40] or source.entry}', progress)
+    try:
+        stats = _run_shards(shards, job, tmp, num_proc, bar)
+        totals = Counter()
+        for s in stats: totals.update(s)
+        files = [(f'shard-{i:05d}.arrow', s['examples']) for i, s in enumerate(stats) if s.get('examples')]
+        if not files:
+            raise ConfigError(f"corpus {source.entry} gave no pretraining examples "
+                              f"({format_counts(totals, source.skipped)}). Give text with words in it; see "
+                              "`corpus_format` and `sentence_split` for how it is read.")
+        seconds = time.time() - start
+        info = {'fingerprint': fp, 'builder_version': BUILDER_VERSION, 'corpus': source.entry, 'kind': source.kind,
+                'n_files': len(source.files), 'settings': dataclasses.asdict(settings), 'max_length': settings.max_length,
+                'seed': seed, 'tokenizer_sha256': _tokenizer_hash(tokenizer), 'n_examples': totals['examples'],
+                'n_documents': totals['documents'], 'counts': {k: totals[k] for k in COUNTERS},
+                'skipped_files': source.skipped, 'n_shards': len(shards), 'num_proc': min(num_proc, len(shards)),
+                'seconds': round(seconds, 2), 'examples_per_s': round(totals['examples'] / max(seconds, 1e-9), 1),
+                'mb_per_s': round(totals['bytes'] / 1e6 / max(seconds, 1e-9), 3),
+                'shards': [(name, rows, (tmp / name).stat().st_size, _checksum(tmp / name)) for name, rows in files]}
+        (tmp / _MARKER).write_text(json.dumps(info, indent=1))
+        if final.exists(): shutil.rmtree(final)  # not usable (checked above): an interrupted or damaged build
+        try: os.replace(tmp, final)
+        except OSError:  # another process built the same data meanwhile: use theirs
+            if _load_verified(final, fp)[0] is None: raise
+    finally:
+        bar.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info(f"pretraining data: {format_summary(info)} -> {final}")
+    return _load_verified(final, fp)[0]
 
 
 def build_pretraining_dataset(files: list[Path], tokenizer, max_length: int, cache_dir: Path, seed: int,
-                              num_proc: int = 1) -> datasets.Dataset:
-    """The pretraining examples of `files` as an Arrow dataset (columns `input_ids`, `token_type_ids`:
-    unpadded, [CLS] ... [SEP] included), memory-mapped from `cache_dir/pretrain_data/<fingerprint>`.
-
-    Built once per fingerprint (the files' paths, sizes and mtimes, the tokenizer, max_length, seed and
-    BUILDER_VERSION) and reused after. The build streams file by file (memory stays flat), uses up to
-    `num_proc` processes (one file per task) and becomes visible atomically: it is written to a temporary
-    directory, completed by the `electra_build.json` marker, then renamed into place.
-    """
+                              num_proc: int = 1, settings: Optional[BuildSettings] = None,
+                              progress: bool = False) -> datasets.Dataset:
+    """`build_corpus` for a list of text files read as one corpus, with `settings` (default: `corpus_format`
+    and `sentence_split` 'auto', so files in the official layout read as before)."""
     files = [Path(f) for f in files]
-    fp = _fingerprint(files, tokenizer, max_length, seed)
-    root = Path(cache_dir) / 'pretrain_data'
-    final = root / fp
-    info = _read_marker(final, fp)
-    if info:
-        log.info(f"pretraining data: reusing {info['n_examples']:,} examples ({info['n_documents']:,} documents, "
-                 f"max_length {max_length}) from {final}")
-        return datasets.load_from_disk(str(final))
+    source = CorpusSource(', '.join(map(str, files)), 'files', files)
+    settings = dataclasses.replace(settings or BuildSettings(), max_length=max_length)
+    return build_corpus(source, tokenizer, settings, cache_dir, seed, num_proc, progress)
 
-    start = time.time()
-    tmp, work = root / f'.{fp}.{os.getpid()}.tmp', root / f'.{fp}.{os.getpid()}.work'
-    for d in (tmp, work): shutil.rmtree(d, ignore_errors=True)
-    (work / 'stats').mkdir(parents=True)
-    procs = min(num_proc, len(files))  # `datasets` hands each process whole files
-    try:
-        try:  # the datasets library's own cache goes to `work` too, and is deleted with it
-            ds = datasets.Dataset.from_generator(
-                _generate, features=_FEATURES, cache_dir=str(work / 'hf_cache'), fingerprint=fp,
-                num_proc=procs if procs > 1 else None,
-                gen_kwargs={'shards': [(i, str(f)) for i, f in enumerate(files)], 'tokenizer': tokenizer,
-                            'max_length': max_length, 'seed': seed, 'stats_dir': str(work / 'stats')})
-        except ValueError:  # what `datasets` raises for an empty dataset, among other things
-            if sum(s['examples'] for s in _shard_stats(work / 'stats')): raise
-            raise ConfigError(f"corpus {', '.join(map(str, files))} gave no pretraining examples. Give files with "
-                              "one sentence per line and a blank line between documents.") from None
-        stats = _shard_stats(work / 'stats')
-        ds.save_to_disk(str(tmp))
-        info = {'fingerprint': fp, 'builder_version': BUILDER_VERSION, 'max_length': max_length, 'seed': seed,
-                'tokenizer_sha256': _tokenizer_hash(tokenizer), 'n_examples': len(ds),
-                'n_documents': sum(s['documents'] for s in stats), 'files': [str(f.resolve()) for f in files],
-                'seconds': round(time.time() - start, 1)}
-        (tmp / _MARKER).write_text(json.dumps(info, indent=1))
-        if final.exists(): shutil.rmtree(final)  # no valid marker: an interrupted build
-        try: os.replace(tmp, final)
-        except OSError:  # another process built the same data meanwhile: use theirs
-            if not _read_marker(final, fp): raise
-    finally:
-        for d in (tmp, work): shutil.rmtree(d, ignore_errors=True)
-    log.info(f"pretraining data: built {info['n_examples']:,} examples from {info['n_documents']:,} documents in "
-             f"{len(files)} file(s) in {info['seconds']:.1f}s -> {final}")
-    return datasets.load_from_disk(str(final))
+
+def build_summary(dataset: datasets.Dataset) -> dict:
+    "The build record (`electra_build.json`) of a dataset built by `build_corpus`: settings, counts, timing."
+    directory = Path(dataset.cache_files[0]['filename']).parent
+    return json.loads((directory / _MARKER).read_text())
+
+
+def format_counts(counts: dict, skipped_files: dict) -> str:
+    "What was read and what was skipped, in words."
+    c = Counter(counts)
+    said = [f"{c['documents']:,} documents", f"{c['sentences']:,} sentences", f"{c['tokens']:,} tokens"]
+    skipped = [f'{n:,} {reason} file(s)' for reason, n in skipped_files.items() if n]
+    skipped += [f'{c[k]:,} {label}' for k, label in [
+        ('empty_documents', 'empty documents'), ('undecodable_lines', 'lines not UTF-8'),
+        ('long_lines', 'lines over 1 MiB'), ('long_sentences', 'sentences over max_sentence_chars'),
+        ('short_lines', 'lines under min_line_chars')] if c[k]]
+    return ', '.join(said) + '; skipped: ' + (', '.join(skipped) or 'nothing')
+
+
+def format_summary(info: dict) -> str:
+    "One line about a build: what it made, from what, how fast, and what it skipped."
+    return (f"{info['n_examples']:,} examples of {info['corpus']} ({format_counts(info['counts'], info['skipped_files'])}) "
+            f"in {info['seconds']:.1f}s, {info['examples_per_s']:,.0f} examples/s, {info['mb_per_s']:.2f} MB/s "
+            f"with {info['num_proc']} process(es)")
+
+
+# ---------------------------------------------------------------- held-out examples
+
+def _largest_remainder(total: int, weights: list[float]) -> list[int]:
+    "`total` split in proportion to `weights` (integers summing to `total`)."
+    exact = [total * w / sum(weights) for w in weights]
+    out = [int(x) for x in exact]
+    for i in sorted(range(len(exact)), key=lambda i: out[i] - exact[i])[:total - sum(out)]: out[i] += 1
+    return out
+
+
+def held_out_split(parts: list[datasets.Dataset], n: int, seed: int, weights: Optional[list[float]] = None
+                   ) -> tuple[list[datasets.Dataset], Optional[datasets.Dataset]]:
+    """Set aside about `n` examples for evaluation: (the training part of each of `parts`, the held-out examples).
+
+    Each part gives its share of `n` (in proportion to `weights`, else to its size; at most a tenth of it),
+    as 16 contiguous blocks (or fewer), one at a seeded place in each sixteenth of the part, so the slice
+    spans the whole corpus and only the documents at block edges are shared with training. The same
+    (parts, n, seed) always give the same split; the training parts never contain a held-out example.
+    """
+    if n <= 0: return list(parts), None
+    shares = _largest_remainder(n, weights or [len(p) for p in parts])
+    train, held = [], []
+    for k, (part, want) in enumerate(zip(parts, shares)):
+        want = min(want, len(part) // 10)
+        if want == 0:
+            train.append(part)
+            continue
+        blocks = min(16, want)
+        sizes = _largest_remainder(want, [1] * blocks)
+        rng = np.random.default_rng([seed, k])
+        bounds = np.linspace(0, len(part), blocks + 1).astype(int)
+        spans = [(lo + int(rng.integers(0, hi - lo - size + 1)), size) for lo, hi, size in zip(bounds, bounds[1:], sizes)]
+        pieces, at = [], 0
+        for start, size in spans:
+            if start > at: pieces.append(part.select(range(at, start)))  # contiguous: a slice, no index file
+            held.append(part.select(range(start, start + size)))
+            at = start + size
+        if at < len(part): pieces.append(part.select(range(at, len(part))))
+        train.append(datasets.concatenate_datasets(pieces))
+    return train, datasets.concatenate_datasets(held) if held else None
 
 
 # ---------------------------------------------------------------- batches
+
+def pad_examples(table: pa.Table, max_length: int, pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    "Rows of an Arrow table of examples as int64 tensors [n, max_length]: input ids padded with `pad_token_id`, types with 0."
+    return _pad(table['input_ids'], max_length, pad_token_id), _pad(table['token_type_ids'], max_length, 0)
+
+
+def _pad(column, max_length: int, value: int) -> torch.Tensor:
+    lists = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+    if len(lengths) and lengths.max() > max_length:
+        raise ValueError(f'an example has {lengths.max()} tokens, more than max_length {max_length}: '
+                         'the dataset was built for another max_length')
+    out = np.full((len(lengths), max_length), value, dtype=np.int64)
+    out[np.arange(max_length) < lengths[:, None]] = lists.flatten().to_numpy(zero_copy_only=False)
+    return torch.from_numpy(out)
+
 
 class PretrainingBatches(torch.utils.data.Dataset):
     """Batches `start_step`, ..., `total_steps - 1` of an endless, seeded stream of examples; item i is batch
@@ -300,57 +604,83 @@ class PretrainingBatches(torch.utils.data.Dataset):
     `seed + k`, cut into consecutive batches. A batch is therefore a pure function of (seed, step): starting
     at `start_step` gives exactly the batches an uninterrupted run sees from that step on, and a dataset
     smaller than one batch still fills full batches.
+
+    With `weights`, the dataset is the concatenation of corpora of sizes `parts` mixed in proportion to the
+    weights: a pass still has len(dataset) slots, corpus c getting round(w_c * len(dataset)) of them (its
+    quota); slot j of corpus c in pass k takes example k * quota + j of that corpus's own stream, which is
+    pass after pass over the corpus, each pass a permutation seeded by (seed, c, corpus pass). So a corpus
+    weighted above its size is repeated, one below it is sampled without repetition, and a batch is still
+    a pure function of (seed, step).
     """
 
     def __init__(self, dataset: datasets.Dataset, batch_size: int, max_length: int, pad_token_id: int, seed: int,
-                 total_steps: int, start_step: int = 0):
+                 total_steps: int, start_step: int = 0, parts: Optional[list[int]] = None,
+                 weights: Optional[list[float]] = None):
         if len(dataset) == 0: raise ValueError('the pretraining dataset is empty')
         if not 0 <= start_step <= total_steps:
             raise ValueError(f'start_step {start_step} must be between 0 and total_steps {total_steps}')
         self.data = dataset.with_format('arrow')
         self.batch_size, self.max_length, self.pad_token_id = batch_size, max_length, pad_token_id
         self.seed, self.total_steps, self.start_step = seed, total_steps, start_step
-        self._perms: dict[int, np.ndarray] = {}
+        self._perms: dict = {}
+        self.weights = weights
+        if weights is not None:
+            parts = list(parts or [len(dataset)])
+            if len(parts) != len(weights) or sum(parts) != len(dataset) or min(parts) <= 0 or min(weights) <= 0:
+                raise ValueError(f'parts {parts} must be positive sizes adding up to the dataset ({len(dataset)}), '
+                                 f'one per weight, and weights {weights} must be positive')
+            self.parts = np.array(parts, dtype=np.int64)
+            self.starts = np.concatenate([[0], np.cumsum(self.parts)[:-1]])
+            self.quotas = np.maximum(1, np.array(_largest_remainder(len(dataset), weights), dtype=np.int64))
+            self.slot_starts = np.concatenate([[0], np.cumsum(self.quotas)[:-1]])
+            self.slots = int(self.quotas.sum())
 
     def __len__(self) -> int:
         return self.total_steps - self.start_step
 
+    def _perm(self, key: tuple, n: int, seed) -> np.ndarray:
+        if key not in self._perms:
+            g = torch.Generator().manual_seed(seed)
+            self._perms[key] = torch.randperm(n, generator=g, dtype=torch.int32).numpy()
+        return self._perms[key]
+
     def rows(self, step: int) -> np.ndarray:
         "The dataset rows of batch `step`."
         pos = np.arange(step * self.batch_size, (step + 1) * self.batch_size, dtype=np.int64)
-        passes, offsets = np.divmod(pos, len(self.data))
-        needed = np.unique(passes).tolist()
-        # keep only the permutations of the passes this batch touches (usually one or two): each holds
-        # one int32 per example
-        self._perms = {k: p for k, p in self._perms.items() if k in needed}
+        n = len(self.data) if self.weights is None else self.slots
+        passes, offsets = np.divmod(pos, n)
+        needed = {('pass', k) for k in np.unique(passes).tolist()}
         out = np.empty_like(pos)
-        for k in needed:
-            if k not in self._perms:
-                g = torch.Generator().manual_seed(self.seed + k)
-                self._perms[k] = torch.randperm(len(self.data), generator=g, dtype=torch.int32).numpy()
-            out[passes == k] = self._perms[k][offsets[passes == k]]
+        for _, k in needed:
+            out[passes == k] = self._perm(('pass', k), n, self.seed + k)[offsets[passes == k]]
+        if self.weights is not None:  # `out` holds slots: map each to its corpus's own stream
+            slots = out
+            corpus = np.searchsorted(self.slot_starts, slots, side='right') - 1
+            q = passes * self.quotas[corpus] + slots - self.slot_starts[corpus]   # position in that corpus's stream
+            cpass, r = np.divmod(q, self.parts[corpus])
+            out = np.empty_like(pos)
+            for c, p in sorted(set(zip(corpus.tolist(), cpass.tolist()))):
+                at = (corpus == c) & (cpass == p)
+                seed = int(np.random.SeedSequence([self.seed, c, p]).generate_state(1)[0])
+                out[at] = self.starts[c] + self._perm(('corpus', c, p), int(self.parts[c]), seed)[r[at]]
+                needed.add(('corpus', c, p))
+        # keep only the permutations this batch touches (usually one or two per stream): each holds one int32
+        # per example
+        self._perms = {k: v for k, v in self._perms.items() if k in needed}
         return out
-
-    def _pad(self, column, value: int) -> torch.Tensor:
-        lists = column.combine_chunks()
-        lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
-        if lengths.max() > self.max_length:
-            raise ValueError(f'an example has {lengths.max()} tokens, more than max_length {self.max_length}: '
-                             'the dataset was built for another max_length')
-        out = np.full((len(lengths), self.max_length), value, dtype=np.int64)
-        out[np.arange(self.max_length) < lengths[:, None]] = lists.flatten().to_numpy(zero_copy_only=False)
-        return torch.from_numpy(out)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         if not 0 <= i < len(self): raise IndexError(i)
-        table = self.data[self.rows(self.start_step + i)]
-        return self._pad(table['input_ids'], self.pad_token_id), self._pad(table['token_type_ids'], 0)
+        return pad_examples(self.data[self.rows(self.start_step + i)], self.max_length, self.pad_token_id)
 
 
 def pretraining_dataloader(dataset: datasets.Dataset, batch_size: int, max_length: int, pad_token_id: int,
-                           seed: int, total_steps: int, start_step: int = 0, num_workers: int = 0) -> DataLoader:
-    "A DataLoader over `PretrainingBatches`: exactly `total_steps - start_step` full batches, in step order."
-    batches = PretrainingBatches(dataset, batch_size, max_length, pad_token_id, seed, total_steps, start_step)
+                           seed: int, total_steps: int, start_step: int = 0, num_workers: int = 0,
+                           parts: Optional[list[int]] = None, weights: Optional[list[float]] = None) -> DataLoader:
+    """A DataLoader over `PretrainingBatches`: exactly `total_steps - start_step` full batches, in step order
+    (corpora of sizes `parts` mixed by `weights` when given)."""
+    batches = PretrainingBatches(dataset, batch_size, max_length, pad_token_id, seed, total_steps, start_step,
+                                 parts, weights)
     # batch_size=None: each item already is a batch
     return DataLoader(batches, batch_size=None, shuffle=False, num_workers=num_workers,
                       pin_memory=torch.cuda.is_available())

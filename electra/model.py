@@ -6,6 +6,7 @@ masked input -> generator (vocab projection at the masked positions only) -> Gum
 """
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING
 
 import torch
@@ -17,7 +18,35 @@ from .sampling import replaced_labels, sample_tokens
 if TYPE_CHECKING:
     from .pretrain_config import PretrainConfig
 
-__all__ = ['discriminator_config', 'generator_config', 'ElectraPretrainingModel', 'build_pretraining_model']
+__all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'unpadded_copy', 'ElectraPretrainingModel',
+           'build_pretraining_model']
+
+
+def padded_vocab_size(vocab_size: int, multiple: int) -> int:
+    "`vocab_size` rounded up to a multiple of `multiple` (0: unchanged), e.g. 30522 -> 30528 for 64."
+    return -(-vocab_size // multiple) * multiple if multiple > 0 else vocab_size
+
+
+VOCAB_PARAMS = ('embeddings.word_embeddings.weight', 'generator_lm_head.weight', 'generator_lm_head.bias')
+
+
+def unpadded_copy(net: ElectraForMaskedLM | ElectraForPreTraining, vocab_size: int):
+    """`net` itself when its vocabulary has `vocab_size` rows; otherwise a copy with the padding rows
+    (`pad_vocab_multiple`) cut off, so `save_pretrained` writes what a model of the tokenizer's size holds."""
+    if net.config.vocab_size == vocab_size: return net
+    config = copy.deepcopy(net.config)
+    config.vocab_size = vocab_size
+    out = type(net)(config)
+    state = {k: v[:vocab_size] if k.endswith(VOCAB_PARAMS) else v for k, v in net.state_dict().items()}
+    out.load_state_dict(state)
+    return out.to(net.device)
+
+
+def sdpa_mask(net, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The [B, L] padding mask as the [B, 1, 1, L] boolean mask SDPA broadcasts over heads and queries: the same mask
+    transformers builds, but without its `padding_mask.all()` test, a device-to-host sync per forward."""
+    if attention_mask.dim() != 2 or net.config._attn_implementation != 'sdpa': return attention_mask
+    return attention_mask.bool()[:, None, None, :]
 
 
 def _electra_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, hidden: int, heads: int,
@@ -46,13 +75,20 @@ class ElectraPretrainingModel(nn.Module):
     "Generator and discriminator trained jointly by replaced-token detection."
 
     def __init__(self, generator: ElectraForMaskedLM, discriminator: ElectraForPreTraining, tie_weights: str = 'embeddings',
-                 temperature: float = 1.0, disallow_correct: bool = False, uniform_generator: bool = False):
+                 temperature: float = 1.0, disallow_correct: bool = False, uniform_generator: bool = False,
+                 vocab_size: int | None = None):
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
         self.tie_weights, self.temperature = tie_weights, temperature
         self.disallow_correct, self.uniform_generator = disallow_correct, uniform_generator
         self.pad_token_id = discriminator.config.pad_token_id
         self.rng: torch.Generator | None = None  # set by `MaskingCallback`, so sampling is seeded and resumable
+        # `vocab_size`: the tokenizer's; word-embedding rows past it are padding (`pad_vocab_multiple`): their logits
+        # are -inf, so they are never predicted or sampled and the loss equals the unpadded model's.
+        n_rows = generator.config.vocab_size
+        self.vocab_size = n_rows if vocab_size is None else vocab_size
+        if not 0 < self.vocab_size <= n_rows: raise ValueError(f'vocab_size {vocab_size} must be in [1, {n_rows}]')
+        self.register_buffer('padded_ids', torch.arange(n_rows) >= self.vocab_size, persistent=False)
         if tie_weights == 'all':
             # The paper's "all weights tied": one encoder; only the two heads differ (same-size generator).
             generator.electra = discriminator.electra
@@ -67,10 +103,12 @@ class ElectraPretrainingModel(nn.Module):
 
     def generator_logits(self, input_ids, attention_mask, token_type_ids, positions) -> torch.Tensor:
         "MLM logits [B, P, V] at `positions` [B, P] only: the vocab projection is ~15% of its full-length cost."
-        hidden = self.generator.electra(input_ids, attention_mask=attention_mask,
+        hidden = self.generator.electra(input_ids, attention_mask=sdpa_mask(self.generator, attention_mask),
                                         token_type_ids=token_type_ids).last_hidden_state     # [B, L, Hg]
         hidden = hidden.gather(1, positions[..., None].expand(-1, -1, hidden.size(-1)))       # [B, P, Hg]
-        return self.generator.generator_lm_head(self.generator.generator_predictions(hidden))  # [B, P, V]
+        logits = self.generator.generator_lm_head(self.generator.generator_predictions(hidden))  # [B, P, V]
+        if self.vocab_size < logits.size(-1): logits = logits.masked_fill(self.padded_ids, float('-inf'))
+        return logits
 
     def forward(self, input_ids, token_type_ids, positions, labels) -> dict[str, torch.Tensor]:
         """`input_ids` [B, L] masked input; `positions`, `labels` [B, P] from `mask_tokens`.
@@ -83,14 +121,17 @@ class ElectraPretrainingModel(nn.Module):
         chosen = labels >= 0
         disc_ids = input_ids.scatter(1, positions, torch.where(chosen, sampled, input_ids.gather(1, positions)))
         is_replaced = torch.zeros_like(attention_mask).scatter(1, positions, replaced_labels(sampled, labels))
-        disc_logits = self.discriminator(disc_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+        disc_logits = self.discriminator(disc_ids, attention_mask=sdpa_mask(self.discriminator, attention_mask),
+                                         token_type_ids=token_type_ids).logits
         return {'gen_logits': gen_logits, 'disc_logits': disc_logits, 'is_replaced': is_replaced,
                 'attention_mask': attention_mask, 'sampled': sampled}
 
 
 def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraPretrainingModel:
-    "The generator/discriminator pair of `cfg`'s size, freshly initialised (HF init: normal(0, 0.02))."
-    generator = ElectraForMaskedLM(generator_config(cfg, vocab_size, pad_token_id))
-    discriminator = ElectraForPreTraining(discriminator_config(cfg, vocab_size, pad_token_id))
+    """The generator/discriminator pair of `cfg`'s size, freshly initialised (HF init: normal(0, 0.02)); with
+    `cfg.pad_vocab_multiple` the embedding matrix has `padded_vocab_size(vocab_size, multiple)` rows."""
+    rows = padded_vocab_size(vocab_size, getattr(cfg, 'pad_vocab_multiple', 0))
+    generator = ElectraForMaskedLM(generator_config(cfg, rows, pad_token_id))
+    discriminator = ElectraForPreTraining(discriminator_config(cfg, rows, pad_token_id))
     return ElectraPretrainingModel(generator, discriminator, cfg.tie_weights, cfg.temperature,
-                                   cfg.disallow_correct, cfg.uniform_generator)
+                                   cfg.disallow_correct, cfg.uniform_generator, vocab_size=vocab_size)

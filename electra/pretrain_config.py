@@ -5,6 +5,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from .config import ConfigError, field
+from .corpus import FORMATS
 
 __all__ = ['PretrainConfig', 'CHECKPOINT_FRACTIONS']
 
@@ -34,8 +35,33 @@ class PretrainConfig:
     checkpoint_at: list[float] = field(CHECKPOINT_FRACTIONS, 'fractions of `steps` at which to save a checkpoint')
     num_workers: int = field(0, 'DataLoader worker processes')
     # -- data
-    corpus: list[str] = field(['demo'], "text files or directories in the official layout (one sentence per line, "
-                                        "blank line between documents); 'demo' writes the built-in sample corpus")
+    corpus: list[str] = field(['demo'], "corpora, one per entry: a text file or a directory of them (read as "
+                                        "`corpus_format` says), 'demo' (the built-in sample corpus), local table files "
+                                        "(.parquet, .jsonl/.json, .arrow, or a directory of them) or a Hugging Face hub "
+                                        "dataset hub:<name>[:<config>], e.g. hub:openwebtext, "
+                                        "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus")
+    corpus_format: str = _choices('auto', FORMATS, "how text files are read: 'lines' = the official layout (one "
+                                  "sentence per line, a blank line between documents); 'documents' = one document per "
+                                  "file, blank lines are paragraph breaks (OpenWebText); 'paragraphs' = one document per "
+                                  "non-blank line; 'auto' = per file: 'lines' if blank lines separate text, else "
+                                  "'documents' inside a directory and 'paragraphs' for a file given by itself. Table "
+                                  "rows are documents ('auto': lines of one stream when rows are single sentences)")
+    sentence_split: str = field('auto', "split lines into sentences with spaCy's rule-based sentencizer for this "
+                                        "language (en, de, ...; no model download) or 'none'; 'auto' = 'en' for raw "
+                                        "documents, paragraphs and tables, and for 'lines' files whose lines are "
+                                        "paragraph-long (median over 200 characters)")
+    text_column: str = field('text', 'text column of table and hub corpora (a table with one string column uses it)')
+    hub_split: str = field('train', "split of hub datasets, with the datasets slicing syntax, e.g. 'train[:10%]'")
+    min_line_chars: int = field(0, 'drop lines (paragraphs) shorter than this; 80 is the fastai replication\'s '
+                                   'cleaning of Wikipedia and OpenWebText (with remove_empty_parens)')
+    remove_empty_parens: bool = field(False, "delete '()' left where links were stripped (the replication's cleaning)")
+    max_sentence_chars: int = field(10_000, 'skip (and count) sentences longer than this: minified code, tables, '
+                                            'encoded blobs; lines over 1 MiB are always skipped')
+    corpus_weights: list[float] = field([], 'mix the corpora with these weights (one per corpus entry); empty: '
+                                            'concatenate them, every example equally likely')
+    num_proc: int = field(0, 'processes building the examples (0: one per CPU core); the examples do not depend on it')
+    eval_examples: int = field(256, 'examples held out (never trained on) to evaluate generator MLM accuracy, '
+                                    'discriminator accuracy and AUC every log_every steps; 0: none')
     tokenizer: str = field('', "a WordPiece vocab.txt or an HF tokenizer directory; empty: train one on the corpus")
     vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus')
     lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer')
@@ -76,6 +102,11 @@ class PretrainConfig:
     adam_beta2: float = field(0.999, 'Adam beta2')
     adam_eps: float = field(1e-6, 'Adam epsilon')
     clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
+    # -- speed (issue #6); none of these changes the objective
+    compile: bool = field(False, 'torch.compile the model and loss (first step compiles; falls back to eager with a '
+                                 'one-line warning if compilation fails)')
+    pad_vocab_multiple: int = field(0, 'pad the word-embedding rows (and generator vocab) to a multiple of N, e.g. 64 '
+                                       'for tensor cores; padded ids are never predicted or sampled, exports are unpadded. 0: off')
 
     def validate(self) -> None:
         def need(ok: bool, key: str, msg: str):
@@ -96,5 +127,15 @@ class PretrainConfig:
         need(self.log_every > 0, 'log_every', f'must be positive, got {self.log_every}.')
         need(all(0 < f <= 1 for f in self.checkpoint_at), 'checkpoint_at', 'fractions must be in (0, 1].')
         need(len(self.corpus) > 0, 'corpus', "give at least one file or directory, or 'demo'.")
+        need(not self.corpus_weights or len(self.corpus_weights) == len(self.corpus), 'corpus_weights',
+             f'give one weight per corpus entry ({len(self.corpus)}), got {len(self.corpus_weights)}; or none to concatenate.')
+        need(all(w > 0 for w in self.corpus_weights), 'corpus_weights', f'weights must be positive, got {self.corpus_weights}.')
+        need(self.sentence_split == self.sentence_split.strip() and bool(self.sentence_split), 'sentence_split',
+             "give 'auto', 'none' or a spaCy language code such as en.")
+        need(self.min_line_chars >= 0, 'min_line_chars', f'must be non-negative, got {self.min_line_chars}.')
+        need(self.max_sentence_chars > 0, 'max_sentence_chars', f'must be positive, got {self.max_sentence_chars}.')
+        need(self.num_proc >= 0, 'num_proc', f'must be 0 (one per CPU core) or positive, got {self.num_proc}.')
+        need(self.eval_examples >= 0, 'eval_examples', f'must be 0 (no evaluation) or positive, got {self.eval_examples}.')
         need(self.vocab_size >= 100, 'vocab_size', f'must be at least 100, got {self.vocab_size}.')
         need(self.warmup_steps >= 0, 'warmup_steps', f'must be non-negative, got {self.warmup_steps}.')
+        need(self.pad_vocab_multiple >= 0, 'pad_vocab_multiple', f'must be 0 (off) or positive, got {self.pad_vocab_multiple}.')

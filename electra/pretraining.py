@@ -9,21 +9,23 @@ from pathlib import Path
 
 import torch
 import yaml
-from fastai.callback.fp16 import MixedPrecision
 from fastai.callback.progress import ProgressCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.callback.training import GradientClip
 from fastai.data.core import DataLoaders
 from fastai.learner import Learner, Recorder
 
-from .callbacks import Checkpointer, MaskingCallback, MetricsLogger, ProgressBar, StepCounter, print_sink
+from .callbacks import (Checkpointer, CompileModel, DeviceMixedPrecision, MaskingCallback, MetricsLogger, ProgressBar,
+                        StepCounter, print_sink)
 from .checkpoint import FORMAT, atomic_write_text, find_checkpoints, is_main_process, latest_checkpoint
 from .config import ConfigError, config_to_dict, running_in_notebook
+from .evaluation import HeldOutEvaluation, eval_batches, prefixed_sink, print_eval_sink
 from .loss import ElectraLoss
 from .model import ElectraPretrainingModel
 from .optim import electra_opt_func, param_groups
 from .pretrain_config import PretrainConfig
 from .schedule import warmup_decay_sched
+from .speed import DevicePrefetcher, cpu_bf16_supported
 
 __all__ = ['resolve_device', 'resolve_precision', 'prepare_run_dir', 'special_token_ids', 'DeviceDataLoaders',
            'build_learner', 'checkpoint_extra', 'existing_run_guard', 'restore_training_state',
@@ -40,9 +42,13 @@ def resolve_device(name: str) -> torch.device:
 
 
 def resolve_precision(name: str, device: torch.device) -> str:
-    "'auto' is bf16 on GPUs that support it, fp16 on older GPUs, fp32 on CPU."
+    """'auto' is bf16 on GPUs that support it, fp16 on older GPUs, fp32 on CPU. bf16 may also be asked for on a CPU
+    with native bf16 matmuls (AVX512-BF16 / AMX)."""
     if device.type != 'cuda':
-        if name in ('bf16', 'fp16'): raise ConfigError(f"precision: {name} mixed precision needs a GPU; use fp32 on CPU.")
+        if name == 'bf16' and cpu_bf16_supported(): return 'bf16'
+        if name in ('bf16', 'fp16'):
+            where = 'a GPU' if name == 'fp16' else 'a GPU or a CPU with native bf16 (AVX512-BF16, AMX)'
+            raise ConfigError(f"precision: {name} mixed precision needs {where}; use fp32 on this CPU.")
         return 'fp32'
     if name == 'auto': return 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'
     return name
@@ -89,16 +95,18 @@ def neptune_sink(cfg: PretrainConfig):
 
     def sink(row: dict):
         for k, v in row.items():
-            if k != 'step': run[f'train/{k}'].append(v, step=row['step'])
+            if k != 'step': run[k if '/' in k else f'train/{k}'].append(v, step=row['step'])  # eval rows: 'eval/...'
     sink.stop = run.stop
     return sink
 
 
 def build_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tokenizer, train_dl, run_dir: Path,
-                  device: torch.device, precision: str, start_step: int = 0, extra_state=None) -> Learner:
-    "A fastai Learner running the ELECTRA objective with the official optimizer, schedule and clipping."
+                  device: torch.device, precision: str, start_step: int = 0, extra_state=None, held_out=None) -> Learner:
+    """A fastai Learner running the ELECTRA objective with the official optimizer, schedule and clipping; with
+    `held_out` examples (see `held_out_split`), evaluated on them every `log_every` steps."""
     # Batches are (input_ids, token_type_ids): both inputs; MaskingCallback makes the targets. No fastai validation pass.
-    dls = DeviceDataLoaders(train_dl, [], device=device, n_inp=2)
+    # Batches reach the device with non-blocking copies, one batch ahead (fastai's own copy would block every step).
+    dls = DeviceDataLoaders(DevicePrefetcher(train_dl, device), [], device=device, n_inp=2)
     live = is_main_process() and (sys.stdout.isatty() or running_in_notebook())
     sinks = [] if live else [print_sink]
     if cfg.logger == 'neptune' and is_main_process(): sinks.append(neptune_sink(cfg))
@@ -108,9 +116,17 @@ def build_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tokenizer
            ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power, cfg.schedule)}),
            MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, sinks),
            Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict)]
+    if held_out is not None and len(held_out):
+        eval_sinks = ([] if live else [print_eval_sink]) + [prefixed_sink(s, 'eval/') for s in sinks if s is not print_sink]
+        cbs.append(HeldOutEvaluation(
+            eval_batches(held_out, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id), cfg.log_every, cfg.steps,
+            run_dir / 'eval_metrics.csv', special_token_ids(tokenizer, cfg.mask_unk), tokenizer.pad_token_id,
+            tokenizer.mask_token_id, len(tokenizer), cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob,
+            cfg.random_token_prob, cfg.seed, precision, eval_sinks))
     if live: cbs.append(ProgressBar(cfg.steps))
     if cfg.clip_grad > 0: cbs.append(GradientClip(cfg.clip_grad))
-    if precision in ('bf16', 'fp16'): cbs.append(MixedPrecision(amp_mode=precision))
+    if precision in ('bf16', 'fp16'): cbs.append(DeviceMixedPrecision(amp_mode=precision))
+    if cfg.compile: cbs.append(CompileModel())
     learn = Learner(dls, model, loss_func=ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight),
                     opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
                     splitter=param_groups, lr=cfg.lr, cbs=cbs, path=run_dir, model_dir='.')

@@ -13,7 +13,7 @@ __all__ = ['gumbel_noise', 'sample_tokens', 'replaced_labels']
 
 def gumbel_noise(shape, device, generator: torch.Generator | None = None) -> torch.Tensor:
     u = torch.rand(shape, device=device, dtype=torch.float32, generator=generator)
-    return -torch.log(-torch.log(u + 1e-9) + 1e-9)
+    return u.add_(1e-9).log_().neg_().add_(1e-9).log_().neg_()  # -log(-log(u + 1e-9) + 1e-9), in place
 
 
 @torch.no_grad()
@@ -21,13 +21,16 @@ def sample_tokens(logits: torch.Tensor, labels: torch.Tensor | None = None, temp
                   disallow_correct: bool = False, uniform: bool = False,
                   generator: torch.Generator | None = None) -> torch.Tensor:
     """Sample one token per row of `logits` [..., V] from softmax(logits / T). `labels` [...] are the originals,
-    needed for `disallow_correct` (entries < 0 are ignored). No gradient flows through the sample."""
+    needed for `disallow_correct` (entries < 0 are ignored). No gradient flows through the sample.
+    Tokens whose logit is -inf (padded vocabulary rows) are never sampled, also by the uniform generator."""
     logits = logits.float()
-    if uniform: logits = torch.zeros_like(logits)   # the paper's uniform-generator ablation
+    if uniform:  # the paper's uniform-generator ablation: uniform over the tokens the model can predict
+        logits = torch.zeros_like(logits).masked_fill_(logits == float('-inf'), float('-inf'))
     if disallow_correct and labels is not None:
         hit = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, labels.clamp(min=0)[..., None], True)
         logits = logits - 1000.0 * (hit & (labels[..., None] >= 0))
-    return (logits / temperature + gumbel_noise(logits.shape, logits.device, generator)).argmax(-1)
+    noise = gumbel_noise(logits.shape, logits.device, generator)
+    return noise.add_(logits if temperature == 1 else logits / temperature).argmax(-1)
 
 
 def replaced_labels(sampled: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -16,11 +16,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Iterable, Optional
 
 from tokenizers import BertWordPieceTokenizer
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerFast
 
 from .config import ConfigError
+from .corpus import CorpusSource, source_lines
 
 __all__ = ['SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
            'tokenizer_from_state']
@@ -83,18 +85,19 @@ def load_tokenizer(path: str, lowercase: bool = True) -> PreTrainedTokenizerFast
     return _check_special_tokens(tok, str(p))
 
 
-def _alphabet(files: list[Path], normalizer) -> list[str]:
+def _alphabet(lines: Iterable[str], normalizer) -> list[str]:
     "The characters the trainer keeps: the most frequent after normalisation, ties broken by the character."
     counts = collections.Counter()
-    for f in files:
-        with open(f, encoding='utf-8') as lines:
-            for line in lines: counts.update(normalizer.normalize_str(line))
+    for line in lines: counts.update(normalizer.normalize_str(line))
     chars = [c for c in counts if not c.isspace()]
     return sorted(sorted(chars, key=lambda c: (-counts[c], c))[:_ALPHABET_LIMIT])
 
 
-def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_dir: Path) -> PreTrainedTokenizerFast:
-    """Train a BERT WordPiece vocabulary on `files`, save it to `save_dir` with `save_pretrained` and return it.
+def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_dir: Path,
+                    sources: Optional[list[CorpusSource]] = None) -> PreTrainedTokenizerFast:
+    """Train a BERT WordPiece vocabulary on `files` (or on every corpus of `sources`, tables included), save it
+    to `save_dir` with `save_pretrained` and return it. Lines the pretraining build skips as unreadable (not
+    UTF-8, over 1 MiB) are skipped here too.
 
     The result is deterministic. The `tokenizers` trainer alone is not (huggingface/tokenizers issue 1794):
     it gives the '##x' continuation tokens ids in hash-map order, and those ids break ties between merges of
@@ -102,11 +105,15 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     the alphabet ourselves removes all hash-order dependence; the vocabulary is then re-read from vocab.txt
     so those tokens end up as ordinary entries.
     """
+    sources = sources or [CorpusSource(', '.join(map(str, files)), 'files', [Path(f) for f in files])]
     wp = BertWordPieceTokenizer(lowercase=lowercase)
-    alphabet = _alphabet(files, wp.normalizer)
-    wp.train([str(f) for f in files], vocab_size=vocab_size, min_frequency=2, show_progress=False,
-             limit_alphabet=len(alphabet), initial_alphabet=alphabet,
-             special_tokens=SPECIAL_TOKENS + ['##' + c for c in alphabet])
+    alphabet = _alphabet(source_lines(sources), wp.normalizer)
+    if not alphabet:
+        raise ConfigError(f"no text to train a tokenizer on in {', '.join(s.entry for s in sources)}.")
+    # from an iterator rather than the files: the same vocabulary, but a bad line is skipped instead of fatal
+    wp.train_from_iterator(source_lines(sources), vocab_size=vocab_size, min_frequency=2, show_progress=False,
+                           limit_alphabet=len(alphabet), initial_alphabet=alphabet,
+                           special_tokens=SPECIAL_TOKENS + ['##' + c for c in alphabet])
     vocab = sorted(wp.get_vocab().items(), key=lambda kv: kv[1])
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / 'vocab.txt').write_text(''.join(w + '\n' for w, _ in vocab), encoding='utf-8')
@@ -117,12 +124,14 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
 
 
 def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase: bool,
-                  run_dir: Path) -> PreTrainedTokenizerFast:
+                  run_dir: Path, sources: Optional[list[CorpusSource]] = None) -> PreTrainedTokenizerFast:
     """The run's tokenizer: `tokenizer` when given; else the one trained earlier in `run_dir/tokenizer`
-    (kept so a resumed run tokenizes exactly as before); else train one on `files` and save it there."""
+    (kept so a resumed run tokenizes exactly as before); else train one on `files` (or on `sources`, which
+    may include tables) and save it there."""
     if tokenizer: return load_tokenizer(tokenizer, lowercase)
     save_dir = Path(run_dir) / 'tokenizer'
     settings = {'files': [str(Path(f).resolve()) for f in files], 'vocab_size': vocab_size, 'lowercase': lowercase}
+    if sources and any(s.kind == 'table' for s in sources): settings['corpus'] = [s.entry for s in sources]
     marker = save_dir / _TRAIN_MARKER
     if marker.is_file():
         if json.loads(marker.read_text()) != settings:
@@ -132,7 +141,7 @@ def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase:
     # train into a temporary directory and move it into place, so an interrupted run leaves no half tokenizer
     tmp = save_dir.with_name(f'.{save_dir.name}.{os.getpid()}.tmp')
     shutil.rmtree(tmp, ignore_errors=True)
-    tok = train_tokenizer(files, vocab_size, lowercase, tmp)
+    tok = train_tokenizer(files, vocab_size, lowercase, tmp, sources)
     (tmp / _TRAIN_MARKER).write_text(json.dumps(settings, indent=1))
     shutil.rmtree(save_dir, ignore_errors=True)  # a directory without marker is an interrupted attempt
     os.replace(tmp, save_dir)

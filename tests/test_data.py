@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from electra.config import ConfigError
-from electra.data import (ExampleBuilder, PretrainingBatches, build_pretraining_dataset, corpus_files,
+from electra.data import (ExampleBuilder, PretrainingBatches, build_pretraining_dataset, build_summary, corpus_files,
                           pretraining_dataloader)
 from electra.demo import demo_corpus_text, write_demo_corpus
 from electra.tokenizer import load_tokenizer, train_tokenizer
@@ -170,15 +170,17 @@ def test_corpus_without_text_is_rejected(tmp_path):
         corpus_files([str(blank)], tmp_path)
 
 
-def test_decode_error_past_the_checked_start_names_the_file(words, tmp_path):
+def test_undecodable_line_past_the_checked_start_is_skipped_and_counted(words, tmp_path):
     tok, corpus_dir, _ = words
     bad = tmp_path / 'late.txt'
-    bad.write_bytes(b'w1 ' * 400_000 + b'\n\nw4 \xff\xfe\n')  # 1.2 MB: the bad byte is past the 1 MB check
+    # 120 KB: the bad bytes are past the 64 KiB checked up front; a mixed-encoding line is skipped, not fatal
+    bad.write_bytes((b'w1 w2\n' * 10 + b'\n') * 2000 + b'w4 \xff\xfe\nw5 w6\n')
     files = corpus_files([str(corpus_dir), str(bad)], tmp_path)
     assert files[-1] == bad
-    with pytest.raises(ConfigError, match=str(bad)):
-        build_pretraining_dataset(files, tok, 32, tmp_path / 'cache', seed=0, num_proc=2)
-    assert not [p for p in (tmp_path / 'cache' / 'pretrain_data').iterdir()]  # nothing half-built left
+    ds = build_pretraining_dataset(files, tok, 32, tmp_path / 'cache', seed=0, num_proc=2)
+    info = build_summary(ds)
+    assert info['counts']['undecodable_lines'] == 1 and info['n_documents'] == 60 + 2000 + 1
+    assert not list((tmp_path / 'cache' / 'pretrain_data').glob('.*'))  # no temporary directory left
 
 
 def test_corpus_without_tokens_gives_no_examples_error(words, tmp_path):

@@ -1,0 +1,162 @@
+"""The notebooks are the source of the driver scripts: the export check (it passes on the repository and fails, naming
+the script, on a deliberately edited copy), notebooks stored without outputs, every notebook executed top to bottom
+on the demo config cut small (nbclient, a fresh kernel, a time bound), and the script path with command-line flags."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from electra import notebooks
+from notebook_runs import NOTEBOOKS, REPO, execute_notebook, has_image, outputs_text, tiny_pretraining
+
+TIME_BOUND_S = 150  # per notebook, kernel start included; about 30-60 s on 2 free cores
+
+
+def notebooks_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, '-m', 'electra.notebooks', *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture
+def repo_copy(tmp_path) -> Path:
+    "The paired scripts and the notebooks, copied (the real ones are never edited by a test)."
+    for _, script in notebooks.PAIRS: shutil.copy(REPO / script, tmp_path / script)
+    shutil.copytree(NOTEBOOKS, tmp_path / 'notebooks', ignore=shutil.ignore_patterns('.ipynb_checkpoints'))
+    return tmp_path
+
+
+# -- pairing and export
+
+def test_check_passes_on_the_repository():
+    r = notebooks_cli('check')
+    assert r.returncode == 0, r.stderr
+    assert 'pretrain.py <- notebooks/Pretrain.ipynb' in r.stdout and 'finetune.py <- notebooks/Finetune_GLUE.ipynb' in r.stdout
+
+
+@pytest.mark.parametrize('script', ['pretrain.py', 'finetune.py'])
+def test_check_fails_on_an_edited_script(repo_copy, script, capsys):
+    path = repo_copy / script
+    path.write_text(path.read_text().replace('# %%\n', '# %%\nprint("edited by hand")\n', 1))
+    assert notebooks.main(['check', '--root', str(repo_copy)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f'{script}: differs from the export of notebooks/'), err
+    # the notebook is the source: exporting puts the script back as it was
+    assert notebooks.main(['export', '--root', str(repo_copy)]) == 0
+    assert capsys.readouterr().out == f'wrote {script}\n'
+    assert path.read_text() == (REPO / script).read_text()
+    assert notebooks.check(repo_copy) == []
+
+
+def test_check_fails_on_an_edited_script_from_the_command_line(repo_copy):
+    path = repo_copy / 'finetune.py'
+    path.write_text(path.read_text().replace('runs per task', 'runs for each task'))
+    r = notebooks_cli('check', '--root', str(repo_copy))
+    assert r.returncode == 1 and 'finetune.py: differs from the export of notebooks/Finetune_GLUE.ipynb' in r.stderr
+
+
+def test_check_fails_on_outputs_and_export_strips_them(repo_copy):
+    path = repo_copy / 'notebooks' / 'Explore.ipynb'
+    nb = nbformat.read(str(path), as_version=4)
+    code = next(c for c in nb.cells if c.cell_type == 'code')
+    code.execution_count = 3
+    code.outputs = [nbformat.v4.new_output('stream', name='stdout', text='hello\n')]
+    code.metadata['execution'] = {'iopub.execute_input': '2024-01-01T00:00:00'}
+    nbformat.write(nb, str(path))
+    problems = [str(p) for p in notebooks.check(repo_copy)]
+    assert any(p.startswith('notebooks/Explore.ipynb: stored with outputs') for p in problems)
+    assert any(p.startswith('notebooks/Explore.ipynb: stored with execution counts') for p in problems)
+    notebooks.export(repo_copy)
+    assert notebooks.check(repo_copy) == []
+    assert path.read_text() == (NOTEBOOKS / 'Explore.ipynb').read_text()
+
+
+def test_export_from_scripts_round_trip(repo_copy):
+    "Scripts -> notebooks -> scripts gives the scripts back: the bootstrap `from-scripts` and `export` agree."
+    for nb_rel, _ in notebooks.PAIRS: (repo_copy / nb_rel).unlink()
+    notebooks.from_scripts(repo_copy)
+    assert notebooks.check(repo_copy) == []
+    for nb_rel, script in notebooks.PAIRS:
+        assert (repo_copy / nb_rel).read_text() == (REPO / nb_rel).read_text()
+
+
+def test_notebooks_stored_without_outputs_with_a_parameters_cell():
+    names = sorted(p.name for p in NOTEBOOKS.glob('*.ipynb'))
+    assert names == ['Explore.ipynb', 'Finetune_GLUE.ipynb', 'Pretrain.ipynb']
+    for name in names:
+        nb = nbformat.read(str(NOTEBOOKS / name), as_version=4)
+        nbformat.validate(nb)
+        code = [c for c in nb.cells if c.cell_type == 'code']
+        assert all(not c.outputs and c.execution_count is None for c in code), name
+        params = [c for c in code if 'parameters' in c.metadata.get('tags', [])]
+        assert len(params) == 1 and params[0].source.startswith('overrides = {}'), name
+        assert nb.metadata['kernelspec']['name'] == 'python3'
+    for _, script in notebooks.PAIRS:
+        text = (REPO / script).read_text()
+        assert 'jupytext_version' not in text and '# %% tags=["parameters"]\noverrides = {}' in text
+
+
+# -- running the drivers: script path and notebook path
+
+@pytest.fixture(scope='module')
+def pretrained(tmp_path_factory) -> dict:
+    "pretrain.py run as a script with command-line flags (the demo preset cut to 20 steps)."
+    return tiny_pretraining(tmp_path_factory.getbasetemp())
+
+
+def test_pretrain_script_path(pretrained):
+    out, run_dir = pretrained['stdout'], Path(pretrained['run_dir'])
+    assert 'starting at step 0 of 20' in out                                    # the flags reached the config
+    assert 'A: [CLS]' in out and '| B: ' in out                                 # examples with their segments
+    assert '→[MASK]»' in out                                                    # a batch before and after masking
+    assert "the generator's samples" in out and 'p(replaced)' in out            # samples and the verdict per token
+    assert f'loss curves: {run_dir / "losses.png"}' in out and (run_dir / 'losses.png').is_file()
+    assert (run_dir / 'discriminator' / 'config.json').is_file() and Path(pretrained['checkpoint']).is_file()
+
+
+def test_pretrain_notebook_executes(tmp_path, pretrained):
+    overrides = {'steps': 8, 'batch_size': 8, 'log_every': 4, 'warmup_steps': 2, 'run_name': 'notebook',
+                 'device': 'cpu', 'output_dir': str(tmp_path / 'ckpt'), 'cache_dir': pretrained['cache_dir']}
+    nb, seconds = execute_notebook(NOTEBOOKS / 'Pretrain.ipynb', overrides, TIME_BOUND_S)
+    assert seconds < TIME_BOUND_S
+    text = outputs_text(nb)
+    assert 'starting at step 0 of 8' in text                                   # the notebook's config cell, not argv
+    assert 'A: [CLS]' in text and '→[MASK]»' in text and 'p(replaced)' in text
+    assert has_image(nb)                                                        # the loss curves
+    run_dir = tmp_path / 'ckpt' / 'notebook_11081'
+    assert (run_dir / 'discriminator' / 'config.json').is_file() and (run_dir / 'losses.png').is_file()
+
+
+@pytest.fixture(scope='module')
+def finetune_notebook(tmp_path_factory, pretrained):
+    "Finetune_GLUE.ipynb executed from the tiny pretraining's checkpoint: 2 tasks, 1 run each, 1 epoch."
+    tmp = tmp_path_factory.mktemp('finetune_notebook')
+    overrides = {'model': pretrained['checkpoint'], 'tasks': ['SST-2', 'MRPC'], 'runs': 1, 'epochs': 1,
+                 'max_train_samples': 200, 'group': 'nb', 'device': 'cpu', 'output_dir': str(tmp / 'glue'),
+                 'test_output_dir': str(tmp / 'test_outputs'), 'cache_dir': str(tmp / 'cache')}
+    nb, seconds = execute_notebook(NOTEBOOKS / 'Finetune_GLUE.ipynb', overrides, TIME_BOUND_S)
+    return tmp, nb, seconds
+
+
+def test_finetune_notebook_executes(finetune_notebook):
+    tmp, nb, seconds = finetune_notebook
+    assert seconds < TIME_BOUND_S
+    text = outputs_text(nb)
+    assert '| SST-2 | accuracy | 1 |' in text and '| MRPC | accuracy | 1 |' in text   # the summary
+    assert 'train_loss' in text and has_image(nb)                                     # the runs table and the plot
+    assert (tmp / 'glue/nb/results.csv').is_file() and (tmp / 'test_outputs/nb/glue_submission.zip').is_file()
+
+
+def test_explore_notebook_executes(tmp_path, finetune_notebook):
+    tmp, _, _ = finetune_notebook
+    overrides = {'finetuned': str(tmp / 'glue/nb/MRPC_0.pth'), 'cache_dir': str(tmp / 'cache'), 'k': 5}
+    nb, seconds = execute_notebook(NOTEBOOKS / 'Explore.ipynb', overrides, TIME_BOUND_S)
+    assert seconds < TIME_BOUND_S
+    text = outputs_text(nb)
+    assert 'MRPC, fine-tuned from' in text and 'nearest tokens' in text
+    assert 'token index: recall@10' in text and 'training examples indexed; recall@10' in text
+    assert 'dev examples of MRPC predicted wrong' in text

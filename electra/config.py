@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import yaml
 
-__all__ = ['ConfigError', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field',
+__all__ = ['ConfigError', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field', 'choice_field',
            'running_in_notebook', 'cli_args', 'friendly_errors']
 
 
@@ -28,6 +28,11 @@ def field(default, help: str = ''):
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda d=default: type(d)(d), metadata={'help': help})
     return dataclasses.field(default=default, metadata={'help': help})
+
+
+def choice_field(default, choices: list, help: str = ''):
+    "A config field whose value must be one of `choices` (checked when the config is built)."
+    return dataclasses.field(default=default, metadata={'help': help, 'choices': list(choices)})
 
 
 def _hints(cls) -> dict[str, Any]:

@@ -6,11 +6,10 @@ Hyperparameters can be set per task with `task_overrides` (a mapping from task n
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from dataclasses import dataclass
 
-from .config import ConfigError, config_from_dict, field
+from .config import ConfigError, config_from_dict, choice_field, field
 from .glue import ALL_TASKS, task_named
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS']
@@ -19,11 +18,6 @@ __all__ = ['FinetuneConfig', 'TASK_KEYS']
 TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'eval_batch_size', 'max_length',
              'warmup_fraction', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps',
              'clip_grad', 'dropout', 'double_unordered', 'drop_empty', 'max_train_samples')
-
-
-def _choices(default, choices, help):
-    f = field(default, help)
-    return dataclasses.field(default=f.default, metadata={**f.metadata, 'choices': choices})
 
 
 @dataclass
@@ -45,22 +39,22 @@ class FinetuneConfig:
     cache_dir: str = field('cache', 'token cache and the demo data')
     predict: bool = field(True, 'after the runs, write the test predictions of the selected runs and the zip')
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
-    precision: str = _choices('auto', ['auto', 'fp32', 'bf16', 'fp16'], 'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU')
+    precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'], 'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU')
     num_workers: int = field(0, 'DataLoader worker processes')
     threads: int = field(0, "PyTorch CPU threads (0: PyTorch's default); 1 is fastest for tiny models on a busy CPU")
-    logger: str = _choices('none', ['none', 'neptune'],
+    logger: str = choice_field('none', ['none', 'neptune'],
                            "'neptune' also logs every run to Neptune (NEPTUNE_MODE=offline works without an account)")
     neptune_project: str = field('', 'Neptune project, e.g. me/electra-glue (read from NEPTUNE_PROJECT when empty)')
     # -- selection
-    select: str = _choices('best', ['best', 'median'],
+    select: str = choice_field('best', ['best', 'median'],
                            'run used for the test predictions: the best dev score (replication) or the median run')
     ensemble_k: int = field(1, 'average the logits of the top k runs by dev score for the test predictions (1: no ensemble)')
     # -- hyperparameters (spec 7); each may be set per task in `task_overrides`
-    size: str = _choices('small', ['small', 'base', 'large', 'custom'],
+    size: str = choice_field('small', ['small', 'base', 'large', 'custom'],
                          'model size these hyperparameters are meant for (informational)')
     lr: float = field(3e-4, 'peak learning rate of the head (small 3e-4, base 1e-4, large 5e-5)')
     layer_lr_decay: float = field(0.8, 'layer-wise learning-rate decay d (0.9 for large; 1 disables)')
-    layer_lr_mode: str = _choices('official', ['official', 'intended'],
+    layer_lr_mode: str = choice_field('official', ['official', 'intended'],
                                   "'official': top layer lr*d^2, embeddings lr*d^(L+2) (google-research/electra issue 51); "
                                   "'intended': top layer lr*d, embeddings lr*d^(L+1)")
     epochs: int = field(3, 'passes over the training set')
@@ -68,7 +62,7 @@ class FinetuneConfig:
     eval_batch_size: int = field(128, 'examples per batch when predicting dev and test sets')
     max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included (BERT truncation of the longer segment)')
     warmup_fraction: float = field(0.1, 'warm-up steps as a fraction of all training steps')
-    schedule: str = _choices('together', ['together', 'warmup_then_decay'],
+    schedule: str = choice_field('together', ['together', 'warmup_then_decay'],
                              "'together' is the official schedule: warm-up and linear decay applied at once")
     decay_power: float = field(1.0, 'power of the polynomial decay')
     weight_decay: float = field(0.0, 'decoupled weight decay (0 as in the paper and the replication; the official code uses 0.01)')

@@ -1,20 +1,14 @@
 "The pretraining job's config: every key `pretrain.py` takes, with the paper's small-model recipe as defaults."
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from .config import ConfigError, field
+from .config import ConfigError, choice_field, field
 from .corpus import FORMATS
 
 __all__ = ['PretrainConfig', 'CHECKPOINT_FRACTIONS']
 
 CHECKPOINT_FRACTIONS = [0.0625, 0.125, 0.25, 0.5, 1.0]
-
-
-def _choices(default, choices, help):
-    f = field(default, help)
-    return dataclasses.field(default=f.default, metadata={**f.metadata, 'choices': choices})
 
 
 @dataclass
@@ -28,8 +22,8 @@ class PretrainConfig:
     resume: bool = field(False, 'continue from the latest checkpoint of this run_name and seed')
     overwrite: bool = field(False, 'start over even if this run_name and seed already have checkpoints')
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
-    precision: str = _choices('auto', ['auto', 'fp32', 'bf16', 'fp16'], 'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU')
-    logger: str = _choices('none', ['none', 'neptune'], "'neptune' also logs to Neptune (NEPTUNE_MODE=offline works without an account)")
+    precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'], 'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU')
+    logger: str = choice_field('none', ['none', 'neptune'], "'neptune' also logs to Neptune (NEPTUNE_MODE=offline works without an account)")
     neptune_project: str = field('', 'Neptune project, e.g. me/electra (read from NEPTUNE_PROJECT when empty)')
     log_every: int = field(100, 'write a metrics row (and read metrics off the device) every N steps')
     checkpoint_at: list[float] = field(CHECKPOINT_FRACTIONS, 'fractions of `steps` at which to save a checkpoint')
@@ -40,7 +34,7 @@ class PretrainConfig:
                                         "(.parquet, .jsonl/.json, .arrow, or a directory of them) or a Hugging Face hub "
                                         "dataset hub:<name>[:<config>], e.g. hub:openwebtext, "
                                         "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus")
-    corpus_format: str = _choices('auto', FORMATS, "how text files are read: 'lines' = the official layout (one "
+    corpus_format: str = choice_field('auto', FORMATS, "how text files are read: 'lines' = the official layout (one "
                                   "sentence per line, a blank line between documents); 'documents' = one document per "
                                   "file, blank lines are paragraph breaks (OpenWebText); 'paragraphs' = one document per "
                                   "non-blank line; 'auto' = per file: 'lines' if blank lines separate text, else "
@@ -75,11 +69,11 @@ class PretrainConfig:
     embedding_size: int = field(128, 'embedding size (projected to hidden_size when different)')
     generator_size: float = field(0.25, 'generator hidden/FFN size as a fraction of the discriminator; heads = max(1, hidden // 64)')
     max_position_embeddings: int = field(512, 'position embeddings of both networks')
-    tie_weights: str = _choices('embeddings', ['none', 'embeddings', 'all'], 'share nothing, the embeddings (paper default), or all weights (same-size generator only)')
+    tie_weights: str = choice_field('embeddings', ['none', 'embeddings', 'all'], 'share nothing, the embeddings (paper default), or all weights (same-size generator only)')
     dropout: float = field(0.1, 'hidden and attention dropout of both networks')
     # -- masking (spec 2)
     mask_prob: float = field(0.15, 'fraction of real tokens chosen for prediction (0.25 for large)')
-    mask_mode: str = _choices('fixed', ['fixed', 'bernoulli'], "'fixed': official count round(n * mask_prob) capped at max_predictions; 'bernoulli': per-token draw (replication)")
+    mask_mode: str = choice_field('fixed', ['fixed', 'bernoulli'], "'fixed': official count round(n * mask_prob) capped at max_predictions; 'bernoulli': per-token draw (replication)")
     mask_token_prob: float = field(0.85, 'of chosen positions, the fraction replaced by [MASK]')
     random_token_prob: float = field(0.0, 'of chosen positions, the fraction replaced by a random token (rest keep the original)')
     mask_unk: bool = field(True, 'whether [UNK] may be chosen (the replication never masks [UNK])')
@@ -95,7 +89,7 @@ class PretrainConfig:
     batch_size: int = field(128, 'examples per step')
     lr: float = field(5e-4, 'peak learning rate')
     warmup_steps: int = field(10_000, 'warm-up steps W')
-    schedule: str = _choices('together', ['together', 'warmup_then_decay'], "'together' is the official schedule: warm-up and linear decay applied at once")
+    schedule: str = choice_field('together', ['together', 'warmup_then_decay'], "'together' is the official schedule: warm-up and linear decay applied at once")
     decay_power: float = field(1.0, 'power of the polynomial decay')
     weight_decay: float = field(0.01, 'decoupled weight decay (not on LayerNorm weights or biases)')
     adam_beta1: float = field(0.9, 'Adam beta1')

@@ -391,8 +391,8 @@ def _tokenizer_hash(tokenizer) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
-def _fingerprint(source: CorpusSource, tokenizer, settings: BuildSettings, seed: int) -> str:
-    key = {'version': BUILDER_VERSION, 'source': source.content_hash(), 'tokenizer': _tokenizer_hash(tokenizer),
+def _fingerprint(source: CorpusSource, tokenizer_hash: str, settings: BuildSettings, seed: int) -> str:
+    key = {'version': BUILDER_VERSION, 'source': source.content_hash(), 'tokenizer': tokenizer_hash,
            'settings': dataclasses.asdict(settings), 'seed': seed}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
 
@@ -447,7 +447,8 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
     atomically: it is written to a temporary directory, completed by the `electra_build.json` record, then
     renamed into place. Skipped input is counted in that record (see `build_summary`).
     """
-    fp = _fingerprint(source, tokenizer, settings, seed)
+    tokenizer_hash = _tokenizer_hash(tokenizer)
+    fp = _fingerprint(source, tokenizer_hash, settings, seed)
     root = Path(cache_dir) / 'pretrain_data'
     final = root / fp
     if final.exists():
@@ -481,17 +482,20 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
         seconds = time.time() - start
         info = {'fingerprint': fp, 'builder_version': BUILDER_VERSION, 'corpus': source.entry, 'kind': source.kind,
                 'n_files': len(source.files), 'settings': dataclasses.asdict(settings), 'max_length': settings.max_length,
-                'seed': seed, 'tokenizer_sha256': _tokenizer_hash(tokenizer), 'n_examples': totals['examples'],
+                'seed': seed, 'tokenizer_sha256': tokenizer_hash, 'n_examples': totals['examples'],
                 'n_documents': totals['documents'], 'counts': {k: totals[k] for k in COUNTERS},
                 'skipped_files': source.skipped, 'n_shards': len(shards), 'num_proc': min(num_proc, len(shards)),
                 'seconds': round(seconds, 2), 'examples_per_s': round(totals['examples'] / max(seconds, 1e-9), 1),
                 'mb_per_s': round(totals['bytes'] / 1e6 / max(seconds, 1e-9), 3),
                 'shards': [(name, rows, (tmp / name).stat().st_size, _checksum(tmp / name)) for name, rows in files]}
         (tmp / _MARKER).write_text(json.dumps(info, indent=1))
-        if final.exists(): shutil.rmtree(final)  # not usable (checked above): an interrupted or damaged build
-        try: os.replace(tmp, final)
-        except OSError:  # another process built the same data meanwhile: use theirs
-            if _load_verified(final, fp)[0] is None: raise
+        # another process may have finished the same build meanwhile: keep theirs; else replace what was there
+        # (an interrupted or damaged build, checked above)
+        if not final.exists() or _load_verified(final, fp)[0] is None:
+            shutil.rmtree(final, ignore_errors=True)
+            try: os.replace(tmp, final)
+            except OSError:  # ... or finished it just now
+                if _load_verified(final, fp)[0] is None: raise
     finally:
         bar.close()
         shutil.rmtree(tmp, ignore_errors=True)

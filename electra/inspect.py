@@ -8,8 +8,6 @@ by [MASK], `«cow»` when kept, `«cow→hen»` when replaced by a random token.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import pandas as pd
 import torch
@@ -21,19 +19,21 @@ def _ids(x) -> list[int]:
     return [int(i) for i in (x.tolist() if hasattr(x, 'tolist') else x)]
 
 
-def _join(tokens: list[str]) -> str:
-    "Tokens separated by spaces, WordPiece continuations ('##ing') glued to the token before."
+def _join(tokens: list[tuple[str, str]]) -> str:
+    "(shown, token) pairs separated by spaces, WordPiece continuations ('##ing') glued to the word before."
     out = ''
-    for t in tokens:
-        out += t[2:] if t.startswith('##') and out else (' ' + t if out else t)
+    for shown, token in tokens:
+        glue = token.startswith('##') and out
+        if shown == token and glue: shown = shown[2:]
+        out += shown if glue else (' ' + shown if out else shown)
     return out
 
 
 def _render(tokenizer, ids: list[int], types: list[int], marks: dict[int, str]) -> str:
-    "`A: ... | B: ...` with the token at each position of `marks` replaced by its mark; padding dropped."
-    segments: dict[int, list[str]] = {0: [], 1: []}
+    "`A: ... | B: ...` with the token at each position of `marks` shown as its mark; padding dropped."
+    segments: dict[int, list[tuple[str, str]]] = {0: [], 1: []}
     for i, (t, ty) in enumerate(zip(tokenizer.convert_ids_to_tokens(ids), types)):
-        if ids[i] != tokenizer.pad_token_id: segments[ty].append(marks.get(i, t))
+        if ids[i] != tokenizer.pad_token_id: segments[ty].append((marks.get(i, t), t))
     return 'A: ' + _join(segments[0]) + (' | B: ' + _join(segments[1]) if segments[1] else '')
 
 

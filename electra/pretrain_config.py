@@ -37,8 +37,10 @@ class PretrainConfig:
     corpus_format: str = choice_field('auto', FORMATS, "how text files are read: 'lines' = the official layout (one "
                                   "sentence per line, a blank line between documents); 'documents' = one document per "
                                   "file, blank lines are paragraph breaks (OpenWebText); 'paragraphs' = one document per "
-                                  "non-blank line; 'auto' = per file: 'lines' if blank lines separate text, else "
-                                  "'documents' inside a directory and 'paragraphs' for a file given by itself. Table "
+                                  "non-blank line; 'auto' = per file: 'lines' if blank lines separate text (so a folder of "
+                                  "raw documents with blank lines between paragraphs, like OpenWebText, needs "
+                                  "'documents'), else 'documents' inside a directory and 'paragraphs' for a file given "
+                                  "by itself. Table "
                                   "rows are documents ('auto': lines of one stream when rows are single sentences)")
     sentence_split: str = field('auto', "split lines into sentences with spaCy's rule-based sentencizer for this "
                                         "language (en, de, ...; no model download) or 'none'; 'auto' = 'en' for raw "

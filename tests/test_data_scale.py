@@ -422,3 +422,17 @@ def test_decoded_examples_show_segments_types_and_masks(sotu, tok):
         assert r['example_masked'].count('«') == r['chosen'] and r['example_masked'].count('→[MASK]»') == r['masked']
     plain = render_example(tok, ids[0], types[0])
     assert '«' not in plain and '[PAD]' not in plain
+
+
+def test_render_glues_word_pieces_and_marks_them(tmp_path):
+    # hand-worked: "the player ##s" -> "players"; a marked continuation stays glued to its word and shows '##'
+    from transformers import BertTokenizerFast
+    vocab = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'the', 'play', '##er', '##s', 'won']
+    (tmp_path / 'vocab.txt').write_text('\n'.join(vocab) + '\n')
+    t = BertTokenizerFast(str(tmp_path / 'vocab.txt'))
+    ids = [2, 5, 6, 7, 8, 3, 9, 3, 0, 0]   # [CLS] the play ##er ##s [SEP] won [SEP] [PAD] [PAD]
+    types = [0, 0, 0, 0, 0, 0, 1, 1, 0, 0]
+    assert render_example(t, ids, types) == 'A: [CLS] the players [SEP] | B: won [SEP]'
+    after = [2, 5, 6, 4, 8, 3, 5, 3, 0, 0]  # ##er -> [MASK], won -> the (random)
+    assert render_example(t, ids, types, after) == 'A: [CLS] the play«##er→[MASK]»s [SEP] | B: «won→the» [SEP]'
+    assert render_example(t, ids, types, ids, chosen=[4]) == 'A: [CLS] the player«##s» [SEP] | B: won [SEP]'

@@ -31,27 +31,13 @@ if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir
     os.chdir('..')  # Jupyter starts the kernel in notebooks/; the job runs from the repository root, as the script does
 
 # %%
-from contextlib import contextmanager
-
 import torch
 
 from electra import finetuning
-from electra.config import ConfigError, config_to_dict, load_config
+from electra.config import cli_args, config_to_dict, friendly_errors, load_config
 from electra.finetune_config import FinetuneConfig
 
-IN_NOTEBOOK = 'ipykernel' in sys.modules
-
-
-@contextmanager
-def reported_errors():
-    "A bad setting or input file ends the script with `error: <message>` and status 2; a notebook shows it as usual."
-    try:
-        yield
-    except ConfigError as e:
-        if IN_NOTEBOOK: raise
-        print(f'error: {e}', file=sys.stderr)
-        raise SystemExit(2) from None
-
+friendly_errors()  # a bad setting or input file ends the script with one `error: ...` line and status 2
 
 # %% [markdown]
 # ## 1. Settings
@@ -66,9 +52,8 @@ def reported_errors():
 overrides = {}  # in the notebook: e.g. {'tasks': ['SST-2', 'MRPC'], 'runs': 3}
 
 # %%
-with reported_errors():
-    cfg = load_config(FinetuneConfig, argv=[] if IN_NOTEBOOK else None, preset_dir='configs/finetune',
-                      default_preset='demo', prog='finetune.py', overrides=overrides)
+cfg = load_config(FinetuneConfig, cli_args(), preset_dir='configs/finetune', default_preset='demo',
+                  prog='finetune.py', overrides=overrides)
 if cfg.threads: torch.set_num_threads(cfg.threads)
 print('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
 
@@ -81,9 +66,8 @@ print('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
 # discriminator's body is used, under a new output layer per run.
 
 # %%
-with reported_errors():
-    source = finetuning.resolve_data(cfg.data, cfg.cache_dir)
-    pretrained, tokenizer = finetuning.load_pretrained(cfg.model)
+source = finetuning.resolve_data(cfg.data, cfg.cache_dir)
+pretrained, tokenizer = finetuning.load_pretrained(cfg.model)
 print(f'data: {source.description}')
 print(f'model: {cfg.model}: {pretrained.config.num_hidden_layers} layers, hidden size {pretrained.config.hidden_size}, '
       f'{len(tokenizer)} tokens')
@@ -96,8 +80,7 @@ print(f'model: {cfg.model}: {pretrained.config.num_hidden_layers} layers, hidden
 # `results.csv` straight away, so an interrupted sweep picks up where it stopped when run again.
 
 # %%
-with reported_errors():
-    results = finetuning.run_sweep(cfg, pretrained, tokenizer, source)
+results = finetuning.run_sweep(cfg, pretrained, tokenizer, source)
 
 # %% [markdown]
 # ## 4. Summary of the dev scores
@@ -130,6 +113,5 @@ if summary_png.is_file(): show_image(summary_png)
 
 # %%
 if cfg.predict:
-    with reported_errors():
-        files = finetuning.write_test_predictions(cfg, results, tokenizer, source)
+    files = finetuning.write_test_predictions(cfg, results, tokenizer, source)
     print('\n'.join(str(f) for f in files))

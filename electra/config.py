@@ -216,10 +216,12 @@ def cli_args() -> list[str]:
 
 
 def friendly_errors() -> None:
-    "Report a `ConfigError` as one `error: ...` line (no traceback) when it ends a script; other errors are unchanged."
+    """Report a `ConfigError` that ends a script as one `error: ...` line, no traceback, and exit status 2 (the
+    usage-error status of argparse); other errors are unchanged. A notebook shows errors its own way."""
     previous = sys.excepthook
 
     def hook(tp, value, tb):
-        if issubclass(tp, ConfigError): print(f'error: {value}', file=sys.stderr)
-        else: previous(tp, value, tb)
+        if not issubclass(tp, ConfigError): return previous(tp, value, tb)
+        print(f'error: {value}', file=sys.stderr)
+        sys.exit(2)  # raised inside the hook, SystemExit sets the status and atexit handlers still run
     sys.excepthook = hook

@@ -135,7 +135,7 @@ def test_neptune_offline_logger_from_another_folder(tmp_path):
 def test_cli_error_is_one_line_without_traceback(tmp_path):
     r = subprocess.run([sys.executable, 'pretrain.py', '--stpes', '3'], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, 'HF_HUB_OFFLINE': '1'})
-    assert r.returncode != 0
+    assert r.returncode == 2
     assert "error: command line: unknown key 'stpes'. Did you mean 'steps'?" in r.stderr
     assert 'Traceback' not in r.stderr
 

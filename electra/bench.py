@@ -1,14 +1,15 @@
 """Benchmarks of the training steps (issue #6): the project's real step against a straightforward baseline of the
 same objective, timed in the same process, interleaved round by round (shared machines are noisy: medians count).
 
-    python -m electra.bench pretrain --preset small                      # CPU: small model, see BENCHMARKS.md
+    python -m electra.bench pretrain --preset small                      # CPU (bf16 if native): see BENCHMARKS.md
     python -m electra.bench pretrain --preset small --device cuda --compile
     python -m electra.bench finetune --preset small --device cuda --compile
 
 `pretrain` times
   - fast: the real pretraining step, i.e. the fastai Learner of `electra.pretraining.build_learner` with all its
     callbacks (device masking, masked-only generator head, ElectraLoss, multi-tensor ElectraAdam, clipping,
-    schedule, metrics on the device, bf16 autocast on GPU, optional `torch.compile`, optional padded vocabulary);
+    schedule, metrics on the device, bf16 autocast on GPU and on CPUs with native bf16, optional `torch.compile`,
+    optional padded vocabulary);
   - baseline: the same objective written plainly: HF `ElectraForMaskedLM` / `ElectraForPreTraining` called as-is with
     their own losses (generator logits at EVERY position), fp32, eager, a per-parameter Python-loop Adam (same
     no-bias-correction math), per-parameter clipping, and the loss read back every step;
@@ -19,7 +20,7 @@ same objective, timed in the same process, interleaved round by round (shared ma
 Before timing, both compute the loss of one batch from the same weights, masks and random streams: they must agree.
 
 `finetune` times a GLUE-style classification step (batch 32, length 128): the project's `ElectraClassifier` with
-layer-wise learning rates and ElectraAdam (bf16 on GPU, optional compile) against HF `ElectraModel` + a linear head
+layer-wise learning rates and ElectraAdam (bf16 where native, optional compile) against HF `ElectraModel` + a linear head
 in fp32 with a Python-loop Adam.
 
 FLOPs are counted from the model shapes (`pretrain_flops`, `finetune_flops`: matmuls only, backward = 2 x forward);
@@ -51,7 +52,7 @@ from .model import build_pretraining_model, padded_vocab_size
 from .optim import ElectraAdam, no_decay_param, param_groups
 from .pretrain_config import PretrainConfig
 from .sampling import replaced_labels, sample_tokens
-from .speed import HostSyncCounter, try_compile, uncompile
+from .speed import HostSyncCounter, cpu_bf16_supported, try_compile, uncompile
 
 __all__ = ['encoder_flops', 'pretrain_flops', 'finetune_flops', 'device_peak_tflops', 'PEAK_TFLOPS', 'LoopAdam',
            'synthetic_batches', 'baseline_pretrain_loss', 'fast_pretrain_loss', 'count_host_syncs', 'main']
@@ -581,13 +582,13 @@ def bench_pretrain(args) -> dict:
                            'tokens_per_s': sps * B * L, 'train_flops_per_step': flops, 'achieved_tflops': flops * sps / 1e12,
                            'mfu': mfu, 'speedup_vs_baseline': ratio, 'speedup_per_round': ratios,
                            'peak_mem_bytes': d['peak_mem_bytes'], 'wall_per_round': d['wall'], 'cpu_per_round': d['cpu']}
-        table.append([r.name, f'{d["median_s"]:.4f}', f'{sps:.2f}', f'{sps * B * L:,.0f}', f'{flops / 1e12:.3f}',
+        table.append([r.name, f'{d["median_s"]:.4f}', f'{sps:.3g}', f'{sps * B * L:,.0f}', f'{flops / 1e12:.3f}',
                       f'{flops * sps / 1e12:.3f}', '-' if mfu is None else f'{100 * mfu:.1f}%', f'{ratio:.2f}x',
                       _fmt_mem(d['peak_mem_bytes'])])
     log('')
     log(_table(table))
     cpu_ratio = statistics.median(a / b for a, b in zip(res['baseline']['cpu'], res['fast']['cpu']))
-    log(f'\nfast path: {summary["fast"]["steps_per_s"]:.2f} steps/s, {summary["fast"]["speedup_vs_baseline"]:.2f}x the '
+    log(f'\nfast path: {summary["fast"]["steps_per_s"]:.3g} steps/s, {summary["fast"]["speedup_vs_baseline"]:.2f}x the '
         f'baseline (median of per-round ratios; by process CPU time {cpu_ratio:.2f}x)'
         + ('' if peak else '; no MFU: no peak FLOP/s known for this device (give --peak_tflops)'))
     log(f'model FLOPs per step: fast {fl_fast["train_step"] / 1e12:.3f} TFLOP (masked-only generator head at {P} '
@@ -602,7 +603,20 @@ def bench_pretrain(args) -> dict:
            'peak_tflops': peak, 'results': summary, 'cpu_time_speedup': cpu_ratio}
     if args.check_sync:
         out['host_syncs'] = sync_check(cfg, model, batches, device, precision, log)
+    if args.profile: log(profile_steps(fast, args.steps, device))
     return out
+
+
+def profile_steps(runner: Runner, k: int, device: torch.device, rows: int = 20) -> str:
+    "torch.profiler's table of the ops that took the most time (device time on a GPU) in `k` more steps of `runner`."
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == 'cuda' else [])
+    with profile(activities=activities) as prof:
+        runner.run(k)
+        _sync(device)
+    key = 'self_cuda_time_total' if device.type == 'cuda' else 'self_cpu_time_total'
+    return f'\nprofile of {runner.name} ({k} step(s) after warm-up; top {rows} by {key}):\n' + \
+        prof.key_averages().table(sort_by=key, row_limit=rows)
 
 
 def dataclass_replace(cfg, **kw):
@@ -673,8 +687,10 @@ def bench_finetune(args) -> dict:
           f'GLUE, all tasks x 10 runs ({glue_examples / 1e6:.1f}M training examples at length {L}): '
           f'{60 * fast["glue_sweep_train_hours"]:.1f} min of training steps at this rate (evaluation not included)')
     if args.compile: print(f'  compile: {"compiled" if runners[1].compiled else "FAILED, ran eagerly"}')
+    if args.profile: print(profile_steps(runners[1], args.steps, device))
     return {'command': 'python -m electra.bench ' + ' '.join(args.argv), 'env': environment(device),
             'config': {'preset': args.preset, 'batch_size': B, 'max_length': L, 'compile': args.compile,
+                       'precision': 'fp32' if autocast is None else str(autocast).split('.')[-1],
                        'warmup': args.warmup, 'rounds': args.rounds, 'steps_per_round': args.steps},
             'flops': fl, 'peak_tflops': peak, 'results': summary}
 
@@ -689,18 +705,22 @@ def parse_args(argv=None):
     p.add_argument('--max_length', type=int, default=None, help='default: the preset\'s (pretrain), 128 (finetune)')
     p.add_argument('--vocab_size', type=int, default=30522, help='tokenizer vocabulary (BERT uncased: 30522)')
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    p.add_argument('--precision', default='auto', help='fast path precision: auto (bf16 on GPU, fp32 on CPU), fp32, bf16, fp16')
+    p.add_argument('--precision', default='auto', help='fast path precision: fp32, bf16, fp16 or auto, the fastest the '
+                   'device does natively: bf16 on GPUs that have it (else fp16) and on CPUs with AVX512-BF16/AMX, '
+                   'else fp32 (the baseline is always fp32)')
     p.add_argument('--compile', action='store_true', help='torch.compile the fast path (the `compile` config key)')
     p.add_argument('--compile_mode', default=None, help="torch.compile mode, e.g. 'max-autotune' (default: the default mode)")
     p.add_argument('--pad_vocab_multiple', type=int, default=None, help='default: 64 on GPU, 0 on CPU')
-    p.add_argument('--steps', type=int, default=None, help='timed steps per round (default: 50 on GPU, 1 on CPU)')
+    p.add_argument('--steps', type=int, default=None, help='timed steps per round (default: 50 on GPU; on CPU 1 '
+                   'pretraining, 3 fine-tuning)')
     p.add_argument('--warmup', type=int, default=None, help='untimed steps first (default: 20 on GPU, 1 on CPU)')
-    p.add_argument('--rounds', type=int, default=None, help='interleaved rounds (default: 5 on GPU, 3 on CPU)')
+    p.add_argument('--rounds', type=int, default=None, help='interleaved rounds (default: 5)')
     p.add_argument('--n_batches', type=int, default=4, help='distinct synthetic batches, cycled')
     p.add_argument('--ablations', action='store_true', help='also time the in-between steps (per-item breakdown)')
     p.add_argument('--variants', default=None, help='with --ablations: only these in-between steps, comma-separated '
                    '(+masked_head, +foreach_adam, +no_sync, +bf16, learner_fp32, learner_eager)')
     p.add_argument('--check_sync', action='store_true', help='count host synchronisations in the real step')
+    p.add_argument('--profile', action='store_true', help='after timing, print torch.profiler\'s top ops of the fast step')
     p.add_argument('--peak_tflops', type=float, default=None, help='peak FLOP/s for MFU (default: known GPUs only)')
     p.add_argument('--threads', type=int, default=None, help='torch CPU threads (default: torch\'s)')
     p.add_argument('--json', default=None, help='also write the results to this JSON file')
@@ -710,8 +730,10 @@ def parse_args(argv=None):
     if args.what == 'finetune':
         args.batch_size = args.batch_size or 32
         args.max_length = args.max_length or 128
-    for key, on_gpu, on_cpu in [('steps', 50, 1), ('warmup', 20, 1), ('rounds', 5, 3), ('pad_vocab_multiple', 64, 0)]:
+    cpu_steps = 3 if args.what == 'finetune' else 1
+    for key, on_gpu, on_cpu in [('steps', 50, cpu_steps), ('warmup', 20, 1), ('rounds', 5, 5), ('pad_vocab_multiple', 64, 0)]:
         if getattr(args, key) is None: setattr(args, key, on_gpu if gpu else on_cpu)
+    if args.precision == 'auto' and not gpu and cpu_bf16_supported(): args.precision = 'bf16'
     return args
 
 

@@ -39,7 +39,9 @@ class FinetuneConfig:
     cache_dir: str = field('cache', 'token cache and the demo data')
     predict: bool = field(True, 'after the runs, write the test predictions of the selected runs and the zip')
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
-    precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'], 'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU')
+    precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'],
+                                  'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU (bf16 also runs on '
+                                  'a CPU with native bf16: AVX512-BF16, AMX)')
     num_workers: int = field(0, 'DataLoader worker processes')
     threads: int = field(0, "PyTorch CPU threads (0: PyTorch's default); 1 is fastest for tiny models on a busy CPU")
     logger: str = choice_field('none', ['none', 'neptune'],

@@ -28,6 +28,7 @@ from .glue_results import ResultsTable, plot_summary, select_runs, summarize, su
 from .metrics import dev_metric_names, predictions, task_metrics
 from .optim import electra_opt_func, param_groups
 from .schedule import warmup_decay_sched
+from .speed import cpu_bf16_supported
 from .submission import write_predictions, zip_submission
 
 __all__ = ['load_pretrained', 'ElectraClassifier', 'layer_groups', 'layer_lrs', 'optimizer_groups',
@@ -104,13 +105,16 @@ def optimizer_groups(model: ElectraClassifier, lr: float, decay: float, mode: st
 # -- devices, data
 
 def resolve_device(device: str, precision: str) -> tuple[torch.device, torch.dtype | None]:
-    "The device and the autocast dtype (None: fp32); bf16/fp16 need a GPU."
+    """The device and the autocast dtype (None: fp32). 'auto' is bf16 on GPUs that support it, fp16 on older GPUs,
+    fp32 on CPU; bf16 may also be asked for on a CPU with native bf16 matmuls, as for pretraining."""
     dev = torch.device('cuda' if device == 'auto' and torch.cuda.is_available() else 'cpu' if device == 'auto' else device)
     if dev.type == 'cuda' and not torch.cuda.is_available():
         raise ConfigError(f"device: {device} asked for, but no CUDA GPU is available; use --device cpu.")
     if dev.type != 'cuda':
+        if precision == 'bf16' and cpu_bf16_supported(): return dev, torch.bfloat16
         if precision in ('bf16', 'fp16'):
-            raise ConfigError(f"precision: {precision} needs a GPU; use fp32 or auto on {dev.type}.")
+            where = 'a GPU' if precision == 'fp16' else 'a GPU or a CPU with native bf16 (AVX512-BF16, AMX)'
+            raise ConfigError(f"precision: {precision} mixed precision needs {where}; use fp32 or auto on {dev.type}.")
         return dev, None
     if precision == 'auto': precision = 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'
     return dev, {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}[precision]
@@ -210,12 +214,13 @@ def train_run(data: TaskData, cfg: FinetuneConfig, body: nn.Module, seed: int, d
     after each epoch. Returns the model and the per-epoch history (train loss and dev metrics); the last entry is the
     run's result, as the official code evaluates the final model. `extra_cbs`: more fastai callbacks for the fit."""
     from fastai.callback.core import TrainEvalCallback
-    from fastai.callback.fp16 import MixedPrecision
     from fastai.callback.schedule import ParamScheduler
     from fastai.callback.training import GradientClip
     from fastai.data.core import DataLoaders
     from fastai.learner import Learner
     from fastai.torch_core import set_seed
+
+    from .callbacks import DeviceMixedPrecision
 
     task = data.task
     set_seed(seed)
@@ -234,7 +239,7 @@ def train_run(data: TaskData, cfg: FinetuneConfig, body: nn.Module, seed: int, d
     evaluator = _epoch_eval_callback(evaluate, report or (lambda *a: None))
     cbs = [ParamScheduler({'lr': sched}), evaluator, *extra_cbs]
     if cfg.clip_grad: cbs.append(GradientClip(cfg.clip_grad))
-    if autocast is not None: cbs.append(MixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
+    if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
     # no Recorder or progress bar: both read the loss off the device at every step
     learn = Learner(DataLoaders(train_dl, *dev_dls.values(), device=device), model,
                     loss_func=F.mse_loss if task.is_regression else F.cross_entropy,

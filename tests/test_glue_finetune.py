@@ -153,6 +153,32 @@ def test_runs_are_reproducible_from_the_seed(tmp_path, glue_dir, tiny):
     assert not torch.equal(a.electra.embeddings.word_embeddings.weight, model.electra.embeddings.word_embeddings.weight)
 
 
+
+def test_precision_on_cpu(monkeypatch, tmp_path, glue_dir, tiny):
+    cpu = torch.device('cpu')
+    assert finetuning.resolve_device('cpu', 'auto') == (cpu, None)
+    with pytest.raises(ConfigError, match='precision: fp16 mixed precision needs a GPU'):
+        finetuning.resolve_device('cpu', 'fp16')
+    monkeypatch.setattr(finetuning, 'cpu_bf16_supported', lambda: False)
+    with pytest.raises(ConfigError, match='precision: bf16 .* native bf16'):
+        finetuning.resolve_device('cpu', 'bf16')
+    monkeypatch.setattr(finetuning, 'cpu_bf16_supported', lambda: True)
+    assert finetuning.resolve_device('cpu', 'bf16') == (cpu, torch.bfloat16)
+    # a bf16 run on this CPU autocasts the classifier's matmuls (a spy reads the dtype of the logits)
+    model, tok = tiny
+    cfg = job(tmp_path, glue_dir, batch_size=8)
+    data = finetuning.prepare_task(TASKS['RTE'], cfg, open_source(cfg.data), tok, cfg.cache_dir, False)
+    from fastai.callback.core import Callback
+
+    class Spy(Callback):
+        order = 5  # before MixedPrecision (10) casts the predictions back to fp32 in its own after_pred
+        def before_fit(self): self.dtypes = set()
+        def after_pred(self): self.dtypes.add(self.pred.dtype)
+    spy = Spy()
+    _, history = finetuning.train_run(data, cfg, model.electra, 0, cpu, torch.bfloat16, 0, extra_cbs=(spy,))
+    assert spy.dtypes == {torch.bfloat16} and np.isfinite(history[-1]['train_loss'])
+
+
 # -- the sweep
 
 def test_sweep_all_tasks_gives_the_11_files_and_resumes(tmp_path, glue_dir, tiny):

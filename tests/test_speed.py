@@ -276,3 +276,27 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.mark.parametrize('what', ['pretrain', 'finetune'])
+def test_bench_command_writes_parsable_results_and_profile(what, tmp_path, capsys):
+    # the demo preset, tiny batches: checks the command's plumbing and its arithmetic, not any speed
+    out = tmp_path / 'b.json'
+    bench.main([what, '--preset', 'demo', '--batch_size', '4', '--max_length', '32', '--vocab_size', str(V),
+                '--rounds', '2', '--steps', '1', '--precision', 'fp32', '--profile', '--json', str(out)])
+    printed = capsys.readouterr().out
+    res = __import__('json').loads(out.read_text())
+    assert set(res['results']) == {'baseline', 'fast'} and res['env']['device'] == 'cpu'
+    base, fast = res['results']['baseline'], res['results']['fast']
+    assert base['speedup_vs_baseline'] == 1.0 and fast['speedup_vs_baseline'] > 0
+    assert 'profile of fast' in printed and 'aten::' in printed
+    if what == 'pretrain':
+        cfg = bench.load_config(PretrainConfig, ['--config', 'demo', '--batch_size', '4', '--max_length', '32'],
+                                preset_dir='configs/pretrain')
+        P = bench.max_predictions(cfg.mask_prob, 32)
+        assert res['flops']['fast'] == bench.pretrain_flops(cfg, 4, 32, V, P)
+        assert fast['steps_per_s'] == pytest.approx(1 / fast['s_per_step'])
+        assert fast['tokens_per_s'] == pytest.approx(4 * 32 / fast['s_per_step'])
+        assert res['loss_check']['abs_diff'] < 1e-4 and res['config']['precision'] == 'fp32'
+    else:
+        assert fast['examples_per_s'] == pytest.approx(4 / fast['s_per_step'])

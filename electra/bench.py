@@ -19,9 +19,10 @@ same objective, timed in the same process, interleaved round by round (shared ma
     then `learner_fp32` / `learner_eager` (the real Learner without mixed precision / without compile).
 Before timing, both compute the loss of one batch from the same weights, masks and random streams: they must agree.
 
-`finetune` times a GLUE-style classification step (batch 32, length 128): the project's `ElectraClassifier` with
-layer-wise learning rates and ElectraAdam (bf16 where native, optional compile) against HF `ElectraModel` + a linear head
-in fp32 with a Python-loop Adam.
+`finetune` times a GLUE-style classification step (batch 32, length 128): the real step, the fastai Learner of
+`electra.finetuning.build_learner` (layer-wise rates, ElectraAdam, schedule, clipping, bf16 where native, optional
+compile), against the same classifier (HF `ElectraModel`, dropout, linear head on [CLS]) trained plainly in fp32 with
+a Python-loop Adam, per-parameter clipping and the loss read every step.
 
 FLOPs are counted from the model shapes (`pretrain_flops`, `finetune_flops`: matmuls only, backward = 2 x forward);
 MFU = model FLOPs of the fast step x steps/s / peak FLOP/s of the device (`--peak_tflops`, or `PEAK_TFLOPS`).
@@ -40,6 +41,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -58,6 +60,7 @@ __all__ = ['encoder_flops', 'pretrain_flops', 'finetune_flops', 'device_peak_tfl
            'synthetic_batches', 'baseline_pretrain_loss', 'fast_pretrain_loss', 'count_host_syncs', 'main']
 
 PRESET_DIR = Path(__file__).resolve().parents[1] / 'configs' / 'pretrain'
+FINETUNE_PRESET_DIR = PRESET_DIR.parent / 'finetune'
 BERT_IDS = dict(pad=0, unk=100, cls=101, sep=102, mask=103)  # the uncased BERT/ELECTRA vocabulary (30522 tokens)
 
 # Dense bf16 tensor-core peaks (TFLOP/s, no sparsity), matched against torch.cuda.get_device_name(). MFU is quoted
@@ -172,6 +175,12 @@ class Batches:
         for i in range(self.n): yield self.batches[i % len(self.batches)]
 
 
+class DeviceBatches(Batches):
+    "`Batches` already on the device, for fastai's `DataLoaders` (which calls `to(device)` on its loaders)."
+
+    def to(self, device): return self
+
+
 class LoopAdam:
     "The baseline optimizer: the same no-bias-correction Adam as `ElectraAdam`, one parameter at a time in Python."
 
@@ -280,13 +289,34 @@ class Runner:
         return wall, cpu
 
 
+def step_timer(runner: 'Runner', n_steps: Callable[[], int]):
+    """A callback that times a Learner's fit from the end of its first batch (untimed: the loader and callbacks
+    start up) to the end of its last, between two device synchronisations, into `runner.timed`."""
+    from fastai.callback.core import Callback
+
+    class StepTimer(Callback):
+        "Times the steps after the first one of a fit."
+        order, run_valid = 100, False  # after every other callback: a step ends here
+
+        def before_fit(self): self.n = 0
+
+        def after_batch(self):
+            self.n += 1
+            if self.n == 1:
+                _sync(runner.device)
+                if runner.device.type == 'cuda': torch.cuda.reset_peak_memory_stats(runner.device)
+                self.t, self.c = time.perf_counter(), time.process_time()
+            elif self.n == n_steps():
+                _sync(runner.device)
+                runner.timed = (time.perf_counter() - self.t, time.process_time() - self.c)
+    return StepTimer()
+
+
 class LearnerRunner(Runner):
     "The real pretraining step: `build_learner`'s Learner. Each `run` is one `fit` of k + 1 batches; the first is untimed."
 
     def __init__(self, name, cfg, model, batches, device, precision, compile_mode=None):
         super().__init__(device)
-        from fastai.callback.core import Callback
-
         from .callbacks import ProgressBar
         from .pretraining import build_learner
         self.name, self.loader = name, Batches(batches)
@@ -296,23 +326,7 @@ class LearnerRunner(Runner):
         self.learn.remove_cbs([cb for cb in self.learn.cbs if isinstance(cb, ProgressBar)])
         self.learn.metrics_logger.sinks = []
         if compile_mode and hasattr(self.learn, 'compile_model'): self.learn.compile_model.mode = compile_mode
-        runner = self
-
-        class StepTimer(Callback):
-            order, run_valid = 100, False  # after every other callback: a step ends here
-
-            def before_fit(self): self.n = 0
-
-            def after_batch(self):
-                self.n += 1
-                if self.n == 1:
-                    _sync(runner.device)
-                    if runner.device.type == 'cuda': torch.cuda.reset_peak_memory_stats(runner.device)
-                    self.t, self.c = time.perf_counter(), time.process_time()
-                elif self.n == runner.loader.n:
-                    _sync(runner.device)
-                    runner.timed = (time.perf_counter() - self.t, time.process_time() - self.c)
-        self.learn.add_cb(StepTimer())
+        self.learn.add_cb(step_timer(self, lambda: self.loader.n))
 
     @property
     def compiled(self):
@@ -374,52 +388,59 @@ class PretrainLoopRunner(Runner):
             if self.read_loss: loss.item()
 
 
-class FinetuneRunner(Runner):
-    """A GLUE-style classification step. 'baseline': HF `ElectraModel` + dropout + linear head on [CLS], fp32,
-    LoopAdam with the layer-wise rates, per-parameter clipping, loss read every step. 'fast': the project's
-    `ElectraClassifier` and `optimizer_groups` with ElectraAdam, autocast on GPU, foreach clipping, optional compile."""
+class FinetuneBaselineRunner(Runner):
+    """A GLUE-style classification step written plainly: HF `ElectraModel` + dropout + linear head on [CLS], fp32,
+    LoopAdam with the layer-wise rates, per-parameter clipping, the loss read every step."""
 
-    def __init__(self, name, body, batches, labels, device, fast: bool, autocast=None, compile_mode=None,
-                 lr=3e-4, layer_decay=0.8, n_outputs=2):
+    def __init__(self, name, body, batches, device, lr=3e-4, layer_decay=0.8, n_outputs=2):
         super().__init__(device)
-        self.name, self.autocast = name, autocast
-        self.batches = [tuple(t.to(device) for t in (ids, ids != BERT_IDS['pad'], types, y))
-                        for (ids, types), y in zip(batches, labels)]
-        self.i = 0
         from .finetuning import ElectraClassifier, optimizer_groups
+        self.name, self.batches, self.i = name, [tuple(t.to(device) for t in b) for b in batches], 0
         self.model = ElectraClassifier(copy.deepcopy(body), n_outputs).to(device).train()
         groups, lrs = optimizer_groups(self.model, lr, layer_decay, 'official')
-        for g, r in zip(groups, lrs): g['lr'] = float(r)
-        if fast:
-            self.opt = ElectraAdam(groups, lr=lr, weight_decay=0.0)
-            self.clip = lambda: nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        else:
-            lr_of = {n: g['lr'] for g in groups for n in g['names']}
-            self.opt = LoopAdam(list(self.model.named_parameters()), lr, 0.0, lrs=lr_of)
-            self.clip = lambda: nn.utils.clip_grad_norm_(list(self.model.parameters()), 1.0, foreach=False)
-        self.fast, self.compile_mode, self.compiled = fast, compile_mode, None
-        if fast and compile_mode is not None:
-            self.compiled = try_compile([self.model], lambda: self._step(backward_only=True), what='the classifier',
-                                        mode=None if compile_mode == 'default' else compile_mode)
-
-    def _loss(self):
-        ids, mask, types, y = self.batches[self.i % len(self.batches)]
-        self.i += 1
-        with torch.autocast(self.device.type, dtype=self.autocast or torch.float32, enabled=self.autocast is not None):
-            out = self.model(ids, mask, types)
-        return F.cross_entropy(out.float(), y)
-
-    def _step(self, backward_only=False):
-        loss = self._loss()
-        loss.backward()
-        if backward_only: self.model.zero_grad(set_to_none=True); return
-        self.clip()
-        self.opt.step()
-        self.opt.zero_grad()
-        if not self.fast: loss.item()
+        lr_of = {n: float(r) for g, r in zip(groups, lrs) for n in g['names']}
+        self.opt = LoopAdam(list(self.model.named_parameters()), lr, 0.0, lrs=lr_of)
 
     def steps(self, k: int):
-        for _ in range(k): self._step()
+        for _ in range(k):
+            ids, mask, types, y = self.batches[self.i % len(self.batches)]
+            self.i += 1
+            loss = F.cross_entropy(self.model(ids, mask, types), y)
+            loss.backward()
+            nn.utils.clip_grad_norm_(list(self.model.parameters()), 1.0, foreach=False)
+            self.opt.step()
+            self.opt.zero_grad()
+            loss.item()
+
+
+class FinetuneLearnerRunner(Runner):
+    """The real fine-tuning step: the fastai Learner of `electra.finetuning.build_learner` (ElectraAdam over the
+    layer-wise groups, schedule, clipping, mixed precision), optionally with the classifier compiled. Each `run` is
+    one `fit` of k + 1 batches; the first is untimed."""
+
+    def __init__(self, name, body, batches, device, cfg, autocast=None, compile_mode=None, n_outputs=2):
+        super().__init__(device)
+        from .finetuning import ElectraClassifier, build_learner
+        self.name, self.loader = name, DeviceBatches([tuple(t.to(device) for t in b) for b in batches])
+        model = ElectraClassifier(copy.deepcopy(body), n_outputs).to(device)
+        self.compiled = None
+        if compile_mode is not None:
+            def trial():
+                ids, mask, types, y = self.loader.batches[0]
+                with torch.autocast(device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
+                    F.cross_entropy(model(ids, mask, types).float(), y).backward()
+                model.zero_grad(set_to_none=True)
+            self.compiled = try_compile([model], trial, what='the classifier',
+                                        mode=None if compile_mode == 'default' else compile_mode)
+        self.learn = build_learner(model, self.loader, [], cfg, False, device, autocast,
+                                   (step_timer(self, lambda: self.loader.n),))
+
+    def run(self, k: int) -> tuple[float, float]:
+        self.loader.n = k + 1
+        self.learn.fit(1, lr=self.learn.layer_lrs)
+        if self.device.type == 'cuda':
+            self.peak_mem = max(self.peak_mem or 0, torch.cuda.max_memory_allocated(self.device))
+        return self.timed
 
 
 # ---------------------------------------------------------------- timing
@@ -487,6 +508,14 @@ def _pretrain_cfg(args) -> PretrainConfig:
     cfg = dataclass_replace(cfg, **{k: v for k, v in over.items() if v is not None})
     cfg.validate()
     return cfg
+
+
+def _finetune_cfg(preset: str, batch_size: int, max_length: int):
+    "The fine-tuning preset of this model size (small's recipe for sizes without one), one epoch of the given shape."
+    from .finetune_config import FinetuneConfig
+    name = preset if (FINETUNE_PRESET_DIR / f'{preset}.yaml').is_file() else 'small'
+    cfg = load_config(FinetuneConfig, ['--config', name], preset_dir=FINETUNE_PRESET_DIR)
+    return dataclass_replace(cfg, batch_size=batch_size, max_length=max_length, epochs=1, task_overrides={})
 
 
 def padded_like(model, cfg: PretrainConfig, vocab: int):
@@ -657,14 +686,15 @@ def bench_finetune(args) -> dict:
     B, L = cfg.batch_size, cfg.max_length
     torch.manual_seed(cfg.seed)
     body = ElectraModel(discriminator_config(cfg, args.vocab_size, BERT_IDS['pad']))
-    batches = synthetic_batches(args.n_batches, B, L, args.vocab_size, cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
-    labels = [torch.randint(2, (B,), generator=g) for _ in batches]
+    batches = [(ids, (ids != BERT_IDS['pad']).long(), types, torch.randint(2, (B,), generator=g))
+               for ids, types in synthetic_batches(args.n_batches, B, L, args.vocab_size, cfg.seed)]
+    ft = _finetune_cfg(args.preset, B, L)
     print(f'finetune benchmark: preset {args.preset} discriminator, batch {B} x length {L}, {device}, fast path '
           f'{"fp32" if autocast is None else str(autocast).split(".")[-1]}{", compile" if args.compile else ""}')
-    runners = [FinetuneRunner('baseline', body, batches, labels, device, fast=False),
-               FinetuneRunner('fast', body, batches, labels, device, fast=True, autocast=autocast,
-                              compile_mode=(args.compile_mode or 'default') if args.compile else None)]
+    runners = [FinetuneBaselineRunner('baseline', body, batches, device, ft.lr, ft.layer_lr_decay),
+               FinetuneLearnerRunner('fast', body, batches, device, ft, autocast,
+                                     (args.compile_mode or 'default') if args.compile else None)]
     res = interleaved(runners, args.warmup, args.rounds, args.steps)
     fl = finetune_flops(cfg, B, L)
     peak = device_peak_tflops(device, args.peak_tflops)

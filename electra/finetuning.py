@@ -182,7 +182,7 @@ def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | No
 # -- one run
 
 def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, float, dict], None]):
-    from fastai.callback.core import Callback, CancelValidException
+    from fastai.callback.core import Callback
 
     class EpochEval(Callback):
         "Sums the training loss on the device and, after each epoch, scores the dev sets and reports (no per-step reads)."
@@ -195,8 +195,6 @@ def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, fl
             bs = self.yb[0].shape[0]
             self.loss_sum, self.n = self.loss_sum + self.learn.loss.detach().float() * bs, self.n + bs
 
-        def before_validate(self): raise CancelValidException()  # dev sets are scored by `evaluate` instead
-
         def after_epoch(self):
             loss = float(self.loss_sum / max(self.n, 1))
             self.history.append({'epoch': self.epoch, 'train_loss': loss, **evaluate()})
@@ -207,20 +205,49 @@ def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, fl
     return EpochEval()
 
 
+def build_learner(model: ElectraClassifier, train_dl, valid_dls: list, cfg: FinetuneConfig, regression: bool,
+                  device: torch.device, autocast: torch.dtype | None, cbs: tuple = ()):
+    """The fastai Learner of one fine-tuning run (spec 7): ElectraAdam over the layer-wise groups, warm-up and linear
+    decay applied together at every step, gradient clipping, and mixed precision when `autocast` is set. fastai's own
+    validation pass is skipped (the dev sets are scored by the caller, see `train_run`), and there is no Recorder or
+    progress bar: both read the loss off the device at every step. `learn.layer_lrs`: each group's peak rate, to be
+    given to `fit`."""
+    from fastai.callback.core import Callback, CancelValidException, TrainEvalCallback
+    from fastai.callback.schedule import ParamScheduler
+    from fastai.callback.training import GradientClip
+    from fastai.data.core import DataLoaders
+    from fastai.learner import Learner
+
+    from .callbacks import DeviceMixedPrecision
+
+    class SkipValidation(Callback):
+        "Skips fastai's validation pass: the dev sets are scored with `predict_outputs` after each epoch."
+        order = 0
+
+        def before_validate(self): raise CancelValidException()
+
+    groups, lrs = optimizer_groups(model, cfg.lr, cfg.layer_lr_decay, cfg.layer_lr_mode)
+    total = cfg.epochs * len(train_dl)
+    sched = warmup_decay_sched(lrs, int(cfg.warmup_fraction * total), total, cfg.decay_power, cfg.schedule)
+    cbs = [TrainEvalCallback(), SkipValidation(), ParamScheduler({'lr': sched}), *cbs]
+    if cfg.clip_grad: cbs.append(GradientClip(cfg.clip_grad))
+    if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
+    # fastai needs a validation loader to exist even though its pass is skipped
+    learn = Learner(DataLoaders(train_dl, *(valid_dls or [train_dl]), device=device), model,
+                    loss_func=F.mse_loss if regression else F.cross_entropy,
+                    opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
+                    splitter=lambda m: groups, lr=float(lrs.max()), default_cbs=False, cbs=cbs)
+    learn.layer_lrs = lrs
+    return learn
+
+
 def train_run(data: TaskData, cfg: FinetuneConfig, body: nn.Module, seed: int, device: torch.device,
               autocast: torch.dtype | None, pad_id: int, report: Callable[[int, float, dict], None] | None = None,
               extra_cbs: tuple = ()):
     """Fine-tune a copy of `body` on `data.train` with `cfg` (a task's config) and seed `seed`, scoring the dev sets
     after each epoch. Returns the model and the per-epoch history (train loss and dev metrics); the last entry is the
     run's result, as the official code evaluates the final model. `extra_cbs`: more fastai callbacks for the fit."""
-    from fastai.callback.core import TrainEvalCallback
-    from fastai.callback.schedule import ParamScheduler
-    from fastai.callback.training import GradientClip
-    from fastai.data.core import DataLoaders
-    from fastai.learner import Learner
     from fastai.torch_core import set_seed
-
-    from .callbacks import DeviceMixedPrecision
 
     task = data.task
     set_seed(seed)
@@ -233,19 +260,10 @@ def train_run(data: TaskData, cfg: FinetuneConfig, body: nn.Module, seed: int, d
         preds = {s: predictions(task, predict_outputs(model, dl, autocast)) for s, dl in dev_dls.items()}
         return task_metrics(task, preds, {s: e.label for s, e in data.dev.items()})
 
-    groups, lrs = optimizer_groups(model, cfg.lr, cfg.layer_lr_decay, cfg.layer_lr_mode)
-    total = cfg.epochs * len(train_dl)
-    sched = warmup_decay_sched(lrs, int(cfg.warmup_fraction * total), total, cfg.decay_power, cfg.schedule)
     evaluator = _epoch_eval_callback(evaluate, report or (lambda *a: None))
-    cbs = [ParamScheduler({'lr': sched}), evaluator, *extra_cbs]
-    if cfg.clip_grad: cbs.append(GradientClip(cfg.clip_grad))
-    if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
-    # no Recorder or progress bar: both read the loss off the device at every step
-    learn = Learner(DataLoaders(train_dl, *dev_dls.values(), device=device), model,
-                    loss_func=F.mse_loss if task.is_regression else F.cross_entropy,
-                    opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
-                    splitter=lambda m: groups, lr=float(lrs.max()), default_cbs=False, cbs=[TrainEvalCallback()])
-    learn.fit(cfg.epochs, lr=lrs, cbs=cbs)
+    learn = build_learner(model, train_dl, list(dev_dls.values()), cfg, task.is_regression, device, autocast,
+                          (evaluator, *extra_cbs))
+    learn.fit(cfg.epochs, lr=learn.layer_lrs)
     return model, evaluator.history
 
 

@@ -554,7 +554,7 @@ def loss_check(cfg: PretrainConfig, model, batch, device, seed: int = 0, dropout
 def bench_pretrain(args) -> dict:
     device = torch.device(args.device)
     cfg = _pretrain_cfg(args)
-    from .pretraining import resolve_precision
+    from .pretraining import AUTOCAST_DTYPES, resolve_precision
     precision = resolve_precision(args.precision, device)
     vocab, B, L = args.vocab_size, cfg.batch_size, cfg.max_length
     torch.manual_seed(cfg.seed)
@@ -569,7 +569,7 @@ def bench_pretrain(args) -> dict:
     check = loss_check(cfg, base_model, batches[0], device, dropout=device.type == 'cpu')
     log(f'  same batch, masks and random streams: fast loss {check["fast"][0]:.6f}, baseline loss '
         f'{check["baseline"][0]:.6f} (|diff| {check["abs_diff"]:.2e})')
-    autocast = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(precision)
+    autocast = AUTOCAST_DTYPES[precision]
     runners: list[Runner] = [PretrainLoopRunner('baseline', cfg, base_model, batches, device, 'hf', 'loop', True)]
     if args.ablations:
         runners += [
@@ -683,6 +683,7 @@ def bench_finetune(args) -> dict:
     from .finetuning import resolve_device
     from .model import discriminator_config
     _, autocast = resolve_device(str(device), args.precision)
+    precision = 'fp32' if autocast is None else str(autocast).split('.')[-1]
     B, L = cfg.batch_size, cfg.max_length
     torch.manual_seed(cfg.seed)
     body = ElectraModel(discriminator_config(cfg, args.vocab_size, BERT_IDS['pad']))
@@ -691,7 +692,7 @@ def bench_finetune(args) -> dict:
                for ids, types in synthetic_batches(args.n_batches, B, L, args.vocab_size, cfg.seed)]
     ft = _finetune_cfg(args.preset, B, L)
     print(f'finetune benchmark: preset {args.preset} discriminator, batch {B} x length {L}, {device}, fast path '
-          f'{"fp32" if autocast is None else str(autocast).split(".")[-1]}{", compile" if args.compile else ""}')
+          f'{precision}{", compile" if args.compile else ""}')
     runners = [FinetuneBaselineRunner('baseline', body, batches, device, ft.lr, ft.layer_lr_decay),
                FinetuneLearnerRunner('fast', body, batches, device, ft, autocast,
                                      (args.compile_mode or 'default') if args.compile else None)]
@@ -720,7 +721,7 @@ def bench_finetune(args) -> dict:
     if args.profile: print(profile_steps(runners[1], args.steps, device))
     return {'command': 'python -m electra.bench ' + ' '.join(args.argv), 'env': environment(device),
             'config': {'preset': args.preset, 'batch_size': B, 'max_length': L, 'compile': args.compile,
-                       'precision': 'fp32' if autocast is None else str(autocast).split('.')[-1],
+                       'precision': precision,
                        'warmup': args.warmup, 'rounds': args.rounds, 'steps_per_round': args.steps},
             'flops': fl, 'peak_tflops': peak, 'results': summary}
 

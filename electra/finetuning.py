@@ -28,7 +28,6 @@ from .glue_results import ResultsTable, plot_summary, select_runs, summarize, su
 from .metrics import dev_metric_names, predictions, task_metrics
 from .optim import electra_opt_func, param_groups
 from .schedule import warmup_decay_sched
-from .speed import cpu_bf16_supported
 from .submission import write_predictions, zip_submission
 
 __all__ = ['load_pretrained', 'ElectraClassifier', 'layer_groups', 'layer_lrs', 'optimizer_groups',
@@ -105,19 +104,11 @@ def optimizer_groups(model: ElectraClassifier, lr: float, decay: float, mode: st
 # -- devices, data
 
 def resolve_device(device: str, precision: str) -> tuple[torch.device, torch.dtype | None]:
-    """The device and the autocast dtype (None: fp32). 'auto' is bf16 on GPUs that support it, fp16 on older GPUs,
-    fp32 on CPU; bf16 may also be asked for on a CPU with native bf16 matmuls, as for pretraining."""
-    dev = torch.device('cuda' if device == 'auto' and torch.cuda.is_available() else 'cpu' if device == 'auto' else device)
-    if dev.type == 'cuda' and not torch.cuda.is_available():
-        raise ConfigError(f"device: {device} asked for, but no CUDA GPU is available; use --device cpu.")
-    if dev.type != 'cuda':
-        if precision == 'bf16' and cpu_bf16_supported(): return dev, torch.bfloat16
-        if precision in ('bf16', 'fp16'):
-            where = 'a GPU' if precision == 'fp16' else 'a GPU or a CPU with native bf16 (AVX512-BF16, AMX)'
-            raise ConfigError(f"precision: {precision} mixed precision needs {where}; use fp32 or auto on {dev.type}.")
-        return dev, None
-    if precision == 'auto': precision = 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'
-    return dev, {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}[precision]
+    """The device and the autocast dtype (None: fp32), by the pretraining job's rules: 'auto' precision is bf16 on
+    GPUs that support it, fp16 on older GPUs, fp32 on CPU; bf16 also runs on a CPU with native bf16 matmuls."""
+    from .pretraining import AUTOCAST_DTYPES, resolve_device as pick_device, resolve_precision
+    dev = pick_device(device)
+    return dev, AUTOCAST_DTYPES[resolve_precision(precision, dev)]
 
 
 def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:

@@ -18,7 +18,7 @@ import torch
 from electra.config import ConfigError, config_from_dict, load_config
 from electra.demo_glue import write_demo_glue
 from electra.finetune_config import FinetuneConfig
-from electra import finetuning
+from electra import finetuning, pretraining
 from electra.glue import TASKS, open_source
 from electra.schedule import lr_at_step
 from electra.submission import SUBMISSION_FILES
@@ -159,10 +159,10 @@ def test_precision_on_cpu(monkeypatch, tmp_path, glue_dir, tiny):
     assert finetuning.resolve_device('cpu', 'auto') == (cpu, None)
     with pytest.raises(ConfigError, match='precision: fp16 mixed precision needs a GPU'):
         finetuning.resolve_device('cpu', 'fp16')
-    monkeypatch.setattr(finetuning, 'cpu_bf16_supported', lambda: False)
+    monkeypatch.setattr(pretraining, 'cpu_bf16_supported', lambda: False)
     with pytest.raises(ConfigError, match='precision: bf16 .* native bf16'):
         finetuning.resolve_device('cpu', 'bf16')
-    monkeypatch.setattr(finetuning, 'cpu_bf16_supported', lambda: True)
+    monkeypatch.setattr(pretraining, 'cpu_bf16_supported', lambda: True)
     assert finetuning.resolve_device('cpu', 'bf16') == (cpu, torch.bfloat16)
     # a bf16 run on this CPU autocasts the classifier's matmuls (a spy reads the dtype of the logits)
     model, tok = tiny

@@ -312,8 +312,21 @@ def step_timer(runner: 'Runner', n_steps: Callable[[], int]):
     return StepTimer()
 
 
-class LearnerRunner(Runner):
-    "The real pretraining step: `build_learner`'s Learner. Each `run` is one `fit` of k + 1 batches; the first is untimed."
+class FitRunner(Runner):
+    """A step inside a fastai Learner (`self.learn`, over the loader `self.loader`): each `run` is one `fit` of k + 1
+    batches, the first untimed (`step_timer`); `fit_kwargs` go to `fit`."""
+    fit_kwargs: dict = {}
+
+    def run(self, k: int) -> tuple[float, float]:
+        self.loader.n = k + 1
+        self.learn.fit(1, **self.fit_kwargs)
+        if self.device.type == 'cuda':
+            self.peak_mem = max(self.peak_mem or 0, torch.cuda.max_memory_allocated(self.device))
+        return self.timed
+
+
+class LearnerRunner(FitRunner):
+    "The real pretraining step: `electra.pretraining.build_learner`'s Learner."
 
     def __init__(self, name, cfg, model, batches, device, precision, compile_mode=None):
         super().__init__(device)
@@ -332,13 +345,6 @@ class LearnerRunner(Runner):
     def compiled(self):
         cb = getattr(self.learn, 'compile_model', None)
         return None if cb is None else cb.compiled
-
-    def run(self, k: int) -> tuple[float, float]:
-        self.loader.n = k + 1
-        self.learn.fit(1)
-        if self.device.type == 'cuda':
-            self.peak_mem = max(self.peak_mem or 0, torch.cuda.max_memory_allocated(self.device))
-        return self.timed
 
 
 class PretrainLoopRunner(Runner):
@@ -413,10 +419,9 @@ class FinetuneBaselineRunner(Runner):
             loss.item()
 
 
-class FinetuneLearnerRunner(Runner):
+class FinetuneLearnerRunner(FitRunner):
     """The real fine-tuning step: the fastai Learner of `electra.finetuning.build_learner` (ElectraAdam over the
-    layer-wise groups, schedule, clipping, mixed precision), optionally with the classifier compiled. Each `run` is
-    one `fit` of k + 1 batches; the first is untimed."""
+    layer-wise groups, schedule, clipping, mixed precision), optionally with the classifier compiled."""
 
     def __init__(self, name, body, batches, device, cfg, autocast=None, compile_mode=None, n_outputs=2):
         super().__init__(device)
@@ -434,13 +439,7 @@ class FinetuneLearnerRunner(Runner):
                                         mode=None if compile_mode == 'default' else compile_mode)
         self.learn = build_learner(model, self.loader, [], cfg, False, device, autocast,
                                    (step_timer(self, lambda: self.loader.n),))
-
-    def run(self, k: int) -> tuple[float, float]:
-        self.loader.n = k + 1
-        self.learn.fit(1, lr=self.learn.layer_lrs)
-        if self.device.type == 'cuda':
-            self.peak_mem = max(self.peak_mem or 0, torch.cuda.max_memory_allocated(self.device))
-        return self.timed
+        self.fit_kwargs = {'lr': self.learn.layer_lrs}
 
 
 # ---------------------------------------------------------------- timing

@@ -13,16 +13,10 @@ from electra.explore import (CosineIndex, ExampleIndex, TokenIndex, cls_embeddin
 from electra.config import ConfigError
 from notebook_runs import REPO, tiny_pretraining
 
+pytestmark = pytest.mark.usefixtures('one_thread')
+
 REAL_GLUE = REPO.parent / 'shared' / 'data' / 'glue'
 DEMO_CHECKPOINT = REPO / 'checkpoints' / 'pretrain' / 'demo_11081_100%.pth'
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def not_degenerate(vectors: np.ndarray) -> float:

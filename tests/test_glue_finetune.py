@@ -23,18 +23,11 @@ from electra.glue import TASKS, open_source
 from electra.schedule import lr_at_step
 from electra.submission import SUBMISSION_FILES
 
+pytestmark = pytest.mark.usefixtures('one_thread')
+
 REPO = Path(__file__).resolve().parents[1]
 REAL_GLUE = REPO.parent / 'shared' / 'data' / 'glue'
 DEMO_CHECKPOINT = REPO / 'checkpoints' / 'pretrain' / 'demo_11081_100%.pth'
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    "Tiny models run many times faster on one thread than on two busy ones."
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope='module')

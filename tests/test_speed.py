@@ -19,6 +19,8 @@ from electra.sampling import sample_tokens
 from electra.pretraining import resolve_precision
 from electra.speed import DevicePrefetcher, HostSyncCounter, cpu_bf16_supported, try_compile
 
+pytestmark = pytest.mark.usefixtures('one_thread')
+
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, embedding_size=24,
             generator_size=0.5, batch_size=4, max_length=16, checkpoint_at=[], steps=1000, warmup_steps=10)
 V = 120  # vocabulary of the tiny tests: BERT's special ids (pad 0, [CLS] 101, [SEP] 102, [MASK] 103), words 104..119
@@ -57,24 +59,28 @@ def test_fast_loss_equals_baseline(mode):
     assert fast[0] == pytest.approx(base[0], rel=1e-5)
 
 
-def test_real_learner_step_loss_equals_baseline():
-    "The first step of the real Learner (build_learner) computes the baseline's loss on the same batch and masks."
-    cfg = tiny_cfg(dropout=0.0)
+def first_step_losses(cfg, precision: str):
+    """The real Learner's (build_learner) first (generator, discriminator) losses, and the fp32 baseline's on the
+    same batch, masks and samples."""
     model = tiny_model(cfg)
     ref = bench.copy.deepcopy(model)
     data = batches(cfg, n=1)
-    runner = bench.LearnerRunner('fast', cfg, model, data, torch.device('cpu'), 'fp32')
+    runner = bench.LearnerRunner(precision, cfg, model, data, torch.device('cpu'), precision)
     runner.loader.n = 1
     runner.learn.fit(1)
     # MaskingCallback: one generator seeded cfg.seed masks the batch, then samples
     rng = torch.Generator().manual_seed(cfg.seed)
-    special = torch.tensor([101, 102, 103, 0])
     ids, tt = data[0]
-    m = mask_tokens(ids, special, 0, 103, V, cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob,
-                    cfg.random_token_prob, rng)
+    m = mask_tokens(ids, torch.tensor([101, 102, 103, 0]), 0, 103, V, cfg.mask_prob, cfg.mask_mode,
+                    cfg.mask_token_prob, cfg.random_token_prob, rng)
     with torch.no_grad():
         _, gen, disc = bench.baseline_pretrain_loss(ref.generator.train(), ref.discriminator.train(), cfg, m, tt, rng)
-    fast_gen, fast_disc = runner.learn.loss_func.last  # ElectraLoss keeps its last (gen, disc) pair
+    return runner.learn.loss_func.last, (gen, disc)  # ElectraLoss keeps its last (gen, disc) pair
+
+
+def test_real_learner_step_loss_equals_baseline():
+    "The first step of the real Learner computes the baseline's loss on the same batch and masks."
+    (fast_gen, fast_disc), (gen, disc) = first_step_losses(tiny_cfg(dropout=0.0), 'fp32')
     assert float(fast_gen) == pytest.approx(float(gen), rel=1e-5)
     assert float(fast_disc) == pytest.approx(float(disc), rel=1e-5)
 
@@ -82,20 +88,8 @@ def test_real_learner_step_loss_equals_baseline():
 @pytest.mark.skipif(not cpu_bf16_supported(), reason='this CPU has no native bf16')
 def test_cpu_bf16_learner_step_loss_close_to_fp32_baseline():
     "bf16 autocast changes rounding only: the real step's first loss stays within 1% of the fp32 baseline's."
-    cfg = tiny_cfg(dropout=0.0)
-    model = tiny_model(cfg)
-    ref = bench.copy.deepcopy(model)
-    data = batches(cfg, n=1)
-    runner = bench.LearnerRunner('bf16', cfg, model, data, torch.device('cpu'), resolve_precision('bf16', torch.device('cpu')))
-    runner.loader.n = 1
-    runner.learn.fit(1)
-    rng = torch.Generator().manual_seed(cfg.seed)
-    ids, tt = data[0]
-    m = mask_tokens(ids, torch.tensor([101, 102, 103, 0]), 0, 103, V, cfg.mask_prob, cfg.mask_mode,
-                    cfg.mask_token_prob, cfg.random_token_prob, rng)
-    with torch.no_grad():
-        _, gen, disc = bench.baseline_pretrain_loss(ref.generator.train(), ref.discriminator.train(), cfg, m, tt, rng)
-    fast_gen, fast_disc = runner.learn.loss_func.last
+    (fast_gen, fast_disc), (gen, disc) = first_step_losses(tiny_cfg(dropout=0.0),
+                                                           resolve_precision('bf16', torch.device('cpu')))
     assert fast_gen.dtype == torch.float32 and float(fast_gen) == pytest.approx(float(gen), rel=1e-2)
     assert float(fast_disc) == pytest.approx(float(disc), rel=1e-2)
 
@@ -259,15 +253,6 @@ def test_prefetcher_passes_batches_through():
     data = [(torch.arange(3), torch.ones(3)), (torch.arange(3) + 1, torch.zeros(3))]
     p = DevicePrefetcher(data, 'cpu')
     assert len(p) == 2 and [tuple(map(torch.Tensor.tolist, b)) for b in p] == [tuple(map(torch.Tensor.tolist, b)) for b in data]
-
-
-@pytest.fixture(autouse=True, scope='module')
-def one_thread():
-    "Tiny tensors: one intra-op thread is faster, and much faster on a busy machine; restored afterwards."
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.mark.parametrize('what', ['pretrain', 'finetune'])

@@ -54,7 +54,7 @@ from .model import build_pretraining_model, padded_vocab_size
 from .optim import ElectraAdam, no_decay_param, param_groups
 from .pretrain_config import PretrainConfig
 from .sampling import replaced_labels, sample_tokens
-from .speed import HostSyncCounter, cpu_bf16_supported, try_compile, uncompile
+from .speed import AUTOCAST_DTYPES, HostSyncCounter, cpu_bf16_supported, try_compile, uncompile
 
 __all__ = ['encoder_flops', 'pretrain_flops', 'finetune_flops', 'device_peak_tflops', 'PEAK_TFLOPS', 'LoopAdam',
            'synthetic_batches', 'baseline_pretrain_loss', 'fast_pretrain_loss', 'count_host_syncs', 'main']
@@ -553,7 +553,7 @@ def loss_check(cfg: PretrainConfig, model, batch, device, seed: int = 0, dropout
 def bench_pretrain(args) -> dict:
     device = torch.device(args.device)
     cfg = _pretrain_cfg(args)
-    from .pretraining import AUTOCAST_DTYPES, resolve_precision
+    from .pretraining import resolve_precision
     precision = resolve_precision(args.precision, device)
     vocab, B, L = args.vocab_size, cfg.batch_size, cfg.max_length
     torch.manual_seed(cfg.seed)

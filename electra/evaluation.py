@@ -21,6 +21,7 @@ from fastai.callback.core import Callback
 from .checkpoint import is_main_process
 from .data import pad_examples
 from .masking import mask_tokens
+from .speed import AUTOCAST_DTYPES
 
 __all__ = ['EVAL_METRIC_NAMES', 'roc_auc', 'eval_batches', 'HeldOutEvaluation', 'print_eval_sink', 'prefixed_sink']
 
@@ -93,8 +94,8 @@ class HeldOutEvaluation(Callback):
         train_rng, was_training = model.rng, model.training
         model.rng = rng
         model.eval()
-        autocast = (torch.autocast(device.type, dtype=torch.bfloat16 if self.precision == 'bf16' else torch.float16)
-                    if self.precision in ('bf16', 'fp16') else contextlib.nullcontext())
+        dtype = AUTOCAST_DTYPES[self.precision]
+        autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
         gen_loss = disc_loss = gen_correct = chosen_n = disc_correct = real_n = replaced_n = 0.0
         scores, targets = [], []
         try:

@@ -28,6 +28,7 @@ from .glue_results import ResultsTable, plot_summary, select_runs, summarize, su
 from .metrics import dev_metric_names, predictions, task_metrics
 from .optim import electra_opt_func, param_groups
 from .schedule import warmup_decay_sched
+from .speed import AUTOCAST_DTYPES
 from .submission import write_predictions, zip_submission
 
 __all__ = ['load_pretrained', 'ElectraClassifier', 'layer_groups', 'layer_lrs', 'optimizer_groups',
@@ -106,7 +107,7 @@ def optimizer_groups(model: ElectraClassifier, lr: float, decay: float, mode: st
 def resolve_device(device: str, precision: str) -> tuple[torch.device, torch.dtype | None]:
     """The device and the autocast dtype (None: fp32), by the pretraining job's rules: 'auto' precision is bf16 on
     GPUs that support it, fp16 on older GPUs, fp32 on CPU; bf16 also runs on a CPU with native bf16 matmuls."""
-    from .pretraining import AUTOCAST_DTYPES, resolve_device as pick_device, resolve_precision
+    from .pretraining import resolve_device as pick_device, resolve_precision
     dev = pick_device(device)
     return dev, AUTOCAST_DTYPES[resolve_precision(precision, dev)]
 

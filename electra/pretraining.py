@@ -27,7 +27,7 @@ from .pretrain_config import PretrainConfig
 from .schedule import warmup_decay_sched
 from .speed import DevicePrefetcher, cpu_bf16_supported
 
-__all__ = ['resolve_device', 'resolve_precision', 'AUTOCAST_DTYPES', 'prepare_run_dir', 'special_token_ids', 'DeviceDataLoaders',
+__all__ = ['resolve_device', 'resolve_precision', 'prepare_run_dir', 'special_token_ids', 'DeviceDataLoaders',
            'build_learner', 'checkpoint_extra', 'existing_run_guard', 'restore_training_state',
            'save_run_config', 'neptune_sink']
 
@@ -52,9 +52,6 @@ def resolve_precision(name: str, device: torch.device) -> str:
         return 'fp32'
     if name == 'auto': return 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'
     return name
-
-
-AUTOCAST_DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}  # precision -> autocast dtype
 
 
 def prepare_run_dir(cfg: PretrainConfig) -> Path:

@@ -14,7 +14,10 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ['try_compile', 'uncompile', 'cpu_bf16_supported', 'DevicePrefetcher', 'HostSyncCounter', 'SYNC_OPS']
+__all__ = ['AUTOCAST_DTYPES', 'try_compile', 'uncompile', 'cpu_bf16_supported', 'DevicePrefetcher', 'HostSyncCounter', 'SYNC_OPS']
+
+
+AUTOCAST_DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}  # precision -> autocast dtype
 
 
 def cpu_bf16_supported() -> bool:

@@ -1,4 +1,4 @@
-"""Benchmarks of the training steps (issue #6): the project's real step against a straightforward baseline of the
+"""Benchmarks of the training steps: the project's real step against a straightforward baseline of the
 same objective, timed in the same process, interleaved round by round (shared machines are noisy: medians count).
 
     python -m electra.bench pretrain --preset small                      # CPU (bf16 if native): see BENCHMARKS.md
@@ -15,8 +15,9 @@ same objective, timed in the same process, interleaved round by round (shared ma
     no-bias-correction math), per-parameter clipping, and the loss read back every step;
   - with `--ablations`, in-between steps that add one item at a time (the per-item breakdown): `+masked_head`
     (the project's model and loss: generator head at the masked positions only, sync-free attention mask),
-    `+foreach_adam` (ElectraAdam and foreach clipping), `+no_sync` (no loss read per step), `+bf16` (autocast),
-    then `learner_fp32` / `learner_eager` (the real Learner without mixed precision / without compile).
+    `+fused_adam` (ElectraAdam, one fused kernel per group, and foreach clipping), `+no_sync` (no loss read per
+    step), `+bf16` (autocast), then `learner_fp32` / `learner_eager` (the real Learner without mixed precision / without compile) and, with a
+    `--compile_mode` other than the default, `learner_compiled` (compiled in the default mode).
 Before timing, both compute the loss of one batch from the same weights, masks and random streams: they must agree.
 
 `finetune` times a GLUE-style classification step (batch 32, length 128): the real step, the fastai Learner of
@@ -328,7 +329,7 @@ class FitRunner(Runner):
 class LearnerRunner(FitRunner):
     "The real pretraining step: `electra.pretraining.build_learner`'s Learner."
 
-    def __init__(self, name, cfg, model, batches, device, precision, compile_mode=None):
+    def __init__(self, name, cfg, model, batches, device, precision):
         super().__init__(device)
         from .callbacks import ProgressBar
         from .pretraining import build_learner
@@ -338,7 +339,6 @@ class LearnerRunner(FitRunner):
                                    precision)
         self.learn.remove_cbs([cb for cb in self.learn.cbs if isinstance(cb, ProgressBar)])
         self.learn.metrics_logger.sinks = []
-        if compile_mode and hasattr(self.learn, 'compile_model'): self.learn.compile_model.mode = compile_mode
         self.learn.add_cb(step_timer(self, lambda: self.loader.n))
 
     @property
@@ -503,6 +503,7 @@ def _pretrain_cfg(args) -> PretrainConfig:
     "The preset's config with the benchmark's batch shape and speed options; no checkpoints, metrics every 100 steps."
     cfg = load_config(PretrainConfig, ['--config', args.preset], preset_dir=PRESET_DIR)
     over = {'batch_size': args.batch_size, 'max_length': args.max_length, 'compile': args.compile,
+            'compile_mode': args.compile_mode,
             'pad_vocab_multiple': args.pad_vocab_multiple, 'checkpoint_at': [], 'log_every': 100, 'logger': 'none'}
     cfg = dataclass_replace(cfg, **{k: v for k, v in over.items() if v is not None})
     cfg.validate()
@@ -573,7 +574,7 @@ def bench_pretrain(args) -> dict:
     if args.ablations:
         runners += [
             PretrainLoopRunner('+masked_head', cfg, base_model, batches, device, 'project', 'loop', True),
-            PretrainLoopRunner('+foreach_adam', cfg, base_model, batches, device, 'project', 'foreach', True),
+            PretrainLoopRunner('+fused_adam', cfg, base_model, batches, device, 'project', 'foreach', True),
             PretrainLoopRunner('+no_sync', cfg, base_model, batches, device, 'project', 'foreach', False),
         ]
         if autocast is not None:
@@ -584,10 +585,13 @@ def bench_pretrain(args) -> dict:
             runners.append(LearnerRunner('learner_fp32', eager, copy.deepcopy(model), batches, device, 'fp32'))
         if cfg.compile:  # the real Learner without compile, to isolate what compile adds
             runners.append(LearnerRunner('learner_eager', eager, copy.deepcopy(model), batches, device, precision))
+        if cfg.compile and cfg.compile_mode != 'default':  # compiled in the default mode, to isolate what the mode adds
+            runners.append(LearnerRunner('learner_compiled', dataclass_replace(cfg, compile_mode='default'),
+                                         copy.deepcopy(model), batches, device, precision))
     if args.variants:  # keep only the named in-between steps (baseline and fast always run)
         keep = set(args.variants.split(','))
         runners = [r for r in runners if r.name in keep or r.name == 'baseline']
-    fast = LearnerRunner('fast', cfg, model.to(device), batches, device, precision, args.compile_mode)
+    fast = LearnerRunner('fast', cfg, model.to(device), batches, device, precision)
     runners.append(fast)
     res = interleaved(runners, args.warmup, args.rounds, args.steps, log)
     if cfg.compile: log(f'  compile: {"compiled" if fast.compiled else "FAILED, fast path ran eagerly"}')
@@ -636,15 +640,26 @@ def bench_pretrain(args) -> dict:
 
 
 def profile_steps(runner: Runner, k: int, device: torch.device, rows: int = 20) -> str:
-    "torch.profiler's table of the ops that took the most time (device time on a GPU) in `k` more steps of `runner`."
+    """torch.profiler's table of the ops that took the most time (device time on a GPU) in `k` more steps of `runner`;
+    on a GPU also the kernels launched per step and how busy the GPU was: kernel time / wall time near 100% means
+    the GPU is the limit, far below it means the host (Python, launches) is."""
     from torch.profiler import ProfilerActivity, profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == 'cuda' else [])
     with profile(activities=activities) as prof:
-        runner.run(k)
+        wall, _ = runner.run(k)
         _sync(device)
     key = 'self_cuda_time_total' if device.type == 'cuda' else 'self_cpu_time_total'
-    return f'\nprofile of {runner.name} ({k} step(s) after warm-up; top {rows} by {key}):\n' + \
-        prof.key_averages().table(sort_by=key, row_limit=rows)
+    head = f'\nprofile of {runner.name} ({k} step(s) after warm-up; top {rows} by {key}):\n'
+    table = prof.key_averages().table(sort_by=key, row_limit=rows)
+    if device.type != 'cuda': return head + table
+    # the host's side: what keeps the CPU busy while the GPU waits for work
+    table += f'\ntop {rows} by self_cpu_time_total:\n' + prof.key_averages().table(sort_by='self_cpu_time_total',
+                                                                                  row_limit=rows)
+    kernels = [e for e in prof.events() if str(getattr(e, 'device_type', '')).endswith('CUDA')]
+    n = k + 1 if isinstance(runner, FitRunner) else k  # a Learner's fit runs one untimed step first
+    busy_ms, wall_ms = sum(e.self_device_time_total for e in kernels) / 1e3 / n, 1e3 * wall / k
+    return (head + table + f'\nGPU busy: {len(kernels) / n:.0f} kernels per step, kernel time {busy_ms:.3f} ms of '
+            f'{wall_ms:.3f} ms wall per step ({100 * busy_ms / wall_ms:.0f}%)')
 
 
 def dataclass_replace(cfg, **kw):
@@ -748,7 +763,7 @@ def parse_args(argv=None):
     p.add_argument('--n_batches', type=int, default=4, help='distinct synthetic batches, cycled')
     p.add_argument('--ablations', action='store_true', help='also time the in-between steps (per-item breakdown)')
     p.add_argument('--variants', default=None, help='with --ablations: only these in-between steps, comma-separated '
-                   '(+masked_head, +foreach_adam, +no_sync, +bf16, learner_fp32, learner_eager)')
+                   '(+masked_head, +fused_adam, +no_sync, +bf16, learner_fp32, learner_eager, learner_compiled)')
     p.add_argument('--check_sync', action='store_true', help='count host synchronisations in the real step')
     p.add_argument('--profile', action='store_true', help='after timing, print torch.profiler\'s top ops of the fast step')
     p.add_argument('--peak_tflops', type=float, default=None, help='peak FLOP/s for MFU (default: known GPUs only)')

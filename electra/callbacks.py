@@ -42,7 +42,7 @@ class StepCounter(Callback):
 
 
 class MaskingCallback(Callback):
-    "Masks every batch on the device (spec 2) and seeds the model's sampling generator."
+    "Masks every batch on the device (spec 2) and draws its sampling noise, both from one seeded device generator."
     order = -5
 
     def __init__(self, special_ids: list[int], pad_id: int, mask_id: int, vocab_size: int, mask_prob: float,
@@ -65,7 +65,9 @@ class MaskingCallback(Callback):
         input_ids, token_type_ids = self.xb
         m = mask_tokens(input_ids, self._special, self.pad_id, self.mask_id, self.vocab_size, self.mask_prob,
                         self.mode, self.mask_token_prob, self.random_token_prob, self.device_rng)
-        self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels)
+        # the sampling noise's draws, next in the generator's stream as when the model draws them itself: same samples
+        draws = torch.rand(self.model.noise_shape(m.positions), device=input_ids.device, generator=self.device_rng)
+        self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels, draws)
         self.learn.yb = (m.labels,)
 
     def state(self) -> torch.Tensor | None:
@@ -98,8 +100,12 @@ class CompileModel(Callback):
         self.backend, self.mode, self.compiled = backend, mode, None  # compiled: None until tried, then True/False
 
     def before_batch(self):
-        if self.compiled is not None or not self.training: return
-        self.compiled = try_compile([self.model, self.loss_func], self._trial, self.backend, self.mode)
+        if not self.training: return
+        if self.compiled is None:
+            self.compiled = try_compile([self.model, self.loss_func], self._trial, self.backend, self.mode)
+        if self.compiled and self.mode and 'reduce-overhead' in self.mode:
+            # a new step: CUDA graph outputs of the last one (predictions, losses) may be overwritten from here on
+            torch.compiler.cudagraph_mark_step_begin()
 
     def _trial(self):
         from fastai.torch_core import to_float

@@ -97,10 +97,10 @@ def latest_checkpoint(output_dir: str | Path, run_name: str, seed: int) -> Path 
 RESUME_KEYS = ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size', 'embedding_size',
                'generator_size', 'max_position_embeddings', 'tie_weights', 'max_length', 'batch_size', 'seed',
                'mask_prob', 'mask_mode', 'corpus', 'pad_vocab_multiple',
-               # what shapes the training examples (issue #3): a change would change the batches after the resume
+               # what shapes the training examples: a change would change the batches after the resume
                'corpus_format', 'sentence_split', 'min_line_chars', 'max_sentence_chars', 'remove_empty_parens',
                'text_column', 'hub_split', 'corpus_weights', 'eval_examples')
-# keys newer than some checkpoints: their value before the key existed. (The data keys of issue #3 take today's
+# keys newer than some checkpoints: their value before the key existed. (The data-building keys take today's
 # defaults: checkpoints older than them used example builder version 1, whose batches differ from today's anyway.)
 RESUME_DEFAULTS = {'pad_vocab_multiple': 0,
                    'corpus_format': 'auto', 'sentence_split': 'auto', 'min_line_chars': 0, 'max_sentence_chars': 10_000,

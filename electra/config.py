@@ -90,8 +90,12 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool): return str(value)
         raise ConfigError(f"{where}: expected a string, got {value!r}.")
     if tp is dict or origin is dict:
+        if isinstance(value, str):  # a command-line mapping is YAML: --task_overrides '{RTE: {epochs: 10}}'
+            try: value = yaml.safe_load(value)
+            except yaml.YAMLError: pass
         if isinstance(value, dict): return value
-        raise ConfigError(f"{where}: expected a mapping, got {value!r}.")
+        raise ConfigError(f"{where}: expected a mapping, got {value!r}. On the command line write it as YAML, "
+                          "e.g. '{RTE: {epochs: 10}}'.")
     return value
 
 

@@ -103,7 +103,8 @@ class HeldOutEvaluation(Callback):
                 input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
                 m = mask_tokens(input_ids, special, self.pad_id, self.mask_id, self.vocab_size, self.mask_prob, self.mode,
                                 self.mask_token_prob, self.random_token_prob, rng)
-                with autocast: pred = model(m.input_ids, token_type_ids, m.positions, m.labels)
+                # `forward`: a model compiled for training evaluates eagerly, with no graphs to compile for eval mode
+                with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels)
                 chosen, real = m.labels >= 0, pred['attention_mask']
                 logits, replaced = pred['disc_logits'].float(), pred['is_replaced']
                 gen_loss += float(F.cross_entropy(pred['gen_logits'][chosen].float(), m.labels[chosen], reduction='sum'))

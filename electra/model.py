@@ -110,14 +110,20 @@ class ElectraPretrainingModel(nn.Module):
         if self.vocab_size < logits.size(-1): logits = logits.masked_fill(self.padded_ids, float('-inf'))
         return logits
 
-    def forward(self, input_ids, token_type_ids, positions, labels) -> dict[str, torch.Tensor]:
-        """`input_ids` [B, L] masked input; `positions`, `labels` [B, P] from `mask_tokens`.
+    def noise_shape(self, positions: torch.Tensor) -> tuple[int, int, int]:
+        "Shape [B, P, V rows] of the sampling noise for masked `positions` [B, P]."
+        return (*positions.shape, self.generator.config.vocab_size)
+
+    def forward(self, input_ids, token_type_ids, positions, labels, noise_draws=None) -> dict[str, torch.Tensor]:
+        """`input_ids` [B, L] masked input; `positions`, `labels` [B, P] from `mask_tokens`; `noise_draws` [B, P, V rows]
+        the U(0, 1) draws of the Gumbel noise, or None to draw them here from `self.rng`. `MaskingCallback` draws them
+        with the masks, so a compiled forward holds no random generator (a generator breaks the graph in pieces).
         Returns the generator logits [B, P, V], the discriminator logits [B, L], `is_replaced` [B, L] (bool)
         and `attention_mask` [B, L] (bool, real tokens)."""
         attention_mask = input_ids != self.pad_token_id
         gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
         sampled = sample_tokens(gen_logits.detach(), labels, self.temperature, self.disallow_correct,
-                                self.uniform_generator, self.rng)                                  # [B, P]
+                                self.uniform_generator, self.rng, noise_draws)                         # [B, P]
         chosen = labels >= 0
         disc_ids = input_ids.scatter(1, positions, torch.where(chosen, sampled, input_ids.gather(1, positions)))
         is_replaced = torch.zeros_like(attention_mask).scatter(1, positions, replaced_labels(sampled, labels))

@@ -4,8 +4,12 @@ Official `AdamWeightDecayOptimizer` (google-research/electra, model/optimization
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
     u = m / (sqrt(v) + eps) + wd * theta     (wd skipped for LayerNorm weights and biases)
     theta = theta - lr * u
-No 1 / (1 - b^t) correction: together with the warm-up this keeps the first steps small. Every update is one
-multi-tensor `torch._foreach_*` call per parameter group rather than a Python loop over parameters.
+No 1 / (1 - b^t) correction: together with the warm-up this keeps the first steps small.
+
+Each parameter group is updated by torch's fused AdamW kernel (`torch._fused_adamw_`: one multi-tensor kernel, the
+moments updated in place, the decay decoupled as above) with its step count held at 2^30, where 1 - b^t is exactly 1
+in floating point: the kernel then computes the official, uncorrected update. Where that kernel is missing, the same
+update runs as `torch._foreach_*` calls (`fused=False` forces them; the tests hold both to the official formula).
 """
 from __future__ import annotations
 
@@ -29,12 +33,14 @@ class ElectraAdam(torch.optim.Optimizer):
     "Adam without bias correction and with decoupled weight decay, as in the official ELECTRA code."
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
-                 weight_decay: float = 0.0):
+                 weight_decay: float = 0.0, fused: bool | None = None):
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f'invalid ElectraAdam hyperparameters lr={lr} betas={betas} eps={eps} wd={weight_decay}')
         # `no_decay` is per group: a group of LayerNorm weights and biases ignores `weight_decay`, so setting the
         # decay for every group at once (as fastai's `set_hypers(wd=...)` does) can never decay them.
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, no_decay=False))
+        self.fused = hasattr(torch, '_fused_adamw_') if fused is None else fused
+        self._no_correction: dict[torch.device, torch.Tensor] = {}  # device -> step count 2^30 (float32, 0-dim)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -51,16 +57,31 @@ class ElectraAdam(torch.optim.Optimizer):
                     self.state[p]['exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)
             ms = [self.state[p]['exp_avg'] for p in params]
             vs = [self.state[p]['exp_avg_sq'] for p in params]
-            b1, b2 = group['betas']
-            torch._foreach_lerp_(ms, grads, 1 - b1)                   # m = b1 m + (1 - b1) g
-            torch._foreach_mul_(vs, b2)
-            torch._foreach_addcmul_(vs, grads, grads, value=1 - b2)   # v = b2 v + (1 - b2) g^2
-            denom = torch._foreach_sqrt(vs)
-            torch._foreach_add_(denom, group['eps'])                  # sqrt(v) + eps
-            lr, wd = group['lr'], 0.0 if group['no_decay'] else group['weight_decay']
-            if wd: torch._foreach_mul_(params, 1 - lr * wd)           # theta - lr * wd * theta (decoupled) ...
-            torch._foreach_addcdiv_(params, ms, denom, value=-lr)     # ... - lr * m / (sqrt(v) + eps)
+            (self._fused_step if self.fused else self._foreach_step)(group, params, grads, ms, vs)
         return loss
+
+    def _fused_step(self, group, params, grads, ms, vs):
+        "torch's fused AdamW kernel at step 2^30: b^t underflows to 0, so both bias corrections are exactly 1."
+        device = params[0].device
+        if device not in self._no_correction:
+            self._no_correction[device] = torch.tensor(2.0 ** 30, device=device)
+        b1, b2 = group['betas']
+        torch._fused_adamw_(params, grads, ms, vs, [], [self._no_correction[device]] * len(params), lr=group['lr'],
+                            beta1=b1, beta2=b2, weight_decay=0.0 if group['no_decay'] else group['weight_decay'],
+                            eps=group['eps'], amsgrad=False, maximize=False)
+
+    @staticmethod
+    def _foreach_step(group, params, grads, ms, vs):
+        "The same update as multi-tensor foreach calls."
+        b1, b2 = group['betas']
+        torch._foreach_lerp_(ms, grads, 1 - b1)                   # m = b1 m + (1 - b1) g
+        torch._foreach_mul_(vs, b2)
+        torch._foreach_addcmul_(vs, grads, grads, value=1 - b2)   # v = b2 v + (1 - b2) g^2
+        denom = torch._foreach_sqrt(vs)
+        torch._foreach_add_(denom, group['eps'])                  # sqrt(v) + eps
+        lr, wd = group['lr'], 0.0 if group['no_decay'] else group['weight_decay']
+        if wd: torch._foreach_mul_(params, 1 - lr * wd)           # theta - lr * wd * theta (decoupled) ...
+        torch._foreach_addcdiv_(params, ms, denom, value=-lr)     # ... - lr * m / (sqrt(v) + eps)
 
 
 def param_groups(model: nn.Module, groups: Iterable[Iterable[str]] | None = None) -> list[dict]:

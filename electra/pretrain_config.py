@@ -98,9 +98,12 @@ class PretrainConfig:
     adam_beta2: float = field(0.999, 'Adam beta2')
     adam_eps: float = field(1e-6, 'Adam epsilon')
     clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
-    # -- speed (issue #6); none of these changes the objective
+    # -- speed; none of these changes the objective
     compile: bool = field(False, 'torch.compile the model and loss (first step compiles; falls back to eager with a '
                                  'one-line warning if compilation fails)')
+    compile_mode: str = choice_field('default', ['default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs'],
+                                     "torch.compile mode with `compile`: 'reduce-overhead' replays the step's graphs as "
+                                     'CUDA graphs (GPU), removing the per-kernel launch cost of a small model')
     pad_vocab_multiple: int = field(0, 'pad the word-embedding rows (and generator vocab) to a multiple of N, e.g. 64 '
                                        'for tensor cores; padded ids are never predicted or sampled, exports are unpadded. 0: off')
 

@@ -126,7 +126,7 @@ def build_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tokenizer
     if live: cbs.append(ProgressBar(cfg.steps))
     if cfg.clip_grad > 0: cbs.append(GradientClip(cfg.clip_grad))
     if precision in ('bf16', 'fp16'): cbs.append(DeviceMixedPrecision(amp_mode=precision))
-    if cfg.compile: cbs.append(CompileModel())
+    if cfg.compile: cbs.append(CompileModel(mode=None if cfg.compile_mode == 'default' else cfg.compile_mode))
     learn = Learner(dls, model, loss_func=ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight),
                     opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
                     splitter=param_groups, lr=cfg.lr, cbs=cbs, path=run_dir, model_dir='.')
@@ -160,6 +160,9 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
 def restore_training_state(learn: Learner, ckpt: dict) -> None:
     "Load model, optimizer, scaler and RNG states of a checkpoint (checked by `check_resume_compatible`) into `learn`."
     learn.model.load_state_dict(ckpt['model'])
+    # The Learner moves the model to its device only when `fit` starts; the optimizer state made here must already
+    # live there (torch puts loaded state on its parameter's device), or a resumed GPU run mixes devices in its step.
+    learn.model.to(learn.dls.device)
     learn.create_opt()
     learn.opt.load_state_dict(ckpt['opt'])
     learn.masking.load_state(ckpt['rng']['masking'])

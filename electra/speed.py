@@ -1,4 +1,4 @@
-"""Speed helpers of the training step (issue #6): `torch.compile` with a clean fallback, non-blocking host-to-device
+"""Speed helpers of the training step: `torch.compile` with a clean fallback, non-blocking host-to-device
 batches, and a detector of device-to-host synchronisation.
 
 None of these changes what is computed: a compiled step computes the same loss (up to float rounding and its own

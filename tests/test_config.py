@@ -56,3 +56,25 @@ def test_help_lists_every_key(capsys):
                 'output_dir', 'resume', 'logger', 'hidden_size', 'tie_weights']:
         assert f'--{key} (' in out
     assert "default 0.15" in out and 'demo' in out
+
+
+def test_mapping_on_the_command_line_is_yaml():
+    from electra.finetune_config import FinetuneConfig
+    cfg = load_config(FinetuneConfig, ['--config', 'small', '--task_overrides', '{RTE: {epochs: 4}, CoLA: {lr: 1e-4}}'],
+                      preset_dir='configs/finetune')
+    assert set(cfg.task_overrides) == {'RTE', 'CoLA'}                  # the preset's overrides replaced
+    assert cfg.for_task('RTE').epochs == 4 and cfg.for_task('CoLA').lr == 1e-4 and cfg.for_task('STS-B').epochs == 3
+    assert load_config(FinetuneConfig, ['--task_overrides', '{}'], preset_dir='configs/finetune').task_overrides == {}
+    with pytest.raises(ConfigError, match=r"key 'task_overrides': expected a mapping, got 'RTE=4'.*as YAML"):
+        load_config(FinetuneConfig, ['--task_overrides', 'RTE=4'], preset_dir='configs/finetune')
+
+
+def test_gpu_presets_turn_the_speed_settings_on():
+    "The presets meant for GPUs compile the step into CUDA graphs and pad the vocabulary; the demo (CPU) does not."
+    for name in ('small', 'small++', 'base', 'large'):
+        cfg = load('--config', name)
+        assert (cfg.compile, cfg.compile_mode, cfg.pad_vocab_multiple) == (True, 'reduce-overhead', 64), name
+    demo = load()
+    assert (demo.compile, demo.pad_vocab_multiple) == (False, 0)
+    with pytest.raises(ConfigError, match="compile_mode: 'fast' is not one of default, reduce-overhead"):
+        load('--compile_mode', 'fast')

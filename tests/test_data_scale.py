@@ -1,4 +1,4 @@
-"""Pretraining data at scale (issue #3): raw documents split into sentences, tables and hub datasets, sharded
+"""Pretraining data at scale: raw documents split into sentences, tables and hub datasets, sharded
 parallel builds, the verified cache, bad input, held-out evaluation, mixing, and looking at the data.
 Uses slices of the shared real corpora (../shared/data); those tests skip when it is absent."""
 import json

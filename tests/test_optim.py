@@ -27,10 +27,13 @@ def reference_update(theta, m, v, g, lr, wd, b1=0.9, b2=0.999, eps=1e-6):
     return theta - lr * u, m, v
 
 
-def test_matches_reference_and_skips_decay_on_layernorm_and_bias():
+@pytest.mark.parametrize('fused', [True, False])
+def test_matches_reference_and_skips_decay_on_layernorm_and_bias(fused):
+    "Both implementations (torch's fused AdamW kernel at step 2^30, and foreach calls) compute the official update."
     torch.manual_seed(0)
     model = Tiny().double()
-    opt = ElectraAdam(param_groups(model), lr=0.01, weight_decay=0.1)
+    opt = ElectraAdam(param_groups(model), lr=0.01, weight_decay=0.1, fused=fused)
+    assert opt.fused is fused
     ref = {n: [p.detach().numpy().copy(), 0.0, 0.0] for n, p in model.named_parameters()}
     g = torch.Generator().manual_seed(1)
     for step in range(6):
@@ -48,10 +51,11 @@ def test_matches_reference_and_skips_decay_on_layernorm_and_bias():
             np.testing.assert_allclose(p.detach().numpy(), ref[n][0], rtol=0, atol=1e-6, err_msg=n)
 
 
-def test_no_bias_correction_first_step_is_small():
+@pytest.mark.parametrize('fused', [True, False])
+def test_no_bias_correction_first_step_is_small(fused):
     # With bias correction the first Adam step would be lr * sign(g); without it, it is lr * 0.1 g / (sqrt(0.001) |g|).
     p = nn.Parameter(torch.tensor([1.0]))
-    opt = ElectraAdam([p], lr=1.0)
+    opt = ElectraAdam([p], lr=1.0, fused=fused)
     p.grad = torch.tensor([2.0])
     opt.step()
     assert p.item() == pytest.approx(1.0 - 0.2 / (np.sqrt(0.001 * 4) + 1e-6), rel=1e-6)

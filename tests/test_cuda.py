@@ -1,0 +1,167 @@
+"""The CUDA paths, on a machine with an NVIDIA GPU (skipped elsewhere): the real Learner's step on the GPU computes the
+baseline's loss in fp32 and within bf16 rounding in bf16, never waits for the host, compiles to the same training,
+prefetches the same batches, and the pretraining and fine-tuning drivers run, resume and export there."""
+import csv
+import dataclasses
+
+import pytest
+import torch
+
+from electra import bench
+from electra.masking import mask_tokens
+from electra.speed import DevicePrefetcher
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
+
+CUDA = torch.device('cuda')
+TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, embedding_size=32,
+            generator_size=0.5, batch_size=8, max_length=32, checkpoint_at=[], steps=1000, warmup_steps=10, lr=1e-3)
+V = 200
+
+
+def cfg_of(**kw):
+    from electra.pretrain_config import PretrainConfig
+    return PretrainConfig(**{**TINY, **kw})
+
+
+def model_of(cfg, vocab=V):
+    from electra.model import build_pretraining_model
+    torch.manual_seed(0)
+    return build_pretraining_model(cfg, vocab, 0)
+
+
+def data_of(cfg, n=2):
+    return bench.synthetic_batches(n, cfg.batch_size, cfg.max_length, V, seed=3)
+
+
+def learner_losses(cfg, precision, steps=1, padded=False):
+    """(gen, disc) losses of the real Learner's steps on CUDA, and the fp32 baseline's first-step pair computed from
+    the same weights, batch, masks and samples (MaskingCallback's CUDA generator, seeded cfg.seed). `padded`: the
+    model has `cfg.pad_vocab_multiple` rows holding the unpadded model's weights."""
+    ref = model_of(dataclasses.replace(cfg, pad_vocab_multiple=0))
+    model = bench.padded_like(ref, cfg, V) if padded else bench.copy.deepcopy(ref)
+    ref = ref.to(CUDA)
+    data = data_of(cfg)
+    runner = bench.LearnerRunner(precision, cfg, model, data, CUDA, precision)
+    losses = []
+    runner.learn.add_cb(loss_log(losses))
+    runner.loader.n = steps
+    runner.learn.fit(1)
+    rng = torch.Generator(device=CUDA).manual_seed(cfg.seed)
+    ids, tt = (t.to(CUDA) for t in data[0])
+    m = mask_tokens(ids, torch.tensor([101, 102, 103, 0], device=CUDA), 0, 103, V, cfg.mask_prob, cfg.mask_mode,
+                    cfg.mask_token_prob, cfg.random_token_prob, rng)
+    with torch.no_grad():
+        _, gen, disc = bench.baseline_pretrain_loss(ref.generator.train(), ref.discriminator.train(), cfg, m, tt, rng)
+    return losses, (float(gen), float(disc)), runner
+
+
+def loss_log(out):
+    from fastai.callback.core import Callback
+
+    class LossLog(Callback):
+        "Keeps every step's (gen, disc) losses."
+        order = 90
+
+        def after_batch(self):
+            if not self.training: return
+            out.append(tuple(float(x) for x in self.loss_func.last))
+            self.learn.max_sampled = max(getattr(self.learn, 'max_sampled', -1), int(self.pred['sampled'].max()))
+    return LossLog()
+
+
+@pytest.mark.parametrize('mode', ['fixed', 'bernoulli'])
+def test_cuda_fp32_learner_step_equals_baseline(mode):
+    losses, (gen, disc), _ = learner_losses(cfg_of(dropout=0.0, mask_mode=mode), 'fp32')
+    assert losses[0][0] == pytest.approx(gen, rel=1e-4) and losses[0][1] == pytest.approx(disc, rel=1e-4)
+
+
+def test_cuda_bf16_learner_step_close_to_fp32_baseline():
+    "bf16 autocast through fastai's MixedPrecision changes rounding only; the losses come back in fp32."
+    losses, (gen, disc), runner = learner_losses(cfg_of(dropout=0.0), 'bf16')
+    assert losses[0][0] == pytest.approx(gen, rel=1e-2) and losses[0][1] == pytest.approx(disc, rel=2e-2)
+    assert runner.learn.loss_func.last[0].dtype == torch.float32
+
+
+def sync_errors(start: int):
+    "A callback making any CUDA synchronisation an error from step `start` of a fit on (the steps before set up)."
+    from fastai.callback.core import Callback
+
+    class SyncErrors(Callback):
+        "CUDA's sync detector set to 'error' from step `start` on."
+        order = -100  # before every other callback's before_batch
+
+        def before_fit(self): self.n = 0
+
+        def before_batch(self):
+            self.n += 1
+            if self.n == start: torch.cuda.set_sync_debug_mode('error')
+
+        def after_fit(self): torch.cuda.set_sync_debug_mode(0)
+    return SyncErrors()
+
+
+@pytest.mark.parametrize('mode', [None, 'default', 'reduce-overhead'])
+def test_cuda_real_step_never_waits_for_the_host(mode):
+    "Eager, compiled and CUDA-graphed: between log steps nothing in the step synchronises (CUDA's detector raises)."
+    cfg = cfg_of(log_every=1000, compile=mode is not None, compile_mode=mode or 'default')
+    runner = bench.LearnerRunner('t', cfg, model_of(cfg), data_of(cfg), CUDA, 'bf16')
+    # CUDA graphs are recorded at the second and third calls (cudagraph trees warm up first): check the replays
+    runner.learn.add_cb(sync_errors(5 if mode == 'reduce-overhead' else 2))
+    try:
+        runner.run(7)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert runner.compiled is (None if mode is None else True)
+
+
+def test_cuda_compiled_training_equals_eager():
+    "inductor on the GPU: the same losses step after step as eager (no dropout), and compiled really ran."
+    eager, _, _ = learner_losses(cfg_of(dropout=0.0), 'fp32', steps=4)
+    compiled, _, runner = learner_losses(cfg_of(dropout=0.0, compile=True), 'fp32', steps=4)
+    assert runner.compiled is True
+    for (g1, d1), (g2, d2) in zip(eager, compiled):
+        assert g2 == pytest.approx(g1, rel=1e-3) and d2 == pytest.approx(d1, rel=1e-3)
+
+
+def test_cuda_padded_vocab_step_equals_unpadded():
+    """Padding rows change no generator loss; the sampling noise has one draw per row, so the samples (and the
+    discriminator's loss) follow another random stream of the same distribution."""
+    cfg = cfg_of(dropout=0.0)
+    base, _, _ = learner_losses(cfg, 'fp32', steps=3)
+    padded, _, runner = learner_losses(dataclasses.replace(cfg, pad_vocab_multiple=64), 'fp32', steps=3, padded=True)
+    assert padded[0][0] == pytest.approx(base[0][0], rel=1e-5)
+    for (_, d1), (_, d2) in zip(base, padded): assert d2 == pytest.approx(d1, rel=2e-2)
+    assert 0 <= runner.learn.max_sampled < V  # padded ids are never sampled
+
+
+def test_cuda_prefetcher_yields_the_same_batches_on_the_device():
+    data = [(torch.arange(6) * i, torch.ones(2, 3) * i) for i in range(4)]
+    out = list(DevicePrefetcher(data, CUDA))
+    assert len(out) == 4 and all(t.device.type == 'cuda' for b in out for t in b)
+    for (a, b), (x, y) in zip(data, out):
+        assert torch.equal(a, x.cpu()) and torch.equal(b, y.cpu())
+
+
+def test_cuda_pretrain_driver_resume_and_export(tmp_path):
+    "pretrain.py on the GPU: half a run, then --resume, ends where the straight run ends; exports load on the CPU."
+    from transformers import ElectraForPreTraining
+
+    from test_pretrain import TINY as DRIVER_TINY, pretrain
+    argv = [a if a != 'cpu' else 'cuda' for a in DRIVER_TINY] + ['--run_name', 'gpu', '--checkpoint_at', '0.5,1.0']
+    straight = pretrain(tmp_path / 'a', *argv)
+    pretrain(tmp_path / 'b', *argv)
+    (tmp_path / 'b' / 'ckpt' / 'gpu_11081_100%.pth').unlink()
+    resumed = pretrain(tmp_path / 'b', *argv, '--resume')
+    assert resumed['start_step'] == 12 and str(resumed['device']) == 'cuda'
+    final = resumed['model'].state_dict()
+    for k, v in straight['model'].state_dict().items():  # CUDA scatter-add backward is not bitwise deterministic
+        assert torch.allclose(final[k], v, rtol=0, atol=1e-5), k
+    run = tmp_path / 'a' / 'ckpt' / 'gpu_11081'
+    rows = list(csv.DictReader((run / 'metrics.csv').open()))
+    assert [int(r['step']) for r in rows] == [6, 12, 18, 24]
+    disc = ElectraForPreTraining.from_pretrained(run / 'discriminator').eval()
+    ids = torch.tensor([[2, 10, 11, 12, 3]])
+    with torch.no_grad():
+        ours = straight['model'].discriminator.eval()(ids.to(CUDA)).logits.cpu()
+        assert torch.allclose(disc(ids).logits, ours, atol=1e-4)

@@ -1,35 +1,99 @@
 #!/usr/bin/env bash
-# Every GPU figure of BENCHMARKS.md in one command, for a machine with one NVIDIA GPU (meant to end well inside the
-# device tool's 10 minutes on an H100). Logs and JSON go to $OUT, or to ./gpu_results when $OUT is unset, 8 files
-# at most: summary.txt, 4 logs and 3 JSON files.
+# The GPU checks and figures of BENCHMARKS.md, for a machine with one NVIDIA GPU, in parts that each end inside the
+# device tool's 10 minutes on an H100:
+#   bash benchmarks/gpu_session.sh PART...
+# PART: tests (CUDA tests), demos (both README demos), wiki (Wikipedia pretraining, then STS-B fine-tuning of it),
+# bench (the pretraining step's variants), ablations (its per-item breakdown), finetune_bench (the fine-tuning step);
+# parts joined by + run at once (check = tests+demos+wiki), e.g. `bash benchmarks/gpu_session.sh tests+wiki bench`.
+# Results go to $OUT (or ./gpu_results): summary.txt, logs.tgz (every log and metrics file) and the benchmark JSON.
 #
-# Where the GPU machine lacks fastai and friends, fetch their wheels here first, from the repository root:
+# The GPU machine lacks fastai and friends: fetch their wheels here first, from the repository root,
 #   bash ../shared/tools/device-wheels.sh      # fills .whl/ (git-ignored)
-# then run `bash benchmarks/gpu_session.sh` there with `.whl` carried along. Not yet run on a GPU.
+# and copy the shared corpora the check part reads into .gpu_data/ (git-ignored; ../shared does not travel):
+#   mkdir -p .gpu_data/glue && cp ../shared/data/corpus/wikipedia_leads.txt .gpu_data/ \
+#     && cp -r ../shared/data/glue/STS-B .gpu_data/glue/
+# then run this there with `.whl` and `.gpu_data` carried along.
 set -uo pipefail
 out=${OUT:-gpu_results}
+logs=$(mktemp -d)
+work=$(mktemp -d)
+data=${GPU_DATA:-.gpu_data}
 mkdir -p "$out"
 if compgen -G '.whl/*.whl' > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site
 fi
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-{ nvidia-smi; python3 -c 'import torch, transformers, fastai; print(torch.__version__, transformers.__version__, fastai.__version__)'; } \
-  > "$out/summary.txt" 2>&1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+summary="$out/summary.txt"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  python3 -c 'import torch, transformers, fastai, datasets, pyarrow; print("python", __import__("sys").version.split()[0],
+"torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__, "fastai",
+fastai.__version__, "datasets", datasets.__version__, "pyarrow", pyarrow.__version__)'; } > "$summary" 2>&1
 
-step() {  # step NAME SECONDS COMMAND...: the command's whole output in NAME.log, its last lines in summary.txt
+step() {  # step NAME SECONDS COMMAND...: the whole output in logs/NAME.log, its exit status and last lines in summary
   local name=$1 limit=$2; shift 2
-  echo "== $* (limit ${limit}s)" >> "$out/summary.txt"
-  timeout "$limit" "$@" > "$out/$name.log" 2>&1
-  echo "exit $?" >> "$out/summary.txt"
-  tail -n 6 "$out/$name.log" >> "$out/summary.txt"
+  local t0=$SECONDS
+  timeout -s INT -k 10 "$limit" "$@" > "$logs/$name.log" 2>&1
+  local rc=$?
+  { echo "== $name: $* (limit ${limit}s) -> exit $rc in $((SECONDS - t0))s"; tail -n 8 "$logs/$name.log"; } >> "$summary"
 }
 
-step tests 90 python3 -m pytest -q -x tests/test_speed.py
-step pretrain 200 python3 -m electra.bench pretrain --preset small --device cuda --compile --check_sync \
-  --json "$out/gpu_pretrain_small.json"
-step ablations 120 python3 -m electra.bench pretrain --preset small --device cuda --ablations \
-  --json "$out/gpu_pretrain_small_ablations.json"
-step finetune 120 python3 -m electra.bench finetune --preset small --device cuda --compile \
-  --json "$out/gpu_finetune_small.json"
-cat "$out/summary.txt"
+finish() {
+  for f in "$work"/ck/*/metrics.csv "$work"/ck/*/eval_metrics.csv "$work"/glue/*/results.csv; do
+    [ -f "$f" ] && cp "$f" "$logs/$(basename "$(dirname "$f")")_$(basename "$f")"
+  done
+  tar -czf "$out/logs.tgz" -C "$logs" .
+  cat "$summary"
+}
+trap finish EXIT
+
+tests() {  # the CUDA tests and the speed tests (the rest of the suite runs on the CPU in CI)
+  step tests 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_speed.py tests/test_optim.py
+}
+
+demos() {  # the README's demo commands on the GPU
+  step demo_pretrain 100 python3 pretrain.py --device cuda --output_dir "$work/ck" --cache_dir "$work/cache"
+  step demo_finetune 200 python3 finetune.py --device cuda --model "$work/ck/demo_11081_100%.pth" \
+    --output_dir "$work/glue" --test_output_dir "$work/test_outputs" --cache_dir "$work/cache"
+}
+
+wiki() {  # real text: the demo recipe (as tests/test_pretrain.py runs it on the CPU), then the small recipe
+  local corpus=(--corpus "$data/wikipedia_leads.txt" --sentence_split none --device cuda --output_dir "$work/ck"
+                --cache_dir "$work/cache")
+  step wiki_demo 90 python3 pretrain.py --config demo "${corpus[@]}" --run_name wiki_demo
+  # the first two minutes of the small recipe (1M steps, warm-up 10k), stopped by SIGINT like an interrupted run
+  step wiki_small 170 python3 pretrain.py --config small "${corpus[@]}" --run_name wiki_small --eval_examples 512 \
+    --log_every 100 --checkpoint_at 0.001,0.002,0.004,0.008,0.016,0.032 --compile true \
+    --compile_mode reduce-overhead --pad_vocab_multiple 64
+  # real STS-B fine-tuning of that model (small recipe, 1 run of 3 epochs): seconds per run for the GLUE projection
+  local latest
+  latest=$(ls -t "$work"/ck/wiki_small_11081_*.pth 2>/dev/null | head -n 1)
+  step stsb 100 python3 finetune.py --config small --model "$latest" --data "$data/glue" --tasks STS-B --runs 1 \
+    --task_overrides '{}' --group stsb --device cuda --output_dir "$work/glue" --test_output_dir "$work/test_outputs" \
+    --cache_dir "$work/cache"
+}
+
+bench() {  # the pretraining step: baseline, eager Learner, compiled (default mode), compiled with CUDA graphs
+  step bench_pretrain 240 python3 -m electra.bench pretrain --preset small --device cuda --compile \
+    --compile_mode reduce-overhead --ablations --variants learner_eager,learner_compiled --rounds 3 --profile \
+    --check_sync --json "$out/gpu_pretrain_small.json"
+}
+
+ablations() {  # the per-item breakdown
+  step bench_ablations 220 python3 -m electra.bench pretrain --preset small --device cuda --compile \
+    --compile_mode reduce-overhead --ablations --rounds 3 --json "$out/gpu_pretrain_small_ablations.json"
+}
+
+finetune_bench() {
+  step bench_finetune 130 python3 -m electra.bench finetune --preset small --device cuda --compile --rounds 3 \
+    --profile --json "$out/gpu_finetune_small.json"
+}
+
+parts=(tests demos wiki bench ablations finetune_bench)
+for arg in "$@"; do
+  [ "$arg" = check ] && arg=tests+demos+wiki
+  for p in ${arg//+/ }; do   # parts joined by + run at once (the GPU has room for all); the rest one after another
+    if [[ " ${parts[*]} " == *" $p "* ]]; then $p & else echo "unknown part $p" >> "$summary"; fi
+  done
+  wait
+done

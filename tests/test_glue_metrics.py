@@ -120,3 +120,16 @@ def test_summary_table_and_glue_row():
     assert md.splitlines()[0].startswith('| task | metric | runs | mean | median | std | best')
     glue = md.splitlines()[-1]
     assert glue.startswith('| GLUE score (2 of 8 tasks) | | | 68.50 | 68.50 | | 72.00 |')  # WNLI left out
+
+
+def test_each_task_reports_its_own_metric_by_hand():
+    "Hand counts where the metrics differ: CoLA is scored by MCC, MRPC by F1 and accuracy, STS-B by correlations."
+    from electra.glue import task_named
+    y, p = np.array([1, 1, 1, 1, 0, 0]), np.array([1, 1, 1, 0, 1, 0])   # TP 3, FN 1, FP 1, TN 1
+    # MCC = (TP TN - FP FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)) = (3 - 1) / sqrt(4 * 4 * 2 * 2) = 0.25; accuracy 4/6
+    assert task_metrics(task_named('CoLA'), {'dev': p}, {'dev': y}) == {'mcc': pytest.approx(25.0)}
+    mrpc = task_metrics(task_named('MRPC'), {'dev': p}, {'dev': y})
+    assert mrpc == {'accuracy': pytest.approx(100 * 4 / 6), 'f1': pytest.approx(100 * 2 * 3 / (2 * 3 + 1 + 1))}
+    a, b = np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.0, 1.0, 2.0, 9.0])  # monotone, not linear
+    stsb = task_metrics(task_named('STS-B'), {'dev': b}, {'dev': a})
+    assert stsb['spearman'] == pytest.approx(100.0) and stsb['pearson'] < 95

@@ -79,6 +79,26 @@ def test_discriminator_sees_samples_and_labels_follow():
     assert torch.equal(repl.gather(1, positions), expect)
 
 
+@pytest.mark.parametrize('favoured, replaced', [(50, False), (60, True)])
+def test_sample_equal_to_the_original_counts_as_original(favoured, replaced):
+    """A generator that reproduces the original token (its output bias makes it certain) replaces nothing: the
+    discriminator sees the original and its label says original. Favouring another token replaces every slot."""
+    m = tiny_model().eval()
+    m.rng = torch.Generator().manual_seed(0)
+    original = torch.full((4, 10), 50)
+    positions = torch.tensor([[1, 2, 5]] * 4)
+    labels = original.gather(1, positions)
+    labels[0, 2] = -100                                                 # an unused slot: never replaced
+    masked = original.scatter(1, positions, 4)                          # [MASK] at the chosen positions
+    with torch.no_grad():
+        m.generator.generator_lm_head.bias.zero_()
+        m.generator.generator_lm_head.bias[favoured] = 1e4
+        out = m(masked, torch.zeros_like(masked), positions, labels)
+    chosen = torch.zeros_like(original, dtype=torch.bool).scatter(1, positions, labels >= 0)
+    assert torch.equal(out['sampled'], torch.full_like(labels, favoured))
+    assert torch.equal(out['is_replaced'], chosen if replaced else torch.zeros_like(chosen))
+
+
 def test_presets_hold_paper_recipes():
     def cfg(name): return load_config(PretrainConfig, ['--config', name], preset_dir='configs/pretrain')
     small, base, large = cfg('small'), cfg('base'), cfg('large')

@@ -133,6 +133,7 @@ def test_padded_vocab_export_loads_unpadded_with_identical_logits(tmp_path):
     cfg = tiny_cfg(dropout=0.0, pad_vocab_multiple=64)
     torch.manual_seed(0)
     model = build_pretraining_model(cfg, len(tok), tok.pad_token_id).eval()
+    with torch.no_grad(): model.generator.generator_lm_head.bias.normal_()  # a zero bias would hide a lost one
     assert model.discriminator.config.vocab_size == 128
     paths = export_pretrained(model, tok, tmp_path / 'run')
     disc = ElectraForPreTraining.from_pretrained(paths['discriminator']).eval()

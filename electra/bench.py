@@ -54,7 +54,6 @@ from .masking import mask_tokens, max_predictions
 from .model import build_pretraining_model, padded_vocab_size
 from .optim import ElectraAdam, no_decay_param, param_groups
 from .pretrain_config import PretrainConfig
-from .sampling import replaced_labels, sample_tokens
 from .speed import AUTOCAST_DTYPES, HostSyncCounter, cpu_bf16_supported, try_compile, uncompile
 
 __all__ = ['encoder_flops', 'pretrain_flops', 'finetune_flops', 'device_peak_tflops', 'PEAK_TFLOPS', 'LoopAdam',
@@ -227,18 +226,23 @@ def _masked(cfg: PretrainConfig, ids: torch.Tensor, vocab: int, rng: torch.Gener
 def baseline_pretrain_loss(generator, discriminator, cfg: PretrainConfig, masked, token_type_ids,
                            rng: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The objective as the HF classes compute it, as-is: generator logits [B, L, V] at every position with
-    `ElectraForMaskedLM`'s own MLM loss, then Gumbel sampling at the masked positions (`sample_tokens`) and
-    `ElectraForPreTraining`'s own loss over the real tokens (2-D padding masks). Returns (total, gen, disc)."""
+    `ElectraForMaskedLM`'s own MLM loss, then Gumbel-max sampling at the masked positions written out here from the
+    official formula (not the library's `sample_tokens`, so a bug there cannot cancel out) and
+    `ElectraForPreTraining`'s own loss over the real tokens (2-D padding masks). Returns (total, gen, disc).
+    Only the options the benchmark and the tests use are written out: temperature 1 and no `disallow_correct`."""
     ids, positions, labels = masked
     pad = discriminator.config.pad_token_id
     attn = (ids != pad).long()
     mlm_labels = torch.full_like(ids, -100).scatter(1, positions, labels)     # unchosen slots scatter -100
     g = generator(input_ids=ids, attention_mask=attn, token_type_ids=token_type_ids, labels=mlm_labels)
-    at = g.logits.detach().gather(1, positions[..., None].expand(-1, -1, g.logits.size(-1)))
-    sampled = sample_tokens(at, labels, cfg.temperature, cfg.disallow_correct, cfg.uniform_generator, rng)
+    if cfg.temperature != 1 or cfg.disallow_correct or cfg.uniform_generator:
+        raise ValueError('the baseline writes out plain Gumbel-max sampling only (temperature 1, no options)')
+    at = g.logits.detach().gather(1, positions[..., None].expand(-1, -1, g.logits.size(-1))).float()
+    u = torch.rand(at.shape, device=at.device, generator=rng)      # official: -log(-log(u + 1e-9) + 1e-9)
+    sampled = (at - torch.log(-torch.log(u + 1e-9) + 1e-9)).argmax(-1)
     chosen = labels >= 0
     disc_ids = ids.scatter(1, positions, torch.where(chosen, sampled, ids.gather(1, positions)))
-    replaced = torch.zeros_like(ids).scatter(1, positions, replaced_labels(sampled, labels).long())
+    replaced = torch.zeros_like(ids).scatter(1, positions, (chosen & (sampled != labels)).long())  # same = original
     d = discriminator(input_ids=disc_ids, attention_mask=attn, token_type_ids=token_type_ids, labels=replaced)
     return cfg.gen_loss_weight * g.loss + cfg.disc_loss_weight * d.loss, g.loss, d.loss
 

@@ -17,12 +17,13 @@ from fastai.callback.core import Callback
 from fastai.callback.fp16 import AMPMode, MixedPrecision
 from fastprogress.fastprogress import progress_bar
 
-from .checkpoint import atomic_save, checkpoint_name, checkpoint_steps, is_main_process
+from .checkpoint import atomic_save, checkpoint_name, checkpoint_steps, is_main_process, state_checksum
+from .config import ConfigError
 from .masking import mask_tokens
 from .speed import try_compile
 
 __all__ = ['StepCounter', 'MaskingCallback', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
-           'Checkpointer', 'METRIC_NAMES', 'print_sink']
+           'Checkpointer', 'TrainingDiverged', 'METRIC_NAMES', 'print_sink']
 
 
 class StepCounter(Callback):
@@ -122,8 +123,13 @@ class CompileModel(Callback):
 
 
 # replaced_fraction: share of real tokens replaced; answering "original" everywhere scores 1 - replaced_fraction.
+# skipped_steps: steps fp16 loss scaling skipped (overflowing gradients) since the last row; always 0 in bf16 and fp32.
 METRIC_NAMES = ['step', 'loss', 'gen_loss', 'disc_loss', 'lr', 'gen_accuracy', 'disc_accuracy',
-                'replaced_precision', 'replaced_recall', 'replaced_fraction', 'steps_per_s']
+                'replaced_precision', 'replaced_recall', 'replaced_fraction', 'steps_per_s', 'skipped_steps']
+
+
+class TrainingDiverged(ConfigError):
+    "The loss became NaN or infinite: the run stops, and no checkpoint is written after it."
 
 
 class MetricsLogger(Callback):
@@ -141,11 +147,25 @@ class MetricsLogger(Callback):
     def before_fit(self):
         self._reset()
         self.t0, self.step0 = time.perf_counter(), self.train_iter
+        # the first step whose loss was NaN or infinite (-1: none), kept on the device: no read per step
+        self.first_bad = torch.full((), -1, dtype=torch.int64, device=self.acc.device)
         if is_main_process(): self._truncate_after(self.train_iter)
 
     def _reset(self):
         # [loss, gen_loss, disc_loss, gen_correct, gen_total, disc_correct, disc_total, tp, fp, fn, batches]
         self.acc = torch.zeros(11, dtype=torch.float64, device=next(self.model.parameters()).device)
+        self.skipped = 0
+
+    def check_finite(self):
+        "Raise `TrainingDiverged` if a loss since the start of the fit was NaN or infinite (reads one number)."
+        bad = int(self.first_bad)
+        if bad < 0: return
+        saved = getattr(getattr(self.learn, 'checkpointer', None), 'saved', [])
+        last = f'the last checkpoint it wrote, {saved[-1]}, is from before it' if saved else 'it wrote no checkpoint after it'
+        raise TrainingDiverged(
+            f'the loss became NaN or infinite at step {bad} (found at step {self.train_iter}); the run stopped and '
+            f'{last}. Resume from the latest good checkpoint with a lower learning rate, e.g. --resume --lr '
+            f'{self.learn.lr / 2:.3g}, or look for bad data around that step.')
 
     @torch.no_grad()
     def after_batch(self):
@@ -155,22 +175,26 @@ class MetricsLogger(Callback):
         real = pred['attention_mask']
         flagged, replaced = pred['disc_logits'] > 0, pred['is_replaced']
         gen_loss, disc_loss = self.loss_func.last
+        loss = self.loss.detach()
+        self.first_bad = torch.where(~torch.isfinite(loss) & (self.first_bad < 0), self.train_iter, self.first_bad)
+        self.skipped += bool(getattr(getattr(self.learn, 'mixed_precision', None), 'skipped', False))  # fp16 only
         self.acc += torch.stack([
-            self.loss.detach().double(), gen_loss.double(), disc_loss.double(), gen_correct.double(),
+            loss.double(), gen_loss.double(), disc_loss.double(), gen_correct.double(),
             chosen.sum().double(), ((flagged == replaced) & real).sum().double(), real.sum().double(),
             (flagged & replaced & real).sum().double(), (flagged & ~replaced & real).sum().double(),
             (~flagged & replaced).sum().double(), torch.ones((), dtype=torch.float64, device=self.acc.device)])
         if self.train_iter % self.log_every == 0 or self.train_iter == self.total_steps: self._log()
 
     def _log(self):
-        a = self.acc.tolist()  # the only read off the device, once per `log_every` steps
+        self.check_finite()
+        a = self.acc.tolist()  # with check_finite, the only reads off the device, once per `log_every` steps
         n = max(a[10], 1.0)
         now = time.perf_counter()
         row = {'step': self.train_iter, 'loss': a[0] / n, 'gen_loss': a[1] / n, 'disc_loss': a[2] / n,
                'lr': self.opt.hypers[0]['lr'], 'gen_accuracy': a[3] / max(a[4], 1), 'disc_accuracy': a[5] / max(a[6], 1),
                'replaced_precision': a[7] / max(a[7] + a[8], 1), 'replaced_recall': a[7] / max(a[7] + a[9], 1),
                'replaced_fraction': (a[7] + a[9]) / max(a[6], 1),
-               'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9)}
+               'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9), 'skipped_steps': self.skipped}
         self.t0, self.step0, self.last_row = now, self.train_iter, row
         self._reset()
         if not is_main_process(): return
@@ -197,7 +221,8 @@ def print_sink(row: dict) -> None:
     print(f"step {row['step']}: loss {row['loss']:.4f} (gen {row['gen_loss']:.4f}, disc {row['disc_loss']:.4f}) "
           f"gen_acc {row['gen_accuracy']:.4f} disc_acc {row['disc_accuracy']:.4f} "
           f"replaced P/R {row['replaced_precision']:.3f}/{row['replaced_recall']:.3f} lr {row['lr']:.3g} "
-          f"{row['steps_per_s']:.1f} steps/s", flush=True)
+          f"{row['steps_per_s']:.1f} steps/s" + (f" ({row['skipped_steps']} fp16 overflow steps skipped)"
+                                                 if row.get('skipped_steps') else ''), flush=True)
 
 
 class ProgressBar(Callback):
@@ -222,7 +247,8 @@ class ProgressBar(Callback):
 
 
 class Checkpointer(Callback):
-    "Writes `<run_name>_<seed>_<percent>.pth` atomically at the configured fractions of the run."
+    """Writes `<run_name>_<seed>_<percent>.pth` atomically at the configured fractions of the run, with a checksum, and
+    reads each one back to verify it; never after a NaN or infinite loss."""
     order, run_valid = 80, False
 
     def __init__(self, output_dir: str | Path, run_name: str, seed: int, total_steps: int, fractions: list[float],
@@ -247,6 +273,7 @@ class Checkpointer(Callback):
 
     def after_batch(self):
         if self.train_iter not in self.at or not is_main_process(): return
+        self.learn.metrics_logger.check_finite()
         masking = self.learn.masking  # fastai names a callback's attribute after its class
         state = {'step': self.train_iter, 'model': self.model.state_dict(), 'opt': self.opt.state_dict(),
                  'scaler': self.learn.scaler.state_dict() if getattr(self.learn, 'scaler', None) else None,
@@ -254,5 +281,10 @@ class Checkpointer(Callback):
                          'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
                          'masking': masking.state()},
                  **self.extra()}
+        state['checksum'] = state_checksum(state)
         for fraction in self.at[self.train_iter]:
-            self.saved.append(atomic_save(state, self.output_dir / checkpoint_name(self.run_name, self.seed, fraction)))
+            path = atomic_save(state, self.output_dir / checkpoint_name(self.run_name, self.seed, fraction))
+            if state_checksum(torch.load(path, map_location='cpu', weights_only=True)) != state['checksum']:
+                raise ConfigError(f"output_dir: {path} reads back different from what was written (a full or failing "
+                                  "disk?). Free space or choose another --output_dir, then resume.")
+            self.saved.append(path)

@@ -1,11 +1,13 @@
 """Checkpoints: atomic writes, naming, finding the latest one of a run, and checking that a resume fits.
 
 A pretraining checkpoint is one `.pth` dict holding everything needed to continue bit-for-bit:
-`{'format', 'step', 'config', 'model', 'opt', 'scaler', 'rng', 'tokenizer'}`; it loads with
-`torch.load(..., weights_only=True)` (tensors, numbers, strings and containers only).
+`{'format', 'step', 'config', 'model', 'opt', 'scaler', 'rng', 'tokenizer', 'checksum'}`; it loads with
+`torch.load(..., weights_only=True)` (tensors, numbers, strings and containers only). `checksum` is the SHA-256 of
+everything else (`state_checksum`): a file whose bytes were damaged but still unpickle fails it on load.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -17,7 +19,8 @@ import torch
 from .config import ConfigError
 
 __all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'checkpoint_name', 'checkpoint_steps',
-           'find_checkpoints', 'latest_checkpoint', 'load_checkpoint', 'check_resume_compatible', 'FORMAT']
+           'find_checkpoints', 'latest_checkpoint', 'load_checkpoint', 'check_resume_compatible', 'state_checksum',
+           'FORMAT']
 
 FORMAT = 'electra-pretrain'
 
@@ -52,6 +55,31 @@ def atomic_write_text(text: str, path: str | Path) -> Path:
     return _atomic(Path(path), lambda f: f.write(text.encode('utf-8')))
 
 
+def _feed(h, obj) -> None:
+    "Hash `obj` (nested dicts, lists and tuples of tensors, numbers and strings) in a fixed order."
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous().reshape(-1)
+        h.update(f'T{t.dtype}{tuple(obj.shape)}'.encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b'')
+    elif isinstance(obj, dict):
+        h.update(b'D%d' % len(obj))
+        for k in sorted(obj, key=repr):
+            h.update(repr(k).encode())
+            _feed(h, obj[k])
+    elif isinstance(obj, (list, tuple)):
+        h.update(b'L%d' % len(obj))
+        for o in obj: _feed(h, o)
+    else:
+        h.update(repr(obj).encode())
+
+
+def state_checksum(state: dict) -> str:
+    "SHA-256 of a checkpoint's contents, its own 'checksum' entry left out."
+    h = hashlib.sha256()
+    _feed(h, {k: v for k, v in state.items() if k != 'checksum'})
+    return h.hexdigest()
+
+
 def checkpoint_name(run_name: str, seed: int, fraction: float) -> str:
     "`vanilla_11081_12.5%.pth` for fraction 0.125."
     return f'{run_name}_{seed}_{fraction * 100:g}%.pth'
@@ -84,6 +112,9 @@ def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
     if not isinstance(ckpt, dict) or ckpt.get('format') != FORMAT:
         raise ConfigError(f"{path}: not an ELECTRA pretraining checkpoint written by pretrain.py "
                           f"(expected a dict with format '{FORMAT}').")
+    if 'checksum' in ckpt and state_checksum(ckpt) != ckpt['checksum']:  # checkpoints older than checksums have none
+        raise ConfigError(f"{path}: damaged: its contents do not match the checksum written with it. Move it aside "
+                          "and resume from the run's previous checkpoint (--resume takes the latest one left).")
     return ckpt
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import sys
 import types
 import typing
@@ -204,6 +205,20 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     return config_from_dict(cls, overrides, source='overrides', base=cfg)
 
 
+def writable_dir(path: str | Path, key: str) -> Path:
+    "`path` created if needed and checked writable up front (not at the first file written there), else a ConfigError."
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f'.write_test_{os.getpid()}'
+        probe.write_text('ok')
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"{key}: cannot write to '{path}' ({e.strerror or e}). "
+                          f"Choose a writable directory with --{key}.") from None
+    return path
+
+
 def running_in_notebook() -> bool:
     "True inside Jupyter (the driver then takes its notebook config cell, not the command line)."
     try:
@@ -226,6 +241,7 @@ def friendly_errors() -> None:
 
     def hook(tp, value, tb):
         if not issubclass(tp, ConfigError): return previous(tp, value, tb)
-        print(f'error: {value}', file=sys.stderr)
+        # fastai prefixes an error raised in a callback with "Exception occured in `Cb` when calling event `e`:\n\t"
+        print(f'error: {str(value).split(chr(10) + chr(9), 1)[-1]}', file=sys.stderr)
         sys.exit(2)  # raised inside the hook, SystemExit sets the status and atexit handlers still run
     sys.excepthook = hook

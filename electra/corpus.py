@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
-from .config import ConfigError
+from .config import ConfigError, writable_dir
 from .demo import write_demo_corpus
 
 __all__ = ['FORMATS', 'BuildSettings', 'CorpusSource', 'resolve_corpus', 'corpus_text_files', 'source_lines',
@@ -256,6 +256,7 @@ def resolve_corpus(entries: list[str], cache_dir: Path, settings: BuildSettings 
     """One `CorpusSource` per `corpus` entry (see the module docstring), checked up front: bad files inside
     directories are skipped and counted, a bad file named explicitly or an entry with nothing usable is a
     `ConfigError` naming it. Hub datasets are downloaded (or found in the `datasets` cache) here."""
+    writable_dir(cache_dir, 'cache_dir')  # before any corpus is read: a bad cache_dir fails in seconds, not after a build
     sources = []
     for entry in entries:
         if entry.startswith('hub:') or _is_table(entry):

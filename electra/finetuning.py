@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checkpoint import atomic_save, atomic_write_text, is_main_process
-from .config import ConfigError
+from .config import ConfigError, writable_dir
 from .finetune_config import FinetuneConfig
 from .glue import TASKS, Examples, GlueSource, GlueTask, double_unordered, drop_empty, open_source
 from .glue_data import Encoded, encode_cached, make_loader
@@ -114,6 +114,7 @@ def resolve_device(device: str, precision: str) -> tuple[torch.device, torch.dty
 
 def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:
     "The source named by the `data` key; 'demo' writes the project's sample tasks to `<cache_dir>/demo_glue` once."
+    writable_dir(cache_dir, 'cache_dir')  # the token cache and the demo tasks live there
     if data == 'demo':
         from .demo_glue import write_demo_glue
         root = Path(cache_dir) / 'demo_glue'

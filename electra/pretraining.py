@@ -18,7 +18,7 @@ from fastai.learner import Learner, Recorder
 from .callbacks import (Checkpointer, CompileModel, DeviceMixedPrecision, MaskingCallback, MetricsLogger, ProgressBar,
                         StepCounter, print_sink)
 from .checkpoint import FORMAT, atomic_write_text, find_checkpoints, is_main_process, latest_checkpoint
-from .config import ConfigError, config_to_dict, running_in_notebook
+from .config import ConfigError, config_to_dict, running_in_notebook, writable_dir
 from .evaluation import HeldOutEvaluation, eval_batches, prefixed_sink, print_eval_sink
 from .loss import ElectraLoss
 from .model import ElectraPretrainingModel
@@ -56,17 +56,8 @@ def resolve_precision(name: str, device: torch.device) -> str:
 
 def prepare_run_dir(cfg: PretrainConfig) -> Path:
     "`<output_dir>/<run_name>_<seed>/`, checked writable up front rather than at the first checkpoint."
-    out = Path(cfg.output_dir)
-    run_dir = out / f'{cfg.run_name}_{cfg.seed}'
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / '.write_test'
-        probe.write_text('ok')
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError(f"output_dir: cannot write to '{out}' ({e.strerror}). "
-                          "Choose a writable directory with --output_dir.") from None
-    return run_dir
+    writable_dir(cfg.output_dir, 'output_dir')
+    return writable_dir(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}', 'output_dir')
 
 
 def special_token_ids(tokenizer, mask_unk: bool) -> list[int]:

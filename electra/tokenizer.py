@@ -71,6 +71,11 @@ def load_tokenizer(path: str, lowercase: bool = True) -> PreTrainedTokenizerFast
     if p.is_file():
         tok = _load_vocab_txt(p, lowercase)
     elif p.is_dir():
+        if not any((p / name).is_file() for name in ('tokenizer.json', 'vocab.txt')):
+            found = sorted(f.name for f in p.iterdir())[:8]
+            raise ConfigError(f"tokenizer {p}: the directory holds no tokenizer files: neither tokenizer.json nor "
+                              f"vocab.txt (it holds: {', '.join(found) or 'nothing'}). Give a directory written by "
+                              "save_pretrained, a WordPiece vocab.txt, or leave `tokenizer` empty to train one.")
         try: tok = AutoTokenizer.from_pretrained(str(p))
         except Exception as e:  # transformers raises many kinds (OSError, ValueError, KeyError on a bad json...)
             raise ConfigError(f"tokenizer {p}: not a loadable tokenizer directory ({type(e).__name__}: {e}). Give a "

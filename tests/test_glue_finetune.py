@@ -341,3 +341,8 @@ def test_driver_end_to_end(tmp_path, glue_dir, tiny_dir):
     assert r.returncode == 0, r.stderr
     assert '| WNLI | accuracy | 1 |' in r.stdout and (tmp_path / 'out/cli/WNLI.tsv').is_file()
     assert (tmp_path / 'ckpt/cli/results.csv').is_file() and (tmp_path / 'out/cli/glue_submission.zip').is_file()
+
+
+def test_uncreatable_cache_dir_named():
+    with pytest.raises(ConfigError, match=r"cache_dir: cannot write to '/proc/electra_cache'.*--cache_dir"):
+        finetuning.resolve_data('demo', '/proc/electra_cache')

@@ -115,3 +115,10 @@ def test_get_tokenizer_trains_once_then_reuses(corpus, tmp_path, caplog):
     assert other.get_vocab() == tok.get_vocab() and 'other settings' in caplog.text
     given = get_tokenizer(str(bert_style_vocab(tmp_path / 'v.txt', ['the'])), [corpus], 500, True, tmp_path / 'x')
     assert given.cls_token_id == 101 and not (tmp_path / 'x' / 'tokenizer').exists()
+
+
+def test_directory_without_tokenizer_files_named(tmp_path):
+    (tmp_path / 'config.json').write_text('{}')
+    with pytest.raises(ConfigError, match=r"holds no tokenizer files: neither tokenizer.json nor vocab.txt \(it holds: "
+                                          r"config.json\)\. Give a directory written by save_pretrained"):
+        load_tokenizer(str(tmp_path))

@@ -600,7 +600,7 @@ def bench_pretrain(args) -> dict:
     res = interleaved(runners, args.warmup, args.rounds, args.steps, log)
     if cfg.compile: log(f'  compile: {"compiled" if fast.compiled else "FAILED, fast path ran eagerly"}')
 
-    P = max_predictions(cfg.mask_prob, L) if cfg.mask_mode == 'fixed' else L
+    P = max_predictions(cfg.mask_prob, L) if cfg.mask_mode != 'bernoulli' else L
     rows_v = padded_vocab_size(vocab, cfg.pad_vocab_multiple)
     fl_fast = pretrain_flops(cfg, B, L, vocab, min(P, L))
     fl_base = pretrain_flops(cfg, B, L, vocab, L)

@@ -4,7 +4,14 @@ The official code (google-research/electra, pretrain/pretrain_helpers.py `mask`)
 positions per sequence, round(n_real_tokens * mask_prob), at least 1 and at most
 `max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length)`, and returns them as a static
 [B, P] block of positions with weights: only those P hidden states reach the generator's vocabulary
-projection. The replication's per-token Bernoulli draw is offered as `mode='bernoulli'` (then P = L).
+projection. It draws the P positions with replacement (`tf.random.categorical`), so a row can choose one position
+twice: 19 draws among ~125 candidates repeat one in about three rows out of four (`repeat_probability`). Modes:
+  - 'fixed' (default): the official count, P DISTINCT positions: every chosen token is predicted once, as the paper
+    describes masking 15% of the tokens;
+  - 'with_replacement': the official draw exactly, repeats included. A repeated slot is predicted (and counted in
+    the generator's loss) once per draw, and the discriminator's input takes the official `scatter_update` rule
+    at that position: the floor of the mean of the ids sampled for it (`write_at_positions`);
+  - 'bernoulli': the replication's independent per-token draw (then P = L).
 Of the chosen positions 85% become [MASK] and 15% keep their token; none become a random token (not BERT's 80/10/10).
 """
 from __future__ import annotations
@@ -13,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ['MaskedInputs', 'max_predictions', 'mask_tokens']
+__all__ = ['MaskedInputs', 'max_predictions', 'mask_tokens', 'write_at_positions', 'repeat_probability']
 
 
 class MaskedInputs(NamedTuple):
@@ -27,6 +34,23 @@ def max_predictions(mask_prob: float, max_length: int) -> int:
     return int((mask_prob + 0.005) * max_length)
 
 
+def repeat_probability(draws: int, candidates: int) -> float:
+    "Chance that `draws` uniform draws with replacement among `candidates` positions repeat one (the birthday bound)."
+    p_distinct = 1.0
+    for i in range(draws): p_distinct *= max(candidates - i, 0) / candidates
+    return 1.0 - p_distinct
+
+
+def write_at_positions(input_ids: torch.Tensor, positions: torch.Tensor, values: torch.Tensor,
+                       write: torch.Tensor) -> torch.Tensor:
+    """`input_ids` [B, L] with `values` [B, P] written at `positions` [B, P] where `write` [B, P] is True. A position
+    named by several written slots gets the floor of the mean of their values, as the official `scatter_update`
+    computes it (sum of the updates, floor-divided by their count); with distinct positions that is the value itself."""
+    total = torch.zeros_like(input_ids).scatter_add(1, positions, torch.where(write, values, 0))
+    count = torch.zeros_like(input_ids).scatter_add(1, positions, write.long())
+    return torch.where(count > 0, torch.div(total, count.clamp(min=1), rounding_mode='floor'), input_ids)
+
+
 def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int, mask_id: int, vocab_size: int,
                 mask_prob: float = 0.15, mode: str = 'fixed', mask_token_prob: float = 0.85,
                 random_token_prob: float = 0.0, generator: torch.Generator | None = None) -> MaskedInputs:
@@ -36,7 +60,8 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
     device = input_ids.device
     real = input_ids != pad_id                                        # [B, L]
     candidates = real & ~torch.isin(input_ids, special_ids)           # [B, L]
-    scores = torch.rand(B, L, device=device, generator=generator)     # random priorities, one per position
+    if mode in ('fixed', 'bernoulli'):
+        scores = torch.rand(B, L, device=device, generator=generator)  # random priorities, one per position
     if mode == 'fixed':
         P = min(max_predictions(mask_prob, L), L)
         # The official count counts every real token, [CLS] and [SEP] included (input_mask).
@@ -45,13 +70,23 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
         # (The official code draws positions with replacement, which rarely repeats one; distinct is the intent.)
         top, positions = scores.masked_fill(~candidates, -1.0).topk(P, dim=1)
         chosen = (torch.arange(P, device=device) < count[:, None]) & (top >= 0)         # [B, P]
+    elif mode == 'with_replacement':
+        P = min(max_predictions(mask_prob, L), L)
+        count = (real.sum(1).float() * mask_prob).round().long().clamp(min=1, max=P)   # [B]
+        # official: P independent uniform draws among the candidates (`tf.random.categorical` of log(1/n)). Slot j
+        # takes the k-th candidate, k = floor(u * n): the first position whose running candidate count reaches k + 1.
+        n = candidates.sum(1, keepdim=True)                                                 # [B, 1]
+        u = torch.rand(B, P, device=device, generator=generator)
+        k = (u * n).long().clamp(max=(n - 1).clamp(min=0))                                 # [B, P]
+        positions = torch.searchsorted(candidates.long().cumsum(1), k + 1).clamp(max=L - 1)  # [B, P]
+        chosen = (torch.arange(P, device=device) < count[:, None]) & (n > 0)
     elif mode == 'bernoulli':
         chosen_full = candidates & (scores < mask_prob)                                # [B, L]
         # Chosen positions first (stable), so slots line up with a [B, L] gather.
         positions = torch.argsort((~chosen_full).to(torch.int8), dim=1, stable=True)   # [B, L]
         chosen = chosen_full.gather(1, positions)
     else:
-        raise ValueError(f"mask_mode must be 'fixed' or 'bernoulli', got {mode!r}")
+        raise ValueError(f"mask_mode must be 'fixed', 'with_replacement' or 'bernoulli', got {mode!r}")
     originals = input_ids.gather(1, positions)                                          # [B, P]
     labels = originals.masked_fill(~chosen, -100)
     action = torch.rand(positions.shape, device=device, generator=generator)
@@ -61,5 +96,11 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
     if random_token_prob > 0:
         random_ids = torch.randint(vocab_size, positions.shape, device=device, generator=generator)
         replacement = torch.where(to_random, random_ids, replacement)
-    # Unchosen slots write their own original back: positions within a row are distinct, so this is a no-op there.
-    return MaskedInputs(input_ids.scatter(1, positions, replacement), positions, labels)
+    if mode != 'with_replacement':
+        # positions within a row are distinct: unchosen slots write their own original back, a no-op
+        return MaskedInputs(input_ids.scatter(1, positions, replacement), positions, labels)
+    # A repeated position is [MASK] if any of its slots masks it: the official kept slots write nothing (their position
+    # is zeroed, and `scatter_update` ignores position 0). Random tokens (not official) go where no slot masks.
+    masked = torch.zeros_like(input_ids).scatter_add(1, positions, (chosen & to_mask).long()) > 0      # [B, L]
+    out = write_at_positions(input_ids, positions, replacement, chosen & to_random)
+    return MaskedInputs(torch.where(masked, mask_id, out), positions, labels)

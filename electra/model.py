@@ -13,13 +13,14 @@ import torch
 from torch import nn
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-from .sampling import replaced_labels, sample_tokens
+from .masking import write_at_positions
+from .sampling import sample_tokens
 
 if TYPE_CHECKING:
     from .pretrain_config import PretrainConfig
 
 __all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'unpadded_copy', 'ElectraPretrainingModel',
-           'build_pretraining_model']
+           'official_init_', 'build_pretraining_model']
 
 
 def padded_vocab_size(vocab_size: int, multiple: int) -> int:
@@ -124,20 +125,47 @@ class ElectraPretrainingModel(nn.Module):
         gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
         sampled = sample_tokens(gen_logits.detach(), labels, self.temperature, self.disallow_correct,
                                 self.uniform_generator, self.rng, noise_draws)                         # [B, P]
-        chosen = labels >= 0
-        disc_ids = input_ids.scatter(1, positions, torch.where(chosen, sampled, input_ids.gather(1, positions)))
-        is_replaced = torch.zeros_like(attention_mask).scatter(1, positions, replaced_labels(sampled, labels))
+        chosen = labels >= 0                                                                       # [B, P]
+        # The samples written at the chosen positions; a position chosen twice ('with_replacement' masking) gets the
+        # floor of the mean of its samples, as the official `scatter_update` computes it. A token equal to the
+        # original there counts as original.
+        disc_ids = write_at_positions(input_ids, positions, sampled, chosen)                       # [B, L]
+        original = write_at_positions(input_ids, positions, labels, chosen)
+        written = torch.zeros_like(input_ids).scatter_add(1, positions, chosen.long()) > 0          # [B, L]
+        is_replaced = written & (disc_ids != original)
         disc_logits = self.discriminator(disc_ids, attention_mask=sdpa_mask(self.discriminator, attention_mask),
                                          token_type_ids=token_type_ids).logits
         return {'gen_logits': gen_logits, 'disc_logits': disc_logits, 'is_replaced': is_replaced,
                 'attention_mask': attention_mask, 'sampled': sampled}
 
 
+@torch.no_grad()
+def official_init_(model: ElectraPretrainingModel) -> ElectraPretrainingModel:
+    """Re-initialise as the official code does (google-research/electra model/modeling.py `create_initializer`,
+    run_pretraining.py): every dense kernel and embedding table truncated normal(0, 0.02) cut at 2 std (TF1's
+    `truncated_normal_initializer`), biases zero, LayerNorm 1 and 0; but `embeddings_project` and the
+    discriminator's output layer are plain `tf.layers.dense`, whose default kernel is glorot (xavier) uniform.
+    transformers' own init (`init: hf`) is normal(0, 0.02) everywhere with a zeroed [PAD] embedding."""
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.trunc_normal_(module.weight, std=0.02, a=-0.04, b=0.04)
+        if isinstance(module, nn.Linear) and module.bias is not None: nn.init.zeros_(module.bias)
+        if isinstance(module, nn.LayerNorm): nn.init.ones_(module.weight); nn.init.zeros_(module.bias)
+    glorot = [model.discriminator.discriminator_predictions.dense_prediction.weight]
+    glorot += [net.electra.embeddings_project.weight for net in (model.generator, model.discriminator)
+               if hasattr(net.electra, 'embeddings_project')]
+    for w in glorot: nn.init.xavier_uniform_(w)
+    model.generator.generator_lm_head.bias.zero_()
+    return model
+
+
 def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraPretrainingModel:
-    """The generator/discriminator pair of `cfg`'s size, freshly initialised (HF init: normal(0, 0.02)); with
-    `cfg.pad_vocab_multiple` the embedding matrix has `padded_vocab_size(vocab_size, multiple)` rows."""
+    """The generator/discriminator pair of `cfg`'s size, freshly initialised (`cfg.init`: the official code's
+    initialisers, `official_init_`, or transformers' own); with `cfg.pad_vocab_multiple` the embedding matrix has
+    `padded_vocab_size(vocab_size, multiple)` rows."""
     rows = padded_vocab_size(vocab_size, getattr(cfg, 'pad_vocab_multiple', 0))
     generator = ElectraForMaskedLM(generator_config(cfg, rows, pad_token_id))
     discriminator = ElectraForPreTraining(discriminator_config(cfg, rows, pad_token_id))
-    return ElectraPretrainingModel(generator, discriminator, cfg.tie_weights, cfg.temperature,
-                                   cfg.disallow_correct, cfg.uniform_generator, vocab_size=vocab_size)
+    model = ElectraPretrainingModel(generator, discriminator, cfg.tie_weights, cfg.temperature,
+                                    cfg.disallow_correct, cfg.uniform_generator, vocab_size=vocab_size)
+    return official_init_(model) if getattr(cfg, 'init', 'official') == 'official' else model

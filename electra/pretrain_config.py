@@ -75,7 +75,13 @@ class PretrainConfig:
     dropout: float = field(0.1, 'hidden and attention dropout of both networks')
     # -- masking (spec 2)
     mask_prob: float = field(0.15, 'fraction of real tokens chosen for prediction (0.25 for large)')
-    mask_mode: str = choice_field('fixed', ['fixed', 'bernoulli'], "'fixed': official count round(n * mask_prob) capped at max_predictions; 'bernoulli': per-token draw (replication)")
+    init: str = choice_field('official', ['official', 'hf'],
+                             "weight initialisation: 'official' (truncated normal 0.02; glorot uniform for "
+                             "embeddings_project and the discriminator's output layer) or 'hf' (transformers' normal 0.02)")
+    mask_mode: str = choice_field('fixed', ['fixed', 'with_replacement', 'bernoulli'],
+                                  "'fixed': the official count round(n * mask_prob), capped at max_predictions, of distinct "
+                                  "positions; 'with_replacement': the official draw exactly, a position may be chosen twice "
+                                  "(docs/fidelity.md); 'bernoulli': per-token draw (replication)")
     mask_token_prob: float = field(0.85, 'of chosen positions, the fraction replaced by [MASK]')
     random_token_prob: float = field(0.0, 'of chosen positions, the fraction replaced by a random token (rest keep the original)')
     mask_unk: bool = field(True, 'whether [UNK] may be chosen (the replication never masks [UNK])')

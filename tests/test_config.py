@@ -27,7 +27,7 @@ def test_wrong_type_named():
         load('--steps', 'ten')
     with pytest.raises(ConfigError, match=r"key 'resume': expected true or false"):
         load('--resume', 'maybe')
-    with pytest.raises(ConfigError, match=r"mask_mode: 'random' is not one of fixed, bernoulli"):
+    with pytest.raises(ConfigError, match=r"mask_mode: 'random' is not one of fixed, with_replacement, bernoulli"):
         load('--mask_mode', 'random')
 
 

@@ -82,5 +82,7 @@ def test_job_defaults_are_the_objective_of_the_paper():
     model = learn.model
     assert model.temperature == 1.0 and not model.disallow_correct and not model.uniform_generator
     assert model.generator.electra.embeddings is model.discriminator.electra.embeddings
+    # the official initialisers: truncated normal cut at 2 std (transformers' plain normal exceeds 0.04 in 16k draws)
+    assert float(model.discriminator.electra.embeddings.word_embeddings.weight.abs().max()) <= 0.04
     small = dataclasses.replace(PretrainConfig(), **{k: v for k, v in SHAPE.items() if k != 'generator_size'})
     assert small.generator_size == 0.25

@@ -106,3 +106,45 @@ def test_presets_hold_paper_recipes():
     assert (base.lr, base.batch_size, base.max_length, base.steps, base.hidden_size) == (2e-4, 256, 512, 766_000, 768)
     assert (large.lr, large.batch_size, large.steps, large.mask_prob, large.num_hidden_layers) == (2e-4, 2048, 400_000, 0.25, 24)
     assert small.weight_decay == 0.01 and small.warmup_steps == 10_000 and small.disc_loss_weight == 50.0
+
+
+def test_a_repeated_position_gets_the_floor_of_the_mean_of_its_samples(monkeypatch):
+    """Official `scatter_update` at a position chosen twice ('with_replacement' masking): samples 10 and 12 for an
+    original 11 write floor(22 / 2) = 11, which counts as original; samples 20 and 25 write 22, a replacement."""
+    import electra.model
+    m = tiny_model().eval()
+    original = torch.full((1, 10), 11)
+    original[0, 6] = 21
+    positions = torch.tensor([[3, 3, 6, 6, 8]])
+    labels = torch.tensor([[11, 11, 21, 21, -100]])
+    samples = torch.tensor([[10, 12, 20, 25, 50]])
+    monkeypatch.setattr(electra.model, 'sample_tokens', lambda *a, **k: samples)
+    masked = original.scatter(1, positions[:, :4], 4)
+    with torch.no_grad():
+        out = m(masked, torch.zeros_like(masked), positions, labels)
+    expected_input = masked.clone()
+    expected_input[0, 3], expected_input[0, 6] = 11, 22      # the unused slot (position 8) writes nothing
+    assert torch.equal(out['disc_logits'], m.discriminator(expected_input, token_type_ids=torch.zeros_like(masked)).logits)
+    assert out['is_replaced'].nonzero().tolist() == [[0, 6]]
+
+
+@pytest.mark.parametrize('init', ['official', 'hf'])
+def test_initialisation_official_or_transformers(init):
+    """'official': truncated normal(0, 0.02) cut at 2 std (std 0.02 * 0.8796), biases 0; glorot uniform for
+    embeddings_project and the discriminator's output layer. 'hf': transformers' normal(0, 0.02)."""
+    torch.manual_seed(0)
+    m = build_pretraining_model(PretrainConfig(**{**TINY, 'init': init}), vocab_size=2000, pad_token_id=0)
+    words = m.discriminator.electra.embeddings.word_embeddings.weight[1:]           # 64k draws ([PAD] row aside)
+    dense = m.discriminator.electra.encoder.layer[0].intermediate.dense
+    project = m.discriminator.electra.embeddings_project.weight                     # [32, 24]
+    out = m.discriminator.discriminator_predictions.dense_prediction.weight         # [1, 32]
+    if init == 'official':
+        for w in (words, dense.weight):
+            assert float(w.abs().max()) <= 0.04 and float(w.std()) == pytest.approx(0.02 * 0.87962, rel=0.03)
+        for w, fan in ((project, 24 + 32), (out, 32 + 1)):
+            bound = (6 / fan) ** 0.5
+            assert 0.9 * bound < float(w.abs().max()) <= bound
+        assert not dense.bias.any() and not m.generator.generator_lm_head.bias.any()
+    else:
+        assert float(words.abs().max()) > 0.06 and float(words.std()) == pytest.approx(0.02, rel=0.03)
+        assert float(project.std()) == pytest.approx(0.02, rel=0.2)

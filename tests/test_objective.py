@@ -163,3 +163,57 @@ def test_loss_equals_hand_computation():
     assert loss.item() == pytest.approx((1.0 * gen + 50.0 * disc).item(), rel=1e-5)
     assert ElectraLoss(2.0, 10.0)(pred, labels).item() == pytest.approx((2 * gen + 10 * disc).item(), rel=1e-5)
     assert F.cross_entropy(gen_logits.flatten(0, 1), labels.flatten()).item() == pytest.approx(gen.item(), rel=1e-5)
+
+
+def official_with_replacement(ids, special, seed, mask_prob=0.15, mask_token_prob=0.85):
+    """The official `mask` (google-research/electra pretrain/pretrain_helpers.py) written out row by row in Python,
+    fed the same uniform draws as `mask_tokens`: slot j takes the floor(u * n)-th candidate, [MASK] if its action draw
+    is below 0.85; kept slots write nothing. Returns the masked ids and, per row, the (position, label) of each slot."""
+    B, L = ids.shape
+    P = max_predictions(mask_prob, L)
+    g = torch.Generator().manual_seed(seed)
+    u, action = torch.rand(B, P, generator=g), torch.rand(B, P, generator=g)
+    out, slots = ids.clone(), []
+    for b in range(B):
+        row = ids[b].tolist()
+        cands = [i for i, t in enumerate(row) if t != PAD and t not in special]
+        count = max(1, min(P, round(sum(t != PAD for t in row) * mask_prob)))
+        slots.append([])
+        for j in range(count):
+            pos = cands[min(int(float(u[b, j]) * len(cands)), len(cands) - 1)]
+            slots[-1].append((pos, row[pos]))
+            if float(action[b, j]) < mask_token_prob: out[b, pos] = MASK
+    return out, slots
+
+
+def test_with_replacement_is_the_official_draw_repeats_included():
+    ids, _ = batch(B=256)
+    m = run_mask(ids, mode='with_replacement', seed=7)
+    ref, slots = official_with_replacement(ids, (PAD, CLS, SEP, MASK), seed=7)
+    assert torch.equal(m.input_ids, ref)
+    for b, row in enumerate(slots):
+        chosen = m.labels[b] >= 0
+        assert list(zip(m.positions[b][chosen].tolist(), m.labels[b][chosen].tolist())) == row
+    repeated = sum(len({p for p, _ in row}) < len(row) for row in slots)
+    assert repeated > 0  # the batch does exercise repeats
+
+
+def test_with_replacement_repeats_as_often_as_the_birthday_bound():
+    "19 draws among 126 candidates (full rows of 128): the share of rows that repeat a position, within 4 SE."
+    from electra.masking import repeat_probability
+    assert repeat_probability(2, 2) == 0.5 and repeat_probability(3, 3) == pytest.approx(1 - 2 / 9)
+    assert repeat_probability(1, 5) == 0.0 and repeat_probability(6, 5) == 1.0
+    ids, _ = batch(B=4096, min_len=128)
+    m = run_mask(ids, mode='with_replacement', seed=3)
+    rows = [len(set(r.tolist())) < 19 for r in m.positions]
+    p = repeat_probability(19, 126)  # 0.760
+    assert abs(sum(rows) / len(rows) - p) < 4 * math.sqrt(p * (1 - p) / len(rows))
+
+
+def test_write_at_positions_takes_the_floor_of_the_mean_of_repeats():
+    from electra.masking import write_at_positions
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
+    positions = torch.tensor([[2, 2, 5, 6]])
+    values = torch.tensor([[10, 13, 7, 99]])
+    write = torch.tensor([[True, True, True, False]])  # the last slot is unused: it writes nothing
+    assert write_at_positions(ids, positions, values, write).tolist() == [[1, 2, 11, 4, 5, 7, 7]]

@@ -242,8 +242,7 @@ def explore_config(overrides: dict | None = None) -> ExploreConfig:
 def open_finetuned(path: str | Path):
     """A fine-tuned run of `finetune.py`: (the `ElectraClassifier`, its `GlueTask`, its max_length, the pretrained
     model it started from)."""
-    from transformers import ElectraConfig, ElectraModel
-    from .finetuning import ElectraClassifier
+    from .finetuning import load_finetuned
     from .glue import TASKS
     path = Path(path)
     if not path.is_file():
@@ -252,6 +251,4 @@ def open_finetuned(path: str | Path):
     ckpt = torch.load(path, map_location='cpu', weights_only=True)
     if not isinstance(ckpt, dict) or ckpt.get('format') != 'electra-glue':
         raise ConfigError(f"finetuned: {path} is not a fine-tuned GLUE run of finetune.py.")
-    classifier = ElectraClassifier(ElectraModel(ElectraConfig.from_dict(ckpt['electra_config'])), ckpt['n_outputs'], ckpt['dropout'])
-    classifier.load_state_dict(ckpt['model'])
-    return classifier.eval(), TASKS[ckpt['task']], int(ckpt['hparams']['max_length']), str(ckpt.get('pretrained', ''))
+    return load_finetuned(path), TASKS[ckpt['task']], int(ckpt['hparams']['max_length']), str(ckpt.get('pretrained', ''))

@@ -17,7 +17,8 @@ __all__ = ['FinetuneConfig', 'TASK_KEYS']
 # keys a task may override in `task_overrides`
 TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'eval_batch_size', 'max_length',
              'warmup_fraction', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps',
-             'clip_grad', 'dropout', 'double_unordered', 'drop_empty', 'max_train_samples')
+             'clip_grad', 'dropout', 'double_unordered', 'drop_empty', 'max_train_samples', 'stsb_scale',
+             'length_bucketing')
 
 
 @dataclass
@@ -73,6 +74,10 @@ class FinetuneConfig:
     adam_eps: float = field(1e-6, 'Adam epsilon')
     clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
     dropout: float = field(0.1, 'dropout on the [CLS] vector before the output layer')
+    length_bucketing: bool = field(False, 'train on batches of examples of similar length (less padding, faster; batches '
+                                          'differ from the official random ones: docs/fidelity.md)')
+    stsb_scale: float = field(5.0, 'STS-B scores are learned divided by this: 5 as the official code (targets in [0, 1]); '
+                                   '1 learns the raw 0-5 scores as the replication does. Predictions are always 0-5')
     double_unordered: bool = field(True, 'train on both segment orders for tasks whose segments are unordered (MRPC, STS-B); '
                                          'switch it on for another pair task in task_overrides')
     drop_empty: bool = field(True, 'drop training rows with an empty segment (QQP has some)')
@@ -123,6 +128,7 @@ class FinetuneConfig:
         need(self.lr > 0, 'lr', f'must be positive, got {self.lr}.')
         need(0 < self.layer_lr_decay <= 1, 'layer_lr_decay', f'must be in (0, 1], got {self.layer_lr_decay}.')
         need(self.epochs > 0, 'epochs', f'must be positive, got {self.epochs}.')
+        need(self.stsb_scale > 0, 'stsb_scale', f'must be positive (5 official, 1 raw scores), got {self.stsb_scale}.')
         need(self.batch_size > 0, 'batch_size', f'must be positive, got {self.batch_size}.')
         need(self.eval_batch_size > 0, 'eval_batch_size', f'must be positive, got {self.eval_batch_size}.')
         need(8 <= self.max_length <= 512, 'max_length', f'must be between 8 and 512, got {self.max_length}.')

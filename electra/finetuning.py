@@ -11,6 +11,7 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -49,11 +50,13 @@ def load_pretrained(source: str, device: str = 'cpu'):
 
 class ElectraClassifier(nn.Module):
     """The ELECTRA body and the official GLUE head: the final hidden state of [CLS] -> dropout -> linear, no pooler
-    and no tanh. The output layer starts as TF1's default initialisation: xavier-uniform weights, zero bias."""
+    and no tanh. The output layer starts as TF1's default initialisation: xavier-uniform weights, zero bias.
+    `target_scale`: a regression head learns targets divided by it (official STS-B: 5, so [0, 1]); `predict_outputs`
+    multiplies its outputs back, so scores stay on the task's own scale."""
 
-    def __init__(self, electra: nn.Module, n_outputs: int, dropout: float = 0.1):
+    def __init__(self, electra: nn.Module, n_outputs: int, dropout: float = 0.1, target_scale: float = 1.0):
         super().__init__()
-        self.electra, self.n_outputs = electra, n_outputs
+        self.electra, self.n_outputs, self.target_scale = electra, n_outputs, target_scale
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(electra.config.hidden_size, n_outputs)
         nn.init.xavier_uniform_(self.classifier.weight)
@@ -63,6 +66,11 @@ class ElectraClassifier(nn.Module):
         h = self.electra(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
         out = self.classifier(self.dropout(h[:, 0]))
         return out.squeeze(-1) if self.n_outputs == 1 else out
+
+
+def scaled_mse(out: torch.Tensor, target: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    "Mean squared error against `target / scale` (official STS-B: scores 0-5 learned as 0-1)."
+    return F.mse_loss(out.float(), target / scale)
 
 
 # -- layer-wise learning rates
@@ -166,7 +174,7 @@ def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | No
         outs.append(out.float())
     model.train(was_training)
     if not outs: return np.zeros((0,) if model.n_outputs == 1 else (0, model.n_outputs), dtype=np.float32)
-    got = torch.cat(outs).cpu().numpy()  # one device-to-host copy per pass
+    got = torch.cat(outs).cpu().numpy() * (model.target_scale if model.n_outputs == 1 else 1)  # one copy per pass
     result = np.empty_like(got)
     result[np.concatenate(list(loader.batch_sampler))] = got
     return result
@@ -227,7 +235,7 @@ def build_learner(model: ElectraClassifier, train_dl, valid_dls: list, cfg: Fine
     if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
     # fastai needs a validation loader to exist even though its pass is skipped
     learn = Learner(DataLoaders(train_dl, *(valid_dls or [train_dl]), device=device), model,
-                    loss_func=F.mse_loss if regression else F.cross_entropy,
+                    loss_func=partial(scaled_mse, scale=model.target_scale) if regression else F.cross_entropy,
                     opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
                     splitter=lambda m: groups, lr=float(lrs.max()), default_cbs=False, cbs=cbs)
     learn.layer_lrs = lrs
@@ -244,9 +252,10 @@ def train_run(data: TaskData, cfg: FinetuneConfig, body: nn.Module, seed: int, d
 
     task = data.task
     set_seed(seed)
-    model = ElectraClassifier(copy.deepcopy(body), task.n_outputs, cfg.dropout).to(device)
+    model = ElectraClassifier(copy.deepcopy(body), task.n_outputs, cfg.dropout,
+                              cfg.stsb_scale if task.is_regression else 1.0).to(device)
     pin = device.type == 'cuda'
-    train_dl = make_loader(data.train, cfg.batch_size, True, pad_id, seed, cfg.num_workers, pin)
+    train_dl = make_loader(data.train, cfg.batch_size, True, pad_id, seed, cfg.num_workers, pin, cfg.length_bucketing)
     dev_dls = {s: make_loader(e, cfg.eval_batch_size, False, pad_id, 0, cfg.num_workers, pin) for s, e in data.dev.items()}
 
     def evaluate() -> dict:
@@ -328,7 +337,8 @@ def run_sweep(job: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
             final = history[-1]
             if is_main_process():
                 atomic_save({'format': 'electra-glue', 'task': name, 'run': i, 'seed': seed, 'n_outputs': task.n_outputs,
-                             'dropout': cfg.dropout, 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
+                             'dropout': cfg.dropout, 'target_scale': model.target_scale,
+                             'electra_config': body.config.to_dict(), 'model': model.state_dict(),
                              'pretrained': job.model, 'hparams': cfg.hparams(), 'dev': final}, ckpt)
             results.add({'task': name, 'run': i, 'seed': seed, 'score': final[task.score_metric], **final,
                          'steps': cfg.epochs * -(-len(data.train) // cfg.batch_size),
@@ -360,7 +370,8 @@ def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> Elec
     ckpt = torch.load(path, map_location='cpu', weights_only=True)
     if not isinstance(ckpt, dict) or ckpt.get('format') != 'electra-glue':
         raise ConfigError(f"{path}: not a fine-tuned GLUE checkpoint of finetune.py; delete it and its results row to redo the run.")
-    model = ElectraClassifier(ElectraModel(ElectraConfig.from_dict(ckpt['electra_config'])), ckpt['n_outputs'], ckpt['dropout'])
+    model = ElectraClassifier(ElectraModel(ElectraConfig.from_dict(ckpt['electra_config'])), ckpt['n_outputs'],
+                              ckpt['dropout'], ckpt.get('target_scale', 1.0))  # runs saved before the key: raw targets
     model.load_state_dict(ckpt['model'])
     return model.to(device).eval()
 

@@ -117,13 +117,15 @@ def encode_cached(ex: Examples, tokenizer, max_length: int, cache_dir: str | Pat
 
 
 class LengthBatchSampler:
-    """Batches of examples of similar length. Training: a fresh permutation each pass, cut into chunks of `chunk`
-    batches, each chunk sorted by length and cut into batches, batch order shuffled. Evaluation: one global sort,
-    longest first (an out-of-memory error shows at once). Either way `ceil(n / batch_size)` batches."""
+    """Training batches: a fresh permutation each pass cut into batches, as the official code draws them; with
+    `bucketing`, batches of examples of similar length instead (less padding, faster): the permutation is cut into
+    chunks of `chunk` batches, each chunk sorted by length and cut into batches, batch order shuffled. Evaluation:
+    one global sort, longest first (an out-of-memory error shows at once). Either way `ceil(n / batch_size)` batches."""
 
-    def __init__(self, lengths: np.ndarray, batch_size: int, shuffle: bool, seed: int = 0, chunk: int = 50):
+    def __init__(self, lengths: np.ndarray, batch_size: int, shuffle: bool, seed: int = 0, chunk: int = 50,
+                 bucketing: bool = True):
         self.lengths, self.batch_size, self.shuffle, self.chunk = np.asarray(lengths), batch_size, shuffle, chunk
-        self.rng = np.random.default_rng(seed)
+        self.bucketing, self.rng = bucketing, np.random.default_rng(seed)
 
     def __len__(self) -> int: return math.ceil(len(self.lengths) / self.batch_size)
 
@@ -133,6 +135,9 @@ class LengthBatchSampler:
     def __iter__(self):
         if not self.shuffle:
             yield from self._cut(np.argsort(-self.lengths, kind='stable'))
+            return
+        if not self.bucketing:
+            yield from self._cut(self.rng.permutation(len(self.lengths)))
             return
         perm, size, batches = self.rng.permutation(len(self.lengths)), self.chunk * self.batch_size, []
         for s in range(0, len(perm), size):
@@ -168,8 +173,9 @@ class GlueLoader(torch.utils.data.DataLoader):
 
 
 def make_loader(enc: Encoded, batch_size: int, shuffle: bool, pad_id: int, seed: int = 0, num_workers: int = 0,
-                pin_memory: bool = False) -> GlueLoader:
-    "A loader of padded, length-bucketed batches; its `batch_sampler` gives the example order of an evaluation pass."
-    sampler = LengthBatchSampler(enc.lengths, batch_size, shuffle, seed)
+                pin_memory: bool = False, bucketing: bool = True) -> GlueLoader:
+    """A loader of batches padded to their longest example (`LengthBatchSampler`: random or length-bucketed training
+    batches); its `batch_sampler` gives the example order of an evaluation pass."""
+    sampler = LengthBatchSampler(enc.lengths, batch_size, shuffle, seed, bucketing=bucketing)
     return GlueLoader(range(len(enc)), batch_sampler=sampler, collate_fn=_Collate(enc, pad_id), num_workers=num_workers,
                       pin_memory=pin_memory)

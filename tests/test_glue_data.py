@@ -263,3 +263,18 @@ def test_length_batches_cover_everything_and_keep_padding_small():
     assert [b.tolist() for b in list(sampler)] != [b.tolist() for b in batches]  # a fresh order each epoch
     again = LengthBatchSampler(lengths, 32, shuffle=True, seed=1)
     assert [b.tolist() for b in again] == [b.tolist() for b in batches]  # and reproducible from the seed
+
+
+def test_random_batches_are_a_fresh_permutation_cut_in_order():
+    "Without bucketing (the official batches): pass k is the k-th permutation of the seeded generator, cut in order."
+    lengths = np.random.default_rng(0).integers(5, 128, size=100)
+    sampler = LengthBatchSampler(lengths, 32, shuffle=True, seed=4, bucketing=False)
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        perm = rng.permutation(100)
+        assert [b.tolist() for b in sampler] == [perm[i:i + 32].tolist() for i in range(0, 100, 32)]
+
+
+def test_finetuning_trains_on_random_batches_by_default():
+    from electra.finetune_config import FinetuneConfig
+    assert FinetuneConfig().length_bucketing is False and FinetuneConfig().for_task('MRPC').length_bucketing is False

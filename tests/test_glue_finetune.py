@@ -346,3 +346,24 @@ def test_driver_end_to_end(tmp_path, glue_dir, tiny_dir):
 def test_uncreatable_cache_dir_named():
     with pytest.raises(ConfigError, match=r"cache_dir: cannot write to '/proc/electra_cache'.*--cache_dir"):
         finetuning.resolve_data('demo', '/proc/electra_cache')
+
+
+@pytest.mark.parametrize('scale', [5.0, 1.0])
+def test_sts_b_targets_learned_on_the_official_scale(tiny, tmp_path, scale):
+    """stsb_scale 5 (official): the head learns score / 5 with MSE; predictions come back on the 0-5 scale, also
+    from a saved run. 1: the raw scores (replication)."""
+    model, _ = tiny
+    clf = finetuning.ElectraClassifier(model.electra, 1, dropout=0.0, target_scale=scale).eval()
+    ids = torch.tensor([[2, 20, 21, 3, 0], [2, 22, 3, 0, 0]]); mask = (ids != 0).long(); types = torch.zeros_like(ids)
+    y = torch.tensor([4.0, 1.5])
+    with torch.no_grad(): raw = clf(ids, mask, types)
+    cfg = config_from_dict(FinetuneConfig, {'stsb_scale': scale})
+    loader = torch.utils.data.DataLoader(list(zip(ids, mask, types, y)), batch_size=2)  # one batch, in order
+    learn = finetuning.build_learner(clf, loader, [], cfg, True, torch.device('cpu'), None)
+    assert float(learn.loss_func(raw, y)) == pytest.approx(float(((raw - y / scale) ** 2).mean()), rel=1e-6)
+    assert np.allclose(finetuning.predict_outputs(clf, loader), scale * raw.numpy(), atol=1e-6)
+    path = tmp_path / 'run.pth'
+    torch.save({'format': 'electra-glue', 'n_outputs': 1, 'dropout': 0.0, 'target_scale': scale,
+                'electra_config': model.electra.config.to_dict(), 'model': clf.state_dict()}, path)
+    assert np.allclose(finetuning.predict_outputs(finetuning.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
+    assert FinetuneConfig().stsb_scale == 5.0

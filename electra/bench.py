@@ -568,8 +568,8 @@ def bench_pretrain(args) -> dict:
     batches = synthetic_batches(args.n_batches, B, L, vocab, cfg.seed, pin=device.type == 'cuda')
     log = print
     log(f'pretrain benchmark: preset {args.preset}, batch {B} x length {L}, vocab {vocab} '
-        f'(rows {padded_vocab_size(vocab, cfg.pad_vocab_multiple)}), {device}, fast path {precision}'
-        f'{", compile" if cfg.compile else ""}')
+        f'(rows {padded_vocab_size(vocab, cfg.pad_vocab_multiple)}), {device}, fast path {precision} '
+        f'({args.precision_reason}), baseline fp32{", compile" if cfg.compile else ""}')
     check = loss_check(cfg, base_model, batches[0], device, dropout=device.type == 'cpu')
     log(f'  same batch, masks and random streams: fast loss {check["fast"][0]:.6f}, baseline loss '
         f'{check["baseline"][0]:.6f} (|diff| {check["abs_diff"]:.2e})')
@@ -633,7 +633,7 @@ def bench_pretrain(args) -> dict:
         log(f'process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (all steps together)')
     out = {'command': 'python -m electra.bench ' + ' '.join(args.argv), 'env': environment(device),
            'config': {'preset': args.preset, 'batch_size': B, 'max_length': L, 'vocab': vocab,
-           'vocab_rows': rows_v, 'precision': precision, 'compile': cfg.compile, 'compiled': fast.compiled,
+           'vocab_rows': rows_v, 'precision': precision, 'precision_reason': args.precision_reason, 'compile': cfg.compile, 'compiled': fast.compiled,
            'pad_vocab_multiple': cfg.pad_vocab_multiple, 'warmup': args.warmup, 'rounds': args.rounds,
            'steps_per_round': args.steps}, 'loss_check': check, 'flops': {'fast': fl_fast, 'baseline': fl_base},
            'peak_tflops': peak, 'results': summary, 'cpu_time_speedup': cpu_ratio}
@@ -710,7 +710,7 @@ def bench_finetune(args) -> dict:
                for ids, types in synthetic_batches(args.n_batches, B, L, args.vocab_size, cfg.seed)]
     ft = _finetune_cfg(args.preset, B, L)
     print(f'finetune benchmark: preset {args.preset} discriminator, batch {B} x length {L}, {device}, fast path '
-          f'{precision}{", compile" if args.compile else ""}')
+          f'{precision} ({args.precision_reason}), baseline fp32{", compile" if args.compile else ""}')
     runners = [FinetuneBaselineRunner('baseline', body, batches, device, ft.lr, ft.layer_lr_decay),
                FinetuneLearnerRunner('fast', body, batches, device, ft, autocast,
                                      (args.compile_mode or 'default') if args.compile else None)]
@@ -739,7 +739,7 @@ def bench_finetune(args) -> dict:
     if args.profile: print(profile_steps(runners[1], args.steps, device))
     return {'command': 'python -m electra.bench ' + ' '.join(args.argv), 'env': environment(device),
             'config': {'preset': args.preset, 'batch_size': B, 'max_length': L, 'compile': args.compile,
-                       'precision': precision,
+                       'precision': precision, 'precision_reason': args.precision_reason,
                        'warmup': args.warmup, 'rounds': args.rounds, 'steps_per_round': args.steps},
             'flops': fl, 'peak_tflops': peak, 'results': summary}
 
@@ -782,7 +782,12 @@ def parse_args(argv=None):
     cpu_steps = 3 if args.what == 'finetune' else 1
     for key, on_gpu, on_cpu in [('steps', 50, cpu_steps), ('warmup', 20, 1), ('rounds', 5, 5), ('pad_vocab_multiple', 64, 0)]:
         if getattr(args, key) is None: setattr(args, key, on_gpu if gpu else on_cpu)
-    if args.precision == 'auto' and not gpu and cpu_bf16_supported(): args.precision = 'bf16'
+    args.precision_reason = 'as asked (--precision)'
+    if args.precision == 'auto':
+        if gpu: args.precision_reason = 'auto: the GPU\'s tensor-core precision'
+        elif cpu_bf16_supported():
+            args.precision, args.precision_reason = 'bf16', 'auto: this CPU multiplies bf16 natively (AVX512-BF16/AMX)'
+        else: args.precision_reason = 'auto: this CPU has no native bf16, so fp32'
     return args
 
 

@@ -397,3 +397,36 @@ def test_built_dataset_feeds_the_loader(demo, tmp_path):
     lengths = (ids != tok.pad_token_id).sum(1)
     assert (ids[torch.arange(16), lengths - 1] == tok.sep_token_id).all()
     assert (types == 1).any() and not ((types == 1) & (ids == tok.pad_token_id)).any()
+
+
+WIKI_LEADS = Path(__file__).resolve().parents[2] / 'shared' / 'data' / 'corpus' / 'wikipedia_leads.txt'
+
+
+@pytest.mark.skipif(not WIKI_LEADS.exists(), reason='../shared/data is absent')
+def test_single_segment_draw_on_real_text(monkeypatch):
+    """The official 10% single-segment draw, watched on real text: the first draw of every example is peeked (and put
+    back, so the builder is unchanged). Every example whose draw is under 0.1 has no segment B, and about 10% do."""
+    original = ExampleBuilder._create_example
+    fired = []
+
+    def watched(self):
+        state = self.rng.getstate()
+        draw = self.rng.random()
+        self.rng.setstate(state)
+        example = original(self)
+        fired.append((draw < 0.1, sum(example[1]) == 0))       # (draw fired, no segment B)
+        return example
+    monkeypatch.setattr(ExampleBuilder, '_create_example', watched)
+    vocab: dict[str, int] = {}
+    builder = ExampleBuilder(128, 101, 102, random.Random(0))
+    for line in WIKI_LEADS.read_text(encoding='utf-8').splitlines():
+        if not line.strip():
+            builder.end_document()
+            continue
+        builder.add_sentence([vocab.setdefault(w, 1000 + len(vocab)) for w in line.split()])
+    n = len(fired)
+    share = sum(f for f, _ in fired) / n
+    assert n > 5000 and abs(share - 0.1) < 4 * (0.09 / n) ** 0.5
+    assert all(single for f, single in fired if f)
+    # without the draw, single-segment examples are rarer: a builder that skipped it would fail the next line
+    assert sum(single for _, single in fired) / n >= share

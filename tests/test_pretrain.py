@@ -149,6 +149,43 @@ def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
     assert all(torch.isfinite(v).all() for v in good['model'].values())
 
 
+def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
+    """Under fp16, fastai's MixedPrecision marks a step `skipped` when loss scaling overflowed; the metrics count those
+    steps per row (simulated here on the CPU, where fp16 training does not run) and the run goes on."""
+    from types import SimpleNamespace
+
+    from fastai.callback.core import Callback
+
+    from electra import bench
+    from electra.model import build_pretraining_model
+    from electra.pretrain_config import PretrainConfig
+    cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
+                         embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=8, log_every=4,
+                         warmup_steps=2, checkpoint_at=[], output_dir=str(tmp_path))
+    runner = bench.LearnerRunner('t', cfg, build_pretraining_model(cfg, 120, 0), bench.synthetic_batches(2, 2, 16, 120),
+                                 torch.device('cpu'), 'fp32')
+
+    class Overflows(Callback):
+        "Marks steps 2, 3 and 7 as skipped, as MixedPrecision does after an overflow."
+        order = 50  # before MetricsLogger (70)
+
+        def after_batch(self): self.learn.mixed_precision = SimpleNamespace(skipped=self.train_iter in (2, 3, 7))
+    runner.learn.add_cb(Overflows())
+    rows = []
+    runner.learn.metrics_logger.sinks = [rows.append]
+    runner.loader.n = 8
+    runner.learn.fit(1)
+    assert [(r['step'], r['skipped_steps']) for r in rows] == [(4, 2), (8, 1)]
+    logged = list(csv.DictReader((runner.run_dir / 'metrics.csv').open()))
+    assert [int(r['skipped_steps']) for r in logged] == [2, 1]
+    line = __import__('io').StringIO()
+    from contextlib import redirect_stdout
+
+    from electra.callbacks import print_sink
+    with redirect_stdout(line): print_sink(rows[0])
+    assert '(2 fp16 overflow steps skipped)' in line.getvalue()
+
+
 def test_rerun_without_resume_refuses_to_overwrite(straight):
     tmp, _ = straight
     with pytest.raises(ConfigError, match='already has checkpoints.*--resume.*--run_name.*--overwrite'):

@@ -232,16 +232,19 @@ class ProgressBar(Callback):
     def __init__(self, total_steps: int): self.total_steps = total_steps
 
     def before_train(self):
-        self.pbar = progress_bar(range(self.total_steps), leave=True)
-        self.pbar.update(self.train_iter)
+        # A resumed run's bar counts the steps still to run (its time estimate needs steps timed in this process);
+        # the comment gives the run's own step. fastprogress bars must be started at 0.
+        self.start = self.train_iter
+        self.pbar = progress_bar(range(self.total_steps - self.start), leave=True)
+        self.pbar.update(0)
 
     def after_batch(self):
         logger = getattr(self.learn, 'metrics_logger', None)
         row = logger.last_row if logger is not None else None
         if row is not None and row['step'] == self.train_iter:
-            self.pbar.comment = (f"loss {row['loss']:.3f} gen_acc {row['gen_accuracy']:.3f} "
+            self.pbar.comment = (f"step {self.train_iter} loss {row['loss']:.3f} gen_acc {row['gen_accuracy']:.3f} "
                                  f"disc_acc {row['disc_accuracy']:.3f} lr {row['lr']:.2e}")
-        self.pbar.update(self.train_iter)
+        self.pbar.update(self.train_iter - self.start)
 
     def after_train(self): self.pbar.on_iter_end()
 

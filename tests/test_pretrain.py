@@ -186,6 +186,32 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
     assert '(2 fp16 overflow steps skipped)' in line.getvalue()
 
 
+def test_resume_in_a_terminal_with_the_live_progress_bar(straight, tmp_path):
+    "--resume where people type it: stdout a terminal (a pseudo-terminal here), so the live progress bar runs."
+    import pty
+    argv = [*TINY, '--run_name', 'vanilla', '--checkpoint_at', '0.5,1.0']
+    pretrain(tmp_path, *argv)
+    (tmp_path / 'ckpt' / 'vanilla_11081_100%.pth').unlink()
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, 'pretrain.py', '--output_dir', str(tmp_path / 'ckpt'), '--cache_dir',
+                             str(tmp_path / 'cache'), *argv, '--resume'], cwd=ROOT, stdout=follower, stderr=follower,
+                            env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    os.close(follower)
+    out = b''
+    while True:
+        try: chunk = os.read(leader, 65536)
+        except OSError: break  # the child closed the terminal
+        if not chunk: break
+        out += chunk
+    os.close(leader)
+    text = out.decode('utf-8', 'replace')
+    assert proc.wait(timeout=300) == 0, text[-2000:]
+    assert 'starting at step 12 of 24' in text and '[12/12' in text  # the bar counts the 12 steps still to run
+    final = load_checkpoint(tmp_path / 'ckpt' / 'vanilla_11081_100%.pth')['model']
+    _, g = straight
+    for k, v in g['model'].state_dict().items(): assert torch.allclose(final[k], v, rtol=0, atol=1e-6), k
+
+
 def test_rerun_without_resume_refuses_to_overwrite(straight):
     tmp, _ = straight
     with pytest.raises(ConfigError, match='already has checkpoints.*--resume.*--run_name.*--overwrite'):

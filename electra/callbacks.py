@@ -17,7 +17,8 @@ from fastai.callback.core import Callback
 from fastai.callback.fp16 import AMPMode, MixedPrecision
 from fastprogress.fastprogress import progress_bar
 
-from .checkpoint import atomic_save, checkpoint_name, checkpoint_steps, is_main_process, state_checksum
+from .checkpoint import (atomic_save, checkpoint_name, checkpoint_steps, is_main_process, overwrite_marker,
+                         state_checksum)
 from .config import ConfigError
 from .masking import mask_tokens
 from .speed import try_compile
@@ -291,3 +292,4 @@ class Checkpointer(Callback):
                 raise ConfigError(f"output_dir: {path} reads back different from what was written (a full or failing "
                                   "disk?). Free space or choose another --output_dir, then resume.")
             self.saved.append(path)
+        overwrite_marker(self.output_dir, self.run_name, self.seed).unlink(missing_ok=True)  # the new run has begun

@@ -19,7 +19,7 @@ import torch
 from .config import ConfigError
 
 __all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'checkpoint_name', 'checkpoint_steps',
-           'find_checkpoints', 'latest_checkpoint', 'load_checkpoint', 'check_resume_compatible', 'state_checksum',
+           'overwrite_marker', 'remove_old_run', 'find_checkpoints', 'latest_checkpoint', 'load_checkpoint', 'check_resume_compatible', 'state_checksum',
            'FORMAT']
 
 FORMAT = 'electra-pretrain'
@@ -91,6 +91,22 @@ def checkpoint_steps(total_steps: int, fractions: list[float]) -> dict[int, list
     for f in sorted(fractions):
         out.setdefault(max(1, round(f * total_steps)), []).append(f)
     return out
+
+
+def overwrite_marker(output_dir: str | Path, run_name: str, seed: int) -> Path:
+    """`<output_dir>/.<run_name>_<seed>.overwriting`: present from the moment an --overwrite run starts removing the
+    old run's checkpoints until it writes its own first one. While it exists, every checkpoint of that name is old."""
+    return Path(output_dir) / f'.{run_name}_{seed}.overwriting'
+
+
+def remove_old_run(output_dir: str | Path, run_name: str, seed: int) -> list[Path]:
+    "Remove a run's checkpoints for an --overwrite, behind the marker, so a kill midway leaves no mixed state."
+    found = find_checkpoints(output_dir, run_name, seed)
+    marker = overwrite_marker(output_dir, run_name, seed)
+    if found and is_main_process():
+        atomic_write_text(f'removing {len(found)} checkpoint(s) of the old run\n', marker)
+        for p in found: p.unlink(missing_ok=True)
+    return found
 
 
 def find_checkpoints(output_dir: str | Path, run_name: str, seed: int) -> list[Path]:

@@ -17,7 +17,8 @@ from fastai.learner import Learner, Recorder
 
 from .callbacks import (Checkpointer, CompileModel, DeviceMixedPrecision, MaskingCallback, MetricsLogger, ProgressBar,
                         StepCounter, print_sink)
-from .checkpoint import FORMAT, atomic_write_text, find_checkpoints, is_main_process, latest_checkpoint
+from .checkpoint import (FORMAT, atomic_write_text, find_checkpoints, is_main_process, latest_checkpoint,
+                         overwrite_marker, remove_old_run)
 from .config import ConfigError, config_to_dict, running_in_notebook, writable_dir
 from .evaluation import HeldOutEvaluation, eval_batches, prefixed_sink, print_eval_sink
 from .loss import ElectraLoss
@@ -134,8 +135,16 @@ def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str]):
 
 def existing_run_guard(cfg: PretrainConfig) -> Path | None:
     """The checkpoint to resume from (None: start at step 0). Refuses to start over a run that already has
-    checkpoints unless asked to, so a forgotten --resume never overwrites work."""
+    checkpoints unless asked to, so a forgotten --resume never overwrites work. --overwrite removes the old run's
+    checkpoints first (behind `overwrite_marker`); a --resume after an overwrite that stopped before its first
+    checkpoint finishes that removal and starts at step 0, never from the old run."""
     if cfg.resume:
+        if overwrite_marker(cfg.output_dir, cfg.run_name, cfg.seed).exists():
+            old = remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
+            if is_main_process():
+                print(f"resume: the --overwrite of {cfg.run_name}_{cfg.seed} stopped before its first checkpoint; "
+                      f"the old run's checkpoints are not resumed ({len(old)} more removed); starting at step 0.")
+            return None
         path = latest_checkpoint(cfg.output_dir, cfg.run_name, cfg.seed)
         if path is None and is_main_process():
             print(f"resume: no checkpoint of {cfg.run_name}_{cfg.seed} in {cfg.output_dir}; starting at step 0.")
@@ -145,6 +154,7 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
         raise ConfigError(f"{found[-1]}: run '{cfg.run_name}' (seed {cfg.seed}) already has checkpoints in "
                           f"{cfg.output_dir}. Continue it with --resume, start another with --run_name NAME, "
                           "or replace it with --overwrite true.")
+    remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
     return None
 
 

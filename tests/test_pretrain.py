@@ -212,6 +212,24 @@ def test_resume_in_a_terminal_with_the_live_progress_bar(straight, tmp_path):
     for k, v in g['model'].state_dict().items(): assert torch.allclose(final[k], v, rtol=0, atol=1e-6), k
 
 
+def test_interrupted_overwrite_then_resume_never_resumes_the_old_run(tmp_path):
+    """An --overwrite run stopped before its first checkpoint (here by a bad corpus, after it removed the old run),
+    then --resume: it starts at step 0 rather than resuming the old run's 100% checkpoint."""
+    argv = [*TINY, '--run_name', 'again', '--checkpoint_at', '0.5,1.0']
+    pretrain(tmp_path, *argv)
+    assert (tmp_path / 'ckpt' / 'again_11081_100%.pth').exists()
+    with pytest.raises(ConfigError, match='missing.txt'):
+        pretrain(tmp_path, *argv, '--overwrite', 'true', '--corpus', str(tmp_path / 'missing.txt'))
+    assert not list((tmp_path / 'ckpt').glob('again_11081_*.pth'))     # the old run is gone, not half-kept
+    assert (tmp_path / 'ckpt' / '.again_11081.overwriting').exists()
+    g = pretrain(tmp_path, *argv, '--resume', '--steps', '12')
+    assert g['start_step'] == 0 and int(g['learn'].train_iter) == 12
+    assert not (tmp_path / 'ckpt' / '.again_11081.overwriting').exists()  # the new run wrote its checkpoints
+    assert sorted(p.name for p in (tmp_path / 'ckpt').glob('again_11081_*.pth')) == ['again_11081_100%.pth',
+                                                                                     'again_11081_50%.pth']
+    assert load_checkpoint(tmp_path / 'ckpt' / 'again_11081_100%.pth')['step'] == 12
+
+
 def test_rerun_without_resume_refuses_to_overwrite(straight):
     tmp, _ = straight
     with pytest.raises(ConfigError, match='already has checkpoints.*--resume.*--run_name.*--overwrite'):

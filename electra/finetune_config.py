@@ -7,6 +7,7 @@ Hyperparameters can be set per task with `task_overrides` (a mapping from task n
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass
 
 from .config import ConfigError, config_from_dict, choice_field, field
@@ -125,7 +126,7 @@ class FinetuneConfig:
     def _validate_hparams(self) -> None:
         def need(ok: bool, key: str, msg: str):
             if not ok: raise ConfigError(f"{key}: {msg}")
-        need(self.lr > 0, 'lr', f'must be positive, got {self.lr}.')
+        need(math.isfinite(self.lr) and self.lr > 0, 'lr', f'must be a positive number, got {self.lr}.')
         need(0 < self.layer_lr_decay <= 1, 'layer_lr_decay', f'must be in (0, 1], got {self.layer_lr_decay}.')
         need(self.epochs > 0, 'epochs', f'must be positive, got {self.epochs}.')
         need(self.stsb_scale > 0, 'stsb_scale', f'must be positive (5 official, 1 raw scores), got {self.stsb_scale}.')

@@ -1,6 +1,7 @@
 "The pretraining job's config: every key `pretrain.py` takes, with the paper's small-model recipe as defaults."
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .config import ConfigError, choice_field, field
@@ -118,6 +119,14 @@ class PretrainConfig:
             if not ok: raise ConfigError(f"{key}: {msg}")
         need(self.steps > 0, 'steps', f'must be positive, got {self.steps}.')
         need(self.batch_size > 0, 'batch_size', f'must be positive, got {self.batch_size}.')
+        need(math.isfinite(self.lr) and self.lr > 0, 'lr', f'must be a positive number, got {self.lr}.')
+        need(0 <= self.dropout < 1, 'dropout', f'must be in [0, 1), got {self.dropout}.')
+        need(math.isfinite(self.weight_decay) and self.weight_decay >= 0, 'weight_decay',
+             f'must be non-negative, got {self.weight_decay}.')
+        need(math.isfinite(self.adam_eps) and self.adam_eps > 0, 'adam_eps', f'must be positive, got {self.adam_eps}.')
+        need(all(0 <= b < 1 for b in (self.adam_beta1, self.adam_beta2)), 'adam_beta1',
+             f'betas must be in [0, 1), got {self.adam_beta1} and {self.adam_beta2}.')
+        need(math.isfinite(self.clip_grad) and self.clip_grad >= 0, 'clip_grad', f'must be 0 (off) or positive, got {self.clip_grad}.')
         need(8 <= self.max_length <= self.max_position_embeddings, 'max_length',
              f'must be between 8 and max_position_embeddings ({self.max_position_embeddings}), got {self.max_length}.')
         need(0 < self.mask_prob < 1, 'mask_prob', f'must be in (0, 1), got {self.mask_prob}.')

@@ -78,3 +78,18 @@ def test_gpu_presets_turn_the_speed_settings_on():
     assert (demo.compile, demo.pad_vocab_multiple) == (False, 0)
     with pytest.raises(ConfigError, match="compile_mode: 'fast' is not one of default, reduce-overhead"):
         load('--compile_mode', 'fast')
+
+
+@pytest.mark.parametrize('key, value, match', [
+    ('lr', 'nan', 'lr: must be a positive number, got nan'), ('lr', '-1', 'lr: must be a positive number, got -1.0'),
+    ('dropout', '1.5', r'dropout: must be in \[0, 1\), got 1.5'), ('weight_decay', '-0.1', 'weight_decay: must be non-negative'),
+    ('adam_eps', '0', 'adam_eps: must be positive'), ('clip_grad', 'inf', 'clip_grad: must be 0'),
+])
+def test_optimizer_and_dropout_values_checked_up_front(key, value, match):
+    "Refused when the config is built, in one line, not deep inside torch or as a run that trains on NaN."
+    with pytest.raises(ConfigError, match=match):
+        load(f'--{key}', value)
+    from electra.finetune_config import FinetuneConfig
+    if key in ('lr', 'dropout'):
+        with pytest.raises(ConfigError, match=match.split(',')[0]):
+            load_config(FinetuneConfig, [f'--{key}', value], preset_dir='configs/finetune')

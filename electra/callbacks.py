@@ -18,7 +18,7 @@ from fastai.callback.fp16 import AMPMode, MixedPrecision
 from fastprogress.fastprogress import progress_bar
 
 from .checkpoint import (atomic_save, checkpoint_name, checkpoint_steps, is_main_process, overwrite_marker,
-                         state_checksum)
+                         release_run_dir, state_checksum)
 from .config import ConfigError
 from .masking import mask_tokens
 from .speed import try_compile
@@ -261,6 +261,9 @@ class Checkpointer(Callback):
         self.at, self.extra = checkpoint_steps(total_steps, fractions), extra
         self.saved: list[Path] = []
         self.resume_state: dict | None = None  # {'scaler', 'rng'} of the checkpoint a resumed run starts from
+
+    def after_fit(self):
+        if is_main_process(): release_run_dir(self.learn.path)  # training is over: another process may take the run
 
     def before_fit(self):
         state = self.resume_state

@@ -19,7 +19,7 @@ import torch
 from .config import ConfigError
 
 __all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'checkpoint_name', 'checkpoint_steps',
-           'overwrite_marker', 'remove_old_run', 'find_checkpoints', 'latest_checkpoint', 'load_checkpoint', 'check_resume_compatible', 'state_checksum',
+           'lock_run_dir', 'release_run_dir', 'overwrite_marker', 'remove_old_run', 'find_checkpoints', 'latest_checkpoint', 'load_checkpoint', 'check_resume_compatible', 'state_checksum',
            'FORMAT']
 
 FORMAT = 'electra-pretrain'
@@ -91,6 +91,47 @@ def checkpoint_steps(total_steps: int, fractions: list[float]) -> dict[int, list
     for f in sorted(fractions):
         out.setdefault(max(1, round(f * total_steps)), []).append(f)
     return out
+
+
+def _alive(pid: int) -> bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True  # alive, another user's
+    return True
+
+
+def lock_run_dir(run_dir: str | Path) -> Path:
+    """Hold `<run_dir>/.lock` (PID and host) until training ends (`release_run_dir`, called by the Checkpointer) or the
+    process exits, so a second process of the same run name, seed and output_dir is refused instead of interleaving
+    metrics and overwriting checkpoints. A lock left by a process that died on this host is taken over; this
+    process may take its own lock again (several runs in one notebook session)."""
+    import atexit
+    import socket
+    path, me = Path(run_dir) / '.lock', (os.getpid(), socket.gethostname())
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try: pid, host = path.read_text().split()[:2]
+            except (OSError, ValueError): pid, host = '0', me[1]   # unreadable or half-written: treat as stale
+            if (int(pid), host) == me: return path
+            if host != me[1] or _alive(int(pid)):
+                raise ConfigError(f"{path}: run {Path(run_dir).name} is already running (PID {pid} on {host}). Wait for "
+                                  "it, or give this one another --run_name; if that process is gone, delete the lock.") from None
+            path.unlink(missing_ok=True)  # a dead process's lock
+            continue
+        with os.fdopen(fd, 'w') as f: f.write(f'{me[0]} {me[1]}\n')
+        atexit.register(release_run_dir, run_dir)
+        return path
+    raise ConfigError(f"{path}: cannot take the run's lock; delete it if no run of this name is going on.")
+
+
+def release_run_dir(run_dir: str | Path) -> None:
+    "Give up this process's lock on `run_dir` (`lock_run_dir`); another process's lock is left alone."
+    path = Path(run_dir) / '.lock'
+    try:
+        if path.read_text().split()[:1] == [str(os.getpid())]: path.unlink()
+    except OSError: pass
 
 
 def overwrite_marker(output_dir: str | Path, run_name: str, seed: int) -> Path:

@@ -18,7 +18,7 @@ from fastai.learner import Learner, Recorder
 from .callbacks import (Checkpointer, CompileModel, DeviceMixedPrecision, MaskingCallback, MetricsLogger, ProgressBar,
                         StepCounter, print_sink)
 from .checkpoint import (FORMAT, atomic_write_text, find_checkpoints, is_main_process, latest_checkpoint,
-                         overwrite_marker, remove_old_run)
+                         lock_run_dir, overwrite_marker, remove_old_run)
 from .config import ConfigError, config_to_dict, running_in_notebook, writable_dir
 from .evaluation import HeldOutEvaluation, eval_batches, prefixed_sink, print_eval_sink
 from .loss import ElectraLoss
@@ -56,9 +56,12 @@ def resolve_precision(name: str, device: torch.device) -> str:
 
 
 def prepare_run_dir(cfg: PretrainConfig) -> Path:
-    "`<output_dir>/<run_name>_<seed>/`, checked writable up front rather than at the first checkpoint."
+    """`<output_dir>/<run_name>_<seed>/`, checked writable up front rather than at the first checkpoint, and locked by
+    this process (`lock_run_dir`): one run of a name at a time."""
     writable_dir(cfg.output_dir, 'output_dir')
-    return writable_dir(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}', 'output_dir')
+    run_dir = writable_dir(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}', 'output_dir')
+    if is_main_process(): lock_run_dir(run_dir)
+    return run_dir
 
 
 def special_token_ids(tokenizer, mask_unk: bool) -> list[int]:

@@ -230,6 +230,25 @@ def test_interrupted_overwrite_then_resume_never_resumes_the_old_run(tmp_path):
     assert load_checkpoint(tmp_path / 'ckpt' / 'again_11081_100%.pth')['step'] == 12
 
 
+def test_one_process_per_run_and_a_dead_ones_lock_taken_over(tmp_path):
+    "A second process of the same run is refused, naming the holder; once the holder is killed, its lock is taken over."
+    run_dir = tmp_path / 'ckpt' / 'demo_11081'
+    run_dir.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, '-c', 'import sys, time; from electra.checkpoint import lock_run_dir; '
+                               f'lock_run_dir({str(run_dir)!r}); print("locked", flush=True); time.sleep(120)'],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'locked'
+        with pytest.raises(ConfigError, match=rf'demo_11081/\.lock: run demo_11081 is already running \(PID {holder.pid} '):
+            pretrain(tmp_path, *TINY, '--run_name', 'demo')
+    finally:
+        holder.kill()  # like kill -9: no clean-up, the lock file stays
+        holder.wait()
+    assert (run_dir / '.lock').read_text().split()[0] == str(holder.pid)
+    g = pretrain(tmp_path, *TINY, '--run_name', 'demo', '--steps', '6')
+    assert g['learn'].train_iter == 6 and not (run_dir / '.lock').exists()  # released when training ended
+
+
 def test_rerun_without_resume_refuses_to_overwrite(straight):
     tmp, _ = straight
     with pytest.raises(ConfigError, match='already has checkpoints.*--resume.*--run_name.*--overwrite'):

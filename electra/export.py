@@ -43,8 +43,29 @@ def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedToken
     return disc, tokenizer
 
 
+def _check_model_dir(path: Path) -> None:
+    "A local `save_pretrained` directory: its config names an ELECTRA model and its tokenizer files are there."
+    import json
+    config = path / 'config.json'
+    if not config.is_file():
+        raise ConfigError(f"{path}: no config.json, so not a save_pretrained directory. Give the directory the model "
+                          "was exported to (e.g. checkpoints/pretrain/<run>_<seed>/discriminator) or a pretraining .pth.")
+    try: model_type = json.loads(config.read_text(encoding='utf-8')).get('model_type')
+    except (OSError, ValueError, AttributeError) as e:
+        raise ConfigError(f"{config}: unreadable ({e}). Export the model again with save_pretrained.") from None
+    if model_type != 'electra':
+        raise ConfigError(f"{config}: a {model_type} model, not ELECTRA. Give an ELECTRA discriminator: a pretrain.py "
+                          ".pth checkpoint, its exported discriminator directory, or a hub name such as "
+                          "google/electra-small-discriminator.")
+    if not any((path / name).is_file() for name in ('tokenizer.json', 'vocab.txt')):
+        raise ConfigError(f"{path}: the model has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
+                          "them its ids mean nothing. Copy the tokenizer it was trained with into the directory "
+                          "(save_pretrained writes both), or give the pretraining .pth, which carries its tokenizer.")
+
+
 def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
     local = Path(source).is_dir()
+    if local: _check_model_dir(Path(source))
     try:
         disc = ElectraForPreTraining.from_pretrained(source)
         tokenizer = AutoTokenizer.from_pretrained(source)

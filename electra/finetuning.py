@@ -415,8 +415,13 @@ def write_test_predictions(job: FinetuneConfig, results: ResultsTable, tokenizer
                                   {s: e.label for s, e in dev.items()})
             runs += f"; ensemble dev {', '.join(f'{m} {v:.2f}' for m, v in scores.items())}"
         for t, split, stem in targets:
-            enc = encoded[(t.name, split)]
-            written.append(write_predictions(out / f'{stem}.tsv', t, enc.idx, predictions(t, sums[(t.name, split)])))
+            enc, outs = encoded[(t.name, split)], sums[(t.name, split)]
+            bad = int((~np.isfinite(outs)).reshape(len(outs), -1).any(1).sum()) if len(outs) else 0
+            if bad:  # argmax of NaN logits is a valid-looking label: never let one reach a submission file
+                raise ConfigError(f"{stem}.tsv: {runs} predict NaN or infinite outputs for {bad} of {len(outs)} "
+                                  f"{t.name} {split} examples; no file written. Delete those runs' rows from "
+                                  f"{Path(job.output_dir) / job.group / 'results.csv'} and run the task again.")
+            written.append(write_predictions(out / f'{stem}.tsv', t, enc.idx, predictions(t, outs)))
             say(f'{stem}.tsv: {len(enc)} predictions from {model_task} {runs}')
     if written: written.append(zip_submission(out))
     return written

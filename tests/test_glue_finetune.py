@@ -375,3 +375,44 @@ def test_sts_b_targets_learned_on_the_official_scale(tiny, tmp_path, scale):
                 'electra_config': model.electra.config.to_dict(), 'model': clf.state_dict()}, path)
     assert np.allclose(finetuning.predict_outputs(finetuning.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
     assert FinetuneConfig().stsb_scale == 5.0
+
+
+def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
+    "No tokenizer files, no config.json, or a BERT model: each refused in one message naming the fix."
+    import json
+    import shutil
+    model, tok = tiny
+    good = tmp_path / 'good'
+    model.save_pretrained(good)
+    tok.save_pretrained(good)
+    no_tok = tmp_path / 'no_tokenizer'
+    model.save_pretrained(no_tok)
+    with pytest.raises(ConfigError, match='no tokenizer files .neither tokenizer.json nor vocab.txt.'):
+        finetuning.load_pretrained(str(no_tok))
+    no_config = tmp_path / 'no_config'
+    shutil.copytree(good, no_config)
+    (no_config / 'config.json').unlink()
+    with pytest.raises(ConfigError, match='no config.json, so not a save_pretrained directory'):
+        finetuning.load_pretrained(str(no_config))
+    bert = tmp_path / 'bert'
+    shutil.copytree(good, bert)
+    cfg = json.loads((bert / 'config.json').read_text())
+    (bert / 'config.json').write_text(json.dumps({**cfg, 'model_type': 'bert', 'architectures': ['BertModel']}))
+    with pytest.raises(ConfigError, match='a bert model, not ELECTRA'):
+        finetuning.load_pretrained(str(bert))
+    assert finetuning.load_pretrained(str(good))[0].config.model_type == 'electra'
+
+
+def test_nan_predictions_never_reach_a_submission_file(tmp_path, glue_dir, tiny):
+    model, tok = tiny
+    src = open_source(str(glue_dir))
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=1)
+    results = finetuning.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    ckpt_path = tmp_path / 'ckpt/t/RTE_0.pth'
+    ckpt = torch.load(ckpt_path, weights_only=True)
+    ckpt['model']['classifier.weight'][0, 0] = float('nan')   # a run that diverged
+    torch.save(ckpt, ckpt_path)
+    with pytest.raises(ConfigError, match=r'RTE.tsv: run 0 .* predict NaN or infinite outputs for \d+ of \d+ RTE test '
+                                          r'examples; no file written\. Delete those runs. rows'):
+        finetuning.write_test_predictions(cfg, results, tok, src, log=lambda s: None)
+    assert not (tmp_path / 'out/t/RTE.tsv').exists()

@@ -39,6 +39,9 @@ def _atomic(path: Path, write) -> Path:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private (0600); outputs get the usual permissions
         os.replace(tmp, path)  # readers see the old file or the whole new one, never a partial one
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -164,15 +167,24 @@ def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such checkpoint.") from None
     except Exception as e:
-        raise ConfigError(f"{path}: cannot read this checkpoint ({type(e).__name__}: {e}). "
-                          "It may be truncated or not a file written by pretrain.py.") from None
+        raise ConfigError(f"{path}: cannot read this checkpoint ({type(e).__name__}: {e}). It may be truncated or not "
+                          f"a file written by pretrain.py.{_previous_hint(path)}") from None
     if not isinstance(ckpt, dict) or ckpt.get('format') != FORMAT:
         raise ConfigError(f"{path}: not an ELECTRA pretraining checkpoint written by pretrain.py "
                           f"(expected a dict with format '{FORMAT}').")
     if 'checksum' in ckpt and state_checksum(ckpt) != ckpt['checksum']:  # checkpoints older than checksums have none
         raise ConfigError(f"{path}: damaged: its contents do not match the checksum written with it. Move it aside "
-                          "and resume from the run's previous checkpoint (--resume takes the latest one left).")
+                          f"and resume from the run's previous checkpoint (--resume takes the latest one left).{_previous_hint(path)}")
     return ckpt
+
+
+def _previous_hint(path: Path) -> str:
+    "' The run's previous checkpoint is ...' when `path` is one of a run's checkpoints and an earlier one exists."
+    m = re.match(r'^(.*)_(\d+)_[0-9.]+%\.pth$', path.name)
+    if not m: return ''
+    names = [p.name for p in find_checkpoints(path.parent, m.group(1), int(m.group(2)))]
+    earlier = names[:names.index(path.name)] if path.name in names else names
+    return f" The run's previous checkpoint is {path.parent / earlier[-1]}." if earlier else ''
 
 
 def latest_checkpoint(output_dir: str | Path, run_name: str, seed: int) -> Path | None:

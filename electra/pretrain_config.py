@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 from .config import ConfigError, choice_field, field
@@ -152,4 +153,8 @@ class PretrainConfig:
         need(self.eval_examples >= 0, 'eval_examples', f'must be 0 (no evaluation) or positive, got {self.eval_examples}.')
         need(self.vocab_size >= 100, 'vocab_size', f'must be at least 100, got {self.vocab_size}.')
         need(self.warmup_steps >= 0, 'warmup_steps', f'must be non-negative, got {self.warmup_steps}.')
+        if self.warmup_steps >= self.steps:  # warm-up and decay apply together: the peak is never reached
+            warnings.warn(f'warmup_steps ({self.warmup_steps}) is not shorter than the run ({self.steps} steps): the '
+                          f'learning rate never reaches lr ({self.lr:g}); lower --warmup_steps (the small recipe warms '
+                          'up for 1% of its steps).', UserWarning, stacklevel=2)
         need(self.pad_vocab_multiple >= 0, 'pad_vocab_multiple', f'must be 0 (off) or positive, got {self.pad_vocab_multiple}.')

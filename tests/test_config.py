@@ -93,3 +93,8 @@ def test_optimizer_and_dropout_values_checked_up_front(key, value, match):
     if key in ('lr', 'dropout'):
         with pytest.raises(ConfigError, match=match.split(',')[0]):
             load_config(FinetuneConfig, [f'--{key}', value], preset_dir='configs/finetune')
+
+
+def test_warmup_longer_than_the_run_warns():
+    with pytest.warns(UserWarning, match=r'warmup_steps \(10000\) is not shorter than the run \(30 steps\)'):
+        load('--config', 'small', '--steps', '30')

@@ -112,8 +112,16 @@ def test_damaged_checkpoint_is_refused_on_resume(straight, tmp_path):
     torch.load(damaged, weights_only=True)                             # sound before
     flip_one_bit_in_the_largest_tensor(damaged)
     assert torch.load(damaged, weights_only=True)['step'] == 24        # still unpickles: only the checksum sees it
-    with pytest.raises(ConfigError, match=r'vanilla_11081_100%\.pth: damaged: .*checksum.*previous checkpoint'):
+    with pytest.raises(ConfigError, match=r"vanilla_11081_100%\.pth: damaged: .*checksum.*The run's previous "
+                                          r"checkpoint is .*vanilla_11081_50%\.pth"):
         pretrain(tmp_path, *argv, '--resume')
+    damaged.write_bytes(damaged.read_bytes()[:1000])                   # truncated: not even a zip
+    with pytest.raises(ConfigError, match=r"cannot read this checkpoint.*truncated.*previous checkpoint is "
+                                          r".*vanilla_11081_50%\.pth"):
+        pretrain(tmp_path, *argv, '--resume')
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert (tmp_path / 'ckpt' / 'vanilla_11081_50%.pth').stat().st_mode & 0o777 == 0o666 & ~umask  # not private 0600
 
 
 def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):

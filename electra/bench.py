@@ -16,8 +16,9 @@ same objective, timed in the same process, interleaved round by round (shared ma
   - with `--ablations`, in-between steps that add one item at a time (the per-item breakdown): `+masked_head`
     (the project's model and loss: generator head at the masked positions only, sync-free attention mask),
     `+fused_adam` (ElectraAdam, one fused kernel per group, and foreach clipping), `+no_sync` (no loss read per
-    step), `+bf16` (autocast), then `learner_fp32` / `learner_eager` (the real Learner without mixed precision / without compile) and, with a
-    `--compile_mode` other than the default, `learner_compiled` (compiled in the default mode).
+    step), `+bf16` (autocast), then `learner_fp32` / `learner_eager` (the real Learner without mixed precision /
+    without compile) and, with a `--compile_mode` other than the default, `learner_compiled` (compiled in the
+    default mode).
 Before timing, both compute the loss of one batch from the same weights, masks and random streams: they must agree.
 
 `finetune` times a GLUE-style classification step (batch 32, length 128): the real step, the fastai Learner of
@@ -354,7 +355,7 @@ class LearnerRunner(FitRunner):
 class PretrainLoopRunner(Runner):
     """A plain loop of the pretraining objective, for the baseline and the breakdown: `kind` 'hf' (the HF classes
     as-is, full-length generator logits) or 'project' (`ElectraPretrainingModel` + `ElectraLoss`); `opt` 'loop'
-    (LoopAdam + per-parameter clipping) or 'foreach' (ElectraAdam + foreach clipping); `read_loss`: `.item()` every
+    (LoopAdam + per-parameter clipping) or 'electra' (ElectraAdam + foreach clipping); `read_loss`: `.item()` every
     step, as a plain loop logs it."""
 
     def __init__(self, name, cfg, model, batches, device, kind='hf', opt='loop', read_loss=True, autocast=None):
@@ -578,11 +579,11 @@ def bench_pretrain(args) -> dict:
     if args.ablations:
         runners += [
             PretrainLoopRunner('+masked_head', cfg, base_model, batches, device, 'project', 'loop', True),
-            PretrainLoopRunner('+fused_adam', cfg, base_model, batches, device, 'project', 'foreach', True),
-            PretrainLoopRunner('+no_sync', cfg, base_model, batches, device, 'project', 'foreach', False),
+            PretrainLoopRunner('+fused_adam', cfg, base_model, batches, device, 'project', 'electra', True),
+            PretrainLoopRunner('+no_sync', cfg, base_model, batches, device, 'project', 'electra', False),
         ]
         if autocast is not None:
-            runners.append(PretrainLoopRunner(f'+{precision}', cfg, base_model, batches, device, 'project', 'foreach',
+            runners.append(PretrainLoopRunner(f'+{precision}', cfg, base_model, batches, device, 'project', 'electra',
                                               False, autocast))
         eager = dataclass_replace(cfg, compile=False)
         if precision != 'fp32':  # the real Learner in fp32, to isolate what mixed precision adds to it
@@ -633,7 +634,8 @@ def bench_pretrain(args) -> dict:
         log(f'process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (all steps together)')
     out = {'command': 'python -m electra.bench ' + ' '.join(args.argv), 'env': environment(device),
            'config': {'preset': args.preset, 'batch_size': B, 'max_length': L, 'vocab': vocab,
-           'vocab_rows': rows_v, 'precision': precision, 'precision_reason': args.precision_reason, 'compile': cfg.compile, 'compiled': fast.compiled,
+           'vocab_rows': rows_v, 'precision': precision, 'precision_reason': args.precision_reason,
+           'compile': cfg.compile, 'compiled': fast.compiled,
            'pad_vocab_multiple': cfg.pad_vocab_multiple, 'warmup': args.warmup, 'rounds': args.rounds,
            'steps_per_round': args.steps}, 'loss_check': check, 'flops': {'fast': fl_fast, 'baseline': fl_base},
            'peak_tflops': peak, 'results': summary, 'cpu_time_speedup': cpu_ratio}

@@ -19,8 +19,8 @@ import torch
 from .config import ConfigError
 
 __all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'checkpoint_name', 'checkpoint_steps',
-           'lock_run_dir', 'release_run_dir', 'overwrite_marker', 'remove_old_run', 'find_checkpoints', 'latest_checkpoint', 'load_checkpoint', 'check_resume_compatible', 'state_checksum',
-           'FORMAT']
+           'lock_run_dir', 'release_run_dir', 'overwrite_marker', 'remove_old_run', 'find_checkpoints',
+           'latest_checkpoint', 'load_checkpoint', 'check_resume_compatible', 'state_checksum', 'FORMAT']
 
 FORMAT = 'electra-pretrain'
 
@@ -174,7 +174,8 @@ def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
                           f"(expected a dict with format '{FORMAT}').")
     if 'checksum' in ckpt and state_checksum(ckpt) != ckpt['checksum']:  # checkpoints older than checksums have none
         raise ConfigError(f"{path}: damaged: its contents do not match the checksum written with it. Move it aside "
-                          f"and resume from the run's previous checkpoint (--resume takes the latest one left).{_previous_hint(path)}")
+                          "and resume from the run's previous checkpoint (--resume takes the latest one left)."
+                          f"{_previous_hint(path)}")
     return ckpt
 
 

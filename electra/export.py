@@ -57,7 +57,8 @@ def _check_model_dir(path: Path) -> None:
         raise ConfigError(f"{config}: a {model_type} model, not ELECTRA. Give an ELECTRA discriminator: a pretrain.py "
                           ".pth checkpoint, its exported discriminator directory, or a hub name such as "
                           "google/electra-small-discriminator.")
-    if not any((path / name).is_file() for name in ('tokenizer.json', 'vocab.txt')):
+    from .tokenizer import has_tokenizer_files
+    if not has_tokenizer_files(path):
         raise ConfigError(f"{path}: the model has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
                           "them its ids mean nothing. Copy the tokenizer it was trained with into the directory "
                           "(save_pretrained writes both), or give the pretraining .pth, which carries its tokenizer.")

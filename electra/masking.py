@@ -62,17 +62,16 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
     candidates = real & ~torch.isin(input_ids, special_ids)           # [B, L]
     if mode in ('fixed', 'bernoulli'):
         scores = torch.rand(B, L, device=device, generator=generator)  # random priorities, one per position
-    if mode == 'fixed':
+    if mode in ('fixed', 'with_replacement'):
         P = min(max_predictions(mask_prob, L), L)
         # The official count counts every real token, [CLS] and [SEP] included (input_mask).
         count = (real.sum(1).float() * mask_prob).round().long().clamp(min=1, max=P)   # [B]
-        # Top-P random scores among candidates is a uniform sample of distinct positions, static shape [B, P].
-        # (The official code draws positions with replacement, which rarely repeats one; distinct is the intent.)
+    if mode == 'fixed':
+        # Top-P random scores among candidates is a uniform sample of distinct positions, static shape [B, P]
+        # (the official draw, with replacement, is `with_replacement`).
         top, positions = scores.masked_fill(~candidates, -1.0).topk(P, dim=1)
         chosen = (torch.arange(P, device=device) < count[:, None]) & (top >= 0)         # [B, P]
     elif mode == 'with_replacement':
-        P = min(max_predictions(mask_prob, L), L)
-        count = (real.sum(1).float() * mask_prob).round().long().clamp(min=1, max=P)   # [B]
         # official: P independent uniform draws among the candidates (`tf.random.categorical` of log(1/n)). Slot j
         # takes the k-th candidate, k = floor(u * n): the first position whose running candidate count reaches k + 1.
         n = candidates.sum(1, keepdim=True)                                                 # [B, 1]

@@ -130,9 +130,8 @@ class ElectraPretrainingModel(nn.Module):
         # floor of the mean of its samples, as the official `scatter_update` computes it. A token equal to the
         # original there counts as original.
         disc_ids = write_at_positions(input_ids, positions, sampled, chosen)                       # [B, L]
-        original = write_at_positions(input_ids, positions, labels, chosen)
-        written = torch.zeros_like(input_ids).scatter_add(1, positions, chosen.long()) > 0          # [B, L]
-        is_replaced = written & (disc_ids != original)
+        original = write_at_positions(input_ids, positions, labels, chosen)   # both hold input_ids where nothing is written
+        is_replaced = disc_ids != original
         disc_logits = self.discriminator(disc_ids, attention_mask=sdpa_mask(self.discriminator, attention_mask),
                                          token_type_ids=token_type_ids).logits
         return {'gen_logits': gen_logits, 'disc_logits': disc_logits, 'is_replaced': is_replaced,

@@ -127,7 +127,8 @@ class PretrainConfig:
         need(math.isfinite(self.adam_eps) and self.adam_eps > 0, 'adam_eps', f'must be positive, got {self.adam_eps}.')
         need(all(0 <= b < 1 for b in (self.adam_beta1, self.adam_beta2)), 'adam_beta1',
              f'betas must be in [0, 1), got {self.adam_beta1} and {self.adam_beta2}.')
-        need(math.isfinite(self.clip_grad) and self.clip_grad >= 0, 'clip_grad', f'must be 0 (off) or positive, got {self.clip_grad}.')
+        need(math.isfinite(self.clip_grad) and self.clip_grad >= 0, 'clip_grad',
+             f'must be 0 (off) or positive, got {self.clip_grad}.')
         need(8 <= self.max_length <= self.max_position_embeddings, 'max_length',
              f'must be between 8 and max_position_embeddings ({self.max_position_embeddings}), got {self.max_length}.')
         need(0 < self.mask_prob < 1, 'mask_prob', f'must be in (0, 1), got {self.mask_prob}.')

@@ -64,6 +64,13 @@ def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
         return ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase)
 
 
+TOKENIZER_FILES = ('tokenizer.json', 'vocab.txt')  # what a save_pretrained directory needs, either one
+
+
+def has_tokenizer_files(directory: Path) -> bool:
+    return any((directory / name).is_file() for name in TOKENIZER_FILES)
+
+
 def load_tokenizer(path: str, lowercase: bool = True) -> PreTrainedTokenizerFast:
     """Load a WordPiece `vocab.txt` (lowercasing input when `lowercase`) or a directory written by
     `save_pretrained` (its own settings apply). Raises `ConfigError` when it is missing or unusable."""
@@ -71,7 +78,7 @@ def load_tokenizer(path: str, lowercase: bool = True) -> PreTrainedTokenizerFast
     if p.is_file():
         tok = _load_vocab_txt(p, lowercase)
     elif p.is_dir():
-        if not any((p / name).is_file() for name in ('tokenizer.json', 'vocab.txt')):
+        if not has_tokenizer_files(p):
             found = sorted(f.name for f in p.iterdir())[:8]
             raise ConfigError(f"tokenizer {p}: the directory holds no tokenizer files: neither tokenizer.json nor "
                               f"vocab.txt (it holds: {', '.join(found) or 'nothing'}). Give a directory written by "

@@ -19,7 +19,7 @@ import torch
 from .config import ConfigError
 
 __all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'checkpoint_name', 'checkpoint_steps',
-           'lock_run_dir', 'release_run_dir', 'overwrite_marker', 'remove_old_run', 'find_checkpoints',
+           'lock_run_dir', 'release_run_dir', 'process_alive', 'overwrite_marker', 'remove_old_run', 'find_checkpoints',
            'latest_checkpoint', 'load_checkpoint', 'check_resume_compatible', 'state_checksum', 'FORMAT']
 
 FORMAT = 'electra-pretrain'
@@ -96,7 +96,8 @@ def checkpoint_steps(total_steps: int, fractions: list[float]) -> dict[int, list
     return out
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    "Whether process `pid` of this host still runs."
     try: os.kill(pid, 0)
     except ProcessLookupError: return False
     except PermissionError: return True  # alive, another user's
@@ -118,7 +119,7 @@ def lock_run_dir(run_dir: str | Path) -> Path:
             try: pid, host = path.read_text().split()[:2]
             except (OSError, ValueError): pid, host = '0', me[1]   # unreadable or half-written: treat as stale
             if (int(pid), host) == me: return path
-            if host != me[1] or _alive(int(pid)):
+            if host != me[1] or process_alive(int(pid)):
                 raise ConfigError(f"{path}: run {Path(run_dir).name} is already running (PID {pid} on {host}). Wait for "
                                   "it, or give this one another --run_name; if that process is gone, delete the lock.") from None
             path.unlink(missing_ok=True)  # a dead process's lock

@@ -37,6 +37,7 @@ from typing import Iterable, Iterator, Optional
 
 from .config import ConfigError, writable_dir
 from .demo import write_demo_corpus
+from .hub import hub_unreachable
 
 __all__ = ['FORMATS', 'BuildSettings', 'CorpusSource', 'resolve_corpus', 'corpus_text_files', 'source_lines',
            'sentencizer', 'SentenceSplitter', 'split_sentences']
@@ -167,6 +168,7 @@ def _load_table(entry: str, settings: BuildSettings, cache_dir: Path):
     if entry.startswith('hub:'):
         name, _, config = entry[4:].partition(':')
         try:
+            if unreachable := hub_unreachable(): raise ConnectionError(unreachable)  # fail at once, not after retries
             ds = datasets.load_dataset(name, config or None, split=settings.hub_split)
         except Exception as e:  # datasets raises many kinds: ConnectionError, DatasetNotFoundError, ValueError, ...
             if isinstance(e, ConnectionError) or any(w in str(e).lower() for w in ('reach', 'offline', 'connection')):
@@ -347,10 +349,10 @@ def documents(lines: Iterable[Optional[str]], fmt: str, settings: BuildSettings,
         doc, raw, chars, sent = [], 0, 0, False
 
 
-def source_lines(sources: list[CorpusSource]) -> Iterator[str]:
+def source_lines(sources: list[CorpusSource], stats: Optional[Counter] = None) -> Iterator[str]:
     """Every non-blank line of `sources` (text files, then each table's text column), skipping what the build
-    skips as unreadable: what a tokenizer is trained on."""
-    stats = Counter()
+    skips as unreadable (counted in `stats`): what a tokenizer is trained on."""
+    stats = Counter() if stats is None else stats
     for source in sources:
         if source.kind == 'files':
             for f in source.files:

@@ -15,6 +15,7 @@ them with weights, so a resumed run sees exactly the batches an uninterrupted on
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import gc
 import hashlib
@@ -26,6 +27,8 @@ import os
 import queue
 import random
 import shutil
+import signal
+import socket
 import sys
 import time
 import traceback
@@ -42,6 +45,7 @@ import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader
 
+from .checkpoint import process_alive
 from .config import ConfigError
 from .corpus import (BuildSettings, CorpusSource, documents, read_head, resolve_corpus, resolve_format, resolve_split,
                      sniff, split_sentences, splitter, table_lines, text_lines, PARAGRAPH_CHARS)
@@ -307,9 +311,18 @@ def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
     return dict(stats)
 
 
-def _worker(job: _Job, out_dir: str, tasks, results) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel kill this build process when `parent` dies, even by `kill -9` (Linux's PR_SET_PDEATHSIG):
+    otherwise it would build its shards on into a directory nobody will read."""
+    if sys.platform.startswith('linux'):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent: os._exit(1)  # the parent died before the request took effect
+
+
+def _worker(job: _Job, out_dir: str, tasks, results, parent: int) -> None:
     "A build process: builds the shards it takes from `tasks`; reports progress, counters or an error."
     os.environ['TOKENIZERS_PARALLELISM'] = 'false'  # one Rust thread per process: the processes are the parallelism
+    _die_with_parent(parent)
     while (task := tasks.get()) is not None:
         index, shard = task
         try:
@@ -355,7 +368,8 @@ def _run_shards(shards: list[list[tuple]], job: _Job, out_dir: Path, num_proc: i
     # with the variable set, `tokenizers` does not warn that it was forked after using its thread pool
     saved = os.environ.get('TOKENIZERS_PARALLELISM')
     os.environ['TOKENIZERS_PARALLELISM'] = 'false'
-    workers = [ctx.Process(target=_worker, args=(job, str(out_dir), tasks, results), daemon=True) for _ in range(procs)]
+    workers = [ctx.Process(target=_worker, args=(job, str(out_dir), tasks, results, os.getpid()),
+                           daemon=True) for _ in range(procs)]
     gc.freeze()  # the garbage collector of a forked child would touch (and so copy) every page of this process's heap
     try:
         for w in workers: w.start()
@@ -434,6 +448,17 @@ def _load_verified(directory: Path, fingerprint: str) -> tuple[Optional[datasets
     return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0], info, ''
 
 
+def _remove_dead_builds(root: Path) -> None:
+    """Remove the temporary directories (`.<fingerprint>.<pid>.<host>.tmp`) of builds whose process died on this
+    host (killed, out of memory): they would otherwise stay in the cache for good. Live builds are left alone."""
+    host = socket.gethostname()
+    for tmp in root.glob('.*.tmp'):
+        parts = tmp.name[1:-len('.tmp')].split('.', 2)  # a host name may hold dots; a fingerprint, a PID do not
+        if len(parts) == 3 and parts[2] == host and parts[1].isdigit() and not process_alive(int(parts[1])):
+            log.info(f'pretraining data: removing {tmp}, left by a build that was stopped')
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache_dir: Path, seed: int,
                  num_proc: int = 1, progress: bool = True) -> datasets.Dataset:
     """The pretraining examples of one corpus as an Arrow dataset (columns `input_ids`, `token_type_ids`:
@@ -466,7 +491,8 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
     backend.no_padding()
     job = _Job(source, backend, settings, seed, source.seed_key(), tokenizer.cls_token_id,
                tokenizer.sep_token_id)
-    tmp = root / f'.{fp}.{os.getpid()}.tmp'
+    _remove_dead_builds(root)
+    tmp = root / f'.{fp}.{os.getpid()}.{socket.gethostname()}.tmp'
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     bar = _Progress(source.total_bytes(), f'examples of {Path(source.entry).name[:40] or source.entry}', progress)

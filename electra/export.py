@@ -9,6 +9,7 @@ from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokeniz
 
 from .checkpoint import is_main_process, load_checkpoint
 from .config import ConfigError, config_from_dict
+from .hub import hub_unreachable
 from .model import ElectraPretrainingModel, discriminator_config, padded_vocab_size, unpadded_copy
 
 __all__ = ['export_pretrained', 'load_discriminator']
@@ -67,14 +68,17 @@ def _check_model_dir(path: Path) -> None:
 def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
     local = Path(source).is_dir()
     if local: _check_model_dir(Path(source))
+    unreachable = None if local else hub_unreachable()  # then only the local cache can hold it: no retries
     try:
-        disc = ElectraForPreTraining.from_pretrained(source)
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        disc = ElectraForPreTraining.from_pretrained(source, local_files_only=bool(unreachable))
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=bool(unreachable))
     except OSError as e:
         if local:
             raise ConfigError(f"{source}: not a save_pretrained directory of an ELECTRA discriminator with its "
                               f"tokenizer ({e}).") from None
-        raise ConfigError(f"cannot load '{source}' from the Hugging Face hub (offline, or no such model: {e}). "
+        why = (f'the hub cannot be reached ({unreachable}) and the model is not in the local cache' if unreachable
+               else f'offline, or no such model: {e}')
+        raise ConfigError(f"cannot load '{source}' from the Hugging Face hub ({why}). "
                           "Point at a local save_pretrained directory (e.g. checkpoints/pretrain/<run>_<seed>/"
                           "discriminator) or a pretraining .pth checkpoint instead.") from None
     # save_pretrained records the class; a generator directory would otherwise load with a fresh random head.

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import ConfigError
+from .hub import hub_unreachable
 
 __all__ = ['GlueTask', 'TASKS', 'TRAIN_TASKS', 'ALL_TASKS', 'task_named', 'GlueDataError', 'Examples', 'GlueSource',
            'HubSource', 'TsvSource', 'SavedSource', 'open_source', 'drop_empty', 'double_unordered']
@@ -293,7 +294,9 @@ class HubSource(_DatasetsSource):
     def load(self, task: GlueTask, split: str) -> Examples:
         import datasets
         if task.hf_config not in self._cache:
-            try: self._cache[task.hf_config] = datasets.load_dataset(self.name, task.hf_config)
+            try:
+                if unreachable := hub_unreachable(): raise ConnectionError(unreachable)  # at once, not after retries
+                self._cache[task.hf_config] = datasets.load_dataset(self.name, task.hf_config)
             except (ConnectionError, OSError) as e:
                 raise GlueDataError(f"data: cannot load {self.name}/{task.hf_config} from the HF hub ({e}). Offline, "
                                     "point --data at a directory of GLUE TSV files in the download-script layout "

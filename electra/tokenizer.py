@@ -105,6 +105,14 @@ def _alphabet(lines: Iterable[str], normalizer) -> list[str]:
     return sorted(sorted(chars, key=lambda c: (-counts[c], c))[:_ALPHABET_LIMIT])
 
 
+def _skipped_lines(stats: collections.Counter) -> str:
+    "Why lines were left out, in words ('' when none were): the reason a corpus can look empty."
+    said = [f'{stats[k]:,} {label}' for k, label in [('long_lines', 'line(s) over 1 MiB'),
+                                                     ('undecodable_lines', 'line(s) not UTF-8 or with NUL bytes')]
+            if stats[k]]
+    return f" (skipped {', '.join(said)})" if said else ''
+
+
 def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_dir: Path,
                     sources: Optional[list[CorpusSource]] = None) -> PreTrainedTokenizerFast:
     """Train a BERT WordPiece vocabulary on `files` (or on every corpus of `sources`, tables included), save it
@@ -119,9 +127,11 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     """
     sources = sources or [CorpusSource(', '.join(map(str, files)), 'files', [Path(f) for f in files])]
     wp = BertWordPieceTokenizer(lowercase=lowercase)
-    alphabet = _alphabet(source_lines(sources), wp.normalizer)
+    skipped = collections.Counter()
+    alphabet = _alphabet(source_lines(sources, skipped), wp.normalizer)
     if not alphabet:
-        raise ConfigError(f"no text to train a tokenizer on in {', '.join(s.entry for s in sources)}.")
+        raise ConfigError(f"no text to train a tokenizer on in {', '.join(s.entry for s in sources)}"
+                          f"{_skipped_lines(skipped)}. Give a corpus with readable lines of text, or a `tokenizer`.")
     # from an iterator rather than the files: the same vocabulary, but a bad line is skipped instead of fatal
     wp.train_from_iterator(source_lines(sources), vocab_size=vocab_size, min_frequency=2, show_progress=False,
                            limit_alphabet=len(alphabet), initial_alphabet=alphabet,

@@ -430,3 +430,46 @@ def test_single_segment_draw_on_real_text(monkeypatch):
     assert all(single for f, single in fired if f)
     # without the draw, single-segment examples are rarer: a builder that skipped it would fail the next line
     assert sum(single for _, single in fired) / n >= share
+
+
+def _running(pid: int) -> bool:
+    "Whether process `pid` runs (a zombie, dead but not yet reaped by its new parent, does not)."
+    try: return Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0] != 'Z'
+    except (FileNotFoundError, IndexError): return False
+
+
+@pytest.mark.skipif(not Path('/proc/self/stat').exists(), reason='reads processes from /proc (Linux)')
+def test_a_killed_build_takes_its_workers_along_and_its_files_are_swept(demo, tmp_path):
+    """`kill -9` of a two-process build: its workers stop within 3 s (they used to build on for the rest of their
+    shards), and the temporary directory it leaves is removed by the next build in that cache."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    corpus, tok = demo
+    text = corpus.read_text(encoding='utf-8')
+    big = tmp_path / 'big.txt'
+    big.write_text(text * max(1, (24 << 20) // len(text.encode())), encoding='utf-8')  # ~24 MB: ~15 s for 2 processes
+    tok.save_pretrained(tmp_path / 'tok')
+    cache = tmp_path / 'cache'
+    script = ('from pathlib import Path; from electra.corpus import BuildSettings, resolve_corpus; '
+              'from electra.data import build_corpus; from electra.tokenizer import load_tokenizer; '
+              f's = BuildSettings(max_length=64); src = resolve_corpus([{str(big)!r}], Path({str(cache)!r}), s)[0]; '
+              f'build_corpus(src, load_tokenizer({str(tmp_path / "tok")!r}), s, Path({str(cache)!r}), 0, 2, progress=False)')
+    proc = subprocess.Popen([sys.executable, '-c', script], cwd=Path(__file__).resolve().parents[1])
+    workers, deadline = [], time.time() + 120
+    while len(workers) < 2 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+        workers = [int(p.name) for p in Path('/proc').iterdir() if p.name.isdigit() and _running(int(p.name))
+                   and (p / 'stat').read_text().rsplit(')', 1)[1].split()[1] == str(proc.pid)]
+    time.sleep(1.0)  # the workers are building shards now
+    assert len(workers) == 2 and proc.poll() is None, 'the build ended before it could be killed'
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    end = time.time() + 3
+    while any(map(_running, workers)) and time.time() < end: time.sleep(0.05)
+    assert not any(map(_running, workers))
+    left = list((cache / 'pretrain_data').glob('.*.tmp'))
+    assert len(left) == 1 and left[0].name.split('.')[2] == str(proc.pid)
+    build_pretraining_dataset([corpus], tok, 64, cache, seed=0)  # another corpus, the same cache
+    assert not left[0].exists()

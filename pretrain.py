@@ -150,11 +150,14 @@ save_run_config(cfg, run_dir)
 # ## Train
 # Metrics go to `metrics.csv` in the run directory every `log_every` steps, held-out metrics (generator MLM
 # accuracy, discriminator accuracy and AUC) to `eval_metrics.csv`; checkpoints at 6.25, 12.5, 25, 50 and 100%
-# of the steps.
+# of the steps. Ctrl-C (in Jupyter: interrupt the kernel) finishes the current step, writes a checkpoint there and
+# stops; `--resume` continues from it as if nothing had happened.
 
 # %%
+from electra.pretraining import train
+
 if start_step < cfg.steps:
-    learn.fit(1)
+    train(learn)
 
 # %% [markdown]
 # ## Export

@@ -1,19 +1,23 @@
 """fastai callbacks of the pretraining loop. Orders: TrainEvalCallback -10, StepCounter -9, MaskingCallback -5,
 fastai MixedPrecision 10 and GradientClip 11, CompileModel 12, ParamScheduler 60, MetricsLogger 70, ProgressBar 75,
-Checkpointer 80.
+Checkpointer 80, StopOnInterrupt 85.
 
 Nothing here reads a value off the device every step: metrics accumulate on the device and are read every
 `log_every` steps, so the GPU never waits for the host.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
 
 import torch
-from fastai.callback.core import Callback
+from fastai.callback.core import Callback, CancelFitException
 from fastai.callback.fp16 import AMPMode, MixedPrecision
 from fastprogress.fastprogress import progress_bar
 
@@ -24,7 +28,7 @@ from .masking import mask_tokens
 from .speed import try_compile
 
 __all__ = ['StepCounter', 'MaskingCallback', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
-           'Checkpointer', 'TrainingDiverged', 'METRIC_NAMES', 'print_sink']
+           'Checkpointer', 'StopOnInterrupt', 'TrainingDiverged', 'METRIC_NAMES', 'print_sink']
 
 
 class StepCounter(Callback):
@@ -257,7 +261,7 @@ class Checkpointer(Callback):
 
     def __init__(self, output_dir: str | Path, run_name: str, seed: int, total_steps: int, fractions: list[float],
                  extra: Callable[[], dict]):
-        self.output_dir, self.run_name, self.seed = Path(output_dir), run_name, seed
+        self.output_dir, self.run_name, self.seed, self.total_steps = Path(output_dir), run_name, seed, total_steps
         self.at, self.extra = checkpoint_steps(total_steps, fractions), extra
         self.saved: list[Path] = []
         self.resume_state: dict | None = None  # {'scaler', 'rng'} of the checkpoint a resumed run starts from
@@ -279,7 +283,11 @@ class Checkpointer(Callback):
         if torch.cuda.is_available() and rng['cuda']: torch.cuda.set_rng_state_all(rng['cuda'])
 
     def after_batch(self):
-        if self.train_iter not in self.at or not is_main_process(): return
+        if self.train_iter in self.at: self.save(self.at[self.train_iter])
+
+    def save(self, fractions: list[float]) -> list[Path]:
+        "Write the training state after the current step as the checkpoints of `fractions` of the run (main process)."
+        if not is_main_process(): return []
         self.learn.metrics_logger.check_finite()
         masking = self.learn.masking  # fastai names a callback's attribute after its class
         state = {'step': self.train_iter, 'model': self.model.state_dict(), 'opt': self.opt.state_dict(),
@@ -289,10 +297,43 @@ class Checkpointer(Callback):
                          'masking': masking.state()},
                  **self.extra()}
         state['checksum'] = state_checksum(state)
-        for fraction in self.at[self.train_iter]:
+        paths = []
+        for fraction in fractions:
             path = atomic_save(state, self.output_dir / checkpoint_name(self.run_name, self.seed, fraction))
             if state_checksum(torch.load(path, map_location='cpu', weights_only=True)) != state['checksum']:
                 raise ConfigError(f"output_dir: {path} reads back different from what was written (a full or failing "
                                   "disk?). Free space or choose another --output_dir, then resume.")
-            self.saved.append(path)
+            paths.append(path)
+        self.saved += paths
         overwrite_marker(self.output_dir, self.run_name, self.seed).unlink(missing_ok=True)  # the new run has begun
+        return paths
+
+
+class StopOnInterrupt(Callback):
+    "On Ctrl-C, finishes the current step, checkpoints it and stops the fit; a second Ctrl-C stops at once."
+    order, run_valid = 85, False  # after Checkpointer (80): a scheduled checkpoint of this step is not written twice
+
+    def __init__(self): self.requested, self.stopped_at, self.saved = False, None, []
+
+    @contextlib.contextmanager
+    def handling_sigint(self):
+        "Route SIGINT to this callback while the block runs (the main thread only: Python handles signals there)."
+        self.requested, self.stopped_at, self.saved = False, None, []
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self._request)
+        try: yield
+        finally: signal.signal(signal.SIGINT, previous)
+
+    def _request(self, signum, frame):
+        if self.requested: raise KeyboardInterrupt
+        self.requested = True
+        print('\nCtrl-C: stopping after this step, with a checkpoint (Ctrl-C again stops at once, keeping only the '
+              'last checkpoint)', file=sys.stderr, flush=True)
+
+    def after_batch(self):
+        if not self.requested: return
+        ckpt, self.stopped_at = self.learn.checkpointer, self.train_iter
+        self.saved = ckpt.saved[-1:] if self.stopped_at in ckpt.at else ckpt.save([self.stopped_at / ckpt.total_steps])
+        raise CancelFitException

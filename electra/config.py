@@ -16,12 +16,21 @@ from typing import Any, Sequence
 
 import yaml
 
-__all__ = ['ConfigError', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field', 'choice_field',
+__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field', 'choice_field',
            'running_in_notebook', 'cli_args', 'friendly_errors']
 
 
 class ConfigError(ValueError):
     "A bad config key or value; the message names where it came from and how to fix it."
+
+
+class TrainingStopped(Exception):
+    "Training stopped on request (Ctrl-C); the message says what was kept and how to continue."
+    exit_status = 130  # the shell's status for a process ended by SIGINT
+
+
+class RunWarning(UserWarning):
+    "Something in a job's settings or environment the user should know about; the job goes on."
 
 
 def field(default, help: str = ''):
@@ -235,13 +244,24 @@ def cli_args() -> list[str]:
 
 
 def friendly_errors() -> None:
-    """Report a `ConfigError` that ends a script as one `error: ...` line, no traceback, and exit status 2 (the
-    usage-error status of argparse); other errors are unchanged. A notebook shows errors its own way."""
-    previous = sys.excepthook
+    """Report what ends a script as one line, no traceback: a `ConfigError` as `error: ...` with exit status 2 (the
+    usage-error status of argparse), a `TrainingStopped` or a Ctrl-C as `stopped: ...` with status 130; other errors
+    are unchanged. A `RunWarning` is one `warning: ...` line. A notebook shows errors its own way."""
+    import warnings
+    previous, previous_warning = sys.excepthook, warnings.showwarning
+    # fastai's layers.py scripts a few activations with torch.jit.script at import, which torch 2.10+ deprecates
+    warnings.filterwarnings('ignore', message='`torch.jit.script` is deprecated', category=FutureWarning)
+
+    def show(message, category, *args, **kwargs):
+        if not issubclass(category, RunWarning): return previous_warning(message, category, *args, **kwargs)
+        print(f'warning: {message}', file=sys.stderr, flush=True)
 
     def hook(tp, value, tb):
-        if not issubclass(tp, ConfigError): return previous(tp, value, tb)
+        if issubclass(tp, KeyboardInterrupt): value = TrainingStopped('interrupted by Ctrl-C; nothing after the last '
+                                                                      'checkpoint or finished run was kept.')
+        elif not issubclass(tp, (ConfigError, TrainingStopped)): return previous(tp, value, tb)
         # fastai prefixes an error raised in a callback with "Exception occured in `Cb` when calling event `e`:\n\t"
-        print(f'error: {str(value).split(chr(10) + chr(9), 1)[-1]}', file=sys.stderr)
-        sys.exit(2)  # raised inside the hook, SystemExit sets the status and atexit handlers still run
-    sys.excepthook = hook
+        text = str(value).split(chr(10) + chr(9), 1)[-1]
+        print(f"{'stopped' if isinstance(value, TrainingStopped) else 'error'}: {text}", file=sys.stderr, flush=True)
+        sys.exit(getattr(value, 'exit_status', 2))  # raised in the hook, SystemExit sets the status; atexit still runs
+    sys.excepthook, warnings.showwarning = hook, show

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checkpoint import atomic_save, atomic_write_text, is_main_process
-from .config import ConfigError, writable_dir
+from .config import ConfigError, TrainingStopped, writable_dir
 from .finetune_config import FinetuneConfig
 from .glue import TASKS, Examples, GlueSource, GlueTask, double_unordered, drop_empty, open_source
 from .glue_data import Encoded, encode_cached, make_loader
@@ -333,7 +333,10 @@ def run_sweep(job: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
                     nrun['train/loss'].append(loss)
                     for m in dev_metric_names(task): nrun[f'dev/{m}'].append(metrics[m])
 
-            model, history = train_run(data, cfg, body, seed, device, autocast, pad_id, report)
+            try: model, history = train_run(data, cfg, body, seed, device, autocast, pad_id, report)
+            except KeyboardInterrupt:
+                raise TrainingStopped(f"by Ctrl-C during {name} run {i}; the {len(results.df)} finished run(s) are kept in "
+                                      f"{results.path}. Run the same command again to do the rest.") from None
             final = history[-1]
             if is_main_process():
                 atomic_save({'format': 'electra-glue', 'task': name, 'run': i, 'seed': seed, 'n_outputs': task.n_outputs,

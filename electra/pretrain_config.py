@@ -5,7 +5,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from .config import ConfigError, choice_field, field
+from .config import ConfigError, RunWarning, choice_field, field
 from .corpus import FORMATS
 
 __all__ = ['PretrainConfig', 'CHECKPOINT_FRACTIONS']
@@ -157,5 +157,5 @@ class PretrainConfig:
         if self.warmup_steps >= self.steps:  # warm-up and decay apply together: the peak is never reached
             warnings.warn(f'warmup_steps ({self.warmup_steps}) is not shorter than the run ({self.steps} steps): the '
                           f'learning rate never reaches lr ({self.lr:g}); lower --warmup_steps (the small recipe warms '
-                          'up for 1% of its steps).', UserWarning, stacklevel=2)
+                          'up for 1% of its steps).', RunWarning, stacklevel=2)
         need(self.pad_vocab_multiple >= 0, 'pad_vocab_multiple', f'must be 0 (off) or positive, got {self.pad_vocab_multiple}.')

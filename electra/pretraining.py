@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -16,10 +17,10 @@ from fastai.data.core import DataLoaders
 from fastai.learner import Learner, Recorder
 
 from .callbacks import (Checkpointer, CompileModel, DeviceMixedPrecision, MaskingCallback, MetricsLogger, ProgressBar,
-                        StepCounter, print_sink)
+                        StepCounter, StopOnInterrupt, print_sink)
 from .checkpoint import (FORMAT, atomic_write_text, find_checkpoints, is_main_process, latest_checkpoint,
                          lock_run_dir, overwrite_marker, remove_old_run)
-from .config import ConfigError, config_to_dict, running_in_notebook, writable_dir
+from .config import ConfigError, TrainingStopped, config_to_dict, running_in_notebook, writable_dir
 from .evaluation import HeldOutEvaluation, eval_batches, prefixed_sink, print_eval_sink
 from .loss import ElectraLoss
 from .model import ElectraPretrainingModel
@@ -29,7 +30,7 @@ from .schedule import warmup_decay_sched
 from .speed import DevicePrefetcher, cpu_bf16_supported
 
 __all__ = ['resolve_device', 'resolve_precision', 'prepare_run_dir', 'special_token_ids', 'DeviceDataLoaders',
-           'build_learner', 'checkpoint_extra', 'existing_run_guard', 'restore_training_state',
+           'build_learner', 'checkpoint_extra', 'existing_run_guard', 'restore_training_state', 'train',
            'save_run_config', 'neptune_sink']
 
 
@@ -110,7 +111,8 @@ def build_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tokenizer
                            len(tokenizer), cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob, cfg.random_token_prob, cfg.seed),
            ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power, cfg.schedule)}),
            MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, sinks),
-           Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict)]
+           Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict),
+           StopOnInterrupt()]
     if held_out is not None and len(held_out):
         eval_sinks = ([] if live else [print_eval_sink]) + [prefixed_sink(s, 'eval/') for s in sinks if s is not print_sink]
         cbs.append(HeldOutEvaluation(
@@ -171,6 +173,21 @@ def restore_training_state(learn: Learner, ckpt: dict) -> None:
     learn.opt.load_state_dict(ckpt['opt'])
     learn.masking.load_state(ckpt['rng']['masking'])
     learn.checkpointer.resume_state = {'scaler': ckpt['scaler'], 'rng': ckpt['rng']}
+
+
+def train(learn: Learner) -> None:
+    """Train over the rest of the run. Ctrl-C (SIGINT, also a notebook's interrupt) lets the current step finish,
+    checkpoints it and raises `TrainingStopped` with the command that continues the run; a second Ctrl-C stops at once."""
+    stop = learn.stop_on_interrupt
+    with stop.handling_sigint():
+        learn.fit(1)
+    if stop.stopped_at is None or stop.stopped_at >= learn.checkpointer.total_steps: return  # it was the last step
+    argv = [a for a in sys.argv if a != '--resume']
+    again = 'the same settings and --resume' if running_in_notebook() else \
+        ' '.join(shlex.quote(a) for a in ['python', *argv, '--resume'])
+    kept = f"checkpoint {stop.saved[0]} written" if stop.saved else 'checkpoints are written by the main process'
+    raise TrainingStopped(f"at step {stop.stopped_at} of {learn.checkpointer.total_steps} by Ctrl-C; {kept}. "
+                          f"Continue the run with: {again}")
 
 
 def save_run_config(cfg: PretrainConfig, run_dir: Path) -> Path:

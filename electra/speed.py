@@ -14,6 +14,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .config import RunWarning
+
 __all__ = ['AUTOCAST_DTYPES', 'try_compile', 'uncompile', 'cpu_bf16_supported', 'DevicePrefetcher', 'HostSyncCounter', 'SYNC_OPS']
 
 
@@ -49,7 +51,7 @@ def try_compile(modules: Iterable[nn.Module], trial: Callable[[], None], backend
             root = getattr(root, 'inner_exception', None) or root.__cause__
         reason = (str(root).strip().splitlines() or [''])[0][:200]
         warnings.warn(f'compile: torch.compile of {what} failed ({type(root).__name__}: {reason}); running eagerly.',
-                      RuntimeWarning, stacklevel=2)
+                      RunWarning, stacklevel=2)
         return False
 
 

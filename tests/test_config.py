@@ -1,7 +1,7 @@
 "Config loading: presets, typed CLI overrides, rejected keys and values, --help."
 import pytest
 
-from electra.config import ConfigError, load_config
+from electra.config import ConfigError, RunWarning, load_config
 from electra.pretrain_config import PretrainConfig
 
 
@@ -96,5 +96,5 @@ def test_optimizer_and_dropout_values_checked_up_front(key, value, match):
 
 
 def test_warmup_longer_than_the_run_warns():
-    with pytest.warns(UserWarning, match=r'warmup_steps \(10000\) is not shorter than the run \(30 steps\)'):
+    with pytest.warns(RunWarning, match=r'warmup_steps \(10000\) is not shorter than the run \(30 steps\)'):
         load('--config', 'small', '--steps', '30')

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from electra.config import ConfigError, config_from_dict, load_config
+from electra.config import ConfigError, TrainingStopped, config_from_dict, load_config
 from electra.demo_glue import write_demo_glue
 from electra.finetune_config import FinetuneConfig
 from electra import finetuning, pretraining
@@ -236,6 +236,26 @@ def test_interrupted_sweep_resumes_and_ensemble_averages_logits(tmp_path, glue_d
     assert [r[1] for r in parse(tmp_path / 'out/t/RTE.tsv')[1]] == expected
 
 
+def test_ctrl_c_in_a_sweep_keeps_the_finished_runs_and_says_how_to_go_on(tmp_path, glue_dir, tiny, monkeypatch):
+    "A Ctrl-C in run 1 of RTE stops the sweep with one message; run 0 stays in the table and is not trained again."
+    model, tok = tiny
+    src, real, calls = open_source(str(glue_dir)), finetuning.train_run, []
+
+    def interrupted_second_run(*args, **kwargs):
+        calls.append(args[3])  # the seed
+        if len(calls) == 2: raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    monkeypatch.setattr(finetuning, 'train_run', interrupted_second_run)
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=3)
+    with pytest.raises(TrainingStopped, match=r'by Ctrl-C during RTE run 1; the 1 finished run\(s\) are kept in '
+                                              rf'{re.escape(str(tmp_path / "ckpt/t/results.csv"))}\. Run the same'):
+        finetuning.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    assert finetuning.ResultsTable(tmp_path / 'ckpt/t/results.csv').df['run'].tolist() == [0]
+    lines = []
+    finetuning.run_sweep(cfg, model, tok, src, log=lines.append)
+    assert lines[0].endswith('2 of 3 runs to do') and calls[2:] == cfg.seed_list[1:]
+
+
 def test_neptune_logger_gets_params_and_metrics(tmp_path, glue_dir, tiny, monkeypatch):
     import collections
     import types
@@ -401,6 +421,21 @@ def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
     with pytest.raises(ConfigError, match='a bert model, not ELECTRA'):
         finetuning.load_pretrained(str(bert))
     assert finetuning.load_pretrained(str(good))[0].config.model_type == 'electra'
+
+
+def test_driver_refuses_a_bert_directory_and_a_bad_dropout_in_one_line(tmp_path, tiny):
+    "Through finetune.py: status 2 and stderr the one error line, for a model and for a setting."
+    import json
+    model, tok = tiny
+    bert = tmp_path / 'bert'
+    model.save_pretrained(bert)
+    tok.save_pretrained(bert)
+    (bert / 'config.json').write_text(json.dumps({**json.loads((bert / 'config.json').read_text()), 'model_type': 'bert'}))
+    r = run_cli('--model', str(bert), '--data', 'demo', '--cache_dir', str(tmp_path / 'cache'), '--device', 'cpu')
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert r.stderr.startswith(f'error: {bert}/config.json: a bert model, not ELECTRA. ')
+    r = run_cli('--dropout', '1.5')
+    assert (r.returncode, r.stderr) == (2, 'error: dropout: must be in [0, 1), got 1.5.\n')
 
 
 def test_nan_predictions_never_reach_a_submission_file(tmp_path, glue_dir, tiny):

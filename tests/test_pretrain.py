@@ -194,30 +194,88 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
     assert '(2 fp16 overflow steps skipped)' in line.getvalue()
 
 
-def test_resume_in_a_terminal_with_the_live_progress_bar(straight, tmp_path):
-    "--resume where people type it: stdout a terminal (a pseudo-terminal here), so the live progress bar runs."
-    import pty
-    argv = [*TINY, '--run_name', 'vanilla', '--checkpoint_at', '0.5,1.0']
-    pretrain(tmp_path, *argv)
-    (tmp_path / 'ckpt' / 'vanilla_11081_100%.pth').unlink()
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, 'pretrain.py', '--output_dir', str(tmp_path / 'ckpt'), '--cache_dir',
-                             str(tmp_path / 'cache'), *argv, '--resume'], cwd=ROOT, stdout=follower, stderr=follower,
-                            env={**os.environ, 'HF_HUB_OFFLINE': '1'})
-    os.close(follower)
-    out = b''
-    while True:
-        try: chunk = os.read(leader, 65536)
-        except OSError: break  # the child closed the terminal
-        if not chunk: break
-        out += chunk
-    os.close(leader)
-    text = out.decode('utf-8', 'replace')
-    assert proc.wait(timeout=300) == 0, text[-2000:]
-    assert 'starting at step 12 of 24' in text and '[12/12' in text  # the bar counts the 12 steps still to run
-    final = load_checkpoint(tmp_path / 'ckpt' / 'vanilla_11081_100%.pth')['model']
-    _, g = straight
-    for k, v in g['model'].state_dict().items(): assert torch.allclose(final[k], v, rtol=0, atol=1e-6), k
+class Terminal:
+    """pretrain.py on a pseudo-terminal that is its controlling terminal, as when typed in a shell: its output is a
+    tty (the live progress bar runs) and a Ctrl-C typed there reaches the job's whole process group."""
+
+    def __init__(self, tmp: Path, *argv: str):
+        import fcntl
+        import termios
+        import threading
+        self.leader, follower = os.openpty()
+        self.proc = subprocess.Popen(
+            [sys.executable, 'pretrain.py', '--output_dir', str(tmp / 'ckpt'), '--cache_dir', str(tmp / 'cache'), *argv],
+            cwd=ROOT, stdin=follower, stdout=follower, stderr=follower, start_new_session=True,
+            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0), env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+        os.close(follower)
+        self.out = b''
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        while True:
+            try: chunk = os.read(self.leader, 65536)
+            except OSError: return  # the job closed the terminal
+            if not chunk: return
+            self.out += chunk
+
+    def wait_for(self, path: Path, timeout: float = 300) -> None:
+        "Poll for `path` every 10 ms: the job is acted on as soon as it has written that checkpoint."
+        import time
+        end = time.time() + timeout
+        while not path.exists():
+            assert time.time() < end and self.proc.poll() is None, self.text()[-3000:]
+            time.sleep(0.01)
+
+    def ctrl_c(self): os.write(self.leader, b'\x03')  # the terminal turns it into SIGINT
+
+    def finish(self, timeout: float = 300) -> int:
+        status = self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=10)
+        os.close(self.leader)
+        return status
+
+    def text(self) -> str: return self.out.decode('utf-8', 'replace')
+
+
+@pytest.fixture(scope='module')
+def straight_120(tmp_path_factory):
+    "The state after 120 uninterrupted steps, for the interruption tests to end equal to."
+    tmp = tmp_path_factory.mktemp('straight_120')
+    pretrain(tmp, *TINY, '--steps', '120', '--run_name', 'long', '--checkpoint_at', '1.0')
+    return load_checkpoint(tmp / 'ckpt' / 'long_11081_100%.pth')
+
+
+def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straight_120, tmp_path):
+    """In a terminal: Ctrl-C stops after the current step with a checkpoint there (status 130, one line naming the
+    step and the command to continue); the resumed run is killed with -9 after its 50% checkpoint; a second resume
+    finishes. Every model and optimizer tensor then equals the uninterrupted run's exactly."""
+    import re
+    argv = [*TINY, '--steps', '120', '--run_name', 'long', '--checkpoint_at', '0.1,0.5,1.0']
+    ckpt = tmp_path / 'ckpt'
+    first = Terminal(tmp_path, *argv)
+    first.wait_for(ckpt / 'long_11081_10%.pth')
+    first.ctrl_c()
+    assert first.finish() == 130, first.text()[-3000:]
+    m = re.search(r'stopped: at step (\d+) of 120 by Ctrl-C; checkpoint (\S+) written\. Continue the run with: '
+                  r'python pretrain\.py .* --resume', first.text())
+    assert m and 'Traceback' not in first.text(), first.text()[-3000:]
+    step = int(m[1])
+    assert 12 <= step < 60 and load_checkpoint(m[2])['step'] == step
+
+    second = Terminal(tmp_path, *argv, '--resume')
+    second.wait_for(ckpt / 'long_11081_50%.pth')
+    second.proc.kill()  # kill -9: no clean-up at all
+    assert second.finish() == -9 and f'starting at step {step} of 120' in second.text()
+    assert not (ckpt / 'long_11081_100%.pth').exists()  # killed mid-run, not after it
+
+    third = Terminal(tmp_path, *argv, '--resume')
+    assert third.finish() == 0, third.text()[-3000:]
+    assert 'starting at step 60 of 120' in third.text() and '[60/60' in third.text()  # the live bar ran
+    final = load_checkpoint(ckpt / 'long_11081_100%.pth')
+    for part in ('model', 'opt'):
+        a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[part])
+        assert len(a) == len(b) and all(torch.equal(x, y) if torch.is_tensor(x) else x == y for x, y in zip(a, b)), part
 
 
 def test_interrupted_overwrite_then_resume_never_resumes_the_old_run(tmp_path):
@@ -304,12 +362,27 @@ def test_neptune_offline_logger_from_another_folder(tmp_path):
     assert logs and any(b'"path": ["train", "loss"]' in p.read_bytes() for p in logs)
 
 
-def test_cli_error_is_one_line_without_traceback(tmp_path):
-    r = subprocess.run([sys.executable, 'pretrain.py', '--stpes', '3'], cwd=ROOT, capture_output=True, text=True,
+def one_megabyte_document(tmp: Path) -> str:
+    "A corpus of one document on one 1.5 MB line: the build skips lines over 1 MiB, so nothing is left."
+    (tmp / 'one.txt').write_text('word ' * 300_000 + '\n')
+    return str(tmp / 'one.txt')
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--stpes', '3'], "command line: unknown key 'stpes'. Did you mean 'steps'? Run with --help for the list of keys."),
+    (['--dropout', '1.5'], 'dropout: must be in [0, 1), got 1.5.'),
+    (['--lr', '-1'], 'lr: must be a positive number, got -1.0.'),
+    (['--lr', 'nan'], 'lr: must be a positive number, got nan.'),
+    (['--corpus', one_megabyte_document, '--warmup_steps', '1'],
+     'no text to train a tokenizer on in {tmp}/one.txt (skipped 1 line(s) over 1 MiB). Give a corpus with readable '
+     'lines of text, or a `tokenizer`.')])
+def test_bad_input_is_one_line_and_status_2(tmp_path, argv, message):
+    "The whole of stderr is the one error line: no traceback, no warning around it."
+    argv = [a(tmp_path) if callable(a) else a for a in argv]
+    r = subprocess.run([sys.executable, 'pretrain.py', '--output_dir', str(tmp_path / 'ckpt'), '--cache_dir',
+                        str(tmp_path / 'cache'), *argv], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, 'HF_HUB_OFFLINE': '1'})
-    assert r.returncode == 2
-    assert "error: command line: unknown key 'stpes'. Did you mean 'steps'?" in r.stderr
-    assert 'Traceback' not in r.stderr
+    assert (r.returncode, r.stderr) == (2, f'error: {message.format(tmp=tmp_path)}\n')
 
 
 @pytest.mark.skipif(not WIKI.exists(), reason='../shared/data is absent')

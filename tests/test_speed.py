@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
 from electra import bench
-from electra.config import ConfigError, config_to_dict
+from electra.config import ConfigError, RunWarning, config_to_dict
 from electra.loss import ElectraLoss
 from electra.masking import mask_tokens
 from electra.model import build_pretraining_model, padded_vocab_size
@@ -198,7 +198,7 @@ def test_cuda_graph_mode_marks_every_step_and_trains_as_eager(monkeypatch):
 def test_try_compile_reports_failure_of_trial():
     m = torch.nn.Linear(3, 3)
     def trial(): raise ValueError('boom')
-    with pytest.warns(RuntimeWarning, match='compile: torch.compile of the model failed \\(ValueError: boom\\)'):
+    with pytest.warns(RunWarning, match='compile: torch.compile of the model failed \\(ValueError: boom\\)'):
         assert try_compile([m], trial, backend='eager') is False
     assert m._compiled_call_impl is None
 

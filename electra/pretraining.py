@@ -3,6 +3,7 @@ device and precision, the run directory, the fastai Learner with its callbacks, 
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import shlex
 import sys
@@ -58,10 +59,13 @@ def resolve_precision(name: str, device: torch.device) -> str:
 
 def prepare_run_dir(cfg: PretrainConfig) -> Path:
     """`<output_dir>/<run_name>_<seed>/`, checked writable up front rather than at the first checkpoint, and locked by
-    this process (`lock_run_dir`): one run of a name at a time."""
+    this process (`lock_run_dir`): one run of a name at a time. Holding the lock, it removes the partial checkpoint
+    files a killed write of this run left (`.<checkpoint>.*.tmp`, as large as a checkpoint)."""
     writable_dir(cfg.output_dir, 'output_dir')
     run_dir = writable_dir(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}', 'output_dir')
-    if is_main_process(): lock_run_dir(run_dir)
+    if is_main_process():
+        lock_run_dir(run_dir)
+        for partial in Path(cfg.output_dir).glob(f'.{glob.escape(cfg.run_name)}_{cfg.seed}_*%.pth.*.tmp'): partial.unlink()
     return run_dir
 
 

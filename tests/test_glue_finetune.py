@@ -423,7 +423,7 @@ def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
     assert finetuning.load_pretrained(str(good))[0].config.model_type == 'electra'
 
 
-def test_driver_refuses_a_bert_directory_and_a_bad_dropout_in_one_line(tmp_path, tiny):
+def test_driver_refuses_bad_model_directories_and_a_bad_dropout_in_one_line(tmp_path, tiny):
     "Through finetune.py: status 2 and stderr the one error line, for a model and for a setting."
     import json
     model, tok = tiny
@@ -434,6 +434,10 @@ def test_driver_refuses_a_bert_directory_and_a_bad_dropout_in_one_line(tmp_path,
     r = run_cli('--model', str(bert), '--data', 'demo', '--cache_dir', str(tmp_path / 'cache'), '--device', 'cpu')
     assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
     assert r.stderr.startswith(f'error: {bert}/config.json: a bert model, not ELECTRA. ')
+    (bert / 'config.json').unlink()
+    r = run_cli('--model', str(bert), '--data', 'demo', '--cache_dir', str(tmp_path / 'cache'), '--device', 'cpu')
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert r.stderr.startswith(f'error: {bert}: no config.json, so not a save_pretrained directory')
     r = run_cli('--dropout', '1.5')
     assert (r.returncode, r.stderr) == (2, 'error: dropout: must be in [0, 1), got 1.5.\n')
 

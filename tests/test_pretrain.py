@@ -297,7 +297,8 @@ def test_interrupted_overwrite_then_resume_never_resumes_the_old_run(tmp_path):
 
 
 def test_one_process_per_run_and_a_dead_ones_lock_taken_over(tmp_path):
-    "A second process of the same run is refused, naming the holder; once the holder is killed, its lock is taken over."
+    """A second process of the same run is refused, naming the holder; once the holder is killed, its lock is taken
+    over, and the partial checkpoint files of this run (a killed write) are removed."""
     run_dir = tmp_path / 'ckpt' / 'demo_11081'
     run_dir.mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, '-c', 'import sys, time; from electra.checkpoint import lock_run_dir; '
@@ -311,8 +312,13 @@ def test_one_process_per_run_and_a_dead_ones_lock_taken_over(tmp_path):
         holder.kill()  # like kill -9: no clean-up, the lock file stays
         holder.wait()
     assert (run_dir / '.lock').read_text().split()[0] == str(holder.pid)
+    partial = tmp_path / 'ckpt' / '.demo_11081_50%.pth.k2x9.tmp'  # what a kill during a checkpoint write leaves
+    other = tmp_path / 'ckpt' / '.demo2_11081_50%.pth.k2x9.tmp'   # another run's: not this run's to remove
+    partial.write_bytes(b'half a checkpoint')
+    other.write_bytes(b'half a checkpoint')
     g = pretrain(tmp_path, *TINY, '--run_name', 'demo', '--steps', '6')
     assert g['learn'].train_iter == 6 and not (run_dir / '.lock').exists()  # released when training ended
+    assert not partial.exists() and other.exists()
 
 
 def test_rerun_without_resume_refuses_to_overwrite(straight):

@@ -21,7 +21,7 @@
 #
 # Run it as a script (`python finetune.py --config small --model google/electra-small-discriminator`) or as the
 # notebook `notebooks/Finetune_GLUE.ipynb`. `python finetune.py --help` lists every setting. This script is exported
-# from the notebook (`python -m electra.notebooks export`): edit the notebook, not the script.
+# from the notebook (`python -m electra.tools.notebooks export`): edit the notebook, not the script.
 
 # %%
 import os
@@ -33,9 +33,10 @@ if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir
 # %%
 import torch
 
-from electra import finetuning
-from electra.config import cli_args, config_to_dict, friendly_errors, load_config
-from electra.finetune_config import FinetuneConfig
+from electra.finetuning.classifier import load_pretrained
+from electra.finetuning.sweep import resolve_data, run_sweep, write_summary, write_test_predictions
+from electra.config.base import cli_args, config_to_dict, friendly_errors, load_config
+from electra.config.finetune import FinetuneConfig
 
 friendly_errors()  # a bad setting or input file ends the script with one `error: ...` line and status 2
 
@@ -66,8 +67,8 @@ print('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
 # discriminator's body is used, under a new output layer per run.
 
 # %%
-source = finetuning.resolve_data(cfg.data, cfg.cache_dir)
-pretrained, tokenizer = finetuning.load_pretrained(cfg.model)
+source = resolve_data(cfg.data, cfg.cache_dir)
+pretrained, tokenizer = load_pretrained(cfg.model)
 print(f'data: {source.description}')
 print(f'model: {cfg.model}: {pretrained.config.num_hidden_layers} layers, hidden size {pretrained.config.hidden_size}, '
       f'{len(tokenizer)} tokens')
@@ -80,7 +81,7 @@ print(f'model: {cfg.model}: {pretrained.config.num_hidden_layers} layers, hidden
 # `results.csv` straight away, so an interrupted sweep picks up where it stopped when run again.
 
 # %%
-results = finetuning.run_sweep(cfg, pretrained, tokenizer, source)
+results = run_sweep(cfg, pretrained, tokenizer, source)
 
 # %% [markdown]
 # ## 4. Summary of the dev scores
@@ -90,7 +91,7 @@ results = finetuning.run_sweep(cfg, pretrained, tokenizer, source)
 # `summary.png` next to the results table.
 
 # %%
-print(finetuning.write_summary(cfg, results))
+print(write_summary(cfg, results))
 
 # %% [markdown]
 # Every run of this sweep (the rows of `results.csv`), and the plot of the dev scores per task:
@@ -98,7 +99,7 @@ print(finetuning.write_summary(cfg, results))
 # %%
 from pathlib import Path
 
-from electra.walkthrough import runs_table, show, show_image
+from electra.tools.walkthrough import runs_table, show, show_image
 
 summary_png = Path(cfg.output_dir) / cfg.group / 'summary.png'
 show(runs_table(cfg, results), 'every run: dev score and metrics')
@@ -113,5 +114,5 @@ if summary_png.is_file(): show_image(summary_png)
 
 # %%
 if cfg.predict:
-    files = finetuning.write_test_predictions(cfg, results, tokenizer, source)
+    files = write_test_predictions(cfg, results, tokenizer, source)
     print('\n'.join(str(f) for f in files))

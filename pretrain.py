@@ -16,7 +16,7 @@
 # (replaced-token detection, Clark et al. 2020). Both train together; afterwards the discriminator is the model
 # to fine-tune. Run as a script, this takes its config from the command line (`python pretrain.py --help`);
 # in Jupyter, edit `overrides` in the cell below. This script is exported from `notebooks/Pretrain.ipynb`
-# (`python -m electra.notebooks export`): edit the notebook, not the script.
+# (`python -m electra.tools.notebooks export`): edit the notebook, not the script.
 
 # %%
 import os
@@ -29,8 +29,8 @@ if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir
 overrides = {}  # in a notebook: e.g. {'config': 'demo', 'steps': 200}
 
 # %%
-from electra.config import cli_args, config_to_dict, friendly_errors, load_config
-from electra.pretrain_config import PretrainConfig
+from electra.config.base import cli_args, config_to_dict, friendly_errors, load_config
+from electra.config.pretrain import PretrainConfig
 
 friendly_errors()
 cfg = load_config(PretrainConfig, cli_args(), preset_dir='configs/pretrain', default_preset='demo',
@@ -45,8 +45,9 @@ cfg
 # %%
 import torch
 
-from electra.checkpoint import check_resume_compatible, load_checkpoint
-from electra.pretraining import existing_run_guard, prepare_run_dir, resolve_device, resolve_precision
+from electra.training.checkpoint import check_resume_compatible, load_checkpoint
+from electra.pretraining.learner import existing_run_guard, prepare_run_dir
+from electra.training.device import resolve_device, resolve_precision
 
 run_dir = prepare_run_dir(cfg)
 device = resolve_device(cfg.device)
@@ -66,9 +67,9 @@ print(f'run {run_dir} on {device} ({precision}), starting at step {start_step} o
 # %%
 from pathlib import Path
 
-from electra.corpus import corpus_text_files, resolve_corpus
-from electra.data import BuildSettings
-from electra.tokenizer import get_tokenizer, tokenizer_state
+from electra.data.corpus import corpus_text_files, resolve_corpus
+from electra.data.corpus import BuildSettings
+from electra.data.tokenizer import get_tokenizer, tokenizer_state
 
 settings = BuildSettings.from_config(cfg)
 sources = resolve_corpus(cfg.corpus, Path(cfg.cache_dir), settings)
@@ -88,7 +89,8 @@ print(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len
 # %%
 import datasets
 
-from electra.data import build_corpus, build_summary, format_summary, held_out_split, pretraining_dataloader
+from electra.data.cache import build_corpus, build_summary, format_summary
+from electra.data.batches import held_out_split, pretraining_dataloader
 
 parts = [build_corpus(source, tokenizer, settings, Path(cfg.cache_dir), cfg.seed, cfg.num_proc) for source in sources]
 for part in parts: print(format_summary(build_summary(part)))
@@ -104,8 +106,8 @@ print(f'{len(dataset)} training examples, {len(held_out) if held_out else 0} hel
 # (`B [SEP]`), absent in a single-segment example.
 
 # %%
-from electra.inspect import examples_frame, mask_batch, masked_frame
-from electra.walkthrough import example_batch, show
+from electra.tools.data_views import examples_frame, mask_batch, masked_frame
+from electra.tools.walkthrough import example_batch, show
 
 show(examples_frame(dataset, tokenizer, n=3), 'the first examples')
 
@@ -125,7 +127,7 @@ show(masked_frame(batch_ids, batch_types, masked, tokenizer, n=2), 'a batch befo
 # projection is the word-embedding matrix.
 
 # %%
-from electra.model import build_pretraining_model
+from electra.objective.model import build_pretraining_model
 
 torch.manual_seed(cfg.seed)
 model = build_pretraining_model(cfg, len(tokenizer), tokenizer.pad_token_id)
@@ -139,9 +141,9 @@ print(f'discriminator {n_disc / 1e6:.2f}M parameters, generator + discriminator 
 # without bias correction, warm-up and linear decay applied together, clipping at 1.0.
 
 # %%
-from electra.pretraining import build_learner, checkpoint_extra, restore_training_state, save_run_config
+from electra.pretraining.learner import pretraining_learner, checkpoint_extra, restore_training_state, save_run_config
 
-learn = build_learner(cfg, model, tokenizer, train_dl, run_dir, device, precision, start_step,
+learn = pretraining_learner(cfg, model, tokenizer, train_dl, run_dir, device, precision, start_step,
                       extra_state=checkpoint_extra(cfg, tok_state), held_out=held_out)
 if ckpt: restore_training_state(learn, ckpt)
 save_run_config(cfg, run_dir)
@@ -154,7 +156,7 @@ save_run_config(cfg, run_dir)
 # stops; `--resume` continues from it as if nothing had happened.
 
 # %%
-from electra.pretraining import train
+from electra.pretraining.learner import train
 
 if start_step < cfg.steps:
     train(learn)
@@ -164,7 +166,7 @@ if start_step < cfg.steps:
 # The discriminator (the model to fine-tune) and the generator, each loadable with `from_pretrained`.
 
 # %%
-from electra.export import export_pretrained
+from electra.pretraining.export import export_pretrained
 
 exported = export_pretrained(model, tokenizer, run_dir)
 for name, path in exported.items(): print(f'{name}: {path}')
@@ -175,7 +177,7 @@ for name, path in exported.items(): print(f'{name}: {path}')
 # on a GPU the positions differ from the ones above); a sample equal to the original counts as original.
 
 # %%
-from electra.walkthrough import discriminator_verdict, generator_samples, replaced_token_detection, verdict_line
+from electra.tools.walkthrough import discriminator_verdict, generator_samples, replaced_token_detection, verdict_line
 
 rtd = replaced_token_detection(model, batch_ids[:2], batch_types[:2], tokenizer, cfg, seed=cfg.seed)
 show(generator_samples(rtd, tokenizer, n=1), "the generator's samples at the masked positions")
@@ -201,6 +203,6 @@ show(verdict[verdict['replaced'] | verdict['flagged']], 'p(replaced) of the repl
 # plot is saved beside them as `losses.png`.
 
 # %%
-from electra.walkthrough import plot_losses
+from electra.tools.walkthrough import plot_losses
 
 show(plot_losses(run_dir / 'metrics.csv', run_dir / 'losses.png'), f'loss curves: {run_dir / "losses.png"}')

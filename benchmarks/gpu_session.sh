@@ -74,18 +74,18 @@ wiki() {  # real text: the demo recipe (as tests/test_pretrain.py runs it on the
 }
 
 bench() {  # the pretraining step: baseline, eager Learner, compiled (default mode), compiled with CUDA graphs
-  step bench_pretrain 240 python3 -m electra.bench pretrain --preset small --device cuda --compile \
+  step bench_pretrain 240 python3 -m electra.tools.bench pretrain --preset small --device cuda --compile \
     --compile_mode reduce-overhead --ablations --variants learner_eager,learner_compiled --rounds 3 --profile \
     --check_sync --json "$out/gpu_pretrain_small.json"
 }
 
 ablations() {  # the per-item breakdown
-  step bench_ablations 220 python3 -m electra.bench pretrain --preset small --device cuda --compile \
+  step bench_ablations 220 python3 -m electra.tools.bench pretrain --preset small --device cuda --compile \
     --compile_mode reduce-overhead --ablations --rounds 3 --json "$out/gpu_pretrain_small_ablations.json"
 }
 
 finetune_bench() {
-  step bench_finetune 130 python3 -m electra.bench finetune --preset small --device cuda --compile --rounds 3 \
+  step bench_finetune 130 python3 -m electra.tools.bench finetune --preset small --device cuda --compile --rounds 3 \
     --profile --json "$out/gpu_finetune_small.json"
 }
 

@@ -1,8 +1,8 @@
 "Config loading: presets, typed CLI overrides, rejected keys and values, --help."
 import pytest
 
-from electra.config import ConfigError, RunWarning, load_config
-from electra.pretrain_config import PretrainConfig
+from electra.config.base import ConfigError, RunWarning, load_config
+from electra.config.pretrain import PretrainConfig
 
 
 def load(*argv, **kw):
@@ -59,7 +59,7 @@ def test_help_lists_every_key(capsys):
 
 
 def test_mapping_on_the_command_line_is_yaml():
-    from electra.finetune_config import FinetuneConfig
+    from electra.config.finetune import FinetuneConfig
     cfg = load_config(FinetuneConfig, ['--config', 'small', '--task_overrides', '{RTE: {epochs: 4}, CoLA: {lr: 1e-4}}'],
                       preset_dir='configs/finetune')
     assert set(cfg.task_overrides) == {'RTE', 'CoLA'}                  # the preset's overrides replaced
@@ -89,7 +89,7 @@ def test_optimizer_and_dropout_values_checked_up_front(key, value, match):
     "Refused when the config is built, in one line, not deep inside torch or as a run that trains on NaN."
     with pytest.raises(ConfigError, match=match):
         load(f'--{key}', value)
-    from electra.finetune_config import FinetuneConfig
+    from electra.config.finetune import FinetuneConfig
     if key in ('lr', 'dropout'):
         with pytest.raises(ConfigError, match=match.split(',')[0]):
             load_config(FinetuneConfig, [f'--{key}', value], preset_dir='configs/finetune')

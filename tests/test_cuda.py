@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 import torch
 
-from electra import bench
-from electra.masking import mask_tokens
-from electra.speed import DevicePrefetcher
+from electra.objective.masking import mask_tokens
+from electra.tools import bench
+from electra.training.speed import DevicePrefetcher
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 
@@ -20,12 +20,12 @@ V = 200
 
 
 def cfg_of(**kw):
-    from electra.pretrain_config import PretrainConfig
+    from electra.config.pretrain import PretrainConfig
     return PretrainConfig(**{**TINY, **kw})
 
 
 def model_of(cfg, vocab=V):
-    from electra.model import build_pretraining_model
+    from electra.objective.model import build_pretraining_model
     torch.manual_seed(0)
     return build_pretraining_model(cfg, vocab, 0)
 
@@ -145,9 +145,8 @@ def test_cuda_prefetcher_yields_the_same_batches_on_the_device():
 
 def test_cuda_pretrain_driver_resume_and_export(tmp_path):
     "pretrain.py on the GPU: half a run, then --resume, ends where the straight run ends; exports load on the CPU."
-    from transformers import ElectraForPreTraining
-
     from test_pretrain import TINY as DRIVER_TINY, pretrain
+    from transformers import ElectraForPreTraining
     argv = [a if a != 'cpu' else 'cuda' for a in DRIVER_TINY] + ['--run_name', 'gpu', '--checkpoint_at', '0.5,1.0']
     straight = pretrain(tmp_path / 'a', *argv)
     pretrain(tmp_path / 'b', *argv)

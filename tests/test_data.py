@@ -10,11 +10,12 @@ import datasets
 import pytest
 import torch
 
-from electra.config import ConfigError
-from electra.data import (ExampleBuilder, PretrainingBatches, build_pretraining_dataset, build_summary, corpus_files,
-                          pretraining_dataloader)
-from electra.demo import demo_corpus_text, write_demo_corpus
-from electra.tokenizer import load_tokenizer, train_tokenizer
+from electra.config.base import ConfigError
+from electra.data.batches import PretrainingBatches, pretraining_dataloader
+from electra.data.builder import ExampleBuilder, corpus_files
+from electra.data.cache import build_pretraining_dataset, build_summary
+from electra.data.demo import demo_corpus_text, write_demo_corpus
+from electra.data.tokenizer import load_tokenizer, train_tokenizer
 
 WIKI = Path(__file__).resolve().parents[1].parent / 'shared' / 'data' / 'corpus' / 'wikipedia_leads.txt'
 CLS, SEP = 101, 102  # BERT's ids, to catch code that assumes a trained vocabulary's [CLS]=2, [SEP]=3
@@ -306,7 +307,7 @@ def test_cache_reuse_and_rebuild(words, tmp_path, caplog):
 
     def build(tokenizer=tok, max_length=32):
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger='electra.data'):
+        with caplog.at_level(logging.INFO, logger='electra.data.cache'):
             ds = build_pretraining_dataset(files, tokenizer, max_length, cache, seed=0)
         return ds, 'reusing' in caplog.text
 
@@ -452,8 +453,8 @@ def test_a_killed_build_takes_its_workers_along_and_its_files_are_swept(demo, tm
     big.write_text(text * max(1, (24 << 20) // len(text.encode())), encoding='utf-8')  # ~24 MB: ~15 s for 2 processes
     tok.save_pretrained(tmp_path / 'tok')
     cache = tmp_path / 'cache'
-    script = ('from pathlib import Path; from electra.corpus import BuildSettings, resolve_corpus; '
-              'from electra.data import build_corpus; from electra.tokenizer import load_tokenizer; '
+    script = ('from pathlib import Path; from electra.data.corpus import BuildSettings, resolve_corpus; '
+              'from electra.data.cache import build_corpus; from electra.data.tokenizer import load_tokenizer; '
               f's = BuildSettings(max_length=64); src = resolve_corpus([{str(big)!r}], Path({str(cache)!r}), s)[0]; '
               f'build_corpus(src, load_tokenizer({str(tmp_path / "tok")!r}), s, Path({str(cache)!r}), 0, 2, progress=False)')
     proc = subprocess.Popen([sys.executable, '-c', script], cwd=Path(__file__).resolve().parents[1])

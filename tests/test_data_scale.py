@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 
-from electra.config import ConfigError
-from electra.corpus import BuildSettings, resolve_corpus, split_sentences
-from electra.data import (PretrainingBatches, build_corpus, build_summary, format_summary, held_out_split,
-                          pretraining_dataloader)
-from electra.evaluation import HeldOutEvaluation, eval_batches, roc_auc
-from electra.inspect import example_statistics, examples_frame, mask_batch, masked_frame, render_example
-from electra.tokenizer import train_tokenizer
+from electra.config.base import ConfigError
+from electra.data.batches import PretrainingBatches, held_out_split, pretraining_dataloader
+from electra.data.cache import build_corpus, build_summary, format_summary
+from electra.data.corpus import BuildSettings, resolve_corpus, split_sentences
+from electra.data.tokenizer import train_tokenizer
+from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches, roc_auc
+from electra.tools.data_views import example_statistics, examples_frame, mask_batch, masked_frame, render_example
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / 'shared' / 'data' / 'corpus'
@@ -173,7 +173,7 @@ def test_cache_reused_and_rebuilt_after_tokenizer_or_builder_change(tok, tmp_pat
 
     def run(settings=BuildSettings(), tokenizer=tok):
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger='electra.data'):
+        with caplog.at_level(logging.INFO, logger='electra.data.cache'):
             ds = build(corpus, tokenizer, cache, settings)
         return ds, 'reusing' in caplog.text
 
@@ -209,7 +209,7 @@ def test_partial_or_corrupted_cache_is_rebuilt(damage, tok, tmp_path, caplog):
         data[len(data) // 2:len(data) // 2 + 64] = os.urandom(64)
         shard.write_bytes(bytes(data))
     if damage == 'missing_shard': shard.unlink()
-    with caplog.at_level(logging.INFO, logger='electra.data'):
+    with caplog.at_level(logging.INFO, logger='electra.data.cache'):
         again = build(corpus, tok, tmp_path / 'cache', BuildSettings(shard_bytes=1 << 14))
     assert 'not usable' in caplog.text and 'reusing' not in caplog.text
     assert again[:] == want
@@ -251,7 +251,7 @@ def test_empty_documents_are_counted(tok, tmp_path):
 
 
 def test_nothing_usable_left_is_a_clear_error(tmp_path):
-    from electra.tokenizer import load_tokenizer
+    from electra.data.tokenizer import load_tokenizer
     vocab = tmp_path / 'vocab.txt'
     vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'x']) + '\n')
     tokenizer = load_tokenizer(str(vocab))
@@ -289,14 +289,14 @@ def test_hub_offline_says_so_and_how_to_use_local_files(tmp_path, monkeypatch):
 
 
 def test_unknown_sentence_split_language_is_a_config_error(tmp_path):
-    from electra.corpus import sentencizer
+    from electra.data.corpus import sentencizer
     with pytest.raises(ConfigError, match="sentence_split: spaCy has no language 'qq'"):
         sentencizer('qq')
 
 
 def test_config_keys_are_validated():
-    from electra.config import config_from_dict
-    from electra.pretrain_config import PretrainConfig
+    from electra.config.base import config_from_dict
+    from electra.config.pretrain import PretrainConfig
     with pytest.raises(ConfigError, match='corpus_weights: give one weight per corpus entry'):
         config_from_dict(PretrainConfig, {'corpus': ['a', 'b'], 'corpus_weights': [1.0]})
     with pytest.raises(ConfigError, match='corpus_format'):
@@ -364,8 +364,8 @@ def test_roc_auc_matches_sklearn():
 
 
 def test_held_out_evaluation_is_fixed_and_leaves_training_state_alone(tmp_path):
-    from electra.model import build_pretraining_model
-    from electra.pretrain_config import PretrainConfig
+    from electra.config.pretrain import PretrainConfig
+    from electra.objective.model import build_pretraining_model
     cfg = PretrainConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                          embedding_size=32, generator_size=0.5)
     torch.manual_seed(0)
@@ -392,7 +392,7 @@ def test_held_out_evaluation_is_fixed_and_leaves_training_state_alone(tmp_path):
     device_rng = torch.Generator().manual_seed(3)
     saved, model.rng = model.rng, device_rng
     scores, labels = [], []
-    from electra.masking import mask_tokens
+    from electra.objective.masking import mask_tokens
     with torch.no_grad():
         for ids, types in batches:
             m = mask_tokens(ids, torch.tensor([0, 1, 2, 3, 4]), 0, 4, 120, 0.15, 'fixed', 0.85, 0.0, device_rng)

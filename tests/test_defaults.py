@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from electra import bench
-from electra.model import build_pretraining_model
-from electra.pretrain_config import PretrainConfig
+from electra.config.pretrain import PretrainConfig
+from electra.objective.model import build_pretraining_model
+from electra.tools import bench
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -19,7 +19,7 @@ SHAPE = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, interme
 
 
 def default_learner(**kw):
-    "The real Learner (`build_learner`) of a default config at a tiny model size."
+    "The real Learner (`pretraining_learner`) of a default config at a tiny model size."
     cfg = PretrainConfig(**{**SHAPE, **kw})
     torch.manual_seed(0)
     model = build_pretraining_model(cfg, V, 0)

@@ -7,11 +7,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from electra.explore import (CosineIndex, ExampleIndex, TokenIndex, cls_embeddings, exact_cosine_knn, explore_config,
-                             find_misclassified, recall_at_k, word_embeddings)
-from electra.config import ConfigError
 from notebook_runs import REPO, tiny_pretraining
+
+from electra.config.base import ConfigError
+from electra.tools.explore import (
+    CosineIndex,
+    ExampleIndex,
+    TokenIndex,
+    cls_embeddings,
+    exact_cosine_knn,
+    explore_config,
+    find_misclassified,
+    recall_at_k,
+    word_embeddings,
+)
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -66,7 +75,7 @@ def test_recall_counts_ties_and_catches_a_bad_index():
 @pytest.fixture(scope='module')
 def pretrained(tmp_path_factory):
     "The discriminator and tokenizer of the demo preset pretrained for 20 steps by pretrain.py (shared with test_notebooks)."
-    from electra.finetuning import load_pretrained
+    from electra.finetuning.classifier import load_pretrained
     return load_pretrained(tiny_pretraining(tmp_path_factory.getbasetemp())['checkpoint'])
 
 
@@ -78,7 +87,7 @@ def real_checkpoints():
 
 @pytest.mark.parametrize('source', real_checkpoints())
 def test_recall_on_word_embeddings(source, pretrained):
-    from electra.finetuning import load_pretrained
+    from electra.finetuning.classifier import load_pretrained
     model, tokenizer = pretrained if source == 'tiny' else load_pretrained(source)
     tokens = TokenIndex.from_model(model, tokenizer)
     assert not_degenerate(tokens.vectors) < 0.9
@@ -93,7 +102,8 @@ def test_recall_on_word_embeddings(source, pretrained):
 @pytest.mark.skipif(not (REAL_GLUE / 'STS-B' / 'train.tsv').is_file(), reason='../shared/data/glue/STS-B is absent')
 def test_recall_on_cls_embeddings_of_sts_b(pretrained):
     "[CLS] vectors of 2,000 real STS-B training pairs; 300 dev pairs as queries."
-    from electra.glue import TASKS, open_source
+    from electra.finetuning.tasks.glue.sources import open_source
+    from electra.finetuning.tasks.glue.tasks import TASKS
     model, tokenizer = pretrained
     source = open_source(str(REAL_GLUE))
     train = source.load(TASKS['STS-B'], 'train').take(np.arange(2000))
@@ -133,8 +143,9 @@ def test_cls_embeddings_are_in_example_order_and_match_the_model(tiny_random):
 
 
 def test_find_misclassified(tiny_random):
-    from electra.finetuning import ElectraClassifier
-    from electra.glue import TASKS, Examples
+    from electra.finetuning.classifier import ElectraClassifier
+    from electra.finetuning.tasks.glue.sources import Examples
+    from electra.finetuning.tasks.glue.tasks import TASKS
     model, tok = tiny_random
     torch.manual_seed(0)
     clf = ElectraClassifier(model.electra, 2).eval()
@@ -142,8 +153,8 @@ def test_find_misclassified(tiny_random):
                   None, np.array([1, 0, 1, 0, 1, 0]))
     wrong = find_misclassified(clf, tok, TASKS['SST-2'], ex, max_length=16)
     with torch.no_grad():
-        from electra.glue_data import encode, make_loader
-        from electra.finetuning import predict_outputs
+        from electra.finetuning.learner import predict_outputs
+        from electra.finetuning.tasks.glue.encoding import encode, make_loader
         pred = predict_outputs(clf, make_loader(encode(ex, tok, 16), 4, False, 0)).argmax(-1)
     assert sorted(wrong['idx']) == sorted(np.flatnonzero(pred != ex.label).tolist())
     assert wrong['p(prediction)'].is_monotonic_decreasing and (wrong['label'] != wrong['prediction']).all()

@@ -4,9 +4,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from electra.config import ConfigError
-from electra.glue import TASKS, GlueDataError, HubSource, SavedSource, TsvSource, double_unordered, drop_empty, open_source
-from electra.glue_data import LengthBatchSampler, encode, encode_cached, make_loader, truncate_pair
+from electra.config.base import ConfigError
+from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, encode, encode_cached, make_loader, truncate_pair
+from electra.finetuning.tasks.glue.sources import (
+    HubSource,
+    SavedSource,
+    TsvSource,
+    double_unordered,
+    drop_empty,
+    open_source,
+)
+from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError
 
 
 def write(path, lines, bom=False):
@@ -165,7 +173,7 @@ def test_hub_source_maps_splits_and_columns(monkeypatch):
 
 
 def test_demo_tasks_load_through_the_readers(tmp_path):
-    from electra.demo_glue import write_demo_glue
+    from electra.finetuning.tasks.glue.demo import write_demo_glue
     src = open_source(str(write_demo_glue(tmp_path, sizes={'train': 60, 'dev': 30, 'test': 10})))
     assert isinstance(src, TsvSource)
     for task in TASKS.values():
@@ -219,7 +227,7 @@ class WordTokenizer:
 
 
 def test_encode_builds_bert_inputs():
-    from electra.glue import Examples
+    from electra.finetuning.tasks.glue.sources import Examples
     ex = Examples(np.arange(3), ['0 1 2 3 4 5 6', '0 1', '5'], ['7 8', '3 4 5 6 7 8 9', '1'], np.array([0, 1, 0]))
     enc = encode(ex, WordTokenizer(), max_length=8)  # room for 5 segment tokens
     assert enc.tokens(0).tolist() == [1, 10, 11, 12, 2, 17, 18, 2]
@@ -238,7 +246,7 @@ def test_encode_builds_bert_inputs():
 
 
 def test_encode_cache_is_reused_and_keyed(tmp_path):
-    from electra.glue import Examples
+    from electra.finetuning.tasks.glue.sources import Examples
     ex = Examples(np.arange(2), ['0 1', '2'], None, np.array([0, 1]))
     a = encode_cached(ex, WordTokenizer(), 8, tmp_path, 'X-train')
     files = list(tmp_path.glob('X-train-*.npz'))
@@ -276,5 +284,5 @@ def test_random_batches_are_a_fresh_permutation_cut_in_order():
 
 
 def test_finetuning_trains_on_random_batches_by_default():
-    from electra.finetune_config import FinetuneConfig
+    from electra.config.finetune import FinetuneConfig
     assert FinetuneConfig().length_bucketing is False and FinetuneConfig().for_task('MRPC').length_bucketing is False

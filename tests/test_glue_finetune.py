@@ -15,13 +15,15 @@ import numpy as np
 import pytest
 import torch
 
-from electra.config import ConfigError, TrainingStopped, config_from_dict, load_config
-from electra.demo_glue import write_demo_glue
-from electra.finetune_config import FinetuneConfig
-from electra import finetuning, pretraining
-from electra.glue import TASKS, open_source
-from electra.schedule import lr_at_step
-from electra.submission import SUBMISSION_FILES
+from electra.finetuning import classifier, learner, sweep
+from electra.finetuning.results import ResultsTable
+from electra.config.base import ConfigError, TrainingStopped, config_from_dict, load_config
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning.tasks.glue.demo import write_demo_glue
+from electra.finetuning.tasks.glue.sources import open_source
+from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
+from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.training.schedule import lr_at_step
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -54,7 +56,7 @@ def tiny_dir(tmp_path_factory, glue_dir):
 
 @pytest.fixture(scope='module')
 def tiny(tiny_dir):
-    return finetuning.load_pretrained(str(tiny_dir))
+    return classifier.load_pretrained(str(tiny_dir))
 
 
 def job(tmp_path, data, **kw) -> FinetuneConfig:
@@ -74,24 +76,24 @@ def parse(path):
 def test_load_pretrained_bad_sources(tmp_path, tiny_dir, tiny):
     import transformers
     with pytest.raises(ConfigError, match=r'run `python pretrain.py` first'):
-        finetuning.load_pretrained(str(tmp_path / 'demo_11081_100%.pth'))
+        classifier.load_pretrained(str(tmp_path / 'demo_11081_100%.pth'))
     model, tok = tiny
     gen = transformers.ElectraForMaskedLM(model.config)
     gen.save_pretrained(tmp_path / 'generator')  # a generator directory loads as a discriminator with a new head ...
     tok.save_pretrained(tmp_path / 'generator')
     with pytest.raises(ConfigError, match='holds a ElectraForMaskedLM .*, not an ELECTRA discriminator'):
-        finetuning.load_pretrained(str(tmp_path / 'generator'))  # ... but is still refused
+        classifier.load_pretrained(str(tmp_path / 'generator'))  # ... but is still refused
     small = transformers.ElectraForPreTraining(transformers.ElectraConfig(vocab_size=20, hidden_size=32, num_hidden_layers=1,
                                                                           num_attention_heads=2, intermediate_size=32))
     small.save_pretrained(tmp_path / 'small')
     tok.save_pretrained(tmp_path / 'small')
     with pytest.raises(ConfigError, match=f'the tokenizer has {len(tok)} tokens but the model.s vocabulary only 20'):
-        finetuning.load_pretrained(str(tmp_path / 'small'))
+        classifier.load_pretrained(str(tmp_path / 'small'))
 
 
 def test_head_and_layer_groups(tiny):
     model, _ = tiny
-    clf = finetuning.ElectraClassifier(model.electra, 3, dropout=0.1).eval()
+    clf = classifier.ElectraClassifier(model.electra, 3, dropout=0.1).eval()
     # xavier-uniform (TF1's default): U(-a, a), a = sqrt(6 / (fan_in + fan_out)); torch's Linear default would be
     # U(-1/sqrt(32), 1/sqrt(32)), whose bound 0.18 is under half of a = 0.41. Of 96 draws, the largest exceeds 0.9 a
     # with probability 1 - 0.9^96, and their std is a / sqrt(3) within 20% (about 4 standard errors).
@@ -102,7 +104,7 @@ def test_head_and_layer_groups(tiny):
     ids = torch.tensor([[2, 20, 21, 3, 0]]); mask = torch.tensor([[1, 1, 1, 1, 0]]); types = torch.zeros_like(ids)
     h = model.electra(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state[:, 0]
     assert torch.allclose(clf(ids, mask, types), clf.classifier(h), atol=1e-6)  # [CLS] -> linear (no pooler, no tanh)
-    groups, lrs = finetuning.optimizer_groups(clf, 1e-3, 0.5, 'official')
+    groups, lrs = classifier.optimizer_groups(clf, 1e-3, 0.5, 'official')
     names = [n for g in groups for n in g['names']]
     assert sorted(names) == sorted(n for n, _ in clf.named_parameters())  # every parameter exactly once
     by_name = {n: (lr, g['no_decay']) for g, lr in zip(groups, lrs) for n in g['names']}
@@ -121,16 +123,16 @@ def test_layerwise_schedule_reaches_the_optimizer(tmp_path, glue_dir, tiny):
     from fastai.callback.core import Callback
     model, tok = tiny
     cfg = job(tmp_path, glue_dir, epochs=2, lr=1e-3, layer_lr_decay=0.5, batch_size=8, clip_grad=0.5)
-    data = finetuning.prepare_task(TASKS['RTE'], cfg, open_source(cfg.data), tok, cfg.cache_dir, False)
+    data = sweep.prepare_task(TASKS['RTE'], cfg, open_source(cfg.data), tok, cfg.cache_dir, False)
 
     class Spy(Callback):
         order = 99  # after ParamScheduler set this step's rates
         def before_fit(self): self.seen = []
         def before_step(self): self.seen.append([g['lr'] for g in self.opt.opt.param_groups])
     spy = Spy()
-    _, history = finetuning.train_run(data, cfg, model.electra, 0, torch.device('cpu'), None, 0, extra_cbs=(spy,))
-    clf = finetuning.ElectraClassifier(model.electra, 2)
-    _, peaks = finetuning.optimizer_groups(clf, 1e-3, 0.5, 'official')
+    _, history = learner.train_run(data, cfg, model.electra, 0, torch.device('cpu'), None, 0, extra_cbs=(spy,))
+    clf = classifier.ElectraClassifier(model.electra, 2)
+    _, peaks = classifier.optimizer_groups(clf, 1e-3, 0.5, 'official')
     total = 2 * 4  # 32 examples, batch 8, 2 epochs
     assert len(spy.seen) == total and len(history) == 2
     for t, lrs in enumerate(spy.seen):  # warm-up and decay together, per layer: lr(t) = peak_g * min(1, t/W) * (1 - t/T)
@@ -140,11 +142,11 @@ def test_layerwise_schedule_reaches_the_optimizer(tmp_path, glue_dir, tiny):
 def test_runs_are_reproducible_from_the_seed(tmp_path, glue_dir, tiny):
     model, tok = tiny
     cfg = job(tmp_path, glue_dir, epochs=1, batch_size=8)
-    data = finetuning.prepare_task(TASKS['STS-B'], cfg, open_source(cfg.data), tok, cfg.cache_dir, True)
+    data = sweep.prepare_task(TASKS['STS-B'], cfg, open_source(cfg.data), tok, cfg.cache_dir, True)
     assert len(data.train) == 64  # double_unordered
-    a, ha = finetuning.train_run(data, cfg, model.electra, 7, torch.device('cpu'), None, 0)
-    b, hb = finetuning.train_run(data, cfg, model.electra, 7, torch.device('cpu'), None, 0)
-    c, _ = finetuning.train_run(data, cfg, model.electra, 8, torch.device('cpu'), None, 0)
+    a, ha = learner.train_run(data, cfg, model.electra, 7, torch.device('cpu'), None, 0)
+    b, hb = learner.train_run(data, cfg, model.electra, 7, torch.device('cpu'), None, 0)
+    c, _ = learner.train_run(data, cfg, model.electra, 8, torch.device('cpu'), None, 0)
     assert ha == hb and torch.equal(a.classifier.weight, b.classifier.weight)
     assert not torch.equal(a.classifier.weight, c.classifier.weight)
     assert not torch.equal(a.electra.embeddings.word_embeddings.weight, model.electra.embeddings.word_embeddings.weight)
@@ -153,18 +155,18 @@ def test_runs_are_reproducible_from_the_seed(tmp_path, glue_dir, tiny):
 
 def test_precision_on_cpu(monkeypatch, tmp_path, glue_dir, tiny):
     cpu = torch.device('cpu')
-    assert finetuning.resolve_device('cpu', 'auto') == (cpu, None)
+    assert learner.device_and_autocast('cpu', 'auto') == (cpu, None)
     with pytest.raises(ConfigError, match='precision: fp16 mixed precision needs a GPU'):
-        finetuning.resolve_device('cpu', 'fp16')
-    monkeypatch.setattr(pretraining, 'cpu_bf16_supported', lambda: False)
+        learner.device_and_autocast('cpu', 'fp16')
+    monkeypatch.setattr('electra.training.device.cpu_bf16_supported', lambda: False)
     with pytest.raises(ConfigError, match='precision: bf16 .* native bf16'):
-        finetuning.resolve_device('cpu', 'bf16')
-    monkeypatch.setattr(pretraining, 'cpu_bf16_supported', lambda: True)
-    assert finetuning.resolve_device('cpu', 'bf16') == (cpu, torch.bfloat16)
+        learner.device_and_autocast('cpu', 'bf16')
+    monkeypatch.setattr('electra.training.device.cpu_bf16_supported', lambda: True)
+    assert learner.device_and_autocast('cpu', 'bf16') == (cpu, torch.bfloat16)
     # a bf16 run on this CPU autocasts the classifier's matmuls (a spy reads the dtype of the logits)
     model, tok = tiny
     cfg = job(tmp_path, glue_dir, batch_size=8)
-    data = finetuning.prepare_task(TASKS['RTE'], cfg, open_source(cfg.data), tok, cfg.cache_dir, False)
+    data = sweep.prepare_task(TASKS['RTE'], cfg, open_source(cfg.data), tok, cfg.cache_dir, False)
     from fastai.callback.core import Callback
 
     class Spy(Callback):
@@ -172,7 +174,7 @@ def test_precision_on_cpu(monkeypatch, tmp_path, glue_dir, tiny):
         def before_fit(self): self.dtypes = set()
         def after_pred(self): self.dtypes.add(self.pred.dtype)
     spy = Spy()
-    _, history = finetuning.train_run(data, cfg, model.electra, 0, cpu, torch.bfloat16, 0, extra_cbs=(spy,))
+    _, history = learner.train_run(data, cfg, model.electra, 0, cpu, torch.bfloat16, 0, extra_cbs=(spy,))
     assert spy.dtypes == {torch.bfloat16} and np.isfinite(history[-1]['train_loss'])
 
 
@@ -182,7 +184,7 @@ def test_sweep_all_tasks_gives_the_11_files_and_resumes(tmp_path, glue_dir, tiny
     model, tok = tiny
     cfg = job(tmp_path, glue_dir, runs=1, seed=5)
     src, lines = open_source(cfg.data), []
-    results = finetuning.run_sweep(cfg, model, tok, src, log=lines.append)
+    results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
     df = results.df
     assert sorted(df['task']) == sorted(n for n in TASKS if n != 'AX') and set(df['seed']) == {5}
     table = (tmp_path / 'ckpt/t/results.csv').read_text().splitlines()
@@ -193,11 +195,11 @@ def test_sweep_all_tasks_gives_the_11_files_and_resumes(tmp_path, glue_dir, tiny
     assert any(l.startswith('QQP: 30 training examples') for l in lines)  # the two empty-question rows dropped
     assert any(l.startswith('MRPC: 64 training examples (both segment orders)') for l in lines)
 
-    text = finetuning.write_summary(cfg, results)
+    text = sweep.write_summary(cfg, results)
     assert '| CoLA | mcc | 1 |' in text and 'GLUE score (8 of 8 tasks)' in text
     assert (tmp_path / 'ckpt/t/summary.md').is_file() and (tmp_path / 'ckpt/t/summary.png').stat().st_size > 1000
 
-    files = finetuning.write_test_predictions(cfg, results, tok, src, log=lines.append)
+    files = sweep.write_test_predictions(cfg, results, tok, src, log=lines.append)
     out = tmp_path / 'out/t'
     assert sorted(p.name for p in files) == sorted(SUBMISSION_FILES + ['glue_submission.zip'])
     for name in SUBMISSION_FILES:
@@ -209,29 +211,29 @@ def test_sweep_all_tasks_gives_the_11_files_and_resumes(tmp_path, glue_dir, tiny
 
     # run again: every run is found finished, nothing is trained; changed settings are refused
     again = []
-    finetuning.run_sweep(cfg, model, tok, src, log=again.append)
+    sweep.run_sweep(cfg, model, tok, src, log=again.append)
     assert again == [f'{n}: all 1 runs finished before; skipped' for n in TASKS if n != 'AX']
     with pytest.raises(ConfigError, match='CoLA run 0 was made with other settings'):
-        finetuning.run_sweep(job(tmp_path, glue_dir, runs=1, seed=5, lr=1e-4), model, tok, src, log=again.append)
+        sweep.run_sweep(job(tmp_path, glue_dir, runs=1, seed=5, lr=1e-4), model, tok, src, log=again.append)
 
 
 def test_interrupted_sweep_resumes_and_ensemble_averages_logits(tmp_path, glue_dir, tiny):
     model, tok = tiny
     src = open_source(str(glue_dir))
-    finetuning.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], runs=1), model, tok, src, log=lambda s: None)
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], runs=1), model, tok, src, log=lambda s: None)
     first = (tmp_path / 'ckpt/t/RTE_0.pth').stat().st_mtime_ns
     cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=3, ensemble_k=2)  # more runs: only runs 1 and 2 are trained
     lines = []
-    results = finetuning.run_sweep(cfg, model, tok, src, log=lines.append)
+    results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
     assert (tmp_path / 'ckpt/t/RTE_0.pth').stat().st_mtime_ns == first and '1 of 3 runs' not in lines[0]
     assert lines[0].endswith('2 of 3 runs to do') and results.task_rows('RTE')['run'].tolist() == [0, 1, 2]
-    finetuning.write_test_predictions(cfg, results, tok, src, log=lines.append)
+    sweep.write_test_predictions(cfg, results, tok, src, log=lines.append)
     assert 'ensemble dev accuracy' in lines[-1]
     # reference: the mean of the two best runs' logits, argmax, as label strings
     top = results.task_rows('RTE').sort_values(['score', 'run'], ascending=[False, True]).head(2)
-    from electra.glue_data import encode, make_loader
+    from electra.finetuning.tasks.glue.encoding import encode, make_loader
     enc = encode(src.load(TASKS['RTE'], 'test'), tok, 64)
-    logits = [finetuning.predict_outputs(finetuning.load_finetuned(p), make_loader(enc, 5, False, 0)) for p in top['checkpoint']]
+    logits = [learner.predict_outputs(classifier.load_finetuned(p), make_loader(enc, 5, False, 0)) for p in top['checkpoint']]
     expected = [TASKS['RTE'].labels[i] for i in np.mean(logits, axis=0).argmax(-1)]
     assert [r[1] for r in parse(tmp_path / 'out/t/RTE.tsv')[1]] == expected
 
@@ -239,20 +241,20 @@ def test_interrupted_sweep_resumes_and_ensemble_averages_logits(tmp_path, glue_d
 def test_ctrl_c_in_a_sweep_keeps_the_finished_runs_and_says_how_to_go_on(tmp_path, glue_dir, tiny, monkeypatch):
     "A Ctrl-C in run 1 of RTE stops the sweep with one message; run 0 stays in the table and is not trained again."
     model, tok = tiny
-    src, real, calls = open_source(str(glue_dir)), finetuning.train_run, []
+    src, real, calls = open_source(str(glue_dir)), learner.train_run, []
 
     def interrupted_second_run(*args, **kwargs):
         calls.append(args[3])  # the seed
         if len(calls) == 2: raise KeyboardInterrupt
         return real(*args, **kwargs)
-    monkeypatch.setattr(finetuning, 'train_run', interrupted_second_run)
+    monkeypatch.setattr(sweep, 'train_run', interrupted_second_run)
     cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=3)
     with pytest.raises(TrainingStopped, match=r'by Ctrl-C during RTE run 1; the 1 finished run\(s\) are kept in '
                                               rf'{re.escape(str(tmp_path / "ckpt/t/results.csv"))}\. Run the same'):
-        finetuning.run_sweep(cfg, model, tok, src, log=lambda s: None)
-    assert finetuning.ResultsTable(tmp_path / 'ckpt/t/results.csv').df['run'].tolist() == [0]
+        sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    assert ResultsTable(tmp_path / 'ckpt/t/results.csv').df['run'].tolist() == [0]
     lines = []
-    finetuning.run_sweep(cfg, model, tok, src, log=lines.append)
+    sweep.run_sweep(cfg, model, tok, src, log=lines.append)
     assert lines[0].endswith('2 of 3 runs to do') and calls[2:] == cfg.seed_list[1:]
 
 
@@ -272,7 +274,7 @@ def test_neptune_logger_gets_params_and_metrics(tmp_path, glue_dir, tiny, monkey
         def stop(self): self.stopped = True
     monkeypatch.setitem(sys.modules, 'neptune', types.SimpleNamespace(init_run=FakeRun))
     cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, epochs=2, logger='neptune', neptune_project='me/glue')
-    finetuning.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+    sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
     assert [r.kw for r in runs] == [{'project': 'me/glue', 'name': f't/RTE_{i}', 'tags': ['t', 'RTE']} for i in range(2)]
     assert all(r.stopped for r in runs)
     assert runs[1].values['parameters']['seed'] == 1 and runs[1].values['parameters']['lr'] == 3e-4
@@ -284,24 +286,25 @@ def test_neptune_logger_gets_params_and_metrics(tmp_path, glue_dir, tiny, monkey
 def test_real_sts_b_two_short_runs(tmp_path, tiny_dir):
     "From the demo checkpoint when it exists (else the tiny model): 2 short runs on the real STS-B."
     source = str(DEMO_CHECKPOINT) if DEMO_CHECKPOINT.is_file() else str(tiny_dir)
-    model, tok = finetuning.load_pretrained(source)
+    model, tok = classifier.load_pretrained(source)
     cfg = job(tmp_path, REAL_GLUE, tasks=['STS-B'], runs=2, max_train_samples=64, epochs=1, model=source, batch_size=16)
     src = open_source(cfg.data)
-    results = finetuning.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    results = sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
     rows = results.task_rows('STS-B')
     assert rows['run'].tolist() == [0, 1] and rows['seed'].tolist() == [0, 1]
     assert (rows['score'] == rows['spearman']).all()
     # each reported score is the saved run's own: its dev predictions, scored by scipy, give the table's numbers
     import scipy.stats
-    from electra.glue_data import make_loader
-    dev = finetuning.prepare_task(TASKS['STS-B'], cfg.for_task('STS-B'), src, tok, cfg.cache_dir, True).dev['dev']
+
+    from electra.finetuning.tasks.glue.encoding import make_loader
+    dev = sweep.prepare_task(TASKS['STS-B'], cfg.for_task('STS-B'), src, tok, cfg.cache_dir, True).dev['dev']
     for r in rows.to_dict('records'):
-        pred = finetuning.predict_outputs(finetuning.load_finetuned(r['checkpoint']), make_loader(dev, cfg.eval_batch_size, False, 0))
+        pred = learner.predict_outputs(classifier.load_finetuned(r['checkpoint']), make_loader(dev, cfg.eval_batch_size, False, 0))
         assert r['spearman'] == pytest.approx(100 * scipy.stats.spearmanr(pred, dev.label)[0], rel=1e-4)
         assert r['pearson'] == pytest.approx(100 * scipy.stats.pearsonr(pred, dev.label)[0], rel=1e-4)
-    summary = finetuning.write_summary(cfg, results)
+    summary = sweep.write_summary(cfg, results)
     assert '| STS-B | spearman | 2 |' in summary and (tmp_path / 'ckpt/t/summary.md').is_file()
-    finetuning.write_test_predictions(cfg, results, tok, src, log=lambda s: None)
+    sweep.write_test_predictions(cfg, results, tok, src, log=lambda s: None)
     header, rows = parse(tmp_path / 'out/t/STS-B.tsv')
     test_index = [r[0] for r in parse(REAL_GLUE / 'STS-B' / 'test.tsv')[1]]
     assert header == ['index', 'prediction'] and len(rows) == 1379 and [r[0] for r in rows] == test_index
@@ -309,17 +312,17 @@ def test_real_sts_b_two_short_runs(tmp_path, tiny_dir):
 
 
 def test_demo_data_is_written_once_and_doubling_follows_the_overrides(tmp_path):
-    src = finetuning.resolve_data('demo', tmp_path)
+    src = sweep.resolve_data('demo', tmp_path)
     stamp = (tmp_path / 'demo_glue/CoLA/train.tsv').stat().st_mtime_ns
     assert src.description == f'GLUE TSV files in {tmp_path / "demo_glue"}'
     assert len(src.load(TASKS['MNLI'], 'train')) == 400 and len(src.load(TASKS['AX'], 'test')) == 100
-    finetuning.resolve_data('demo', tmp_path)
+    sweep.resolve_data('demo', tmp_path)
     assert (tmp_path / 'demo_glue/CoLA/train.tsv').stat().st_mtime_ns == stamp
     cfg = config_from_dict(FinetuneConfig, {'task_overrides': {'QQP': {'double_unordered': True}, 'STS-B': {'double_unordered': False}}})
-    doubled = {n: finetuning._doubled(TASKS[n], cfg, cfg.for_task(n)) for n in ('MRPC', 'STS-B', 'QQP', 'RTE')}
+    doubled = {n: sweep._doubled(TASKS[n], cfg, cfg.for_task(n)) for n in ('MRPC', 'STS-B', 'QQP', 'RTE')}
     assert doubled == {'MRPC': True, 'STS-B': False, 'QQP': True, 'RTE': False}
     off = config_from_dict(FinetuneConfig, {'double_unordered': False})
-    assert not finetuning._doubled(TASKS['MRPC'], off, off.for_task('MRPC'))
+    assert not sweep._doubled(TASKS['MRPC'], off, off.for_task('MRPC'))
 
 
 # -- presets and the driver
@@ -373,7 +376,7 @@ def test_driver_end_to_end(tmp_path, glue_dir, tiny_dir):
 
 def test_uncreatable_cache_dir_named():
     with pytest.raises(ConfigError, match=r"cache_dir: cannot write to '/proc/electra_cache'.*--cache_dir"):
-        finetuning.resolve_data('demo', '/proc/electra_cache')
+        sweep.resolve_data('demo', '/proc/electra_cache')
 
 
 @pytest.mark.parametrize('scale', [5.0, 1.0])
@@ -381,19 +384,19 @@ def test_sts_b_targets_learned_on_the_official_scale(tiny, tmp_path, scale):
     """stsb_scale 5 (official): the head learns score / 5 with MSE; predictions come back on the 0-5 scale, also
     from a saved run. 1: the raw scores (replication)."""
     model, _ = tiny
-    clf = finetuning.ElectraClassifier(model.electra, 1, dropout=0.0, target_scale=scale).eval()
+    clf = classifier.ElectraClassifier(model.electra, 1, dropout=0.0, target_scale=scale).eval()
     ids = torch.tensor([[2, 20, 21, 3, 0], [2, 22, 3, 0, 0]]); mask = (ids != 0).long(); types = torch.zeros_like(ids)
     y = torch.tensor([4.0, 1.5])
     with torch.no_grad(): raw = clf(ids, mask, types)
     cfg = config_from_dict(FinetuneConfig, {'stsb_scale': scale})
     loader = torch.utils.data.DataLoader(list(zip(ids, mask, types, y)), batch_size=2)  # one batch, in order
-    learn = finetuning.build_learner(clf, loader, [], cfg, True, torch.device('cpu'), None)
+    learn = learner.finetuning_learner(clf, loader, [], cfg, True, torch.device('cpu'), None)
     assert float(learn.loss_func(raw, y)) == pytest.approx(float(((raw - y / scale) ** 2).mean()), rel=1e-6)
-    assert np.allclose(finetuning.predict_outputs(clf, loader), scale * raw.numpy(), atol=1e-6)
+    assert np.allclose(learner.predict_outputs(clf, loader), scale * raw.numpy(), atol=1e-6)
     path = tmp_path / 'run.pth'
     torch.save({'format': 'electra-glue', 'n_outputs': 1, 'dropout': 0.0, 'target_scale': scale,
                 'electra_config': model.electra.config.to_dict(), 'model': clf.state_dict()}, path)
-    assert np.allclose(finetuning.predict_outputs(finetuning.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
+    assert np.allclose(learner.predict_outputs(classifier.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
     assert FinetuneConfig().stsb_scale == 5.0
 
 
@@ -408,19 +411,19 @@ def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
     no_tok = tmp_path / 'no_tokenizer'
     model.save_pretrained(no_tok)
     with pytest.raises(ConfigError, match='no tokenizer files .neither tokenizer.json nor vocab.txt.'):
-        finetuning.load_pretrained(str(no_tok))
+        classifier.load_pretrained(str(no_tok))
     no_config = tmp_path / 'no_config'
     shutil.copytree(good, no_config)
     (no_config / 'config.json').unlink()
     with pytest.raises(ConfigError, match='no config.json, so not a save_pretrained directory'):
-        finetuning.load_pretrained(str(no_config))
+        classifier.load_pretrained(str(no_config))
     bert = tmp_path / 'bert'
     shutil.copytree(good, bert)
     cfg = json.loads((bert / 'config.json').read_text())
     (bert / 'config.json').write_text(json.dumps({**cfg, 'model_type': 'bert', 'architectures': ['BertModel']}))
     with pytest.raises(ConfigError, match='a bert model, not ELECTRA'):
-        finetuning.load_pretrained(str(bert))
-    assert finetuning.load_pretrained(str(good))[0].config.model_type == 'electra'
+        classifier.load_pretrained(str(bert))
+    assert classifier.load_pretrained(str(good))[0].config.model_type == 'electra'
 
 
 def test_driver_refuses_bad_model_directories_and_a_bad_dropout_in_one_line(tmp_path, tiny):
@@ -446,12 +449,12 @@ def test_nan_predictions_never_reach_a_submission_file(tmp_path, glue_dir, tiny)
     model, tok = tiny
     src = open_source(str(glue_dir))
     cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=1)
-    results = finetuning.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    results = sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
     ckpt_path = tmp_path / 'ckpt/t/RTE_0.pth'
     ckpt = torch.load(ckpt_path, weights_only=True)
     ckpt['model']['classifier.weight'][0, 0] = float('nan')   # a run that diverged
     torch.save(ckpt, ckpt_path)
     with pytest.raises(ConfigError, match=r'RTE.tsv: run 0 .* predict NaN or infinite outputs for \d+ of \d+ RTE test '
                                           r'examples; no file written\. Delete those runs. rows'):
-        finetuning.write_test_predictions(cfg, results, tok, src, log=lambda s: None)
+        sweep.write_test_predictions(cfg, results, tok, src, log=lambda s: None)
     assert not (tmp_path / 'out/t/RTE.tsv').exists()

@@ -9,9 +9,9 @@ import pytest
 import scipy.stats
 import sklearn.metrics
 
-from electra.glue import TASKS
-from electra.glue_results import select_runs, summarize, summary_markdown
-from electra.metrics import accuracy, f1, glue_score, mcc, pearson, spearman, task_metrics
+from electra.finetuning.results import select_runs, summarize, summary_markdown
+from electra.finetuning.tasks.glue.metrics import accuracy, f1, glue_score, mcc, pearson, spearman, task_metrics
+from electra.finetuning.tasks.glue.tasks import TASKS
 
 
 @pytest.mark.parametrize('seed', range(5))
@@ -64,7 +64,7 @@ def official_layer_lrs(learning_rate, layer_decay, n_layers):
 
 @pytest.mark.parametrize('n_layers, lr, d', [(12, 3e-4, 0.8), (12, 1e-4, 0.8), (24, 5e-5, 0.9)])
 def test_layer_lrs_official_mode_matches_the_official_code(n_layers, lr, d):
-    from electra.finetuning import layer_lrs
+    from electra.finetuning.classifier import layer_lrs
     got = layer_lrs(lr, d, n_layers, 'official')
     ref = official_layer_lrs(lr, d, n_layers)
     assert len(got) == n_layers + 2
@@ -77,7 +77,7 @@ def test_layer_lrs_official_mode_matches_the_official_code(n_layers, lr, d):
 
 
 def test_layer_lrs_by_hand_for_12_and_24_layers():
-    from electra.finetuning import layer_lrs
+    from electra.finetuning.classifier import layer_lrs
     off12, int12 = layer_lrs(3e-4, 0.8, 12, 'official'), layer_lrs(3e-4, 0.8, 12, 'intended')
     assert off12[-1] == pytest.approx(3e-4) and int12[-1] == pytest.approx(3e-4)
     assert off12[12] == pytest.approx(1.92e-4) and int12[12] == pytest.approx(2.4e-4)   # top layer: 3e-4 * .8^2 / * .8
@@ -124,7 +124,7 @@ def test_summary_table_and_glue_row():
 
 def test_each_task_reports_its_own_metric_by_hand():
     "Hand counts where the metrics differ: CoLA is scored by MCC, MRPC by F1 and accuracy, STS-B by correlations."
-    from electra.glue import task_named
+    from electra.finetuning.tasks.glue.tasks import task_named
     y, p = np.array([1, 1, 1, 1, 0, 0]), np.array([1, 1, 1, 0, 1, 0])   # TP 3, FN 1, FP 1, TN 1
     # MCC = (TP TN - FP FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)) = (3 - 1) / sqrt(4 * 4 * 2 * 2) = 0.25; accuracy 4/6
     assert task_metrics(task_named('CoLA'), {'dev': p}, {'dev': y}) == {'mcc': pytest.approx(25.0)}

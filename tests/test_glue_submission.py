@@ -7,8 +7,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from electra.glue import TASKS
-from electra.submission import SUBMISSION_FILES, write_predictions, zip_submission
+from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, write_predictions, zip_submission
+from electra.finetuning.tasks.glue.tasks import TASKS
 
 # the label strings the GLUE site expects, by HF datasets id (GLUE_SUBMISSION.md)
 EXPECTED = {'CoLA': ['0', '1'], 'SST-2': ['0', '1'], 'MRPC': ['0', '1'], 'QQP': ['0', '1'], 'WNLI': ['0', '1'],

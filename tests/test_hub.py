@@ -13,7 +13,7 @@ import pytest
 import torch
 import transformers
 
-from electra.hub import OFFLINE_VARIABLES
+from electra.data.hub import OFFLINE_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,10 +56,11 @@ def test_unreachable_hub_fails_at_once_and_the_cache_still_serves(silent_hub, tm
     script = '''
 import json
 from pathlib import Path
-from electra.config import ConfigError
-from electra.corpus import BuildSettings, resolve_corpus
-from electra.export import load_discriminator
-from electra.glue import TASKS, open_source
+from electra.config.base import ConfigError
+from electra.data.corpus import BuildSettings, resolve_corpus
+from electra.pretraining.export import load_discriminator
+from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.finetuning.tasks.glue.sources import open_source
 
 def attempt(f):
     try: return f()

@@ -1,12 +1,11 @@
 "Model sizes (spec 1), weight tying, and the masked-only generator head against transformers' own forward."
-import dataclasses
 
 import pytest
 import torch
 
-from electra.config import ConfigError, load_config
-from electra.model import build_pretraining_model, generator_config
-from electra.pretrain_config import PretrainConfig
+from electra.config.base import ConfigError, load_config
+from electra.config.pretrain import PretrainConfig
+from electra.objective.model import build_pretraining_model, generator_config
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, embedding_size=24,
             generator_size=0.5, dropout=0.0)
@@ -111,14 +110,14 @@ def test_presets_hold_paper_recipes():
 def test_a_repeated_position_gets_the_floor_of_the_mean_of_its_samples(monkeypatch):
     """Official `scatter_update` at a position chosen twice ('with_replacement' masking): samples 10 and 12 for an
     original 11 write floor(22 / 2) = 11, which counts as original; samples 20 and 25 write 22, a replacement."""
-    import electra.model
+    import electra.objective.model
     m = tiny_model().eval()
     original = torch.full((1, 10), 11)
     original[0, 6] = 21
     positions = torch.tensor([[3, 3, 6, 6, 8]])
     labels = torch.tensor([[11, 11, 21, 21, -100]])
     samples = torch.tensor([[10, 12, 20, 25, 50]])
-    monkeypatch.setattr(electra.model, 'sample_tokens', lambda *a, **k: samples)
+    monkeypatch.setattr(electra.objective.model, 'sample_tokens', lambda *a, **k: samples)
     masked = original.scatter(1, positions[:, :4], 4)
     with torch.no_grad():
         out = m(masked, torch.zeros_like(masked), positions, labels)

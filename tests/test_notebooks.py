@@ -10,15 +10,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from electra import notebooks
 from notebook_runs import NOTEBOOKS, REPO, execute_notebook, has_image, outputs_text, tiny_pretraining
+
+from electra.tools import notebooks
 
 TIME_BOUND_S = 150  # per notebook, kernel start included; about 30-60 s on 2 free cores
 
 
 def notebooks_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, '-m', 'electra.notebooks', *args], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run([sys.executable, '-m', 'electra.tools.notebooks', *args], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
 
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.loss import ElectraLoss
-from electra.masking import mask_tokens, max_predictions
-from electra.sampling import gumbel_noise, replaced_labels, sample_tokens
+from electra.objective.loss import ElectraLoss
+from electra.objective.masking import mask_tokens, max_predictions
+from electra.objective.sampling import gumbel_noise, replaced_labels, sample_tokens
 
 PAD, UNK, CLS, SEP, MASK, VOCAB = 0, 1, 2, 3, 4, 1000
 
@@ -200,7 +200,7 @@ def test_with_replacement_is_the_official_draw_repeats_included():
 
 def test_with_replacement_repeats_as_often_as_the_birthday_bound():
     "19 draws among 126 candidates (full rows of 128): the share of rows that repeat a position, within 4 SE."
-    from electra.masking import repeat_probability
+    from electra.objective.masking import repeat_probability
     assert repeat_probability(2, 2) == 0.5 and repeat_probability(3, 3) == pytest.approx(1 - 2 / 9)
     assert repeat_probability(1, 5) == 0.0 and repeat_probability(6, 5) == 1.0
     ids, _ = batch(B=4096, min_len=128)
@@ -211,7 +211,7 @@ def test_with_replacement_repeats_as_often_as_the_birthday_bound():
 
 
 def test_write_at_positions_takes_the_floor_of_the_mean_of_repeats():
-    from electra.masking import write_at_positions
+    from electra.objective.masking import write_at_positions
     ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
     positions = torch.tensor([[2, 2, 5, 6]])
     values = torch.tensor([[10, 13, 7, 99]])

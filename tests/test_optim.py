@@ -5,8 +5,8 @@ import torch
 from fastai.callback.schedule import ParamScheduler
 from torch import nn
 
-from electra.optim import ElectraAdam, electra_opt_func, no_decay_param, param_groups
-from electra.schedule import lr_at_step, warmup_decay_sched
+from electra.training.optim import ElectraAdam, electra_opt_func, no_decay_param, param_groups
+from electra.training.schedule import lr_at_step, warmup_decay_sched
 
 
 class Tiny(nn.Module):

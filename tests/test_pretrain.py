@@ -11,8 +11,8 @@ import pytest
 import torch
 from transformers import ElectraForPreTraining
 
-from electra.checkpoint import load_checkpoint
-from electra.config import ConfigError
+from electra.config.base import ConfigError
+from electra.training.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 WIKI = ROOT.parent / 'shared' / 'data' / 'corpus' / 'wikipedia_leads.txt'
@@ -128,10 +128,10 @@ def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
     "A NaN at step 5 (a weight poisoned after step 4): the run stops, the 25% checkpoint stays, none after it."
     from fastai.callback.core import Callback
 
-    from electra import bench
-    from electra.callbacks import TrainingDiverged
-    from electra.model import build_pretraining_model
-    from electra.pretrain_config import PretrainConfig
+    from electra.config.pretrain import PretrainConfig
+    from electra.objective.model import build_pretraining_model
+    from electra.pretraining.callbacks import TrainingDiverged
+    from electra.tools import bench
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=16, log_every=8,
                          warmup_steps=2, checkpoint_at=[0.25, 0.5, 1.0], output_dir=str(tmp_path), run_name='nan')
@@ -151,7 +151,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
                                                 r'.*--resume --lr 0\.00025'):
         runner.learn.fit(1)
     assert sorted(p.name for p in tmp_path.glob('*.pth')) == ['nan_11081_25%.pth']
-    from electra.checkpoint import state_checksum
+    from electra.training.checkpoint import state_checksum
     good = torch.load(tmp_path / 'nan_11081_25%.pth', weights_only=True)
     assert good['step'] == 4 and good['checksum'] == state_checksum(good)
     assert all(torch.isfinite(v).all() for v in good['model'].values())
@@ -164,9 +164,9 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
 
     from fastai.callback.core import Callback
 
-    from electra import bench
-    from electra.model import build_pretraining_model
-    from electra.pretrain_config import PretrainConfig
+    from electra.config.pretrain import PretrainConfig
+    from electra.objective.model import build_pretraining_model
+    from electra.tools import bench
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=8, log_every=4,
                          warmup_steps=2, checkpoint_at=[], output_dir=str(tmp_path))
@@ -189,7 +189,7 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
     line = __import__('io').StringIO()
     from contextlib import redirect_stdout
 
-    from electra.callbacks import print_sink
+    from electra.pretraining.callbacks import print_sink
     with redirect_stdout(line): print_sink(rows[0])
     assert '(2 fp16 overflow steps skipped)' in line.getvalue()
 
@@ -301,7 +301,7 @@ def test_one_process_per_run_and_a_dead_ones_lock_taken_over(tmp_path):
     over, and the partial checkpoint files of this run (a killed write) are removed."""
     run_dir = tmp_path / 'ckpt' / 'demo_11081'
     run_dir.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, '-c', 'import sys, time; from electra.checkpoint import lock_run_dir; '
+    holder = subprocess.Popen([sys.executable, '-c', 'import sys, time; from electra.training.files import lock_run_dir; '
                                f'lock_run_dir({str(run_dir)!r}); print("locked", flush=True); time.sleep(120)'],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

@@ -9,15 +9,14 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-from electra import bench
-from electra.config import ConfigError, RunWarning, config_to_dict
-from electra.loss import ElectraLoss
-from electra.masking import mask_tokens
-from electra.model import build_pretraining_model, padded_vocab_size
-from electra.pretrain_config import PretrainConfig
-from electra.sampling import sample_tokens
-from electra.pretraining import resolve_precision
-from electra.speed import DevicePrefetcher, HostSyncCounter, try_compile
+from electra.config.base import ConfigError, RunWarning, config_to_dict
+from electra.config.pretrain import PretrainConfig
+from electra.objective.masking import mask_tokens
+from electra.objective.model import build_pretraining_model, padded_vocab_size
+from electra.objective.sampling import sample_tokens
+from electra.training.device import resolve_precision
+from electra.tools import bench
+from electra.training.speed import DevicePrefetcher, HostSyncCounter, try_compile
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -60,7 +59,7 @@ def test_fast_loss_equals_baseline(mode):
 
 
 def first_step_losses(cfg, precision: str):
-    """The real Learner's (build_learner) first (generator, discriminator) losses, and the fp32 baseline's on the
+    """The real Learner's (pretraining_learner) first (generator, discriminator) losses, and the fp32 baseline's on the
     same batch, masks and samples."""
     model = tiny_model(cfg)
     ref = bench.copy.deepcopy(model)
@@ -123,9 +122,10 @@ def test_padded_vocab_equals_unpadded_and_never_samples_padding():
 
 
 def test_padded_vocab_export_loads_unpadded_with_identical_logits(tmp_path):
-    from electra.checkpoint import FORMAT, atomic_save
-    from electra.export import export_pretrained, load_discriminator
-    from electra.tokenizer import load_tokenizer, tokenizer_state
+    from electra.data.tokenizer import load_tokenizer, tokenizer_state
+    from electra.pretraining.export import export_pretrained, load_discriminator
+    from electra.training.checkpoint import FORMAT
+    from electra.training.files import atomic_save
     vocab = tmp_path / 'vocab.txt'
     vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
     tok = load_tokenizer(str(vocab))
@@ -256,7 +256,7 @@ def test_sdpa_mask_gives_transformers_own_result():
     model = tiny_model(cfg).eval()
     (ids, tt), _ = batches(cfg)
     ids[0, 10:] = 0
-    from electra.model import sdpa_mask
+    from electra.objective.model import sdpa_mask
     attn = ids != 0
     with torch.no_grad():
         ours = model.discriminator(ids, attention_mask=sdpa_mask(model.discriminator, attn), token_type_ids=tt).logits

@@ -5,10 +5,16 @@ import logging
 import pytest
 from transformers import AutoTokenizer, ElectraTokenizerFast
 
-from electra.config import ConfigError
-from electra.demo import write_demo_corpus
-from electra.tokenizer import (SPECIAL_TOKENS, get_tokenizer, load_tokenizer, tokenizer_from_state, tokenizer_state,
-                               train_tokenizer)
+from electra.config.base import ConfigError
+from electra.data.demo import write_demo_corpus
+from electra.data.tokenizer import (
+    SPECIAL_TOKENS,
+    get_tokenizer,
+    load_tokenizer,
+    tokenizer_from_state,
+    tokenizer_state,
+    train_tokenizer,
+)
 
 SENTENCES = ["The muddy cows fed Alba's tractor near the pond.", 'Does Quilla like a stormy harbor?',
              'In 1909 they planned a sharp kettle.', 'Zebras x-ray 42 quixotic naïve façades!']
@@ -110,7 +116,7 @@ def test_get_tokenizer_trains_once_then_reuses(corpus, tmp_path, caplog):
     assert len(tok) == 500 and not list(tmp_path.glob('.*tmp'))
     again = get_tokenizer('', [corpus], 500, True, tmp_path)
     assert saved.stat().st_mtime_ns == mtime and again.get_vocab() == tok.get_vocab()
-    with caplog.at_level(logging.WARNING, logger='electra.tokenizer'):
+    with caplog.at_level(logging.WARNING, logger='electra.data.tokenizer'):
         other = get_tokenizer('', [corpus], 700, True, tmp_path)  # the run's tokenizer stays, with a warning
     assert other.get_vocab() == tok.get_vocab() and 'other settings' in caplog.text
     given = get_tokenizer(str(bert_style_vocab(tmp_path / 'v.txt', ['the'])), [corpus], 500, True, tmp_path / 'x')

@@ -1,0 +1,267 @@
+"""One explicit config object per job: dataclass defaults < YAML preset < `--key value` overrides.
+
+Every key is typed; unknown keys and values of the wrong type are rejected with a message that names the
+file or flag and the fix. `--help` lists every key with its default and help text.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field', 'choice_field',
+           'running_in_notebook', 'cli_args', 'friendly_errors']
+
+
+class ConfigError(ValueError):
+    "A bad config key or value; the message names where it came from and how to fix it."
+
+
+class TrainingStopped(Exception):
+    "Training stopped on request (Ctrl-C); the message says what was kept and how to continue."
+    exit_status = 130  # the shell's status for a process ended by SIGINT
+
+
+class RunWarning(UserWarning):
+    "Something in a job's settings or environment the user should know about; the job goes on."
+
+
+def field(default, help: str = ''):
+    "A config field with a help text shown by `--help`."
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda d=default: type(d)(d), metadata={'help': help})
+    return dataclasses.field(default=default, metadata={'help': help})
+
+
+def choice_field(default, choices: list, help: str = ''):
+    "A config field whose value must be one of `choices` (checked when the config is built)."
+    return dataclasses.field(default=default, metadata={'help': help, 'choices': list(choices)})
+
+
+def _hints(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _suggest(key: str, valid: Sequence[str]) -> str:
+    close = difflib.get_close_matches(key, valid, n=1)
+    return f" Did you mean '{close[0]}'?" if close else ''
+
+
+_TRUE, _FALSE = {'true', 'yes', '1', 'on'}, {'false', 'no', '0', 'off'}
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    "Convert `value` (a YAML value or a CLI string) to type `tp`, or raise a `ConfigError` naming `where`."
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in ('none', 'null')):
+            if type(None) in args: return None
+        errors = []
+        for a in (a for a in args if a is not type(None)):
+            try: return _coerce(value, a, where)
+            except ConfigError as e: errors.append(str(e))
+        raise ConfigError(errors[0])
+    if origin in (list, tuple):
+        (inner,) = args[:1] or (str,)
+        if isinstance(value, str): value = [v.strip() for v in value.split(',') if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}. Use a YAML list or comma-separated values.")
+        return [_coerce(v, inner, where) for v in value]
+    if tp is bool:
+        if isinstance(value, bool): return value
+        if isinstance(value, str) and value.lower() in _TRUE | _FALSE: return value.lower() in _TRUE
+        raise ConfigError(f"{where}: expected true or false, got {value!r}.")
+    if tp is int:
+        if isinstance(value, bool): raise ConfigError(f"{where}: expected an integer, got {value!r}.")
+        if isinstance(value, int): return value
+        if isinstance(value, float) and value.is_integer(): return int(value)
+        if isinstance(value, str):
+            try: return int(value)
+            except ValueError: pass
+            try: number = float(value)  # '1e6' is a fine way to write a step count
+            except ValueError: number = None
+            if number is not None and number.is_integer(): return int(number)
+        raise ConfigError(f"{where}: expected an integer, got {value!r}.")
+    if tp is float:
+        if isinstance(value, bool): raise ConfigError(f"{where}: expected a number, got {value!r}.")
+        if isinstance(value, (int, float)): return float(value)
+        if isinstance(value, str):
+            try: return float(value)
+            except ValueError: pass
+        raise ConfigError(f"{where}: expected a number, got {value!r}.")
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool): return str(value)
+        raise ConfigError(f"{where}: expected a string, got {value!r}.")
+    if tp is dict or origin is dict:
+        if isinstance(value, str):  # a command-line mapping is YAML: --task_overrides '{RTE: {epochs: 10}}'
+            try: value = yaml.safe_load(value)
+            except yaml.YAMLError: pass
+        if isinstance(value, dict): return value
+        raise ConfigError(f"{where}: expected a mapping, got {value!r}. On the command line write it as YAML, "
+                          "e.g. '{RTE: {epochs: 10}}'.")
+    return value
+
+
+def _check_choices(cfg) -> None:
+    for f in dataclasses.fields(cfg):
+        choices = f.metadata.get('choices')
+        if choices and getattr(cfg, f.name) not in choices:
+            raise ConfigError(f"{f.name}: {getattr(cfg, f.name)!r} is not one of {', '.join(map(str, choices))}.")
+
+
+def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=None):
+    "Build a `cls` from `values` (over `base` or the defaults), checking every key and type."
+    hints, names = _hints(cls), [f.name for f in dataclasses.fields(cls)]
+    current = config_to_dict(base) if base is not None else {}
+    for key, value in values.items():
+        if key not in hints:
+            raise ConfigError(f"{source}: unknown key '{key}'.{_suggest(key, names)} "
+                              f"Run with --help for the list of keys.")
+        current[key] = _coerce(value, hints[key], f"{source}: key '{key}'")
+    cfg = cls(**current)
+    _check_choices(cfg)
+    if hasattr(cfg, 'validate'): cfg.validate()
+    return cfg
+
+
+def config_to_dict(cfg) -> dict[str, Any]:
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try: text = path.read_text(encoding='utf-8')
+    except OSError as e: raise ConfigError(f"{path}: cannot read the config file ({e.strerror}).") from None
+    try: data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e: raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of key: value at the top level.")
+    return data
+
+
+def project_dir(preset_dir: str | Path) -> Path:
+    "A relative `preset_dir` as given if it exists from here, else inside this project, so a job runs from any folder."
+    path = Path(preset_dir)
+    if path.is_absolute() or path.is_dir(): return path
+    return Path(__file__).resolve().parents[2] / path
+
+
+def resolve_preset(name: str, preset_dir: Path) -> Path:
+    "A preset name (`small`) in `preset_dir`, or a path to a YAML file."
+    path = Path(name)
+    if path.suffix in ('.yaml', '.yml') or path.exists():
+        if not path.is_file(): raise ConfigError(f"--config: no such file '{name}'.")
+        return path
+    path = preset_dir / f'{name}.yaml'
+    if not path.is_file():
+        names = sorted(p.stem for p in preset_dir.glob('*.yaml'))
+        raise ConfigError(f"--config: unknown preset '{name}'.{_suggest(name, names)} "
+                          f"Choose one of {', '.join(names)} or give a path to a YAML file.")
+    return path
+
+
+def config_help(cls, prog: str, preset_dir: Path) -> str:
+    lines = [f"usage: {prog} [--config PRESET_OR_YAML] [--key value ...]", '',
+             f"Presets in {preset_dir}: {', '.join(sorted(p.stem for p in preset_dir.glob('*.yaml')))}", '',
+             'keys (default; a preset may change it):']
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        tp = getattr(hints[f.name], '__name__', str(hints[f.name]).replace('typing.', ''))
+        lines.append(f"  --{f.name} ({tp}, default {default!r})")
+        if f.metadata.get('help'): lines.append(f"      {f.metadata['help']}")
+    return '\n'.join(lines)
+
+
+def parse_cli(argv: Sequence[str]) -> dict[str, str]:
+    "`--key value` / `--key=value` pairs into a dict; a bare `--flag` means true."
+    out, i, argv = {}, 0, list(argv)
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith('--'):
+            raise ConfigError(f"unexpected argument '{arg}': options are written --key value.")
+        key = arg[2:]
+        if '=' in key: key, value = key.split('=', 1)
+        elif i + 1 < len(argv) and not argv[i + 1].startswith('--'): value, i = argv[i + 1], i + 1
+        else: value = 'true'
+        out[key.replace('-', '_')] = value
+        i += 1
+    return out
+
+
+def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path = 'configs',
+                default_preset: str = 'demo', prog: str = 'job', overrides: dict | None = None):
+    """The job's config: `cls` defaults, then the preset named by `--config` (or `default_preset`), then the other
+    flags in `argv`, then `overrides` (a dict, as a notebook's config cell gives). `--help` prints and exits."""
+    preset_dir = project_dir(preset_dir)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if '--help' in argv or '-h' in argv:
+        print(config_help(cls, prog, preset_dir))
+        raise SystemExit(0)
+    cli = parse_cli(argv)
+    overrides = dict(overrides or {})
+    preset = cli.pop('config', None) or overrides.pop('config', None) or default_preset
+    path = resolve_preset(str(preset), preset_dir)
+    cfg = config_from_dict(cls, _read_yaml(path), source=str(path), base=cls())
+    if 'config' in _hints(cls): cfg = dataclasses.replace(cfg, config=str(preset))
+    cfg = config_from_dict(cls, cli, source='command line', base=cfg)
+    return config_from_dict(cls, overrides, source='overrides', base=cfg)
+
+
+def writable_dir(path: str | Path, key: str) -> Path:
+    "`path` created if needed and checked writable up front (not at the first file written there), else a ConfigError."
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f'.write_test_{os.getpid()}'
+        probe.write_text('ok')
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"{key}: cannot write to '{path}' ({e.strerror or e}). "
+                          f"Choose a writable directory with --{key}.") from None
+    return path
+
+
+def running_in_notebook() -> bool:
+    "True inside Jupyter (the driver then takes its notebook config cell, not the command line)."
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and 'IPKernelApp' in getattr(shell, 'config', {})
+
+
+def cli_args() -> list[str]:
+    "The command-line flags of a script; none inside a notebook, whose kernel has its own argv."
+    return [] if running_in_notebook() else sys.argv[1:]
+
+
+def friendly_errors() -> None:
+    """Report what ends a script as one line, no traceback: a `ConfigError` as `error: ...` with exit status 2 (the
+    usage-error status of argparse), a `TrainingStopped` or a Ctrl-C as `stopped: ...` with status 130; other errors
+    are unchanged. A `RunWarning` is one `warning: ...` line. A notebook shows errors its own way."""
+    import warnings
+    previous, previous_warning = sys.excepthook, warnings.showwarning
+    # fastai's layers.py scripts a few activations with torch.jit.script at import, which torch 2.10+ deprecates
+    warnings.filterwarnings('ignore', message='`torch.jit.script` is deprecated', category=FutureWarning)
+
+    def show(message, category, *args, **kwargs):
+        if not issubclass(category, RunWarning): return previous_warning(message, category, *args, **kwargs)
+        print(f'warning: {message}', file=sys.stderr, flush=True)
+
+    def hook(tp, value, tb):
+        if issubclass(tp, KeyboardInterrupt): value = TrainingStopped('interrupted by Ctrl-C; nothing after the last '
+                                                                      'checkpoint or finished run was kept.')
+        elif not issubclass(tp, (ConfigError, TrainingStopped)): return previous(tp, value, tb)
+        # fastai prefixes an error raised in a callback with "Exception occured in `Cb` when calling event `e`:\n\t"
+        text = str(value).split(chr(10) + chr(9), 1)[-1]
+        print(f"{'stopped' if isinstance(value, TrainingStopped) else 'error'}: {text}", file=sys.stderr, flush=True)
+        sys.exit(getattr(value, 'exit_status', 2))  # raised in the hook, SystemExit sets the status; atexit still runs
+    sys.excepthook, warnings.showwarning = hook, show

@@ -1,0 +1,157 @@
+"""The GLUE fine-tuning job's config: every key `finetune.py` takes, with the official small-model recipe as defaults.
+
+Hyperparameters can be set per task with `task_overrides` (a mapping from task name to keys of `TASK_KEYS`);
+`cfg.for_task(name)` gives the config a task's runs use. The defaults follow the official fine-tuning
+(google-research/electra, configure_finetuning.py): 3 epochs, 10 for RTE and STS-B.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+
+from electra.config.base import ConfigError, choice_field, config_from_dict, field
+from electra.finetuning.tasks.glue.tasks import ALL_TASKS, task_named
+
+__all__ = ['FinetuneConfig', 'TASK_KEYS']
+
+# keys a task may override in `task_overrides`
+TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'eval_batch_size', 'max_length',
+             'warmup_fraction', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps',
+             'clip_grad', 'dropout', 'double_unordered', 'drop_empty', 'max_train_samples', 'stsb_scale',
+             'length_bucketing')
+
+
+@dataclass
+class FinetuneConfig:
+    # -- job
+    config: str = field('demo', 'preset name in configs/finetune/ or a path to a YAML file')
+    model: str = field('checkpoints/pretrain/demo_11081_100%.pth',
+                       "pretrained discriminator: a pretrain.py .pth checkpoint, a save_pretrained directory or a hub "
+                       "name such as google/electra-small-discriminator")
+    data: str = field('hub', "'hub' (nyu-mll/glue), 'demo' (the project's sample tasks, written to cache_dir), a directory "
+                             "in the GLUE download layout (<dir>/CoLA/train.tsv, ...) or of saved hub copies (<dir>/cola/)")
+    tasks: list[str] = field(list(ALL_TASKS), 'tasks to fine-tune and predict; AX is predicted with the MNLI model')
+    runs: int = field(10, 'fine-tuning runs per task, each from the same pretrained weights with its own seed')
+    seed: int = field(0, 'run i uses seed + i (unless `seeds` is given)')
+    seeds: list[int] = field([], 'explicit seed of each run (at least `runs` of them); empty: seed + i')
+    group: str = field('demo', 'name of this sweep: outputs go to <output_dir>/<group>/ and <test_output_dir>/<group>/')
+    output_dir: str = field('checkpoints/glue', 'fine-tuned weights (<group>/<task>_<i>.pth), the results table and the summary')
+    test_output_dir: str = field('test_outputs', 'test predictions (<group>/<file>.tsv) and glue_submission.zip')
+    cache_dir: str = field('cache', 'token cache and the demo data')
+    predict: bool = field(True, 'after the runs, write the test predictions of the selected runs and the zip')
+    device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
+    precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'],
+                                  'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU (bf16 also runs on '
+                                  'a CPU with native bf16: AVX512-BF16, AMX)')
+    num_workers: int = field(0, 'DataLoader worker processes')
+    threads: int = field(0, "PyTorch CPU threads (0: PyTorch's default); 1 is fastest for tiny models on a busy CPU")
+    logger: str = choice_field('none', ['none', 'neptune'],
+                           "'neptune' also logs every run to Neptune (NEPTUNE_MODE=offline works without an account)")
+    neptune_project: str = field('', 'Neptune project, e.g. me/electra-glue (read from NEPTUNE_PROJECT when empty)')
+    # -- selection
+    select: str = choice_field('best', ['best', 'median'],
+                           'run used for the test predictions: the best dev score (replication) or the median run')
+    ensemble_k: int = field(1, 'average the logits of the top k runs by dev score for the test predictions (1: no ensemble)')
+    # -- hyperparameters (spec 7); each may be set per task in `task_overrides`
+    size: str = choice_field('small', ['small', 'base', 'large', 'custom'],
+                         'model size these hyperparameters are meant for (informational)')
+    lr: float = field(3e-4, 'peak learning rate of the head (small 3e-4, base 1e-4, large 5e-5)')
+    layer_lr_decay: float = field(0.8, 'layer-wise learning-rate decay d (0.9 for large; 1 disables)')
+    layer_lr_mode: str = choice_field('official', ['official', 'intended'],
+                                  "'official': top layer lr*d^2, embeddings lr*d^(L+2) (google-research/electra issue 51); "
+                                  "'intended': top layer lr*d, embeddings lr*d^(L+1)")
+    epochs: int = field(3, 'passes over the training set')
+    batch_size: int = field(32, 'training examples per step')
+    eval_batch_size: int = field(128, 'examples per batch when predicting dev and test sets')
+    max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included (BERT truncation of the longer segment)')
+    warmup_fraction: float = field(0.1, 'warm-up steps as a fraction of all training steps')
+    schedule: str = choice_field('together', ['together', 'warmup_then_decay'],
+                             "'together' is the official schedule: warm-up and linear decay applied at once")
+    decay_power: float = field(1.0, 'power of the polynomial decay')
+    weight_decay: float = field(0.0, 'decoupled weight decay (0 as in the paper and the replication; the official code uses 0.01)')
+    adam_beta1: float = field(0.9, 'Adam beta1')
+    adam_beta2: float = field(0.999, 'Adam beta2')
+    adam_eps: float = field(1e-6, 'Adam epsilon')
+    clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
+    dropout: float = field(0.1, 'dropout on the [CLS] vector before the output layer')
+    length_bucketing: bool = field(False, 'train on batches of examples of similar length (less padding, faster; batches '
+                                          'differ from the official random ones: docs/fidelity.md)')
+    stsb_scale: float = field(5.0, 'STS-B scores are learned divided by this: 5 as the official code (targets in [0, 1]); '
+                                   '1 learns the raw 0-5 scores as the replication does. Predictions are always 0-5')
+    double_unordered: bool = field(True, 'train on both segment orders for tasks whose segments are unordered (MRPC, STS-B); '
+                                         'switch it on for another pair task in task_overrides')
+    drop_empty: bool = field(True, 'drop training rows with an empty segment (QQP has some)')
+    max_train_samples: int = field(0, 'use only this many training examples, a fixed random subset (0: all; for quick trials)')
+    task_overrides: dict = field({'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}},
+                                 f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}")
+
+    def validate(self) -> None:
+        def need(ok: bool, key: str, msg: str):
+            if not ok: raise ConfigError(f"{key}: {msg}")
+        need(bool(self.tasks), 'tasks', f"give at least one of {', '.join(ALL_TASKS)}.")
+        for name in self.tasks: task_named(name)
+        need(len(set(self.tasks)) == len(self.tasks), 'tasks', 'a task is listed twice.')
+        need('AX' not in self.tasks or 'MNLI' in self.tasks, 'tasks', 'AX is predicted with the MNLI model: add MNLI to tasks.')
+        need(self.runs > 0, 'runs', f'must be positive, got {self.runs}.')
+        need(not self.seeds or len(self.seeds) >= self.runs, 'seeds', f'give at least `runs` ({self.runs}) seeds, or none.')
+        need(len(set(self.seed_list)) == len(self.seed_list), 'seeds', 'seeds must differ.')
+        need(bool(self.group) and '/' not in self.group and self.group not in ('.', '..'), 'group',
+             f"must be a plain folder name, got {self.group!r}.")
+        need(self.model != '', 'model', 'give a .pth checkpoint, a save_pretrained directory or a hub name.')
+        need(self.num_workers >= 0, 'num_workers', f'must be non-negative, got {self.num_workers}.')
+        need(self.threads >= 0, 'threads', f"must be non-negative (0: PyTorch's default), got {self.threads}.")
+        need(1 <= self.ensemble_k <= self.runs, 'ensemble_k', f'must be between 1 and runs ({self.runs}), got {self.ensemble_k}.')
+        self._validate_hparams()
+        need(isinstance(self.task_overrides, dict), 'task_overrides', 'expected a mapping of task name to settings.')
+        for name, values in self.task_overrides.items():
+            task = task_named(str(name), key='task_overrides')
+            if task.predicted_by:
+                raise ConfigError(f"task_overrides: {name} has no training runs (it is predicted with the "
+                                  f"{task.predicted_by} model); override {task.predicted_by} instead.")
+            if not isinstance(values, dict):
+                raise ConfigError(f"task_overrides.{name}: expected a mapping of key: value, got {values!r}.")
+            for key in values:
+                if key not in TASK_KEYS:
+                    close = difflib.get_close_matches(str(key), TASK_KEYS, n=1)
+                    hint = f" Did you mean '{close[0]}'?" if close else ''
+                    raise ConfigError(f"task_overrides.{name}: '{key}' cannot be set per task.{hint} "
+                                      f"Per-task keys: {', '.join(TASK_KEYS)}.")
+            if values.get('double_unordered') and task.hf_text[1] is None:
+                raise ConfigError(f"task_overrides.{name}: double_unordered needs a sentence-pair task; {name} has one segment.")
+            try: self.for_task(name)  # type- and range-checks the overrides
+            except ConfigError as e:
+                raise ConfigError(str(e) if str(e).startswith('task_overrides') else f'task_overrides.{name}: {e}') from None
+
+    def _validate_hparams(self) -> None:
+        def need(ok: bool, key: str, msg: str):
+            if not ok: raise ConfigError(f"{key}: {msg}")
+        need(math.isfinite(self.lr) and self.lr > 0, 'lr', f'must be a positive number, got {self.lr}.')
+        need(0 < self.layer_lr_decay <= 1, 'layer_lr_decay', f'must be in (0, 1], got {self.layer_lr_decay}.')
+        need(self.epochs > 0, 'epochs', f'must be positive, got {self.epochs}.')
+        need(self.stsb_scale > 0, 'stsb_scale', f'must be positive (5 official, 1 raw scores), got {self.stsb_scale}.')
+        need(self.batch_size > 0, 'batch_size', f'must be positive, got {self.batch_size}.')
+        need(self.eval_batch_size > 0, 'eval_batch_size', f'must be positive, got {self.eval_batch_size}.')
+        need(8 <= self.max_length <= 512, 'max_length', f'must be between 8 and 512, got {self.max_length}.')
+        need(0 <= self.warmup_fraction < 1, 'warmup_fraction', f'must be in [0, 1), got {self.warmup_fraction}.')
+        need(self.decay_power > 0, 'decay_power', f'must be positive, got {self.decay_power}.')
+        need(self.weight_decay >= 0, 'weight_decay', f'must be non-negative, got {self.weight_decay}.')
+        need(0 <= self.adam_beta1 < 1 and 0 <= self.adam_beta2 < 1, 'adam_beta1', 'Adam betas must be in [0, 1).')
+        need(self.adam_eps > 0, 'adam_eps', f'must be positive, got {self.adam_eps}.')
+        need(self.clip_grad >= 0, 'clip_grad', f'must be non-negative (0 disables), got {self.clip_grad}.')
+        need(0 <= self.dropout < 1, 'dropout', f'must be in [0, 1), got {self.dropout}.')
+        need(self.max_train_samples >= 0, 'max_train_samples', f'must be non-negative (0: all), got {self.max_train_samples}.')
+
+    @property
+    def seed_list(self) -> list[int]:
+        "The seed of each run."
+        return list(self.seeds[:self.runs]) if self.seeds else [self.seed + i for i in range(self.runs)]
+
+    def for_task(self, name: str) -> 'FinetuneConfig':
+        "This config with `task_overrides[name]` applied (and no further overrides)."
+        values = self.task_overrides.get(name, {})
+        return config_from_dict(FinetuneConfig, {**values, 'task_overrides': {}}, source=f'task_overrides.{name}', base=self)
+
+    def hparams(self) -> dict:
+        "The per-task keys and their values (what a run's results depend on, with the model and data)."
+        return {k: getattr(self, k) for k in TASK_KEYS}

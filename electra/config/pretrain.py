@@ -1,0 +1,162 @@
+"The pretraining job's config: every key `pretrain.py` takes, with the paper's small-model recipe as defaults."
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+from electra.config.base import ConfigError, RunWarning, choice_field, field
+
+__all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS']
+
+FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
+
+CHECKPOINT_FRACTIONS = [0.0625, 0.125, 0.25, 0.5, 1.0]
+
+
+@dataclass
+class PretrainConfig:
+    # -- job
+    config: str = field('demo', 'preset name in configs/pretrain/ or a path to a YAML file')
+    run_name: str = field('vanilla', 'name of the run; checkpoints are <run_name>_<seed>_<percent>.pth')
+    seed: int = field(11081, 'random seed for data order, masking, sampling and initialisation')
+    output_dir: str = field('checkpoints/pretrain', 'where checkpoints, metrics and the exported models go')
+    cache_dir: str = field('cache', 'where built datasets (Arrow) and the demo corpus are cached')
+    resume: bool = field(False, 'continue from the latest checkpoint of this run_name and seed')
+    overwrite: bool = field(False, 'start over even if this run_name and seed already have checkpoints')
+    device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
+    precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'], 'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU')
+    logger: str = choice_field('none', ['none', 'neptune'], "'neptune' also logs to Neptune (NEPTUNE_MODE=offline works without an account)")
+    neptune_project: str = field('', 'Neptune project, e.g. me/electra (read from NEPTUNE_PROJECT when empty)')
+    log_every: int = field(100, 'write a metrics row (and read metrics off the device) every N steps')
+    checkpoint_at: list[float] = field(CHECKPOINT_FRACTIONS, 'fractions of `steps` at which to save a checkpoint')
+    num_workers: int = field(0, 'DataLoader worker processes')
+    # -- data
+    corpus: list[str] = field(['demo'], "corpora, one per entry: a text file or a directory of them (read as "
+                                        "`corpus_format` says), 'demo' (the built-in sample corpus), local table files "
+                                        "(.parquet, .jsonl/.json, .arrow, or a directory of them) or a Hugging Face hub "
+                                        "dataset hub:<name>[:<config>], e.g. hub:openwebtext, "
+                                        "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus")
+    corpus_format: str = choice_field('auto', FORMATS, "how text files are read: 'lines' = the official layout (one "
+                                  "sentence per line, a blank line between documents); 'documents' = one document per "
+                                  "file, blank lines are paragraph breaks (OpenWebText); 'paragraphs' = one document per "
+                                  "non-blank line; 'auto' = per file: 'lines' if blank lines separate text (so a folder of "
+                                  "raw documents with blank lines between paragraphs, like OpenWebText, needs "
+                                  "'documents'), else 'documents' inside a directory and 'paragraphs' for a file given "
+                                  "by itself. Table "
+                                  "rows are documents ('auto': lines of one stream when rows are single sentences)")
+    sentence_split: str = field('auto', "split lines into sentences with spaCy's rule-based sentencizer for this "
+                                        "language (en, de, ...; no model download) or 'none'; 'auto' = 'en' for raw "
+                                        "documents, paragraphs and tables, and for 'lines' files whose lines are "
+                                        "paragraph-long (median over 200 characters)")
+    text_column: str = field('text', 'text column of table and hub corpora (a table with one string column uses it)')
+    hub_split: str = field('train', "split of hub datasets, with the datasets slicing syntax, e.g. 'train[:10%]'")
+    min_line_chars: int = field(0, 'drop lines (paragraphs) shorter than this; 80 is the fastai replication\'s '
+                                   'cleaning of Wikipedia and OpenWebText (with remove_empty_parens)')
+    remove_empty_parens: bool = field(False, "delete '()' left where links were stripped (the replication's cleaning)")
+    max_sentence_chars: int = field(10_000, 'skip (and count) sentences longer than this: minified code, tables, '
+                                            'encoded blobs; lines over 1 MiB are always skipped')
+    corpus_weights: list[float] = field([], 'mix the corpora with these weights (one per corpus entry); empty: '
+                                            'concatenate them, every example equally likely')
+    num_proc: int = field(0, 'processes building the examples (0: one per CPU core); the examples do not depend on it')
+    eval_examples: int = field(256, 'examples held out (never trained on) to evaluate generator MLM accuracy, '
+                                    'discriminator accuracy and AUC every log_every steps; 0: none')
+    tokenizer: str = field('', "a WordPiece vocab.txt or an HF tokenizer directory; empty: train one on the corpus")
+    vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus')
+    lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer')
+    max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included')
+    # -- model (spec section 1); the presets fill these in
+    size: str = field('small', 'name of the size preset these numbers came from (informational)')
+    hidden_size: int = field(256, 'discriminator hidden size')
+    num_hidden_layers: int = field(12, 'layers of both discriminator and generator')
+    num_attention_heads: int = field(4, 'discriminator attention heads')
+    intermediate_size: int = field(1024, 'discriminator feed-forward size')
+    embedding_size: int = field(128, 'embedding size (projected to hidden_size when different)')
+    generator_size: float = field(0.25, 'generator hidden/FFN size as a fraction of the discriminator; heads = max(1, hidden // 64)')
+    max_position_embeddings: int = field(512, 'position embeddings of both networks')
+    tie_weights: str = choice_field('embeddings', ['none', 'embeddings', 'all'], 'share nothing, the embeddings (paper default), or all weights (same-size generator only)')
+    dropout: float = field(0.1, 'hidden and attention dropout of both networks')
+    # -- masking (spec 2)
+    mask_prob: float = field(0.15, 'fraction of real tokens chosen for prediction (0.25 for large)')
+    init: str = choice_field('official', ['official', 'hf'],
+                             "weight initialisation: 'official' (truncated normal 0.02; glorot uniform for "
+                             "embeddings_project and the discriminator's output layer) or 'hf' (transformers' normal 0.02)")
+    mask_mode: str = choice_field('fixed', ['fixed', 'with_replacement', 'bernoulli'],
+                                  "'fixed': the official count round(n * mask_prob), capped at max_predictions, of distinct "
+                                  "positions; 'with_replacement': the official draw exactly, a position may be chosen twice "
+                                  "(docs/fidelity.md); 'bernoulli': per-token draw (replication)")
+    mask_token_prob: float = field(0.85, 'of chosen positions, the fraction replaced by [MASK]')
+    random_token_prob: float = field(0.0, 'of chosen positions, the fraction replaced by a random token (rest keep the original)')
+    mask_unk: bool = field(True, 'whether [UNK] may be chosen (the replication never masks [UNK])')
+    # -- sampling (spec 3)
+    temperature: float = field(1.0, 'generator sampling temperature')
+    disallow_correct: bool = field(False, "never sample the original token")
+    uniform_generator: bool = field(False, 'sample replacements uniformly (ablation)')
+    # -- loss (spec 4)
+    gen_loss_weight: float = field(1.0, 'weight of the generator MLM loss')
+    disc_loss_weight: float = field(50.0, 'weight of the discriminator loss (lambda)')
+    # -- optimisation (spec 5)
+    steps: int = field(1_000_000, 'optimizer steps')
+    batch_size: int = field(128, 'examples per step')
+    lr: float = field(5e-4, 'peak learning rate')
+    warmup_steps: int = field(10_000, 'warm-up steps W')
+    schedule: str = choice_field('together', ['together', 'warmup_then_decay'], "'together' is the official schedule: warm-up and linear decay applied at once")
+    decay_power: float = field(1.0, 'power of the polynomial decay')
+    weight_decay: float = field(0.01, 'decoupled weight decay (not on LayerNorm weights or biases)')
+    adam_beta1: float = field(0.9, 'Adam beta1')
+    adam_beta2: float = field(0.999, 'Adam beta2')
+    adam_eps: float = field(1e-6, 'Adam epsilon')
+    clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
+    # -- speed; none of these changes the objective
+    compile: bool = field(False, 'torch.compile the model and loss (first step compiles; falls back to eager with a '
+                                 'one-line warning if compilation fails)')
+    compile_mode: str = choice_field('default', ['default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs'],
+                                     "torch.compile mode with `compile`: 'reduce-overhead' replays the step's graphs as "
+                                     'CUDA graphs (GPU), removing the per-kernel launch cost of a small model')
+    pad_vocab_multiple: int = field(0, 'pad the word-embedding rows (and generator vocab) to a multiple of N, e.g. 64 '
+                                       'for tensor cores; padded ids are never predicted or sampled, exports are unpadded. 0: off')
+
+    def validate(self) -> None:
+        def need(ok: bool, key: str, msg: str):
+            if not ok: raise ConfigError(f"{key}: {msg}")
+        need(self.steps > 0, 'steps', f'must be positive, got {self.steps}.')
+        need(self.batch_size > 0, 'batch_size', f'must be positive, got {self.batch_size}.')
+        need(math.isfinite(self.lr) and self.lr > 0, 'lr', f'must be a positive number, got {self.lr}.')
+        need(0 <= self.dropout < 1, 'dropout', f'must be in [0, 1), got {self.dropout}.')
+        need(math.isfinite(self.weight_decay) and self.weight_decay >= 0, 'weight_decay',
+             f'must be non-negative, got {self.weight_decay}.')
+        need(math.isfinite(self.adam_eps) and self.adam_eps > 0, 'adam_eps', f'must be positive, got {self.adam_eps}.')
+        need(all(0 <= b < 1 for b in (self.adam_beta1, self.adam_beta2)), 'adam_beta1',
+             f'betas must be in [0, 1), got {self.adam_beta1} and {self.adam_beta2}.')
+        need(math.isfinite(self.clip_grad) and self.clip_grad >= 0, 'clip_grad',
+             f'must be 0 (off) or positive, got {self.clip_grad}.')
+        need(8 <= self.max_length <= self.max_position_embeddings, 'max_length',
+             f'must be between 8 and max_position_embeddings ({self.max_position_embeddings}), got {self.max_length}.')
+        need(0 < self.mask_prob < 1, 'mask_prob', f'must be in (0, 1), got {self.mask_prob}.')
+        need(0 <= self.mask_token_prob + self.random_token_prob <= 1, 'mask_token_prob',
+             'mask_token_prob + random_token_prob must be at most 1.')
+        need(self.temperature > 0, 'temperature', f'must be positive, got {self.temperature}.')
+        need(0 < self.generator_size <= 1, 'generator_size', f'must be in (0, 1], got {self.generator_size}.')
+        need(self.hidden_size % self.num_attention_heads == 0, 'num_attention_heads',
+             f'hidden_size {self.hidden_size} is not divisible by {self.num_attention_heads} heads.')
+        need(self.tie_weights != 'all' or self.generator_size == 1, 'tie_weights',
+             "'all' needs a generator as large as the discriminator (generator_size: 1.0).")
+        need(self.log_every > 0, 'log_every', f'must be positive, got {self.log_every}.')
+        need(all(0 < f <= 1 for f in self.checkpoint_at), 'checkpoint_at', 'fractions must be in (0, 1].')
+        need(len(self.corpus) > 0, 'corpus', "give at least one file or directory, or 'demo'.")
+        need(not self.corpus_weights or len(self.corpus_weights) == len(self.corpus), 'corpus_weights',
+             f'give one weight per corpus entry ({len(self.corpus)}), got {len(self.corpus_weights)}; or none to concatenate.')
+        need(all(w > 0 for w in self.corpus_weights), 'corpus_weights', f'weights must be positive, got {self.corpus_weights}.')
+        need(self.sentence_split == self.sentence_split.strip() and bool(self.sentence_split), 'sentence_split',
+             "give 'auto', 'none' or a spaCy language code such as en.")
+        need(self.min_line_chars >= 0, 'min_line_chars', f'must be non-negative, got {self.min_line_chars}.')
+        need(self.max_sentence_chars > 0, 'max_sentence_chars', f'must be positive, got {self.max_sentence_chars}.')
+        need(self.num_proc >= 0, 'num_proc', f'must be 0 (one per CPU core) or positive, got {self.num_proc}.')
+        need(self.eval_examples >= 0, 'eval_examples', f'must be 0 (no evaluation) or positive, got {self.eval_examples}.')
+        need(self.vocab_size >= 100, 'vocab_size', f'must be at least 100, got {self.vocab_size}.')
+        need(self.warmup_steps >= 0, 'warmup_steps', f'must be non-negative, got {self.warmup_steps}.')
+        if self.warmup_steps >= self.steps:  # warm-up and decay apply together: the peak is never reached
+            warnings.warn(f'warmup_steps ({self.warmup_steps}) is not shorter than the run ({self.steps} steps): the '
+                          f'learning rate never reaches lr ({self.lr:g}); lower --warmup_steps (the small recipe warms '
+                          'up for 1% of its steps).', RunWarning, stacklevel=2)
+        need(self.pad_vocab_multiple >= 0, 'pad_vocab_multiple', f'must be 0 (off) or positive, got {self.pad_vocab_multiple}.')

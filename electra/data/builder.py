@@ -1,0 +1,402 @@
+"""The official example builder and the sharded, parallel build of one corpus into Arrow files.
+
+`ExampleBuilder` is a port of the official example builder (google-research/electra, build_pretraining_dataset.py).
+A corpus is cut into shards at document boundaries (byte ranges of big files, groups of small files, row ranges of
+tables); each shard is built by one of `num_proc` processes with its own builder and RNG seeded by (seed, corpus,
+shard) and written to its own Arrow file. Shards depend on the corpus and `BuildSettings`, never on `num_proc`, so
+the examples are the same whatever the parallelism; memory per process is one batch of documents.
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import math
+import multiprocessing
+import os
+import queue
+import random
+import signal
+import sys
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import datasets
+import pyarrow as pa
+
+from electra.config.base import ConfigError
+from electra.data.corpus import (
+    PARAGRAPH_CHARS,
+    BuildSettings,
+    CorpusSource,
+    documents,
+    read_head,
+    resolve_corpus,
+    resolve_format,
+    resolve_split,
+    sniff,
+    split_sentences,
+    splitter,
+    table_lines,
+    text_lines,
+)
+
+__all__ = ['BUILDER_VERSION', 'COUNTERS', 'FEATURES', 'corpus_files', 'ExampleBuilder', 'build_shards']
+
+
+
+BUILDER_VERSION = 2  # bump when a change to this module or electra.corpus changes the examples it builds
+_BATCH_CHARS = 1 << 20          # text per batched sentence-splitter / tokenizer call
+_WRITE_ROWS = 10_000            # examples per Arrow record batch
+FEATURES = datasets.Features({'input_ids': datasets.List(datasets.Value('int32')),
+                              'token_type_ids': datasets.List(datasets.Value('int8')),
+                              'document': datasets.Value('int64')})  # (shard << 32) + document number in the shard
+COUNTERS = ['bytes', 'documents', 'sentences', 'tokens', 'examples', 'empty_documents', 'undecodable_lines',
+            'long_lines', 'long_sentences', 'short_lines']
+
+Example = tuple[list[int], list[int]]  # (input_ids, token_type_ids), unpadded
+
+
+def corpus_files(paths: list[str], cache_dir: Path) -> list[Path]:
+    """The text files named by `paths`: text files, directories (every regular file inside, recursively,
+    sorted, hidden ones skipped; binary, empty and non-UTF-8 ones skipped) or 'demo' (the built-in corpus,
+    written under `cache_dir/demo`). Raises `ConfigError` naming the offending path for anything missing,
+    or for a file named explicitly that is empty, binary or not UTF-8."""
+    sources = resolve_corpus([p for p in paths if not p.startswith('hub:')], cache_dir)
+    return [f for s in sources if s.kind == 'files' for f in s.files]
+
+
+# ---------------------------------------------------------------- examples
+
+class ExampleBuilder:
+    """Turns a stream of tokenized sentences into pretraining examples, as the official `ExampleBuilder`.
+
+    Sentences are accumulated until their total length reaches the target length, then split into
+    segments A and B: `[CLS] A [SEP] B [SEP]` with token types 0 for `[CLS] A [SEP]` and 1 for `B [SEP]`
+    (B may be empty: `[CLS] A [SEP]`). The end of a document emits what has been accumulated, so examples
+    never span documents. Every random draw comes from `rng`, in the official order.
+    """
+
+    def __init__(self, max_length: int, cls_id: int, sep_id: int, rng: random.Random):
+        self.max_length, self.cls_id, self.sep_id, self.rng = max_length, cls_id, sep_id, rng
+        self.sentences: list[list[int]] = []
+        self.length = 0
+        self.target_length = max_length
+
+    def add_sentence(self, ids: list[int]) -> Optional[Example]:
+        "Add one sentence's token ids (no special tokens); return an example once the target length is reached."
+        self.sentences.append(ids)
+        self.length += len(ids)
+        return self._create_example() if self.length >= self.target_length else None
+
+    def end_document(self) -> Optional[Example]:
+        "A blank line: emit the pending sentences, if any, as a (possibly short) example."
+        return self._create_example() if self.length != 0 else None
+
+    def _create_example(self) -> Example:
+        # small chance of a single segment, as in classification tasks; -3 leaves room for [CLS] and two [SEP]
+        first_target = 100000 if self.rng.random() < 0.1 else (self.target_length - 3) // 2
+        a, b = [], []
+        for s in self.sentences:
+            # A takes the sentence if A is empty, if it fits under the target, or (only while B is empty and A is
+            # under target) half the time when it pushes A over; `and`/`or` short-circuit exactly as the
+            # official condition, so the coin is flipped only in that last case
+            if not a or len(a) + len(s) < first_target or (not b and len(a) < first_target and self.rng.random() < 0.5):
+                a += s
+            else:
+                b += s
+        # trim to max_length, leaving room for [CLS] and one or two [SEP]
+        a = a[:self.max_length - 2]
+        b = b[:max(0, self.max_length - len(a) - 3)]
+        self.sentences, self.length = [], 0
+        # small chance of a shorter example, so the model also sees short inputs
+        self.target_length = self.rng.randint(5, self.max_length) if self.rng.random() < 0.05 else self.max_length
+        ids = [self.cls_id] + a + [self.sep_id]
+        types = [0] * len(ids)
+        if b:
+            ids += b + [self.sep_id]
+            types += [1] * (len(b) + 1)
+        return ids, types
+
+
+# ---------------------------------------------------------------- shards
+
+def shard_target_bytes(total: int) -> int:
+    "About 64 shards per corpus, each 256 KiB to 64 MiB: enough to keep every process busy, few files."
+    return min(64 << 20, max(256 << 10, total // 64))
+
+
+def _next_boundary(f, pos: int, fmt: str, size: int) -> int:
+    "The first document boundary (a line start; in `lines`, just after a blank line) at or after byte `pos`."
+    f.seek(pos)
+    line = f.readline(1 << 20)
+    while line and not line.endswith(b'\n'): line = f.readline(1 << 20)  # the rest of the line `pos` falls in
+    if fmt == 'paragraphs': return f.tell()
+    while True:
+        line = f.readline(1 << 20)
+        if not line: return size
+        if not line.strip(): return f.tell()
+        while line and not line.endswith(b'\n'): line = f.readline(1 << 20)
+
+
+def _plan_files(source: CorpusSource, settings: BuildSettings) -> list[list[tuple]]:
+    """Shards of a text corpus: lists of pieces (path, start, end, format, language). Small files are grouped
+    whole (format and language None: read off the file when it is built); a file bigger than a shard is cut at
+    document boundaries into pieces of about a shard each (unless it is one document)."""
+    target = settings.shard_bytes or shard_target_bytes(source.total_bytes())
+    shards, group, group_bytes = [], [], 0
+    for f in source.files:
+        size = f.stat().st_size
+        if size > target:
+            head = sniff(*read_head(f))
+            fmt = resolve_format(settings.corpus_format, head, source.in_directory)
+            if fmt != 'documents':
+                lang = resolve_split(settings.sentence_split, fmt, head.median_chars)
+                if group: shards.append(group)
+                group, group_bytes = [], 0
+                cuts = [0]
+                with open(f, 'rb') as fh:
+                    while cuts[-1] + target < size:
+                        cut = _next_boundary(fh, cuts[-1] + target, fmt, size)
+                        if cut >= size: break
+                        cuts.append(cut)
+                shards += [[(str(f), a, b, fmt, lang)] for a, b in zip(cuts, cuts[1:] + [size])]
+                continue
+        group.append((str(f), 0, size, None, None))
+        group_bytes += size
+        if group_bytes >= target:
+            shards.append(group)
+            group, group_bytes = [], 0
+    return shards + [group] if group else shards
+
+
+def _plan_table(source: CorpusSource, settings: BuildSettings) -> list[list[tuple]]:
+    "Shards of a table: row ranges (start, end, format, language) of about a shard's worth of text each."
+    column = source.dataset.data.column(source.text_column)
+    n = len(column)
+    sample = [t or '' for t in column.slice(0, 1000).to_pylist()]
+    lengths = sorted(len(t) for t in sample if t.strip()) or [0]
+    median = lengths[len(lengths) // 2]
+    fmt = settings.corpus_format
+    if fmt == 'auto':  # rows that are single sentences (BookCorpus) are lines of one stream, not documents
+        fmt = 'lines' if median <= PARAGRAPH_CHARS and not any('\n' in t.strip() for t in sample) else 'documents'
+    lang = resolve_split(settings.sentence_split, fmt, median)
+    total = max(1, source.total_bytes())
+    rows = max(1, math.ceil(n * (settings.shard_bytes or shard_target_bytes(total)) / total))
+    return [[(a, min(a + rows, n), fmt, lang)] for a in range(0, n, rows)]
+
+
+def _languages(shards: list[list[tuple]], source: CorpusSource, settings: BuildSettings) -> set[str]:
+    "The sentence-splitting languages a build will use, as far as the plan and the first whole file tell."
+    langs = {piece[-1] for shard in shards for piece in shard if piece[-1]}
+    whole = [piece for shard in shards for piece in shard if piece[-2] is None]
+    if whole:
+        head = sniff(*read_head(Path(whole[0][0])))
+        fmt = resolve_format(settings.corpus_format, head, source.in_directory)
+        langs.add(resolve_split(settings.sentence_split, fmt, head.median_chars))
+    return langs - {None}
+
+
+@dataclass
+class _Job:
+    "Everything a build process needs besides its shards."
+    source: CorpusSource
+    tokenizer: object          # a `tokenizers.Tokenizer` without truncation or padding
+    settings: BuildSettings
+    seed: int
+    key: str                   # `CorpusSource.seed_key`: two corpora never share a shard seed
+    cls_id: int
+    sep_id: int
+
+
+def _shard_streams(job: _Job, shard: list[tuple], stats: Counter) -> Iterator[tuple[str, Optional[str], Iterator]]:
+    "(format, language, line stream) for each piece of a shard."
+    s = job.settings
+    if job.source.kind == 'table':
+        (start, end, fmt, lang), = shard
+        column = job.source.dataset.data.column(job.source.text_column).slice(start, end - start)
+
+        def rows():
+            for chunk in range(0, len(column), 1000):
+                texts = column.slice(chunk, 1000).to_pylist()
+                stats['bytes'] += sum(len(t) for t in texts if t)
+                yield from texts
+        yield fmt, lang, table_lines(rows(), fmt, stats)
+        return
+    for path, start, end, fmt, lang in shard:
+        if fmt is None:  # a whole small file: its own head decides (see electra.corpus)
+            head = sniff(*read_head(Path(path)))
+            fmt = resolve_format(s.corpus_format, head, job.source.in_directory)
+            lang = resolve_split(s.sentence_split, fmt, head.median_chars)
+        yield fmt, lang, text_lines(path, start, end, stats)
+
+
+def _doc_batches(docs: Iterator[tuple[list[str], bool]]) -> Iterator[list[tuple[list[str], bool]]]:
+    "(document piece, ends) pairs in lists of about `_BATCH_CHARS` characters, for batched splitting and tokenizing."
+    batch, chars = [], 0
+    for doc in docs:
+        batch.append(doc)
+        chars += sum(map(len, doc[0]))
+        if chars >= _BATCH_CHARS:
+            yield batch
+            batch, chars = [], 0
+    if batch: yield batch
+
+
+def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
+                 report: Callable[[int, int], None]) -> dict:
+    """Build shard `index` into the Arrow file `path` (none when it gives no example); returns its counters.
+    `report(bytes, examples)` is called after every batch, for the progress bar."""
+    s, stats = job.settings, Counter()
+    builder = ExampleBuilder(s.max_length, job.cls_id, job.sep_id, random.Random(f'{job.seed}:{job.key}:{index}'))
+    columns, writer, n_doc = {name: [] for name in FEATURES}, None, 0
+    reported = (0, 0)
+
+    def flush():
+        nonlocal writer
+        if not columns['document']: return
+        if writer is None: writer = pa.ipc.new_stream(str(path), FEATURES.arrow_schema)
+        writer.write_table(pa.table({k: pa.array(v, type=FEATURES.arrow_schema.field(k).type)
+                                     for k, v in columns.items()}, schema=FEATURES.arrow_schema))
+        for v in columns.values(): v.clear()
+
+    def emit(example):
+        if example is None: return
+        columns['input_ids'].append(example[0])
+        columns['token_type_ids'].append(example[1])
+        columns['document'].append((index << 32) + n_doc)
+        stats['examples'] += 1
+        if len(columns['document']) >= _WRITE_ROWS: flush()
+
+    try:
+        for fmt, lang, lines in _shard_streams(job, shard, stats):
+            for batch in _doc_batches(documents(lines, fmt, s, stats, _BATCH_CHARS)):
+                split = split_sentences([line for doc, _ in batch for line in doc], lang)
+                doc_sentences, i = [], 0
+                for doc, _ in batch:
+                    sentences = [x for line in split[i:i + len(doc)] for x in line]
+                    i += len(doc)
+                    kept = [x for x in sentences if len(x) <= s.max_sentence_chars]
+                    stats['long_sentences'] += len(sentences) - len(kept)
+                    doc_sentences.append(kept)
+                flat = [x for doc in doc_sentences for x in doc]
+                ids = iter([e.ids for e in job.tokenizer.encode_batch_fast(flat, add_special_tokens=False)])
+                stats['sentences'] += len(flat)
+                for sentences, (_, ends) in zip(doc_sentences, batch):
+                    for _ in sentences:
+                        sentence = next(ids)
+                        stats['tokens'] += len(sentence)
+                        emit(builder.add_sentence(sentence))
+                    if ends:
+                        emit(builder.end_document())  # examples never span documents
+                        n_doc += 1
+                report(stats['bytes'] - reported[0], stats['examples'] - reported[1])
+                reported = (stats['bytes'], stats['examples'])
+        flush()
+    finally:
+        if writer is not None: writer.close()
+    return dict(stats)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel kill this build process when `parent` dies, even by `kill -9` (Linux's PR_SET_PDEATHSIG):
+    otherwise it would build its shards on into a directory nobody will read."""
+    if sys.platform.startswith('linux'):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent: os._exit(1)  # the parent died before the request took effect
+
+
+def _worker(job: _Job, out_dir: str, tasks, results, parent: int) -> None:
+    "A build process: builds the shards it takes from `tasks`; reports progress, counters or an error."
+    os.environ['TOKENIZERS_PARALLELISM'] = 'false'  # one Rust thread per process: the processes are the parallelism
+    _die_with_parent(parent)
+    while (task := tasks.get()) is not None:
+        index, shard = task
+        try:
+            stats = _build_shard(index, shard, job, Path(out_dir) / f'shard-{index:05d}.arrow',
+                                 lambda b, e: results.put(('progress', index, (b, e))))
+            results.put(('done', index, stats))
+        except ConfigError as e:
+            results.put(('error', index, e))
+        except BaseException:
+            results.put(('error', index, RuntimeError(f'building shard {index} ({shard[0][:3]}) failed:\n'
+                                                      f'{traceback.format_exc()}')))
+            return
+
+
+class _Progress:
+    "A progress bar over the corpus bytes, with examples and examples/s."
+
+    def __init__(self, total: int, desc: str, enabled: bool):
+        from tqdm.auto import tqdm
+        self.bar = tqdm(total=total, desc=desc, unit='B', unit_scale=True, unit_divisor=1024, disable=not enabled,
+                        mininterval=0.5, dynamic_ncols=True)
+        self.examples, self.t0 = 0, time.perf_counter()
+
+    def __call__(self, n_bytes: int, n_examples: int):
+        self.examples += n_examples
+        rate = self.examples / max(time.perf_counter() - self.t0, 1e-9)
+        self.bar.set_postfix_str(f'{self.examples:,} examples, {rate:,.0f} examples/s', refresh=False)
+        self.bar.update(n_bytes)
+
+    def close(self): self.bar.close()
+
+
+def _run_shards(shards: list[list[tuple]], job: _Job, out_dir: Path, num_proc: int, progress: _Progress) -> list[dict]:
+    "Build every shard, in this process or in `num_proc` worker processes; counters in shard order."
+    if num_proc <= 1 or len(shards) <= 1:
+        return [_build_shard(i, shard, job, out_dir / f'shard-{i:05d}.arrow', progress) for i, shard in enumerate(shards)]
+    # fork shares the tokenizer and a memory-mapped table without pickling; elsewhere fork is unsafe
+    ctx = multiprocessing.get_context('fork' if sys.platform.startswith('linux') else 'spawn')
+    tasks, results = ctx.Queue(), ctx.Queue()
+    for task in enumerate(shards): tasks.put(task)
+    procs = min(num_proc, len(shards))
+    for _ in range(procs): tasks.put(None)
+    # with the variable set, `tokenizers` does not warn that it was forked after using its thread pool
+    saved = os.environ.get('TOKENIZERS_PARALLELISM')
+    os.environ['TOKENIZERS_PARALLELISM'] = 'false'
+    workers = [ctx.Process(target=_worker, args=(job, str(out_dir), tasks, results, os.getpid()),
+                           daemon=True) for _ in range(procs)]
+    gc.freeze()  # the garbage collector of a forked child would touch (and so copy) every page of this process's heap
+    try:
+        for w in workers: w.start()
+    finally:
+        gc.unfreeze()
+        if saved is None: os.environ.pop('TOKENIZERS_PARALLELISM')
+        else: os.environ['TOKENIZERS_PARALLELISM'] = saved
+    done: dict[int, dict] = {}
+    try:
+        while len(done) < len(shards):
+            try: kind, index, payload = results.get(timeout=1.0)
+            except queue.Empty:
+                dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(f'a build process died (exit code {dead[0]}), perhaps out of memory: '
+                                       'lower num_proc') from None
+                continue
+            if kind == 'progress': progress(*payload)
+            elif kind == 'done': done[index] = payload
+            else: raise payload
+    finally:
+        for w in workers:
+            if w.is_alive(): w.terminate()
+            w.join()
+    return [done[i] for i in range(len(shards))]
+
+
+def build_shards(source: CorpusSource, tokenizer, settings: BuildSettings, seed: int, out_dir: Path, num_proc: int,
+                 progress: bool = True) -> list[dict]:
+    """Cut `source` into shards and build each into `out_dir/shard-<i>.arrow`, in `num_proc` processes; each shard's
+    counters (`COUNTERS`), in shard order."""
+    shards = _plan_files(source, settings) if source.kind == 'files' else _plan_table(source, settings)
+    for lang in _languages(shards, source, settings): splitter(lang)  # fails early on a bad language; forks inherit it
+    backend = type(tokenizer.backend_tokenizer).from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()  # a transformers call with truncation=True leaves it switched on in the backend
+    backend.no_padding()
+    job = _Job(source, backend, settings, seed, source.seed_key(), tokenizer.cls_token_id, tokenizer.sep_token_id)
+    bar = _Progress(source.total_bytes(), f'examples of {Path(source.entry).name[:40] or source.entry}', progress)
+    try: return _run_shards(shards, job, out_dir, num_proc, bar)
+    finally: bar.close()

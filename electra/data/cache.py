@@ -1,0 +1,196 @@
+"""One corpus as a cached, verified Arrow dataset: built once per fingerprint of everything that shapes it
+(`build_corpus`), checked against its build record before reuse, summarised in words.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+import zlib
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+import datasets
+
+from electra.config.base import ConfigError
+from electra.data.builder import BUILDER_VERSION, COUNTERS, build_shards
+from electra.data.corpus import BuildSettings, CorpusSource
+from electra.training.files import process_alive
+
+__all__ = ['build_corpus', 'build_pretraining_dataset', 'build_summary', 'format_summary']
+
+_MARKER = 'electra_build.json'  # written last: a dataset directory without it is incomplete
+_CHECK_BLOCKS, _CHECK_BLOCK, _CHECK_END = 16, 1 << 16, 1 << 20   # what of each shard file the checksum covers
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- the cached dataset
+
+def _tokenizer_hash(tokenizer) -> str:
+    spec = json.loads(tokenizer.backend_tokenizer.to_str())
+    for key in ('truncation', 'padding'): spec.pop(key, None)  # call-time settings, not part of the vocabulary
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def _fingerprint(source: CorpusSource, tokenizer_hash: str, settings: BuildSettings, seed: int) -> str:
+    key = {'version': BUILDER_VERSION, 'source': source.content_hash(), 'tokenizer': tokenizer_hash,
+           'settings': dataclasses.asdict(settings), 'seed': seed}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _checksum(path: Path) -> int:
+    "CRC32 of a shard file's first and last MiB and 16 blocks spread between (the whole of a file up to 3 MiB)."
+    size = path.stat().st_size
+    crc = 0
+    with open(path, 'rb') as f:
+        if size <= 2 * _CHECK_END + _CHECK_BLOCKS * _CHECK_BLOCK:
+            return zlib.crc32(f.read())
+        spans = [(0, _CHECK_END), (size - _CHECK_END, _CHECK_END)]
+        step = (size - 2 * _CHECK_END) // _CHECK_BLOCKS
+        spans += [(_CHECK_END + i * step, _CHECK_BLOCK) for i in range(_CHECK_BLOCKS)]
+        for start, n in spans:
+            f.seek(start)
+            crc = zlib.crc32(f.read(n), crc)
+    return crc
+
+
+def _load_verified(directory: Path, fingerprint: str) -> tuple[Optional[datasets.Dataset], Optional[dict], str]:
+    """The dataset in `directory` and its build record when complete and intact for `fingerprint`; else
+    (None, None, why not)."""
+    try: info = json.loads((directory / _MARKER).read_text())
+    except FileNotFoundError: return None, None, 'no build marker (an interrupted build)'
+    except (OSError, ValueError) as e: return None, None, f'unreadable build marker ({e})'
+    if info.get('fingerprint') != fingerprint: return None, None, 'build marker of another build'
+    parts = []
+    for name, rows, size, crc in info['shards']:
+        path = directory / name
+        if not path.is_file(): return None, None, f'{name} is missing'
+        if path.stat().st_size != size: return None, None, f'{name} has {path.stat().st_size} bytes, not {size}'
+        if _checksum(path) != crc: return None, None, f'{name} is corrupted (checksum mismatch)'
+        try: part = datasets.Dataset.from_file(str(path))
+        except Exception as e: return None, None, f'{name} is unreadable ({type(e).__name__}: {e})'  # pyarrow: many kinds
+        if len(part) != rows: return None, None, f'{name} has {len(part)} rows, not {rows}'
+        parts.append(part)
+    if not parts: return None, None, 'no shard files'
+    return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0], info, ''
+
+
+def _remove_dead_builds(root: Path) -> None:
+    """Remove the temporary directories (`.<fingerprint>.<pid>.<host>.tmp`) of builds whose process died on this
+    host (killed, out of memory): they would otherwise stay in the cache for good. Live builds are left alone."""
+    host = socket.gethostname()
+    for tmp in root.glob('.*.tmp'):
+        parts = tmp.name[1:-len('.tmp')].split('.', 2)  # a host name may hold dots; a fingerprint, a PID do not
+        if len(parts) == 3 and parts[2] == host and parts[1].isdigit() and not process_alive(int(parts[1])):
+            log.info(f'pretraining data: removing {tmp}, left by a build that was stopped')
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _build_into(out_dir: Path, source: CorpusSource, tokenizer, settings: BuildSettings, seed: int, num_proc: int,
+                progress: bool) -> dict:
+    "Build `source`'s shards into `out_dir`; the build record without its fingerprint (see `build_corpus`)."
+    start = time.time()
+    stats = build_shards(source, tokenizer, settings, seed, out_dir, num_proc, progress)
+    totals = Counter()
+    for s in stats: totals.update(s)
+    files = [(f'shard-{i:05d}.arrow', s['examples']) for i, s in enumerate(stats) if s.get('examples')]
+    if not files:
+        raise ConfigError(f"corpus {source.entry} gave no pretraining examples "
+                          f"({format_counts(totals, source.skipped)}). Give text with words in it; see "
+                          "`corpus_format` and `sentence_split` for how it is read.")
+    seconds = time.time() - start
+    return {'builder_version': BUILDER_VERSION, 'corpus': source.entry, 'kind': source.kind,
+            'n_files': len(source.files), 'settings': dataclasses.asdict(settings), 'max_length': settings.max_length,
+            'seed': seed, 'n_examples': totals['examples'], 'n_documents': totals['documents'],
+            'counts': {k: totals[k] for k in COUNTERS}, 'skipped_files': source.skipped, 'n_shards': len(stats),
+            'num_proc': min(num_proc, len(stats)), 'seconds': round(seconds, 2),
+            'examples_per_s': round(totals['examples'] / max(seconds, 1e-9), 1),
+            'mb_per_s': round(totals['bytes'] / 1e6 / max(seconds, 1e-9), 3),
+            'shards': [(name, rows, (out_dir / name).stat().st_size, _checksum(out_dir / name)) for name, rows in files]}
+
+
+def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache_dir: Path, seed: int,
+                 num_proc: int = 1, progress: bool = True) -> datasets.Dataset:
+    """The pretraining examples of one corpus as an Arrow dataset (columns `input_ids`, `token_type_ids`:
+    unpadded, [CLS] ... [SEP] included; `document`: which document of the corpus it came from), memory-mapped
+    from `cache_dir/pretrain_data/<fingerprint>/shard-*.arrow`.
+
+    Built once per fingerprint (the source's files with sizes and mtimes or the table's data files, the
+    tokenizer, `settings`, seed and BUILDER_VERSION) and reused after, once its files check out against the
+    build record (sizes, checksums, row counts); a partial or corrupted build is rebuilt. `num_proc` (0: one
+    per CPU core) processes share the shards; the result does not depend on it. A build becomes visible
+    atomically: it is written to a temporary directory, completed by the `electra_build.json` record, then
+    renamed into place. Skipped input is counted in that record (see `build_summary`).
+    """
+    tokenizer_hash = _tokenizer_hash(tokenizer)
+    fp = _fingerprint(source, tokenizer_hash, settings, seed)
+    root = Path(cache_dir) / 'pretrain_data'
+    final = root / fp
+    if final.exists():
+        ds, info, why = _load_verified(final, fp)
+        if ds is not None:
+            log.info(f"pretraining data: reusing {info['n_examples']:,} examples of {source.entry} from {final}")
+            return ds
+        log.warning(f"pretraining data: the cache {final} is not usable ({why}); rebuilding it")
+    _remove_dead_builds(root)
+    tmp = root / f'.{fp}.{os.getpid()}.{socket.gethostname()}.tmp'
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        info = _build_into(tmp, source, tokenizer, settings, seed, num_proc or os.cpu_count() or 1, progress)
+        info.update(fingerprint=fp, tokenizer_sha256=tokenizer_hash)
+        (tmp / _MARKER).write_text(json.dumps(info, indent=1))
+        # another process may have finished the same build meanwhile: keep theirs; else replace what was there
+        # (an interrupted or damaged build, checked above)
+        if not final.exists() or _load_verified(final, fp)[0] is None:
+            shutil.rmtree(final, ignore_errors=True)
+            try: os.replace(tmp, final)
+            except OSError:  # ... or finished it just now
+                if _load_verified(final, fp)[0] is None: raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info(f"pretraining data: {format_summary(info)} -> {final}")
+    return _load_verified(final, fp)[0]
+
+
+def build_pretraining_dataset(files: list[Path], tokenizer, max_length: int, cache_dir: Path, seed: int,
+                              num_proc: int = 1, settings: Optional[BuildSettings] = None,
+                              progress: bool = False) -> datasets.Dataset:
+    """`build_corpus` for a list of text files read as one corpus, with `settings` (default: `corpus_format`
+    and `sentence_split` 'auto', so files in the official layout read as before)."""
+    files = [Path(f) for f in files]
+    source = CorpusSource(', '.join(map(str, files)), 'files', files)
+    settings = dataclasses.replace(settings or BuildSettings(), max_length=max_length)
+    return build_corpus(source, tokenizer, settings, cache_dir, seed, num_proc, progress)
+
+
+def build_summary(dataset: datasets.Dataset) -> dict:
+    "The build record (`electra_build.json`) of a dataset built by `build_corpus`: settings, counts, timing."
+    directory = Path(dataset.cache_files[0]['filename']).parent
+    return json.loads((directory / _MARKER).read_text())
+
+
+def format_counts(counts: dict, skipped_files: dict) -> str:
+    "What was read and what was skipped, in words."
+    c = Counter(counts)
+    said = [f"{c['documents']:,} documents", f"{c['sentences']:,} sentences", f"{c['tokens']:,} tokens"]
+    skipped = [f'{n:,} {reason} file(s)' for reason, n in skipped_files.items() if n]
+    skipped += [f'{c[k]:,} {label}' for k, label in [
+        ('empty_documents', 'empty documents'), ('undecodable_lines', 'lines not UTF-8'),
+        ('long_lines', 'lines over 1 MiB'), ('long_sentences', 'sentences over max_sentence_chars'),
+        ('short_lines', 'lines under min_line_chars')] if c[k]]
+    return ', '.join(said) + '; skipped: ' + (', '.join(skipped) or 'nothing')
+
+
+def format_summary(info: dict) -> str:
+    "One line about a build: what it made, from what, how fast, and what it skipped."
+    return (f"{info['n_examples']:,} examples of {info['corpus']} ({format_counts(info['counts'], info['skipped_files'])}) "
+            f"in {info['seconds']:.1f}s, {info['examples_per_s']:,.0f} examples/s, {info['mb_per_s']:.2f} MB/s "
+            f"with {info['num_proc']} process(es)")

@@ -1,0 +1,185 @@
+"""The WordPiece tokenizer: load one (a BERT `vocab.txt` or an HF tokenizer directory) or train one on the corpus.
+
+A tokenizer is also stored inside checkpoints as a dict of its saved files (`tokenizer_state`), so a
+checkpoint always carries the exact vocabulary it was trained with.
+
+Special-token ids differ between vocabularies (a trained one has [PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3,
+[MASK]=4; BERT's `vocab.txt` has [PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103): always read them
+off the tokenizer.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterable, Optional
+
+from tokenizers import BertWordPieceTokenizer
+from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerFast
+
+from electra.config.base import ConfigError
+from electra.data.corpus import CorpusSource, source_lines
+
+__all__ = ['SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
+           'tokenizer_from_state']
+
+log = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
+_TRAIN_MARKER = 'electra_tokenizer.json'  # settings of a tokenizer trained by `get_tokenizer`
+_ALPHABET_LIMIT = 1000  # the `tokenizers` default: rarer characters become [UNK]
+
+
+def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTrainedTokenizerFast:
+    "The model needs [CLS], [SEP], [MASK] and [PAD] as distinct tokens of the vocabulary."
+    vocab = tok.get_vocab()
+    names = ['cls_token', 'sep_token', 'mask_token', 'pad_token']
+    missing = [n for n in names if getattr(tok, n) is None or getattr(tok, n) not in vocab]
+    if missing:
+        raise ConfigError(f"tokenizer {where} has no {', '.join(missing)}. ELECTRA needs [CLS], [SEP], [MASK] and "
+                          "[PAD]: use a BERT-style WordPiece vocabulary, or leave `tokenizer` empty to train one.")
+    ids = [vocab[getattr(tok, n)] for n in names]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"tokenizer {where}: {', '.join(names)} must be distinct tokens, got ids {ids}.")
+    return tok
+
+
+def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
+    "An ElectraTokenizerFast from a WordPiece vocabulary file of any name."
+    try: lines = set(path.read_text(encoding='utf-8').splitlines())
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"tokenizer {path}: cannot read it as a UTF-8 vocab.txt ({e}).") from e
+    missing = [t for t in ['[CLS]', '[SEP]', '[MASK]', '[PAD]'] if t not in lines]
+    if missing:
+        # transformers would silently add them as extra tokens, out of range of a model sized to the vocab
+        raise ConfigError(f"tokenizer {path}: the vocabulary has no {', '.join(missing)} line. ELECTRA needs "
+                          "[CLS], [SEP], [MASK] and [PAD]: use a BERT-style vocab.txt.")
+    # Loading the directory form is the one spelling transformers 4 and 5 both accept (5 ignores `vocab_file=`).
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copyfile(path, Path(tmp) / 'vocab.txt')
+        return ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase)
+
+
+TOKENIZER_FILES = ('tokenizer.json', 'vocab.txt')  # what a save_pretrained directory needs, either one
+
+
+def has_tokenizer_files(directory: Path) -> bool:
+    return any((directory / name).is_file() for name in TOKENIZER_FILES)
+
+
+def load_tokenizer(path: str, lowercase: bool = True) -> PreTrainedTokenizerFast:
+    """Load a WordPiece `vocab.txt` (lowercasing input when `lowercase`) or a directory written by
+    `save_pretrained` (its own settings apply). Raises `ConfigError` when it is missing or unusable."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        tok = _load_vocab_txt(p, lowercase)
+    elif p.is_dir():
+        if not has_tokenizer_files(p):
+            found = sorted(f.name for f in p.iterdir())[:8]
+            raise ConfigError(f"tokenizer {p}: the directory holds no tokenizer files: neither tokenizer.json nor "
+                              f"vocab.txt (it holds: {', '.join(found) or 'nothing'}). Give a directory written by "
+                              "save_pretrained, a WordPiece vocab.txt, or leave `tokenizer` empty to train one.")
+        try: tok = AutoTokenizer.from_pretrained(str(p))
+        except Exception as e:  # transformers raises many kinds (OSError, ValueError, KeyError on a bad json...)
+            raise ConfigError(f"tokenizer {p}: not a loadable tokenizer directory ({type(e).__name__}: {e}). Give a "
+                              "directory written by save_pretrained, a WordPiece vocab.txt, or leave `tokenizer` "
+                              "empty to train one.") from e
+        if not isinstance(tok, PreTrainedTokenizerFast):
+            raise ConfigError(f"tokenizer {p}: loads as {type(tok).__name__}, a slow tokenizer; a fast "
+                              "(`tokenizers`-backed) one is needed. Add its tokenizer.json to the directory.")
+    else:
+        raise ConfigError(f"tokenizer {p} does not exist. Give a WordPiece vocab.txt or a tokenizer directory, "
+                          "or leave `tokenizer` empty to train one on the corpus.")
+    return _check_special_tokens(tok, str(p))
+
+
+def _alphabet(lines: Iterable[str], normalizer) -> list[str]:
+    "The characters the trainer keeps: the most frequent after normalisation, ties broken by the character."
+    counts = collections.Counter()
+    for line in lines: counts.update(normalizer.normalize_str(line))
+    chars = [c for c in counts if not c.isspace()]
+    return sorted(sorted(chars, key=lambda c: (-counts[c], c))[:_ALPHABET_LIMIT])
+
+
+def _skipped_lines(stats: collections.Counter) -> str:
+    "Why lines were left out, in words ('' when none were): the reason a corpus can look empty."
+    said = [f'{stats[k]:,} {label}' for k, label in [('long_lines', 'line(s) over 1 MiB'),
+                                                     ('undecodable_lines', 'line(s) not UTF-8 or with NUL bytes')]
+            if stats[k]]
+    return f" (skipped {', '.join(said)})" if said else ''
+
+
+def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_dir: Path,
+                    sources: Optional[list[CorpusSource]] = None) -> PreTrainedTokenizerFast:
+    """Train a BERT WordPiece vocabulary on `files` (or on every corpus of `sources`, tables included), save it
+    to `save_dir` with `save_pretrained` and return it. Lines the pretraining build skips as unreadable (not
+    UTF-8, over 1 MiB) are skipped here too.
+
+    The result is deterministic. The `tokenizers` trainer alone is not (huggingface/tokenizers issue 1794):
+    it gives the '##x' continuation tokens ids in hash-map order, and those ids break ties between merges of
+    equal count. Listing every '##x' up front (as special tokens, so they get ids in a fixed order) and fixing
+    the alphabet ourselves removes all hash-order dependence; the vocabulary is then re-read from vocab.txt
+    so those tokens end up as ordinary entries.
+    """
+    sources = sources or [CorpusSource(', '.join(map(str, files)), 'files', [Path(f) for f in files])]
+    wp = BertWordPieceTokenizer(lowercase=lowercase)
+    skipped = collections.Counter()
+    alphabet = _alphabet(source_lines(sources, skipped), wp.normalizer)
+    if not alphabet:
+        raise ConfigError(f"no text to train a tokenizer on in {', '.join(s.entry for s in sources)}"
+                          f"{_skipped_lines(skipped)}. Give a corpus with readable lines of text, or a `tokenizer`.")
+    # from an iterator rather than the files: the same vocabulary, but a bad line is skipped instead of fatal
+    wp.train_from_iterator(source_lines(sources), vocab_size=vocab_size, min_frequency=2, show_progress=False,
+                           limit_alphabet=len(alphabet), initial_alphabet=alphabet,
+                           special_tokens=SPECIAL_TOKENS + ['##' + c for c in alphabet])
+    vocab = sorted(wp.get_vocab().items(), key=lambda kv: kv[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / 'vocab.txt').write_text(''.join(w + '\n' for w, _ in vocab), encoding='utf-8')
+        tok = ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase)
+    Path(save_dir).mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(str(save_dir))
+    return tok
+
+
+def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase: bool,
+                  run_dir: Path, sources: Optional[list[CorpusSource]] = None) -> PreTrainedTokenizerFast:
+    """The run's tokenizer: `tokenizer` when given; else the one trained earlier in `run_dir/tokenizer`
+    (kept so a resumed run tokenizes exactly as before); else train one on `files` (or on `sources`, which
+    may include tables) and save it there."""
+    if tokenizer: return load_tokenizer(tokenizer, lowercase)
+    save_dir = Path(run_dir) / 'tokenizer'
+    settings = {'files': [str(Path(f).resolve()) for f in files], 'vocab_size': vocab_size, 'lowercase': lowercase}
+    if sources and any(s.kind == 'table' for s in sources): settings['corpus'] = [s.entry for s in sources]
+    marker = save_dir / _TRAIN_MARKER
+    if marker.is_file():
+        if json.loads(marker.read_text()) != settings:
+            log.warning(f"reusing the tokenizer in {save_dir}, trained with other settings than now "
+                        f"({settings}); delete that directory to train a new one.")
+        return load_tokenizer(str(save_dir))
+    # train into a temporary directory and move it into place, so an interrupted run leaves no half tokenizer
+    tmp = save_dir.with_name(f'.{save_dir.name}.{os.getpid()}.tmp')
+    shutil.rmtree(tmp, ignore_errors=True)
+    tok = train_tokenizer(files, vocab_size, lowercase, tmp, sources)
+    (tmp / _TRAIN_MARKER).write_text(json.dumps(settings, indent=1))
+    shutil.rmtree(save_dir, ignore_errors=True)  # a directory without marker is an interrupted attempt
+    os.replace(tmp, save_dir)
+    log.info(f"trained a WordPiece tokenizer of {len(tok)} tokens on {len(files)} file(s); saved to {save_dir}")
+    return tok
+
+
+def tokenizer_state(tok: PreTrainedTokenizerFast) -> dict[str, str]:
+    "The files `save_pretrained` writes, as {filename: text}, for storing the tokenizer inside a checkpoint."
+    with tempfile.TemporaryDirectory() as tmp:
+        tok.save_pretrained(tmp)
+        return {p.name: p.read_text(encoding='utf-8') for p in sorted(Path(tmp).iterdir()) if p.is_file()}
+
+
+def tokenizer_from_state(state: dict[str, str]) -> PreTrainedTokenizerFast:
+    "The tokenizer saved by `tokenizer_state`."
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in state.items(): (Path(tmp) / name).write_text(text, encoding='utf-8')
+        return AutoTokenizer.from_pretrained(tmp)

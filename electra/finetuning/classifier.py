@@ -1,0 +1,104 @@
+"""The fine-tuning model: the ELECTRA body with the official classification/regression head, the STS-B
+target scaling, layer-wise learning rates, and loading a fine-tuned run back.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from electra.config.base import ConfigError
+from electra.training.optim import param_groups
+
+__all__ = ['load_pretrained', 'ElectraClassifier', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned']
+
+
+# -- the pretrained model
+
+def load_pretrained(source: str, device: str = 'cpu'):
+    "The discriminator and tokenizer of `source` (a pretrain.py .pth, a save_pretrained directory or a hub name), checked."
+    if source.endswith('.pth') and not Path(source).is_file():
+        raise ConfigError(f"model: {source} not found: run `python pretrain.py` first (the demo preset writes it), or set "
+                          "--model to a .pth checkpoint, a save_pretrained directory or a hub name.")
+    from electra.pretraining.export import load_discriminator
+    return load_discriminator(source, device=device)
+
+
+class ElectraClassifier(nn.Module):
+    """The ELECTRA body and the official GLUE head: the final hidden state of [CLS] -> dropout -> linear, no pooler
+    and no tanh. The output layer starts as TF1's default initialisation: xavier-uniform weights, zero bias.
+    `target_scale`: a regression head learns targets divided by it (official STS-B: 5, so [0, 1]); `predict_outputs`
+    multiplies its outputs back, so scores stay on the task's own scale."""
+
+    def __init__(self, electra: nn.Module, n_outputs: int, dropout: float = 0.1, target_scale: float = 1.0):
+        super().__init__()
+        self.electra, self.n_outputs, self.target_scale = electra, n_outputs, target_scale
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(electra.config.hidden_size, n_outputs)
+        nn.init.xavier_uniform_(self.classifier.weight)
+        nn.init.zeros_(self.classifier.bias)
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        h = self.electra(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        out = self.classifier(self.dropout(h[:, 0]))
+        return out.squeeze(-1) if self.n_outputs == 1 else out
+
+
+def scaled_mse(out: torch.Tensor, target: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    "Mean squared error against `target / scale` (official STS-B: scores 0-5 learned as 0-1)."
+    return F.mse_loss(out.float(), target / scale)
+
+
+# -- layer-wise learning rates
+
+def layer_lrs(lr: float, decay: float, n_layers: int, mode: str = 'official') -> np.ndarray:
+    """Peak learning rates of [embeddings, layer 0, ..., layer L-1, head].
+
+    Official `_get_layer_lrs` (google-research/electra, model/optimization.py) gives depth 0 to the embeddings (and
+    embeddings_project), i + 1 to layer i and L + 2 to the head, and the rate lr * d^(L + 2 - depth): the top layer
+    gets d^2 and no parameter d^1 (google-research/electra issue 51). 'intended' puts the head at depth L + 1, so the
+    top layer gets d and the embeddings d^(L + 1), as the paper describes."""
+    if mode not in ('official', 'intended'): raise ValueError(f"layer_lr_mode: {mode!r} is not 'official' or 'intended'")
+    head = n_layers + 2 if mode == 'official' else n_layers + 1
+    depths = np.array([0, *range(1, n_layers + 1), head], dtype=np.float64)
+    return lr * decay ** (head - depths)
+
+
+def layer_groups(model: ElectraClassifier) -> list[list[str]]:
+    "Parameter names of [embeddings (+ embeddings_project), layer 0, ..., layer L-1, head], matching `layer_lrs`."
+    n = model.electra.config.num_hidden_layers
+    groups: list[list[str]] = [[] for _ in range(n + 2)]
+    for name, _ in model.named_parameters():
+        if name.startswith('electra.embeddings'): g = 0
+        elif m := re.match(r'electra\.encoder\.layer\.(\d+)\.', name): g = int(m[1]) + 1
+        elif name.startswith('classifier.'): g = n + 1
+        else: raise ValueError(f'no layer-wise learning rate for parameter {name}')
+        groups[g].append(name)
+    return groups
+
+
+def optimizer_groups(model: ElectraClassifier, lr: float, decay: float, mode: str) -> tuple[list[dict], np.ndarray]:
+    "`electra.optim.param_groups` per layer (each split into decayed and no-decay parameters) and each group's peak lr."
+    names = layer_groups(model)
+    rates = layer_lrs(lr, decay, len(names) - 2, mode)
+    layer_of = {n: g for g, ns in enumerate(names) for n in ns}
+    groups = param_groups(model, names)
+    return groups, np.array([rates[layer_of[g['names'][0]]] for g in groups])
+
+
+# -- test predictions
+
+def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> ElectraClassifier:
+    "A fine-tuned model saved by `run_sweep`."
+    from transformers import ElectraConfig, ElectraModel
+    ckpt = torch.load(path, map_location='cpu', weights_only=True)
+    if not isinstance(ckpt, dict) or ckpt.get('format') != 'electra-glue':
+        raise ConfigError(f"{path}: not a fine-tuned GLUE checkpoint of finetune.py; delete it and its results row to redo the run.")
+    model = ElectraClassifier(ElectraModel(ElectraConfig.from_dict(ckpt['electra_config'])), ckpt['n_outputs'],
+                              ckpt['dropout'], ckpt.get('target_scale', 1.0))  # runs saved before the key: raw targets
+    model.load_state_dict(ckpt['model'])
+    return model.to(device).eval()

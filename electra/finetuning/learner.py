@@ -1,0 +1,152 @@
+"""One fine-tuning run with a fastai `Learner`, as the official code trains one (google-research/electra,
+run_finetuning.py): ElectraAdam over the layer-wise groups, warm-up and linear decay, dev scores after every epoch.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning.classifier import ElectraClassifier, optimizer_groups, scaled_mse
+from electra.finetuning.tasks.glue.encoding import Encoded, make_loader
+from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
+from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.training.optim import electra_opt_func
+from electra.training.schedule import warmup_decay_sched
+from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
+
+__all__ = ['TaskData', 'device_and_autocast', 'predict_outputs', 'train_run']
+
+
+@dataclass
+class TaskData:
+    "A task's encoded training set and dev splits."
+    task: GlueTask
+    train: Encoded
+    dev: dict[str, Encoded]
+
+
+
+
+# -- devices, data
+
+def device_and_autocast(device: str, precision: str) -> tuple[torch.device, torch.dtype | None]:
+    """The device and the autocast dtype (None: fp32), by the pretraining job's rules: 'auto' precision is bf16 on
+    GPUs that support it, fp16 on older GPUs, fp32 on CPU; bf16 also runs on a CPU with native bf16 matmuls."""
+    dev = resolve_device(device)
+    return dev, AUTOCAST_DTYPES[resolve_precision(precision, dev)]
+
+
+@torch.no_grad()
+def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | None = None) -> np.ndarray:
+    "The model's outputs (logits, or STS-B scores) for every example of an evaluation loader, in example order."
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    outs = []
+    for ids, mask, types, _ in loader:
+        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+            out = model(ids.to(device, non_blocking=True), mask.to(device, non_blocking=True), types.to(device, non_blocking=True))
+        outs.append(out.float())
+    model.train(was_training)
+    if not outs: return np.zeros((0,) if model.n_outputs == 1 else (0, model.n_outputs), dtype=np.float32)
+    got = torch.cat(outs).cpu().numpy() * (model.target_scale if model.n_outputs == 1 else 1)  # one copy per pass
+    result = np.empty_like(got)
+    result[np.concatenate(list(loader.batch_sampler))] = got
+    return result
+
+
+# -- one run
+
+def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, float, dict], None]):
+    from fastai.callback.core import Callback
+
+    class EpochEval(Callback):
+        "Sums the training loss on the device and, after each epoch, scores the dev sets and reports (no per-step reads)."
+        order = 70
+
+        def before_epoch(self): self.loss_sum, self.n = 0.0, 0
+
+        def after_batch(self):
+            if not self.training: return
+            bs = self.yb[0].shape[0]
+            self.loss_sum, self.n = self.loss_sum + self.learn.loss.detach().float() * bs, self.n + bs
+
+        def after_epoch(self):
+            loss = float(self.loss_sum / max(self.n, 1))
+            self.history.append({'epoch': self.epoch, 'train_loss': loss, **evaluate()})
+            report(self.epoch, loss, self.history[-1])
+
+        def before_fit(self): self.history = []
+
+    return EpochEval()
+
+
+def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, cfg: FinetuneConfig, regression: bool,
+                  device: torch.device, autocast: torch.dtype | None, cbs: tuple = ()):
+    """The fastai Learner of one fine-tuning run (spec 7): ElectraAdam over the layer-wise groups, warm-up and linear
+    decay applied together at every step, gradient clipping, and mixed precision when `autocast` is set. fastai's own
+    validation pass is skipped (the dev sets are scored by the caller, see `train_run`), and there is no Recorder or
+    progress bar: both read the loss off the device at every step. `learn.layer_lrs`: each group's peak rate, to be
+    given to `fit`."""
+    from fastai.callback.core import Callback, CancelValidException, TrainEvalCallback
+    from fastai.callback.schedule import ParamScheduler
+    from fastai.callback.training import GradientClip
+    from fastai.data.core import DataLoaders
+    from fastai.learner import Learner
+
+    from electra.pretraining.callbacks import DeviceMixedPrecision
+
+    class SkipValidation(Callback):
+        "Skips fastai's validation pass: the dev sets are scored with `predict_outputs` after each epoch."
+        order = 0
+
+        def before_validate(self): raise CancelValidException()
+
+    groups, lrs = optimizer_groups(model, cfg.lr, cfg.layer_lr_decay, cfg.layer_lr_mode)
+    total = cfg.epochs * len(train_dl)
+    sched = warmup_decay_sched(lrs, int(cfg.warmup_fraction * total), total, cfg.decay_power, cfg.schedule)
+    cbs = [TrainEvalCallback(), SkipValidation(), ParamScheduler({'lr': sched}), *cbs]
+    if cfg.clip_grad: cbs.append(GradientClip(cfg.clip_grad))
+    if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
+    # fastai needs a validation loader to exist even though its pass is skipped
+    learn = Learner(DataLoaders(train_dl, *(valid_dls or [train_dl]), device=device), model,
+                    loss_func=partial(scaled_mse, scale=model.target_scale) if regression else F.cross_entropy,
+                    opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
+                    splitter=lambda m: groups, lr=float(lrs.max()), default_cbs=False, cbs=cbs)
+    learn.layer_lrs = lrs
+    return learn
+
+
+def train_run(data: TaskData, cfg: FinetuneConfig, body: nn.Module, seed: int, device: torch.device,
+              autocast: torch.dtype | None, pad_id: int, report: Callable[[int, float, dict], None] | None = None,
+              extra_cbs: tuple = ()):
+    """Fine-tune a copy of `body` on `data.train` with `cfg` (a task's config) and seed `seed`, scoring the dev sets
+    after each epoch. Returns the model and the per-epoch history (train loss and dev metrics); the last entry is the
+    run's result, as the official code evaluates the final model. `extra_cbs`: more fastai callbacks for the fit."""
+    from fastai.torch_core import set_seed
+
+    task = data.task
+    set_seed(seed)
+    model = ElectraClassifier(copy.deepcopy(body), task.n_outputs, cfg.dropout,
+                              cfg.stsb_scale if task.is_regression else 1.0).to(device)
+    pin = device.type == 'cuda'
+    train_dl = make_loader(data.train, cfg.batch_size, True, pad_id, seed, cfg.num_workers, pin, cfg.length_bucketing)
+    dev_dls = {s: make_loader(e, cfg.eval_batch_size, False, pad_id, 0, cfg.num_workers, pin) for s, e in data.dev.items()}
+
+    def evaluate() -> dict:
+        preds = {s: predictions(task, predict_outputs(model, dl, autocast)) for s, dl in dev_dls.items()}
+        return task_metrics(task, preds, {s: e.label for s, e in data.dev.items()})
+
+    evaluator = _epoch_eval_callback(evaluate, report or (lambda *a: None))
+    learn = finetuning_learner(model, train_dl, list(dev_dls.values()), cfg, task.is_regression, device, autocast,
+                          (evaluator, *extra_cbs))
+    learn.fit(cfg.epochs, lr=learn.layer_lrs)
+    return model, evaluator.history

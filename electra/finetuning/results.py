@@ -1,0 +1,120 @@
+"""The results of a fine-tuning sweep: a CSV table with one row per finished run, per-task summaries, a plot of
+the spread over runs, and the choice of the runs whose predictions are submitted."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from electra.config.base import ConfigError
+from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, dev_metric_names, glue_score
+from electra.finetuning.tasks.glue.submission import atomic_write_bytes
+from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.training.files import atomic_write_text, is_main_process
+
+__all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'summarize', 'summary_markdown', 'plot_summary',
+           'select_runs']
+
+METRIC_COLUMNS = ['mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm']
+RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss', 'steps', 'seconds', 'settings',
+                  'checkpoint', 'finished_at']
+
+
+class ResultsTable:
+    """The results CSV: read at start (to resume a sweep), one row appended and the file rewritten atomically as
+    soon as each run finishes."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if self.path.is_file():
+            df = pd.read_csv(self.path, dtype={'task': str, 'settings': str, 'checkpoint': str, 'finished_at': str})
+            missing = [c for c in RESULT_COLUMNS if c not in df.columns]
+            if missing:
+                raise ConfigError(f"{self.path}: not a results table of finetune.py (no column {', '.join(missing)}). "
+                                  f"Move it away or choose another --group.")
+            self.df = df[RESULT_COLUMNS]
+        else:
+            self.df = pd.DataFrame(columns=RESULT_COLUMNS)
+
+    def get(self, task: str, run: int) -> dict | None:
+        rows = self.df[(self.df['task'] == task) & (self.df['run'] == run)]
+        return None if rows.empty else rows.iloc[-1].to_dict()
+
+    def add(self, row: dict) -> None:
+        new = pd.DataFrame([{c: row.get(c, np.nan) for c in RESULT_COLUMNS}])
+        keep = self.df[~((self.df['task'] == row['task']) & (self.df['run'] == row['run']))]
+        self.df = new if keep.empty else pd.concat([keep, new], ignore_index=True)
+        if is_main_process(): atomic_write_text(self.df.to_csv(index=False, float_format='%.4f'), self.path)
+
+    def task_rows(self, task: str) -> pd.DataFrame:
+        return self.df[self.df['task'] == task].sort_values('run')
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Per task (in GLUE order): the score metric's runs, mean, median, sample std, best and worst, and the means of
+    the task's other metrics."""
+    rows = []
+    for name, task in TASKS.items():
+        part = df[df['task'] == name]
+        if part.empty: continue
+        s = part['score'].astype(float)
+        others = [m for m in dev_metric_names(task) if m != task.score_metric]
+        rows.append({'task': name, 'metric': task.score_metric, 'runs': len(s), 'mean': s.mean(), 'median': s.median(),
+                     'std': s.std(ddof=1) if len(s) > 1 else 0.0, 'best': s.max(), 'worst': s.min(),
+                     'other metrics (mean)': ', '.join(f'{m} {part[m].astype(float).mean():.2f}' for m in others)})
+    return pd.DataFrame(rows)
+
+
+def summary_markdown(summary: pd.DataFrame) -> str:
+    "The summary as a markdown table, closed by the paper's GLUE score (mean over the 8 tasks other than WNLI)."
+    head = '| task | metric | runs | mean | median | std | best | worst | other metrics (mean) |'
+    lines = [head, '|' + '---|' * 9]
+    for r in summary.to_dict('records'):
+        lines.append(f"| {r['task']} | {r['metric']} | {r['runs']} | {r['mean']:.2f} | {r['median']:.2f} | {r['std']:.2f} "
+                     f"| {r['best']:.2f} | {r['worst']:.2f} | {r['other metrics (mean)']} |")
+    scored = summary[summary['task'].isin(GLUE_SCORE_TASKS)]
+    if not scored.empty:
+        g = {col: glue_score(dict(zip(scored['task'], scored[col]))) for col in ('mean', 'median', 'best', 'worst')}
+        label = f'GLUE score ({len(scored)} of {len(GLUE_SCORE_TASKS)} tasks)'
+        lines.append(f"| {label} | | | {g['mean']:.2f} | {g['median']:.2f} | | {g['best']:.2f} | {g['worst']:.2f} | |")
+    return '\n'.join(lines)
+
+
+def plot_summary(df: pd.DataFrame, path: str | Path, title: str = '') -> Path:
+    "A PNG of every run's dev score per task (dots), with each task's median (bar)."
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    path = Path(path)
+    names = [n for n in TASKS if (df['task'] == n).any()]
+    fig, ax = plt.subplots(figsize=(1.2 * max(len(names), 3) + 1, 4))
+    rng = np.random.default_rng(0)
+    for x, name in enumerate(names):
+        s = df.loc[df['task'] == name, 'score'].astype(float).to_numpy()
+        ax.scatter(x + rng.uniform(-0.15, 0.15, len(s)), s, s=18, alpha=0.7)
+        ax.hlines(np.median(s), x - 0.3, x + 0.3, colors='k', linewidth=2)
+    ax.set_xticks(range(len(names)), [f'{n}\n({TASKS[n].score_metric})' for n in names], fontsize=8)
+    ax.set_ylabel('dev score (%)')
+    ax.set_title(title or 'GLUE dev scores per run (bar: median)')
+    ax.grid(axis='y', alpha=0.3)
+    fig.tight_layout()
+    if is_main_process():
+        buf = io.BytesIO()
+        fig.savefig(buf, format='png', dpi=120)
+        atomic_write_bytes(buf.getvalue(), path)
+    plt.close(fig)
+    return path
+
+
+def select_runs(rows: pd.DataFrame, select: str = 'best', k: int = 1) -> pd.DataFrame:
+    """The runs whose predictions are submitted: the best dev score, or the median run (the upper middle of the runs
+    sorted by score, so a real run), or with `k > 1` the top k by dev score (an ensemble). Ties go to the lower run."""
+    if rows.empty: raise ValueError('no finished runs to select from')
+    ranked = rows.assign(_s=rows['score'].astype(float).fillna(-np.inf)).sort_values(['_s', 'run'], ascending=[False, True])
+    if k > 1: pick = ranked.head(k)
+    elif select == 'best': pick = ranked.head(1)
+    elif select == 'median': pick = ranked.iloc[[(len(ranked) - 1) // 2]]
+    else: raise ValueError(f"select: unknown mode {select!r}; use 'best' or 'median'")
+    return pick.drop(columns='_s')

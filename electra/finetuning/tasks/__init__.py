@@ -1,0 +1,1 @@
+"""Fine-tuning tasks: `glue` (the nine GLUE tasks and the diagnostic set)."""

@@ -1,0 +1,181 @@
+"""GLUE examples as model inputs: BERT-style encoding and truncation, an on-disk token cache, length-bucketed batches.
+
+Encoding follows the official ELECTRA `featurize` (google-research/electra, finetune/classification/
+classification_tasks.py): each segment is tokenized on its own, a pair is cut to `max_length - 3` tokens by
+repeatedly dropping the last token of the longer segment (of B on a tie), a single segment to `max_length - 2`;
+the input is `[CLS] A [SEP] B [SEP]` with token type 0 up to the first [SEP] and 1 after it. Examples are stored
+unpadded; each batch is padded only to its own longest example, and batches group examples of similar length.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from electra.config.base import ConfigError
+from electra.finetuning.tasks.glue.sources import Examples
+from electra.finetuning.tasks.glue.submission import atomic_write_bytes
+from electra.training.files import is_main_process
+
+__all__ = ['truncate_pair', 'Encoded', 'encode', 'encode_cached', 'tokenizer_fingerprint', 'LengthBatchSampler',
+           'GlueLoader', 'make_loader']
+
+_CACHE_VERSION = 1
+
+
+def truncate_pair(len_a: int, len_b: int, max_tokens: int) -> tuple[int, int]:
+    "Segment lengths after BERT's `_truncate_seq_pair`: drop the last token of the longer segment (B on a tie) until they fit."
+    while len_a + len_b > max_tokens:
+        if len_a > len_b: len_a -= 1
+        else: len_b -= 1
+    return len_a, len_b
+
+
+@dataclass
+class Encoded:
+    "Token ids of all examples of a split, concatenated; example i is `ids[offsets[i]:offsets[i+1]]`."
+    ids: np.ndarray       # int32, all examples' tokens
+    offsets: np.ndarray   # int64, n + 1
+    n_first: np.ndarray   # int32, tokens of token type 0 ([CLS] A [SEP]) per example
+    label: np.ndarray     # class ids (int64) or scores (float32); -1 in test splits
+    idx: np.ndarray       # int64, the examples' own indices
+
+    def __len__(self) -> int: return len(self.label)
+
+    @property
+    def lengths(self) -> np.ndarray: return np.diff(self.offsets)
+
+    def tokens(self, i: int) -> np.ndarray: return self.ids[self.offsets[i]:self.offsets[i + 1]]
+
+
+def _special_ids(tokenizer) -> tuple[int, int]:
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    if cls is None or sep is None:
+        raise ConfigError("model: the tokenizer has no [CLS]/[SEP] tokens; an ELECTRA (BERT WordPiece) tokenizer is needed.")
+    return cls, sep
+
+
+def encode(ex: Examples, tokenizer, max_length: int) -> Encoded:
+    "`[CLS] A [SEP] (B [SEP])` for every example, BERT-truncated to `max_length` tokens."
+    cls, sep = _special_ids(tokenizer)
+    def tok(texts): return tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
+                                     return_token_type_ids=False)['input_ids'] if texts else []
+    ids_a, ids_b = tok(ex.text_a), (tok(ex.text_b) if ex.text_b is not None else None)
+    parts, n_first = [], np.empty(len(ex), dtype=np.int32)
+    for i, a in enumerate(ids_a):
+        if ids_b is None:
+            a = a[:max_length - 2]
+            parts.append([cls, *a, sep])
+        else:
+            b = ids_b[i]
+            la, lb = truncate_pair(len(a), len(b), max_length - 3)
+            parts.append([cls, *a[:la], sep, *b[:lb], sep])
+            a = a[:la]
+        n_first[i] = len(a) + 2
+    lengths = np.array([len(p) for p in parts], dtype=np.int64)
+    ids = np.fromiter((t for p in parts for t in p), dtype=np.int32, count=int(lengths.sum()))
+    return Encoded(ids, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), n_first, np.asarray(ex.label),
+                   np.asarray(ex.idx, dtype=np.int64))
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    "A hash of the tokenizer's full definition (vocabulary, normalizer, special tokens)."
+    backend = getattr(tokenizer, 'backend_tokenizer', None)
+    text = backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _examples_fingerprint(ex: Examples) -> str:
+    h = hashlib.sha1()
+    for texts in (ex.text_a, ex.text_b or []):
+        h.update('\x1f'.join(texts).encode('utf-8', 'surrogatepass'))
+        h.update(b'\x1e')
+    h.update(np.ascontiguousarray(ex.label).tobytes()); h.update(np.ascontiguousarray(ex.idx).tobytes())
+    return h.hexdigest()
+
+
+def encode_cached(ex: Examples, tokenizer, max_length: int, cache_dir: str | Path, name: str) -> Encoded:
+    """`encode`, read from `<cache_dir>/<name>-<key>.npz` when the same texts, labels, tokenizer and length were
+    encoded before; otherwise encoded and written there (rank 0 only, atomically)."""
+    key = hashlib.sha1(f'{_CACHE_VERSION}|{max_length}|{tokenizer_fingerprint(tokenizer)}|{_examples_fingerprint(ex)}'
+                       .encode()).hexdigest()[:16]
+    path = Path(cache_dir) / f'{name}-{key}.npz'
+    if path.is_file():
+        with np.load(path) as z:
+            return Encoded(*(z[k] for k in ('ids', 'offsets', 'n_first', 'label', 'idx')))
+    enc = encode(ex, tokenizer, max_length)
+    if is_main_process():
+        buf = io.BytesIO()
+        np.savez(buf, ids=enc.ids, offsets=enc.offsets, n_first=enc.n_first, label=enc.label, idx=enc.idx)
+        atomic_write_bytes(buf.getvalue(), path)
+    return enc
+
+
+class LengthBatchSampler:
+    """Training batches: a fresh permutation each pass cut into batches, as the official code draws them; with
+    `bucketing`, batches of examples of similar length instead (less padding, faster): the permutation is cut into
+    chunks of `chunk` batches, each chunk sorted by length and cut into batches, batch order shuffled. Evaluation:
+    one global sort, longest first (an out-of-memory error shows at once). Either way `ceil(n / batch_size)` batches."""
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, shuffle: bool, seed: int = 0, chunk: int = 50,
+                 bucketing: bool = True):
+        self.lengths, self.batch_size, self.shuffle, self.chunk = np.asarray(lengths), batch_size, shuffle, chunk
+        self.bucketing, self.rng = bucketing, np.random.default_rng(seed)
+
+    def __len__(self) -> int: return math.ceil(len(self.lengths) / self.batch_size)
+
+    def _cut(self, order: np.ndarray) -> list[np.ndarray]:
+        return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+
+    def __iter__(self):
+        if not self.shuffle:
+            yield from self._cut(np.argsort(-self.lengths, kind='stable'))
+            return
+        if not self.bucketing:
+            yield from self._cut(self.rng.permutation(len(self.lengths)))
+            return
+        perm, size, batches = self.rng.permutation(len(self.lengths)), self.chunk * self.batch_size, []
+        for s in range(0, len(perm), size):
+            part = perm[s:s + size]
+            batches += self._cut(part[np.argsort(-self.lengths[part], kind='stable')])
+        for i in self.rng.permutation(len(batches)): yield batches[i]
+
+
+class _Collate:
+    "Pads one batch of encoded examples to its longest: (input_ids, attention_mask, token_type_ids, labels)."
+
+    def __init__(self, enc: Encoded, pad_id: int):
+        self.enc, self.pad_id, self.lengths = enc, pad_id, enc.lengths
+
+    def __call__(self, pick: list[int]):
+        pick = np.asarray(pick, dtype=np.int64)
+        lengths = self.lengths[pick]
+        ids = np.full((len(pick), int(lengths.max())), self.pad_id, dtype=np.int64)
+        pos = np.arange(ids.shape[1])[None, :]
+        mask, types = pos < lengths[:, None], pos >= self.enc.n_first[pick][:, None]
+        for r, i in enumerate(pick): ids[r, :lengths[r]] = self.enc.tokens(i)
+        return (torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64)),
+                torch.from_numpy((types & mask).astype(np.int64)), torch.from_numpy(self.enc.label[pick]))
+
+
+class GlueLoader(torch.utils.data.DataLoader):
+    "A DataLoader that fastai's `DataLoaders` can hold: `to(device)` records the device fastai moves batches to."
+    device = None
+
+    def to(self, device):
+        self.device = device
+        return self
+
+
+def make_loader(enc: Encoded, batch_size: int, shuffle: bool, pad_id: int, seed: int = 0, num_workers: int = 0,
+                pin_memory: bool = False, bucketing: bool = True) -> GlueLoader:
+    """A loader of batches padded to their longest example (`LengthBatchSampler`: random or length-bucketed training
+    batches); its `batch_sampler` gives the example order of an evaluation pass."""
+    sampler = LengthBatchSampler(enc.lengths, batch_size, shuffle, seed, bucketing=bucketing)
+    return GlueLoader(range(len(enc)), batch_sampler=sampler, collate_fn=_Collate(enc, pad_id), num_workers=num_workers,
+                      pin_memory=pin_memory)

@@ -1,0 +1,250 @@
+"""The GLUE tasks and their data: task definitions, label maps and readers for the three sources.
+
+A source is the HF hub (`nyu-mll/glue`), a directory in the layout of the GLUE download script
+(`<dir>/CoLA/train.tsv`, `<dir>/MNLI/dev_matched.tsv`, `<dir>/diagnostic/diagnostic.tsv`, ...), or a
+directory of saved copies of the hub dataset (`<dir>/cola/` holding `save_to_disk` output or
+`<split>-*.parquet` files, as in the hub repository). Every reader returns the same `Examples`.
+
+Column layouts of the TSV files follow the official ELECTRA fine-tuning code
+(google-research/electra, finetune/classification/classification_tasks.py): files are read without quoting,
+CoLA's train/dev files have no header, test files carry the example's own index. Labels are kept as the HF
+`datasets` ids (MNLI: 0 entailment, 1 neutral, 2 contradiction; QNLI/RTE: 0 entailment, 1 not_entailment)
+so hub data needs no mapping; `GlueTask.labels` maps ids back to the strings the GLUE site expects.
+"""
+from __future__ import annotations
+
+import csv
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from electra.data.hub import hub_unreachable
+from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError, GlueTask
+
+__all__ = ['Examples', 'drop_empty', 'double_unordered', 'GlueSource', 'TsvSource', 'HubSource', 'SavedSource', 'open_source']
+
+
+@dataclass
+class Examples:
+    "One split of one task: example indices, texts and labels (class ids, STS-B scores, or -1 in test splits)."
+    idx: np.ndarray
+    text_a: list[str]
+    text_b: list[str] | None
+    label: np.ndarray
+
+    def __len__(self) -> int: return len(self.idx)
+
+    def take(self, keep: np.ndarray) -> 'Examples':
+        keep = np.asarray(keep)
+        pick = np.flatnonzero(keep) if keep.dtype == bool else keep
+        return Examples(self.idx[pick], [self.text_a[i] for i in pick],
+                        None if self.text_b is None else [self.text_b[i] for i in pick], self.label[pick])
+
+
+def drop_empty(ex: Examples) -> Examples:
+    """Training rows with an empty segment removed (QQP has a few; the replication drops them, and the official
+    code silently turns them into single-segment inputs)."""
+    keep = np.array([bool(a.strip()) and (ex.text_b is None or bool(b.strip()))
+                     for a, b in zip(ex.text_a, ex.text_b or ex.text_a)], dtype=bool)
+    return ex if keep.all() else ex.take(keep)
+
+
+def double_unordered(ex: Examples) -> Examples:
+    """The training set followed by a copy with segments A and B swapped (official `double_unordered`, for tasks
+    where segment order carries no meaning: MRPC, STS-B); copies get indices after the originals."""
+    if ex.text_b is None: raise ValueError('double_unordered needs a sentence-pair task')
+    offset = int(ex.idx.max()) + 1 if len(ex) else 0
+    return Examples(np.concatenate([ex.idx, ex.idx + offset]), ex.text_a + ex.text_b, ex.text_b + ex.text_a,
+                    np.concatenate([ex.label, ex.label]))
+
+
+def _label_ids(task: GlueTask, raw: list[str], where: str, lines: np.ndarray, hint: str = '') -> np.ndarray:
+    "Label strings of a TSV file as ids (class position in `task.labels`) or STS-B floats in [0, 5]."
+    if task.is_regression:
+        out = np.empty(len(raw), dtype=np.float32)
+        for i, v in enumerate(raw):
+            try: out[i] = float(v)
+            except ValueError: out[i] = np.nan
+            if not 0.0 <= out[i] <= 5.0:
+                raise GlueDataError(f"{where} line {lines[i]}: label {v!r} is not a similarity score in [0, 5]. "
+                                    f"Check that the file is {task.name}'s {where.rsplit('/', 1)[-1]} in the GLUE layout.")
+        return out
+    lookup = {s: i for i, s in enumerate(task.labels)}
+    out = np.empty(len(raw), dtype=np.int64)
+    for i, v in enumerate(raw):
+        if v not in lookup:
+            raise GlueDataError(f"{where} line {lines[i]}: unknown label {v!r} for {task.name}; expected one of "
+                                f"{', '.join(task.labels)}.{hint} Fix the file or point --data at the GLUE download layout.")
+        out[i] = lookup[v]
+    return out
+
+
+class GlueSource:
+    "Where GLUE data comes from; `load(task, split)` returns `Examples`."
+    description = ''
+
+    def load(self, task: GlueTask, split: str) -> Examples: raise NotImplementedError
+
+
+class TsvSource(GlueSource):
+    "A directory in the layout of the GLUE download script."
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.description = f'GLUE TSV files in {self.root}'
+
+    def has(self, task: GlueTask, split: str) -> bool:
+        return split in task.tsv and (self.root / task.tsv[split].path).is_file()
+
+    def load(self, task: GlueTask, split: str) -> Examples:
+        layout = task.tsv[split]
+        path = self.root / layout.path
+        if not path.is_file():
+            wanted = ', '.join(str(self.root / task.tsv[s].path) for s in task.splits)
+            raise GlueDataError(f"{path}: file not found. {task.name} needs {wanted} (the GLUE download-script layout); "
+                                f"or use --data hub, or drop {task.name} from --tasks.")
+        with open(path, encoding='utf-8-sig', newline='') as f:  # MRPC's files start with a byte-order mark
+            rows = list(csv.reader(f, delimiter='\t', quoting=csv.QUOTE_NONE))
+        first_line = 1
+        if layout.header:
+            if not rows: raise GlueDataError(f"{path}: empty file; expected a header line and one row per example.")
+            header, rows, first_line = rows[0], rows[1:], 2
+            cols = {}
+            for role in ('text_a', 'text_b', 'label', 'index'):
+                name = getattr(layout, role)
+                if name is None: continue
+                if name not in header:
+                    raise GlueDataError(f"{path}: no column '{name}' in the header ({', '.join(header)}). {task.name} "
+                                        f"{split} files in the GLUE download layout have it; re-create the file with that column.")
+                cols[role] = header.index(name)
+            width = len(header)
+        else:
+            cols = {r: getattr(layout, r) for r in ('text_a', 'text_b', 'label') if getattr(layout, r) is not None}
+            width = layout.n_columns
+        need = max(cols.values()) + 1
+        good = [i for i, r in enumerate(rows) if len(r) >= need]
+        if len(good) < len(rows):
+            bad = next(i for i, r in enumerate(rows) if len(r) < need)
+            if split != 'train' or not layout.header:
+                raise GlueDataError(f"{path} line {bad + first_line}: {len(rows[bad])} columns, expected {width}. "
+                                    f"{task.name} {split} files hold {width} tab-separated columns"
+                                    f"{'' if layout.header else ' and no header line'}; fix or re-download the file.")
+            # the official reader logs and skips malformed training lines (QQP's train.tsv has a few)
+            print(f"warning: {path}: skipped {len(rows) - len(good)} malformed line(s) (first: line {bad + first_line})",
+                  file=sys.stderr)
+            rows = [rows[i] for i in good]
+        lines = np.array(good, dtype=np.int64) + first_line
+        text_a = [r[cols['text_a']] for r in rows]
+        text_b = [r[cols['text_b']] for r in rows] if 'text_b' in cols else None
+        if 'label' in cols:
+            hint = '' if layout.header else f' ({task.name} {split} files have no header line.)'
+            label = _label_ids(task, [r[cols['label']] for r in rows], str(path), lines, hint)
+        else:
+            label = np.full(len(rows), -1, dtype=np.float32 if task.is_regression else np.int64)
+        if 'index' in cols:
+            try: idx = np.array([int(r[cols['index']]) for r in rows], dtype=np.int64)
+            except ValueError as e:
+                raise GlueDataError(f"{path}: column '{layout.index}' must hold integer example indices ({e}).") from None
+        else:
+            idx = lines - first_line
+        return Examples(idx, text_a, text_b, label)
+
+
+def _hf_split(split: str) -> str:
+    return split.replace('dev', 'validation')
+
+
+class _DatasetsSource(GlueSource):
+    "Common conversion of an HF `datasets.Dataset` of nyu-mll/glue into `Examples`."
+
+    def _convert(self, task: GlueTask, split: str, ds, where: str) -> Examples:
+        a, b = task.hf_text
+        missing = [c for c in (a, b, 'label', 'idx') if c is not None and c not in ds.column_names]
+        if missing:
+            raise GlueDataError(f"{where}: no column(s) {', '.join(missing)} (found {', '.join(ds.column_names)}); "
+                                f"expected a copy of nyu-mll/glue '{task.hf_config}'.")
+        cols = ds.to_dict()
+        is_test = split.startswith('test')
+        label = np.asarray(cols['label'], dtype=np.float32 if task.is_regression else np.int64)
+        if not is_test:
+            bad = ~((label >= 0) & (label <= 5)) if task.is_regression else ~((label >= 0) & (label < task.n_outputs))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise GlueDataError(f"{where} row {i}: label {label[i]} is out of range for {task.name} "
+                                    f"({'a score in [0, 5]' if task.is_regression else f'ids 0..{task.n_outputs - 1}'}).")
+        else:
+            label = np.full(len(label), -1, dtype=label.dtype)
+        return Examples(np.asarray(cols['idx'], dtype=np.int64), [str(t) for t in cols[a]],
+                        None if b is None else [str(t) for t in cols[b]], label)
+
+
+class HubSource(_DatasetsSource):
+    "The HF hub dataset `nyu-mll/glue` (downloaded and cached by `datasets`)."
+    description = 'the HF hub (nyu-mll/glue)'
+
+    def __init__(self, name: str = 'nyu-mll/glue'):
+        self.name, self._cache = name, {}
+
+    def load(self, task: GlueTask, split: str) -> Examples:
+        import datasets
+        if task.hf_config not in self._cache:
+            try:
+                if unreachable := hub_unreachable(): raise ConnectionError(unreachable)  # at once, not after retries
+                self._cache[task.hf_config] = datasets.load_dataset(self.name, task.hf_config)
+            except (ConnectionError, OSError) as e:
+                raise GlueDataError(f"data: cannot load {self.name}/{task.hf_config} from the HF hub ({e}). Offline, "
+                                    "point --data at a directory of GLUE TSV files in the download-script layout "
+                                    "(<dir>/CoLA/train.tsv, ...) or of saved copies of the hub dataset (<dir>/cola/ from "
+                                    "save_to_disk or parquet files), or use --data demo for the built-in sample tasks.") from None
+        return self._convert(task, split, self._cache[task.hf_config][_hf_split(split)], f'{self.name}/{task.hf_config}')
+
+
+class SavedSource(_DatasetsSource):
+    "Saved copies of nyu-mll/glue: `<dir>/<config>/` from `save_to_disk`, or `<dir>/<config>/<split>[-*].parquet`."
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.description = f'saved copies of nyu-mll/glue in {self.root}'
+
+    def _parquet(self, task: GlueTask, split: str) -> list[Path]:
+        d, s = self.root / task.hf_config, _hf_split(split)
+        return sorted(p for p in d.glob(f'{s}*.parquet') if p.stem == s or p.stem.startswith(f'{s}-'))
+
+    def has(self, task: GlueTask, split: str) -> bool:
+        d = self.root / task.hf_config
+        if (d / 'dataset_dict.json').is_file(): return (d / _hf_split(split)).is_dir()
+        return bool(self._parquet(task, split))
+
+    def load(self, task: GlueTask, split: str) -> Examples:
+        import datasets
+        d, s = self.root / task.hf_config, _hf_split(split)
+        if (d / 'dataset_dict.json').is_file():
+            dsd = datasets.load_from_disk(str(d))
+            if s not in dsd:
+                raise GlueDataError(f"{d}: the saved dataset has no split '{s}' (found {', '.join(dsd)}); "
+                                    f"save all splits of nyu-mll/glue '{task.hf_config}'.")
+            return self._convert(task, split, dsd[s], f'{d}/{s}')
+        files = self._parquet(task, split)
+        if not files:
+            raise GlueDataError(f"{d}: no '{s}' split: expected {d}/{s}-*.parquet (the hub layout) or a save_to_disk "
+                                f"directory with dataset_dict.json; or use --data hub.")
+        return self._convert(task, split, datasets.Dataset.from_parquet([str(f) for f in files]), str(files[0]))
+
+
+def open_source(data: str) -> GlueSource:
+    """`'hub'`, or a directory: the GLUE download layout when it has a task folder such as `CoLA/` or `STS-B/` with
+    TSV files, saved hub copies when it has config folders such as `cola/` or `stsb/`."""
+    if data == 'hub': return HubSource()
+    root = Path(data)
+    if not root.is_dir():
+        raise GlueDataError(f"data: '{data}' is not a directory. Use 'hub', 'demo', a directory in the GLUE "
+                            "download layout (<dir>/CoLA/train.tsv, ...) or one of saved copies of nyu-mll/glue (<dir>/cola/).")
+    tsv = TsvSource(root)
+    if any(tsv.has(t, s) for t in TASKS.values() for s in t.tsv): return tsv
+    saved = SavedSource(root)
+    if any(saved.has(t, s) for t in TASKS.values() for s in t.splits): return saved
+    raise GlueDataError(f"data: {root} holds no GLUE data: expected task folders with TSV files (CoLA/train.tsv, "
+                        f"STS-B/dev.tsv, MNLI/dev_matched.tsv, diagnostic/diagnostic.tsv, ...) or saved hub copies "
+                        f"(cola/dataset_dict.json or cola/train-00000-of-00001.parquet, ...).")

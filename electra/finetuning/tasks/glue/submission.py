@@ -1,0 +1,63 @@
+"""Test predictions in the format the GLUE site accepts, and the zip that holds them.
+
+Each file is `<stem>.tsv` with the header `index<TAB>prediction` and one line per test example in test-set
+order: the example's own index, then the label string (`entailment`, `0`, ...) or, for STS-B, the score clamped
+to [0, 5]. The zip holds the files flat at its root (../shared/spec/GLUE_SUBMISSION.md).
+"""
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
+from electra.training.files import atomic_write_text, is_main_process
+
+__all__ = ['SUBMISSION_FILES', 'write_predictions', 'zip_submission', 'atomic_write_bytes']
+
+# every file of a full submission, in the order of the GLUE site
+SUBMISSION_FILES = [f'{stem}.tsv' for t in TASKS.values() for _, stem in t.test_files]
+
+
+def atomic_write_bytes(data: bytes, path: str | Path) -> Path:
+    "Write `data` to a temporary file beside `path`, then rename it over `path` (readers never see a partial file)."
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'wb') as f: f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_predictions(path: str | Path, task: GlueTask, idx: np.ndarray, outputs: np.ndarray) -> Path:
+    """Write one submission file: `outputs` are class ids (or STS-B scores), one per example of `idx`, in test order."""
+    path, idx, outputs = Path(path), np.asarray(idx), np.asarray(outputs)
+    if len(idx) != len(outputs): raise ValueError(f'{path.name}: {len(idx)} test examples but {len(outputs)} predictions')
+    if task.is_regression:
+        values = [f'{v:.3f}' for v in np.clip(outputs.astype(np.float64), 0.0, 5.0)]
+    else:
+        values = [task.labels[int(i)] for i in outputs]
+    lines = ['index\tprediction'] + [f'{int(i)}\t{v}' for i, v in zip(idx, values)]
+    if is_main_process(): atomic_write_text('\n'.join(lines) + '\n', path)
+    return path
+
+
+def zip_submission(folder: str | Path, name: str = 'glue_submission.zip') -> Path:
+    "Zip the submission files present in `folder` (flat, at the zip's root) into `folder/name`."
+    folder = Path(folder)
+    out = folder / name
+    if is_main_process():
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, 'w', compression=zipfile.ZIP_DEFLATED) as z:
+            for fname in SUBMISSION_FILES:
+                if (folder / fname).is_file(): z.write(folder / fname, arcname=fname)
+        atomic_write_bytes(buf.getvalue(), out)
+    return out

@@ -1,0 +1,123 @@
+"""The GLUE tasks and their data: task definitions, label maps and readers for the three sources.
+
+A source is the HF hub (`nyu-mll/glue`), a directory in the layout of the GLUE download script
+(`<dir>/CoLA/train.tsv`, `<dir>/MNLI/dev_matched.tsv`, `<dir>/diagnostic/diagnostic.tsv`, ...), or a
+directory of saved copies of the hub dataset (`<dir>/cola/` holding `save_to_disk` output or
+`<split>-*.parquet` files, as in the hub repository). Every reader returns the same `Examples`.
+
+Column layouts of the TSV files follow the official ELECTRA fine-tuning code
+(google-research/electra, finetune/classification/classification_tasks.py): files are read without quoting,
+CoLA's train/dev files have no header, test files carry the example's own index. Labels are kept as the HF
+`datasets` ids (MNLI: 0 entailment, 1 neutral, 2 contradiction; QNLI/RTE: 0 entailment, 1 not_entailment)
+so hub data needs no mapping; `GlueTask.labels` maps ids back to the strings the GLUE site expects.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from electra.config.base import ConfigError
+
+__all__ = ['GlueDataError', 'GlueTask', 'TASKS', 'ALL_TASKS', 'TRAIN_TASKS', 'task_named']
+
+
+class GlueDataError(ConfigError):
+    "A GLUE data file or dataset that cannot be used; the message names the file and the fix."
+
+
+@dataclass(frozen=True)
+class TsvLayout:
+    "Where one split lives in the GLUE download layout and which columns hold what (names, or positions when headerless)."
+    path: str
+    text_a: str | int
+    text_b: str | int | None = None
+    label: str | int | None = None   # None for test files
+    index: str | None = None         # the example's own index column (test files); None: the row number
+    header: bool = True
+    n_columns: int = 0               # expected columns of a headerless file
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    "One GLUE task: names, label strings (by class id), metrics, splits and file layouts."
+    name: str                                  # GLUE name; also its directory in the download layout
+    hf_config: str                             # config name in nyu-mll/glue
+    labels: tuple[str, ...]                    # GLUE label strings by class id; () for regression (STS-B)
+    metrics: tuple[str, ...]                   # reported on each dev split (MNLI: matched, then mismatched as <metric>_mm)
+    score_metric: str                          # the paper's metric, used for selection and the GLUE score
+    hf_text: tuple[str, str | None]            # hub columns of segments A and B
+    tsv: dict[str, TsvLayout] = field(default_factory=dict)  # split -> where it lives in the download layout
+    symmetric: bool = False                    # segments are unordered: `double_unordered` applies by default
+    dev_splits: tuple[str, ...] = ('dev',)
+    test_files: tuple[tuple[str, str], ...] = ()  # (test split, submission file stem)
+    predicted_by: str = ''                     # test-only task predicted with another task's model (AX)
+
+    @property
+    def is_regression(self) -> bool: return not self.labels
+
+    @property
+    def n_outputs(self) -> int: return len(self.labels) or 1
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return (() if self.predicted_by else ('train',) + self.dev_splits) + tuple(s for s, _ in self.test_files)
+
+
+_BIN = ('0', '1')
+_NLI3 = ('entailment', 'neutral', 'contradiction')
+_NLI2 = ('entailment', 'not_entailment')
+
+
+def _pair(name, a, b, label, test_index='index'):
+    "Layouts of a pair task whose train/dev files and test file share column names."
+    return {'train': TsvLayout(f'{name}/train.tsv', a, b, label), 'dev': TsvLayout(f'{name}/dev.tsv', a, b, label),
+            'test': TsvLayout(f'{name}/test.tsv', a, b, None, test_index)}
+
+
+_MNLI_A, _MNLI_B = 'sentence1', 'sentence2'
+TASKS: dict[str, GlueTask] = {t.name: t for t in [
+    GlueTask('CoLA', 'cola', _BIN, ('mcc',), 'mcc', ('sentence', None), {
+        # train/dev: no header; columns source, label, original label, sentence
+        'train': TsvLayout('CoLA/train.tsv', 3, None, 1, header=False, n_columns=4),
+        'dev': TsvLayout('CoLA/dev.tsv', 3, None, 1, header=False, n_columns=4),
+        'test': TsvLayout('CoLA/test.tsv', 'sentence', None, None, 'index')}, test_files=(('test', 'CoLA'),)),
+    GlueTask('SST-2', 'sst2', _BIN, ('accuracy',), 'accuracy', ('sentence', None), {
+        'train': TsvLayout('SST-2/train.tsv', 'sentence', None, 'label'),
+        'dev': TsvLayout('SST-2/dev.tsv', 'sentence', None, 'label'),
+        'test': TsvLayout('SST-2/test.tsv', 'sentence', None, None, 'index')}, test_files=(('test', 'SST-2'),)),
+    GlueTask('MRPC', 'mrpc', _BIN, ('accuracy', 'f1'), 'accuracy', ('sentence1', 'sentence2'),
+             _pair('MRPC', '#1 String', '#2 String', 'Quality'), symmetric=True, test_files=(('test', 'MRPC'),)),
+    GlueTask('STS-B', 'stsb', (), ('pearson', 'spearman'), 'spearman', ('sentence1', 'sentence2'),
+             _pair('STS-B', 'sentence1', 'sentence2', 'score'), symmetric=True, test_files=(('test', 'STS-B'),)),
+    GlueTask('QQP', 'qqp', _BIN, ('accuracy', 'f1'), 'accuracy', ('question1', 'question2'),
+             _pair('QQP', 'question1', 'question2', 'is_duplicate', test_index='id'), test_files=(('test', 'QQP'),)),
+    GlueTask('MNLI', 'mnli', _NLI3, ('accuracy',), 'accuracy', ('premise', 'hypothesis'), {
+        'train': TsvLayout('MNLI/train.tsv', _MNLI_A, _MNLI_B, 'gold_label'),
+        'dev_matched': TsvLayout('MNLI/dev_matched.tsv', _MNLI_A, _MNLI_B, 'gold_label'),
+        'dev_mismatched': TsvLayout('MNLI/dev_mismatched.tsv', _MNLI_A, _MNLI_B, 'gold_label'),
+        'test_matched': TsvLayout('MNLI/test_matched.tsv', _MNLI_A, _MNLI_B, None, 'index'),
+        'test_mismatched': TsvLayout('MNLI/test_mismatched.tsv', _MNLI_A, _MNLI_B, None, 'index')},
+             dev_splits=('dev_matched', 'dev_mismatched'),
+             test_files=(('test_matched', 'MNLI-m'), ('test_mismatched', 'MNLI-mm'))),
+    GlueTask('QNLI', 'qnli', _NLI2, ('accuracy',), 'accuracy', ('question', 'sentence'),
+             _pair('QNLI', 'question', 'sentence', 'label'), test_files=(('test', 'QNLI'),)),
+    GlueTask('RTE', 'rte', _NLI2, ('accuracy',), 'accuracy', ('sentence1', 'sentence2'),
+             _pair('RTE', 'sentence1', 'sentence2', 'label'), test_files=(('test', 'RTE'),)),
+    GlueTask('WNLI', 'wnli', _BIN, ('accuracy',), 'accuracy', ('sentence1', 'sentence2'),
+             _pair('WNLI', 'sentence1', 'sentence2', 'label'), test_files=(('test', 'WNLI'),)),
+    GlueTask('AX', 'ax', _NLI3, (), 'accuracy', ('premise', 'hypothesis'), {
+        'test': TsvLayout('diagnostic/diagnostic.tsv', 'sentence1', 'sentence2', None, 'index')},
+             test_files=(('test', 'AX'),), predicted_by='MNLI'),
+]}
+ALL_TASKS = list(TASKS)
+TRAIN_TASKS = [n for n, t in TASKS.items() if not t.predicted_by]
+
+
+def task_named(name: str, key: str = 'tasks') -> GlueTask:
+    "The task called `name`, or a `ConfigError` suggesting the closest GLUE name."
+    if name in TASKS: return TASKS[name]
+    folded = {n.lower().replace('-', ''): n for n in TASKS} | {t.hf_config: n for n, t in TASKS.items()}
+    close = folded.get(name.lower().replace('-', '').replace('_', ''))
+    close = close or next(iter(difflib.get_close_matches(name, ALL_TASKS, 1)), None)
+    hint = f" Did you mean '{close}'?" if close else ''
+    raise ConfigError(f"{key}: unknown GLUE task '{name}'.{hint} Tasks are {', '.join(ALL_TASKS)}.")

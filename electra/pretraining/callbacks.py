@@ -1,0 +1,339 @@
+"""fastai callbacks of the pretraining loop. Orders: TrainEvalCallback -10, StepCounter -9, MaskingCallback -5,
+fastai MixedPrecision 10 and GradientClip 11, CompileModel 12, ParamScheduler 60, MetricsLogger 70, ProgressBar 75,
+Checkpointer 80, StopOnInterrupt 85.
+
+Nothing here reads a value off the device every step: metrics accumulate on the device and are read every
+`log_every` steps, so the GPU never waits for the host.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from fastai.callback.core import Callback, CancelFitException
+from fastai.callback.fp16 import AMPMode, MixedPrecision
+from fastprogress.fastprogress import progress_bar
+
+from electra.config.base import ConfigError
+from electra.objective.masking import mask_tokens
+from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
+from electra.training.files import atomic_save, is_main_process, release_run_dir
+from electra.training.speed import try_compile
+
+__all__ = ['StepCounter', 'MaskingCallback', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
+           'Checkpointer', 'StopOnInterrupt', 'TrainingDiverged', 'METRIC_NAMES', 'print_sink']
+
+
+class StepCounter(Callback):
+    "Counts optimizer steps over the whole run, so schedules and checkpoints see the same step after a resume."
+    order = -9  # right after fastai's TrainEvalCallback, which counts from 0 at every fit
+
+    def __init__(self, total_steps: int, start_step: int = 0):
+        self.total_steps, self.start_step = total_steps, start_step
+
+    def before_fit(self): self.learn.train_iter = self.start_step
+
+    def before_train(self):  # TrainEvalCallback.before_train resets pct_train to epoch / n_epoch
+        self.learn.pct_train = self.learn.train_iter / self.total_steps
+
+    def after_batch(self):
+        if self.training: self.learn.pct_train = self.learn.train_iter / self.total_steps
+
+
+class MaskingCallback(Callback):
+    "Masks every batch on the device (spec 2) and draws its sampling noise, both from one seeded device generator."
+    order = -5
+
+    def __init__(self, special_ids: list[int], pad_id: int, mask_id: int, vocab_size: int, mask_prob: float,
+                 mode: str, mask_token_prob: float, random_token_prob: float, seed: int):
+        self.special_ids, self.pad_id, self.mask_id, self.vocab_size = special_ids, pad_id, mask_id, vocab_size
+        self.mask_prob, self.mode = mask_prob, mode
+        self.mask_token_prob, self.random_token_prob = mask_token_prob, random_token_prob
+        self.seed, self.device_rng, self.pending_state = seed, None, None
+
+    def before_fit(self):
+        device = next(self.model.parameters()).device
+        self.device_rng = torch.Generator(device=device).manual_seed(self.seed)
+        if self.pending_state is not None:  # restored from a checkpoint before the device was known
+            self.device_rng.set_state(self.pending_state)
+            self.pending_state = None
+        self._special = torch.tensor(self.special_ids, device=device)
+        self.model.rng = self.device_rng
+
+    def before_batch(self):
+        input_ids, token_type_ids = self.xb
+        m = mask_tokens(input_ids, self._special, self.pad_id, self.mask_id, self.vocab_size, self.mask_prob,
+                        self.mode, self.mask_token_prob, self.random_token_prob, self.device_rng)
+        # the sampling noise's draws, next in the generator's stream as when the model draws them itself: same samples
+        draws = torch.rand(self.model.noise_shape(m.positions), device=input_ids.device, generator=self.device_rng)
+        self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels, draws)
+        self.learn.yb = (m.labels,)
+
+    def state(self) -> torch.Tensor | None:
+        return self.device_rng.get_state() if self.device_rng is not None else None
+
+    def load_state(self, state: torch.Tensor) -> None:
+        self.pending_state = state
+
+
+class DeviceMixedPrecision(MixedPrecision):
+    "fastai's `MixedPrecision`, which autocasts on CUDA only, made to autocast on the model's device: also bf16 on CPU."
+
+    def before_fit(self):
+        device = next(self.model.parameters()).device
+        if device.type == 'cuda': return super().before_fit()
+        if self.amp_mode != AMPMode.BF16: raise ValueError(f'{self.amp_mode.value} mixed precision needs a GPU')
+        from fastcore.foundation import L
+        from torch.amp import GradScaler
+        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16)
+        self.learn.scaler, self.scales = GradScaler(device.type, enabled=False), L()  # bf16 needs no loss scaling
+
+
+class CompileModel(Callback):
+    """`torch.compile`s the model and the loss in place (`state_dict` keys unchanged) at the first training batch, with
+    one trial forward and backward on that batch that compiles both graphs; the trial leaves no trace (gradients
+    cleared, random states restored). If compilation fails, a one-line warning and the run goes on eagerly."""
+    order = 12  # after MaskingCallback (the batch is masked) and MixedPrecision (inside its autocast)
+
+    def __init__(self, backend='inductor', mode: str | None = None):
+        self.backend, self.mode, self.compiled = backend, mode, None  # compiled: None until tried, then True/False
+
+    def before_batch(self):
+        if not self.training: return
+        if self.compiled is None:
+            self.compiled = try_compile([self.model, self.loss_func], self._trial, self.backend, self.mode)
+        if self.compiled and self.mode and 'reduce-overhead' in self.mode:
+            # a new step: CUDA graph outputs of the last one (predictions, losses) may be overwritten from here on
+            torch.compiler.cudagraph_mark_step_begin()
+
+    def _trial(self):
+        from fastai.torch_core import to_float
+        model, device = self.model, next(self.model.parameters()).device
+        rng = getattr(model, 'rng', None)
+        rng_state = rng.get_state() if rng is not None else None
+        try:
+            with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
+                loss = self.loss_func(to_float(model(*self.xb)), *self.yb)  # to_float: as MixedPrecision.after_pred
+                with torch.autocast(device.type, enabled=False): loss.backward()
+        finally:
+            model.zero_grad(set_to_none=True)
+            if rng_state is not None: rng.set_state(rng_state)
+
+
+# replaced_fraction: share of real tokens replaced; answering "original" everywhere scores 1 - replaced_fraction.
+# skipped_steps: steps fp16 loss scaling skipped (overflowing gradients) since the last row; always 0 in bf16 and fp32.
+METRIC_NAMES = ['step', 'loss', 'gen_loss', 'disc_loss', 'lr', 'gen_accuracy', 'disc_accuracy',
+                'replaced_precision', 'replaced_recall', 'replaced_fraction', 'steps_per_s', 'skipped_steps']
+
+
+class TrainingDiverged(ConfigError):
+    "The loss became NaN or infinite: the run stops, and no checkpoint is written after it."
+
+
+class MetricsLogger(Callback):
+    "Accumulates losses and accuracies on the device; every `log_every` steps writes a CSV row and calls `sinks`."
+    order, run_valid = 70, False
+
+    def __init__(self, path: str | Path, log_every: int, total_steps: int, sinks: list[Callable[[dict], None]] = ()):
+        self.path, self.log_every, self.total_steps, self.sinks = Path(path), log_every, total_steps, list(sinks)
+        self.last_row: dict | None = None
+
+    def after_fit(self):
+        for sink in self.sinks:
+            if hasattr(sink, 'stop'): sink.stop()
+
+    def before_fit(self):
+        self._reset()
+        self.t0, self.step0 = time.perf_counter(), self.train_iter
+        # the first step whose loss was NaN or infinite (-1: none), kept on the device: no read per step
+        self.first_bad = torch.full((), -1, dtype=torch.int64, device=self.acc.device)
+        if is_main_process(): self._truncate_after(self.train_iter)
+
+    def _reset(self):
+        # [loss, gen_loss, disc_loss, gen_correct, gen_total, disc_correct, disc_total, tp, fp, fn, batches]
+        self.acc = torch.zeros(11, dtype=torch.float64, device=next(self.model.parameters()).device)
+        self.skipped = 0
+
+    def check_finite(self):
+        "Raise `TrainingDiverged` if a loss since the start of the fit was NaN or infinite (reads one number)."
+        bad = int(self.first_bad)
+        if bad < 0: return
+        saved = getattr(getattr(self.learn, 'checkpointer', None), 'saved', [])
+        last = f'the last checkpoint it wrote, {saved[-1]}, is from before it' if saved else 'it wrote no checkpoint after it'
+        raise TrainingDiverged(
+            f'the loss became NaN or infinite at step {bad} (found at step {self.train_iter}); the run stopped and '
+            f'{last}. Resume from the latest good checkpoint with a lower learning rate, e.g. --resume --lr '
+            f'{self.learn.lr / 2:.3g}, or look for bad data around that step.')
+
+    @torch.no_grad()
+    def after_batch(self):
+        pred, labels = self.pred, self.yb[0]
+        chosen = labels >= 0
+        gen_correct = ((pred['gen_logits'].argmax(-1) == labels) & chosen).sum()
+        real = pred['attention_mask']
+        flagged, replaced = pred['disc_logits'] > 0, pred['is_replaced']
+        gen_loss, disc_loss = self.loss_func.last
+        loss = self.loss.detach()
+        self.first_bad = torch.where(~torch.isfinite(loss) & (self.first_bad < 0), self.train_iter, self.first_bad)
+        self.skipped += bool(getattr(getattr(self.learn, 'mixed_precision', None), 'skipped', False))  # fp16 only
+        self.acc += torch.stack([
+            loss.double(), gen_loss.double(), disc_loss.double(), gen_correct.double(),
+            chosen.sum().double(), ((flagged == replaced) & real).sum().double(), real.sum().double(),
+            (flagged & replaced & real).sum().double(), (flagged & ~replaced & real).sum().double(),
+            (~flagged & replaced).sum().double(), torch.ones((), dtype=torch.float64, device=self.acc.device)])
+        if self.train_iter % self.log_every == 0 or self.train_iter == self.total_steps: self._log()
+
+    def _log(self):
+        self.check_finite()
+        a = self.acc.tolist()  # with check_finite, the only reads off the device, once per `log_every` steps
+        n = max(a[10], 1.0)
+        now = time.perf_counter()
+        row = {'step': self.train_iter, 'loss': a[0] / n, 'gen_loss': a[1] / n, 'disc_loss': a[2] / n,
+               'lr': self.opt.hypers[0]['lr'], 'gen_accuracy': a[3] / max(a[4], 1), 'disc_accuracy': a[5] / max(a[6], 1),
+               'replaced_precision': a[7] / max(a[7] + a[8], 1), 'replaced_recall': a[7] / max(a[7] + a[9], 1),
+               'replaced_fraction': (a[7] + a[9]) / max(a[6], 1),
+               'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9), 'skipped_steps': self.skipped}
+        self.t0, self.step0, self.last_row = now, self.train_iter, row
+        self._reset()
+        if not is_main_process(): return
+        new = not self.path.exists()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open('a', newline='') as f:
+            w = csv.DictWriter(f, METRIC_NAMES)
+            if new: w.writeheader()
+            w.writerow({k: f'{v:.6g}' for k, v in row.items()})
+        for sink in self.sinks: sink(row)
+
+    def _truncate_after(self, step: int):
+        "A resumed run rewrites the rows logged after its checkpoint, so the file reads as one uninterrupted run."
+        if not self.path.exists(): return
+        with self.path.open(newline='') as f: rows = [r for r in csv.DictReader(f) if int(float(r['step'])) <= step]
+        with self.path.open('w', newline='') as f:
+            w = csv.DictWriter(f, METRIC_NAMES)
+            w.writeheader()
+            w.writerows(rows)
+
+
+def print_sink(row: dict) -> None:
+    "A metrics sink printing one line per logging interval (for logs, where a live bar would print every step)."
+    print(f"step {row['step']}: loss {row['loss']:.4f} (gen {row['gen_loss']:.4f}, disc {row['disc_loss']:.4f}) "
+          f"gen_acc {row['gen_accuracy']:.4f} disc_acc {row['disc_accuracy']:.4f} "
+          f"replaced P/R {row['replaced_precision']:.3f}/{row['replaced_recall']:.3f} lr {row['lr']:.3g} "
+          f"{row['steps_per_s']:.1f} steps/s" + (f" ({row['skipped_steps']} fp16 overflow steps skipped)"
+                                                 if row.get('skipped_steps') else ''), flush=True)
+
+
+class ProgressBar(Callback):
+    "A live progress bar over the run's steps; its comment shows the last logged metrics (no per-step device read)."
+    order, run_valid = 75, False
+
+    def __init__(self, total_steps: int): self.total_steps = total_steps
+
+    def before_train(self):
+        # A resumed run's bar counts the steps still to run (its time estimate needs steps timed in this process);
+        # the comment gives the run's own step. fastprogress bars must be started at 0.
+        self.start = self.train_iter
+        self.pbar = progress_bar(range(self.total_steps - self.start), leave=True)
+        self.pbar.update(0)
+
+    def after_batch(self):
+        logger = getattr(self.learn, 'metrics_logger', None)
+        row = logger.last_row if logger is not None else None
+        if row is not None and row['step'] == self.train_iter:
+            self.pbar.comment = (f"step {self.train_iter} loss {row['loss']:.3f} gen_acc {row['gen_accuracy']:.3f} "
+                                 f"disc_acc {row['disc_accuracy']:.3f} lr {row['lr']:.2e}")
+        self.pbar.update(self.train_iter - self.start)
+
+    def after_train(self): self.pbar.on_iter_end()
+
+
+class Checkpointer(Callback):
+    """Writes `<run_name>_<seed>_<percent>.pth` atomically at the configured fractions of the run, with a checksum, and
+    reads each one back to verify it; never after a NaN or infinite loss."""
+    order, run_valid = 80, False
+
+    def __init__(self, output_dir: str | Path, run_name: str, seed: int, total_steps: int, fractions: list[float],
+                 extra: Callable[[], dict]):
+        self.output_dir, self.run_name, self.seed, self.total_steps = Path(output_dir), run_name, seed, total_steps
+        self.at, self.extra = checkpoint_steps(total_steps, fractions), extra
+        self.saved: list[Path] = []
+        self.resume_state: dict | None = None  # {'scaler', 'rng'} of the checkpoint a resumed run starts from
+
+    def after_fit(self):
+        if is_main_process(): release_run_dir(self.learn.path)  # training is over: another process may take the run
+
+    def before_fit(self):
+        state = self.resume_state
+        if state and state['scaler'] is not None and getattr(self.learn, 'scaler', None) is not None:
+            self.learn.scaler.load_state_dict(state['scaler'])  # MixedPrecision (order 10) made its scaler by now
+
+    def before_batch(self):
+        # Restore the global RNGs (dropout) just before the first resumed step: anything between loading the
+        # checkpoint and this point (fit set-up, the loader's iterator) may draw from them.
+        if not self.resume_state or not self.training: return
+        rng, self.resume_state = self.resume_state['rng'], None
+        torch.set_rng_state(rng['torch'])
+        if torch.cuda.is_available() and rng['cuda']: torch.cuda.set_rng_state_all(rng['cuda'])
+
+    def after_batch(self):
+        if self.train_iter in self.at: self.save(self.at[self.train_iter])
+
+    def save(self, fractions: list[float]) -> list[Path]:
+        "Write the training state after the current step as the checkpoints of `fractions` of the run (main process)."
+        if not is_main_process(): return []
+        self.learn.metrics_logger.check_finite()
+        masking = self.learn.masking  # fastai names a callback's attribute after its class
+        state = {'step': self.train_iter, 'model': self.model.state_dict(), 'opt': self.opt.state_dict(),
+                 'scaler': self.learn.scaler.state_dict() if getattr(self.learn, 'scaler', None) else None,
+                 'rng': {'torch': torch.get_rng_state(),
+                         'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+                         'masking': masking.state()},
+                 **self.extra()}
+        state['checksum'] = state_checksum(state)
+        paths = []
+        for fraction in fractions:
+            path = atomic_save(state, self.output_dir / checkpoint_name(self.run_name, self.seed, fraction))
+            if state_checksum(torch.load(path, map_location='cpu', weights_only=True)) != state['checksum']:
+                raise ConfigError(f"output_dir: {path} reads back different from what was written (a full or failing "
+                                  "disk?). Free space or choose another --output_dir, then resume.")
+            paths.append(path)
+        self.saved += paths
+        overwrite_marker(self.output_dir, self.run_name, self.seed).unlink(missing_ok=True)  # the new run has begun
+        return paths
+
+
+class StopOnInterrupt(Callback):
+    "On Ctrl-C, finishes the current step, checkpoints it and stops the fit; a second Ctrl-C stops at once."
+    order, run_valid = 85, False  # after Checkpointer (80): a scheduled checkpoint of this step is not written twice
+
+    def __init__(self): self.requested, self.stopped_at, self.saved = False, None, []
+
+    @contextlib.contextmanager
+    def handling_sigint(self):
+        "Route SIGINT to this callback while the block runs (the main thread only: Python handles signals there)."
+        self.requested, self.stopped_at, self.saved = False, None, []
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self._request)
+        try: yield
+        finally: signal.signal(signal.SIGINT, previous)
+
+    def _request(self, signum, frame):
+        if self.requested: raise KeyboardInterrupt
+        self.requested = True
+        print('\nCtrl-C: stopping after this step, with a checkpoint (Ctrl-C again stops at once, keeping only the '
+              'last checkpoint)', file=sys.stderr, flush=True)
+
+    def after_batch(self):
+        if not self.requested: return
+        ckpt, self.stopped_at = self.learn.checkpointer, self.train_iter
+        self.saved = ckpt.saved[-1:] if self.stopped_at in ckpt.at else ckpt.save([self.stopped_at / ckpt.total_steps])
+        raise CancelFitException

@@ -1,0 +1,140 @@
+"""Pretraining evaluation on held-out examples (`held_out_split`): generator MLM accuracy, discriminator
+accuracy and ROC AUC, every `log_every` steps.
+
+Every evaluation masks and samples the same held-out batches with generators re-seeded each time, so the
+numbers are comparable from one evaluation to the next and move only because the model does. It touches
+none of the training random streams (masking, sampling, dropout), so a run with evaluation trains exactly
+as one without, and a resumed run exactly as an uninterrupted one. (The official ELECTRA evaluates on its
+training files; these examples are never trained on.)
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from fastai.callback.core import Callback
+
+from electra.data.batches import pad_examples
+from electra.objective.masking import mask_tokens
+from electra.training.files import is_main_process
+from electra.training.device import AUTOCAST_DTYPES
+
+__all__ = ['EVAL_METRIC_NAMES', 'roc_auc', 'eval_batches', 'HeldOutEvaluation', 'print_eval_sink', 'prefixed_sink']
+
+EVAL_METRIC_NAMES = ['step', 'gen_loss', 'disc_loss', 'gen_accuracy', 'disc_accuracy', 'disc_auc', 'replaced_fraction',
+                     'examples']
+
+
+def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """Area under the ROC curve of `scores` for binary `labels` (1-D): the Mann-Whitney statistic, ties
+    counted half, as sklearn's `roc_auc_score`. NaN when only one class is present."""
+    scores, labels = scores.double().flatten(), labels.bool().flatten()
+    n_pos = int(labels.sum())
+    n_neg = labels.numel() - n_pos
+    if n_pos == 0 or n_neg == 0: return float('nan')
+    values, inverse, counts = torch.unique(scores, return_inverse=True, return_counts=True)
+    ends = counts.cumsum(0).double()
+    ranks = (ends - (counts.double() - 1) / 2)[inverse]  # 1-based ranks, tied scores sharing their mean rank
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def eval_batches(dataset, batch_size: int, max_length: int, pad_token_id: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    "The held-out examples as padded (input_ids, token_type_ids) batches, in dataset order (the last one may be short)."
+    table = dataset.with_format('arrow')
+    return [pad_examples(table[i:i + batch_size], max_length, pad_token_id) for i in range(0, len(dataset), batch_size)]
+
+
+class HeldOutEvaluation(Callback):
+    "Every `every` steps, evaluates on held-out batches with fixed masking; writes `path` (CSV) and calls `sinks`."
+    order, run_valid = 72, False  # after MetricsLogger (70): the step's training row is logged first
+
+    def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], every: int, total_steps: int, path: str | Path,
+                 special_ids: list[int], pad_id: int, mask_id: int, vocab_size: int, mask_prob: float, mode: str,
+                 mask_token_prob: float, random_token_prob: float, seed: int, precision: str = 'fp32',
+                 sinks: list[Callable[[dict], None]] = ()):
+        self.batches, self.every, self.total_steps, self.path = batches, every, total_steps, Path(path)
+        self.special_ids, self.pad_id, self.mask_id, self.vocab_size = special_ids, pad_id, mask_id, vocab_size
+        self.mask_prob, self.mode, self.mask_token_prob, self.random_token_prob = mask_prob, mode, mask_token_prob, random_token_prob
+        self.seed, self.precision, self.sinks = seed, precision, list(sinks)
+        self.last_row: dict | None = None
+
+    def before_fit(self):
+        if is_main_process() and self.path.exists():  # a resumed run rewrites the rows after its checkpoint
+            with self.path.open(newline='') as f:
+                rows = [r for r in csv.DictReader(f) if int(float(r['step'])) <= self.train_iter]
+            self._write(rows, 'w')
+
+    def after_batch(self):
+        if self.train_iter % self.every == 0 or self.train_iter == self.total_steps:
+            row = self.evaluate()
+            if not is_main_process(): return
+            self._write([{k: f'{v:.6g}' for k, v in row.items()}], 'a')
+            for sink in self.sinks: sink(row)
+
+    def _write(self, rows: list[dict], mode: str):
+        new = mode == 'w' or not self.path.exists()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open(mode, newline='') as f:
+            w = csv.DictWriter(f, EVAL_METRIC_NAMES)
+            if new: w.writeheader()
+            w.writerows(rows)
+
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        "The metrics of the current model on the held-out batches (also kept in `last_row`)."
+        model = self.model
+        device = next(model.parameters()).device
+        special = torch.tensor(self.special_ids, device=device)
+        # re-seeded every time: the same masks and the same sampling noise at every evaluation
+        rng = torch.Generator(device=device).manual_seed(self.seed)
+        train_rng, was_training = model.rng, model.training
+        model.rng = rng
+        model.eval()
+        dtype = AUTOCAST_DTYPES[self.precision]
+        autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+        gen_loss = disc_loss = gen_correct = chosen_n = disc_correct = real_n = replaced_n = 0.0
+        scores, targets = [], []
+        try:
+            for input_ids, token_type_ids in self.batches:
+                input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
+                m = mask_tokens(input_ids, special, self.pad_id, self.mask_id, self.vocab_size, self.mask_prob, self.mode,
+                                self.mask_token_prob, self.random_token_prob, rng)
+                # `forward`: a model compiled for training evaluates eagerly, with no graphs to compile for eval mode
+                with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels)
+                chosen, real = m.labels >= 0, pred['attention_mask']
+                logits, replaced = pred['disc_logits'].float(), pred['is_replaced']
+                gen_loss += float(F.cross_entropy(pred['gen_logits'][chosen].float(), m.labels[chosen], reduction='sum'))
+                gen_correct += float((pred['gen_logits'].argmax(-1) == m.labels)[chosen].sum())
+                chosen_n += float(chosen.sum())
+                disc_loss += float(F.binary_cross_entropy_with_logits(logits[real], replaced[real].float(), reduction='sum'))
+                disc_correct += float(((logits > 0) == replaced)[real].sum())
+                real_n += float(real.sum())
+                replaced_n += float(replaced[real].sum())
+                scores.append(logits[real])
+                targets.append(replaced[real])
+        finally:
+            model.rng = train_rng
+            model.train(was_training)
+        self.last_row = {'step': self.train_iter, 'gen_loss': gen_loss / max(chosen_n, 1),
+                         'disc_loss': disc_loss / max(real_n, 1), 'gen_accuracy': gen_correct / max(chosen_n, 1),
+                         'disc_accuracy': disc_correct / max(real_n, 1),
+                         'disc_auc': roc_auc(torch.cat(scores), torch.cat(targets)),
+                         'replaced_fraction': replaced_n / max(real_n, 1),
+                         'examples': sum(len(b[0]) for b in self.batches)}
+        return self.last_row
+
+
+def print_eval_sink(row: dict) -> None:
+    "One line per evaluation (for logs)."
+    print(f"step {row['step']} held-out: gen_acc {row['gen_accuracy']:.4f} disc_acc {row['disc_accuracy']:.4f} "
+          f"disc_auc {row['disc_auc']:.4f} (gen {row['gen_loss']:.4f}, disc {row['disc_loss']:.4f}; "
+          f"{row['examples']} examples)", flush=True)
+
+
+def prefixed_sink(sink: Callable[[dict], None], prefix: str) -> Callable[[dict], None]:
+    "`sink` receiving every metric but `step` under `prefix` (e.g. 'eval/gen_accuracy'), beside the training ones."
+    return lambda row: sink({'step': row['step'], **{f'{prefix}{k}': v for k, v in row.items() if k != 'step'}})

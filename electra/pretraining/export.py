@@ -1,0 +1,104 @@
+"""From a pretraining run to plain transformers models, and back: `export_pretrained` writes the discriminator and the
+generator with `save_pretrained` (tokenizer included) so `from_pretrained` loads them; `load_discriminator` reads any
+of the three sources fine-tuning accepts (a pretrain `.pth`, a `save_pretrained` directory, a hub name)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokenizerBase
+
+from electra.config.base import ConfigError, config_from_dict
+from electra.data.hub import hub_unreachable
+from electra.objective.model import ElectraPretrainingModel, discriminator_config, padded_vocab_size, unpadded_copy
+from electra.training.checkpoint import load_checkpoint
+from electra.training.files import is_main_process
+
+__all__ = ['export_pretrained', 'load_discriminator']
+
+
+def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> dict[str, Path]:
+    """Save `run_dir/discriminator` and `run_dir/generator`, each with the tokenizer; returns the two paths.
+    A padded vocabulary (`pad_vocab_multiple`) is cut back to the tokenizer's size."""
+    out = {name: Path(run_dir) / name for name in ('discriminator', 'generator')}
+    if is_main_process():
+        for name, path in out.items():
+            unpadded_copy(getattr(model, name), getattr(model, 'vocab_size', len(tokenizer))).save_pretrained(path)
+            tokenizer.save_pretrained(path)
+    return out
+
+
+def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
+    from electra.config.pretrain import PretrainConfig
+    from electra.data.tokenizer import tokenizer_from_state
+    ckpt = load_checkpoint(path)
+    tokenizer = tokenizer_from_state(ckpt['tokenizer'])
+    cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
+    disc = ElectraForPreTraining(discriminator_config(cfg, len(tokenizer), tokenizer.pad_token_id))
+    state = {k[len('discriminator.'):]: v for k, v in ckpt['model'].items() if k.startswith('discriminator.')}
+    rows, words = padded_vocab_size(len(tokenizer), cfg.pad_vocab_multiple), 'electra.embeddings.word_embeddings.weight'
+    if rows > len(tokenizer) and words in state and len(state[words]) == rows:
+        state[words] = state[words][:len(tokenizer)]  # trained with pad_vocab_multiple: drop the padding rows
+    missing, unexpected = disc.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ConfigError(f"{path}: the discriminator weights do not match its config "
+                          f"(missing {missing[:3]}, unexpected {unexpected[:3]}). Was the file edited by hand?")
+    return disc, tokenizer
+
+
+def _check_model_dir(path: Path) -> None:
+    "A local `save_pretrained` directory: its config names an ELECTRA model and its tokenizer files are there."
+    import json
+    config = path / 'config.json'
+    if not config.is_file():
+        raise ConfigError(f"{path}: no config.json, so not a save_pretrained directory. Give the directory the model "
+                          "was exported to (e.g. checkpoints/pretrain/<run>_<seed>/discriminator) or a pretraining .pth.")
+    try: model_type = json.loads(config.read_text(encoding='utf-8')).get('model_type')
+    except (OSError, ValueError, AttributeError) as e:
+        raise ConfigError(f"{config}: unreadable ({e}). Export the model again with save_pretrained.") from None
+    if model_type != 'electra':
+        raise ConfigError(f"{config}: a {model_type} model, not ELECTRA. Give an ELECTRA discriminator: a pretrain.py "
+                          ".pth checkpoint, its exported discriminator directory, or a hub name such as "
+                          "google/electra-small-discriminator.")
+    from electra.data.tokenizer import has_tokenizer_files
+    if not has_tokenizer_files(path):
+        raise ConfigError(f"{path}: the model has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
+                          "them its ids mean nothing. Copy the tokenizer it was trained with into the directory "
+                          "(save_pretrained writes both), or give the pretraining .pth, which carries its tokenizer.")
+
+
+def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
+    local = Path(source).is_dir()
+    if local: _check_model_dir(Path(source))
+    unreachable = None if local else hub_unreachable()  # then only the local cache can hold it: no retries
+    try:
+        disc = ElectraForPreTraining.from_pretrained(source, local_files_only=bool(unreachable))
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=bool(unreachable))
+    except OSError as e:
+        if local:
+            raise ConfigError(f"{source}: not a save_pretrained directory of an ELECTRA discriminator with its "
+                              f"tokenizer ({e}).") from None
+        why = (f'the hub cannot be reached ({unreachable}) and the model is not in the local cache' if unreachable
+               else f'offline, or no such model: {e}')
+        raise ConfigError(f"cannot load '{source}' from the Hugging Face hub ({why}). "
+                          "Point at a local save_pretrained directory (e.g. checkpoints/pretrain/<run>_<seed>/"
+                          "discriminator) or a pretraining .pth checkpoint instead.") from None
+    # save_pretrained records the class; a generator directory would otherwise load with a fresh random head.
+    saved_as = getattr(disc.config, 'architectures', None) or ['ElectraForPreTraining']
+    if disc.config.model_type != 'electra' or 'ElectraForPreTraining' not in saved_as:
+        raise ConfigError(f"{source} holds a {' / '.join(saved_as)} ({disc.config.model_type}), not an ELECTRA "
+                          "discriminator (ElectraForPreTraining). Give the discriminator: a pretrain.py .pth checkpoint, "
+                          "its exported discriminator directory, or a hub name such as google/electra-small-discriminator.")
+    return disc, tokenizer
+
+
+def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
+    "An `ElectraForPreTraining` and its tokenizer from a pretrain `.pth`, a `save_pretrained` directory or a hub name."
+    source = str(source)
+    if source.endswith('.pth'):
+        disc, tokenizer = _from_checkpoint(Path(source))
+    else:
+        disc, tokenizer = _from_pretrained(source)
+    if disc.config.vocab_size < len(tokenizer):
+        raise ConfigError(f"{source}: the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
+                          f"{disc.config.vocab_size}: they do not belong together. Use the tokenizer saved with the model.")
+    return disc.to(device), tokenizer

@@ -1,0 +1,187 @@
+"""The pretraining job's steps, each one call for the driver (`pretrain.py` / `notebooks/Pretrain.ipynb`):
+device and precision, the run directory, the fastai Learner with its callbacks, resume, and the whole run."""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+from fastai.callback.progress import ProgressCallback
+from fastai.callback.schedule import ParamScheduler
+from fastai.callback.training import GradientClip
+from fastai.data.core import DataLoaders
+from fastai.learner import Learner, Recorder
+
+from electra.config.base import ConfigError, TrainingStopped, config_to_dict, running_in_notebook, writable_dir
+from electra.config.pretrain import PretrainConfig
+from electra.objective.loss import ElectraLoss
+from electra.objective.model import ElectraPretrainingModel
+from electra.pretraining.callbacks import (
+    Checkpointer,
+    CompileModel,
+    DeviceMixedPrecision,
+    MaskingCallback,
+    MetricsLogger,
+    ProgressBar,
+    StepCounter,
+    StopOnInterrupt,
+    print_sink,
+)
+from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches, prefixed_sink, print_eval_sink
+from electra.training.checkpoint import FORMAT, find_checkpoints, latest_checkpoint, overwrite_marker, remove_old_run
+from electra.training.files import atomic_write_text, is_main_process, lock_run_dir
+from electra.training.optim import electra_opt_func, param_groups
+from electra.training.schedule import warmup_decay_sched
+from electra.training.speed import DevicePrefetcher
+
+__all__ = ['prepare_run_dir', 'special_token_ids', 'DeviceDataLoaders',
+           'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'restore_training_state', 'train',
+           'save_run_config', 'neptune_sink']
+
+
+def prepare_run_dir(cfg: PretrainConfig) -> Path:
+    """`<output_dir>/<run_name>_<seed>/`, checked writable up front rather than at the first checkpoint, and locked by
+    this process (`lock_run_dir`): one run of a name at a time. Holding the lock, it removes the partial checkpoint
+    files a killed write of this run left (`.<checkpoint>.*.tmp`, as large as a checkpoint)."""
+    writable_dir(cfg.output_dir, 'output_dir')
+    run_dir = writable_dir(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}', 'output_dir')
+    if is_main_process():
+        lock_run_dir(run_dir)
+        for partial in Path(cfg.output_dir).glob(f'.{glob.escape(cfg.run_name)}_{cfg.seed}_*%.pth.*.tmp'): partial.unlink()
+    return run_dir
+
+
+def special_token_ids(tokenizer, mask_unk: bool) -> list[int]:
+    "Ids masking never chooses: [CLS] [SEP] [MASK] [PAD], and [UNK] unless `mask_unk` (official: [UNK] may be masked)."
+    ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id, tokenizer.pad_token_id]
+    if not mask_unk and tokenizer.unk_token_id is not None: ids.append(tokenizer.unk_token_id)
+    return ids
+
+
+class DeviceDataLoaders(DataLoaders):
+    "fastai `DataLoaders` over plain torch loaders (which have no `.to`): the Learner moves each batch to `device`."
+
+    def __init__(self, *loaders, device: torch.device, n_inp: int):
+        super().__init__(*loaders)
+        self._device = torch.device(device)
+        self.n_inp = n_inp  # how many leading batch items are inputs (fastai's split into xb and yb)
+
+
+def neptune_sink(cfg: PretrainConfig):
+    "A metrics sink logging to Neptune; NEPTUNE_MODE=offline works without an account or a network."
+    try: import neptune
+    except ImportError: raise ConfigError("logger: neptune is not installed; pip install neptune, or use --logger none.") from None
+    run = neptune.init_run(project=cfg.neptune_project or None, name=f'{cfg.run_name}_{cfg.seed}',
+                           mode=os.environ.get('NEPTUNE_MODE', 'async'))
+    run['config'] = {k: str(v) for k, v in config_to_dict(cfg).items()}
+
+    def sink(row: dict):
+        for k, v in row.items():
+            if k != 'step': run[k if '/' in k else f'train/{k}'].append(v, step=row['step'])  # eval rows: 'eval/...'
+    sink.stop = run.stop
+    return sink
+
+
+def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tokenizer, train_dl, run_dir: Path,
+                  device: torch.device, precision: str, start_step: int = 0, extra_state=None, held_out=None) -> Learner:
+    """A fastai Learner running the ELECTRA objective with the official optimizer, schedule and clipping; with
+    `held_out` examples (see `held_out_split`), evaluated on them every `log_every` steps."""
+    # Batches are (input_ids, token_type_ids): both inputs; MaskingCallback makes the targets. No fastai validation pass.
+    # Batches reach the device with non-blocking copies, one batch ahead (fastai's own copy would block every step).
+    dls = DeviceDataLoaders(DevicePrefetcher(train_dl, device), [], device=device, n_inp=2)
+    live = is_main_process() and (sys.stdout.isatty() or running_in_notebook())
+    sinks = [] if live else [print_sink]
+    if cfg.logger == 'neptune' and is_main_process(): sinks.append(neptune_sink(cfg))
+    cbs = [StepCounter(cfg.steps, start_step),
+           MaskingCallback(special_token_ids(tokenizer, cfg.mask_unk), tokenizer.pad_token_id, tokenizer.mask_token_id,
+                           len(tokenizer), cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob, cfg.random_token_prob, cfg.seed),
+           ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power, cfg.schedule)}),
+           MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, sinks),
+           Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict),
+           StopOnInterrupt()]
+    if held_out is not None and len(held_out):
+        eval_sinks = ([] if live else [print_eval_sink]) + [prefixed_sink(s, 'eval/') for s in sinks if s is not print_sink]
+        cbs.append(HeldOutEvaluation(
+            eval_batches(held_out, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id), cfg.log_every, cfg.steps,
+            run_dir / 'eval_metrics.csv', special_token_ids(tokenizer, cfg.mask_unk), tokenizer.pad_token_id,
+            tokenizer.mask_token_id, len(tokenizer), cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob,
+            cfg.random_token_prob, cfg.seed, precision, eval_sinks))
+    if live: cbs.append(ProgressBar(cfg.steps))
+    if cfg.clip_grad > 0: cbs.append(GradientClip(cfg.clip_grad))
+    if precision in ('bf16', 'fp16'): cbs.append(DeviceMixedPrecision(amp_mode=precision))
+    if cfg.compile: cbs.append(CompileModel(mode=None if cfg.compile_mode == 'default' else cfg.compile_mode))
+    learn = Learner(dls, model, loss_func=ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight),
+                    opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
+                    splitter=param_groups, lr=cfg.lr, cbs=cbs, path=run_dir, model_dir='.')
+    # fastai's Recorder keeps one loss tensor per step and its ProgressCallback reads the loss every step;
+    # MetricsLogger and ProgressBar replace both.
+    learn.remove_cbs([Recorder, ProgressCallback])
+    return learn
+
+
+def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str]):
+    "What every checkpoint carries besides the training state: format, resolved config and tokenizer files."
+    return lambda: {'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state}
+
+
+def existing_run_guard(cfg: PretrainConfig) -> Path | None:
+    """The checkpoint to resume from (None: start at step 0). Refuses to start over a run that already has
+    checkpoints unless asked to, so a forgotten --resume never overwrites work. --overwrite removes the old run's
+    checkpoints first (behind `overwrite_marker`); a --resume after an overwrite that stopped before its first
+    checkpoint finishes that removal and starts at step 0, never from the old run."""
+    if cfg.resume:
+        if overwrite_marker(cfg.output_dir, cfg.run_name, cfg.seed).exists():
+            old = remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
+            if is_main_process():
+                print(f"resume: the --overwrite of {cfg.run_name}_{cfg.seed} stopped before its first checkpoint; "
+                      f"the old run's checkpoints are not resumed ({len(old)} more removed); starting at step 0.")
+            return None
+        path = latest_checkpoint(cfg.output_dir, cfg.run_name, cfg.seed)
+        if path is None and is_main_process():
+            print(f"resume: no checkpoint of {cfg.run_name}_{cfg.seed} in {cfg.output_dir}; starting at step 0.")
+        return path
+    found = find_checkpoints(cfg.output_dir, cfg.run_name, cfg.seed)
+    if found and not cfg.overwrite:
+        raise ConfigError(f"{found[-1]}: run '{cfg.run_name}' (seed {cfg.seed}) already has checkpoints in "
+                          f"{cfg.output_dir}. Continue it with --resume, start another with --run_name NAME, "
+                          "or replace it with --overwrite true.")
+    remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
+    return None
+
+
+def restore_training_state(learn: Learner, ckpt: dict) -> None:
+    "Load model, optimizer, scaler and RNG states of a checkpoint (checked by `check_resume_compatible`) into `learn`."
+    learn.model.load_state_dict(ckpt['model'])
+    # The Learner moves the model to its device only when `fit` starts; the optimizer state made here must already
+    # live there (torch puts loaded state on its parameter's device), or a resumed GPU run mixes devices in its step.
+    learn.model.to(learn.dls.device)
+    learn.create_opt()
+    learn.opt.load_state_dict(ckpt['opt'])
+    learn.masking.load_state(ckpt['rng']['masking'])
+    learn.checkpointer.resume_state = {'scaler': ckpt['scaler'], 'rng': ckpt['rng']}
+
+
+def train(learn: Learner) -> None:
+    """Train over the rest of the run. Ctrl-C (SIGINT, also a notebook's interrupt) lets the current step finish,
+    checkpoints it and raises `TrainingStopped` with the command that continues the run; a second Ctrl-C stops at once."""
+    stop = learn.stop_on_interrupt
+    with stop.handling_sigint():
+        learn.fit(1)
+    if stop.stopped_at is None or stop.stopped_at >= learn.checkpointer.total_steps: return  # it was the last step
+    argv = [a for a in sys.argv if a != '--resume']
+    again = 'the same settings and --resume' if running_in_notebook() else \
+        ' '.join(shlex.quote(a) for a in ['python', *argv, '--resume'])
+    kept = f"checkpoint {stop.saved[0]} written" if stop.saved else 'checkpoints are written by the main process'
+    raise TrainingStopped(f"at step {stop.stopped_at} of {learn.checkpointer.total_steps} by Ctrl-C; {kept}. "
+                          f"Continue the run with: {again}")
+
+
+def save_run_config(cfg: PretrainConfig, run_dir: Path) -> Path:
+    "The resolved config beside the run, loadable again with --config <run_dir>/config.yaml."
+    data = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ('config', 'resume', 'overwrite')}
+    return atomic_write_text(yaml.safe_dump(data, sort_keys=False), run_dir / 'config.yaml')

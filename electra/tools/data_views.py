@@ -1,0 +1,130 @@
+"""Looking at pretraining data: built examples decoded with their segment boundaries and token types, the
+tokens a batch's masking chose, and statistics of a built dataset to hold against spec section 6.
+
+Everything returns strings or pandas DataFrames, for notebooks and for printing. Rendering:
+`A: [CLS] the cow eats . [SEP] | B: it was hungry . [SEP]` (token type 0 after `A:`, type 1 after `B:`,
+WordPiece continuations joined to their word); a position chosen by masking reads `«cow→[MASK]»` when replaced
+by [MASK], `«cow»` when kept, `«cow→hen»` when replaced by a random token.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+__all__ = ['render_example', 'examples_frame', 'mask_batch', 'masked_frame', 'example_statistics']
+
+
+def _ids(x) -> list[int]:
+    return [int(i) for i in (x.tolist() if hasattr(x, 'tolist') else x)]
+
+
+def _join(tokens: list[tuple[str, str]]) -> str:
+    "(shown, token) pairs separated by spaces, WordPiece continuations ('##ing') glued to the word before."
+    out = ''
+    for shown, token in tokens:
+        glue = token.startswith('##') and out
+        if shown == token and glue: shown = shown[2:]
+        out += shown if glue else (' ' + shown if out else shown)
+    return out
+
+
+def _render(tokenizer, ids: list[int], types: list[int], marks: dict[int, str]) -> str:
+    "`A: ... | B: ...` with the token at each position of `marks` shown as its mark; padding dropped."
+    segments: dict[int, list[tuple[str, str]]] = {0: [], 1: []}
+    for i, (t, ty) in enumerate(zip(tokenizer.convert_ids_to_tokens(ids), types)):
+        if ids[i] != tokenizer.pad_token_id: segments[ty].append((marks.get(i, t), t))
+    return 'A: ' + _join(segments[0]) + (' | B: ' + _join(segments[1]) if segments[1] else '')
+
+
+def _marks(tokenizer, ids: list[int], after: list[int], chosen) -> dict[int, str]:
+    "«tok→[MASK]», «tok» (kept) or «tok→other» (random) for each chosen position."
+    marks = {}
+    for p in chosen:
+        before, now = tokenizer.convert_ids_to_tokens([ids[p], after[p]])
+        marks[p] = f'«{before}»' if ids[p] == after[p] else f'«{before}→{now}»'
+    return marks
+
+
+def render_example(tokenizer, input_ids, token_type_ids, masked_ids=None, chosen=None) -> str:
+    """One example (padding dropped) as `A: [CLS] ... [SEP] | B: ... [SEP]`. With `masked_ids` (the same example
+    after masking), the `chosen` positions (default: those that changed) are marked: «tok→[MASK]», «tok» (kept)
+    or «tok→other» (random)."""
+    ids, types = _ids(input_ids), _ids(token_type_ids)
+    if masked_ids is None: return _render(tokenizer, ids, types, {})
+    after = _ids(masked_ids)
+    chosen = [i for i in range(len(ids)) if ids[i] != after[i]] if chosen is None else _ids(chosen)
+    return _render(tokenizer, ids, types, _marks(tokenizer, ids, after, chosen))
+
+
+def examples_frame(dataset, tokenizer, n: int = 5, start: int = 0) -> pd.DataFrame:
+    """Examples `start`, ..., `start + n - 1` of a built dataset: document, length, segment lengths (without
+    [CLS]/[SEP]) and the rendered example."""
+    rows = []
+    for i in range(start, min(start + n, len(dataset))):
+        ex = dataset[i]
+        ids, types = ex['input_ids'], ex['token_type_ids']
+        n_b = sum(types)
+        rows.append({'row': i, 'document': ex.get('document'), 'tokens': len(ids), 'len_a': len(ids) - n_b - 2,
+                     'len_b': max(n_b - 1, 0), 'example': render_example(tokenizer, ids, types)})
+    return pd.DataFrame(rows)
+
+
+def mask_batch(input_ids: torch.Tensor, tokenizer, mask_prob: float = 0.15, mode: str = 'fixed',
+               mask_token_prob: float = 0.85, random_token_prob: float = 0.0, mask_unk: bool = True, seed: int = 0):
+    "`mask_tokens` on a padded batch as pretraining masks it, with its own seeded generator (no run's state touched)."
+    from electra.objective.masking import mask_tokens
+    from electra.pretraining.learner import special_token_ids
+    special = torch.tensor(special_token_ids(tokenizer, mask_unk), device=input_ids.device)
+    rng = torch.Generator(device=input_ids.device).manual_seed(seed)
+    return mask_tokens(input_ids, special, tokenizer.pad_token_id, tokenizer.mask_token_id, len(tokenizer), mask_prob,
+                       mode, mask_token_prob, random_token_prob, rng)
+
+
+def masked_frame(input_ids: torch.Tensor, token_type_ids: torch.Tensor, masked, tokenizer, n: int = 4) -> pd.DataFrame:
+    """The first `n` examples of a batch with the positions masking chose marked (see the module docstring), and
+    how many were chosen, replaced by [MASK], kept and replaced by a random token. `masked` is `mask_batch`'s
+    (or `mask_tokens`') result for `input_ids`."""
+    rows = []
+    for r in range(min(n, input_ids.shape[0])):
+        chosen = masked.positions[r][masked.labels[r] >= 0]
+        before, after = input_ids[r, chosen], masked.input_ids[r, chosen]
+        n_mask = int((after == tokenizer.mask_token_id).sum())
+        n_kept = int((after == before).sum())
+        rows.append({'example': r, 'chosen': len(chosen), 'masked': n_mask, 'kept': n_kept,
+                     'random': len(chosen) - n_mask - n_kept,
+                     'example_masked': render_example(tokenizer, input_ids[r], token_type_ids[r], masked.input_ids[r],
+                                                      chosen)})
+    return pd.DataFrame(rows)
+
+
+def example_statistics(dataset, max_length: int, limit: int = 200_000) -> dict:
+    """What spec section 6 predicts about a built dataset, measured on its first `limit` examples
+    (the last two need the `document` column):
+
+    - `single_segment`: share of examples without segment B (about 0.1 by the official draw, more on corpora
+      whose sentences are long, as a sentence longer than A's target may take the whole example);
+    - `shorter`: share of examples under `max_length` tokens;
+    - `document_ends`: share that are the last example of their document (the builder emits what is left there);
+    - `short_targets`: share of the other examples that are under `max_length`: the 5% draw of a shorter target
+      (times 1 - 1/(max_length - 4), as randint(5, max_length) may draw max_length itself).
+    """
+    table = dataset.with_format('arrow')[:min(limit, len(dataset))]
+    lengths = table['input_ids'].combine_chunks().value_lengths().to_numpy()
+    type_sums = _list_sums(table['token_type_ids'])
+    out = {'examples': int(len(lengths)), 'mean_tokens': float(lengths.mean()) if len(lengths) else 0.0,
+           'single_segment': float((type_sums == 0).mean()), 'shorter': float((lengths < max_length).mean())}
+    if 'document' in table.column_names:
+        doc = table['document'].to_numpy()
+        last = np.append(doc[1:] != doc[:-1], True)
+        out['document_ends'] = float(last.mean())
+        out['short_targets'] = float((lengths[~last] < max_length).mean()) if (~last).any() else 0.0
+    return out
+
+
+def _list_sums(column) -> np.ndarray:
+    "Sum of each list of an Arrow list column (the number of type-1 tokens per example)."
+    arr = column.combine_chunks()
+    offsets = arr.offsets.to_numpy()
+    values = np.concatenate([[0], np.cumsum(arr.flatten().to_numpy(zero_copy_only=False).astype(np.int64))])
+    return values[offsets[1:]] - values[offsets[:-1]]

@@ -1,0 +1,254 @@
+"""Exploring a trained ELECTRA with nearest-neighbour search (hnswlib, cosine similarity), for `notebooks/Explore.ipynb`:
+
+- `TokenIndex`: the discriminator's word embeddings; `nearest_tokens('cow')` lists the tokens whose embeddings are
+  closest to a word's.
+- `ExampleIndex`: the final [CLS] vectors of a GLUE task's training examples under a fine-tuned (or pretrained)
+  model, centred on their mean; `nearest_examples(text_a, text_b)` lists the training examples the model represents
+  most like a given input, e.g. a misclassified dev example from `find_misclassified`, for error analysis.
+- `recall_at_k` measures an index against exact cosine search (`exact_cosine_knn`, numpy).
+
+Indexes are deterministic: single-threaded insertion with a fixed `random_seed` and fixed `M`, `ef_construction`
+and `ef` give the same graph and the same answers every time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from electra.config.base import ConfigError, config_from_dict, field
+
+__all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
+           'cls_embeddings', 'ExampleIndex', 'find_misclassified', 'ExploreConfig', 'explore_config', 'open_finetuned']
+
+
+# -- approximate and exact cosine search
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+class CosineIndex:
+    """An hnswlib HNSW graph over the rows of `vectors` [N, d] in cosine space. `query` returns, per query row, the
+    row numbers of the k most similar vectors and their cosine similarities, most similar first."""
+
+    def __init__(self, vectors: np.ndarray, M: int = 32, ef_construction: int = 200, ef: int = 128, seed: int = 0):
+        import hnswlib
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) == 0: raise ValueError(f'need a non-empty [N, d] array, got shape {vectors.shape}')
+        self.n, self.dim, self.ef = len(vectors), vectors.shape[1], ef
+        self.index = hnswlib.Index(space='cosine', dim=self.dim)
+        self.index.init_index(max_elements=self.n, M=M, ef_construction=ef_construction, random_seed=seed)
+        self.index.add_items(vectors, np.arange(self.n), num_threads=1)  # one thread: the same graph every time
+        self.index.set_ef(ef)
+
+    def query(self, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        "Row numbers [Q, k] and cosine similarities [Q, k] of the `k` nearest rows to each query row."
+        queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
+        k = min(k, self.n)
+        self.index.set_ef(max(self.ef, k))
+        labels, distances = self.index.knn_query(queries, k=k)
+        return labels.astype(np.int64), 1.0 - distances
+
+
+def exact_cosine_knn(data: np.ndarray, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    "Exact search: row numbers [Q, k] of the `k` rows of `data` most cosine-similar to each query, and the similarities."
+    sims = _unit(np.atleast_2d(queries)) @ _unit(data).T                        # [Q, N]
+    k = min(k, sims.shape[1])
+    top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(sims, top, 1), axis=1, kind='stable')
+    top = np.take_along_axis(top, order, 1)
+    return top, np.take_along_axis(sims, top, 1)
+
+
+def recall_at_k(index: CosineIndex, data: np.ndarray, queries: np.ndarray, k: int = 10, tie_tol: float = 1e-6) -> float:
+    """Recall@k of `index` (built over the rows of `data`) against exact cosine search: the mean share of each query's
+    exact `k` nearest rows that the index also returns among its `k`. A returned row whose exact similarity ties
+    with the k-th nearest one (within `tie_tol`) is as right as the row exact search happened to list instead."""
+    queries = np.atleast_2d(queries)
+    found, _ = index.query(queries, k)
+    exact, exact_sims = exact_cosine_knn(data, queries, k)
+    found_sims = np.einsum('qd,qkd->qk', _unit(queries), _unit(data)[found])   # exact similarity of each returned row
+    hits = [len(set(f) & set(e)) + int(np.sum([s >= kth - tie_tol for r, s in zip(f, fs) if r not in set(e)]))
+            for f, e, fs, kth in zip(found.tolist(), exact.tolist(), found_sims, exact_sims[:, -1])]
+    return float(np.mean(np.minimum(hits, exact.shape[1]) / exact.shape[1]))
+
+
+# -- token embeddings
+
+def electra_body(model) -> torch.nn.Module:
+    """The `ElectraModel` of a discriminator: of an `ElectraForPreTraining`, a fine-tuned `ElectraClassifier`, a
+    pretraining `ElectraPretrainingModel` (its discriminator), or an `ElectraModel` itself."""
+    if hasattr(model, 'discriminator'): model = model.discriminator
+    return model.electra if hasattr(model, 'electra') else model
+
+
+def word_embeddings(model, n_tokens: int) -> np.ndarray:
+    "The first `n_tokens` rows of the discriminator's word-embedding matrix (rows past the tokenizer are padding)."
+    return electra_body(model).embeddings.word_embeddings.weight[:n_tokens].detach().float().cpu().numpy()
+
+
+class TokenIndex:
+    """The discriminator's word embeddings in a `CosineIndex`. Special tokens and all-zero rows (the [PAD] row, which
+    never trains) are left out. A word that is one token is looked up as that token; a word the tokenizer splits
+    into pieces as the mean of its pieces' embeddings."""
+
+    def __init__(self, embeddings: np.ndarray, tokenizer, seed: int = 0, **params):
+        self.tokenizer, self.embeddings = tokenizer, np.asarray(embeddings, dtype=np.float32)
+        special = set(tokenizer.all_special_ids)
+        norms = np.linalg.norm(self.embeddings, axis=1)
+        self.ids = np.array([i for i in range(len(self.embeddings)) if i not in special and norms[i] > 0], dtype=np.int64)
+        self.vectors = self.embeddings[self.ids]
+        self.index = CosineIndex(self.vectors, seed=seed, **params)
+
+    @classmethod
+    def from_model(cls, model, tokenizer, **kw) -> 'TokenIndex':
+        return cls(word_embeddings(model, len(tokenizer)), tokenizer, **kw)
+
+    def pieces(self, word: str) -> list[int]:
+        ids = self.tokenizer(word, add_special_tokens=False)['input_ids']
+        if not ids: raise ValueError(f'{word!r} has no tokens')
+        return ids
+
+    def vector(self, word: str) -> np.ndarray:
+        return self.embeddings[self.pieces(word)].mean(0)
+
+    def nearest_tokens(self, word: str, k: int = 10) -> pd.DataFrame:
+        "The `k` tokens nearest to `word` (its own pieces left out), most similar first: token, similarity."
+        own = set(self.pieces(word))
+        rows, sims = self.index.query(self.vector(word), k + len(own))
+        picked = [(int(self.ids[r]), float(s)) for r, s in zip(rows[0], sims[0]) if int(self.ids[r]) not in own][:k]
+        return pd.DataFrame({'token': self.tokenizer.convert_ids_to_tokens([i for i, _ in picked]),
+                             'similarity': [round(s, 3) for _, s in picked]})
+
+    def neighbours(self, words: list[str], k: int = 5) -> pd.DataFrame:
+        "A table of the `k` nearest tokens of each word: one row per word."
+        return pd.DataFrame([{'word': w, 'pieces': ' '.join(self.tokenizer.convert_ids_to_tokens(self.pieces(w))),
+                              'nearest tokens': ', '.join(f'{t} ({s:.2f})' for t, s in self.nearest_tokens(w, k).itertuples(index=False))}
+                             for w in words])
+
+
+# -- example embeddings
+
+@torch.no_grad()
+def cls_embeddings(model, tokenizer, text_a: list[str], text_b: list[str] | None = None, max_length: int = 128,
+                   batch_size: int = 128) -> np.ndarray:
+    """The final hidden state of [CLS] [N, H] for each example, encoded as fine-tuning encodes it
+    (`[CLS] A [SEP] B [SEP]`, BERT truncation to `max_length`)."""
+    from electra.finetuning.tasks.glue.encoding import encode, make_loader
+    from electra.finetuning.tasks.glue.sources import Examples
+    body = electra_body(model)
+    device = next(body.parameters()).device
+    ex = Examples(np.arange(len(text_a)), list(text_a), None if text_b is None else list(text_b), np.zeros(len(text_a)))
+    enc = encode(ex, tokenizer, max_length)
+    loader = make_loader(enc, batch_size, False, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    was_training = body.training
+    body.eval()
+    outs = [body(input_ids=ids.to(device), attention_mask=mask.to(device), token_type_ids=types.to(device))
+            .last_hidden_state[:, 0].float().cpu() for ids, mask, types, _ in loader]
+    body.train(was_training)
+    result = np.empty((len(ex), body.config.hidden_size), dtype=np.float32)
+    result[np.concatenate(list(loader.batch_sampler))] = torch.cat(outs).numpy()
+    return result
+
+
+class ExampleIndex:
+    """The [CLS] vectors of a task's examples (usually its training set) under `model`, in a `CosineIndex`.
+    `label_names`: the task's label strings by class id (empty for a regression task such as STS-B).
+
+    With `center` (the default) the examples' mean vector is subtracted from every vector, indexed and query alike:
+    [CLS] vectors share a large common component (raw cosine similarities all lie near 1, more so after fine-tuning),
+    and what tells examples apart is what is left. `vectors` holds what is indexed; `embed` returns queries alike."""
+
+    def __init__(self, model, tokenizer, examples, max_length: int = 128, label_names: tuple[str, ...] = (),
+                 batch_size: int = 128, center: bool = True, seed: int = 0, **params):
+        self.model, self.tokenizer, self.examples = model, tokenizer, examples
+        self.max_length, self.label_names, self.batch_size = max_length, tuple(label_names), batch_size
+        raw = cls_embeddings(model, tokenizer, examples.text_a, examples.text_b, max_length, batch_size)
+        self.mean = raw.mean(0) if center else np.zeros(raw.shape[1], dtype=np.float32)
+        self.vectors = raw - self.mean
+        self.index = CosineIndex(self.vectors, seed=seed, **params)
+
+    def embed(self, text_a: list[str], text_b: list[str] | None = None) -> np.ndarray:
+        "The [CLS] vectors of these examples, centred as the indexed ones are."
+        return cls_embeddings(self.model, self.tokenizer, text_a, text_b, self.max_length, self.batch_size) - self.mean
+
+    def _label(self, value) -> str | float:
+        return self.label_names[int(value)] if self.label_names and int(value) >= 0 else round(float(value), 3)
+
+    def nearest_examples(self, text_a: str, text_b: str | None = None, k: int = 5) -> pd.DataFrame:
+        "The `k` examples whose [CLS] vectors are nearest to the input's: similarity, index, text(s), label."
+        if (text_b is None) != (self.examples.text_b is None):
+            raise ValueError('give text_b exactly when the task has sentence pairs')
+        rows, sims = self.index.query(self.embed([text_a], None if text_b is None else [text_b]), k)
+        ex = self.examples
+        out = {'similarity': np.round(sims[0], 3), 'idx': ex.idx[rows[0]], 'text_a': [ex.text_a[r] for r in rows[0]]}
+        if ex.text_b is not None: out['text_b'] = [ex.text_b[r] for r in rows[0]]
+        out['label'] = [self._label(ex.label[r]) for r in rows[0]]
+        return pd.DataFrame(out)
+
+
+def find_misclassified(classifier, tokenizer, task, examples, max_length: int = 128, batch_size: int = 128,
+                       tolerance: float = 1.0) -> pd.DataFrame:
+    """The examples (e.g. a dev set) that a fine-tuned `ElectraClassifier` gets wrong, most confident mistakes first:
+    index, text(s), label, prediction and the probability it gave its prediction. For a regression task (STS-B),
+    the examples predicted more than `tolerance` off, largest error first."""
+    from electra.finetuning.learner import predict_outputs
+    from electra.finetuning.tasks.glue.encoding import encode, make_loader
+    enc = encode(examples, tokenizer, max_length)
+    loader = make_loader(enc, batch_size, False, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    out = predict_outputs(classifier, loader)
+    df = pd.DataFrame({'idx': examples.idx, 'text_a': examples.text_a})
+    if examples.text_b is not None: df['text_b'] = examples.text_b
+    if task.is_regression:
+        df['label'], df['prediction'] = np.asarray(examples.label, dtype=float).round(3), out.round(3)
+        df['error'] = (df['prediction'] - df['label']).abs().round(3)
+        return df[df['error'] > tolerance].sort_values('error', ascending=False, kind='stable')
+    probs = torch.softmax(torch.from_numpy(out), -1).numpy()
+    pred = probs.argmax(-1)
+    df['label'] = [task.labels[int(i)] for i in examples.label]
+    df['prediction'] = [task.labels[int(i)] for i in pred]
+    df['p(prediction)'] = probs.max(-1).round(3)
+    wrong = df[np.asarray(examples.label) != pred]
+    return wrong.sort_values('p(prediction)', ascending=False, kind='stable')
+
+
+# -- the Explore notebook's config
+
+@dataclass
+class ExploreConfig:
+    model: str = field('', 'pretrained discriminator whose word embeddings to search (a pretrain.py .pth, a save_pretrained '
+                           'directory or a hub name); empty: the one the fine-tuned run started from')
+    finetuned: str = field('checkpoints/glue/demo/MRPC_0.pth',
+                           "a fine-tuned run of finetune.py (<output_dir>/<group>/<task>_<i>.pth): its task's training "
+                           "examples are indexed and its dev mistakes analysed")
+    data: str = field('demo', "the GLUE data the run was fine-tuned on: 'hub', 'demo' or a directory")
+    cache_dir: str = field('cache', 'where the demo GLUE data is written')
+    words: list[str] = field(['cow', 'ship', 'bread', 'teacher', 'yesterday', 'three'], 'words whose nearest tokens to list')
+    k: int = field(10, 'neighbours per query')
+    mistake: int = field(0, 'which misclassified dev example to analyse (0: the most confident mistake)')
+    seed: int = field(0, 'hnswlib random seed')
+
+
+def explore_config(overrides: dict | None = None) -> ExploreConfig:
+    "The Explore notebook's config: `ExploreConfig` defaults, then `overrides`; every key and type checked."
+    return config_from_dict(ExploreConfig, overrides or {}, source='overrides')
+
+
+def open_finetuned(path: str | Path):
+    """A fine-tuned run of `finetune.py`: (the `ElectraClassifier`, its `GlueTask`, its max_length, the pretrained
+    model it started from)."""
+    from electra.finetuning.classifier import load_finetuned
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"finetuned: {path} not found. Run `python finetune.py` first (the demo writes "
+                          "checkpoints/glue/demo/<task>_<i>.pth), or point `finetuned` at a run of yours.")
+    ckpt = torch.load(path, map_location='cpu', weights_only=True)
+    if not isinstance(ckpt, dict) or ckpt.get('format') != 'electra-glue':
+        raise ConfigError(f"finetuned: {path} is not a fine-tuned GLUE run of finetune.py.")
+    return load_finetuned(path), TASKS[ckpt['task']], int(ckpt['hparams']['max_length']), str(ckpt.get('pretrained', ''))

@@ -1,0 +1,188 @@
+"""What the driver notebooks show between their steps, besides the decoded examples and masked batches of
+`electra.tools.data_views`: the generator's samples, the discriminator's verdict on every token, the loss curves, and the
+fine-tuning results. Each function returns a pandas DataFrame or a matplotlib Figure; `show` displays it in a
+notebook and prints it (tables) in a script, so the same cells run in both.
+
+Nothing here changes a run: masking and sampling use their own seeded generators, the model is put back in the
+mode (train/eval) and with the sampling generator it had.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from electra.config.base import running_in_notebook
+
+__all__ = ['show', 'show_image', 'example_batch', 'ReplacedTokenDetection', 'replaced_token_detection', 'generator_samples',
+           'discriminator_verdict', 'verdict_line', 'plot_losses', 'runs_table']
+
+
+# -- showing things in a notebook and in a script
+
+def show(obj, title: str | None = None) -> None:
+    "Display `obj` (under `title`) in a notebook; in a script print the title and the object (a table as text; a figure not)."
+    from matplotlib.figure import Figure
+    if running_in_notebook():
+        from IPython.display import Image, Markdown, display
+        if title: display(Markdown(f'**{title}**'))
+        if isinstance(obj, Figure):  # as a PNG: whatever matplotlib backend the kernel has (none, Agg, inline)
+            buf = io.BytesIO()
+            obj.savefig(buf, format='png', dpi=100)
+            obj = Image(data=buf.getvalue(), format='png')
+        display(obj)
+        return
+    if title: print(title)
+    if isinstance(obj, Figure): return
+    print(obj.to_string(index=False) if isinstance(obj, pd.DataFrame) else obj)
+
+
+def show_image(path: str | Path) -> None:
+    "Display a saved image in a notebook; in a script print where it is."
+    if running_in_notebook():
+        from IPython.display import Image, display
+        display(Image(filename=str(path)))
+    else:
+        print(f'plot: {path}')
+
+
+# -- a batch of examples
+
+def example_batch(dataset, tokenizer, n: int = 4, max_length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first `n` examples of a pretraining dataset as a padded batch (input_ids, token_type_ids), [n, L] each,
+    L = `max_length` or the longest of them."""
+    rows = [dataset[i] for i in range(min(n, len(dataset)))]
+    L = max_length or max(len(r['input_ids']) for r in rows)
+    ids = torch.full((len(rows), L), tokenizer.pad_token_id, dtype=torch.long)
+    types = torch.zeros((len(rows), L), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r['input_ids'])] = torch.as_tensor(r['input_ids'][:L])
+        types[i, :len(r['token_type_ids'])] = torch.as_tensor(r['token_type_ids'][:L])
+    return ids, types
+
+
+# -- generator and discriminator at work
+
+@dataclass
+class ReplacedTokenDetection:
+    "One replaced-token-detection pass over a batch: what each network saw and did (all [B, L] but `positions`)."
+    original: torch.Tensor       # the example's ids
+    masked: torch.Tensor         # the generator's input
+    corrupted: torch.Tensor      # the discriminator's input: masked positions hold the generator's samples
+    positions: torch.Tensor      # [B, P] the chosen positions
+    chosen: torch.Tensor         # [B, P] which slots of `positions` are in use
+    is_replaced: torch.Tensor    # bool: the token differs from the original (a sample equal to it counts as original)
+    p_replaced: torch.Tensor     # the discriminator's probability that the token was replaced
+    real: torch.Tensor           # bool: not padding
+
+
+@torch.no_grad()
+def replaced_token_detection(model, input_ids: torch.Tensor, token_type_ids: torch.Tensor, tokenizer, cfg,
+                             seed: int = 0) -> ReplacedTokenDetection:
+    """Mask a batch (`electra.tools.data_views.mask_batch`), let the generator of `model` (an `ElectraPretrainingModel`) fill
+    in the masked positions with samples and its discriminator judge every token, in eval mode (no dropout).
+    `cfg`: the run's `PretrainConfig` (its masking settings)."""
+    from electra.tools.data_views import mask_batch
+    device = next(model.parameters()).device
+    input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
+    m = mask_batch(input_ids, tokenizer, cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob, cfg.random_token_prob,
+                   cfg.mask_unk, seed)
+    was_training, rng = model.training, model.rng
+    model.eval()
+    model.rng = torch.Generator(device=device).manual_seed(seed + 1)
+    try:  # `forward`, not `model(...)`: a model compiled in place for training runs this one pass eagerly
+        out = model.forward(m.input_ids, token_type_ids, m.positions, m.labels)
+    finally:
+        model.train(was_training)
+        model.rng = rng
+    chosen = m.labels >= 0
+    corrupted = m.input_ids.scatter(1, m.positions, torch.where(chosen, out['sampled'], m.input_ids.gather(1, m.positions)))
+    return ReplacedTokenDetection(input_ids.cpu(), m.input_ids.cpu(), corrupted.cpu(), m.positions.cpu(), chosen.cpu(),
+                                  out['is_replaced'].bool().cpu(), torch.sigmoid(out['disc_logits'].float()).cpu(),
+                                  out['attention_mask'].bool().cpu())
+
+
+def generator_samples(rtd: ReplacedTokenDetection, tokenizer, n: int = 2) -> pd.DataFrame:
+    """At every masked position of the first `n` examples: the original token, what the generator saw ([MASK] or
+    the kept token), what it sampled, and whether the sample replaced the original."""
+    rows = []
+    for r in range(min(n, rtd.original.shape[0])):
+        for p in sorted(rtd.positions[r][rtd.chosen[r]].tolist()):
+            orig, inp, sample = (tokenizer.convert_ids_to_tokens(int(t[r, p])) for t in (rtd.original, rtd.masked, rtd.corrupted))
+            rows.append({'example': r, 'position': p, 'original': orig, 'generator input': inp, 'sample': sample,
+                         'replaced': bool(rtd.is_replaced[r, p])})
+    return pd.DataFrame(rows)
+
+
+def discriminator_verdict(rtd: ReplacedTokenDetection, tokenizer, example: int = 0, threshold: float = 0.5) -> pd.DataFrame:
+    """Every real token of one example as the discriminator saw it, with the truth (replaced or original), the
+    discriminator's probability that it was replaced, and its verdict (flagged: probability > `threshold`)."""
+    r, rows = example, []
+    for p in range(int(rtd.real[r].sum())):
+        prob = float(rtd.p_replaced[r, p])
+        rows.append({'position': p, 'token': tokenizer.convert_ids_to_tokens(int(rtd.corrupted[r, p])),
+                     'original': tokenizer.convert_ids_to_tokens(int(rtd.original[r, p])),
+                     'replaced': bool(rtd.is_replaced[r, p]), 'p(replaced)': round(prob, 3), 'flagged': prob > threshold})
+    return pd.DataFrame(rows)
+
+
+def verdict_line(verdict: pd.DataFrame) -> str:
+    """A verdict table as one line of text: a replaced token is written [sample/original], a token the
+    discriminator flags is starred: *[x/y]* is a replacement caught, *x* a false alarm, [x/y] a miss."""
+    parts = []
+    for row in verdict.to_dict('records'):
+        t = f"[{row['token']}/{row['original']}]" if row['replaced'] else row['token']
+        parts.append(f'*{t}*' if row['flagged'] else t)
+    return ' '.join(parts)
+
+
+# -- training curves
+
+_CURVES = (('generator MLM loss', ('gen_loss',)), ('discriminator BCE loss', ('disc_loss',)),
+           ('accuracies; precision / recall of "replaced"',
+            ('gen_accuracy', 'disc_accuracy', 'replaced_precision', 'replaced_recall', 'disc_auc')))
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    with open(path, newline='') as f: rows = list(csv.DictReader(f))
+    return pd.DataFrame(rows).apply(pd.to_numeric, errors='coerce')
+
+
+def plot_losses(metrics_csv: str | Path, path: str | Path | None = None):
+    """The pretraining curves of a run's `metrics.csv` against the step: generator and discriminator loss, and the
+    accuracies with the discriminator's precision and recall on replaced tokens. The held-out metrics of an
+    `eval_metrics.csv` beside it, when there is one, are drawn dashed. Saved to `path` when given."""
+    from matplotlib.figure import Figure
+    metrics_csv = Path(metrics_csv)
+    curves = [('training', _read_csv(metrics_csv), '-')]
+    if (metrics_csv.parent / 'eval_metrics.csv').is_file():
+        curves.append(('held-out', _read_csv(metrics_csv.parent / 'eval_metrics.csv'), '--'))
+    fig = Figure(figsize=(14, 3.6))
+    for ax, (title, cols) in zip(fig.subplots(1, 3), _CURVES):
+        for i, c in enumerate(cols):
+            for name, df, style in curves:
+                if c not in df: continue
+                ax.plot(df['step'], df[c], style, color=f'C{i}', marker='.' if len(df) < 30 else None,
+                        label=c if name == 'training' else f'{c} ({name})')
+        ax.set_xlabel('step'), ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3), ax.legend(fontsize=7)
+    fig.tight_layout()
+    if path is not None: fig.savefig(str(path), dpi=100)
+    return fig
+
+
+# -- fine-tuning
+
+def runs_table(job, results) -> pd.DataFrame:
+    "One row per finished run of this job (`FinetuneConfig`): task, run, seed, dev score and metrics, train loss, time."
+    from electra.finetuning.results import METRIC_COLUMNS
+    df = results.df
+    df = df[df['task'].isin(job.tasks) & (df['run'] < job.runs)]
+    cols = ['task', 'run', 'seed', 'score', *[c for c in METRIC_COLUMNS if df[c].notna().any()], 'train_loss', 'seconds']
+    out = df[cols].copy()
+    for c in cols[3:]: out[c] = out[c].astype(float).round(4 if c == 'train_loss' else 2)
+    return out.reset_index(drop=True)

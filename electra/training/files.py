@@ -1,0 +1,90 @@
+"""Files a job writes safely: atomic writes (a temporary file renamed into place), only from the main
+process, and the run-directory lock that keeps two processes off one run.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from electra.config.base import ConfigError
+
+__all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'process_alive', 'lock_run_dir', 'release_run_dir']
+
+
+def is_main_process() -> bool:
+    "Only rank 0 writes files under torchrun/accelerate (RANK unset: a single process)."
+    return int(os.environ.get('RANK', '0')) == 0
+
+
+def _atomic(path: Path, write) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private (0600); outputs get the usual permissions
+        os.replace(tmp, path)  # readers see the old file or the whole new one, never a partial one
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_save(obj: Any, path: str | Path) -> Path:
+    "`torch.save` to a temporary file beside `path`, fsync, then rename over `path`."
+    return _atomic(Path(path), lambda f: torch.save(obj, f))
+
+
+def atomic_write_text(text: str, path: str | Path) -> Path:
+    return _atomic(Path(path), lambda f: f.write(text.encode('utf-8')))
+
+
+def process_alive(pid: int) -> bool:
+    "Whether process `pid` of this host still runs."
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True  # alive, another user's
+    return True
+
+
+def lock_run_dir(run_dir: str | Path) -> Path:
+    """Hold `<run_dir>/.lock` (PID and host) until training ends (`release_run_dir`, called by the Checkpointer) or the
+    process exits, so a second process of the same run name, seed and output_dir is refused instead of interleaving
+    metrics and overwriting checkpoints. A lock left by a process that died on this host is taken over; this
+    process may take its own lock again (several runs in one notebook session)."""
+    import atexit
+    import socket
+    path, me = Path(run_dir) / '.lock', (os.getpid(), socket.gethostname())
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try: pid, host = path.read_text().split()[:2]
+            except (OSError, ValueError): pid, host = '0', me[1]   # unreadable or half-written: treat as stale
+            if (int(pid), host) == me: return path
+            if host != me[1] or process_alive(int(pid)):
+                raise ConfigError(f"{path}: run {Path(run_dir).name} is already running (PID {pid} on {host}). Wait for "
+                                  "it, or give this one another --run_name; if that process is gone, delete the lock.") from None
+            path.unlink(missing_ok=True)  # a dead process's lock
+            continue
+        with os.fdopen(fd, 'w') as f: f.write(f'{me[0]} {me[1]}\n')
+        atexit.register(release_run_dir, run_dir)
+        return path
+    raise ConfigError(f"{path}: cannot take the run's lock; delete it if no run of this name is going on.")
+
+
+def release_run_dir(run_dir: str | Path) -> None:
+    "Give up this process's lock on `run_dir` (`lock_run_dir`); another process's lock is left alone."
+    path = Path(run_dir) / '.lock'
+    try:
+        if path.read_text().split()[:1] == [str(os.getpid())]: path.unlink()
+    except OSError: pass

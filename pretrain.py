@@ -106,6 +106,7 @@ print(f'{len(dataset)} training examples, {len(held_out) if held_out else 0} hel
 # (`B [SEP]`), absent in a single-segment example.
 
 # %%
+from electra.objective.masking import MaskingSettings
 from electra.tools.data_views import examples_frame, mask_batch, masked_frame
 from electra.tools.walkthrough import example_batch, show
 
@@ -117,8 +118,7 @@ show(examples_frame(dataset, tokenizer, n=3), 'the first examples')
 
 # %%
 batch_ids, batch_types = example_batch(dataset, tokenizer, n=4, max_length=cfg.max_length)
-masked = mask_batch(batch_ids, tokenizer, cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob, cfg.random_token_prob,
-                    cfg.mask_unk, seed=cfg.seed)
+masked = mask_batch(batch_ids, MaskingSettings.from_config(cfg, tokenizer), seed=cfg.seed)
 show(masked_frame(batch_ids, batch_types, masked, tokenizer, n=2), 'a batch before and after masking')
 
 # %% [markdown]
@@ -141,11 +141,10 @@ print(f'discriminator {n_disc / 1e6:.2f}M parameters, generator + discriminator 
 # without bias correction, warm-up and linear decay applied together, clipping at 1.0.
 
 # %%
-from electra.pretraining.learner import pretraining_learner, checkpoint_extra, restore_training_state, save_run_config
+from electra.pretraining.learner import checkpoint_extra, pretraining_learner, save_run_config
 
-learn = pretraining_learner(cfg, model, tokenizer, train_dl, run_dir, device, precision, start_step,
-                      extra_state=checkpoint_extra(cfg, tok_state), held_out=held_out)
-if ckpt: restore_training_state(learn, ckpt)
+learn = pretraining_learner(cfg, model, tokenizer, train_dl, run_dir, device, precision, resume=ckpt,
+                            extra_state=checkpoint_extra(cfg, tok_state), held_out=held_out)
 save_run_config(cfg, run_dir)
 
 # %% [markdown]

@@ -18,6 +18,7 @@ from electra.data.batches import PretrainingBatches, held_out_split, pretraining
 from electra.data.cache import build_corpus, build_summary, format_summary
 from electra.data.corpus import BuildSettings, resolve_corpus, split_sentences
 from electra.data.tokenizer import train_tokenizer
+from electra.objective.masking import MaskingSettings
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches, roc_auc
 from electra.tools.data_views import example_statistics, examples_frame, mask_batch, masked_frame, render_example
 
@@ -377,8 +378,7 @@ def test_held_out_evaluation_is_fixed_and_leaves_training_state_alone(tmp_path):
     data = data.map(lambda r: {'token_type_ids': [0] * len(r['input_ids'])})
     batches = eval_batches(data, 16, 32, 0)
     assert [len(b[0]) for b in batches] == [16, 16, 5]
-    cb = HeldOutEvaluation(batches, 10, 100, tmp_path / 'eval.csv', [0, 1, 2, 3, 4], 0, 4, 120, 0.15, 'fixed', 0.85,
-                           0.0, seed=3)
+    cb = HeldOutEvaluation(batches, 10, 100, tmp_path / 'eval.csv', MaskingSettings((0, 1, 2, 3, 4), 0, 4, 120), seed=3)
     cb.learn = SimpleNamespace(model=model, train_iter=10)
     state = model.rng.get_state()
     torch_state = torch.get_rng_state()
@@ -415,7 +415,7 @@ def test_decoded_examples_show_segments_types_and_masks(sotu, tok):
         assert (' | B: ' in r['example']) == (r['len_b'] > 0)
         assert r['len_a'] + r['len_b'] + 2 + (r['len_b'] > 0) == r['tokens']
     ids, types = next(iter(pretraining_dataloader(ds, 4, 128, tok.pad_token_id, seed=0, total_steps=1)))
-    masked = mask_batch(ids, tok, random_token_prob=0.1, seed=1)
+    masked = mask_batch(ids, MaskingSettings.for_tokenizer(tok, random_token_prob=0.1), seed=1)
     table = masked_frame(ids, types, masked, tok, n=4)
     for _, r in table.iterrows():
         assert r['chosen'] == int((masked.labels[r['example']] >= 0).sum()) == r['masked'] + r['kept'] + r['random']

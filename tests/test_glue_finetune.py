@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from electra.finetuning import classifier, learner, sweep
-from electra.finetuning.results import ResultsTable
 from electra.config.base import ConfigError, TrainingStopped, config_from_dict, load_config
 from electra.config.finetune import FinetuneConfig
+from electra.finetuning import classifier, learner, sweep
+from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.glue.demo import write_demo_glue
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES

@@ -14,8 +14,8 @@ from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import mask_tokens
 from electra.objective.model import build_pretraining_model, padded_vocab_size
 from electra.objective.sampling import sample_tokens
-from electra.training.device import resolve_precision
 from electra.tools import bench
+from electra.training.device import resolve_precision
 from electra.training.speed import DevicePrefetcher, HostSyncCounter, try_compile
 
 pytestmark = pytest.mark.usefixtures('one_thread')

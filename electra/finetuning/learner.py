@@ -18,9 +18,9 @@ from electra.finetuning.classifier import ElectraClassifier, optimizer_groups, s
 from electra.finetuning.tasks.glue.encoding import Encoded, make_loader
 from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
 from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
 from electra.training.optim import electra_opt_func
 from electra.training.schedule import warmup_decay_sched
-from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
 
 __all__ = ['TaskData', 'device_and_autocast', 'predict_outputs', 'train_run']
 

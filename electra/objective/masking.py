@@ -16,11 +16,12 @@ Of the chosen positions 85% become [MASK] and 15% keep their token; none become 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
 
-__all__ = ['MaskedInputs', 'max_predictions', 'mask_tokens', 'write_at_positions', 'repeat_probability']
+__all__ = ['MaskedInputs', 'MaskingSettings', 'max_predictions', 'mask_tokens', 'write_at_positions', 'repeat_probability']
 
 
 class MaskedInputs(NamedTuple):
@@ -103,3 +104,39 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
     masked = torch.zeros_like(input_ids).scatter_add(1, positions, (chosen & to_mask).long()) > 0      # [B, L]
     out = write_at_positions(input_ids, positions, replacement, chosen & to_random)
     return MaskedInputs(torch.where(masked, mask_id, out), positions, labels)
+
+
+@dataclass(frozen=True)
+class MaskingSettings:
+    """How every batch is masked, in one object for the training callback, the held-out evaluation and the notebooks:
+    the ids never chosen, the ids masking writes, and the config's `mask_*` keys."""
+    special_ids: tuple[int, ...]   # never chosen: [CLS] [SEP] [MASK] [PAD], and [UNK] unless mask_unk
+    pad_id: int
+    mask_id: int
+    vocab_size: int
+    mask_prob: float = 0.15
+    mode: str = 'fixed'
+    mask_token_prob: float = 0.85
+    random_token_prob: float = 0.0
+    _special: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # device -> special_ids
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer, mask_unk: bool = True, **keys) -> 'MaskingSettings':
+        "The settings of `tokenizer`'s special ids; official: [UNK] may be masked (`mask_unk`)."
+        ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id, tokenizer.pad_token_id]
+        if not mask_unk and tokenizer.unk_token_id is not None: ids.append(tokenizer.unk_token_id)
+        return cls(tuple(ids), tokenizer.pad_token_id, tokenizer.mask_token_id, len(tokenizer), **keys)
+
+    @classmethod
+    def from_config(cls, cfg, tokenizer) -> 'MaskingSettings':
+        "The settings of a `PretrainConfig` and its tokenizer."
+        return cls.for_tokenizer(tokenizer, cfg.mask_unk, mask_prob=cfg.mask_prob, mode=cfg.mask_mode,
+                                 mask_token_prob=cfg.mask_token_prob, random_token_prob=cfg.random_token_prob)
+
+    def __call__(self, input_ids: torch.Tensor, generator: torch.Generator | None = None) -> MaskedInputs:
+        "`mask_tokens` of `input_ids` [B, L] with these settings."
+        device = input_ids.device
+        if device not in self._special:  # made once per device: no host-to-device copy per batch
+            self._special[device] = torch.tensor(self.special_ids, device=device)
+        return mask_tokens(input_ids, self._special[device], self.pad_id, self.mask_id, self.vocab_size, self.mask_prob,
+                           self.mode, self.mask_token_prob, self.random_token_prob, generator)

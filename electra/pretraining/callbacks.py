@@ -1,6 +1,5 @@
-"""fastai callbacks of the pretraining loop. Orders: TrainEvalCallback -10, StepCounter -9, MaskingCallback -5,
-fastai MixedPrecision 10 and GradientClip 11, CompileModel 12, ParamScheduler 60, MetricsLogger 70, ProgressBar 75,
-Checkpointer 80, StopOnInterrupt 85.
+"""fastai callbacks of the pretraining loop; `electra.pretraining.learner.pretraining_learner` lists them in the order
+they run, with what each does at which event.
 
 Nothing here reads a value off the device every step: metrics accumulate on the device and are read every
 `log_every` steps, so the GPU never waits for the host.
@@ -22,12 +21,12 @@ from fastai.callback.fp16 import AMPMode, MixedPrecision
 from fastprogress.fastprogress import progress_bar
 
 from electra.config.base import ConfigError
-from electra.objective.masking import mask_tokens
+from electra.objective.masking import MaskingSettings
 from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
 from electra.training.files import atomic_save, is_main_process, release_run_dir
 from electra.training.speed import try_compile
 
-__all__ = ['StepCounter', 'MaskingCallback', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
+__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
            'Checkpointer', 'StopOnInterrupt', 'TrainingDiverged', 'METRIC_NAMES', 'print_sink']
 
 
@@ -35,10 +34,7 @@ class StepCounter(Callback):
     "Counts optimizer steps over the whole run, so schedules and checkpoints see the same step after a resume."
     order = -9  # right after fastai's TrainEvalCallback, which counts from 0 at every fit
 
-    def __init__(self, total_steps: int, start_step: int = 0):
-        self.total_steps, self.start_step = total_steps, start_step
-
-    def before_fit(self): self.learn.train_iter = self.start_step
+    def __init__(self, total_steps: int): self.total_steps = total_steps
 
     def before_train(self):  # TrainEvalCallback.before_train resets pct_train to epoch / n_epoch
         self.learn.pct_train = self.learn.train_iter / self.total_steps
@@ -47,16 +43,35 @@ class StepCounter(Callback):
         if self.training: self.learn.pct_train = self.learn.train_iter / self.total_steps
 
 
+class ResumeFromCheckpoint(Callback):
+    """Puts a checkpoint's whole training state back, each part at the first event it can go: the step, model, optimizer
+    and masking generator before fit; the loss scaler and the global RNGs (dropout) just before the first resumed step,
+    after fit set-up and the loader's iterator have drawn what they draw."""
+    order, run_valid = -8, False  # after TrainEvalCallback (-10) moved the model to the device and set the step to 0
+
+    def __init__(self, ckpt: dict): self.ckpt, self.first = ckpt, True
+
+    def before_fit(self):
+        self.learn.train_iter = self.ckpt['step']
+        self.model.load_state_dict(self.ckpt['model'])
+        self.opt.load_state_dict(self.ckpt['opt'])  # torch puts each state tensor on its parameter's device
+        self.learn.masking.load_state(self.ckpt['rng']['masking'])  # MaskingCallback (-5) seeds its generator next
+
+    def before_batch(self):
+        if not self.first: return
+        self.first, rng = False, self.ckpt['rng']
+        if self.ckpt['scaler'] is not None and getattr(self.learn, 'scaler', None) is not None:
+            self.learn.scaler.load_state_dict(self.ckpt['scaler'])  # MixedPrecision (10) made its scaler in before_fit
+        torch.set_rng_state(rng['torch'])
+        if torch.cuda.is_available() and rng['cuda']: torch.cuda.set_rng_state_all(rng['cuda'])
+
+
 class MaskingCallback(Callback):
     "Masks every batch on the device (spec 2) and draws its sampling noise, both from one seeded device generator."
     order = -5
 
-    def __init__(self, special_ids: list[int], pad_id: int, mask_id: int, vocab_size: int, mask_prob: float,
-                 mode: str, mask_token_prob: float, random_token_prob: float, seed: int):
-        self.special_ids, self.pad_id, self.mask_id, self.vocab_size = special_ids, pad_id, mask_id, vocab_size
-        self.mask_prob, self.mode = mask_prob, mode
-        self.mask_token_prob, self.random_token_prob = mask_token_prob, random_token_prob
-        self.seed, self.device_rng, self.pending_state = seed, None, None
+    def __init__(self, masking: MaskingSettings, seed: int):
+        self.masking, self.seed, self.device_rng, self.pending_state = masking, seed, None, None
 
     def before_fit(self):
         device = next(self.model.parameters()).device
@@ -64,13 +79,11 @@ class MaskingCallback(Callback):
         if self.pending_state is not None:  # restored from a checkpoint before the device was known
             self.device_rng.set_state(self.pending_state)
             self.pending_state = None
-        self._special = torch.tensor(self.special_ids, device=device)
         self.model.rng = self.device_rng
 
     def before_batch(self):
         input_ids, token_type_ids = self.xb
-        m = mask_tokens(input_ids, self._special, self.pad_id, self.mask_id, self.vocab_size, self.mask_prob,
-                        self.mode, self.mask_token_prob, self.random_token_prob, self.device_rng)
+        m = self.masking(input_ids, self.device_rng)
         # the sampling noise's draws, next in the generator's stream as when the model draws them itself: same samples
         draws = torch.rand(self.model.noise_shape(m.positions), device=input_ids.device, generator=self.device_rng)
         self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels, draws)
@@ -264,23 +277,9 @@ class Checkpointer(Callback):
         self.output_dir, self.run_name, self.seed, self.total_steps = Path(output_dir), run_name, seed, total_steps
         self.at, self.extra = checkpoint_steps(total_steps, fractions), extra
         self.saved: list[Path] = []
-        self.resume_state: dict | None = None  # {'scaler', 'rng'} of the checkpoint a resumed run starts from
 
     def after_fit(self):
         if is_main_process(): release_run_dir(self.learn.path)  # training is over: another process may take the run
-
-    def before_fit(self):
-        state = self.resume_state
-        if state and state['scaler'] is not None and getattr(self.learn, 'scaler', None) is not None:
-            self.learn.scaler.load_state_dict(state['scaler'])  # MixedPrecision (order 10) made its scaler by now
-
-    def before_batch(self):
-        # Restore the global RNGs (dropout) just before the first resumed step: anything between loading the
-        # checkpoint and this point (fit set-up, the loader's iterator) may draw from them.
-        if not self.resume_state or not self.training: return
-        rng, self.resume_state = self.resume_state['rng'], None
-        torch.set_rng_state(rng['torch'])
-        if torch.cuda.is_available() and rng['cuda']: torch.cuda.set_rng_state_all(rng['cuda'])
 
     def after_batch(self):
         if self.train_iter in self.at: self.save(self.at[self.train_iter])

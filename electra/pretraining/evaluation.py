@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from fastai.callback.core import Callback
 
 from electra.data.batches import pad_examples
-from electra.objective.masking import mask_tokens
-from electra.training.files import is_main_process
+from electra.objective.masking import MaskingSettings
 from electra.training.device import AUTOCAST_DTYPES
+from electra.training.files import is_main_process
 
 __all__ = ['EVAL_METRIC_NAMES', 'roc_auc', 'eval_batches', 'HeldOutEvaluation', 'print_eval_sink', 'prefixed_sink']
 
@@ -53,13 +53,9 @@ class HeldOutEvaluation(Callback):
     order, run_valid = 72, False  # after MetricsLogger (70): the step's training row is logged first
 
     def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], every: int, total_steps: int, path: str | Path,
-                 special_ids: list[int], pad_id: int, mask_id: int, vocab_size: int, mask_prob: float, mode: str,
-                 mask_token_prob: float, random_token_prob: float, seed: int, precision: str = 'fp32',
-                 sinks: list[Callable[[dict], None]] = ()):
+                 masking: MaskingSettings, seed: int, precision: str = 'fp32', sinks: list[Callable[[dict], None]] = ()):
         self.batches, self.every, self.total_steps, self.path = batches, every, total_steps, Path(path)
-        self.special_ids, self.pad_id, self.mask_id, self.vocab_size = special_ids, pad_id, mask_id, vocab_size
-        self.mask_prob, self.mode, self.mask_token_prob, self.random_token_prob = mask_prob, mode, mask_token_prob, random_token_prob
-        self.seed, self.precision, self.sinks = seed, precision, list(sinks)
+        self.masking, self.seed, self.precision, self.sinks = masking, seed, precision, list(sinks)
         self.last_row: dict | None = None
 
     def before_fit(self):
@@ -88,7 +84,6 @@ class HeldOutEvaluation(Callback):
         "The metrics of the current model on the held-out batches (also kept in `last_row`)."
         model = self.model
         device = next(model.parameters()).device
-        special = torch.tensor(self.special_ids, device=device)
         # re-seeded every time: the same masks and the same sampling noise at every evaluation
         rng = torch.Generator(device=device).manual_seed(self.seed)
         train_rng, was_training = model.rng, model.training
@@ -101,8 +96,7 @@ class HeldOutEvaluation(Callback):
         try:
             for input_ids, token_type_ids in self.batches:
                 input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
-                m = mask_tokens(input_ids, special, self.pad_id, self.mask_id, self.vocab_size, self.mask_prob, self.mode,
-                                self.mask_token_prob, self.random_token_prob, rng)
+                m = self.masking(input_ids, rng)
                 # `forward`: a model compiled for training evaluates eagerly, with no graphs to compile for eval mode
                 with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels)
                 chosen, real = m.labels >= 0, pred['attention_mask']

@@ -20,6 +20,7 @@ from fastai.learner import Learner, Recorder
 from electra.config.base import ConfigError, TrainingStopped, config_to_dict, running_in_notebook, writable_dir
 from electra.config.pretrain import PretrainConfig
 from electra.objective.loss import ElectraLoss
+from electra.objective.masking import MaskingSettings
 from electra.objective.model import ElectraPretrainingModel
 from electra.pretraining.callbacks import (
     Checkpointer,
@@ -28,6 +29,7 @@ from electra.pretraining.callbacks import (
     MaskingCallback,
     MetricsLogger,
     ProgressBar,
+    ResumeFromCheckpoint,
     StepCounter,
     StopOnInterrupt,
     print_sink,
@@ -39,8 +41,8 @@ from electra.training.optim import electra_opt_func, param_groups
 from electra.training.schedule import warmup_decay_sched
 from electra.training.speed import DevicePrefetcher
 
-__all__ = ['prepare_run_dir', 'special_token_ids', 'DeviceDataLoaders',
-           'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'restore_training_state', 'train',
+__all__ = ['prepare_run_dir', 'DeviceDataLoaders',
+           'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'train',
            'save_run_config', 'neptune_sink']
 
 
@@ -54,13 +56,6 @@ def prepare_run_dir(cfg: PretrainConfig) -> Path:
         lock_run_dir(run_dir)
         for partial in Path(cfg.output_dir).glob(f'.{glob.escape(cfg.run_name)}_{cfg.seed}_*%.pth.*.tmp'): partial.unlink()
     return run_dir
-
-
-def special_token_ids(tokenizer, mask_unk: bool) -> list[int]:
-    "Ids masking never chooses: [CLS] [SEP] [MASK] [PAD], and [UNK] unless `mask_unk` (official: [UNK] may be masked)."
-    ids = [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id, tokenizer.pad_token_id]
-    if not mask_unk and tokenizer.unk_token_id is not None: ids.append(tokenizer.unk_token_id)
-    return ids
 
 
 class DeviceDataLoaders(DataLoaders):
@@ -88,40 +83,48 @@ def neptune_sink(cfg: PretrainConfig):
 
 
 def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tokenizer, train_dl, run_dir: Path,
-                  device: torch.device, precision: str, start_step: int = 0, extra_state=None, held_out=None) -> Learner:
-    """A fastai Learner running the ELECTRA objective with the official optimizer, schedule and clipping; with
-    `held_out` examples (see `held_out_split`), evaluated on them every `log_every` steps."""
+                        device: torch.device, precision: str, resume: dict | None = None, extra_state=None,
+                        held_out=None) -> Learner:
+    """A fastai Learner running the ELECTRA objective with the official optimizer, schedule and clipping, continuing
+    from the checkpoint `resume` when given; with `held_out` examples (see `held_out_split`), evaluated on them every
+    `log_every` steps."""
     # Batches are (input_ids, token_type_ids): both inputs; MaskingCallback makes the targets. No fastai validation pass.
     # Batches reach the device with non-blocking copies, one batch ahead (fastai's own copy would block every step).
     dls = DeviceDataLoaders(DevicePrefetcher(train_dl, device), [], device=device, n_inp=2)
     live = is_main_process() and (sys.stdout.isatty() or running_in_notebook())
-    sinks = [] if live else [print_sink]
-    if cfg.logger == 'neptune' and is_main_process(): sinks.append(neptune_sink(cfg))
-    cbs = [StepCounter(cfg.steps, start_step),
-           MaskingCallback(special_token_ids(tokenizer, cfg.mask_unk), tokenizer.pad_token_id, tokenizer.mask_token_id,
-                           len(tokenizer), cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob, cfg.random_token_prob, cfg.seed),
-           ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power, cfg.schedule)}),
-           MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, sinks),
-           Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict),
-           StopOnInterrupt()]
-    if held_out is not None and len(held_out):
-        eval_sinks = ([] if live else [print_eval_sink]) + [prefixed_sink(s, 'eval/') for s in sinks if s is not print_sink]
-        cbs.append(HeldOutEvaluation(
-            eval_batches(held_out, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id), cfg.log_every, cfg.steps,
-            run_dir / 'eval_metrics.csv', special_token_ids(tokenizer, cfg.mask_unk), tokenizer.pad_token_id,
-            tokenizer.mask_token_id, len(tokenizer), cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob,
-            cfg.random_token_prob, cfg.seed, precision, eval_sinks))
-    if live: cbs.append(ProgressBar(cfg.steps))
-    if cfg.clip_grad > 0: cbs.append(GradientClip(cfg.clip_grad))
-    if precision in ('bf16', 'fp16'): cbs.append(DeviceMixedPrecision(amp_mode=precision))
-    if cfg.compile: cbs.append(CompileModel(mode=None if cfg.compile_mode == 'default' else cfg.compile_mode))
+    sinks = ([] if live else [print_sink]) + ([neptune_sink(cfg)] if cfg.logger == 'neptune' and is_main_process() else [])
+    masking = MaskingSettings.from_config(cfg, tokenizer)
     learn = Learner(dls, model, loss_func=ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight),
                     opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
-                    splitter=param_groups, lr=cfg.lr, cbs=cbs, path=run_dir, model_dir='.')
-    # fastai's Recorder keeps one loss tensor per step and its ProgressCallback reads the loss every step;
-    # MetricsLogger and ProgressBar replace both.
+                    splitter=param_groups, lr=cfg.lr, path=run_dir, model_dir='.')
+    # fastai's Recorder keeps a loss tensor per step and its ProgressCallback reads the loss every step: replaced below.
     learn.remove_cbs([Recorder, ProgressCallback])
-    return learn
+    # The step, callback by callback in the order they run (fastai's TrainEvalCallback, -10, counts and moves the model).
+    cbs = [
+        StepCounter(cfg.steps),                  # -9 before_train/after_batch: the run's fraction done, over resumes
+        ResumeFromCheckpoint(resume) if resume else None,  # -8 before_fit, first before_batch: the checkpoint's state
+        MaskingCallback(masking, cfg.seed),      # -5 before_batch: masks the batch, draws the sampling noise
+        DeviceMixedPrecision(amp_mode=precision) if precision in ('bf16', 'fp16') else None,  # 10: autocast, scaler
+        GradientClip(cfg.clip_grad) if cfg.clip_grad > 0 else None,   # 11 before_step: global norm clipping at 1.0
+        CompileModel(mode=None if cfg.compile_mode == 'default' else cfg.compile_mode) if cfg.compile else None,  # 12
+        ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power,
+                                                 cfg.schedule)}),  # 60 before_batch: the official lr at this step
+        MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, sinks),  # 70 after_batch: metrics.csv rows
+        _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, sinks, live),  # 72 after_batch
+        ProgressBar(cfg.steps) if live else None,  # 75 after_batch: the live bar in a terminal or notebook
+        Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict),  # 80
+        StopOnInterrupt()]                       # 85 after_batch: Ctrl-C ends the fit after this step, checkpointed
+    return learn.add_cbs([cb for cb in cbs if cb is not None])
+
+
+def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: MaskingSettings, run_dir: Path,
+                         precision: str, sinks: list, live: bool) -> HeldOutEvaluation | None:
+    "The held-out evaluation of a run with `held_out` examples, logging beside the training metrics."
+    if held_out is None or not len(held_out): return None
+    eval_sinks = ([] if live else [print_eval_sink]) + [prefixed_sink(s, 'eval/') for s in sinks if s is not print_sink]
+    return HeldOutEvaluation(eval_batches(held_out, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id),
+                             cfg.log_every, cfg.steps, run_dir / 'eval_metrics.csv', masking, cfg.seed, precision,
+                             eval_sinks)
 
 
 def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str]):
@@ -152,18 +155,6 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
                           "or replace it with --overwrite true.")
     remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
     return None
-
-
-def restore_training_state(learn: Learner, ckpt: dict) -> None:
-    "Load model, optimizer, scaler and RNG states of a checkpoint (checked by `check_resume_compatible`) into `learn`."
-    learn.model.load_state_dict(ckpt['model'])
-    # The Learner moves the model to its device only when `fit` starts; the optimizer state made here must already
-    # live there (torch puts loaded state on its parameter's device), or a resumed GPU run mixes devices in its step.
-    learn.model.to(learn.dls.device)
-    learn.create_opt()
-    learn.opt.load_state_dict(ckpt['opt'])
-    learn.masking.load_state(ckpt['rng']['masking'])
-    learn.checkpointer.resume_state = {'scaler': ckpt['scaler'], 'rng': ckpt['rng']}
 
 
 def train(learn: Learner) -> None:

@@ -54,8 +54,8 @@ from electra.config.pretrain import PretrainConfig
 from electra.objective.loss import ElectraLoss
 from electra.objective.masking import mask_tokens, max_predictions
 from electra.objective.model import build_pretraining_model, padded_vocab_size
-from electra.training.optim import ElectraAdam, no_decay_param, param_groups
 from electra.training.device import AUTOCAST_DTYPES, cpu_bf16_supported, resolve_precision
+from electra.training.optim import ElectraAdam, no_decay_param, param_groups
 from electra.training.speed import HostSyncCounter, try_compile, uncompile
 
 __all__ = ['encoder_flops', 'pretrain_flops', 'finetune_flops', 'device_peak_tflops', 'PEAK_TFLOPS', 'LoopAdam',

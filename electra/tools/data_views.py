@@ -70,15 +70,10 @@ def examples_frame(dataset, tokenizer, n: int = 5, start: int = 0) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def mask_batch(input_ids: torch.Tensor, tokenizer, mask_prob: float = 0.15, mode: str = 'fixed',
-               mask_token_prob: float = 0.85, random_token_prob: float = 0.0, mask_unk: bool = True, seed: int = 0):
-    "`mask_tokens` on a padded batch as pretraining masks it, with its own seeded generator (no run's state touched)."
-    from electra.objective.masking import mask_tokens
-    from electra.pretraining.learner import special_token_ids
-    special = torch.tensor(special_token_ids(tokenizer, mask_unk), device=input_ids.device)
-    rng = torch.Generator(device=input_ids.device).manual_seed(seed)
-    return mask_tokens(input_ids, special, tokenizer.pad_token_id, tokenizer.mask_token_id, len(tokenizer), mask_prob,
-                       mode, mask_token_prob, random_token_prob, rng)
+def mask_batch(input_ids: torch.Tensor, masking, seed: int = 0):
+    """A padded batch masked as pretraining masks it (`masking`: a `MaskingSettings`), with its own seeded generator
+    (no run's state touched)."""
+    return masking(input_ids, torch.Generator(device=input_ids.device).manual_seed(seed))
 
 
 def masked_frame(input_ids: torch.Tensor, token_type_ids: torch.Tensor, masked, tokenizer, n: int = 4) -> pd.DataFrame:

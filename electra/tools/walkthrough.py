@@ -86,11 +86,11 @@ def replaced_token_detection(model, input_ids: torch.Tensor, token_type_ids: tor
     """Mask a batch (`electra.tools.data_views.mask_batch`), let the generator of `model` (an `ElectraPretrainingModel`) fill
     in the masked positions with samples and its discriminator judge every token, in eval mode (no dropout).
     `cfg`: the run's `PretrainConfig` (its masking settings)."""
+    from electra.objective.masking import MaskingSettings
     from electra.tools.data_views import mask_batch
     device = next(model.parameters()).device
     input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
-    m = mask_batch(input_ids, tokenizer, cfg.mask_prob, cfg.mask_mode, cfg.mask_token_prob, cfg.random_token_prob,
-                   cfg.mask_unk, seed)
+    m = mask_batch(input_ids, MaskingSettings.from_config(cfg, tokenizer), seed)
     was_training, rng = model.training, model.rng
     model.eval()
     model.rng = torch.Generator(device=device).manual_seed(seed + 1)

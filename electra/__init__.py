@@ -1,0 +1,54 @@
+"""ELECTRA: pretraining text encoders as discriminators rather than generators (Clark et al., ICLR 2020), with fastai
+and HF transformers, faithful to the official code (google-research/electra).
+
+The public API, by concern (each name is imported on first use, so `import electra` is instant):
+
+- configs: `PretrainConfig`, `FinetuneConfig`, `load_config`
+- the method: `mask_tokens`, `MaskingSettings`, `sample_tokens`, `ElectraPretrainingModel`, `build_pretraining_model`,
+  `ElectraLoss`
+- data: `resolve_corpus`, `build_corpus`, `held_out_split`, `pretraining_dataloader`, `train_tokenizer`,
+  `load_tokenizer`
+- training: `ElectraAdam`, `electra_opt_func`, `warmup_decay_sched`, `lr_at_step`
+- pretraining: `pretraining_learner`, `train`, `export_pretrained`, `load_discriminator`
+- fine-tuning: `ElectraClassifier`, `layer_lrs`, `optimizer_groups`, `finetuning_learner`, `load_pretrained`,
+  `load_finetuned`, `run_sweep`
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = '0.2.0'
+
+# public name -> the module that defines it
+_HOMES = {
+    'PretrainConfig': 'electra.config.pretrain', 'FinetuneConfig': 'electra.config.finetune',
+    'load_config': 'electra.config.base',
+    'mask_tokens': 'electra.objective.masking', 'MaskingSettings': 'electra.objective.masking',
+    'sample_tokens': 'electra.objective.sampling',
+    'ElectraPretrainingModel': 'electra.objective.model', 'build_pretraining_model': 'electra.objective.model',
+    'ElectraLoss': 'electra.objective.loss',
+    'resolve_corpus': 'electra.data.corpus', 'build_corpus': 'electra.data.cache',
+    'held_out_split': 'electra.data.batches', 'pretraining_dataloader': 'electra.data.batches',
+    'train_tokenizer': 'electra.data.tokenizer', 'load_tokenizer': 'electra.data.tokenizer',
+    'ElectraAdam': 'electra.training.optim', 'electra_opt_func': 'electra.training.optim',
+    'warmup_decay_sched': 'electra.training.schedule', 'lr_at_step': 'electra.training.schedule',
+    'pretraining_learner': 'electra.pretraining.learner', 'train': 'electra.pretraining.learner',
+    'export_pretrained': 'electra.pretraining.export', 'load_discriminator': 'electra.pretraining.export',
+    'ElectraClassifier': 'electra.finetuning.classifier', 'layer_lrs': 'electra.finetuning.classifier',
+    'optimizer_groups': 'electra.finetuning.classifier', 'load_pretrained': 'electra.finetuning.classifier',
+    'load_finetuned': 'electra.finetuning.classifier', 'finetuning_learner': 'electra.finetuning.learner',
+    'run_sweep': 'electra.finetuning.sweep',
+}
+__all__ = ['__version__', *_HOMES]
+
+
+def __getattr__(name: str):
+    "Import a public name from its module on first use (PEP 562); the package itself imports nothing heavy."
+    if name not in _HOMES: raise AttributeError(f"module 'electra' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))

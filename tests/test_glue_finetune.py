@@ -275,7 +275,8 @@ def test_neptune_logger_gets_params_and_metrics(tmp_path, glue_dir, tiny, monkey
     monkeypatch.setitem(sys.modules, 'neptune', types.SimpleNamespace(init_run=FakeRun))
     cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, epochs=2, logger='neptune', neptune_project='me/glue')
     sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
-    assert [r.kw for r in runs] == [{'project': 'me/glue', 'name': f't/RTE_{i}', 'tags': ['t', 'RTE']} for i in range(2)]
+    assert [r.kw for r in runs] == [{'project': 'me/glue', 'name': f't/RTE_{i}', 'tags': ['t', 'RTE'], 'mode': 'offline'}
+                                    for i in range(2)]
     assert all(r.stopped for r in runs)
     assert runs[1].values['parameters']['seed'] == 1 and runs[1].values['parameters']['lr'] == 3e-4
     assert len(runs[0].series['dev/accuracy']) == 2 and len(runs[0].series['train/loss']) == 2

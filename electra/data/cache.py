@@ -21,6 +21,7 @@ import datasets
 from electra.config.base import ConfigError
 from electra.data.builder import BUILDER_VERSION, COUNTERS, build_shards
 from electra.data.corpus import BuildSettings, CorpusSource
+from electra.data.tokenizer import tokenizer_fingerprint
 from electra.training.files import process_alive
 
 __all__ = ['build_corpus', 'build_pretraining_dataset', 'build_summary', 'format_summary']
@@ -32,12 +33,6 @@ log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------- the cached dataset
-
-def _tokenizer_hash(tokenizer) -> str:
-    spec = json.loads(tokenizer.backend_tokenizer.to_str())
-    for key in ('truncation', 'padding'): spec.pop(key, None)  # call-time settings, not part of the vocabulary
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
-
 
 def _fingerprint(source: CorpusSource, tokenizer_hash: str, settings: BuildSettings, seed: int) -> str:
     key = {'version': BUILDER_VERSION, 'source': source.content_hash(), 'tokenizer': tokenizer_hash,
@@ -129,7 +124,7 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
     atomically: it is written to a temporary directory, completed by the `electra_build.json` record, then
     renamed into place. Skipped input is counted in that record (see `build_summary`).
     """
-    tokenizer_hash = _tokenizer_hash(tokenizer)
+    tokenizer_hash = tokenizer_fingerprint(tokenizer)
     fp = _fingerprint(source, tokenizer_hash, settings, seed)
     root = Path(cache_dir) / 'pretrain_data'
     final = root / fp

@@ -10,6 +10,7 @@ off the tokenizer.
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from electra.config.base import ConfigError
 from electra.data.corpus import CorpusSource, source_lines
 
 __all__ = ['SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
-           'tokenizer_from_state']
+           'tokenizer_from_state', 'tokenizer_fingerprint']
 
 log = logging.getLogger(__name__)
 
@@ -183,3 +184,15 @@ def tokenizer_from_state(state: dict[str, str]) -> PreTrainedTokenizerFast:
     with tempfile.TemporaryDirectory() as tmp:
         for name, text in state.items(): (Path(tmp) / name).write_text(text, encoding='utf-8')
         return AutoTokenizer.from_pretrained(tmp)
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """SHA-256 of a tokenizer's whole definition (vocabulary, normalizer, special tokens), without the call-time
+    truncation and padding settings: the key of every cache built with it."""
+    backend = getattr(tokenizer, 'backend_tokenizer', None)  # None: a slow (Python) tokenizer
+    if backend is None: text = json.dumps(sorted(tokenizer.get_vocab().items()))
+    else:
+        spec = json.loads(backend.to_str())
+        for key in ('truncation', 'padding'): spec.pop(key, None)
+        text = json.dumps(spec, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()

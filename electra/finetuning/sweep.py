@@ -23,6 +23,7 @@ from electra.finetuning.tasks.glue.sources import Examples, GlueSource, double_u
 from electra.finetuning.tasks.glue.submission import write_predictions, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
 from electra.training.files import atomic_save, atomic_write_text, is_main_process
+from electra.training.sinks import start_neptune_run
 
 __all__ = ['resolve_data', 'prepare_task', 'run_sweep', 'write_summary', 'write_test_predictions']
 
@@ -75,14 +76,7 @@ def _settings_key(job: FinetuneConfig, task: str, cfg: FinetuneConfig, seed: int
 def _neptune_run(job: FinetuneConfig, task: str, run: int, seed: int, cfg: FinetuneConfig):
     "A Neptune run for one fine-tuning run (`logger: neptune`), or None."
     if job.logger != 'neptune' or not is_main_process(): return None
-    try: import neptune
-    except ImportError: raise ConfigError("logger: neptune needs the neptune package: pip install neptune.") from None
-    try:
-        nrun = neptune.init_run(project=job.neptune_project or None, name=f'{job.group}/{task}_{run}',
-                                tags=[job.group, task])
-    except Exception as e:
-        raise ConfigError(f"logger: cannot start a Neptune run ({e}). Set NEPTUNE_API_TOKEN and --neptune_project, or "
-                          "NEPTUNE_MODE=offline, or use --logger none.") from None
+    nrun = start_neptune_run(job.neptune_project, f'{job.group}/{task}_{run}', tags=[job.group, task])
     nrun['parameters'] = {'task': task, 'run': run, 'seed': seed, 'model': job.model, 'data': job.data, **cfg.hparams()}
     return nrun
 

@@ -27,7 +27,7 @@ from electra.training.files import atomic_save, is_main_process, release_run_dir
 from electra.training.speed import try_compile
 
 __all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
-           'Checkpointer', 'StopOnInterrupt', 'TrainingDiverged', 'METRIC_NAMES', 'print_sink']
+           'Checkpointer', 'StopOnInterrupt', 'TrainingDiverged', 'METRIC_NAMES']
 
 
 class StepCounter(Callback):
@@ -232,15 +232,6 @@ class MetricsLogger(Callback):
             w = csv.DictWriter(f, METRIC_NAMES)
             w.writeheader()
             w.writerows(rows)
-
-
-def print_sink(row: dict) -> None:
-    "A metrics sink printing one line per logging interval (for logs, where a live bar would print every step)."
-    print(f"step {row['step']}: loss {row['loss']:.4f} (gen {row['gen_loss']:.4f}, disc {row['disc_loss']:.4f}) "
-          f"gen_acc {row['gen_accuracy']:.4f} disc_acc {row['disc_accuracy']:.4f} "
-          f"replaced P/R {row['replaced_precision']:.3f}/{row['replaced_recall']:.3f} lr {row['lr']:.3g} "
-          f"{row['steps_per_s']:.1f} steps/s" + (f" ({row['skipped_steps']} fp16 overflow steps skipped)"
-                                                 if row.get('skipped_steps') else ''), flush=True)
 
 
 class ProgressBar(Callback):

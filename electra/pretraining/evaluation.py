@@ -23,7 +23,7 @@ from electra.objective.masking import MaskingSettings
 from electra.training.device import AUTOCAST_DTYPES
 from electra.training.files import is_main_process
 
-__all__ = ['EVAL_METRIC_NAMES', 'roc_auc', 'eval_batches', 'HeldOutEvaluation', 'print_eval_sink', 'prefixed_sink']
+__all__ = ['EVAL_METRIC_NAMES', 'roc_auc', 'eval_batches', 'HeldOutEvaluation']
 
 EVAL_METRIC_NAMES = ['step', 'gen_loss', 'disc_loss', 'gen_accuracy', 'disc_accuracy', 'disc_auc', 'replaced_fraction',
                      'examples']
@@ -120,15 +120,3 @@ class HeldOutEvaluation(Callback):
                          'replaced_fraction': replaced_n / max(real_n, 1),
                          'examples': sum(len(b[0]) for b in self.batches)}
         return self.last_row
-
-
-def print_eval_sink(row: dict) -> None:
-    "One line per evaluation (for logs)."
-    print(f"step {row['step']} held-out: gen_acc {row['gen_accuracy']:.4f} disc_acc {row['disc_accuracy']:.4f} "
-          f"disc_auc {row['disc_auc']:.4f} (gen {row['gen_loss']:.4f}, disc {row['disc_loss']:.4f}; "
-          f"{row['examples']} examples)", flush=True)
-
-
-def prefixed_sink(sink: Callable[[dict], None], prefix: str) -> Callable[[dict], None]:
-    "`sink` receiving every metric but `step` under `prefix` (e.g. 'eval/gen_accuracy'), beside the training ones."
-    return lambda row: sink({'step': row['step'], **{f'{prefix}{k}': v for k, v in row.items() if k != 'step'}})

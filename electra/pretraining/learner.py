@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Callable
 
 import torch
 import yaml
@@ -32,18 +32,18 @@ from electra.pretraining.callbacks import (
     ResumeFromCheckpoint,
     StepCounter,
     StopOnInterrupt,
-    print_sink,
 )
-from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches, prefixed_sink, print_eval_sink
+from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
 from electra.training.checkpoint import FORMAT, find_checkpoints, latest_checkpoint, overwrite_marker, remove_old_run
 from electra.training.files import atomic_write_text, is_main_process, lock_run_dir
 from electra.training.optim import electra_opt_func, param_groups
 from electra.training.schedule import warmup_decay_sched
+from electra.training.sinks import neptune_sink, prefixed_sink, print_eval_sink, print_sink, start_neptune_run
 from electra.training.speed import DevicePrefetcher
 
 __all__ = ['prepare_run_dir', 'DeviceDataLoaders',
            'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'train',
-           'save_run_config', 'neptune_sink']
+           'save_run_config']
 
 
 def prepare_run_dir(cfg: PretrainConfig) -> Path:
@@ -67,19 +67,11 @@ class DeviceDataLoaders(DataLoaders):
         self.n_inp = n_inp  # how many leading batch items are inputs (fastai's split into xb and yb)
 
 
-def neptune_sink(cfg: PretrainConfig):
-    "A metrics sink logging to Neptune; NEPTUNE_MODE=offline works without an account or a network."
-    try: import neptune
-    except ImportError: raise ConfigError("logger: neptune is not installed; pip install neptune, or use --logger none.") from None
-    run = neptune.init_run(project=cfg.neptune_project or None, name=f'{cfg.run_name}_{cfg.seed}',
-                           mode=os.environ.get('NEPTUNE_MODE', 'async'))
+def _neptune(cfg: PretrainConfig) -> Callable[[dict], None]:
+    "The metrics sink of a run logged to Neptune, with the run's resolved config as its parameters."
+    run = start_neptune_run(cfg.neptune_project, f'{cfg.run_name}_{cfg.seed}')
     run['config'] = {k: str(v) for k, v in config_to_dict(cfg).items()}
-
-    def sink(row: dict):
-        for k, v in row.items():
-            if k != 'step': run[k if '/' in k else f'train/{k}'].append(v, step=row['step'])  # eval rows: 'eval/...'
-    sink.stop = run.stop
-    return sink
+    return neptune_sink(run)
 
 
 def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tokenizer, train_dl, run_dir: Path,
@@ -92,7 +84,7 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tok
     # Batches reach the device with non-blocking copies, one batch ahead (fastai's own copy would block every step).
     dls = DeviceDataLoaders(DevicePrefetcher(train_dl, device), [], device=device, n_inp=2)
     live = is_main_process() and (sys.stdout.isatty() or running_in_notebook())
-    sinks = ([] if live else [print_sink]) + ([neptune_sink(cfg)] if cfg.logger == 'neptune' and is_main_process() else [])
+    sinks = ([] if live else [print_sink]) + ([_neptune(cfg)] if cfg.logger == 'neptune' and is_main_process() else [])
     masking = MaskingSettings.from_config(cfg, tokenizer)
     learn = Learner(dls, model, loss_func=ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight),
                     opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),

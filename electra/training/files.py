@@ -12,7 +12,7 @@ import torch
 
 from electra.config.base import ConfigError
 
-__all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'process_alive', 'lock_run_dir', 'release_run_dir']
+__all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'process_alive', 'lock_run_dir', 'release_run_dir']
 
 
 def is_main_process() -> bool:
@@ -45,7 +45,13 @@ def atomic_save(obj: Any, path: str | Path) -> Path:
 
 
 def atomic_write_text(text: str, path: str | Path) -> Path:
-    return _atomic(Path(path), lambda f: f.write(text.encode('utf-8')))
+    "`text` (UTF-8) written atomically to `path`."
+    return atomic_write_bytes(text.encode('utf-8'), path)
+
+
+def atomic_write_bytes(data: bytes, path: str | Path) -> Path:
+    "`data` written atomically to `path`: readers see the old file or the whole new one, never a partial one."
+    return _atomic(Path(path), lambda f: f.write(data))
 
 
 def process_alive(pid: int) -> bool:

@@ -18,11 +18,11 @@ import numpy as np
 import torch
 
 from electra.config.base import ConfigError
+from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.glue.sources import Examples
-from electra.finetuning.tasks.glue.submission import atomic_write_bytes
-from electra.training.files import is_main_process
+from electra.training.files import atomic_write_bytes, is_main_process
 
-__all__ = ['truncate_pair', 'Encoded', 'encode', 'encode_cached', 'tokenizer_fingerprint', 'LengthBatchSampler',
+__all__ = ['truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler',
            'GlueLoader', 'make_loader']
 
 _CACHE_VERSION = 1
@@ -81,13 +81,6 @@ def encode(ex: Examples, tokenizer, max_length: int) -> Encoded:
     ids = np.fromiter((t for p in parts for t in p), dtype=np.int32, count=int(lengths.sum()))
     return Encoded(ids, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), n_first, np.asarray(ex.label),
                    np.asarray(ex.idx, dtype=np.int64))
-
-
-def tokenizer_fingerprint(tokenizer) -> str:
-    "A hash of the tokenizer's full definition (vocabulary, normalizer, special tokens)."
-    backend = getattr(tokenizer, 'backend_tokenizer', None)
-    text = backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))
-    return hashlib.sha1(text.encode()).hexdigest()
 
 
 def _examples_fingerprint(ex: Examples) -> str:

@@ -7,34 +7,18 @@ to [0, 5]. The zip holds the files flat at its root (../shared/spec/GLUE_SUBMISS
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
-from electra.training.files import atomic_write_text, is_main_process
+from electra.training.files import atomic_write_bytes, atomic_write_text, is_main_process
 
-__all__ = ['SUBMISSION_FILES', 'write_predictions', 'zip_submission', 'atomic_write_bytes']
+__all__ = ['SUBMISSION_FILES', 'write_predictions', 'zip_submission']
 
 # every file of a full submission, in the order of the GLUE site
 SUBMISSION_FILES = [f'{stem}.tsv' for t in TASKS.values() for _, stem in t.test_files]
-
-
-def atomic_write_bytes(data: bytes, path: str | Path) -> Path:
-    "Write `data` to a temporary file beside `path`, then rename it over `path` (readers never see a partial file)."
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'wb') as f: f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def write_predictions(path: str | Path, task: GlueTask, idx: np.ndarray, outputs: np.ndarray) -> Path:

@@ -1,0 +1,53 @@
+"""Where metrics go besides the CSV files: one line per row in logs, and Neptune (optional), with one way to start a
+Neptune run for both jobs."""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from electra.config.base import ConfigError
+
+__all__ = ['start_neptune_run', 'neptune_sink', 'prefixed_sink', 'print_sink', 'print_eval_sink']
+
+
+def start_neptune_run(project: str, name: str, tags: list[str] = ()):
+    """A Neptune run (`logger: neptune`); NEPTUNE_MODE=offline works without an account or a network. A missing package
+    or a refused start is one config error naming the fix."""
+    try: import neptune
+    except ImportError: raise ConfigError("logger: neptune is not installed: pip install neptune, or use --logger none.") from None
+    try:
+        return neptune.init_run(project=project or None, name=name, tags=list(tags),
+                                mode=os.environ.get('NEPTUNE_MODE', 'async'))
+    except Exception as e:
+        raise ConfigError(f"logger: cannot start a Neptune run ({e}). Set NEPTUNE_API_TOKEN and --neptune_project, or "
+                          "NEPTUNE_MODE=offline, or use --logger none.") from None
+
+
+def neptune_sink(run) -> Callable[[dict], None]:
+    "A metrics sink appending each row's values to Neptune run `run` at its step; `sink.stop()` ends the run."
+    def sink(row: dict):
+        for k, v in row.items():
+            if k != 'step': run[k if '/' in k else f'train/{k}'].append(v, step=row['step'])  # eval rows: 'eval/...'
+    sink.stop = run.stop
+    return sink
+
+
+def print_sink(row: dict) -> None:
+    "A metrics sink printing one line per logging interval (for logs, where a live bar would print every step)."
+    print(f"step {row['step']}: loss {row['loss']:.4f} (gen {row['gen_loss']:.4f}, disc {row['disc_loss']:.4f}) "
+          f"gen_acc {row['gen_accuracy']:.4f} disc_acc {row['disc_accuracy']:.4f} "
+          f"replaced P/R {row['replaced_precision']:.3f}/{row['replaced_recall']:.3f} lr {row['lr']:.3g} "
+          f"{row['steps_per_s']:.1f} steps/s" + (f" ({row['skipped_steps']} fp16 overflow steps skipped)"
+                                                 if row.get('skipped_steps') else ''), flush=True)
+
+
+def print_eval_sink(row: dict) -> None:
+    "One line per evaluation (for logs)."
+    print(f"step {row['step']} held-out: gen_acc {row['gen_accuracy']:.4f} disc_acc {row['disc_accuracy']:.4f} "
+          f"disc_auc {row['disc_auc']:.4f} (gen {row['gen_loss']:.4f}, disc {row['disc_loss']:.4f}; "
+          f"{row['examples']} examples)", flush=True)
+
+
+def prefixed_sink(sink: Callable[[dict], None], prefix: str) -> Callable[[dict], None]:
+    "`sink` receiving every metric but `step` under `prefix` (e.g. 'eval/gen_accuracy'), beside the training ones."
+    return lambda row: sink({'step': row['step'], **{f'{prefix}{k}': v for k, v in row.items() if k != 'step'}})

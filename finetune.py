@@ -31,14 +31,15 @@ if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir
     os.chdir('..')  # Jupyter starts the kernel in notebooks/; the job runs from the repository root, as the script does
 
 # %%
-import torch
-
-from electra.finetuning.classifier import load_pretrained
-from electra.finetuning.sweep import resolve_data, run_sweep, write_summary, write_test_predictions
 from electra.config.base import cli_args, config_to_dict, friendly_errors, load_config
 from electra.config.finetune import FinetuneConfig
 
 friendly_errors()  # a bad setting or input file ends the script with one `error: ...` line and status 2
+
+import torch
+
+from electra.finetuning.classifier import load_pretrained
+from electra.finetuning.sweep import resolve_data, run_sweep, write_summary, write_test_predictions
 
 # %% [markdown]
 # ## 1. Settings

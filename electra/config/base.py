@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import yaml
 
-__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field', 'choice_field',
+__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field', 'choice_field',
            'running_in_notebook', 'cli_args', 'friendly_errors']
 
 
@@ -49,9 +49,15 @@ def _hints(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _suggest(key: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(key, valid, n=1)
+def did_you_mean(name: str, valid: Sequence[str]) -> str:
+    "\" Did you mean 'x'?\" for the closest of `valid` to a misspelt `name`, or ''."
+    close = difflib.get_close_matches(name, valid, n=1)
     return f" Did you mean '{close[0]}'?" if close else ''
+
+
+def need(ok: bool, key: str, msg: str) -> None:
+    "A config check: `ConfigError('<key>: <msg>')` unless `ok`."
+    if not ok: raise ConfigError(f"{key}: {msg}")
 
 
 _TRUE, _FALSE = {'true', 'yes', '1', 'on'}, {'false', 'no', '0', 'off'}
@@ -122,7 +128,7 @@ def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=N
     current = config_to_dict(base) if base is not None else {}
     for key, value in values.items():
         if key not in hints:
-            raise ConfigError(f"{source}: unknown key '{key}'.{_suggest(key, names)} "
+            raise ConfigError(f"{source}: unknown key '{key}'.{did_you_mean(key, names)} "
                               f"Run with --help for the list of keys.")
         current[key] = _coerce(value, hints[key], f"{source}: key '{key}'")
     cfg = cls(**current)
@@ -161,7 +167,7 @@ def resolve_preset(name: str, preset_dir: Path) -> Path:
     path = preset_dir / f'{name}.yaml'
     if not path.is_file():
         names = sorted(p.stem for p in preset_dir.glob('*.yaml'))
-        raise ConfigError(f"--config: unknown preset '{name}'.{_suggest(name, names)} "
+        raise ConfigError(f"--config: unknown preset '{name}'.{did_you_mean(name, names)} "
                           f"Choose one of {', '.join(names)} or give a path to a YAML file.")
     return path
 

@@ -6,11 +6,10 @@ Hyperparameters can be set per task with `task_overrides` (a mapping from task n
 """
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass
 
-from electra.config.base import ConfigError, choice_field, config_from_dict, field
+from electra.config.base import ConfigError, choice_field, config_from_dict, did_you_mean, field, need
 from electra.finetuning.tasks.glue.tasks import ALL_TASKS, task_named
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS']
@@ -87,8 +86,6 @@ class FinetuneConfig:
                                  f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}")
 
     def validate(self) -> None:
-        def need(ok: bool, key: str, msg: str):
-            if not ok: raise ConfigError(f"{key}: {msg}")
         need(bool(self.tasks), 'tasks', f"give at least one of {', '.join(ALL_TASKS)}.")
         for name in self.tasks: task_named(name)
         need(len(set(self.tasks)) == len(self.tasks), 'tasks', 'a task is listed twice.')
@@ -113,9 +110,8 @@ class FinetuneConfig:
                 raise ConfigError(f"task_overrides.{name}: expected a mapping of key: value, got {values!r}.")
             for key in values:
                 if key not in TASK_KEYS:
-                    close = difflib.get_close_matches(str(key), TASK_KEYS, n=1)
-                    hint = f" Did you mean '{close[0]}'?" if close else ''
-                    raise ConfigError(f"task_overrides.{name}: '{key}' cannot be set per task.{hint} "
+                    raise ConfigError(f"task_overrides.{name}: '{key}' cannot be set per task."
+                                      f"{did_you_mean(str(key), TASK_KEYS)} "
                                       f"Per-task keys: {', '.join(TASK_KEYS)}.")
             if values.get('double_unordered') and task.hf_text[1] is None:
                 raise ConfigError(f"task_overrides.{name}: double_unordered needs a sentence-pair task; {name} has one segment.")
@@ -124,8 +120,6 @@ class FinetuneConfig:
                 raise ConfigError(str(e) if str(e).startswith('task_overrides') else f'task_overrides.{name}: {e}') from None
 
     def _validate_hparams(self) -> None:
-        def need(ok: bool, key: str, msg: str):
-            if not ok: raise ConfigError(f"{key}: {msg}")
         need(math.isfinite(self.lr) and self.lr > 0, 'lr', f'must be a positive number, got {self.lr}.')
         need(0 < self.layer_lr_decay <= 1, 'layer_lr_decay', f'must be in (0, 1], got {self.layer_lr_decay}.')
         need(self.epochs > 0, 'epochs', f'must be positive, got {self.epochs}.')

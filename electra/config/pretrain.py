@@ -5,7 +5,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from electra.config.base import ConfigError, RunWarning, choice_field, field
+from electra.config.base import RunWarning, choice_field, field, need
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS']
 
@@ -117,8 +117,6 @@ class PretrainConfig:
                                        'for tensor cores; padded ids are never predicted or sampled, exports are unpadded. 0: off')
 
     def validate(self) -> None:
-        def need(ok: bool, key: str, msg: str):
-            if not ok: raise ConfigError(f"{key}: {msg}")
         need(self.steps > 0, 'steps', f'must be positive, got {self.steps}.')
         need(self.batch_size > 0, 'batch_size', f'must be positive, got {self.batch_size}.')
         need(math.isfinite(self.lr) and self.lr > 0, 'lr', f'must be a positive number, got {self.lr}.')

@@ -65,7 +65,7 @@ class BuildSettings:
     @classmethod
     def from_config(cls, cfg) -> 'BuildSettings':
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: getattr(cfg, k) for k in names if hasattr(cfg, k)})
+        return cls(**{k: getattr(cfg, k) for k in names - {'shard_bytes'}})  # shard_bytes: not a job setting
 
 
 @dataclass
@@ -155,10 +155,14 @@ def resolve_split(split: str, fmt: str, median_chars: int) -> Optional[str]:
 
 # ---------------------------------------------------------------- resolving `corpus` entries
 
+def _visible_files(p: Path) -> Iterator[Path]:
+    "The files under directory `p`, hidden ones (a name, or a folder on the way, starting with '.') left out."
+    return (f for f in p.rglob('*') if f.is_file() and not any(part.startswith('.') for part in f.relative_to(p).parts))
+
+
 def _table_files(p: Path) -> list[Path]:
     if p.is_file(): return [p]
-    return sorted(f for f in p.rglob('*') if f.is_file() and f.suffix in TABLE_SUFFIXES
-                  and not any(part.startswith('.') for part in f.relative_to(p).parts))
+    return sorted(f for f in _visible_files(p) if f.suffix in TABLE_SUFFIXES)
 
 
 def _load_table(entry: str, settings: BuildSettings, cache_dir: Path):
@@ -209,8 +213,7 @@ def _text_files(entry: str, cache_dir: Path) -> CorpusSource:
         return CorpusSource(entry, 'files', [write_demo_corpus(Path(cache_dir) / 'demo' / 'demo_corpus.txt')])
     p = Path(entry).expanduser()
     if p.is_dir():
-        found = sorted(f for f in p.rglob('*')
-                       if f.is_file() and not any(part.startswith('.') for part in f.relative_to(p).parts))
+        found = sorted(_visible_files(p))
         if not found:
             raise ConfigError(f"corpus directory {p} has no (non-hidden) files. Put text files in it or "
                               "remove it from `corpus`.")
@@ -246,8 +249,7 @@ def _is_table(entry: str) -> bool:
     if p.is_file(): return p.suffix in TABLE_SUFFIXES
     if not p.is_dir(): return False
     tables = False
-    for f in p.rglob('*'):  # stops at the first other file: a folder of millions of text files is not listed here
-        if not f.is_file() or any(part.startswith('.') for part in f.relative_to(p).parts): continue
+    for f in _visible_files(p):  # stops at the first other file: a folder of millions of text files is not listed here
         if f.suffix not in TABLE_SUFFIXES and f.suffix != '.md': return False
         tables = True
     return tables

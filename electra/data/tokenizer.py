@@ -26,7 +26,7 @@ from electra.config.base import ConfigError
 from electra.data.corpus import CorpusSource, source_lines
 
 __all__ = ['SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
-           'tokenizer_from_state', 'tokenizer_fingerprint']
+           'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
 
 log = logging.getLogger(__name__)
 
@@ -196,3 +196,8 @@ def tokenizer_fingerprint(tokenizer) -> str:
         for key in ('truncation', 'padding'): spec.pop(key, None)
         text = json.dumps(spec, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def pad_token_id(tokenizer) -> int:
+    "The id batches are padded with: the tokenizer's [PAD], or 0 (BERT's [PAD]) for a tokenizer without one."
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

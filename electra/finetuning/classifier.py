@@ -14,7 +14,7 @@ from torch import nn
 from electra.config.base import ConfigError
 from electra.training.optim import param_groups
 
-__all__ = ['load_pretrained', 'ElectraClassifier', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned']
+__all__ = ['load_pretrained', 'ElectraClassifier', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned', 'read_finetuned']
 
 
 # -- the pretrained model
@@ -92,12 +92,21 @@ def optimizer_groups(model: ElectraClassifier, lr: float, decay: float, mode: st
 
 # -- test predictions
 
-def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> ElectraClassifier:
-    "A fine-tuned model saved by `run_sweep`."
-    from transformers import ElectraConfig, ElectraModel
+def read_finetuned(path: str | Path) -> dict:
+    "The checkpoint of a fine-tuned run saved by `run_sweep` (weights, task, hyperparameters, the model it came from)."
+    if not Path(path).is_file():
+        raise ConfigError(f"{path}: no such fine-tuned run. Run `python finetune.py` first (the demo writes "
+                          "checkpoints/glue/demo/<task>_<i>.pth), or give a run of yours.")
     ckpt = torch.load(path, map_location='cpu', weights_only=True)
     if not isinstance(ckpt, dict) or ckpt.get('format') != 'electra-glue':
         raise ConfigError(f"{path}: not a fine-tuned GLUE checkpoint of finetune.py; delete it and its results row to redo the run.")
+    return ckpt
+
+
+def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> ElectraClassifier:
+    "A fine-tuned model saved by `run_sweep`."
+    from transformers import ElectraConfig, ElectraModel
+    ckpt = read_finetuned(path)
     model = ElectraClassifier(ElectraModel(ElectraConfig.from_dict(ckpt['electra_config'])), ckpt['n_outputs'],
                               ckpt['dropout'], ckpt.get('target_scale', 1.0))  # runs saved before the key: raw targets
     model.load_state_dict(ckpt['model'])

@@ -21,6 +21,7 @@ from electra.finetuning.tasks.glue.tasks import GlueTask
 from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
 from electra.training.optim import electra_opt_func
 from electra.training.schedule import warmup_decay_sched
+from electra.training.speed import DeviceDataLoaders
 
 __all__ = ['TaskData', 'device_and_autocast', 'predict_outputs', 'train_run']
 
@@ -99,7 +100,6 @@ def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, cfg:
     from fastai.callback.core import Callback, CancelValidException, TrainEvalCallback
     from fastai.callback.schedule import ParamScheduler
     from fastai.callback.training import GradientClip
-    from fastai.data.core import DataLoaders
     from fastai.learner import Learner
 
     from electra.pretraining.callbacks import DeviceMixedPrecision
@@ -117,7 +117,7 @@ def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, cfg:
     if cfg.clip_grad: cbs.append(GradientClip(cfg.clip_grad))
     if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
     # fastai needs a validation loader to exist even though its pass is skipped
-    learn = Learner(DataLoaders(train_dl, *(valid_dls or [train_dl]), device=device), model,
+    learn = Learner(DeviceDataLoaders(train_dl, *(valid_dls or [train_dl]), device=device, n_inp=3), model,
                     loss_func=partial(scaled_mse, scale=model.target_scale) if regression else F.cross_entropy,
                     opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
                     splitter=lambda m: groups, lr=float(lrs.max()), default_cbs=False, cbs=cbs)

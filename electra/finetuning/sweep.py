@@ -14,6 +14,7 @@ import numpy as np
 
 from electra.config.base import ConfigError, TrainingStopped, writable_dir
 from electra.config.finetune import FinetuneConfig
+from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import TaskData, device_and_autocast, predict_outputs, train_run
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
@@ -90,7 +91,7 @@ def run_sweep(job: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
     results = ResultsTable(out / 'results.csv')
     device, autocast = device_and_autocast(job.device, job.precision)
     body = pretrained.electra
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad_id = pad_token_id(tokenizer)
     say = log if is_main_process() else (lambda *_: None)
     for name in (n for n in job.tasks if not TASKS[n].predicted_by):
         task, cfg = TASKS[name], job.for_task(name)
@@ -158,7 +159,7 @@ def write_test_predictions(job: FinetuneConfig, results: ResultsTable, tokenizer
     `ensemble_k` runs; AX with MNLI's. Writes `<test_output_dir>/<group>/<file>.tsv` and `glue_submission.zip`."""
     device, autocast = device_and_autocast(job.device, job.precision)
     out = Path(job.test_output_dir) / job.group
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pad_id = pad_token_id(tokenizer)
     cache = Path(job.cache_dir) / 'glue_tokens'
     say = log if is_main_process() else (lambda *_: None)
     written = []

@@ -162,9 +162,9 @@ def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: 
     """The generator/discriminator pair of `cfg`'s size, freshly initialised (`cfg.init`: the official code's
     initialisers, `official_init_`, or transformers' own); with `cfg.pad_vocab_multiple` the embedding matrix has
     `padded_vocab_size(vocab_size, multiple)` rows."""
-    rows = padded_vocab_size(vocab_size, getattr(cfg, 'pad_vocab_multiple', 0))
+    rows = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple)
     generator = ElectraForMaskedLM(generator_config(cfg, rows, pad_token_id))
     discriminator = ElectraForPreTraining(discriminator_config(cfg, rows, pad_token_id))
     model = ElectraPretrainingModel(generator, discriminator, cfg.tie_weights, cfg.temperature,
                                     cfg.disallow_correct, cfg.uniform_generator, vocab_size=vocab_size)
-    return official_init_(model) if getattr(cfg, 'init', 'official') == 'official' else model
+    return official_init_(model) if cfg.init == 'official' else model

@@ -7,7 +7,6 @@ Nothing here reads a value off the device every step: metrics accumulate on the 
 from __future__ import annotations
 
 import contextlib
-import csv
 import signal
 import sys
 import threading
@@ -24,6 +23,7 @@ from electra.config.base import ConfigError
 from electra.objective.masking import MaskingSettings
 from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
 from electra.training.files import atomic_save, is_main_process, release_run_dir
+from electra.training.sinks import CsvLog
 from electra.training.speed import try_compile
 
 __all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
@@ -146,6 +146,12 @@ METRIC_NAMES = ['step', 'loss', 'gen_loss', 'disc_loss', 'lr', 'gen_accuracy', '
                 'replaced_precision', 'replaced_recall', 'replaced_fraction', 'steps_per_s', 'skipped_steps']
 
 
+# what MetricsLogger sums on the device between two rows (tp/fp/fn: replaced tokens flagged, originals flagged,
+# replaced tokens missed)
+_SUMS = ('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total', 'disc_correct', 'disc_total', 'tp', 'fp', 'fn',
+         'batches')
+
+
 class TrainingDiverged(ConfigError):
     "The loss became NaN or infinite: the run stops, and no checkpoint is written after it."
 
@@ -155,7 +161,7 @@ class MetricsLogger(Callback):
     order, run_valid = 70, False
 
     def __init__(self, path: str | Path, log_every: int, total_steps: int, sinks: list[Callable[[dict], None]] = ()):
-        self.path, self.log_every, self.total_steps, self.sinks = Path(path), log_every, total_steps, list(sinks)
+        self.csv, self.log_every, self.total_steps, self.sinks = CsvLog(path, METRIC_NAMES), log_every, total_steps, list(sinks)
         self.last_row: dict | None = None
 
     def after_fit(self):
@@ -167,11 +173,10 @@ class MetricsLogger(Callback):
         self.t0, self.step0 = time.perf_counter(), self.train_iter
         # the first step whose loss was NaN or infinite (-1: none), kept on the device: no read per step
         self.first_bad = torch.full((), -1, dtype=torch.int64, device=self.acc.device)
-        if is_main_process(): self._truncate_after(self.train_iter)
+        if is_main_process(): self.csv.truncate_after(self.train_iter)
 
     def _reset(self):
-        # [loss, gen_loss, disc_loss, gen_correct, gen_total, disc_correct, disc_total, tp, fp, fn, batches]
-        self.acc = torch.zeros(11, dtype=torch.float64, device=next(self.model.parameters()).device)
+        self.acc = torch.zeros(len(_SUMS), dtype=torch.float64, device=next(self.model.parameters()).device)
         self.skipped = 0
 
     def check_finite(self):
@@ -196,42 +201,29 @@ class MetricsLogger(Callback):
         loss = self.loss.detach()
         self.first_bad = torch.where(~torch.isfinite(loss) & (self.first_bad < 0), self.train_iter, self.first_bad)
         self.skipped += bool(getattr(getattr(self.learn, 'mixed_precision', None), 'skipped', False))  # fp16 only
-        self.acc += torch.stack([
-            loss.double(), gen_loss.double(), disc_loss.double(), gen_correct.double(),
-            chosen.sum().double(), ((flagged == replaced) & real).sum().double(), real.sum().double(),
-            (flagged & replaced & real).sum().double(), (flagged & ~replaced & real).sum().double(),
-            (~flagged & replaced).sum().double(), torch.ones((), dtype=torch.float64, device=self.acc.device)])
+        sums = {'loss': loss, 'gen_loss': gen_loss, 'disc_loss': disc_loss, 'gen_correct': gen_correct,
+                'gen_total': chosen.sum(), 'disc_correct': ((flagged == replaced) & real).sum(), 'disc_total': real.sum(),
+                'tp': (flagged & replaced & real).sum(), 'fp': (flagged & ~replaced & real).sum(),
+                'fn': (~flagged & replaced).sum(), 'batches': torch.ones((), device=self.acc.device)}
+        self.acc += torch.stack([sums[k].double() for k in _SUMS])
         if self.train_iter % self.log_every == 0 or self.train_iter == self.total_steps: self._log()
 
     def _log(self):
         self.check_finite()
-        a = self.acc.tolist()  # with check_finite, the only reads off the device, once per `log_every` steps
-        n = max(a[10], 1.0)
+        a = dict(zip(_SUMS, self.acc.tolist()))  # with check_finite, the only device reads, once per `log_every` steps
+        n, tp = max(a['batches'], 1.0), a['tp']
         now = time.perf_counter()
-        row = {'step': self.train_iter, 'loss': a[0] / n, 'gen_loss': a[1] / n, 'disc_loss': a[2] / n,
-               'lr': self.opt.hypers[0]['lr'], 'gen_accuracy': a[3] / max(a[4], 1), 'disc_accuracy': a[5] / max(a[6], 1),
-               'replaced_precision': a[7] / max(a[7] + a[8], 1), 'replaced_recall': a[7] / max(a[7] + a[9], 1),
-               'replaced_fraction': (a[7] + a[9]) / max(a[6], 1),
+        row = {'step': self.train_iter, 'loss': a['loss'] / n, 'gen_loss': a['gen_loss'] / n, 'disc_loss': a['disc_loss'] / n,
+               'lr': self.opt.hypers[0]['lr'], 'gen_accuracy': a['gen_correct'] / max(a['gen_total'], 1),
+               'disc_accuracy': a['disc_correct'] / max(a['disc_total'], 1),
+               'replaced_precision': tp / max(tp + a['fp'], 1), 'replaced_recall': tp / max(tp + a['fn'], 1),
+               'replaced_fraction': (tp + a['fn']) / max(a['disc_total'], 1),
                'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9), 'skipped_steps': self.skipped}
         self.t0, self.step0, self.last_row = now, self.train_iter, row
         self._reset()
         if not is_main_process(): return
-        new = not self.path.exists()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open('a', newline='') as f:
-            w = csv.DictWriter(f, METRIC_NAMES)
-            if new: w.writeheader()
-            w.writerow({k: f'{v:.6g}' for k, v in row.items()})
+        self.csv.append(row)
         for sink in self.sinks: sink(row)
-
-    def _truncate_after(self, step: int):
-        "A resumed run rewrites the rows logged after its checkpoint, so the file reads as one uninterrupted run."
-        if not self.path.exists(): return
-        with self.path.open(newline='') as f: rows = [r for r in csv.DictReader(f) if int(float(r['step'])) <= step]
-        with self.path.open('w', newline='') as f:
-            w = csv.DictWriter(f, METRIC_NAMES)
-            w.writeheader()
-            w.writerows(rows)
 
 
 class ProgressBar(Callback):

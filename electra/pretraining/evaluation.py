@@ -10,7 +10,6 @@ training files; these examples are never trained on.)
 from __future__ import annotations
 
 import contextlib
-import csv
 from pathlib import Path
 from typing import Callable
 
@@ -22,6 +21,7 @@ from electra.data.batches import pad_examples
 from electra.objective.masking import MaskingSettings
 from electra.training.device import AUTOCAST_DTYPES
 from electra.training.files import is_main_process
+from electra.training.sinks import CsvLog
 
 __all__ = ['EVAL_METRIC_NAMES', 'roc_auc', 'eval_batches', 'HeldOutEvaluation']
 
@@ -54,30 +54,20 @@ class HeldOutEvaluation(Callback):
 
     def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], every: int, total_steps: int, path: str | Path,
                  masking: MaskingSettings, seed: int, precision: str = 'fp32', sinks: list[Callable[[dict], None]] = ()):
-        self.batches, self.every, self.total_steps, self.path = batches, every, total_steps, Path(path)
+        self.batches, self.every, self.total_steps = batches, every, total_steps
+        self.csv = CsvLog(path, EVAL_METRIC_NAMES)
         self.masking, self.seed, self.precision, self.sinks = masking, seed, precision, list(sinks)
         self.last_row: dict | None = None
 
     def before_fit(self):
-        if is_main_process() and self.path.exists():  # a resumed run rewrites the rows after its checkpoint
-            with self.path.open(newline='') as f:
-                rows = [r for r in csv.DictReader(f) if int(float(r['step'])) <= self.train_iter]
-            self._write(rows, 'w')
+        if is_main_process(): self.csv.truncate_after(self.train_iter)
 
     def after_batch(self):
         if self.train_iter % self.every == 0 or self.train_iter == self.total_steps:
             row = self.evaluate()
             if not is_main_process(): return
-            self._write([{k: f'{v:.6g}' for k, v in row.items()}], 'a')
+            self.csv.append(row)
             for sink in self.sinks: sink(row)
-
-    def _write(self, rows: list[dict], mode: str):
-        new = mode == 'w' or not self.path.exists()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open(mode, newline='') as f:
-            w = csv.DictWriter(f, EVAL_METRIC_NAMES)
-            if new: w.writeheader()
-            w.writerows(rows)
 
     @torch.no_grad()
     def evaluate(self) -> dict:

@@ -22,7 +22,7 @@ def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedToken
     out = {name: Path(run_dir) / name for name in ('discriminator', 'generator')}
     if is_main_process():
         for name, path in out.items():
-            unpadded_copy(getattr(model, name), getattr(model, 'vocab_size', len(tokenizer))).save_pretrained(path)
+            unpadded_copy(getattr(model, name), model.vocab_size).save_pretrained(path)
             tokenizer.save_pretrained(path)
     return out
 

@@ -14,7 +14,6 @@ import yaml
 from fastai.callback.progress import ProgressCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.callback.training import GradientClip
-from fastai.data.core import DataLoaders
 from fastai.learner import Learner, Recorder
 
 from electra.config.base import ConfigError, TrainingStopped, config_to_dict, running_in_notebook, writable_dir
@@ -39,9 +38,9 @@ from electra.training.files import atomic_write_text, is_main_process, lock_run_
 from electra.training.optim import electra_opt_func, param_groups
 from electra.training.schedule import warmup_decay_sched
 from electra.training.sinks import neptune_sink, prefixed_sink, print_eval_sink, print_sink, start_neptune_run
-from electra.training.speed import DevicePrefetcher
+from electra.training.speed import DeviceDataLoaders, DevicePrefetcher
 
-__all__ = ['prepare_run_dir', 'DeviceDataLoaders',
+__all__ = ['prepare_run_dir',
            'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'train',
            'save_run_config']
 
@@ -56,15 +55,6 @@ def prepare_run_dir(cfg: PretrainConfig) -> Path:
         lock_run_dir(run_dir)
         for partial in Path(cfg.output_dir).glob(f'.{glob.escape(cfg.run_name)}_{cfg.seed}_*%.pth.*.tmp'): partial.unlink()
     return run_dir
-
-
-class DeviceDataLoaders(DataLoaders):
-    "fastai `DataLoaders` over plain torch loaders (which have no `.to`): the Learner moves each batch to `device`."
-
-    def __init__(self, *loaders, device: torch.device, n_inp: int):
-        super().__init__(*loaders)
-        self._device = torch.device(device)
-        self.n_inp = n_inp  # how many leading batch items are inputs (fastai's split into xb and yb)
 
 
 def _neptune(cfg: PretrainConfig) -> Callable[[dict], None]:

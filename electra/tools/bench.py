@@ -177,12 +177,6 @@ class Batches:
         for i in range(self.n): yield self.batches[i % len(self.batches)]
 
 
-class DeviceBatches(Batches):
-    "`Batches` already on the device, for fastai's `DataLoaders` (which calls `to(device)` on its loaders)."
-
-    def to(self, device): return self
-
-
 class LoopAdam:
     "The baseline optimizer: the same no-bias-correction Adam as `ElectraAdam`, one parameter at a time in Python."
 
@@ -433,7 +427,7 @@ class FinetuneLearnerRunner(FitRunner):
         super().__init__(device)
         from electra.finetuning.classifier import ElectraClassifier
         from electra.finetuning.learner import finetuning_learner
-        self.name, self.loader = name, DeviceBatches([tuple(t.to(device) for t in b) for b in batches])
+        self.name, self.loader = name, Batches([tuple(t.to(device) for t in b) for b in batches])
         model = ElectraClassifier(copy.deepcopy(body), n_outputs).to(device)
         self.compiled = None
         if compile_mode is not None:

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from electra.config.base import ConfigError, config_from_dict, field
+from electra.config.base import config_from_dict, field
+from electra.data.tokenizer import pad_token_id
 
 __all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
            'cls_embeddings', 'ExampleIndex', 'find_misclassified', 'ExploreConfig', 'explore_config', 'open_finetuned']
@@ -145,7 +146,7 @@ def cls_embeddings(model, tokenizer, text_a: list[str], text_b: list[str] | None
     device = next(body.parameters()).device
     ex = Examples(np.arange(len(text_a)), list(text_a), None if text_b is None else list(text_b), np.zeros(len(text_a)))
     enc = encode(ex, tokenizer, max_length)
-    loader = make_loader(enc, batch_size, False, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    loader = make_loader(enc, batch_size, False, pad_token_id(tokenizer))
     was_training = body.training
     body.eval()
     outs = [body(input_ids=ids.to(device), attention_mask=mask.to(device), token_type_ids=types.to(device))
@@ -200,7 +201,7 @@ def find_misclassified(classifier, tokenizer, task, examples, max_length: int = 
     from electra.finetuning.learner import predict_outputs
     from electra.finetuning.tasks.glue.encoding import encode, make_loader
     enc = encode(examples, tokenizer, max_length)
-    loader = make_loader(enc, batch_size, False, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    loader = make_loader(enc, batch_size, False, pad_token_id(tokenizer))
     out = predict_outputs(classifier, loader)
     df = pd.DataFrame({'idx': examples.idx, 'text_a': examples.text_a})
     if examples.text_b is not None: df['text_b'] = examples.text_b
@@ -242,13 +243,7 @@ def explore_config(overrides: dict | None = None) -> ExploreConfig:
 def open_finetuned(path: str | Path):
     """A fine-tuned run of `finetune.py`: (the `ElectraClassifier`, its `GlueTask`, its max_length, the pretrained
     model it started from)."""
-    from electra.finetuning.classifier import load_finetuned
+    from electra.finetuning.classifier import load_finetuned, read_finetuned
     from electra.finetuning.tasks.glue.tasks import TASKS
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"finetuned: {path} not found. Run `python finetune.py` first (the demo writes "
-                          "checkpoints/glue/demo/<task>_<i>.pth), or point `finetuned` at a run of yours.")
-    ckpt = torch.load(path, map_location='cpu', weights_only=True)
-    if not isinstance(ckpt, dict) or ckpt.get('format') != 'electra-glue':
-        raise ConfigError(f"finetuned: {path} is not a fine-tuned GLUE run of finetune.py.")
-    return load_finetuned(path), TASKS[ckpt['task']], int(ckpt['hparams']['max_length']), str(ckpt.get('pretrained', ''))
+    ckpt = read_finetuned(path)
+    return load_finetuned(path), TASKS[ckpt['task']], int(ckpt['hparams']['max_length']), str(ckpt['pretrained'])

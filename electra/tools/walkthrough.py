@@ -55,14 +55,10 @@ def show_image(path: str | Path) -> None:
 def example_batch(dataset, tokenizer, n: int = 4, max_length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The first `n` examples of a pretraining dataset as a padded batch (input_ids, token_type_ids), [n, L] each,
     L = `max_length` or the longest of them."""
-    rows = [dataset[i] for i in range(min(n, len(dataset)))]
-    L = max_length or max(len(r['input_ids']) for r in rows)
-    ids = torch.full((len(rows), L), tokenizer.pad_token_id, dtype=torch.long)
-    types = torch.zeros((len(rows), L), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, :len(r['input_ids'])] = torch.as_tensor(r['input_ids'][:L])
-        types[i, :len(r['token_type_ids'])] = torch.as_tensor(r['token_type_ids'][:L])
-    return ids, types
+    from electra.data.batches import pad_examples
+    table = dataset.with_format('arrow')[:n]
+    longest = max((len(ids) for ids in table['input_ids'].to_pylist()), default=1)
+    return pad_examples(table, max_length or longest, tokenizer.pad_token_id)
 
 
 # -- generator and discriminator at work

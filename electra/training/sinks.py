@@ -2,12 +2,36 @@
 Neptune run for both jobs."""
 from __future__ import annotations
 
+import csv
 import os
+from pathlib import Path
 from typing import Callable
 
 from electra.config.base import ConfigError
 
-__all__ = ['start_neptune_run', 'neptune_sink', 'prefixed_sink', 'print_sink', 'print_eval_sink']
+__all__ = ['CsvLog', 'start_neptune_run', 'neptune_sink', 'prefixed_sink', 'print_sink', 'print_eval_sink']
+
+
+class CsvLog:
+    """A metrics CSV with fixed columns (main process only): rows are appended as they come, numbers to 6 significant
+    digits; a resumed run first drops the rows after its step, so the file reads as one uninterrupted run."""
+
+    def __init__(self, path: str | Path, columns: list[str]): self.path, self.columns = Path(path), list(columns)
+
+    def truncate_after(self, step: int) -> None:
+        if not self.path.exists(): return
+        with self.path.open(newline='') as f: rows = [r for r in csv.DictReader(f) if int(float(r['step'])) <= step]
+        self._write(rows, 'w')
+
+    def append(self, row: dict) -> None: self._write([{k: f'{v:.6g}' for k, v in row.items()}], 'a')
+
+    def _write(self, rows: list[dict], mode: str) -> None:
+        new = mode == 'w' or not self.path.exists()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open(mode, newline='') as f:
+            w = csv.DictWriter(f, self.columns)
+            if new: w.writeheader()
+            w.writerows(rows)
 
 
 def start_neptune_run(project: str, name: str, tags: list[str] = ()):

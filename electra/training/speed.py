@@ -11,12 +11,13 @@ from collections import Counter
 from typing import Callable, Iterable
 
 import torch
+from fastai.data.core import DataLoaders
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from electra.config.base import RunWarning
 
-__all__ = ['try_compile', 'uncompile', 'DevicePrefetcher', 'HostSyncCounter', 'SYNC_OPS']
+__all__ = ['try_compile', 'uncompile', 'DevicePrefetcher', 'DeviceDataLoaders', 'HostSyncCounter', 'SYNC_OPS']
 
 
 def uncompile(*modules: nn.Module) -> None:
@@ -110,3 +111,12 @@ class HostSyncCounter(TorchDispatchMode):
 
     @property
     def total(self) -> int: return sum(self.counts.values())
+
+
+class DeviceDataLoaders(DataLoaders):
+    "fastai `DataLoaders` over plain torch loaders (which have no `.to`): the Learner moves each batch to `device`."
+
+    def __init__(self, *loaders, device: torch.device, n_inp: int):
+        super().__init__(*loaders)
+        self._device = torch.device(device)
+        self.n_inp = n_inp  # how many leading batch items are inputs (fastai's split into xb and yb)

@@ -23,7 +23,7 @@ from electra.finetuning.tasks.glue.sources import Examples
 from electra.training.files import atomic_write_bytes, is_main_process
 
 __all__ = ['truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler',
-           'GlueLoader', 'make_loader']
+           'make_loader']
 
 _CACHE_VERSION = 1
 
@@ -156,19 +156,10 @@ class _Collate:
                 torch.from_numpy((types & mask).astype(np.int64)), torch.from_numpy(self.enc.label[pick]))
 
 
-class GlueLoader(torch.utils.data.DataLoader):
-    "A DataLoader that fastai's `DataLoaders` can hold: `to(device)` records the device fastai moves batches to."
-    device = None
-
-    def to(self, device):
-        self.device = device
-        return self
-
-
 def make_loader(enc: Encoded, batch_size: int, shuffle: bool, pad_id: int, seed: int = 0, num_workers: int = 0,
-                pin_memory: bool = False, bucketing: bool = True) -> GlueLoader:
+                pin_memory: bool = False, bucketing: bool = True) -> torch.utils.data.DataLoader:
     """A loader of batches padded to their longest example (`LengthBatchSampler`: random or length-bucketed training
     batches); its `batch_sampler` gives the example order of an evaluation pass."""
     sampler = LengthBatchSampler(enc.lengths, batch_size, shuffle, seed, bucketing=bucketing)
-    return GlueLoader(range(len(enc)), batch_sampler=sampler, collate_fn=_Collate(enc, pad_id), num_workers=num_workers,
+    return torch.utils.data.DataLoader(range(len(enc)), batch_sampler=sampler, collate_fn=_Collate(enc, pad_id), num_workers=num_workers,
                       pin_memory=pin_memory)

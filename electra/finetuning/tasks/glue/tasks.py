@@ -13,12 +13,11 @@ so hub data needs no mapping; `GlueTask.labels` maps ids back to the strings the
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, did_you_mean
 
-__all__ = ['GlueDataError', 'GlueTask', 'TASKS', 'ALL_TASKS', 'TRAIN_TASKS', 'task_named']
+__all__ = ['GlueDataError', 'GlueTask', 'TASKS', 'ALL_TASKS', 'task_named']
 
 
 class GlueDataError(ConfigError):
@@ -110,7 +109,6 @@ TASKS: dict[str, GlueTask] = {t.name: t for t in [
              test_files=(('test', 'AX'),), predicted_by='MNLI'),
 ]}
 ALL_TASKS = list(TASKS)
-TRAIN_TASKS = [n for n, t in TASKS.items() if not t.predicted_by]
 
 
 def task_named(name: str, key: str = 'tasks') -> GlueTask:
@@ -118,6 +116,5 @@ def task_named(name: str, key: str = 'tasks') -> GlueTask:
     if name in TASKS: return TASKS[name]
     folded = {n.lower().replace('-', ''): n for n in TASKS} | {t.hf_config: n for n, t in TASKS.items()}
     close = folded.get(name.lower().replace('-', '').replace('_', ''))
-    close = close or next(iter(difflib.get_close_matches(name, ALL_TASKS, 1)), None)
-    hint = f" Did you mean '{close}'?" if close else ''
+    hint = f" Did you mean '{close}'?" if close else did_you_mean(name, ALL_TASKS)
     raise ConfigError(f"{key}: unknown GLUE task '{name}'.{hint} Tasks are {', '.join(ALL_TASKS)}.")

@@ -1,4 +1,4 @@
-"Pretraining data: demo corpus, corpus checks, the example builder (spec section 6), the Arrow cache, batches."
+"Pretraining data: demo corpus, corpus checks, the official example builder, the Arrow cache, batches."
 import json
 import logging
 import os

@@ -64,7 +64,7 @@ def sotu(tok, tmp_path_factory):
     return corpus, build(corpus, tok, root / 'cache', BuildSettings(max_length=128), num_proc=2)
 
 
-# ---------------------------------------------------------------- must show: real corpora build, spec section 6
+# ---------------------------------------------------------------- must show: real corpora build like the official builder
 
 @needs_shared
 def test_sotu_raw_documents_build_sentence_split_and_never_cross(sotu, tok):

@@ -71,7 +71,7 @@ def test_layer_lrs_official_mode_matches_the_official_code(n_layers, lr, d):
     assert got[0] == pytest.approx(ref['/embeddings/']) == pytest.approx(ref['/embeddings_project/'])
     for i in range(n_layers): assert got[1 + i] == pytest.approx(ref[f'encoder/layer_{i}/'])
     assert got[-1] == pytest.approx(ref['task_specific/']) == pytest.approx(lr)
-    # by hand: the top layer gets d^2 (issue 51), layer 0 gets d^(L + 1), the embeddings d^(L + 2)
+    # by hand: the top layer gets d^2 (the official `_get_layer_lrs`), layer 0 gets d^(L + 1), the embeddings d^(L + 2)
     assert got[n_layers] == pytest.approx(lr * d * d)
     assert got[1] == pytest.approx(lr * d ** (n_layers + 1)) and got[0] == pytest.approx(lr * d ** (n_layers + 2))
 

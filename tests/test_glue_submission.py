@@ -10,7 +10,7 @@ import pytest
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, write_predictions, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS
 
-# the label strings the GLUE site expects, by HF datasets id (GLUE_SUBMISSION.md)
+# the label strings the GLUE site expects, by HF datasets id (the GLUE site's submission format)
 EXPECTED = {'CoLA': ['0', '1'], 'SST-2': ['0', '1'], 'MRPC': ['0', '1'], 'QQP': ['0', '1'], 'WNLI': ['0', '1'],
             'MNLI': ['entailment', 'neutral', 'contradiction'], 'AX': ['entailment', 'neutral', 'contradiction'],
             'QNLI': ['entailment', 'not_entailment'], 'RTE': ['entailment', 'not_entailment']}

@@ -1,4 +1,4 @@
-"Model sizes (spec 1), weight tying, and the masked-only generator head against transformers' own forward."
+"Model sizes (the paper's Table 6), weight tying, and the masked-only generator head against transformers' own forward."
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"Masking (spec 2), sampling (spec 3) and the loss (spec 4) against hand computations and statistics."
+"Masking, sampling and the loss against hand computations and statistics."
 import math
 
 import pytest

@@ -1,4 +1,4 @@
-"The optimizer (spec 5) against a plain reference of the update formula, and the schedule against its formula."
+"The optimizer (the official AdamWeightDecayOptimizer) against a plain reference of the update formula, and the schedule against its formula."
 import numpy as np
 import pytest
 import torch

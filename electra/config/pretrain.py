@@ -65,7 +65,7 @@ class PretrainConfig:
     vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus')
     lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer')
     max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included')
-    # -- model (spec section 1); the presets fill these in
+    # -- model (the paper's Table 6; configure_pretraining.py); the presets fill these in
     size: str = field('small', 'name of the size preset these numbers came from (informational)')
     hidden_size: int = field(256, 'discriminator hidden size')
     num_hidden_layers: int = field(12, 'layers of both discriminator and generator')
@@ -76,7 +76,7 @@ class PretrainConfig:
     max_position_embeddings: int = field(512, 'position embeddings of both networks')
     tie_weights: str = choice_field('embeddings', ['none', 'embeddings', 'all'], 'share nothing, the embeddings (paper default), or all weights (same-size generator only)')
     dropout: float = field(0.1, 'hidden and attention dropout of both networks')
-    # -- masking (spec 2)
+    # -- masking (pretrain/pretrain_helpers.py `mask`)
     mask_prob: float = field(0.15, 'fraction of real tokens chosen for prediction (0.25 for large)')
     init: str = choice_field('official', ['official', 'hf'],
                              "weight initialisation: 'official' (truncated normal 0.02; glorot uniform for "
@@ -88,14 +88,14 @@ class PretrainConfig:
     mask_token_prob: float = field(0.85, 'of chosen positions, the fraction replaced by [MASK]')
     random_token_prob: float = field(0.0, 'of chosen positions, the fraction replaced by a random token (rest keep the original)')
     mask_unk: bool = field(True, 'whether [UNK] may be chosen (the replication never masks [UNK])')
-    # -- sampling (spec 3)
+    # -- sampling (run_pretraining.py `_get_fake_data`)
     temperature: float = field(1.0, 'generator sampling temperature')
     disallow_correct: bool = field(False, "never sample the original token")
     uniform_generator: bool = field(False, 'sample replacements uniformly (ablation)')
-    # -- loss (spec 4)
+    # -- loss (run_pretraining.py `PretrainingModel`)
     gen_loss_weight: float = field(1.0, 'weight of the generator MLM loss')
     disc_loss_weight: float = field(50.0, 'weight of the discriminator loss (lambda)')
-    # -- optimisation (spec 5)
+    # -- optimisation (model/optimization.py `create_optimizer`)
     steps: int = field(1_000_000, 'optimizer steps')
     batch_size: int = field(128, 'examples per step')
     lr: float = field(5e-4, 'peak learning rate')

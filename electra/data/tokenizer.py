@@ -120,7 +120,7 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     to `save_dir` with `save_pretrained` and return it. Lines the pretraining build skips as unreadable (not
     UTF-8, over 1 MiB) are skipped here too.
 
-    The result is deterministic. The `tokenizers` trainer alone is not (huggingface/tokenizers issue 1794):
+    The result is deterministic. The `tokenizers` trainer alone is not (a known behaviour of its trainer):
     it gives the '##x' continuation tokens ids in hash-map order, and those ids break ties between merges of
     equal count. Listing every '##x' up front (as special tokens, so they get ids in a fixed order) and fixing
     the alphabet ourselves removes all hash-order dependence; the vocabulary is then re-read from vocab.txt

@@ -60,7 +60,7 @@ def layer_lrs(lr: float, decay: float, n_layers: int, mode: str = 'official') ->
 
     Official `_get_layer_lrs` (google-research/electra, model/optimization.py) gives depth 0 to the embeddings (and
     embeddings_project), i + 1 to layer i and L + 2 to the head, and the rate lr * d^(L + 2 - depth): the top layer
-    gets d^2 and no parameter d^1 (google-research/electra issue 51). 'intended' puts the head at depth L + 1, so the
+    gets d^2 and no parameter d^1 (a known quirk of the official code). 'intended' puts the head at depth L + 1, so the
     top layer gets d and the embeddings d^(L + 1), as the paper describes."""
     if mode not in ('official', 'intended'): raise ValueError(f"layer_lr_mode: {mode!r} is not 'official' or 'intended'")
     head = n_layers + 2 if mode == 'official' else n_layers + 1

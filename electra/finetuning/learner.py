@@ -92,7 +92,7 @@ def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, fl
 
 def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, cfg: FinetuneConfig, regression: bool,
                   device: torch.device, autocast: torch.dtype | None, cbs: tuple = ()):
-    """The fastai Learner of one fine-tuning run (spec 7): ElectraAdam over the layer-wise groups, warm-up and linear
+    """The fastai Learner of one fine-tuning run (run_finetuning.py): ElectraAdam over the layer-wise groups, warm-up and linear
     decay applied together at every step, gradient clipping, and mixed precision when `autocast` is set. fastai's own
     validation pass is skipped (the dev sets are scored by the caller, see `train_run`), and there is no Recorder or
     progress bar: both read the loss off the device at every step. `learn.layer_lrs`: each group's peak rate, to be

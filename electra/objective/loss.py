@@ -1,4 +1,4 @@
-"""The ELECTRA objective (spec section 4): total = gen_weight * L_gen + disc_weight * L_disc (1 and 50 in the paper).
+"""The ELECTRA objective (the paper, equation 1): total = gen_weight * L_gen + disc_weight * L_disc (1 and 50 in the paper).
 
 L_gen: cross-entropy at the chosen positions (kept-original ones included), mean.
 L_disc: sigmoid BCE over every real token, [CLS] and [SEP] included, mean.

@@ -1,4 +1,4 @@
-"""Dynamic masking, a new pattern for every batch, computed on the device (spec section 2).
+"""Dynamic masking, a new pattern for every batch, computed on the device (the paper, section 2).
 
 The official code (google-research/electra, pretrain/pretrain_helpers.py `mask`) chooses a FIXED number of
 positions per sequence, round(n_real_tokens * mask_prob), at least 1 and at most

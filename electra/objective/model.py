@@ -1,4 +1,4 @@
-"""Generator + discriminator as HF `ElectraForMaskedLM` and `ElectraForPreTraining`, tied as in the paper (spec section 1).
+"""Generator + discriminator as HF `ElectraForMaskedLM` and `ElectraForPreTraining`, tied as in the paper (section 3.2).
 
 The two networks stay plain transformers models, so each is exported with `save_pretrained` and loaded back with
 `from_pretrained` unchanged. `ElectraPretrainingModel` wires one replaced-token-detection step:

@@ -1,4 +1,4 @@
-"""Sampling the generator's replacements (spec section 3): Gumbel-max at the masked positions only, in float32.
+"""Sampling the generator's replacements (run_pretraining.py `_get_fake_data`): Gumbel-max at the masked positions only, in float32.
 
 Official (google-research/electra, pretrain/pretrain_helpers.py `sample_from_softmax`):
 argmax(logits / T + g), g = -log(-log(u + 1e-9) + 1e-9), u ~ U(0, 1); `disallow_correct` subtracts 1000 from the

@@ -67,7 +67,7 @@ class ResumeFromCheckpoint(Callback):
 
 
 class MaskingCallback(Callback):
-    "Masks every batch on the device (spec 2) and draws its sampling noise, both from one seeded device generator."
+    "Masks every batch on the device (`MaskingSettings`) and draws its sampling noise, both from one seeded device generator."
     order = -5
 
     def __init__(self, masking: MaskingSettings, seed: int):

@@ -1,5 +1,5 @@
 """Looking at pretraining data: built examples decoded with their segment boundaries and token types, the
-tokens a batch's masking chose, and statistics of a built dataset to hold against spec section 6.
+tokens a batch's masking chose, and statistics of a built dataset to hold against the official example builder (build_pretraining_dataset.py).
 
 Everything returns strings or pandas DataFrames, for notebooks and for printing. Rendering:
 `A: [CLS] the cow eats . [SEP] | B: it was hungry . [SEP]` (token type 0 after `A:`, type 1 after `B:`,
@@ -94,7 +94,7 @@ def masked_frame(input_ids: torch.Tensor, token_type_ids: torch.Tensor, masked, 
 
 
 def example_statistics(dataset, max_length: int, limit: int = 200_000) -> dict:
-    """What spec section 6 predicts about a built dataset, measured on its first `limit` examples
+    """What the official example builder predicts about a built dataset, measured on its first `limit` examples
     (the last two need the `document` column):
 
     - `single_segment`: share of examples without segment B (about 0.1 by the official draw, more on corpora

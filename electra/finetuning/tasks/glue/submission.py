@@ -2,7 +2,7 @@
 
 Each file is `<stem>.tsv` with the header `index<TAB>prediction` and one line per test example in test-set
 order: the example's own index, then the label string (`entailment`, `0`, ...) or, for STS-B, the score clamped
-to [0, 5]. The zip holds the files flat at its root (../shared/spec/GLUE_SUBMISSION.md).
+to [0, 5]. The zip holds the files flat at its root, as the GLUE site expects.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from electra.training.optim import electra_opt_func
 from electra.training.schedule import warmup_decay_sched
 from electra.training.speed import DeviceDataLoaders
 
-__all__ = ['TaskData', 'device_and_autocast', 'predict_outputs', 'train_run']
+__all__ = ['TaskData', 'device_and_autocast', 'predict_outputs', 'finetuning_learner', 'train_run']
 
 
 @dataclass

@@ -1,15 +1,8 @@
-"""The GLUE tasks and their data: task definitions, label maps and readers for the three sources.
-
-A source is the HF hub (`nyu-mll/glue`), a directory in the layout of the GLUE download script
-(`<dir>/CoLA/train.tsv`, `<dir>/MNLI/dev_matched.tsv`, `<dir>/diagnostic/diagnostic.tsv`, ...), or a
-directory of saved copies of the hub dataset (`<dir>/cola/` holding `save_to_disk` output or
-`<split>-*.parquet` files, as in the hub repository). Every reader returns the same `Examples`.
-
-Column layouts of the TSV files follow the official ELECTRA fine-tuning code
-(google-research/electra, finetune/classification/classification_tasks.py): files are read without quoting,
-CoLA's train/dev files have no header, test files carry the example's own index. Labels are kept as the HF
-`datasets` ids (MNLI: 0 entailment, 1 neutral, 2 contradiction; QNLI/RTE: 0 entailment, 1 not_entailment)
-so hub data needs no mapping; `GlueTask.labels` maps ids back to the strings the GLUE site expects.
+"""Readers of GLUE data from three sources, each returning the same `Examples`: the HF hub (`nyu-mll/glue`), a
+directory in the layout of the GLUE download script (`<dir>/CoLA/train.tsv`, `<dir>/MNLI/dev_matched.tsv`,
+`<dir>/diagnostic/diagnostic.tsv`, ...), or saved copies of the hub dataset (`<dir>/cola/` holding `save_to_disk`
+output or `<split>-*.parquet` files). TSV files are read as the official code reads them: without quoting, CoLA's
+train/dev files without a header, test files with the example's own index.
 """
 from __future__ import annotations
 

@@ -401,9 +401,19 @@ def test_sts_b_targets_learned_on_the_official_scale(tiny, tmp_path, scale):
     assert FinetuneConfig().stsb_scale == 5.0
 
 
+def saved_as_bert(tiny, path: Path) -> Path:
+    "The tiny model and its tokenizer saved to `path`, with a config.json that says BERT."
+    import json
+    model, tok = tiny
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    cfg = json.loads((path / 'config.json').read_text())
+    (path / 'config.json').write_text(json.dumps({**cfg, 'model_type': 'bert', 'architectures': ['BertModel']}))
+    return path
+
+
 def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
     "No tokenizer files, no config.json, or a BERT model: each refused in one message naming the fix."
-    import json
     import shutil
     model, tok = tiny
     good = tmp_path / 'good'
@@ -418,23 +428,14 @@ def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
     (no_config / 'config.json').unlink()
     with pytest.raises(ConfigError, match='no config.json, so not a save_pretrained directory'):
         classifier.load_pretrained(str(no_config))
-    bert = tmp_path / 'bert'
-    shutil.copytree(good, bert)
-    cfg = json.loads((bert / 'config.json').read_text())
-    (bert / 'config.json').write_text(json.dumps({**cfg, 'model_type': 'bert', 'architectures': ['BertModel']}))
     with pytest.raises(ConfigError, match='a bert model, not ELECTRA'):
-        classifier.load_pretrained(str(bert))
+        classifier.load_pretrained(str(saved_as_bert(tiny, tmp_path / 'bert')))
     assert classifier.load_pretrained(str(good))[0].config.model_type == 'electra'
 
 
 def test_driver_refuses_bad_model_directories_and_a_bad_dropout_in_one_line(tmp_path, tiny):
     "Through finetune.py: status 2 and stderr the one error line, for a model and for a setting."
-    import json
-    model, tok = tiny
-    bert = tmp_path / 'bert'
-    model.save_pretrained(bert)
-    tok.save_pretrained(bert)
-    (bert / 'config.json').write_text(json.dumps({**json.loads((bert / 'config.json').read_text()), 'model_type': 'bert'}))
+    bert = saved_as_bert(tiny, tmp_path / 'bert')
     r = run_cli('--model', str(bert), '--data', 'demo', '--cache_dir', str(tmp_path / 'cache'), '--device', 'cpu')
     assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
     assert r.stderr.startswith(f'error: {bert}/config.json: a bert model, not ELECTRA. ')

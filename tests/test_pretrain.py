@@ -380,7 +380,7 @@ def one_megabyte_document(tmp: Path) -> str:
     (['--lr', '-1'], 'lr: must be a positive number, got -1.0.'),
     (['--lr', 'nan'], 'lr: must be a positive number, got nan.'),
     (['--corpus', one_megabyte_document, '--warmup_steps', '1'],
-     'no text to train a tokenizer on in {tmp}/one.txt (skipped 1 line(s) over 1 MiB). Give a corpus with readable '
+     'no text to train a tokenizer on in {tmp}/one.txt (skipped 1 lines over 1 MiB). Give a corpus with readable '
      'lines of text, or a `tokenizer`.')])
 def test_bad_input_is_one_line_and_status_2(tmp_path, argv, message):
     "The whole of stderr is the one error line: no traceback, no warning around it."

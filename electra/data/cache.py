@@ -20,9 +20,9 @@ import datasets
 
 from electra.config.base import ConfigError
 from electra.data.builder import BUILDER_VERSION, COUNTERS, build_shards
-from electra.data.corpus import BuildSettings, CorpusSource
+from electra.data.corpus import BuildSettings, CorpusSource, skipped_in_words
 from electra.data.tokenizer import tokenizer_fingerprint
-from electra.training.files import process_alive
+from electra.training.files import owner_gone
 
 __all__ = ['build_corpus', 'build_pretraining_dataset', 'build_summary', 'format_summary']
 
@@ -80,10 +80,9 @@ def _load_verified(directory: Path, fingerprint: str) -> tuple[Optional[datasets
 def _remove_dead_builds(root: Path) -> None:
     """Remove the temporary directories (`.<fingerprint>.<pid>.<host>.tmp`) of builds whose process died on this
     host (killed, out of memory): they would otherwise stay in the cache for good. Live builds are left alone."""
-    host = socket.gethostname()
     for tmp in root.glob('.*.tmp'):
         parts = tmp.name[1:-len('.tmp')].split('.', 2)  # a host name may hold dots; a fingerprint, a PID do not
-        if len(parts) == 3 and parts[2] == host and parts[1].isdigit() and not process_alive(int(parts[1])):
+        if len(parts) == 3 and parts[1].isdigit() and owner_gone(int(parts[1]), parts[2]):
             log.info(f'pretraining data: removing {tmp}, left by a build that was stopped')
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -177,10 +176,7 @@ def format_counts(counts: dict, skipped_files: dict) -> str:
     c = Counter(counts)
     said = [f"{c['documents']:,} documents", f"{c['sentences']:,} sentences", f"{c['tokens']:,} tokens"]
     skipped = [f'{n:,} {reason} file(s)' for reason, n in skipped_files.items() if n]
-    skipped += [f'{c[k]:,} {label}' for k, label in [
-        ('empty_documents', 'empty documents'), ('undecodable_lines', 'lines not UTF-8'),
-        ('long_lines', 'lines over 1 MiB'), ('long_sentences', 'sentences over max_sentence_chars'),
-        ('short_lines', 'lines under min_line_chars')] if c[k]]
+    skipped += skipped_in_words(c)
     return ', '.join(said) + '; skipped: ' + (', '.join(skipped) or 'nothing')
 
 

@@ -39,7 +39,7 @@ from electra.config.base import ConfigError, writable_dir
 from electra.data.demo import write_demo_corpus
 from electra.data.hub import hub_unreachable
 
-__all__ = ['BuildSettings', 'CorpusSource', 'resolve_corpus', 'corpus_text_files', 'source_lines',
+__all__ = ['BuildSettings', 'CorpusSource', 'resolve_corpus', 'corpus_text_files', 'source_lines', 'skipped_in_words',
            'sentencizer', 'SentenceSplitter', 'split_sentences']
 
 TABLE_SUFFIXES = {'.parquet': 'parquet', '.jsonl': 'json', '.json': 'json', '.arrow': 'arrow'}
@@ -348,6 +348,17 @@ def documents(lines: Iterable[Optional[str]], fmt: str, settings: BuildSettings,
         elif raw:
             stats['empty_documents'] += 1
         doc, raw, chars, sent = [], 0, 0, False
+
+
+# what the readers count as skipped (keys of their `stats`), in words, in the order they are reported
+SKIPPED_IN_WORDS = {'empty_documents': 'empty documents', 'undecodable_lines': 'lines not UTF-8',
+                    'long_lines': 'lines over 1 MiB', 'long_sentences': 'sentences over max_sentence_chars',
+                    'short_lines': 'lines under min_line_chars'}
+
+
+def skipped_in_words(stats: dict) -> list[str]:
+    "What the readers skipped, as '<count> <what>' phrases; nothing for a count of 0."
+    return [f'{stats[k]:,} {label}' for k, label in SKIPPED_IN_WORDS.items() if stats.get(k)]
 
 
 def source_lines(sources: list[CorpusSource], stats: Optional[Counter] = None) -> Iterator[str]:

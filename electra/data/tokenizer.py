@@ -23,7 +23,7 @@ from tokenizers import BertWordPieceTokenizer
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerFast
 
 from electra.config.base import ConfigError
-from electra.data.corpus import CorpusSource, source_lines
+from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
            'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
@@ -106,14 +106,6 @@ def _alphabet(lines: Iterable[str], normalizer) -> list[str]:
     return sorted(sorted(chars, key=lambda c: (-counts[c], c))[:_ALPHABET_LIMIT])
 
 
-def _skipped_lines(stats: collections.Counter) -> str:
-    "Why lines were left out, in words ('' when none were): the reason a corpus can look empty."
-    said = [f'{stats[k]:,} {label}' for k, label in [('long_lines', 'line(s) over 1 MiB'),
-                                                     ('undecodable_lines', 'line(s) not UTF-8 or with NUL bytes')]
-            if stats[k]]
-    return f" (skipped {', '.join(said)})" if said else ''
-
-
 def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_dir: Path,
                     sources: Optional[list[CorpusSource]] = None) -> PreTrainedTokenizerFast:
     """Train a BERT WordPiece vocabulary on `files` (or on every corpus of `sources`, tables included), save it
@@ -131,8 +123,10 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     skipped = collections.Counter()
     alphabet = _alphabet(source_lines(sources, skipped), wp.normalizer)
     if not alphabet:
+        said = ', '.join(skipped_in_words(skipped))  # why a corpus can look empty
         raise ConfigError(f"no text to train a tokenizer on in {', '.join(s.entry for s in sources)}"
-                          f"{_skipped_lines(skipped)}. Give a corpus with readable lines of text, or a `tokenizer`.")
+                          f"{f' (skipped {said})' if said else ''}. Give a corpus with readable lines of text, or a "
+                          "`tokenizer`.")
     # from an iterator rather than the files: the same vocabulary, but a bad line is skipped instead of fatal
     wp.train_from_iterator(source_lines(sources), vocab_size=vocab_size, min_frequency=2, show_progress=False,
                            limit_alphabet=len(alphabet), initial_alphabet=alphabet,

@@ -49,19 +49,21 @@ class ResumeFromCheckpoint(Callback):
     after fit set-up and the loader's iterator have drawn what they draw."""
     order, run_valid = -8, False  # after TrainEvalCallback (-10) moved the model to the device and set the step to 0
 
-    def __init__(self, ckpt: dict): self.ckpt, self.first = ckpt, True
+    def __init__(self, ckpt: dict): self.ckpt = ckpt  # None once restored: a later fit of this Learner goes on from there
 
     def before_fit(self):
+        if self.ckpt is None: return
         self.learn.train_iter = self.ckpt['step']
         self.model.load_state_dict(self.ckpt['model'])
         self.opt.load_state_dict(self.ckpt['opt'])  # torch puts each state tensor on its parameter's device
         self.learn.masking.load_state(self.ckpt['rng']['masking'])  # MaskingCallback (-5) seeds its generator next
 
     def before_batch(self):
-        if not self.first: return
-        self.first, rng = False, self.ckpt['rng']
-        if self.ckpt['scaler'] is not None and getattr(self.learn, 'scaler', None) is not None:
-            self.learn.scaler.load_state_dict(self.ckpt['scaler'])  # MixedPrecision (10) made its scaler in before_fit
+        if self.ckpt is None: return
+        ckpt, self.ckpt = self.ckpt, None
+        rng = ckpt['rng']
+        if ckpt['scaler'] is not None and getattr(self.learn, 'scaler', None) is not None:
+            self.learn.scaler.load_state_dict(ckpt['scaler'])  # MixedPrecision (10) made its scaler in before_fit
         torch.set_rng_state(rng['torch'])
         if torch.cuda.is_available() and rng['cuda']: torch.cuda.set_rng_state_all(rng['cuda'])
 
@@ -295,12 +297,12 @@ class StopOnInterrupt(Callback):
     "On Ctrl-C, finishes the current step, checkpoints it and stops the fit; a second Ctrl-C stops at once."
     order, run_valid = 85, False  # after Checkpointer (80): a scheduled checkpoint of this step is not written twice
 
-    def __init__(self): self.requested, self.stopped_at, self.saved = False, None, []
+    def __init__(self): self.requested, self.stopped_at = False, None
 
     @contextlib.contextmanager
     def handling_sigint(self):
         "Route SIGINT to this callback while the block runs (the main thread only: Python handles signals there)."
-        self.requested, self.stopped_at, self.saved = False, None, []
+        self.requested, self.stopped_at = False, None
         if threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -317,5 +319,5 @@ class StopOnInterrupt(Callback):
     def after_batch(self):
         if not self.requested: return
         ckpt, self.stopped_at = self.learn.checkpointer, self.train_iter
-        self.saved = ckpt.saved[-1:] if self.stopped_at in ckpt.at else ckpt.save([self.stopped_at / ckpt.total_steps])
+        if self.stopped_at not in ckpt.at: ckpt.save([self.stopped_at / ckpt.total_steps])  # else written just now
         raise CancelFitException

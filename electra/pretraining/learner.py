@@ -3,7 +3,6 @@ device and precision, the run directory, the fastai Learner with its callbacks, 
 from __future__ import annotations
 
 import dataclasses
-import glob
 import shlex
 import sys
 from pathlib import Path
@@ -33,7 +32,14 @@ from electra.pretraining.callbacks import (
     StopOnInterrupt,
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
-from electra.training.checkpoint import FORMAT, find_checkpoints, latest_checkpoint, overwrite_marker, remove_old_run
+from electra.training.checkpoint import (
+    FORMAT,
+    find_checkpoints,
+    latest_checkpoint,
+    overwrite_marker,
+    remove_old_run,
+    remove_partial_checkpoints,
+)
 from electra.training.files import atomic_write_text, is_main_process, lock_run_dir
 from electra.training.optim import electra_opt_func, param_groups
 from electra.training.schedule import warmup_decay_sched
@@ -53,7 +59,7 @@ def prepare_run_dir(cfg: PretrainConfig) -> Path:
     run_dir = writable_dir(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}', 'output_dir')
     if is_main_process():
         lock_run_dir(run_dir)
-        for partial in Path(cfg.output_dir).glob(f'.{glob.escape(cfg.run_name)}_{cfg.seed}_*%.pth.*.tmp'): partial.unlink()
+        remove_partial_checkpoints(cfg.output_dir, cfg.run_name, cfg.seed)
     return run_dir
 
 
@@ -149,7 +155,8 @@ def train(learn: Learner) -> None:
     argv = [a for a in sys.argv if a != '--resume']
     again = 'the same settings and --resume' if running_in_notebook() else \
         ' '.join(shlex.quote(a) for a in ['python', *argv, '--resume'])
-    kept = f"checkpoint {stop.saved[0]} written" if stop.saved else 'checkpoints are written by the main process'
+    saved = learn.checkpointer.saved  # its last one is this step's (none outside the main process)
+    kept = f"checkpoint {saved[-1]} written" if saved else 'checkpoints are written by the main process'
     raise TrainingStopped(f"at step {stop.stopped_at} of {learn.checkpointer.total_steps} by Ctrl-C; {kept}. "
                           f"Continue the run with: {again}")
 

@@ -7,6 +7,7 @@ everything else (`state_checksum`): a file whose bytes were damaged but still un
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import re
 from pathlib import Path
@@ -16,7 +17,7 @@ import torch
 from electra.config.base import ConfigError
 from electra.training.files import atomic_write_text, is_main_process
 
-__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'check_resume_compatible']
+__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'check_resume_compatible']
 
 
 FORMAT = 'electra-pretrain'
@@ -74,6 +75,11 @@ def remove_old_run(output_dir: str | Path, run_name: str, seed: int) -> list[Pat
         atomic_write_text(f'removing {len(found)} checkpoint(s) of the old run\n', marker)
         for p in found: p.unlink(missing_ok=True)
     return found
+
+
+def remove_partial_checkpoints(output_dir: str | Path, run_name: str, seed: int) -> None:
+    "Remove what killed writes of this run's checkpoints left (`atomic_save`'s `.<name>.*.tmp`, as large as a checkpoint)."
+    for partial in Path(output_dir).glob(f'.{glob.escape(run_name)}_{seed}_*%.pth.*.tmp'): partial.unlink()
 
 
 def find_checkpoints(output_dir: str | Path, run_name: str, seed: int) -> list[Path]:

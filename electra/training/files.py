@@ -12,7 +12,7 @@ import torch
 
 from electra.config.base import ConfigError
 
-__all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'process_alive', 'lock_run_dir', 'release_run_dir']
+__all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'owner_gone', 'lock_run_dir', 'release_run_dir']
 
 
 def is_main_process() -> bool:
@@ -54,12 +54,19 @@ def atomic_write_bytes(data: bytes, path: str | Path) -> Path:
     return _atomic(Path(path), lambda f: f.write(data))
 
 
-def process_alive(pid: int) -> bool:
+def _alive(pid: int) -> bool:
     "Whether process `pid` of this host still runs."
     try: os.kill(pid, 0)
     except ProcessLookupError: return False
     except PermissionError: return True  # alive, another user's
     return True
+
+
+def owner_gone(pid: int, host: str) -> bool:
+    """Whether the owner (`pid` on `host`) of a lock or a temporary file is a process of this host that has died: only
+    then is what it left safe to take over or remove (a process of another host cannot be checked from here)."""
+    import socket
+    return host == socket.gethostname() and not _alive(pid)
 
 
 def lock_run_dir(run_dir: str | Path) -> Path:
@@ -77,7 +84,7 @@ def lock_run_dir(run_dir: str | Path) -> Path:
             try: pid, host = path.read_text().split()[:2]
             except (OSError, ValueError): pid, host = '0', me[1]   # unreadable or half-written: treat as stale
             if (int(pid), host) == me: return path
-            if host != me[1] or process_alive(int(pid)):
+            if not owner_gone(int(pid), host):
                 raise ConfigError(f"{path}: run {Path(run_dir).name} is already running (PID {pid} on {host}). Wait for "
                                   "it, or give this one another --run_name; if that process is gone, delete the lock.") from None
             path.unlink(missing_ok=True)  # a dead process's lock

@@ -2,13 +2,14 @@
 baseline's loss in fp32 and within bf16 rounding in bf16, never waits for the host, compiles to the same training,
 prefetches the same batches, and the pretraining and fine-tuning drivers run, resume and export there."""
 import csv
+import copy
 import dataclasses
 
 import pytest
 import torch
 
 from electra.objective.masking import mask_tokens
-from electra.tools import bench
+from electra.tools.bench import baseline, runners
 from electra.training.speed import DevicePrefetcher
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
@@ -31,7 +32,7 @@ def model_of(cfg, vocab=V):
 
 
 def data_of(cfg, n=2):
-    return bench.synthetic_batches(n, cfg.batch_size, cfg.max_length, V, seed=3)
+    return baseline.synthetic_batches(n, cfg.batch_size, cfg.max_length, V, seed=3)
 
 
 def learner_losses(cfg, precision, steps=1, padded=False):
@@ -39,10 +40,10 @@ def learner_losses(cfg, precision, steps=1, padded=False):
     the same weights, batch, masks and samples (MaskingCallback's CUDA generator, seeded cfg.seed). `padded`: the
     model has `cfg.pad_vocab_multiple` rows holding the unpadded model's weights."""
     ref = model_of(dataclasses.replace(cfg, pad_vocab_multiple=0))
-    model = bench.padded_like(ref, cfg, V) if padded else bench.copy.deepcopy(ref)
+    model = baseline.padded_like(ref, cfg, V) if padded else copy.deepcopy(ref)
     ref = ref.to(CUDA)
     data = data_of(cfg)
-    runner = bench.LearnerRunner(precision, cfg, model, data, CUDA, precision)
+    runner = runners.LearnerRunner(precision, cfg, model, data, CUDA, precision)
     losses = []
     runner.learn.add_cb(loss_log(losses))
     runner.loader.n = steps
@@ -52,7 +53,7 @@ def learner_losses(cfg, precision, steps=1, padded=False):
     m = mask_tokens(ids, torch.tensor([101, 102, 103, 0], device=CUDA), 0, 103, V, cfg.mask_prob, cfg.mask_mode,
                     cfg.mask_token_prob, cfg.random_token_prob, rng)
     with torch.no_grad():
-        _, gen, disc = bench.baseline_pretrain_loss(ref.generator.train(), ref.discriminator.train(), cfg, m, tt, rng)
+        _, gen, disc = baseline.baseline_pretrain_loss(ref.generator.train(), ref.discriminator.train(), cfg, m, tt, rng)
     return losses, (float(gen), float(disc)), runner
 
 
@@ -105,7 +106,7 @@ def sync_errors(start: int):
 def test_cuda_real_step_never_waits_for_the_host(mode):
     "Eager, compiled and CUDA-graphed: between log steps nothing in the step synchronises (CUDA's detector raises)."
     cfg = cfg_of(log_every=1000, compile=mode is not None, compile_mode=mode or 'default')
-    runner = bench.LearnerRunner('t', cfg, model_of(cfg), data_of(cfg), CUDA, 'bf16')
+    runner = runners.LearnerRunner('t', cfg, model_of(cfg), data_of(cfg), CUDA, 'bf16')
     # CUDA graphs are recorded at the second and third calls (cudagraph trees warm up first): check the replays
     runner.learn.add_cb(sync_errors(5 if mode == 'reduce-overhead' else 2))
     try:

@@ -9,7 +9,7 @@ import torch
 
 from electra.config.pretrain import PretrainConfig
 from electra.objective.model import build_pretraining_model
-from electra.tools import bench
+from electra.tools.bench import baseline, runners
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -23,14 +23,14 @@ def default_learner(**kw):
     cfg = PretrainConfig(**{**SHAPE, **kw})
     torch.manual_seed(0)
     model = build_pretraining_model(cfg, V, 0)
-    data = bench.synthetic_batches(1, cfg.batch_size, cfg.max_length, V, seed=1)
-    return cfg, bench.LearnerRunner('default', cfg, model, data, torch.device('cpu'), 'fp32').learn
+    data = baseline.synthetic_batches(1, cfg.batch_size, cfg.max_length, V, seed=1)
+    return cfg, runners.LearnerRunner('default', cfg, model, data, torch.device('cpu'), 'fp32').learn
 
 
 def test_default_corruption_is_85_mask_15_kept_0_random():
     "Official: of the chosen positions 85% become [MASK], 15% keep their token, none becomes a random token."
     cfg, learn = default_learner(batch_size=256)
-    (ids, types), = bench.synthetic_batches(1, 256, cfg.max_length, V, seed=2)
+    (ids, types), = baseline.synthetic_batches(1, 256, cfg.max_length, V, seed=2)
     masking = learn.masking
     masking.before_fit()
     learn.xb = (ids, types)

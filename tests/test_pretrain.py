@@ -131,12 +131,12 @@ def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
     from electra.pretraining.callbacks import TrainingDiverged
-    from electra.tools import bench
+    from electra.tools.bench import baseline, runners
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=16, log_every=8,
                          warmup_steps=2, checkpoint_at=[0.25, 0.5, 1.0], output_dir=str(tmp_path), run_name='nan')
     model = build_pretraining_model(cfg, 120, 0)
-    runner = bench.LearnerRunner('t', cfg, model, bench.synthetic_batches(2, 2, 16, 120), torch.device('cpu'), 'fp32')
+    runner = runners.LearnerRunner('t', cfg, model, baseline.synthetic_batches(2, 2, 16, 120), torch.device('cpu'), 'fp32')
 
     class Poison(Callback):
         "Sets one weight to NaN after the 4th step."
@@ -166,11 +166,11 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
 
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
-    from electra.tools import bench
+    from electra.tools.bench import baseline, runners
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=8, log_every=4,
                          warmup_steps=2, checkpoint_at=[], output_dir=str(tmp_path))
-    runner = bench.LearnerRunner('t', cfg, build_pretraining_model(cfg, 120, 0), bench.synthetic_batches(2, 2, 16, 120),
+    runner = runners.LearnerRunner('t', cfg, build_pretraining_model(cfg, 120, 0), baseline.synthetic_batches(2, 2, 16, 120),
                                  torch.device('cpu'), 'fp32')
 
     class Overflows(Callback):
@@ -393,7 +393,7 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, argv, message):
 
 @pytest.mark.skipif(not WIKI.exists(), reason='../shared/data is absent')
 def test_learns_on_wikipedia_leads(tmp_path):
-    g = pretrain(tmp_path, '--config', 'demo', '--corpus', str(WIKI), '--run_name', 'wiki', '--device', 'cpu')
+    pretrain(tmp_path, '--config', 'demo', '--corpus', str(WIKI), '--run_name', 'wiki', '--device', 'cpu')
     rows = list(csv.DictReader((tmp_path / 'ckpt' / 'wiki_11081' / 'metrics.csv').open()))
     first, last = rows[0], rows[-1]
     assert float(last['loss']) < 0.8 * float(first['loss'])

@@ -1,6 +1,7 @@
 """The speed work, for correctness only (timings are in BENCHMARKS.md): the fast step computes the baseline's
 loss, a padded vocabulary changes nothing a user can see, compilation falls back cleanly, the FLOP formula is right,
 and the real step never makes the host wait for the device."""
+import copy
 import dataclasses
 import warnings
 
@@ -9,12 +10,12 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config.base import ConfigError, RunWarning, config_to_dict
+from electra.config.base import ConfigError, RunWarning, config_to_dict, load_config
 from electra.config.pretrain import PretrainConfig
-from electra.objective.masking import mask_tokens
+from electra.objective.masking import mask_tokens, max_predictions
 from electra.objective.model import build_pretraining_model, padded_vocab_size
 from electra.objective.sampling import sample_tokens
-from electra.tools import bench
+from electra.tools.bench import baseline, cli, flops, runners
 from electra.training.device import resolve_precision
 from electra.training.speed import DevicePrefetcher, HostSyncCounter, try_compile
 
@@ -35,11 +36,11 @@ def tiny_model(cfg, vocab=V):
 
 
 def batches(cfg, n=2):
-    return bench.synthetic_batches(n, cfg.batch_size, cfg.max_length, V, seed=3)
+    return baseline.synthetic_batches(n, cfg.batch_size, cfg.max_length, V, seed=3)
 
 
 def test_synthetic_batches_look_like_examples():
-    (ids, tt), = bench.synthetic_batches(1, 64, 32, 30522, seed=1)
+    (ids, tt), = baseline.synthetic_batches(1, 64, 32, 30522, seed=1)
     assert ids.shape == tt.shape == (64, 32) and ids.dtype == torch.int64
     assert (ids[:, 0] == 101).all() and ((ids == 102).sum(1) == 2).all()
     real = ids != 0
@@ -52,7 +53,7 @@ def test_fast_loss_equals_baseline(mode):
     cfg = tiny_cfg(mask_mode=mode)
     model = tiny_model(cfg)
     (ids, tt), _ = batches(cfg)
-    check = bench.loss_check(cfg, model, (ids, tt), torch.device('cpu'), seed=5)
+    check = baseline.loss_check(cfg, model, (ids, tt), torch.device('cpu'), seed=5)
     fast, base = check['fast'], check['baseline']
     assert fast[1] == pytest.approx(base[1], rel=1e-5) and fast[2] == pytest.approx(base[2], rel=1e-5)
     assert fast[0] == pytest.approx(base[0], rel=1e-5)
@@ -62,9 +63,9 @@ def first_step_losses(cfg, precision: str):
     """The real Learner's (pretraining_learner) first (generator, discriminator) losses, and the fp32 baseline's on the
     same batch, masks and samples."""
     model = tiny_model(cfg)
-    ref = bench.copy.deepcopy(model)
+    ref = copy.deepcopy(model)
     data = batches(cfg, n=1)
-    runner = bench.LearnerRunner(precision, cfg, model, data, torch.device('cpu'), precision)
+    runner = runners.LearnerRunner(precision, cfg, model, data, torch.device('cpu'), precision)
     runner.loader.n = 1
     runner.learn.fit(1)
     # MaskingCallback: one generator seeded cfg.seed masks the batch, then samples
@@ -73,7 +74,7 @@ def first_step_losses(cfg, precision: str):
     m = mask_tokens(ids, torch.tensor([101, 102, 103, 0]), 0, 103, V, cfg.mask_prob, cfg.mask_mode,
                     cfg.mask_token_prob, cfg.random_token_prob, rng)
     with torch.no_grad():
-        _, gen, disc = bench.baseline_pretrain_loss(ref.generator.train(), ref.discriminator.train(), cfg, m, tt, rng)
+        _, gen, disc = baseline.baseline_pretrain_loss(ref.generator.train(), ref.discriminator.train(), cfg, m, tt, rng)
     return runner.learn.loss_func.last, (gen, disc)  # ElectraLoss keeps its last (gen, disc) pair
 
 
@@ -96,7 +97,7 @@ def test_cpu_bf16_learner_step_loss_close_to_fp32_baseline():
 def test_padded_vocab_equals_unpadded_and_never_samples_padding():
     cfg = tiny_cfg(dropout=0.0)
     plain = tiny_model(cfg).eval()
-    padded = bench.padded_like(plain, dataclasses.replace(cfg, pad_vocab_multiple=64), V).eval()
+    padded = baseline.padded_like(plain, dataclasses.replace(cfg, pad_vocab_multiple=64), V).eval()
     assert padded_vocab_size(V, 64) == 128 and padded.generator.config.vocab_size == 128 and padded.vocab_size == V
     (ids, tt), _ = batches(cfg)
     m = mask_tokens(ids, torch.tensor([0, 101, 102, 103]), 0, 103, V, generator=torch.Generator().manual_seed(0))
@@ -155,7 +156,7 @@ def test_padded_vocab_export_loads_unpadded_with_identical_logits(tmp_path):
 def _trained_params(cfg, backend=None, steps=2):
     "Parameters after `steps` steps of the real Learner; `backend`: the CompileModel backend (cfg.compile on)."
     model = tiny_model(cfg)
-    runner = bench.LearnerRunner('t', cfg, model, batches(cfg), torch.device('cpu'), 'fp32')
+    runner = runners.LearnerRunner('t', cfg, model, batches(cfg), torch.device('cpu'), 'fp32')
     if backend is not None: runner.learn.compile_model.backend = backend
     torch.manual_seed(0)
     runner.loader.n = steps
@@ -206,7 +207,7 @@ def test_try_compile_reports_failure_of_trial():
 def test_flop_formula_matches_hand_count_and_flop_counter():
     cfg = tiny_cfg(dropout=0.0)  # disc H 32, F 64, E 24, 2 layers; generator H 16, F 32, 1 head
     B, L, P = 2, 8, 3
-    fl = bench.pretrain_flops(cfg, B, L, 97, P)
+    fl = flops.pretrain_flops(cfg, B, L, 97, P)
     T = B * L
     disc = 2 * T * 24 * 32 + 2 * (2 * T * 32 * 96 + 2 * T * 32 * 32 + 2 * 2 * B * L * L * 32 + 2 * 2 * T * 32 * 64)
     gen = 2 * T * 24 * 16 + 2 * (2 * T * 16 * 48 + 2 * T * 16 * 16 + 2 * 2 * B * L * L * 16 + 2 * 2 * T * 16 * 32)
@@ -227,8 +228,8 @@ def test_flop_formula_matches_hand_count_and_flop_counter():
     with FlopCounterMode(display=False) as counter:
         model(ids, torch.zeros_like(ids), positions, labels)
     assert counter.get_total_flops() == fl['forward']
-    assert bench.pretrain_flops(cfg, B, L, 97, L)['generator_head'] == 2 * T * 16 * 24 + 2 * T * 24 * 97
-    ft = bench.finetune_flops(cfg, B, L, 3)
+    assert flops.pretrain_flops(cfg, B, L, 97, L)['generator_head'] == 2 * T * 16 * 24 + 2 * T * 24 * 97
+    ft = flops.finetune_flops(cfg, B, L, 3)
     assert ft['forward'] == disc + 2 * B * 32 * 3 and ft['train_step'] == 3 * ft['forward']
 
 
@@ -236,16 +237,16 @@ def test_flop_formula_matches_hand_count_and_flop_counter():
 def test_real_step_makes_no_host_sync(mode):
     "Masking, model, loss, clipping, optimizer, schedule and metrics: nothing reads the device between log steps."
     cfg = tiny_cfg(mask_mode=mode, log_every=100)
-    runner = bench.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg), torch.device('cpu'), 'fp32')
+    runner = runners.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg), torch.device('cpu'), 'fp32')
     runner.run(1)
-    counter = bench.count_host_syncs(runner.learn, 3)
+    counter = runners.count_host_syncs(runner.learn, 3)
     assert counter.total == 0, dict(counter.counts)
     # ... while the detector does see what the plain HF baseline does (mask test, boolean-mask loss, .item())
     model = tiny_model(cfg)
     (ids, tt), _ = batches(cfg)
     m = mask_tokens(ids, torch.tensor([0, 101, 102, 103]), 0, 103, V)
     with HostSyncCounter() as c:
-        loss, _, _ = bench.baseline_pretrain_loss(model.generator, model.discriminator, cfg, m, tt, None)
+        loss, _, _ = baseline.baseline_pretrain_loss(model.generator, model.discriminator, cfg, m, tt, None)
         loss.item()
     assert c.counts['aten::_local_scalar_dense'] >= 3 and c.counts['aten::index (boolean mask)'] >= 1
 
@@ -274,7 +275,7 @@ def test_prefetcher_passes_batches_through():
 def test_bench_command_writes_parsable_results_and_profile(what, tmp_path, capsys):
     # the demo preset, tiny batches: checks the command's plumbing and its arithmetic, not any speed
     out = tmp_path / 'b.json'
-    bench.main([what, '--preset', 'demo', '--batch_size', '4', '--max_length', '32', '--vocab_size', str(V),
+    cli.main([what, '--preset', 'demo', '--batch_size', '4', '--max_length', '32', '--vocab_size', str(V),
                 '--rounds', '2', '--steps', '1', '--precision', 'fp32', '--profile', '--device', 'cpu', '--json', str(out)])
     printed = capsys.readouterr().out
     res = __import__('json').loads(out.read_text())
@@ -289,10 +290,10 @@ def test_bench_command_writes_parsable_results_and_profile(what, tmp_path, capsy
     assert 'fast path fp32 (as asked (--precision)), baseline fp32' in printed
     assert res['config']['precision_reason'] == 'as asked (--precision)'
     if what == 'pretrain':
-        cfg = bench.load_config(PretrainConfig, ['--config', 'demo', '--batch_size', '4', '--max_length', '32'],
+        cfg = load_config(PretrainConfig, ['--config', 'demo', '--batch_size', '4', '--max_length', '32'],
                                 preset_dir='configs/pretrain')
-        P = bench.max_predictions(cfg.mask_prob, 32)
-        assert res['flops']['fast'] == bench.pretrain_flops(cfg, 4, 32, V, P)
+        P = max_predictions(cfg.mask_prob, 32)
+        assert res['flops']['fast'] == flops.pretrain_flops(cfg, 4, 32, V, P)
         assert fast['steps_per_s'] == pytest.approx(1 / fast['s_per_step'])
         assert fast['tokens_per_s'] == pytest.approx(4 * 32 / fast['s_per_step'])
         assert res['loss_check']['abs_diff'] < 1e-4 and res['config']['precision'] == 'fp32'
@@ -302,8 +303,8 @@ def test_bench_command_writes_parsable_results_and_profile(what, tmp_path, capsy
 
 @pytest.mark.parametrize('native', [True, False])
 def test_bench_says_which_precision_the_cpu_path_uses_and_why(monkeypatch, native):
-    monkeypatch.setattr(bench, 'cpu_bf16_supported', lambda: native)
-    args = bench.parse_args(['pretrain', '--device', 'cpu'])
+    monkeypatch.setattr(cli, 'cpu_bf16_supported', lambda: native)
+    args = cli.parse_args(['pretrain', '--device', 'cpu'])
     assert (args.precision, args.precision_reason) == (('bf16', 'auto: this CPU multiplies bf16 natively (AVX512-BF16/AMX)')
                                                        if native else ('auto', 'auto: this CPU has no native bf16, so fp32'))
     if not native: assert resolve_precision(args.precision, torch.device('cpu')) == 'fp32'

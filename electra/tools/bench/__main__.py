@@ -1,0 +1,4 @@
+"Runs `electra.tools.bench.cli.main`: `python -m electra.tools.bench pretrain|finetune ...`."
+from electra.tools.bench.cli import main
+
+main()

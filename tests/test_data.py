@@ -1,4 +1,5 @@
 "Pretraining data: demo corpus, corpus checks, the official example builder, the Arrow cache, batches."
+import dataclasses
 import json
 import logging
 import os
@@ -12,9 +13,10 @@ import torch
 
 from electra.config.base import ConfigError
 from electra.data.batches import PretrainingBatches, pretraining_dataloader
-from electra.data.builder import ExampleBuilder, corpus_files
-from electra.data.cache import build_pretraining_dataset, build_summary
+from electra.data.cache import build_corpus, build_summary
+from electra.data.corpus import BuildSettings, CorpusSource, corpus_text_files, resolve_corpus
 from electra.data.demo import demo_corpus_text, write_demo_corpus
+from electra.data.examples import ExampleBuilder
 from electra.data.tokenizer import load_tokenizer, train_tokenizer
 
 WIKI = Path(__file__).resolve().parents[1].parent / 'shared' / 'data' / 'corpus' / 'wikipedia_leads.txt'
@@ -22,6 +24,22 @@ CLS, SEP = 101, 102  # BERT's ids, to catch code that assumes a trained vocabula
 
 
 # ---------------------------------------------------------------- helpers
+
+def corpus_files(paths: list[str], cache_dir: Path) -> list[Path]:
+    "The text files that `resolve_corpus` finds for `paths`."
+    return corpus_text_files(resolve_corpus(paths, cache_dir))
+
+
+def build_pretraining_dataset(files: list[Path], tokenizer, max_length: int, cache_dir: Path, seed: int,
+                              num_proc: int = 1, settings: BuildSettings | None = None,
+                              progress: bool = False) -> datasets.Dataset:
+    """`build_corpus` for a list of text files read as one corpus, with `settings` (default: `corpus_format`
+    and `sentence_split` 'auto', so files in the official layout read as before)."""
+    files = [Path(f) for f in files]
+    source = CorpusSource(', '.join(map(str, files)), 'files', files)
+    settings = dataclasses.replace(settings or BuildSettings(), max_length=max_length)
+    return build_corpus(source, tokenizer, settings, cache_dir, seed, num_proc, progress)
+
 
 def read_documents(path: Path, max_chars: int = 10**9) -> list[list[str]]:
     "Documents (lists of stripped non-blank lines) of a corpus file, up to about `max_chars` characters."

@@ -16,7 +16,8 @@ import torch
 from electra.config.base import ConfigError
 from electra.data.batches import PretrainingBatches, held_out_split, pretraining_dataloader
 from electra.data.cache import build_corpus, build_summary, format_summary
-from electra.data.corpus import BuildSettings, resolve_corpus, split_sentences
+from electra.data.corpus import BuildSettings, resolve_corpus
+from electra.data.sentences import split_sentences
 from electra.data.tokenizer import train_tokenizer
 from electra.objective.masking import MaskingSettings
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches, roc_auc
@@ -290,7 +291,7 @@ def test_hub_offline_says_so_and_how_to_use_local_files(tmp_path, monkeypatch):
 
 
 def test_unknown_sentence_split_language_is_a_config_error(tmp_path):
-    from electra.data.corpus import sentencizer
+    from electra.data.sentences import sentencizer
     with pytest.raises(ConfigError, match="sentence_split: spaCy has no language 'qq'"):
         sentencizer('qq')
 

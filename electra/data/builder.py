@@ -1,6 +1,5 @@
-"""The official example builder and the sharded, parallel build of one corpus into Arrow files.
+"""The sharded, parallel build of one corpus into Arrow files of examples (`electra.data.examples.ExampleBuilder`).
 
-`ExampleBuilder` is a port of the official example builder (google-research/electra, build_pretraining_dataset.py).
 A corpus is cut into shards at document boundaries (byte ranges of big files, groups of small files, row ranges of
 tables); each shard is built by one of `num_proc` processes with its own builder and RNG seeded by (seed, corpus,
 shard) and written to its own Arrow file. Shards depend on the corpus and `BuildSettings`, never on `num_proc`, so
@@ -34,21 +33,20 @@ from electra.data.corpus import (
     CorpusSource,
     documents,
     read_head,
-    resolve_corpus,
     resolve_format,
     resolve_split,
     sniff,
-    split_sentences,
-    splitter,
     table_lines,
     text_lines,
 )
+from electra.data.examples import ExampleBuilder
+from electra.data.sentences import split_sentences, splitter
 
-__all__ = ['BUILDER_VERSION', 'COUNTERS', 'FEATURES', 'corpus_files', 'ExampleBuilder', 'build_shards']
+__all__ = ['BUILDER_VERSION', 'COUNTERS', 'FEATURES', 'build_shards']
 
 
 
-BUILDER_VERSION = 2  # bump when a change to this module or electra.corpus changes the examples it builds
+BUILDER_VERSION = 2  # bump when a change to this module, corpus, sentences or examples changes the examples built
 _BATCH_CHARS = 1 << 20          # text per batched sentence-splitter / tokenizer call
 _WRITE_ROWS = 10_000            # examples per Arrow record batch
 FEATURES = datasets.Features({'input_ids': datasets.List(datasets.Value('int32')),
@@ -56,71 +54,6 @@ FEATURES = datasets.Features({'input_ids': datasets.List(datasets.Value('int32')
                               'document': datasets.Value('int64')})  # (shard << 32) + document number in the shard
 COUNTERS = ['bytes', 'documents', 'sentences', 'tokens', 'examples', 'empty_documents', 'undecodable_lines',
             'long_lines', 'long_sentences', 'short_lines']
-
-Example = tuple[list[int], list[int]]  # (input_ids, token_type_ids), unpadded
-
-
-def corpus_files(paths: list[str], cache_dir: Path) -> list[Path]:
-    """The text files named by `paths`: text files, directories (every regular file inside, recursively,
-    sorted, hidden ones skipped; binary, empty and non-UTF-8 ones skipped) or 'demo' (the built-in corpus,
-    written under `cache_dir/demo`). Raises `ConfigError` naming the offending path for anything missing,
-    or for a file named explicitly that is empty, binary or not UTF-8."""
-    sources = resolve_corpus([p for p in paths if not p.startswith('hub:')], cache_dir)
-    return [f for s in sources if s.kind == 'files' for f in s.files]
-
-
-# ---------------------------------------------------------------- examples
-
-class ExampleBuilder:
-    """Turns a stream of tokenized sentences into pretraining examples, as the official `ExampleBuilder`.
-
-    Sentences are accumulated until their total length reaches the target length, then split into
-    segments A and B: `[CLS] A [SEP] B [SEP]` with token types 0 for `[CLS] A [SEP]` and 1 for `B [SEP]`
-    (B may be empty: `[CLS] A [SEP]`). The end of a document emits what has been accumulated, so examples
-    never span documents. Every random draw comes from `rng`, in the official order.
-    """
-
-    def __init__(self, max_length: int, cls_id: int, sep_id: int, rng: random.Random):
-        self.max_length, self.cls_id, self.sep_id, self.rng = max_length, cls_id, sep_id, rng
-        self.sentences: list[list[int]] = []
-        self.length = 0
-        self.target_length = max_length
-
-    def add_sentence(self, ids: list[int]) -> Optional[Example]:
-        "Add one sentence's token ids (no special tokens); return an example once the target length is reached."
-        self.sentences.append(ids)
-        self.length += len(ids)
-        return self._create_example() if self.length >= self.target_length else None
-
-    def end_document(self) -> Optional[Example]:
-        "A blank line: emit the pending sentences, if any, as a (possibly short) example."
-        return self._create_example() if self.length != 0 else None
-
-    def _create_example(self) -> Example:
-        # small chance of a single segment, as in classification tasks; -3 leaves room for [CLS] and two [SEP]
-        first_target = 100000 if self.rng.random() < 0.1 else (self.target_length - 3) // 2
-        a, b = [], []
-        for s in self.sentences:
-            # A takes the sentence if A is empty, if it fits under the target, or (only while B is empty and A is
-            # under target) half the time when it pushes A over; `and`/`or` short-circuit exactly as the
-            # official condition, so the coin is flipped only in that last case
-            if not a or len(a) + len(s) < first_target or (not b and len(a) < first_target and self.rng.random() < 0.5):
-                a += s
-            else:
-                b += s
-        # trim to max_length, leaving room for [CLS] and one or two [SEP]
-        a = a[:self.max_length - 2]
-        b = b[:max(0, self.max_length - len(a) - 3)]
-        self.sentences, self.length = [], 0
-        # small chance of a shorter example, so the model also sees short inputs
-        self.target_length = self.rng.randint(5, self.max_length) if self.rng.random() < 0.05 else self.max_length
-        ids = [self.cls_id] + a + [self.sep_id]
-        types = [0] * len(ids)
-        if b:
-            ids += b + [self.sep_id]
-            types += [1] * (len(b) + 1)
-        return ids, types
-
 
 # ---------------------------------------------------------------- shards
 

@@ -24,7 +24,7 @@ from electra.data.corpus import BuildSettings, CorpusSource, skipped_in_words
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.training.files import owner_gone
 
-__all__ = ['build_corpus', 'build_pretraining_dataset', 'build_summary', 'format_summary']
+__all__ = ['build_corpus', 'build_summary', 'format_summary']
 
 _MARKER = 'electra_build.json'  # written last: a dataset directory without it is incomplete
 _CHECK_BLOCKS, _CHECK_BLOCK, _CHECK_END = 16, 1 << 16, 1 << 20   # what of each shard file the checksum covers
@@ -152,17 +152,6 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
         shutil.rmtree(tmp, ignore_errors=True)
     log.info(f"pretraining data: {format_summary(info)} -> {final}")
     return _load_verified(final, fp)[0]
-
-
-def build_pretraining_dataset(files: list[Path], tokenizer, max_length: int, cache_dir: Path, seed: int,
-                              num_proc: int = 1, settings: Optional[BuildSettings] = None,
-                              progress: bool = False) -> datasets.Dataset:
-    """`build_corpus` for a list of text files read as one corpus, with `settings` (default: `corpus_format`
-    and `sentence_split` 'auto', so files in the official layout read as before)."""
-    files = [Path(f) for f in files]
-    source = CorpusSource(', '.join(map(str, files)), 'files', files)
-    settings = dataclasses.replace(settings or BuildSettings(), max_length=max_length)
-    return build_corpus(source, tokenizer, settings, cache_dir, seed, num_proc, progress)
 
 
 def build_summary(dataset: datasets.Dataset) -> dict:

@@ -1,7 +1,7 @@
 "Config loading: presets, typed CLI overrides, rejected keys and values, --help."
 import pytest
 
-from electra.config.base import ConfigError, RunWarning, load_config
+from electra.config.base import ConfigError, RunWarning, config_from_dict, load_config
 from electra.config.pretrain import PretrainConfig
 
 
@@ -98,3 +98,14 @@ def test_optimizer_and_dropout_values_checked_up_front(key, value, match):
 def test_warmup_longer_than_the_run_warns():
     with pytest.warns(RunWarning, match=r'warmup_steps \(10000\) is not shorter than the run \(30 steps\)'):
         load('--config', 'small', '--steps', '30')
+
+
+def test_retired_size_key_is_skipped_in_files_and_unknown_on_the_command_line(tmp_path):
+    # run configs and checkpoints written before 'size' was retired still load, to the same config
+    old = tmp_path / 'old.yaml'
+    old.write_text('size: small\nhidden_size: 48\n')
+    cfg = load_config(PretrainConfig, ['--config', str(old)], preset_dir='configs/pretrain')
+    assert cfg.hidden_size == 48 and not hasattr(cfg, 'size')
+    assert config_from_dict(PretrainConfig, {'size': 'base', 'lr': 1e-3}) == config_from_dict(PretrainConfig, {'lr': 1e-3})
+    with pytest.raises(ConfigError, match="command line: unknown key 'size'"):
+        load_config(PretrainConfig, ['--size', 'base'], preset_dir='configs/pretrain')

@@ -122,11 +122,18 @@ def _check_choices(cfg) -> None:
             raise ConfigError(f"{f.name}: {getattr(cfg, f.name)!r} is not one of {', '.join(map(str, choices))}.")
 
 
-def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=None):
-    "Build a `cls` from `values` (over `base` or the defaults), checking every key and type."
+# Keys that earlier versions wrote into presets, run configs and checkpoints and that nothing ever read: skipped in
+# files, so those still load; typed on the command line they are unknown keys. ('size' named the preset.)
+RETIRED_KEYS = ('size',)
+
+
+def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=None, from_file: bool = True):
+    """Build a `cls` from `values` (over `base` or the defaults), checking every key and type. `from_file`: `values`
+    were saved by a file or checkpoint, whose retired keys are skipped."""
     hints, names = _hints(cls), [f.name for f in dataclasses.fields(cls)]
     current = config_to_dict(base) if base is not None else {}
     for key, value in values.items():
+        if from_file and key in RETIRED_KEYS: continue
         if key not in hints:
             raise ConfigError(f"{source}: unknown key '{key}'.{did_you_mean(key, names)} "
                               f"Run with --help for the list of keys.")
@@ -216,8 +223,8 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     path = resolve_preset(str(preset), preset_dir)
     cfg = config_from_dict(cls, _read_yaml(path), source=str(path), base=cls())
     if 'config' in _hints(cls): cfg = dataclasses.replace(cfg, config=str(preset))
-    cfg = config_from_dict(cls, cli, source='command line', base=cfg)
-    return config_from_dict(cls, overrides, source='overrides', base=cfg)
+    cfg = config_from_dict(cls, cli, source='command line', base=cfg, from_file=False)
+    return config_from_dict(cls, overrides, source='overrides', base=cfg, from_file=False)
 
 
 def writable_dir(path: str | Path, key: str) -> Path:

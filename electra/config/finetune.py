@@ -53,8 +53,6 @@ class FinetuneConfig:
                            'run used for the test predictions: the best dev score (replication) or the median run')
     ensemble_k: int = field(1, 'average the logits of the top k runs by dev score for the test predictions (1: no ensemble)')
     # -- hyperparameters (the paper's Table 7; configure_finetuning.py); each may be set per task in `task_overrides`
-    size: str = choice_field('small', ['small', 'base', 'large', 'custom'],
-                         'model size these hyperparameters are meant for (informational)')
     lr: float = field(3e-4, 'peak learning rate of the head (small 3e-4, base 1e-4, large 5e-5)')
     layer_lr_decay: float = field(0.8, 'layer-wise learning-rate decay d (0.9 for large; 1 disables)')
     layer_lr_mode: str = choice_field('official', ['official', 'intended'],

@@ -66,7 +66,6 @@ class PretrainConfig:
     lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer')
     max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included')
     # -- model (the paper's Table 6; configure_pretraining.py); the presets fill these in
-    size: str = field('small', 'name of the size preset these numbers came from (informational)')
     hidden_size: int = field(256, 'discriminator hidden size')
     num_hidden_layers: int = field(12, 'layers of both discriminator and generator')
     num_attention_heads: int = field(4, 'discriminator attention heads')

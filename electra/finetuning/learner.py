@@ -90,8 +90,8 @@ def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, fl
     return EpochEval()
 
 
-def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, cfg: FinetuneConfig, regression: bool,
-                  device: torch.device, autocast: torch.dtype | None, cbs: tuple = ()):
+def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, task_cfg: FinetuneConfig,
+                       regression: bool, device: torch.device, autocast: torch.dtype | None, cbs: tuple = ()):
     """The fastai Learner of one fine-tuning run (run_finetuning.py): ElectraAdam over the layer-wise groups, warm-up and linear
     decay applied together at every step, gradient clipping, and mixed precision when `autocast` is set. fastai's own
     validation pass is skipped (the dev sets are scored by the caller, see `train_run`), and there is no Recorder or
@@ -110,43 +110,47 @@ def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, cfg:
 
         def before_validate(self): raise CancelValidException()
 
-    groups, lrs = optimizer_groups(model, cfg.lr, cfg.layer_lr_decay, cfg.layer_lr_mode)
-    total = cfg.epochs * len(train_dl)
-    sched = warmup_decay_sched(lrs, int(cfg.warmup_fraction * total), total, cfg.decay_power, cfg.schedule)
+    groups, lrs = optimizer_groups(model, task_cfg.lr, task_cfg.layer_lr_decay, task_cfg.layer_lr_mode)
+    total = task_cfg.epochs * len(train_dl)
+    sched = warmup_decay_sched(lrs, int(task_cfg.warmup_fraction * total), total, task_cfg.decay_power,
+                               task_cfg.schedule)
     cbs = [TrainEvalCallback(), SkipValidation(), ParamScheduler({'lr': sched}), *cbs]
-    if cfg.clip_grad: cbs.append(GradientClip(cfg.clip_grad))
+    if task_cfg.clip_grad: cbs.append(GradientClip(task_cfg.clip_grad))
     if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
     # fastai needs a validation loader to exist even though its pass is skipped
     learn = Learner(DeviceDataLoaders(train_dl, *(valid_dls or [train_dl]), device=device, n_inp=3), model,
                     loss_func=partial(scaled_mse, scale=model.target_scale) if regression else F.cross_entropy,
-                    opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
+                    opt_func=electra_opt_func((task_cfg.adam_beta1, task_cfg.adam_beta2), task_cfg.adam_eps,
+                                              task_cfg.weight_decay),
                     splitter=lambda m: groups, lr=float(lrs.max()), default_cbs=False, cbs=cbs)
     learn.layer_lrs = lrs
     return learn
 
 
-def train_run(data: TaskData, cfg: FinetuneConfig, body: nn.Module, seed: int, device: torch.device,
+def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: int, device: torch.device,
               autocast: torch.dtype | None, pad_id: int, report: Callable[[int, float, dict], None] | None = None,
               extra_cbs: tuple = ()):
-    """Fine-tune a copy of `body` on `data.train` with `cfg` (a task's config) and seed `seed`, scoring the dev sets
+    """Fine-tune a copy of `body` on `data.train` with `task_cfg` (a task's config) and seed `seed`, scoring the dev sets
     after each epoch. Returns the model and the per-epoch history (train loss and dev metrics); the last entry is the
     run's result, as the official code evaluates the final model. `extra_cbs`: more fastai callbacks for the fit."""
     from fastai.torch_core import set_seed
 
     task = data.task
     set_seed(seed)
-    model = ElectraClassifier(copy.deepcopy(body), task.n_outputs, cfg.dropout,
-                              cfg.stsb_scale if task.is_regression else 1.0).to(device)
+    model = ElectraClassifier(copy.deepcopy(body), task.n_outputs, task_cfg.dropout,
+                              task_cfg.stsb_scale if task.is_regression else 1.0).to(device)
     pin = device.type == 'cuda'
-    train_dl = make_loader(data.train, cfg.batch_size, True, pad_id, seed, cfg.num_workers, pin, cfg.length_bucketing)
-    dev_dls = {s: make_loader(e, cfg.eval_batch_size, False, pad_id, 0, cfg.num_workers, pin) for s, e in data.dev.items()}
+    train_dl = make_loader(data.train, task_cfg.batch_size, True, pad_id, seed, task_cfg.num_workers, pin,
+                           task_cfg.length_bucketing)
+    dev_dls = {s: make_loader(e, task_cfg.eval_batch_size, False, pad_id, 0, task_cfg.num_workers, pin)
+               for s, e in data.dev.items()}
 
     def evaluate() -> dict:
         preds = {s: predictions(task, predict_outputs(model, dl, autocast)) for s, dl in dev_dls.items()}
         return task_metrics(task, preds, {s: e.label for s, e in data.dev.items()})
 
     evaluator = _epoch_eval_callback(evaluate, report or (lambda *a: None))
-    learn = finetuning_learner(model, train_dl, list(dev_dls.values()), cfg, task.is_regression, device, autocast,
+    learn = finetuning_learner(model, train_dl, list(dev_dls.values()), task_cfg, task.is_regression, device, autocast,
                           (evaluator, *extra_cbs))
-    learn.fit(cfg.epochs, lr=learn.layer_lrs)
+    learn.fit(task_cfg.epochs, lr=learn.layer_lrs)
     return model, evaluator.history

@@ -40,99 +40,102 @@ def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:
     return open_source(data)
 
 
-def _train_examples(task: GlueTask, cfg: FinetuneConfig, source: GlueSource, doubled: bool) -> Examples:
+def _train_examples(task: GlueTask, task_cfg: FinetuneConfig, source: GlueSource, doubled: bool) -> Examples:
     ex = source.load(task, 'train')
-    if cfg.drop_empty: ex = drop_empty(ex)
-    if cfg.max_train_samples and len(ex) > cfg.max_train_samples:
-        ex = ex.take(np.sort(np.random.default_rng(0).choice(len(ex), cfg.max_train_samples, replace=False)))
+    if task_cfg.drop_empty: ex = drop_empty(ex)
+    if task_cfg.max_train_samples and len(ex) > task_cfg.max_train_samples:
+        ex = ex.take(np.sort(np.random.default_rng(0).choice(len(ex), task_cfg.max_train_samples, replace=False)))
     return double_unordered(ex) if doubled else ex
 
 
-def prepare_task(task: GlueTask, cfg: FinetuneConfig, source: GlueSource, tokenizer, cache_dir: str | Path,
+def prepare_task(task: GlueTask, task_cfg: FinetuneConfig, source: GlueSource, tokenizer, cache_dir: str | Path,
                  doubled: bool) -> TaskData:
     "Read, filter, double (when `doubled`) and encode a task's training set, and encode its dev splits (cached)."
     cache = Path(cache_dir) / 'glue_tokens'
-    train = encode_cached(_train_examples(task, cfg, source, doubled), tokenizer, cfg.max_length, cache, f'{task.name}-train')
-    dev = {s: encode_cached(source.load(task, s), tokenizer, cfg.max_length, cache, f'{task.name}-{s}') for s in task.dev_splits}
+    length = task_cfg.max_length
+    train = encode_cached(_train_examples(task, task_cfg, source, doubled), tokenizer, length, cache, f'{task.name}-train')
+    dev = {s: encode_cached(source.load(task, s), tokenizer, length, cache, f'{task.name}-{s}') for s in task.dev_splits}
     return TaskData(task, train, dev)
 
 
-def _doubled(task: GlueTask, job: FinetuneConfig, cfg: FinetuneConfig) -> bool:
+def _doubled(task: GlueTask, cfg: FinetuneConfig, task_cfg: FinetuneConfig) -> bool:
     "double_unordered applies to unordered-pair tasks, or to any task whose `task_overrides` switch it on."
-    return cfg.double_unordered and (task.symmetric or 'double_unordered' in job.task_overrides.get(task.name, {}))
+    return task_cfg.double_unordered and (task.symmetric or 'double_unordered' in cfg.task_overrides.get(task.name, {}))
 
 
 
 
 # -- the sweep
 
-def _settings_key(job: FinetuneConfig, task: str, cfg: FinetuneConfig, seed: int, doubled: bool) -> str:
+def _settings_key(cfg: FinetuneConfig, task: str, task_cfg: FinetuneConfig, seed: int, doubled: bool) -> str:
     "A hash of what a run's result depends on; a resumed sweep refuses to mix runs of different settings."
-    hp = {k: v for k, v in cfg.hparams().items() if k != 'eval_batch_size'}
-    blob = json.dumps({'task': task, 'model': job.model, 'data': job.data, 'seed': seed, 'doubled': doubled, **hp},
+    hp = {k: v for k, v in task_cfg.hparams().items() if k != 'eval_batch_size'}
+    blob = json.dumps({'task': task, 'model': cfg.model, 'data': cfg.data, 'seed': seed, 'doubled': doubled, **hp},
                       sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
-def _neptune_run(job: FinetuneConfig, task: str, run: int, seed: int, cfg: FinetuneConfig):
+def _neptune_run(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: FinetuneConfig):
     "A Neptune run for one fine-tuning run (`logger: neptune`), or None."
-    if job.logger != 'neptune' or not is_main_process(): return None
-    nrun = start_neptune_run(job.neptune_project, f'{job.group}/{task}_{run}', tags=[job.group, task])
-    nrun['parameters'] = {'task': task, 'run': run, 'seed': seed, 'model': job.model, 'data': job.data, **cfg.hparams()}
+    if cfg.logger != 'neptune' or not is_main_process(): return None
+    nrun = start_neptune_run(cfg.neptune_project, f'{cfg.group}/{task}_{run}', tags=[cfg.group, task])
+    nrun['parameters'] = {'task': task, 'run': run, 'seed': seed, 'model': cfg.model, 'data': cfg.data,
+                          **task_cfg.hparams()}
     return nrun
 
 
-def run_sweep(job: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
+def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
               log: Callable[[str], None] = print) -> ResultsTable:
-    """Fine-tune `job.runs` runs of every training task in `job.tasks` from `pretrained` (an `ElectraForPreTraining`).
+    """Fine-tune `cfg.runs` runs of every training task in `cfg.tasks` from `pretrained` (an `ElectraForPreTraining`).
     Each finished run's weights go to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to the results table
     `<output_dir>/<group>/results.csv` at once; runs already in the table with the same settings are skipped."""
-    out = Path(job.output_dir) / job.group
+    out = Path(cfg.output_dir) / cfg.group
     results = ResultsTable(out / 'results.csv')
-    device, autocast = device_and_autocast(job.device, job.precision)
+    device, autocast = device_and_autocast(cfg.device, cfg.precision)
     body = pretrained.electra
     pad_id = pad_token_id(tokenizer)
     say = log if is_main_process() else (lambda *_: None)
-    for name in (n for n in job.tasks if not TASKS[n].predicted_by):
-        task, cfg = TASKS[name], job.for_task(name)
-        doubled = _doubled(task, job, cfg)
+    for name in (n for n in cfg.tasks if not TASKS[n].predicted_by):
+        task, task_cfg = TASKS[name], cfg.for_task(name)
+        doubled = _doubled(task, cfg, task_cfg)
         todo = []
-        for i, seed in enumerate(job.seed_list):
-            key, ckpt, row = _settings_key(job, name, cfg, seed, doubled), out / f'{name}_{i}.pth', results.get(name, i)
+        for i, seed in enumerate(cfg.seed_list):
+            key = _settings_key(cfg, name, task_cfg, seed, doubled)
+            ckpt, row = out / f'{name}_{i}.pth', results.get(name, i)
             if row is not None and row['settings'] != key:
                 raise ConfigError(f"{results.path}: {name} run {i} was made with other settings (model, data, seed or "
                                   f"hyperparameters changed). Use another --group, or delete that row and {ckpt} to redo it.")
             if row is None or not ckpt.is_file(): todo.append((i, seed, key, ckpt))
         if not todo:
-            say(f'{name}: all {job.runs} runs finished before; skipped')
+            say(f'{name}: all {cfg.runs} runs finished before; skipped')
             continue
-        data = prepare_task(task, cfg, source, tokenizer, job.cache_dir, doubled)
+        data = prepare_task(task, task_cfg, source, tokenizer, cfg.cache_dir, doubled)
         say(f'{name}: {len(data.train)} training examples{" (both segment orders)" if doubled else ""}, '
-            f'{", ".join(f"{len(e)} {s}" for s, e in data.dev.items())}; {cfg.epochs} epochs, lr {cfg.lr:g}, '
-            f'{len(todo)} of {job.runs} runs to do')
+            f'{", ".join(f"{len(e)} {s}" for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
+            f'{len(todo)} of {cfg.runs} runs to do')
         for i, seed, key, ckpt in todo:
-            nrun, start = _neptune_run(job, name, i, seed, cfg), time.perf_counter()
+            nrun, start = _neptune_run(cfg, name, i, seed, task_cfg), time.perf_counter()
 
             def report(epoch, loss, metrics, i=i, seed=seed, start=start, nrun=nrun):
                 shown = ', '.join(f'{m} {metrics[m]:.2f}' for m in dev_metric_names(task))
-                say(f'  {name} run {i} (seed {seed}) epoch {epoch + 1}/{cfg.epochs}: train loss {loss:.4f}, dev {shown} '
+                say(f'  {name} run {i} (seed {seed}) epoch {epoch + 1}/{task_cfg.epochs}: train loss {loss:.4f}, dev {shown} '
                     f'[{time.perf_counter() - start:.0f}s]')
                 if nrun is not None:
                     nrun['train/loss'].append(loss)
                     for m in dev_metric_names(task): nrun[f'dev/{m}'].append(metrics[m])
 
-            try: model, history = train_run(data, cfg, body, seed, device, autocast, pad_id, report)
+            try: model, history = train_run(data, task_cfg, body, seed, device, autocast, pad_id, report)
             except KeyboardInterrupt:
                 raise TrainingStopped(f"by Ctrl-C during {name} run {i}; the {len(results.df)} finished run(s) are kept in "
                                       f"{results.path}. Run the same command again to do the rest.") from None
             final = history[-1]
             if is_main_process():
                 atomic_save({'format': 'electra-glue', 'task': name, 'run': i, 'seed': seed, 'n_outputs': task.n_outputs,
-                             'dropout': cfg.dropout, 'target_scale': model.target_scale,
+                             'dropout': task_cfg.dropout, 'target_scale': model.target_scale,
                              'electra_config': body.config.to_dict(), 'model': model.state_dict(),
-                             'pretrained': job.model, 'hparams': cfg.hparams(), 'dev': final}, ckpt)
+                             'pretrained': cfg.model, 'hparams': task_cfg.hparams(), 'dev': final}, ckpt)
             results.add({'task': name, 'run': i, 'seed': seed, 'score': final[task.score_metric], **final,
-                         'steps': cfg.epochs * -(-len(data.train) // cfg.batch_size),
+                         'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
                          'seconds': round(time.perf_counter() - start, 1), 'settings': key, 'checkpoint': str(ckpt),
                          'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')})
             if nrun is not None:
@@ -142,46 +145,46 @@ def run_sweep(job: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
     return results
 
 
-def write_summary(job: FinetuneConfig, results: ResultsTable) -> str:
+def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
     "The per-task summary as markdown, saved with a plot of the spread over runs as `summary.md` and `summary.png`."
-    out = Path(job.output_dir) / job.group
-    df = results.df[results.df['task'].isin(job.tasks) & (results.df['run'] < job.runs)]
+    out = Path(cfg.output_dir) / cfg.group
+    df = results.df[results.df['task'].isin(cfg.tasks) & (results.df['run'] < cfg.runs)]
     text = summary_markdown(summarize(df)) if not df.empty else 'no finished runs'
     if is_main_process():
-        atomic_write_text(f'# GLUE dev results of {job.group} ({job.model})\n\n{text}\n', out / 'summary.md')
-    if not df.empty: plot_summary(df, out / 'summary.png', title=f'{job.group}: GLUE dev score per run (bar: median)')
+        atomic_write_text(f'# GLUE dev results of {cfg.group} ({cfg.model})\n\n{text}\n', out / 'summary.md')
+    if not df.empty: plot_summary(df, out / 'summary.png', title=f'{cfg.group}: GLUE dev score per run (bar: median)')
     return text
 
 
-def write_test_predictions(job: FinetuneConfig, results: ResultsTable, tokenizer, source: GlueSource,
+def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer, source: GlueSource,
                            log: Callable[[str], None] = print) -> list[Path]:
     """Predict the test sets with the selected run of each task (`select`), or the averaged logits of the top
     `ensemble_k` runs; AX with MNLI's. Writes `<test_output_dir>/<group>/<file>.tsv` and `glue_submission.zip`."""
-    device, autocast = device_and_autocast(job.device, job.precision)
-    out = Path(job.test_output_dir) / job.group
+    device, autocast = device_and_autocast(cfg.device, cfg.precision)
+    out = Path(cfg.test_output_dir) / cfg.group
     pad_id = pad_token_id(tokenizer)
-    cache = Path(job.cache_dir) / 'glue_tokens'
+    cache = Path(cfg.cache_dir) / 'glue_tokens'
     say = log if is_main_process() else (lambda *_: None)
     written = []
-    for model_task in (n for n in job.tasks if not TASKS[n].predicted_by):
+    for model_task in (n for n in cfg.tasks if not TASKS[n].predicted_by):
         rows = results.task_rows(model_task)
-        rows = rows[rows['run'] < job.runs]  # this job's runs, not later ones left by a larger sweep
+        rows = rows[rows['run'] < cfg.runs]  # this job's runs, not later ones left by a larger sweep
         if rows.empty:
             say(f'{model_task}: no finished runs, no test predictions')
             continue
-        cfg = job.for_task(model_task)
-        picked = select_runs(rows, job.select, job.ensemble_k)
-        targets = [(TASKS[n], split, stem) for n in job.tasks if n == model_task or TASKS[n].predicted_by == model_task
+        task_cfg = cfg.for_task(model_task)
+        picked = select_runs(rows, cfg.select, cfg.ensemble_k)
+        targets = [(TASKS[n], split, stem) for n in cfg.tasks if n == model_task or TASKS[n].predicted_by == model_task
                    for split, stem in TASKS[n].test_files]
-        encoded = {(t.name, split): encode_cached(source.load(t, split), tokenizer, cfg.max_length, cache, f'{t.name}-{split}')
+        encoded = {(t.name, split): encode_cached(source.load(t, split), tokenizer, task_cfg.max_length, cache, f'{t.name}-{split}')
                    for t, split, _ in targets}
-        dev = {s: encode_cached(source.load(TASKS[model_task], s), tokenizer, cfg.max_length, cache, f'{model_task}-{s}')
+        dev = {s: encode_cached(source.load(TASKS[model_task], s), tokenizer, task_cfg.max_length, cache, f'{model_task}-{s}')
                for s in TASKS[model_task].dev_splits} if len(picked) > 1 else {}
         sums: dict = {}
         for path in picked['checkpoint']:
             model = load_finetuned(path, device)
             for key, enc in [*encoded.items(), *(((model_task, s), e) for s, e in dev.items())]:
-                loader = make_loader(enc, cfg.eval_batch_size, False, pad_id, pin_memory=device.type == 'cuda')
+                loader = make_loader(enc, task_cfg.eval_batch_size, False, pad_id, pin_memory=device.type == 'cuda')
                 outs = predict_outputs(model, loader, autocast)
                 sums[key] = sums.get(key, 0) + outs / len(picked)
             del model
@@ -197,7 +200,7 @@ def write_test_predictions(job: FinetuneConfig, results: ResultsTable, tokenizer
             if bad:  # argmax of NaN logits is a valid-looking label: never let one reach a submission file
                 raise ConfigError(f"{stem}.tsv: {runs} predict NaN or infinite outputs for {bad} of {len(outs)} "
                                   f"{t.name} {split} examples; no file written. Delete those runs' rows from "
-                                  f"{Path(job.output_dir) / job.group / 'results.csv'} and run the task again.")
+                                  f"{Path(cfg.output_dir) / cfg.group / 'results.csv'} and run the task again.")
             written.append(write_predictions(out / f'{stem}.tsv', t, enc.idx, predictions(t, outs)))
             say(f'{stem}.tsv: {len(enc)} predictions from {model_task} {runs}')
     if written: written.append(zip_submission(out))

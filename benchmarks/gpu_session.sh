@@ -47,8 +47,10 @@ finish() {
 }
 trap finish EXIT
 
-tests() {  # the CUDA tests and the speed tests (the rest of the suite runs on the CPU in CI)
-  step tests 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_speed.py tests/test_optim.py
+tests() {  # the CUDA tests and the files of the speed and optimizer tests (the rest of the suite runs on the CPU in CI)
+  step tests 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/objective/test_model.py \
+    tests/pretraining/test_callbacks.py tests/pretraining/test_export.py tests/pretraining/test_learner.py \
+    tests/tools/bench tests/training/test_optim.py tests/training/test_schedule.py tests/training/test_speed.py
 }
 
 demos() {  # the README's demo commands on the GPU

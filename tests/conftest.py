@@ -1,6 +1,9 @@
 """Tests never touch the network: the HF hub is switched off before anything imports transformers or datasets.
-`one_thread` is for modules of tiny models (`pytestmark = pytest.mark.usefixtures('one_thread')`)."""
+`one_thread` is for modules of tiny models (`pytestmark = pytest.mark.usefixtures('one_thread')`). The fixtures below
+it are shared by test files in several folders: a tiny GLUE directory and a tiny random discriminator (fine-tuning),
+and a tokenizer and a SOTU build from the shared real corpora (pretraining data)."""
 import os
+import re
 
 import pytest
 
@@ -8,6 +11,15 @@ os.environ.setdefault('HF_HUB_OFFLINE', '1')
 os.environ.setdefault('HF_DATASETS_OFFLINE', '1')
 os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
 os.environ.setdefault('NEPTUNE_MODE', 'offline')
+
+# imported after the variables above are set: these import transformers and datasets
+import torch
+
+from electra.data.corpus import BuildSettings
+from electra.data.tokenizer import train_tokenizer
+from electra.finetuning import classifier
+from electra.finetuning.tasks.glue.demo import write_demo_glue
+from tests.support.corpora import SHARED, build, sotu_slice, wiki_slice
 
 
 @pytest.fixture
@@ -18,3 +30,45 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(scope='module')
+def glue_dir(tmp_path_factory):
+    "A tiny GLUE-layout directory for every task (written by the project's demo writer, read by the real readers)."
+    return write_demo_glue(tmp_path_factory.mktemp('glue'), sizes={'train': 32, 'dev': 16, 'test': 12})
+
+
+@pytest.fixture(scope='module')
+def tiny_dir(tmp_path_factory, glue_dir):
+    "`save_pretrained` directory of a tiny random discriminator (embedding 16 -> hidden 32, 2 layers) with its tokenizer."
+    import transformers
+    words = sorted({w for p in glue_dir.rglob('*.tsv') for w in re.findall(r'[a-z]+', p.read_text().lower())})
+    vocab = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', '.', ',', '?', '*', *words]
+    tok = transformers.ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    torch.manual_seed(0)
+    cfg = transformers.ElectraConfig(vocab_size=len(tok), embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    d = tmp_path_factory.mktemp('tiny') / 'discriminator'
+    transformers.ElectraForPreTraining(cfg).save_pretrained(d)
+    tok.save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope='module')
+def tiny(tiny_dir):
+    return classifier.load_pretrained(str(tiny_dir))
+
+
+@pytest.fixture(scope='module')
+def tok(tmp_path_factory):
+    if not SHARED.is_dir(): pytest.skip('../shared/data is absent')
+    root = tmp_path_factory.mktemp('tok')
+    return train_tokenizer([wiki_slice(root / 'wiki.txt', 600)], 3000, True, root / 'tokenizer')
+
+
+@pytest.fixture(scope='module')
+def sotu(tok, tmp_path_factory):
+    "A 20-address SOTU slice built at max_length 128 (auto: one document per file, sentences split by spaCy)."
+    root = tmp_path_factory.mktemp('sotu')
+    corpus = sotu_slice(root / 'sotu', 20)
+    return corpus, build(corpus, tok, root / 'cache', BuildSettings(max_length=128), num_proc=2)

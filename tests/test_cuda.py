@@ -146,7 +146,7 @@ def test_cuda_prefetcher_yields_the_same_batches_on_the_device():
 
 def test_cuda_pretrain_driver_resume_and_export(tmp_path):
     "pretrain.py on the GPU: half a run, then --resume, ends where the straight run ends; exports load on the CPU."
-    from test_pretrain import TINY as DRIVER_TINY, pretrain
+    from tests.support.pretrain import TINY as DRIVER_TINY, pretrain
     from transformers import ElectraForPreTraining
     argv = [a if a != 'cpu' else 'cuda' for a in DRIVER_TINY] + ['--run_name', 'gpu', '--checkpoint_at', '0.5,1.0']
     straight = pretrain(tmp_path / 'a', *argv)

@@ -1,8 +1,7 @@
 """The pretraining job end to end, run through the real driver `pretrain.py` (in-process with runpy, as a user runs it):
-checkpoints, export to transformers, exact resume, bad input, and learning on a real corpus."""
+checkpoints, export to transformers, exact resume, bad input, held-out evaluation, and learning on real corpora."""
 import csv
 import os
-import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -13,25 +12,10 @@ from transformers import ElectraForPreTraining
 
 from electra.config.base import ConfigError
 from electra.training.checkpoint import load_checkpoint
+from tests.support.corpora import needs_shared, sotu_slice
+from tests.support.pretrain import ROOT, TINY, pretrain
 
-ROOT = Path(__file__).resolve().parents[1]
 WIKI = ROOT.parent / 'shared' / 'data' / 'corpus' / 'wikipedia_leads.txt'
-TINY = ['--steps', '24', '--batch_size', '8', '--max_length', '32', '--hidden_size', '32', '--num_hidden_layers', '2',
-        '--num_attention_heads', '2', '--intermediate_size', '64', '--embedding_size', '32', '--generator_size', '0.5',
-        '--vocab_size', '500', '--log_every', '6', '--warmup_steps', '4', '--device', 'cpu']
-
-
-def pretrain(tmp: Path, *argv: str, cwd: Path = ROOT) -> dict:
-    "Run pretrain.py in this process (from `cwd`); returns the driver's globals (model, learn, run_dir, ...)."
-    args = ['--output_dir', str(tmp / 'ckpt'), '--cache_dir', str(tmp / 'cache'), *argv]
-    old_argv, old_cwd = sys.argv, os.getcwd()
-    sys.argv = ['pretrain.py', *args]
-    os.chdir(cwd)
-    try:
-        return runpy.run_path(str(ROOT / 'pretrain.py'), run_name='__main__')
-    finally:
-        sys.argv = old_argv
-        os.chdir(old_cwd)
 
 
 @pytest.fixture(scope='module')
@@ -122,76 +106,6 @@ def test_damaged_checkpoint_is_refused_on_resume(straight, tmp_path):
     umask = os.umask(0o022)
     os.umask(umask)
     assert (tmp_path / 'ckpt' / 'vanilla_11081_50%.pth').stat().st_mode & 0o777 == 0o666 & ~umask  # not private 0600
-
-
-def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
-    "A NaN at step 5 (a weight poisoned after step 4): the run stops, the 25% checkpoint stays, none after it."
-    from fastai.callback.core import Callback
-
-    from electra.config.pretrain import PretrainConfig
-    from electra.objective.model import build_pretraining_model
-    from electra.pretraining.callbacks import TrainingDiverged
-    from electra.tools.bench import baseline, runners
-    cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
-                         embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=16, log_every=8,
-                         warmup_steps=2, checkpoint_at=[0.25, 0.5, 1.0], output_dir=str(tmp_path), run_name='nan')
-    model = build_pretraining_model(cfg, 120, 0)
-    runner = runners.LearnerRunner('t', cfg, model, baseline.synthetic_batches(2, 2, 16, 120), torch.device('cpu'), 'fp32')
-
-    class Poison(Callback):
-        "Sets one weight to NaN after the 4th step."
-        order = 100
-
-        def after_batch(self):
-            if self.train_iter == 4:
-                with torch.no_grad(): self.model.discriminator.discriminator_predictions.dense.weight[0, 0] = float('nan')
-    runner.learn.add_cb(Poison())
-    runner.loader.n = 16
-    with pytest.raises(TrainingDiverged, match=r'NaN or infinite at step 5 \(found at step 8\).*nan_11081_25%\.pth'
-                                                r'.*--resume --lr 0\.00025'):
-        runner.learn.fit(1)
-    assert sorted(p.name for p in tmp_path.glob('*.pth')) == ['nan_11081_25%.pth']
-    from electra.training.checkpoint import state_checksum
-    good = torch.load(tmp_path / 'nan_11081_25%.pth', weights_only=True)
-    assert good['step'] == 4 and good['checksum'] == state_checksum(good)
-    assert all(torch.isfinite(v).all() for v in good['model'].values())
-
-
-def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
-    """Under fp16, fastai's MixedPrecision marks a step `skipped` when loss scaling overflowed; the metrics count those
-    steps per row (simulated here on the CPU, where fp16 training does not run) and the run goes on."""
-    from types import SimpleNamespace
-
-    from fastai.callback.core import Callback
-
-    from electra.config.pretrain import PretrainConfig
-    from electra.objective.model import build_pretraining_model
-    from electra.tools.bench import baseline, runners
-    cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
-                         embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=8, log_every=4,
-                         warmup_steps=2, checkpoint_at=[], output_dir=str(tmp_path))
-    runner = runners.LearnerRunner('t', cfg, build_pretraining_model(cfg, 120, 0), baseline.synthetic_batches(2, 2, 16, 120),
-                                 torch.device('cpu'), 'fp32')
-
-    class Overflows(Callback):
-        "Marks steps 2, 3 and 7 as skipped, as MixedPrecision does after an overflow."
-        order = 50  # before MetricsLogger (70)
-
-        def after_batch(self): self.learn.mixed_precision = SimpleNamespace(skipped=self.train_iter in (2, 3, 7))
-    runner.learn.add_cb(Overflows())
-    rows = []
-    runner.learn.metrics_logger.sinks = [rows.append]
-    runner.loader.n = 8
-    runner.learn.fit(1)
-    assert [(r['step'], r['skipped_steps']) for r in rows] == [(4, 2), (8, 1)]
-    logged = list(csv.DictReader((runner.run_dir / 'metrics.csv').open()))
-    assert [int(r['skipped_steps']) for r in logged] == [2, 1]
-    line = __import__('io').StringIO()
-    from contextlib import redirect_stdout
-
-    from electra.training.sinks import print_sink
-    with redirect_stdout(line): print_sink(rows[0])
-    assert '(2 fp16 overflow steps skipped)' in line.getvalue()
 
 
 class Terminal:
@@ -400,3 +314,17 @@ def test_learns_on_wikipedia_leads(tmp_path):
     # always answering "original" scores 1 - (share of replaced tokens); the discriminator must beat that
     assert float(last['disc_accuracy']) > 1 - float(last['replaced_fraction'])
     assert float(last['replaced_precision']) > 0.5   # what it flags as replaced mostly is
+
+
+@needs_shared
+def test_sotu_trains_with_held_out_evaluation(tmp_path):
+    from tests.support.pretrain import TINY, pretrain
+    corpus = sotu_slice(tmp_path / 'sotu', 4)
+    g = pretrain(tmp_path, *TINY, '--corpus', str(corpus), '--run_name', 'sotu', '--eval_examples', '16')
+    import csv
+    rows = list(csv.DictReader((tmp_path / 'ckpt' / 'sotu_11081' / 'eval_metrics.csv').open()))
+    assert [int(r['step']) for r in rows] == [6, 12, 18, 24]
+    for r in rows:
+        assert int(r['examples']) == 16
+    assert float(rows[-1]['disc_loss']) < float(rows[0]['disc_loss'])
+    assert len(g['held_out']) == 16 and len(g['dataset']) + 16 == len(g['parts'][0])

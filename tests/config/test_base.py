@@ -1,0 +1,70 @@
+"""electra/config/base.py: presets, typed CLI overrides, unknown keys, wrong types, --help, retired keys."""
+import pytest
+
+from electra.config.base import ConfigError, config_from_dict, load_config
+from electra.config.pretrain import PretrainConfig
+from tests.support.config import load
+
+
+def test_defaults_preset_and_overrides_in_order():
+    cfg = load('--config', 'small', '--steps', '2e3', '--lr=0.001', '--corpus', 'a.txt,b.txt', '--resume')
+    assert cfg.hidden_size == 256 and cfg.steps == 2000 and cfg.lr == 0.001
+    assert cfg.corpus == ['a.txt', 'b.txt'] and cfg.resume is True and cfg.config == 'small'
+    assert load(overrides={'steps': 7}).steps == 7                      # a notebook's config cell
+    assert load().run_name == 'demo'                                     # the default preset is the demo
+
+
+def test_unknown_key_named_with_suggestion():
+    with pytest.raises(ConfigError, match=r"command line: unknown key 'stpes'.*Did you mean 'steps'"):
+        load('--stpes', '10')
+
+
+def test_wrong_type_named():
+    with pytest.raises(ConfigError, match=r"key 'steps': expected an integer, got 'ten'"):
+        load('--steps', 'ten')
+    with pytest.raises(ConfigError, match=r"key 'resume': expected true or false"):
+        load('--resume', 'maybe')
+    with pytest.raises(ConfigError, match=r"mask_mode: 'random' is not one of fixed, with_replacement, bernoulli"):
+        load('--mask_mode', 'random')
+
+
+def test_bad_yaml_key_names_the_file(tmp_path):
+    path = tmp_path / 'mine.yaml'
+    path.write_text('steps: 10\nhiden_size: 3\n')
+    with pytest.raises(ConfigError, match=rf"{path}: unknown key 'hiden_size'.*'hidden_size'"):
+        load('--config', str(path))
+    with pytest.raises(ConfigError, match="unknown preset 'smal'.*'small'"):
+        load('--config', 'smal')
+
+
+def test_help_lists_every_key(capsys):
+    with pytest.raises(SystemExit) as e:
+        load('--help')
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for key in ['corpus', 'steps', 'batch_size', 'max_length', 'lr', 'mask_prob', 'seed', 'device', 'run_name',
+                'output_dir', 'resume', 'logger', 'hidden_size', 'tie_weights']:
+        assert f'--{key} (' in out
+    assert "default 0.15" in out and 'demo' in out
+
+
+def test_mapping_on_the_command_line_is_yaml():
+    from electra.config.finetune import FinetuneConfig
+    cfg = load_config(FinetuneConfig, ['--config', 'small', '--task_overrides', '{RTE: {epochs: 4}, CoLA: {lr: 1e-4}}'],
+                      preset_dir='configs/finetune')
+    assert set(cfg.task_overrides) == {'RTE', 'CoLA'}                  # the preset's overrides replaced
+    assert cfg.for_task('RTE').epochs == 4 and cfg.for_task('CoLA').lr == 1e-4 and cfg.for_task('STS-B').epochs == 3
+    assert load_config(FinetuneConfig, ['--task_overrides', '{}'], preset_dir='configs/finetune').task_overrides == {}
+    with pytest.raises(ConfigError, match=r"key 'task_overrides': expected a mapping, got 'RTE=4'.*as YAML"):
+        load_config(FinetuneConfig, ['--task_overrides', 'RTE=4'], preset_dir='configs/finetune')
+
+
+def test_retired_size_key_is_skipped_in_files_and_unknown_on_the_command_line(tmp_path):
+    # run configs and checkpoints written before 'size' was retired still load, to the same config
+    old = tmp_path / 'old.yaml'
+    old.write_text('size: small\nhidden_size: 48\n')
+    cfg = load_config(PretrainConfig, ['--config', str(old)], preset_dir='configs/pretrain')
+    assert cfg.hidden_size == 48 and not hasattr(cfg, 'size')
+    assert config_from_dict(PretrainConfig, {'size': 'base', 'lr': 1e-3}) == config_from_dict(PretrainConfig, {'lr': 1e-3})
+    with pytest.raises(ConfigError, match="command line: unknown key 'size'"):
+        load_config(PretrainConfig, ['--size', 'base'], preset_dir='configs/pretrain')

@@ -1,0 +1,42 @@
+"""electra/config/finetune.py: FinetuneConfig's presets, per-task overrides and defaults."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from electra.config.base import ConfigError, config_from_dict, load_config
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning.tasks.glue.tasks import TASKS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.usefixtures('one_thread')
+@pytest.mark.parametrize('preset, lr, decay', [('small', 3e-4, 0.8), ('base', 1e-4, 0.8), ('large', 5e-5, 0.9), ('demo', 1e-3, 0.8)])
+def test_presets(preset, lr, decay):
+    cfg = load_config(FinetuneConfig, ['--config', preset], preset_dir=REPO / 'configs/finetune')
+    assert (cfg.lr, cfg.layer_lr_decay, cfg.batch_size, cfg.weight_decay, cfg.layer_lr_mode) == (lr, decay, 32, 0.0, 'official')
+    assert cfg.for_task('RTE').epochs == cfg.for_task('STS-B').epochs == 10 and cfg.for_task('CoLA').epochs == 3
+    assert cfg.tasks == list(TASKS) and cfg.select == 'best'
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_task_overrides_are_validated():
+    with pytest.raises(ConfigError, match="task_overrides.RTE: 'epoch' cannot be set per task. Did you mean 'epochs'"):
+        config_from_dict(FinetuneConfig, {'task_overrides': {'RTE': {'epoch': 3}}})
+    with pytest.raises(ConfigError, match="unknown GLUE task 'rte'. Did you mean 'RTE'"):
+        config_from_dict(FinetuneConfig, {'task_overrides': {'rte': {'epochs': 3}}})
+    with pytest.raises(ConfigError, match='task_overrides.MRPC: epochs: must be positive'):
+        config_from_dict(FinetuneConfig, {'task_overrides': {'MRPC': {'epochs': 0}}})
+    with pytest.raises(ConfigError, match='task_overrides.SST-2: double_unordered needs a sentence-pair task'):
+        config_from_dict(FinetuneConfig, {'task_overrides': {'SST-2': {'double_unordered': True}}})
+    with pytest.raises(ConfigError, match='AX is predicted with the MNLI model'):
+        config_from_dict(FinetuneConfig, {'tasks': ['AX']})
+    cfg = config_from_dict(FinetuneConfig, {'lr': 1e-4, 'task_overrides': {'CoLA': {'lr': 2e-4, 'layer_lr_mode': 'intended'}}})
+    assert (cfg.for_task('CoLA').lr, cfg.for_task('CoLA').layer_lr_mode, cfg.for_task('SST-2').lr) == (2e-4, 'intended', 1e-4)
+
+
+def test_finetuning_trains_on_random_batches_by_default():
+    from electra.config.finetune import FinetuneConfig
+    assert FinetuneConfig().length_bucketing is False and FinetuneConfig().for_task('MRPC').length_bucketing is False

@@ -1,0 +1,153 @@
+"""electra/config/pretrain.py: PretrainConfig's checks and presets; its defaults are the official recipe."""
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from electra.config.base import ConfigError, RunWarning, load_config
+from electra.config.pretrain import PretrainConfig
+from electra.data.corpus import BuildSettings
+from electra.objective.model import build_pretraining_model
+from electra.tools.bench import baseline, runners
+from tests.support.config import load
+
+
+def test_invalid_values_rejected():
+    with pytest.raises(ConfigError, match='mask_prob'):
+        load('--mask_prob', '1.5')
+    with pytest.raises(ConfigError, match='num_attention_heads'):
+        load('--hidden_size', '65')
+
+
+def test_gpu_presets_turn_the_speed_settings_on():
+    "The presets meant for GPUs compile the step into CUDA graphs and pad the vocabulary; the demo (CPU) does not."
+    for name in ('small', 'small++', 'base', 'large'):
+        cfg = load('--config', name)
+        assert (cfg.compile, cfg.compile_mode, cfg.pad_vocab_multiple) == (True, 'reduce-overhead', 64), name
+    demo = load()
+    assert (demo.compile, demo.pad_vocab_multiple) == (False, 0)
+    with pytest.raises(ConfigError, match="compile_mode: 'fast' is not one of default, reduce-overhead"):
+        load('--compile_mode', 'fast')
+
+
+@pytest.mark.parametrize('key, value, match', [
+    ('lr', 'nan', 'lr: must be a positive number, got nan'), ('lr', '-1', 'lr: must be a positive number, got -1.0'),
+    ('dropout', '1.5', r'dropout: must be in \[0, 1\), got 1.5'), ('weight_decay', '-0.1', 'weight_decay: must be non-negative'),
+    ('adam_eps', '0', 'adam_eps: must be positive'), ('clip_grad', 'inf', 'clip_grad: must be 0'),
+])
+def test_optimizer_and_dropout_values_checked_up_front(key, value, match):
+    "Refused when the config is built, in one line, not deep inside torch or as a run that trains on NaN."
+    with pytest.raises(ConfigError, match=match):
+        load(f'--{key}', value)
+    from electra.config.finetune import FinetuneConfig
+    if key in ('lr', 'dropout'):
+        with pytest.raises(ConfigError, match=match.split(',')[0]):
+            load_config(FinetuneConfig, [f'--{key}', value], preset_dir='configs/finetune')
+
+
+def test_warmup_longer_than_the_run_warns():
+    with pytest.warns(RunWarning, match=r'warmup_steps \(10000\) is not shorter than the run \(30 steps\)'):
+        load('--config', 'small', '--steps', '30')
+
+
+def test_presets_hold_paper_recipes():
+    def cfg(name): return load_config(PretrainConfig, ['--config', name], preset_dir='configs/pretrain')
+    small, base, large = cfg('small'), cfg('base'), cfg('large')
+    assert (small.lr, small.batch_size, small.max_length, small.steps) == (5e-4, 128, 128, 1_000_000)
+    assert (base.lr, base.batch_size, base.max_length, base.steps, base.hidden_size) == (2e-4, 256, 512, 766_000, 768)
+    assert (large.lr, large.batch_size, large.steps, large.mask_prob, large.num_hidden_layers) == (2e-4, 2048, 400_000, 0.25, 24)
+    assert small.weight_decay == 0.01 and small.warmup_steps == 10_000 and small.disc_loss_weight == 50.0
+
+
+def test_config_keys_are_validated():
+    from electra.config.base import config_from_dict
+    from electra.config.pretrain import PretrainConfig
+    with pytest.raises(ConfigError, match='corpus_weights: give one weight per corpus entry'):
+        config_from_dict(PretrainConfig, {'corpus': ['a', 'b'], 'corpus_weights': [1.0]})
+    with pytest.raises(ConfigError, match='corpus_format'):
+        config_from_dict(PretrainConfig, {'corpus_format': 'sentences'})
+    cfg = config_from_dict(PretrainConfig, {'corpus': ['a', 'b'], 'corpus_weights': '1,3', 'num_proc': 2})
+    assert cfg.corpus_weights == [1.0, 3.0] and BuildSettings.from_config(cfg).max_length == cfg.max_length
+
+
+# The job's defaults reproduce the official recipe (google-research/electra, configure_pretraining.py and
+# pretrain/pretrain_helpers.py): checked through the objects the job builds from a default `PretrainConfig`, not
+# by reading the config back, so a changed default fails here whatever the value looks like.
+V = 1000
+SHAPE = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, embedding_size=16,
+             generator_size=0.5, checkpoint_at=[])  # model size only: every objective and optimizer key is default
+
+
+def default_learner(**kw):
+    "The real Learner (`pretraining_learner`) of a default config at a tiny model size."
+    cfg = PretrainConfig(**{**SHAPE, **kw})
+    torch.manual_seed(0)
+    model = build_pretraining_model(cfg, V, 0)
+    data = baseline.synthetic_batches(1, cfg.batch_size, cfg.max_length, V, seed=1)
+    return cfg, runners.LearnerRunner('default', cfg, model, data, torch.device('cpu'), 'fp32').learn
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_default_corruption_is_85_mask_15_kept_0_random():
+    "Official: of the chosen positions 85% become [MASK], 15% keep their token, none becomes a random token."
+    cfg, learn = default_learner(batch_size=256)
+    (ids, types), = baseline.synthetic_batches(1, 256, cfg.max_length, V, seed=2)
+    masking = learn.masking
+    masking.before_fit()
+    learn.xb = (ids, types)
+    masking.before_batch()
+    masked, _, positions, labels, _ = learn.xb
+    chosen = labels >= 0
+    got = masked.gather(1, positions)[chosen]
+    original = labels[chosen]
+    n = int(chosen.sum())
+    # official count per row: round(real tokens * 0.15), at least 1, at most int((0.15 + 0.005) * 128) = 19
+    real = (ids != 0).sum(1).double()
+    assert n == int(torch.clamp(torch.round(real * 0.15), 1, 19).sum())
+    to_mask, kept = float((got == 103).float().mean()), float((got == original).float().mean())
+    assert to_mask == pytest.approx(0.85, abs=0.02) and kept == pytest.approx(0.15, abs=0.02)  # 4 standard errors
+    assert int(((got != 103) & (got != original)).sum()) == 0
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_default_optimizer_is_the_official_adam():
+    """eps 1e-6, betas (0.9, 0.999), no bias correction, decay 0.01: one step of the Learner's optimizer on a tiny
+    gradient, where eps dominates the denominator (eps 1e-8 would move the weight 25x further)."""
+    cfg, learn = default_learner()
+    learn.create_opt()
+    learn.opt.set_hyper('lr', 1e-3)
+    weight = learn.model.discriminator.electra.encoder.layer[0].intermediate.dense.weight   # decayed
+    bias = learn.model.discriminator.electra.encoder.layer[0].intermediate.dense.bias       # not decayed
+    before_w, before_b = weight.detach().clone(), bias.detach().clone()
+    for p in learn.model.parameters(): p.grad = None
+    weight.grad, bias.grad = torch.full_like(weight, 1e-6), torch.full_like(bias, 1e-6)
+    learn.opt.step()
+    m, v = 0.1 * 1e-6, 0.001 * 1e-12
+    step = 1e-3 * m / (np.sqrt(v) + 1e-6)
+    assert torch.allclose(weight, before_w * (1 - 1e-3 * 0.01) - step, rtol=0, atol=3e-9)
+    assert torch.allclose(bias, before_b - step, rtol=0, atol=3e-9)
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_default_schedule_warms_up_and_decays_together():
+    "Official: lr * min(1, t / W) * (1 - t / T), so at the end of the warm-up the rate is already below the peak."
+    cfg, learn = default_learner(steps=1000, warmup_steps=100, lr=1e-3)
+    sched = next(cb for cb in learn.cbs if type(cb).__name__ == 'ParamScheduler').scheds['lr']
+    for t in (0, 50, 100, 500, 999):
+        assert sched(t / 1000) == pytest.approx(1e-3 * min(1, t / 100) * (1 - t / 1000), rel=1e-9, abs=1e-15)
+    assert sched(0.1) == pytest.approx(0.9e-3)  # a warm-up-then-decay schedule gives the peak, 1e-3, here
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_job_defaults_are_the_objective_of_the_paper():
+    "Loss weights 1 and 50, temperature 1, embeddings tied, generator 1/4 of the discriminator: as the objects hold them."
+    cfg, learn = default_learner()
+    assert (learn.loss_func.gen_weight, learn.loss_func.disc_weight) == (1.0, 50.0)
+    model = learn.model
+    assert model.temperature == 1.0 and not model.disallow_correct and not model.uniform_generator
+    assert model.generator.electra.embeddings is model.discriminator.electra.embeddings
+    # the official initialisers: truncated normal cut at 2 std (transformers' plain normal exceeds 0.04 in 16k draws)
+    assert float(model.discriminator.electra.embeddings.word_embeddings.weight.abs().max()) <= 0.04
+    small = dataclasses.replace(PretrainConfig(), **{k: v for k, v in SHAPE.items() if k != 'generator_size'})
+    assert small.generator_size == 0.25

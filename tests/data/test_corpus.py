@@ -1,0 +1,129 @@
+"""electra/data/corpus.py: corpus files and tables found and checked; bad input skipped and counted."""
+import json
+import os
+
+import pytest
+
+from electra.config.base import ConfigError
+from electra.data.cache import build_corpus, build_summary, format_summary
+from electra.data.corpus import BuildSettings, resolve_corpus
+from electra.data.demo import demo_corpus_text
+from electra.data.tokenizer import train_tokenizer
+from tests.support.corpora import SHARED, build, needs_shared
+from tests.support.data import build_pretraining_dataset, corpus_files
+
+
+def test_corpus_files_expands_directories_and_demo(tmp_path):
+    (tmp_path / 'c' / 'z').mkdir(parents=True)
+    (tmp_path / 'c' / '.git').mkdir()
+    for name in ['b.txt', 'a.txt', 'z/c.txt', '.hidden.txt', '.git/config']:
+        (tmp_path / 'c' / name).write_text('One sentence.\n')
+    single = tmp_path / 'single.txt'
+    single.write_text('Hello there.\n\nSecond document.\n')
+    files = corpus_files([str(tmp_path / 'c'), str(single), 'demo'], tmp_path / 'cache')
+    c = tmp_path / 'c'
+    assert files == [c / 'a.txt', c / 'b.txt', c / 'z' / 'c.txt', single,
+                     tmp_path / 'cache' / 'demo' / 'demo_corpus.txt']
+    assert files[-1].read_text() == demo_corpus_text()
+
+
+@pytest.mark.parametrize('case', ['missing', 'empty_file', 'empty_dir', 'only_hidden', 'nul_bytes', 'latin1'])
+def test_bad_corpus_paths_raise_config_error_naming_the_file(case, tmp_path):
+    bad = tmp_path / case
+    good = tmp_path / 'good.txt'
+    good.write_text('A fine sentence.\n')
+    if case == 'empty_file': bad.write_bytes(b'')
+    if case in ('empty_dir', 'only_hidden'): bad.mkdir()
+    if case == 'only_hidden': (bad / '.DS_Store').write_text('x')
+    if case == 'nul_bytes': bad.write_bytes(b'abc\n\x00\x01\x02 binary')
+    if case == 'latin1': bad.write_bytes('Café au lait.\n'.encode('latin-1'))
+    with pytest.raises(ConfigError, match=str(bad)):
+        corpus_files([str(good), str(bad)], tmp_path / 'cache')
+
+
+def test_corpus_without_text_is_rejected(tmp_path):
+    blank = tmp_path / 'blank.txt'
+    blank.write_text('\n  \n\t\n')
+    with pytest.raises(ConfigError, match='blank'):
+        corpus_files([str(blank)], tmp_path)
+
+
+def test_undecodable_line_past_the_checked_start_is_skipped_and_counted(words, tmp_path):
+    tok, corpus_dir, _ = words
+    bad = tmp_path / 'late.txt'
+    # 120 KB: the bad bytes are past the 64 KiB checked up front; a mixed-encoding line is skipped, not fatal
+    bad.write_bytes((b'w1 w2\n' * 10 + b'\n') * 2000 + b'w4 \xff\xfe\nw5 w6\n')
+    files = corpus_files([str(corpus_dir), str(bad)], tmp_path)
+    assert files[-1] == bad
+    ds = build_pretraining_dataset(files, tok, 32, tmp_path / 'cache', seed=0, num_proc=2)
+    info = build_summary(ds)
+    assert info['counts']['undecodable_lines'] == 1 and info['n_documents'] == 60 + 2000 + 1
+    assert not list((tmp_path / 'cache' / 'pretrain_data').glob('.*'))  # no temporary directory left
+
+
+@needs_shared
+def test_bad_input_is_skipped_and_counted(tok, tmp_path):
+    d = tmp_path / 'raw'
+    d.mkdir()
+    docs = (SHARED / 'wikipedia_leads.txt').read_text(encoding='utf-8').split('\n\n')[:6]
+    for i, doc in enumerate(docs[:4]): (d / f'doc{i}.txt').write_text(doc)  # one paragraph per line
+    (d / 'image.png').write_bytes(b'\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR' + os.urandom(200))
+    (d / 'empty.txt').write_text('  \n\n')
+    (d / 'latin1.txt').write_bytes('Un café très crème, à la française.\n'.encode('latin-1') * 5)
+    (d / 'mixed.txt').write_bytes(docs[4].encode() + b'\nUne ligne en latin-1: caf\xe9 cr\xe8me.\n')
+    (d / 'minified.txt').write_text(docs[5] + '\n' + 'x=1;' * 5000 + '\n')  # one 20,000-character "sentence"
+    (d / 'huge_line.txt').write_text(docs[5] + '\n' + 'word ' * 300_000 + '\n')  # a 1.5 MB line
+    ds = build(d, tok, tmp_path / 'cache')
+    info = build_summary(ds)
+    assert info['skipped_files'] == {'binary': 1, 'empty': 1, 'not UTF-8': 1}
+    c = info['counts']
+    assert c['undecodable_lines'] == 1 and c['long_sentences'] == 1 and c['long_lines'] == 1
+    assert info['n_documents'] == 7 and len(ds) > 7
+    summary = format_summary(info)
+    for words in ['1 binary file', '1 empty file', '1 not UTF-8 file', '1 lines not UTF-8', '1 lines over 1 MiB',
+                  '1 sentences over max_sentence_chars']:
+        assert words in summary, words
+
+
+@needs_shared
+def test_empty_documents_are_counted(tok, tmp_path):
+    text = 'Short.\nTiny.\n\n' + (SHARED / 'wikipedia_leads.txt').read_text(encoding='utf-8').split('\n\n')[0] + '\n'
+    (tmp_path / 'c.txt').write_text(text)
+    info = build_summary(build(tmp_path / 'c.txt', tok, tmp_path / 'cache', BuildSettings(min_line_chars=80)))
+    assert info['counts']['empty_documents'] == 1 and info['counts']['short_lines'] == 2 and info['n_documents'] == 1
+
+
+def test_nothing_usable_left_is_a_clear_error(tmp_path):
+    from electra.data.tokenizer import load_tokenizer
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'x']) + '\n')
+    tokenizer = load_tokenizer(str(vocab))
+    d = tmp_path / 'bad'
+    d.mkdir()
+    (d / 'a.bin').write_bytes(b'\x00\x01' * 100)
+    (d / 'b.txt').write_text('')
+    with pytest.raises(ConfigError, match=r'bad has no usable text file \(1 binary, 1 empty\)'):
+        resolve_corpus([str(d)], tmp_path)
+    (tmp_path / 'long.txt').write_text(('y' * 200 + '\n') * 3)
+    with pytest.raises(ConfigError, match=r'no pretraining examples .*3 sentences over max_sentence_chars'):
+        build(tmp_path / 'long.txt', tokenizer, tmp_path / 'cache', BuildSettings(max_sentence_chars=100))
+
+
+@needs_shared
+def test_table_corpus_rows_are_documents(tok, tmp_path):
+    docs = (SHARED / 'wikipedia_leads.txt').read_text(encoding='utf-8').split('\n\n')[:40]
+    path = tmp_path / 'wiki.jsonl'
+    path.write_text(''.join(json.dumps({'id': i, 'text': t}) + '\n' for i, t in enumerate(docs + [''])))
+    settings = BuildSettings(min_line_chars=80, remove_empty_parens=True)
+    [source] = resolve_corpus([str(path)], tmp_path, settings)
+    assert source.kind == 'table' and source.text_column == 'text'
+    info = build_summary(build_corpus(source, tok, settings, tmp_path / 'cache', 0, 2, progress=False))
+    assert info['n_documents'] + info['counts']['empty_documents'] == 41 and info['counts']['empty_documents'] >= 1
+    # a tokenizer can be trained on a table too
+    assert len(train_tokenizer([], 400, True, tmp_path / 'tok', [source])) <= 400
+
+
+def test_hub_offline_says_so_and_how_to_use_local_files(tmp_path, monkeypatch):
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    with pytest.raises(ConfigError, match=r"'hub:openwebtext': the Hugging Face hub cannot be reached.*local files"):
+        resolve_corpus(['hub:openwebtext'], tmp_path)

@@ -1,0 +1,130 @@
+"""electra/data/tokenizer.py: training, loading a vocab.txt or a saved directory, checkpoint state."""
+import json
+import logging
+
+import pytest
+from transformers import AutoTokenizer, ElectraTokenizerFast
+
+from electra.config.base import ConfigError
+from electra.data.demo import write_demo_corpus
+from electra.data.tokenizer import (
+    SPECIAL_TOKENS,
+    get_tokenizer,
+    load_tokenizer,
+    tokenizer_from_state,
+    tokenizer_state,
+    train_tokenizer,
+)
+
+SENTENCES = ["The muddy cows fed Alba's tractor near the pond.", 'Does Quilla like a stormy harbor?',
+             'In 1909 they planned a sharp kettle.', 'Zebras x-ray 42 quixotic naïve façades!']
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+    return write_demo_corpus(tmp_path_factory.mktemp('corpus') / 'demo.txt', n_docs=400)
+
+
+@pytest.fixture(scope='module')
+def trained(corpus, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp('tok') / 'tokenizer'
+    return train_tokenizer([corpus], 600, True, save_dir), save_dir
+
+
+def bert_style_vocab(path, words):
+    "A vocab.txt laid out like BERT's: [PAD]=0, [unused*], [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103."
+    lines = ['[PAD]'] + [f'[unused{i}]' for i in range(99)] + ['[UNK]', '[CLS]', '[SEP]', '[MASK]'] + words
+    path.write_text('\n'.join(lines) + '\n', encoding='utf-8')
+    return path
+
+
+def test_trained_tokenizer_reloads_with_same_ids(trained):
+    tok, save_dir = trained
+    assert len(tok) == 600
+    assert [tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    assert (tok.pad_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id) == (0, 2, 3, 4)
+    assert tok.tokenize('The COWS') == tok.tokenize('the cows') and tok.tokenize('The')[0] == 'the'  # uncased
+    for reloaded in (AutoTokenizer.from_pretrained(save_dir), ElectraTokenizerFast.from_pretrained(save_dir),
+                     load_tokenizer(str(save_dir))):
+        for s in SENTENCES:
+            assert reloaded(s)['input_ids'] == tok(s)['input_ids']
+        assert reloaded('a cow', 'the barn')['token_type_ids'] == tok('a cow', 'the barn')['token_type_ids']
+
+
+def test_training_is_deterministic(corpus, trained, tmp_path):
+    # the plain `tokenizers` trainer gives a different vocabulary on most runs of this corpus
+    again = train_tokenizer([corpus], 600, True, tmp_path / 'again')
+    assert again.get_vocab() == trained[0].get_vocab()
+    assert (tmp_path / 'again' / 'tokenizer.json').read_text() == (trained[1] / 'tokenizer.json').read_text()
+
+
+def test_cased_training_keeps_case(corpus, tmp_path):
+    tok = train_tokenizer([corpus], 600, False, tmp_path / 'cased')
+    assert 'The' in tok.get_vocab() and 'the' in tok.get_vocab()
+    assert tok('The')['input_ids'] != tok('the')['input_ids']
+
+
+def test_load_bert_style_vocab_txt(tmp_path):
+    vocab = bert_style_vocab(tmp_path / 'my_vocab.txt', ['the', 'cat', 'sat', 'on', 'mat', '##s', '.'])
+    tok = load_tokenizer(str(vocab))
+    assert (tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id) == \
+        (0, 100, 101, 102, 103)
+    assert tok('The cats sat on the mat.')['input_ids'] == [101, 104, 105, 109, 106, 107, 104, 108, 110, 102]
+    cased = load_tokenizer(str(vocab), lowercase=False)
+    assert cased('The cat')['input_ids'] == [101, 100, 105, 102]
+
+
+def test_load_errors_name_the_path(tmp_path):
+    missing = tmp_path / 'nope' / 'vocab.txt'
+    with pytest.raises(ConfigError, match=str(missing)):
+        load_tokenizer(str(missing))
+    no_mask = tmp_path / 'vocab.txt'
+    no_mask.write_text('[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n')
+    with pytest.raises(ConfigError, match=r'(?s)vocab\.txt.*\[MASK\]'):
+        load_tokenizer(str(no_mask))
+    not_a_tokenizer = tmp_path / 'empty_dir'
+    not_a_tokenizer.mkdir()
+    with pytest.raises(ConfigError, match=str(not_a_tokenizer)):
+        load_tokenizer(str(not_a_tokenizer))
+    corrupt = tmp_path / 'corrupt'
+    corrupt.mkdir()
+    (corrupt / 'tokenizer.json').write_text('{"version": "1.0", "model": 5}')
+    (corrupt / 'tokenizer_config.json').write_text('{"tokenizer_class": "BertTokenizer"}')
+    with pytest.raises(ConfigError, match=str(corrupt)):
+        load_tokenizer(str(corrupt))
+
+
+@pytest.mark.parametrize('kind', ['trained', 'vocab_txt'])
+def test_state_round_trip(kind, trained, tmp_path):
+    tok = trained[0] if kind == 'trained' else load_tokenizer(
+        str(bert_style_vocab(tmp_path / 'vocab.txt', ['the', 'cow', 'fed', 'a', '##s', '.'])))
+    state = tokenizer_state(tok)
+    assert state and all(isinstance(k, str) and isinstance(v, str) for k, v in state.items())
+    state = json.loads(json.dumps(state))  # what a checkpoint stores survives serialisation
+    restored = tokenizer_from_state(state)
+    assert restored.get_vocab() == tok.get_vocab()
+    for s in SENTENCES:
+        assert restored(s)['input_ids'] == tok(s)['input_ids']
+    assert (restored.cls_token_id, restored.sep_token_id, restored.mask_token_id, restored.pad_token_id) == \
+        (tok.cls_token_id, tok.sep_token_id, tok.mask_token_id, tok.pad_token_id)
+
+
+def test_get_tokenizer_trains_once_then_reuses(corpus, tmp_path, caplog):
+    tok = get_tokenizer('', [corpus], 500, True, tmp_path)
+    saved = tmp_path / 'tokenizer' / 'tokenizer.json'
+    mtime = saved.stat().st_mtime_ns
+    assert len(tok) == 500 and not list(tmp_path.glob('.*tmp'))
+    again = get_tokenizer('', [corpus], 500, True, tmp_path)
+    assert saved.stat().st_mtime_ns == mtime and again.get_vocab() == tok.get_vocab()
+    with caplog.at_level(logging.WARNING, logger='electra.data.tokenizer'):
+        other = get_tokenizer('', [corpus], 700, True, tmp_path)  # the run's tokenizer stays, with a warning
+    assert other.get_vocab() == tok.get_vocab() and 'other settings' in caplog.text
+    given = get_tokenizer(str(bert_style_vocab(tmp_path / 'v.txt', ['the'])), [corpus], 500, True, tmp_path / 'x')
+    assert given.cls_token_id == 101 and not (tmp_path / 'x' / 'tokenizer').exists()
+
+
+def test_directory_without_tokenizer_files_named(tmp_path):
+    (tmp_path / 'config.json').write_text('{}')
+    with pytest.raises(ConfigError, match=r"holds no tokenizer files: neither tokenizer.json nor vocab.txt \(it holds: "
+                                          r"config.json\)\. Give a directory written by save_pretrained"):
+        load_tokenizer(str(tmp_path))

@@ -1,0 +1,84 @@
+"""electra/finetuning/tasks/glue/encoding.py: truncation, encoding, its cache, batches."""
+from __future__ import annotations
+
+import numpy as np
+
+from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, encode, encode_cached, make_loader, truncate_pair
+
+
+def test_truncate_pair_follows_bert():
+    # hand-worked: drop from the longer segment, from B on a tie, until the pair fits
+    assert truncate_pair(3, 2, 10) == (3, 2)
+    assert truncate_pair(10, 2, 6) == (4, 2)
+    assert truncate_pair(2, 10, 6) == (2, 4)
+    assert truncate_pair(5, 5, 6) == (3, 3)
+    assert truncate_pair(5, 4, 6) == (3, 3)
+    assert truncate_pair(4, 5, 7) == (4, 3)
+    assert truncate_pair(0, 9, 4) == (0, 4)
+
+
+class WordTokenizer:
+    "A stand-in tokenizer: one id per whitespace word (ids from 10), [CLS] 1, [SEP] 2."
+    cls_token_id, sep_token_id, pad_token_id = 1, 2, 0
+
+    def __call__(self, texts, **kw):
+        return {'input_ids': [[10 + int(w) for w in t.split()] for t in texts]}
+
+    def get_vocab(self): return {'[PAD]': 0}
+
+
+def test_encode_builds_bert_inputs():
+    from electra.finetuning.tasks.glue.sources import Examples
+    ex = Examples(np.arange(3), ['0 1 2 3 4 5 6', '0 1', '5'], ['7 8', '3 4 5 6 7 8 9', '1'], np.array([0, 1, 0]))
+    enc = encode(ex, WordTokenizer(), max_length=8)  # room for 5 segment tokens
+    assert enc.tokens(0).tolist() == [1, 10, 11, 12, 2, 17, 18, 2]
+    assert enc.tokens(1).tolist() == [1, 10, 11, 2, 13, 14, 15, 2]
+    assert enc.tokens(2).tolist() == [1, 15, 2, 11, 2]
+    assert enc.n_first.tolist() == [5, 4, 3]
+    single = encode(Examples(np.arange(1), ['0 1 2 3 4 5 6 7 8'], None, np.array([1])), WordTokenizer(), 6)
+    assert single.tokens(0).tolist() == [1, 10, 11, 12, 13, 2] and single.n_first.tolist() == [6]
+    # padded batches: attention on real tokens, token type 1 for B [SEP]
+    ids, mask, types, labels = next(iter(make_loader(enc, 3, False, pad_id=0)))
+    order = list(next(iter(make_loader(enc, 3, False, pad_id=0).batch_sampler)))
+    assert order == [0, 1, 2]  # longest first, stable
+    assert ids[2].tolist() == [1, 15, 2, 11, 2, 0, 0, 0] and mask[2].tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
+    assert types[0].tolist() == [0, 0, 0, 0, 0, 1, 1, 1] and types[2].tolist() == [0, 0, 0, 1, 1, 0, 0, 0]
+    assert labels.tolist() == [0, 1, 0]
+
+
+def test_encode_cache_is_reused_and_keyed(tmp_path):
+    from electra.finetuning.tasks.glue.sources import Examples
+    ex = Examples(np.arange(2), ['0 1', '2'], None, np.array([0, 1]))
+    a = encode_cached(ex, WordTokenizer(), 8, tmp_path, 'X-train')
+    files = list(tmp_path.glob('X-train-*.npz'))
+    assert len(files) == 1
+    b = encode_cached(ex, WordTokenizer(), 8, tmp_path, 'X-train')
+    assert np.array_equal(a.ids, b.ids) and np.array_equal(a.offsets, b.offsets) and len(list(tmp_path.iterdir())) == 1
+    encode_cached(ex, WordTokenizer(), 6, tmp_path, 'X-train')  # another max_length: another entry
+    encode_cached(Examples(np.arange(2), ['0 1', '3'], None, np.array([0, 1])), WordTokenizer(), 8, tmp_path, 'X-train')
+    assert len(list(tmp_path.glob('X-train-*.npz'))) == 3
+
+
+def test_length_batches_cover_everything_and_keep_padding_small():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 128, size=1000)
+    sampler = LengthBatchSampler(lengths, 32, shuffle=True, seed=1)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == 32
+    assert sorted(np.concatenate(batches).tolist()) == list(range(1000))
+    padded = sum(len(b) * lengths[b].max() for b in batches)
+    random_padded = sum(len(b) * lengths[b].max() for b in np.array_split(rng.permutation(1000), 32))
+    assert padded < 0.75 * random_padded  # buckets pad far less than random batches
+    assert [b.tolist() for b in list(sampler)] != [b.tolist() for b in batches]  # a fresh order each epoch
+    again = LengthBatchSampler(lengths, 32, shuffle=True, seed=1)
+    assert [b.tolist() for b in again] == [b.tolist() for b in batches]  # and reproducible from the seed
+
+
+def test_random_batches_are_a_fresh_permutation_cut_in_order():
+    "Without bucketing (the official batches): pass k is the k-th permutation of the seeded generator, cut in order."
+    lengths = np.random.default_rng(0).integers(5, 128, size=100)
+    sampler = LengthBatchSampler(lengths, 32, shuffle=True, seed=4, bucketing=False)
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        perm = rng.permutation(100)
+        assert [b.tolist() for b in sampler] == [perm[i:i + 32].tolist() for i in range(0, 100, 32)]

@@ -1,0 +1,198 @@
+"""electra/finetuning/sweep.py: the sweep over all tasks, resume, the ensemble, the real STS-B."""
+from __future__ import annotations
+
+import csv
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from electra.config.base import ConfigError, TrainingStopped, config_from_dict
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning import classifier, learner, sweep
+from electra.finetuning.results import ResultsTable
+from electra.finetuning.tasks.glue.sources import open_source
+from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
+from electra.finetuning.tasks.glue.tasks import TASKS
+from tests.support.finetune import job
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+REPO = Path(__file__).resolve().parents[2]
+REAL_GLUE = REPO.parent / 'shared' / 'data' / 'glue'
+DEMO_CHECKPOINT = REPO / 'checkpoints' / 'pretrain' / 'demo_11081_100%.pth'
+
+
+def parse(path):
+    with open(path, newline='', encoding='utf-8') as f: rows = list(csv.reader(f, delimiter='\t', quoting=csv.QUOTE_NONE))
+    return rows[0], rows[1:]
+
+
+def test_sweep_all_tasks_gives_the_11_files_and_resumes(tmp_path, glue_dir, tiny):
+    model, tok = tiny
+    cfg = job(tmp_path, glue_dir, runs=1, seed=5)
+    src, lines = open_source(cfg.data), []
+    results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+    df = results.df
+    assert sorted(df['task']) == sorted(n for n in TASKS if n != 'AX') and set(df['seed']) == {5}
+    table = (tmp_path / 'ckpt/t/results.csv').read_text().splitlines()
+    assert len(table) == 10 and table[0].startswith('task,run,seed,score,mcc,accuracy,f1,pearson,spearman,accuracy_mm')
+    for name in df['task']: assert (tmp_path / f'ckpt/t/{name}_0.pth').is_file()
+    mnli = results.get('MNLI', 0)
+    assert mnli['score'] == mnli['accuracy'] and 0 <= mnli['accuracy_mm'] <= 100
+    assert any(l.startswith('QQP: 30 training examples') for l in lines)  # the two empty-question rows dropped
+    assert any(l.startswith('MRPC: 64 training examples (both segment orders)') for l in lines)
+
+    text = sweep.write_summary(cfg, results)
+    assert '| CoLA | mcc | 1 |' in text and 'GLUE score (8 of 8 tasks)' in text
+    assert (tmp_path / 'ckpt/t/summary.md').is_file() and (tmp_path / 'ckpt/t/summary.png').stat().st_size > 1000
+
+    files = sweep.write_test_predictions(cfg, results, tok, src, log=lines.append)
+    out = tmp_path / 'out/t'
+    assert sorted(p.name for p in files) == sorted(SUBMISSION_FILES + ['glue_submission.zip'])
+    for name in SUBMISSION_FILES:
+        header, rows = parse(out / name)
+        assert header == ['index', 'prediction'] and len(rows) == 12 and [int(r[0]) for r in rows] == list(range(12))
+    assert {r[1] for r in parse(out / 'AX.tsv')[1]} <= {'entailment', 'neutral', 'contradiction'}
+    assert all(0 <= float(r[1]) <= 5 for r in parse(out / 'STS-B.tsv')[1])
+    with zipfile.ZipFile(out / 'glue_submission.zip') as z: assert sorted(z.namelist()) == sorted(SUBMISSION_FILES)
+
+    # run again: every run is found finished, nothing is trained; changed settings are refused
+    again = []
+    sweep.run_sweep(cfg, model, tok, src, log=again.append)
+    assert again == [f'{n}: all 1 runs finished before; skipped' for n in TASKS if n != 'AX']
+    with pytest.raises(ConfigError, match='CoLA run 0 was made with other settings'):
+        sweep.run_sweep(job(tmp_path, glue_dir, runs=1, seed=5, lr=1e-4), model, tok, src, log=again.append)
+
+
+def test_interrupted_sweep_resumes_and_ensemble_averages_logits(tmp_path, glue_dir, tiny):
+    model, tok = tiny
+    src = open_source(str(glue_dir))
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], runs=1), model, tok, src, log=lambda s: None)
+    first = (tmp_path / 'ckpt/t/RTE_0.pth').stat().st_mtime_ns
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=3, ensemble_k=2)  # more runs: only runs 1 and 2 are trained
+    lines = []
+    results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+    assert (tmp_path / 'ckpt/t/RTE_0.pth').stat().st_mtime_ns == first and '1 of 3 runs' not in lines[0]
+    assert lines[0].endswith('2 of 3 runs to do') and results.task_rows('RTE')['run'].tolist() == [0, 1, 2]
+    sweep.write_test_predictions(cfg, results, tok, src, log=lines.append)
+    assert 'ensemble dev accuracy' in lines[-1]
+    # reference: the mean of the two best runs' logits, argmax, as label strings
+    top = results.task_rows('RTE').sort_values(['score', 'run'], ascending=[False, True]).head(2)
+    from electra.finetuning.tasks.glue.encoding import encode, make_loader
+    enc = encode(src.load(TASKS['RTE'], 'test'), tok, 64)
+    logits = [learner.predict_outputs(classifier.load_finetuned(p), make_loader(enc, 5, False, 0)) for p in top['checkpoint']]
+    expected = [TASKS['RTE'].labels[i] for i in np.mean(logits, axis=0).argmax(-1)]
+    assert [r[1] for r in parse(tmp_path / 'out/t/RTE.tsv')[1]] == expected
+
+
+def test_ctrl_c_in_a_sweep_keeps_the_finished_runs_and_says_how_to_go_on(tmp_path, glue_dir, tiny, monkeypatch):
+    "A Ctrl-C in run 1 of RTE stops the sweep with one message; run 0 stays in the table and is not trained again."
+    model, tok = tiny
+    src, real, calls = open_source(str(glue_dir)), learner.train_run, []
+
+    def interrupted_second_run(*args, **kwargs):
+        calls.append(args[3])  # the seed
+        if len(calls) == 2: raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    monkeypatch.setattr(sweep, 'train_run', interrupted_second_run)
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=3)
+    with pytest.raises(TrainingStopped, match=r'by Ctrl-C during RTE run 1; the 1 finished run\(s\) are kept in '
+                                              rf'{re.escape(str(tmp_path / "ckpt/t/results.csv"))}\. Run the same'):
+        sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    assert ResultsTable(tmp_path / 'ckpt/t/results.csv').df['run'].tolist() == [0]
+    lines = []
+    sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+    assert lines[0].endswith('2 of 3 runs to do') and calls[2:] == cfg.seed_list[1:]
+
+
+def test_neptune_logger_gets_params_and_metrics(tmp_path, glue_dir, tiny, monkeypatch):
+    import collections
+    import types
+    model, tok = tiny
+    runs = []
+
+    class FakeRun:
+        "Records `run[key] = value`, `run[key].append(value)` and `stop()`."
+        def __init__(self, **kw):
+            self.kw, self.values, self.series, self.stopped = kw, {}, collections.defaultdict(list), False
+            runs.append(self)
+        def __setitem__(self, key, value): self.values[key] = value
+        def __getitem__(self, key): return types.SimpleNamespace(append=self.series[key].append)
+        def stop(self): self.stopped = True
+    monkeypatch.setitem(sys.modules, 'neptune', types.SimpleNamespace(init_run=FakeRun))
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, epochs=2, logger='neptune', neptune_project='me/glue')
+    sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+    assert [r.kw for r in runs] == [{'project': 'me/glue', 'name': f't/RTE_{i}', 'tags': ['t', 'RTE'], 'mode': 'offline'}
+                                    for i in range(2)]
+    assert all(r.stopped for r in runs)
+    assert runs[1].values['parameters']['seed'] == 1 and runs[1].values['parameters']['lr'] == 3e-4
+    assert len(runs[0].series['dev/accuracy']) == 2 and len(runs[0].series['train/loss']) == 2
+    assert runs[0].values['final/accuracy'] == runs[0].series['dev/accuracy'][-1]
+
+
+@pytest.mark.skipif(not (REAL_GLUE / 'STS-B' / 'test.tsv').is_file(), reason='../shared/data/glue/STS-B is absent')
+def test_real_sts_b_two_short_runs(tmp_path, tiny_dir):
+    "From the demo checkpoint when it exists (else the tiny model): 2 short runs on the real STS-B."
+    source = str(DEMO_CHECKPOINT) if DEMO_CHECKPOINT.is_file() else str(tiny_dir)
+    model, tok = classifier.load_pretrained(source)
+    cfg = job(tmp_path, REAL_GLUE, tasks=['STS-B'], runs=2, max_train_samples=64, epochs=1, model=source, batch_size=16)
+    src = open_source(cfg.data)
+    results = sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    rows = results.task_rows('STS-B')
+    assert rows['run'].tolist() == [0, 1] and rows['seed'].tolist() == [0, 1]
+    assert (rows['score'] == rows['spearman']).all()
+    # each reported score is the saved run's own: its dev predictions, scored by scipy, give the table's numbers
+    import scipy.stats
+
+    from electra.finetuning.tasks.glue.encoding import make_loader
+    dev = sweep.prepare_task(TASKS['STS-B'], cfg.for_task('STS-B'), src, tok, cfg.cache_dir, True).dev['dev']
+    for r in rows.to_dict('records'):
+        pred = learner.predict_outputs(classifier.load_finetuned(r['checkpoint']), make_loader(dev, cfg.eval_batch_size, False, 0))
+        assert r['spearman'] == pytest.approx(100 * scipy.stats.spearmanr(pred, dev.label)[0], rel=1e-4)
+        assert r['pearson'] == pytest.approx(100 * scipy.stats.pearsonr(pred, dev.label)[0], rel=1e-4)
+    summary = sweep.write_summary(cfg, results)
+    assert '| STS-B | spearman | 2 |' in summary and (tmp_path / 'ckpt/t/summary.md').is_file()
+    sweep.write_test_predictions(cfg, results, tok, src, log=lambda s: None)
+    header, rows = parse(tmp_path / 'out/t/STS-B.tsv')
+    test_index = [r[0] for r in parse(REAL_GLUE / 'STS-B' / 'test.tsv')[1]]
+    assert header == ['index', 'prediction'] and len(rows) == 1379 and [r[0] for r in rows] == test_index
+    assert all(0.0 <= float(r[1]) <= 5.0 for r in rows)
+
+
+def test_demo_data_is_written_once_and_doubling_follows_the_overrides(tmp_path):
+    src = sweep.resolve_data('demo', tmp_path)
+    stamp = (tmp_path / 'demo_glue/CoLA/train.tsv').stat().st_mtime_ns
+    assert src.description == f'GLUE TSV files in {tmp_path / "demo_glue"}'
+    assert len(src.load(TASKS['MNLI'], 'train')) == 400 and len(src.load(TASKS['AX'], 'test')) == 100
+    sweep.resolve_data('demo', tmp_path)
+    assert (tmp_path / 'demo_glue/CoLA/train.tsv').stat().st_mtime_ns == stamp
+    cfg = config_from_dict(FinetuneConfig, {'task_overrides': {'QQP': {'double_unordered': True}, 'STS-B': {'double_unordered': False}}})
+    doubled = {n: sweep._doubled(TASKS[n], cfg, cfg.for_task(n)) for n in ('MRPC', 'STS-B', 'QQP', 'RTE')}
+    assert doubled == {'MRPC': True, 'STS-B': False, 'QQP': True, 'RTE': False}
+    off = config_from_dict(FinetuneConfig, {'double_unordered': False})
+    assert not sweep._doubled(TASKS['MRPC'], off, off.for_task('MRPC'))
+
+
+def test_uncreatable_cache_dir_named():
+    with pytest.raises(ConfigError, match=r"cache_dir: cannot write to '/proc/electra_cache'.*--cache_dir"):
+        sweep.resolve_data('demo', '/proc/electra_cache')
+
+
+def test_nan_predictions_never_reach_a_submission_file(tmp_path, glue_dir, tiny):
+    model, tok = tiny
+    src = open_source(str(glue_dir))
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=1)
+    results = sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    ckpt_path = tmp_path / 'ckpt/t/RTE_0.pth'
+    ckpt = torch.load(ckpt_path, weights_only=True)
+    ckpt['model']['classifier.weight'][0, 0] = float('nan')   # a run that diverged
+    torch.save(ckpt, ckpt_path)
+    with pytest.raises(ConfigError, match=r'RTE.tsv: run 0 .* predict NaN or infinite outputs for \d+ of \d+ RTE test '
+                                          r'examples; no file written\. Delete those runs. rows'):
+        sweep.write_test_predictions(cfg, results, tok, src, log=lambda s: None)
+    assert not (tmp_path / 'out/t/RTE.tsv').exists()

@@ -1,0 +1,125 @@
+"""electra/pretraining/callbacks.py: divergence, fp16 overflow steps, compilation and its fallback."""
+import csv
+import warnings
+
+import pytest
+import torch
+
+from electra.tools.bench import runners
+from tests.support.tiny import batches, tiny_cfg, tiny_model
+
+
+def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
+    "A NaN at step 5 (a weight poisoned after step 4): the run stops, the 25% checkpoint stays, none after it."
+    from fastai.callback.core import Callback
+
+    from electra.config.pretrain import PretrainConfig
+    from electra.objective.model import build_pretraining_model
+    from electra.pretraining.callbacks import TrainingDiverged
+    from electra.tools.bench import baseline, runners
+    cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
+                         embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=16, log_every=8,
+                         warmup_steps=2, checkpoint_at=[0.25, 0.5, 1.0], output_dir=str(tmp_path), run_name='nan')
+    model = build_pretraining_model(cfg, 120, 0)
+    runner = runners.LearnerRunner('t', cfg, model, baseline.synthetic_batches(2, 2, 16, 120), torch.device('cpu'), 'fp32')
+
+    class Poison(Callback):
+        "Sets one weight to NaN after the 4th step."
+        order = 100
+
+        def after_batch(self):
+            if self.train_iter == 4:
+                with torch.no_grad(): self.model.discriminator.discriminator_predictions.dense.weight[0, 0] = float('nan')
+    runner.learn.add_cb(Poison())
+    runner.loader.n = 16
+    with pytest.raises(TrainingDiverged, match=r'NaN or infinite at step 5 \(found at step 8\).*nan_11081_25%\.pth'
+                                                r'.*--resume --lr 0\.00025'):
+        runner.learn.fit(1)
+    assert sorted(p.name for p in tmp_path.glob('*.pth')) == ['nan_11081_25%.pth']
+    from electra.training.checkpoint import state_checksum
+    good = torch.load(tmp_path / 'nan_11081_25%.pth', weights_only=True)
+    assert good['step'] == 4 and good['checksum'] == state_checksum(good)
+    assert all(torch.isfinite(v).all() for v in good['model'].values())
+
+
+def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
+    """Under fp16, fastai's MixedPrecision marks a step `skipped` when loss scaling overflowed; the metrics count those
+    steps per row (simulated here on the CPU, where fp16 training does not run) and the run goes on."""
+    from types import SimpleNamespace
+
+    from fastai.callback.core import Callback
+
+    from electra.config.pretrain import PretrainConfig
+    from electra.objective.model import build_pretraining_model
+    from electra.tools.bench import baseline, runners
+    cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
+                         embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=8, log_every=4,
+                         warmup_steps=2, checkpoint_at=[], output_dir=str(tmp_path))
+    runner = runners.LearnerRunner('t', cfg, build_pretraining_model(cfg, 120, 0), baseline.synthetic_batches(2, 2, 16, 120),
+                                 torch.device('cpu'), 'fp32')
+
+    class Overflows(Callback):
+        "Marks steps 2, 3 and 7 as skipped, as MixedPrecision does after an overflow."
+        order = 50  # before MetricsLogger (70)
+
+        def after_batch(self): self.learn.mixed_precision = SimpleNamespace(skipped=self.train_iter in (2, 3, 7))
+    runner.learn.add_cb(Overflows())
+    rows = []
+    runner.learn.metrics_logger.sinks = [rows.append]
+    runner.loader.n = 8
+    runner.learn.fit(1)
+    assert [(r['step'], r['skipped_steps']) for r in rows] == [(4, 2), (8, 1)]
+    logged = list(csv.DictReader((runner.run_dir / 'metrics.csv').open()))
+    assert [int(r['skipped_steps']) for r in logged] == [2, 1]
+    line = __import__('io').StringIO()
+    from contextlib import redirect_stdout
+
+    from electra.training.sinks import print_sink
+    with redirect_stdout(line): print_sink(rows[0])
+    assert '(2 fp16 overflow steps skipped)' in line.getvalue()
+
+
+def _trained_params(cfg, backend=None, steps=2):
+    "Parameters after `steps` steps of the real Learner; `backend`: the CompileModel backend (cfg.compile on)."
+    model = tiny_model(cfg)
+    runner = runners.LearnerRunner('t', cfg, model, batches(cfg), torch.device('cpu'), 'fp32')
+    if backend is not None: runner.learn.compile_model.backend = backend
+    torch.manual_seed(0)
+    runner.loader.n = steps
+    runner.learn.fit(1)
+    return runner, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_compile_failure_falls_back_to_identical_eager_training():
+    def broken_backend(gm, example_inputs): raise RuntimeError('simulated compiler failure')
+    _, eager = _trained_params(tiny_cfg(num_hidden_layers=1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        runner, fallback = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True), backend=broken_backend)
+    msgs = [str(w.message) for w in caught if 'compile:' in str(w.message)]
+    assert len(msgs) == 1 and 'simulated compiler failure' in msgs[0] and 'running eagerly' in msgs[0]
+    assert '\n' not in msgs[0]
+    assert runner.compiled is False and runner.learn.model._compiled_call_impl is None
+    for k in eager: assert torch.equal(eager[k], fallback[k]), k  # the failed trial step left no trace
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_compile_success_keeps_state_dict_and_training():
+    _, eager = _trained_params(tiny_cfg(num_hidden_layers=1, dropout=0.0))
+    runner, compiled = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True, dropout=0.0), backend='eager')
+    assert runner.compiled is True and runner.learn.model._compiled_call_impl is not None
+    assert compiled.keys() == eager.keys()                       # no `_orig_mod.` prefixes in checkpoints
+    for k in eager: assert torch.allclose(eager[k], compiled[k], atol=1e-6), k
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_cuda_graph_mode_marks_every_step_and_trains_as_eager(monkeypatch):
+    "compile_mode reduce-overhead: each training step tells cudagraph trees a new step begins; the math is unchanged."
+    marks = []
+    monkeypatch.setattr(torch.compiler, 'cudagraph_mark_step_begin', lambda: marks.append(1))
+    _, eager = _trained_params(tiny_cfg(num_hidden_layers=1, dropout=0.0), steps=3)
+    runner, graphed = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True, compile_mode='reduce-overhead',
+                                               dropout=0.0), backend='eager', steps=3)
+    assert runner.learn.compile_model.mode == 'reduce-overhead' and runner.compiled is True and len(marks) == 3
+    for k in eager: assert torch.allclose(eager[k], graphed[k], atol=1e-6), k

@@ -1,0 +1,66 @@
+"""electra/pretraining/export.py: a padded model exports unpadded; unusable model directories refused."""
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
+from electra.config.base import ConfigError, config_to_dict
+from electra.finetuning import classifier
+from electra.objective.model import build_pretraining_model
+from tests.support.finetune import saved_as_bert
+from tests.support.tiny import V, tiny_cfg
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+
+def test_padded_vocab_export_loads_unpadded_with_identical_logits(tmp_path):
+    from electra.data.tokenizer import load_tokenizer, tokenizer_state
+    from electra.pretraining.export import export_pretrained, load_discriminator
+    from electra.training.checkpoint import FORMAT
+    from electra.training.files import atomic_save
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
+    tok = load_tokenizer(str(vocab))
+    assert len(tok) == V
+    cfg = tiny_cfg(dropout=0.0, pad_vocab_multiple=64)
+    torch.manual_seed(0)
+    model = build_pretraining_model(cfg, len(tok), tok.pad_token_id).eval()
+    with torch.no_grad(): model.generator.generator_lm_head.bias.normal_()  # a zero bias would hide a lost one
+    assert model.discriminator.config.vocab_size == 128
+    paths = export_pretrained(model, tok, tmp_path / 'run')
+    disc = ElectraForPreTraining.from_pretrained(paths['discriminator']).eval()
+    gen = ElectraForMaskedLM.from_pretrained(paths['generator']).eval()
+    assert disc.config.vocab_size == V and gen.config.vocab_size == V
+    enc = tok(['w1 w2 w3', 'w4 w5'], padding=True, return_tensors='pt')
+    with torch.no_grad():
+        assert torch.allclose(disc(**enc).logits, model.discriminator(**enc).logits, atol=1e-6)
+        assert torch.allclose(gen(**enc).logits, model.generator(**enc).logits[..., :V], atol=1e-5)
+    # a pretraining checkpoint of the padded model loads as the unpadded discriminator too
+    ckpt = tmp_path / 'run_1_100%.pth'
+    atomic_save({'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(tok),
+                 'model': model.state_dict()}, ckpt)
+    loaded, _ = load_discriminator(ckpt)
+    with torch.no_grad(): assert torch.allclose(loaded.eval()(**enc).logits, disc(**enc).logits, atol=1e-6)
+    with pytest.raises(ConfigError, match='pad_vocab_multiple'): tiny_cfg(pad_vocab_multiple=-1).validate()
+
+
+def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
+    "No tokenizer files, no config.json, or a BERT model: each refused in one message naming the fix."
+    import shutil
+    model, tok = tiny
+    good = tmp_path / 'good'
+    model.save_pretrained(good)
+    tok.save_pretrained(good)
+    no_tok = tmp_path / 'no_tokenizer'
+    model.save_pretrained(no_tok)
+    with pytest.raises(ConfigError, match='no tokenizer files .neither tokenizer.json nor vocab.txt.'):
+        classifier.load_pretrained(str(no_tok))
+    no_config = tmp_path / 'no_config'
+    shutil.copytree(good, no_config)
+    (no_config / 'config.json').unlink()
+    with pytest.raises(ConfigError, match='no config.json, so not a save_pretrained directory'):
+        classifier.load_pretrained(str(no_config))
+    with pytest.raises(ConfigError, match='a bert model, not ELECTRA'):
+        classifier.load_pretrained(str(saved_as_bert(tiny, tmp_path / 'bert')))
+    assert classifier.load_pretrained(str(good))[0].config.model_type == 'electra'

@@ -1,0 +1,75 @@
+"""Runs that `tests/test_notebooks.py` and `tests/tools/test_explore.py` share: a tiny pretraining through
+`pretrain.py` run as a script (once per test session, kept under pytest's base temporary directory), and executing a
+notebook with nbclient under a time bound, its config cell's `overrides` set by the test."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / 'notebooks'
+
+# the demo preset (model size, corpus, tokenizer) cut to a few steps
+TINY_PRETRAIN = ['--run_name', 'tiny', '--steps', '20', '--batch_size', '8', '--log_every', '10', '--warmup_steps', '2',
+                 '--device', 'cpu']
+# a model this small runs fastest on one thread, above all on a busy machine
+ENV = {'HF_HUB_OFFLINE': '1', 'HF_DATASETS_OFFLINE': '1', 'OMP_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1'}
+
+
+def run_script(script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    "`python <script> <args>` from the repository root, as a user runs it."
+    env = {**os.environ, **ENV, 'PYTHONPATH': str(REPO)}
+    return subprocess.run([sys.executable, str(REPO / script), *map(str, args)], cwd=REPO, capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def tiny_pretraining(base: Path) -> dict:
+    """`pretrain.py --config demo` cut to 20 steps, run as a script with command-line flags; once per session (the
+    result is kept in `base`). Returns the checkpoint, run directory, cache directory, stdout and run time."""
+    out = base / 'tiny_pretraining'
+    record = out / 'run.json'
+    if record.is_file(): return json.loads(record.read_text())
+    start = time.monotonic()
+    r = run_script('pretrain.py', '--output_dir', out / 'ckpt', '--cache_dir', out / 'cache', *TINY_PRETRAIN)
+    assert r.returncode == 0, f'pretrain.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}'
+    info = {'checkpoint': str(out / 'ckpt' / 'tiny_11081_100%.pth'), 'run_dir': str(out / 'ckpt' / 'tiny_11081'),
+            'cache_dir': str(out / 'cache'), 'stdout': r.stdout, 'seconds': round(time.monotonic() - start, 1)}
+    record.write_text(json.dumps(info))
+    return info
+
+
+def execute_notebook(path: Path, overrides: dict, time_bound: float, cwd: Path = NOTEBOOKS):
+    """Execute notebook `path` top to bottom in a fresh `python3` kernel started in `cwd` (Jupyter starts it in the
+    notebook's folder), with `overrides = {...}` run right after the cell tagged `parameters` (as papermill
+    injects parameters). Every cell's timeout is what is left of `time_bound` seconds, so the whole notebook runs
+    within it or fails. Returns the executed notebook and the seconds it took."""
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(str(path), as_version=4)
+    at = [i for i, c in enumerate(nb.cells) if 'parameters' in c.metadata.get('tags', [])]
+    assert len(at) == 1, f'{path.name}: expected one cell tagged "parameters", found {len(at)}'
+    nb.cells.insert(at[0] + 1, nbformat.v4.new_code_cell(f'overrides = {overrides!r}  # injected by the test'))
+    start = time.monotonic()
+    client = NotebookClient(nb, kernel_name='python3', resources={'metadata': {'path': str(cwd)}}, startup_timeout=120,
+                            timeout_func=lambda cell: max(1, int(time_bound - (time.monotonic() - start))))
+    client.execute(env={**os.environ, **ENV})
+    return nb, time.monotonic() - start
+
+
+def outputs_text(nb) -> str:
+    "All text a notebook's cells printed or displayed (stream, text/plain, text/html, text/markdown)."
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get('outputs', []):
+            if out.get('output_type') == 'stream': parts.append(out.get('text', ''))
+            for mime in ('text/plain', 'text/html', 'text/markdown'):
+                if mime in out.get('data', {}): parts.append(out['data'][mime])
+    return '\n'.join(parts)
+
+
+def has_image(nb) -> bool:
+    return any('image/png' in out.get('data', {}) for c in nb.cells for out in c.get('outputs', []))

@@ -1,0 +1,23 @@
+"""The driver `pretrain.py` run in-process with runpy, as a user runs it, and a tiny model size for it."""
+import os
+import runpy
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ['--steps', '24', '--batch_size', '8', '--max_length', '32', '--hidden_size', '32', '--num_hidden_layers', '2',
+        '--num_attention_heads', '2', '--intermediate_size', '64', '--embedding_size', '32', '--generator_size', '0.5',
+        '--vocab_size', '500', '--log_every', '6', '--warmup_steps', '4', '--device', 'cpu']
+
+
+def pretrain(tmp: Path, *argv: str, cwd: Path = ROOT) -> dict:
+    "Run pretrain.py in this process (from `cwd`); returns the driver's globals (model, learn, run_dir, ...)."
+    args = ['--output_dir', str(tmp / 'ckpt'), '--cache_dir', str(tmp / 'cache'), *argv]
+    old_argv, old_cwd = sys.argv, os.getcwd()
+    sys.argv = ['pretrain.py', *args]
+    os.chdir(cwd)
+    try:
+        return runpy.run_path(str(ROOT / 'pretrain.py'), run_name='__main__')
+    finally:
+        sys.argv = old_argv
+        os.chdir(old_cwd)

@@ -1,0 +1,53 @@
+"""The fine-tuning driver `finetune.py` end to end: --help, errors in one line, a run from a preset file."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.finetune import saved_as_bert
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cwd=REPO):
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1', 'PYTHONPATH': str(REPO)}
+    return subprocess.run([sys.executable, str(REPO / 'finetune.py'), *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_driver_help_and_errors(tmp_path):
+    r = run_cli('--help')
+    assert r.returncode == 0 and '--layer_lr_mode' in r.stdout and 'Presets in configs/finetune: base, demo, large, small' in r.stdout
+    r = run_cli('--model', str(tmp_path / 'missing.pth'), '--cache_dir', str(tmp_path / 'cache'))
+    assert r.returncode == 2 and 'Traceback' not in r.stderr
+    assert r.stderr.startswith('error: model: ') and 'run `python pretrain.py` first' in r.stderr
+
+
+def test_driver_end_to_end(tmp_path, glue_dir, tiny_dir):
+    preset = tmp_path / 'mine.yaml'
+    preset.write_text(f'model: {tiny_dir}\ndata: {glue_dir}\ntasks: [WNLI]\nruns: 1\nepochs: 1\ngroup: cli\n'
+                      f'output_dir: {tmp_path / "ckpt"}\ntest_output_dir: {tmp_path / "out"}\ncache_dir: {tmp_path / "cache"}\n')
+    r = run_cli('--config', str(preset), '--device', 'cpu')
+    assert r.returncode == 0, r.stderr
+    assert '| WNLI | accuracy | 1 |' in r.stdout and (tmp_path / 'out/cli/WNLI.tsv').is_file()
+    assert (tmp_path / 'ckpt/cli/results.csv').is_file() and (tmp_path / 'out/cli/glue_submission.zip').is_file()
+
+
+def test_driver_refuses_bad_model_directories_and_a_bad_dropout_in_one_line(tmp_path, tiny):
+    "Through finetune.py: status 2 and stderr the one error line, for a model and for a setting."
+    bert = saved_as_bert(tiny, tmp_path / 'bert')
+    r = run_cli('--model', str(bert), '--data', 'demo', '--cache_dir', str(tmp_path / 'cache'), '--device', 'cpu')
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert r.stderr.startswith(f'error: {bert}/config.json: a bert model, not ELECTRA. ')
+    (bert / 'config.json').unlink()
+    r = run_cli('--model', str(bert), '--data', 'demo', '--cache_dir', str(tmp_path / 'cache'), '--device', 'cpu')
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert r.stderr.startswith(f'error: {bert}: no config.json, so not a save_pretrained directory')
+    r = run_cli('--dropout', '1.5')
+    assert (r.returncode, r.stderr) == (2, 'error: dropout: must be in [0, 1), got 1.5.\n')

@@ -1,0 +1,157 @@
+"""electra/tools/explore.py: nearest-neighbour search and its token and example helpers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from electra.config.base import ConfigError
+from electra.tools.explore import (
+    CosineIndex,
+    ExampleIndex,
+    TokenIndex,
+    cls_embeddings,
+    exact_cosine_knn,
+    explore_config,
+    find_misclassified,
+    recall_at_k,
+    word_embeddings,
+)
+from tests.support.notebook_runs import REPO, tiny_pretraining
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+REAL_GLUE = REPO.parent / 'shared' / 'data' / 'glue'
+DEMO_CHECKPOINT = REPO / 'checkpoints' / 'pretrain' / 'demo_11081_100%.pth'
+
+
+def not_degenerate(vectors: np.ndarray) -> float:
+    "The median cosine similarity between different rows: near 1 would make any search look perfect."
+    u = vectors[:500] / np.linalg.norm(vectors[:500], axis=1, keepdims=True)
+    sims = (u @ u.T)[np.triu_indices(len(u), 1)]
+    return float(np.median(sims))
+
+
+def test_exact_search_is_brute_force_cosine():
+    rng = np.random.default_rng(1)
+    data, queries = rng.standard_normal((300, 16)), rng.standard_normal((7, 16))
+    ids, sims = exact_cosine_knn(data, queries, 5)
+    u = data / np.linalg.norm(data, axis=1, keepdims=True)
+    full = (queries / np.linalg.norm(queries, axis=1, keepdims=True)) @ u.T
+    assert (ids == np.argsort(-full, axis=1)[:, :5]).all() and np.allclose(sims, np.sort(full, axis=1)[:, ::-1][:, :5])
+
+
+def test_recall_on_random_embeddings_and_determinism():
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((5000, 64)).astype(np.float32)
+    queries = rng.standard_normal((300, 64)).astype(np.float32)
+    index = CosineIndex(data, seed=0)
+    assert recall_at_k(index, data, queries, 10) >= 0.95
+    small = CosineIndex(data[:1000], seed=0)
+    found, sims = small.query(queries, 10)
+    again, sims_again = CosineIndex(data[:1000], seed=0).query(queries, 10)
+    assert (found == again).all() and np.array_equal(sims, sims_again)           # same graph, same answers
+    assert np.all(np.diff(sims, axis=1) <= 1e-6)                                   # most similar first
+
+
+def test_recall_counts_ties_and_catches_a_bad_index():
+    const = np.ones((200, 8), dtype=np.float32)
+    assert recall_at_k(CosineIndex(const), const, const[:5], 10) == 1.0         # all tied: any 10 are right
+
+    class FirstTen:
+        def query(self, q, k): return np.tile(np.arange(k), (len(q), 1)), None
+    rng = np.random.default_rng(2)
+    data = rng.standard_normal((1000, 16)).astype(np.float32)
+    assert recall_at_k(FirstTen(), data, rng.standard_normal((50, 16)), 10) < 0.1
+
+
+@pytest.fixture(scope='module')
+def pretrained(tmp_path_factory):
+    "The discriminator and tokenizer of the demo preset pretrained for 20 steps by pretrain.py (shared with test_notebooks)."
+    from electra.finetuning.classifier import load_pretrained
+    return load_pretrained(tiny_pretraining(tmp_path_factory.getbasetemp())['checkpoint'])
+
+
+def real_checkpoints():
+    yield pytest.param('tiny', id='tiny-demo-pretraining')
+    yield pytest.param(str(DEMO_CHECKPOINT), id='demo-checkpoint',
+                       marks=pytest.mark.skipif(not DEMO_CHECKPOINT.is_file(), reason='run `python pretrain.py` for the demo checkpoint'))
+
+
+@pytest.mark.parametrize('source', real_checkpoints())
+def test_recall_on_word_embeddings(source, pretrained):
+    from electra.finetuning.classifier import load_pretrained
+    model, tokenizer = pretrained if source == 'tiny' else load_pretrained(source)
+    tokens = TokenIndex.from_model(model, tokenizer)
+    assert not_degenerate(tokens.vectors) < 0.9
+    assert len(tokens.ids) == len(tokenizer) - len(set(tokenizer.all_special_ids))   # all but the special tokens
+    queries = tokens.vectors[np.random.default_rng(0).choice(len(tokens.vectors), 300, replace=False)]
+    assert recall_at_k(tokens.index, tokens.vectors, queries, 10) >= 0.95
+    near = tokens.nearest_tokens('the', 5)
+    assert len(near) == 5 and 'the' not in set(near['token']) and near['similarity'].is_monotonic_decreasing
+    assert (word_embeddings(model, len(tokenizer)) == tokens.embeddings).all()
+
+
+@pytest.mark.skipif(not (REAL_GLUE / 'STS-B' / 'train.tsv').is_file(), reason='../shared/data/glue/STS-B is absent')
+def test_recall_on_cls_embeddings_of_sts_b(pretrained):
+    "[CLS] vectors of 2,000 real STS-B training pairs; 300 dev pairs as queries."
+    from electra.finetuning.tasks.glue.sources import open_source
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    model, tokenizer = pretrained
+    source = open_source(str(REAL_GLUE))
+    train = source.load(TASKS['STS-B'], 'train').take(np.arange(2000))
+    dev = source.load(TASKS['STS-B'], 'dev').take(np.arange(300))
+    index = ExampleIndex(model, tokenizer, train, max_length=64)
+    assert index.vectors.shape == (2000, model.config.hidden_size) and not_degenerate(index.vectors) < 0.9
+    queries = index.embed(dev.text_a, dev.text_b)
+    assert recall_at_k(index.index, index.vectors, queries, 10) >= 0.95
+    # an example's own text finds it first
+    near = index.nearest_examples(train.text_a[7], train.text_b[7], k=3)
+    assert near["idx"].iloc[0] == train.idx[7] and near["similarity"].iloc[0] == pytest.approx(1.0, abs=1e-3)
+    assert list(near.columns) == ['similarity', 'idx', 'text_a', 'text_b', 'label']
+
+
+@pytest.fixture(scope='module')
+def tiny_random():
+    import transformers
+    words = 'the a cow ship bread sails bakes eats good bad movie film is was very not'.split()
+    vocab = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', '.', *words]
+    tok = transformers.ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    torch.manual_seed(0)
+    cfg = transformers.ElectraConfig(vocab_size=len(tok), embedding_size=16, hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    return transformers.ElectraForPreTraining(cfg).eval(), tok
+
+
+def test_cls_embeddings_are_in_example_order_and_match_the_model(tiny_random):
+    model, tok = tiny_random
+    texts = ['the cow eats bread .', 'a ship', 'the film was very very good .', 'bad']
+    got = cls_embeddings(model, tok, texts, batch_size=3)
+    enc = tok(texts[2])
+    with torch.no_grad():
+        ref = model.electra(input_ids=torch.tensor([enc['input_ids']])).last_hidden_state[0, 0].numpy()
+    assert np.allclose(got[2], ref, atol=1e-5)
+
+
+def test_find_misclassified(tiny_random):
+    from electra.finetuning.classifier import ElectraClassifier
+    from electra.finetuning.tasks.glue.sources import Examples
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    model, tok = tiny_random
+    torch.manual_seed(0)
+    clf = ElectraClassifier(model.electra, 2).eval()
+    ex = Examples(np.arange(6), ['the movie was good', 'bad film', 'very good', 'not good', 'the cow', 'a ship'],
+                  None, np.array([1, 0, 1, 0, 1, 0]))
+    wrong = find_misclassified(clf, tok, TASKS['SST-2'], ex, max_length=16)
+    with torch.no_grad():
+        from electra.finetuning.learner import predict_outputs
+        from electra.finetuning.tasks.glue.encoding import encode, make_loader
+        pred = predict_outputs(clf, make_loader(encode(ex, tok, 16), 4, False, 0)).argmax(-1)
+    assert sorted(wrong['idx']) == sorted(np.flatnonzero(pred != ex.label).tolist())
+    assert wrong['p(prediction)'].is_monotonic_decreasing and (wrong['label'] != wrong['prediction']).all()
+
+
+def test_explore_config_checks_keys():
+    assert explore_config({'k': 3}).k == 3 and explore_config().model == ''
+    with pytest.raises(ConfigError, match="unknown key 'word'. Did you mean 'words'"):
+        explore_config({'word': ['cow']})

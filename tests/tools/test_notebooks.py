@@ -1,0 +1,78 @@
+"""electra/tools/notebooks.py: the check of scripts against their notebooks, and the export."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from electra.tools import notebooks
+from tests.support.notebook_runs import NOTEBOOKS, REPO
+
+
+def notebooks_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, '-m', 'electra.tools.notebooks', *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture
+def repo_copy(tmp_path) -> Path:
+    "The paired scripts and the notebooks, copied (the real ones are never edited by a test)."
+    for _, script in notebooks.PAIRS: shutil.copy(REPO / script, tmp_path / script)
+    shutil.copytree(NOTEBOOKS, tmp_path / 'notebooks', ignore=shutil.ignore_patterns('.ipynb_checkpoints'))
+    return tmp_path
+
+
+def test_check_passes_on_the_repository():
+    r = notebooks_cli('check')
+    assert r.returncode == 0, r.stderr
+    assert 'pretrain.py <- notebooks/Pretrain.ipynb' in r.stdout and 'finetune.py <- notebooks/Finetune_GLUE.ipynb' in r.stdout
+
+
+@pytest.mark.parametrize('script', ['pretrain.py', 'finetune.py'])
+def test_check_fails_on_an_edited_script(repo_copy, script, capsys):
+    path = repo_copy / script
+    path.write_text(path.read_text().replace('# %%\n', '# %%\nprint("edited by hand")\n', 1))
+    assert notebooks.main(['check', '--root', str(repo_copy)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f'{script}: differs from the export of notebooks/'), err
+    # the notebook is the source: exporting puts the script back as it was
+    assert notebooks.main(['export', '--root', str(repo_copy)]) == 0
+    assert capsys.readouterr().out == f'wrote {script}\n'
+    assert path.read_text() == (REPO / script).read_text()
+    assert notebooks.check(repo_copy) == []
+
+
+def test_check_fails_on_an_edited_script_from_the_command_line(repo_copy):
+    path = repo_copy / 'finetune.py'
+    path.write_text(path.read_text().replace('runs per task', 'runs for each task'))
+    r = notebooks_cli('check', '--root', str(repo_copy))
+    assert r.returncode == 1 and 'finetune.py: differs from the export of notebooks/Finetune_GLUE.ipynb' in r.stderr
+
+
+def test_check_fails_on_outputs_and_export_strips_them(repo_copy):
+    path = repo_copy / 'notebooks' / 'Explore.ipynb'
+    nb = nbformat.read(str(path), as_version=4)
+    code = next(c for c in nb.cells if c.cell_type == 'code')
+    code.execution_count = 3
+    code.outputs = [nbformat.v4.new_output('stream', name='stdout', text='hello\n')]
+    code.metadata['execution'] = {'iopub.execute_input': '2024-01-01T00:00:00'}
+    nbformat.write(nb, str(path))
+    problems = [str(p) for p in notebooks.check(repo_copy)]
+    assert any(p.startswith('notebooks/Explore.ipynb: stored with outputs') for p in problems)
+    assert any(p.startswith('notebooks/Explore.ipynb: stored with execution counts') for p in problems)
+    notebooks.export(repo_copy)
+    assert notebooks.check(repo_copy) == []
+    assert path.read_text() == (NOTEBOOKS / 'Explore.ipynb').read_text()
+
+
+def test_export_from_scripts_round_trip(repo_copy):
+    "Scripts -> notebooks -> scripts gives the scripts back: the bootstrap `from-scripts` and `export` agree."
+    for nb_rel, _ in notebooks.PAIRS: (repo_copy / nb_rel).unlink()
+    notebooks.from_scripts(repo_copy)
+    assert notebooks.check(repo_copy) == []
+    for nb_rel, script in notebooks.PAIRS:
+        assert (repo_copy / nb_rel).read_text() == (REPO / nb_rel).read_text()

@@ -48,14 +48,18 @@ import torch
 from electra.training.checkpoint import check_resume_compatible, load_checkpoint
 from electra.pretraining.learner import existing_run_guard, prepare_run_dir
 from electra.training.device import resolve_device, resolve_precision
+from electra.training.distributed import init_distributed, main_process_first, print_main
 
-run_dir = prepare_run_dir(cfg)
 device = resolve_device(cfg.device)
+procs = init_distributed(device, cfg.dist_timeout)  # under torchrun: this process's rank among procs.size
+run_dir = prepare_run_dir(cfg)
 precision = resolve_precision(cfg.precision, device)
-resume_path = existing_run_guard(cfg)
+with main_process_first('the run directory', cfg.dist_timeout):
+    resume_path = existing_run_guard(cfg)
 ckpt = load_checkpoint(resume_path) if resume_path else None
 start_step = ckpt['step'] if ckpt else 0
-print(f'run {run_dir} on {device} ({precision}), starting at step {start_step} of {cfg.steps}')
+print_main(f'run {run_dir} on {device} ({precision}) x {procs.size} process(es), starting at step {start_step} '
+           f'of {cfg.steps}')
 
 # %% [markdown]
 # ## Corpus and tokenizer
@@ -72,12 +76,13 @@ from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import get_tokenizer, tokenizer_state
 
 settings = BuildSettings.from_config(cfg)
-sources = resolve_corpus(cfg.corpus, Path(cfg.cache_dir), settings)
-files = corpus_text_files(sources)
-tokenizer = get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources)
+with main_process_first('the corpus and the tokenizer', cfg.dist_timeout):  # made once, by the main process
+    sources = resolve_corpus(cfg.corpus, Path(cfg.cache_dir), settings)
+    files = corpus_text_files(sources)
+    tokenizer = get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources)
 tok_state = tokenizer_state(tokenizer)
 if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)
-print(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len(tokenizer)}')
+print_main(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len(tokenizer)}')
 
 # %% [markdown]
 # ## Examples
@@ -92,14 +97,16 @@ import datasets
 from electra.data.cache import build_corpus, build_summary, format_summary
 from electra.data.batches import held_out_split, pretraining_dataloader
 
-parts = [build_corpus(source, tokenizer, settings, Path(cfg.cache_dir), cfg.seed, cfg.num_proc) for source in sources]
-for part in parts: print(format_summary(build_summary(part)))
+with main_process_first('the pretraining data cache', cfg.dist_timeout):  # built once; the others read it
+    parts = [build_corpus(source, tokenizer, settings, Path(cfg.cache_dir), cfg.seed, cfg.num_proc) for source in sources]
+for part in parts: print_main(format_summary(build_summary(part)))
 weights = cfg.corpus_weights or None
 train_parts, held_out = held_out_split(parts, cfg.eval_examples, cfg.seed, weights)
 dataset = datasets.concatenate_datasets(train_parts) if len(train_parts) > 1 else train_parts[0]
 train_dl = pretraining_dataloader(dataset, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id, cfg.seed,
-                                  cfg.steps, start_step, cfg.num_workers, [len(p) for p in train_parts], weights)
-print(f'{len(dataset)} training examples, {len(held_out) if held_out else 0} held out; {len(train_dl)} steps to run')
+                                  cfg.steps, start_step, cfg.num_workers, [len(p) for p in train_parts], weights,
+                                  procs.rank, procs.size)  # this process's rows of each global batch
+print_main(f'{len(dataset)} training examples, {len(held_out) if held_out else 0} held out; {len(train_dl)} steps to run')
 
 # %% [markdown]
 # The first examples, decoded: `A:` segment A with token type 0 (`[CLS] A [SEP]`), `B:` segment B with token type 1
@@ -156,9 +163,11 @@ save_run_config(cfg, run_dir)
 
 # %%
 from electra.pretraining.learner import train
+from electra.training.distributed import finish_distributed
 
 if start_step < cfg.steps:
     train(learn)
+finish_distributed()  # in a torchrun job the other processes end here: what follows is the main process's
 
 # %% [markdown]
 # ## Export

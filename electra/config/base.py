@@ -259,7 +259,8 @@ def cli_args() -> list[str]:
 def friendly_errors() -> None:
     """Report what ends a script as one line, no traceback: a `ConfigError` as `error: ...` with exit status 2 (the
     usage-error status of argparse), a `TrainingStopped` or a Ctrl-C as `stopped: ...` with status 130; other errors
-    are unchanged. A `RunWarning` is one `warning: ...` line. A notebook shows errors its own way."""
+    are unchanged. A `RunWarning` is one `warning: ...` line (from the main process of a torchrun job). A notebook
+    shows errors its own way."""
     import warnings
     previous, previous_warning = sys.excepthook, warnings.showwarning
     # fastai's layers.py scripts a few activations with torch.jit.script at import, which torch 2.10+ deprecates
@@ -267,7 +268,7 @@ def friendly_errors() -> None:
 
     def show(message, category, *args, **kwargs):
         if not issubclass(category, RunWarning): return previous_warning(message, category, *args, **kwargs)
-        print(f'warning: {message}', file=sys.stderr, flush=True)
+        if os.environ.get('RANK', '0') == '0': print(f'warning: {message}', file=sys.stderr, flush=True)  # once a job
 
     def hook(tp, value, tb):
         if issubclass(tp, KeyboardInterrupt): value = TrainingStopped('interrupted by Ctrl-C; nothing after the last '

@@ -96,7 +96,7 @@ class PretrainConfig:
     disc_loss_weight: float = field(50.0, 'weight of the discriminator loss (lambda)')
     # -- optimisation (model/optimization.py `create_optimizer`)
     steps: int = field(1_000_000, 'optimizer steps')
-    batch_size: int = field(128, 'examples per step')
+    batch_size: int = field(128, 'examples per step, the global batch: split evenly over the processes of a torchrun job')
     lr: float = field(5e-4, 'peak learning rate')
     warmup_steps: int = field(10_000, 'warm-up steps W')
     schedule: str = choice_field('together', ['together', 'warmup_then_decay'], "'together' is the official schedule: warm-up and linear decay applied at once")
@@ -106,6 +106,14 @@ class PretrainConfig:
     adam_beta2: float = field(0.999, 'Adam beta2')
     adam_eps: float = field(1e-6, 'Adam epsilon')
     clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
+    # -- several processes (torchrun): data-parallel, the same results for any number of processes
+    loss_mean: str = choice_field('global', ['global', 'per_process'],
+                                  "'global': each loss is a mean over the whole global batch, so a step does not depend on "
+                                  "how the batch is split; 'per_process': the mean of each process's own mean, as the "
+                                  'official TPU code averages per-core losses (differs when processes hold unequal token counts)')
+    grad_accum_steps: int = field(1, 'split each process\'s share of the batch into this many micro-batches, run one after '
+                                     'another before the optimizer step (less memory; the same step)')
+    dist_timeout: int = field(1800, 'seconds a process waits for the others (data cache, checkpoints) before it stops the job')
     # -- speed; none of these changes the objective
     compile: bool = field(False, 'torch.compile the model and loss (first step compiles; falls back to eager with a '
                                  'one-line warning if compilation fails)')
@@ -149,6 +157,9 @@ class PretrainConfig:
         need(self.min_line_chars >= 0, 'min_line_chars', f'must be non-negative, got {self.min_line_chars}.')
         need(self.max_sentence_chars > 0, 'max_sentence_chars', f'must be positive, got {self.max_sentence_chars}.')
         need(self.num_proc >= 0, 'num_proc', f'must be 0 (one per CPU core) or positive, got {self.num_proc}.')
+        need(self.grad_accum_steps >= 1 and self.batch_size % self.grad_accum_steps == 0, 'grad_accum_steps',
+             f'must be a positive divisor of batch_size ({self.batch_size}), got {self.grad_accum_steps}.')
+        need(self.dist_timeout > 0, 'dist_timeout', f'must be a positive number of seconds, got {self.dist_timeout}.')
         need(self.eval_examples >= 0, 'eval_examples', f'must be 0 (no evaluation) or positive, got {self.eval_examples}.')
         need(self.vocab_size >= 100, 'vocab_size', f'must be at least 100, got {self.vocab_size}.')
         need(self.warmup_steps >= 0, 'warmup_steps', f'must be non-negative, got {self.warmup_steps}.')

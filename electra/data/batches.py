@@ -93,12 +93,19 @@ class PretrainingBatches(torch.utils.data.Dataset):
     pass after pass over the corpus, each pass a permutation seeded by (seed, c, corpus pass). So a corpus
     weighted above its size is repeated, one below it is sampled without repetition, and a batch is still
     a pure function of (seed, step).
+
+    With `world_size` processes, process `rank` serves rows [rank * b, (rank + 1) * b) of each batch, b = batch_size /
+    world_size: together the processes see the whole batch of that step, whatever their number.
     """
 
     def __init__(self, dataset: datasets.Dataset, batch_size: int, max_length: int, pad_token_id: int, seed: int,
                  total_steps: int, start_step: int = 0, parts: Optional[list[int]] = None,
-                 weights: Optional[list[float]] = None):
+                 weights: Optional[list[float]] = None, rank: int = 0, world_size: int = 1):
         if len(dataset) == 0: raise ValueError('the pretraining dataset is empty')
+        if batch_size % world_size:
+            raise ValueError(f'batch_size {batch_size} is the global batch: it must divide evenly over the '
+                             f'{world_size} processes')
+        self.rank, self.world_size = rank, world_size
         if not 0 <= start_step <= total_steps:
             raise ValueError(f'start_step {start_step} must be between 0 and total_steps {total_steps}')
         self.data = dataset.with_format('arrow')
@@ -153,16 +160,19 @@ class PretrainingBatches(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         if not 0 <= i < len(self): raise IndexError(i)
-        return pad_examples(self.data[self.rows(self.start_step + i)], self.max_length, self.pad_token_id)
+        b = self.batch_size // self.world_size
+        rows = self.rows(self.start_step + i)[self.rank * b:(self.rank + 1) * b]  # [b] of the global batch's rows
+        return pad_examples(self.data[rows], self.max_length, self.pad_token_id)
 
 
 def pretraining_dataloader(dataset: datasets.Dataset, batch_size: int, max_length: int, pad_token_id: int,
                            seed: int, total_steps: int, start_step: int = 0, num_workers: int = 0,
-                           parts: Optional[list[int]] = None, weights: Optional[list[float]] = None) -> DataLoader:
+                           parts: Optional[list[int]] = None, weights: Optional[list[float]] = None,
+                           rank: int = 0, world_size: int = 1) -> DataLoader:
     """A DataLoader over `PretrainingBatches`: exactly `total_steps - start_step` full batches, in step order
-    (corpora of sizes `parts` mixed by `weights` when given)."""
+    (corpora of sizes `parts` mixed by `weights` when given; this process's share of each with `world_size`)."""
     batches = PretrainingBatches(dataset, batch_size, max_length, pad_token_id, seed, total_steps, start_step,
-                                 parts, weights)
+                                 parts, weights, rank, world_size)
     # batch_size=None: each item already is a batch
     return DataLoader(batches, batch_size=None, shuffle=False, num_workers=num_workers,
                       pin_memory=torch.cuda.is_available())

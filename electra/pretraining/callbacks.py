@@ -22,11 +22,12 @@ from fastprogress.fastprogress import progress_bar
 from electra.config.base import ConfigError
 from electra.objective.masking import MaskingSettings
 from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
+from electra.training.distributed import all_reduce_sum, bare_model, gather_objects, is_distributed, rank_seed, world
 from electra.training.files import atomic_save, is_main_process, release_run_dir
 from electra.training.sinks import CsvLog
 from electra.training.speed import try_compile
 
-__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
+__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'DataParallel', 'GradientAccumulation', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
            'Checkpointer', 'StopOnInterrupt', 'TrainingDiverged', 'METRIC_NAMES']
 
 
@@ -56,24 +57,41 @@ class ResumeFromCheckpoint(Callback):
         self.learn.train_iter = self.ckpt['step']
         self.model.load_state_dict(self.ckpt['model'])
         self.opt.load_state_dict(self.ckpt['opt'])  # torch puts each state tensor on its parameter's device
-        self.learn.masking.load_state(self.ckpt['rng']['masking'])  # MaskingCallback (-5) seeds its generator next
+        rng = own_random_states(self.ckpt)
+        if rng is not None: self.learn.masking.load_state(rng['masking'])  # MaskingCallback (-5) seeds it next
+        else: self.learn.masking.seed = self._fresh_seed()
+
+    def _fresh_seed(self) -> int:
+        "This process's seed when the checkpoint has no random states of its own (another number of processes)."
+        return rank_seed(self.ckpt['config']['seed'] + self.ckpt['step'], world().rank)
 
     def before_batch(self):
         if self.ckpt is None: return
-        ckpt, self.ckpt = self.ckpt, None
-        rng = ckpt['rng']
+        ckpt, rng = self.ckpt, own_random_states(self.ckpt)
         if ckpt['scaler'] is not None and getattr(self.learn, 'scaler', None) is not None:
             self.learn.scaler.load_state_dict(ckpt['scaler'])  # MixedPrecision (10) made its scaler in before_fit
-        torch.set_rng_state(rng['torch'])
-        if torch.cuda.is_available() and rng['cuda']: torch.cuda.set_rng_state_all(rng['cuda'])
+        if rng is None: torch.manual_seed(self._fresh_seed())
+        else:
+            torch.set_rng_state(rng['torch'])
+            if torch.cuda.is_available() and rng['cuda']: torch.cuda.set_rng_state_all(rng['cuda'])
+        self.ckpt = None
+
+
+def own_random_states(ckpt: dict) -> dict | None:
+    """This process's random states (dropout, masking) in a checkpoint: its own where the checkpoint was written by as
+    many processes as this job has (one process: the only ones), else None: its streams then start afresh."""
+    ranks, w = ckpt.get('rng_ranks'), world()
+    if ranks is None: return ckpt['rng'] if w.size == 1 else None
+    return ranks[w.rank] if len(ranks) == w.size else None
 
 
 class MaskingCallback(Callback):
     "Masks every batch on the device (`MaskingSettings`) and draws its sampling noise, both from one seeded device generator."
     order = -5
 
-    def __init__(self, masking: MaskingSettings, seed: int):
+    def __init__(self, masking: MaskingSettings, seed: int, draw_noise: bool = True):
         self.masking, self.seed, self.device_rng, self.pending_state = masking, seed, None, None
+        self.draw_noise = draw_noise  # False: the model draws it per forward (micro-batches: [b, P, V] is large)
 
     def before_fit(self):
         device = next(self.model.parameters()).device
@@ -87,8 +105,10 @@ class MaskingCallback(Callback):
         input_ids, token_type_ids = self.xb
         m = self.masking(input_ids, self.device_rng)
         # the sampling noise's draws, next in the generator's stream as when the model draws them itself: same samples
-        draws = torch.rand(self.model.noise_shape(m.positions), device=input_ids.device, generator=self.device_rng)
-        self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels, draws)
+        self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels)
+        if self.draw_noise:
+            shape = bare_model(self.model).noise_shape(m.positions)
+            self.learn.xb += (torch.rand(shape, device=input_ids.device, generator=self.device_rng),)
         self.learn.yb = (m.labels,)
 
     def state(self) -> torch.Tensor | None:
@@ -96,6 +116,62 @@ class MaskingCallback(Callback):
 
     def load_state(self, state: torch.Tensor) -> None:
         self.pending_state = state
+
+
+class DataParallel(Callback):
+    """Data-parallel training over the processes of a torchrun job: PyTorch's DDP wraps the model for the fit (it
+    averages the processes' gradients during the backward pass); each process keeps random streams of its own; with
+    `loss_mean` 'global' the loss is a mean over the whole global batch (`ElectraLoss.global_divisors`)."""
+    order, run_valid = -4, False  # after MaskingCallback (-5) handed the bare model its generator
+
+    def __init__(self, loss_mean: str = 'global', seed: int = 0):
+        self.loss_mean, self.seed = loss_mean, seed
+
+    def before_fit(self):
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        n, rank = dist.get_world_size(), dist.get_rank()
+        if rank: torch.manual_seed(rank_seed(self.seed, rank))  # dropout; a resumed run restores its own state next
+        if self.loss_mean == 'global':  # (GradientAccumulation, when there, sets the step's divisors itself)
+            self.loss_func.global_divisors = lambda counts: (all_reduce_sum(counts) + 1e-6) / n  # [2]
+        device = next(self.model.parameters()).device
+        self.learn.model = DistributedDataParallel(self.model, device_ids=[device] if device.type == 'cuda' else None)
+
+    def after_fit(self):
+        self.learn.model = bare_model(self.model)
+        self.loss_func.global_divisors = None
+
+
+class GradientAccumulation(Callback):
+    """Splits each step's batch (this process's share of it) into `n` micro-batches: the first n - 1 run forward and
+    backward here, the last goes through fastai's own step; one optimizer step for the whole batch. The loss of
+    every micro-batch is divided by the whole step's token counts (summed over the processes with `loss_mean`
+    'global'), so the gradients add up to those of the whole batch at once."""
+    order, run_valid = 11, False  # inside MixedPrecision's autocast (entered at 10); before CompileModel (12)
+
+    def __init__(self, n: int, pad_token_id: int, loss_mean: str = 'global'):
+        self.n, self.pad_token_id, self.loss_mean = n, pad_token_id, loss_mean
+
+    def before_batch(self):
+        labels, xb = self.yb[0], self.xb
+        counts = torch.stack([(labels >= 0).sum().float(), (xb[0] != self.pad_token_id).sum().float()])  # [2]
+        n_procs = world().size if is_distributed() else 1
+        if self.loss_mean == 'global' and n_procs > 1: counts = all_reduce_sum(counts)
+        divisors = (counts + 1e-6) / (n_procs if self.loss_mean == 'global' else 1)
+        self.loss_func.global_divisors = lambda _: divisors  # every micro-batch divides by the whole step's counts
+        xs, ys = [t.chunk(self.n) for t in xb], labels.chunk(self.n)  # n x [b / n, ...]
+        scaler = getattr(self.learn, 'scaler', None)
+        for i in range(self.n - 1):
+            sync = getattr(self.model, 'no_sync', contextlib.nullcontext)  # DDP all-reduces with the last one only
+            with sync():
+                pred = self.model(*(x[i] for x in xs))
+                loss = self.loss_func(pred, ys[i])
+                self.learn.metrics_logger.add(pred, ys[i], loss)
+                if scaler is not None and scaler.is_enabled(): loss = scaler.scale(loss)
+                with torch.autocast(labels.device.type, enabled=False): loss.backward()
+        self.learn.xb, self.learn.yb = tuple(x[-1] for x in xs), (ys[-1],)
+
+    def after_fit(self): self.loss_func.global_divisors = None
 
 
 class DeviceMixedPrecision(MixedPrecision):
@@ -131,7 +207,7 @@ class CompileModel(Callback):
     def _trial(self):
         from fastai.torch_core import to_float
         model, device = self.model, next(self.model.parameters()).device
-        rng = getattr(model, 'rng', None)
+        rng = getattr(bare_model(model), 'rng', None)
         rng_state = rng.get_state() if rng is not None else None
         try:
             with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
@@ -193,25 +269,31 @@ class MetricsLogger(Callback):
             f'{self.learn.lr / 2:.3g}, or look for bad data around that step.')
 
     @torch.no_grad()
-    def after_batch(self):
-        pred, labels = self.pred, self.yb[0]
+    def add(self, pred: dict, labels: torch.Tensor, loss: torch.Tensor) -> None:
+        "Add one batch's (or micro-batch's) losses and counts to the sums, on the device."
         chosen = labels >= 0
         gen_correct = ((pred['gen_logits'].argmax(-1) == labels) & chosen).sum()
         real = pred['attention_mask']
         flagged, replaced = pred['disc_logits'] > 0, pred['is_replaced']
         gen_loss, disc_loss = self.loss_func.last
-        loss = self.loss.detach()
-        self.first_bad = torch.where(~torch.isfinite(loss) & (self.first_bad < 0), self.train_iter, self.first_bad)
-        self.skipped += bool(getattr(getattr(self.learn, 'mixed_precision', None), 'skipped', False))  # fp16 only
-        sums = {'loss': loss, 'gen_loss': gen_loss, 'disc_loss': disc_loss, 'gen_correct': gen_correct,
+        sums = {'loss': loss.detach(), 'gen_loss': gen_loss, 'disc_loss': disc_loss, 'gen_correct': gen_correct,
                 'gen_total': chosen.sum(), 'disc_correct': ((flagged == replaced) & real).sum(), 'disc_total': real.sum(),
                 'tp': (flagged & replaced & real).sum(), 'fp': (flagged & ~replaced & real).sum(),
-                'fn': (~flagged & replaced).sum(), 'batches': torch.ones((), device=self.acc.device)}
+                'fn': (~flagged & replaced).sum(), 'batches': torch.zeros((), device=self.acc.device)}
         self.acc += torch.stack([sums[k].double() for k in _SUMS])
+
+    @torch.no_grad()
+    def after_batch(self):
+        self.add(self.pred, self.yb[0], self.loss)  # the step's last micro-batch (its only one without accumulation)
+        self.acc[_SUMS.index('batches')] += 1
+        loss_sum = self.acc[_SUMS.index('loss')]  # turns NaN or infinite at the first bad step since the last row
+        self.first_bad = torch.where(~torch.isfinite(loss_sum) & (self.first_bad < 0), self.train_iter, self.first_bad)
+        self.skipped += bool(getattr(getattr(self.learn, 'mixed_precision', None), 'skipped', False))  # fp16 only
         if self.train_iter % self.log_every == 0 or self.train_iter == self.total_steps: self._log()
 
     def _log(self):
         self.check_finite()
+        all_reduce_sum(self.acc)  # over the processes: every one logs at the same steps
         a = dict(zip(_SUMS, self.acc.tolist()))  # with check_finite, the only device reads, once per `log_every` steps
         n, tp = max(a['batches'], 1.0), a['tp']
         now = time.perf_counter()
@@ -270,16 +352,17 @@ class Checkpointer(Callback):
         if self.train_iter in self.at: self.save(self.at[self.train_iter])
 
     def save(self, fractions: list[float]) -> list[Path]:
-        "Write the training state after the current step as the checkpoints of `fractions` of the run (main process)."
+        """Write the training state after the current step as the checkpoints of `fractions` of the run. Every process
+        calls it at the same step and hands over its random states; the main process writes."""
+        masking = self.learn.masking  # fastai names a callback's attribute after its class
+        rng = {'torch': torch.get_rng_state(), 'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+               'masking': masking.state()}
+        ranks = gather_objects(rng)  # [one per process]
         if not is_main_process(): return []
         self.learn.metrics_logger.check_finite()
-        masking = self.learn.masking  # fastai names a callback's attribute after its class
-        state = {'step': self.train_iter, 'model': self.model.state_dict(), 'opt': self.opt.state_dict(),
+        state = {'step': self.train_iter, 'model': bare_model(self.model).state_dict(), 'opt': self.opt.state_dict(),
                  'scaler': self.learn.scaler.state_dict() if getattr(self.learn, 'scaler', None) else None,
-                 'rng': {'torch': torch.get_rng_state(),
-                         'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-                         'masking': masking.state()},
-                 **self.extra()}
+                 'rng': rng, **({'rng_ranks': ranks} if len(ranks) > 1 else {}), **self.extra()}
         state['checksum'] = state_checksum(state)
         paths = []
         for fraction in fractions:
@@ -297,7 +380,21 @@ class StopOnInterrupt(Callback):
     "On Ctrl-C, finishes the current step, checkpoints it and stops the fit; a second Ctrl-C stops at once."
     order, run_valid = 85, False  # after Checkpointer (80): a scheduled checkpoint of this step is not written twice
 
-    def __init__(self): self.requested, self.stopped_at = False, None
+    def __init__(self): self.requested, self.stopped_at, self.group = False, None, None
+
+    def before_fit(self):
+        import torch.distributed as dist
+        # the processes agree on stopping over gloo, on the CPU: no device synchronisation per step
+        if is_distributed() and self.group is None and dist.get_backend() != 'gloo':
+            self.group = dist.new_group(backend='gloo')
+
+    def _agreed(self) -> bool:
+        "Whether any process was asked to stop (Ctrl-C reaches each process of a job at its own moment)."
+        if not is_distributed(): return self.requested
+        import torch.distributed as dist
+        flag = torch.tensor([float(self.requested)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group)
+        return bool(flag.item())
 
     @contextlib.contextmanager
     def handling_sigint(self):
@@ -317,7 +414,7 @@ class StopOnInterrupt(Callback):
               'last checkpoint)', file=sys.stderr, flush=True)
 
     def after_batch(self):
-        if not self.requested: return
+        if not self._agreed(): return
         ckpt, self.stopped_at = self.learn.checkpointer, self.train_iter
         if self.stopped_at not in ckpt.at: ckpt.save([self.stopped_at / ckpt.total_steps])  # else written just now
         raise CancelFitException

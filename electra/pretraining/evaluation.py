@@ -20,6 +20,7 @@ from fastai.callback.core import Callback
 from electra.data.batches import pad_examples
 from electra.objective.masking import MaskingSettings
 from electra.training.device import AUTOCAST_DTYPES
+from electra.training.distributed import bare_model
 from electra.training.files import is_main_process
 from electra.training.sinks import CsvLog
 
@@ -72,7 +73,7 @@ class HeldOutEvaluation(Callback):
     @torch.no_grad()
     def evaluate(self) -> dict:
         "The metrics of the current model on the held-out batches (also kept in `last_row`)."
-        model = self.model
+        model = bare_model(self.model)  # one process evaluates: no DDP gradient hooks
         device = next(model.parameters()).device
         # re-seeded every time: the same masks and the same sampling noise at every evaluation
         rng = torch.Generator(device=device).manual_seed(self.seed)

@@ -23,6 +23,8 @@ from electra.objective.model import ElectraPretrainingModel
 from electra.pretraining.callbacks import (
     Checkpointer,
     CompileModel,
+    DataParallel,
+    GradientAccumulation,
     DeviceMixedPrecision,
     MaskingCallback,
     MetricsLogger,
@@ -40,6 +42,7 @@ from electra.training.checkpoint import (
     remove_old_run,
     remove_partial_checkpoints,
 )
+from electra.training.distributed import is_distributed, rank_seed, world
 from electra.training.files import atomic_write_text, is_main_process, lock_run_dir
 from electra.training.optim import electra_opt_func, param_groups
 from electra.training.schedule import warmup_decay_sched
@@ -91,14 +94,18 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tok
     cbs = [
         StepCounter(cfg.steps),                  # -9 before_train/after_batch: the run's fraction done, over resumes
         ResumeFromCheckpoint(resume) if resume else None,  # -8 before_fit, first before_batch: the checkpoint's state
-        MaskingCallback(masking, cfg.seed),      # -5 before_batch: masks the batch, draws the sampling noise
+        MaskingCallback(masking, rank_seed(cfg.seed, world().rank), cfg.grad_accum_steps == 1),  # -5 before_batch:
+                                                 # masks, draws the sampling noise
+        DataParallel(cfg.loss_mean, cfg.seed) if is_distributed() else None,  # -4 before_fit: DDP, per-process streams
         DeviceMixedPrecision(amp_mode=precision) if precision in ('bf16', 'fp16') else None,  # 10: autocast, scaler
         GradientClip(cfg.clip_grad) if cfg.clip_grad > 0 else None,   # 11 before_step: global norm clipping at 1.0
+        GradientAccumulation(cfg.grad_accum_steps, tokenizer.pad_token_id, cfg.loss_mean)
+        if cfg.grad_accum_steps > 1 else None,   # 11 before_batch: micro-batches but the last, forward and backward
         CompileModel(mode=None if cfg.compile_mode == 'default' else cfg.compile_mode) if cfg.compile else None,  # 12
         ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power,
                                                  cfg.schedule)}),  # 60 before_batch: the official lr at this step
         MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, sinks),  # 70 after_batch: metrics.csv rows
-        _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, sinks, live),  # 72 after_batch
+        _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, sinks, live),  # 72, main process
         ProgressBar(cfg.steps) if live else None,  # 75 after_batch: the live bar in a terminal or notebook
         Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict),  # 80
         StopOnInterrupt()]                       # 85 after_batch: Ctrl-C ends the fit after this step, checkpointed
@@ -108,7 +115,7 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tok
 def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: MaskingSettings, run_dir: Path,
                          precision: str, sinks: list, live: bool) -> HeldOutEvaluation | None:
     "The held-out evaluation of a run with `held_out` examples, logging beside the training metrics."
-    if held_out is None or not len(held_out): return None
+    if held_out is None or not len(held_out) or not is_main_process(): return None
     eval_sinks = ([] if live else [print_eval_sink]) + [prefixed_sink(s, 'eval/') for s in sinks if s is not print_sink]
     return HeldOutEvaluation(eval_batches(held_out, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id),
                              cfg.log_every, cfg.steps, run_dir / 'eval_metrics.csv', masking, cfg.seed, precision,
@@ -164,4 +171,5 @@ def train(learn: Learner) -> None:
 def save_run_config(cfg: PretrainConfig, run_dir: Path) -> Path:
     "The resolved config beside the run, loadable again with --config <run_dir>/config.yaml."
     data = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ('config', 'resume', 'overwrite')}
+    if not is_main_process(): return run_dir / 'config.yaml'
     return atomic_write_text(yaml.safe_dump(data, sort_keys=False), run_dir / 'config.yaml')

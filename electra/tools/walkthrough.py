@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 
 from electra.config.base import running_in_notebook
+from electra.training.files import is_main_process
 
 __all__ = ['show', 'show_image', 'example_batch', 'ReplacedTokenDetection', 'replaced_token_detection', 'generator_samples',
            'discriminator_verdict', 'verdict_line', 'plot_losses', 'runs_table']
@@ -25,8 +26,10 @@ __all__ = ['show', 'show_image', 'example_batch', 'ReplacedTokenDetection', 'rep
 # -- showing things in a notebook and in a script
 
 def show(obj, title: str | None = None) -> None:
-    "Display `obj` (under `title`) in a notebook; in a script print the title and the object (a table as text; a figure not)."
+    """Display `obj` (under `title`) in a notebook; in a script print the title and the object (a table as text; a figure
+    not), from the main process of a torchrun job only."""
     from matplotlib.figure import Figure
+    if not is_main_process(): return
     if running_in_notebook():
         from IPython.display import Image, Markdown, display
         if title: display(Markdown(f'**{title}**'))

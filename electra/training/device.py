@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from electra.config.base import ConfigError
+from electra.training.distributed import world
 
 __all__ = ['AUTOCAST_DTYPES', 'cpu_bf16_supported', 'resolve_device', 'resolve_precision']
 
@@ -17,12 +18,19 @@ def cpu_bf16_supported() -> bool:
 
 
 def resolve_device(name: str) -> torch.device:
-    "The torch device of `device`: auto (a GPU when there is one), cpu, cuda or cuda:N; checked."
-    if name == 'auto': return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+    """The torch device of `device`: auto (a GPU when there is one), cpu, cuda or cuda:N; checked. Under torchrun,
+    'auto' and 'cuda' mean this process's own GPU, cuda:LOCAL_RANK."""
+    if name == 'auto': name = 'cuda' if torch.cuda.is_available() else 'cpu'
     try: device = torch.device(name)
     except RuntimeError: raise ConfigError(f"device: '{name}' is not a device; use auto, cpu, cuda or cuda:N.") from None
     if device.type == 'cuda' and not torch.cuda.is_available():
         raise ConfigError(f"device: '{name}' asked for, but no CUDA GPU is visible. Use --device cpu.")
+    w = world()
+    if device.type == 'cuda' and device.index is None and w.size > 1:
+        if w.local_rank >= torch.cuda.device_count():
+            raise ConfigError(f"device: process {w.local_rank} of this machine has no GPU of its own "
+                              f"({torch.cuda.device_count()} visible): start at most that many with --nproc_per_node.")
+        device = torch.device('cuda', w.local_rank)
     return device
 
 

@@ -1,0 +1,127 @@
+"""Data-parallel training over the processes `torchrun` starts: PyTorch's process group and DDP, wired into fastai by
+the `DataParallel` callback of `electra.pretraining.callbacks`.
+
+torchrun sets RANK, WORLD_SIZE and LOCAL_RANK in every process; without them a job is one process and nothing here
+does anything. Backends: NCCL when the job runs on GPUs (one per process, `cuda:LOCAL_RANK`), gloo on CPUs. A rank
+that waits for another (the data cache, a checkpoint) waits at most `timeout_s` and then stops with a message naming
+what it waited for; a process that dies makes torchrun end the others.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from electra.config.base import ConfigError
+
+__all__ = ['World', 'world', 'init_distributed', 'is_distributed', 'main_process_first', 'wait_for_all', 'print_main',
+           'finish_distributed',
+           'all_reduce_sum', 'gather_objects', 'rank_seed', 'bare_model']
+
+DEFAULT_TIMEOUT_S = 1800  # a data build on one rank can take a while before the others see its cache
+
+
+@dataclass(frozen=True)
+class World:
+    "This process's place in the job: rank among `size` processes, `local_rank` among those of its machine."
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+
+
+def world() -> World:
+    "The job's processes as torchrun describes them in the environment (one process when it does not)."
+    def read(key: str, default: int) -> int:
+        value = os.environ.get(key, '')
+        if not value: return default
+        try: return int(value)
+        except ValueError: raise ConfigError(f"environment: {key}={value!r} is not a number (torchrun sets it).") from None
+    return World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0))
+
+
+def is_distributed() -> bool:
+    "True inside a process group of more than one process."
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def init_distributed(device: torch.device, timeout_s: int = DEFAULT_TIMEOUT_S) -> World:
+    """Join the job's process group (NCCL on GPUs, gloo on CPUs) when torchrun started more than one process; returns
+    this process's `World`. Idempotent."""
+    w = world()
+    if w.size > 1 and not dist.is_initialized():
+        backend = 'nccl' if device.type == 'cuda' else 'gloo'
+        if device.type == 'cuda': torch.cuda.set_device(device)
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    return w
+
+
+def wait_for_all(what: str, timeout_s: int = DEFAULT_TIMEOUT_S) -> None:
+    """Every process waits here until all have come; a process missing after `timeout_s` stops the job with a message
+    naming `what` was waited for (gloo names the missing ranks)."""
+    if not is_distributed(): return
+    try:
+        if dist.get_backend() == 'gloo':
+            dist.monitored_barrier(timeout=timedelta(seconds=timeout_s), wait_all_ranks=True)
+        else:
+            dist.barrier()
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"distributed: rank {dist.get_rank()} waited {timeout_s}s for the other processes at "
+                          f"'{what}' and not all came ({first}). A process died or hangs: see its output above.") from None
+
+
+@contextlib.contextmanager
+def main_process_first(what: str, timeout_s: int = DEFAULT_TIMEOUT_S):
+    """Rank 0 runs the block first (building a cache, training a tokenizer) while the others wait; then they run it,
+    finding what rank 0 made."""
+    rank = dist.get_rank() if is_distributed() else 0
+    if rank != 0: wait_for_all(what, timeout_s)
+    yield
+    if rank == 0: wait_for_all(what, timeout_s)
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    "`t` summed over all processes, in place (itself in one process)."
+    if is_distributed(): dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def gather_objects(obj) -> list:
+    "Every process's `obj`, in rank order, on every process (`[obj]` in one process)."
+    if not is_distributed(): return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of rank `rank`'s own random streams (masks, samples, dropout): `seed` itself on rank 0, so a job of one
+    process draws exactly what it drew before there were ranks; a distinct, reproducible seed on the others."""
+    if rank == 0: return seed
+    import numpy as np
+    return int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
+
+
+def bare_model(model: torch.nn.Module) -> torch.nn.Module:
+    "The model inside a DDP wrapper (the model itself when not wrapped)."
+    from torch.nn.parallel import DistributedDataParallel
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def print_main(*args, **kwargs) -> None:
+    "`print` on the main process only: a job of N processes says things once."
+    if world().rank == 0: print(*args, **kwargs)
+
+
+def finish_distributed() -> None:
+    """Leave the process group after training; every process but the main one ends here, with status 0 (exports,
+    plots and the walkthrough are the main process's)."""
+    if not (dist.is_available() and dist.is_initialized()): return
+    wait_for_all('the end of training')
+    rank = dist.get_rank()
+    dist.destroy_process_group()
+    if rank != 0: raise SystemExit(0)

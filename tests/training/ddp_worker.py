@@ -1,0 +1,66 @@
+"""One tiny pretraining fit, as one process or as one rank of a torchrun job, for `test_distributed.py`: the same global
+batches of uneven lengths, masks and samples keyed to the global example (each row masked by a generator seeded
+from its own tokens; constant sampling noise, so samples are the generator's argmax) and no dropout, so that any
+split of the batch over processes must give the same parameters. Rank 0 saves the model's state to OUT.
+
+    python ddp_worker.py OUT BATCH_SIZE LOSS_MEAN GRAD_ACCUM_STEPS        # one process
+    python -m torch.distributed.run --nproc_per_node 2 ddp_worker.py ...   # two
+"""
+import dataclasses
+import sys
+import tempfile
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+
+from electra.config.pretrain import PretrainConfig
+from electra.data.batches import pretraining_dataloader
+from electra.objective.masking import MaskedInputs
+from electra.objective.model import build_pretraining_model
+from electra.pretraining.callbacks import MaskingCallback
+from electra.pretraining.learner import pretraining_learner
+from electra.tools.bench.baseline import BenchTokenizer
+from electra.training.distributed import bare_model, init_distributed
+
+VOCAB, LENGTH = 160, 32
+
+
+def examples(n: int = 64, seed: int = 0) -> datasets.Dataset:
+    "`[CLS] words [SEP]` examples of 6 to 32 tokens: processes holding the same number of rows hold unequal tokens."
+    rng = np.random.default_rng(seed)
+    ids = [[101] + rng.integers(104, VOCAB, int(k) - 2).tolist() + [102] for k in rng.integers(6, LENGTH + 1, n)]
+    return datasets.Dataset.from_dict({'input_ids': ids, 'token_type_ids': [[0] * len(x) for x in ids]})
+
+
+def mask_per_example(self):
+    "MaskingCallback.before_batch with randomness keyed to each example, not to the process's stream."
+    input_ids, token_type_ids = self.xb
+    rows = [self.masking(row[None], torch.Generator().manual_seed(int(row.sum()))) for row in input_ids]
+    m = MaskedInputs(*(torch.cat(parts) for parts in zip(*rows)))
+    draws = torch.full(bare_model(self.model).noise_shape(m.positions), 0.5)
+    self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels, draws)
+    self.learn.yb = (m.labels,)
+
+
+def main(out: str, batch_size: int, loss_mean: str, grad_accum_steps: int) -> None:
+    procs = init_distributed(torch.device('cpu'))
+    cfg = dataclasses.replace(PretrainConfig(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                              intermediate_size=64, embedding_size=32, max_length=LENGTH, batch_size=batch_size,
+                              steps=4, warmup_steps=0, lr=1e-3, dropout=0.0, log_every=2, checkpoint_at=[],
+                              loss_mean=loss_mean, grad_accum_steps=grad_accum_steps, vocab_size=VOCAB)
+    torch.manual_seed(0)
+    model = build_pretraining_model(cfg, VOCAB, 0)
+    dl = pretraining_dataloader(examples(), cfg.batch_size, LENGTH, 0, 0, cfg.steps, rank=procs.rank,
+                                world_size=procs.size)
+    MaskingCallback.before_batch = mask_per_example
+    run_dir = Path(tempfile.mkdtemp(prefix=f'ddp_worker_{procs.rank}_'))
+    learn = pretraining_learner(cfg, model, BenchTokenizer(VOCAB), dl, run_dir, torch.device('cpu'), 'fp32')
+    learn.fit(1)
+    if procs.rank == 0:
+        torch.save({'model': model.state_dict(), 'metrics': (run_dir / 'metrics.csv').read_text()}, out)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))

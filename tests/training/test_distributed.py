@@ -1,0 +1,159 @@
+"""Data-parallel training on torchrun (electra/training/distributed.py, the DataParallel and GradientAccumulation
+callbacks), on the CPU with gloo: any split of the global batch over processes and micro-batches takes the step of
+the whole batch; only rank 0 writes; a run killed after a checkpoint resumes to the end of an uninterrupted one; a
+missing process stops the job with a message."""
+import csv
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).with_name('ddp_worker.py')
+ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'HF_DATASETS_OFFLINE': '1', 'OMP_NUM_THREADS': '1',
+       'PYTHONPATH': str(REPO)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def torchrun(*args, n: int = 2) -> list[str]:
+    # --standalone: a rendezvous on a free local port of torchrun's own choosing
+    return [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', str(n), *map(str, args)]
+
+
+def run(cmd: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res
+
+
+def max_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+
+
+def rows(metrics: str) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != 'steps_per_s'} for r in csv.DictReader(metrics.splitlines())]
+
+
+@pytest.fixture(scope='module')
+def one_process(tmp_path_factory):
+    "Four steps of batch 8 in one process."
+    d = tmp_path_factory.mktemp('one')
+    run([sys.executable, str(WORKER), str(d / 'out.pt'), '8', 'global', '1'], d)
+    return torch.load(d / 'out.pt', weights_only=False)
+
+
+@pytest.mark.parametrize('procs, micro', [(2, 1), (1, 2), (2, 2)])
+def test_any_split_of_the_batch_takes_the_step_of_the_whole_batch(one_process, tmp_path, procs, micro):
+    # processes x micro-batches of batch 8 / (procs x micro): the examples hold 6 to 32 tokens, so the parts of a batch
+    # hold unequal numbers of tokens and only a loss normalised over the whole batch gives one process's step; the
+    # metrics are summed over the micro-batches and reduced over the processes
+    args = (WORKER, tmp_path / 'out.pt', 8, 'global', micro)
+    run(torchrun(*args) if procs > 1 else [sys.executable, *map(str, args)], tmp_path)
+    split = torch.load(tmp_path / 'out.pt', weights_only=False)
+    assert max_diff(one_process['model'], split['model']) < 2e-6
+    assert rows(split['metrics']) == rows(one_process['metrics']) and len(rows(split['metrics'])) == 2
+
+
+def test_per_process_means_differ_from_the_global_mean_on_uneven_tokens(one_process, tmp_path):
+    # the official TPU averaging of per-core means: the same step only when every process holds equal token counts
+    run(torchrun(WORKER, tmp_path / 'two.pt', 8, 'per_process', 1), tmp_path)
+    two = torch.load(tmp_path / 'two.pt', weights_only=False)
+    assert max_diff(one_process['model'], two['model']) > 1e-3
+    assert rows(two['metrics'])[0]['loss'] != rows(one_process['metrics'])[0]['loss']
+
+
+RANKS = """
+import os, sys, time
+from pathlib import Path
+import torch
+from electra.training.distributed import init_distributed, main_process_first, wait_for_all
+init_distributed(torch.device('cpu'), timeout_s=30)
+rank, mark = int(os.environ['RANK']), Path(sys.argv[1])
+{body}
+"""
+
+
+def start_ranks(body: str, tmp_path: Path, n: int = 2) -> list[subprocess.Popen]:
+    "`n` processes joined in one gloo group (the environment torchrun would give them), each running `body`."
+    port, script = free_port(), tmp_path / 'ranks.py'
+    script.write_text(RANKS.format(body=textwrap.dedent(body)))
+    return [subprocess.Popen([sys.executable, str(script), str(tmp_path / 'mark')], cwd=tmp_path, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             env={**ENV, 'RANK': str(r), 'LOCAL_RANK': str(r), 'WORLD_SIZE': str(n),
+                                  'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': str(port)}) for r in range(n)]
+
+
+def test_the_main_process_makes_the_cache_before_the_others_read_it(tmp_path):
+    procs = start_ranks("""
+        with main_process_first('the cache', timeout_s=30):
+            if rank == 0:
+                time.sleep(2)                       # a slow build: the others must not look before it is done
+                mark.write_text('built')
+            print(f'rank {rank} sees', mark.read_text() if mark.exists() else 'nothing')
+    """, tmp_path)
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert 'rank 0 sees built' in outs[0] and 'rank 1 sees built' in outs[1]
+
+
+def test_a_missing_process_stops_the_others_with_a_message_not_a_hang(tmp_path):
+    procs = start_ranks("""
+        if rank == 1: time.sleep(60)                # never comes to the barrier in time
+        from electra.config.base import ConfigError
+        try: wait_for_all('the data cache', timeout_s=3)
+        except ConfigError as e: print('error:', e); sys.exit(2)
+    """, tmp_path)
+    t = time.perf_counter()
+    out = procs[0].communicate(timeout=120)[0]
+    procs[1].kill()
+    assert procs[0].returncode == 2 and time.perf_counter() - t < 50, out
+    assert "error: distributed: rank 0 waited 3s for the other processes at 'the data cache'" in out
+    assert '1' in out.split("'the data cache'")[1]  # gloo names the missing rank
+
+
+def pretrain(tmp_path: Path, *args) -> list[str]:
+    return torchrun(REPO / 'pretrain.py', '--config', 'demo', '--device', 'cpu', '--steps', 120, '--log_every', 20,
+                    '--checkpoint_at', '0.5,1.0', '--output_dir', tmp_path / 'ckpt', '--cache_dir', tmp_path / 'cache',
+                    *args)
+
+
+def test_killed_two_process_run_resumes_to_the_uninterrupted_end_and_only_rank_0_writes(tmp_path):
+    run(pretrain(tmp_path, '--run_name', 'whole'), tmp_path)
+    whole = tmp_path / 'ckpt' / 'whole_11081_100%.pth'
+    # files: those of a one-process run, written once (no second tokenizer, config or metrics from rank 1)
+    written = sorted(p.relative_to(tmp_path / 'ckpt').as_posix() for p in (tmp_path / 'ckpt').rglob('*') if p.is_file())
+    assert [p for p in written if not p.startswith('whole_11081/discriminator/') and
+            not p.startswith('whole_11081/generator/') and not p.startswith('whole_11081/tokenizer/')] == [
+        'whole_11081/config.yaml', 'whole_11081/eval_metrics.csv', 'whole_11081/losses.png',
+        'whole_11081/metrics.csv', 'whole_11081_100%.pth', 'whole_11081_50%.pth']
+    assert len(list(csv.DictReader((tmp_path / 'ckpt' / 'whole_11081' / 'metrics.csv').open()))) == 6
+    ckpt = torch.load(whole, map_location='cpu', weights_only=False)
+    assert len(ckpt['rng_ranks']) == 2 and not torch.equal(ckpt['rng_ranks'][0]['masking'], ckpt['rng_ranks'][1]['masking'])
+
+    # the same run killed (SIGKILL to torchrun and both workers) once its 50% checkpoint exists, then resumed
+    job = subprocess.Popen(pretrain(tmp_path, '--run_name', 'cut'), cwd=tmp_path, env=ENV, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    half, end = tmp_path / 'ckpt' / 'cut_11081_50%.pth', tmp_path / 'ckpt' / 'cut_11081_100%.pth'
+    deadline = time.time() + 240
+    while not half.exists() and job.poll() is None and time.time() < deadline: time.sleep(0.02)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    assert half.exists() and not end.exists(), 'the run ended before it could be killed after its 50% checkpoint'
+    run(pretrain(tmp_path, '--run_name', 'cut', '--resume'), tmp_path)
+    resumed = torch.load(end, map_location='cpu', weights_only=False)
+    assert all(torch.equal(ckpt['model'][k], resumed['model'][k]) for k in ckpt['model'])
+    for a, b in zip(ckpt['rng_ranks'], resumed['rng_ranks']):
+        assert torch.equal(a['masking'], b['masking']) and torch.equal(a['torch'], b['torch'])

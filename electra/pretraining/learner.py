@@ -23,8 +23,6 @@ from electra.objective.model import ElectraPretrainingModel
 from electra.pretraining.callbacks import (
     Checkpointer,
     CompileModel,
-    DataParallel,
-    GradientAccumulation,
     DeviceMixedPrecision,
     MaskingCallback,
     MetricsLogger,
@@ -34,6 +32,7 @@ from electra.pretraining.callbacks import (
     StopOnInterrupt,
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
+from electra.pretraining.parallel import DataParallel, GradientAccumulation
 from electra.training.checkpoint import (
     FORMAT,
     find_checkpoints,

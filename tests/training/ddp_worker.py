@@ -22,7 +22,7 @@ from electra.objective.model import build_pretraining_model
 from electra.pretraining.callbacks import MaskingCallback
 from electra.pretraining.learner import pretraining_learner
 from electra.tools.bench.baseline import BenchTokenizer
-from electra.training.distributed import bare_model, init_distributed
+from electra.training.distributed import bare_model, finish_distributed, init_distributed
 
 VOCAB, LENGTH = 160, 32
 
@@ -58,6 +58,7 @@ def main(out: str, batch_size: int, loss_mean: str, grad_accum_steps: int) -> No
     run_dir = Path(tempfile.mkdtemp(prefix=f'ddp_worker_{procs.rank}_'))
     learn = pretraining_learner(cfg, model, BenchTokenizer(VOCAB), dl, run_dir, torch.device('cpu'), 'fp32')
     learn.fit(1)
+    finish_distributed()  # every process leaves the group before any exits; the others end here
     if procs.rank == 0:
         torch.save({'model': model.state_dict(), 'metrics': (run_dir / 'metrics.csv').read_text()}, out)
 

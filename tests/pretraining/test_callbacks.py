@@ -123,3 +123,19 @@ def test_cuda_graph_mode_marks_every_step_and_trains_as_eager(monkeypatch):
                                                dropout=0.0), backend='eager', steps=3)
     assert runner.learn.compile_model.mode == 'reduce-overhead' and runner.compiled is True and len(marks) == 3
     for k in eager: assert torch.allclose(eager[k], graphed[k], atol=1e-6), k
+
+
+@pytest.mark.parametrize('saved_by, world_size, rank, expected', [
+    (1, 1, 0, 'rng'),        # a one-process checkpoint resumed by one process: its states
+    (2, 2, 1, 'rank1'),      # as many processes as wrote it: each takes its own
+    (2, 2, 0, 'rank0'),
+    (2, 1, 0, None),         # another number of processes: fresh streams
+    (2, 4, 3, None),
+    (1, 2, 0, None)])
+def test_each_process_resumes_its_own_random_states_or_fresh_ones(monkeypatch, saved_by, world_size, rank, expected):
+    from electra.pretraining.callbacks import own_random_states
+    ckpt = {'rng': 'rng', **({'rng_ranks': [f'rank{r}' for r in range(saved_by)]} if saved_by > 1 else {})}
+    if saved_by > 1: ckpt['rng'] = 'rank0'  # the main process's own, as Checkpointer writes it
+    monkeypatch.setenv('WORLD_SIZE', str(world_size))
+    monkeypatch.setenv('RANK', str(rank))
+    assert own_random_states(ckpt) == expected

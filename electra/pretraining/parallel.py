@@ -10,7 +10,16 @@ from fastai.callback.core import Callback
 
 from electra.training.distributed import all_reduce_sum, bare_model, is_distributed, rank_seed, world
 
-__all__ = ['DataParallel', 'GradientAccumulation']
+__all__ = ['DataParallel', 'GradientAccumulation', 'loss_divisors']
+
+
+def loss_divisors(counts: torch.Tensor, loss_mean: str) -> torch.Tensor:
+    """The divisors [2] of this process's loss sums, from its token counts [2] (chosen positions, real tokens): with
+    `loss_mean` 'global' in a job of W processes, (the counts summed over the processes + 1e-6) / W, so that DDP's
+    average of the processes' losses is the mean over the whole batch; else its own counts + 1e-6."""
+    n = world().size if is_distributed() else 1
+    if loss_mean != 'global' or n == 1: return counts + 1e-6
+    return (all_reduce_sum(counts) + 1e-6) / n
 
 
 class DataParallel(Callback):
@@ -25,10 +34,10 @@ class DataParallel(Callback):
     def before_fit(self):
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
-        n, rank = dist.get_world_size(), dist.get_rank()
+        rank = dist.get_rank()
         if rank: torch.manual_seed(rank_seed(self.seed, rank))  # dropout; a resumed run restores its own state next
         if self.loss_mean == 'global':  # (GradientAccumulation, when there, sets the step's divisors itself)
-            self.loss_func.global_divisors = lambda counts: (all_reduce_sum(counts) + 1e-6) / n  # [2]
+            self.loss_func.global_divisors = lambda counts: loss_divisors(counts, 'global')
         device = next(self.model.parameters()).device
         self.learn.model = DistributedDataParallel(self.model, device_ids=[device] if device.type == 'cuda' else None)
 
@@ -50,9 +59,7 @@ class GradientAccumulation(Callback):
     def before_batch(self):
         labels, xb = self.yb[0], self.xb
         counts = torch.stack([(labels >= 0).sum().float(), (xb[0] != self.pad_token_id).sum().float()])  # [2]
-        n_procs = world().size if is_distributed() else 1
-        if self.loss_mean == 'global' and n_procs > 1: counts = all_reduce_sum(counts)
-        divisors = (counts + 1e-6) / (n_procs if self.loss_mean == 'global' else 1)
+        divisors = loss_divisors(counts, self.loss_mean)
         self.loss_func.global_divisors = lambda _: divisors  # every micro-batch divides by the whole step's counts
         xs, ys = [t.chunk(self.n) for t in xb], labels.chunk(self.n)  # n x [b / n, ...]
         scaler = getattr(self.learn, 'scaler', None)

@@ -11,13 +11,14 @@ from typing import Any
 import torch
 
 from electra.config.base import ConfigError
+from electra.training.distributed import world
 
 __all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'owner_gone', 'lock_run_dir', 'release_run_dir']
 
 
 def is_main_process() -> bool:
-    "Only rank 0 writes files under torchrun/accelerate (RANK unset: a single process)."
-    return int(os.environ.get('RANK', '0')) == 0
+    "Only rank 0 writes files in a torchrun job (a single process is rank 0)."
+    return world().rank == 0
 
 
 def _atomic(path: Path, write) -> Path:

@@ -40,6 +40,8 @@ import torch
 
 from electra.finetuning.classifier import load_pretrained
 from electra.finetuning.sweep import resolve_data, run_sweep, write_summary, write_test_predictions
+from electra.training.device import resolve_device
+from electra.training.distributed import finish_distributed, init_distributed, main_process_first, print_main
 
 # %% [markdown]
 # ## 1. Settings
@@ -57,7 +59,8 @@ overrides = {}  # in the notebook: e.g. {'tasks': ['SST-2', 'MRPC'], 'runs': 3}
 cfg = load_config(FinetuneConfig, cli_args(), preset_dir='configs/finetune', default_preset='demo',
                   prog='finetune.py', overrides=overrides)
 if cfg.threads: torch.set_num_threads(cfg.threads)
-print('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
+procs = init_distributed(resolve_device(cfg.device), cfg.dist_timeout)  # under torchrun: this process's rank
+print_main('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
 
 # %% [markdown]
 # ## 2. Data and pretrained model
@@ -68,21 +71,28 @@ print('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
 # discriminator's body is used, under a new output layer per run.
 
 # %%
-source = resolve_data(cfg.data, cfg.cache_dir)
+with main_process_first('the demo tasks', cfg.dist_timeout):  # written once, by the main process
+    source = resolve_data(cfg.data, cfg.cache_dir)
 pretrained, tokenizer = load_pretrained(cfg.model)
-print(f'data: {source.description}')
-print(f'model: {cfg.model}: {pretrained.config.num_hidden_layers} layers, hidden size {pretrained.config.hidden_size}, '
-      f'{len(tokenizer)} tokens')
+print_main(f'data: {source.description}')
+print_main(f'model: {cfg.model}: {pretrained.config.num_hidden_layers} layers, hidden size '
+           f'{pretrained.config.hidden_size}, {len(tokenizer)} tokens')
 
 # %% [markdown]
 # ## 3. Fine-tune: `runs` runs per task
 #
-# Each task's examples are tokenized once (and cached on disk); batches hold examples of similar length.
-# Every finished run writes its weights to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to
-# `results.csv` straight away, so an interrupted sweep picks up where it stopped when run again.
+# Each task's examples are tokenized once (and cached on disk). Every finished run writes its weights to
+# `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to `results.csv` straight away, so an interrupted sweep
+# picks up where it stopped when run again.
+#
+# On a machine with several GPUs the runs are spread over them: `parallel_runs` worker processes (by default one per
+# visible GPU; more than one per GPU for small models) take the runs from a shared queue, and the results table is the
+# one a single process writes. Under `torchrun` instead, every run is trained by all the job's processes together
+# (data-parallel, `batch_size` the global batch): for one large run, such as MNLI with a large model.
 
 # %%
 results = run_sweep(cfg, pretrained, tokenizer, source)
+finish_distributed()  # in a torchrun job the other processes end here: what follows is the main process's
 
 # %% [markdown]
 # ## 4. Summary of the dev scores

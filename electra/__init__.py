@@ -8,7 +8,7 @@ The public API, by concern (each name is imported on first use, so `import elect
   `ElectraLoss`
 - data: `resolve_corpus`, `build_corpus`, `held_out_split`, `pretraining_dataloader`, `train_tokenizer`,
   `load_tokenizer`
-- training: `ElectraAdam`, `electra_opt_func`, `warmup_decay_sched`, `lr_at_step`
+- training: `ElectraAdam`, `electra_opt_func`, `warmup_decay_sched`, `lr_at_step`, `init_distributed`, `DataParallel`
 - pretraining: `pretraining_learner`, `train`, `export_pretrained`, `load_discriminator`
 - fine-tuning: `ElectraClassifier`, `layer_lrs`, `optimizer_groups`, `finetuning_learner`, `load_pretrained`,
   `load_finetuned`, `run_sweep`
@@ -32,6 +32,7 @@ _HOMES = {
     'train_tokenizer': 'electra.data.tokenizer', 'load_tokenizer': 'electra.data.tokenizer',
     'ElectraAdam': 'electra.training.optim', 'electra_opt_func': 'electra.training.optim',
     'warmup_decay_sched': 'electra.training.schedule', 'lr_at_step': 'electra.training.schedule',
+    'init_distributed': 'electra.training.distributed', 'DataParallel': 'electra.training.parallel',
     'pretraining_learner': 'electra.pretraining.learner', 'train': 'electra.pretraining.learner',
     'export_pretrained': 'electra.pretraining.export', 'load_discriminator': 'electra.pretraining.export',
     'ElectraClassifier': 'electra.finetuning.classifier', 'layer_lrs': 'electra.finetuning.classifier',

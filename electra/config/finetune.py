@@ -44,6 +44,9 @@ class FinetuneConfig:
                                   'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU (bf16 also runs on '
                                   'a CPU with native bf16: AVX512-BF16, AMX)')
     num_workers: int = field(0, 'DataLoader worker processes')
+    parallel_runs: int = field(0, 'runs trained at once, each in a worker process of its own taking runs from a shared '
+                                  'queue, on the visible GPUs in turn (0: one per visible GPU; 1 on the CPU)')
+    dist_timeout: int = field(1800, 'seconds a process of a torchrun job waits for the others before it stops the job')
     threads: int = field(0, "PyTorch CPU threads (0: PyTorch's default); 1 is fastest for tiny models on a busy CPU")
     logger: str = choice_field('none', ['none', 'neptune'],
                            "'neptune' also logs every run to Neptune (NEPTUNE_MODE=offline works without an account)")
@@ -95,6 +98,8 @@ class FinetuneConfig:
              f"must be a plain folder name, got {self.group!r}.")
         need(self.model != '', 'model', 'give a .pth checkpoint, a save_pretrained directory or a hub name.')
         need(self.num_workers >= 0, 'num_workers', f'must be non-negative, got {self.num_workers}.')
+        need(self.parallel_runs >= 0, 'parallel_runs', f'must be non-negative (0: one per GPU), got {self.parallel_runs}.')
+        need(self.dist_timeout > 0, 'dist_timeout', f'must be a positive number of seconds, got {self.dist_timeout}.')
         need(self.threads >= 0, 'threads', f"must be non-negative (0: PyTorch's default), got {self.threads}.")
         need(1 <= self.ensemble_k <= self.runs, 'ensemble_k', f'must be between 1 and runs ({self.runs}), got {self.ensemble_k}.')
         self._validate_hparams()

@@ -14,7 +14,7 @@ from torch import nn
 from electra.config.base import ConfigError
 from electra.training.optim import param_groups
 
-__all__ = ['load_pretrained', 'ElectraClassifier', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned', 'read_finetuned']
+__all__ = ['load_pretrained', 'ElectraClassifier', 'ClassifierLoss', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned', 'read_finetuned']
 
 
 # -- the pretrained model
@@ -51,6 +51,26 @@ class ElectraClassifier(nn.Module):
 def scaled_mse(out: torch.Tensor, target: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     "Mean squared error against `target / scale` (official STS-B: scores 0-5 learned as 0-1)."
     return F.mse_loss(out.float(), target / scale)
+
+
+class ClassifierLoss:
+    """The loss of a run: cross-entropy over classes, or `scaled_mse` for a regression head; the mean over the batch.
+    In a torchrun job (`global_divisors` set by `DataParallel`), this process's sum of example losses (times `weight`:
+    0 for a stand-in row, see `ShardedBatchSampler`) divided by the global batch's count over the processes, so that
+    DDP's average of the processes' gradients is the gradient of the whole batch's mean. `local_sum` and
+    `local_count` keep this process's share of the last batch for the epoch's mean loss."""
+
+    def __init__(self, regression: bool, scale: float = 1.0):
+        self.regression, self.scale, self.global_divisors = regression, scale, None
+
+    def __call__(self, out: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+        if self.global_divisors is None and weight is None:
+            return scaled_mse(out, target, self.scale) if self.regression else F.cross_entropy(out, target)
+        per = (out.float() - target / self.scale) ** 2 if self.regression else F.cross_entropy(out, target, reduction='none')
+        w = torch.ones_like(per) if weight is None else weight.to(per.dtype)
+        self.local_sum, self.local_count = (per * w).sum(), w.sum()
+        count = self.local_count.detach().reshape(1)  # [1]
+        return self.local_sum / (count if self.global_divisors is None else self.global_divisors(count))[0]
 
 
 # -- layer-wise learning rates

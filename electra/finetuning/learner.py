@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from functools import partial
 from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+import torch.distributed as dist
 from torch import nn
 
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.classifier import ElectraClassifier, optimizer_groups, scaled_mse
+from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier, optimizer_groups
 from electra.finetuning.tasks.glue.encoding import Encoded, make_loader
 from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
 from electra.finetuning.tasks.glue.tasks import GlueTask
 from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
+from electra.training.distributed import all_reduce_sum, gather_objects, is_distributed
 from electra.training.optim import electra_opt_func
 from electra.training.schedule import warmup_decay_sched
 from electra.training.speed import DeviceDataLoaders
@@ -47,7 +47,8 @@ def device_and_autocast(device: str, precision: str) -> tuple[torch.device, torc
 
 @torch.no_grad()
 def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | None = None) -> np.ndarray:
-    "The model's outputs (logits, or STS-B scores) for every example of an evaluation loader, in example order."
+    """The model's outputs (logits, or STS-B scores) for every example of an evaluation loader, in example order. In a
+    torchrun job each process predicts its share of the batches (`make_loader(shard=...)`) and all get the whole."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -57,10 +58,11 @@ def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | No
             out = model(ids.to(device, non_blocking=True), mask.to(device, non_blocking=True), types.to(device, non_blocking=True))
         outs.append(out.float())
     model.train(was_training)
-    if not outs: return np.zeros((0,) if model.n_outputs == 1 else (0, model.n_outputs), dtype=np.float32)
-    got = torch.cat(outs).cpu().numpy() * (model.target_scale if model.n_outputs == 1 else 1)  # one copy per pass
-    result = np.empty_like(got)
-    result[np.concatenate(list(loader.batch_sampler))] = got
+    shape = (0,) if model.n_outputs == 1 else (0, model.n_outputs)
+    got = torch.cat(outs).cpu().numpy() * (model.target_scale if model.n_outputs == 1 else 1) if outs else np.zeros(shape, np.float32)
+    order = np.concatenate([np.asarray(b, dtype=np.int64) for b in loader.batch_sampler] or [np.zeros(0, np.int64)])
+    result = np.empty((len(loader.dataset), *shape[1:]), dtype=np.float32)
+    for where, part in gather_objects((order, got)): result[where] = part  # one piece in one process
     return result
 
 
@@ -77,11 +79,14 @@ def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, fl
 
         def after_batch(self):
             if not self.training: return
-            bs = self.yb[0].shape[0]
-            self.loss_sum, self.n = self.loss_sum + self.learn.loss.detach().float() * bs, self.n + bs
+            if self.loss_func.global_divisors is not None:  # DDP: this process's sum and count, added up below
+                part, bs = self.loss_func.local_sum.detach().float(), self.loss_func.local_count.detach()
+            else: bs = self.yb[0].shape[0]; part = self.learn.loss.detach().float() * bs
+            self.loss_sum, self.n = self.loss_sum + part, self.n + bs
 
         def after_epoch(self):
-            loss = float(self.loss_sum / max(self.n, 1))
+            total = all_reduce_sum(torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in (self.loss_sum, self.n)]))
+            loss = float(total[0] / total[1].clamp(min=1))
             self.history.append({'epoch': self.epoch, 'train_loss': loss, **evaluate()})
             report(self.epoch, loss, self.history[-1])
 
@@ -119,7 +124,7 @@ def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, task
     if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
     # fastai needs a validation loader to exist even though its pass is skipped
     learn = Learner(DeviceDataLoaders(train_dl, *(valid_dls or [train_dl]), device=device, n_inp=3), model,
-                    loss_func=partial(scaled_mse, scale=model.target_scale) if regression else F.cross_entropy,
+                    loss_func=ClassifierLoss(regression, model.target_scale),
                     opt_func=electra_opt_func((task_cfg.adam_beta1, task_cfg.adam_beta2), task_cfg.adam_eps,
                                               task_cfg.weight_decay),
                     splitter=lambda m: groups, lr=float(lrs.max()), default_cbs=False, cbs=cbs)
@@ -139,10 +144,10 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
     set_seed(seed)
     model = ElectraClassifier(copy.deepcopy(body), task.n_outputs, task_cfg.dropout,
                               task_cfg.stsb_scale if task.is_regression else 1.0).to(device)
-    pin = device.type == 'cuda'
+    pin, shard = device.type == 'cuda', ((dist.get_rank(), dist.get_world_size()) if is_distributed() else None)
     train_dl = make_loader(data.train, task_cfg.batch_size, True, pad_id, seed, task_cfg.num_workers, pin,
-                           task_cfg.length_bucketing)
-    dev_dls = {s: make_loader(e, task_cfg.eval_batch_size, False, pad_id, 0, task_cfg.num_workers, pin)
+                           task_cfg.length_bucketing, shard)  # `batch_size` is the global batch in a torchrun job
+    dev_dls = {s: make_loader(e, task_cfg.eval_batch_size, False, pad_id, 0, task_cfg.num_workers, pin, shard=shard)
                for s, e in data.dev.items()}
 
     def evaluate() -> dict:
@@ -150,7 +155,9 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
         return task_metrics(task, preds, {s: e.label for s, e in data.dev.items()})
 
     evaluator = _epoch_eval_callback(evaluate, report or (lambda *a: None))
+    from electra.training.parallel import DataParallel
+    parallel = (DataParallel('global', seed),) if is_distributed() else ()  # every run over all the job's processes
     learn = finetuning_learner(model, train_dl, list(dev_dls.values()), task_cfg, task.is_regression, device, autocast,
-                          (evaluator, *extra_cbs))
+                               (evaluator, *parallel, *extra_cbs))
     learn.fit(task_cfg.epochs, lr=learn.layer_lrs)
     return model, evaluator.history

@@ -22,8 +22,8 @@ RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss',
 
 
 class ResultsTable:
-    """The results CSV: read at start (to resume a sweep), one row appended and the file rewritten atomically as
-    soon as each run finishes."""
+    """The results CSV: read at start (to resume a sweep), one row added and the file rewritten atomically as soon as
+    each run finishes; rows in GLUE's task order, then by run."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -44,7 +44,10 @@ class ResultsTable:
     def add(self, row: dict) -> None:
         new = pd.DataFrame([{c: row.get(c, np.nan) for c in RESULT_COLUMNS}])
         keep = self.df[~((self.df['task'] == row['task']) & (self.df['run'] == row['run']))]
-        self.df = new if keep.empty else pd.concat([keep, new], ignore_index=True)
+        df = new if keep.empty else pd.concat([keep, new], ignore_index=True)
+        # GLUE's task order, then run: the same table whichever order the runs finished in (parallel workers)
+        order = df['task'].map({name: k for k, name in enumerate(TASKS)}).fillna(len(TASKS))
+        self.df = df.iloc[np.lexsort((df['run'].astype(int).to_numpy(), order.to_numpy()))].reset_index(drop=True)
         if is_main_process(): atomic_write_text(self.df.to_csv(index=False, float_format='%.4f'), self.path)
 
     def task_rows(self, task: str) -> pd.DataFrame:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -23,10 +24,11 @@ from electra.finetuning.tasks.glue.metrics import dev_metric_names, predictions,
 from electra.finetuning.tasks.glue.sources import Examples, GlueSource, double_unordered, drop_empty, open_source
 from electra.finetuning.tasks.glue.submission import write_predictions, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
+from electra.training.distributed import world
 from electra.training.files import atomic_save, atomic_write_text, is_main_process
 from electra.training.sinks import start_neptune_run
 
-__all__ = ['resolve_data', 'prepare_task', 'run_sweep', 'write_summary', 'write_test_predictions']
+__all__ = ['resolve_data', 'prepare_task', 'RunJob', 'train_and_save', 'run_sweep', 'write_summary', 'write_test_predictions']
 
 
 def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:
@@ -84,28 +86,36 @@ def _neptune_run(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: 
     return nrun
 
 
-def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
-              log: Callable[[str], None] = print) -> ResultsTable:
-    """Fine-tune `cfg.runs` runs of every training task in `cfg.tasks` from `pretrained` (an `ElectraForPreTraining`).
-    Each finished run's weights go to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to the results table
-    `<output_dir>/<group>/results.csv` at once; runs already in the table with the same settings are skipped."""
+@dataclass(frozen=True)
+class RunJob:
+    "One fine-tuning run to do: its task, index and seed, the key of its settings, where its weights go."
+    task: str
+    run: int
+    seed: int
+    settings: str
+    checkpoint: Path
+
+
+def _todo(cfg: FinetuneConfig, name: str, doubled: bool, results: ResultsTable, out: Path) -> list[RunJob]:
+    "The runs of task `name` not yet finished (in the results table and on disk); refuses rows of other settings."
+    task_cfg, todo = cfg.for_task(name), []
+    for i, seed in enumerate(cfg.seed_list):
+        key = _settings_key(cfg, name, task_cfg, seed, doubled)
+        ckpt, row = out / f'{name}_{i}.pth', results.get(name, i)
+        if row is not None and row['settings'] != key:
+            raise ConfigError(f"{results.path}: {name} run {i} was made with other settings (model, data, seed or "
+                              f"hyperparameters changed). Use another --group, or delete that row and {ckpt} to redo it.")
+        if row is None or not ckpt.is_file(): todo.append(RunJob(name, i, seed, key, ckpt))
+    return todo
+
+
+def _plan(cfg: FinetuneConfig, tokenizer, source: GlueSource, results: ResultsTable, say) -> Iterator[tuple[TaskData, list[RunJob]]]:
+    "Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a time."
     out = Path(cfg.output_dir) / cfg.group
-    results = ResultsTable(out / 'results.csv')
-    device, autocast = device_and_autocast(cfg.device, cfg.precision)
-    body = pretrained.electra
-    pad_id = pad_token_id(tokenizer)
-    say = log if is_main_process() else (lambda *_: None)
     for name in (n for n in cfg.tasks if not TASKS[n].predicted_by):
         task, task_cfg = TASKS[name], cfg.for_task(name)
         doubled = _doubled(task, cfg, task_cfg)
-        todo = []
-        for i, seed in enumerate(cfg.seed_list):
-            key = _settings_key(cfg, name, task_cfg, seed, doubled)
-            ckpt, row = out / f'{name}_{i}.pth', results.get(name, i)
-            if row is not None and row['settings'] != key:
-                raise ConfigError(f"{results.path}: {name} run {i} was made with other settings (model, data, seed or "
-                                  f"hyperparameters changed). Use another --group, or delete that row and {ckpt} to redo it.")
-            if row is None or not ckpt.is_file(): todo.append((i, seed, key, ckpt))
+        todo = _todo(cfg, name, doubled, results, out)
         if not todo:
             say(f'{name}: all {cfg.runs} runs finished before; skipped')
             continue
@@ -113,35 +123,69 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
         say(f'{name}: {len(data.train)} training examples{" (both segment orders)" if doubled else ""}, '
             f'{", ".join(f"{len(e)} {s}" for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
             f'{len(todo)} of {cfg.runs} runs to do')
-        for i, seed, key, ckpt in todo:
-            nrun, start = _neptune_run(cfg, name, i, seed, task_cfg), time.perf_counter()
+        yield data, todo
 
-            def report(epoch, loss, metrics, i=i, seed=seed, start=start, nrun=nrun):
-                shown = ', '.join(f'{m} {metrics[m]:.2f}' for m in dev_metric_names(task))
-                say(f'  {name} run {i} (seed {seed}) epoch {epoch + 1}/{task_cfg.epochs}: train loss {loss:.4f}, dev {shown} '
-                    f'[{time.perf_counter() - start:.0f}s]')
-                if nrun is not None:
-                    nrun['train/loss'].append(loss)
-                    for m in dev_metric_names(task): nrun[f'dev/{m}'].append(metrics[m])
 
-            try: model, history = train_run(data, task_cfg, body, seed, device, autocast, pad_id, report)
+def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, device, autocast, pad_id: int,
+                   say: Callable[[str], None]) -> dict:
+    "Train one run, save its weights to `job.checkpoint` (main process), and return its row of the results table."
+    task, task_cfg = data.task, cfg.for_task(data.task.name)
+    nrun, start = _neptune_run(cfg, task.name, job.run, job.seed, task_cfg), time.perf_counter()
+
+    def report(epoch, loss, metrics):
+        shown = ', '.join(f'{m} {metrics[m]:.2f}' for m in dev_metric_names(task))
+        say(f'  {task.name} run {job.run} (seed {job.seed}) epoch {epoch + 1}/{task_cfg.epochs}: train loss {loss:.4f}, '
+            f'dev {shown} [{time.perf_counter() - start:.0f}s]')
+        if nrun is not None:
+            nrun['train/loss'].append(loss)
+            for m in dev_metric_names(task): nrun[f'dev/{m}'].append(metrics[m])
+
+    model, history = train_run(data, task_cfg, body, job.seed, device, autocast, pad_id, report)
+    final = history[-1]
+    if is_main_process():
+        atomic_save({'format': 'electra-glue', 'task': task.name, 'run': job.run, 'seed': job.seed,
+                     'n_outputs': task.n_outputs, 'dropout': task_cfg.dropout, 'target_scale': model.target_scale,
+                     'electra_config': body.config.to_dict(), 'model': model.state_dict(),
+                     'pretrained': cfg.model, 'hparams': task_cfg.hparams(), 'dev': final}, job.checkpoint)
+    if nrun is not None:
+        for m in dev_metric_names(task): nrun[f'final/{m}'] = final[m]
+        nrun.stop()
+    return {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
+            'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
+            'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'checkpoint': str(job.checkpoint),
+            'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')}
+
+
+def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
+              log: Callable[[str], None] = print) -> ResultsTable:
+    """Fine-tune `cfg.runs` runs of every training task in `cfg.tasks` from `pretrained` (an `ElectraForPreTraining`).
+    Each finished run's weights go to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to the results table
+    `<output_dir>/<group>/results.csv` at once; runs already in the table with the same settings are skipped. With
+    `parallel_runs` above 1, that many worker processes take the runs from a shared queue (`electra.finetuning.workers`);
+    the table is the same as one process's."""
+    results = ResultsTable(Path(cfg.output_dir) / cfg.group / 'results.csv')
+    say = log if is_main_process() else (lambda *_: None)
+    plan = _plan(cfg, tokenizer, source, results, say)
+    from electra.finetuning.workers import parallel_runs, run_on_workers  # (workers.py builds on this module)
+    n = parallel_runs(cfg)
+    if n > 1:
+        try:
+            for row in run_on_workers(cfg, list(plan), pretrained, tokenizer, n, say): results.add(row)
+        except KeyboardInterrupt:
+            raise TrainingStopped(f"by Ctrl-C; the {len(results.df)} finished run(s) are kept in {results.path}. Run the "
+                                  f"same command again to do the rest.") from None
+        return results
+    device, autocast = device_and_autocast(cfg.device, cfg.precision)
+    pad_id = pad_token_id(tokenizer)
+    if world().size > 1: say(f'every run is trained by the {world().size} processes of this torchrun job together; '
+                             f'batch_size is the global batch')
+    for data, todo in plan:
+        for job in todo:
+            try: row = train_and_save(cfg, data, job, pretrained.electra, device, autocast, pad_id, say)
             except KeyboardInterrupt:
-                raise TrainingStopped(f"by Ctrl-C during {name} run {i}; the {len(results.df)} finished run(s) are kept in "
-                                      f"{results.path}. Run the same command again to do the rest.") from None
-            final = history[-1]
-            if is_main_process():
-                atomic_save({'format': 'electra-glue', 'task': name, 'run': i, 'seed': seed, 'n_outputs': task.n_outputs,
-                             'dropout': task_cfg.dropout, 'target_scale': model.target_scale,
-                             'electra_config': body.config.to_dict(), 'model': model.state_dict(),
-                             'pretrained': cfg.model, 'hparams': task_cfg.hparams(), 'dev': final}, ckpt)
-            results.add({'task': name, 'run': i, 'seed': seed, 'score': final[task.score_metric], **final,
-                         'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
-                         'seconds': round(time.perf_counter() - start, 1), 'settings': key, 'checkpoint': str(ckpt),
-                         'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')})
-            if nrun is not None:
-                for m in dev_metric_names(task): nrun[f'final/{m}'] = final[m]
-                nrun.stop()
-            del model
+                raise TrainingStopped(f"by Ctrl-C during {job.task} run {job.run}; the {len(results.df)} finished run(s) are "
+                                      f"kept in {results.path}. Run the same command again to do the rest.") from None
+            results.add(row)
     return results
 
 

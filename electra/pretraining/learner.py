@@ -32,7 +32,7 @@ from electra.pretraining.callbacks import (
     StopOnInterrupt,
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
-from electra.pretraining.parallel import DataParallel, GradientAccumulation
+from electra.pretraining.parallel import GradientAccumulation
 from electra.training.checkpoint import (
     FORMAT,
     find_checkpoints,
@@ -44,6 +44,7 @@ from electra.training.checkpoint import (
 from electra.training.distributed import is_distributed, rank_seed, world
 from electra.training.files import atomic_write_text, is_main_process, lock_run_dir
 from electra.training.optim import electra_opt_func, param_groups
+from electra.training.parallel import DataParallel
 from electra.training.schedule import warmup_decay_sched
 from electra.training.sinks import neptune_sink, prefixed_sink, print_eval_sink, print_sink, start_neptune_run
 from electra.training.speed import DeviceDataLoaders, DevicePrefetcher

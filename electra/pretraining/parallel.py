@@ -1,6 +1,6 @@
-"""The pretraining step spread out: over the processes of a torchrun job (`DataParallel`, PyTorch DDP) and over
-micro-batches of one process (`GradientAccumulation`); either way one optimizer step equals the step of the whole
-batch in one process (with `loss_mean` 'global')."""
+"""The pretraining step spread over micro-batches of one process (`GradientAccumulation`), alone or with the
+processes of a torchrun job (`electra.training.parallel.DataParallel`): one optimizer step equals the step of the
+whole batch in one process (with `loss_mean` 'global')."""
 from __future__ import annotations
 
 import contextlib
@@ -8,42 +8,9 @@ import contextlib
 import torch
 from fastai.callback.core import Callback
 
-from electra.training.distributed import all_reduce_sum, bare_model, is_distributed, rank_seed, world
+from electra.training.parallel import loss_divisors
 
-__all__ = ['DataParallel', 'GradientAccumulation', 'loss_divisors']
-
-
-def loss_divisors(counts: torch.Tensor, loss_mean: str) -> torch.Tensor:
-    """The divisors [2] of this process's loss sums, from its token counts [2] (chosen positions, real tokens): with
-    `loss_mean` 'global' in a job of W processes, (the counts summed over the processes + 1e-6) / W, so that DDP's
-    average of the processes' losses is the mean over the whole batch; else its own counts + 1e-6."""
-    n = world().size if is_distributed() else 1
-    if loss_mean != 'global' or n == 1: return counts + 1e-6
-    return (all_reduce_sum(counts) + 1e-6) / n
-
-
-class DataParallel(Callback):
-    """Data-parallel training over the processes of a torchrun job: PyTorch's DDP wraps the model for the fit (it
-    averages the processes' gradients during the backward pass); each process keeps random streams of its own; with
-    `loss_mean` 'global' the loss is a mean over the whole global batch (`ElectraLoss.global_divisors`)."""
-    order, run_valid = -4, False  # after MaskingCallback (-5) handed the bare model its generator
-
-    def __init__(self, loss_mean: str = 'global', seed: int = 0):
-        self.loss_mean, self.seed = loss_mean, seed
-
-    def before_fit(self):
-        import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel
-        rank = dist.get_rank()
-        if rank: torch.manual_seed(rank_seed(self.seed, rank))  # dropout; a resumed run restores its own state next
-        if self.loss_mean == 'global':  # (GradientAccumulation, when there, sets the step's divisors itself)
-            self.loss_func.global_divisors = lambda counts: loss_divisors(counts, 'global')
-        device = next(self.model.parameters()).device
-        self.learn.model = DistributedDataParallel(self.model, device_ids=[device] if device.type == 'cuda' else None)
-
-    def after_fit(self):
-        self.learn.model = bare_model(self.model)
-        self.loss_func.global_divisors = None
+__all__ = ['GradientAccumulation']
 
 
 class GradientAccumulation(Callback):

@@ -1,5 +1,5 @@
 """Data-parallel training over the processes `torchrun` starts: PyTorch's process group and DDP, wired into fastai by
-the `DataParallel` callback of `electra.pretraining.parallel`.
+the `DataParallel` callback of `electra.training.parallel`.
 
 torchrun sets RANK, WORLD_SIZE and LOCAL_RANK in every process; without them a job is one process and nothing here
 does anything. Backends: NCCL when the job runs on GPUs (one per process, `cuda:LOCAL_RANK`), gloo on CPUs. A rank

@@ -5,7 +5,6 @@ missing process stops the job with a message."""
 import csv
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -15,34 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.distributed import ENV, REPO, free_port, max_diff, run, torchrun
+
 WORKER = Path(__file__).with_name('ddp_worker.py')
-ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'HF_DATASETS_OFFLINE': '1', 'OMP_NUM_THREADS': '1',
-       'PYTHONPATH': str(REPO)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def torchrun(*args, n: int = 2) -> list[str]:
-    # --standalone: a rendezvous on a free local port of torchrun's own choosing
-    return [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', str(n), *map(str, args)]
-
-
-def run(cmd: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    res = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return res
-
-
-def max_diff(a: dict, b: dict) -> float:
-    assert a.keys() == b.keys()
-    return max((a[k].float() - b[k].float()).abs().max().item() for k in a)
-
-
 def rows(metrics: str) -> list[dict]:
     return [{k: v for k, v in r.items() if k != 'steps_per_s'} for r in csv.DictReader(metrics.splitlines())]
 

@@ -22,7 +22,7 @@ from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.glue.sources import Examples
 from electra.training.files import atomic_write_bytes, is_main_process
 
-__all__ = ['truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler',
+__all__ = ['truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler',
            'make_loader']
 
 _CACHE_VERSION = 1
@@ -139,27 +139,64 @@ class LengthBatchSampler:
         for i in self.rng.permutation(len(batches)): yield batches[i]
 
 
-class _Collate:
-    "Pads one batch of encoded examples to its longest: (input_ids, attention_mask, token_type_ids, labels)."
+class ShardedBatchSampler:
+    """This process's part of every batch of `sampler` in a job of `size` processes. Training batches are split by rows
+    (contiguous blocks, as pretraining splits its batches), so every process takes part in every step of the same
+    global batches; a process left without rows (a last batch smaller than the job) gets the batch's first example
+    as a stand-in of weight 0, written -(i + 1). Evaluation batches are dealt out whole, in turn."""
 
-    def __init__(self, enc: Encoded, pad_id: int):
-        self.enc, self.pad_id, self.lengths = enc, pad_id, enc.lengths
+    def __init__(self, sampler: LengthBatchSampler, rank: int, size: int):
+        self.sampler, self.rank, self.size = sampler, rank, size
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n if self.sampler.shuffle else len(range(self.rank, n, self.size))
+
+    def __iter__(self):
+        for k, batch in enumerate(self.sampler):
+            if not self.sampler.shuffle:
+                if k % self.size == self.rank: yield batch
+                continue
+            part = np.array_split(np.asarray(batch), self.size)[self.rank]
+            yield part if len(part) else np.array([-batch[0] - 1])
+
+
+class _Indices:
+    "The loader's dataset: item i is i itself (a `range` would turn a stand-in's -(i + 1) into a real example)."
+
+    def __init__(self, n: int): self.n = n
+    def __len__(self) -> int: return self.n
+    def __getitem__(self, i: int) -> int: return i
+
+
+class _Collate:
+    """Pads one batch of encoded examples to its longest: (input_ids, attention_mask, token_type_ids, labels), and
+    with `weights` each example's weight (0 for a stand-in written -(i + 1), see `ShardedBatchSampler`)."""
+
+    def __init__(self, enc: Encoded, pad_id: int, weights: bool = False):
+        self.enc, self.pad_id, self.lengths, self.weights = enc, pad_id, enc.lengths, weights
 
     def __call__(self, pick: list[int]):
         pick = np.asarray(pick, dtype=np.int64)
+        weight, pick = (pick >= 0).astype(np.float32), np.where(pick >= 0, pick, -pick - 1)
         lengths = self.lengths[pick]
         ids = np.full((len(pick), int(lengths.max())), self.pad_id, dtype=np.int64)
         pos = np.arange(ids.shape[1])[None, :]
         mask, types = pos < lengths[:, None], pos >= self.enc.n_first[pick][:, None]
         for r, i in enumerate(pick): ids[r, :lengths[r]] = self.enc.tokens(i)
-        return (torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64)),
-                torch.from_numpy((types & mask).astype(np.int64)), torch.from_numpy(self.enc.label[pick]))
+        batch = (torch.from_numpy(ids), torch.from_numpy(mask.astype(np.int64)),
+                 torch.from_numpy((types & mask).astype(np.int64)), torch.from_numpy(self.enc.label[pick]))
+        return (*batch, torch.from_numpy(weight)) if self.weights else batch
 
 
 def make_loader(enc: Encoded, batch_size: int, shuffle: bool, pad_id: int, seed: int = 0, num_workers: int = 0,
-                pin_memory: bool = False, bucketing: bool = True) -> torch.utils.data.DataLoader:
+                pin_memory: bool = False, bucketing: bool = True,
+                shard: tuple[int, int] | None = None) -> torch.utils.data.DataLoader:
     """A loader of batches padded to their longest example (`LengthBatchSampler`: random or length-bucketed training
-    batches); its `batch_sampler` gives the example order of an evaluation pass."""
+    batches); its `batch_sampler` gives the example order of an evaluation pass. `shard` (rank, size): this process's
+    part of each batch in a torchrun job (`ShardedBatchSampler`); its training batches also give the examples' weights."""
     sampler = LengthBatchSampler(enc.lengths, batch_size, shuffle, seed, bucketing=bucketing)
-    return torch.utils.data.DataLoader(range(len(enc)), batch_sampler=sampler, collate_fn=_Collate(enc, pad_id), num_workers=num_workers,
-                      pin_memory=pin_memory)
+    if shard is not None: sampler = ShardedBatchSampler(sampler, *shard)
+    collate = _Collate(enc, pad_id, weights=shard is not None and shuffle)
+    return torch.utils.data.DataLoader(_Indices(len(enc)), batch_sampler=sampler, collate_fn=collate,
+                                       num_workers=num_workers, pin_memory=pin_memory)

@@ -1,0 +1,182 @@
+"""A sweep's runs spread over worker processes: one or more per GPU, each taking the next run from a shared queue
+when it is free, so a node of 8 GPUs trains 8 runs at once (or more: small models leave most of a GPU idle).
+
+The main process plans the runs and encodes the data as a sequential sweep does, saves the pretrained model once
+for the workers to load, then hands out runs and writes every finished run's row to the results table itself: the
+table is the same as a sequential sweep's (a run's result depends on its seed and settings only, not on which
+process trained it or when), and an interrupted sweep resumes the same way. Workers are fresh Python processes
+(`python -m electra.finetuning.workers`) talking to the main one over a pair of pipes: a worker that dies is seen at
+once (end of its pipe) and stops the sweep with a message; Ctrl-C stops them all, keeping the finished runs.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from electra.config.base import ConfigError, TrainingStopped
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning.learner import TaskData
+from electra.finetuning.sweep import RunJob, train_and_save
+from electra.training.distributed import world
+
+__all__ = ['parallel_runs', 'worker_devices', 'run_on_workers', 'worker_main']
+
+# torchrun's variables: a worker is a process of its own, not a rank of the job that started it
+_TORCHRUN_VARS = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'GROUP_RANK', 'ROLE_RANK', 'MASTER_ADDR',
+                  'MASTER_PORT', 'TORCHELASTIC_RUN_ID')
+
+
+def _cuda_wanted(device: str) -> bool:
+    return device.startswith('cuda') or (device == 'auto' and torch.cuda.is_available())
+
+
+def parallel_runs(cfg: FinetuneConfig) -> int:
+    """How many runs train at once: `parallel_runs`, or with 0 one per visible GPU (1 on the CPU, and 1 for a fixed
+    `cuda:N`). A torchrun job trains each run over all its processes instead, so it takes 1."""
+    if world().size > 1:
+        if cfg.parallel_runs > 1:
+            raise ConfigError(f"parallel_runs: {cfg.parallel_runs} under torchrun, whose processes train every run together "
+                              f"(data-parallel). Run `python finetune.py --parallel_runs {cfg.parallel_runs}` without "
+                              f"torchrun to train separate runs at once, or drop --parallel_runs.")
+        return 1
+    if cfg.parallel_runs: return cfg.parallel_runs
+    return torch.cuda.device_count() if _cuda_wanted(cfg.device) and ':' not in cfg.device else 1
+
+
+def worker_devices(device: str, n: int) -> list[str]:
+    "The device of each of `n` workers: the visible GPUs in turn for 'auto'/'cuda', else `device` itself for all."
+    if _cuda_wanted(device) and ':' not in device:
+        count = torch.cuda.device_count()
+        if not count: raise ConfigError(f"device: '{device}' asked for, but no CUDA GPU is visible. Use --device cpu.")
+        return [f'cuda:{k % count}' for k in range(n)]
+    return ['cpu' if device == 'auto' else device] * n
+
+
+@dataclass
+class _Worker:
+    "The main process's end of one worker: its process, the pipes to and from it, the run it is training."
+    index: int
+    device: str
+    proc: subprocess.Popen
+    jobs: Connection
+    replies: Connection
+    job: RunJob | None = None
+    stopped: bool = False
+
+
+def _start(index: int, device: str, setup: tuple) -> _Worker:
+    "A worker process on `device`, sent its setup; the library is importable wherever the job was started."
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    env = {k: v for k, v in os.environ.items() if k not in _TORCHRUN_VARS}
+    root = str(Path(__file__).resolve().parents[2])
+    env['PYTHONPATH'] = os.pathsep.join(p for p in (root, env.get('PYTHONPATH', '')) if p)
+    proc = subprocess.Popen([sys.executable, '-m', 'electra.finetuning.workers', str(to_r), str(from_w)],
+                            pass_fds=(to_r, from_w), env=env)
+    os.close(to_r), os.close(from_w)
+    w = _Worker(index, device, proc, Connection(to_w, readable=False), Connection(from_r, writable=False))
+    w.jobs.send(('setup', index, device, *setup))
+    return w
+
+
+def _stop_all(workers: list[_Worker]) -> None:
+    "End every worker still running (Ctrl-C in a notebook reaches the kernel only), then close the pipes."
+    for w in workers:
+        if w.proc.poll() is None: w.proc.terminate()
+    for w in workers:
+        try: w.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired: w.proc.kill(); w.proc.wait()
+        w.jobs.close(), w.replies.close()
+
+
+def _failed(w: _Worker, what: str, done: int) -> TrainingStopped:
+    during = f' during {w.job.task} run {w.job.run}' if w.job else ''
+    err = TrainingStopped(f"fine-tuning worker {w.index} ({w.device}) {what}{during}; the {done} run(s) finished in this "
+                          f"sweep are kept in the results table. Run the same command again to do the rest.")
+    err.exit_status = 1
+    return err
+
+
+def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> Iterator[dict]:
+    "Hand out runs as workers ask for them; yield every finished run's row; stop at the first failure."
+    done, live = 0, {w.replies: w for w in workers}
+    while live:
+        for conn in wait(list(live)):
+            w = live[conn]
+            try: msg = conn.recv()
+            except (EOFError, OSError):
+                del live[conn]
+                if not w.stopped: raise _failed(w, f'died (exit status {w.proc.wait()})', done) from None
+                continue
+            if msg[0] == 'ready':
+                w.job = None
+                if queue: data, w.job = queue.popleft(); w.jobs.send(('run', data, w.job))
+                else: w.stopped = True; w.jobs.send(('stop',))
+            elif msg[0] == 'log': say(f'[worker {w.index}] {msg[1]}')
+            elif msg[0] == 'row': done += 1; yield msg[1]
+            elif msg[0] == 'config_error': raise ConfigError(msg[1])
+            else: raise _failed(w, f'failed:\n{msg[1]}', done)
+
+
+def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]], pretrained, tokenizer, n: int,
+                   say: Callable[[str], None] = print) -> Iterator[dict]:
+    """Train the runs of `plan` on `n` worker processes (fewer when there are fewer runs), yielding each finished run's
+    row of the results table as it comes."""
+    queue = deque((data, job) for data, todo in plan for job in todo)
+    n = min(n, len(queue))
+    if not n: return
+    devices = worker_devices(cfg.device, n)
+    threads = cfg.threads or max(1, (os.cpu_count() or 1) // n)  # the CPU's cores shared out, not oversubscribed
+    out = Path(cfg.output_dir) / cfg.group
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix='.pretrained-', dir=out) as model_dir:
+        pretrained.save_pretrained(model_dir)  # loaded by each worker: exactly these weights, whatever `cfg.model` says
+        tokenizer.save_pretrained(model_dir)
+        say(f'{len(queue)} runs on {n} worker processes: ' + ', '.join(f'worker {k} on {d}' for k, d in enumerate(devices))
+            + f'; {threads} CPU thread(s) each')
+        workers = []
+        try:
+            workers += [_start(k, d, (cfg, model_dir, threads)) for k, d in enumerate(devices)]
+            yield from _serve(workers, queue, say)
+        finally:  # on Ctrl-C too (the caller says what was kept)
+            _stop_all(workers)
+
+
+def worker_main(jobs_fd: int, replies_fd: int) -> int:
+    "A worker: load the model once, then train the runs it is sent until told to stop."
+    jobs, replies = Connection(jobs_fd, writable=False), Connection(replies_fd, readable=False)
+    _, index, device_name, cfg, model_dir, threads = jobs.recv()
+    torch.set_num_threads(threads)
+    try:
+        from electra.data.tokenizer import pad_token_id
+        from electra.finetuning.classifier import load_pretrained
+        from electra.finetuning.learner import device_and_autocast
+        pretrained, tokenizer = load_pretrained(model_dir)
+        device, autocast = device_and_autocast(device_name, cfg.precision)
+        pad_id = pad_token_id(tokenizer)
+        while True:
+            replies.send(('ready',))
+            msg = jobs.recv()
+            if msg[0] == 'stop': return 0
+            _, data, job = msg
+            row = train_and_save(cfg, data, job, pretrained.electra, device, autocast, pad_id,
+                                 lambda line: replies.send(('log', line)))
+            replies.send(('row', row))
+    except KeyboardInterrupt: return 130  # the main process says what was kept
+    except ConfigError as e: replies.send(('config_error', str(e)))
+    except Exception: replies.send(('error', traceback.format_exc().rstrip()))
+    return 1
+
+
+if __name__ == '__main__':
+    sys.exit(worker_main(int(sys.argv[1]), int(sys.argv[2])))

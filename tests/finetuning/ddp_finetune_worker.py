@@ -1,0 +1,55 @@
+"""One fine-tuning run of a tiny model, as one process or as one rank of a torchrun job, for `test_parallel_run.py`:
+the same synthetic task (33 training examples of uneven lengths, so the last batch of 8 holds one example and one
+process gets a stand-in row), no dropout, so any number of processes must give the same parameters. Rank 0 saves the
+model's state and the run's history (train loss and dev metrics per epoch) to OUT.
+
+    python ddp_finetune_worker.py OUT TASK                                        # one process
+    python -m torch.distributed.run --nproc_per_node 2 ddp_finetune_worker.py ...  # two
+"""
+import sys
+
+import numpy as np
+import torch
+import transformers
+
+from electra.config.base import config_from_dict
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning.learner import TaskData, train_run
+from electra.finetuning.tasks.glue.encoding import Encoded
+from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.training.distributed import finish_distributed, init_distributed
+
+VOCAB = 60
+
+
+def encoded(n: int, regression: bool, seed: int) -> Encoded:
+    "`n` examples `[CLS] a [SEP] b [SEP]` of 5 to 20 tokens whose label depends on their first token."
+    rng = np.random.default_rng(seed)
+    rows = [[2, *rng.integers(5, VOCAB, int(k) - 3).tolist(), 3] for k in rng.integers(4, 19, n)]
+    rows = [[*r[:3], 3, *r[3:]] for r in rows]  # a second segment from the 4th token on
+    first = np.array([r[1] for r in rows])
+    label = (first % 5).astype(np.float32) if regression else (first % 2).astype(np.int64)
+    lengths = np.array([len(r) for r in rows])
+    return Encoded(np.concatenate(rows).astype(np.int32), np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+                   np.full(n, 4, dtype=np.int32), label, np.arange(n, dtype=np.int64))
+
+
+def main(out: str, task_name: str) -> None:
+    procs = init_distributed(torch.device('cpu'))
+    torch.manual_seed(0)
+    cfg = transformers.ElectraConfig(vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    body = transformers.ElectraModel(cfg)
+    task = TASKS[task_name]
+    task_cfg = config_from_dict(FinetuneConfig, dict(model='tiny', epochs=2, batch_size=8, eval_batch_size=5, lr=1e-3,
+                                                     dropout=0.0, stsb_scale=5.0, length_bucketing=True))
+    data = TaskData(task, encoded(33, task.is_regression, 1), {s: encoded(13, task.is_regression, 2 + k)
+                                                             for k, s in enumerate(task.dev_splits)})
+    model, history = train_run(data, task_cfg, body, 7, torch.device('cpu'), None, 0)
+    finish_distributed()  # every process leaves the group before any exits; the others end here
+    if procs.rank == 0: torch.save({'model': model.state_dict(), 'history': history}, out)
+
+
+if __name__ == '__main__':
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,116 @@
+"""electra/finetuning/workers.py: a sweep's runs over worker processes from a shared queue: the same results table as
+one process, Ctrl-C and a dead worker keep the finished runs, and the sweep resumes."""
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from electra.config.base import ConfigError, TrainingStopped
+from electra.finetuning import sweep, workers
+from electra.finetuning.tasks.glue.sources import open_source
+from electra.finetuning.tasks.glue.tasks import TASKS as GLUE_TASKS
+from tests.support.finetune import job
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+TASKS = [n for n, t in GLUE_TASKS.items() if not t.predicted_by]  # every task with runs of its own (not AX)
+VARYING = ['seconds', 'finished_at', 'checkpoint']  # when and where a run ended, not what it learned
+
+
+def table(cfg) -> pd.DataFrame:
+    return pd.read_csv(Path(cfg.output_dir) / cfg.group / 'results.csv')
+
+
+def finished(cfg) -> int:
+    "Rows in the results table (0 before the first run ends)."
+    return len(table(cfg)) if (Path(cfg.output_dir) / cfg.group / 'results.csv').is_file() else 0
+
+
+def sweep_job(tmp_path, glue_dir, where: str, **kw):
+    return job(tmp_path / where, glue_dir, tasks=TASKS, runs=2, threads=1, **kw)
+
+
+@pytest.fixture(scope='module')
+def sequential(tmp_path_factory, glue_dir, tiny):
+    "The sequential sweep the parallel ones must equal: its config and its results table."
+    cfg, threads = sweep_job(tmp_path_factory.mktemp('seq'), glue_dir, 'seq', parallel_runs=1), torch.get_num_threads()
+    torch.set_num_threads(1)  # as each worker (`threads: 1`); float sums depend on the thread count
+    try: sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=lambda s: None)
+    finally: torch.set_num_threads(threads)
+    return cfg, table(cfg)
+
+
+def assert_same_runs(cfg, seq_cfg, seq: pd.DataFrame):
+    got = table(cfg)
+    assert len(got) == len(TASKS) * 2
+    pd.testing.assert_frame_equal(got.drop(columns=VARYING), seq.drop(columns=VARYING))
+    for name in got['checkpoint']:  # the weights too, not only the rounded metrics
+        mine, theirs = torch.load(name, weights_only=False), torch.load(Path(seq_cfg.output_dir) / 't' / Path(name).name,
+                                                                       weights_only=False)
+        for k, v in theirs['model'].items(): assert torch.equal(mine['model'][k], v), (name, k)
+
+
+def test_two_workers_write_the_sequential_table(tmp_path, glue_dir, tiny, sequential):
+    cfg, lines = sweep_job(tmp_path, glue_dir, 'par', parallel_runs=2), []
+    results = sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=lines.append)
+    assert_same_runs(cfg, *sequential)
+    assert '18 runs on 2 worker processes: worker 0 on cpu, worker 1 on cpu; 1 CPU thread(s) each' in lines
+    assert {l.split(']')[0] for l in lines if l.startswith('[worker')} == {'[worker 0', '[worker 1'}  # both took runs
+    assert list(results.df['task']) == [n for n in TASKS for _ in range(2)] and list(results.df['run']) == [0, 1] * 9
+    assert not list((tmp_path / 'par/ckpt/t').glob('.pretrained-*'))  # the model handed to the workers is removed
+
+
+def _worker_pids() -> list[int]:
+    "This process's worker children (Linux /proc)."
+    pids = []
+    for d in Path('/proc').iterdir():
+        if not d.name.isdigit(): continue
+        try: stat, cmd = (d / 'stat').read_text(), (d / 'cmdline').read_bytes()
+        except OSError: continue
+        if int(stat.rsplit(')', 1)[1].split()[1]) == os.getpid() and b'electra.finetuning.workers' in cmd:
+            pids.append(int(d.name))
+    return pids
+
+
+@pytest.mark.skipif(not Path('/proc/self/stat').is_file(), reason='finds the worker processes in /proc')
+def test_a_dead_worker_or_ctrl_c_stop_the_sweep_keeping_finished_runs_and_it_resumes(tmp_path, glue_dir, tiny, sequential):
+    cfg, killed = sweep_job(tmp_path, glue_dir, 'stop', parallel_runs=2), []
+
+    def kill_a_worker(line):  # kill -9 a worker in the middle of its first run
+        if line.startswith('[worker 1]') and not killed:
+            killed.append(max(_worker_pids()))
+            os.kill(killed[0], signal.SIGKILL)
+    with pytest.raises(TrainingStopped, match=r'fine-tuning worker \d \(cpu\) died \(exit status -9\) during \S+ run \d; '
+                                              r'the \d run\(s\) finished in this sweep are kept') as e:
+        sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=kill_a_worker)
+    assert e.value.exit_status == 1 and killed and not _worker_pids()  # the other worker was stopped too
+    before = finished(cfg)
+
+    def ctrl_c(line):  # Ctrl-C in the main process once one more run has finished
+        if line.startswith('[worker') and finished(cfg) > before: raise KeyboardInterrupt
+    with pytest.raises(TrainingStopped, match=rf'by Ctrl-C; the {before + 1} finished run\(s\) are kept in .*results.csv'):
+        sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=ctrl_c)
+    assert finished(cfg) == before + 1 and not _worker_pids()
+    lines = []
+    sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=lines.append)
+    assert f'{17 - before} runs on 2 worker processes' in ' '.join(lines)  # only the runs still to do
+    assert_same_runs(cfg, *sequential)
+
+
+def test_devices_and_counts(monkeypatch, tmp_path):
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: 3)
+    assert workers.worker_devices('auto', 4) == ['cuda:0', 'cuda:1', 'cuda:2', 'cuda:0']
+    assert workers.worker_devices('cuda', 2) == ['cuda:0', 'cuda:1']
+    assert workers.worker_devices('cuda:2', 2) == ['cuda:2', 'cuda:2']  # several runs share one GPU
+    assert workers.worker_devices('cpu', 2) == ['cpu', 'cpu']
+    count = lambda **kw: workers.parallel_runs(job(tmp_path, 'demo', **kw))  # noqa: E731
+    assert (count(device='auto'), count(device='cuda:1'), count(device='cpu'), count(parallel_runs=5)) == (3, 1, 1, 5)
+    monkeypatch.setenv('RANK', '0'), monkeypatch.setenv('WORLD_SIZE', '2')  # under torchrun: data-parallel runs instead
+    assert count(device='auto') == 1
+    with pytest.raises(ConfigError, match='parallel_runs: 2 under torchrun'): count(parallel_runs=2)

@@ -1,0 +1,33 @@
+"""Running torchrun jobs in tests: the environment (offline, one thread, the repository importable), a free port, the
+command, and comparing the state dicts the jobs save."""
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'HF_DATASETS_OFFLINE': '1', 'OMP_NUM_THREADS': '1',
+       'PYTHONPATH': str(REPO)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def torchrun(*args, n: int = 2) -> list[str]:
+    # --standalone: a rendezvous on a free local port of torchrun's own choosing
+    return [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', str(n), *map(str, args)]
+
+
+def run(cmd: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res
+
+
+def max_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max((a[k].float() - b[k].float()).abs().max().item() for k in a)

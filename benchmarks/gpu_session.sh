@@ -3,7 +3,8 @@
 # device tool's 10 minutes on an H100:
 #   bash benchmarks/gpu_session.sh PART...
 # PART: tests (CUDA tests), demos (both README demos), wiki (Wikipedia pretraining, then STS-B fine-tuning of it),
-# bench (the pretraining step's variants), ablations (its per-item breakdown), finetune_bench (the fine-tuning step);
+# bench (the pretraining step's variants), ablations (its per-item breakdown), finetune_bench (the fine-tuning step),
+# scaling (data-parallel pretraining over the visible GPUs; on a machine of several);
 # parts joined by + run at once (check = tests+demos+wiki), e.g. `bash benchmarks/gpu_session.sh tests+wiki bench`.
 # Results go to $OUT (or ./gpu_results): summary.txt, logs.tgz (every log and metrics file) and the benchmark JSON.
 #
@@ -91,7 +92,11 @@ finetune_bench() {
     --profile --json "$out/gpu_finetune_small.json"
 }
 
-parts=(tests demos wiki bench ablations finetune_bench)
+scaling() {  # data-parallel pretraining over 1, 2, 4, ... of the visible GPUs (alone on the machine: it uses them all)
+  step bench_scaling 420 python3 -m electra.tools.bench scaling --preset small --json "$out/gpu_scaling_small.json"
+}
+
+parts=(tests demos wiki bench ablations finetune_bench scaling)
 for arg in "$@"; do
   [ "$arg" = check ] && arg=tests+demos+wiki
   for p in ${arg//+/ }; do   # parts joined by + run at once (the GPU has room for all); the rest one after another

@@ -4,6 +4,7 @@ same objective, timed in the same process, interleaved round by round (shared ma
     python -m electra.tools.bench pretrain --preset small                      # CPU (bf16 if native): see BENCHMARKS.md
     python -m electra.tools.bench pretrain --preset small --device cuda --compile
     python -m electra.tools.bench finetune --preset small --device cuda --compile
+    python -m electra.tools.bench scaling --preset small --procs 1,2,4,8      # data-parallel, one torchrun job per count
 
 `pretrain` times
   - fast: the real pretraining step, i.e. the fastai Learner of `electra.pretraining.learner.pretraining_learner` with all its
@@ -28,4 +29,12 @@ a Python-loop Adam, per-parameter clipping and the loss read every step.
 
 FLOPs are counted from the model shapes (`pretrain_flops`, `finetune_flops`: matmuls only, backward = 2 x forward);
 MFU = model FLOPs of the fast step x steps/s / peak FLOP/s of the device (`--peak_tflops`, or `PEAK_TFLOPS`).
+
+`scaling` measures data-parallel pretraining rather than one step: for each process count k (default 1, the powers
+of two up to the visible GPUs, and their count) it runs `torchrun --standalone --nproc_per_node k pretrain.py` on the
+demo grammar's corpus with a vocabulary of the preset's size, a fixed batch per process (`--mode weak`; `strong`
+keeps the global batch), and reads the rate the job itself writes to metrics.csv after `--warmup` steps (start-up
+and the data build are outside it). It prints steps/s, examples/s, tokens/s and the efficiency, examples/s at k /
+(k x examples/s at 1); `--device cpu` runs the same jobs on gloo, to check the tool where there is no GPU
+(`electra.tools.bench.scaling`).
 """

@@ -1,4 +1,5 @@
-"""`python -m electra.tools.bench pretrain|finetune ...`: the arguments and their defaults per device."""
+"""`python -m electra.tools.bench pretrain|finetune|scaling ...`: the arguments and their defaults per device
+(`scaling` has its own, in `electra.tools.bench.scaling`)."""
 from __future__ import annotations
 
 import argparse
@@ -10,14 +11,18 @@ from pathlib import Path
 import torch
 
 from electra.tools.bench.jobs import bench_finetune, bench_pretrain
+from electra.tools.bench.scaling import bench_scaling, scaling_args
 from electra.training.device import cpu_bf16_supported
 
 __all__ = ['parse_args', 'main']
 
 
 def parse_args(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ['scaling']: return scaling_args(argv)  # launches jobs: none of the step benchmarks' options apply
     p = argparse.ArgumentParser(prog='python -m electra.tools.bench', description=__doc__.split('\n\n')[0])
-    p.add_argument('what', choices=['pretrain', 'finetune'])
+    p.add_argument('what', choices=['pretrain', 'finetune', 'scaling'], help='scaling: data-parallel throughput over '
+                   'several processes; its options: python -m electra.tools.bench scaling --help')
     p.add_argument('--preset', default='small', help='model preset in configs/pretrain (small, small++, base, large, demo)')
     p.add_argument('--batch_size', type=int, default=None, help='default: the preset\'s (pretrain), 32 (finetune)')
     p.add_argument('--max_length', type=int, default=None, help='default: the preset\'s (pretrain), 128 (finetune)')
@@ -43,7 +48,8 @@ def parse_args(argv=None):
     p.add_argument('--threads', type=int, default=None, help='torch CPU threads (default: torch\'s)')
     p.add_argument('--json', default=None, help='also write the results to this JSON file')
     args = p.parse_args(argv)
-    args.argv = list(argv) if argv is not None else sys.argv[1:]
+    if args.what == 'scaling': p.error('scaling comes first: python -m electra.tools.bench scaling [options]')
+    args.argv = argv
     gpu = args.device.startswith('cuda')
     if args.what == 'finetune':
         args.batch_size = args.batch_size or 32
@@ -62,9 +68,9 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.threads: torch.set_num_threads(args.threads)
+    if getattr(args, 'threads', None): torch.set_num_threads(args.threads)
     warnings.filterwarnings('ignore', message='.*torch.jit.script.*')
-    out = bench_pretrain(args) if args.what == 'pretrain' else bench_finetune(args)
+    out = {'pretrain': bench_pretrain, 'finetune': bench_finetune, 'scaling': bench_scaling}[args.what](args)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))

@@ -276,6 +276,11 @@ def friendly_errors() -> None:
         elif not issubclass(tp, (ConfigError, TrainingStopped)): return previous(tp, value, tb)
         # fastai prefixes an error raised in a callback with "Exception occured in `Cb` when calling event `e`:\n\t"
         text = str(value).split(chr(10) + chr(9), 1)[-1]
-        print(f"{'stopped' if isinstance(value, TrainingStopped) else 'error'}: {text}", file=sys.stderr, flush=True)
+        rank = os.environ.get('RANK', '0') if int(os.environ.get('WORLD_SIZE', '1') or 1) > 1 else None
+        stopped = isinstance(value, TrainingStopped)
+        if not (stopped and rank not in (None, '0')):  # every process of a job stops; the main one says so
+            print(f"{'stopped' if stopped else f'[rank{rank}] error' if rank else 'error'}: {text}", file=sys.stderr,
+                  flush=True)
         sys.exit(getattr(value, 'exit_status', 2))  # raised in the hook, SystemExit sets the status; atexit still runs
+    hook.exits = True  # (init_distributed keeps it: torch's own hook would swallow what it prints)
     sys.excepthook, warnings.showwarning = hook, show

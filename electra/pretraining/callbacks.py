@@ -323,6 +323,7 @@ class Checkpointer(Callback):
 class StopOnInterrupt(Callback):
     "On Ctrl-C, finishes the current step, checkpoints it and stops the fit; a second Ctrl-C stops at once."
     order, run_valid = 85, False  # after Checkpointer (80): a scheduled checkpoint of this step is not written twice
+    REPEAT_WINDOW_S = 5.0
 
     def __init__(self): self.requested, self.stopped_at, self.group = False, None, None
 
@@ -352,10 +353,16 @@ class StopOnInterrupt(Callback):
         finally: signal.signal(signal.SIGINT, previous)
 
     def _request(self, signum, frame):
-        if self.requested: raise KeyboardInterrupt
-        self.requested = True
-        print('\nCtrl-C: stopping after this step, with a checkpoint (Ctrl-C again stops at once, keeping only the '
-              'last checkpoint)', file=sys.stderr, flush=True)
+        now = time.monotonic()
+        if self.requested:
+            # torchrun's agent passes the terminal's Ctrl-C on to its processes, which got it too: a second SIGINT so
+            # soon after the first is that one, not the user's second (the agent waits 30 s, then kills them)
+            if world().size > 1 and now - self.requested_at < self.REPEAT_WINDOW_S: return
+            raise KeyboardInterrupt
+        self.requested, self.requested_at = True, now
+        if world().rank == 0:
+            print('\nCtrl-C: stopping after this step, with a checkpoint (Ctrl-C again stops at once, keeping only the '
+                  'last checkpoint)', file=sys.stderr, flush=True)
 
     def after_batch(self):
         if not self._agreed(): return

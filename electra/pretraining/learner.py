@@ -162,6 +162,8 @@ def train(learn: Learner) -> None:
     argv = [a for a in sys.argv if a != '--resume']
     again = 'the same settings and --resume' if running_in_notebook() else \
         ' '.join(shlex.quote(a) for a in ['python', *argv, '--resume'])
+    if world().size > 1 and not running_in_notebook():
+        again = ' '.join(['torchrun <the same options>', *(shlex.quote(a) for a in [*argv, '--resume'])])
     saved = learn.checkpointer.saved  # its last one is this step's (none outside the main process)
     kept = f"checkpoint {saved[-1]} written" if saved else 'checkpoints are written by the main process'
     raise TrainingStopped(f"at step {stop.stopped_at} of {learn.checkpointer.total_steps} by Ctrl-C; {kept}. "

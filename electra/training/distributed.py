@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -55,7 +56,11 @@ def init_distributed(device: torch.device, timeout_s: int = DEFAULT_TIMEOUT_S) -
     if w.size > 1 and not dist.is_initialized():
         backend = 'nccl' if device.type == 'cuda' else 'gloo'
         if device.type == 'cuda': torch.cuda.set_device(device)
+        hook = sys.excepthook
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+        # torch wraps the hook to prefix what it prints with the rank, but drops the output of a hook that exits
+        # with a status, as friendly_errors' does: keep that one (it names the rank itself)
+        if getattr(hook, 'exits', False): sys.excepthook = hook
     return w
 
 

@@ -66,7 +66,9 @@ print_main(f'run {run_dir} on {device} ({precision}) x {procs.size} process(es),
 # Each `corpus` entry is one corpus: text files in the official layout (one sentence per line, a blank line
 # between documents), raw documents (one per file, or one per line: split into sentences by spaCy), local
 # .parquet/.jsonl tables or a hub dataset `hub:<name>[:<config>]` (see `--corpus_format`, `--sentence_split`).
-# Without a `--tokenizer`, a WordPiece vocabulary is trained on the corpus and saved with the run.
+# Without a `--tokenizer`, a WordPiece vocabulary is trained on the corpus and saved with the run. A run that continues
+# from existing weights (`--init_from`: released models, a converted TensorFlow checkpoint, an earlier run) uses their
+# tokenizer, and its config must have their sizes.
 
 # %%
 from pathlib import Path
@@ -75,11 +77,17 @@ from electra.data.corpus import corpus_text_files, resolve_corpus
 from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import get_tokenizer, tokenizer_state
 
+from electra.pretraining.init_from import check_init_config, init_tokenizer, load_init
+
+with main_process_first('the weights to start from', cfg.dist_timeout):  # (a hub download, once)
+    init = load_init(cfg.init_from) if cfg.init_from and not ckpt else None  # resumed: the checkpoint has them
+if init: check_init_config(cfg, init)  # their sizes and tokenizer against this run's config
 settings = BuildSettings.from_config(cfg)
 with main_process_first('the corpus and the tokenizer', cfg.dist_timeout):  # made once, by the main process
     sources = resolve_corpus(cfg.corpus, Path(cfg.cache_dir), settings)
     files = corpus_text_files(sources)
-    tokenizer = get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources)
+    tokenizer = (init_tokenizer(init, ckpt) if cfg.init_from else
+                 get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources))
 tok_state = tokenizer_state(tokenizer)
 if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)
 print_main(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len(tokenizer)}')
@@ -132,12 +140,18 @@ show(masked_frame(batch_ids, batch_types, masked, tokenizer, n=2), 'a batch befo
 # ## Generator and discriminator
 # HF `ElectraForMaskedLM` and `ElectraForPreTraining`, sharing one embedding module; the generator's output
 # projection is the word-embedding matrix.
+# With `--init_from` they start from the source's weights (the shared embeddings checked equal there); the
+# optimizer and the step start fresh, with the run's own warm-up.
 
 # %%
 from electra.objective.model import build_pretraining_model
 
 torch.manual_seed(cfg.seed)
 model = build_pretraining_model(cfg, len(tokenizer), tokenizer.pad_token_id)
+if init:
+    from electra.pretraining.init_from import init_model_
+    init_model_(model, init)
+    print_main(f'weights from {init.source}')
 n_disc = sum(p.numel() for p in model.discriminator.parameters())
 n_all = sum(p.numel() for p in model.parameters())
 print(f'discriminator {n_disc / 1e6:.2f}M parameters, generator + discriminator {n_all / 1e6:.2f}M')

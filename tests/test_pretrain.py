@@ -241,6 +241,24 @@ def test_rerun_without_resume_refuses_to_overwrite(straight):
         pretrain(tmp, *TINY, '--run_name', 'vanilla', '--overwrite', 'false')
 
 
+@pytest.mark.parametrize('source', ['vanilla_11081', 'vanilla_11081_100%.pth'])  # an export, a checkpoint
+def test_continued_pretraining_starts_from_exactly_the_source_weights(straight, tmp_path, source):
+    tmp, g = straight
+    (tmp_path / 'cache').symlink_to(tmp / 'cache')  # the same held-out examples, without building them again
+    more = pretrain(tmp_path, *TINY, '--run_name', 'more', '--init_from', str(tmp / 'ckpt' / source))
+    # the held-out metrics before its first step are the source's last ones (same examples, masks and noise)
+    first = (tmp_path / 'ckpt' / 'more_11081' / 'eval_metrics.csv').read_text().splitlines()
+    last = (tmp / 'ckpt' / 'vanilla_11081' / 'eval_metrics.csv').read_text().splitlines()
+    assert first[1].split(',')[0] == '0' and first[1].split(',')[1:] == last[-1].split(',')[1:]
+    assert [int(r.split(',')[0]) for r in first[1:]] == [0, 6, 12, 18, 24]
+    # it trained on from there (fresh optimizer, warm-up from step 0) and exported
+    assert first[-1] != first[1] and (tmp_path / 'ckpt' / 'more_11081' / 'discriminator' / 'config.json').is_file()
+    rows = list(csv.DictReader((tmp_path / 'ckpt' / 'more_11081' / 'metrics.csv').open()))
+    assert float(rows[0]['lr']) == pytest.approx(5e-4 * min(1, 5 / 4) * (1 - 5 / 24), rel=1e-5)  # step 6: as a new run
+    assert more['model'].generator.electra.embeddings is more['model'].discriminator.electra.embeddings  # tied again
+    assert more['tokenizer'].vocab == g['tokenizer'].vocab
+
+
 def test_resume_with_other_shape_or_tokenizer_refused(straight, tmp_path):
     tmp, _ = straight
     with pytest.raises(ConfigError, match="cannot resume: 'hidden_size' was 32 in the checkpoint but is 64"):

@@ -62,6 +62,10 @@ class PretrainConfig:
     eval_examples: int = field(256, 'examples held out (never trained on) to evaluate generator MLM accuracy, '
                                     'discriminator accuracy and AUC every log_every steps; 0: none')
     tokenizer: str = field('', "a WordPiece vocab.txt or an HF tokenizer directory; empty: train one on the corpus")
+    init_from: str = field('', "continue pretraining from these weights (and their tokenizer): a hub name such as "
+                               "google/electra-small-discriminator (its -generator too), a directory with generator/ "
+                               "and discriminator/ (an export, a converted TF checkpoint), GENERATOR,DISCRIMINATOR, or a "
+                               "pretrain.py .pth; the optimizer and step start fresh. Empty: a fresh initialisation")
     vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus')
     lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer')
     max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included')

@@ -50,25 +50,30 @@ def eval_batches(dataset, batch_size: int, max_length: int, pad_token_id: int) -
 
 
 class HeldOutEvaluation(Callback):
-    "Every `every` steps, evaluates on held-out batches with fixed masking; writes `path` (CSV) and calls `sinks`."
+    """Every `every` steps, evaluates on held-out batches with fixed masking; writes `path` (CSV) and calls `sinks`.
+    With `at_start`, also before the first step (step 0): a run that starts from existing weights shows where it
+    starts (the source run's last evaluation, for the same held-out examples and seed)."""
     order, run_valid = 72, False  # after MetricsLogger (70): the step's training row is logged first
 
     def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], every: int, total_steps: int, path: str | Path,
-                 masking: MaskingSettings, seed: int, precision: str = 'fp32', sinks: list[Callable[[dict], None]] = ()):
-        self.batches, self.every, self.total_steps = batches, every, total_steps
+                 masking: MaskingSettings, seed: int, precision: str = 'fp32', sinks: list[Callable[[dict], None]] = (),
+                 at_start: bool = False):
+        self.batches, self.every, self.total_steps, self.at_start = batches, every, total_steps, at_start
         self.csv = CsvLog(path, EVAL_METRIC_NAMES)
         self.masking, self.seed, self.precision, self.sinks = masking, seed, precision, list(sinks)
         self.last_row: dict | None = None
 
     def before_fit(self):
         if is_main_process(): self.csv.truncate_after(self.train_iter)
+        if self.at_start and self.train_iter == 0: self._log(self.evaluate())
 
     def after_batch(self):
-        if self.train_iter % self.every == 0 or self.train_iter == self.total_steps:
-            row = self.evaluate()
-            if not is_main_process(): return
-            self.csv.append(row)
-            for sink in self.sinks: sink(row)
+        if self.train_iter % self.every == 0 or self.train_iter == self.total_steps: self._log(self.evaluate())
+
+    def _log(self, row: dict) -> None:
+        if not is_main_process(): return
+        self.csv.append(row)
+        for sink in self.sinks: sink(row)
 
     @torch.no_grad()
     def evaluate(self) -> dict:

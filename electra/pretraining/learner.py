@@ -119,7 +119,7 @@ def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: Mask
     eval_sinks = ([] if live else [print_eval_sink]) + [prefixed_sink(s, 'eval/') for s in sinks if s is not print_sink]
     return HeldOutEvaluation(eval_batches(held_out, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id),
                              cfg.log_every, cfg.steps, run_dir / 'eval_metrics.csv', masking, cfg.seed, precision,
-                             eval_sinks)
+                             eval_sinks, at_start=bool(cfg.init_from))
 
 
 def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str]):

@@ -1,0 +1,181 @@
+"""Continued pretraining: a run that starts from weights that exist (`init_from`) instead of a fresh initialisation:
+Google's released generator and discriminator on the hub, a converted official TensorFlow checkpoint
+(`python -m electra.convert tf`), a run exported by `pretrain.py`, or one of its `.pth` checkpoints.
+
+The weights are loaded into the model the run's config describes, so the config must have their sizes (a mismatch
+is refused, naming each differing key); the tokenizer is the source's (a different `tokenizer` is refused); the
+embedding tying of `tie_weights` is re-established and checked against the weights. The optimizer state and the
+step start fresh: the run's warm-up and decay apply from step 0, as in the official code, which restores only
+the model variables from `init_checkpoint` (google-research/electra, run_pretraining.py `model_fn_builder`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
+
+from electra.config.base import ConfigError, config_from_dict
+from electra.config.pretrain import PretrainConfig
+from electra.data.hub import hub_unreachable
+from electra.data.tokenizer import tokenizer_fingerprint
+from electra.objective.model import ElectraPretrainingModel, discriminator_config, generator_config
+
+__all__ = ['InitWeights', 'init_sources', 'load_init', 'check_init_config', 'init_model_', 'init_tokenizer']
+
+# the config fields that fix the shapes of the weights, as HF names them
+SIZE_KEYS = ('embedding_size', 'hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size',
+             'max_position_embeddings', 'type_vocab_size')
+
+
+@dataclass
+class InitWeights:
+    "The networks and tokenizer a run starts from, and where they came from."
+    generator: ElectraForMaskedLM
+    discriminator: ElectraForPreTraining
+    tokenizer: PreTrainedTokenizerBase
+    source: str
+
+
+def init_sources(source: str) -> tuple[str, str] | Path:
+    """Where `init_from` points: a `.pth` checkpoint, or the (generator, discriminator) pair: `DIR` holding
+    `generator/` and `discriminator/` (an export, a conversion), `GEN,DISC`, or a hub name ending in
+    `-discriminator` or `-generator` (the other named alike, as Google's releases are)."""
+    if source.endswith('.pth'):
+        if not Path(source).is_file(): raise ConfigError(f"init_from: {source}: no such checkpoint.")
+        return Path(source)
+    if ',' in source:
+        gen, disc = (s.strip() for s in source.split(',', 1))
+        return gen, disc
+    if Path(source).is_dir():
+        pair = Path(source) / 'generator', Path(source) / 'discriminator'
+        if not all(p.is_dir() for p in pair):
+            raise ConfigError(f"init_from: {source} has no generator/ and discriminator/ folders. Give a run's export "
+                              f"directory (checkpoints/pretrain/<run>_<seed>), the output of `python -m electra.convert "
+                              f"tf`, a pretrain.py .pth, or GENERATOR,DISCRIMINATOR.")
+        return str(pair[0]), str(pair[1])
+    for own, other in (('-discriminator', '-generator'), ('-generator', '-discriminator')):
+        if source.endswith(own):
+            pair = source[:-len(own)] + '-generator', source[:-len(own)] + '-discriminator'
+            return pair
+    raise ConfigError(f"init_from: {source!r} is neither a .pth, a directory with generator/ and discriminator/, a "
+                      f"GENERATOR,DISCRIMINATOR pair nor a hub name ending in -discriminator or -generator.")
+
+
+def _hub_load(cls, name: str, what: str):
+    "`cls.from_pretrained(name)`; offline or unknown, one message naming the local alternatives."
+    local = Path(name).is_dir()
+    unreachable = None if local else hub_unreachable()
+    try: return cls.from_pretrained(name, local_files_only=bool(unreachable))
+    except (OSError, ValueError) as e:
+        why = (f'the hub cannot be reached ({unreachable}) and it is not in the local cache' if unreachable
+               else f'not found: {str(e).splitlines()[0]}')
+        raise ConfigError(f"init_from: cannot load the {what} '{name}' ({why}). Use local copies instead: a directory "
+                          f"with generator/ and discriminator/ save_pretrained folders, GENERATOR_DIR,DISCRIMINATOR_DIR, "
+                          f"the output of `python -m electra.convert tf`, or a pretrain.py .pth.") from None
+
+
+def _from_checkpoint(path: Path) -> InitWeights:
+    "The networks of one of `pretrain.py`'s checkpoints, built from the config it was written with."
+    from electra.data.tokenizer import tokenizer_from_state
+    from electra.training.checkpoint import load_checkpoint
+    ckpt = load_checkpoint(path)
+    tokenizer = tokenizer_from_state(ckpt['tokenizer'])
+    cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
+    rows = ckpt['model']['discriminator.electra.embeddings.word_embeddings.weight'].shape[0]
+    gen = ElectraForMaskedLM(generator_config(cfg, rows, tokenizer.pad_token_id))
+    disc = ElectraForPreTraining(discriminator_config(cfg, rows, tokenizer.pad_token_id))
+    for name, net in (('generator.', gen), ('discriminator.', disc)):
+        net.load_state_dict({k[len(name):]: v for k, v in ckpt['model'].items() if k.startswith(name)})
+    return InitWeights(gen, disc, tokenizer, str(path))
+
+
+def load_init(source: str) -> InitWeights:
+    "The generator, discriminator and tokenizer `init_from` names (see `init_sources`)."
+    where = init_sources(source)
+    if isinstance(where, Path): return _from_checkpoint(where)
+    gen_src, disc_src = where
+    gen = _hub_load(ElectraForMaskedLM, gen_src, 'generator')
+    disc = _hub_load(ElectraForPreTraining, disc_src, 'discriminator')
+    tokenizer = _hub_load(AutoTokenizer, disc_src, 'tokenizer of')
+    for net, src, cls in ((gen, gen_src, 'ElectraForMaskedLM'), (disc, disc_src, 'ElectraForPreTraining')):
+        saved_as = getattr(net.config, 'architectures', None) or [cls]
+        if cls not in saved_as:  # from_pretrained would give the wrong class a fresh random head
+            raise ConfigError(f"init_from: {src} holds a {' / '.join(saved_as)}, not an {cls}; give the "
+                              f"{'generator' if net is gen else 'discriminator'} there.")
+    return InitWeights(gen, disc, tokenizer, source)
+
+
+def _size_mismatches(cfg: PretrainConfig, init: InitWeights) -> list[str]:
+    "Each size the run's config gives the networks that the weights do not have: 'network key: config x, weights y'."
+    rows, pad = init.discriminator.config.vocab_size, init.tokenizer.pad_token_id
+    out = []
+    for what, mine, theirs in (('discriminator', discriminator_config(cfg, rows, pad), init.discriminator.config),
+                               ('generator', generator_config(cfg, rows, pad), init.generator.config)):
+        out += [f'{what} {k}: config {getattr(mine, k)}, weights {getattr(theirs, k)}' for k in SIZE_KEYS
+                if getattr(mine, k) != getattr(theirs, k)]
+    return out
+
+
+def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
+    """Refuse a run whose config does not fit the weights it starts from (sizes, tokenizer), naming what differs.
+    The generator's size follows `generator_size` (hidden and FFN) and its heads max(1, hidden // 64)."""
+    bad = _size_mismatches(cfg, init)
+    if bad:
+        d, g = init.discriminator.config, init.generator.config
+        hint = (f"--hidden_size {d.hidden_size} --num_hidden_layers {d.num_hidden_layers} --num_attention_heads "
+                f"{d.num_attention_heads} --intermediate_size {d.intermediate_size} --embedding_size {d.embedding_size} "
+                f"--max_position_embeddings {d.max_position_embeddings} --generator_size {g.hidden_size / d.hidden_size:g}")
+        raise ConfigError(f"init_from: {init.source} does not fit this run's config: {'; '.join(bad)}. Choose the "
+                          f"preset of those weights (e.g. --config small for google/electra-small-*) or set: {hint}")
+    if len(init.tokenizer) > init.discriminator.config.vocab_size:
+        raise ConfigError(f"init_from: {init.source}: its tokenizer has {len(init.tokenizer)} tokens, its weights "
+                          f"{init.discriminator.config.vocab_size} rows: they do not belong together.")
+    if cfg.tokenizer:
+        from electra.data.tokenizer import load_tokenizer
+        if tokenizer_fingerprint(load_tokenizer(cfg.tokenizer, cfg.lowercase)) != tokenizer_fingerprint(init.tokenizer):
+            raise ConfigError(f"tokenizer: {cfg.tokenizer} is not the vocabulary {init.source} was trained with; a run "
+                              f"that continues from weights tokenizes with theirs. Leave --tokenizer empty.")
+
+
+def _max_diff(a: dict, b: dict, keys) -> float:
+    return max(float((a[k].float() - b[k].float()).abs().max()) for k in keys)
+
+
+def _check_tying(init: InitWeights, tie_weights: str) -> None:
+    "The weights `tie_weights` shares must be equal in the source: one tensor is kept for both networks."
+    gen, disc = init.generator.state_dict(), init.discriminator.state_dict()
+    part = 'electra.' if tie_weights == 'all' else 'electra.embeddings.'
+    shared = [k for k in disc if k.startswith(part)]
+    if tie_weights == 'none' or not shared: return
+    if any(k not in gen or gen[k].shape != disc[k].shape for k in shared) or _max_diff(gen, disc, shared) > 0:
+        raise ConfigError(f"init_from: {init.source}: the generator's and the discriminator's {part[:-1]} weights "
+                          f"differ, but tie_weights '{tie_weights}' keeps one copy for both. Set --tie_weights none to "
+                          f"continue training them apart.")
+    words = 'electra.embeddings.word_embeddings.weight'
+    if _max_diff(gen, {words: gen['generator_lm_head.weight']}, [words]) > 0:
+        raise ConfigError(f"init_from: {init.source}: the generator's output layer is not its word-embedding matrix, "
+                          f"which this library ties (as the official code does).")
+
+
+@torch.no_grad()
+def init_model_(model: ElectraPretrainingModel, init: InitWeights) -> ElectraPretrainingModel:
+    """Copy the weights of `init` into `model` (built from a config checked by `check_init_config`), re-establishing
+    and checking its tying; rows of a padded vocabulary (`pad_vocab_multiple`) past the source's keep their init."""
+    _check_tying(init, model.tie_weights)
+    for net, src in ((model.generator, init.generator), (model.discriminator, init.discriminator)):
+        own = net.state_dict()  # tensors sharing the parameters' storage: copy_ writes the model
+        for k, v in src.state_dict().items():
+            fits = k in own and v.shape[1:] == own[k].shape[1:] and len(v) <= len(own[k])  # (padded rows: more)
+            if not fits: raise ConfigError(f"init_from: {init.source}: its weight {k} {tuple(v.shape)} has no place in "
+                                           f"this run's model ({tuple(own[k].shape) if k in own else 'no such weight'}).")
+            own[k][:len(v)].copy_(v)
+    return model
+
+
+def init_tokenizer(init: InitWeights | None, ckpt: dict | None) -> PreTrainedTokenizerBase:
+    "The tokenizer of a run continuing from weights: the source's; when it resumes, the one its checkpoints carry."
+    if init is not None: return init.tokenizer
+    from electra.data.tokenizer import tokenizer_from_state
+    return tokenizer_from_state(ckpt['tokenizer'])

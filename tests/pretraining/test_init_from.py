@@ -1,0 +1,94 @@
+"""electra/pretraining/init_from.py: where `init_from` points, loading the weights into the run's model with their
+tying checked, and each refusal with its message."""
+import dataclasses
+
+import pytest
+import torch
+import transformers
+
+from electra.config.base import ConfigError
+from electra.config.pretrain import PretrainConfig
+from electra.objective.model import build_pretraining_model
+from electra.pretraining.init_from import check_init_config, init_model_, init_sources, load_init
+
+WORDS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', *[f'w{i}' for i in range(95)]]
+
+
+def tiny_cfg(**kw) -> PretrainConfig:
+    return dataclasses.replace(PretrainConfig(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64, embedding_size=16, generator_size=0.5, max_position_embeddings=64,
+                               **kw)
+
+
+def save_pair(root, cfg: PretrainConfig, tied: bool = True, seed: int = 0):
+    "A generator and a discriminator of `cfg`'s sizes saved as an export is (`root/generator`, `root/discriminator`)."
+    torch.manual_seed(seed)
+    model = build_pretraining_model(cfg, len(WORDS), 0)
+    gen, disc = model.generator, model.discriminator
+    if not tied:  # trained apart: the generator's own embedding tables
+        gen.electra.embeddings = transformers.models.electra.modeling_electra.ElectraEmbeddings(gen.config)
+        gen.generator_lm_head.weight = gen.electra.embeddings.word_embeddings.weight
+    tok = transformers.ElectraTokenizerFast(vocab={w: i for i, w in enumerate(WORDS)})
+    for name, net in (('generator', gen), ('discriminator', disc)):
+        net.save_pretrained(root / name)
+        tok.save_pretrained(root / name)
+    return model
+
+
+def test_sources_are_a_checkpoint_a_pair_a_directory_or_a_hub_name(tmp_path):
+    save_pair(tmp_path / 'run', tiny_cfg())
+    assert init_sources(f'{tmp_path}/run') == (f'{tmp_path}/run/generator', f'{tmp_path}/run/discriminator')
+    assert init_sources('g, d') == ('g', 'd')
+    pair = ('google/electra-small-generator', 'google/electra-small-discriminator')
+    assert init_sources('google/electra-small-discriminator') == init_sources('google/electra-small-generator') == pair
+    with pytest.raises(ConfigError, match=r'no generator/ and discriminator/ folders'): init_sources(str(tmp_path))
+    with pytest.raises(ConfigError, match=r'no such checkpoint'): init_sources(str(tmp_path / 'x.pth'))
+    with pytest.raises(ConfigError, match=r'neither a \.pth'): init_sources('google/electra-small')
+
+
+def test_the_run_starts_from_exactly_the_saved_weights_with_its_tying(tmp_path):
+    cfg = tiny_cfg()
+    source = save_pair(tmp_path / 'run', cfg)
+    init = load_init(str(tmp_path / 'run'))
+    check_init_config(cfg, init)
+    torch.manual_seed(1)  # another fresh init, overwritten below
+    model = init_model_(build_pretraining_model(cfg, len(WORDS), 0), init)
+    assert model.generator.electra.embeddings is model.discriminator.electra.embeddings
+    assert model.generator.generator_lm_head.weight is model.generator.electra.embeddings.word_embeddings.weight
+    for k, v in source.state_dict().items(): assert torch.equal(model.state_dict()[k], v), k
+    # a padded vocabulary (pad_vocab_multiple) keeps its extra rows, the real ones are the source's
+    padded = init_model_(build_pretraining_model(dataclasses.replace(cfg, pad_vocab_multiple=64), len(WORDS), 0), init)
+    words = 'discriminator.electra.embeddings.word_embeddings.weight'
+    assert padded.state_dict()[words].shape[0] == 128 and torch.equal(padded.state_dict()[words][:100],
+                                                                       source.state_dict()[words])
+
+
+def test_refusals_name_what_differs(tmp_path, monkeypatch):
+    cfg = tiny_cfg()
+    save_pair(tmp_path / 'run', cfg)
+    init = load_init(str(tmp_path / 'run'))
+    with pytest.raises(ConfigError, match=r'discriminator hidden_size: config 64, weights 32; .*generator hidden_size: '
+                                          r'config 32, weights 16.*--hidden_size 32 .*--generator_size 0.5'):
+        check_init_config(dataclasses.replace(cfg, hidden_size=64, intermediate_size=128), init)
+    with pytest.raises(ConfigError, match=r'generator hidden_size: config 32, weights 16'):
+        check_init_config(dataclasses.replace(cfg, generator_size=1.0), init)
+    other = tmp_path / 'vocab.txt'
+    other.write_text('\n'.join(WORDS[:-1] + ['other']) + '\n')
+    with pytest.raises(ConfigError, match=r'tokenizer: .*vocab.txt is not the vocabulary .* Leave --tokenizer empty'):
+        check_init_config(dataclasses.replace(cfg, tokenizer=str(other)), init)
+    with pytest.raises(ConfigError, match=r'holds a ElectraForPreTraining, not an ElectraForMaskedLM'):
+        load_init(f'{tmp_path}/run/discriminator,{tmp_path}/run/discriminator')
+
+    save_pair(tmp_path / 'apart', cfg, tied=False)
+    apart = load_init(str(tmp_path / 'apart'))
+    with pytest.raises(ConfigError, match=r"embeddings weights differ, but tie_weights 'embeddings' .* --tie_weights none"):
+        init_model_(build_pretraining_model(cfg, len(WORDS), 0), apart)
+    untied = init_model_(build_pretraining_model(dataclasses.replace(cfg, tie_weights='none'), len(WORDS), 0), apart)
+    assert torch.equal(untied.generator.electra.embeddings.word_embeddings.weight,
+                       apart.generator.electra.embeddings.word_embeddings.weight)
+
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    with pytest.raises(ConfigError, match=r"cannot load the generator 'google/electra-small-generator' .* Use local "
+                                          r"copies instead: a directory with generator/ and discriminator/"):
+        load_init('google/electra-small-discriminator')
+

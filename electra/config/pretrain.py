@@ -75,7 +75,7 @@ class PretrainConfig:
     num_attention_heads: int = field(4, 'discriminator attention heads')
     intermediate_size: int = field(1024, 'discriminator feed-forward size')
     embedding_size: int = field(128, 'embedding size (projected to hidden_size when different)')
-    generator_size: float = field(0.25, 'generator hidden/FFN size as a fraction of the discriminator; heads = max(1, hidden // 64)')
+    generator_size: float = field(0.25, 'generator hidden size as a fraction of the discriminator; its FFN is 4 x that, its heads max(1, hidden // 64)')
     max_position_embeddings: int = field(512, 'position embeddings of both networks')
     tie_weights: str = choice_field('embeddings', ['none', 'embeddings', 'all'], 'share nothing, the embeddings (paper default), or all weights (same-size generator only)')
     dropout: float = field(0.1, 'hidden and attention dropout of both networks')

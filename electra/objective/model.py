@@ -64,12 +64,13 @@ def discriminator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int
 
 
 def generator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraConfig:
-    "The discriminator scaled by `generator_size` in hidden size and FFN; heads = max(1, hidden // 64); same layers."
+    """The discriminator with its hidden size scaled by `generator_size`, FFN 4 x that and heads max(1, hidden // 64),
+    same layers: google-research/electra run_pretraining.py `get_generator_config` (the presets' FFN is 4 x hidden,
+    so scaling it gives the same)."""
     if cfg.generator_size == 1.0:  # a full-size generator keeps the discriminator's exact shape (small++)
         return discriminator_config(cfg, vocab_size, pad_token_id)
     hidden = round(cfg.hidden_size * cfg.generator_size)
-    return _electra_config(cfg, vocab_size, pad_token_id, hidden, max(1, hidden // 64),
-                           round(cfg.intermediate_size * cfg.generator_size))
+    return _electra_config(cfg, vocab_size, pad_token_id, hidden, max(1, hidden // 64), 4 * hidden)
 
 
 class ElectraPretrainingModel(nn.Module):

@@ -31,6 +31,12 @@ def test_generator_sizes_from_presets(preset, hidden, heads, ffn, layers):
     assert g.embedding_size == cfg.embedding_size
 
 
+def test_generator_ffn_is_four_times_its_hidden_whatever_the_discriminators():
+    # official get_generator_config: intermediate = 4 x generator hidden (here the discriminator's FFN is 2 x hidden)
+    g = generator_config(PretrainConfig(**TINY), 97, 0)
+    assert (g.hidden_size, g.intermediate_size, g.num_attention_heads) == (16, 64, 1)
+
+
 def test_embeddings_tied_as_one_module():
     m = tiny_model()
     ge, de = m.generator.electra.embeddings, m.discriminator.electra.embeddings

@@ -9,7 +9,8 @@ The public API, by concern (each name is imported on first use, so `import elect
 - data: `resolve_corpus`, `build_corpus`, `held_out_split`, `pretraining_dataloader`, `train_tokenizer`,
   `load_tokenizer`
 - training: `ElectraAdam`, `electra_opt_func`, `warmup_decay_sched`, `lr_at_step`, `init_distributed`, `DataParallel`
-- pretraining: `pretraining_learner`, `train`, `export_pretrained`, `load_discriminator`
+- pretraining: `pretraining_learner`, `train`, `export_pretrained`, `load_discriminator`, `load_init`
+- conversion: `convert_tf_checkpoint` (official TensorFlow checkpoints, no TensorFlow needed)
 - fine-tuning: `ElectraClassifier`, `layer_lrs`, `optimizer_groups`, `finetuning_learner`, `load_pretrained`,
   `load_finetuned`, `run_sweep`
 """
@@ -35,6 +36,7 @@ _HOMES = {
     'init_distributed': 'electra.training.distributed', 'DataParallel': 'electra.training.parallel',
     'pretraining_learner': 'electra.pretraining.learner', 'train': 'electra.pretraining.learner',
     'export_pretrained': 'electra.pretraining.export', 'load_discriminator': 'electra.pretraining.export',
+    'load_init': 'electra.pretraining.init_from', 'convert_tf_checkpoint': 'electra.convert.tf',
     'ElectraClassifier': 'electra.finetuning.classifier', 'layer_lrs': 'electra.finetuning.classifier',
     'optimizer_groups': 'electra.finetuning.classifier', 'load_pretrained': 'electra.finetuning.classifier',
     'load_finetuned': 'electra.finetuning.classifier', 'finetuning_learner': 'electra.finetuning.learner',

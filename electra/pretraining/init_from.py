@@ -22,7 +22,8 @@ from electra.data.hub import hub_unreachable
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.objective.model import ElectraPretrainingModel, discriminator_config, generator_config
 
-__all__ = ['InitWeights', 'init_sources', 'load_init', 'check_init_config', 'init_model_', 'init_tokenizer']
+__all__ = ['InitWeights', 'init_sources', 'load_init', 'check_init_config', 'init_model_', 'init_tokenizer',
+           'shared_weights', 'save_init_checkpoint']
 
 # the config fields that fix the shapes of the weights, as HF names them
 SIZE_KEYS = ('embedding_size', 'hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size',
@@ -179,3 +180,35 @@ def init_tokenizer(init: InitWeights | None, ckpt: dict | None) -> PreTrainedTok
     if init is not None: return init.tokenizer
     from electra.data.tokenizer import tokenizer_from_state
     return tokenizer_from_state(ckpt['tokenizer'])
+
+
+def shared_weights(init: InitWeights) -> str:
+    "The `tie_weights` the pair was trained with, read off its weights: 'all', 'embeddings' or 'none'."
+    gen, disc = init.generator.state_dict(), init.discriminator.state_dict()
+    def equal(prefix):
+        keys = [k for k in disc if k.startswith(prefix)]
+        return all(k in gen and gen[k].shape == disc[k].shape for k in keys) and _max_diff(gen, disc, keys) == 0
+    return 'all' if equal('electra.') else 'embeddings' if equal('electra.embeddings.') else 'none'
+
+
+def save_init_checkpoint(init: InitWeights, path: str | Path) -> Path:
+    """A `.pth` of the pair in `pretrain.py`'s checkpoint format, with a config of its sizes and its tying, at step 0
+    with no optimizer state: `--init_from` starts from it, fine-tuning reads its discriminator."""
+    import dataclasses
+
+    from electra.config.base import config_to_dict
+    from electra.data.tokenizer import tokenizer_state
+    from electra.training.checkpoint import FORMAT, state_checksum
+    from electra.training.files import atomic_save
+    d, g = init.discriminator.config, init.generator.config
+    cfg = dataclasses.replace(PretrainConfig(), hidden_size=d.hidden_size, num_hidden_layers=d.num_hidden_layers,
+                              num_attention_heads=d.num_attention_heads, intermediate_size=d.intermediate_size,
+                              embedding_size=d.embedding_size, max_position_embeddings=d.max_position_embeddings,
+                              max_length=min(PretrainConfig.max_length, d.max_position_embeddings),
+                              generator_size=g.hidden_size / d.hidden_size, tie_weights=shared_weights(init),
+                              lowercase=bool(getattr(init.tokenizer, 'do_lower_case', True)))
+    model = ElectraPretrainingModel(init.generator, init.discriminator, cfg.tie_weights)
+    state = {'format': FORMAT, 'step': 0, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(init.tokenizer),
+             'model': model.state_dict(), 'source': init.source}
+    state['checksum'] = state_checksum(state)
+    return atomic_save(state, Path(path))

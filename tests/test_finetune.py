@@ -23,7 +23,10 @@ def run_cli(*args, cwd=REPO):
 
 def test_driver_help_and_errors(tmp_path):
     r = run_cli('--help')
-    assert r.returncode == 0 and '--layer_lr_mode' in r.stdout and 'Presets in configs/finetune: base, demo, large, small' in r.stdout
+    assert r.returncode == 0 and '--layer_lr_mode' in r.stdout and 'Presets in configs/finetune: base, demo, demo_tasks, large, small' in r.stdout
+    r = run_cli('--config', 'demo_tasks', '--tasks', str(tmp_path / 'tasks' / 'reviews.yaml'))
+    assert r.returncode == 2 and r.stderr.startswith(f"error: {tmp_path / 'tasks' / 'reviews.yaml'}: no such task file")
+    assert '`python -m electra.finetuning.tasks.demo cache/demo_tasks`' in r.stderr and 'Traceback' not in r.stderr
     r = run_cli('--model', str(tmp_path / 'missing.pth'), '--cache_dir', str(tmp_path / 'cache'))
     assert r.returncode == 2 and 'Traceback' not in r.stderr
     assert r.stderr.startswith('error: model: ') and 'run `python pretrain.py` first' in r.stderr

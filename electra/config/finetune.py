@@ -12,13 +12,18 @@ from dataclasses import dataclass
 from electra.config.base import ConfigError, choice_field, config_from_dict, did_you_mean, field, need
 from electra.finetuning.tasks.glue.tasks import ALL_TASKS, task_named
 
-__all__ = ['FinetuneConfig', 'TASK_KEYS']
+__all__ = ['FinetuneConfig', 'TASK_KEYS', 'is_task_file']
 
 # keys a task may override in `task_overrides`
 TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'eval_batch_size', 'max_length',
              'warmup_fraction', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps',
              'clip_grad', 'dropout', 'double_unordered', 'drop_empty', 'max_train_samples', 'stsb_scale',
              'length_bucketing')
+
+
+def is_task_file(entry: str) -> bool:
+    "Whether a `tasks` entry is a task file (YAML) rather than a GLUE task's name."
+    return str(entry).endswith(('.yaml', '.yml'))
 
 
 @dataclass
@@ -30,7 +35,8 @@ class FinetuneConfig:
                        "name such as google/electra-small-discriminator")
     data: str = field('hub', "'hub' (nyu-mll/glue), 'demo' (the project's sample tasks, written to cache_dir), a directory "
                              "in the GLUE download layout (<dir>/CoLA/train.tsv, ...) or of saved hub copies (<dir>/cola/)")
-    tasks: list[str] = field(list(ALL_TASKS), 'tasks to fine-tune and predict; AX is predicted with the MNLI model')
+    tasks: list[str] = field(list(ALL_TASKS), 'tasks to fine-tune and predict: GLUE names (AX is predicted with the MNLI '
+                                              'model) or task files (YAML: your own classification or regression data)')
     runs: int = field(10, 'fine-tuning runs per task, each from the same pretrained weights with its own seed')
     seed: int = field(0, 'run i uses seed + i (unless `seeds` is given)')
     seeds: list[int] = field([], 'explicit seed of each run (at least `runs` of them); empty: seed + i')
@@ -87,9 +93,11 @@ class FinetuneConfig:
                                  f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}")
 
     def validate(self) -> None:
-        need(bool(self.tasks), 'tasks', f"give at least one of {', '.join(ALL_TASKS)}.")
-        for name in self.tasks: task_named(name)
-        need(len(set(self.tasks)) == len(self.tasks), 'tasks', 'a task is listed twice.')
+        need(bool(self.tasks), 'tasks', f"give at least one of {', '.join(ALL_TASKS)}, or a task file (YAML).")
+        files = self.file_tasks()  # reads and checks each task file
+        for name in self.tasks:
+            if not is_task_file(name): task_named(name)
+        need(len(set(self.task_names)) == len(self.tasks), 'tasks', 'a task is listed twice.')
         need('AX' not in self.tasks or 'MNLI' in self.tasks, 'tasks', 'AX is predicted with the MNLI model: add MNLI to tasks.')
         need(self.runs > 0, 'runs', f'must be positive, got {self.runs}.')
         need(not self.seeds or len(self.seeds) >= self.runs, 'seeds', f'give at least `runs` ({self.runs}) seeds, or none.')
@@ -103,10 +111,14 @@ class FinetuneConfig:
         need(self.threads >= 0, 'threads', f"must be non-negative (0: PyTorch's default), got {self.threads}.")
         need(1 <= self.ensemble_k <= self.runs, 'ensemble_k', f'must be between 1 and runs ({self.runs}), got {self.ensemble_k}.')
         self._validate_hparams()
+        self._validate_overrides(files)
+
+    def _validate_overrides(self, files: dict) -> None:
+        "`task_overrides`: tasks of this job (GLUE names or task files' names) with per-task keys, checked."
         need(isinstance(self.task_overrides, dict), 'task_overrides', 'expected a mapping of task name to settings.')
         for name, values in self.task_overrides.items():
-            task = task_named(str(name), key='task_overrides')
-            if task.predicted_by:
+            task = None if name in files else task_named(str(name), key='task_overrides')
+            if task is not None and task.predicted_by:
                 raise ConfigError(f"task_overrides: {name} has no training runs (it is predicted with the "
                                   f"{task.predicted_by} model); override {task.predicted_by} instead.")
             if not isinstance(values, dict):
@@ -116,7 +128,8 @@ class FinetuneConfig:
                     raise ConfigError(f"task_overrides.{name}: '{key}' cannot be set per task."
                                       f"{did_you_mean(str(key), TASK_KEYS)} "
                                       f"Per-task keys: {', '.join(TASK_KEYS)}.")
-            if values.get('double_unordered') and task.hf_text[1] is None:
+            pair = len(files[name].text) == 2 if task is None else task.hf_text[1] is not None
+            if values.get('double_unordered') and not pair:
                 raise ConfigError(f"task_overrides.{name}: double_unordered needs a sentence-pair task; {name} has one segment.")
             try: self.for_task(name)  # type- and range-checks the overrides
             except ConfigError as e:
@@ -138,6 +151,17 @@ class FinetuneConfig:
         need(self.clip_grad >= 0, 'clip_grad', f'must be non-negative (0 disables), got {self.clip_grad}.')
         need(0 <= self.dropout < 1, 'dropout', f'must be in [0, 1), got {self.dropout}.')
         need(self.max_train_samples >= 0, 'max_train_samples', f'must be non-negative (0: all), got {self.max_train_samples}.')
+
+    def file_tasks(self) -> dict:
+        "The tasks of `tasks` given as task files (YAML): their checked `FileTaskSpec`s by name (no data read)."
+        from electra.finetuning.tasks.files import read_task_file
+        return {t.name: t for t in (read_task_file(e) for e in self.tasks if is_task_file(e))}
+
+    @property
+    def task_names(self) -> list[str]:
+        "The names of `tasks`: GLUE names as given, a task file's `name` (default: its stem)."
+        from electra.finetuning.tasks.files import read_task_file
+        return [read_task_file(e).name if is_task_file(e) else e for e in self.tasks]
 
     @property
     def seed_list(self) -> list[int]:

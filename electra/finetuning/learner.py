@@ -143,7 +143,7 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
     task = data.task
     set_seed(seed)
     model = ElectraClassifier(copy.deepcopy(body), task.n_outputs, task_cfg.dropout,
-                              task_cfg.stsb_scale if task.is_regression else 1.0).to(device)
+                              (task.target_scale or task_cfg.stsb_scale) if task.is_regression else 1.0).to(device)
     pin, shard = device.type == 'cuda', ((dist.get_rank(), dist.get_world_size()) if is_distributed() else None)
     train_dl = make_loader(data.train, task_cfg.batch_size, True, pad_id, seed, task_cfg.num_workers, pin,
                            task_cfg.length_bucketing, shard)  # `batch_size` is the global batch in a torchrun job

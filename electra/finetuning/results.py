@@ -10,7 +10,7 @@ import pandas as pd
 
 from electra.config.base import ConfigError
 from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, dev_metric_names, glue_score
-from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
 from electra.training.files import atomic_write_bytes, atomic_write_text, is_main_process
 
 __all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'summarize', 'summary_markdown', 'plot_summary',
@@ -46,7 +46,8 @@ class ResultsTable:
         keep = self.df[~((self.df['task'] == row['task']) & (self.df['run'] == row['run']))]
         df = new if keep.empty else pd.concat([keep, new], ignore_index=True)
         # GLUE's task order, then run: the same table whichever order the runs finished in (parallel workers)
-        order = df['task'].map({name: k for k, name in enumerate(TASKS)}).fillna(len(TASKS))
+        names = [*TASKS, *sorted(set(df['task']) - set(TASKS))]  # then tasks from files, by name
+        order = df['task'].map({name: k for k, name in enumerate(names)})
         self.df = df.iloc[np.lexsort((df['run'].astype(int).to_numpy(), order.to_numpy()))].reset_index(drop=True)
         if is_main_process(): atomic_write_text(self.df.to_csv(index=False, float_format='%.4f'), self.path)
 
@@ -54,11 +55,11 @@ class ResultsTable:
         return self.df[self.df['task'] == task].sort_values('run')
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Per task (in GLUE order): the score metric's runs, mean, median, sample std, best and worst, and the means of
-    the task's other metrics."""
+def summarize(df: pd.DataFrame, tasks: dict[str, GlueTask] = TASKS) -> pd.DataFrame:
+    """Per task of `tasks` (in its order: GLUE's, then tasks from files): the score metric's runs, mean, median, sample
+    std, best and worst, and the means of the task's other metrics."""
     rows = []
-    for name, task in TASKS.items():
+    for name, task in tasks.items():
         part = df[df['task'] == name]
         if part.empty: continue
         s = part['score'].astype(float)
@@ -84,20 +85,20 @@ def summary_markdown(summary: pd.DataFrame) -> str:
     return '\n'.join(lines)
 
 
-def plot_summary(df: pd.DataFrame, path: str | Path, title: str = '') -> Path:
+def plot_summary(df: pd.DataFrame, path: str | Path, title: str = '', tasks: dict[str, GlueTask] = TASKS) -> Path:
     "A PNG of every run's dev score per task (dots), with each task's median (bar)."
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     path = Path(path)
-    names = [n for n in TASKS if (df['task'] == n).any()]
+    names = [n for n in tasks if (df['task'] == n).any()]
     fig, ax = plt.subplots(figsize=(1.2 * max(len(names), 3) + 1, 4))
     rng = np.random.default_rng(0)
     for x, name in enumerate(names):
         s = df.loc[df['task'] == name, 'score'].astype(float).to_numpy()
         ax.scatter(x + rng.uniform(-0.15, 0.15, len(s)), s, s=18, alpha=0.7)
         ax.hlines(np.median(s), x - 0.3, x + 0.3, colors='k', linewidth=2)
-    ax.set_xticks(range(len(names)), [f'{n}\n({TASKS[n].score_metric})' for n in names], fontsize=8)
+    ax.set_xticks(range(len(names)), [f'{n}\n({tasks[n].score_metric})' for n in names], fontsize=8)
     ax.set_ylabel('dev score (%)')
     ax.set_title(title or 'GLUE dev scores per run (bar: median)')
     ax.grid(axis='y', alpha=0.3)

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from electra.config.base import ConfigError, TrainingStopped, writable_dir
-from electra.config.finetune import FinetuneConfig
+from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import TaskData, device_and_autocast, predict_outputs, train_run
@@ -22,7 +22,8 @@ from electra.finetuning.results import ResultsTable, plot_summary, select_runs, 
 from electra.finetuning.tasks.glue.encoding import encode_cached, make_loader
 from electra.finetuning.tasks.glue.metrics import dev_metric_names, predictions, task_metrics
 from electra.finetuning.tasks.glue.sources import Examples, GlueSource, double_unordered, drop_empty, open_source
-from electra.finetuning.tasks.glue.submission import write_predictions, zip_submission
+from electra.finetuning.tasks.files import write_file_predictions
+from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, write_predictions, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
 from electra.training.distributed import world
 from electra.training.files import atomic_save, atomic_write_text, is_main_process
@@ -60,6 +61,16 @@ def prepare_task(task: GlueTask, task_cfg: FinetuneConfig, source: GlueSource, t
     return TaskData(task, train, dev)
 
 
+def job_tasks(cfg: FinetuneConfig, source: GlueSource) -> dict[str, tuple[GlueTask, GlueSource]]:
+    "Each task of the job by name, with the source of its examples: GLUE tasks read `source`, task files their own."
+    from electra.finetuning.tasks.files import file_task, read_task_file
+    out = {}
+    for entry in cfg.tasks:
+        task, src = file_task(read_task_file(entry)) if is_task_file(entry) else (TASKS[entry], source)
+        out[task.name] = (task, src)
+    return out
+
+
 def _doubled(task: GlueTask, cfg: FinetuneConfig, task_cfg: FinetuneConfig) -> bool:
     "double_unordered applies to unordered-pair tasks, or to any task whose `task_overrides` switch it on."
     return task_cfg.double_unordered and (task.symmetric or 'double_unordered' in cfg.task_overrides.get(task.name, {}))
@@ -69,11 +80,13 @@ def _doubled(task: GlueTask, cfg: FinetuneConfig, task_cfg: FinetuneConfig) -> b
 
 # -- the sweep
 
-def _settings_key(cfg: FinetuneConfig, task: str, task_cfg: FinetuneConfig, seed: int, doubled: bool) -> str:
+def _settings_key(cfg: FinetuneConfig, task: str, task_cfg: FinetuneConfig, seed: int, doubled: bool,
+                  source: GlueSource) -> str:
     "A hash of what a run's result depends on; a resumed sweep refuses to mix runs of different settings."
     hp = {k: v for k, v in task_cfg.hparams().items() if k != 'eval_batch_size'}
-    blob = json.dumps({'task': task, 'model': cfg.model, 'data': cfg.data, 'seed': seed, 'doubled': doubled, **hp},
-                      sort_keys=True, default=str)
+    files = {'files': {k: str(v) for k, v in source.spec.files.items()}} if hasattr(source, 'spec') else {}
+    blob = json.dumps({'task': task, 'model': cfg.model, 'data': cfg.data, 'seed': seed, 'doubled': doubled, **hp,
+                       **files}, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
@@ -96,11 +109,12 @@ class RunJob:
     checkpoint: Path
 
 
-def _todo(cfg: FinetuneConfig, name: str, doubled: bool, results: ResultsTable, out: Path) -> list[RunJob]:
+def _todo(cfg: FinetuneConfig, name: str, doubled: bool, results: ResultsTable, out: Path,
+          source: GlueSource) -> list[RunJob]:
     "The runs of task `name` not yet finished (in the results table and on disk); refuses rows of other settings."
     task_cfg, todo = cfg.for_task(name), []
     for i, seed in enumerate(cfg.seed_list):
-        key = _settings_key(cfg, name, task_cfg, seed, doubled)
+        key = _settings_key(cfg, name, task_cfg, seed, doubled, source)
         ckpt, row = out / f'{name}_{i}.pth', results.get(name, i)
         if row is not None and row['settings'] != key:
             raise ConfigError(f"{results.path}: {name} run {i} was made with other settings (model, data, seed or "
@@ -112,14 +126,14 @@ def _todo(cfg: FinetuneConfig, name: str, doubled: bool, results: ResultsTable, 
 def _plan(cfg: FinetuneConfig, tokenizer, source: GlueSource, results: ResultsTable, say) -> Iterator[tuple[TaskData, list[RunJob]]]:
     "Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a time."
     out = Path(cfg.output_dir) / cfg.group
-    for name in (n for n in cfg.tasks if not TASKS[n].predicted_by):
-        task, task_cfg = TASKS[name], cfg.for_task(name)
+    for name, (task, src) in ((n, t) for n, t in job_tasks(cfg, source).items() if not t[0].predicted_by):
+        task_cfg = cfg.for_task(name)
         doubled = _doubled(task, cfg, task_cfg)
-        todo = _todo(cfg, name, doubled, results, out)
+        todo = _todo(cfg, name, doubled, results, out, src)
         if not todo:
             say(f'{name}: all {cfg.runs} runs finished before; skipped')
             continue
-        data = prepare_task(task, task_cfg, source, tokenizer, cfg.cache_dir, doubled)
+        data = prepare_task(task, task_cfg, src, tokenizer, cfg.cache_dir, doubled)
         say(f'{name}: {len(data.train)} training examples{" (both segment orders)" if doubled else ""}, '
             f'{", ".join(f"{len(e)} {s}" for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
             f'{len(todo)} of {cfg.runs} runs to do')
@@ -192,60 +206,75 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
 def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
     "The per-task summary as markdown, saved with a plot of the spread over runs as `summary.md` and `summary.png`."
     out = Path(cfg.output_dir) / cfg.group
-    df = results.df[results.df['task'].isin(cfg.tasks) & (results.df['run'] < cfg.runs)]
-    text = summary_markdown(summarize(df)) if not df.empty else 'no finished runs'
+    tasks = {**TASKS, **_file_task_shapes(cfg)}
+    df = results.df[results.df['task'].isin(cfg.task_names) & (results.df['run'] < cfg.runs)]
+    text = summary_markdown(summarize(df, tasks)) if not df.empty else 'no finished runs'
     if is_main_process():
-        atomic_write_text(f'# GLUE dev results of {cfg.group} ({cfg.model})\n\n{text}\n', out / 'summary.md')
-    if not df.empty: plot_summary(df, out / 'summary.png', title=f'{cfg.group}: GLUE dev score per run (bar: median)')
+        atomic_write_text(f'# Dev results of {cfg.group} ({cfg.model})\n\n{text}\n', out / 'summary.md')
+    if not df.empty: plot_summary(df, out / 'summary.png', title=f'{cfg.group}: dev score per run (bar: median)', tasks=tasks)
     return text
+
+
+def _file_task_shapes(cfg: FinetuneConfig) -> dict[str, GlueTask]:
+    "The job's tasks from files, for their metrics (their data is read once more for the training labels)."
+    from electra.finetuning.tasks.files import file_task
+    return {name: file_task(spec)[0] for name, spec in cfg.file_tasks().items()}
 
 
 def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer, source: GlueSource,
                            log: Callable[[str], None] = print) -> list[Path]:
     """Predict the test sets with the selected run of each task (`select`), or the averaged logits of the top
-    `ensemble_k` runs; AX with MNLI's. Writes `<test_output_dir>/<group>/<file>.tsv` and `glue_submission.zip`."""
-    device, autocast = device_and_autocast(cfg.device, cfg.precision)
+    `ensemble_k` runs; AX with MNLI's. Writes `<test_output_dir>/<group>/<file>.tsv` (GLUE: the site's format, and
+    `glue_submission.zip`; a task from files: `id<TAB>prediction`)."""
     out = Path(cfg.test_output_dir) / cfg.group
-    pad_id = pad_token_id(tokenizer)
-    cache = Path(cfg.cache_dir) / 'glue_tokens'
     say = log if is_main_process() else (lambda *_: None)
-    written = []
-    for model_task in (n for n in cfg.tasks if not TASKS[n].predicted_by):
-        rows = results.task_rows(model_task)
+    tasks, written = job_tasks(cfg, source), []
+    for name, (task, src) in ((n, t) for n, t in tasks.items() if not t[0].predicted_by):
+        rows = results.task_rows(name)
         rows = rows[rows['run'] < cfg.runs]  # this job's runs, not later ones left by a larger sweep
         if rows.empty:
-            say(f'{model_task}: no finished runs, no test predictions')
+            say(f'{name}: no finished runs, no test predictions')
             continue
-        task_cfg = cfg.for_task(model_task)
-        picked = select_runs(rows, cfg.select, cfg.ensemble_k)
-        targets = [(TASKS[n], split, stem) for n in cfg.tasks if n == model_task or TASKS[n].predicted_by == model_task
-                   for split, stem in TASKS[n].test_files]
-        encoded = {(t.name, split): encode_cached(source.load(t, split), tokenizer, task_cfg.max_length, cache, f'{t.name}-{split}')
-                   for t, split, _ in targets}
-        dev = {s: encode_cached(source.load(TASKS[model_task], s), tokenizer, task_cfg.max_length, cache, f'{model_task}-{s}')
-               for s in TASKS[model_task].dev_splits} if len(picked) > 1 else {}
-        sums: dict = {}
-        for path in picked['checkpoint']:
-            model = load_finetuned(path, device)
-            for key, enc in [*encoded.items(), *(((model_task, s), e) for s, e in dev.items())]:
-                loader = make_loader(enc, task_cfg.eval_batch_size, False, pad_id, pin_memory=device.type == 'cuda')
-                outs = predict_outputs(model, loader, autocast)
-                sums[key] = sums.get(key, 0) + outs / len(picked)
-            del model
-        runs = ', '.join(f"run {int(r['run'])} (seed {int(r['seed'])}, dev {TASKS[model_task].score_metric} {r['score']:.2f})"
-                         for r in picked.to_dict('records'))
-        if dev:
-            scores = task_metrics(TASKS[model_task], {s: predictions(TASKS[model_task], sums[(model_task, s)]) for s in dev},
-                                  {s: e.label for s, e in dev.items()})
-            runs += f"; ensemble dev {', '.join(f'{m} {v:.2f}' for m, v in scores.items())}"
-        for t, split, stem in targets:
-            enc, outs = encoded[(t.name, split)], sums[(t.name, split)]
-            bad = int((~np.isfinite(outs)).reshape(len(outs), -1).any(1).sum()) if len(outs) else 0
-            if bad:  # argmax of NaN logits is a valid-looking label: never let one reach a submission file
-                raise ConfigError(f"{stem}.tsv: {runs} predict NaN or infinite outputs for {bad} of {len(outs)} "
-                                  f"{t.name} {split} examples; no file written. Delete those runs' rows from "
-                                  f"{Path(cfg.output_dir) / cfg.group / 'results.csv'} and run the task again.")
-            written.append(write_predictions(out / f'{stem}.tsv', t, enc.idx, predictions(t, outs)))
-            say(f'{stem}.tsv: {len(enc)} predictions from {model_task} {runs}')
-    if written: written.append(zip_submission(out))
+        targets = [(t, s, split, stem) for t, s in tasks.values() if t is task or t.predicted_by == name
+                   for split, stem in t.test_files]
+        written += _predict_task(cfg, task, src, select_runs(rows, cfg.select, cfg.ensemble_k), targets, tokenizer,
+                                 out, say)
+    if any(p.name in SUBMISSION_FILES for p in written): written.append(zip_submission(out))
+    return written
+
+
+def _predict_task(cfg: FinetuneConfig, task: GlueTask, source: GlueSource, picked, targets: list, tokenizer,
+                  out: Path, say) -> list[Path]:
+    "The test files of one trained task (and of the tasks predicted with its model) from its picked runs."
+    device, autocast = device_and_autocast(cfg.device, cfg.precision)
+    task_cfg, pad_id, cache = cfg.for_task(task.name), pad_token_id(tokenizer), Path(cfg.cache_dir) / 'glue_tokens'
+    encoded = {(t.name, split): encode_cached(s.load(t, split), tokenizer, task_cfg.max_length, cache, f'{t.name}-{split}')
+               for t, s, split, _ in targets}
+    dev = {s: encode_cached(source.load(task, s), tokenizer, task_cfg.max_length, cache, f'{task.name}-{s}')
+           for s in task.dev_splits} if len(picked) > 1 else {}
+    sums: dict = {}
+    for path in picked['checkpoint']:
+        model = load_finetuned(path, device)
+        for key, enc in [*encoded.items(), *(((task.name, s), e) for s, e in dev.items())]:
+            loader = make_loader(enc, task_cfg.eval_batch_size, False, pad_id, pin_memory=device.type == 'cuda')
+            sums[key] = sums.get(key, 0) + predict_outputs(model, loader, autocast) / len(picked)
+        del model
+    runs = ', '.join(f"run {int(r['run'])} (seed {int(r['seed'])}, dev {task.score_metric} {r['score']:.2f})"
+                     for r in picked.to_dict('records'))
+    if dev:
+        scores = task_metrics(task, {s: predictions(task, sums[(task.name, s)]) for s in dev},
+                              {s: e.label for s, e in dev.items()})
+        runs += f"; ensemble dev {', '.join(f'{m} {v:.2f}' for m, v in scores.items())}"
+    written = []
+    for t, s, split, stem in targets:
+        enc, outs = encoded[(t.name, split)], sums[(t.name, split)]
+        bad = int((~np.isfinite(outs)).reshape(len(outs), -1).any(1).sum()) if len(outs) else 0
+        if bad:  # argmax of NaN logits is a valid-looking label: never let one reach a submission file
+            raise ConfigError(f"{stem}.tsv: {runs} predict NaN or infinite outputs for {bad} of {len(outs)} "
+                              f"{t.name} {split} examples; no file written. Delete those runs' rows from "
+                              f"{Path(cfg.output_dir) / cfg.group / 'results.csv'} and run the task again.")
+        if hasattr(s, 'ids'): written.append(write_file_predictions(out / f'{stem}.tsv', t, s.ids(split), enc.idx,
+                                                                     predictions(t, outs)))
+        else: written.append(write_predictions(out / f'{stem}.tsv', t, enc.idx, predictions(t, outs)))
+        say(f'{stem}.tsv: {len(enc)} predictions from {task.name} {runs}')
     return written

@@ -180,7 +180,7 @@ def runs_table(job, results) -> pd.DataFrame:
     "One row per finished run of this job (`FinetuneConfig`): task, run, seed, dev score and metrics, train loss, time."
     from electra.finetuning.results import METRIC_COLUMNS
     df = results.df
-    df = df[df['task'].isin(job.tasks) & (df['run'] < job.runs)]
+    df = df[df['task'].isin(job.task_names) & (df['run'] < job.runs)]
     cols = ['task', 'run', 'seed', 'score', *[c for c in METRIC_COLUMNS if df[c].notna().any()], 'train_loss', 'seconds']
     out = df[cols].copy()
     for c in cols[3:]: out[c] = out[c].astype(float).round(4 if c == 'train_loss' else 2)

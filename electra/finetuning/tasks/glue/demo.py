@@ -21,7 +21,7 @@ from pathlib import Path
 
 from electra.training.files import atomic_write_text
 
-__all__ = ['write_demo_glue', 'DEMO_SIZES']
+__all__ = ['write_demo_glue', 'DEMO_SIZES', 'review_example']
 
 # people and things of the "matched" genre and of the "mismatched" one
 _PEOPLE = ['farmer', 'teacher', 'baker', 'sailor', 'doctor', 'painter', 'driver', 'singer', 'gardener', 'student']
@@ -99,7 +99,8 @@ def _cola(rng: random.Random) -> tuple[str, int]:
     return ' '.join(words), 0
 
 
-def _sst(rng: random.Random) -> tuple[str, int]:
+def review_example(rng: random.Random) -> tuple[str, int]:
+    "A short review and its sentiment (1 positive): the label follows its sentiment words (SST-2 of the demo)."
     label = rng.randrange(2)
     main, side = (_GOOD, _BAD) if label else (_BAD, _GOOD)
     topic = rng.choice(_TOPICS)
@@ -198,7 +199,7 @@ _MNLI = ['index', 'promptID', 'pairID', 'genre', 'sentence1_binary_parse', 'sent
 _FILES = {
     'CoLA': (_cola, None, lambda i, e: [f'demo{i % 7}', e[1], '' if e[1] else '*', e[0]],
              ['index', 'sentence'], lambda i, e: [i, e[0]]),
-    'SST-2': (_sst, ['sentence', 'label'], lambda i, e: list(e), ['index', 'sentence'], lambda i, e: [i, e[0]]),
+    'SST-2': (review_example, ['sentence', 'label'], lambda i, e: list(e), ['index', 'sentence'], lambda i, e: [i, e[0]]),
     'MRPC': (_paraphrase, ['Quality', *_MRPC], lambda i, e: [e[2], 2 * i, 2 * i + 1, e[0], e[1]],
              ['index', *_MRPC], lambda i, e: [i, 2 * i, 2 * i + 1, e[0], e[1]]),
     'STS-B': (_sts, [*_STS, 'score'], lambda i, e: _sts_row(i, e[0], e[1]) + [f'{e[2]:.3f}'],

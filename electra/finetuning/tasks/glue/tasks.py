@@ -43,6 +43,7 @@ class GlueTask:
     dev_splits: tuple[str, ...] = ('dev',)
     test_files: tuple[tuple[str, str], ...] = ()  # (test split, submission file stem)
     predicted_by: str = ''                     # test-only task predicted with another task's model (AX)
+    target_scale: float | None = None          # regression: targets learned divided by this (None: `stsb_scale`)
 
     @property
     def is_regression(self) -> bool: return not self.labels

@@ -1,0 +1,191 @@
+"""Tasks from files: a researcher's own sentence or sentence-pair task, classification or regression, described by
+a small YAML file and trained, swept, summarised and predicted as a GLUE task is.
+
+    name: my_sentiment                # default: the YAML file's stem
+    kind: classification              # or regression
+    train: data/train.csv             # CSV, TSV, JSONL or parquet; paths relative to this YAML file
+    dev: data/dev.csv
+    test: data/test.csv               # optional; labels not needed
+    text: sentence                    # one column, or two for a pair: [question, passage]
+    label: label
+    id: id                            # optional: the column written beside each test prediction (default: the row)
+    metrics: [accuracy, f1]           # the first is the score; default accuracy (classification), pearson (regression)
+    unordered_pair: false             # true: train on both segment orders (as MRPC and STS-B)
+    target_scale: 1.0                 # regression: targets are learned divided by this (STS-B: 5)
+
+Class labels are those of the training file (sorted; numerically when they are all numbers); a dev or test label
+never seen in training stops the job naming the file and line. TSV files are read as the GLUE files are (tab, no
+quoting), so a GLUE task given as files reads exactly the same examples.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from electra.config.base import ConfigError
+from electra.finetuning.tasks.glue.sources import Examples, GlueSource
+from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
+
+__all__ = ['FileTaskSpec', 'read_task_file', 'FileSource', 'file_task', 'write_file_predictions']
+
+KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman')}
+METRICS = {'classification': ('accuracy', 'f1', 'mcc'), 'regression': ('pearson', 'spearman')}
+FORMATS = ('.csv', '.tsv', '.jsonl', '.parquet')
+KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics', 'unordered_pair', 'target_scale')
+
+
+@dataclass(frozen=True)
+class FileTaskSpec:
+    "A task from files, as its YAML file describes it (paths resolved)."
+    path: Path
+    name: str
+    kind: str
+    files: dict[str, Path]            # split -> file
+    text: tuple[str, ...]
+    label: str
+    id: str
+    metrics: tuple[str, ...]
+    unordered_pair: bool
+    target_scale: float
+
+
+def _fail(path, msg: str):
+    raise ConfigError(f"{path}: {msg}")
+
+
+def _check_values(path: Path, raw: dict) -> None:
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown: _fail(path, f"unknown key(s) {', '.join(unknown)}; a task file has {', '.join(KEYS)}.")
+    for key in ('train', 'dev', 'text', 'label'):
+        if not raw.get(key): _fail(path, f"'{key}' is missing: a task file names train and dev files, text and label columns.")
+    if raw.get('kind', 'classification') not in KINDS: _fail(path, f"kind must be one of {', '.join(KINDS)}, got {raw.get('kind')!r}.")
+    if raw.get('name') in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
+
+
+def read_task_file(path: str | Path) -> FileTaskSpec:
+    "The task a YAML file describes, checked: keys, kind, metrics, columns named, files present."
+    import yaml
+    path = Path(path)
+    if not path.is_file():
+        _fail(path, "no such task file (tasks: GLUE names or task YAML files). The demo's task files are written by "
+                    "`python -m electra.finetuning.tasks.demo cache/demo_tasks`.")
+    try: raw = yaml.safe_load(path.read_text(encoding='utf-8')) or {}
+    except yaml.YAMLError as e: _fail(path, f"not valid YAML ({str(e).splitlines()[0]}).")
+    if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
+    _check_values(path, raw)
+    kind = raw.get('kind', 'classification')
+    metrics = tuple(raw.get('metrics') or KINDS[kind])
+    bad = [m for m in metrics if m not in METRICS[kind]]
+    if bad: _fail(path, f"metric(s) {', '.join(bad)} do not apply to {kind}; use {', '.join(METRICS[kind])}.")
+    text = (raw['text'],) if isinstance(raw['text'], str) else tuple(raw['text'])
+    if not 1 <= len(text) <= 2: _fail(path, f"text: one column, or two for a pair; got {len(text)}.")
+    files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
+    for split, f in files.items():
+        if f.suffix not in FORMATS: _fail(path, f"{split}: {f.name} is not {', '.join(FORMATS)}.")
+        if not f.is_file(): _fail(path, f"{split}: {f} not found.")
+    if raw.get('unordered_pair') and len(text) != 2: _fail(path, 'unordered_pair needs a pair of text columns.')
+    return FileTaskSpec(path.resolve(), str(raw.get('name') or path.stem), kind, files, text, str(raw['label']),
+                        str(raw.get('id') or ''), metrics, bool(raw.get('unordered_pair', False)),
+                        float(raw.get('target_scale', 1.0)))
+
+
+def _rows(path: Path) -> tuple[list[dict], list[int]]:
+    "The records of a data file and the line (row, for parquet) each came from."
+    if path.suffix == '.parquet':
+        import pandas as pd
+        records = pd.read_parquet(path).to_dict('records')
+        return records, list(range(1, len(records) + 1))
+    with open(path, encoding='utf-8-sig', newline='') as f:
+        if path.suffix == '.jsonl':
+            rows, lines = [], []
+            for n, line in enumerate(f, 1):
+                if not line.strip(): continue
+                try: rows.append(json.loads(line))
+                except json.JSONDecodeError as e: _fail(path, f"line {n}: not JSON ({e.msg}).")
+                lines.append(n)
+            return rows, lines
+        # TSV as the GLUE files are read (no quoting: quotes are text); CSV with standard quoting
+        reader = csv.DictReader(f, delimiter='\t', quoting=csv.QUOTE_NONE) if path.suffix == '.tsv' else csv.DictReader(f)
+        rows = list(reader)
+        return rows, list(range(2, len(rows) + 2))
+
+
+def _column(path: Path, rows: list[dict], lines: list[int], col: str) -> list:
+    "One column's values; a row without it stops the job naming the file, the line and the columns there are."
+    for row, line in zip(rows, lines):
+        if row.get(col) is None:
+            _fail(path, f"line {line}: no value in column '{col}' (columns: {', '.join(map(str, row))}). Fix the file or "
+                        f"the task file's column names.")
+    return [row[col] for row in rows]
+
+
+def _label_table(values: list) -> tuple[str, ...]:
+    "The training file's classes, sorted (as numbers when they all are)."
+    names = sorted({str(v) for v in values})
+    try: return tuple(sorted(names, key=float))
+    except ValueError: return tuple(names)
+
+
+def file_task(spec: FileTaskSpec) -> tuple[GlueTask, 'FileSource']:
+    "The task (in the shape of a GLUE task: the sweep trains it as one) and the source of its examples."
+    source = FileSource(spec)
+    labels = _label_table(source.raw_labels('train')) if spec.kind == 'classification' else ()
+    if spec.kind == 'classification' and len(labels) < 2:
+        _fail(spec.files['train'], f"column '{spec.label}' holds {len(labels)} class(es); classification needs two or more.")
+    task = GlueTask(spec.name, '', labels, spec.metrics, spec.metrics[0], (spec.text[0], spec.text[1] if len(spec.text) > 1 else None),
+                    symmetric=spec.unordered_pair, test_files=(('test', spec.name),) if 'test' in spec.files else (),
+                    target_scale=spec.target_scale if spec.kind == 'regression' else None)
+    return task, source
+
+
+class FileSource(GlueSource):
+    "The examples of a task from files."
+
+    def __init__(self, spec: FileTaskSpec):
+        self.spec, self.description, self._cache = spec, f'task files of {spec.path}', {}
+
+    def _read(self, split: str) -> tuple[list[dict], list[int]]:
+        if split not in self._cache: self._cache[split] = _rows(self.spec.files[split])
+        return self._cache[split]
+
+    def raw_labels(self, split: str) -> list:
+        return _column(self.spec.files[split], *self._read(split), self.spec.label)
+
+    def ids(self, split: str) -> list[str]:
+        "Each example's id: the `id` column, or its row number in the file."
+        rows, lines = self._read(split)
+        if not self.spec.id: return [str(i) for i in range(len(rows))]
+        return [str(v) for v in _column(self.spec.files[split], rows, lines, self.spec.id)]
+
+    def load(self, task: GlueTask, split: str) -> Examples:
+        path, (rows, lines) = self.spec.files[split], self._read(split)
+        texts = [[str(v) for v in _column(path, rows, lines, col)] for col in self.spec.text]
+        has_labels = split != 'test' or (rows and self.spec.label in rows[0])
+        label = self._labels(task, split, lines) if has_labels else \
+            np.full(len(rows), -1, dtype=np.float32 if task.is_regression else np.int64)
+        return Examples(np.arange(len(rows), dtype=np.int64), texts[0], texts[1] if len(texts) > 1 else None, label)
+
+    def _labels(self, task: GlueTask, split: str, lines: list[int]) -> np.ndarray:
+        path, raw = self.spec.files[split], self.raw_labels(split)
+        if task.is_regression:
+            try: return np.array([float(v) for v in raw], dtype=np.float32)
+            except ValueError as e: _fail(path, f"column '{self.spec.label}': a regression label that is not a number ({e}).")
+        ids = {name: i for i, name in enumerate(task.labels)}
+        for v, line in zip(raw, lines):
+            if str(v) not in ids:
+                _fail(path, f"line {line}: label {v!r} never occurs in the training file "
+                            f"({', '.join(task.labels)}); fix the label or add training examples of it.")
+        return np.array([ids[str(v)] for v in raw], dtype=np.int64)
+
+
+def write_file_predictions(path: str | Path, task: GlueTask, ids: list[str], idx: np.ndarray, preds: np.ndarray) -> Path:
+    "`id<TAB>prediction` for each test example (`idx` its row), the label string or the regression value."
+    from electra.training.files import atomic_write_text, is_main_process
+    values = [f'{float(v):.6g}' for v in preds] if task.is_regression else [task.labels[int(i)] for i in preds]
+    lines = ['id\tprediction'] + [f'{ids[int(i)]}\t{v}' for i, v in zip(idx, values)]
+    if is_main_process(): atomic_write_text('\n'.join(lines) + '\n', Path(path))
+    return Path(path)

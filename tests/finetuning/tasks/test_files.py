@@ -1,0 +1,122 @@
+"""electra/finetuning/tasks/files.py: a task from files trains, sweeps, summarises and predicts as a GLUE task does;
+the real STS-B given as files gives the GLUE route's dev metrics; bad files are named with their line."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from electra.config.base import ConfigError
+from electra.finetuning import sweep
+from electra.finetuning.tasks.demo import write_demo_tasks
+from electra.finetuning.tasks.files import file_task, read_task_file
+from electra.finetuning.tasks.glue.sources import open_source
+from tests.support.finetune import job
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+REAL_STSB = Path(__file__).resolve().parents[3].parent / 'shared' / 'data' / 'glue' / 'STS-B'
+WORDS = ['good', 'bad', 'fine', 'poor', 'great', 'awful', 'the', 'film', 'was', 'a', 'plot']
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding='utf-8')
+    return path
+
+
+def sentiment(tmp_path: Path, n: int = 24, seed: int = 0) -> list[dict]:
+    "Sentences whose label is the sentiment of their first word, string labels and string ids."
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        first = WORDS[int(rng.integers(0, 6))]
+        rows.append({'id': f'ex-{seed}-{i}', 'sentence': ' '.join([first, *rng.choice(WORDS[6:], 4)]),
+                     'label': 'pos' if first in ('good', 'fine', 'great') else 'neg'})
+    return rows
+
+
+def to_csv(path: Path, rows: list[dict]) -> Path:
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.skipif(not (REAL_STSB / 'train.tsv').is_file(), reason='../shared/data/glue/STS-B is absent')
+def test_real_sts_b_as_a_task_from_files_gives_the_glue_routes_metrics(tmp_path, tiny):
+    spec = write(tmp_path / 'stsb_files.yaml', f"kind: regression\ntrain: {REAL_STSB / 'train.tsv'}\n"
+                 f"dev: {REAL_STSB / 'dev.tsv'}\ntest: {REAL_STSB / 'test.tsv'}\ntext: [sentence1, sentence2]\n"
+                 f"label: score\nid: index\nmetrics: [spearman, pearson]\nunordered_pair: true\ntarget_scale: 5\n")
+    kw = dict(runs=2, max_train_samples=64, epochs=1, batch_size=16)
+    glue = job(tmp_path / 'glue', REAL_STSB.parent, tasks=['STS-B'], **kw)
+    files = job(tmp_path / 'files', REAL_STSB.parent, tasks=[str(spec)], **kw)
+    got = {}
+    for name, cfg in (('STS-B', glue), ('stsb_files', files)):
+        src = open_source(cfg.data)
+        results = sweep.run_sweep(cfg, *tiny, src, log=lambda s: None)
+        got[name] = results.task_rows(name)
+        sweep.write_test_predictions(cfg, results, tiny[1], src, log=lambda s: None)
+    for col in ('seed', 'pearson', 'spearman', 'train_loss', 'steps'):
+        assert got['STS-B'][col].tolist() == got['stsb_files'][col].tolist(), col
+    assert got['stsb_files']['score'].tolist() == got['stsb_files']['spearman'].tolist()
+    ours = pd.read_csv(tmp_path / 'files/out/t/stsb_files.tsv', sep='\t')
+    theirs = pd.read_csv(tmp_path / 'glue/out/t/STS-B.tsv', sep='\t')
+    assert ours['id'].tolist() == theirs['index'].tolist() and len(ours) == 1379
+    np.testing.assert_allclose(np.clip(ours['prediction'], 0, 5), theirs['prediction'], atol=6e-4)  # (3 decimals)
+
+
+def test_the_demo_classification_task_from_csv_trains_summarises_and_predicts_with_its_ids(tmp_path, tiny):
+    spec, = write_demo_tasks(tmp_path / 'tasks', sizes={'train': 32, 'dev': 12, 'test': 10})
+    cfg = job(tmp_path, 'demo', tasks=[str(spec), 'RTE'], runs=2)
+    src = sweep.resolve_data('demo', cfg.cache_dir)
+    results = sweep.run_sweep(cfg, *tiny, src, log=lambda s: None)
+    assert results.df['task'].tolist() == ['RTE', 'RTE', 'reviews', 'reviews']  # GLUE's first, then files'
+    rows = results.task_rows('reviews')
+    assert (rows['score'] == rows['accuracy']).all() and rows['f1'].notna().all() and rows['mcc'].isna().all()
+    assert '| reviews | accuracy | 2 |' in sweep.write_summary(cfg, results)
+    files = sweep.write_test_predictions(cfg, results, tiny[1], src, log=lambda s: None)
+    assert sorted(p.name for p in files) == ['RTE.tsv', 'glue_submission.zip', 'reviews.tsv']
+    with open(tmp_path / 'out/t/reviews.tsv', newline='') as f: out = list(csv.reader(f, delimiter='\t'))
+    test_ids = pd.read_csv(tmp_path / 'tasks/reviews/test.csv')['review_id'].tolist()
+    assert out[0] == ['id', 'prediction'] and [r[0] for r in out[1:]] == test_ids == [f'test-{i:04d}' for i in range(10)]
+    assert {r[1] for r in out[1:]} <= {'negative', 'positive'}
+
+
+def test_every_format_reads_the_same_examples(tmp_path):
+    rows = sentiment(tmp_path, 8)
+    to_csv(tmp_path / 'a.csv', rows)
+    pd.DataFrame(rows).to_csv(tmp_path / 'a.tsv', sep='\t', index=False)
+    (tmp_path / 'a.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    pd.DataFrame(rows).to_parquet(tmp_path / 'a.parquet')
+    seen = []
+    for ext in ('csv', 'tsv', 'jsonl', 'parquet'):
+        spec = write(tmp_path / f'{ext}.yaml', f'train: a.{ext}\ndev: a.{ext}\ntext: sentence\nlabel: label\n')
+        task, src = file_task(read_task_file(spec))
+        ex = src.load(task, 'dev')
+        seen.append((task.labels, ex.text_a, ex.label.tolist()))
+    assert all(s == seen[0] for s in seen) and seen[0][0] == ('neg', 'pos')
+    assert seen[0][2] == [int(r['label'] == 'pos') for r in rows]
+
+
+@pytest.mark.parametrize('spec, files, match', [
+    ('train: t.csv\ndev: d.csv\ntext: sentence\nlabel: label\nkind: ranking\n', {},
+     r'kind must be one of classification, regression'),
+    ('train: t.csv\ndev: d.csv\ntext: sentence\nlabel: label\ncolumns: 2\n', {}, r"unknown key\(s\) columns"),
+    ('name: RTE\ntrain: t.csv\ndev: d.csv\ntext: sentence\nlabel: label\n', {}, r"name 'RTE' is a GLUE task's"),
+    ('train: t.csv\ndev: missing.csv\ntext: sentence\nlabel: label\n', {}, r'dev: .*missing.csv not found'),
+    ('train: t.csv\ndev: d.csv\ntext: sentence\nlabel: label\nmetrics: [pearson]\n', {},
+     r'metric\(s\) pearson do not apply to classification'),
+    ('train: t.csv\ndev: d.csv\ntext: sentence\nlabel: label\n', {'d.csv': 'sentence,label\nthe film,meh\n'},
+     r"d.csv: line 2: label 'meh' never occurs in the training file \(neg, pos\)"),
+    ('train: t.csv\ndev: d.csv\ntext: sentence\nlabel: label\n', {'d.csv': 'text,label\nthe film,pos\n'},
+     r"d.csv: line 2: no value in column 'sentence' \(columns: text, label\)"),
+])
+def test_bad_task_files_are_named_with_the_line(tmp_path, spec, files, match):
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    to_csv(tmp_path / 'd.csv', sentiment(tmp_path, 4, 1))
+    for name, text in files.items(): write(tmp_path / name, text)
+    with pytest.raises(ConfigError, match=match):
+        task, src = file_task(read_task_file(write(tmp_path / 'task.yaml', spec)))
+        src.load(task, 'dev')

@@ -60,13 +60,20 @@ class ClassifierLoss:
     DDP's average of the processes' gradients is the gradient of the whole batch's mean. `local_sum` and
     `local_count` keep this process's share of the last batch for the epoch's mean loss."""
 
-    def __init__(self, regression: bool, scale: float = 1.0):
-        self.regression, self.scale, self.global_divisors = regression, scale, None
+    def __init__(self, regression: bool, scale: float = 1.0, multilabel: bool = False):
+        self.regression, self.scale, self.multilabel, self.global_divisors = regression, scale, multilabel, None
+
+    def _per_example(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        "Each example's loss [b]; multi-label: the mean over labels of the binary cross-entropy of out [b, labels]."
+        if self.regression: return (out.float() - target / self.scale) ** 2
+        if self.multilabel: return F.binary_cross_entropy_with_logits(out.float(), target.float(), reduction='none').mean(-1)
+        return F.cross_entropy(out, target, reduction='none')
 
     def __call__(self, out: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
         if self.global_divisors is None and weight is None:
+            if self.multilabel: return F.binary_cross_entropy_with_logits(out.float(), target.float())
             return scaled_mse(out, target, self.scale) if self.regression else F.cross_entropy(out, target)
-        per = (out.float() - target / self.scale) ** 2 if self.regression else F.cross_entropy(out, target, reduction='none')
+        per = self._per_example(out, target)
         w = torch.ones_like(per) if weight is None else weight.to(per.dtype)
         self.local_sum, self.local_count = (per * w).sum(), w.sum()
         count = self.local_count.detach().reshape(1)  # [1]

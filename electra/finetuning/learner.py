@@ -96,7 +96,8 @@ def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, fl
 
 
 def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, task_cfg: FinetuneConfig,
-                       regression: bool, device: torch.device, autocast: torch.dtype | None, cbs: tuple = ()):
+                       regression: bool, device: torch.device, autocast: torch.dtype | None, cbs: tuple = (),
+                       multilabel: bool = False):
     """The fastai Learner of one fine-tuning run (run_finetuning.py): ElectraAdam over the layer-wise groups, warm-up and linear
     decay applied together at every step, gradient clipping, and mixed precision when `autocast` is set. fastai's own
     validation pass is skipped (the dev sets are scored by the caller, see `train_run`), and there is no Recorder or
@@ -124,7 +125,7 @@ def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, task
     if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
     # fastai needs a validation loader to exist even though its pass is skipped
     learn = Learner(DeviceDataLoaders(train_dl, *(valid_dls or [train_dl]), device=device, n_inp=3), model,
-                    loss_func=ClassifierLoss(regression, model.target_scale),
+                    loss_func=ClassifierLoss(regression, model.target_scale, multilabel),
                     opt_func=electra_opt_func((task_cfg.adam_beta1, task_cfg.adam_beta2), task_cfg.adam_eps,
                                               task_cfg.weight_decay),
                     splitter=lambda m: groups, lr=float(lrs.max()), default_cbs=False, cbs=cbs)
@@ -158,6 +159,6 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
     from electra.training.parallel import DataParallel
     parallel = (DataParallel('global', seed),) if is_distributed() else ()  # every run over all the job's processes
     learn = finetuning_learner(model, train_dl, list(dev_dls.values()), task_cfg, task.is_regression, device, autocast,
-                               (evaluator, *parallel, *extra_cbs))
+                               (evaluator, *parallel, *extra_cbs), task.multilabel)
     learn.fit(task_cfg.epochs, lr=learn.layer_lrs)
     return model, evaluator.history

@@ -16,7 +16,8 @@ from electra.training.files import atomic_write_bytes, atomic_write_text, is_mai
 __all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'summarize', 'summary_markdown', 'plot_summary',
            'select_runs']
 
-METRIC_COLUMNS = ['mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm']
+METRIC_COLUMNS = ['mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm', 'micro_f1', 'macro_f1',
+                  'subset_accuracy']
 RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss', 'steps', 'seconds', 'settings',
                   'checkpoint', 'finished_at']
 
@@ -29,6 +30,8 @@ class ResultsTable:
         self.path = Path(path)
         if self.path.is_file():
             df = pd.read_csv(self.path, dtype={'task': str, 'settings': str, 'checkpoint': str, 'finished_at': str})
+            for c in METRIC_COLUMNS:  # a table from before a metric existed: none of its runs has it
+                if c not in df.columns: df[c] = np.nan
             missing = [c for c in RESULT_COLUMNS if c not in df.columns]
             if missing:
                 raise ConfigError(f"{self.path}: not a results table of finetune.py (no column {', '.join(missing)}). "

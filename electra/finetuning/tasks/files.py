@@ -2,7 +2,7 @@
 a small YAML file and trained, swept, summarised and predicted as a GLUE task is.
 
     name: my_sentiment                # default: the YAML file's stem
-    kind: classification              # or regression
+    kind: classification              # or regression, or multilabel (any number of labels per example)
     train: data/train.csv             # CSV, TSV, JSONL or parquet; paths relative to this YAML file
     dev: data/dev.csv
     test: data/test.csv               # optional; labels not needed
@@ -12,6 +12,7 @@ a small YAML file and trained, swept, summarised and predicted as a GLUE task is
     metrics: [accuracy, f1]           # the first is the score; default accuracy (classification), pearson (regression)
     unordered_pair: false             # true: train on both segment orders (as MRPC and STS-B)
     target_scale: 1.0                 # regression: targets are learned divided by this (STS-B: 5)
+    label_separator: ','              # multilabel in CSV/TSV: 'sports,politics' (JSONL: a list; '' no label)
 
 Class labels are those of the training file (sorted; numerically when they are all numbers); a dev or test label
 never seen in training stops the job naming the file and line. TSV files are read as the GLUE files are (tab, no
@@ -32,10 +33,12 @@ from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
 
 __all__ = ['FileTaskSpec', 'read_task_file', 'FileSource', 'file_task', 'write_file_predictions']
 
-KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman')}
-METRICS = {'classification': ('accuracy', 'f1', 'mcc'), 'regression': ('pearson', 'spearman')}
+KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'), 'multilabel': ('micro_f1',)}
+METRICS = {'classification': ('accuracy', 'f1', 'mcc'), 'regression': ('pearson', 'spearman'),
+           'multilabel': ('micro_f1', 'macro_f1', 'subset_accuracy')}
 FORMATS = ('.csv', '.tsv', '.jsonl', '.parquet')
-KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics', 'unordered_pair', 'target_scale')
+KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics', 'unordered_pair', 'target_scale',
+        'label_separator')
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class FileTaskSpec:
     metrics: tuple[str, ...]
     unordered_pair: bool
     target_scale: float
+    label_separator: str              # multilabel: between the labels of one example in CSV, TSV
 
 
 def _fail(path, msg: str):
@@ -90,7 +94,7 @@ def read_task_file(path: str | Path) -> FileTaskSpec:
     if raw.get('unordered_pair') and len(text) != 2: _fail(path, 'unordered_pair needs a pair of text columns.')
     return FileTaskSpec(path.resolve(), str(raw.get('name') or path.stem), kind, files, text, str(raw['label']),
                         str(raw.get('id') or ''), metrics, bool(raw.get('unordered_pair', False)),
-                        float(raw.get('target_scale', 1.0)))
+                        float(raw.get('target_scale', 1.0)), str(raw.get('label_separator', ',')))
 
 
 def _rows(path: Path) -> tuple[list[dict], list[int]]:
@@ -123,6 +127,12 @@ def _column(path: Path, rows: list[dict], lines: list[int], col: str) -> list:
     return [row[col] for row in rows]
 
 
+def _split_labels(value, sep: str) -> list[str]:
+    "One example's labels in a multi-label task: a JSON list, or a `sep`-separated string ('' none)."
+    if isinstance(value, (list, tuple, np.ndarray)): return [str(v) for v in value]
+    return [v.strip() for v in str(value).split(sep) if v.strip()]
+
+
 def _label_table(values: list) -> tuple[str, ...]:
     "The training file's classes, sorted (as numbers when they all are)."
     names = sorted({str(v) for v in values})
@@ -133,12 +143,15 @@ def _label_table(values: list) -> tuple[str, ...]:
 def file_task(spec: FileTaskSpec) -> tuple[GlueTask, 'FileSource']:
     "The task (in the shape of a GLUE task: the sweep trains it as one) and the source of its examples."
     source = FileSource(spec)
-    labels = _label_table(source.raw_labels('train')) if spec.kind == 'classification' else ()
-    if spec.kind == 'classification' and len(labels) < 2:
+    raw = source.raw_labels('train') if spec.kind != 'regression' else []
+    if spec.kind == 'multilabel': raw = [v for r in raw for v in _split_labels(r, spec.label_separator)]
+    labels = _label_table(raw) if raw else ()
+    if spec.kind != 'regression' and len(labels) < 2:
         _fail(spec.files['train'], f"column '{spec.label}' holds {len(labels)} class(es); classification needs two or more.")
     task = GlueTask(spec.name, '', labels, spec.metrics, spec.metrics[0], (spec.text[0], spec.text[1] if len(spec.text) > 1 else None),
                     symmetric=spec.unordered_pair, test_files=(('test', spec.name),) if 'test' in spec.files else (),
-                    target_scale=spec.target_scale if spec.kind == 'regression' else None)
+                    target_scale=spec.target_scale if spec.kind == 'regression' else None,
+                    multilabel=spec.kind == 'multilabel')
     return task, source
 
 
@@ -165,8 +178,9 @@ class FileSource(GlueSource):
         path, (rows, lines) = self.spec.files[split], self._read(split)
         texts = [[str(v) for v in _column(path, rows, lines, col)] for col in self.spec.text]
         has_labels = split != 'test' or (rows and self.spec.label in rows[0])
+        shape = (len(rows), len(task.labels)) if task.multilabel else (len(rows),)
         label = self._labels(task, split, lines) if has_labels else \
-            np.full(len(rows), -1, dtype=np.float32 if task.is_regression else np.int64)
+            np.full(shape, -1, dtype=np.float32 if task.is_regression or task.multilabel else np.int64)
         return Examples(np.arange(len(rows), dtype=np.int64), texts[0], texts[1] if len(texts) > 1 else None, label)
 
     def _labels(self, task: GlueTask, split: str, lines: list[int]) -> np.ndarray:
@@ -175,17 +189,24 @@ class FileSource(GlueSource):
             try: return np.array([float(v) for v in raw], dtype=np.float32)
             except ValueError as e: _fail(path, f"column '{self.spec.label}': a regression label that is not a number ({e}).")
         ids = {name: i for i, name in enumerate(task.labels)}
-        for v, line in zip(raw, lines):
-            if str(v) not in ids:
-                _fail(path, f"line {line}: label {v!r} never occurs in the training file "
-                            f"({', '.join(task.labels)}); fix the label or add training examples of it.")
-        return np.array([ids[str(v)] for v in raw], dtype=np.int64)
+        each = [_split_labels(v, self.spec.label_separator) if task.multilabel else [str(v)] for v in raw]
+        for names, line in zip(each, lines):
+            for v in names:
+                if v not in ids:
+                    _fail(path, f"line {line}: label {v!r} never occurs in the training file "
+                                f"({', '.join(task.labels)}); fix the label or add training examples of it.")
+        if not task.multilabel: return np.array([ids[v[0]] for v in each], dtype=np.int64)
+        hot = np.zeros((len(each), len(task.labels)), dtype=np.float32)  # [n, labels]
+        for i, names in enumerate(each): hot[i, [ids[v] for v in names]] = 1.0
+        return hot
 
 
 def write_file_predictions(path: str | Path, task: GlueTask, ids: list[str], idx: np.ndarray, preds: np.ndarray) -> Path:
     "`id<TAB>prediction` for each test example (`idx` its row), the label string or the regression value."
     from electra.training.files import atomic_write_text, is_main_process
-    values = [f'{float(v):.6g}' for v in preds] if task.is_regression else [task.labels[int(i)] for i in preds]
+    if task.multilabel: values = [','.join(task.labels[k] for k in np.flatnonzero(row)) for row in preds]
+    elif task.is_regression: values = [f'{float(v):.6g}' for v in preds]
+    else: values = [task.labels[int(i)] for i in preds]
     lines = ['id\tprediction'] + [f'{ids[int(i)]}\t{v}' for i, v in zip(idx, values)]
     if is_main_process(): atomic_write_text('\n'.join(lines) + '\n', Path(path))
     return Path(path)

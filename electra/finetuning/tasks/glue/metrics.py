@@ -11,7 +11,7 @@ import numpy as np
 
 from electra.finetuning.tasks.glue.tasks import GlueTask
 
-__all__ = ['accuracy', 'f1', 'mcc', 'pearson', 'spearman', 'task_metrics', 'dev_metric_names', 'predictions',
+__all__ = ['accuracy', 'f1', 'mcc', 'pearson', 'spearman', 'subset_accuracy', 'micro_f1', 'macro_f1', 'task_metrics', 'dev_metric_names', 'predictions',
            'glue_score', 'GLUE_SCORE_TASKS']
 
 # The paper's GLUE score: the mean over the eight tasks other than WNLI of Spearman for STS-B, MCC for CoLA and
@@ -42,6 +42,24 @@ def mcc(y_true, y_pred) -> float:
     return 0.0 if denom == 0 else 100.0 * float(cov / denom)
 
 
+def subset_accuracy(y_true, y_pred) -> float:
+    "Multi-label [n, labels]: the share of examples with every label right."
+    return 100.0 * float(np.mean(np.all(np.asarray(y_true) == np.asarray(y_pred), axis=-1)))
+
+
+def micro_f1(y_true, y_pred) -> float:
+    "Multi-label [n, labels]: F1 of the (example, label) decisions pooled over all labels."
+    t, p = np.asarray(y_true) == 1, np.asarray(y_pred) == 1
+    tp = float(np.sum(t & p))
+    return 0.0 if tp == 0 else 100.0 * 2 * tp / (float(t.sum()) + float(p.sum()))
+
+
+def macro_f1(y_true, y_pred) -> float:
+    "Multi-label [n, labels]: the mean over labels of each label's F1 (0 for a label never true nor predicted)."
+    t, p = np.asarray(y_true), np.asarray(y_pred)
+    return float(np.mean([f1(t[:, k], p[:, k]) for k in range(t.shape[1])]))
+
+
 def pearson(x, y) -> float:
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     dx, dy = x - x.mean(), y - y.mean()
@@ -65,12 +83,14 @@ def spearman(x, y) -> float:
     return pearson(_ranks(np.asarray(x, dtype=np.float64)), _ranks(np.asarray(y, dtype=np.float64)))
 
 
-_METRICS = {'accuracy': accuracy, 'f1': f1, 'mcc': mcc, 'pearson': pearson, 'spearman': spearman}
+_METRICS = {'accuracy': accuracy, 'f1': f1, 'mcc': mcc, 'pearson': pearson, 'spearman': spearman,
+            'subset_accuracy': subset_accuracy, 'micro_f1': micro_f1, 'macro_f1': macro_f1}
 
 
 def predictions(task: GlueTask, outputs: np.ndarray) -> np.ndarray:
-    "Class ids (argmax of the logits) or, for STS-B, the regression outputs."
+    "Class ids (argmax of the logits), the regression outputs (STS-B), or multi-label 0/1 [n, labels] (logit > 0)."
     outputs = np.asarray(outputs)
+    if task.multilabel: return (outputs > 0).astype(np.int64)
     return outputs.reshape(-1) if task.is_regression else outputs.argmax(-1)
 
 

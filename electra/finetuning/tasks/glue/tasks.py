@@ -44,6 +44,7 @@ class GlueTask:
     test_files: tuple[tuple[str, str], ...] = ()  # (test split, submission file stem)
     predicted_by: str = ''                     # test-only task predicted with another task's model (AX)
     target_scale: float | None = None          # regression: targets learned divided by this (None: `stsb_scale`)
+    multilabel: bool = False                   # any number of `labels` per example (a task from files)
 
     @property
     def is_regression(self) -> bool: return not self.labels

@@ -24,7 +24,9 @@ def run_cli(*args, cwd=REPO):
 def test_driver_help_and_errors(tmp_path):
     r = run_cli('--help')
     assert r.returncode == 0 and '--layer_lr_mode' in r.stdout and 'Presets in configs/finetune: base, demo, demo_tasks, large, small' in r.stdout
-    r = run_cli('--config', 'demo_tasks', '--tasks', str(tmp_path / 'tasks' / 'reviews.yaml'))
+    preset = tmp_path / 'tasks.yaml'  # a preset naming a task file not written yet
+    preset.write_text(f"tasks: [{tmp_path / 'tasks' / 'reviews.yaml'}]\n")
+    r = run_cli('--config', str(preset))
     assert r.returncode == 2 and r.stderr.startswith(f"error: {tmp_path / 'tasks' / 'reviews.yaml'}: no such task file")
     assert '`python -m electra.finetuning.tasks.demo cache/demo_tasks`' in r.stderr and 'Traceback' not in r.stderr
     r = run_cli('--model', str(tmp_path / 'missing.pth'), '--cache_dir', str(tmp_path / 'cache'))

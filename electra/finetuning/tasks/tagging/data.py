@@ -1,0 +1,258 @@
+"""Tagged sentences (NER and similar) from CoNLL-style or JSONL files, checked, with what is needed to write
+predictions back in the input's format.
+
+CoNLL: one word per line, its tag in the last column; other columns are ignored (and kept for the write-back); a
+blank line between sentences; `-DOCSTART-` lines are skipped. This is how the official reader reads its
+`train.txt` / `dev.txt` / `test.txt` (google-research/electra, finetune/tagging/tagging_tasks.py,
+`TaggingTask._get_labeled_sentences`: the word from the first column, the tag from the last). Columns are split on
+spaces and tabs only, so a word such as a no-break space stays a word. JSONL: `{"tokens": [...], "tags": [...]}` per
+line, an optional `id`; other fields are kept and written back.
+
+Tag schemes: 'IOB2' (B- begins every entity, I- continues one of its own type), 'IOBES' (also S- for a one-word
+entity and E- to end one), 'IOB1' (the original CoNLL-2003 files: I- may begin an entity, B- only where an entity
+directly follows one of the same type) and 'plain' (token-level tags such as POS: no structure). 'auto' takes IOBES
+when the training tags have E- or S-, IOB2 when all are O or B-/I-, plain when none has a prefix. IOB1 is never
+guessed (an I- after O is an error in IOB2): name it. The official code checks nothing and reads any tags through
+its lenient span reader (tagging_utils.py, `get_span_labels`); here a malformed file stops at its first bad line.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from electra.config.base import ConfigError
+
+__all__ = ['SCHEMES', 'Sentence', 'TaggedFile', 'TaggingData', 'read_conll', 'read_jsonl', 'read_tagged',
+           'detect_scheme', 'check_scheme', 'check_known_tags', 'read_tagging_files', 'entity_types', 'scheme_labels',
+           'to_scheme']
+
+SCHEMES = ('IOB2', 'IOBES', 'IOB1', 'plain')
+_PREFIXED = re.compile(r'([BIES])-(.+)\Z', re.S)
+_COLUMNS = re.compile(r'[^ \t\r]+')  # CoNLL columns: split on spaces and tabs only
+DOCSTART = '-DOCSTART-'
+
+
+@dataclass
+class Sentence:
+    "One tagged sentence; `line` and `word_lines` are 1-based line numbers in its file (for messages and write-back)."
+    id: str                                   # JSONL: its `id` (as a string), else the sentence's index in the file
+    words: list[str]
+    tags: list[str]
+    line: int                                 # the line of its first word (CoNLL) or of its record (JSONL)
+    word_lines: list[int] | None = None       # CoNLL: each word's line; None for JSONL (all on `line`)
+    record: dict | None = None                # JSONL: the record as read, written back with `pred_tags`
+
+    def line_of(self, k: int) -> int: return self.word_lines[k] if self.word_lines is not None else self.line
+
+
+@dataclass
+class TaggedFile:
+    "The sentences of one file, and for CoNLL every line of it (no line ends), to write back with a column added."
+    path: str
+    format: str                               # 'conll' or 'jsonl'
+    sentences: list[Sentence]
+    lines: list[str] = field(default_factory=list)
+
+    def where(self, s: Sentence, k: int | None = None) -> str:
+        "'<path>:<line>' of word k of `s` (JSONL: with the token's position), or of the sentence."
+        if k is None: return f'{self.path}:{s.line}'
+        return f'{self.path}:{s.line_of(k)}' + ('' if s.word_lines is not None else f' (token {k + 1})')
+
+    @property
+    def tags(self) -> set[str]: return {t for s in self.sentences for t in s.tags}
+
+
+# -- readers
+
+def _read_text(path: str | Path) -> str:
+    p = Path(path)
+    if not p.is_file(): raise ConfigError(f"{p}: no such file.")
+    try: return p.read_text(encoding='utf-8-sig')  # a byte-order mark is not part of the first word
+    except UnicodeDecodeError as e: raise ConfigError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start}).") from None
+
+
+def read_conll(path: str | Path) -> TaggedFile:
+    "A CoNLL-style file: a word and its tag per line (the tag last), blank lines between sentences."
+    # split on '\n' only (not str.splitlines): \x1c, \x85 or \u2028 may be part of a word
+    lines = [ln[:-1] if ln.endswith('\r') else ln for ln in _read_text(path).split('\n')]
+    out = TaggedFile(str(path), 'conll', [], lines)
+    words, tags, at = [], [], []
+
+    def close():
+        if words: out.sentences.append(Sentence(str(len(out.sentences)), words[:], tags[:], at[0], at[:]))
+        words.clear(); tags.clear(); at.clear()
+
+    for n, line in enumerate(lines, 1):
+        cols = _COLUMNS.findall(line)
+        if not cols: close(); continue
+        if cols[0] == DOCSTART: continue  # as the official reader: skipped, even inside a sentence
+        if len(cols) < 2:
+            raise ConfigError(f"{path}:{n}: the word {cols[0]!r} has no tag (CoNLL lines are `word ... tag`, the tag "
+                              "in the last column; a blank line ends a sentence).")
+        words.append(cols[0]); tags.append(cols[-1]); at.append(n)
+    close()
+    return out
+
+
+def _strings(rec: dict, key: str, where: str) -> list[str]:
+    val = rec.get(key)
+    if not isinstance(val, list) or not all(isinstance(v, str) for v in val):
+        raise ConfigError(f"{where}: `{key}` must be a list of strings (each record is "
+                          '{"tokens": [...], "tags": [...]}, an optional "id").')
+    return val
+
+
+def read_jsonl(path: str | Path) -> TaggedFile:
+    "A JSONL file: `{\"tokens\": [...], \"tags\": [...]}` per line, an optional `id`; blank lines are skipped."
+    out, seen = TaggedFile(str(path), 'jsonl', []), {}
+    for n, line in enumerate(_read_text(path).split('\n'), 1):
+        if not line.strip(): continue
+        where = f'{path}:{n}'
+        try: rec = json.loads(line)
+        except json.JSONDecodeError as e: raise ConfigError(f"{where}: not JSON ({e.msg}, column {e.colno}).") from None
+        if not isinstance(rec, dict): raise ConfigError(f"{where}: a record must be a JSON object.")
+        words, tags = _strings(rec, 'tokens', where), _strings(rec, 'tags', where)
+        if len(words) != len(tags):
+            raise ConfigError(f"{where}: {len(words)} tokens but {len(tags)} tags.")
+        if not words: raise ConfigError(f"{where}: a record without tokens.")
+        if '' in tags: raise ConfigError(f"{where} (token {tags.index('') + 1}): an empty tag.")
+        sid = str(rec['id']) if 'id' in rec else str(len(out.sentences))
+        if sid in seen: raise ConfigError(f"{where}: id {sid!r} already used on line {seen[sid]}.")
+        seen[sid] = n
+        out.sentences.append(Sentence(sid, words, tags, n, None, rec))
+    return out
+
+
+def read_tagged(path: str | Path) -> TaggedFile:
+    "`read_jsonl` for a .jsonl / .json file, else `read_conll`."
+    return read_jsonl(path) if Path(path).suffix.lower() in ('.jsonl', '.json') else read_conll(path)
+
+
+# -- schemes
+
+def detect_scheme(f: TaggedFile) -> str:
+    "'IOBES', 'IOB2' or 'plain' from the tags of `f` (see the module docstring); mixed tags name the first odd one."
+    prefixes, first_plain, first_prefixed = set(), None, None
+    for s in f.sentences:
+        for k, t in enumerate(s.tags):
+            if t == 'O': continue
+            m = _PREFIXED.match(t)
+            if m: prefixes.add(m[1]); first_prefixed = first_prefixed or (t, f.where(s, k))
+            else: first_plain = first_plain or (t, f.where(s, k))
+    if first_plain and first_prefixed:
+        raise ConfigError(f"{first_plain[1]}: tag {first_plain[0]!r} has no B-/I-/E-/S- prefix, but "
+                          f"{first_prefixed[1]} has {first_prefixed[0]!r}: entity tags need a prefix, or none should.")
+    if first_plain: return 'plain'
+    return 'IOBES' if prefixes & {'E', 'S'} else 'IOB2'
+
+
+def _split(tag: str) -> tuple[str, str]:
+    "(prefix, type) of a tag: ('O', '') for O; for a tag without a prefix, ('', tag)."
+    if tag == 'O': return 'O', ''
+    m = _PREFIXED.match(tag)
+    return (m[1], m[2]) if m else ('', tag)
+
+
+def _tag_error(tags: Sequence[str], k: int, scheme: str) -> str | None:
+    "Why tags[k] breaks `scheme` given the tag before it (k == len(tags): the sentence's end), or None."
+    prev_p, prev_t = _split(tags[k - 1]) if k else ('O', '')
+    if k == len(tags):
+        return (f"the sentence ends inside the entity {tags[k - 1]!r} (IOBES closes every entity with E- or S-)"
+                if scheme == 'IOBES' and prev_p in ('B', 'I') else None)
+    p, t = _split(tags[k])
+    allowed = ('B', 'I', 'E', 'S') if scheme == 'IOBES' else ('B', 'I')
+    if p not in (*allowed, 'O'): return f"tag {tags[k]!r} is not O or {'/'.join(c + '-' for c in allowed)}<type>"
+    after = f"after {tags[k - 1]!r}" if k else 'at the start of the sentence'
+    if scheme == 'IOB2' and p == 'I' and not (prev_p in ('B', 'I') and prev_t == t):
+        hint = ' (if the file is IOB1, as the original CoNLL-2003 files are, pass scheme IOB1)' if prev_p == 'O' else ''
+        return f"tag {tags[k]!r} {after}: in IOB2 an I- tag continues an entity of its type (B-{t} or I-{t} before it){hint}"
+    if scheme == 'IOB1' and p == 'B' and not (prev_p in ('B', 'I') and prev_t == t):
+        return f"tag {tags[k]!r} {after}: in IOB1 a B- tag only begins an entity right after another of its type"
+    if scheme == 'IOBES':
+        open_ = prev_p in ('B', 'I')
+        if p in ('I', 'E') and not (open_ and prev_t == t):
+            return f"tag {tags[k]!r} {after}: in IOBES an {p}- tag follows B-{t} or I-{t}"
+        if p in ('B', 'S', 'O') and open_:
+            return f"tag {tags[k]!r} {after}: in IOBES the entity {tags[k - 1]!r} must end with E- first"
+    return None
+
+
+def check_scheme(f: TaggedFile, scheme: str) -> None:
+    "A `ConfigError` naming the file and line of the first tag of `f` that breaks `scheme` (one of `SCHEMES`)."
+    if scheme not in SCHEMES: raise ConfigError(f"scheme: {scheme!r} is not one of {', '.join(SCHEMES)} or 'auto'.")
+    if scheme == 'plain': return
+    for s in f.sentences:
+        for k in range(len(s.tags) + 1):
+            if (why := _tag_error(s.tags, k, scheme)) is not None:
+                raise ConfigError(f"{f.where(s, min(k, len(s.tags) - 1))}: {why}.")
+
+
+def check_known_tags(f: TaggedFile, known: Iterable[str], train_path: str) -> None:
+    "A `ConfigError` naming the file and line of the first tag of `f` that the training file never has."
+    known = set(known)
+    for s in f.sentences:
+        for k, t in enumerate(s.tags):
+            if t not in known:
+                raise ConfigError(f"{f.where(s, k)}: tag {t!r} never occurs in the training file {train_path}; "
+                                  "the model could never predict it.")
+
+
+@dataclass
+class TaggingData:
+    "The files of a tagging task, checked: `labels` are the training tags, sorted (as official `_get_label_mapping`)."
+    scheme: str
+    labels: list[str]
+    splits: dict[str, TaggedFile]             # 'train' first, then the other splits given
+
+
+def read_tagging_files(train: str | Path, scheme: str = 'auto', **others: str | Path) -> TaggingData:
+    """The training file and the others (`dev=...`, `test=...`), read and checked: each file's tags follow `scheme`
+    ('auto': detected from the training file) and every tag of the others occurs in the training file."""
+    splits = {'train': read_tagged(train)}
+    if not splits['train'].sentences: raise ConfigError(f"{train}: no sentences.")
+    if scheme == 'auto': scheme = detect_scheme(splits['train'])
+    for name, path in others.items():
+        if path is not None: splits[name] = read_tagged(path)
+    for name, f in splits.items():
+        check_scheme(f, scheme)
+        if name != 'train': check_known_tags(f, splits['train'].tags, str(train))
+    return TaggingData(scheme, sorted(splits['train'].tags), splits)
+
+
+# -- entity spans and scheme conversion
+
+def _spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    "(type, first word, last word) of each entity, read by seqeval as conlleval reads them."
+    from seqeval.metrics.sequence_labeling import get_entities
+    return get_entities(list(tags))
+
+
+def entity_types(tag_lists: Iterable[Sequence[str]]) -> list[str]:
+    "The entity types of prefixed tags (B-PER -> PER), sorted."
+    return sorted({_split(t)[1] for tags in tag_lists for t in tags if _split(t)[0] in ('B', 'I', 'E', 'S')})
+
+
+def scheme_labels(types: Iterable[str], scheme: str) -> list[str]:
+    """Every tag of `scheme` for the entity `types`, sorted: the label set of a model trained in another scheme than
+    its files' (as the official code trains NER in BIOES, tagging_tasks.py `LABEL_ENCODING`)."""
+    prefixes = {'IOB2': 'BI', 'IOB1': 'BI', 'IOBES': 'BIES'}.get(scheme)
+    if prefixes is None: raise ConfigError(f"scheme: {scheme!r} has no entity prefixes (IOB2, IOB1 or IOBES).")
+    return sorted({'O', *(f'{p}-{t}' for t in types for p in prefixes)})
+
+
+def to_scheme(tags: Sequence[str], scheme: str) -> list[str]:
+    """`tags` (a well-formed IOB1, IOB2 or IOBES sentence) rewritten in `scheme` ('IOB2' or 'IOBES') with the same
+    entities. The official code trains NER on BIOES tags made this way from the file's spans (tagging_tasks.py,
+    `TaggingExample`: `get_span_labels` then `get_tags(..., 'BIOES')`)."""
+    if scheme not in ('IOB2', 'IOBES'): raise ConfigError(f"scheme: can convert to IOB2 or IOBES, not {scheme!r}.")
+    out = ['O'] * len(tags)
+    for typ, a, b in _spans(tags):
+        out[a:b + 1] = [f'I-{typ}'] * (b - a + 1)
+        if scheme == 'IOBES' and a == b: out[a] = f'S-{typ}'
+        else:
+            out[a] = f'B-{typ}'
+            if scheme == 'IOBES': out[b] = f'E-{typ}'
+    return out

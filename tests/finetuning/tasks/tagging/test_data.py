@@ -1,0 +1,158 @@
+"""electra/finetuning/tasks/tagging/data.py: CoNLL and JSONL readers, scheme checks and conversion."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from electra.config.base import ConfigError
+from electra.finetuning.tasks.tagging import data
+from tests.finetuning.tasks.tagging.conftest import random_iob2
+
+CONLL = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+call NN I-NP O
+. . O O
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+
+
+BRUSSELS NNP B-NP B-LOC
+"""
+
+
+def write(path, text: str):
+    path.write_text(text, encoding='utf-8')
+    return path
+
+
+def test_conll_reads_words_and_last_column_and_keeps_lines(tmp_path):
+    f = data.read_conll(write(tmp_path / 'a.txt', CONLL))
+    assert f.format == 'conll' and f.lines == CONLL.split('\n')
+    assert [s.words for s in f.sentences] == [['EU', 'rejects', 'German', 'call', '.'], ['Peter', 'Blackburn'], ['BRUSSELS']]
+    assert [s.tags for s in f.sentences] == [['B-ORG', 'O', 'B-MISC', 'O', 'O'], ['B-PER', 'I-PER'], ['B-LOC']]
+    assert [s.word_lines for s in f.sentences] == [[3, 4, 5, 6, 7], [9, 10], [13]]
+    assert [s.id for s in f.sentences] == ['0', '1', '2'] and [s.line for s in f.sentences] == [3, 9, 13]
+
+
+def test_conll_tabs_crlf_bom_no_final_newline_and_odd_words(tmp_path):
+    raw = '\ufeffa\tX\tB-PER\r\nb\u00a0c I-PER\r\n\r\n\u2028\tO'  # a no-break space and U+2028 stay inside words
+    (tmp_path / 'b.txt').write_bytes(raw.encode('utf-8'))
+    f = data.read_conll(tmp_path / 'b.txt')
+    assert [s.words for s in f.sentences] == [['a', 'b\u00a0c'], ['\u2028']]
+    assert [s.tags for s in f.sentences] == [['B-PER', 'I-PER'], ['O']]
+    assert f.lines == ['a\tX\tB-PER', 'b\u00a0c I-PER', '', '\u2028\tO']
+
+
+def test_jsonl_reads_records_ids_and_keeps_other_fields(tmp_path):
+    rows = [{'id': 7, 'tokens': ['Zoë', 'lives', 'in', 'Kraków'], 'tags': ['B-PER', 'O', 'O', 'B-LOC'], 'src': 'x'},
+            {'tokens': ['hi'], 'tags': ['O']}]
+    f = data.read_tagged(write(tmp_path / 'a.jsonl', json.dumps(rows[0]) + '\n\n' + json.dumps(rows[1]) + '\n'))
+    assert f.format == 'jsonl' and [s.id for s in f.sentences] == ['7', '1'] and [s.line for s in f.sentences] == [1, 3]
+    assert f.sentences[0].words == rows[0]['tokens'] and f.sentences[0].record == rows[0]
+    assert f.where(f.sentences[1], 0) == f'{tmp_path / "a.jsonl"}:3 (token 1)'
+
+
+@pytest.mark.parametrize('name, text, where, message', [
+    ('a.txt', 'EU B-ORG\nrejects\n', 2, "the word 'rejects' has no tag"),
+    ('b.jsonl', '{"tokens": ["a"], "tags": ["O"]}\n{"tokens": ["a", "b"], "tags": ["O"]}\n', 2, '2 tokens but 1 tags'),
+    ('c.jsonl', '{"tokens": ["a"], "tags": ["O"]}\n{"tokens": "a b", "tags": ["O"]}\n', 2, '`tokens` must be a list'),
+    ('d.jsonl', '{"tokens": ["a"], "tags": ["O"]\n', 1, 'not JSON'),
+    ('e.jsonl', '{"id": 1, "tokens": ["a"], "tags": ["O"]}\n{"id": "1", "tokens": ["a"], "tags": ["O"]}\n', 2,
+     "id '1' already used on line 1"),
+    ('f.jsonl', '{"tokens": [], "tags": []}\n', 1, 'without tokens'),
+])
+def test_reader_errors_name_file_and_line(tmp_path, name, text, where, message):
+    path = write(tmp_path / name, text)
+    with pytest.raises(ConfigError) as e:
+        data.read_tagged(path)
+    assert str(e.value).startswith(f'{path}:{where}') and message in str(e.value)
+
+
+def test_missing_and_undecodable_files(tmp_path):
+    with pytest.raises(ConfigError, match='no such file'):
+        data.read_conll(tmp_path / 'none.txt')
+    (tmp_path / 'bad.txt').write_bytes(b'a \xff\n')
+    with pytest.raises(ConfigError, match='not UTF-8'):
+        data.read_conll(tmp_path / 'bad.txt')
+
+
+@pytest.mark.parametrize('scheme, text, line, message', [
+    ('IOB2', 'a B-LOC\nb I-PER\n', 2, "'I-PER' after 'B-LOC'"),
+    ('IOB2', 'a O\nb I-PER\n', 2, 'pass scheme IOB1'),
+    ('IOB2', 'a O\n\nb I-PER\n', 3, 'at the start of the sentence'),
+    ('IOB2', 'a O\nb E-PER\n', 2, "'E-PER' is not O or B-/I-<type>"),
+    ('IOBES', 'a O\nb E-PER\n', 2, 'an E- tag follows B-PER or I-PER'),
+    ('IOBES', 'a B-PER\nb O\n', 2, "the entity 'B-PER' must end with E- first"),
+    ('IOBES', 'a S-PER\nb B-PER\nc I-PER\n\nd O\n', 3, 'the sentence ends inside the entity'),
+    ('IOB1', 'a O\nb B-PER\n', 2, 'in IOB1 a B- tag only begins an entity right after another of its type'),
+    ('IOB2', 'a O\nb PER\n', 2, "'PER' is not O or B-/I-<type>"),
+])
+def test_scheme_errors_name_file_and_line(tmp_path, scheme, text, line, message):
+    path = write(tmp_path / 'x.txt', text)
+    with pytest.raises(ConfigError) as e:
+        data.check_scheme(data.read_conll(path), scheme)
+    assert str(e.value).startswith(f'{path}:{line}: ') and message in str(e.value)
+
+
+def test_schemes_are_detected_and_iob1_is_read_when_named(tmp_path):
+    def scheme(text): return data.detect_scheme(data.read_conll(write(tmp_path / 'd.txt', text)))
+    assert scheme('a B-PER\nb I-PER\nc O\n') == 'IOB2' and scheme('a O\n') == 'IOB2'
+    assert scheme('a B-PER\nb E-PER\nc S-LOC\n') == 'IOBES' and scheme('a NN\nb VBZ\nc O\n') == 'plain'
+    with pytest.raises(ConfigError, match=r"d.txt:2: tag 'NN' has no B-/I-/E-/S- prefix, but .*d.txt:1 has 'B-PER'"):
+        scheme('a B-PER\nb NN\n')
+    iob1 = write(tmp_path / 'iob1.txt', 'a I-PER\nb I-PER\nc B-PER\nd O\ne I-LOC\n')
+    with pytest.raises(ConfigError, match='iob1.txt:1: .*pass scheme IOB1'):
+        data.read_tagging_files(iob1)
+    got = data.read_tagging_files(iob1, scheme='IOB1')
+    assert got.scheme == 'IOB1' and got.labels == ['B-PER', 'I-LOC', 'I-PER', 'O']
+    assert data.to_scheme(got.splits['train'].sentences[0].tags, 'IOB2') == ['B-PER', 'I-PER', 'B-PER', 'O', 'B-LOC']
+    with pytest.raises(ConfigError, match="scheme: 'BIO' is not one of"):
+        data.read_tagging_files(iob1, scheme='BIO')
+
+
+def test_dev_and_test_tags_must_occur_in_training(tmp_path):
+    train = write(tmp_path / 'train.txt', 'a B-PER\nb I-PER\nc O\n\nd B-LOC\n')
+    dev = write(tmp_path / 'dev.jsonl', '{"tokens": ["a"], "tags": ["B-PER"]}\n{"tokens": ["a", "b"], "tags": ["O", "B-ORG"]}\n')
+    with pytest.raises(ConfigError) as e:
+        data.read_tagging_files(train, dev=dev)
+    assert str(e.value).startswith(f"{dev}:2 (token 2): tag 'B-ORG' never occurs in the training file {train}")
+    test = write(tmp_path / 'test.txt', 'a O\n\nb B-LOC\nc I-LOC\n')  # well-formed, but I-LOC is never in training
+    with pytest.raises(ConfigError, match="test.txt:4: tag 'I-LOC' never occurs"):
+        data.read_tagging_files(train, test=test)
+    ok = data.read_tagging_files(train, dev=write(tmp_path / 'dev.txt', 'a O\nb B-LOC\n'), test=None)
+    assert ok.scheme == 'IOB2' and ok.labels == ['B-LOC', 'B-PER', 'I-PER', 'O'] and list(ok.splits) == ['train', 'dev']
+
+
+def test_scheme_conversion_keeps_entities(tmp_path):
+    rng = random.Random(0)
+    for _ in range(300):
+        tags = random_iob2(rng, rng.randint(1, 15))
+        iobes = data.to_scheme(tags, 'IOBES')
+        f = data.TaggedFile('mem', 'jsonl', [data.Sentence('0', ['w'] * len(tags), iobes, 1)])
+        data.check_scheme(f, 'IOBES')  # well-formed
+        assert data.to_scheme(iobes, 'IOB2') == tags
+        # an independent reading of the entities: an IOBES entity is S-x alone, or B-x I-x* E-x
+        ents, start = [], None
+        for i, t in enumerate(iobes):
+            if t[0] == 'S': ents.append((t[2:], i, i))
+            if t[0] == 'B': start = i
+            if t[0] == 'E': ents.append((t[2:], start, i))
+        iob2 = [(t[2:], i, next((j - 1 for j in range(i + 1, len(tags)) if tags[j] != 'I-' + t[2:]), len(tags) - 1))
+                for i, t in enumerate(tags) if t[0] == 'B']
+        assert sorted(ents) == sorted(iob2)
+    assert data.to_scheme(['B-PER', 'I-PER', 'B-PER', 'O'], 'IOBES') == ['B-PER', 'E-PER', 'S-PER', 'O']
+
+
+def test_scheme_labels_and_entity_types():
+    assert data.entity_types([['B-PER', 'O'], ['I-LOC', 'S-ORG', 'E-ORG']]) == ['LOC', 'ORG', 'PER']
+    assert data.scheme_labels(['PER', 'LOC'], 'IOBES') == ['B-LOC', 'B-PER', 'E-LOC', 'E-PER', 'I-LOC', 'I-PER', 'O',
+                                                           'S-LOC', 'S-PER']
+    assert data.scheme_labels(['PER'], 'IOB2') == ['B-PER', 'I-PER', 'O']
+    with pytest.raises(ConfigError):
+        data.scheme_labels(['PER'], 'plain')

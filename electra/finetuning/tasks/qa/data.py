@@ -1,0 +1,253 @@
+"""Extractive question-answering data: the official SQuAD JSON (v1.1; v2.0 with `is_impossible` and
+`plausible_answers`) and MRQA JSONL (a header line, then one context and its `qas` per line, answers located by
+`detected_answers[*].char_spans`) read into `QAExample` records.
+
+The official reader (google-research/electra, finetune/qa/qa_tasks.py, `QATask._add_examples`) keeps a training
+question only when its first answer is found at its `answer_start`, and drops the rest with a log line. Here a bad
+answer stops the read with a `ConfigError` naming the file and the question, unless `on_bad_answer` says otherwise:
+'skip' drops the question (the official training behaviour), 'keep' keeps it as it is (for evaluation sets, where only
+the answers' texts are scored, as the official evaluation scripts never look at offsets).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from electra.config.base import ConfigError
+
+__all__ = ['QAExample', 'is_official_whitespace', 'split_words', 'answer_found', 'read_squad', 'read_mrqa', 'read_qa',
+           'gold_answers', 'BAD_ANSWER_MODES']
+
+log = logging.getLogger(__name__)
+
+BAD_ANSWER_MODES = ('error', 'skip', 'keep')
+
+
+@dataclass(frozen=True)
+class QAExample:
+    """One question about one context. `answers`: (text, character offset in `context`) of each located answer;
+    `answers[0]` is the one a training run learns (official: SQuAD `answers[0]`, MRQA `detected_answers[0]`'s first
+    span). `gold_texts`: the strings the evaluation scores against (SQuAD: the answers' texts; MRQA: the question's
+    `answers` list, which need not be spelt as in the context). An unanswerable SQuAD 2.0 question has no answers and
+    `is_impossible`; its `plausible_answers` are kept for reference only."""
+    id: str
+    question: str
+    context: str
+    answers: tuple[tuple[str, int], ...] = ()
+    is_impossible: bool = False
+    gold_texts: tuple[str, ...] = ()
+    plausible_answers: tuple[tuple[str, int], ...] = ()
+
+
+def is_official_whitespace(c: str) -> bool:
+    "The official reader's whitespace (qa_tasks.py `is_whitespace`): space, tab, CR, LF and U+202F only."
+    return c in ' \t\r\n' or ord(c) == 0x202F
+
+
+def split_words(context: str) -> tuple[list[str], list[int]]:
+    """The official whitespace split of a context into words, and each character's word: a whitespace character
+    belongs to the word before it (-1 before the first word), as in `QATask._add_examples`."""
+    words, char_to_word, prev_ws = [], [], True
+    for c in context:
+        if is_official_whitespace(c): prev_ws = True
+        else:
+            if prev_ws: words.append(c)
+            else: words[-1] += c
+            prev_ws = False
+        char_to_word.append(len(words) - 1)
+    return words, char_to_word
+
+
+def answer_found(context: str, text: str, start: int, split: tuple[list[str], list[int]] | None = None) -> bool:
+    """Whether answer `text` is found at character `start` of `context`: exactly, or as the official reader checks it
+    (the lower-cased words spanning the answer's characters contain the answer with its whitespace runs made single
+    spaces). The exact test also accepts answers the official check misses, e.g. one holding a no-break space, which
+    its word split keeps but the answer's `str.split` cleaning removes."""
+    if not isinstance(text, str) or not text or isinstance(start, bool) or not isinstance(start, int): return False
+    if start < 0 or start + len(text) > len(context): return False
+    if context[start:start + len(text)] == text: return True
+    words, char_to_word = split or split_words(context)
+    first, last = char_to_word[start], char_to_word[start + len(text) - 1]
+    if first < 0: return False
+    return ' '.join(words[first:last + 1]).lower().find(' '.join(text.split()).lower()) != -1
+
+
+def _need(obj: Any, key: str, kind: type | tuple, path: Path, where: str) -> Any:
+    "obj[key], checked to be of `kind`; a missing or mistyped field stops the read naming file and place."
+    if not isinstance(obj, dict) or key not in obj:
+        raise ConfigError(f"{path}: {where}: the field {key!r} is missing. Give every question the fields of the "
+                          "official SQuAD / MRQA format (see electra/finetuning/tasks/qa/data.py).")
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigError(f"{path}: {where}: the field {key!r} is {type(value).__name__}, expected "
+                          f"{getattr(kind, '__name__', kind)}. Fix the file.")
+    return value
+
+
+def _checked_answers(path: Path, qid: str, context: str, answers: list[tuple[str, int]], mode: str) -> bool:
+    "Whether to keep the question: a bad answer raises in mode 'error', drops it in 'skip', is kept in 'keep'."
+    split = split_words(context)
+    for text, start in answers:
+        if answer_found(context, text, start, split): continue
+        if mode == 'error':
+            got = context[start:start + len(text)] if isinstance(start, int) and start >= 0 else ''
+            raise ConfigError(
+                f"{path}: question {qid!r}: the answer {text!r} is not found at its offset {start} (the context has "
+                f"{got!r} there). Fix its offset, or read with on_bad_answer='skip' to drop such questions (as the "
+                "official code drops them from training) or 'keep' for an evaluation set (only texts are scored).")
+        if mode == 'skip': return False
+    return True
+
+
+def _context(par: Any, path: Path, where: str, id_key: str) -> str:
+    "A paragraph's context; an empty one stops the read naming its questions."
+    context = _need(par, 'context', str, path, where)
+    if not split_words(context)[0]:
+        qas = par.get('qas')
+        ids = [qa.get(id_key) for qa in qas if isinstance(qa, dict)] if isinstance(qas, list) else []
+        raise ConfigError(f"{path}: {where}: the context of questions {ids} is empty. Remove the paragraph or give "
+                          "it its text.")
+    return context
+
+
+def _span_list(items: Any, path: Path, where: str, spans: str) -> list[tuple[str, int]]:
+    "(text, start) of SQuAD answers (`spans` 'answer_start') or of MRQA detected answers (every char span)."
+    if not isinstance(items, list): raise ConfigError(f"{path}: {where}: answers must be a list. Fix the file.")
+    out = []
+    for a in items:
+        text = _need(a, 'text', str, path, where)
+        if spans == 'answer_start': out.append((text, _need(a, 'answer_start', int, path, where)))
+        else:
+            for s in _need(a, 'char_spans', list, path, where):
+                if not (isinstance(s, list) and len(s) == 2 and all(isinstance(v, int) for v in s)):
+                    raise ConfigError(f"{path}: {where}: a char span must be [start, end]. Fix the file.")
+                out.append((text, s[0]))
+    return out
+
+
+def _squad_question(qa: Any, context: str, path: Path, where: str, v2: bool, labeled: bool,
+                    mode: str) -> QAExample | None:
+    "One SQuAD question; None when its answer is bad and `mode` is 'skip'."
+    qid = _need(qa, 'id', str, path, where)
+    where = f'question {qid!r}'
+    question = _need(qa, 'question', str, path, where)
+    if not labeled: return QAExample(qid, question, context)
+    impossible = _need(qa, 'is_impossible', bool, path, where) if v2 else False
+    answers = _span_list(_need(qa, 'answers', list, path, where), path, where, 'answer_start')
+    plausible = _span_list(qa.get('plausible_answers', []), path, where, 'answer_start')
+    if impossible and answers:
+        raise ConfigError(f"{path}: {where}: is_impossible is true but it has answers. Empty its `answers` (keep "
+                          "them as `plausible_answers`) or set is_impossible to false.")
+    if not impossible and not answers:
+        raise ConfigError(f"{path}: {where}: no answer. Give it one" + (", or set is_impossible to true."
+                          if v2 else " (SQuAD 1.1 has no unanswerable questions; use the 2.0 format for those)."))
+    if not _checked_answers(path, qid, context, answers, mode): return None
+    return QAExample(qid, question, context, tuple(answers), impossible, tuple(t for t, _ in answers), tuple(plausible))
+
+
+def _is_v2(data: dict, articles: list) -> bool:
+    "SQuAD 2.0 by the file's `version` ('v2.0'), or, without one, by questions that carry `is_impossible`."
+    version = str(data.get('version', ''))
+    if version: return version.lstrip('v').startswith('2')
+    return any(isinstance(qa, dict) and 'is_impossible' in qa for a in articles if isinstance(a, dict)
+               for p in a.get('paragraphs', []) if isinstance(p, dict) for qa in p.get('qas', []))
+
+
+def _add(out: list[QAExample], seen: set[str], ex: QAExample | None, path: Path) -> int:
+    "Appends `ex` (1 skipped when None); ids must be unique, as the prediction files are keyed by them."
+    if ex is None: return 1
+    if ex.id in seen:
+        raise ConfigError(f"{path}: question {ex.id!r} appears twice. Ids must be unique: predictions.json is keyed "
+                          "by them; rename one.")
+    seen.add(ex.id)
+    out.append(ex)
+    return 0
+
+
+def _check_mode(on_bad_answer: str) -> None:
+    if on_bad_answer not in BAD_ANSWER_MODES:
+        raise ConfigError(f"on_bad_answer: {on_bad_answer!r} is not one of {', '.join(BAD_ANSWER_MODES)}.")
+
+
+def read_squad(path: str | Path, on_bad_answer: str = 'error', labeled: bool = True,
+               v2: bool | None = None) -> list[QAExample]:
+    """The questions of an official SQuAD JSON file, in file order. `v2` None: from the file's `version`.
+    `labeled` False reads a file without answers (a test set). See the module doc for `on_bad_answer`."""
+    path, skipped = Path(path), 0
+    _check_mode(on_bad_answer)
+    try: data = json.loads(Path(path).read_text(encoding='utf-8'))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read it as SQuAD JSON ({e}). Give the official train/dev JSON file.") from e
+    articles = _need(data, 'data', list, path, 'top level')
+    v2 = _is_v2(data, articles) if v2 is None else v2
+    out, seen = [], set()
+    for a, art in enumerate(articles):
+        for p, par in enumerate(_need(art, 'paragraphs', list, path, f'article {a}')):
+            where = f'article {a}, paragraph {p}'
+            context = _context(par, path, where, 'id')
+            for q, qa in enumerate(_need(par, 'qas', list, path, where)):
+                ex = _squad_question(qa, context, path, f'{where}, question {q}', v2, labeled, on_bad_answer)
+                skipped += _add(out, seen, ex, path)
+    if skipped: log.warning('%s: %d questions skipped: their answer is not found at its offset', path, skipped)
+    return out
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    "(line number from 1, parsed object) of a JSONL file, plain or gzipped; blank lines are skipped."
+    opener = gzip.open if path.suffix == '.gz' else open
+    try:
+        with opener(path, 'rt', encoding='utf-8') as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip(): continue
+                try: yield n, json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ConfigError(f"{path}: line {n} is not JSON ({e}). Fix or remove the line.") from e
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise ConfigError(f"{path}: cannot read it as MRQA JSONL ({e}). Give the official .jsonl(.gz) file.") from e
+
+
+def _mrqa_question(qa: Any, context: str, path: Path, where: str, labeled: bool, mode: str) -> QAExample | None:
+    qid = _need(qa, 'qid', str, path, where)
+    where = f'{where}, question {qid!r}'
+    question = _need(qa, 'question', str, path, where)
+    if not labeled: return QAExample(qid, question, context)
+    detected = _span_list(_need(qa, 'detected_answers', list, path, where), path, where, 'char_spans')
+    gold = _need(qa, 'answers', list, path, where)
+    if not detected or not gold or not all(isinstance(t, str) for t in gold):
+        raise ConfigError(f"{path}: {where}: needs at least one detected answer and a list of answer strings. "
+                          "MRQA has no unanswerable questions; remove it or give its answers.")
+    if not _checked_answers(path, qid, context, detected, mode): return None
+    return QAExample(qid, question, context, tuple(detected), False, tuple(gold))
+
+
+def read_mrqa(path: str | Path, on_bad_answer: str = 'error', labeled: bool = True) -> list[QAExample]:
+    """The questions of an MRQA JSONL file (.jsonl or .jsonl.gz; NewsQA, TriviaQA, ...), in file order. A line with
+    a `header` is skipped, as the official reader does. Ids are the questions' `qid`s (official: MRQA predictions are
+    keyed by `qid`)."""
+    path, skipped, out, seen = Path(path), 0, [], set()
+    _check_mode(on_bad_answer)
+    for n, par in _jsonl_lines(path):
+        if isinstance(par, dict) and 'header' in par: continue
+        context = _context(par, path, f'line {n}', 'qid')
+        for qa in _need(par, 'qas', list, path, f'line {n}'):
+            skipped += _add(out, seen, _mrqa_question(qa, context, path, f'line {n}', labeled, on_bad_answer), path)
+    if skipped: log.warning('%s: %d questions skipped: their answer is not found at its offset', path, skipped)
+    return out
+
+
+def read_qa(path: str | Path, on_bad_answer: str = 'error', labeled: bool = True) -> list[QAExample]:
+    "`read_mrqa` for .jsonl / .jsonl.gz files, `read_squad` for .json files."
+    name = Path(path).name
+    if name.endswith(('.jsonl', '.jsonl.gz')): return read_mrqa(path, on_bad_answer, labeled)
+    if name.endswith('.json'): return read_squad(path, on_bad_answer, labeled)
+    raise ConfigError(f"{path}: not a QA file: give a SQuAD .json or an MRQA .jsonl / .jsonl.gz file.")
+
+
+def gold_answers(examples: list[QAExample]) -> dict[str, list[str]]:
+    "Each question's gold answer strings by id, for the evaluation (empty for an unanswerable question)."
+    return {ex.id: list(ex.gold_texts) for ex in examples}

@@ -144,13 +144,19 @@ def _max_diff(a: dict, b: dict, keys) -> float:
     return max(float((a[k].float() - b[k].float()).abs().max()) for k in keys)
 
 
+def _same_weights(init: InitWeights, prefix: str) -> bool:
+    "Whether the generator holds every discriminator weight under `prefix`, equal."
+    gen, disc = init.generator.state_dict(), init.discriminator.state_dict()
+    keys = [k for k in disc if k.startswith(prefix)]
+    return all(k in gen and gen[k].shape == disc[k].shape for k in keys) and (not keys or _max_diff(gen, disc, keys) == 0)
+
+
 def _check_tying(init: InitWeights, tie_weights: str) -> None:
     "The weights `tie_weights` shares must be equal in the source: one tensor is kept for both networks."
-    gen, disc = init.generator.state_dict(), init.discriminator.state_dict()
+    gen = init.generator.state_dict()
     part = 'electra.' if tie_weights == 'all' else 'electra.embeddings.'
-    shared = [k for k in disc if k.startswith(part)]
-    if tie_weights == 'none' or not shared: return
-    if any(k not in gen or gen[k].shape != disc[k].shape for k in shared) or _max_diff(gen, disc, shared) > 0:
+    if tie_weights == 'none' or not any(k.startswith(part) for k in init.discriminator.state_dict()): return
+    if not _same_weights(init, part):
         raise ConfigError(f"init_from: {init.source}: the generator's and the discriminator's {part[:-1]} weights "
                           f"differ, but tie_weights '{tie_weights}' keeps one copy for both. Set --tie_weights none to "
                           f"continue training them apart.")
@@ -184,11 +190,8 @@ def init_tokenizer(init: InitWeights | None, ckpt: dict | None) -> PreTrainedTok
 
 def shared_weights(init: InitWeights) -> str:
     "The `tie_weights` the pair was trained with, read off its weights: 'all', 'embeddings' or 'none'."
-    gen, disc = init.generator.state_dict(), init.discriminator.state_dict()
-    def equal(prefix):
-        keys = [k for k in disc if k.startswith(prefix)]
-        return all(k in gen and gen[k].shape == disc[k].shape for k in keys) and _max_diff(gen, disc, keys) == 0
-    return 'all' if equal('electra.') else 'embeddings' if equal('electra.embeddings.') else 'none'
+    return 'all' if _same_weights(init, 'electra.') else 'embeddings' if _same_weights(init, 'electra.embeddings.') \
+        else 'none'
 
 
 def save_init_checkpoint(init: InitWeights, path: str | Path) -> Path:

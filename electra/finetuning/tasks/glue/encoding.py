@@ -22,7 +22,7 @@ from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.glue.sources import Examples
 from electra.training.files import atomic_write_bytes, is_main_process
 
-__all__ = ['truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler',
+__all__ = ['truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
            'make_loader']
 
 _CACHE_VERSION = 1
@@ -161,8 +161,8 @@ class ShardedBatchSampler:
             yield part if len(part) else np.array([-batch[0] - 1])
 
 
-class _Indices:
-    "The loader's dataset: item i is i itself (a `range` would turn a stand-in's -(i + 1) into a real example)."
+class LoaderIndices:
+    "A loader's dataset: item i is i itself (a `range` would turn a stand-in's -(i + 1) into a real example)."
 
     def __init__(self, n: int): self.n = n
     def __len__(self) -> int: return self.n
@@ -198,5 +198,5 @@ def make_loader(enc: Encoded, batch_size: int, shuffle: bool, pad_id: int, seed:
     sampler = LengthBatchSampler(enc.lengths, batch_size, shuffle, seed, bucketing=bucketing)
     if shard is not None: sampler = ShardedBatchSampler(sampler, *shard)
     collate = _Collate(enc, pad_id, weights=shard is not None and shuffle)
-    return torch.utils.data.DataLoader(_Indices(len(enc)), batch_sampler=sampler, collate_fn=collate,
+    return torch.utils.data.DataLoader(LoaderIndices(len(enc)), batch_sampler=sampler, collate_fn=collate,
                                        num_workers=num_workers, pin_memory=pin_memory)

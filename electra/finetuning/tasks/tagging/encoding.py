@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from electra.config.base import ConfigError
-from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, ShardedBatchSampler
+from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler
 
 __all__ = ['IGNORE_INDEX', 'EncodedTagging', 'word_pieces', 'plan_windows', 'encode_tagging', 'word_predictions',
            'make_tagging_loader']
@@ -140,14 +140,6 @@ def word_predictions(enc: EncodedTagging, outputs, labels: Sequence[str] | None 
     return [[labels[j] for j in p] for p in preds] if labels is not None else preds
 
 
-class _Indices:
-    "The loader's dataset: item i is i itself (a stand-in of `ShardedBatchSampler` is written -(i + 1))."
-
-    def __init__(self, n: int): self.n = n
-    def __len__(self) -> int: return self.n
-    def __getitem__(self, i: int) -> int: return i
-
-
 class _Collate:
     """Pads a batch of windows to its longest: (input_ids, attention_mask, token_type_ids, labels), each [B, T], labels
     -100 on padding; with `weights`, each window's weight [B] too (0 for a stand-in)."""
@@ -178,5 +170,5 @@ def make_tagging_loader(enc: EncodedTagging, batch_size: int, shuffle: bool, pad
     sampler = LengthBatchSampler(enc.lengths, batch_size, shuffle, seed, bucketing=bucketing)
     if shard is not None: sampler = ShardedBatchSampler(sampler, *shard)
     collate = _Collate(enc, pad_id, token_type, weights=shard is not None and shuffle)
-    return torch.utils.data.DataLoader(_Indices(len(enc)), batch_sampler=sampler, collate_fn=collate,
+    return torch.utils.data.DataLoader(LoaderIndices(len(enc)), batch_sampler=sampler, collate_fn=collate,
                                        num_workers=num_workers, pin_memory=pin_memory)

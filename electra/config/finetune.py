@@ -128,7 +128,7 @@ class FinetuneConfig:
                     raise ConfigError(f"task_overrides.{name}: '{key}' cannot be set per task."
                                       f"{did_you_mean(str(key), TASK_KEYS)} "
                                       f"Per-task keys: {', '.join(TASK_KEYS)}.")
-            pair = len(files[name].text) == 2 if task is None else task.hf_text[1] is not None
+            pair = len(getattr(files[name], 'text', ())) == 2 if task is None else task.hf_text[1] is not None
             if values.get('double_unordered') and not pair:
                 raise ConfigError(f"task_overrides.{name}: double_unordered needs a sentence-pair task; {name} has one segment.")
             try: self.for_task(name)  # type- and range-checks the overrides
@@ -169,8 +169,10 @@ class FinetuneConfig:
         return list(self.seeds[:self.runs]) if self.seeds else [self.seed + i for i in range(self.runs)]
 
     def for_task(self, name: str) -> 'FinetuneConfig':
-        "This config with `task_overrides[name]` applied (and no further overrides)."
-        values = self.task_overrides.get(name, {})
+        """This config with the task's own hyperparameters (those of its task file, or its kind's defaults: QA and
+        tagging take the official sequence lengths) and then `task_overrides[name]` applied."""
+        own = getattr(self.file_tasks().get(name), 'hparams', {}) if any(map(is_task_file, self.tasks)) else {}
+        values = {**own, **self.task_overrides.get(name, {})}
         return config_from_dict(FinetuneConfig, {**values, 'task_overrides': {}}, source=f'task_overrides.{name}', base=self)
 
     def hparams(self) -> dict:

@@ -117,7 +117,10 @@ def optimizer_groups(model: ElectraClassifier, lr: float, decay: float, mode: st
     return groups, np.array([rates[layer_of[g['names'][0]]] for g in groups])
 
 
-# -- test predictions
+# -- fine-tuned runs
+
+FORMATS = ('electra-finetuned', 'electra-glue')  # (runs saved before the task kinds: 'electra-glue', a classifier)
+
 
 def read_finetuned(path: str | Path) -> dict:
     "The checkpoint of a fine-tuned run saved by `run_sweep` (weights, task, hyperparameters, the model it came from)."
@@ -125,16 +128,29 @@ def read_finetuned(path: str | Path) -> dict:
         raise ConfigError(f"{path}: no such fine-tuned run. Run `python finetune.py` first (the demo writes "
                           "checkpoints/glue/demo/<task>_<i>.pth), or give a run of yours.")
     ckpt = torch.load(path, map_location='cpu', weights_only=True)
-    if not isinstance(ckpt, dict) or ckpt.get('format') != 'electra-glue':
-        raise ConfigError(f"{path}: not a fine-tuned GLUE checkpoint of finetune.py; delete it and its results row to redo the run.")
+    if not isinstance(ckpt, dict) or ckpt.get('format') not in FORMATS:
+        raise ConfigError(f"{path}: not a fine-tuned checkpoint of finetune.py; delete it and its results row to redo the run.")
     return ckpt
 
 
-def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> ElectraClassifier:
-    "A fine-tuned model saved by `run_sweep`."
+def _head_model(kind: str):
+    "The model class of a task kind; its constructor takes the body and the checkpoint's `head` settings."
+    if kind == 'tagging':
+        from electra.finetuning.tasks.tagging.model import ElectraTagger
+        return ElectraTagger
+    if kind == 'qa':
+        from electra.finetuning.tasks.qa.heads import ElectraQA
+        return ElectraQA
+    return ElectraClassifier
+
+
+def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> nn.Module:
+    "A fine-tuned model saved by `run_sweep`, of any task kind (`ElectraClassifier`, `ElectraTagger`, `ElectraQA`)."
     from transformers import ElectraConfig, ElectraModel
     ckpt = read_finetuned(path)
-    model = ElectraClassifier(ElectraModel(ElectraConfig.from_dict(ckpt['electra_config'])), ckpt['n_outputs'],
-                              ckpt['dropout'], ckpt.get('target_scale', 1.0))  # runs saved before the key: raw targets
+    body = ElectraModel(ElectraConfig.from_dict(ckpt['electra_config']))
+    if ckpt['format'] == 'electra-glue':  # runs saved before the `target_scale` key learned raw targets
+        model = ElectraClassifier(body, ckpt['n_outputs'], ckpt['dropout'], ckpt.get('target_scale', 1.0))
+    else: model = _head_model(ckpt['kind'])(body, **ckpt['head'])
     model.load_state_dict(ckpt['model'])
     return model.to(device).eval()

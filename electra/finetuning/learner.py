@@ -4,7 +4,6 @@ run_finetuning.py): ElectraAdam over the layer-wise groups, warm-up and linear d
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -13,10 +12,8 @@ import torch.distributed as dist
 from torch import nn
 
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier, optimizer_groups
-from electra.finetuning.tasks.glue.encoding import Encoded, make_loader
-from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
-from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.finetuning.classifier import ElectraClassifier, optimizer_groups
+from electra.finetuning.tasks.base import TaskData
 from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
 from electra.training.distributed import all_reduce_sum, gather_objects, is_distributed
 from electra.training.optim import electra_opt_func
@@ -24,16 +21,6 @@ from electra.training.schedule import warmup_decay_sched
 from electra.training.speed import DeviceDataLoaders
 
 __all__ = ['TaskData', 'device_and_autocast', 'predict_outputs', 'finetuning_learner', 'train_run']
-
-
-@dataclass
-class TaskData:
-    "A task's encoded training set and dev splits."
-    task: GlueTask
-    train: Encoded
-    dev: dict[str, Encoded]
-
-
 
 
 # -- devices, data
@@ -95,14 +82,13 @@ def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, fl
     return EpochEval()
 
 
-def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, task_cfg: FinetuneConfig,
-                       regression: bool, device: torch.device, autocast: torch.dtype | None, cbs: tuple = (),
-                       multilabel: bool = False):
+def finetuning_learner(model: nn.Module, train_dl, valid_dls: list, task_cfg: FinetuneConfig, loss_func,
+                       device: torch.device, autocast: torch.dtype | None, cbs: tuple = (), n_inp: int = 3):
     """The fastai Learner of one fine-tuning run (run_finetuning.py): ElectraAdam over the layer-wise groups, warm-up and linear
     decay applied together at every step, gradient clipping, and mixed precision when `autocast` is set. fastai's own
     validation pass is skipped (the dev sets are scored by the caller, see `train_run`), and there is no Recorder or
-    progress bar: both read the loss off the device at every step. `learn.layer_lrs`: each group's peak rate, to be
-    given to `fit`."""
+    progress bar: both read the loss off the device at every step. `loss_func` and `n_inp` (the model's inputs at
+    the front of a batch) are the task kind's. `learn.layer_lrs`: each group's peak rate, to be given to `fit`."""
     from fastai.callback.core import Callback, CancelValidException, TrainEvalCallback
     from fastai.callback.schedule import ParamScheduler
     from fastai.callback.training import GradientClip
@@ -124,8 +110,8 @@ def finetuning_learner(model: ElectraClassifier, train_dl, valid_dls: list, task
     if task_cfg.clip_grad: cbs.append(GradientClip(task_cfg.clip_grad))
     if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
     # fastai needs a validation loader to exist even though its pass is skipped
-    learn = Learner(DeviceDataLoaders(train_dl, *(valid_dls or [train_dl]), device=device, n_inp=3), model,
-                    loss_func=ClassifierLoss(regression, model.target_scale, multilabel),
+    learn = Learner(DeviceDataLoaders(train_dl, *(valid_dls or [train_dl]), device=device, n_inp=n_inp), model,
+                    loss_func=loss_func,
                     opt_func=electra_opt_func((task_cfg.adam_beta1, task_cfg.adam_beta2), task_cfg.adam_eps,
                                               task_cfg.weight_decay),
                     splitter=lambda m: groups, lr=float(lrs.max()), default_cbs=False, cbs=cbs)
@@ -137,28 +123,21 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
               autocast: torch.dtype | None, pad_id: int, report: Callable[[int, float, dict], None] | None = None,
               extra_cbs: tuple = ()):
     """Fine-tune a copy of `body` on `data.train` with `task_cfg` (a task's config) and seed `seed`, scoring the dev sets
-    after each epoch. Returns the model and the per-epoch history (train loss and dev metrics); the last entry is the
-    run's result, as the official code evaluates the final model. `extra_cbs`: more fastai callbacks for the fit."""
+    after each epoch; the model, loss, loaders and metrics are those of the task's kind (`data.task`). Returns the
+    model and the per-epoch history (train loss and dev metrics); the last entry is the run's result, as the official
+    code evaluates the final model. `extra_cbs`: more fastai callbacks for the fit."""
     from fastai.torch_core import set_seed
 
     task = data.task
     set_seed(seed)
-    model = ElectraClassifier(copy.deepcopy(body), task.n_outputs, task_cfg.dropout,
-                              (task.target_scale or task_cfg.stsb_scale) if task.is_regression else 1.0).to(device)
+    model = task.new_model(copy.deepcopy(body), task_cfg).to(device)
     pin, shard = device.type == 'cuda', ((dist.get_rank(), dist.get_world_size()) if is_distributed() else None)
-    train_dl = make_loader(data.train, task_cfg.batch_size, True, pad_id, seed, task_cfg.num_workers, pin,
-                           task_cfg.length_bucketing, shard)  # `batch_size` is the global batch in a torchrun job
-    dev_dls = {s: make_loader(e, task_cfg.eval_batch_size, False, pad_id, 0, task_cfg.num_workers, pin, shard=shard)
-               for s, e in data.dev.items()}
-
-    def evaluate() -> dict:
-        preds = {s: predictions(task, predict_outputs(model, dl, autocast)) for s, dl in dev_dls.items()}
-        return task_metrics(task, preds, {s: e.label for s, e in data.dev.items()})
-
-    evaluator = _epoch_eval_callback(evaluate, report or (lambda *a: None))
+    train_dl = task.loader(data.train, task_cfg, pad_id, True, seed, shard, pin)
+    dev_dls = {s: task.loader(e, task_cfg, pad_id, False, 0, shard, pin) for s, e in data.dev.items()}
+    evaluator = _epoch_eval_callback(lambda: task.evaluate(model, data, dev_dls, autocast), report or (lambda *a: None))
     from electra.training.parallel import DataParallel
     parallel = (DataParallel('global', seed),) if is_distributed() else ()  # every run over all the job's processes
-    learn = finetuning_learner(model, train_dl, list(dev_dls.values()), task_cfg, task.is_regression, device, autocast,
-                               (evaluator, *parallel, *extra_cbs), task.multilabel)
+    learn = finetuning_learner(model, train_dl, list(dev_dls.values()), task_cfg, task.loss_func(model, task_cfg),
+                               device, autocast, (evaluator, *parallel, *extra_cbs), task.n_inp)
     learn.fit(task_cfg.epochs, lr=learn.layer_lrs)
     return model, evaluator.history

@@ -1,4 +1,4 @@
-"""The resumable sweep: every task of a job, `runs` seeds each, each finished run saved and recorded at
+"""The resumable sweep: every task of a job (of any kind, `electra.finetuning.tasks.base`), `runs` seeds each, each finished run saved and recorded at
 once; then the summary over runs and the test predictions of the selected runs.
 """
 from __future__ import annotations
@@ -11,25 +11,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
-import numpy as np
-
 from electra.config.base import ConfigError, TrainingStopped, writable_dir
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
-from electra.finetuning.classifier import load_finetuned
-from electra.finetuning.learner import TaskData, device_and_autocast, predict_outputs, train_run
+from electra.finetuning.learner import device_and_autocast, train_run
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
-from electra.finetuning.tasks.glue.encoding import encode_cached, make_loader
-from electra.finetuning.tasks.glue.metrics import dev_metric_names, predictions, task_metrics
-from electra.finetuning.tasks.glue.sources import Examples, GlueSource, double_unordered, drop_empty, open_source
-from electra.finetuning.tasks.files import write_file_predictions
-from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, write_predictions, zip_submission
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
+from electra.finetuning.tasks.classification import ClassificationTask
+from electra.finetuning.tasks.glue.metrics import dev_metric_names
+from electra.finetuning.tasks.glue.sources import GlueSource, open_source
+from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
 from electra.training.distributed import world
 from electra.training.files import atomic_save, atomic_write_text, is_main_process
 from electra.training.sinks import start_neptune_run
 
-__all__ = ['resolve_data', 'prepare_task', 'RunJob', 'train_and_save', 'run_sweep', 'write_summary', 'write_test_predictions']
+__all__ = ['resolve_data', 'job_tasks', 'RunJob', 'train_and_save', 'run_sweep', 'write_summary', 'write_test_predictions']
 
 
 def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:
@@ -43,50 +40,26 @@ def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:
     return open_source(data)
 
 
-def _train_examples(task: GlueTask, task_cfg: FinetuneConfig, source: GlueSource, doubled: bool) -> Examples:
-    ex = source.load(task, 'train')
-    if task_cfg.drop_empty: ex = drop_empty(ex)
-    if task_cfg.max_train_samples and len(ex) > task_cfg.max_train_samples:
-        ex = ex.take(np.sort(np.random.default_rng(0).choice(len(ex), task_cfg.max_train_samples, replace=False)))
-    return double_unordered(ex) if doubled else ex
+def job_tasks(cfg: FinetuneConfig, source: GlueSource) -> dict[str, FinetuningTask]:
+    "Each task of the job by name: GLUE tasks read `source`, task files their own data (`tasks.files.make_task`)."
+    from electra.finetuning.tasks.files import make_task, read_task_file
+    tasks = [make_task(read_task_file(e)) if is_task_file(e) else ClassificationTask(TASKS[e], source) for e in cfg.tasks]
+    return {t.name: t for t in tasks}
 
 
-def prepare_task(task: GlueTask, task_cfg: FinetuneConfig, source: GlueSource, tokenizer, cache_dir: str | Path,
-                 doubled: bool) -> TaskData:
-    "Read, filter, double (when `doubled`) and encode a task's training set, and encode its dev splits (cached)."
-    cache = Path(cache_dir) / 'glue_tokens'
-    length = task_cfg.max_length
-    train = encode_cached(_train_examples(task, task_cfg, source, doubled), tokenizer, length, cache, f'{task.name}-train')
-    dev = {s: encode_cached(source.load(task, s), tokenizer, length, cache, f'{task.name}-{s}') for s in task.dev_splits}
-    return TaskData(task, train, dev)
-
-
-def job_tasks(cfg: FinetuneConfig, source: GlueSource) -> dict[str, tuple[GlueTask, GlueSource]]:
-    "Each task of the job by name, with the source of its examples: GLUE tasks read `source`, task files their own."
-    from electra.finetuning.tasks.files import file_task, read_task_file
-    out = {}
-    for entry in cfg.tasks:
-        task, src = file_task(read_task_file(entry)) if is_task_file(entry) else (TASKS[entry], source)
-        out[task.name] = (task, src)
-    return out
-
-
-def _doubled(task: GlueTask, cfg: FinetuneConfig, task_cfg: FinetuneConfig) -> bool:
-    "double_unordered applies to unordered-pair tasks, or to any task whose `task_overrides` switch it on."
-    return task_cfg.double_unordered and (task.symmetric or 'double_unordered' in cfg.task_overrides.get(task.name, {}))
-
-
+def _doubled(task: FinetuningTask, cfg: FinetuneConfig, task_cfg: FinetuneConfig) -> bool:
+    "double_unordered applies to unordered-pair tasks, or to any pair task whose `task_overrides` switch it on."
+    if not isinstance(task, ClassificationTask): return False
+    return task_cfg.double_unordered and (task.info.symmetric or 'double_unordered' in cfg.task_overrides.get(task.name, {}))
 
 
 # -- the sweep
 
-def _settings_key(cfg: FinetuneConfig, task: str, task_cfg: FinetuneConfig, seed: int, doubled: bool,
-                  source: GlueSource) -> str:
+def _settings_key(cfg: FinetuneConfig, task: FinetuningTask, task_cfg: FinetuneConfig, seed: int, doubled: bool) -> str:
     "A hash of what a run's result depends on; a resumed sweep refuses to mix runs of different settings."
     hp = {k: v for k, v in task_cfg.hparams().items() if k != 'eval_batch_size'}
-    files = {'files': {k: str(v) for k, v in source.spec.files.items()}} if hasattr(source, 'spec') else {}
-    blob = json.dumps({'task': task, 'model': cfg.model, 'data': cfg.data, 'seed': seed, 'doubled': doubled, **hp,
-                       **files}, sort_keys=True, default=str)
+    blob = json.dumps({'task': task.name, 'model': cfg.model, 'data': cfg.data, 'seed': seed, 'doubled': doubled, **hp,
+                       **task.settings()}, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
@@ -109,12 +82,11 @@ class RunJob:
     checkpoint: Path
 
 
-def _todo(cfg: FinetuneConfig, name: str, doubled: bool, results: ResultsTable, out: Path,
-          source: GlueSource) -> list[RunJob]:
-    "The runs of task `name` not yet finished (in the results table and on disk); refuses rows of other settings."
-    task_cfg, todo = cfg.for_task(name), []
+def _todo(cfg: FinetuneConfig, task: FinetuningTask, doubled: bool, results: ResultsTable, out: Path) -> list[RunJob]:
+    "The runs of `task` not yet finished (in the results table and on disk); refuses rows of other settings."
+    name, task_cfg, todo = task.name, cfg.for_task(task.name), []
     for i, seed in enumerate(cfg.seed_list):
-        key = _settings_key(cfg, name, task_cfg, seed, doubled, source)
+        key = _settings_key(cfg, task, task_cfg, seed, doubled)
         ckpt, row = out / f'{name}_{i}.pth', results.get(name, i)
         if row is not None and row['settings'] != key:
             raise ConfigError(f"{results.path}: {name} run {i} was made with other settings (model, data, seed or "
@@ -126,14 +98,14 @@ def _todo(cfg: FinetuneConfig, name: str, doubled: bool, results: ResultsTable, 
 def _plan(cfg: FinetuneConfig, tokenizer, source: GlueSource, results: ResultsTable, say) -> Iterator[tuple[TaskData, list[RunJob]]]:
     "Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a time."
     out = Path(cfg.output_dir) / cfg.group
-    for name, (task, src) in ((n, t) for n, t in job_tasks(cfg, source).items() if not t[0].predicted_by):
+    for name, task in ((n, t) for n, t in job_tasks(cfg, source).items() if not t.predicted_by):
         task_cfg = cfg.for_task(name)
         doubled = _doubled(task, cfg, task_cfg)
-        todo = _todo(cfg, name, doubled, results, out, src)
+        todo = _todo(cfg, task, doubled, results, out)
         if not todo:
             say(f'{name}: all {cfg.runs} runs finished before; skipped')
             continue
-        data = prepare_task(task, task_cfg, src, tokenizer, cfg.cache_dir, doubled)
+        data = task.prepare(task_cfg, tokenizer, cfg.cache_dir, doubled)
         say(f'{name}: {len(data.train)} training examples{" (both segment orders)" if doubled else ""}, '
             f'{", ".join(f"{len(e)} {s}" for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
             f'{len(todo)} of {cfg.runs} runs to do')
@@ -157,9 +129,8 @@ def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, devic
     model, history = train_run(data, task_cfg, body, job.seed, device, autocast, pad_id, report)
     final = history[-1]
     if is_main_process():
-        atomic_save({'format': 'electra-glue', 'task': task.name, 'run': job.run, 'seed': job.seed,
-                     'n_outputs': task.n_outputs, 'dropout': task_cfg.dropout, 'target_scale': model.target_scale,
-                     'electra_config': body.config.to_dict(), 'model': model.state_dict(),
+        atomic_save({'format': 'electra-finetuned', 'kind': task.kind, 'task': task.name, 'run': job.run, 'seed': job.seed,
+                     'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
                      'pretrained': cfg.model, 'hparams': task_cfg.hparams(), 'dev': final}, job.checkpoint)
     if nrun is not None:
         for m in dev_metric_names(task): nrun[f'final/{m}'] = final[m]
@@ -206,7 +177,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
 def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
     "The per-task summary as markdown, saved with a plot of the spread over runs as `summary.md` and `summary.png`."
     out = Path(cfg.output_dir) / cfg.group
-    tasks = {**TASKS, **_file_task_shapes(cfg)}
+    tasks = {**TASKS, **_file_task_infos(cfg)}
     df = results.df[results.df['task'].isin(cfg.task_names) & (results.df['run'] < cfg.runs)]
     text = summary_markdown(summarize(df, tasks)) if not df.empty else 'no finished runs'
     if is_main_process():
@@ -215,66 +186,28 @@ def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
     return text
 
 
-def _file_task_shapes(cfg: FinetuneConfig) -> dict[str, GlueTask]:
-    "The job's tasks from files, for their metrics (their data is read once more for the training labels)."
-    from electra.finetuning.tasks.files import file_task
-    return {name: file_task(spec)[0] for name, spec in cfg.file_tasks().items()}
+def _file_task_infos(cfg: FinetuneConfig) -> dict[str, GlueTask]:
+    "The descriptions of the job's tasks from files, for their metrics (their training labels are read once more)."
+    from electra.finetuning.tasks.files import make_task
+    return {name: make_task(spec).info for name, spec in cfg.file_tasks().items()}
 
 
 def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer, source: GlueSource,
                            log: Callable[[str], None] = print) -> list[Path]:
-    """Predict the test sets with the selected run of each task (`select`), or the averaged logits of the top
-    `ensemble_k` runs; AX with MNLI's. Writes `<test_output_dir>/<group>/<file>.tsv` (GLUE: the site's format, and
-    `glue_submission.zip`; a task from files: `id<TAB>prediction`)."""
+    """Predict the test sets with the selected run of each task (`select`), or the top `ensemble_k` runs together,
+    each kind in its own format under `<test_output_dir>/<group>/`: GLUE the site's TSV files and
+    `glue_submission.zip` (AX with MNLI's model), a task from files `id<TAB>prediction`, tagging the input's format,
+    QA the official `predictions.json` (and `null_odds.json`)."""
     out = Path(cfg.test_output_dir) / cfg.group
     say = log if is_main_process() else (lambda *_: None)
     tasks, written = job_tasks(cfg, source), []
-    for name, (task, src) in ((n, t) for n, t in tasks.items() if not t[0].predicted_by):
+    for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):
         rows = results.task_rows(name)
         rows = rows[rows['run'] < cfg.runs]  # this job's runs, not later ones left by a larger sweep
         if rows.empty:
             say(f'{name}: no finished runs, no test predictions')
             continue
-        targets = [(t, s, split, stem) for t, s in tasks.values() if t is task or t.predicted_by == name
-                   for split, stem in t.test_files]
-        written += _predict_task(cfg, task, src, select_runs(rows, cfg.select, cfg.ensemble_k), targets, tokenizer,
-                                 out, say)
+        picked = select_runs(rows, cfg.select, cfg.ensemble_k)
+        written += task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
     if any(p.name in SUBMISSION_FILES for p in written): written.append(zip_submission(out))
-    return written
-
-
-def _predict_task(cfg: FinetuneConfig, task: GlueTask, source: GlueSource, picked, targets: list, tokenizer,
-                  out: Path, say) -> list[Path]:
-    "The test files of one trained task (and of the tasks predicted with its model) from its picked runs."
-    device, autocast = device_and_autocast(cfg.device, cfg.precision)
-    task_cfg, pad_id, cache = cfg.for_task(task.name), pad_token_id(tokenizer), Path(cfg.cache_dir) / 'glue_tokens'
-    encoded = {(t.name, split): encode_cached(s.load(t, split), tokenizer, task_cfg.max_length, cache, f'{t.name}-{split}')
-               for t, s, split, _ in targets}
-    dev = {s: encode_cached(source.load(task, s), tokenizer, task_cfg.max_length, cache, f'{task.name}-{s}')
-           for s in task.dev_splits} if len(picked) > 1 else {}
-    sums: dict = {}
-    for path in picked['checkpoint']:
-        model = load_finetuned(path, device)
-        for key, enc in [*encoded.items(), *(((task.name, s), e) for s, e in dev.items())]:
-            loader = make_loader(enc, task_cfg.eval_batch_size, False, pad_id, pin_memory=device.type == 'cuda')
-            sums[key] = sums.get(key, 0) + predict_outputs(model, loader, autocast) / len(picked)
-        del model
-    runs = ', '.join(f"run {int(r['run'])} (seed {int(r['seed'])}, dev {task.score_metric} {r['score']:.2f})"
-                     for r in picked.to_dict('records'))
-    if dev:
-        scores = task_metrics(task, {s: predictions(task, sums[(task.name, s)]) for s in dev},
-                              {s: e.label for s, e in dev.items()})
-        runs += f"; ensemble dev {', '.join(f'{m} {v:.2f}' for m, v in scores.items())}"
-    written = []
-    for t, s, split, stem in targets:
-        enc, outs = encoded[(t.name, split)], sums[(t.name, split)]
-        bad = int((~np.isfinite(outs)).reshape(len(outs), -1).any(1).sum()) if len(outs) else 0
-        if bad:  # argmax of NaN logits is a valid-looking label: never let one reach a submission file
-            raise ConfigError(f"{stem}.tsv: {runs} predict NaN or infinite outputs for {bad} of {len(outs)} "
-                              f"{t.name} {split} examples; no file written. Delete those runs' rows from "
-                              f"{Path(cfg.output_dir) / cfg.group / 'results.csv'} and run the task again.")
-        if hasattr(s, 'ids'): written.append(write_file_predictions(out / f'{stem}.tsv', t, s.ids(split), enc.idx,
-                                                                     predictions(t, outs)))
-        else: written.append(write_predictions(out / f'{stem}.tsv', t, enc.idx, predictions(t, outs)))
-        say(f'{stem}.tsv: {len(enc)} predictions from {task.name} {runs}')
     return written

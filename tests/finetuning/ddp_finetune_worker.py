@@ -14,7 +14,9 @@ import transformers
 
 from electra.config.base import config_from_dict
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.learner import TaskData, train_run
+from electra.finetuning.learner import train_run
+from electra.finetuning.tasks.base import TaskData
+from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.encoding import Encoded
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.training.distributed import finish_distributed, init_distributed
@@ -44,7 +46,7 @@ def main(out: str, task_name: str) -> None:
     task = TASKS[task_name]
     task_cfg = config_from_dict(FinetuneConfig, dict(model='tiny', epochs=2, batch_size=8, eval_batch_size=5, lr=1e-3,
                                                      dropout=0.0, stsb_scale=5.0, length_bucketing=True))
-    data = TaskData(task, encoded(33, task.is_regression, 1), {s: encoded(13, task.is_regression, 2 + k)
+    data = TaskData(ClassificationTask(task, None), encoded(33, task.is_regression, 1), {s: encoded(13, task.is_regression, 2 + k)
                                                              for k, s in enumerate(task.dev_splits)})
     model, history = train_run(data, task_cfg, body, 7, torch.device('cpu'), None, 0)
     finish_distributed()  # every process leaves the group before any exits; the others end here

@@ -7,7 +7,8 @@ import torch
 
 from electra.config.base import ConfigError, config_from_dict
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning import classifier, learner, sweep
+from electra.finetuning import classifier, learner
+from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.training.schedule import lr_at_step
@@ -20,7 +21,7 @@ def test_layerwise_schedule_reaches_the_optimizer(tmp_path, glue_dir, tiny):
     from fastai.callback.core import Callback
     model, tok = tiny
     cfg = job(tmp_path, glue_dir, epochs=2, lr=1e-3, layer_lr_decay=0.5, batch_size=8, clip_grad=0.5)
-    data = sweep.prepare_task(TASKS['RTE'], cfg, open_source(cfg.data), tok, cfg.cache_dir, False)
+    data = ClassificationTask(TASKS['RTE'], open_source(cfg.data)).prepare(cfg, tok, cfg.cache_dir, False)
 
     class Spy(Callback):
         order = 99  # after ParamScheduler set this step's rates
@@ -39,7 +40,7 @@ def test_layerwise_schedule_reaches_the_optimizer(tmp_path, glue_dir, tiny):
 def test_runs_are_reproducible_from_the_seed(tmp_path, glue_dir, tiny):
     model, tok = tiny
     cfg = job(tmp_path, glue_dir, epochs=1, batch_size=8)
-    data = sweep.prepare_task(TASKS['STS-B'], cfg, open_source(cfg.data), tok, cfg.cache_dir, True)
+    data = ClassificationTask(TASKS['STS-B'], open_source(cfg.data)).prepare(cfg, tok, cfg.cache_dir, True)
     assert len(data.train) == 64  # double_unordered
     a, ha = learner.train_run(data, cfg, model.electra, 7, torch.device('cpu'), None, 0)
     b, hb = learner.train_run(data, cfg, model.electra, 7, torch.device('cpu'), None, 0)
@@ -62,7 +63,7 @@ def test_precision_on_cpu(monkeypatch, tmp_path, glue_dir, tiny):
     # a bf16 run on this CPU autocasts the classifier's matmuls (a spy reads the dtype of the logits)
     model, tok = tiny
     cfg = job(tmp_path, glue_dir, batch_size=8)
-    data = sweep.prepare_task(TASKS['RTE'], cfg, open_source(cfg.data), tok, cfg.cache_dir, False)
+    data = ClassificationTask(TASKS['RTE'], open_source(cfg.data)).prepare(cfg, tok, cfg.cache_dir, False)
     from fastai.callback.core import Callback
 
     class Spy(Callback):
@@ -85,11 +86,15 @@ def test_sts_b_targets_learned_on_the_official_scale(tiny, tmp_path, scale):
     with torch.no_grad(): raw = clf(ids, mask, types)
     cfg = config_from_dict(FinetuneConfig, {'stsb_scale': scale})
     loader = torch.utils.data.DataLoader(list(zip(ids, mask, types, y)), batch_size=2)  # one batch, in order
-    learn = learner.finetuning_learner(clf, loader, [], cfg, True, torch.device('cpu'), None)
+    loss = ClassificationTask(TASKS['STS-B'], None).loss_func(clf, cfg)  # the kind's loss reads the model's scale
+    learn = learner.finetuning_learner(clf, loader, [], cfg, loss, torch.device('cpu'), None)
     assert float(learn.loss_func(raw, y)) == pytest.approx(float(((raw - y / scale) ** 2).mean()), rel=1e-6)
     assert np.allclose(learner.predict_outputs(clf, loader), scale * raw.numpy(), atol=1e-6)
     path = tmp_path / 'run.pth'
     torch.save({'format': 'electra-glue', 'n_outputs': 1, 'dropout': 0.0, 'target_scale': scale,
                 'electra_config': model.electra.config.to_dict(), 'model': clf.state_dict()}, path)
+    assert np.allclose(learner.predict_outputs(classifier.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
+    torch.save({'format': 'electra-finetuned', 'kind': 'classification', 'electra_config': model.electra.config.to_dict(),
+                'head': ClassificationTask(TASKS['STS-B'], None).head(clf), 'model': clf.state_dict()}, path)
     assert np.allclose(learner.predict_outputs(classifier.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
     assert FinetuneConfig().stsb_scale == 5.0

@@ -15,6 +15,7 @@ from electra.config.base import ConfigError, TrainingStopped, config_from_dict
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning import classifier, learner, sweep
 from electra.finetuning.results import ResultsTable
+from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
 from electra.finetuning.tasks.glue.tasks import TASKS
@@ -150,7 +151,7 @@ def test_real_sts_b_two_short_runs(tmp_path, tiny_dir):
     import scipy.stats
 
     from electra.finetuning.tasks.glue.encoding import make_loader
-    dev = sweep.prepare_task(TASKS['STS-B'], cfg.for_task('STS-B'), src, tok, cfg.cache_dir, True).dev['dev']
+    dev = ClassificationTask(TASKS['STS-B'], src).prepare(cfg.for_task('STS-B'), tok, cfg.cache_dir, True).dev['dev']
     for r in rows.to_dict('records'):
         pred = learner.predict_outputs(classifier.load_finetuned(r['checkpoint']), make_loader(dev, cfg.eval_batch_size, False, 0))
         assert r['spearman'] == pytest.approx(100 * scipy.stats.spearmanr(pred, dev.label)[0], rel=1e-4)
@@ -172,10 +173,10 @@ def test_demo_data_is_written_once_and_doubling_follows_the_overrides(tmp_path):
     sweep.resolve_data('demo', tmp_path)
     assert (tmp_path / 'demo_glue/CoLA/train.tsv').stat().st_mtime_ns == stamp
     cfg = config_from_dict(FinetuneConfig, {'task_overrides': {'QQP': {'double_unordered': True}, 'STS-B': {'double_unordered': False}}})
-    doubled = {n: sweep._doubled(TASKS[n], cfg, cfg.for_task(n)) for n in ('MRPC', 'STS-B', 'QQP', 'RTE')}
+    doubled = {n: sweep._doubled(ClassificationTask(TASKS[n], None), cfg, cfg.for_task(n)) for n in ('MRPC', 'STS-B', 'QQP', 'RTE')}
     assert doubled == {'MRPC': True, 'STS-B': False, 'QQP': True, 'RTE': False}
     off = config_from_dict(FinetuneConfig, {'double_unordered': False})
-    assert not sweep._doubled(TASKS['MRPC'], off, off.for_task('MRPC'))
+    assert not sweep._doubled(ClassificationTask(TASKS['MRPC'], None), off, off.for_task('MRPC'))
 
 
 def test_uncreatable_cache_dir_named():

@@ -31,7 +31,7 @@ from electra.config.base import ConfigError
 from electra.finetuning.tasks.glue.sources import Examples, GlueSource
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
 
-__all__ = ['FileTaskSpec', 'read_task_file', 'FileSource', 'file_task', 'write_file_predictions']
+__all__ = ['FileTaskSpec', 'read_task_file', 'task_hparams', 'make_task', 'FileSource', 'file_task', 'write_file_predictions']
 
 KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'), 'multilabel': ('micro_f1',)}
 METRICS = {'classification': ('accuracy', 'f1', 'mcc'), 'regression': ('pearson', 'spearman'),
@@ -39,6 +39,7 @@ METRICS = {'classification': ('accuracy', 'f1', 'mcc'), 'regression': ('pearson'
 FORMATS = ('.csv', '.tsv', '.jsonl', '.parquet')
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics', 'unordered_pair', 'target_scale',
         'label_separator')
+OTHER_KINDS = ('tagging', 'squad', 'mrqa')  # read by tasks/tagging/task.py and tasks/qa/task.py
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class FileTaskSpec:
     unordered_pair: bool
     target_scale: float
     label_separator: str              # multilabel: between the labels of one example in CSV, TSV
+    hparams: dict                     # the task's own hyperparameters (keys of TASK_KEYS), under task_overrides
 
 
 def _fail(path, msg: str):
@@ -66,12 +68,23 @@ def _check_values(path: Path, raw: dict) -> None:
     if unknown: _fail(path, f"unknown key(s) {', '.join(unknown)}; a task file has {', '.join(KEYS)}.")
     for key in ('train', 'dev', 'text', 'label'):
         if not raw.get(key): _fail(path, f"'{key}' is missing: a task file names train and dev files, text and label columns.")
-    if raw.get('kind', 'classification') not in KINDS: _fail(path, f"kind must be one of {', '.join(KINDS)}, got {raw.get('kind')!r}.")
-    if raw.get('name') in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
+    if raw.get('kind', 'classification') not in KINDS:
+        _fail(path, f"kind must be one of {', '.join((*KINDS, *OTHER_KINDS))}, got {raw.get('kind')!r}.")
 
 
-def read_task_file(path: str | Path) -> FileTaskSpec:
-    "The task a YAML file describes, checked: keys, kind, metrics, columns named, files present."
+def task_hparams(path: Path, raw: dict, defaults: dict | None = None) -> dict:
+    """The hyperparameters a task file sets for its task (any per-task key of the job: epochs, max_length, ...), over
+    its kind's `defaults`; removed from `raw`. The job's `task_overrides` still override them."""
+    from electra.config.base import config_from_dict
+    from electra.config.finetune import TASK_KEYS, FinetuneConfig
+    own = {k: raw.pop(k) for k in list(raw) if k in TASK_KEYS}
+    config_from_dict(FinetuneConfig, own, source=str(path))  # type- and range-checks them, naming the file
+    return {**(defaults or {}), **own}
+
+
+def read_task_file(path: str | Path):
+    """The task a YAML file describes, checked: keys, kind, metrics, columns or fields named, files present. A
+    `FileTaskSpec`, or for `kind` tagging, squad or mrqa the spec of `tasks/tagging/task.py` or `tasks/qa/task.py`."""
     import yaml
     path = Path(path)
     if not path.is_file():
@@ -80,6 +93,14 @@ def read_task_file(path: str | Path) -> FileTaskSpec:
     try: raw = yaml.safe_load(path.read_text(encoding='utf-8')) or {}
     except yaml.YAMLError as e: _fail(path, f"not valid YAML ({str(e).splitlines()[0]}).")
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
+    if raw.get('name') in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
+    if raw.get('kind') == 'tagging':
+        from electra.finetuning.tasks.tagging.task import read_tagging_spec
+        return read_tagging_spec(path, raw)
+    if raw.get('kind') in ('squad', 'mrqa'):
+        from electra.finetuning.tasks.qa.task import read_qa_spec
+        return read_qa_spec(path, raw)
+    hparams = task_hparams(path, raw)
     _check_values(path, raw)
     kind = raw.get('kind', 'classification')
     metrics = tuple(raw.get('metrics') or KINDS[kind])
@@ -94,7 +115,19 @@ def read_task_file(path: str | Path) -> FileTaskSpec:
     if raw.get('unordered_pair') and len(text) != 2: _fail(path, 'unordered_pair needs a pair of text columns.')
     return FileTaskSpec(path.resolve(), str(raw.get('name') or path.stem), kind, files, text, str(raw['label']),
                         str(raw.get('id') or ''), metrics, bool(raw.get('unordered_pair', False)),
-                        float(raw.get('target_scale', 1.0)), str(raw.get('label_separator', ',')))
+                        float(raw.get('target_scale', 1.0)), str(raw.get('label_separator', ',')), hparams)
+
+
+def make_task(spec):
+    "The `FinetuningTask` of a task file's spec, by its kind."
+    if spec.kind == 'tagging':
+        from electra.finetuning.tasks.tagging.task import TaggingTask
+        return TaggingTask(spec)
+    if spec.kind in ('squad', 'mrqa'):
+        from electra.finetuning.tasks.qa.task import QATask
+        return QATask(spec)
+    from electra.finetuning.tasks.classification import ClassificationTask
+    return ClassificationTask(*file_task(spec))
 
 
 def _rows(path: Path) -> tuple[list[dict], list[int]]:

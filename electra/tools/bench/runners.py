@@ -207,7 +207,7 @@ class FinetuneLearnerRunner(FitRunner):
 
     def __init__(self, name, body, batches, device, cfg, autocast=None, compile_mode=None, n_outputs=2):
         super().__init__(device)
-        from electra.finetuning.classifier import ElectraClassifier
+        from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier
         from electra.finetuning.learner import finetuning_learner
         self.name, self.loader = name, Batches([tuple(t.to(device) for t in b) for b in batches])
         model = ElectraClassifier(copy.deepcopy(body), n_outputs).to(device)
@@ -220,7 +220,7 @@ class FinetuneLearnerRunner(FitRunner):
                 model.zero_grad(set_to_none=True)
             self.compiled = try_compile([model], trial, what='the classifier',
                                         mode=None if compile_mode == 'default' else compile_mode)
-        self.learn = finetuning_learner(model, self.loader, [], cfg, False, device, autocast,
+        self.learn = finetuning_learner(model, self.loader, [], cfg, ClassifierLoss(False), device, autocast,
                                    (step_timer(self, lambda: self.loader.n),))
         self.fit_kwargs = {'lr': self.learn.layer_lrs}
 

@@ -1,0 +1,92 @@
+"""What the sweep needs of a task, whatever its kind: one class per kind (`ClassificationTask` for GLUE and the
+tasks from files, `TaggingTask`, `QATask`) answers how the task reads and encodes its splits, which model and loss
+it trains, how its loaders batch, how its dev sets are scored and how its predictions are written. The sweep, the
+results table, the summary, the run selection and the resume are the same for every kind.
+
+A task's description (`GlueTask`: name, metrics, score metric, dev splits, test files) is the part the results table
+and the summary read; a checkpoint names its kind and its head's settings, so `load_finetuned` rebuilds any kind.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning.tasks.glue.tasks import GlueTask
+
+__all__ = ['TaskData', 'FinetuningTask', 'TestJob']
+
+
+@dataclass
+class TaskData:
+    "A task's encoded training set and dev splits (the encodings are the task kind's own)."
+    task: 'FinetuningTask'
+    train: Any
+    dev: dict[str, Any]
+
+
+@dataclass
+class TestJob:
+    "What `FinetuningTask.write_predictions` is given: the job's config, the picked runs, where files go, a logger."
+    cfg: FinetuneConfig
+    picked: Any                     # the rows of the results table chosen by `select_runs`
+    tokenizer: Any
+    out: Path                       # <test_output_dir>/<group>
+    say: Callable[[str], None]
+
+
+class FinetuningTask:
+    """One task of a job, as the sweep drives it. A subclass sets `kind` and `n_inp` (the model's inputs at the
+    front of each training batch; the rest are the loss's targets) and implements the methods below."""
+    kind = ''
+    n_inp = 3
+
+    def __init__(self, info: GlueTask): self.info = info
+
+    # the description, as the results table and the summary read it
+    name = property(lambda self: self.info.name)
+    metrics = property(lambda self: self.info.metrics)
+    score_metric = property(lambda self: self.info.score_metric)
+    dev_splits = property(lambda self: self.info.dev_splits)
+    predicted_by = property(lambda self: self.info.predicted_by)
+
+    def settings(self) -> dict:
+        "What a run's result depends on besides the model, seed and hyperparameters (the task's files)."
+        return {}
+
+    def task_defaults(self) -> dict:
+        "Hyperparameters this kind of task takes by default (under the job's `task_overrides`)."
+        return {}
+
+    def prepare(self, task_cfg: FinetuneConfig, tokenizer, cache_dir: str | Path, doubled: bool) -> TaskData:
+        "The encoded training set and dev splits."
+        raise NotImplementedError
+
+    def new_model(self, body: nn.Module, task_cfg: FinetuneConfig) -> nn.Module:
+        "A new model on `body` (an HF ElectraModel), its head named `classifier` for the layer-wise rates."
+        raise NotImplementedError
+
+    def head(self, model: nn.Module) -> dict:
+        "The head's settings, saved in the checkpoint so that `load_finetuned` rebuilds the model."
+        raise NotImplementedError
+
+    def loss_func(self, model: nn.Module, task_cfg: FinetuneConfig):
+        "The loss: called as loss(outputs, *targets[, weight]); has `global_divisors`, `local_sum`, `local_count`."
+        raise NotImplementedError
+
+    def loader(self, enc, task_cfg: FinetuneConfig, pad_id: int, train: bool, seed: int = 0,
+               shard: tuple[int, int] | None = None, pin: bool = False) -> torch.utils.data.DataLoader:
+        "Training (shuffled, weights under torchrun) or evaluation batches of an encoded split."
+        raise NotImplementedError
+
+    def evaluate(self, model: nn.Module, data: TaskData, dev_dls: dict, autocast) -> dict[str, float]:
+        "The dev metrics (the keys of `dev_metric_names(self)`, more allowed) of `model` now."
+        raise NotImplementedError
+
+    def write_predictions(self, job: TestJob, tasks: dict[str, 'FinetuningTask']) -> list[Path]:
+        "The prediction files of this task's picked runs (`tasks`: the job's, for tasks predicted with this one's model)."
+        raise NotImplementedError

@@ -1,0 +1,131 @@
+"""Sentence and sentence-pair classification and regression, the kind of every GLUE task and of the tasks from files
+(classification, regression, multi-label): the official GLUE head on [CLS], `ClassifierLoss`, the test files of
+the selected runs or of an ensemble of them (AX with MNLI's model).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from torch import nn
+
+from electra.config.base import ConfigError
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier, load_finetuned
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
+from electra.finetuning.tasks.glue.encoding import encode_cached, make_loader
+from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
+from electra.finetuning.tasks.glue.sources import Examples, GlueSource, double_unordered, drop_empty
+from electra.finetuning.tasks.glue.tasks import GlueTask
+
+__all__ = ['ClassificationTask']
+
+
+class ClassificationTask(FinetuningTask):
+    "A GLUE task, or a classification, regression or multi-label task from files: its examples come from `source`."
+    kind = 'classification'
+
+    def __init__(self, info: GlueTask, source: GlueSource):
+        super().__init__(info)
+        self.source = source
+
+    def settings(self) -> dict:
+        spec = getattr(self.source, 'spec', None)
+        return {'files': {k: str(v) for k, v in spec.files.items()}} if spec is not None else {}
+
+    def _train_examples(self, task_cfg: FinetuneConfig, doubled: bool) -> Examples:
+        ex = self.source.load(self.info, 'train')
+        if task_cfg.drop_empty: ex = drop_empty(ex)
+        if task_cfg.max_train_samples and len(ex) > task_cfg.max_train_samples:
+            ex = ex.take(np.sort(np.random.default_rng(0).choice(len(ex), task_cfg.max_train_samples, replace=False)))
+        return double_unordered(ex) if doubled else ex
+
+    def encoded(self, task: GlueTask, split: str, task_cfg: FinetuneConfig, tokenizer, cache_dir, examples=None):
+        "A split encoded (cached under `<cache_dir>/glue_tokens`)."
+        ex = self.source.load(task, split) if examples is None else examples
+        return encode_cached(ex, tokenizer, task_cfg.max_length, Path(cache_dir) / 'glue_tokens', f'{task.name}-{split}')
+
+    def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
+        "Read, filter, double (when `doubled`) and encode the training set, and encode the dev splits (cached)."
+        train = self.encoded(self.info, 'train', task_cfg, tokenizer, cache_dir, self._train_examples(task_cfg, doubled))
+        return TaskData(self, train, {s: self.encoded(self.info, s, task_cfg, tokenizer, cache_dir) for s in self.dev_splits})
+
+    def new_model(self, body: nn.Module, task_cfg: FinetuneConfig) -> ElectraClassifier:
+        scale = (self.info.target_scale or task_cfg.stsb_scale) if self.info.is_regression else 1.0
+        return ElectraClassifier(body, self.info.n_outputs, task_cfg.dropout, scale)
+
+    def head(self, model: ElectraClassifier) -> dict:
+        return {'n_outputs': model.n_outputs, 'dropout': model.dropout.p, 'target_scale': model.target_scale}
+
+    def loss_func(self, model, task_cfg):
+        return ClassifierLoss(self.info.is_regression, model.target_scale, self.info.multilabel)
+
+    def loader(self, enc, task_cfg, pad_id, train, seed=0, shard=None, pin=False):
+        if train: return make_loader(enc, task_cfg.batch_size, True, pad_id, seed, task_cfg.num_workers, pin,
+                                     task_cfg.length_bucketing, shard)  # `batch_size`: the global batch under torchrun
+        return make_loader(enc, task_cfg.eval_batch_size, False, pad_id, 0, task_cfg.num_workers, pin, shard=shard)
+
+    def evaluate(self, model, data, dev_dls, autocast) -> dict[str, float]:
+        from electra.finetuning.learner import predict_outputs
+        preds = {s: predictions(self.info, predict_outputs(model, dl, autocast)) for s, dl in dev_dls.items()}
+        return task_metrics(self.info, preds, {s: e.label for s, e in data.dev.items()})
+
+    def write_predictions(self, job: TestJob, tasks: dict[str, FinetuningTask]) -> list[Path]:
+        """The test files of this task and of the tasks predicted with its model, from the picked runs' averaged
+        outputs; with more than one run, the ensemble's dev metrics are logged too."""
+        cfg, task_cfg = job.cfg, job.cfg.for_task(self.name)
+        targets = [(t, split, stem) for t in tasks.values() if isinstance(t, ClassificationTask)
+                   and (t is self or t.predicted_by == self.name) for split, stem in t.info.test_files]
+        encoded = {(t.name, split): t.encoded(t.info, split, task_cfg, job.tokenizer, cfg.cache_dir) for t, split, _ in targets}
+        if len(job.picked) > 1:
+            encoded |= {(self.name, s): self.encoded(self.info, s, task_cfg, job.tokenizer, cfg.cache_dir)
+                        for s in self.dev_splits}
+        sums = _averaged_outputs(cfg, job, encoded, task_cfg)
+        runs = _runs_text(job.picked, self.score_metric)
+        if len(job.picked) > 1:
+            scores = task_metrics(self.info, {s: predictions(self.info, sums[(self.name, s)]) for s in self.dev_splits},
+                                  {s: encoded[(self.name, s)].label for s in self.dev_splits})
+            runs += f"; ensemble dev {', '.join(f'{m} {v:.2f}' for m, v in scores.items())}"
+        written = []
+        for t, split, stem in targets:
+            enc, outs = encoded[(t.name, split)], sums[(t.name, split)]
+            _check_finite(outs, f'{stem}.tsv', runs, t.name, split, Path(cfg.output_dir) / cfg.group / 'results.csv')
+            written.append(t._write_test_file(job.out / f'{stem}.tsv', split, enc, predictions(t.info, outs)))
+            job.say(f'{stem}.tsv: {len(enc)} predictions from {self.name} {runs}')
+        return written
+
+    def _write_test_file(self, path: Path, split: str, enc, preds: np.ndarray) -> Path:
+        "The GLUE site's format, or `id<TAB>prediction` for a task from files."
+        if hasattr(self.source, 'ids'):
+            from electra.finetuning.tasks.files import write_file_predictions
+            return write_file_predictions(path, self.info, self.source.ids(split), enc.idx, preds)
+        from electra.finetuning.tasks.glue.submission import write_predictions
+        return write_predictions(path, self.info, enc.idx, preds)
+
+
+def _averaged_outputs(cfg: FinetuneConfig, job: TestJob, encoded: dict, task_cfg: FinetuneConfig) -> dict:
+    "Every encoded split's outputs averaged over the picked runs (one model in memory at a time)."
+    from electra.finetuning.learner import device_and_autocast, predict_outputs
+    from electra.data.tokenizer import pad_token_id
+    device, autocast = device_and_autocast(cfg.device, cfg.precision)
+    pad_id, sums = pad_token_id(job.tokenizer), {}
+    for path in job.picked['checkpoint']:
+        model = load_finetuned(path, device)
+        for key, enc in encoded.items():
+            loader = make_loader(enc, task_cfg.eval_batch_size, False, pad_id, pin_memory=device.type == 'cuda')
+            sums[key] = sums.get(key, 0) + predict_outputs(model, loader, autocast) / len(job.picked)
+        del model
+    return sums
+
+
+def _runs_text(picked, score_metric: str) -> str:
+    return ', '.join(f"run {int(r['run'])} (seed {int(r['seed'])}, dev {score_metric} {r['score']:.2f})"
+                     for r in picked.to_dict('records'))
+
+
+def _check_finite(outs: np.ndarray, file: str, runs: str, task: str, split: str, table: Path) -> None:
+    "argmax of NaN logits is a valid-looking label: never let one reach a submission file."
+    bad = int((~np.isfinite(outs)).reshape(len(outs), -1).any(1).sum()) if len(outs) else 0
+    if bad:
+        raise ConfigError(f"{file}: {runs} predict NaN or infinite outputs for {bad} of {len(outs)} {task} {split} "
+                          f"examples; no file written. Delete those runs' rows from {table} and run the task again.")

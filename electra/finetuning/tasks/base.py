@@ -58,10 +58,6 @@ class FinetuningTask:
         "What a run's result depends on besides the model, seed and hyperparameters (the task's files)."
         return {}
 
-    def task_defaults(self) -> dict:
-        "Hyperparameters this kind of task takes by default (under the job's `task_overrides`)."
-        return {}
-
     def prepare(self, task_cfg: FinetuneConfig, tokenizer, cache_dir: str | Path, doubled: bool) -> TaskData:
         "The encoded training set and dev splits."
         raise NotImplementedError

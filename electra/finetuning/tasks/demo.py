@@ -1,9 +1,12 @@
 """The project's own demo data for the tasks beyond GLUE, with their task files, written on demand:
 
-    python -m electra.finetuning.tasks.demo cache/demo_tasks     # then: python finetune.py --config demo_tasks
+    python -m electra.finetuning.tasks.demo cache/demo_tasks
+    python finetune.py --config demo_tasks      # or demo_tagging, or demo_squad
 
 `reviews/`: a sentiment classification task from CSV files (string labels and ids; the demo GLUE's review
-generator), described by `reviews.yaml`.
+generator), described by `reviews.yaml`; `ner/`: a named-entity set in CoNLL format (`tagging/demo.py`), its test
+file without tags, described by `ner.yaml`; `squad/`: a SQuAD 2.0 set in the official JSON format (`qa/demo.py`),
+described by `squad.yaml`.
 """
 from __future__ import annotations
 
@@ -43,9 +46,43 @@ def _reviews(root: Path, sizes: dict[str, int], seed: int) -> Path:
     return root / 'reviews.yaml'
 
 
+NER_YAML = """# A token tagging task (see electra/finetuning/tasks/tagging/task.py): CoNLL files, IOB2 tags
+name: ner
+kind: tagging
+train: ner/train.txt
+dev: ner/dev.txt
+test: ner/test.txt        # words only: the predictions are written as a second column
+scheme: IOB2
+metrics: [f1, precision, recall, accuracy]
+"""
+SQUAD_YAML = """# Extractive QA (see electra/finetuning/tasks/qa/task.py): SQuAD 2.0 files in the official format
+name: squad
+kind: squad
+train: squad/train.json
+dev: squad/dev.json
+"""
+
+
+def _ner(root: Path, seed: int) -> Path:
+    from electra.finetuning.tasks.tagging.demo import write_demo_tagging
+    write_demo_tagging(root / 'ner', seed=seed)
+    test = root / 'ner' / 'test.txt'  # a test file as users have them: words only
+    test.write_text('\n'.join(line.split(' ')[0] for line in test.read_text(encoding='utf-8').split('\n')), encoding='utf-8')
+    (root / 'ner.yaml').write_text(NER_YAML, encoding='utf-8')
+    return root / 'ner.yaml'
+
+
+def _squad(root: Path, seed: int) -> Path:
+    from electra.finetuning.tasks.qa.demo import write_demo_squad
+    write_demo_squad(root / 'squad', '2.0', seed=seed)
+    (root / 'squad.yaml').write_text(SQUAD_YAML, encoding='utf-8')
+    return root / 'squad.yaml'
+
+
 def write_demo_tasks(root: str | Path, sizes: dict[str, int] | None = None, seed: int = 0) -> list[Path]:
     "Write every demo task's data and task file under `root`; returns the task files."
-    return [_reviews(Path(root), {**SIZES, **(sizes or {})}, seed)]
+    root = Path(root)
+    return [_reviews(root, {**SIZES, **(sizes or {})}, seed), _ner(root, seed), _squad(root, seed)]
 
 
 if __name__ == '__main__':

@@ -78,7 +78,8 @@ def task_hparams(path: Path, raw: dict, defaults: dict | None = None) -> dict:
     from electra.config.base import config_from_dict
     from electra.config.finetune import TASK_KEYS, FinetuneConfig
     own = {k: raw.pop(k) for k in list(raw) if k in TASK_KEYS}
-    config_from_dict(FinetuneConfig, own, source=str(path))  # type- and range-checks them, naming the file
+    try: config_from_dict(FinetuneConfig, own, source=str(path))  # type- and range-checks them
+    except ConfigError as e: raise ConfigError(str(e) if str(e).startswith(str(path)) else f'{path}: {e}') from None
     return {**(defaults or {}), **own}
 
 

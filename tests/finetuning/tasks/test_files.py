@@ -68,7 +68,7 @@ def test_real_sts_b_as_a_task_from_files_gives_the_glue_routes_metrics(tmp_path,
 
 
 def test_the_demo_classification_task_from_csv_trains_summarises_and_predicts_with_its_ids(tmp_path, tiny):
-    spec, = write_demo_tasks(tmp_path / 'tasks', sizes={'train': 32, 'dev': 12, 'test': 10})
+    spec = write_demo_tasks(tmp_path / "tasks", sizes={"train": 32, "dev": 12, "test": 10})[0]
     cfg = job(tmp_path, 'demo', tasks=[str(spec), 'RTE'], runs=2)
     src = sweep.resolve_data('demo', cfg.cache_dir)
     results = sweep.run_sweep(cfg, *tiny, src, log=lambda s: None)

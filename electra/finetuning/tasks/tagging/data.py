@@ -55,6 +55,7 @@ class TaggedFile:
     format: str                               # 'conll' or 'jsonl'
     sentences: list[Sentence]
     lines: list[str] = field(default_factory=list)
+    labeled: bool = True                      # False: words only (a test file), every sentence's `tags` empty
 
     def where(self, s: Sentence, k: int | None = None) -> str:
         "'<path>:<line>' of word k of `s` (JSONL: with the token's position), or of the sentence."
@@ -74,11 +75,20 @@ def _read_text(path: str | Path) -> str:
     except UnicodeDecodeError as e: raise ConfigError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start}).") from None
 
 
-def read_conll(path: str | Path) -> TaggedFile:
-    "A CoNLL-style file: a word and its tag per line (the tag last), blank lines between sentences."
+def _conll_labeled(lines: list[str], labeled: bool | None) -> bool:
+    "Whether a CoNLL file has tags: as asked, or with None, whether any word line has a second column."
+    if labeled is not None: return labeled
+    return any(len(cols) > 1 for cols in map(_COLUMNS.findall, lines) if cols and cols[0] != DOCSTART)
+
+
+def read_conll(path: str | Path, labeled: bool | None = True) -> TaggedFile:
+    """A CoNLL-style file: a word and its tag per line (the tag last), blank lines between sentences. `labeled`
+    False: words only (every column is kept for the write-back; the word is the first); None: tags when any word
+    line has two columns or more, and then on every line."""
     # split on '\n' only (not str.splitlines): \x1c, \x85 or \u2028 may be part of a word
     lines = [ln[:-1] if ln.endswith('\r') else ln for ln in _read_text(path).split('\n')]
-    out = TaggedFile(str(path), 'conll', [], lines)
+    labeled = _conll_labeled(lines, labeled)
+    out = TaggedFile(str(path), 'conll', [], lines, labeled)
     words, tags, at = [], [], []
 
     def close():
@@ -89,10 +99,11 @@ def read_conll(path: str | Path) -> TaggedFile:
         cols = _COLUMNS.findall(line)
         if not cols: close(); continue
         if cols[0] == DOCSTART: continue  # as the official reader: skipped, even inside a sentence
-        if len(cols) < 2:
+        if labeled and len(cols) < 2:
             raise ConfigError(f"{path}:{n}: the word {cols[0]!r} has no tag (CoNLL lines are `word ... tag`, the tag "
                               "in the last column; a blank line ends a sentence).")
-        words.append(cols[0]); tags.append(cols[-1]); at.append(n)
+        words.append(cols[0]); at.append(n)
+        if labeled: tags.append(cols[-1])
     close()
     return out
 
@@ -105,16 +116,27 @@ def _strings(rec: dict, key: str, where: str) -> list[str]:
     return val
 
 
-def read_jsonl(path: str | Path) -> TaggedFile:
-    "A JSONL file: `{\"tokens\": [...], \"tags\": [...]}` per line, an optional `id`; blank lines are skipped."
-    out, seen = TaggedFile(str(path), 'jsonl', []), {}
+def _jsonl_records(path: str | Path) -> list[tuple[int, dict]]:
+    out = []
     for n, line in enumerate(_read_text(path).split('\n'), 1):
         if not line.strip(): continue
-        where = f'{path}:{n}'
         try: rec = json.loads(line)
-        except json.JSONDecodeError as e: raise ConfigError(f"{where}: not JSON ({e.msg}, column {e.colno}).") from None
-        if not isinstance(rec, dict): raise ConfigError(f"{where}: a record must be a JSON object.")
-        words, tags = _strings(rec, 'tokens', where), _strings(rec, 'tags', where)
+        except json.JSONDecodeError as e: raise ConfigError(f"{path}:{n}: not JSON ({e.msg}, column {e.colno}).") from None
+        if not isinstance(rec, dict): raise ConfigError(f"{path}:{n}: a record must be a JSON object.")
+        out.append((n, rec))
+    return out
+
+
+def read_jsonl(path: str | Path, labeled: bool | None = True) -> TaggedFile:
+    """A JSONL file: `{"tokens": [...], "tags": [...]}` per line, an optional `id`; blank lines are skipped.
+    `labeled` False: tokens only (any `tags` ignored); None: tags when any record has them, and then in every one."""
+    records = _jsonl_records(path)
+    if labeled is None: labeled = any('tags' in rec for _, rec in records)
+    out, seen = TaggedFile(str(path), 'jsonl', [], labeled=labeled), {}
+    for n, rec in records:
+        where = f'{path}:{n}'
+        words = _strings(rec, 'tokens', where)
+        tags = _strings(rec, 'tags', where) if labeled else list(words)
         if len(words) != len(tags):
             raise ConfigError(f"{where}: {len(words)} tokens but {len(tags)} tags.")
         if not words: raise ConfigError(f"{where}: a record without tokens.")
@@ -122,13 +144,13 @@ def read_jsonl(path: str | Path) -> TaggedFile:
         sid = str(rec['id']) if 'id' in rec else str(len(out.sentences))
         if sid in seen: raise ConfigError(f"{where}: id {sid!r} already used on line {seen[sid]}.")
         seen[sid] = n
-        out.sentences.append(Sentence(sid, words, tags, n, None, rec))
+        out.sentences.append(Sentence(sid, words, tags if labeled else [], n, None, rec))
     return out
 
 
-def read_tagged(path: str | Path) -> TaggedFile:
-    "`read_jsonl` for a .jsonl / .json file, else `read_conll`."
-    return read_jsonl(path) if Path(path).suffix.lower() in ('.jsonl', '.json') else read_conll(path)
+def read_tagged(path: str | Path, labeled: bool | None = True) -> TaggedFile:
+    "`read_jsonl` for a .jsonl / .json file, else `read_conll`; `labeled` as they take it."
+    return (read_jsonl if Path(path).suffix.lower() in ('.jsonl', '.json') else read_conll)(path, labeled)
 
 
 # -- schemes
@@ -210,12 +232,13 @@ class TaggingData:
 
 def read_tagging_files(train: str | Path, scheme: str = 'auto', **others: str | Path) -> TaggingData:
     """The training file and the others (`dev=...`, `test=...`), read and checked: each file's tags follow `scheme`
-    ('auto': detected from the training file) and every tag of the others occurs in the training file."""
+    ('auto': detected from the training file) and every tag of the others occurs in the training file. A `test`
+    file may have no tags (words only, see `read_conll`); the others must."""
     splits = {'train': read_tagged(train)}
     if not splits['train'].sentences: raise ConfigError(f"{train}: no sentences.")
     if scheme == 'auto': scheme = detect_scheme(splits['train'])
     for name, path in others.items():
-        if path is not None: splits[name] = read_tagged(path)
+        if path is not None: splits[name] = read_tagged(path, None if name == 'test' else True)
     for name, f in splits.items():
         check_scheme(f, scheme)
         if name != 'train': check_known_tags(f, splits['train'].tags, str(train))

@@ -156,3 +156,23 @@ def test_scheme_labels_and_entity_types():
     assert data.scheme_labels(['PER'], 'IOB2') == ['B-PER', 'I-PER', 'O']
     with pytest.raises(ConfigError):
         data.scheme_labels(['PER'], 'plain')
+
+
+def test_a_test_file_may_have_no_tags_but_a_dev_file_must(tmp_path):
+    train = write(tmp_path / 'train.txt', 'a B-PER\nb I-PER\nc O\n')
+    words = write(tmp_path / 'test.txt', '-DOCSTART-\n\nEU\nrejects\n\nPeter\tX\n')  # one column; the last line two
+    with pytest.raises(ConfigError, match=r"test.txt:3: the word 'EU' has no tag"):  # a second column means tags
+        data.read_tagging_files(train, test=words)
+    words = write(tmp_path / 'test.txt', '-DOCSTART-\n\nEU\nrejects\n\nPeter\n')
+    f = data.read_tagging_files(train, test=words).splits['test']
+    assert not f.labeled and [s.words for s in f.sentences] == [['EU', 'rejects'], ['Peter']]
+    assert [s.tags for s in f.sentences] == [[], []] and [s.word_lines for s in f.sentences] == [[3, 4], [6]]
+    with pytest.raises(ConfigError, match=r"dev.txt:1: the word 'EU' has no tag"):
+        data.read_tagging_files(train, dev=write(tmp_path / 'dev.txt', 'EU\n'))
+    jsonl = write(tmp_path / 'test.jsonl', '{"id": 7, "tokens": ["EU", "rejects"]}\n{"tokens": ["Peter"], "x": 1}\n')
+    f = data.read_tagging_files(train, test=jsonl).splits['test']
+    assert not f.labeled and [(s.id, s.words, s.tags) for s in f.sentences] == [('7', ['EU', 'rejects'], []), ('1', ['Peter'], [])]
+    from electra.finetuning.tasks.tagging.metrics import write_predictions
+    out = write_predictions(f, [['B-PER', 'O'], ['O']], tmp_path / 'pred.jsonl')
+    assert [json.loads(ln) for ln in out.read_text().splitlines()] == [
+        {'id': 7, 'tokens': ['EU', 'rejects'], 'pred_tags': ['B-PER', 'O']}, {'tokens': ['Peter'], 'x': 1, 'pred_tags': ['O']}]

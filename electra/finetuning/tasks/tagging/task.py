@@ -1,0 +1,193 @@
+"""Token tagging (NER, chunking, POS) as a task of the sweep, described by a task file:
+
+    name: my_ner                  # default: the YAML file's stem
+    kind: tagging
+    train: ner/train.txt          # CoNLL-style (word ... tag per line) or JSONL {"tokens": [...], "tags": [...]}
+    dev: ner/dev.txt              # paths relative to this file
+    test: ner/test.txt            # optional; may have no tags (one word per line, or records without "tags")
+    scheme: auto                  # IOB2, IOBES, IOB1 (never guessed), plain (POS: no entities), or auto
+    metrics: [f1, precision, recall, accuracy]   # the first is the score; plain: accuracy
+    strict: false                 # seqeval's strict mode for the entity scores (default: conlleval's rules)
+    stride: 32                    # word pieces of context shared by the windows of a sentence too long for one
+    loss: example                 # per-window sums averaged over the batch; 'official' sums over it; 'token'
+    max_length: 256               # and any per-task hyperparameter of the job (epochs, lr, ...)
+
+As the official tagging task (google-research/electra, finetune/tagging/tagging_tasks.py): labels are the training
+file's tags, sorted; each word's label sits on its first word piece; the head is a dense layer on every position,
+without dropout; the official chunking task takes max_seq_length 256 (configure_finetuning.py), the default here.
+Entity scores are seqeval's. Predictions are written in the input's format (a column or a `pred_tags` field more).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from electra.config.base import ConfigError
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
+from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, read_tagging_files
+from electra.finetuning.tasks.tagging.encoding import EncodedTagging, encode_tagging, make_tagging_loader, word_predictions
+
+__all__ = ['TaggingSpec', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
+
+KEYS = ('name', 'kind', 'train', 'dev', 'test', 'scheme', 'metrics', 'strict', 'stride', 'loss')
+METRICS = ('f1', 'precision', 'recall', 'accuracy')
+LOSSES = ('official', 'example', 'token')
+DEFAULTS = {'max_length': 256, 'dropout': 0.0}  # the official chunking length; the official head has no dropout
+
+
+@dataclass(frozen=True)
+class TaggingSpec:
+    "A tagging task as its YAML file describes it (paths resolved)."
+    path: Path
+    name: str
+    kind: str
+    files: dict[str, Path]
+    scheme: str
+    metrics: tuple[str, ...]
+    strict: bool
+    stride: int
+    loss: str
+    hparams: dict
+
+
+def _fail(path, msg: str):
+    raise ConfigError(f"{path}: {msg}")
+
+
+def _metrics(path: Path, raw: dict) -> tuple[str, ...]:
+    metrics = raw.get('metrics') or (('accuracy',) if raw.get('scheme') == 'plain' else METRICS)
+    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
+    bad = [m for m in metrics if m not in METRICS]
+    if bad: _fail(path, f"metrics: {', '.join(map(str, bad))} not among {', '.join(METRICS)}.")
+    if raw.get('scheme') == 'plain' and metrics != ('accuracy',): _fail(path, "metrics: a 'plain' scheme has no entities; use [accuracy].")
+    return metrics
+
+
+def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
+    "The tagging task a YAML file describes (`raw`: its mapping), checked: keys, scheme, metrics, files present."
+    from electra.finetuning.tasks.files import task_hparams
+    hparams = task_hparams(path, raw, DEFAULTS)
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown: _fail(path, f"unknown key(s) {', '.join(unknown)}; a tagging task file has {', '.join(KEYS)} and per-task hyperparameters.")
+    for key in ('train', 'dev'):
+        if not raw.get(key): _fail(path, f"'{key}' is missing: a tagging task names its train and dev files.")
+    scheme = raw.get('scheme', 'auto')
+    if scheme not in (*SCHEMES, 'auto'): _fail(path, f"scheme: {scheme!r} is not one of {', '.join(SCHEMES)} or auto.")
+    if raw.get('loss', 'example') not in LOSSES: _fail(path, f"loss: {raw.get('loss')!r} is not one of {', '.join(LOSSES)}.")
+    stride = raw.get('stride', 32)
+    if not isinstance(stride, int) or isinstance(stride, bool) or stride < 0: _fail(path, f"stride: {stride!r} is not a whole number >= 0.")
+    if not isinstance(raw.get('strict', False), bool): _fail(path, f"strict: {raw['strict']!r} is not true or false.")
+    files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
+    for split, f in files.items():
+        if not f.is_file(): _fail(path, f"{split}: {f} not found.")
+    return TaggingSpec(path.resolve(), str(raw.get('name') or path.stem), 'tagging', files, scheme, _metrics(path, raw),
+                       raw.get('strict', False), stride, raw.get('loss', 'example'), hparams)
+
+
+@dataclass
+class TaggingSplit:
+    "A file of the task and its windows; `len` counts windows (the sweep's training steps are by windows)."
+    file: TaggedFile
+    enc: EncodedTagging
+
+    def __len__(self) -> int: return len(self.enc)
+
+
+class TaggingTask(FinetuningTask):
+    "A token tagging task from files; its files are read and checked when it is made (scheme, tags known in training)."
+    kind = 'tagging'
+
+    def __init__(self, spec: TaggingSpec):
+        self.spec = spec
+        self.data = read_tagging_files(spec.files['train'], spec.scheme, **{s: p for s, p in spec.files.items() if s != 'train'})
+        metrics = spec.metrics if self.data.scheme != 'plain' else ('accuracy',)
+        super().__init__(GlueTask(spec.name, '', tuple(self.data.labels), metrics, metrics[0], ('tokens', None),
+                                  test_files=(('test', spec.name),) if 'test' in spec.files else ()))
+
+    def settings(self) -> dict:
+        s = self.spec
+        return {'files': {k: str(v) for k, v in s.files.items()}, 'scheme': self.data.scheme, 'strict': s.strict,
+                'stride': s.stride, 'loss': s.loss}
+
+    def split(self, name: str, tokenizer, max_length: int) -> TaggingSplit:
+        "A file's windows; a file without tags (a test file) gets no labels."
+        f = self.data.splits[name]
+        tags = [s.tags for s in f.sentences] if f.labeled else None
+        return TaggingSplit(f, encode_tagging([s.words for s in f.sentences], tags, tokenizer, self.data.labels,
+                                              max_length, self.spec.stride))
+
+    def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
+        return TaskData(self, self.split('train', tokenizer, task_cfg.max_length),
+                        {'dev': self.split('dev', tokenizer, task_cfg.max_length)})
+
+    def new_model(self, body, task_cfg):
+        from electra.finetuning.tasks.tagging.model import ElectraTagger
+        return ElectraTagger(body, len(self.data.labels), task_cfg.dropout)
+
+    def head(self, model) -> dict: return {'n_labels': model.n_labels, 'dropout': model.dropout.p}
+
+    def loss_func(self, model, task_cfg):
+        from electra.finetuning.tasks.tagging.model import TaggingLoss
+        return TaggingLoss(self.spec.loss)
+
+    def loader(self, split, task_cfg, pad_id, train, seed=0, shard=None, pin=False):
+        bs = task_cfg.batch_size if train else task_cfg.eval_batch_size  # `batch_size`: the global batch under torchrun
+        return make_tagging_loader(split.enc, bs, train, pad_id, seed, num_workers=task_cfg.num_workers, pin_memory=pin,
+                                   bucketing=task_cfg.length_bucketing, shard=shard)
+
+    def scores(self, split: TaggingSplit, pred_tags: list) -> dict[str, float]:
+        "The metrics of predicted tags against a labelled file's."
+        from electra.finetuning.tasks.tagging.metrics import tagging_metrics
+        gold = [s.tags for s in split.file.sentences]
+        return tagging_metrics(gold, pred_tags, self.data.scheme, self.spec.strict)
+
+    def evaluate(self, model, data, dev_dls, autocast) -> dict[str, float]:
+        from electra.finetuning.tasks.tagging.model import predict_windows
+        split = data.dev['dev']
+        return self.scores(split, word_predictions(split.enc, predict_windows(model, dev_dls['dev'], autocast), self.data.labels))
+
+    def write_predictions(self, job: TestJob, tasks: dict) -> list[Path]:
+        """The picked runs' tags for the dev file and the test file (when given), in the input's format, as
+        `<out>/<name>/<split><suffix>`; several runs (`ensemble_k`) average their logits per window."""
+        from electra.finetuning.tasks.tagging.metrics import write_predictions
+        task_cfg = job.cfg.for_task(self.name)
+        splits = {s: self.split(s, job.tokenizer, task_cfg.max_length) for s in ('dev', 'test') if s in self.data.splits}
+        logits = _averaged_window_logits(job, splits, self, task_cfg)
+        runs = ', '.join(f"run {int(r['run'])} (seed {int(r['seed'])}, dev {self.score_metric} {r['score']:.2f})"
+                         for r in job.picked.to_dict('records'))
+        written = []
+        for s, split in splits.items():
+            tags = word_predictions(split.enc, logits[s], self.data.labels)
+            path = job.out / self.name / f'{s}{Path(split.file.path).suffix}'
+            written.append(write_predictions(split.file, tags, path))
+            scored = ''
+            if split.file.labeled:
+                m = self.scores(split, tags)
+                scored = ': ' + ', '.join(f'{k} {m[k]:.2f}' for k in self.metrics)
+            job.say(f'{path.relative_to(job.out)}: tags of {len(split.file.sentences)} sentences from {runs}{scored}')
+        return written
+
+
+def _averaged_window_logits(job: TestJob, splits: dict[str, TaggingSplit], task: TaggingTask, task_cfg) -> dict:
+    "Each split's per-window logits [L_i, C] averaged over the picked runs (one model in memory at a time)."
+    from electra.data.tokenizer import pad_token_id
+    from electra.finetuning.classifier import load_finetuned
+    from electra.finetuning.learner import device_and_autocast
+    from electra.finetuning.tasks.tagging.model import predict_windows
+    device, autocast = device_and_autocast(job.cfg.device, job.cfg.precision)
+    pad_id, sums = pad_token_id(job.tokenizer), {}
+    for path in job.picked['checkpoint']:
+        model = load_finetuned(path, device)
+        for s, split in splits.items():
+            outs = predict_windows(model, task.loader(split, task_cfg, pad_id, False, pin=device.type == 'cuda'), autocast)
+            prev = sums.get(s, [0.0] * len(outs))
+            sums[s] = [p + o / len(job.picked) for p, o in zip(prev, outs)]
+        del model
+    for s, outs in sums.items():
+        bad = sum(not np.isfinite(o).all() for o in outs)
+        if bad: raise ConfigError(f"{task.name} {s}: the picked runs predict NaN or infinite logits in {bad} windows; no "
+                                  f"file written. Delete those runs' rows from the results table and run the task again.")
+    return sums

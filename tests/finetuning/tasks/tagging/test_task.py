@@ -1,0 +1,115 @@
+"""electra/finetuning/tasks/tagging/task.py: a tagging task file, and the sweep training, scoring, resuming and
+predicting a tagging task (unlabelled test files included) as it does a GLUE task."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from electra.config.base import ConfigError
+from electra.finetuning import sweep
+from electra.finetuning.classifier import load_finetuned
+from electra.finetuning.tasks.files import read_task_file
+from electra.finetuning.tasks.tagging.demo import write_demo_tagging
+from electra.finetuning.tasks.tagging.model import ElectraTagger, predict_windows
+from electra.finetuning.tasks.tagging.task import TaggingTask
+from tests.support.finetune import job
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+
+def demo_task(tmp_path: Path, extra: str = '', sizes=None) -> Path:
+    "The demo NER files (test: words only, as users have them) and their task file."
+    root = write_demo_tagging(tmp_path / 'ner', sizes=sizes or {'train': 40, 'dev': 16, 'test': 12})
+    test = root / 'test.txt'
+    test.write_text('\n'.join(ln.split(' ')[0] for ln in test.read_text(encoding='utf-8').split('\n')), encoding='utf-8')
+    spec = tmp_path / 'ner.yaml'
+    spec.write_text(f'kind: tagging\ntrain: ner/train.txt\ndev: ner/dev.txt\ntest: ner/test.txt\n{extra}', encoding='utf-8')
+    return spec
+
+
+def read_columns(path: Path) -> list[list[list[str]]]:
+    "The word lines of a CoNLL file as column lists, per sentence (-DOCSTART- skipped)."
+    out, cur = [], []
+    for line in path.read_text(encoding='utf-8').split('\n'):
+        cols = line.split()
+        if not cols:
+            if cur: out.append(cur)
+            cur = []
+        elif cols[0] != '-DOCSTART-': cur.append(cols)
+    return out + ([cur] if cur else [])
+
+
+def test_task_file_defaults_and_errors(tmp_path):
+    spec = read_task_file(demo_task(tmp_path))
+    assert (spec.name, spec.kind, spec.scheme, spec.metrics, spec.stride, spec.loss, spec.strict) == \
+        ('ner', 'tagging', 'auto', ('f1', 'precision', 'recall', 'accuracy'), 32, 'example', False)
+    assert spec.hparams == {'max_length': 256, 'dropout': 0.0}  # official chunking length, the head's no dropout
+    assert read_task_file(demo_task(tmp_path, 'max_length: 96\nepochs: 4\n')).hparams == \
+        {'max_length': 96, 'dropout': 0.0, 'epochs': 4}
+    cases = [('colour: red\n', "unknown key.*colour"), ('scheme: BIO\n', "scheme: 'BIO'"),
+             ('loss: mean\n', "loss: 'mean'"), ('stride: -1\n', 'stride: -1'), ('metrics: [f1, mcc]\n', 'metrics: mcc'),
+             ('max_length: 2000\n', 'max_length: must be between 8 and 512')]
+    for extra, message in cases:
+        with pytest.raises(ConfigError, match=rf"ner\.yaml: .*{message}"): read_task_file(demo_task(tmp_path, extra))
+    path = demo_task(tmp_path)
+    (tmp_path / 'ner' / 'dev.txt').unlink()
+    with pytest.raises(ConfigError, match=r"ner\.yaml: dev: .*dev\.txt not found"): read_task_file(path)
+
+
+def test_bad_tags_stop_the_job_naming_file_and_line(tmp_path):
+    spec = demo_task(tmp_path)
+    dev = tmp_path / 'ner' / 'dev.txt'
+    lines = dev.read_text(encoding='utf-8').split('\n')
+    k = next(i for i, ln in enumerate(lines) if ln.endswith(' O') and not ln.startswith('-DOC'))
+    lines[k] = lines[k][:-1] + 'I-PER'  # an I- tag after O (or at a sentence start): not IOB2
+    dev.write_text('\n'.join(lines), encoding='utf-8')
+    with pytest.raises(ConfigError, match=rf"dev\.txt:{k + 1}: tag 'I-PER'"): TaggingTask(read_task_file(spec))
+
+
+def test_sweep_trains_scores_resumes_and_writes_tags_in_the_input_format(tmp_path, tiny):
+    from seqeval.metrics import f1_score, precision_score
+    spec = demo_task(tmp_path, 'scheme: IOB2\nmax_length: 24\n')  # short windows: long sentences need several
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)], runs=2, epochs=2, batch_size=8, lr=1e-3, ensemble_k=1)
+    results = sweep.run_sweep(cfg, *tiny, None, log=lambda s: None)
+    rows = results.task_rows('ner')
+    assert rows['run'].tolist() == [0, 1] and (rows['score'] == rows['f1']).all() and rows['precision'].notna().all()
+    assert '| ner | f1 | 2 |' in sweep.write_summary(cfg, results)
+    lines = []
+    files = sweep.write_test_predictions(cfg, results, tiny[1], None, log=lines.append)
+    assert [p.relative_to(tmp_path / 'out' / 't').as_posix() for p in files] == ['ner/dev.txt', 'ner/test.txt']
+    # dev: word, gold tag, predicted tag; seqeval on the file equals the selected run's row of the results table
+    dev = read_columns(files[0])
+    assert all(len(c) == 3 for s in dev for c in s)
+    gold, pred = [[c[1] for c in s] for s in dev], [[c[2] for c in s] for s in dev]
+    best = rows.sort_values(['score', 'run'], ascending=[False, True]).iloc[0]
+    assert 100 * f1_score(gold, pred) == pytest.approx(best['f1'], abs=1e-9)
+    assert 100 * precision_score(gold, pred) == pytest.approx(best['precision'], abs=1e-9)
+    # test: words only in, word and predicted tag out, the words and lines as they were
+    source = (tmp_path / 'ner' / 'test.txt').read_text(encoding='utf-8').split('\n')
+    written = files[1].read_text(encoding='utf-8').split('\n')
+    assert len(written) == len(source)
+    for a, b in zip(source, written):
+        assert b == a if not a or a.startswith('-DOC') else (b.split(' ')[0] == a and len(b.split(' ')) == 2)
+    assert len(read_columns(files[1])) == 12
+    model = load_finetuned(best['checkpoint'])
+    assert isinstance(model, ElectraTagger) and model.n_labels == len(TaggingTask(read_task_file(spec)).data.labels)
+    again = []
+    sweep.run_sweep(cfg, *tiny, None, log=again.append)
+    assert again == ['ner: all 2 runs finished before; skipped']
+
+
+def test_an_ensemble_averages_the_runs_logits(tmp_path, tiny):
+    spec = demo_task(tmp_path, 'max_length: 24\n')
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)], runs=2, epochs=1, batch_size=8, ensemble_k=2)
+    results = sweep.run_sweep(cfg, *tiny, None, log=lambda s: None)
+    dev_file = sweep.write_test_predictions(cfg, results, tiny[1], None, log=lambda s: None)[0]
+    task = TaggingTask(read_task_file(spec))
+    split = task.split('dev', tiny[1], 24)
+    loader = task.loader(split, cfg.for_task('ner'), 0, False)
+    outs = [predict_windows(load_finetuned(p), loader) for p in results.task_rows('ner')['checkpoint']]
+    mean = [(a + b) / 2 for a, b in zip(*outs)]
+    from electra.finetuning.tasks.tagging.encoding import word_predictions
+    want = word_predictions(split.enc, mean, task.data.labels)
+    got = [[c[2] for c in s] for s in read_columns(dev_file)]
+    assert got == want

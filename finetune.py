@@ -19,6 +19,11 @@
 # dropout and one linear layer; Adam without bias correction; warm-up and linear decay applied together;
 # layer-wise learning-rate decay; training pairs of MRPC and STS-B in both orders.
 #
+# The same sweep runs every other kind of task, given as a task file (YAML) in `tasks`: your own classification,
+# regression or multi-label data, token tagging (NER) with entity F1, and extractive QA (SQuAD 1.1/2.0, MRQA) with
+# the official windows, head and evaluation; the presets `demo_tasks`, `demo_tagging` and `demo_squad` run each
+# kind on the project's own demo data (see the README).
+#
 # Run it as a script (`python finetune.py --config small --model google/electra-small-discriminator`) or as the
 # notebook `notebooks/Finetune_GLUE.ipynb`. `python finetune.py --help` lists every setting. This script is exported
 # from the notebook (`python -m electra.tools.notebooks export`): edit the notebook, not the script.
@@ -67,6 +72,7 @@ print_main('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
 #
 # `data` is the HF hub (`nyu-mll/glue`), `demo` (small synthetic tasks in the GLUE layout, written by the project),
 # or a local directory: TSV files as the GLUE download script lays them out, or saved copies of the hub dataset.
+# Tasks given as task files read their own files.
 # The model is a `.pth` checkpoint of `pretrain.py`, an exported directory, or a hub name; only its
 # discriminator's body is used, under a new output layer per run.
 
@@ -121,7 +127,9 @@ if summary_png.is_file(): show_image(summary_png)
 #
 # The best dev run of each task (or the median run, `--select median`; or the averaged logits of the top
 # `ensemble_k` runs) predicts the test sets; AX is predicted with the MNLI model. The files and
-# `glue_submission.zip` go to `<test_output_dir>/<group>/`.
+# `glue_submission.zip` go to `<test_output_dir>/<group>/`, beside each other kind's own files: `id<TAB>prediction`
+# for a task from files, the input's format with a predicted-tag column for tagging, the official `predictions.json`
+# (and `null_odds.json`) for QA.
 
 # %%
 if cfg.predict:

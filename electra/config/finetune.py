@@ -36,7 +36,8 @@ class FinetuneConfig:
     data: str = field('hub', "'hub' (nyu-mll/glue), 'demo' (the project's sample tasks, written to cache_dir), a directory "
                              "in the GLUE download layout (<dir>/CoLA/train.tsv, ...) or of saved hub copies (<dir>/cola/)")
     tasks: list[str] = field(list(ALL_TASKS), 'tasks to fine-tune and predict: GLUE names (AX is predicted with the MNLI '
-                                              'model) or task files (YAML: your own classification or regression data)')
+                                              'model) or task files (YAML: your own classification, regression or multi-label data, '
+                                              'token tagging, SQuAD or MRQA; see the README)')
     runs: int = field(10, 'fine-tuning runs per task, each from the same pretrained weights with its own seed')
     seed: int = field(0, 'run i uses seed + i (unless `seeds` is given)')
     seeds: list[int] = field([], 'explicit seed of each run (at least `runs` of them); empty: seed + i')

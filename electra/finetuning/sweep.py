@@ -108,8 +108,18 @@ def _plan(cfg: FinetuneConfig, tokenizer, source: GlueSource, results: ResultsTa
         data = task.prepare(task_cfg, tokenizer, cfg.cache_dir, doubled)
         say(f'{name}: {len(data.train)} training examples{" (both segment orders)" if doubled else ""}, '
             f'{", ".join(f"{len(e)} {s}" for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
+            f'max_length {task_cfg.max_length}, '
             f'{len(todo)} of {cfg.runs} runs to do')
         yield data, todo
+
+
+def _check_lengths(cfg: FinetuneConfig, positions: int) -> None:
+    "Every task's `max_length` within the model's position embeddings (QA takes 512 by default), before any run."
+    for name in cfg.task_names:
+        n = cfg.for_task(name).max_length
+        if n > positions:
+            raise ConfigError(f"max_length: {name} takes {n} tokens, but the model {cfg.model} has {positions} positions. "
+                              f"Set task_overrides.{name}.max_length (or max_length in its task file) to at most {positions}.")
 
 
 def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, device, autocast, pad_id: int,
@@ -150,6 +160,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
     the table is the same as one process's."""
     results = ResultsTable(Path(cfg.output_dir) / cfg.group / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
+    _check_lengths(cfg, pretrained.config.max_position_embeddings)
     plan = _plan(cfg, tokenizer, source, results, say)
     from electra.finetuning.workers import parallel_runs, run_on_workers  # (workers.py builds on this module)
     n = parallel_runs(cfg)

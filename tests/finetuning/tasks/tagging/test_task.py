@@ -113,3 +113,12 @@ def test_an_ensemble_averages_the_runs_logits(tmp_path, tiny):
     want = word_predictions(split.enc, mean, task.data.labels)
     got = [[c[2] for c in s] for s in read_columns(dev_file)]
     assert got == want
+
+
+def test_a_task_longer_than_the_models_positions_stops_before_any_run(tmp_path, tiny):
+    spec = demo_task(tmp_path)  # the tagging default, 256 tokens; the tiny model has 128 positions
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)])
+    with pytest.raises(ConfigError, match=r"max_length: ner takes 256 tokens, but the model tiny has 128 positions. "
+                                          r"Set task_overrides.ner.max_length"):
+        sweep.run_sweep(cfg, *tiny, None, log=lambda s: None)
+    assert not (tmp_path / 'ckpt').exists()

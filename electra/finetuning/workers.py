@@ -25,7 +25,7 @@ import torch
 
 from electra.config.base import ConfigError, TrainingStopped
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.learner import TaskData
+from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.sweep import RunJob, train_and_save
 from electra.training.distributed import world
 

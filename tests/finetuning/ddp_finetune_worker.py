@@ -4,9 +4,12 @@ process gets a stand-in row), no dropout, so any number of processes must give t
 model's state and the run's history (train loss and dev metrics per epoch) to OUT.
 
     python ddp_finetune_worker.py OUT TASK                                        # one process
+    python ddp_finetune_worker.py OUT path/to/tagging.yaml                        # a task file (`tagging_files`)
     python -m torch.distributed.run --nproc_per_node 2 ddp_finetune_worker.py ...  # two
 """
+import random
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -17,6 +20,7 @@ from electra.config.finetune import FinetuneConfig
 from electra.finetuning.learner import train_run
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.classification import ClassificationTask
+from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.glue.encoding import Encoded
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.training.distributed import finish_distributed, init_distributed
@@ -36,6 +40,25 @@ def encoded(n: int, regression: bool, seed: int) -> Encoded:
                    np.full(n, 4, dtype=np.int32), label, np.arange(n, dtype=np.int64))
 
 
+def tagging_files(root: Path) -> Path:
+    """A tagging task whose tags follow from the words (one word piece each, in `vocab.txt`): 33 training sentences
+    of uneven lengths, some longer than a window of 16 (several windows), and 13 dev sentences."""
+    words = [a + b for a in 'abcdefg' for b in 'hijklmn'][:VOCAB - 5]
+    root.mkdir(parents=True, exist_ok=True)
+    (root / 'vocab.txt').write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', *words]) + '\n')
+    rng = random.Random(0)
+    for split, n in (('train', 33), ('dev', 13)):
+        lines = []
+        for _ in range(n):
+            for _ in range(rng.randint(2, 24)):
+                k = rng.randrange(len(words))
+                lines.append(f"{words[k]} {'B-PER' if k % 3 == 0 else 'B-LOC' if k % 3 == 1 else 'O'}")
+            lines.append('')
+        (root / f'{split}.txt').write_text('\n'.join(lines))
+    (root / 'tagging.yaml').write_text('kind: tagging\ntrain: train.txt\ndev: dev.txt\nstride: 4\n')
+    return root / 'tagging.yaml'
+
+
 def main(out: str, task_name: str) -> None:
     procs = init_distributed(torch.device('cpu'))
     torch.manual_seed(0)
@@ -43,11 +66,16 @@ def main(out: str, task_name: str) -> None:
                                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
                                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     body = transformers.ElectraModel(cfg)
-    task = TASKS[task_name]
     task_cfg = config_from_dict(FinetuneConfig, dict(model='tiny', epochs=2, batch_size=8, eval_batch_size=5, lr=1e-3,
-                                                     dropout=0.0, stsb_scale=5.0, length_bucketing=True))
-    data = TaskData(ClassificationTask(task, None), encoded(33, task.is_regression, 1), {s: encoded(13, task.is_regression, 2 + k)
-                                                             for k, s in enumerate(task.dev_splits)})
+                                                     dropout=0.0, stsb_scale=5.0, length_bucketing=True, max_length=16))
+    if task_name.endswith('.yaml'):
+        task = make_task(read_task_file(task_name))
+        tok = transformers.ElectraTokenizerFast(vocab_file=str(Path(task_name).with_name('vocab.txt')))
+        data = task.prepare(task_cfg, tok, Path(out).parent / 'cache', False)
+    else:
+        task = TASKS[task_name]
+        data = TaskData(ClassificationTask(task, None), encoded(33, task.is_regression, 1),
+                        {s: encoded(13, task.is_regression, 2 + k) for k, s in enumerate(task.dev_splits)})
     model, history = train_run(data, task_cfg, body, 7, torch.device('cpu'), None, 0)
     finish_distributed()  # every process leaves the group before any exits; the others end here
     if procs.rank == 0: torch.save({'model': model.state_dict(), 'history': history}, out)

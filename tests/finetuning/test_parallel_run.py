@@ -15,8 +15,11 @@ from tests.support.distributed import max_diff, run, torchrun
 WORKER = Path(__file__).with_name('ddp_finetune_worker.py')
 
 
-@pytest.mark.parametrize('task', ['MNLI', 'STS-B'])  # classes (two dev sets), and the regression head
+@pytest.mark.parametrize('task', ['MNLI', 'STS-B', 'tagging'])  # classes (two dev sets), regression, token tags
 def test_two_processes_train_the_run_of_one(tmp_path, task):
+    if task == 'tagging':  # a task file: windows of 16 tokens, TaggingLoss, seqeval on the gathered predictions
+        from tests.finetuning.ddp_finetune_worker import tagging_files
+        task = str(tagging_files(tmp_path / 'tagging'))
     run([sys.executable, str(WORKER), str(tmp_path / 'one.pt'), task], tmp_path)
     run(torchrun(WORKER, tmp_path / 'two.pt', task), tmp_path)
     one, two = (torch.load(tmp_path / f'{n}.pt', weights_only=False) for n in ('one', 'two'))

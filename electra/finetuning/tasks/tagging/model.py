@@ -67,10 +67,10 @@ class TaggingLoss:
         elif self.reduction == 'example': count = w.sum()
         else:  # a sum: under DDP's mean over W processes each process counts 1/W, so the divisor comes out 1/W
             count = torch.tensor(1.0 / (world().size if is_distributed() else 1), device=out.device)
-        self.local_count = count.detach().float().reshape(1)  # [1]
-        if self.global_divisors is not None: return self.local_sum / self.global_divisors(self.local_count)[0]
+        self.local_count = count.detach().float().reshape(())  # a scalar, as ClassifierLoss's (summed per epoch)
+        if self.global_divisors is not None: return self.local_sum / self.global_divisors(self.local_count.reshape(1))[0]
         if self.reduction == 'official': return self.local_sum
-        return self.local_sum / self.local_count.clamp(min=1e-6)[0]
+        return self.local_sum / self.local_count.clamp(min=1e-6)
 
 
 @torch.no_grad()

@@ -12,7 +12,8 @@ The public API, by concern (each name is imported on first use, so `import elect
 - pretraining: `pretraining_learner`, `train`, `export_pretrained`, `load_discriminator`, `load_init`
 - conversion: `convert_tf_checkpoint` (official TensorFlow checkpoints, no TensorFlow needed)
 - fine-tuning: `ElectraClassifier`, `layer_lrs`, `optimizer_groups`, `finetuning_learner`, `load_pretrained`,
-  `load_finetuned`, `run_sweep`
+  `load_finetuned`, `run_sweep`; task kinds: `FinetuningTask` (what the sweep needs of one), `ClassificationTask`,
+  `TaggingTask`, `QATask`, `read_task_file`
 """
 from __future__ import annotations
 
@@ -40,7 +41,9 @@ _HOMES = {
     'ElectraClassifier': 'electra.finetuning.classifier', 'layer_lrs': 'electra.finetuning.classifier',
     'optimizer_groups': 'electra.finetuning.classifier', 'load_pretrained': 'electra.finetuning.classifier',
     'load_finetuned': 'electra.finetuning.classifier', 'finetuning_learner': 'electra.finetuning.learner',
-    'run_sweep': 'electra.finetuning.sweep',
+    'run_sweep': 'electra.finetuning.sweep', 'FinetuningTask': 'electra.finetuning.tasks.base',
+    'ClassificationTask': 'electra.finetuning.tasks.classification', 'TaggingTask': 'electra.finetuning.tasks.tagging.task',
+    'QATask': 'electra.finetuning.tasks.qa.task', 'read_task_file': 'electra.finetuning.tasks.files',
 }
 __all__ = ['__version__', *_HOMES]
 

@@ -23,7 +23,7 @@ def run_cli(*args, cwd=REPO):
 
 def test_driver_help_and_errors(tmp_path):
     r = run_cli('--help')
-    assert r.returncode == 0 and '--layer_lr_mode' in r.stdout and 'Presets in configs/finetune: base, demo, demo_tasks, large, small' in r.stdout
+    assert r.returncode == 0 and '--layer_lr_mode' in r.stdout and 'Presets in configs/finetune: base, demo, demo_squad, demo_tagging, demo_tasks, large, small' in r.stdout
     preset = tmp_path / 'tasks.yaml'  # a preset naming a task file not written yet
     preset.write_text(f"tasks: [{tmp_path / 'tasks' / 'reviews.yaml'}]\n")
     r = run_cli('--config', str(preset))
@@ -81,3 +81,23 @@ def test_driver_spreads_runs_over_workers_or_trains_each_run_over_torchrun_proce
     pd.testing.assert_frame_equal(tables['workers'].drop(columns=varying), tables['seq'].drop(columns=varying))
     # each run trained by both processes: its steps count global batches, as one process's
     assert list(tables['ddp']['steps']) == list(tables['seq']['steps']) and tables['ddp']['train_loss'].notna().all()
+
+
+def test_driver_runs_a_task_of_each_kind_from_files_and_writes_its_predictions(tmp_path, tiny_dir):
+    "The demo's three task files (classification from CSV, NER from CoNLL, SQuAD 2.0) in one job through finetune.py."
+    from electra.finetuning.tasks.demo import write_demo_tasks
+    files = write_demo_tasks(tmp_path / 'tasks', sizes={'train': 24, 'dev': 8, 'test': 6})
+    preset = tmp_path / 'kinds.yaml'
+    preset.write_text(f'model: {tiny_dir}\ntasks: [{", ".join(map(str, files))}]\nruns: 1\nepochs: 1\ngroup: kinds\n'
+                      f'output_dir: {tmp_path / "ckpt"}\ntest_output_dir: {tmp_path / "out"}\ncache_dir: {tmp_path / "cache"}\n'
+                      'task_overrides: {ner: {max_length: 64}, squad: {max_length: 128}}\n')
+    r = run_cli('--config', str(preset), '--device', 'cpu')
+    assert r.returncode == 0, r.stderr
+    for row in ('| reviews | accuracy | 1 |', '| ner | f1 | 1 |', '| squad | f1 | 1 |'): assert row in r.stdout
+    out = tmp_path / 'out' / 'kinds'
+    assert len((out / 'reviews.tsv').read_text().splitlines()) == 1 + 6
+    assert len([ln for ln in (out / 'ner' / 'test.txt').read_text().splitlines() if len(ln.split()) == 2]) > 6 * 3
+    import json
+    preds = json.loads((out / 'squad' / 'dev' / 'predictions.json').read_text())
+    odds = json.loads((out / 'squad' / 'dev' / 'null_odds.json').read_text())
+    assert len(preds) == len(odds) == 8 and preds.keys() == odds.keys()

@@ -59,6 +59,18 @@ def tagging_files(root: Path) -> Path:
     return root / 'tagging.yaml'
 
 
+def qa_files(root: Path) -> Path:
+    """A SQuAD 2.0 task (the demo's, 12 training and 6 dev questions) read with `tagging_files`' vocabulary (its words
+    are [UNK] there: the answers' positions still decide): questions cut to 6 tokens, so windows of 16 hold 7 context
+    tokens and every paragraph takes several."""
+    from electra.finetuning.tasks.qa.demo import write_demo_squad
+    tagging_files(root)
+    write_demo_squad(root, '2.0', sizes={'train': 12, 'dev': 6})
+    (root / 'qa.yaml').write_text('kind: squad\ntrain: train.json\ndev: dev.json\nmax_query_length: 6\ndoc_stride: 4\n'
+                                  'beam_size: 4\nn_best_size: 4\n')
+    return root / 'qa.yaml'
+
+
 def main(out: str, task_name: str) -> None:
     procs = init_distributed(torch.device('cpu'))
     torch.manual_seed(0)

@@ -63,26 +63,27 @@ dev: squad/dev.json
 """
 
 
-def _ner(root: Path, seed: int) -> Path:
+def _ner(root: Path, sizes: dict[str, int] | None, seed: int) -> Path:
     from electra.finetuning.tasks.tagging.demo import write_demo_tagging
-    write_demo_tagging(root / 'ner', seed=seed)
+    write_demo_tagging(root / 'ner', sizes=sizes, seed=seed)
     test = root / 'ner' / 'test.txt'  # a test file as users have them: words only
     test.write_text('\n'.join(line.split(' ')[0] for line in test.read_text(encoding='utf-8').split('\n')), encoding='utf-8')
     (root / 'ner.yaml').write_text(NER_YAML, encoding='utf-8')
     return root / 'ner.yaml'
 
 
-def _squad(root: Path, seed: int) -> Path:
+def _squad(root: Path, sizes: dict[str, int] | None, seed: int) -> Path:
     from electra.finetuning.tasks.qa.demo import write_demo_squad
-    write_demo_squad(root / 'squad', '2.0', seed=seed)
+    write_demo_squad(root / 'squad', '2.0', sizes={k: v for k, v in (sizes or {}).items() if k != 'test'}, seed=seed)
     (root / 'squad.yaml').write_text(SQUAD_YAML, encoding='utf-8')
     return root / 'squad.yaml'
 
 
 def write_demo_tasks(root: str | Path, sizes: dict[str, int] | None = None, seed: int = 0) -> list[Path]:
-    "Write every demo task's data and task file under `root`; returns the task files."
+    """Write every demo task's data and task file under `root`; returns the task files (reviews, ner, squad).
+    `sizes`: examples (sentences, questions) per split of each, instead of each demo's defaults (for tests)."""
     root = Path(root)
-    return [_reviews(root, {**SIZES, **(sizes or {})}, seed), _ner(root, seed), _squad(root, seed)]
+    return [_reviews(root, {**SIZES, **(sizes or {})}, seed), _ner(root, sizes, seed), _squad(root, sizes, seed)]
 
 
 if __name__ == '__main__':

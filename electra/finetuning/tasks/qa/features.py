@@ -18,7 +18,11 @@ of its first character. From there the steps are the official ones:
 """
 from __future__ import annotations
 
+import hashlib
+import io
+import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,7 +30,9 @@ import torch
 from electra.config.base import ConfigError
 from electra.finetuning.tasks.qa.data import QAExample, answer_found, split_words
 
-__all__ = ['Window', 'doc_windows', 'max_context_windows', 'featurize', 'collate_windows']
+__all__ = ['Window', 'doc_windows', 'max_context_windows', 'featurize', 'featurize_cached', 'collate_windows']
+
+_CACHE_VERSION = 1
 
 
 @dataclass
@@ -175,6 +181,64 @@ def featurize(examples: list[QAExample], tokenizer, max_seq_length: int = 512, m
         out += _example_windows(i, ex, queries[i][:max_query_length], pieces[ex.context], tokenizer, max_seq_length,
                                 doc_stride, is_training)
     return out
+
+
+def _examples_fingerprint(examples: list[QAExample]) -> str:
+    "SHA-1 of every field of the questions, in order (a context shared by consecutive questions is hashed once)."
+    h, last = hashlib.sha1(), None
+    for ex in examples:
+        parts = [ex.id, ex.question, repr(ex.answers), str(ex.is_impossible)]
+        if ex.context != last: parts.append(ex.context)
+        last = ex.context
+        h.update('\x1f'.join(parts).encode('utf-8', 'surrogatepass') + b'\x1e')
+    return h.hexdigest()
+
+
+def _save_windows(windows: list[Window], path: Path) -> None:
+    "The windows as one .npz of concatenated arrays, written atomically."
+    from electra.training.files import atomic_write_bytes
+    cat = (lambda key, dtype, shape=(0,): np.concatenate([getattr(w, key) for w in windows]).astype(dtype)
+           if windows else np.zeros(shape, dtype))
+    buf = io.BytesIO()
+    np.savez(buf, lengths=np.array([len(w) for w in windows], dtype=np.int64),
+             example=np.array([w.example for w in windows], dtype=np.int64),
+             index=np.array([w.index for w in windows], dtype=np.int64),
+             start=np.array([w.start for w in windows], dtype=np.int64),
+             end=np.array([w.end for w in windows], dtype=np.int64),
+             is_impossible=np.array([w.is_impossible for w in windows], dtype=bool),
+             input_ids=cat('input_ids', np.int64), token_type_ids=cat('token_type_ids', np.int8),
+             char_spans=cat('char_spans', np.int64, (0, 2)), max_context=cat('max_context', bool))
+    atomic_write_bytes(buf.getvalue(), path)
+
+
+def _load_windows(path: Path) -> list[Window]:
+    with np.load(path) as z:
+        a = {k: z[k] for k in z.files}
+    cuts = np.cumsum(a['lengths'])[:-1]
+    parts = {k: np.split(a[k], cuts) for k in ('input_ids', 'token_type_ids', 'char_spans', 'max_context')}
+    return [Window(int(a['example'][i]), int(a['index'][i]), parts['input_ids'][i],
+                   parts['token_type_ids'][i].astype(np.int64), parts['char_spans'][i], parts['max_context'][i],
+                   int(a['start'][i]), int(a['end'][i]), bool(a['is_impossible'][i])) for i in range(len(a['lengths']))]
+
+
+def featurize_cached(examples: list[QAExample], tokenizer, cache_dir: str | Path, name: str, max_seq_length: int = 512,
+                     max_query_length: int = 64, doc_stride: int = 128, is_training: bool = False) -> list[Window]:
+    """`featurize`, read from `<cache_dir>/<name>-<key>.npz` when the same questions were featurized before with the
+    same tokenizer and options; otherwise featurized and written there (main process only, atomically). An unreadable
+    cache file is featurized again."""
+    from electra.data.tokenizer import tokenizer_fingerprint
+    from electra.training.files import is_main_process
+    _check_sizes(max_seq_length, max_query_length, doc_stride)
+    options = f'{max_seq_length}|{max_query_length}|{doc_stride}|{int(is_training)}'
+    key = hashlib.sha1(f'{_CACHE_VERSION}|{options}|{tokenizer_fingerprint(tokenizer)}|{_examples_fingerprint(examples)}'
+                       .encode()).hexdigest()[:16]
+    path = Path(cache_dir) / f'{name}-{key}.npz'
+    if path.is_file():
+        try: return _load_windows(path)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile): pass  # a damaged file: made again
+    windows = featurize(examples, tokenizer, max_seq_length, max_query_length, doc_stride, is_training)
+    if is_main_process(): _save_windows(windows, path)
+    return windows
 
 
 def collate_windows(windows: list[Window], pad_id: int) -> tuple[torch.Tensor, ...]:

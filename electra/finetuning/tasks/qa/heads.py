@@ -126,10 +126,16 @@ class QALoss:
     """The official QA loss of each window: the mean of the start and end cross-entropies, plus `answerable_weight`
     times the sigmoid cross-entropy of the unanswerable logit against `is_impossible` when the classifier is on (the
     official code adds it whenever `answerable_classifier` is set, SQuAD 1.1 included, where every target is 0).
-    `__call__` averages over the batch, as the library's GLUE loss does; the official model sums over it."""
+    `__call__` averages over the batch, as the library's GLUE loss does; the official model sums over it.
+
+    As `ClassifierLoss`: `weight` [B] is each window's weight (0 for a stand-in row of `ShardedBatchSampler`), and in
+    a torchrun job (`global_divisors` set by `DataParallel`) the loss is this process's weighted sum divided by the
+    global batch's count over the processes, so that DDP's average of the gradients is the whole batch's mean;
+    `local_sum` and `local_count` keep this process's share of the last batch for the epoch's mean loss."""
 
     def __init__(self, answerable_classifier: bool = True, answerable_weight: float = 0.5):
         self.answerable_classifier, self.answerable_weight = answerable_classifier, answerable_weight
+        self.global_divisors = None
 
     def losses(self, out: dict, start_positions: torch.Tensor, end_positions: torch.Tensor,
                is_impossible: torch.Tensor) -> torch.Tensor:
@@ -141,8 +147,14 @@ class QALoss:
                 out['answerable_logit'], is_impossible.float(), reduction='none')
         return loss
 
-    def __call__(self, out: dict, start_positions, end_positions, is_impossible) -> torch.Tensor:
-        return self.losses(out, start_positions, end_positions, is_impossible).mean()
+    def __call__(self, out: dict, start_positions, end_positions, is_impossible,
+                 weight: torch.Tensor | None = None) -> torch.Tensor:
+        per = self.losses(out, start_positions, end_positions, is_impossible)
+        if self.global_divisors is None and weight is None: return per.mean()
+        w = torch.ones_like(per) if weight is None else weight.to(per.device, per.dtype)
+        self.local_sum, self.local_count = (per * w).sum(), w.sum()
+        count = self.local_count.detach().reshape(1)  # [1]
+        return self.local_sum / (count if self.global_divisors is None else self.global_divisors(count))[0]
 
 
 # -- decoding (official qa_metrics.py, `SpanBasedQAScorer.write_predictions`)

@@ -1,0 +1,387 @@
+"""Extractive question answering (SQuAD 1.1 / 2.0, MRQA) as a task of the sweep, described by a task file:
+
+    name: demo_squad          # default: the YAML file's stem
+    kind: squad               # squad: the official SQuAD JSON (1.1, or 2.0 by its `version`, as read_squad tells);
+                              # mrqa: MRQA JSONL (.jsonl or .jsonl.gz)
+    train: squad/train.json   # paths relative to this file
+    dev: squad/dev.json
+    test: squad/test.json     # optional; answers not needed
+    # the official QA options (google-research/electra, configure_finetuning.py), with their defaults:
+    max_query_length: 64      # question tokens kept
+    doc_stride: 128           # context tokens between the starts of consecutive windows
+    n_best_size: 20           # candidates per question in nbest_predictions.json (and starts x ends without joint)
+    max_answer_length: 30     # tokens of an answer at most
+    answerable_classifier: true         # the unanswerable logit (official: on for every QA task, 1.1 and MRQA too)
+    answerable_uses_start_logits: true
+    answerable_weight: 0.5    # its loss's weight
+    joint_prediction: true    # the end predicted given the start; a beam at inference
+    beam_size: 20
+    na_threshold: -2.75       # SQuAD 2.0: null odds above it answer "" (official qa_na_threshold)
+    on_bad_answer: error      # a training answer not found at its answer_start: error, or skip the question
+                              # (the official reader skips it); dev answers are scored by text only
+    max_length: 512           # and any per-task hyperparameter of the job (epochs, lr, batch_size, ...); max_length
+    epochs: 2                 #   is QA's max_seq_length; these three default to the official QA values
+    eval_batch_size: 32
+
+A question becomes one or more windows of its context (`features.featurize`); a run trains on every window of the
+training questions (those without the answer learn [CLS], as officially) and counts its steps by windows. The dev
+metrics are the official evaluation's (`metrics`), the test files the official ones: `<test_output_dir>/<group>/
+<name>/<split>/predictions.json`, `nbest_predictions.json` and, for SQuAD 2.0, `null_odds.json`. The job's
+`dropout` does not apply: the official QA head has none (the body keeps its own dropout).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from electra.config.base import ConfigError
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
+from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler
+from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
+from electra.finetuning.tasks.qa.metrics import QA_NA_THRESHOLD
+
+__all__ = ['QASpec', 'read_qa_spec', 'QASplit', 'QATask', 'make_qa_loader', 'predict_rows', 'OPTIONS', 'DEFAULTS']
+
+OPTIONS = {'max_query_length': 64, 'doc_stride': 128, 'n_best_size': 20, 'max_answer_length': 30,
+           'answerable_classifier': True, 'answerable_uses_start_logits': True, 'answerable_weight': 0.5,
+           'joint_prediction': True, 'beam_size': 20, 'na_threshold': QA_NA_THRESHOLD, 'on_bad_answer': 'error'}
+KEYS = ('name', 'kind', 'train', 'dev', 'test', *OPTIONS)
+# configure_finetuning.py: max_seq_length 512 and 2 epochs for QA, predict_batch_size 32 (the joint head's beam holds
+# [batch, beam, length, 512] activations at evaluation: 2.7 GB in fp32 for a batch of 128 at 512 tokens)
+DEFAULTS = {'max_length': 512, 'epochs': 2, 'eval_batch_size': 32}
+SUFFIXES = {'squad': ('.json',), 'mrqa': ('.jsonl', '.jsonl.gz')}
+_COUNTS = ('max_query_length', 'doc_stride', 'n_best_size', 'max_answer_length', 'beam_size')
+_FLAGS = ('answerable_classifier', 'answerable_uses_start_logits', 'joint_prediction')
+
+
+@dataclass(frozen=True)
+class QASpec:
+    "A QA task as its YAML file describes it (paths resolved; no data read)."
+    path: Path
+    name: str
+    kind: str                   # 'squad' or 'mrqa'
+    files: dict[str, Path]      # split -> file
+    hparams: dict               # the task's own hyperparameters, under task_overrides
+    max_query_length: int = 64
+    doc_stride: int = 128
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    answerable_classifier: bool = True
+    answerable_uses_start_logits: bool = True
+    answerable_weight: float = 0.5
+    joint_prediction: bool = True
+    beam_size: int = 20
+    na_threshold: float = QA_NA_THRESHOLD
+    on_bad_answer: str = 'error'
+
+    def options(self) -> dict:
+        "The QA options, by name (what the results depend on besides the files and hyperparameters)."
+        return {k: getattr(self, k) for k in OPTIONS}
+
+
+def _fail(path, msg: str):
+    raise ConfigError(f"{path}: {msg}")
+
+
+def _option(path: Path, raw: dict, key: str):
+    "One QA option of the file (its default when absent), checked."
+    value = raw.get(key, OPTIONS[key])
+    if key in _COUNTS:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            _fail(path, f"{key}: {value!r} is not a whole number >= 1 (official default {OPTIONS[key]}).")
+    elif key in _FLAGS:
+        if not isinstance(value, bool): _fail(path, f"{key}: {value!r} is not true or false.")
+    elif key in ('answerable_weight', 'na_threshold'):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                or (key == 'answerable_weight' and value < 0):
+            _fail(path, f"{key}: {value!r} is not a {'number >= 0' if key == 'answerable_weight' else 'number'} "
+                        f"(official default {OPTIONS[key]}).")
+        value = float(value)
+    elif key == 'on_bad_answer' and value not in ('error', 'skip'):
+        _fail(path, f"on_bad_answer: {value!r} is not error or skip.")
+    return value
+
+
+def read_qa_spec(path: Path, raw: dict) -> QASpec:
+    """The QA task a YAML file describes (`raw`: its mapping), checked: keys, kind, options, files present and of the
+    kind's format. Cheap (no data is read): the job's config reads it whenever it needs a task's settings."""
+    from electra.finetuning.tasks.files import task_hparams
+    path = Path(path)
+    hparams = task_hparams(path, raw, DEFAULTS)
+    unknown = sorted(set(map(str, raw)) - set(KEYS))
+    if unknown:
+        _fail(path, f"unknown key(s) {', '.join(unknown)}; a QA task file has {', '.join(KEYS)} and per-task "
+                    "hyperparameters (epochs, max_length, lr, ...).")
+    kind = raw.get('kind')
+    if kind not in SUFFIXES: _fail(path, f"kind: {kind!r} is not squad or mrqa.")
+    for key in ('train', 'dev'):
+        if not raw.get(key): _fail(path, f"'{key}' is missing: a QA task names its train and dev files.")
+    files = {}
+    for split in ('train', 'dev', 'test'):
+        if not raw.get(split): continue
+        if not isinstance(raw[split], str): _fail(path, f"{split}: {raw[split]!r} is not a file name.")
+        f = (path.parent / raw[split]).resolve()
+        if not f.name.endswith(SUFFIXES[kind]):
+            _fail(path, f"{split}: {f.name} is not a {' or '.join(SUFFIXES[kind])} file, as kind {kind} reads "
+                        f"({'the official SQuAD JSON' if kind == 'squad' else 'MRQA JSONL'}).")
+        if not f.is_file(): _fail(path, f"{split}: {f} not found.")
+        files[split] = f
+    options = {k: _option(path, raw, k) for k in OPTIONS}
+    return QASpec(path.resolve(), str(raw.get('name') or path.stem), kind, files, hparams, **options)
+
+
+def _squad_is_v2(path: Path) -> bool:
+    "Whether a SQuAD file is 2.0, as `read_squad` decides it (its `version`, else questions with `is_impossible`)."
+    from electra.finetuning.tasks.qa.data import _is_v2
+    try: data = json.loads(path.read_text(encoding='utf-8'))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read it as SQuAD JSON ({e}). Give the official train/dev JSON file.") from e
+    articles = data.get('data') if isinstance(data, dict) else None
+    if not isinstance(articles, list):
+        raise ConfigError(f"{path}: top level: the field 'data' is missing or not a list. Give the official SQuAD JSON.")
+    return _is_v2(data, articles)
+
+
+@dataclass
+class QASplit:
+    "An evaluation split: its questions and their windows; `len` counts windows (as the training set's)."
+    examples: list
+    windows: list[Window]
+
+    def __len__(self) -> int: return len(self.windows)
+
+
+# -- batches
+
+class _Collate:
+    """Windows padded to the batch's longest. Training: (input_ids, attention_mask, token_type_ids, start_positions,
+    start_positions, end_positions, is_impossible[, weight]): the model's 4 inputs (the joint head's end logits are
+    those given the gold start) and the loss's targets; `weight` 0 for a stand-in row written -(i + 1)
+    (`ShardedBatchSampler`). Evaluation: the 3 inputs only."""
+
+    def __init__(self, windows: list[Window], pad_id: int, train: bool, weights: bool = False):
+        self.windows, self.pad_id, self.train, self.weights = windows, pad_id, train, weights
+
+    def __call__(self, pick: list[int]):
+        pick = np.asarray(pick, dtype=np.int64)
+        weight, pick = (pick >= 0).astype(np.float32), np.where(pick >= 0, pick, -pick - 1)
+        ids, mask, types, start, end, impossible = collate_windows([self.windows[i] for i in pick], self.pad_id)
+        if not self.train: return ids, mask, types
+        batch = (ids, mask, types, start, start.clone(), end, impossible)
+        return (*batch, torch.from_numpy(weight)) if self.weights else batch
+
+
+def make_qa_loader(windows: list[Window], batch_size: int, train: bool, pad_id: int, seed: int = 0,
+                   num_workers: int = 0, pin_memory: bool = False, bucketing: bool = False,
+                   shard: tuple[int, int] | None = None) -> torch.utils.data.DataLoader:
+    """A loader of windows batched as GLUE's (`LengthBatchSampler`): training batches shuffled with `seed` (length
+    bucketed with `bucketing`), with the targets; evaluation batches longest first, inputs only, their window order in
+    `loader.batch_sampler`. `shard` (rank, size): this process's part of each batch in a torchrun job, training
+    batches with the windows' weights."""
+    sampler = LengthBatchSampler(np.array([len(w) for w in windows], dtype=np.int64), batch_size, train, seed,
+                                 bucketing=bucketing)
+    if shard is not None: sampler = ShardedBatchSampler(sampler, *shard)
+    collate = _Collate(windows, pad_id, train, weights=shard is not None and train)
+    return torch.utils.data.DataLoader(LoaderIndices(len(windows)), batch_sampler=sampler, collate_fn=collate,
+                                       num_workers=num_workers, pin_memory=pin_memory)
+
+
+@torch.no_grad()
+def predict_rows(model: torch.nn.Module, loader, autocast: torch.dtype | None = None) -> list[dict]:
+    """The head's outputs for every window of an evaluation loader (`make_qa_loader(train=False)`), one `window_rows`
+    dict per window in window order, for `decode`; the model in eval mode, so a joint head gives its beam. Per-token
+    outputs are cut to the window's own length. In a torchrun job each process predicts its share (`shard=`) and
+    all get the whole."""
+    from electra.finetuning.tasks.qa.heads import window_rows
+    from electra.training.distributed import gather_objects
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    got: list[tuple[int, dict]] = []
+    for batch, picks in zip(loader, loader.batch_sampler):
+        ids, mask, types = (x.to(device, non_blocking=True) for x in batch[:3])
+        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+            out = model(ids, mask, types)
+        lengths = batch[1].sum(1).tolist()
+        for i, n, row in zip(picks, lengths, window_rows(out)):
+            for k in ('start_logits', 'end_logits'): row[k] = row[k][:n]
+            got.append((int(i), row))
+    model.train(was_training)
+    result: list = [None] * len(loader.dataset)
+    for part in gather_objects(got):  # one part in one process
+        for i, row in part: result[i] = row
+    return result
+
+
+# -- the task
+
+class QATask(FinetuningTask):
+    """A SQuAD 1.1 / 2.0 or MRQA task from files. The dev file's SQuAD version is read when the task is made, as the
+    metrics depend on it; the questions are read by `prepare`."""
+    kind = 'qa'
+    n_inp = 4  # input_ids, attention_mask, token_type_ids, start_positions (see `_Collate`)
+
+    def __init__(self, spec: QASpec):
+        self.spec = spec
+        self.v2 = spec.kind == 'squad' and _squad_is_v2(spec.files['dev'])
+        # The score is the official one at the official threshold: SQuAD 2.0's `exact` and `f1` answer "" where the
+        # null odds exceed `na_threshold` (official qa_na_threshold, -2.75), as run_finetuning.py reports dev scores:
+        # finetune/qa/qa_metrics.py `SpanBasedQAScorer._get_results` runs squad_official_eval.py, whose `set_opts`
+        # passes `na_prob_thresh=config.qa_na_threshold` to `apply_no_ans_threshold`. `best_f1` / `best_exact` (the
+        # threshold tuned on dev itself, `find_best_thresh`) are reported beside them, not used to select runs: they
+        # would select on a threshold fitted to the very set they score.
+        metrics = ('f1', 'exact', 'best_f1', 'best_exact', 'HasAns_f1', 'NoAns_f1') if self.v2 else ('f1', 'exact')
+        super().__init__(GlueTask(spec.name, '', ('answer',), metrics, 'f1', ('question', 'context'),
+                                  test_files=(('test', spec.name),) if 'test' in spec.files else ()))
+
+    @property
+    def eval_kind(self) -> str:
+        "The official evaluation: 'squad' (2.0), 'squadv1' or 'mrqa' (`metrics.qa_metrics`)."
+        return 'mrqa' if self.spec.kind == 'mrqa' else 'squad' if self.v2 else 'squadv1'
+
+    def settings(self) -> dict:
+        return {'files': {k: str(v) for k, v in self.spec.files.items()}, 'kind': self.spec.kind, 'v2': self.v2,
+                **self.spec.options()}
+
+    def read(self, split: str) -> list:
+        """A split's questions: training answers checked (`on_bad_answer`), dev answers kept as they are (only their
+        texts are scored), test read without answers."""
+        from electra.finetuning.tasks.qa.data import read_mrqa, read_squad
+        path = self.spec.files[split]
+        mode, labeled = {'train': (self.spec.on_bad_answer, True), 'dev': ('keep', True)}.get(split, ('keep', False))
+        examples = read_squad(path, mode, labeled) if self.spec.kind == 'squad' else read_mrqa(path, mode, labeled)
+        if not examples: raise ConfigError(f"{path}: no questions to {'train on' if split == 'train' else 'answer'}.")
+        return examples
+
+    def _windows(self, split: str, examples: list, tokenizer, task_cfg, cache_dir) -> list[Window]:
+        return featurize_cached(examples, tokenizer, Path(cache_dir) / 'qa_features', f'{self.name}-{split}',
+                                task_cfg.max_length, self.spec.max_query_length, self.spec.doc_stride,
+                                is_training=split == 'train')
+
+    def split(self, name: str, tokenizer, task_cfg, cache_dir) -> QASplit:
+        "An evaluation split (dev or test): its questions and their windows."
+        examples = self.read(name)
+        return QASplit(examples, self._windows(name, examples, tokenizer, task_cfg, cache_dir))
+
+    def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
+        "Every window of the training questions (a fixed subset with `max_train_samples`), and the dev split."
+        if task_cfg.predict and task_cfg.ensemble_k > 1: self._no_ensemble(task_cfg.ensemble_k)
+        train = self.read('train')
+        if task_cfg.max_train_samples and len(train) > task_cfg.max_train_samples:
+            keep = np.sort(np.random.default_rng(0).choice(len(train), task_cfg.max_train_samples, replace=False))
+            train = [train[i] for i in keep]
+        return TaskData(self, self._windows('train', train, tokenizer, task_cfg, cache_dir),
+                        {'dev': self.split('dev', tokenizer, task_cfg, cache_dir)})
+
+    def _no_ensemble(self, k: int):
+        raise ConfigError(f"ensemble_k: {k}, but the answers of QA task {self.name} come from one run: ensembles are "
+                          f"for classification and tagging tasks. Use --ensemble_k 1 (or predict: false), or put the QA "
+                          f"task in a job of its own.")
+
+    def new_model(self, body, task_cfg):
+        from electra.finetuning.tasks.qa.heads import ElectraQA
+        s = self.spec
+        return ElectraQA(body, joint_prediction=s.joint_prediction, beam_size=s.beam_size,
+                         answerable_classifier=s.answerable_classifier,
+                         answerable_uses_start_logits=s.answerable_uses_start_logits)
+
+    def head(self, model) -> dict:
+        c = model.classifier
+        return {'joint_prediction': c.joint, 'beam_size': c.beam_size, 'answerable_classifier': c.answerable_classifier,
+                'answerable_uses_start_logits': c.uses_start}
+
+    def loss_func(self, model, task_cfg):
+        from electra.finetuning.tasks.qa.heads import QALoss
+        return QALoss(self.spec.answerable_classifier, self.spec.answerable_weight)
+
+    def loader(self, enc, task_cfg, pad_id, train, seed=0, shard=None, pin=False):
+        windows = enc.windows if isinstance(enc, QASplit) else enc
+        bs = task_cfg.batch_size if train else task_cfg.eval_batch_size  # `batch_size`: the global batch under torchrun
+        return make_qa_loader(windows, bs, train, pad_id, seed, task_cfg.num_workers, pin,
+                              task_cfg.length_bucketing, shard)
+
+    def decode_options(self, model) -> dict:
+        "`heads.decode`'s options: the file's, and the head's own (joint, answerable) as the model was built."
+        c = model.classifier
+        return dict(n_best_size=self.spec.n_best_size, max_answer_length=self.spec.max_answer_length,
+                    joint_prediction=c.joint, v2=self.v2, answerable_classifier=c.answerable_classifier)
+
+    def answers(self, model, split: QASplit, rows: list[dict]):
+        "(predictions, null odds, n-best lists) of a split's questions from its window rows."
+        from electra.finetuning.tasks.qa.heads import decode
+        return decode(split.examples, split.windows, rows, **self.decode_options(model))
+
+    def scores(self, split: QASplit, preds: dict, null_odds: dict) -> dict[str, float]:
+        """The official metrics (percent) of a labelled split, as floats: `f1` and `exact` (SQuAD 2.0: at
+        `na_threshold`), and for SQuAD 2.0 the HasAns / NoAns splits (NaN when the split has no such question), the
+        best threshold's scores and the thresholds."""
+        from electra.finetuning.tasks.qa.data import gold_answers
+        from electra.finetuning.tasks.qa.metrics import qa_metrics
+        got = qa_metrics(self.eval_kind, gold_answers(split.examples), preds, null_odds if self.v2 else None,
+                         self.spec.na_threshold)
+        if not self.v2: return {'exact': float(got['exact_match']), 'f1': float(got['f1'])}
+        out = {k: float(v) for k, v in got.items()}
+        for m in ('HasAns_exact', 'HasAns_f1', 'NoAns_exact', 'NoAns_f1'): out.setdefault(m, float('nan'))
+        return out
+
+    def evaluate(self, model, data, dev_dls, autocast) -> dict[str, float]:
+        split = data.dev['dev']
+        preds, odds, _ = self.answers(model, split, predict_rows(model, dev_dls['dev'], autocast))
+        return self.scores(split, preds, odds)
+
+    def write_predictions(self, job: TestJob, tasks: dict) -> list[Path]:
+        """The picked run's answers to the dev questions and to the test questions (when given), in the official
+        files under `<out>/<name>/<split>/`: `predictions.json` (dev: each question's best non-null answer, as the
+        official scorer writes it for the evaluation script, which takes the threshold from `null_odds.json`; test:
+        "" where the null odds exceed `na_threshold`, as run_finetuning.py writes SQuAD 2.0 test predictions),
+        `null_odds.json` (SQuAD 2.0) and `nbest_predictions.json`."""
+        from electra.data.tokenizer import pad_token_id
+        from electra.finetuning.classifier import load_finetuned
+        from electra.finetuning.learner import device_and_autocast
+        from electra.finetuning.tasks.qa.metrics import null_thresholded
+        from electra.training.files import atomic_write_text, is_main_process
+        if len(job.picked) > 1: self._no_ensemble(len(job.picked))
+        run = job.picked.to_dict('records')[0]
+        cfg, task_cfg = job.cfg, job.cfg.for_task(self.name)
+        device, autocast = device_and_autocast(cfg.device, cfg.precision)
+        model = load_finetuned(run['checkpoint'], device)
+        runs = f"run {int(run['run'])} (seed {int(run['seed'])}, dev {self.score_metric} {run['score']:.2f})"
+        written = []
+        for name in ('dev', 'test'):
+            if name not in self.spec.files: continue
+            split = self.split(name, job.tokenizer, task_cfg, cfg.cache_dir)
+            loader = self.loader(split, task_cfg, pad_token_id(job.tokenizer), False, pin=device.type == 'cuda')
+            rows = predict_rows(model, loader, autocast)
+            bad = sum(not all(np.isfinite(v).all() for v in r.values() if np.issubdtype(np.asarray(v).dtype, np.floating))
+                      for r in rows)
+            if bad:
+                raise ConfigError(f"{self.name} {name}: {runs} predicts NaN or infinite outputs for {bad} of {len(rows)} "
+                                  f"windows; no file written. Delete that run's row from the results table and run it again.")
+            preds, odds, nbest = self.answers(model, split, rows)
+            out = job.out / self.name / name
+            files = {'predictions.json': null_thresholded(preds, odds, self.spec.na_threshold)
+                     if name == 'test' and self.v2 else preds}
+            if self.v2: files['null_odds.json'] = {q: float(v) for q, v in odds.items()}
+            files['nbest_predictions.json'] = nbest
+            scored = ''
+            if name == 'dev':
+                m = self.scores(split, preds, odds)
+                scored = '; ' + ', '.join(f'{k} {m[k]:.2f}' for k in self.metrics)
+                if self.v2: scored += f' (official evaluate-v2.0.py: --na-prob-file null_odds.json --na-prob-thresh ' \
+                                      f'{self.spec.na_threshold:g})'
+            for fname, content in files.items():
+                path = out / fname
+                if is_main_process(): atomic_write_text(json.dumps(content, ensure_ascii=False), path)
+                written.append(path)
+                what = {'predictions.json': 'answers', 'null_odds.json': 'null odds',
+                        'nbest_predictions.json': 'n-best answers'}[fname]
+                job.say(f'{path.relative_to(job.out)}: {what} of {len(split.examples)} questions from {self.name} '
+                        f'{runs}{scored if fname == "predictions.json" else ""}')
+        del model
+        return written

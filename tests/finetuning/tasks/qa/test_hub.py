@@ -1,0 +1,50 @@
+"""electra/finetuning/tasks/qa/hub.py: hub copies of SQuAD written as the official JSON read back the same questions."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from electra.config.base import ConfigError
+from electra.finetuning.tasks.qa.data import read_squad
+from electra.finetuning.tasks.qa.demo import write_demo_squad
+from electra.finetuning.tasks.qa.hub import write_hub_squad
+
+
+def hub_rows(path) -> list[dict]:
+    "The rows of the hub dataset for an official file: one per question, answers as two lists."
+    rows = []
+    for art in json.loads(path.read_text(encoding='utf-8'))['data']:
+        for par in art['paragraphs']:
+            for qa in par['qas']:
+                rows.append({'id': qa['id'], 'title': art['title'], 'context': par['context'], 'question': qa['question'],
+                             'answers': {'text': [a['text'] for a in qa['answers']],
+                                         'answer_start': [a['answer_start'] for a in qa['answers']]}})
+    return rows
+
+
+@pytest.mark.parametrize('version', ['1.1', '2.0'])
+def test_a_saved_hub_copy_becomes_the_official_files(tmp_path, version):
+    src = write_demo_squad(tmp_path / 'src', version, sizes={'train': 30, 'dev': 12})
+    copy = tmp_path / 'copy' / 'data'
+    copy.mkdir(parents=True)
+    for split, name in (('train', 'train'), ('validation', 'dev')):
+        pd.DataFrame(hub_rows(src / f'{name}.json')).to_parquet(copy / f'{split}-00000-of-00001.parquet')
+    written = write_hub_squad(str(tmp_path / 'copy'), tmp_path / 'out')
+    assert [p.name for p in written] == ['train.json', 'dev.json']
+    for name in ('train', 'dev'):
+        assert json.loads((tmp_path / 'out' / f'{name}.json').read_text())['version'] == ('v2.0' if version == '2.0' else '1.1')
+        want, got = read_squad(src / f'{name}.json'), read_squad(tmp_path / 'out' / f'{name}.json')
+        key = lambda e: (e.id, e.question, e.context, e.answers, e.is_impossible, e.gold_texts)  # noqa: E731
+        assert [key(e) for e in got] == [key(e) for e in want] and len(got) == (30 if name == 'train' else 12)
+
+
+def test_offline_names_the_local_alternative(tmp_path, monkeypatch):
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    with pytest.raises(ConfigError, match=r"rajpurkar/squad_v2: the hub cannot be reached \(HF_HUB_OFFLINE is set\)\. "
+                                          r"Give a local copy instead"):
+        write_hub_squad('rajpurkar/squad_v2', tmp_path / 'out')
+    (tmp_path / 'empty').mkdir()
+    with pytest.raises(ConfigError, match='no train-\\*.parquet and validation-\\*.parquet files'):
+        write_hub_squad(str(tmp_path / 'empty'), tmp_path / 'out')

@@ -14,7 +14,7 @@ from torch import nn
 from electra.config.base import ConfigError
 from electra.training.optim import param_groups
 
-__all__ = ['load_pretrained', 'ElectraClassifier', 'ClassifierLoss', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned', 'read_finetuned']
+__all__ = ['load_pretrained', 'tf_dense', 'ElectraClassifier', 'ClassifierLoss', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned', 'read_finetuned']
 
 
 # -- the pretrained model
@@ -28,6 +28,14 @@ def load_pretrained(source: str, device: str = 'cpu'):
     return load_discriminator(source, device=device)
 
 
+def tf_dense(n_in: int, n_out: int) -> nn.Linear:
+    "A linear layer initialised as TF1's `tf.layers.dense` default, the official heads': xavier-uniform weights, zero bias."
+    lin = nn.Linear(n_in, n_out)
+    nn.init.xavier_uniform_(lin.weight)
+    nn.init.zeros_(lin.bias)
+    return lin
+
+
 class ElectraClassifier(nn.Module):
     """The ELECTRA body and the official GLUE head: the final hidden state of [CLS] -> dropout -> linear, no pooler
     and no tanh. The output layer starts as TF1's default initialisation: xavier-uniform weights, zero bias.
@@ -38,9 +46,7 @@ class ElectraClassifier(nn.Module):
         super().__init__()
         self.electra, self.n_outputs, self.target_scale = electra, n_outputs, target_scale
         self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(electra.config.hidden_size, n_outputs)
-        nn.init.xavier_uniform_(self.classifier.weight)
-        nn.init.zeros_(self.classifier.bias)
+        self.classifier = tf_dense(electra.config.hidden_size, n_outputs)
 
     def forward(self, input_ids, attention_mask, token_type_ids):
         h = self.electra(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state

@@ -38,6 +38,11 @@ class TestJob:
     out: Path                       # <test_output_dir>/<group>
     say: Callable[[str], None]
 
+    def runs_text(self, score_metric: str) -> str:
+        "The picked runs for the log: 'run 3 (seed 3, dev f1 76.35), ...'."
+        return ', '.join(f"run {int(r['run'])} (seed {int(r['seed'])}, dev {score_metric} {r['score']:.2f})"
+                         for r in self.picked.to_dict('records'))
+
 
 class FinetuningTask:
     """One task of a job, as the sweep drives it. A subclass sets `kind` and `n_inp` (the model's inputs at the

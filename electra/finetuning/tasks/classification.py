@@ -81,7 +81,7 @@ class ClassificationTask(FinetuningTask):
             encoded |= {(self.name, s): self.encoded(self.info, s, task_cfg, job.tokenizer, cfg.cache_dir)
                         for s in self.dev_splits}
         sums = _averaged_outputs(cfg, job, encoded, task_cfg)
-        runs = _runs_text(job.picked, self.score_metric)
+        runs = job.runs_text(self.score_metric)
         if len(job.picked) > 1:
             scores = task_metrics(self.info, {s: predictions(self.info, sums[(self.name, s)]) for s in self.dev_splits},
                                   {s: encoded[(self.name, s)].label for s in self.dev_splits})
@@ -116,11 +116,6 @@ def _averaged_outputs(cfg: FinetuneConfig, job: TestJob, encoded: dict, task_cfg
             sums[key] = sums.get(key, 0) + predict_outputs(model, loader, autocast) / len(job.picked)
         del model
     return sums
-
-
-def _runs_text(picked, score_metric: str) -> str:
-    return ', '.join(f"run {int(r['run'])} (seed {int(r['seed'])}, dev {score_metric} {r['score']:.2f})"
-                     for r in picked.to_dict('records'))
 
 
 def _check_finite(outs: np.ndarray, file: str, runs: str, task: str, split: str, table: Path) -> None:

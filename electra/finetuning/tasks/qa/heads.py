@@ -22,19 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from electra.finetuning.classifier import tf_dense
 from electra.finetuning.tasks.qa.data import QAExample
 from electra.finetuning.tasks.qa.features import Window
 
 __all__ = ['QAHead', 'ElectraQA', 'QALoss', 'answer_mask', 'best_indexes', 'window_rows', 'QAPrediction',
            'decode_question', 'decode']
-
-
-def _dense(n_in: int, n_out: int) -> nn.Linear:
-    "tf.layers.dense with its default initialisation: xavier-uniform weights, zero bias."
-    lin = nn.Linear(n_in, n_out)
-    nn.init.xavier_uniform_(lin.weight)
-    nn.init.zeros_(lin.bias)
-    return lin
 
 
 def answer_mask(attention_mask: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
@@ -56,14 +49,14 @@ class QAHead(nn.Module):
         super().__init__()
         self.joint, self.beam_size, self.answerable_classifier = joint_prediction, beam_size, answerable_classifier
         self.uses_start = answerable_uses_start_logits
-        self.start = _dense(hidden_size, 1)
+        self.start = tf_dense(hidden_size, 1)
         if joint_prediction:
             # official: dense(512, gelu) over concat(start state, end state), then dense(1)
-            self.end_hidden, self.end = _dense(2 * hidden_size, inner), _dense(inner, 1)
-        else: self.end = _dense(hidden_size, 1)
+            self.end_hidden, self.end = tf_dense(2 * hidden_size, inner), tf_dense(inner, 1)
+        else: self.end = tf_dense(hidden_size, 1)
         if answerable_classifier:
-            if answerable_uses_start_logits: self.answerable_hidden = _dense(2 * hidden_size, inner)
-            self.answerable = _dense(inner if answerable_uses_start_logits else hidden_size, 1)
+            if answerable_uses_start_logits: self.answerable_hidden = tf_dense(2 * hidden_size, inner)
+            self.answerable = tf_dense(inner if answerable_uses_start_logits else hidden_size, 1)
 
     def end_logits_given(self, h: torch.Tensor, start_states: torch.Tensor) -> torch.Tensor:
         """float32 [B, K, L]: unmasked end logits of every position given each of K start states [B, K, H]. The

@@ -23,7 +23,7 @@ from electra.training.files import atomic_write_text
 
 __all__ = ['normalize_answer', 'exact_match', 'f1_score', 'squad_v1_eval', 'mrqa_eval', 'squad_v2_raw_scores',
            'find_best_thresh', 'squad_v2_eval', 'qa_metrics', 'null_thresholded', 'write_predictions',
-           'write_null_odds', 'QA_NA_THRESHOLD']
+           'write_null_odds', 'write_nbest', 'QA_NA_THRESHOLD']
 
 QA_NA_THRESHOLD = -2.75  # official `qa_na_threshold`: null odds above it answer "" (configure_finetuning.py)
 
@@ -160,3 +160,8 @@ def write_predictions(preds: Mapping[str, str], path: str | Path) -> Path:
 def write_null_odds(null_odds: Mapping[str, float], path: str | Path) -> Path:
     "`null_odds.json`: {question id: null odds} (SQuAD 2.0), the evaluation script's `--na-prob-file`."
     return atomic_write_text(json.dumps({q: float(v) for q, v in null_odds.items()}), path)
+
+
+def write_nbest(nbest: Mapping[str, list[dict]], path: str | Path) -> Path:
+    "`nbest_predictions.json`: {question id: its n-best answers with their logits and probabilities}."
+    return atomic_write_text(json.dumps(dict(nbest), ensure_ascii=False), path)

@@ -344,14 +344,15 @@ class QATask(FinetuningTask):
         from electra.data.tokenizer import pad_token_id
         from electra.finetuning.classifier import load_finetuned
         from electra.finetuning.learner import device_and_autocast
-        from electra.finetuning.tasks.qa.metrics import null_thresholded
-        from electra.training.files import atomic_write_text, is_main_process
+        from electra.finetuning.tasks.qa.metrics import null_thresholded, write_nbest, write_null_odds
+        from electra.finetuning.tasks.qa.metrics import write_predictions as write_answers
+        from electra.training.files import is_main_process
         if len(job.picked) > 1: self._no_ensemble(len(job.picked))
         run = job.picked.to_dict('records')[0]
         cfg, task_cfg = job.cfg, job.cfg.for_task(self.name)
         device, autocast = device_and_autocast(cfg.device, cfg.precision)
         model = load_finetuned(run['checkpoint'], device)
-        runs = f"run {int(run['run'])} (seed {int(run['seed'])}, dev {self.score_metric} {run['score']:.2f})"
+        runs = job.runs_text(self.score_metric)
         written = []
         for name in ('dev', 'test'):
             if name not in self.spec.files: continue
@@ -365,19 +366,19 @@ class QATask(FinetuningTask):
                                   f"windows; no file written. Delete that run's row from the results table and run it again.")
             preds, odds, nbest = self.answers(model, split, rows)
             out = job.out / self.name / name
-            files = {'predictions.json': null_thresholded(preds, odds, self.spec.na_threshold)
-                     if name == 'test' and self.v2 else preds}
-            if self.v2: files['null_odds.json'] = {q: float(v) for q, v in odds.items()}
-            files['nbest_predictions.json'] = nbest
+            files = {'predictions.json': (write_answers, null_thresholded(preds, odds, self.spec.na_threshold)
+                                          if name == 'test' and self.v2 else preds)}
+            if self.v2: files['null_odds.json'] = (write_null_odds, odds)
+            files['nbest_predictions.json'] = (write_nbest, nbest)
             scored = ''
             if name == 'dev':
                 m = self.scores(split, preds, odds)
                 scored = '; ' + ', '.join(f'{k} {m[k]:.2f}' for k in self.metrics)
                 if self.v2: scored += f' (official evaluate-v2.0.py: --na-prob-file null_odds.json --na-prob-thresh ' \
                                       f'{self.spec.na_threshold:g})'
-            for fname, content in files.items():
+            for fname, (write, content) in files.items():
                 path = out / fname
-                if is_main_process(): atomic_write_text(json.dumps(content, ensure_ascii=False), path)
+                if is_main_process(): write(content, path)
                 written.append(path)
                 what = {'predictions.json': 'answers', 'null_odds.json': 'null odds',
                         'nbest_predictions.json': 'n-best answers'}[fname]

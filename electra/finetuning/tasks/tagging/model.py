@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from electra.finetuning.classifier import tf_dense
 from electra.finetuning.tasks.tagging.encoding import IGNORE_INDEX
 from electra.training.distributed import gather_objects, is_distributed, world
 
@@ -30,9 +31,7 @@ class ElectraTagger(nn.Module):
         super().__init__()
         self.electra, self.n_labels, self.n_outputs = electra, n_labels, n_labels
         self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(electra.config.hidden_size, n_labels)
-        nn.init.xavier_uniform_(self.classifier.weight)
-        nn.init.zeros_(self.classifier.bias)
+        self.classifier = tf_dense(electra.config.hidden_size, n_labels)
 
     def forward(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
         h = self.electra(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state

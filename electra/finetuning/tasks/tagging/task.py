@@ -156,8 +156,7 @@ class TaggingTask(FinetuningTask):
         task_cfg = job.cfg.for_task(self.name)
         splits = {s: self.split(s, job.tokenizer, task_cfg.max_length) for s in ('dev', 'test') if s in self.data.splits}
         logits = _averaged_window_logits(job, splits, self, task_cfg)
-        runs = ', '.join(f"run {int(r['run'])} (seed {int(r['seed'])}, dev {self.score_metric} {r['score']:.2f})"
-                         for r in job.picked.to_dict('records'))
+        runs = job.runs_text(self.score_metric)
         written = []
         for s, split in splits.items():
             tags = word_predictions(split.enc, logits[s], self.data.labels)

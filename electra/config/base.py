@@ -180,7 +180,7 @@ def resolve_preset(name: str, preset_dir: Path) -> Path:
 
 
 def config_help(cls, prog: str, preset_dir: Path) -> str:
-    lines = [f"usage: {prog} [--config PRESET_OR_YAML] [--key value ...]", '',
+    lines = [f"usage: {prog} [--config PRESET_OR_YAML[,PRESET ...]] [--key value ...]", '',
              f"Presets in {preset_dir}: {', '.join(sorted(p.stem for p in preset_dir.glob('*.yaml')))}", '',
              'keys (default; a preset may change it):']
     hints = _hints(cls)
@@ -210,7 +210,8 @@ def parse_cli(argv: Sequence[str]) -> dict[str, str]:
 
 def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path = 'configs',
                 default_preset: str = 'demo', prog: str = 'job', overrides: dict | None = None):
-    """The job's config: `cls` defaults, then the preset named by `--config` (or `default_preset`), then the other
+    """The job's config: `cls` defaults, then the presets named by `--config` (or `default_preset`; several, comma-separated,
+    apply left to right), then the other
     flags in `argv`, then `overrides` (a dict, as a notebook's config cell gives). `--help` prints and exits."""
     preset_dir = project_dir(preset_dir)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -220,8 +221,11 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     cli = parse_cli(argv)
     overrides = dict(overrides or {})
     preset = cli.pop('config', None) or overrides.pop('config', None) or default_preset
-    path = resolve_preset(str(preset), preset_dir)
-    cfg = config_from_dict(cls, _read_yaml(path), source=str(path), base=cls())
+    cfg = cls()
+    # 'small,bert': presets applied left to right, a size and then an objective variant
+    for name in str(preset).split(','):
+        path = resolve_preset(name.strip(), preset_dir)
+        cfg = config_from_dict(cls, _read_yaml(path), source=str(path), base=cfg)
     if 'config' in _hints(cls): cfg = dataclasses.replace(cfg, config=str(preset))
     cfg = config_from_dict(cls, cli, source='command line', base=cfg, from_file=False)
     return config_from_dict(cls, overrides, source='overrides', base=cfg, from_file=False)

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from electra.config.base import RunWarning, choice_field, field, need
 
-__all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS']
+__all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
 CHECKPOINT_FRACTIONS = [0.0625, 0.125, 0.25, 0.5, 1.0]
+OBJECTIVES = ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm']  # the paper's Table 5 variants
 
 
 @dataclass
@@ -77,7 +78,10 @@ class PretrainConfig:
     embedding_size: int = field(128, 'embedding size (projected to hidden_size when different)')
     generator_size: float = field(0.25, 'generator hidden size as a fraction of the discriminator; its FFN is 4 x that, its heads max(1, hidden // 64)')
     max_position_embeddings: int = field(512, 'position embeddings of both networks')
-    tie_weights: str = choice_field('embeddings', ['none', 'embeddings', 'all'], 'share nothing, the embeddings (paper default), or all weights (same-size generator only)')
+    tie_weights: str = choice_field('embeddings', ['none', 'embeddings', 'all', 'gdes'],
+                                    "share nothing, the embeddings (paper default), all weights (same-size generator "
+                                    "only), or 'gdes': DeBERTaV3's gradient-disentangled embedding sharing (the "
+                                    "discriminator's tables = the generator's, without gradient, + its own residual)")
     dropout: float = field(0.1, 'hidden and attention dropout of both networks')
     # -- masking (pretrain/pretrain_helpers.py `mask`)
     mask_prob: float = field(0.15, 'fraction of real tokens chosen for prediction (0.25 for large)')
@@ -94,10 +98,22 @@ class PretrainConfig:
     # -- sampling (run_pretraining.py `_get_fake_data`)
     temperature: float = field(1.0, 'generator sampling temperature')
     disallow_correct: bool = field(False, "never sample the original token")
-    uniform_generator: bool = field(False, 'sample replacements uniformly (ablation)')
+    uniform_generator: bool = field(False, 'no generator network and no generator loss: replacements drawn uniformly '
+                                           'from the vocabulary (the paper\'s ablation, official `uniform_generator`)')
+    # -- objective variants (the paper, section 3.2 and Table 5): docs/objectives.md
+    objective: str = choice_field('electra', OBJECTIVES,
+                                  "'electra': replaced-token detection over every token; 'electra_15': its loss over "
+                                  "the masked positions only; 'mlm': BERT, one network trained by masked language "
+                                  "modelling alone; 'replace_mlm': MLM on input whose masked positions hold generator "
+                                  "samples; 'all_tokens_mlm': generator samples as input, every token's identity "
+                                  "predicted, with a sigmoid copy gate")
+    two_stage: float = field(0.0, 'two-stage training: this fraction of the steps trains the generator alone, then the '
+                                  'discriminator, initialised from it, trains with the generator frozen (needs '
+                                  'generator_size 1 and tie_weights none); 0: joint training, the paper\'s')
     # -- loss (run_pretraining.py `PretrainingModel`)
     gen_loss_weight: float = field(1.0, 'weight of the generator MLM loss')
-    disc_loss_weight: float = field(50.0, 'weight of the discriminator loss (lambda)')
+    disc_loss_weight: float = field(50.0, "weight of the discriminator loss (lambda); of the main network's MLM loss "
+                                          "with the MLM objectives")
     # -- optimisation (model/optimization.py `create_optimizer`)
     steps: int = field(1_000_000, 'optimizer steps')
     batch_size: int = field(128, 'examples per step, the global batch: split evenly over the processes of a torchrun job')
@@ -148,6 +164,7 @@ class PretrainConfig:
         need(0 < self.generator_size <= 1, 'generator_size', f'must be in (0, 1], got {self.generator_size}.')
         need(self.hidden_size % self.num_attention_heads == 0, 'num_attention_heads',
              f'hidden_size {self.hidden_size} is not divisible by {self.num_attention_heads} heads.')
+        self._validate_objective()
         need(self.tie_weights != 'all' or self.generator_size == 1, 'tie_weights',
              "'all' needs a generator as large as the discriminator (generator_size: 1.0).")
         need(self.log_every > 0, 'log_every', f'must be positive, got {self.log_every}.')
@@ -172,3 +189,19 @@ class PretrainConfig:
                           f'learning rate never reaches lr ({self.lr:g}); lower --warmup_steps (the small recipe warms '
                           'up for 1% of its steps).', RunWarning, stacklevel=2)
         need(self.pad_vocab_multiple >= 0, 'pad_vocab_multiple', f'must be 0 (off) or positive, got {self.pad_vocab_multiple}.')
+
+    def _validate_objective(self) -> None:
+        has_generator = self.objective != 'mlm' and not self.uniform_generator
+        need(self.objective != 'mlm' or not self.uniform_generator, 'uniform_generator',
+             "the 'mlm' objective (BERT) has no generator to replace: drop --uniform_generator.")
+        need(has_generator or self.tie_weights not in ('all', 'gdes'), 'tie_weights',
+             f"'{self.tie_weights}' shares the generator's weights, and this objective has no generator network: "
+             "use 'embeddings' or 'none'.")
+        need(0 <= self.two_stage < 1, 'two_stage', f'must be in [0, 1) (0: joint training), got {self.two_stage}.')
+        if self.two_stage > 0:
+            need(self.objective in ('electra', 'electra_15') and has_generator, 'two_stage',
+                 'two-stage training trains a generator and then a discriminator: it needs the electra or electra_15 '
+                 'objective and a generator network.')
+            need(self.generator_size == 1 and self.tie_weights == 'none', 'two_stage',
+                 'the discriminator starts from the generator\'s weights: set generator_size 1.0 and tie_weights none '
+                 '(the paper, section 3.2).')

@@ -1,7 +1,12 @@
-"""The ELECTRA objective (the paper, equation 1): total = gen_weight * L_gen + disc_weight * L_disc (1 and 50 in the paper).
+"""The pretraining loss (the paper, equation 1): total = gen_weight * L_gen + disc_weight * L_main (1 and 50 in the paper).
 
-L_gen: cross-entropy at the chosen positions (kept-original ones included), mean.
-L_disc: sigmoid BCE over every real token, [CLS] and [SEP] included, mean.
+L_gen: the generator's cross-entropy at the chosen positions (kept-original ones included), mean; absent without a
+generator network (BERT, the uniform generator) and in the second stage of two-stage training.
+L_main, the main network's loss, by objective (the paper, section 3.2 and Table 5):
+  electra          sigmoid BCE of replaced-token detection over every real token, [CLS] and [SEP] included, mean;
+  electra_15       the same BCE over the chosen positions only;
+  mlm, replace_mlm cross-entropy of the main network's MLM head at the chosen positions, mean;
+  all_tokens_mlm   -log p(original) over every real token, p(x) = D 1[x = input] + (1 - D) softmax(x), D the copy gate.
 Both denominators get + 1e-6 as in the official code, so an empty batch gives 0 rather than NaN.
 """
 from __future__ import annotations
@@ -12,33 +17,107 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ['ElectraLoss']
+__all__ = ['ElectraLoss', 'main_mask', 'main_loss_terms', 'main_predictions', 'loss_counts', 'batch_statistics']
+
+
+def main_mask(pred: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """The positions of the main network's loss: `pred['main_mask']`; every real token for replaced-token detection
+    outputs without one; None when the main network did not run (two-stage training's first stage)."""
+    if 'main_mask' in pred: return pred['main_mask']
+    return pred['attention_mask'] if 'disc_logits' in pred else None
+
+
+def main_loss_terms(pred: dict[str, torch.Tensor]) -> torch.Tensor:
+    "The main network's per-position losses, shaped like `main_mask(pred)` ([B, L] or [B, P]), zero outside it."
+    mask = main_mask(pred)
+    if 'disc_logits' in pred:
+        terms = F.binary_cross_entropy_with_logits(pred['disc_logits'].float(), pred['is_replaced'].float(),
+                                                   reduction='none')
+    elif 'copy_logits' not in pred:
+        logits = pred['mlm_logits'].float()
+        terms = F.cross_entropy(logits.flatten(0, 1), pred['mlm_targets'].clamp(min=0).flatten(),
+                                reduction='none').view(mask.shape)
+    else:
+        targets, gate = pred['mlm_targets'], pred['copy_logits'].float()                        # [B, L]
+        log_softmax = pred['mlm_logits'].float().log_softmax(-1).gather(-1, targets[..., None])[..., 0]
+        copied = F.logsigmoid(gate).masked_fill(pred['mlm_inputs'] != targets, float('-inf'))    # log(D 1[x = input])
+        terms = -torch.logaddexp(copied, F.logsigmoid(-gate) + log_softmax)
+    return terms * mask
+
+
+def loss_counts(objective: str, input_ids: torch.Tensor, positions: torch.Tensor, labels: torch.Tensor,
+                pad_token_id: int) -> torch.Tensor:
+    """The counts [2] the two losses divide by, from a masked batch (`input_ids` [B, L], `positions` and `labels`
+    [B, P]) before any forward: chosen positions, and positions of `objective`'s main loss (as `main_mask` counts)."""
+    chosen = labels >= 0
+    if objective in ('electra', 'all_tokens_mlm'): main = (input_ids != pad_token_id).sum()
+    elif objective == 'electra_15': main = (torch.zeros_like(input_ids).scatter_add(1, positions, chosen.long()) > 0).sum()
+    else: main = chosen.sum()
+    return torch.stack([chosen.sum().float(), main.float()])
+
+
+def main_predictions(pred: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(correct, flagged) of the main network, shaped like `pred['main_mask']`: for replaced-token detection `flagged`
+    (logit > 0) and `correct` (flagged == replaced); for the MLM objectives `correct` where the most probable token
+    (copy gate included) is the target, and `flagged` all False."""
+    if 'disc_logits' in pred:
+        flagged = pred['disc_logits'] > 0
+        return flagged == pred['is_replaced'], flagged
+    probs = pred['mlm_logits'].float().softmax(-1)
+    if 'copy_logits' in pred:
+        gate = torch.sigmoid(pred['copy_logits'].float())[..., None]                        # [B, L, 1]
+        probs = (1 - gate) * probs
+        probs = probs.scatter_add(-1, pred['mlm_inputs'][..., None], gate)
+    correct = probs.argmax(-1) == pred['mlm_targets']
+    return correct, torch.zeros_like(correct)
 
 
 class ElectraLoss(nn.Module):
-    """Weighted sum of the generator MLM loss and the discriminator replaced-token-detection loss.
+    """Weighted sum of the generator's MLM loss and the main network's loss (replaced-token detection by default).
 
     In data-parallel training, each process holds part of the batch and DDP averages the processes' gradients.
-    `global_divisors`, when set, turns this process's token counts [2] (chosen positions, real tokens) into the
-    divisors of its loss: `(counts summed over the W processes + 1e-6) / W`, so that the average of the processes'
+    `global_divisors`, when set, turns this process's counts [2] (chosen positions, positions of the main loss) into
+    the divisors of its loss: `(counts summed over the W processes + 1e-6) / W`, so that the average of the processes'
     losses is the loss of the whole batch in one process, whatever its split. Unset, each process divides by its own
     counts: the average of per-process means, as the official TPU code averages per-core losses."""
 
     def __init__(self, gen_weight: float = 1.0, disc_weight: float = 50.0):
         super().__init__()
         self.gen_weight, self.disc_weight = gen_weight, disc_weight
-        self.last: tuple[torch.Tensor, torch.Tensor] | None = None  # (gen, disc) of the last call, detached, on device
+        self.last: tuple[torch.Tensor, torch.Tensor] | None = None  # (gen, main) of the last call, detached, on device
         self.global_divisors: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def forward(self, pred: dict[str, torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
-        chosen = labels >= 0                                                     # [B, P]
-        ce = F.cross_entropy(pred['gen_logits'].flatten(0, 1).float(), labels.flatten(), ignore_index=-100,
-                             reduction='sum')
-        real = pred['attention_mask'].float()                                    # [B, L]
-        bce = F.binary_cross_entropy_with_logits(pred['disc_logits'].float(), pred['is_replaced'].float(),
-                                                 reduction='none')
-        counts = torch.stack([chosen.sum().float(), real.sum()])                 # [2]
+        chosen = labels >= 0                                                                 # [B, P]
+        mask = main_mask(pred)                                                               # [B, L] or [B, P]
+        counts = torch.stack([chosen.sum().float(), (chosen if mask is None else mask).sum().float()])  # [2]
         divisors = counts + 1e-6 if self.global_divisors is None else self.global_divisors(counts)
-        gen_loss, disc_loss = ce / divisors[0], (bce * real).sum() / divisors[1]
-        self.last = (gen_loss.detach(), disc_loss.detach())
-        return self.gen_weight * gen_loss + self.disc_weight * disc_loss
+        zero = counts.new_zeros(())
+        gen_loss = F.cross_entropy(pred['gen_logits'].flatten(0, 1).float(), labels.flatten(), ignore_index=-100,
+                                   reduction='sum') / divisors[0] if 'gen_logits' in pred else zero
+        main_loss = main_loss_terms(pred).sum() / divisors[1] if mask is not None else zero
+        self.last = (gen_loss.detach(), main_loss.detach())
+        return self.gen_weight * gen_loss + self.disc_weight * main_loss
+
+
+@torch.no_grad()
+def batch_statistics(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    """What the metrics count in one batch, as 0-d tensors on its device (no read to the host): the generator's correct
+    predictions among `gen_total` chosen positions; the main network's correct answers among the `main_total` positions
+    of its loss, and for replaced-token detection the replaced tokens flagged (`tp`), originals flagged (`fp`) and
+    replaced tokens missed (`fn`) there; `replaced` of the `real` tokens. Counts a model does not have are 0."""
+    chosen, real = labels >= 0, pred['attention_mask']
+    zero = chosen.sum() * 0
+    out = dict.fromkeys(('gen_correct', 'gen_total', 'main_correct', 'main_total', 'tp', 'fp', 'fn', 'replaced'), zero)
+    out['real'] = real.sum()
+    if 'gen_logits' in pred:
+        out.update(gen_correct=((pred['gen_logits'].argmax(-1) == labels) & chosen).sum(), gen_total=chosen.sum())
+    if 'is_replaced' in pred: out['replaced'] = (pred['is_replaced'] & real).sum()
+    mask = main_mask(pred)
+    if mask is None: return out
+    correct, flagged = main_predictions(pred)
+    out.update(main_correct=(correct & mask).sum(), main_total=mask.sum())
+    if 'disc_logits' in pred:
+        replaced = pred['is_replaced'] & mask
+        out.update(tp=(flagged & replaced).sum(), fp=(flagged & ~replaced & mask).sum(), fn=(~flagged & replaced).sum())
+    return out

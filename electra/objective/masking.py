@@ -12,7 +12,8 @@ twice: 19 draws among ~125 candidates repeat one in about three rows out of four
     the generator's loss) once per draw, and the discriminator's input takes the official `scatter_update` rule
     at that position: the floor of the mean of the ids sampled for it (`write_at_positions`);
   - 'bernoulli': the replication's independent per-token draw (then P = L).
-Of the chosen positions 85% become [MASK] and 15% keep their token; none become a random token (not BERT's 80/10/10).
+Of the chosen positions 85% become [MASK] and 15% keep their token; none become a random token (not BERT's 80/10/10,
+which `random_token_prob` gives: a random draw of a special id keeps the original token instead).
 """
 from __future__ import annotations
 
@@ -95,6 +96,8 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
     replacement = torch.where(to_mask, torch.full_like(originals, mask_id), originals)
     if random_token_prob > 0:
         random_ids = torch.randint(vocab_size, positions.shape, device=device, generator=generator)
+        # a special id drawn keeps the original token: a random [PAD] would hide the position from attention
+        to_random = to_random & ~torch.isin(random_ids, special_ids)
         replacement = torch.where(to_random, random_ids, replacement)
     if mode != 'with_replacement':
         # positions within a row are distinct: unchosen slots write their own original back, a no-op

@@ -6,12 +6,15 @@ masked input -> generator (vocab projection at the masked positions only) -> Gum
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
 
 from electra.objective.masking import write_at_positions
 from electra.objective.sampling import sample_tokens
@@ -20,7 +23,10 @@ if TYPE_CHECKING:
     from electra.config.pretrain import PretrainConfig
 
 __all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'unpadded_copy', 'ElectraPretrainingModel',
-           'official_init_', 'build_pretraining_model']
+           'MaskedLMHead', 'DisentangledEmbedding', 'MLM_OBJECTIVES', 'official_init_', 'build_pretraining_model',
+           'discriminator_state']
+
+MLM_OBJECTIVES = ('mlm', 'replace_mlm', 'all_tokens_mlm')  # the main network predicts tokens rather than replacements
 
 
 def padded_vocab_size(vocab_size: int, multiple: int) -> int:
@@ -31,15 +37,16 @@ def padded_vocab_size(vocab_size: int, multiple: int) -> int:
 VOCAB_PARAMS = ('embeddings.word_embeddings.weight', 'generator_lm_head.weight', 'generator_lm_head.bias')
 
 
-def unpadded_copy(net: ElectraForMaskedLM | ElectraForPreTraining, vocab_size: int):
-    """`net` itself when its vocabulary has `vocab_size` rows; otherwise a copy with the padding rows
-    (`pad_vocab_multiple`) cut off, so `save_pretrained` writes what a model of the tokenizer's size holds."""
-    if net.config.vocab_size == vocab_size: return net
+def unpadded_copy(net: ElectraForMaskedLM | ElectraForPreTraining, vocab_size: int, state: dict | None = None):
+    """`net` itself when its vocabulary has `vocab_size` rows and `state` is not given; otherwise a plain copy holding
+    `state` (default: `net`'s own), with the padding rows (`pad_vocab_multiple`) cut off, so `save_pretrained` writes
+    what a model of the tokenizer's size holds."""
+    if net.config.vocab_size == vocab_size and state is None: return net
     config = copy.deepcopy(net.config)
     config.vocab_size = vocab_size
     out = type(net)(config)
-    state = {k: v[:vocab_size] if k.endswith(VOCAB_PARAMS) else v for k, v in net.state_dict().items()}
-    out.load_state_dict(state)
+    state = net.state_dict() if state is None else state
+    out.load_state_dict({k: v[:vocab_size] if k.endswith(VOCAB_PARAMS) else v for k, v in state.items()})
     return out.to(net.device)
 
 
@@ -73,70 +80,155 @@ def generator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) ->
     return _electra_config(cfg, vocab_size, pad_token_id, hidden, max(1, hidden // 64), 4 * hidden)
 
 
-class ElectraPretrainingModel(nn.Module):
-    "Generator and discriminator trained jointly by replaced-token detection."
+class MaskedLMHead(nn.Module):
+    """The main network's MLM head in the MLM objectives (`mlm`, `replace_mlm`, `all_tokens_mlm`): transformers'
+    `ElectraGeneratorPredictions` (dense H -> E, GELU, LayerNorm) and a vocabulary projection tied to the network's word
+    embeddings, as the generator's head and BERT's."""
 
-    def __init__(self, generator: ElectraForMaskedLM, discriminator: ElectraForPreTraining, tie_weights: str = 'embeddings',
-                 temperature: float = 1.0, disallow_correct: bool = False, uniform_generator: bool = False,
-                 vocab_size: int | None = None):
+    def __init__(self, net: ElectraForPreTraining):
+        super().__init__()
+        self.predictions = ElectraGeneratorPredictions(net.config)
+        self.projection = nn.Linear(net.config.embedding_size, net.config.vocab_size)
+        self.projection.weight = net.electra.embeddings.word_embeddings.weight
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # [B, n, H] -> [B, n, V rows]
+        return self.projection(self.predictions(hidden))
+
+
+class DisentangledEmbedding(nn.Embedding):
+    """DeBERTaV3's gradient-disentangled embedding sharing (He et al., 2021, section 3.2): the table in use is the shared
+    one without its gradient plus this module's own residual `weight` (zero at the start), so the discriminator's loss
+    trains the residual only and the shared table learns from the generator's MLM loss alone."""
+
+    def __init__(self, shared: nn.Embedding):
+        super().__init__(shared.num_embeddings, shared.embedding_dim, padding_idx=shared.padding_idx)
+        self.shared = [shared]  # in a list: not a submodule, so the shared table is saved once, under the generator
+
+    def reset_parameters(self) -> None: nn.init.zeros_(self.weight)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, self.shared[0].weight.detach() + self.weight, self.padding_idx)
+
+
+EMBEDDING_TABLES = ('word_embeddings', 'position_embeddings', 'token_type_embeddings')
+
+
+def _tie(generator: ElectraForMaskedLM, discriminator: ElectraForPreTraining, tie_weights: str) -> None:
+    if tie_weights == 'all':
+        # The paper's "all weights tied": one encoder; only the two heads differ (same-size generator).
+        generator.electra = discriminator.electra
+    elif tie_weights == 'embeddings':
+        # One embedding module: word, position and token-type embeddings AND their LayerNorm (official
+        # `tie_embeddings`); `embeddings_project` stays per network.
+        generator.electra.embeddings = discriminator.electra.embeddings
+    elif tie_weights == 'gdes':
+        # the three tables disentangled; LayerNorm and `embeddings_project` stay per network, as in DeBERTaV3
+        for name in EMBEDDING_TABLES:
+            setattr(discriminator.electra.embeddings, name,
+                    DisentangledEmbedding(getattr(generator.electra.embeddings, name)))
+    elif tie_weights != 'none':
+        raise ValueError(f"tie_weights must be 'none', 'embeddings', 'all' or 'gdes', got {tie_weights!r}")
+    # The generator's output projection is its input word-embedding matrix (plus its own bias).
+    generator.generator_lm_head.weight = generator.electra.embeddings.word_embeddings.weight
+
+
+class ElectraPretrainingModel(nn.Module):
+    """Generator and discriminator trained by replaced-token detection, or one of the paper's other objectives
+    (`objective`, docs/objectives.md). `generator` is None for BERT (`mlm`) and the uniform generator, whose
+    replacements are drawn uniformly from the vocabulary (official `uniform_generator`: no network, no generator loss).
+    `stage`: 0 joint training; with two-stage training 1 (the generator alone), then 2 (the discriminator alone, the
+    generator frozen; `TwoStageTraining` switches)."""
+
+    def __init__(self, generator: ElectraForMaskedLM | None, discriminator: ElectraForPreTraining,
+                 tie_weights: str = 'embeddings', temperature: float = 1.0, disallow_correct: bool = False,
+                 vocab_size: int | None = None, objective: str = 'electra', mask_token_id: int | None = None):
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
-        self.tie_weights, self.temperature = tie_weights, temperature
-        self.disallow_correct, self.uniform_generator = disallow_correct, uniform_generator
+        self.tie_weights, self.temperature, self.disallow_correct = tie_weights, temperature, disallow_correct
+        self.objective, self.stage, self.mask_token_id = objective, 0, mask_token_id
         self.pad_token_id = discriminator.config.pad_token_id
         self.rng: torch.Generator | None = None  # set by `MaskingCallback`, so sampling is seeded and resumable
         # `vocab_size`: the tokenizer's; word-embedding rows past it are padding (`pad_vocab_multiple`): their logits
         # are -inf, so they are never predicted or sampled and the loss equals the unpadded model's.
-        n_rows = generator.config.vocab_size
+        n_rows = discriminator.config.vocab_size
         self.vocab_size = n_rows if vocab_size is None else vocab_size
         if not 0 < self.vocab_size <= n_rows: raise ValueError(f'vocab_size {vocab_size} must be in [1, {n_rows}]')
         self.register_buffer('padded_ids', torch.arange(n_rows) >= self.vocab_size, persistent=False)
-        if tie_weights == 'all':
-            # The paper's "all weights tied": one encoder; only the two heads differ (same-size generator).
-            generator.electra = discriminator.electra
-        elif tie_weights == 'embeddings':
-            # One embedding module: word, position and token-type embeddings AND their LayerNorm (official
-            # `tie_embeddings`); `embeddings_project` stays per network.
-            generator.electra.embeddings = discriminator.electra.embeddings
-        elif tie_weights != 'none':
-            raise ValueError(f"tie_weights must be 'none', 'embeddings' or 'all', got {tie_weights!r}")
-        # The generator's output projection is its input word-embedding matrix (plus its own bias).
-        generator.generator_lm_head.weight = generator.electra.embeddings.word_embeddings.weight
+        if generator is not None: _tie(generator, discriminator, tie_weights)
+        self.mlm_head = MaskedLMHead(discriminator) if objective in MLM_OBJECTIVES else None
+
+    @property
+    def uniform_generator(self) -> bool:
+        return self.generator is None and self.objective != 'mlm'
+
+    def _vocab_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits.masked_fill(self.padded_ids, float('-inf')) if self.vocab_size < logits.size(-1) else logits
 
     def generator_logits(self, input_ids, attention_mask, token_type_ids, positions) -> torch.Tensor:
         "MLM logits [B, P, V] at `positions` [B, P] only: the vocab projection is ~15% of its full-length cost."
         hidden = self.generator.electra(input_ids, attention_mask=sdpa_mask(self.generator, attention_mask),
                                         token_type_ids=token_type_ids).last_hidden_state     # [B, L, Hg]
         hidden = hidden.gather(1, positions[..., None].expand(-1, -1, hidden.size(-1)))       # [B, P, Hg]
-        logits = self.generator.generator_lm_head(self.generator.generator_predictions(hidden))  # [B, P, V]
-        if self.vocab_size < logits.size(-1): logits = logits.masked_fill(self.padded_ids, float('-inf'))
-        return logits
+        return self._vocab_logits(self.generator.generator_lm_head(self.generator.generator_predictions(hidden)))
 
-    def noise_shape(self, positions: torch.Tensor) -> tuple[int, int, int]:
-        "Shape [B, P, V rows] of the sampling noise for masked `positions` [B, P]."
-        return (*positions.shape, self.generator.config.vocab_size)
+    def noise_shape(self, positions: torch.Tensor) -> tuple[int, int, int] | None:
+        "Shape [B, P, V rows] of the sampling noise for masked `positions` [B, P]; None when nothing is sampled."
+        if self.objective == 'mlm': return None
+        return (*positions.shape, self.discriminator.config.vocab_size)
 
     def forward(self, input_ids, token_type_ids, positions, labels, noise_draws=None) -> dict[str, torch.Tensor]:
         """`input_ids` [B, L] masked input; `positions`, `labels` [B, P] from `mask_tokens`; `noise_draws` [B, P, V rows]
         the U(0, 1) draws of the Gumbel noise, or None to draw them here from `self.rng`. `MaskingCallback` draws them
         with the masks, so a compiled forward holds no random generator (a generator breaks the graph in pieces).
-        Returns the generator logits [B, P, V], the discriminator logits [B, L], `is_replaced` [B, L] (bool)
-        and `attention_mask` [B, L] (bool, real tokens)."""
+        Returns `attention_mask` [B, L] (bool, real tokens); the generator's `gen_logits` [B, P, V] when it is trained;
+        `sampled` [B, P] and `is_replaced` [B, L] (bool) when tokens are sampled; the main network's outputs (`main`)."""
         attention_mask = input_ids != self.pad_token_id
-        gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
-        sampled = sample_tokens(gen_logits.detach(), labels, self.temperature, self.disallow_correct,
-                                self.uniform_generator, self.rng, noise_draws)                         # [B, P]
-        chosen = labels >= 0                                                                       # [B, P]
+        out = {'attention_mask': attention_mask}
+        if self.objective == 'mlm':  # BERT: the main network reads the masked input itself
+            return {**out, **self.main(input_ids, token_type_ids, attention_mask, input_ids, positions, labels)}
+        if self.generator is None:  # uniform over the tokens the model can predict, no network
+            gen_logits = self._vocab_logits(torch.zeros(self.noise_shape(positions), device=input_ids.device))
+        else:
+            with torch.no_grad() if self.stage == 2 else contextlib.nullcontext():  # two-stage: generator frozen
+                gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
+            if self.stage != 2: out['gen_logits'] = gen_logits
+        if self.stage == 1: return out  # two-stage, first stage: the generator's MLM alone
+        if self.objective in ('replace_mlm', 'all_tokens_mlm'):  # their input holds no [MASK]: never sample it
+            gen_logits = gen_logits.detach().index_fill(-1, torch.tensor([self.mask_token_id], device=input_ids.device),
+                                                        float('-inf'))
+        sampled = sample_tokens(gen_logits.detach(), labels, self.temperature, self.disallow_correct, False, self.rng,
+                                noise_draws)                                                    # [B, P]
+        chosen = labels >= 0                                                                    # [B, P]
         # The samples written at the chosen positions; a position chosen twice ('with_replacement' masking) gets the
         # floor of the mean of its samples, as the official `scatter_update` computes it. A token equal to the
         # original there counts as original.
-        disc_ids = write_at_positions(input_ids, positions, sampled, chosen)                       # [B, L]
-        original = write_at_positions(input_ids, positions, labels, chosen)   # both hold input_ids where nothing is written
-        is_replaced = disc_ids != original
-        disc_logits = self.discriminator(disc_ids, attention_mask=sdpa_mask(self.discriminator, attention_mask),
-                                         token_type_ids=token_type_ids).logits
-        return {'gen_logits': gen_logits, 'disc_logits': disc_logits, 'is_replaced': is_replaced,
-                'attention_mask': attention_mask, 'sampled': sampled}
+        corrupted = write_at_positions(input_ids, positions, sampled, chosen)                   # [B, L]
+        original = write_at_positions(input_ids, positions, labels, chosen)  # both hold input_ids where nothing is written
+        out.update(sampled=sampled, is_replaced=corrupted != original)
+        return {**out, **self.main(corrupted, token_type_ids, attention_mask, original, positions, labels)}
+
+    def main(self, ids, token_type_ids, attention_mask, original, positions, labels) -> dict[str, torch.Tensor]:
+        """The main network (the discriminator, the model to fine-tune) on `ids` [B, L], and its loss's mask
+        `main_mask`: every real token [B, L] (`electra`, `all_tokens_mlm`), the chosen positions as [B, L]
+        (`electra_15`) or as slots [B, P] (`mlm`, `replace_mlm`). Replaced-token detection gives `disc_logits` [B, L];
+        the MLM objectives `mlm_logits` [B, P, V] with `mlm_targets` [B, P] (-100 unused), or, for `all_tokens_mlm`,
+        [B, L, V] and [B, L] (the original ids) with the copy gate's `copy_logits` [B, L] and its `mlm_inputs`."""
+        net = self.discriminator
+        if self.mlm_head is None:  # replaced-token detection
+            logits = net(ids, attention_mask=sdpa_mask(net, attention_mask), token_type_ids=token_type_ids).logits
+            mask = attention_mask
+            if self.objective == 'electra_15':  # the chosen positions as [B, L]; a position chosen twice counts once
+                mask = torch.zeros_like(ids).scatter_add(1, positions, (labels >= 0).long()) > 0
+            return {'disc_logits': logits, 'main_mask': mask}
+        hidden = net.electra(ids, attention_mask=sdpa_mask(net, attention_mask),
+                             token_type_ids=token_type_ids).last_hidden_state                  # [B, L, H]
+        if self.objective != 'all_tokens_mlm':
+            hidden = hidden.gather(1, positions[..., None].expand(-1, -1, hidden.size(-1)))   # [B, P, H]
+            return {'mlm_logits': self._vocab_logits(self.mlm_head(hidden)), 'mlm_targets': labels,
+                    'main_mask': labels >= 0}
+        # the paper's copy mechanism: p(x) = D 1[x = input] + (1 - D) softmax(x), D = sigmoid of the RTD head's logit
+        return {'mlm_logits': self._vocab_logits(self.mlm_head(hidden)), 'mlm_targets': original,
+                'copy_logits': net.discriminator_predictions(hidden), 'mlm_inputs': ids, 'main_mask': attention_mask}
 
 
 @torch.no_grad()
@@ -147,25 +239,43 @@ def official_init_(model: ElectraPretrainingModel) -> ElectraPretrainingModel:
     discriminator's output layer are plain `tf.layers.dense`, whose default kernel is glorot (xavier) uniform.
     transformers' own init (`init: hf`) is normal(0, 0.02) everywhere with a zeroed [PAD] embedding."""
     for module in model.modules():
-        if isinstance(module, (nn.Linear, nn.Embedding)):
+        if isinstance(module, DisentangledEmbedding): module.reset_parameters()  # the residual starts at zero
+        elif isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.trunc_normal_(module.weight, std=0.02, a=-0.04, b=0.04)
         if isinstance(module, nn.Linear) and module.bias is not None: nn.init.zeros_(module.bias)
         if isinstance(module, nn.LayerNorm): nn.init.ones_(module.weight); nn.init.zeros_(module.bias)
+    nets = [net for net in (model.generator, model.discriminator) if net is not None]
     glorot = [model.discriminator.discriminator_predictions.dense_prediction.weight]
-    glorot += [net.electra.embeddings_project.weight for net in (model.generator, model.discriminator)
-               if hasattr(net.electra, 'embeddings_project')]
+    glorot += [net.electra.embeddings_project.weight for net in nets if hasattr(net.electra, 'embeddings_project')]
     for w in glorot: nn.init.xavier_uniform_(w)
-    model.generator.generator_lm_head.bias.zero_()
+    if model.generator is not None: model.generator.generator_lm_head.bias.zero_()
     return model
 
 
-def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraPretrainingModel:
+def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int,
+                            mask_token_id: int | None = None) -> ElectraPretrainingModel:
     """The generator/discriminator pair of `cfg`'s size, freshly initialised (`cfg.init`: the official code's
     initialisers, `official_init_`, or transformers' own); with `cfg.pad_vocab_multiple` the embedding matrix has
-    `padded_vocab_size(vocab_size, multiple)` rows."""
+    `padded_vocab_size(vocab_size, multiple)` rows. `mask_token_id`: needed by `replace_mlm` and `all_tokens_mlm`."""
     rows = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple)
-    generator = ElectraForMaskedLM(generator_config(cfg, rows, pad_token_id))
+    has_generator = cfg.objective != 'mlm' and not cfg.uniform_generator
+    generator = ElectraForMaskedLM(generator_config(cfg, rows, pad_token_id)) if has_generator else None
     discriminator = ElectraForPreTraining(discriminator_config(cfg, rows, pad_token_id))
-    model = ElectraPretrainingModel(generator, discriminator, cfg.tie_weights, cfg.temperature,
-                                    cfg.disallow_correct, cfg.uniform_generator, vocab_size=vocab_size)
-    return official_init_(model) if cfg.init == 'official' else model
+    model = ElectraPretrainingModel(generator, discriminator, cfg.tie_weights, cfg.temperature, cfg.disallow_correct,
+                                    vocab_size=vocab_size, objective=cfg.objective, mask_token_id=mask_token_id)
+    if cfg.init == 'official': return official_init_(model)
+    if model.mlm_head is not None:  # transformers initialised the networks when it built them, not this head
+        model.mlm_head.predictions.apply(discriminator._init_weights)
+        nn.init.zeros_(model.mlm_head.projection.bias)
+    return model
+
+
+def discriminator_state(model_state: dict[str, torch.Tensor], tie_weights: str) -> dict[str, torch.Tensor]:
+    """The plain `ElectraForPreTraining` weights in a pretraining model's `state_dict`: its `discriminator.` entries,
+    with the tables of gradient-disentangled sharing ('gdes') made whole, the generator's + the residual."""
+    state = {k[len('discriminator.'):]: v for k, v in model_state.items() if k.startswith('discriminator.')}
+    if tie_weights == 'gdes':
+        for name in EMBEDDING_TABLES:
+            key = f'electra.embeddings.{name}.weight'
+            state[key] = model_state[f'generator.{key}'] + state[key]
+    return state

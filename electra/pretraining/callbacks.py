@@ -20,6 +20,7 @@ from fastai.callback.fp16 import AMPMode, MixedPrecision
 from fastprogress.fastprogress import progress_bar
 
 from electra.config.base import ConfigError
+from electra.objective.loss import batch_statistics
 from electra.objective.masking import MaskingSettings
 from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
 from electra.training.distributed import all_reduce_sum, bare_model, gather_objects, is_distributed, rank_seed, world
@@ -27,7 +28,7 @@ from electra.training.files import atomic_save, is_main_process, release_run_dir
 from electra.training.sinks import CsvLog
 from electra.training.speed import try_compile
 
-__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
+__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'TwoStageTraining', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
            'Checkpointer', 'StopOnInterrupt', 'TrainingDiverged', 'METRIC_NAMES']
 
 
@@ -106,9 +107,8 @@ class MaskingCallback(Callback):
         m = self.masking(input_ids, self.device_rng)
         # the sampling noise's draws, next in the generator's stream as when the model draws them itself: same samples
         self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels)
-        if self.draw_noise:
-            shape = bare_model(self.model).noise_shape(m.positions)
-            self.learn.xb += (torch.rand(shape, device=input_ids.device, generator=self.device_rng),)
+        shape = bare_model(self.model).noise_shape(m.positions) if self.draw_noise else None  # None: nothing sampled
+        if shape is not None: self.learn.xb += (torch.rand(shape, device=input_ids.device, generator=self.device_rng),)
         self.learn.yb = (m.labels,)
 
     def state(self) -> torch.Tensor | None:
@@ -116,6 +116,36 @@ class MaskingCallback(Callback):
 
     def load_state(self, state: torch.Tensor) -> None:
         self.pending_state = state
+
+
+class TwoStageTraining(Callback):
+    """Two-stage training (the paper, section 3.2): the generator alone for `switch_step` steps, then the discriminator,
+    initialised from the generator's encoder, with the generator frozen."""
+    order, run_valid = -7, False  # after ResumeFromCheckpoint (-8) put the step and the weights back
+
+    def __init__(self, switch_step: int): self.switch_step = switch_step
+
+    def before_fit(self):
+        if is_distributed():
+            raise ConfigError('two_stage: the networks switch from training to frozen mid-run, which DDP does not '
+                              'follow; run two-stage training in one process.')
+        # a run resumed after the switch has the discriminator's weights in its checkpoint already: freeze only
+        if self.train_iter > self.switch_step: self._freeze_generator()
+        else: bare_model(self.model).stage = 1
+
+    def before_batch(self):
+        model = bare_model(self.model)
+        if model.stage != 1 or self.train_iter < self.switch_step: return
+        # the paper: "initialize the weights of the discriminator with the weights of the generator"
+        model.discriminator.electra.load_state_dict(model.generator.electra.state_dict())
+        self._freeze_generator()
+
+    def _freeze_generator(self):
+        model = bare_model(self.model)
+        for p in model.generator.parameters():
+            p.requires_grad_(False)
+            p.grad = None  # fastai's optimizer steps (and decays) only parameters holding a gradient
+        model.stage = 2
 
 
 class DeviceMixedPrecision(MixedPrecision):
@@ -162,16 +192,17 @@ class CompileModel(Callback):
             if rng_state is not None: rng.set_state(rng_state)
 
 
-# replaced_fraction: share of real tokens replaced; answering "original" everywhere scores 1 - replaced_fraction.
+# gen_*: the generator; disc_*: the main network (the discriminator; in the MLM objectives its MLM loss and token
+# accuracy); replaced_precision / recall: replaced-token detection only (0 otherwise). replaced_fraction: share of real
+# tokens replaced; answering "original" everywhere scores 1 - replaced_fraction.
 # skipped_steps: steps fp16 loss scaling skipped (overflowing gradients) since the last row; always 0 in bf16 and fp32.
 METRIC_NAMES = ['step', 'loss', 'gen_loss', 'disc_loss', 'lr', 'gen_accuracy', 'disc_accuracy',
                 'replaced_precision', 'replaced_recall', 'replaced_fraction', 'steps_per_s', 'skipped_steps']
 
 
-# what MetricsLogger sums on the device between two rows (tp/fp/fn: replaced tokens flagged, originals flagged,
-# replaced tokens missed)
-_SUMS = ('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total', 'disc_correct', 'disc_total', 'tp', 'fp', 'fn',
-         'batches')
+# what MetricsLogger sums on the device between two rows (`batch_statistics` and the losses)
+_SUMS = ('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total', 'main_correct', 'main_total', 'tp', 'fp', 'fn',
+         'replaced', 'real', 'batches')
 
 
 class TrainingDiverged(ConfigError):
@@ -215,15 +246,9 @@ class MetricsLogger(Callback):
     @torch.no_grad()
     def add(self, pred: dict, labels: torch.Tensor, loss: torch.Tensor) -> None:
         "Add one batch's (or micro-batch's) losses and counts to the sums, on the device."
-        chosen = labels >= 0
-        gen_correct = ((pred['gen_logits'].argmax(-1) == labels) & chosen).sum()
-        real = pred['attention_mask']
-        flagged, replaced = pred['disc_logits'] > 0, pred['is_replaced']
         gen_loss, disc_loss = self.loss_func.last
-        sums = {'loss': loss.detach(), 'gen_loss': gen_loss, 'disc_loss': disc_loss, 'gen_correct': gen_correct,
-                'gen_total': chosen.sum(), 'disc_correct': ((flagged == replaced) & real).sum(), 'disc_total': real.sum(),
-                'tp': (flagged & replaced & real).sum(), 'fp': (flagged & ~replaced & real).sum(),
-                'fn': (~flagged & replaced).sum(), 'batches': torch.zeros((), device=self.acc.device)}
+        sums = {**batch_statistics(pred, labels), 'loss': loss.detach(), 'gen_loss': gen_loss, 'disc_loss': disc_loss,
+                'batches': torch.zeros((), device=self.acc.device)}
         self.acc += torch.stack([sums[k].double() for k in _SUMS])
 
     @torch.no_grad()
@@ -243,9 +268,9 @@ class MetricsLogger(Callback):
         now = time.perf_counter()
         row = {'step': self.train_iter, 'loss': a['loss'] / n, 'gen_loss': a['gen_loss'] / n, 'disc_loss': a['disc_loss'] / n,
                'lr': self.opt.hypers[0]['lr'], 'gen_accuracy': a['gen_correct'] / max(a['gen_total'], 1),
-               'disc_accuracy': a['disc_correct'] / max(a['disc_total'], 1),
+               'disc_accuracy': a['main_correct'] / max(a['main_total'], 1),
                'replaced_precision': tp / max(tp + a['fp'], 1), 'replaced_recall': tp / max(tp + a['fn'], 1),
-               'replaced_fraction': (tp + a['fn']) / max(a['disc_total'], 1),
+               'replaced_fraction': a['replaced'] / max(a['real'], 1),
                'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9), 'skipped_steps': self.skipped}
         self.t0, self.step0, self.last_row = now, self.train_iter, row
         self._reset()

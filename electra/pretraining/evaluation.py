@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from fastai.callback.core import Callback
 
 from electra.data.batches import pad_examples
+from electra.objective.loss import batch_statistics, main_loss_terms, main_mask
 from electra.objective.masking import MaskingSettings
 from electra.training.device import AUTOCAST_DTYPES
 from electra.training.distributed import bare_model
@@ -87,32 +88,36 @@ class HeldOutEvaluation(Callback):
         model.eval()
         dtype = AUTOCAST_DTYPES[self.precision]
         autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
-        gen_loss = disc_loss = gen_correct = chosen_n = disc_correct = real_n = replaced_n = 0.0
-        scores, targets = [], []
+        sums, scores, targets = {}, [], []
         try:
             for input_ids, token_type_ids in self.batches:
                 input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
                 m = self.masking(input_ids, rng)
                 # `forward`: a model compiled for training evaluates eagerly, with no graphs to compile for eval mode
                 with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels)
-                chosen, real = m.labels >= 0, pred['attention_mask']
-                logits, replaced = pred['disc_logits'].float(), pred['is_replaced']
-                gen_loss += float(F.cross_entropy(pred['gen_logits'][chosen].float(), m.labels[chosen], reduction='sum'))
-                gen_correct += float((pred['gen_logits'].argmax(-1) == m.labels)[chosen].sum())
-                chosen_n += float(chosen.sum())
-                disc_loss += float(F.binary_cross_entropy_with_logits(logits[real], replaced[real].float(), reduction='sum'))
-                disc_correct += float(((logits > 0) == replaced)[real].sum())
-                real_n += float(real.sum())
-                replaced_n += float(replaced[real].sum())
-                scores.append(logits[real])
-                targets.append(replaced[real])
+                for k, v in _losses_and_counts(pred, m.labels).items(): sums[k] = sums.get(k, 0.0) + float(v)
+                if 'disc_logits' in pred:  # the AUC of replaced-token detection over the positions of its loss
+                    scores.append(pred['disc_logits'].float()[main_mask(pred)])
+                    targets.append(pred['is_replaced'][main_mask(pred)])
         finally:
             model.rng = train_rng
             model.train(was_training)
-        self.last_row = {'step': self.train_iter, 'gen_loss': gen_loss / max(chosen_n, 1),
-                         'disc_loss': disc_loss / max(real_n, 1), 'gen_accuracy': gen_correct / max(chosen_n, 1),
-                         'disc_accuracy': disc_correct / max(real_n, 1),
-                         'disc_auc': roc_auc(torch.cat(scores), torch.cat(targets)),
-                         'replaced_fraction': replaced_n / max(real_n, 1),
-                         'examples': sum(len(b[0]) for b in self.batches)}
+        self.last_row = self._row(sums, scores, targets)
         return self.last_row
+
+    def _row(self, sums: dict[str, float], scores: list, targets: list) -> dict:
+        chosen_n, main_n = max(sums['gen_total'], 1), max(sums['main_total'], 1)
+        auc = roc_auc(torch.cat(scores), torch.cat(targets)) if scores else float('nan')
+        return {'step': self.train_iter, 'gen_loss': sums['gen_loss'] / chosen_n, 'disc_loss': sums['disc_loss'] / main_n,
+                'gen_accuracy': sums['gen_correct'] / chosen_n, 'disc_accuracy': sums['main_correct'] / main_n,
+                'disc_auc': auc, 'replaced_fraction': sums['replaced'] / max(sums['real'], 1),
+                'examples': sum(len(b[0]) for b in self.batches)}
+
+
+def _losses_and_counts(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    "`batch_statistics` with the sums of the generator's and the main network's losses (0 for a network not there)."
+    out = batch_statistics(pred, labels)
+    out['gen_loss'] = F.cross_entropy(pred['gen_logits'].flatten(0, 1).float(), labels.flatten(), ignore_index=-100,
+                                      reduction='sum') if 'gen_logits' in pred else torch.zeros(())
+    out['disc_loss'] = main_loss_terms(pred).sum() if main_mask(pred) is not None else torch.zeros(())
+    return out

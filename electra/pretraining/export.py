@@ -9,7 +9,13 @@ from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokeniz
 
 from electra.config.base import ConfigError, config_from_dict
 from electra.data.hub import hub_unreachable
-from electra.objective.model import ElectraPretrainingModel, discriminator_config, padded_vocab_size, unpadded_copy
+from electra.objective.model import (
+    ElectraPretrainingModel,
+    discriminator_config,
+    discriminator_state,
+    padded_vocab_size,
+    unpadded_copy,
+)
 from electra.training.checkpoint import load_checkpoint
 from electra.training.files import is_main_process
 
@@ -17,13 +23,20 @@ __all__ = ['export_pretrained', 'load_discriminator']
 
 
 def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> dict[str, Path]:
-    """Save `run_dir/discriminator` and `run_dir/generator`, each with the tokenizer; returns the two paths.
+    """Save `run_dir/discriminator` and `run_dir/generator` (none without a generator network: BERT, the uniform
+    generator), each with the tokenizer; returns the paths. The discriminator is the model to fine-tune, also for the
+    MLM objectives, whose encoder it holds (its replaced-token-detection head is then the copy gate or untrained).
     A padded vocabulary (`pad_vocab_multiple`) is cut back to the tokenizer's size."""
-    out = {name: Path(run_dir) / name for name in ('discriminator', 'generator')}
-    if is_main_process():
-        for name, path in out.items():
-            unpadded_copy(getattr(model, name), model.vocab_size).save_pretrained(path)
-            tokenizer.save_pretrained(path)
+    names = ('discriminator', 'generator') if model.generator is not None else ('discriminator',)
+    out = {name: Path(run_dir) / name for name in names}
+    if not is_main_process(): return out
+    for name, path in out.items():
+        net = getattr(model, name)
+        # gradient-disentangled sharing: the discriminator's tables made whole (the generator's + its residual)
+        state = discriminator_state(model.state_dict(), model.tie_weights) if net is model.discriminator and \
+            model.tie_weights == 'gdes' else None
+        unpadded_copy(net, model.vocab_size, state).save_pretrained(path)
+        tokenizer.save_pretrained(path)
     return out
 
 
@@ -34,7 +47,7 @@ def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedToken
     tokenizer = tokenizer_from_state(ckpt['tokenizer'])
     cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
     disc = ElectraForPreTraining(discriminator_config(cfg, len(tokenizer), tokenizer.pad_token_id))
-    state = {k[len('discriminator.'):]: v for k, v in ckpt['model'].items() if k.startswith('discriminator.')}
+    state = discriminator_state(ckpt['model'], cfg.tie_weights)
     rows, words = padded_vocab_size(len(tokenizer), cfg.pad_vocab_multiple), 'electra.embeddings.word_embeddings.weight'
     if rows > len(tokenizer) and words in state and len(state[words]) == rows:
         state[words] = state[words][:len(tokenizer)]  # trained with pad_vocab_multiple: drop the padding rows

@@ -169,9 +169,14 @@ def _check_tying(init: InitWeights, tie_weights: str) -> None:
 @torch.no_grad()
 def init_model_(model: ElectraPretrainingModel, init: InitWeights) -> ElectraPretrainingModel:
     """Copy the weights of `init` into `model` (built from a config checked by `check_init_config`), re-establishing
-    and checking its tying; rows of a padded vocabulary (`pad_vocab_multiple`) past the source's keep their init."""
-    _check_tying(init, model.tie_weights)
+    and checking its tying (a model without a generator network takes the discriminator's only); rows of a padded vocabulary (`pad_vocab_multiple`) past the source's keep their init."""
+    if model.tie_weights == 'gdes' and model.generator is not None:
+        raise ConfigError(f"init_from: {init.source}: tie_weights 'gdes' keeps the discriminator's embeddings as the "
+                          "generator's plus a residual, which released weights do not hold apart. Continue with "
+                          "--tie_weights embeddings or none.")
+    _check_tying(init, model.tie_weights if model.generator is not None else 'none')
     for net, src in ((model.generator, init.generator), (model.discriminator, init.discriminator)):
+        if net is None: continue  # BERT and the uniform generator: the discriminator alone
         own = net.state_dict()  # tensors sharing the parameters' storage: copy_ writes the model
         for k, v in src.state_dict().items():
             fits = k in own and v.shape[1:] == own[k].shape[1:] and len(v) <= len(own[k])  # (padded rows: more)

@@ -30,6 +30,7 @@ from electra.pretraining.callbacks import (
     ResumeFromCheckpoint,
     StepCounter,
     StopOnInterrupt,
+    TwoStageTraining,
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
 from electra.pretraining.parallel import GradientAccumulation
@@ -94,12 +95,14 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tok
     cbs = [
         StepCounter(cfg.steps),                  # -9 before_train/after_batch: the run's fraction done, over resumes
         ResumeFromCheckpoint(resume) if resume else None,  # -8 before_fit, first before_batch: the checkpoint's state
+        TwoStageTraining(round(cfg.two_stage * cfg.steps)) if cfg.two_stage else None,  # -7: generator, then
+                                                 # the discriminator from its weights, the generator frozen
         MaskingCallback(masking, rank_seed(cfg.seed, world().rank), cfg.grad_accum_steps == 1),  # -5 before_batch:
                                                  # masks, draws the sampling noise
         DataParallel(cfg.loss_mean, cfg.seed) if is_distributed() else None,  # -4 before_fit: DDP, per-process streams
         DeviceMixedPrecision(amp_mode=precision) if precision in ('bf16', 'fp16') else None,  # 10: autocast, scaler
         GradientClip(cfg.clip_grad) if cfg.clip_grad > 0 else None,   # 11 before_step: global norm clipping at 1.0
-        GradientAccumulation(cfg.grad_accum_steps, tokenizer.pad_token_id, cfg.loss_mean)
+        GradientAccumulation(cfg.grad_accum_steps, tokenizer.pad_token_id, cfg.loss_mean, cfg.objective)
         if cfg.grad_accum_steps > 1 else None,   # 11 before_batch: micro-batches but the last, forward and backward
         CompileModel(mode=None if cfg.compile_mode == 'default' else cfg.compile_mode) if cfg.compile else None,  # 12
         ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power,

@@ -8,6 +8,7 @@ import contextlib
 import torch
 from fastai.callback.core import Callback
 
+from electra.objective.loss import loss_counts
 from electra.training.parallel import loss_divisors
 
 __all__ = ['GradientAccumulation']
@@ -20,12 +21,12 @@ class GradientAccumulation(Callback):
     'global'), so the gradients add up to those of the whole batch at once."""
     order, run_valid = 11, False  # inside MixedPrecision's autocast (entered at 10); before CompileModel (12)
 
-    def __init__(self, n: int, pad_token_id: int, loss_mean: str = 'global'):
-        self.n, self.pad_token_id, self.loss_mean = n, pad_token_id, loss_mean
+    def __init__(self, n: int, pad_token_id: int, loss_mean: str = 'global', objective: str = 'electra'):
+        self.n, self.pad_token_id, self.loss_mean, self.objective = n, pad_token_id, loss_mean, objective
 
     def before_batch(self):
         labels, xb = self.yb[0], self.xb
-        counts = torch.stack([(labels >= 0).sum().float(), (xb[0] != self.pad_token_id).sum().float()])  # [2]
+        counts = loss_counts(self.objective, xb[0], xb[2], labels, self.pad_token_id)  # [2]
         divisors = loss_divisors(counts, self.loss_mean)
         self.loss_func.global_divisors = lambda _: divisors  # every micro-batch divides by the whole step's counts
         xs, ys = [t.chunk(self.n) for t in xb], labels.chunk(self.n)  # n x [b / n, ...]

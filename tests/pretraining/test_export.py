@@ -64,3 +64,34 @@ def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
     with pytest.raises(ConfigError, match='a bert model, not ELECTRA'):
         classifier.load_pretrained(str(saved_as_bert(tiny, tmp_path / 'bert')))
     assert classifier.load_pretrained(str(good))[0].config.model_type == 'electra'
+
+
+@pytest.mark.parametrize('kw', [dict(tie_weights='gdes'), dict(objective='mlm'), dict(objective='all_tokens_mlm'),
+                                dict(uniform_generator=True)])
+def test_every_objective_exports_a_discriminator_that_fine_tuning_loads(tmp_path, kw):
+    """Gradient-disentangled sharing exports the tables made whole (generator's + residual); BERT and the uniform
+    generator have no generator to export; the export and the .pth both load as the model's own discriminator."""
+    from electra.data.tokenizer import load_tokenizer, tokenizer_state
+    from electra.pretraining.export import export_pretrained, load_discriminator
+    from electra.training.checkpoint import FORMAT
+    from electra.training.files import atomic_save
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
+    tok = load_tokenizer(str(vocab))
+    cfg = tiny_cfg(dropout=0.0, **kw)
+    torch.manual_seed(0)
+    model = build_pretraining_model(cfg, len(tok), tok.pad_token_id, tok.mask_token_id).eval()
+    if kw.get('tie_weights') == 'gdes':  # a residual of zero would hide a lost one
+        with torch.no_grad(): model.discriminator.electra.embeddings.word_embeddings.weight.normal_()
+    paths = export_pretrained(model, tok, tmp_path / 'run')
+    assert sorted(paths) == (['discriminator', 'generator'] if model.generator is not None else ['discriminator'])
+    enc = tok(['w1 w2 w3', 'w4 w5'], padding=True, return_tensors='pt')
+    with torch.no_grad():
+        own = model.discriminator(**enc).logits
+        disc = ElectraForPreTraining.from_pretrained(paths['discriminator']).eval()
+        assert torch.allclose(disc(**enc).logits, own, atol=1e-5)
+        ckpt = tmp_path / 'run_1_100%.pth'
+        atomic_save({'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(tok),
+                     'model': model.state_dict()}, ckpt)
+        loaded, _ = load_discriminator(ckpt)
+        assert torch.allclose(loaded.eval()(**enc).logits, own, atol=1e-5)

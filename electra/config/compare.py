@@ -1,0 +1,115 @@
+"""The comparison job's config: every key `python -m electra.experiments.compare` takes. A comparison pretrains each
+objective variant (a pretrain preset chain plus overrides) at an equal budget, fine-tunes every pretrained model the
+same way, and tabulates the dev scores (the paper's Table 5 and Figure 3). Presets are in `configs/compare/`."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from electra.config.base import ConfigError, choice_field, field, need
+
+__all__ = ['CompareConfig', 'VariantSpec', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
+
+# keys the comparison sets on every pretraining and fine-tuning command itself
+PRETRAIN_RESERVED = ('config', 'run_name', 'seed', 'output_dir', 'resume', 'overwrite')
+FINETUNE_RESERVED = ('config', 'model', 'tasks', 'group', 'output_dir', 'test_output_dir')
+_PLAIN = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.+-]*$')  # a name that is safe in run names and folder names
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    "One variant of a comparison: its name, the pretrain preset(s) appended to `pretrain_config`, its own overrides."
+    name: str
+    config: str
+    overrides: dict
+
+
+def _variant_spec(name, value) -> VariantSpec:
+    "A `variants` entry: nothing (no extra preset), a preset string, or {config: ..., overrides: {...}}."
+    where = f'variants.{name}'
+    need(isinstance(name, str) and bool(_PLAIN.match(name)), 'variants',
+         f"variant name {name!r} must be a plain name (letters, digits, _ . + -): it names runs and folders.")
+    if value is None: value = {}
+    if isinstance(value, str): value = {'config': value}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a preset name or a mapping {{config: PRESET, overrides: {{key: value}}}}, "
+                          f"got {value!r}.")
+    unknown = sorted(set(value) - {'config', 'overrides'})
+    need(not unknown, where, f"unknown key(s) {', '.join(map(str, unknown))}: a variant has 'config' (pretrain presets "
+                             "appended to pretrain_config) and 'overrides' (pretrain keys).")
+    config, overrides = value.get('config') or '', value.get('overrides') or {}
+    need(isinstance(config, str), f'{where}.config', f"expected a preset name (or several, comma-separated), got {config!r}.")
+    need(isinstance(overrides, dict), f'{where}.overrides', f"expected a mapping of pretrain keys, got {overrides!r}.")
+    _check_reserved(overrides, (*PRETRAIN_RESERVED, 'steps'), f'{where}.overrides')
+    return VariantSpec(name, config.strip(), dict(overrides))
+
+
+def _check_reserved(overrides: dict, reserved: tuple, where: str) -> None:
+    taken = [k for k in overrides if k in reserved]
+    need(not taken, where, f"{', '.join(map(str, taken))} is set by the comparison itself (run names, seeds, output "
+                           "folders and the step budget: see the keys name, seeds, output_dir, budget, steps, tasks).")
+
+
+@dataclass
+class CompareConfig:
+    # -- job
+    config: str = field('demo', 'preset name in configs/compare/ or a path to a YAML file')
+    name: str = field('compare', 'name of the comparison: everything goes to <output_dir>/<name>/, runs are named '
+                                 '<name>_<variant>')
+    output_dir: str = field('checkpoints/compare', 'where comparisons are written')
+    # -- pretraining
+    pretrain_config: str = field('small', 'pretrain preset(s) common to every variant: a name in configs/pretrain/, '
+                                          'a YAML path, or several comma-separated (applied left to right)')
+    pretrain_overrides: dict = field({}, 'pretrain keys common to every variant (corpus, sizes, batch_size, device, '
+                                         '...); on the command line also --pretrain.KEY VALUE')
+    variants: dict = field({}, "the variants in table order: name -> {config: pretrain preset(s) appended to "
+                               "pretrain_config ('' for none), overrides: {pretrain key: value}}; a bare preset name "
+                               "also works (bert: bert)")
+    only: list[str] = field([], 'run only these variants (the table still lists all); empty: all')
+    budget: str = choice_field('flops', ['flops', 'steps'],
+                               "'flops': every variant gets the pretraining FLOPs of `reference` (its steps scaled by "
+                               "FLOPs per step, warm-up kept the same fraction of the run); 'steps': the same steps")
+    reference: str = field('', "the variant whose steps set the budget; empty: the first variant")
+    steps: int = field(0, "pretraining steps of the reference variant; 0: its own (from its presets and overrides)")
+    seeds: list[int] = field([1], 'pretraining seeds: every variant is pretrained once per seed')
+    # -- fine-tuning
+    finetune: bool = field(True, 'fine-tune every pretrained model and tabulate the dev scores (false: pretrain only)')
+    finetune_config: str = field('small', 'finetune preset (configs/finetune/) or YAML path for every fine-tuning')
+    finetune_overrides: dict = field({}, 'finetune keys (data, runs, epochs, lr, device, task_overrides, ...); on the '
+                                         'command line also --finetune.KEY VALUE')
+    tasks: list[str] = field([], "tasks to fine-tune on (GLUE names or task files); empty: the finetune config's tasks")
+    # -- running
+    threads: int = field(0, 'OMP_NUM_THREADS of the launched jobs (1 is fastest for tiny models on a busy CPU); '
+                            '0: inherit the environment')
+    dry_run: bool = field(False, 'print the plan (variants, steps, FLOPs per step, total FLOPs, status) and stop')
+    table_only: bool = field(False, 'launch nothing: rebuild the table and plot from what is on disk')
+
+    def validate(self) -> None:
+        need(bool(_PLAIN.match(self.name)), 'name', f"must be a plain name (letters, digits, _ . + -), got {self.name!r}.")
+        need(bool(self.output_dir), 'output_dir', 'give a folder.')
+        need(bool(self.pretrain_config.strip()), 'pretrain_config', "give a pretrain preset, e.g. 'small' or 'demo'.")
+        _check_reserved(self.pretrain_overrides, PRETRAIN_RESERVED, 'pretrain_overrides')
+        specs = self.variant_specs()
+        need(bool(specs), 'variants', "give at least one variant, e.g. {electra: {config: ''}, bert: {config: bert}}.")
+        names = [s.name for s in specs]
+        need(not self.reference or self.reference in names, 'reference',
+             f"'{self.reference}' is not a variant; choose one of {', '.join(names)}.")
+        unknown = [v for v in self.only if v not in names]
+        need(not unknown, 'only', f"{', '.join(unknown)} is not a variant; choose among {', '.join(names)}.")
+        need(self.steps >= 0, 'steps', f"must be positive, or 0 for the reference's own steps, got {self.steps}.")
+        need(bool(self.seeds), 'seeds', 'give at least one pretraining seed.')
+        need(len(set(self.seeds)) == len(self.seeds), 'seeds', f'seeds must differ, got {self.seeds}.')
+        need(not self.finetune or bool(self.finetune_config.strip()), 'finetune_config',
+             "give a finetune preset, e.g. 'small' or 'demo'.")
+        _check_reserved(self.finetune_overrides, FINETUNE_RESERVED, 'finetune_overrides')
+        need(all(',' not in t for t in self.tasks), 'tasks', 'a task name or file path cannot contain a comma.')
+        need(self.threads >= 0, 'threads', f'must be 0 (inherit) or positive, got {self.threads}.')
+
+    def variant_specs(self) -> list[VariantSpec]:
+        "The variants in table order, each checked."
+        need(isinstance(self.variants, dict), 'variants', 'expected a mapping of variant name to its settings.')
+        return [_variant_spec(name, value) for name, value in self.variants.items()]
+
+    @property
+    def reference_name(self) -> str:
+        return self.reference or next(iter(self.variants))

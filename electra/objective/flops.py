@@ -1,0 +1,75 @@
+"""Pretraining compute, counted from the shapes: matmul FLOPs of one step of every objective variant, so that runs of
+different objectives can be matched by FLOPs rather than by steps (the paper, section 3.2 and Table 5, compares its
+variants at equal pretraining compute)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from electra.objective.masking import max_predictions
+
+if TYPE_CHECKING:
+    from electra.config.pretrain import PretrainConfig
+
+__all__ = ['encoder_flops', 'mlm_head_flops', 'pretrain_flops', 'pretrain_step_flops']
+
+
+def encoder_flops(batch: int, length: int, hidden: int, layers: int, ffn: int, embedding: int) -> float:
+    """Forward matmul FLOPs of one ELECTRA encoder over [batch, length] tokens (a multiply-add counts 2).
+    T = batch * length tokens, H hidden, F FFN, E embedding size:
+      embeddings_project (only when E != H)  2 T E H
+      per layer: Q, K, V projections        2 T H 3H
+                 attention output           2 T H H
+                 scores Q K^T               2 batch L L H   (all heads together)
+                 weighted sum P V           2 batch L L H
+                 FFN in and out             2 T H F * 2
+    Embedding lookups, LayerNorm, softmax, GELU and dropout are not matmuls and are not counted."""
+    T = batch * length
+    project = 2 * T * embedding * hidden if embedding != hidden else 0
+    per_layer = 2 * T * hidden * 3 * hidden + 2 * T * hidden * hidden + 2 * 2 * batch * length * length * hidden \
+        + 2 * 2 * T * hidden * ffn
+    return float(project + layers * per_layer)
+
+
+def mlm_head_flops(n: int, hidden: int, embedding: int, vocab: int) -> float:
+    "An MLM head at `n` positions: dense H -> E (then GELU, LayerNorm), vocabulary projection E -> V."
+    return float(2 * n * hidden * embedding + 2 * n * embedding * vocab)
+
+
+def pretrain_flops(cfg: PretrainConfig, batch: int, length: int, vocab: int, head_positions: int) -> dict[str, float]:
+    """Matmul FLOPs of one pretraining step of `cfg`'s objective. `head_positions`: positions per sequence at which an
+    MLM head runs on the masked positions (P = max_predictions, 19 at length 128; `length` for a full-length head).
+    Parts: the generator's encoder and MLM head (none with `uniform_generator` or the `mlm` objective), the main
+    network's encoder and head: replaced-token detection's dense H -> H -> 1 at every token; an MLM head at the masked
+    positions (`mlm`, `replace_mlm`); at every token plus the sigmoid copy gate H -> H -> 1 (`all_tokens_mlm`).
+    Training = forward + backward = 3 x forward; with `two_stage`, the generator-only steps cost 3 x the generator and
+    the later ones 1 x the (frozen) generator + 3 x the discriminator: `train_step` is the mean over the run."""
+    from electra.objective.model import discriminator_config, generator_config
+    g, d = generator_config(cfg, vocab, 0), discriminator_config(cfg, vocab, 0)
+    n, T = batch * head_positions, batch * length
+    has_generator = cfg.objective != 'mlm' and not cfg.uniform_generator
+    rtd_head = float(2 * T * d.hidden_size * d.hidden_size + 2 * T * d.hidden_size)
+    main_head = {'electra': rtd_head, 'electra_15': rtd_head,
+                 'mlm': mlm_head_flops(n, d.hidden_size, d.embedding_size, vocab),
+                 'replace_mlm': mlm_head_flops(n, d.hidden_size, d.embedding_size, vocab),
+                 'all_tokens_mlm': mlm_head_flops(T, d.hidden_size, d.embedding_size, vocab) + rtd_head}[cfg.objective]
+    out = {
+        'generator_encoder': encoder_flops(batch, length, g.hidden_size, g.num_hidden_layers, g.intermediate_size,
+                                           g.embedding_size) if has_generator else 0.0,
+        'generator_head': mlm_head_flops(n, g.hidden_size, g.embedding_size, vocab) if has_generator else 0.0,
+        'discriminator_encoder': encoder_flops(batch, length, d.hidden_size, d.num_hidden_layers, d.intermediate_size,
+                                               d.embedding_size),
+        'discriminator_head': main_head,
+    }
+    out['forward'] = sum(out.values())
+    generator, main = out['generator_encoder'] + out['generator_head'], out['discriminator_encoder'] + main_head
+    f = cfg.two_stage
+    out['train_step'] = 3 * out['forward'] if f == 0 else f * 3 * generator + (1 - f) * (generator + 3 * main)
+    return out
+
+
+def pretrain_step_flops(cfg: PretrainConfig, vocab_size: int) -> float:
+    """Training FLOPs of one optimizer step of `cfg` (its batch, length and objective; MLM heads at the
+    `max_predictions` masked positions, or every position with 'bernoulli' masking), the mean over the run."""
+    P = cfg.max_length if cfg.mask_mode == 'bernoulli' else min(max_predictions(cfg.mask_prob, cfg.max_length),
+                                                                 cfg.max_length)
+    return pretrain_flops(cfg, cfg.batch_size, cfg.max_length, vocab_size, P)['train_step']

@@ -155,3 +155,17 @@ def test_write_at_positions_takes_the_floor_of_the_mean_of_repeats():
     values = torch.tensor([[10, 13, 7, 99]])
     write = torch.tensor([[True, True, True, False]])  # the last slot is unused: it writes nothing
     assert write_at_positions(ids, positions, values, write).tolist() == [[1, 2, 11, 4, 5, 7, 7]]
+
+
+def test_random_tokens_never_write_a_special_id():
+    "BERT's random replacements (random_token_prob): a draw of [PAD], [CLS], [SEP] or [MASK] keeps the original."
+    special = torch.tensor([0, 1, 2, 3])
+    ids = torch.randint(4, 8, (400, 32), generator=torch.Generator().manual_seed(0))  # ids 4..7; vocabulary of 8
+    m = mask_tokens(ids, special, 0, 3, 8, mask_prob=0.5, mask_token_prob=0.0, random_token_prob=1.0,
+                    generator=torch.Generator().manual_seed(1))
+    chosen = m.labels >= 0
+    written = m.input_ids.gather(1, m.positions)[chosen]
+    assert not torch.isin(written, special).any()
+    # half of the 8 ids are special: about half the chosen positions keep their token, the rest get a random word
+    changed = float((written != m.labels[chosen]).float().mean())
+    assert changed == pytest.approx(0.5 * 3 / 4, abs=0.02)  # a random word 4..7 differs from the original 3 times in 4

@@ -156,6 +156,10 @@ class ElectraPretrainingModel(nn.Module):
         self.register_buffer('padded_ids', torch.arange(n_rows) >= self.vocab_size, persistent=False)
         if generator is not None: _tie(generator, discriminator, tie_weights)
         self.mlm_head = MaskedLMHead(discriminator) if objective in MLM_OBJECTIVES else None
+        if objective in ('mlm', 'replace_mlm'):  # the RTD head has no part in their loss: no gradient for DDP to await
+            discriminator.discriminator_predictions.requires_grad_(False)
+        if objective in ('replace_mlm', 'all_tokens_mlm') and mask_token_id is None:
+            raise ValueError(f"objective '{objective}' never samples [MASK]: give the model its mask_token_id")
 
     @property
     def uniform_generator(self) -> bool:

@@ -3,7 +3,7 @@ batches of uneven lengths, masks and samples keyed to the global example (each r
 from its own tokens; constant sampling noise, so samples are the generator's argmax) and no dropout, so that any
 split of the batch over processes must give the same parameters. Rank 0 saves the model's state to OUT.
 
-    python ddp_worker.py OUT BATCH_SIZE LOSS_MEAN GRAD_ACCUM_STEPS        # one process
+    python ddp_worker.py OUT BATCH_SIZE LOSS_MEAN GRAD_ACCUM_STEPS [OBJECTIVE]   # one process
     python -m torch.distributed.run --nproc_per_node 2 ddp_worker.py ...   # two
 """
 import dataclasses
@@ -39,19 +39,21 @@ def mask_per_example(self):
     input_ids, token_type_ids = self.xb
     rows = [self.masking(row[None], torch.Generator().manual_seed(int(row.sum()))) for row in input_ids]
     m = MaskedInputs(*(torch.cat(parts) for parts in zip(*rows)))
-    draws = torch.full(bare_model(self.model).noise_shape(m.positions), 0.5)
-    self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels, draws)
+    shape = bare_model(self.model).noise_shape(m.positions)
+    draws = () if shape is None else (torch.full(shape, 0.5),)
+    self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels, *draws)
     self.learn.yb = (m.labels,)
 
 
-def main(out: str, batch_size: int, loss_mean: str, grad_accum_steps: int) -> None:
+def main(out: str, batch_size: int, loss_mean: str, grad_accum_steps: int, objective: str = 'electra') -> None:
     procs = init_distributed(torch.device('cpu'))
     cfg = dataclasses.replace(PretrainConfig(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                               intermediate_size=64, embedding_size=32, max_length=LENGTH, batch_size=batch_size,
                               steps=4, warmup_steps=0, lr=1e-3, dropout=0.0, log_every=2, checkpoint_at=[],
-                              loss_mean=loss_mean, grad_accum_steps=grad_accum_steps, vocab_size=VOCAB)
+                              loss_mean=loss_mean, grad_accum_steps=grad_accum_steps, vocab_size=VOCAB,
+                              objective=objective)
     torch.manual_seed(0)
-    model = build_pretraining_model(cfg, VOCAB, 0)
+    model = build_pretraining_model(cfg, VOCAB, 0, mask_token_id=103)
     dl = pretraining_dataloader(examples(), cfg.batch_size, LENGTH, 0, 0, cfg.steps, rank=procs.rank,
                                 world_size=procs.size)
     MaskingCallback.before_batch = mask_per_example
@@ -64,4 +66,4 @@ def main(out: str, batch_size: int, loss_mean: str, grad_accum_steps: int) -> No
 
 
 if __name__ == '__main__':
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), *sys.argv[5:])

@@ -41,6 +41,15 @@ def test_any_split_of_the_batch_takes_the_step_of_the_whole_batch(one_process, t
     assert rows(split['metrics']) == rows(one_process['metrics']) and len(rows(split['metrics'])) == 2
 
 
+def test_an_mlm_objective_splits_over_processes_and_micro_batches_as_the_whole_batch(tmp_path):
+    "Replace MLM: its unused RTD head holds no gradient DDP waits for, and its loss divides by the masked positions."
+    run([sys.executable, str(WORKER), str(tmp_path / 'one.pt'), '8', 'global', '1', 'replace_mlm'], tmp_path)
+    run(torchrun(WORKER, tmp_path / 'split.pt', 8, 'global', 2, 'replace_mlm'), tmp_path)
+    one, split = (torch.load(tmp_path / f'{n}.pt', weights_only=False) for n in ('one', 'split'))
+    assert max_diff(one['model'], split['model']) < 2e-6 and rows(split['metrics']) == rows(one['metrics'])
+    assert 'mlm_head.projection.bias' in one['model'] and float(rows(one['metrics'])[0]['disc_loss']) > 0
+
+
 def test_per_process_means_differ_from_the_global_mean_on_uneven_tokens(one_process, tmp_path):
     # the official TPU averaging of per-core means: the same step only when every process holds equal token counts
     run(torchrun(WORKER, tmp_path / 'two.pt', 8, 'per_process', 1), tmp_path)

@@ -5,7 +5,7 @@ The public API, by concern (each name is imported on first use, so `import elect
 
 - configs: `PretrainConfig`, `FinetuneConfig`, `load_config`
 - the method: `mask_tokens`, `MaskingSettings`, `sample_tokens`, `ElectraPretrainingModel`, `build_pretraining_model`,
-  `ElectraLoss`
+  `ElectraLoss`; its variants (`OBJECTIVES`, docs/objectives.md) and their compute, `pretrain_step_flops`
 - data: `resolve_corpus`, `build_corpus`, `held_out_split`, `pretraining_dataloader`, `train_tokenizer`,
   `load_tokenizer`
 - training: `ElectraAdam`, `electra_opt_func`, `warmup_decay_sched`, `lr_at_step`, `init_distributed`, `DataParallel`
@@ -28,7 +28,8 @@ _HOMES = {
     'mask_tokens': 'electra.objective.masking', 'MaskingSettings': 'electra.objective.masking',
     'sample_tokens': 'electra.objective.sampling',
     'ElectraPretrainingModel': 'electra.objective.model', 'build_pretraining_model': 'electra.objective.model',
-    'ElectraLoss': 'electra.objective.loss',
+    'ElectraLoss': 'electra.objective.loss', 'OBJECTIVES': 'electra.config.pretrain',
+    'pretrain_step_flops': 'electra.objective.flops',
     'resolve_corpus': 'electra.data.corpus', 'build_corpus': 'electra.data.cache',
     'held_out_split': 'electra.data.batches', 'pretraining_dataloader': 'electra.data.batches',
     'train_tokenizer': 'electra.data.tokenizer', 'load_tokenizer': 'electra.data.tokenizer',

@@ -3,7 +3,7 @@ and HF transformers, faithful to the official code (google-research/electra).
 
 The public API, by concern (each name is imported on first use, so `import electra` is instant):
 
-- configs: `PretrainConfig`, `FinetuneConfig`, `load_config`
+- configs: `PretrainConfig`, `FinetuneConfig`, `CompareConfig`, `load_config`
 - the method: `mask_tokens`, `MaskingSettings`, `sample_tokens`, `ElectraPretrainingModel`, `build_pretraining_model`,
   `ElectraLoss`; its variants (`OBJECTIVES`, docs/objectives.md) and their compute, `pretrain_step_flops`
 - data: `resolve_corpus`, `build_corpus`, `held_out_split`, `pretraining_dataloader`, `train_tokenizer`,
@@ -14,6 +14,7 @@ The public API, by concern (each name is imported on first use, so `import elect
 - fine-tuning: `ElectraClassifier`, `layer_lrs`, `optimizer_groups`, `finetuning_learner`, `load_pretrained`,
   `load_finetuned`, `run_sweep`; task kinds: `FinetuningTask` (what the sweep needs of one), `ClassificationTask`,
   `TaggingTask`, `QATask`, `read_task_file`
+- experiments: `run_comparison` (objective variants at equal compute, `python -m electra.experiments.compare`)
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ __version__ = '0.2.0'
 # public name -> the module that defines it
 _HOMES = {
     'PretrainConfig': 'electra.config.pretrain', 'FinetuneConfig': 'electra.config.finetune',
-    'load_config': 'electra.config.base',
+    'load_config': 'electra.config.base', 'CompareConfig': 'electra.config.compare',
+    'run_comparison': 'electra.experiments.compare',
     'mask_tokens': 'electra.objective.masking', 'MaskingSettings': 'electra.objective.masking',
     'sample_tokens': 'electra.objective.sampling',
     'ElectraPretrainingModel': 'electra.objective.model', 'build_pretraining_model': 'electra.objective.model',

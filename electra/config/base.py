@@ -61,6 +61,7 @@ def need(ok: bool, key: str, msg: str) -> None:
 
 
 _TRUE, _FALSE = {'true', 'yes', '1', 'on'}, {'false', 'no', '0', 'off'}
+BOOL_WORDS = _TRUE | _FALSE  # how a bool may be written on the command line
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
@@ -168,7 +169,7 @@ def project_dir(preset_dir: str | Path) -> Path:
 def resolve_preset(name: str, preset_dir: Path) -> Path:
     "A preset name (`small`) in `preset_dir`, or a path to a YAML file."
     path = Path(name)
-    if path.suffix in ('.yaml', '.yml') or path.exists():
+    if path.suffix in ('.yaml', '.yml') or path.is_file():  # not a folder: `electra` is a preset and the package
         if not path.is_file(): raise ConfigError(f"--config: no such file '{name}'.")
         return path
     path = preset_dir / f'{name}.yaml'

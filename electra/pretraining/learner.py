@@ -15,7 +15,7 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.callback.training import GradientClip
 from fastai.learner import Learner, Recorder
 
-from electra.config.base import ConfigError, TrainingStopped, config_to_dict, running_in_notebook, writable_dir
+from electra.config.base import BOOL_WORDS, ConfigError, TrainingStopped, config_to_dict, running_in_notebook, writable_dir
 from electra.config.pretrain import PretrainConfig
 from electra.objective.loss import ElectraLoss
 from electra.objective.masking import MaskingSettings
@@ -162,7 +162,7 @@ def train(learn: Learner) -> None:
     with stop.handling_sigint():
         learn.fit(1)
     if stop.stopped_at is None or stop.stopped_at >= learn.checkpointer.total_steps: return  # it was the last step
-    argv = [a for a in sys.argv if a != '--resume']
+    argv = without_resume(sys.argv)
     again = 'the same settings and --resume' if running_in_notebook() else \
         ' '.join(shlex.quote(a) for a in ['python', *argv, '--resume'])
     if world().size > 1 and not running_in_notebook():
@@ -171,6 +171,19 @@ def train(learn: Learner) -> None:
     kept = f"checkpoint {saved[-1]} written" if saved else 'checkpoints are written by the main process'
     raise TrainingStopped(f"at step {stop.stopped_at} of {learn.checkpointer.total_steps} by Ctrl-C; {kept}. "
                           f"Continue the run with: {again}")
+
+
+def without_resume(argv: list[str]) -> list[str]:
+    "`argv` without its `--resume` flag: bare, `--resume true|false` or `--resume=...`."
+    out, skip = [], False
+    for i, a in enumerate(argv):
+        if skip: skip = False; continue
+        if a.startswith('--resume='): continue
+        if a == '--resume':
+            skip = i + 1 < len(argv) and argv[i + 1].lower() in BOOL_WORDS
+            continue
+        out.append(a)
+    return out
 
 
 def save_run_config(cfg: PretrainConfig, run_dir: Path) -> Path:

@@ -1,5 +1,6 @@
 """electra/pretraining/learner.py: the real Learner's step: the baseline's loss, no host sync."""
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -63,3 +64,21 @@ def test_real_step_makes_no_host_sync(mode):
         loss, _, _ = baseline.baseline_pretrain_loss(model.generator, model.discriminator, cfg, m, tt, None)
         loss.item()
     assert c.counts['aten::_local_scalar_dense'] >= 3 and c.counts['aten::index (boolean mask)'] >= 1
+
+
+def test_the_continue_command_drops_every_form_of_the_resume_flag():
+    from electra.pretraining.learner import without_resume
+    base = ['pretrain.py', '--config', 'small,bert', '--output_dir', 'out']
+    for tail in (['--resume'], ['--resume', 'true'], ['--resume', 'False'], ['--resume=true']):
+        assert without_resume(base + tail) == base
+    assert without_resume(['pretrain.py', '--resume', '--steps', '10']) == ['pretrain.py', '--steps', '10']
+
+
+def test_a_preset_named_like_a_folder_is_the_preset(tmp_path, monkeypatch):
+    "From the repository root `electra` is the package folder and the preset: --config small,electra is the preset."
+    from electra.config.base import load_config
+    from electra.config.pretrain import PretrainConfig
+    (tmp_path / 'electra').mkdir()
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(PretrainConfig, ['--config', 'small,electra'], preset_dir=Path(__file__).parents[2] / 'configs/pretrain')
+    assert (cfg.objective, cfg.hidden_size) == ('electra', 256)

@@ -1,0 +1,128 @@
+"""Compare pretraining objectives at equal compute, as the paper's Table 5 and Figure 3:
+
+    python -m electra.experiments.compare --config paper_table5 --pretrain.corpus my_corpus/
+    python -m electra.experiments.compare --config stsb_cpu --dry_run true     # the plan, nothing run
+
+Every variant (a pretrain preset chain plus overrides) is resolved and checked first, then pretrained once per seed
+with `pretrain.py` (steps set by the budget: equal FLOPs or equal steps) and fine-tuned with `finetune.py`; the table
+(`table.csv`, `table.md`) and the plot (`plot.png`) go to `<output_dir>/<name>/`. Run again, it skips what is done,
+resumes what was interrupted, and rebuilds the table from what is on disk. `--help` lists every key."""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+import yaml
+
+from electra.config.base import (TrainingStopped, config_from_dict, config_to_dict, friendly_errors, load_config,
+                                 parse_cli, writable_dir)
+from electra.config.compare import CompareConfig
+from electra.experiments.plan import Plan, make_plan
+from electra.experiments.runs import (Launcher, RunFailed, finetune_done, pretrain_done, run_finetuning,
+                                      run_pretraining, subprocess_launcher)
+from electra.experiments.table import write_table
+from electra.training.checkpoint import find_checkpoints
+from electra.training.files import atomic_write_text
+
+__all__ = ['load_compare_config', 'plan_text', 'run_comparison', 'main']
+
+PROG = 'python -m electra.experiments.compare'
+# --pretrain.KEY VALUE and --finetune.KEY VALUE: one key of pretrain_overrides / finetune_overrides, over the preset's
+_NESTED = {'pretrain.': 'pretrain_overrides', 'finetune.': 'finetune_overrides'}
+
+
+def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | None = None) -> CompareConfig:
+    """The comparison's config: defaults < the preset(s) of --config (configs/compare/) < --key value flags, then each
+    --pretrain.KEY / --finetune.KEY flag merged into pretrain_overrides / finetune_overrides."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    plain, nested, i = [], {key: {} for key in _NESTED.values()}, 0
+    while i < len(argv):
+        prefix = next((p for p in _NESTED if argv[i].startswith('--' + p)), None)
+        if prefix is None:
+            plain.append(argv[i])
+            i += 1
+            continue
+        has_value = '=' not in argv[i] and i + 1 < len(argv) and not argv[i + 1].startswith('--')
+        ((key, value),) = parse_cli(argv[i:i + 1 + has_value]).items()
+        nested[_NESTED[prefix]][key[len(prefix):]] = value
+        i += 1 + has_value
+    cfg = load_config(CompareConfig, plain, preset_dir='configs/compare', default_preset='demo', prog=PROG,
+                      overrides=overrides)
+    merged = {key: {**getattr(cfg, key), **values} for key, values in nested.items() if values}
+    return config_from_dict(CompareConfig, merged, source='command line', base=cfg, from_file=False) if merged else cfg
+
+
+def _status(plan: Plan, run) -> str:
+    if pretrain_done(run):
+        return 'fine-tuned' if plan.finetune is None or finetune_done(plan, run) else 'pretrained'
+    return 'interrupted' if find_checkpoints(run.pretrain_dir, run.run_name, run.seed) else 'to do'
+
+
+def plan_text(plan: Plan) -> str:
+    "The plan: each variant's steps, warm-up, FLOPs per step and per run, each run's status, and the commands."
+    cfg = plan.cfg
+    ref = next(v for v in plan.variants if v.name == cfg.reference_name)
+    budget = (f'equal FLOPs, those of {ref.name} at {ref.steps:,} steps' if cfg.budget == 'flops'
+              else f'equal steps, {ref.steps:,}')
+    lines = [f'comparison {cfg.name} in {plan.root}: {len(plan.variants)} variant(s) x {len(cfg.seeds)} seed(s); '
+             f'budget: {budget}', '',
+             f"{'variant':<20} {'steps':>12} {'warmup':>8} {'FLOPs/step':>11} {'FLOPs/run':>10}  status per seed"]
+    for v in plan.variants:
+        status = ', '.join(f'{r.seed}: {_status(plan, r)}' for r in plan.runs_of(v.name))
+        lines.append(f'{v.name:<20} {v.steps:>12,} {v.warmup_steps:>8,} {v.flops_per_step:>11.3e} '
+                     f'{v.total_flops:>10.3e}  {status}')
+    total = sum(v.total_flops for v in plan.variants) * len(cfg.seeds)
+    lines += ['', f'pretraining in all: {total:.3e} FLOPs', '', 'commands (the first seed):']
+    for r in plan.runs[:len(plan.variants)]:
+        lines.append(f'  python pretrain.py {shlex.join(r.pretrain_args)}')
+    if plan.finetune is not None:
+        lines += [f'  python finetune.py {shlex.join(plan.runs[0].finetune_args)}',
+                  f"fine-tuning: {', '.join(plan.tasks)}, {plan.finetune.runs} run(s) per task per pretrained model"]
+    return '\n'.join(lines)
+
+
+def _save_config(cfg: CompareConfig, root: Path) -> None:
+    "The resolved comparison config, loadable again with --config, beside the table."
+    values = {k: v for k, v in config_to_dict(cfg).items() if k not in ('config', 'dry_run', 'table_only', 'only')}
+    atomic_write_text(yaml.safe_dump(values, sort_keys=False, allow_unicode=True), root / 'compare.yaml')
+
+
+def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Callable[[str], None] = print):
+    """Plan (every config resolved and checked before anything runs), then pretrain and fine-tune each variant and
+    seed not done yet (seed by seed, so that every variant has a result early), rebuilding the table after each.
+    Returns the plan and the table (None for a dry run)."""
+    plan = make_plan(cfg)
+    if cfg.dry_run:
+        log(plan_text(plan))
+        return plan, None
+    writable_dir(plan.root, 'output_dir')
+    launch = launch or subprocess_launcher(cfg.threads)
+    if not cfg.table_only:
+        _save_config(cfg, plan.root)
+        for run in (r for r in plan.runs if not cfg.only or r.variant.name in cfg.only):
+            try:
+                run_pretraining(run, launch, log)
+                if plan.finetune is not None: run_finetuning(plan, run, launch, log)
+            except KeyboardInterrupt:
+                raise TrainingStopped(f'by Ctrl-C during {run.label}; finished runs are kept. Run the same command '
+                                      'again to go on from there.') from None
+            write_table(plan)
+    table, text = write_table(plan)
+    log(f'\n{text}\n\ntable: {plan.root / "table.csv"}, {plan.root / "table.md"}; plot: {plan.root / "plot.png"}')
+    return plan, table
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    friendly_errors()
+    args = list(sys.argv[1:] if argv is None else argv)
+    cfg = load_compare_config(args)
+    try: run_comparison(cfg)
+    except RunFailed as e:
+        print(f'error: {e}', file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,213 @@
+"""The plan of a comparison, made before anything runs: every variant's pretrain config resolved as pretrain.py will
+resolve it (so a typo fails at once, naming the variant and the key), its steps at the budget, FLOPs per step, and
+each pretraining run's and fine-tuning job's command line and folders."""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from electra.config.base import ConfigError, RunWarning, load_config, need
+from electra.config.compare import CompareConfig, VariantSpec
+from electra.config.finetune import FinetuneConfig
+from electra.config.pretrain import PretrainConfig
+
+__all__ = ['cli_value', 'cli_pairs', 'VariantPlan', 'RunPlan', 'Plan', 'steps_at_budget', 'make_plan']
+
+
+def cli_value(value, key: str) -> str:
+    "A config value written as the command line of pretrain.py / finetune.py reads it back (`base._coerce`)."
+    if isinstance(value, bool): return 'true' if value else 'false'
+    if value is None: return 'none'
+    if isinstance(value, dict): return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).strip()
+    if isinstance(value, (list, tuple)):
+        items = [cli_value(v, key) for v in value]
+        if any(',' in v for v in items):
+            raise ConfigError(f"{key}: {value!r}: an entry holding a comma cannot be passed on the command line "
+                              "(lists are comma-separated there); rename the file or folder.")
+        return ','.join(items)
+    return str(value)
+
+
+def cli_pairs(values: dict, where: str = 'overrides') -> list[str]:
+    "`--key value` for each item (`--key=value` where the value itself starts with --)."
+    out = []
+    for key, value in values.items():
+        text = cli_value(value, f'{where}.{key}')
+        out += [f'--{key}={text}'] if text.startswith('--') else [f'--{key}', text]
+    return out
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    "A variant at the comparison's budget: its preset chain, overrides, steps, warm-up and FLOPs."
+    name: str
+    preset: str            # the --config chain: pretrain_config, then the variant's presets
+    overrides: dict        # pretrain_overrides then the variant's overrides (without steps and warmup_steps)
+    steps: int
+    warmup_steps: int
+    flops_per_step: float
+    config: PretrainConfig  # the resolved config of its first seed's run
+
+    @property
+    def total_flops(self) -> float: return self.steps * self.flops_per_step
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    "One pretraining run (a variant and a seed) and the fine-tuning of its discriminator."
+    variant: VariantPlan
+    seed: int
+    run_name: str
+    pretrain_dir: Path     # pretrain.py's output_dir (checkpoints <run_name>_<seed>_<pct>.pth)
+    pretrain_args: list[str]
+    group: str             # finetune.py's group: <finetune_dir>/<group>/results.csv
+    finetune_args: list[str]
+
+    @property
+    def run_dir(self) -> Path: return self.pretrain_dir / f'{self.run_name}_{self.seed}'
+
+    @property
+    def model(self) -> Path: return self.run_dir / 'discriminator'
+
+    @property
+    def label(self) -> str: return f'{self.variant.name} (seed {self.seed})'
+
+
+@dataclass(frozen=True)
+class Plan:
+    cfg: CompareConfig
+    root: Path                     # <output_dir>/<name>
+    variants: list[VariantPlan]
+    runs: list[RunPlan]            # seed by seed, variants in table order
+    finetune: FinetuneConfig | None
+    tasks: list[str]               # the tasks with training runs (the table's columns)
+
+    @property
+    def finetune_dir(self) -> Path: return self.root / 'finetune'
+
+    def runs_of(self, variant: str) -> list[RunPlan]:
+        return [r for r in self.runs if r.variant.name == variant]
+
+
+def _keys_hint(error: ConfigError, script: str) -> str:
+    "The job's own message, its pointer to --help made a pointer to the job's --help (the keys are the job's)."
+    text = str(error).replace('Run with --help for the list of keys.', f'`python {script} --help` lists its keys.')
+    return text.replace('command line: ', 'overrides: ', 1)  # what the comparison passes on the command line
+
+
+def _resolve(argv: list[str], where: str, quiet: bool = True) -> PretrainConfig:
+    """The PretrainConfig pretrain.py builds from `argv`; a ConfigError names `where` (a variant, or the common keys).
+    Its warnings (a warm-up as long as the run) are dropped when `quiet`, else repeated naming `where`."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always', RunWarning)
+            cfg = load_config(PretrainConfig, argv, preset_dir='configs/pretrain', prog='pretrain.py')
+    except ConfigError as e:
+        raise ConfigError(f'{where}: {_keys_hint(e, "pretrain.py")}') from None
+    for w in caught:
+        if not quiet or not issubclass(w.category, RunWarning):
+            warnings.warn(f'{where}: {w.message}', w.category, stacklevel=2)
+    return cfg
+
+
+def _check_corpus(cfg: PretrainConfig, where: str) -> None:
+    "Every corpus entry that names a local file or folder exists (checked now, not when its run starts)."
+    for entry in cfg.corpus:
+        if entry != 'demo' and not entry.startswith('hub:') and not Path(entry).exists():
+            raise ConfigError(f"{where}: corpus: no such file or folder '{entry}' (from {Path.cwd()}). Set the corpus "
+                              "with --pretrain.corpus PATH[,PATH ...] or pretrain_overrides: {corpus: [...]}.")
+
+
+def _vocab_estimate(cfg: PretrainConfig) -> int:
+    "The vocabulary of the run: a given WordPiece vocab.txt's lines, else `vocab_size` (the tokenizer trained)."
+    path = Path(cfg.tokenizer) if cfg.tokenizer else None
+    if path is not None and path.is_dir(): path = path / 'vocab.txt'
+    if path is not None and path.is_file():
+        return sum(1 for line in path.read_text(encoding='utf-8').splitlines() if line.strip())
+    return cfg.vocab_size
+
+
+def steps_at_budget(budget: str, reference_steps: int, reference_flops: float, flops: float) -> int:
+    "A variant's steps: the reference's, or those that spend the reference's FLOPs (at least 1)."
+    if budget == 'steps': return reference_steps
+    return max(1, round(reference_steps * reference_flops / flops))
+
+
+def _variant_base(cfg: CompareConfig, spec: VariantSpec) -> tuple[str, dict, PretrainConfig]:
+    "A variant's preset chain, merged overrides and config before the budget (its own steps and warm-up)."
+    preset = ','.join(p for p in (cfg.pretrain_config.strip(), spec.config) if p)
+    overrides = {**cfg.pretrain_overrides, **spec.overrides}
+    base = _resolve(['--config', preset, *cli_pairs(overrides, f'variants.{spec.name}.overrides')],
+                    f"variant '{spec.name}' (--config {preset})")
+    return preset, overrides, base
+
+
+def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
+    "Every variant resolved, its FLOPs per step counted, its steps and warm-up set by the budget."
+    from electra.objective.flops import pretrain_step_flops
+    common = _resolve(['--config', cfg.pretrain_config, *cli_pairs(cfg.pretrain_overrides, 'pretrain_overrides')],
+                      'pretrain_config / pretrain_overrides')  # a typo there is named as such, not as a variant's
+    _check_corpus(common, 'pretrain_config / pretrain_overrides')
+    bases = {s.name: _variant_base(cfg, s) for s in cfg.variant_specs()}
+    flops = {name: pretrain_step_flops(base, _vocab_estimate(base)) for name, (_, _, base) in bases.items()}
+    ref = bases[cfg.reference_name][2]
+    ref_steps = cfg.steps or ref.steps
+    plans = []
+    for name, (preset, overrides, base) in bases.items():
+        steps = steps_at_budget(cfg.budget, ref_steps, flops[cfg.reference_name], flops[name])
+        warmup = round(base.warmup_steps * steps / base.steps)  # the same fraction of the run as its presets give
+        kept = {k: v for k, v in overrides.items() if k not in ('steps', 'warmup_steps')}  # the budget's instead
+        argv = ['--config', preset, *cli_pairs(kept), '--steps', str(steps), '--warmup_steps', str(warmup),
+                '--seed', str(cfg.seeds[0])]
+        resolved = _resolve(argv, f"variant '{name}' (--config {preset})", quiet=False)
+        _check_corpus(resolved, f"variant '{name}'")
+        plans.append(VariantPlan(name, preset, kept, steps, warmup, flops[name], resolved))
+    return plans
+
+
+def _pretrain_args(plan: VariantPlan, run_name: str, seed: int, out: Path) -> list[str]:
+    return ['--config', plan.preset, *cli_pairs(plan.overrides), '--steps', str(plan.steps),
+            '--warmup_steps', str(plan.warmup_steps), '--run_name', run_name, '--seed', str(seed),
+            '--output_dir', str(out), '--resume']  # last, bare: pretrain.py's own continue command drops '--resume'
+
+
+def _finetune_args(cfg: CompareConfig, model: Path, group: str, root: Path) -> list[str]:
+    tasks = ['--tasks', ','.join(cfg.tasks)] if cfg.tasks else []
+    return ['--config', cfg.finetune_config, *cli_pairs(cfg.finetune_overrides, 'finetune_overrides'),
+            '--model', str(model), *tasks, '--group', group, '--output_dir', str(root / 'finetune'),
+            '--test_output_dir', str(root / 'finetune_predictions')]
+
+
+def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfig, list[str]]:
+    "The fine-tuning config every run gets (checked before anything runs), and its tasks that train."
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    try: fcfg = load_config(FinetuneConfig, argv, preset_dir='configs/finetune', prog='finetune.py')
+    except ConfigError as e:
+        raise ConfigError(f'finetune_config / finetune_overrides / tasks: {_keys_hint(e, "finetune.py")}') from None
+    glue = [TASKS[t] for t in fcfg.tasks if t in TASKS and not TASKS[t].predicted_by]
+    if fcfg.data not in ('hub', 'demo') and glue:  # local GLUE files: each task's there (not found after pretraining)
+        from electra.finetuning.tasks.glue.sources import open_source
+        try: source = open_source(fcfg.data)
+        except ConfigError as e: raise ConfigError(f'finetune_overrides: {e}') from None
+        missing = [f'{t.name} {s}' for t in glue for s in ('train', *t.dev_splits) if not source.has(t, s)]
+        need(not missing, 'finetune_overrides', f"data: {fcfg.data} has no {', '.join(missing)} (its tasks: set "
+                                                f"`tasks` to those it holds).")
+    return fcfg, [t for t in fcfg.task_names if not (t in TASKS and TASKS[t].predicted_by)]
+
+
+def make_plan(cfg: CompareConfig) -> Plan:
+    """The whole comparison, resolved and checked: raises a ConfigError naming the variant and key before any launch."""
+    root = Path(cfg.output_dir) / cfg.name
+    variants, runs = _variant_plans(cfg), []
+    for seed in cfg.seeds:
+        for v in variants:
+            run_name, group = f'{cfg.name}_{v.name}', f'{v.name}_{seed}'
+            pretrain_dir = root / 'pretrain'
+            model = pretrain_dir / f'{run_name}_{seed}' / 'discriminator'
+            runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(v, run_name, seed, pretrain_dir), group,
+                                _finetune_args(cfg, model, group, root)))
+    fcfg, tasks = _finetune_config(cfg, runs[0].finetune_args) if cfg.finetune else (None, [])
+    return Plan(cfg, root, variants, runs, fcfg, tasks)

@@ -1,0 +1,181 @@
+"""Running a comparison's jobs: pretrain.py and finetune.py as subprocesses (through a launcher a test can replace),
+each one's output in a log file, and a small JSON record beside each (its command, wall time, FLOPs, whether it
+finished) by which a rerun skips what is done and resumes what was interrupted."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from electra.config.base import ConfigError, TrainingStopped, parse_cli
+from electra.experiments.plan import Plan, RunPlan
+from electra.training.checkpoint import find_checkpoints
+from electra.training.files import atomic_write_text
+
+__all__ = ['REPO', 'RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
+           'finetune_done', 'run_pretraining', 'run_finetuning']
+
+REPO = Path(__file__).resolve().parents[2]
+RECORD = 'compare.json'  # the record of a job, in its run directory (pretraining) or group directory (fine-tuning)
+# keys that may change between a run and its resume without changing what it computes; and the folders, which the
+# records are found in (a comparison moved elsewhere, or named by another path, is the same comparison)
+IGNORED_CHANGES = ('device', 'num_workers', 'num_proc', 'logger', 'neptune_project', 'cache_dir', 'dist_timeout',
+                   'compile', 'compile_mode', 'log_every', 'output_dir', 'test_output_dir', 'model')
+
+# a launcher runs `cmd` with its stdout and stderr appended to `log` and returns its exit status
+Launcher = Callable[[list[str], Path], int]
+
+
+class RunFailed(RuntimeError):
+    "A pretraining or fine-tuning job of the comparison failed; the message names it and its log file."
+
+
+def subprocess_launcher(threads: int = 0) -> Launcher:
+    """The real launcher: `cmd` in a subprocess from the current folder, its output appended to `log`. A Ctrl-C reaches
+    the job too (pretrain.py then writes a checkpoint and stops): it is waited for, and a second Ctrl-C kills it."""
+    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
+    if threads: env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+
+    def launch(cmd: list[str], log: Path) -> int:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, 'a', encoding='utf-8') as f:
+            f.write(f"\n$ {shlex.join(cmd)}   # {datetime.now().isoformat(timespec='seconds')}\n")
+            f.flush()
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+            try: return proc.wait()
+            except KeyboardInterrupt:
+                try: proc.wait(timeout=300)
+                except (KeyboardInterrupt, subprocess.TimeoutExpired):
+                    proc.kill()
+                    proc.wait()
+                raise
+    return launch
+
+
+def read_record(path: Path) -> dict:
+    "A job's record, or {} (none yet, or unreadable: the job is then run again, resuming)."
+    try: return json.loads(path.read_text(encoding='utf-8'))
+    except (OSError, ValueError): return {}
+
+
+def _write_record(path: Path, record: dict) -> None:
+    atomic_write_text(json.dumps(record, indent=2) + '\n', path)
+
+
+def _changes(old: list[str], new: list[str]) -> list[str]:
+    "The keys whose values differ between two command lines (those that cannot change what a run computes left out)."
+    a, b = parse_cli(old), parse_cli(new)
+    return [f"{k} {a.get(k, '(unset)')!r} then, {b.get(k, '(unset)')!r} now" for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k) and k not in IGNORED_CHANGES]
+
+
+def _tail(log: Path, n: int = 15) -> str:
+    try: lines = log.read_text(encoding='utf-8', errors='replace').splitlines()
+    except OSError: return '(no output)'
+    return '\n'.join('    ' + line[-300:] for line in lines[-n:])
+
+
+def _launch(launch: Launcher, cmd: list[str], log: Path, what: str) -> float:
+    "Run one job; its wall seconds. A non-zero exit raises RunFailed naming `what` and the log, with its last lines."
+    start = time.monotonic()
+    status = launch(cmd, log)
+    seconds = time.monotonic() - start
+    if status == TrainingStopped.exit_status:  # the job stopped on a Ctrl-C (its own, or its process group's)
+        raise TrainingStopped(f"{what} was stopped by Ctrl-C, keeping a checkpoint or its finished runs (its output: "
+                              f"{log}). Run the same command again to go on from there.")
+    if status != 0:
+        raise RunFailed(f"{what} failed (exit status {status}); its output is in {log}. Its last lines:\n{_tail(log)}")
+    return seconds
+
+
+def pretrain_done(run: RunPlan) -> bool:
+    "Finished: its record says so for this very command, and its exported discriminator exists."
+    record = read_record(run.run_dir / RECORD)
+    return bool(record.get('done')) and not _changes(record.get('args', []), run.pretrain_args) \
+        and (run.model / 'config.json').is_file()
+
+
+def _check_unchanged(run: RunPlan, record: dict) -> None:
+    "Refuse to continue or reuse a run made with other settings: the comparison would mix two experiments."
+    started = record.get('done') or find_checkpoints(run.pretrain_dir, run.run_name, run.seed)
+    changes = _changes(record.get('args', []), run.pretrain_args) if record.get('args') else []
+    if started and changes:
+        raise ConfigError(f"variant '{run.variant.name}' seed {run.seed} was pretrained in {run.run_dir} with other "
+                          f"settings ({'; '.join(changes)}). Give the comparison another name, or delete that folder "
+                          f"and its checkpoints {run.pretrain_dir / (run.run_name + '_' + str(run.seed))}_*.pth to redo it.")
+
+
+def run_pretraining(run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> dict:
+    "Pretrain one variant and seed unless done (`pretrain.py --resume true`: from its latest checkpoint if any)."
+    path, v = run.run_dir / RECORD, run.variant
+    if pretrain_done(run):
+        say(f'pretrain {run.label}: done before; skipped')
+        return read_record(path)
+    old = read_record(path)
+    _check_unchanged(run, old)
+    if not old.get('args') or _changes(old['args'], run.pretrain_args): old = {}  # a new run: its time starts at 0
+    log = run.run_dir / 'pretrain.log'
+    record = {'variant': v.name, 'seed': run.seed, 'preset': v.preset, 'steps': v.steps, 'warmup_steps': v.warmup_steps,
+              'flops_per_step': v.flops_per_step, 'total_flops': v.total_flops, 'args': run.pretrain_args,
+              'log': str(log), 'wall_seconds': float(old.get('wall_seconds', 0.0)), 'attempts': old.get('attempts', 0),
+              'done': False}
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    _write_record(path, record)
+    say(f'pretrain {run.label}: {v.steps:,} steps, {v.total_flops:.3g} FLOPs (log: {log})')
+    start = time.monotonic()
+    try: seconds = _launch(launch, [sys.executable, str(REPO / 'pretrain.py'), *run.pretrain_args], log,
+                           f"pretraining of variant '{v.name}' seed {run.seed}")
+    finally:
+        record.update(wall_seconds=round(record['wall_seconds'] + time.monotonic() - start, 1),
+                      attempts=record['attempts'] + 1)
+        _write_record(path, record)
+    if not (run.model / 'config.json').is_file():
+        raise RunFailed(f"pretraining of variant '{v.name}' seed {run.seed} ended without exporting {run.model}; "
+                        f"see {log}.")
+    record.update(done=True, finished_at=datetime.now(timezone.utc).isoformat(timespec='seconds'))
+    _write_record(path, record)
+    say(f'pretrain {run.label}: finished in {seconds:.0f} s')
+    return record
+
+
+def finetune_done(plan: Plan, run: RunPlan) -> bool:
+    "Finished: its record says so for this very command, and the results table has every task's every run."
+    from electra.finetuning.results import ResultsTable
+    group = plan.finetune_dir / run.group
+    record = read_record(group / RECORD)
+    if not record.get('done') or _changes(record.get('args', []), run.finetune_args): return False
+    df = ResultsTable(group / 'results.csv').df
+    return all(((df['task'] == t) & (df['run'] == i)).any() for t in plan.tasks for i in range(plan.finetune.runs))
+
+
+def run_finetuning(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> dict:
+    """Fine-tune one pretrained model unless done; finetune.py itself skips the runs it finished before (its results
+    table) and refuses rows made with other settings."""
+    group = plan.finetune_dir / run.group
+    path, log = group / RECORD, group / 'finetune.log'
+    if finetune_done(plan, run):
+        say(f'fine-tune {run.label}: done before; skipped')
+        return read_record(path)
+    old = read_record(path)
+    same = not _changes(old.get('args', []), run.finetune_args)
+    record = {'variant': run.variant.name, 'seed': run.seed, 'model': str(run.model), 'args': run.finetune_args,
+              'log': str(log), 'wall_seconds': float(old.get('wall_seconds', 0.0)) if same else 0.0, 'done': False}
+    group.mkdir(parents=True, exist_ok=True)
+    _write_record(path, record)
+    say(f"fine-tune {run.label}: {', '.join(plan.tasks)}, {plan.finetune.runs} run(s) each (log: {log})")
+    start = time.monotonic()
+    try: seconds = _launch(launch, [sys.executable, str(REPO / 'finetune.py'), *run.finetune_args], log,
+                           f"fine-tuning of variant '{run.variant.name}' seed {run.seed}")
+    finally:
+        record['wall_seconds'] = round(record['wall_seconds'] + time.monotonic() - start, 1)
+        _write_record(path, record)
+    record.update(done=True, finished_at=datetime.now(timezone.utc).isoformat(timespec='seconds'))
+    _write_record(path, record)
+    say(f'fine-tune {run.label}: finished in {seconds:.0f} s')
+    return record

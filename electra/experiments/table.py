@@ -1,0 +1,170 @@
+"""The comparison's table and plot, rebuilt from what is on disk: per variant its pretraining steps, FLOPs and wall
+time (the runs' records), and per task the dev score over every fine-tuning run of every pretraining seed (the
+results tables finetune.py writes, its `score` column: the task's main metric as the sweep reports it)."""
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from electra.experiments.plan import Plan, VariantPlan
+from electra.experiments.runs import RECORD, read_record
+from electra.training.files import atomic_write_bytes, atomic_write_text
+
+__all__ = ['finetune_scores', 'variant_row', 'comparison_table', 'table_markdown', 'plot_comparison', 'write_table']
+
+
+def finetune_scores(plan: Plan, variant: str) -> pd.DataFrame:
+    """Every finished fine-tuning run of `variant` (all its pretraining seeds): pretrain_seed, task, run, score and the
+    other metrics; only the comparison's tasks and its first `runs` runs."""
+    from electra.finetuning.results import ResultsTable
+    parts = []
+    for run in plan.runs_of(variant):
+        path = plan.finetune_dir / run.group / 'results.csv'
+        if not path.is_file(): continue
+        df = ResultsTable(path).df
+        df = df[df['task'].isin(plan.tasks) & (df['run'].astype(int) < plan.finetune.runs)]
+        parts.append(df.assign(pretrain_seed=run.seed))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=['pretrain_seed', 'task', 'run', 'score'])
+
+
+def _std(values: pd.Series) -> float:
+    return float(values.std(ddof=1)) if len(values) > 1 else (0.0 if len(values) else math.nan)
+
+
+def _task_columns(scores: pd.DataFrame, task: str) -> dict:
+    "A task's mean, sample std and count of the score, and the means of its other reported metrics."
+    from electra.finetuning.results import METRIC_COLUMNS
+    part = scores[scores['task'] == task]
+    s = part['score'].astype(float)
+    out = {task: float(s.mean()) if len(s) else math.nan, f'{task}_std': _std(s), f'{task}_runs': len(s)}
+    for m in METRIC_COLUMNS:
+        if m in part and part[m].notna().any(): out[f'{task}_{m}'] = float(part[m].astype(float).mean())
+    return out
+
+
+def _average(scores: pd.DataFrame, tasks: list[str]) -> tuple[float, float]:
+    """The mean over tasks of each task's mean, and its spread: the sample std over (pretraining seed, fine-tuning run)
+    of the average over tasks of that run's scores (for one task, the task's std)."""
+    if not tasks or any(not (scores['task'] == t).any() for t in tasks): return math.nan, math.nan
+    mean = float(np.mean([scores.loc[scores['task'] == t, 'score'].astype(float).mean() for t in tasks]))
+    wide = scores.pivot_table(index=['pretrain_seed', 'run'], columns='task', values='score', aggfunc='mean')
+    complete = wide.reindex(columns=tasks).dropna()
+    return mean, _std(complete.mean(axis=1)) if len(complete) else math.nan
+
+
+def variant_row(plan: Plan, v: VariantPlan) -> dict:
+    "One row of the table: the variant's budget, its finished pretraining runs' wall time, its dev scores."
+    records = [read_record(r.run_dir / RECORD) for r in plan.runs_of(v.name)]
+    done = [r for r in records if r.get('done')]
+    row = {'variant': v.name, 'config': v.preset, 'steps': v.steps, 'warmup_steps': v.warmup_steps,
+           'flops_per_step': v.flops_per_step, 'pretrain_flops': v.total_flops,
+           'pretrain_runs': len(done), 'seeds': len(records),
+           'wall_seconds': float(np.mean([r['wall_seconds'] for r in done])) if done else math.nan}
+    if plan.finetune is None: return row
+    scores = finetune_scores(plan, v.name)
+    for task in plan.tasks: row.update(_task_columns(scores, task))
+    row['average'], row['average_std'] = _average(scores, plan.tasks)
+    return row
+
+
+def comparison_table(plan: Plan) -> pd.DataFrame:
+    "One row per variant, in the comparison's order."
+    return pd.DataFrame([variant_row(plan, v) for v in plan.variants])
+
+
+def _seconds(s: float) -> str:
+    if not math.isfinite(s): return '-'
+    s = round(s)
+    return f'{s // 3600}h{s % 3600 // 60:02d}m' if s >= 3600 else f'{s // 60}m{s % 60:02d}s' if s >= 60 else f'{s}s'
+
+
+def _score(mean: float, std: float, n: int | None = None, expected: int | None = None) -> str:
+    if not math.isfinite(mean): return '-'
+    text = f'{mean:.2f} ± {std:.2f}' if math.isfinite(std) and n != 1 else f'{mean:.2f}'  # one run: no spread
+    return text + (f' ({n} of {expected} runs)' if n is not None and expected and n < expected else '')
+
+
+def _metric(plan: Plan, task: str) -> str:
+    "The task's score metric, for the header: GLUE's table, a task file's first metric."
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    if task in TASKS: return TASKS[task].score_metric
+    spec = plan.finetune.file_tasks().get(task)
+    return (getattr(spec, 'metrics', None) or ('score',))[0]
+
+
+def table_markdown(plan: Plan, table: pd.DataFrame) -> str:
+    "The table as markdown, headed by what was compared and how."
+    cfg, tasks = plan.cfg, plan.tasks
+    ref = next(v for v in plan.variants if v.name == cfg.reference_name)
+    budget = (f"equal pretraining FLOPs, those of {ref.name} in {ref.steps:,} steps" if cfg.budget == 'flops'
+              else f'equal pretraining steps ({ref.steps:,})')
+    scores = (f"Dev scores: mean ± sample std over all fine-tuning runs ({plan.finetune.runs} per task per pretraining "
+              f"seed){'; average: the mean over tasks' if len(tasks) > 1 else ''}." if plan.finetune else 'No fine-tuning.')
+    lines = [f'# Comparison {cfg.name}', '',
+             f"Budget: {budget}; {len(cfg.seeds)} pretraining seed(s) per variant; wall time: the mean per pretraining "
+             f"run. {scores}", '']
+    head = ['variant', 'steps', 'pretrain FLOPs', 'wall time', *[f'{t} ({_metric(plan, t)})' for t in tasks]]
+    head += ['average'] if len(tasks) > 1 else []
+    lines += ['| ' + ' | '.join(head) + ' |', '|---|' + '---:|' * (len(head) - 1)]
+    expected = len(cfg.seeds) * plan.finetune.runs if plan.finetune else None
+    for r in table.to_dict('records'):
+        cells = [r['variant'], f"{r['steps']:,}", f"{r['pretrain_flops']:.2e}", _seconds(r['wall_seconds'])]
+        cells += [_score(r[t], r[f'{t}_std'], r[f'{t}_runs'], expected) for t in tasks]
+        cells += [_score(r['average'], r['average_std'])] if len(tasks) > 1 else []
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
+
+def _dodged(xs: list[float], step: float = 0.02) -> list[float]:
+    "Points of (about) equal FLOPs moved apart by `step` decades each, centred on their x, so no error bar hides another."
+    groups: dict[float, list[int]] = {}
+    for i, x in enumerate(xs): groups.setdefault(round(math.log10(x), 2), []).append(i)
+    out = list(xs)
+    for members in groups.values():
+        for k, i in enumerate(members): out[i] = xs[i] * 10 ** (step * (k - (len(members) - 1) / 2))
+    return out
+
+
+def plot_comparison(plan: Plan, table: pd.DataFrame, path: Path) -> Path | None:
+    """Average dev score (error bar: its spread) against pretraining FLOPs (log axis), a labelled point per variant,
+    as the paper's Figure 3 (points at equal FLOPs set slightly apart); None when no variant has scores yet."""
+    if 'average' not in table or not table['average'].notna().any(): return None
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    rows = table[table['average'].notna()].to_dict('records')
+    for r, x in zip(rows, _dodged([r['pretrain_flops'] for r in rows])):
+        err = r['average_std'] if math.isfinite(r['average_std']) else 0.0
+        ax.errorbar(x, r['average'], yerr=err, fmt='o', capsize=4, label=r['variant'])
+        ax.annotate(r['variant'], (x, r['average']), textcoords='offset points', xytext=(7, 4), fontsize=9)
+    ax.set_xscale('log')
+    lo, hi = table.loc[table['average'].notna(), 'pretrain_flops'].agg(['min', 'max'])
+    if hi < 10 * lo: ax.set_xlim(lo / 4, hi * 4)  # equal FLOPs: a readable stretch of the axis around the points
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 1)))
+    ax.set_xlabel('pretraining FLOPs (per run)')
+    one = plan.tasks[0] if len(plan.tasks) == 1 else None
+    ax.set_ylabel(f'{one} dev {_metric(plan, one)}' if one else f'average dev score ({len(plan.tasks)} tasks)')
+    ax.set_title(f'{plan.cfg.name}: dev score against pretraining compute')
+    ax.grid(alpha=0.3, which='both')
+    ax.legend(fontsize=8, loc='best')
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', dpi=120)
+    plt.close(fig)
+    return atomic_write_bytes(buf.getvalue(), path)
+
+
+def write_table(plan: Plan) -> tuple[pd.DataFrame, str]:
+    "`table.csv`, `table.md` and `plot.png` in the comparison's folder, from what is on disk now."
+    table = comparison_table(plan)
+    text = table_markdown(plan, table)
+    atomic_write_text(table.to_csv(index=False, float_format='%.6g'), plan.root / 'table.csv')
+    atomic_write_text(text + '\n', plan.root / 'table.md')
+    plot_comparison(plan, table, plan.root / 'plot.png')
+    return table, text

@@ -1,0 +1,279 @@
+"""electra/experiments/compare.py (and its plan, runs and table modules, and electra/config/compare.py): the steps at
+equal FLOPs against pretrain_step_flops, the command lines read back by the drivers' own config loading, the table
+against scores written by hand, resuming (finished runs skipped, an interrupted one launched again), failing early
+(a bad key before any launch, naming the variant) and clearly (a failed job names its log); and one real comparison
+through pretrain.py and finetune.py on the demo data."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from electra.config.base import ConfigError, TrainingStopped, config_from_dict, load_config, parse_cli
+from electra.config.compare import CompareConfig
+from electra.config.finetune import FinetuneConfig
+from electra.config.pretrain import PretrainConfig
+from electra.experiments.compare import load_compare_config, main, run_comparison
+from electra.experiments.plan import make_plan
+from electra.experiments.runs import RECORD, RunFailed, subprocess_launcher
+from electra.finetuning.results import ResultsTable
+from electra.objective.flops import pretrain_step_flops
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = {'hidden_size': 32, 'num_hidden_layers': 1, 'num_attention_heads': 1, 'intermediate_size': 64,
+        'embedding_size': 32, 'eval_examples': 0, 'device': 'cpu'}
+
+
+def comparison(tmp_path, **kw) -> CompareConfig:
+    "Two variants given by overrides only (no objective preset needed), two seeds, fine-tuning on STS-B and MRPC."
+    values = dict(name='t', output_dir=str(tmp_path / 'out'), pretrain_config='demo',
+                  pretrain_overrides={**TINY, 'steps': 100, 'warmup_steps': 10},
+                  variants={'electra': {'config': ''}, 'uniform': {'overrides': {'uniform_generator': True}}},
+                  seeds=[1, 2], finetune_config='demo', tasks=['STS-B', 'MRPC'],
+                  finetune_overrides={'runs': 2, 'predict': False, 'device': 'cpu', 'task_overrides': {}})
+    return config_from_dict(CompareConfig, {**values, **kw})
+
+
+def pretrain_cfg(*argv) -> PretrainConfig:
+    return load_config(PretrainConfig, list(argv), preset_dir='configs/pretrain')
+
+
+# -- the plan
+
+@pytest.mark.parametrize('budget, reference, steps', [('flops', '', 0), ('flops', 'uniform', 0), ('flops', '', 1000),
+                                                      ('steps', '', 0)])
+def test_steps_at_equal_flops_against_a_hand_computation(tmp_path, budget, reference, steps):
+    plan = make_plan(comparison(tmp_path, budget=budget, reference=reference, steps=steps))
+    common = ['--config', 'demo', *[f'--{k}={v}' for k, v in TINY.items()]]
+    flops = {'electra': pretrain_step_flops(e := pretrain_cfg(*common), e.vocab_size),
+             'uniform': pretrain_step_flops(u := pretrain_cfg(*common, '--uniform_generator', 'true'), u.vocab_size)}
+    assert flops['uniform'] < flops['electra']  # no generator network: a cheaper step
+    ref = reference or 'electra'
+    n = steps or 100
+    for v in plan.variants:
+        expected = n if budget == 'steps' else round(n * flops[ref] / flops[v.name])
+        assert (v.steps, v.flops_per_step) == (expected, flops[v.name]), v.name
+        assert v.warmup_steps == round(10 * expected / 100)  # 10% of the run, as the common overrides give
+        assert v.total_flops == v.steps * v.flops_per_step
+        assert (v.config.steps, v.config.warmup_steps) == (v.steps, v.warmup_steps)
+    if budget == 'flops':
+        totals = [v.total_flops for v in plan.variants]
+        assert abs(totals[0] - totals[1]) <= max(flops.values())  # equal to within one step's rounding
+        assert plan.variants[0].steps != plan.variants[1].steps
+
+
+def test_the_commands_read_back_as_the_planned_configs(tmp_path):
+    "Lists and mappings survive the command line: pretrain.py and finetune.py build exactly the planned configs."
+    a, b = tmp_path / 'a.txt', tmp_path / 'b dir'
+    a.write_text('x\n')
+    b.mkdir()
+    cfg = comparison(tmp_path, pretrain_overrides={**TINY, 'corpus': [str(a), str(b)], 'checkpoint_at': [0.5, 1.0],
+                                                   'steps': 50, 'warmup_steps': 5},
+                     finetune_overrides={'runs': 3, 'task_overrides': {'STS-B': {'epochs': 2}}, 'predict': False})
+    plan = make_plan(cfg)
+    run = plan.runs_of('uniform')[1]
+    got = pretrain_cfg(*run.pretrain_args)
+    assert (got.corpus, got.checkpoint_at, got.uniform_generator) == ([str(a), str(b)], [0.5, 1.0], True)
+    assert (got.run_name, got.seed, got.steps, got.resume) == ('t_uniform', 2, run.variant.steps, True)
+    assert Path(got.output_dir) == tmp_path / 'out' / 't' / 'pretrain' and run.run_dir == Path(got.output_dir) / 't_uniform_2'
+    ft = load_config(FinetuneConfig, run.finetune_args, preset_dir='configs/finetune')
+    assert (ft.model, ft.tasks, ft.group, ft.runs) == (str(run.model), ['STS-B', 'MRPC'], 'uniform_2', 3)
+    assert ft.task_overrides == {'STS-B': {'epochs': 2}} and Path(ft.output_dir) == tmp_path / 'out' / 't' / 'finetune'
+    assert [r.label for r in plan.runs] == ['electra (seed 1)', 'uniform (seed 1)', 'electra (seed 2)', 'uniform (seed 2)']
+
+
+@pytest.mark.parametrize('change, match', [
+    ({'variants': {'electra': {}, 'bert': {'overrides': {'hiden_size': 64}}}},
+     r"variant 'bert' \(--config demo\): overrides: unknown key 'hiden_size'. Did you mean 'hidden_size'\? "
+     r"`python pretrain.py --help` lists its keys."),
+    ({'variants': {'electra': {}, 'bert': {'config': 'no_such_variant'}}},
+     r"variant 'bert' \(--config demo,no_such_variant\): --config: unknown preset 'no_such_variant'"),
+    ({'variants': {'electra': {}, 'big': {'overrides': {'num_attention_heads': 3}}}},
+     r"variant 'big' .*num_attention_heads: hidden_size 32 is not divisible by 3 heads"),
+    ({'pretrain_overrides': {'batch_sise': 8}}, r"pretrain_config / pretrain_overrides: .*'batch_sise'"),
+    ({'pretrain_overrides': {'corpus': ['no/such/corpus.txt']}}, r"corpus: no such file or folder 'no/such/corpus.txt'"),
+    ({'finetune_overrides': {'epoch': 2}}, r"finetune_config / finetune_overrides / tasks: .*'epoch'. Did you mean 'epochs'"),
+    ({'tasks': ['STS-C']}, r'finetune_config / finetune_overrides / tasks: .*STS-C'),
+])
+def test_a_bad_setting_fails_before_anything_is_launched(tmp_path, change, match):
+    calls = []
+    with pytest.raises(ConfigError, match=match):
+        run_comparison(comparison(tmp_path, **change), launch=lambda cmd, log: calls.append(cmd) or 0, log=lambda s: None)
+    assert calls == [] and not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('change, match', [
+    ({'variants': {'a': {'overrides': {'seed': 3}}}}, r'variants.a.overrides: seed is set by the comparison itself'),
+    ({'variants': {'a': {'overrides': {'steps': 3}}}}, r'variants.a.overrides: steps is set by the comparison'),
+    ({'variants': {'a': {'conifg': 'bert'}}}, r"variants.a: unknown key\(s\) conifg"),
+    ({'variants': {'a/b': {}}}, r"variant name 'a/b' must be a plain name"),
+    ({'variants': {}}, r'variants: give at least one variant'),
+    ({'reference': 'bert'}, r"reference: 'bert' is not a variant"),
+    ({'finetune_overrides': {'model': 'x'}}, r'finetune_overrides: model is set by the comparison'),
+    ({'seeds': [1, 1]}, r'seeds: seeds must differ'),
+])
+def test_the_comparison_config_refuses_what_it_cannot_run(tmp_path, change, match):
+    with pytest.raises(ConfigError, match=match):
+        comparison(tmp_path, **change)
+
+
+def test_command_line_keys_and_presets(tmp_path, capsys):
+    "--pretrain.KEY / --finetune.KEY add to the preset's overrides; every preset loads; --help lists the keys."
+    cfg = load_compare_config(['--config', 'demo', '--pretrain.steps', '50', '--finetune.runs=3', '--seeds', '1,2',
+                               '--variants', '{a: "", b: {overrides: {uniform_generator: true}}}'])
+    assert cfg.pretrain_overrides['steps'] == '50' and cfg.pretrain_overrides['eval_examples'] == 0
+    assert cfg.finetune_overrides['runs'] == '3' and cfg.finetune_overrides['predict'] is False
+    assert cfg.seeds == [1, 2] and [s.name for s in cfg.variant_specs()] == ['a', 'b']
+    presets = sorted(p.stem for p in (REPO / 'configs' / 'compare').glob('*.yaml'))
+    assert {'demo', 'paper_table5', 'training_algorithms', 'generator_size', 'tying', 'stsb_cpu'} <= set(presets)
+    for name in presets:
+        cfg = load_compare_config(['--config', name])
+        presets_there = all((REPO / 'configs/pretrain' / f'{p}.yaml').is_file()
+                            for s in cfg.variant_specs() for p in s.config.split(',') if p)
+        if presets_there:  # the variants' objective presets exist: the whole plan resolves (corpus: the demo's)
+            make_plan(load_compare_config(['--config', name, '--pretrain.corpus', 'demo', '--finetune.data', 'demo']))
+    with pytest.raises(SystemExit):
+        main(['--help'])
+    assert '--pretrain_overrides' in capsys.readouterr().out
+
+
+# -- running, with a launcher that fakes the jobs
+
+SCORES = {  # (variant, pretraining seed) -> task -> the dev score of fine-tuning runs 0 and 1
+    ('electra', 1): {'STS-B': [80, 82], 'MRPC': [76, 70]}, ('electra', 2): {'STS-B': [84, 86], 'MRPC': [74, 72]},
+    ('uniform', 1): {'STS-B': [70, 71], 'MRPC': [60, 60]}, ('uniform', 2): {'STS-B': [72, 73], 'MRPC': [60, 60]},
+}
+
+
+class FakeJobs:
+    "Records each command; a pretraining exports a discriminator, a fine-tuning writes SCORES to its results table."
+
+    def __init__(self, fail: str = ''):
+        self.calls, self.fail = [], fail
+
+    def __call__(self, cmd: list[str], log: Path) -> int:
+        script, args = Path(cmd[1]).name, parse_cli(cmd[2:])
+        self.calls.append((script, args))
+        log.write_text(f'{script} running\nerror: something broke\n')
+        if self.fail and self.fail in (f"{args.get('run_name')}_{args.get('seed')}", args.get('group')): return 1
+        if script == 'pretrain.py':
+            export = Path(args['output_dir']) / f"{args['run_name']}_{args['seed']}" / 'discriminator'
+            export.mkdir(parents=True)
+            (export / 'config.json').write_text('{}')
+            return 0
+        variant, seed = args['group'].rsplit('_', 1)
+        table = ResultsTable(Path(args['output_dir']) / args['group'] / 'results.csv')
+        for task, scores in SCORES[(variant, int(seed))].items():
+            for run, score in enumerate(scores):
+                table.add({'task': task, 'run': run, 'seed': run, 'score': score, 'settings': 'x'})
+        table.add({'task': 'MRPC', 'run': 2, 'seed': 2, 'score': 0.0, 'settings': 'x'})  # beyond `runs`: not counted
+        table.add({'task': 'RTE', 'run': 0, 'seed': 0, 'score': 0.0, 'settings': 'x'})   # not a task of the comparison
+        return 0
+
+
+def launched(jobs: FakeJobs) -> list[str]:
+    return [f"{s}:{a.get('run_name', a.get('group'))}:{a.get('seed', '')}" for s, a in jobs.calls]
+
+
+def test_the_table_holds_the_scores_and_a_rerun_skips_what_is_done(tmp_path):
+    cfg = comparison(tmp_path)
+    jobs = FakeJobs()
+    plan, table = run_comparison(cfg, launch=jobs, log=lambda s: None)
+    assert launched(jobs) == ['pretrain.py:t_electra:1', 'finetune.py:electra_1:', 'pretrain.py:t_uniform:1',
+                              'finetune.py:uniform_1:', 'pretrain.py:t_electra:2', 'finetune.py:electra_2:',
+                              'pretrain.py:t_uniform:2', 'finetune.py:uniform_2:']
+    root = tmp_path / 'out' / 't'
+    csv = pd.read_csv(root / 'table.csv').set_index('variant')
+    e, u = csv.loc['electra'], csv.loc['uniform']
+    # electra STS-B: 80 82 84 86 -> mean 83, sample std sqrt(20/3); MRPC: 76 70 74 72 -> 73, sqrt(20/3)
+    assert (e['STS-B'], e['STS-B_runs'], e['MRPC']) == (83, 4, 73)
+    assert e['STS-B_std'] == pytest.approx(math.sqrt(20 / 3), abs=1e-5) and e['MRPC_std'] == pytest.approx(math.sqrt(20 / 3), abs=1e-5)
+    # the average over tasks of each run: 78 76 79 79 -> 78, sample std sqrt(6/3)
+    assert e['average'] == 78 and e['average_std'] == pytest.approx(math.sqrt(2), abs=1e-5)
+    assert (u['STS-B'], u['STS-B_std'], u['MRPC'], u['MRPC_std'], u['average']) == pytest.approx((71.5, math.sqrt(5 / 3), 60, 0, 65.75), abs=1e-5)
+    for name, v in zip(('electra', 'uniform'), plan.variants):
+        row = csv.loc[name]
+        assert (row['steps'], row['pretrain_runs']) == (v.steps, 2)
+        assert row['pretrain_flops'] == pytest.approx(v.steps * v.flops_per_step, rel=1e-5)
+        walls = [json.loads((r.run_dir / RECORD).read_text())['wall_seconds'] for r in plan.runs_of(name)]
+        assert row['wall_seconds'] == pytest.approx(sum(walls) / 2, abs=1e-3)
+    md = (root / 'table.md').read_text()
+    assert '| variant | steps | pretrain FLOPs | wall time | STS-B (spearman) | MRPC (accuracy) | average |' in md
+    assert f"| electra | {plan.variants[0].steps:,} |" in md and '| 83.00 ± 2.58 | 73.00 ± 2.58 | 78.00 ± 1.41 |' in md
+    assert (root / 'plot.png').read_bytes()[:4] == b'\x89PNG' and (root / 'compare.yaml').is_file()
+    record = json.loads((plan.runs[1].run_dir / RECORD).read_text())
+    assert record['done'] and record['total_flops'] == plan.variants[1].total_flops and record['steps'] == plan.variants[1].steps
+    again = FakeJobs()
+    _, table2 = run_comparison(cfg, launch=again, log=lambda s: None)
+    assert again.calls == [] and table2.equals(table)
+    with pytest.raises(ConfigError, match=r"variant 'electra' seed 1 was pretrained .* with other settings \(steps '100' then, '120' now"):
+        run_comparison(comparison(tmp_path, steps=120), launch=again, log=lambda s: None)
+    assert again.calls == []
+
+
+def test_a_failed_job_names_its_log_and_a_rerun_launches_only_what_is_left(tmp_path, capsys):
+    cfg = comparison(tmp_path, seeds=[1])
+    jobs = FakeJobs(fail='t_uniform_1')
+    with pytest.raises(RunFailed, match=r"pretraining of variant 'uniform' seed 1 failed \(exit status 1\); its output is "
+                                         rf"in {tmp_path}/out/t/pretrain/t_uniform_1/pretrain.log(.|\n)*error: something broke"):
+        run_comparison(cfg, launch=jobs, log=lambda s: None)
+    record = json.loads((tmp_path / 'out/t/pretrain/t_uniform_1' / RECORD).read_text())
+    assert (record['done'], record['attempts']) == (False, 1)
+    table = pd.read_csv(tmp_path / 'out/t/table.csv').set_index('variant')  # what was done so far, already tabulated
+    assert table.loc['electra', 'STS-B'] == 81 and math.isnan(table.loc['uniform', 'STS-B'])
+    jobs = FakeJobs(fail='uniform_1')  # now its fine-tuning fails
+    with pytest.raises(RunFailed, match=r"fine-tuning of variant 'uniform' seed 1 failed .*/out/t/finetune/uniform_1/finetune.log"):
+        run_comparison(cfg, launch=jobs, log=lambda s: None)
+    assert launched(jobs) == ['pretrain.py:t_uniform:1', 'finetune.py:uniform_1:']
+    jobs = FakeJobs()
+    run_comparison(cfg, launch=jobs, log=print)
+    assert launched(jobs) == ['finetune.py:uniform_1:']
+    out = capsys.readouterr().out
+    assert 'pretrain electra (seed 1): done before; skipped' in out and '| uniform |' in out and '| 70.50 ± 0.71 |' in out
+    assert json.loads((tmp_path / 'out/t/pretrain/t_uniform_1' / RECORD).read_text())['attempts'] == 2
+
+
+def test_ctrl_c_stops_with_the_command_to_go_on_and_a_dry_run_launches_nothing(tmp_path, capsys):
+    def interrupted(cmd, log): raise KeyboardInterrupt
+    with pytest.raises(TrainingStopped, match=r'during electra \(seed 1\); finished runs are kept. Run the same command'):
+        run_comparison(comparison(tmp_path), launch=interrupted, log=lambda s: None)
+    # the job alone got the Ctrl-C (pretrain.py checkpoints and exits with 130): a stop too, not a failure
+    with pytest.raises(TrainingStopped, match=r"pretraining of variant 'electra' seed 1 was stopped by Ctrl-C"):
+        run_comparison(comparison(tmp_path), launch=lambda cmd, log: 130, log=lambda s: None)
+    jobs = FakeJobs()
+    plan, table = run_comparison(comparison(tmp_path, dry_run=True), launch=jobs)
+    out = capsys.readouterr().out
+    assert jobs.calls == [] and table is None
+    u = plan.variants[1]
+    cells = [f'{u.steps:,}', f'{u.warmup_steps:,}', f'{u.flops_per_step:.3e}', f'{u.total_flops:.3e}', '1: to do, 2: to do']
+    assert re.search(r'^uniform +' + ' +'.join(map(re.escape, cells)) + '$', out, re.M), out
+    assert 'python pretrain.py --config demo' in out and '--uniform_generator true' in out
+    assert f'pretraining in all: {2 * sum(v.total_flops for v in plan.variants):.3e} FLOPs' in out
+
+
+# -- the real thing
+
+def test_a_real_comparison_through_the_drivers_and_a_rerun_that_launches_nothing(tmp_path):
+    "pretrain.py (20 steps of a 1-layer model on the demo corpus) and finetune.py (1 epoch of the demo STS-B)."
+    cfg = comparison(tmp_path, variants={'uniform': {'overrides': {'uniform_generator': True}}}, seeds=[3], threads=1,
+                     tasks=['STS-B'], pretrain_overrides={**TINY, 'steps': 20, 'warmup_steps': 2, 'batch_size': 8,
+                                                          'log_every': 10, 'cache_dir': str(tmp_path / 'cache')},
+                     finetune_overrides={'runs': 1, 'epochs': 1, 'predict': False, 'device': 'cpu', 'max_length': 64,
+                                         'cache_dir': str(tmp_path / 'cache'), 'task_overrides': {}})
+    calls, real = [], subprocess_launcher(cfg.threads)
+
+    def launch(cmd, log):
+        calls.append(cmd)
+        return real(cmd, log)
+    plan, table = run_comparison(cfg, launch=launch, log=lambda s: None)
+    assert len(calls) == 2, calls
+    row = table.iloc[0]
+    assert row['variant'] == 'uniform' and row['steps'] == 20 and row['STS-B_runs'] == 1 and math.isfinite(row['STS-B'])
+    assert 'steps to run' in (plan.runs[0].run_dir / 'pretrain.log').read_text()
+    assert (plan.runs[0].model / 'config.json').is_file() and (tmp_path / 'out/t/plot.png').is_file()
+    _, again = run_comparison(cfg, launch=launch, log=lambda s: None)
+    assert len(calls) == 2 and again.equals(table)

@@ -17,6 +17,8 @@
 # to fine-tune. Run as a script, this takes its config from the command line (`python pretrain.py --help`);
 # in Jupyter, edit `overrides` in the cell below. This script is exported from `notebooks/Pretrain.ipynb`
 # (`python -m electra.tools.notebooks export`): edit the notebook, not the script.
+# The paper's other objectives (BERT, ELECTRA 15%, Replace MLM, All-Tokens MLM, two-stage training, the uniform
+# generator) are presets layered over a size, e.g. `--config small,bert` (docs/objectives.md).
 
 # %%
 import os

@@ -17,7 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ['ElectraLoss', 'main_mask', 'main_loss_terms', 'main_predictions', 'loss_counts', 'batch_statistics']
+from electra.objective.masking import positions_mask
+
+__all__ = ['ElectraLoss', 'generator_loss_sum', 'main_mask', 'main_loss_terms', 'main_predictions', 'loss_counts', 'batch_statistics']
+
+
+def generator_loss_sum(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
+    "The generator's cross-entropy summed over the chosen positions (`labels` [B, P] >= 0)."
+    return F.cross_entropy(pred['gen_logits'].flatten(0, 1).float(), labels.flatten(), ignore_index=-100, reduction='sum')
 
 
 def main_mask(pred: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -51,7 +58,7 @@ def loss_counts(objective: str, input_ids: torch.Tensor, positions: torch.Tensor
     [B, P]) before any forward: chosen positions, and positions of `objective`'s main loss (as `main_mask` counts)."""
     chosen = labels >= 0
     if objective in ('electra', 'all_tokens_mlm'): main = (input_ids != pad_token_id).sum()
-    elif objective == 'electra_15': main = (torch.zeros_like(input_ids).scatter_add(1, positions, chosen.long()) > 0).sum()
+    elif objective == 'electra_15': main = positions_mask(input_ids, positions, chosen).sum()
     else: main = chosen.sum()
     return torch.stack([chosen.sum().float(), main.float()])
 
@@ -93,8 +100,7 @@ class ElectraLoss(nn.Module):
         counts = torch.stack([chosen.sum().float(), (chosen if mask is None else mask).sum().float()])  # [2]
         divisors = counts + 1e-6 if self.global_divisors is None else self.global_divisors(counts)
         zero = counts.new_zeros(())
-        gen_loss = F.cross_entropy(pred['gen_logits'].flatten(0, 1).float(), labels.flatten(), ignore_index=-100,
-                                   reduction='sum') / divisors[0] if 'gen_logits' in pred else zero
+        gen_loss = generator_loss_sum(pred, labels) / divisors[0] if 'gen_logits' in pred else zero
         main_loss = main_loss_terms(pred).sum() / divisors[1] if mask is not None else zero
         self.last = (gen_loss.detach(), main_loss.detach())
         return self.gen_weight * gen_loss + self.disc_weight * main_loss

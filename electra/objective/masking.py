@@ -22,7 +22,8 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ['MaskedInputs', 'MaskingSettings', 'max_predictions', 'mask_tokens', 'write_at_positions', 'repeat_probability']
+__all__ = ['MaskedInputs', 'MaskingSettings', 'max_predictions', 'mask_tokens', 'write_at_positions', 'positions_mask',
+           'repeat_probability']
 
 
 class MaskedInputs(NamedTuple):
@@ -51,6 +52,11 @@ def write_at_positions(input_ids: torch.Tensor, positions: torch.Tensor, values:
     total = torch.zeros_like(input_ids).scatter_add(1, positions, torch.where(write, values, 0))
     count = torch.zeros_like(input_ids).scatter_add(1, positions, write.long())
     return torch.where(count > 0, torch.div(total, count.clamp(min=1), rounding_mode='floor'), input_ids)
+
+
+def positions_mask(input_ids: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    "[B, L] True at every position of `input_ids` [B, L] that a True slot of `slots` [B, P] names in `positions` [B, P]."
+    return torch.zeros_like(input_ids).scatter_add(1, positions, slots.long()) > 0
 
 
 def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int, mask_id: int, vocab_size: int,
@@ -104,7 +110,7 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
         return MaskedInputs(input_ids.scatter(1, positions, replacement), positions, labels)
     # A repeated position is [MASK] if any of its slots masks it: the official kept slots write nothing (their position
     # is zeroed, and `scatter_update` ignores position 0). Random tokens (not official) go where no slot masks.
-    masked = torch.zeros_like(input_ids).scatter_add(1, positions, (chosen & to_mask).long()) > 0      # [B, L]
+    masked = positions_mask(input_ids, positions, chosen & to_mask)                                   # [B, L]
     out = write_at_positions(input_ids, positions, replacement, chosen & to_random)
     return MaskedInputs(torch.where(masked, mask_id, out), positions, labels)
 

@@ -16,7 +16,7 @@ from torch import nn
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
 
-from electra.objective.masking import write_at_positions
+from electra.objective.masking import positions_mask, write_at_positions
 from electra.objective.sampling import sample_tokens
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ class ElectraPretrainingModel(nn.Module):
             logits = net(ids, attention_mask=sdpa_mask(net, attention_mask), token_type_ids=token_type_ids).logits
             mask = attention_mask
             if self.objective == 'electra_15':  # the chosen positions as [B, L]; a position chosen twice counts once
-                mask = torch.zeros_like(ids).scatter_add(1, positions, (labels >= 0).long()) > 0
+                mask = positions_mask(ids, positions, labels >= 0)
             return {'disc_logits': logits, 'main_mask': mask}
         hidden = net.electra(ids, attention_mask=sdpa_mask(net, attention_mask),
                              token_type_ids=token_type_ids).last_hidden_state                  # [B, L, H]

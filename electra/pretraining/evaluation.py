@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from fastai.callback.core import Callback
 
 from electra.data.batches import pad_examples
-from electra.objective.loss import batch_statistics, main_loss_terms, main_mask
+from electra.objective.loss import batch_statistics, generator_loss_sum, main_loss_terms, main_mask
 from electra.objective.masking import MaskingSettings
 from electra.training.device import AUTOCAST_DTYPES
 from electra.training.distributed import bare_model
@@ -117,7 +116,6 @@ class HeldOutEvaluation(Callback):
 def _losses_and_counts(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
     "`batch_statistics` with the sums of the generator's and the main network's losses (0 for a network not there)."
     out = batch_statistics(pred, labels)
-    out['gen_loss'] = F.cross_entropy(pred['gen_logits'].flatten(0, 1).float(), labels.flatten(), ignore_index=-100,
-                                      reduction='sum') if 'gen_logits' in pred else torch.zeros(())
+    out['gen_loss'] = generator_loss_sum(pred, labels) if 'gen_logits' in pred else torch.zeros(())
     out['disc_loss'] = main_loss_terms(pred).sum() if main_mask(pred) is not None else torch.zeros(())
     return out

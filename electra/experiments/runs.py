@@ -111,6 +111,23 @@ def _check_unchanged(run: RunPlan, record: dict) -> None:
                           f"and its checkpoints {run.pretrain_dir / (run.run_name + '_' + str(run.seed))}_*.pth to redo it.")
 
 
+def _launch_recorded(launch: Launcher, script: str, args: list[str], log: Path, what: str, record: dict,
+                     path: Path) -> float:
+    """Run the driver `script` with `args`; its time (and, where the record counts them, an attempt) is added to
+    `record`, written to `path` however the job ends."""
+    start = time.monotonic()
+    try: return _launch(launch, [sys.executable, str(REPO / script), *args], log, what)
+    finally:
+        record['wall_seconds'] = round(record['wall_seconds'] + time.monotonic() - start, 1)
+        if 'attempts' in record: record['attempts'] += 1
+        _write_record(path, record)
+
+
+def _finish_record(record: dict, path: Path) -> None:
+    record.update(done=True, finished_at=datetime.now(timezone.utc).isoformat(timespec='seconds'))
+    _write_record(path, record)
+
+
 def run_pretraining(run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> dict:
     "Pretrain one variant and seed unless done (`pretrain.py --resume true`: from its latest checkpoint if any)."
     path, v = run.run_dir / RECORD, run.variant
@@ -128,18 +145,12 @@ def run_pretraining(run: RunPlan, launch: Launcher, say: Callable[[str], None]) 
     run.run_dir.mkdir(parents=True, exist_ok=True)
     _write_record(path, record)
     say(f'pretrain {run.label}: {v.steps:,} steps, {v.total_flops:.3g} FLOPs (log: {log})')
-    start = time.monotonic()
-    try: seconds = _launch(launch, [sys.executable, str(REPO / 'pretrain.py'), *run.pretrain_args], log,
-                           f"pretraining of variant '{v.name}' seed {run.seed}")
-    finally:
-        record.update(wall_seconds=round(record['wall_seconds'] + time.monotonic() - start, 1),
-                      attempts=record['attempts'] + 1)
-        _write_record(path, record)
+    seconds = _launch_recorded(launch, 'pretrain.py', run.pretrain_args, log,
+                               f"pretraining of variant '{v.name}' seed {run.seed}", record, path)
     if not (run.model / 'config.json').is_file():
         raise RunFailed(f"pretraining of variant '{v.name}' seed {run.seed} ended without exporting {run.model}; "
                         f"see {log}.")
-    record.update(done=True, finished_at=datetime.now(timezone.utc).isoformat(timespec='seconds'))
-    _write_record(path, record)
+    _finish_record(record, path)
     say(f'pretrain {run.label}: finished in {seconds:.0f} s')
     return record
 
@@ -169,13 +180,8 @@ def run_finetuning(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[st
     group.mkdir(parents=True, exist_ok=True)
     _write_record(path, record)
     say(f"fine-tune {run.label}: {', '.join(plan.tasks)}, {plan.finetune.runs} run(s) each (log: {log})")
-    start = time.monotonic()
-    try: seconds = _launch(launch, [sys.executable, str(REPO / 'finetune.py'), *run.finetune_args], log,
-                           f"fine-tuning of variant '{run.variant.name}' seed {run.seed}")
-    finally:
-        record['wall_seconds'] = round(record['wall_seconds'] + time.monotonic() - start, 1)
-        _write_record(path, record)
-    record.update(done=True, finished_at=datetime.now(timezone.utc).isoformat(timespec='seconds'))
-    _write_record(path, record)
+    seconds = _launch_recorded(launch, 'finetune.py', run.finetune_args, log,
+                               f"fine-tuning of variant '{run.variant.name}' seed {run.seed}", record, path)
+    _finish_record(record, path)
     say(f'fine-tune {run.label}: finished in {seconds:.0f} s')
     return record

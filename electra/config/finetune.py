@@ -18,7 +18,7 @@ __all__ = ['FinetuneConfig', 'TASK_KEYS', 'is_task_file']
 TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'eval_batch_size', 'max_length',
              'warmup_fraction', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps',
              'clip_grad', 'dropout', 'double_unordered', 'drop_empty', 'max_train_samples', 'stsb_scale',
-             'length_bucketing')
+             'length_bucketing', 'loss_reduction')
 
 
 def is_task_file(entry: str) -> bool:
@@ -81,6 +81,10 @@ class FinetuneConfig:
     adam_beta2: float = field(0.999, 'Adam beta2')
     adam_eps: float = field(1e-6, 'Adam epsilon')
     clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
+    loss_reduction: str = choice_field('sum', ['sum', 'mean', 'token'],
+                                       "the examples' losses summed over the batch, as the official run_finetuning.py "
+                                       "(clipping then acts on batch_size times the mean's gradient), or 'mean' as "
+                                       "PyTorch and the replication; 'token' (tagging): the mean over labelled words")
     dropout: float = field(0.1, 'dropout on the [CLS] vector before the output layer')
     length_bucketing: bool = field(False, 'train on batches of examples of similar length (less padding, faster; batches '
                                           'differ from the official random ones: docs/fidelity.md)')
@@ -175,6 +179,16 @@ class FinetuneConfig:
         own = getattr(self.file_tasks().get(name), 'hparams', {}) if any(map(is_task_file, self.tasks)) else {}
         values = {**own, **self.task_overrides.get(name, {})}
         return config_from_dict(FinetuneConfig, {**values, 'task_overrides': {}}, source=f'task_overrides.{name}', base=self)
+
+    def check_task_kinds(self) -> None:
+        "Settings that only some task kinds take, checked against each task (a task's own config cannot: it lacks the others)."
+        files = self.file_tasks()
+        for name in self.task_names:
+            kind = getattr(files.get(name), 'kind', 'GLUE')
+            if kind != 'tagging' and self.for_task(name).loss_reduction == 'token':
+                where = f'task_overrides.{name}.' if 'loss_reduction' in self.task_overrides.get(name, {}) else ''
+                raise ConfigError(f"{where}loss_reduction: 'token' averages over a tagging task's labelled words; {name} "
+                                  f"is a {kind} task: use sum or mean for it (task_overrides.{name}.loss_reduction).")
 
     def hparams(self) -> dict:
         "The per-task keys and their values (what a run's results depend on, with the model and data)."

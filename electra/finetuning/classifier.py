@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.config.base import ConfigError
+from electra.finetuning.loss import FinetuningLoss
 from electra.training.optim import param_groups
 
 __all__ = ['load_pretrained', 'tf_dense', 'ElectraClassifier', 'ClassifierLoss', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned', 'read_finetuned']
@@ -59,31 +60,23 @@ def scaled_mse(out: torch.Tensor, target: torch.Tensor, scale: float = 1.0) -> t
     return F.mse_loss(out.float(), target / scale)
 
 
-class ClassifierLoss:
-    """The loss of a run: cross-entropy over classes, or `scaled_mse` for a regression head; the mean over the batch.
-    In a torchrun job (`global_divisors` set by `DataParallel`), this process's sum of example losses (times `weight`:
-    0 for a stand-in row, see `ShardedBatchSampler`) divided by the global batch's count over the processes, so that
-    DDP's average of the processes' gradients is the gradient of the whole batch's mean. `local_sum` and
-    `local_count` keep this process's share of the last batch for the epoch's mean loss."""
+class ClassifierLoss(FinetuningLoss):
+    """The loss of a classification, regression or multi-label run: each example's cross-entropy over classes, squared
+    error against the target / `scale` (`scaled_mse`), or mean binary cross-entropy over labels, reduced over the batch
+    as `FinetuningLoss` describes (`reduction`: 'sum', the official, or 'mean')."""
 
-    def __init__(self, regression: bool, scale: float = 1.0, multilabel: bool = False):
-        self.regression, self.scale, self.multilabel, self.global_divisors = regression, scale, multilabel, None
+    def __init__(self, regression: bool, scale: float = 1.0, multilabel: bool = False, reduction: str = 'sum'):
+        super().__init__(reduction)
+        self.regression, self.scale, self.multilabel = regression, scale, multilabel
 
-    def _per_example(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        "Each example's loss [b]; multi-label: the mean over labels of the binary cross-entropy of out [b, labels]."
+    def per_example(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        "Each example's float32 loss [b]; multi-label: the mean over labels of the binary cross-entropy of out [b, labels]."
         if self.regression: return (out.float() - target / self.scale) ** 2
         if self.multilabel: return F.binary_cross_entropy_with_logits(out.float(), target.float(), reduction='none').mean(-1)
-        return F.cross_entropy(out, target, reduction='none')
+        return F.cross_entropy(out.float(), target, reduction='none')
 
     def __call__(self, out: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
-        if self.global_divisors is None and weight is None:
-            if self.multilabel: return F.binary_cross_entropy_with_logits(out.float(), target.float())
-            return scaled_mse(out, target, self.scale) if self.regression else F.cross_entropy(out, target)
-        per = self._per_example(out, target)
-        w = torch.ones_like(per) if weight is None else weight.to(per.dtype)
-        self.local_sum, self.local_count = (per * w).sum(), w.sum()
-        count = self.local_count.detach().reshape(1)  # [1]
-        return self.local_sum / (count if self.global_divisors is None else self.global_divisors(count))[0]
+        return self.reduce(self.per_example(out, target), weight)
 
 
 # -- layer-wise learning rates

@@ -59,17 +59,16 @@ def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, fl
     from fastai.callback.core import Callback
 
     class EpochEval(Callback):
-        "Sums the training loss on the device and, after each epoch, scores the dev sets and reports (no per-step reads)."
+        "Sums the training loss on the device and, after each epoch, scores the dev sets and reports its mean (no per-step reads)."
         order = 70
 
         def before_epoch(self): self.loss_sum, self.n = 0.0, 0
 
         def after_batch(self):
             if not self.training: return
-            if self.loss_func.global_divisors is not None:  # DDP: this process's sum and count, added up below
-                part, bs = self.loss_func.local_sum.detach().float(), self.loss_func.local_count.detach()
-            else: bs = self.yb[0].shape[0]; part = self.learn.loss.detach().float() * bs
-            self.loss_sum, self.n = self.loss_sum + part, self.n + bs
+            # this process's sum and count (examples; tagging's 'token': words), whatever the reduction trained on
+            part, n = self.loss_func.local_sum.detach().float(), self.loss_func.local_count.detach()
+            self.loss_sum, self.n = self.loss_sum + part, self.n + n
 
         def after_epoch(self):
             total = all_reduce_sum(torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in (self.loss_sum, self.n)]))

@@ -160,6 +160,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
     the table is the same as one process's."""
     results = ResultsTable(Path(cfg.output_dir) / cfg.group / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
+    cfg.check_task_kinds()
     _check_lengths(cfg, pretrained.config.max_position_embeddings)
     plan = _plan(cfg, tokenizer, source, results, say)
     from electra.finetuning.workers import parallel_runs, run_on_workers  # (workers.py builds on this module)

@@ -88,7 +88,7 @@ def test_sts_b_targets_learned_on_the_official_scale(tiny, tmp_path, scale):
     loader = torch.utils.data.DataLoader(list(zip(ids, mask, types, y)), batch_size=2)  # one batch, in order
     loss = ClassificationTask(TASKS['STS-B'], None).loss_func(clf, cfg)  # the kind's loss reads the model's scale
     learn = learner.finetuning_learner(clf, loader, [], cfg, loss, torch.device('cpu'), None)
-    assert float(learn.loss_func(raw, y)) == pytest.approx(float(((raw - y / scale) ** 2).mean()), rel=1e-6)
+    assert float(learn.loss_func(raw, y)) == pytest.approx(float(((raw - y / scale) ** 2).sum()), rel=1e-6)  # official sum
     assert np.allclose(learner.predict_outputs(clf, loader), scale * raw.numpy(), atol=1e-6)
     path = tmp_path / 'run.pth'
     torch.save({'format': 'electra-glue', 'n_outputs': 1, 'dropout': 0.0, 'target_scale': scale,

@@ -58,7 +58,7 @@ class ClassificationTask(FinetuningTask):
         return {'n_outputs': model.n_outputs, 'dropout': model.dropout.p, 'target_scale': model.target_scale}
 
     def loss_func(self, model, task_cfg):
-        return ClassifierLoss(self.info.is_regression, model.target_scale, self.info.multilabel)
+        return ClassifierLoss(self.info.is_regression, model.target_scale, self.info.multilabel, task_cfg.loss_reduction)
 
     def loader(self, enc, task_cfg, pad_id, train, seed=0, shard=None, pin=False):
         if train: return make_loader(enc, task_cfg.batch_size, True, pad_id, seed, task_cfg.num_workers, pin,

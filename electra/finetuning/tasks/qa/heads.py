@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.finetuning.classifier import tf_dense
+from electra.finetuning.loss import FinetuningLoss
 from electra.finetuning.tasks.qa.data import QAExample
 from electra.finetuning.tasks.qa.features import Window
 
@@ -115,39 +116,30 @@ class ElectraQA(nn.Module):
         return self.classifier(h, attention_mask, token_type_ids, start_positions)
 
 
-class QALoss:
+class QALoss(FinetuningLoss):
     """The official QA loss of each window: the mean of the start and end cross-entropies, plus `answerable_weight`
     times the sigmoid cross-entropy of the unanswerable logit against `is_impossible` when the classifier is on (the
     official code adds it whenever `answerable_classifier` is set, SQuAD 1.1 included, where every target is 0).
-    `__call__` averages over the batch, as the library's GLUE loss does; the official model sums over it.
+    The windows' losses are reduced over the batch as `FinetuningLoss` describes (`reduction`: 'sum', the official
+    `FinetuningModel`'s, or 'mean'); `weight` [B] is each window's weight."""
 
-    As `ClassifierLoss`: `weight` [B] is each window's weight (0 for a stand-in row of `ShardedBatchSampler`), and in
-    a torchrun job (`global_divisors` set by `DataParallel`) the loss is this process's weighted sum divided by the
-    global batch's count over the processes, so that DDP's average of the gradients is the whole batch's mean;
-    `local_sum` and `local_count` keep this process's share of the last batch for the epoch's mean loss."""
-
-    def __init__(self, answerable_classifier: bool = True, answerable_weight: float = 0.5):
+    def __init__(self, answerable_classifier: bool = True, answerable_weight: float = 0.5, reduction: str = 'sum'):
+        super().__init__(reduction)
         self.answerable_classifier, self.answerable_weight = answerable_classifier, answerable_weight
-        self.global_divisors = None
 
     def losses(self, out: dict, start_positions: torch.Tensor, end_positions: torch.Tensor,
                is_impossible: torch.Tensor) -> torch.Tensor:
         "float32 [B]: each window's loss."
-        loss = (F.cross_entropy(out['start_logits'], start_positions, reduction='none') +
-                F.cross_entropy(out['end_logits'], end_positions, reduction='none')) / 2.0
+        loss = (F.cross_entropy(out['start_logits'].float(), start_positions, reduction='none') +
+                F.cross_entropy(out['end_logits'].float(), end_positions, reduction='none')) / 2.0
         if self.answerable_classifier:
             loss = loss + self.answerable_weight * F.binary_cross_entropy_with_logits(
-                out['answerable_logit'], is_impossible.float(), reduction='none')
+                out['answerable_logit'].float(), is_impossible.float(), reduction='none')
         return loss
 
     def __call__(self, out: dict, start_positions, end_positions, is_impossible,
                  weight: torch.Tensor | None = None) -> torch.Tensor:
-        per = self.losses(out, start_positions, end_positions, is_impossible)
-        if self.global_divisors is None and weight is None: return per.mean()
-        w = torch.ones_like(per) if weight is None else weight.to(per.device, per.dtype)
-        self.local_sum, self.local_count = (per * w).sum(), w.sum()
-        count = self.local_count.detach().reshape(1)  # [1]
-        return self.local_sum / (count if self.global_divisors is None else self.global_divisors(count))[0]
+        return self.reduce(self.losses(out, start_positions, end_positions, is_impossible), weight)
 
 
 # -- decoding (official qa_metrics.py, `SpanBasedQAScorer.write_predictions`)

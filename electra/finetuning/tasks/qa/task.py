@@ -298,7 +298,7 @@ class QATask(FinetuningTask):
 
     def loss_func(self, model, task_cfg):
         from electra.finetuning.tasks.qa.heads import QALoss
-        return QALoss(self.spec.answerable_classifier, self.spec.answerable_weight)
+        return QALoss(self.spec.answerable_classifier, self.spec.answerable_weight, task_cfg.loss_reduction)
 
     def loader(self, enc, task_cfg, pad_id, train, seed=0, shard=None, pin=False):
         windows = enc.windows if isinstance(enc, QASplit) else enc

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.finetuning.classifier import tf_dense
+from electra.finetuning.loss import FinetuningLoss
 from electra.finetuning.tasks.tagging.encoding import IGNORE_INDEX
-from electra.training.distributed import gather_objects, is_distributed, world
+from electra.training.distributed import gather_objects
 
 __all__ = ['ElectraTagger', 'TaggingLoss', 'predict_windows']
 
@@ -38,38 +39,19 @@ class ElectraTagger(nn.Module):
         return self.classifier(self.dropout(h))  # [B, T, n_labels]
 
 
-class TaggingLoss:
-    """Cross-entropy of the logits [B, T, C] at the labelled pieces of `target` [B, T] (-100 elsewhere). `reduction`:
+class TaggingLoss(FinetuningLoss):
+    """Cross-entropy of the logits [B, T, C] at the labelled pieces of `target` [B, T] (-100 elsewhere); each window's
+    loss is the sum over its labelled words, as the official per-sentence loss (module docstring). `reduction`, as
+    `FinetuningLoss`: 'sum' (default) over the batch's windows, as the official code trains; 'mean' over the windows;
+    'token' over the batch's labelled words. `weight` [B]: each window's weight."""
 
-    - 'official': the sum over every labelled word of the batch, as the official code trains (module docstring);
-    - 'example' (default): each window's sum averaged over the batch's windows: the official per-example loss
-      averaged, as `ClassifierLoss` does for GLUE (docs/fidelity.md, "fine-tuning loss");
-    - 'token': the mean over the batch's labelled words.
-
-    `weight` [B]: each window's weight (0 for a stand-in row of `ShardedBatchSampler`). In a torchrun job
-    (`global_divisors` set by `DataParallel`), this process's sum divided by the global batch's count, so that DDP's
-    average of the gradients is the whole batch's; `local_sum` and `local_count` keep this process's share."""
-
-    REDUCTIONS = ('official', 'example', 'token')
-
-    def __init__(self, reduction: str = 'example'):
-        if reduction not in self.REDUCTIONS: raise ValueError(f"reduction: {reduction!r} is not one of {self.REDUCTIONS}")
-        self.reduction, self.global_divisors = reduction, None
+    reductions = ('sum', 'mean', 'token')
 
     def __call__(self, out: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
         b, t, c = out.shape
         per = F.cross_entropy(out.float().reshape(b * t, c), target.reshape(b * t), reduction='none',
                               ignore_index=IGNORE_INDEX).view(b, t)  # 0 where ignored
-        w = torch.ones(b, device=out.device) if weight is None else weight.to(out.device, torch.float32)
-        self.local_sum = (per.sum(1) * w).sum()
-        if self.reduction == 'token': count = ((target != IGNORE_INDEX).sum(1) * w).sum()
-        elif self.reduction == 'example': count = w.sum()
-        else:  # a sum: under DDP's mean over W processes each process counts 1/W, so the divisor comes out 1/W
-            count = torch.tensor(1.0 / (world().size if is_distributed() else 1), device=out.device)
-        self.local_count = count.detach().float().reshape(())  # a scalar, as ClassifierLoss's (summed per epoch)
-        if self.global_divisors is not None: return self.local_sum / self.global_divisors(self.local_count.reshape(1))[0]
-        if self.reduction == 'official': return self.local_sum
-        return self.local_sum / self.local_count.clamp(min=1e-6)
+        return self.reduce(per.sum(1), weight, counts=(target != IGNORE_INDEX).sum(1))
 
 
 @torch.no_grad()

@@ -9,8 +9,8 @@
     metrics: [f1, precision, recall, accuracy]   # the first is the score; plain: accuracy
     strict: false                 # seqeval's strict mode for the entity scores (default: conlleval's rules)
     stride: 32                    # word pieces of context shared by the windows of a sentence too long for one
-    loss: example                 # per-window sums averaged over the batch; 'official' sums over it; 'token'
     max_length: 256               # and any per-task hyperparameter of the job (epochs, lr, ...)
+    loss_reduction: sum           # over the batch's windows, as official; 'mean' over windows; 'token' over words
 
 As the official tagging task (google-research/electra, finetune/tagging/tagging_tasks.py): labels are the training
 file's tags, sorted; each word's label sits on its first word piece; the head is a dense layer on every position,
@@ -32,9 +32,8 @@ from electra.finetuning.tasks.tagging.encoding import EncodedTagging, encode_tag
 
 __all__ = ['TaggingSpec', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
 
-KEYS = ('name', 'kind', 'train', 'dev', 'test', 'scheme', 'metrics', 'strict', 'stride', 'loss')
+KEYS = ('name', 'kind', 'train', 'dev', 'test', 'scheme', 'metrics', 'strict', 'stride')
 METRICS = ('f1', 'precision', 'recall', 'accuracy')
-LOSSES = ('official', 'example', 'token')
 DEFAULTS = {'max_length': 256, 'dropout': 0.0}  # the official chunking length; the official head has no dropout
 
 
@@ -49,7 +48,6 @@ class TaggingSpec:
     metrics: tuple[str, ...]
     strict: bool
     stride: int
-    loss: str
     hparams: dict
 
 
@@ -69,6 +67,7 @@ def _metrics(path: Path, raw: dict) -> tuple[str, ...]:
 def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
     "The tagging task a YAML file describes (`raw`: its mapping), checked: keys, scheme, metrics, files present."
     from electra.finetuning.tasks.files import task_hparams
+    if 'loss' in raw: _fail(path, "loss: now the job's per-task key loss_reduction: sum (official), mean or token.")
     hparams = task_hparams(path, raw, DEFAULTS)
     unknown = sorted(set(raw) - set(KEYS))
     if unknown: _fail(path, f"unknown key(s) {', '.join(unknown)}; a tagging task file has {', '.join(KEYS)} and per-task hyperparameters.")
@@ -76,7 +75,6 @@ def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
         if not raw.get(key): _fail(path, f"'{key}' is missing: a tagging task names its train and dev files.")
     scheme = raw.get('scheme', 'auto')
     if scheme not in (*SCHEMES, 'auto'): _fail(path, f"scheme: {scheme!r} is not one of {', '.join(SCHEMES)} or auto.")
-    if raw.get('loss', 'example') not in LOSSES: _fail(path, f"loss: {raw.get('loss')!r} is not one of {', '.join(LOSSES)}.")
     stride = raw.get('stride', 32)
     if not isinstance(stride, int) or isinstance(stride, bool) or stride < 0: _fail(path, f"stride: {stride!r} is not a whole number >= 0.")
     if not isinstance(raw.get('strict', False), bool): _fail(path, f"strict: {raw['strict']!r} is not true or false.")
@@ -84,7 +82,7 @@ def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
     for split, f in files.items():
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
     return TaggingSpec(path.resolve(), str(raw.get('name') or path.stem), 'tagging', files, scheme, _metrics(path, raw),
-                       raw.get('strict', False), stride, raw.get('loss', 'example'), hparams)
+                       raw.get('strict', False), stride, hparams)
 
 
 @dataclass
@@ -110,7 +108,7 @@ class TaggingTask(FinetuningTask):
     def settings(self) -> dict:
         s = self.spec
         return {'files': {k: str(v) for k, v in s.files.items()}, 'scheme': self.data.scheme, 'strict': s.strict,
-                'stride': s.stride, 'loss': s.loss}
+                'stride': s.stride}
 
     def split(self, name: str, tokenizer, max_length: int) -> TaggingSplit:
         "A file's windows; a file without tags (a test file) gets no labels."
@@ -131,7 +129,7 @@ class TaggingTask(FinetuningTask):
 
     def loss_func(self, model, task_cfg):
         from electra.finetuning.tasks.tagging.model import TaggingLoss
-        return TaggingLoss(self.spec.loss)
+        return TaggingLoss(task_cfg.loss_reduction)
 
     def loader(self, split, task_cfg, pad_id, train, seed=0, shard=None, pin=False):
         bs = task_cfg.batch_size if train else task_cfg.eval_batch_size  # `batch_size`: the global batch under torchrun

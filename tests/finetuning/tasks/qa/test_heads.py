@@ -135,7 +135,7 @@ def test_loss_hand_computed():
     span = ((lse_s - 2.0) + (lse_e - 0.0)) / 2  # start 2, end 3
     bce = math.log(1 + math.exp(-0.5))  # target 1 (unanswerable): -log sigmoid(0.5)
     args = (torch.tensor([2]), torch.tensor([3]), torch.tensor([1.0]))
-    assert QALoss(True, 0.5)(out, *args).item() == pytest.approx(span + 0.5 * bce, rel=1e-6)
+    assert QALoss(True, 0.5)(out, *args).item() == pytest.approx(span + 0.5 * bce, rel=1e-6)  # one window: sum = mean
     assert QALoss(False)(out, *args).item() == pytest.approx(span, rel=1e-6)
     two = {k: torch.cat([v, v]) for k, v in out.items()}
     per = QALoss(True, 0.5).losses(two, torch.tensor([2, 0]), torch.tensor([3, 0]), torch.tensor([1.0, 0.0]))

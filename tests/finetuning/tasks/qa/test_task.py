@@ -192,9 +192,10 @@ def test_loss_with_weights_and_global_divisors_equals_the_hand_computation():
     z = out['answerable_logit']
     bce = -(impossible * F.logsigmoid(z) + (1 - impossible) * F.logsigmoid(-z))
     per = [-(ls[i, start[i]] + le[i, end[i]]) / 2 + 0.5 * bce[i] for i in range(b)]
-    loss = QALoss(True, 0.5)
+    assert QALoss(True, 0.5)(out, start, end, impossible).item() == pytest.approx(sum(p.item() for p in per), rel=1e-6)
+    loss = QALoss(True, 0.5, reduction='mean')
     assert loss.global_divisors is None
-    # no weight, no divisors: the batch mean (the library's single-process loss)
+    # no weight, no divisors: the batch mean
     assert loss(out, start, end, impossible).item() == pytest.approx(sum(p.item() for p in per) / b, rel=1e-6)
     # weights: the weighted sum over the weights' sum; a weight-0 row counts nowhere
     want = sum(per[i].item() * weight[i].item() for i in range(b))
@@ -211,7 +212,7 @@ def test_loss_with_weights_and_global_divisors_equals_the_hand_computation():
     other = {k: v.detach().clone() for k, v in out.items()}
     other['start_logits'][2] = 50.0  # the weight-0 row changed: the loss does not move
     assert loss(other, start, end, impossible, weight).item() == pytest.approx(want / 4, rel=1e-6)
-    assert QALoss(False)(out, start, end, impossible, weight).item() == pytest.approx(
+    assert QALoss(False, reduction='mean')(out, start, end, impossible, weight).item() == pytest.approx(
         sum((per[i] - 0.5 * bce[i]).item() * weight[i].item() for i in range(b)) / 4, rel=1e-6)
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, config_from_dict
+from electra.config.finetune import FinetuneConfig
 from electra.finetuning import sweep
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.tasks.files import read_task_file
@@ -42,16 +43,21 @@ def read_columns(path: Path) -> list[list[list[str]]]:
 
 def test_task_file_defaults_and_errors(tmp_path):
     spec = read_task_file(demo_task(tmp_path))
-    assert (spec.name, spec.kind, spec.scheme, spec.metrics, spec.stride, spec.loss, spec.strict) == \
-        ('ner', 'tagging', 'auto', ('f1', 'precision', 'recall', 'accuracy'), 32, 'example', False)
+    assert (spec.name, spec.kind, spec.scheme, spec.metrics, spec.stride, spec.strict) == \
+        ('ner', 'tagging', 'auto', ('f1', 'precision', 'recall', 'accuracy'), 32, False)
     assert spec.hparams == {'max_length': 256, 'dropout': 0.0}  # official chunking length, the head's no dropout
-    assert read_task_file(demo_task(tmp_path, 'max_length: 96\nepochs: 4\n')).hparams == \
-        {'max_length': 96, 'dropout': 0.0, 'epochs': 4}
+    assert read_task_file(demo_task(tmp_path, 'max_length: 96\nepochs: 4\nloss_reduction: token\n')).hparams == \
+        {'max_length': 96, 'dropout': 0.0, 'epochs': 4, 'loss_reduction': 'token'}
     cases = [('colour: red\n', "unknown key.*colour"), ('scheme: BIO\n', "scheme: 'BIO'"),
-             ('loss: mean\n', "loss: 'mean'"), ('stride: -1\n', 'stride: -1'), ('metrics: [f1, mcc]\n', 'metrics: mcc'),
+             ('loss: mean\n', 'loss: now .*loss_reduction'), ('loss_reduction: avg\n', "loss_reduction: 'avg'"), ('stride: -1\n', 'stride: -1'), ('metrics: [f1, mcc]\n', 'metrics: mcc'),
              ('max_length: 2000\n', 'max_length: must be between 8 and 512')]
     for extra, message in cases:
         with pytest.raises(ConfigError, match=rf"ner\.yaml: .*{message}"): read_task_file(demo_task(tmp_path, extra))
+    token = demo_task(tmp_path, 'loss_reduction: token\n')  # the task's own key: its loss averages over words
+    cfg = config_from_dict(FinetuneConfig, {'tasks': ['STS-B', str(token)]})
+    cfg.check_task_kinds()  # 'token' is fine for the tagging task; STS-B keeps the job's sum
+    task = TaggingTask(read_task_file(token))
+    assert task.loss_func(None, cfg.for_task('ner')).reduction == 'token' and cfg.for_task('STS-B').loss_reduction == 'sum'
     path = demo_task(tmp_path)
     (tmp_path / 'ner' / 'dev.txt').unlink()
     with pytest.raises(ConfigError, match=r"ner\.yaml: dev: .*dev\.txt not found"): read_task_file(path)

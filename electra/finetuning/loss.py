@@ -1,0 +1,47 @@
+"""How a fine-tuning loss turns each example's loss into the batch's, one rule for every task kind (GLUE
+classification and regression, multi-label, tagging, QA).
+
+Official `FinetuningModel` (google-research/electra, run_finetuning.py) sums the per-example losses over the batch
+(`tf.reduce_sum`), so its gradient is 32 times the mean's at batch 32. Adam mostly cancels the factor, but gradient
+clipping at global norm 1.0 and Adam's eps of 1e-6 act on the larger gradient: the summed loss is clipped at nearly
+every step. `loss_reduction: sum` (the default) trains on that sum; 'mean' averages over the batch as PyTorch's losses
+and the fastai replication do; 'token' (tagging only) averages over the batch's labelled words.
+"""
+from __future__ import annotations
+
+import torch
+
+from electra.training.distributed import world
+
+__all__ = ['LOSS_REDUCTIONS', 'FinetuningLoss']
+
+LOSS_REDUCTIONS = ('sum', 'mean', 'token')
+
+
+class FinetuningLoss:
+    """Base of the fine-tuning losses: a subclass computes each example's loss [B] and returns `self.reduce(...)`.
+
+    `weight` [B] is each example's weight (0 for a stand-in row of `ShardedBatchSampler`). In a torchrun job of W
+    processes (`global_divisors` set by `DataParallel`) DDP averages the processes' gradients, so 'sum' returns this
+    process's sum times W, and 'mean' / 'token' divide this process's sum by the global batch's count over W: either
+    way the gradient is the whole batch's. `local_sum` and `local_count` keep this process's share of the last batch
+    (examples, or labelled words for 'token'), so the epoch's reported loss is a mean whatever the reduction."""
+
+    reductions = ('sum', 'mean')
+
+    def __init__(self, reduction: str = 'sum'):
+        if reduction not in self.reductions:
+            raise ValueError(f"loss_reduction: {reduction!r} is not one of {', '.join(self.reductions)} for "
+                             f"{type(self).__name__}")
+        self.reduction, self.global_divisors = reduction, None
+
+    def reduce(self, per: torch.Tensor, weight: torch.Tensor | None = None,
+               counts: torch.Tensor | None = None) -> torch.Tensor:
+        "The batch's loss from each example's float32 loss `per` [B]; `counts` [B]: what 'token' averages over."
+        w = torch.ones_like(per) if weight is None else weight.to(per.device, per.dtype)
+        self.local_sum = (per * w).sum()
+        self.local_count = ((counts.to(per.dtype) if self.reduction == 'token' else torch.ones_like(per)) * w).sum()
+        if self.reduction == 'sum': return self.local_sum * (world().size if self.global_divisors is not None else 1)
+        count = self.local_count.detach().reshape(1)  # [1]
+        divisor = count.clamp(min=1e-6) if self.global_divisors is None else self.global_divisors(count)
+        return self.local_sum / divisor[0]

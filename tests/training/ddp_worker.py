@@ -57,12 +57,12 @@ def main(out: str, batch_size: int, loss_mean: str, grad_accum_steps: int, objec
     dl = pretraining_dataloader(examples(), cfg.batch_size, LENGTH, 0, 0, cfg.steps, rank=procs.rank,
                                 world_size=procs.size)
     MaskingCallback.before_batch = mask_per_example
-    run_dir = Path(tempfile.mkdtemp(prefix=f'ddp_worker_{procs.rank}_'))
-    learn = pretraining_learner(cfg, model, BenchTokenizer(VOCAB), dl, run_dir, torch.device('cpu'), 'fp32')
-    learn.fit(1)
+    with tempfile.TemporaryDirectory(prefix=f'ddp_worker_{procs.rank}_') as tmp:  # removed before the process ends
+        learn = pretraining_learner(cfg, model, BenchTokenizer(VOCAB), dl, Path(tmp), torch.device('cpu'), 'fp32')
+        learn.fit(1)
+        metrics = (Path(tmp) / 'metrics.csv').read_text() if procs.rank == 0 else ''
     finish_distributed()  # every process leaves the group before any exits; the others end here
-    if procs.rank == 0:
-        torch.save({'model': model.state_dict(), 'metrics': (run_dir / 'metrics.csv').read_text()}, out)
+    if procs.rank == 0: torch.save({'model': model.state_dict(), 'metrics': metrics}, out)
 
 
 if __name__ == '__main__':

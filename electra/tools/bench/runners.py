@@ -116,7 +116,8 @@ class LearnerRunner(FitRunner):
         from electra.pretraining.callbacks import ProgressBar
         from electra.pretraining.learner import pretraining_learner
         self.name, self.loader = name, Batches(batches)
-        self.run_dir = Path(tempfile.mkdtemp(prefix='electra_bench_'))
+        self._tmp = tempfile.TemporaryDirectory(prefix='electra_bench_')  # removed with the runner, or at exit
+        self.run_dir = Path(self._tmp.name)
         self.learn = pretraining_learner(cfg, model, BenchTokenizer(model.vocab_size), self.loader, self.run_dir, device,
                                    precision)
         self.learn.remove_cbs([cb for cb in self.learn.cbs if isinstance(cb, ProgressBar)])

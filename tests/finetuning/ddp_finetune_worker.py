@@ -1,10 +1,10 @@
-"""One fine-tuning run of a tiny model, as one process or as one rank of a torchrun job, for `test_parallel_run.py`:
-the same synthetic task (33 training examples of uneven lengths, so the last batch of 8 holds one example and one
-process gets a stand-in row), no dropout, so any number of processes must give the same parameters. Rank 0 saves the
-model's state and the run's history (train loss and dev metrics per epoch) to OUT.
+"""Fine-tuning runs of a tiny model, as one process or as one rank of a torchrun job, for `test_parallel_run.py`:
+synthetic GLUE-like tasks (33 training examples of uneven lengths, so the last batch of 8 holds one example and one
+process gets a stand-in row) and task files, no dropout, so any number of processes must give the same parameters.
+Rank 0 saves each run's model state and history (train loss and dev metrics per epoch) to OUT/<i>.pt, i the task's
+place on the command line; one launch trains them all, as a sweep does.
 
-    python ddp_finetune_worker.py OUT TASK                                        # one process
-    python ddp_finetune_worker.py OUT path/to/tagging.yaml                        # a task file (`tagging_files`)
+    python ddp_finetune_worker.py OUT MNLI STS-B path/to/tagging.yaml             # one process (`tagging_files`)
     python -m torch.distributed.run --nproc_per_node 2 ddp_finetune_worker.py ...  # two
 """
 import random
@@ -71,8 +71,8 @@ def qa_files(root: Path) -> Path:
     return root / 'qa.yaml'
 
 
-def main(out: str, task_name: str) -> None:
-    procs = init_distributed(torch.device('cpu'))
+def train(task_name: str, out: Path) -> dict:
+    "One run of the task (a GLUE name or a task file) from the same tiny body: its model state and history."
     torch.manual_seed(0)
     cfg = transformers.ElectraConfig(vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
@@ -83,15 +83,22 @@ def main(out: str, task_name: str) -> None:
     if task_name.endswith('.yaml'):
         task = make_task(read_task_file(task_name))
         tok = transformers.ElectraTokenizerFast(vocab_file=str(Path(task_name).with_name('vocab.txt')))
-        data = task.prepare(task_cfg, tok, Path(out).parent / 'cache', False)
+        data = task.prepare(task_cfg, tok, out / 'cache', False)
     else:
         task = TASKS[task_name]
         data = TaskData(ClassificationTask(task, None), encoded(33, task.is_regression, 1),
                         {s: encoded(13, task.is_regression, 2 + k) for k, s in enumerate(task.dev_splits)})
     model, history = train_run(data, task_cfg, body, 7, torch.device('cpu'), None, 0)
+    return {'model': model.state_dict(), 'history': history}
+
+
+def main(out: str, *task_names: str) -> None:
+    procs = init_distributed(torch.device('cpu'))
+    runs = [train(name, Path(out)) for name in task_names]
     finish_distributed()  # every process leaves the group before any exits; the others end here
-    if procs.rank == 0: torch.save({'model': model.state_dict(), 'history': history}, out)
+    if procs.rank == 0:
+        for i, r in enumerate(runs): torch.save(r, Path(out) / f'{i}.pt')
 
 
 if __name__ == '__main__':
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], *sys.argv[2:])

@@ -15,22 +15,33 @@ from tests.support.distributed import max_diff, run, torchrun
 WORKER = Path(__file__).with_name('ddp_finetune_worker.py')
 
 
-@pytest.mark.parametrize('task', ['MNLI', 'STS-B', 'tagging', 'qa'])  # classes (two dev sets), regression, tags, QA
-def test_two_processes_train_the_run_of_one(tmp_path, task):
+KINDS = ['MNLI', 'STS-B', 'tagging', 'qa']  # classes (two dev sets), regression, tags, QA
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    "The run of each kind trained by one process and by a torchrun job of two: one launch each, as a sweep trains."
     from tests.finetuning.ddp_finetune_worker import qa_files, tagging_files
-    if task == 'tagging': task = str(tagging_files(tmp_path / 'tagging'))  # windows of 16, seqeval on gathered tags
-    if task == 'qa': task = str(qa_files(tmp_path / 'qa'))  # QALoss with weights, the beam's rows gathered, decoded
-    run([sys.executable, str(WORKER), str(tmp_path / 'one.pt'), task], tmp_path)
-    run(torchrun(WORKER, tmp_path / 'two.pt', task), tmp_path)
-    one, two = (torch.load(tmp_path / f'{n}.pt', weights_only=False) for n in ('one', 'two'))
+    root = tmp_path_factory.mktemp('ddp_finetune')
+    # tagging: windows of 16, seqeval on gathered tags; QA: QALoss with weights, the beam's rows gathered, decoded
+    tasks = ['MNLI', 'STS-B', str(tagging_files(root / 'tagging')), str(qa_files(root / 'qa'))]
+    for name, cmd in (('one', [sys.executable, str(WORKER)]), ('two', torchrun(WORKER))):
+        (root / name).mkdir()
+        run([*cmd, str(root / name), *tasks], root)
+    return root
+
+
+@pytest.mark.parametrize('task', KINDS)
+def test_two_processes_train_the_run_of_one(runs, task):
+    one, two = (torch.load(runs / n / f'{KINDS.index(task)}.pt', weights_only=False) for n in ('one', 'two'))
     # the QA start/end biases shift every position's logit alike, so a softmax over positions gives them no gradient:
     # what they get is float noise, which Adam scales up to steps of the learning rate's size
-    zero_grad = {'classifier.start.bias', 'classifier.end.bias'} if task.endswith('qa.yaml') else set()
+    zero_grad = {'classifier.start.bias', 'classifier.end.bias'} if task == 'qa' else set()
     # the answerability head's gradients are tiny here too: Adam scales their float noise (summation order differs by
     # CPU) to ~1e-5 on some machines, still far below one step of the learning rate (1e-3)
     small_grad = {'classifier.answerable_hidden.weight', 'classifier.answerable_hidden.bias'}
     assert max_diff(*({k: v for k, v in m['model'].items() if k not in zero_grad | small_grad} for m in (one, two))) < 2e-6
-    if task.endswith('qa.yaml'): assert max_diff(*({k: m['model'][k] for k in small_grad} for m in (one, two))) < 1e-4
+    if task == 'qa': assert max_diff(*({k: m['model'][k] for k in small_grad} for m in (one, two))) < 1e-4
     assert len(one['history']) == len(two['history']) == 2
     for a, b in zip(one['history'], two['history']):
         assert a.keys() == b.keys() and abs(a['train_loss'] - b['train_loss']) < 1e-6

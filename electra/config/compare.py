@@ -78,6 +78,9 @@ class CompareConfig:
     finetune_overrides: dict = field({}, 'finetune keys (data, runs, epochs, lr, device, task_overrides, ...); on the '
                                          'command line also --finetune.KEY VALUE')
     tasks: list[str] = field([], "tasks to fine-tune on (GLUE names or task files); empty: the finetune config's tasks")
+    finetune_at: list[float] = field([1.0], "fractions of each pretraining run whose checkpoint is fine-tuned, 1.0 (the "
+                                            "finished run) among them: several give each variant's score against "
+                                            "pretraining compute along its run, as the curves of the paper's Figure 3")
     # -- running
     threads: int = field(0, 'OMP_NUM_THREADS of the launched jobs (1 is fastest for tiny models on a busy CPU); '
                             '0: inherit the environment')
@@ -103,6 +106,10 @@ class CompareConfig:
              "give a finetune preset, e.g. 'small' or 'demo'.")
         _check_reserved(self.finetune_overrides, FINETUNE_RESERVED, 'finetune_overrides')
         need(all(',' not in t for t in self.tasks), 'tasks', 'a task name or file path cannot contain a comma.')
+        need(all(0 < f <= 1 for f in self.finetune_at) and 1.0 in self.finetune_at, 'finetune_at',
+             f"fractions in (0, 1], 1.0 (the finished run) among them, e.g. [0.25, 0.5, 1.0]; got {self.finetune_at}.")
+        need(len(set(self.finetune_at)) == len(self.finetune_at), 'finetune_at', f'a fraction is listed twice: {self.finetune_at}.')
+        need(self.finetune or self.finetune_at == [1.0], 'finetune_at', 'fine-tuning is off (finetune: false).')
         need(self.threads >= 0, 'threads', f'must be 0 (inherit) or positive, got {self.threads}.')
 
     def variant_specs(self) -> list[VariantSpec]:

@@ -5,7 +5,8 @@
 
 Every variant (a pretrain preset chain plus overrides) is resolved and checked first, then pretrained once per seed
 with `pretrain.py` (steps set by the budget: equal FLOPs or equal steps) and fine-tuned with `finetune.py`; the table
-(`table.csv`, `table.md`) and the plot (`plot.png`) go to `<output_dir>/<name>/`. Run again, it skips what is done,
+(`table.csv`, `table.md`; `curve.csv` when `finetune_at` names checkpoints along the runs) and the plot
+(`plot.png`) go to `<output_dir>/<name>/`. Run again, it skips what is done,
 resumes what was interrupted, and rebuilds the table from what is on disk. `--help` lists every key."""
 from __future__ import annotations
 
@@ -80,6 +81,10 @@ def plan_text(plan: Plan) -> str:
     if plan.finetune is not None:
         lines += [f'  python finetune.py {shlex.join(plan.runs[0].finetune_args)}',
                   f"fine-tuning: {', '.join(plan.tasks)}, {plan.finetune.runs} run(s) per task per pretrained model"]
+        if len(cfg.finetune_at) > 1:
+            at = ', '.join(f'{f:g}' for f in sorted(cfg.finetune_at))
+            lines.append(f'  and per checkpoint at {at} of each pretraining run ({len(cfg.finetune_at)} fine-tunings '
+                         f'per run; the .pth checkpoints, e.g. {plan.runs[0].points[0].model.name})')
     return '\n'.join(lines)
 
 

@@ -14,7 +14,7 @@ from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
 
-__all__ = ['cli_value', 'cli_pairs', 'VariantPlan', 'RunPlan', 'Plan', 'steps_at_budget', 'make_plan']
+__all__ = ['cli_value', 'cli_pairs', 'VariantPlan', 'FinetunePoint', 'RunPlan', 'Plan', 'steps_at_budget', 'make_plan']
 
 
 def cli_value(value, key: str) -> str:
@@ -56,21 +56,42 @@ class VariantPlan:
 
 
 @dataclass(frozen=True)
+class FinetunePoint:
+    "The fine-tuning of one checkpoint of a pretraining run: its fraction of the run, its step, model and job."
+    fraction: float
+    step: int              # the checkpoint's step (pretrain.py saves fraction f at max(1, round(f * steps)))
+    flops: float           # the training FLOPs of the run's steps up to it (`pretrain_flops_to_step`)
+    model: Path            # the exported discriminator (1.0) or the checkpoint <run_name>_<seed>_<pct>.pth
+    group: str             # finetune.py's group: <finetune_dir>/<group>/results.csv
+    args: list[str]        # finetune.py's command line
+
+
+@dataclass(frozen=True)
 class RunPlan:
-    "One pretraining run (a variant and a seed) and the fine-tuning of its discriminator."
+    "One pretraining run (a variant and a seed) and the fine-tuning of its checkpoints, the finished run's last."
     variant: VariantPlan
     seed: int
     run_name: str
     pretrain_dir: Path     # pretrain.py's output_dir (checkpoints <run_name>_<seed>_<pct>.pth)
     pretrain_args: list[str]
-    group: str             # finetune.py's group: <finetune_dir>/<group>/results.csv
-    finetune_args: list[str]
+    points: tuple[FinetunePoint, ...]  # by fraction; the last is 1.0
 
     @property
     def run_dir(self) -> Path: return self.pretrain_dir / f'{self.run_name}_{self.seed}'
 
     @property
     def model(self) -> Path: return self.run_dir / 'discriminator'
+
+    @property
+    def final(self) -> FinetunePoint: return self.points[-1]
+
+    @property
+    def group(self) -> str: return self.final.group
+
+    @property
+    def finetune_args(self) -> list[str]: return self.final.args
+
+    def point(self, fraction: float) -> FinetunePoint: return next(p for p in self.points if p.fraction == fraction)
 
     @property
     def label(self) -> str: return f'{self.variant.name} (seed {self.seed})'
@@ -160,6 +181,8 @@ def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
         steps = steps_at_budget(cfg.budget, ref_steps, flops[cfg.reference_name], flops[name])
         warmup = round(base.warmup_steps * steps / base.steps)  # the same fraction of the run as its presets give
         kept = {k: v for k, v in overrides.items() if k not in ('steps', 'warmup_steps')}  # the budget's instead
+        if cfg.finetune and not set(cfg.finetune_at) <= set(base.checkpoint_at):  # checkpoints to fine-tune
+            kept['checkpoint_at'] = sorted(set(base.checkpoint_at) | set(cfg.finetune_at))
         argv = ['--config', preset, *cli_pairs(kept), '--steps', str(steps), '--warmup_steps', str(warmup),
                 '--seed', str(cfg.seeds[0])]
         resolved = _resolve(argv, f"variant '{name}' (--config {preset})", quiet=False)
@@ -198,16 +221,31 @@ def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfi
     return fcfg, [t for t in fcfg.task_names if not (t in TASKS and TASKS[t].predicted_by)]
 
 
+def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, root: Path) -> tuple[FinetunePoint, ...]:
+    """The checkpoints of one run to fine-tune, by fraction: the exported discriminator for 1.0 (group
+    `<variant>_<seed>`), the checkpoint `.pth` before it (group `<variant>_<seed>_at<pct>pct`)."""
+    from electra.objective.flops import pretrain_flops_to_step
+    from electra.training.checkpoint import checkpoint_name
+    points = []
+    for f in sorted(cfg.finetune_at):
+        final = f == 1.0
+        model = (root / 'pretrain' / f'{run_name}_{seed}' / 'discriminator' if final
+                 else root / 'pretrain' / checkpoint_name(run_name, seed, f))
+        group = f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{f * 100:g}pct'
+        step = max(1, round(f * v.steps))
+        flops = pretrain_flops_to_step(v.config, _vocab_estimate(v.config), step)
+        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, model, group, root)))
+    return tuple(points)
+
+
 def make_plan(cfg: CompareConfig) -> Plan:
     """The whole comparison, resolved and checked: raises a ConfigError naming the variant and key before any launch."""
     root = Path(cfg.output_dir) / cfg.name
     variants, runs = _variant_plans(cfg), []
     for seed in cfg.seeds:
         for v in variants:
-            run_name, group = f'{cfg.name}_{v.name}', f'{v.name}_{seed}'
-            pretrain_dir = root / 'pretrain'
-            model = pretrain_dir / f'{run_name}_{seed}' / 'discriminator'
-            runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(v, run_name, seed, pretrain_dir), group,
-                                _finetune_args(cfg, model, group, root)))
+            run_name, pretrain_dir = f'{cfg.name}_{v.name}', root / 'pretrain'
+            runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(v, run_name, seed, pretrain_dir),
+                                _points(cfg, v, run_name, seed, root)))
     fcfg, tasks = _finetune_config(cfg, runs[0].finetune_args) if cfg.finetune else (None, [])
     return Plan(cfg, root, variants, runs, fcfg, tasks)

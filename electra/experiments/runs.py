@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from electra.config.base import ConfigError, TrainingStopped, parse_cli
-from electra.experiments.plan import Plan, RunPlan
+from electra.experiments.plan import FinetunePoint, Plan, RunPlan
 from electra.training.checkpoint import find_checkpoints
 from electra.training.files import atomic_write_text
 
@@ -155,33 +155,45 @@ def run_pretraining(run: RunPlan, launch: Launcher, say: Callable[[str], None]) 
     return record
 
 
-def finetune_done(plan: Plan, run: RunPlan) -> bool:
-    "Finished: its record says so for this very command, and the results table has every task's every run."
+def finetune_done(plan: Plan, run: RunPlan, point: FinetunePoint | None = None) -> bool:
+    """Finished: the record of the fine-tuning of `point` (default: every point of the run) says so for this very
+    command, and its results table has every task's every run."""
     from electra.finetuning.results import ResultsTable
-    group = plan.finetune_dir / run.group
+    if point is None: return all(finetune_done(plan, run, p) for p in run.points)
+    group = plan.finetune_dir / point.group
     record = read_record(group / RECORD)
-    if not record.get('done') or _changes(record.get('args', []), run.finetune_args): return False
+    if not record.get('done') or _changes(record.get('args', []), point.args): return False
     df = ResultsTable(group / 'results.csv').df
     return all(((df['task'] == t) & (df['run'] == i)).any() for t in plan.tasks for i in range(plan.finetune.runs))
 
 
-def run_finetuning(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> dict:
-    """Fine-tune one pretrained model unless done; finetune.py itself skips the runs it finished before (its results
-    table) and refuses rows made with other settings."""
-    group = plan.finetune_dir / run.group
+def run_finetuning(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> None:
+    """Fine-tune each checkpoint of a pretrained run not done yet, the finished run first (the table's main scores);
+    finetune.py itself skips the runs it finished before (its results table) and refuses rows of other settings."""
+    for point in (run.final, *run.points[:-1]):
+        _finetune_point(plan, run, point, launch, say)
+
+
+def _finetune_point(plan: Plan, run: RunPlan, point: FinetunePoint, launch: Launcher, say: Callable[[str], None]) -> dict:
+    group = plan.finetune_dir / point.group
     path, log = group / RECORD, group / 'finetune.log'
-    if finetune_done(plan, run):
-        say(f'fine-tune {run.label}: done before; skipped')
+    at = '' if point.fraction == 1.0 else f' at {point.fraction:.4g} of pretraining (step {point.step:,})'
+    if finetune_done(plan, run, point):
+        say(f'fine-tune {run.label}{at}: done before; skipped')
         return read_record(path)
+    if not point.model.exists():
+        raise RunFailed(f"fine-tuning of variant '{run.variant.name}' seed {run.seed}{at}: its checkpoint {point.model} "
+                        f"is missing (deleted, or the run was made without it in checkpoint_at).")
     old = read_record(path)
-    same = not _changes(old.get('args', []), run.finetune_args)
-    record = {'variant': run.variant.name, 'seed': run.seed, 'model': str(run.model), 'args': run.finetune_args,
-              'log': str(log), 'wall_seconds': float(old.get('wall_seconds', 0.0)) if same else 0.0, 'done': False}
+    same = not _changes(old.get('args', []), point.args)
+    record = {'variant': run.variant.name, 'seed': run.seed, 'fraction': point.fraction, 'step': point.step,
+              'model': str(point.model), 'args': point.args, 'log': str(log),
+              'wall_seconds': float(old.get('wall_seconds', 0.0)) if same else 0.0, 'done': False}
     group.mkdir(parents=True, exist_ok=True)
     _write_record(path, record)
-    say(f"fine-tune {run.label}: {', '.join(plan.tasks)}, {plan.finetune.runs} run(s) each (log: {log})")
-    seconds = _launch_recorded(launch, 'finetune.py', run.finetune_args, log,
-                               f"fine-tuning of variant '{run.variant.name}' seed {run.seed}", record, path)
+    say(f"fine-tune {run.label}{at}: {', '.join(plan.tasks)}, {plan.finetune.runs} run(s) each (log: {log})")
+    seconds = _launch_recorded(launch, 'finetune.py', point.args, log,
+                               f"fine-tuning of variant '{run.variant.name}' seed {run.seed}{at}", record, path)
     _finish_record(record, path)
-    say(f'fine-tune {run.label}: finished in {seconds:.0f} s')
+    say(f'fine-tune {run.label}{at}: finished in {seconds:.0f} s')
     return record

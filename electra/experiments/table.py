@@ -1,6 +1,8 @@
 """The comparison's table and plot, rebuilt from what is on disk: per variant its pretraining steps, FLOPs and wall
 time (the runs' records), and per task the dev score over every fine-tuning run of every pretraining seed (the
-results tables finetune.py writes, its `score` column: the task's main metric as the sweep reports it)."""
+results tables finetune.py writes, its `score` column: the task's main metric as the sweep reports it). With
+several `finetune_at` fractions, the same scores for each fine-tuned checkpoint: the curve of score against
+pretraining compute (`curve.csv`, and the plot's lines)."""
 from __future__ import annotations
 
 import io
@@ -14,16 +16,17 @@ from electra.experiments.plan import Plan, VariantPlan
 from electra.experiments.runs import RECORD, read_record
 from electra.training.files import atomic_write_bytes, atomic_write_text
 
-__all__ = ['finetune_scores', 'variant_row', 'comparison_table', 'table_markdown', 'plot_comparison', 'write_table']
+__all__ = ['finetune_scores', 'variant_row', 'comparison_table', 'curve_table', 'table_markdown', 'plot_comparison',
+           'write_table']
 
 
-def finetune_scores(plan: Plan, variant: str) -> pd.DataFrame:
-    """Every finished fine-tuning run of `variant` (all its pretraining seeds): pretrain_seed, task, run, score and the
-    other metrics; only the comparison's tasks and its first `runs` runs."""
+def finetune_scores(plan: Plan, variant: str, fraction: float = 1.0) -> pd.DataFrame:
+    """Every finished fine-tuning run of `variant`'s checkpoints at `fraction` of pretraining (all its pretraining
+    seeds): pretrain_seed, task, run, score and the other metrics; only the comparison's tasks and first `runs` runs."""
     from electra.finetuning.results import ResultsTable
     parts = []
     for run in plan.runs_of(variant):
-        path = plan.finetune_dir / run.group / 'results.csv'
+        path = plan.finetune_dir / run.point(fraction).group / 'results.csv'
         if not path.is_file(): continue
         df = ResultsTable(path).df
         df = df[df['task'].isin(plan.tasks) & (df['run'].astype(int) < plan.finetune.runs)]
@@ -76,6 +79,22 @@ def comparison_table(plan: Plan) -> pd.DataFrame:
     return pd.DataFrame([variant_row(plan, v) for v in plan.variants])
 
 
+def curve_table(plan: Plan) -> pd.DataFrame:
+    """One row per variant and fine-tuned fraction of pretraining: the checkpoint's step, the training FLOPs spent to
+    reach it (`pretrain_flops_to_step`: each stage of two-stage training at its own cost) and the dev scores as in
+    `variant_row`."""
+    rows = []
+    for v in plan.variants:
+        for point in plan.runs_of(v.name)[0].points:
+            scores = finetune_scores(plan, v.name, point.fraction)
+            row = {'variant': v.name, 'fraction': point.fraction, 'step': point.step,
+                   'pretrain_flops': point.flops}
+            for task in plan.tasks: row.update(_task_columns(scores, task))
+            row['average'], row['average_std'] = _average(scores, plan.tasks)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _seconds(s: float) -> str:
     if not math.isfinite(s): return '-'
     s = round(s)
@@ -96,8 +115,14 @@ def _metric(plan: Plan, task: str) -> str:
     return (getattr(spec, 'metrics', None) or ('score',))[0]
 
 
-def table_markdown(plan: Plan, table: pd.DataFrame) -> str:
-    "The table as markdown, headed by what was compared and how."
+def _score_cells(r: dict, tasks: list[str], expected: int | None) -> list[str]:
+    "A row's score cells: each task's mean ± std (and how many runs, when some are missing), then the average."
+    cells = [_score(r[t], r[f'{t}_std'], r[f'{t}_runs'], expected) for t in tasks]
+    return cells + ([_score(r['average'], r['average_std'])] if len(tasks) > 1 else [])
+
+
+def table_markdown(plan: Plan, table: pd.DataFrame, curve: pd.DataFrame | None = None) -> str:
+    "The table as markdown, headed by what was compared and how; then the curve's table when several points were tuned."
     cfg, tasks = plan.cfg, plan.tasks
     ref = next(v for v in plan.variants if v.name == cfg.reference_name)
     budget = (f"equal pretraining FLOPs, those of {ref.name} in {ref.steps:,} steps" if cfg.budget == 'flops'
@@ -107,15 +132,21 @@ def table_markdown(plan: Plan, table: pd.DataFrame) -> str:
     lines = [f'# Comparison {cfg.name}', '',
              f"Budget: {budget}; {len(cfg.seeds)} pretraining seed(s) per variant; wall time: the mean per pretraining "
              f"run. {scores}", '']
-    head = ['variant', 'steps', 'pretrain FLOPs', 'wall time', *[f'{t} ({_metric(plan, t)})' for t in tasks]]
-    head += ['average'] if len(tasks) > 1 else []
+    task_heads = [f'{t} ({_metric(plan, t)})' for t in tasks] + (['average'] if len(tasks) > 1 else [])
+    head = ['variant', 'steps', 'pretrain FLOPs', 'wall time', *task_heads]
     lines += ['| ' + ' | '.join(head) + ' |', '|---|' + '---:|' * (len(head) - 1)]
     expected = len(cfg.seeds) * plan.finetune.runs if plan.finetune else None
     for r in table.to_dict('records'):
         cells = [r['variant'], f"{r['steps']:,}", f"{r['pretrain_flops']:.2e}", _seconds(r['wall_seconds'])]
-        cells += [_score(r[t], r[f'{t}_std'], r[f'{t}_runs'], expected) for t in tasks]
-        cells += [_score(r['average'], r['average_std'])] if len(tasks) > 1 else []
-        lines.append('| ' + ' | '.join(cells) + ' |')
+        lines.append('| ' + ' | '.join(cells + _score_cells(r, tasks, expected)) + ' |')
+    if curve is not None and len(cfg.finetune_at) > 1:
+        head = ['variant', 'fraction', 'step', 'pretrain FLOPs', *task_heads]
+        lines += ['', '## Along pretraining', '', 'The checkpoints at each `finetune_at` fraction of every run, '
+                  'fine-tuned the same way (FLOPs: those spent to reach the checkpoint).', '',
+                  '| ' + ' | '.join(head) + ' |', '|---|' + '---:|' * (len(head) - 1)]
+        for r in curve.to_dict('records'):
+            cells = [r['variant'], f"{r['fraction']:g}", f"{r['step']:,}", f"{r['pretrain_flops']:.2e}"]
+            lines.append('| ' + ' | '.join(cells + _score_cells(r, tasks, expected)) + ' |')
     return '\n'.join(lines)
 
 
@@ -129,25 +160,25 @@ def _dodged(xs: list[float], step: float = 0.02) -> list[float]:
     return out
 
 
-def plot_comparison(plan: Plan, table: pd.DataFrame, path: Path) -> Path | None:
-    """Average dev score (error bar: its spread) against pretraining FLOPs (log axis), a labelled point per variant,
-    as the paper's Figure 3 (points at equal FLOPs set slightly apart); None when no variant has scores yet."""
-    if 'average' not in table or not table['average'].notna().any(): return None
+def plot_comparison(plan: Plan, table: pd.DataFrame, path: Path, curve: pd.DataFrame | None = None) -> Path | None:
+    """Average dev score (error bar: its spread) against pretraining FLOPs (log axis): a labelled point per variant
+    (points at equal FLOPs set slightly apart), or with several fine-tuned fractions (`curve`) a line per variant
+    through its checkpoints, as the curves of the paper's Figure 3. None when no scores exist yet."""
+    along = curve is not None and len(plan.cfg.finetune_at) > 1
+    data = curve if along else table
+    if 'average' not in data or not data['average'].notna().any(): return None
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     import matplotlib.ticker
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    rows = table[table['average'].notna()].to_dict('records')
-    for r, x in zip(rows, _dodged([r['pretrain_flops'] for r in rows])):
-        err = r['average_std'] if math.isfinite(r['average_std']) else 0.0
-        ax.errorbar(x, r['average'], yerr=err, fmt='o', capsize=4, label=r['variant'])
-        ax.annotate(r['variant'], (x, r['average']), textcoords='offset points', xytext=(7, 4), fontsize=9)
+    if along: _plot_lines(ax, curve)
+    else: _plot_points(ax, table)
     ax.set_xscale('log')
-    lo, hi = table.loc[table['average'].notna(), 'pretrain_flops'].agg(['min', 'max'])
+    lo, hi = data.loc[data['average'].notna(), 'pretrain_flops'].agg(['min', 'max'])
     if hi < 10 * lo: ax.set_xlim(lo / 4, hi * 4)  # equal FLOPs: a readable stretch of the axis around the points
     ax.xaxis.set_minor_formatter(matplotlib.ticker.LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 1)))
-    ax.set_xlabel('pretraining FLOPs (per run)')
+    ax.set_xlabel('pretraining FLOPs' + (' (to the checkpoint)' if along else ' (per run)'))
     one = plan.tasks[0] if len(plan.tasks) == 1 else None
     ax.set_ylabel(f'{one} dev {_metric(plan, one)}' if one else f'average dev score ({len(plan.tasks)} tasks)')
     ax.set_title(f'{plan.cfg.name}: dev score against pretraining compute')
@@ -160,11 +191,27 @@ def plot_comparison(plan: Plan, table: pd.DataFrame, path: Path) -> Path | None:
     return atomic_write_bytes(buf.getvalue(), path)
 
 
+def _plot_points(ax, table: pd.DataFrame) -> None:
+    rows = table[table['average'].notna()].to_dict('records')
+    for r, x in zip(rows, _dodged([r['pretrain_flops'] for r in rows])):
+        err = r['average_std'] if math.isfinite(r['average_std']) else 0.0
+        ax.errorbar(x, r['average'], yerr=err, fmt='o', capsize=4, label=r['variant'])
+        ax.annotate(r['variant'], (x, r['average']), textcoords='offset points', xytext=(7, 4), fontsize=9)
+
+
+def _plot_lines(ax, curve: pd.DataFrame) -> None:
+    for name, part in curve[curve['average'].notna()].groupby('variant', sort=False):
+        err = part['average_std'].fillna(0.0)
+        ax.errorbar(part['pretrain_flops'], part['average'], yerr=err, fmt='o-', capsize=3, label=name)
+
+
 def write_table(plan: Plan) -> tuple[pd.DataFrame, str]:
-    "`table.csv`, `table.md` and `plot.png` in the comparison's folder, from what is on disk now."
+    "`table.csv`, `table.md` and `plot.png` (and `curve.csv` for several `finetune_at`) in the comparison's folder."
     table = comparison_table(plan)
-    text = table_markdown(plan, table)
+    curve = curve_table(plan) if plan.finetune is not None and len(plan.cfg.finetune_at) > 1 else None
+    text = table_markdown(plan, table, curve)
     atomic_write_text(table.to_csv(index=False, float_format='%.6g'), plan.root / 'table.csv')
+    if curve is not None: atomic_write_text(curve.to_csv(index=False, float_format='%.6g'), plan.root / 'curve.csv')
     atomic_write_text(text + '\n', plan.root / 'table.md')
-    plot_comparison(plan, table, plan.root / 'plot.png')
+    plot_comparison(plan, table, plan.root / 'plot.png', curve)
     return table, text

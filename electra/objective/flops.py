@@ -10,7 +10,7 @@ from electra.objective.masking import max_predictions
 if TYPE_CHECKING:
     from electra.config.pretrain import PretrainConfig
 
-__all__ = ['encoder_flops', 'mlm_head_flops', 'pretrain_flops', 'pretrain_step_flops']
+__all__ = ['encoder_flops', 'mlm_head_flops', 'pretrain_flops', 'pretrain_step_flops', 'pretrain_flops_to_step']
 
 
 def encoder_flops(batch: int, length: int, hidden: int, layers: int, ffn: int, embedding: int) -> float:
@@ -67,9 +67,25 @@ def pretrain_flops(cfg: PretrainConfig, batch: int, length: int, vocab: int, hea
     return out
 
 
+def _head_positions(cfg: PretrainConfig) -> int:
+    "Positions per sequence where an MLM head runs: `max_predictions`, or every position with 'bernoulli' masking."
+    if cfg.mask_mode == 'bernoulli': return cfg.max_length
+    return min(max_predictions(cfg.mask_prob, cfg.max_length), cfg.max_length)
+
+
 def pretrain_step_flops(cfg: PretrainConfig, vocab_size: int) -> float:
     """Training FLOPs of one optimizer step of `cfg` (its batch, length and objective; MLM heads at the
     `max_predictions` masked positions, or every position with 'bernoulli' masking), the mean over the run."""
-    P = cfg.max_length if cfg.mask_mode == 'bernoulli' else min(max_predictions(cfg.mask_prob, cfg.max_length),
-                                                                 cfg.max_length)
-    return pretrain_flops(cfg, cfg.batch_size, cfg.max_length, vocab_size, P)['train_step']
+    return pretrain_flops(cfg, cfg.batch_size, cfg.max_length, vocab_size, _head_positions(cfg))['train_step']
+
+
+def pretrain_flops_to_step(cfg: PretrainConfig, vocab_size: int, step: int) -> float:
+    """Training FLOPs of a run's first `step` steps: `step` x `pretrain_step_flops`, except for two-stage training,
+    whose first round(two_stage x steps) steps (as `TwoStageTraining` switches) train the generator alone (3 x its
+    forward) and whose later ones run it frozen (1 x) beside the discriminator (3 x)."""
+    if not cfg.two_stage: return step * pretrain_step_flops(cfg, vocab_size)
+    parts = pretrain_flops(cfg, cfg.batch_size, cfg.max_length, vocab_size, _head_positions(cfg))
+    generator = parts['generator_encoder'] + parts['generator_head']
+    main = parts['discriminator_encoder'] + parts['discriminator_head']
+    first = min(step, round(cfg.two_stage * cfg.steps))
+    return first * 3 * generator + (step - first) * (generator + 3 * main)

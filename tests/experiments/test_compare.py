@@ -86,6 +86,22 @@ def test_the_commands_read_back_as_the_planned_configs(tmp_path):
     assert [r.label for r in plan.runs] == ['electra (seed 1)', 'uniform (seed 1)', 'electra (seed 2)', 'uniform (seed 2)']
 
 
+def test_checkpoints_to_fine_tune_are_added_to_the_runs_checkpoint_at(tmp_path):
+    "finetune_at fractions the runs would not save are added to checkpoint_at; the .pth checkpoints are the models."
+    plan = make_plan(comparison(tmp_path, finetune_at=[0.3, 0.5, 1.0],
+                                pretrain_overrides={**TINY, 'steps': 100, 'warmup_steps': 10, 'checkpoint_at': [0.5, 1.0]}))
+    run = plan.runs_of('electra')[1]
+    assert pretrain_cfg(*run.pretrain_args).checkpoint_at == [0.3, 0.5, 1.0]
+    assert [(p.fraction, p.step, p.group) for p in run.points] == [
+        (0.3, round(0.3 * run.variant.steps), 'electra_2_at30pct'), (0.5, round(0.5 * run.variant.steps), 'electra_2_at50pct'),
+        (1.0, run.variant.steps, 'electra_2')]
+    ft = load_config(FinetuneConfig, run.points[0].args, preset_dir='configs/finetune')
+    assert (Path(ft.model), ft.group) == (run.pretrain_dir / 't_electra_2_30%.pth', 'electra_2_at30pct')
+    assert Path(load_config(FinetuneConfig, run.finetune_args, preset_dir='configs/finetune').model) == run.model
+    default = make_plan(comparison(tmp_path, finetune_at=[0.25, 1.0]))  # the default checkpoint_at has 0.25 already
+    assert '--checkpoint_at' not in default.runs[0].pretrain_args
+
+
 @pytest.mark.parametrize('change, match', [
     ({'variants': {'electra': {}, 'bert': {'overrides': {'hiden_size': 64}}}},
      r"variant 'bert' \(--config demo\): overrides: unknown key 'hiden_size'. Did you mean 'hidden_size'\? "
@@ -115,6 +131,10 @@ def test_a_bad_setting_fails_before_anything_is_launched(tmp_path, change, match
     ({'reference': 'bert'}, r"reference: 'bert' is not a variant"),
     ({'finetune_overrides': {'model': 'x'}}, r'finetune_overrides: model is set by the comparison'),
     ({'seeds': [1, 1]}, r'seeds: seeds must differ'),
+    ({'finetune_at': [0.5]}, r'finetune_at: fractions in \(0, 1\], 1.0 \(the finished run\) among them'),
+    ({'finetune_at': [0, 1]}, r'finetune_at: fractions in \(0, 1\]'),
+    ({'finetune_at': [0.5, 0.5, 1]}, r'finetune_at: a fraction is listed twice'),
+    ({'finetune_at': [0.5, 1], 'finetune': False}, r'finetune_at: fine-tuning is off'),
 ])
 def test_the_comparison_config_refuses_what_it_cannot_run(tmp_path, change, match):
     with pytest.raises(ConfigError, match=match):
@@ -165,14 +185,36 @@ class FakeJobs:
             export.mkdir(parents=True)
             (export / 'config.json').write_text('{}')
             return 0
-        variant, seed = args['group'].rsplit('_', 1)
         table = ResultsTable(Path(args['output_dir']) / args['group'] / 'results.csv')
-        for task, scores in SCORES[(variant, int(seed))].items():
+        for task, scores in self.scores(args['group']).items():
             for run, score in enumerate(scores):
                 table.add({'task': task, 'run': run, 'seed': run, 'score': score, 'settings': 'x'})
         table.add({'task': 'MRPC', 'run': 2, 'seed': 2, 'score': 0.0, 'settings': 'x'})  # beyond `runs`: not counted
         table.add({'task': 'RTE', 'run': 0, 'seed': 0, 'score': 0.0, 'settings': 'x'})   # not a task of the comparison
         return 0
+
+    def scores(self, group: str) -> dict:
+        "A fine-tuning group's dev scores: task -> those of runs 0 and 1."
+        variant, seed = group.rsplit('_', 1)
+        return SCORES[(variant, int(seed))]
+
+
+class FakeCheckpointJobs(FakeJobs):
+    "Pretraining also writes each checkpoint of its checkpoint_at; a checkpoint's fine-tuning scores 10 points less."
+
+    def __call__(self, cmd: list[str], log: Path) -> int:
+        from electra.training.checkpoint import checkpoint_name
+        script, args = Path(cmd[1]).name, parse_cli(cmd[2:])
+        if script == 'pretrain.py':
+            out = Path(args['output_dir'])
+            out.mkdir(parents=True, exist_ok=True)
+            for f in map(float, str(args.get('checkpoint_at', '0.0625,0.125,0.25,0.5,1.0')).split(',')):
+                (out / checkpoint_name(args['run_name'], int(args['seed']), f)).write_bytes(b'')
+        return super().__call__(cmd, log)
+
+    def scores(self, group: str) -> dict:
+        final, _, at = group.partition('_at')
+        return {task: [x - 10 * bool(at) for x in xs] for task, xs in super().scores(final).items()}
 
 
 def launched(jobs: FakeJobs) -> list[str]:
@@ -213,6 +255,41 @@ def test_the_table_holds_the_scores_and_a_rerun_skips_what_is_done(tmp_path):
     with pytest.raises(ConfigError, match=r"variant 'electra' seed 1 was pretrained .* with other settings \(steps '100' then, '120' now"):
         run_comparison(comparison(tmp_path, steps=120), launch=again, log=lambda s: None)
     assert again.calls == []
+
+
+def test_checkpoints_along_the_runs_make_a_curve_of_score_against_compute(tmp_path):
+    cfg = comparison(tmp_path, finetune_at=[0.5, 1.0])
+    jobs = FakeCheckpointJobs()
+    plan, table = run_comparison(cfg, launch=jobs, log=lambda s: None)
+    assert launched(jobs)[:3] == ['pretrain.py:t_electra:1', 'finetune.py:electra_1:', 'finetune.py:electra_1_at50pct:']
+    assert len(jobs.calls) == 4 * 3
+    root = tmp_path / 'out' / 't'
+    curve = pd.read_csv(root / 'curve.csv')
+    assert list(zip(curve['variant'], curve['fraction'])) == [('electra', 0.5), ('electra', 1.0), ('uniform', 0.5),
+                                                              ('uniform', 1.0)]
+    for v in plan.variants:
+        half, whole = (curve[(curve['variant'] == v.name) & (curve['fraction'] == f)].iloc[0] for f in (0.5, 1.0))
+        assert (half['step'], whole['step']) == (round(v.steps / 2), v.steps)
+        assert half['pretrain_flops'] == pytest.approx(round(v.steps / 2) * v.flops_per_step, rel=1e-5)
+        final = table.set_index('variant').loc[v.name]
+        assert whole['pretrain_flops'] == pytest.approx(final['pretrain_flops'], rel=1e-5)
+        # the finished run's row is the main table's; the checkpoint's scores are 10 lower, spreads the same
+        for col in ('STS-B', 'MRPC', 'average'):
+            assert (whole[col], half[col]) == pytest.approx((final[col], final[col] - 10), abs=1e-4)
+            assert half[f'{col}_std'] == pytest.approx(final[f'{col}_std'], abs=1e-4)
+    assert table.set_index('variant').loc['electra', 'STS-B'] == 83  # the main table: the finished runs only
+    md = (root / 'table.md').read_text()
+    assert '## Along pretraining' in md and '| variant | fraction | step | pretrain FLOPs | STS-B (spearman) |' in md
+    assert f"| electra | 0.5 | {round(plan.variants[0].steps / 2):,} |" in md and '| 73.00 ± 2.58 | 63.00 ± 2.58 |' in md
+    assert (root / 'plot.png').read_bytes()[:4] == b'\x89PNG'
+    again = FakeCheckpointJobs()
+    run_comparison(cfg, launch=again, log=lambda s: None)
+    assert again.calls == []
+    (plan.runs[0].pretrain_dir / 't_electra_1_50%.pth').unlink()
+    (plan.finetune_dir / 'electra_1_at50pct' / RECORD).unlink()
+    with pytest.raises(RunFailed, match=r"fine-tuning of variant 'electra' seed 1 at 0.5 of pretraining \(step 5.\): "
+                                        r"its checkpoint .*t_electra_1_50%.pth is missing"):
+        run_comparison(cfg, launch=again, log=lambda s: None)
 
 
 def test_a_failed_job_names_its_log_and_a_rerun_launches_only_what_is_left(tmp_path, capsys):
@@ -258,8 +335,10 @@ def test_ctrl_c_stops_with_the_command_to_go_on_and_a_dry_run_launches_nothing(t
 # -- the real thing
 
 def test_a_real_comparison_through_the_drivers_and_a_rerun_that_launches_nothing(tmp_path):
-    "pretrain.py (20 steps of a 1-layer model on the demo corpus) and finetune.py (1 epoch of the demo STS-B)."
+    """pretrain.py (20 steps of a 1-layer model on the demo corpus) and finetune.py (1 epoch of the demo STS-B) of the
+    finished run and of its checkpoint at step 10, the `.pth` pretrain.py wrote."""
     cfg = comparison(tmp_path, variants={'uniform': {'overrides': {'uniform_generator': True}}}, seeds=[3], threads=1,
+                     finetune_at=[0.5, 1.0],
                      tasks=['STS-B'], pretrain_overrides={**TINY, 'steps': 20, 'warmup_steps': 2, 'batch_size': 8,
                                                           'log_every': 10, 'cache_dir': str(tmp_path / 'cache')},
                      finetune_overrides={'runs': 1, 'epochs': 1, 'predict': False, 'device': 'cpu', 'max_length': 64,
@@ -270,10 +349,13 @@ def test_a_real_comparison_through_the_drivers_and_a_rerun_that_launches_nothing
         calls.append(cmd)
         return real(cmd, log)
     plan, table = run_comparison(cfg, launch=launch, log=lambda s: None)
-    assert len(calls) == 2, calls
+    assert len(calls) == 3, calls
     row = table.iloc[0]
     assert row['variant'] == 'uniform' and row['steps'] == 20 and row['STS-B_runs'] == 1 and math.isfinite(row['STS-B'])
     assert 'steps to run' in (plan.runs[0].run_dir / 'pretrain.log').read_text()
     assert (plan.runs[0].model / 'config.json').is_file() and (tmp_path / 'out/t/plot.png').is_file()
+    half = pd.read_csv(tmp_path / 'out/t/curve.csv').iloc[0]
+    assert (half['fraction'], half['step'], half['STS-B_runs']) == (0.5, 10, 1) and math.isfinite(half['STS-B'])
+    assert half['STS-B'] != row['STS-B']  # another model fine-tuned
     _, again = run_comparison(cfg, launch=launch, log=lambda s: None)
-    assert len(calls) == 2 and again.equals(table)
+    assert len(calls) == 3 and again.equals(table)

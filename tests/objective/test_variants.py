@@ -8,9 +8,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from electra.config.base import ConfigError, config_from_dict, load_config
 from electra.config.pretrain import PretrainConfig
-from electra.objective.flops import pretrain_flops
+from electra.objective.flops import pretrain_flops, pretrain_flops_to_step, pretrain_step_flops
 from electra.objective.loss import ElectraLoss, loss_counts
-from electra.objective.masking import MaskingSettings
+from electra.objective.masking import MaskingSettings, max_predictions
 from electra.objective.model import build_pretraining_model
 from tests.support.tiny import TINY, tiny_cfg
 
@@ -173,6 +173,20 @@ def test_flops_of_every_variant_match_torchs_flop_counter(kw):
     expected = 3 * (gen + main) if 'two_stage' not in kw else 0.5 * 3 * gen + 0.5 * (gen + 3 * main)
     assert fl['train_step'] == pytest.approx(expected)
     assert (gen == 0) == (kw.get('objective') == 'mlm' or 'uniform_generator' in kw)
+
+
+def test_flops_to_a_step_count_each_stage_of_two_stage_training_at_its_own_cost():
+    "The x of a checkpoint on the compute curves: steps x the step's FLOPs, stage by stage for two-stage training."
+    joint = tiny_cfg(steps=10)
+    assert pretrain_flops_to_step(joint, V, 7) == 7 * pretrain_step_flops(joint, V)
+    cfg = tiny_cfg(generator_size=1.0, tie_weights='none', two_stage=0.3, steps=10)  # the switch after step 3
+    assert cfg.mask_mode != 'bernoulli'  # the generator's head runs at the max_predictions masked positions
+    parts = pretrain_flops(cfg, cfg.batch_size, cfg.max_length, V, min(max_predictions(cfg.mask_prob, cfg.max_length),
+                                                                         cfg.max_length))
+    gen, main = parts['generator_encoder'] + parts['generator_head'], parts['discriminator_encoder'] + parts['discriminator_head']
+    assert [pretrain_flops_to_step(cfg, V, s) for s in (1, 3, 4, 10)] == pytest.approx(
+        [3 * gen, 9 * gen, 9 * gen + gen + 3 * main, 9 * gen + 7 * (gen + 3 * main)])
+    assert pretrain_flops_to_step(cfg, V, 10) == pytest.approx(10 * pretrain_step_flops(cfg, V))  # the mean, when exact
 
 
 def test_variant_presets_layer_over_a_size_and_invalid_combinations_fail_early():

@@ -20,7 +20,7 @@ from electra.training.optim import electra_opt_func
 from electra.training.schedule import warmup_decay_sched
 from electra.training.speed import DeviceDataLoaders
 
-__all__ = ['TaskData', 'device_and_autocast', 'predict_outputs', 'finetuning_learner', 'train_run']
+__all__ = ['TaskData', 'device_and_autocast', 'predict_examples', 'predict_outputs', 'finetuning_learner', 'train_run']
 
 
 # -- devices, data
@@ -33,24 +33,35 @@ def device_and_autocast(device: str, precision: str) -> tuple[torch.device, torc
 
 
 @torch.no_grad()
-def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | None = None) -> np.ndarray:
-    """The model's outputs (logits, or STS-B scores) for every example of an evaluation loader, in example order. In a
-    torchrun job each process predicts its share of the batches (`make_loader(shard=...)`) and all get the whole."""
+def predict_examples(model: nn.Module, loader, rows: Callable[[object, tuple], list],
+                     autocast: torch.dtype | None = None) -> list:
+    """Each example's prediction for an evaluation loader, in example order: the model, in eval mode under `autocast`,
+    runs on each batch (input_ids, attention_mask, token_type_ids first), and `rows(out, batch)` turns its outputs into
+    one object per row. In a torchrun job each process predicts its share of the batches (the loader's `shard=`) and
+    all get the whole. The one prediction pass of every task kind (classification, tagging, QA)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    outs = []
-    for ids, mask, types, _ in loader:
-        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-            out = model(ids.to(device, non_blocking=True), mask.to(device, non_blocking=True), types.to(device, non_blocking=True))
-        outs.append(out.float())
-    model.train(was_training)
-    shape = (0,) if model.n_outputs == 1 else (0, model.n_outputs)
-    got = torch.cat(outs).cpu().numpy() * (model.target_scale if model.n_outputs == 1 else 1) if outs else np.zeros(shape, np.float32)
-    order = np.concatenate([np.asarray(b, dtype=np.int64) for b in loader.batch_sampler] or [np.zeros(0, np.int64)])
-    result = np.empty((len(loader.dataset), *shape[1:]), dtype=np.float32)
-    for where, part in gather_objects((order, got)): result[where] = part  # one piece in one process
+    got: list[tuple[int, object]] = []
+    try:
+        for batch, picks in zip(loader, loader.batch_sampler):
+            ids, mask, types = (x.to(device, non_blocking=True) for x in batch[:3])
+            with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+                out = model(ids, mask, types)
+            got += zip(map(int, picks), rows(out, batch))
+    finally: model.train(was_training)
+    result: list = [None] * len(loader.dataset)
+    for part in gather_objects(got):  # one part in one process
+        for i, row in part: result[i] = row
     return result
+
+
+def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | None = None) -> np.ndarray:
+    """The model's outputs for every example of an evaluation loader, in example order: logits [N, C], or scores [N]
+    on the task's own scale (a regression head's outputs times its `target_scale`)."""
+    rows = predict_examples(model, loader, lambda out, _: list(out.float().cpu().numpy()), autocast)
+    if model.n_outputs > 1: return np.stack(rows) if rows else np.zeros((0, model.n_outputs), np.float32)
+    return np.asarray(rows, np.float32) * np.float32(model.target_scale)
 
 
 # -- one run

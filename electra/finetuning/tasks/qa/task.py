@@ -192,31 +192,19 @@ def make_qa_loader(windows: list[Window], batch_size: int, train: bool, pad_id: 
                                        num_workers=num_workers, pin_memory=pin_memory)
 
 
-@torch.no_grad()
 def predict_rows(model: torch.nn.Module, loader, autocast: torch.dtype | None = None) -> list[dict]:
     """The head's outputs for every window of an evaluation loader (`make_qa_loader(train=False)`), one `window_rows`
     dict per window in window order, for `decode`; the model in eval mode, so a joint head gives its beam. Per-token
-    outputs are cut to the window's own length. In a torchrun job each process predicts its share (`shard=`) and
-    all get the whole."""
+    outputs are cut to the window's own length (`predict_examples`: a torchrun job's processes share the batches)."""
+    from electra.finetuning.learner import predict_examples
     from electra.finetuning.tasks.qa.heads import window_rows
-    from electra.training.distributed import gather_objects
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    got: list[tuple[int, dict]] = []
-    for batch, picks in zip(loader, loader.batch_sampler):
-        ids, mask, types = (x.to(device, non_blocking=True) for x in batch[:3])
-        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-            out = model(ids, mask, types)
-        lengths = batch[1].sum(1).tolist()
-        for i, n, row in zip(picks, lengths, window_rows(out)):
+
+    def rows(out, batch):
+        got = window_rows(out)
+        for row, n in zip(got, batch[1].sum(1).tolist()):
             for k in ('start_logits', 'end_logits'): row[k] = row[k][:n]
-            got.append((int(i), row))
-    model.train(was_training)
-    result: list = [None] * len(loader.dataset)
-    for part in gather_objects(got):  # one part in one process
-        for i, row in part: result[i] = row
-    return result
+        return got
+    return predict_examples(model, loader, rows, autocast)
 
 
 # -- the task

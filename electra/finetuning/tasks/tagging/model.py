@@ -17,7 +17,6 @@ from torch import nn
 from electra.finetuning.classifier import tf_dense
 from electra.finetuning.loss import FinetuningLoss
 from electra.finetuning.tasks.tagging.encoding import IGNORE_INDEX
-from electra.training.distributed import gather_objects
 
 __all__ = ['ElectraTagger', 'TaggingLoss', 'predict_windows']
 
@@ -54,22 +53,12 @@ class TaggingLoss(FinetuningLoss):
         return self.reduce(per.sum(1), weight, counts=(target != IGNORE_INDEX).sum(1))
 
 
-@torch.no_grad()
 def predict_windows(model: ElectraTagger, loader, autocast: torch.dtype | None = None) -> list[np.ndarray]:
     """Logits [L_i, C] of every window i of an evaluation loader (`make_tagging_loader(shuffle=False)`), in window
-    order, for `word_predictions`. In a torchrun job each process predicts its share (`shard=`) and all get the whole."""
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    got: list[tuple[int, np.ndarray]] = []
-    for batch, picks in zip(loader, loader.batch_sampler):
-        ids, mask, types = (x.to(device, non_blocking=True) for x in batch[:3])
-        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-            logits = model(ids, mask, types).float().cpu().numpy()  # [B, T, C]
-        lengths = batch[1].sum(1).numpy()
-        got += [(int(i), logits[r, :lengths[r]]) for r, i in enumerate(picks)]
-    model.train(was_training)
-    result: list = [None] * len(loader.dataset)
-    for part in gather_objects(got):  # one part in one process
-        for i, x in part: result[i] = x
-    return result
+    order, for `word_predictions` (`predict_examples`: a torchrun job's processes share the batches)."""
+    from electra.finetuning.learner import predict_examples
+
+    def rows(out, batch):
+        logits, lengths = out.float().cpu().numpy(), batch[1].sum(1).tolist()  # [B, T, C]; each window's length
+        return [logits[r, :n] for r, n in enumerate(lengths)]
+    return predict_examples(model, loader, rows, autocast)

@@ -207,7 +207,9 @@ def _finetune_args(cfg: CompareConfig, model: Path, group: str, root: Path) -> l
 def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfig, list[str]]:
     "The fine-tuning config every run gets (checked before anything runs), and its tasks that train."
     from electra.finetuning.tasks.glue.tasks import TASKS
-    try: fcfg = load_config(FinetuneConfig, argv, preset_dir='configs/finetune', prog='finetune.py')
+    try:
+        fcfg = load_config(FinetuneConfig, argv, preset_dir='configs/finetune', prog='finetune.py')
+        fcfg.check_task_kinds()
     except ConfigError as e:
         raise ConfigError(f'finetune_config / finetune_overrides / tasks: {_keys_hint(e, "finetune.py")}') from None
     glue = [TASKS[t] for t in fcfg.tasks if t in TASKS and not TASKS[t].predicted_by]

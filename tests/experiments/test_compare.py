@@ -114,6 +114,8 @@ def test_checkpoints_to_fine_tune_are_added_to_the_runs_checkpoint_at(tmp_path):
     ({'pretrain_overrides': {'corpus': ['no/such/corpus.txt']}}, r"corpus: no such file or folder 'no/such/corpus.txt'"),
     ({'finetune_overrides': {'epoch': 2}}, r"finetune_config / finetune_overrides / tasks: .*'epoch'. Did you mean 'epochs'"),
     ({'tasks': ['STS-C']}, r'finetune_config / finetune_overrides / tasks: .*STS-C'),
+    ({'finetune_overrides': {'loss_reduction': 'token'}},
+     r"finetune_config / finetune_overrides / tasks: loss_reduction: 'token' averages over a tagging task's"),
 ])
 def test_a_bad_setting_fails_before_anything_is_launched(tmp_path, change, match):
     calls = []

@@ -110,6 +110,10 @@ class PretrainConfig:
     two_stage: float = field(0.0, 'two-stage training: this fraction of the steps trains the generator alone, then the '
                                   'discriminator, initialised from it, trains with the generator frozen (needs '
                                   'generator_size 1 and tie_weights none); 0: joint training, the paper\'s')
+    two_stage_schedule: str = choice_field('run', ['run', 'per_stage'],
+                                           "two-stage learning rates: 'run', one schedule over the whole run; "
+                                           "'per_stage', each stage scheduled as a run of its own (warm-up of "
+                                           "warmup_steps, decay to 0 at the stage's end)")
     # -- loss (run_pretraining.py `PretrainingModel`)
     gen_loss_weight: float = field(1.0, 'weight of the generator MLM loss')
     disc_loss_weight: float = field(50.0, "weight of the discriminator loss (lambda); of the main network's MLM loss "
@@ -205,3 +209,16 @@ class PretrainConfig:
             need(self.generator_size == 1 and self.tie_weights == 'none', 'two_stage',
                  'the discriminator starts from the generator\'s weights: set generator_size 1.0 and tie_weights none '
                  '(the paper, section 3.2).')
+            need(0 < self.two_stage_switch < self.steps, 'two_stage',
+                 f'{self.two_stage} of {self.steps} steps leaves a stage without steps: give more steps.')
+        need(self.two_stage_schedule == 'run' or self.two_stage > 0, 'two_stage_schedule',
+             "'per_stage' schedules the stages of two-stage training: set two_stage too.")
+        if self.two_stage_schedule == 'per_stage':
+            stage = min(self.two_stage_switch, self.steps - self.two_stage_switch)
+            need(self.warmup_steps < stage, 'warmup_steps', f'each stage warms up for warmup_steps ({self.warmup_steps}) '
+                                                            f'but the shorter stage has {stage} steps.')
+
+    @property
+    def two_stage_switch(self) -> int:
+        "The step after which two-stage training switches from the generator to the discriminator (0: joint training)."
+        return round(self.two_stage * self.steps)

@@ -81,11 +81,11 @@ def pretrain_step_flops(cfg: PretrainConfig, vocab_size: int) -> float:
 
 def pretrain_flops_to_step(cfg: PretrainConfig, vocab_size: int, step: int) -> float:
     """Training FLOPs of a run's first `step` steps: `step` x `pretrain_step_flops`, except for two-stage training,
-    whose first round(two_stage x steps) steps (as `TwoStageTraining` switches) train the generator alone (3 x its
+    whose first `two_stage_switch` steps train the generator alone (3 x its
     forward) and whose later ones run it frozen (1 x) beside the discriminator (3 x)."""
     if not cfg.two_stage: return step * pretrain_step_flops(cfg, vocab_size)
     parts = pretrain_flops(cfg, cfg.batch_size, cfg.max_length, vocab_size, _head_positions(cfg))
     generator = parts['generator_encoder'] + parts['generator_head']
     main = parts['discriminator_encoder'] + parts['discriminator_head']
-    first = min(step, round(cfg.two_stage * cfg.steps))
+    first = min(step, cfg.two_stage_switch)
     return first * 3 * generator + (step - first) * (generator + 3 * main)

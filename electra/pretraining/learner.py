@@ -95,7 +95,7 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tok
     cbs = [
         StepCounter(cfg.steps),                  # -9 before_train/after_batch: the run's fraction done, over resumes
         ResumeFromCheckpoint(resume) if resume else None,  # -8 before_fit, first before_batch: the checkpoint's state
-        TwoStageTraining(round(cfg.two_stage * cfg.steps)) if cfg.two_stage else None,  # -7: generator, then
+        TwoStageTraining(cfg.two_stage_switch) if cfg.two_stage else None,  # -7: generator, then
                                                  # the discriminator from its weights, the generator frozen
         MaskingCallback(masking, rank_seed(cfg.seed, world().rank), cfg.grad_accum_steps == 1),  # -5 before_batch:
                                                  # masks, draws the sampling noise
@@ -105,8 +105,9 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tok
         GradientAccumulation(cfg.grad_accum_steps, tokenizer.pad_token_id, cfg.loss_mean, cfg.objective)
         if cfg.grad_accum_steps > 1 else None,   # 11 before_batch: micro-batches but the last, forward and backward
         CompileModel(mode=None if cfg.compile_mode == 'default' else cfg.compile_mode) if cfg.compile else None,  # 12
-        ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power,
-                                                 cfg.schedule)}),  # 60 before_batch: the official lr at this step
+        ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power, cfg.schedule,
+                                                 cfg.two_stage_switch if cfg.two_stage_schedule == 'per_stage' else 0)}),
+                                                 # 60 before_batch: the official lr at this step
         MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, sinks),  # 70 after_batch: metrics.csv rows
         _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, sinks, live),  # 72, main process
         ProgressBar(cfg.steps) if live else None,  # 75 after_batch: the live bar in a terminal or notebook

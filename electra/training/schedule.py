@@ -25,10 +25,16 @@ def lr_at_step(t: float, peak, warmup_steps: float, total_steps: float, power: f
     return np.asarray(peak, dtype=np.float64) * warm * decay if np.ndim(peak) else peak * warm * decay
 
 
-def warmup_decay_sched(peak, warmup_steps: int, total_steps: int, power: float = 1.0, mode: str = 'together'):
+def warmup_decay_sched(peak, warmup_steps: int, total_steps: int, power: float = 1.0, mode: str = 'together',
+                       restart_at: int = 0):
     """A fastai scheduler for `ParamScheduler({'lr': ...})`: fastai calls it with `pos = train_iter / total_steps`
-    before each step, so it returns `lr_at_step(pos * total_steps, ...)`."""
+    before each step, so it returns `lr_at_step(pos * total_steps, ...)`. `restart_at` S > 0 schedules steps [0, S)
+    and [S, total) as two runs of their own, each with its warm-up and its decay to 0 (two-stage training's
+    'per_stage')."""
     def _sched(pos: float):
-        return lr_at_step(round(pos * total_steps, 6), peak, warmup_steps, total_steps, power, mode)
+        t = round(pos * total_steps, 6)
+        if restart_at and t >= restart_at:
+            return lr_at_step(t - restart_at, peak, warmup_steps, total_steps - restart_at, power, mode)
+        return lr_at_step(t, peak, warmup_steps, restart_at or total_steps, power, mode)
     _sched.__name__ = f'warmup_decay_{mode}'
     return _sched

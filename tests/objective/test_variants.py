@@ -189,6 +189,14 @@ def test_flops_to_a_step_count_each_stage_of_two_stage_training_at_its_own_cost(
     assert pretrain_flops_to_step(cfg, V, 10) == pytest.approx(10 * pretrain_step_flops(cfg, V))  # the mean, when exact
 
 
+def test_a_schedule_restarted_at_the_switch_against_hand_values():
+    from electra.training.schedule import warmup_decay_sched
+    sched = warmup_decay_sched(1.0, 2, 10, restart_at=4)  # steps 0-3: a 4-step run; 4-9: a 6-step run; warm-up 2
+    got = [sched(t / 10) for t in (0, 1, 3, 4, 5, 9)]
+    assert got == pytest.approx([0.0, 0.5 * 0.75, 0.25, 0.0, 0.5 * 5 / 6, 1 / 6])
+    assert warmup_decay_sched(1.0, 2, 10)(0.5) == pytest.approx(0.5)  # no restart: one run of 10
+
+
 def test_variant_presets_layer_over_a_size_and_invalid_combinations_fail_early():
     cfg = load_config(PretrainConfig, ['--config', 'small,bert'], preset_dir='configs/pretrain')
     assert (cfg.hidden_size, cfg.objective, cfg.disc_loss_weight, cfg.config) == (256, 'mlm', 1.0, 'small,bert')
@@ -203,25 +211,38 @@ def test_variant_presets_layer_over_a_size_and_invalid_combinations_fail_early()
         checked(uniform_generator=True, tie_weights='gdes')
     with pytest.raises(ConfigError, match='two-stage training.*electra or electra_15'):
         checked(objective='replace_mlm', two_stage=0.5, generator_size=1.0, tie_weights='none')
+    two_stage = dict(two_stage=0.5, generator_size=1.0, tie_weights='none')
+    with pytest.raises(ConfigError, match="two_stage_schedule: 'per_stage' schedules the stages.*set two_stage"):
+        checked(two_stage_schedule='per_stage')
+    with pytest.raises(ConfigError, match=r'warmup_steps: each stage warms up for warmup_steps \(10\) but the shorter '
+                                          r'stage has 10 steps'):
+        checked(**two_stage, steps=20, warmup_steps=10, two_stage_schedule='per_stage')
+    with pytest.raises(ConfigError, match='two_stage: 0.01 of 20 steps leaves a stage without steps'):
+        checked(**{**two_stage, 'two_stage': 0.01}, steps=20, warmup_steps=1)
 
 
-def test_two_stage_trains_the_generator_then_the_discriminator_from_it_with_the_generator_frozen():
-    "8 steps, switching after 4: snapshots of both networks after every step, through the real pretraining Learner."
+@pytest.mark.parametrize('schedule', ['run', 'per_stage'])
+def test_two_stage_trains_the_generator_then_the_discriminator_from_it_with_the_generator_frozen(schedule):
+    """8 steps, switching after 4: snapshots of both networks and the learning rate after every step, through the real
+    pretraining Learner; 'per_stage' restarts the warm-up and decay at the switch."""
     from fastai.callback.core import Callback
 
     from electra.tools.bench import baseline, runners
+    from electra.training.schedule import lr_at_step
     cfg = tiny_cfg(dropout=0.0, generator_size=1.0, tie_weights='none', two_stage=0.5, steps=8, warmup_steps=1,
-                   log_every=4, batch_size=2)
+                   log_every=4, batch_size=2, two_stage_schedule=schedule)
     torch.manual_seed(0)
     model = build_pretraining_model(cfg, 120, 0)
     runner = runners.LearnerRunner('t', cfg, model, baseline.synthetic_batches(2, 2, 16, 120), torch.device('cpu'), 'fp32')
     snap = lambda net: {k: v.clone() for k, v in net.state_dict().items()}  # noqa: E731
-    seen = {0: (snap(model.generator), snap(model.discriminator))}
+    seen, lrs = {0: (snap(model.generator), snap(model.discriminator))}, []
 
     class Snapshots(Callback):
         order = 100
 
-        def after_batch(self): seen[self.train_iter] = (snap(model.generator), snap(model.discriminator))
+        def after_batch(self):
+            seen[self.train_iter] = (snap(model.generator), snap(model.discriminator))
+            lrs.append(self.opt.hypers[0]['lr'])
     runner.learn.add_cb(Snapshots())
     rows = []
     runner.learn.metrics_logger.sinks = [rows.append]
@@ -237,5 +258,9 @@ def test_two_stage_trains_the_generator_then_the_discriminator_from_it_with_the_
     for step in range(5, 9):
         assert same(seen[step][0], gen_at_switch) and not same(seen[step][1], seen[step - 1][1])
     moved = max(float((seen[5][1][k] - gen_at_switch[k]).abs().max()) for k in encoder(gen_at_switch))
-    assert 0 < moved < 0.01  # one small step away from the generator's weights, not from the discriminator's init
+    if schedule == 'run':  # one small step away from the generator's weights, not from the discriminator's init
+        assert 0 < moved < 0.01 and lrs == pytest.approx([lr_at_step(t, cfg.lr, 1, 8) for t in range(8)])
+    else:  # the discriminator's first step is a run's first: learning rate 0, then warm-up and decay over 4 steps
+        stage = [lr_at_step(t, cfg.lr, 1, 4) for t in range(4)]
+        assert moved == 0 and lrs == pytest.approx(stage + stage) and stage[0] == 0 < stage[1]
     assert rows[0]['disc_loss'] == 0 and rows[0]['gen_loss'] > 0 and rows[1]['gen_loss'] == 0 and rows[1]['disc_loss'] > 0

@@ -172,12 +172,18 @@ def plot_comparison(plan: Plan, table: pd.DataFrame, path: Path, curve: pd.DataF
     import matplotlib.pyplot as plt
     import matplotlib.ticker
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    ax.set_xscale('log')
     if along: _plot_lines(ax, curve)
     else: _plot_points(ax, table)
-    ax.set_xscale('log')
     lo, hi = data.loc[data['average'].notna(), 'pretrain_flops'].agg(['min', 'max'])
-    if hi < 10 * lo: ax.set_xlim(lo / 4, hi * 4)  # equal FLOPs: a readable stretch of the axis around the points
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 1)))
+    if along:  # the checkpoints' FLOPs as the ticks: a curve spans a decade or two
+        ticks = sorted(set(data.loc[data['average'].notna(), 'pretrain_flops'].round(-9)))
+        ax.set_xticks(ticks, [f'{x:.2g}' for x in ticks])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlim(lo / 1.5, hi * 1.5)
+    else:
+        if hi < 10 * lo: ax.set_xlim(lo / 4, hi * 4)  # equal FLOPs: a readable stretch of the axis around the points
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 1)))
     ax.set_xlabel('pretraining FLOPs' + (' (to the checkpoint)' if along else ' (per run)'))
     one = plan.tasks[0] if len(plan.tasks) == 1 else None
     ax.set_ylabel(f'{one} dev {_metric(plan, one)}' if one else f'average dev score ({len(plan.tasks)} tasks)')
@@ -200,9 +206,11 @@ def _plot_points(ax, table: pd.DataFrame) -> None:
 
 
 def _plot_lines(ax, curve: pd.DataFrame) -> None:
-    for name, part in curve[curve['average'].notna()].groupby('variant', sort=False):
-        err = part['average_std'].fillna(0.0)
-        ax.errorbar(part['pretrain_flops'], part['average'], yerr=err, fmt='o-', capsize=3, label=name)
+    "A line per variant through its checkpoints; points of equal FLOPs set slightly apart, as `_plot_points` does."
+    done = curve[curve['average'].notna()]
+    done = done.assign(x=_dodged(list(done['pretrain_flops'])))
+    for name, part in done.groupby('variant', sort=False):
+        ax.errorbar(part['x'], part['average'], yerr=part['average_std'].fillna(0.0), fmt='o-', capsize=3, label=name)
 
 
 def write_table(plan: Plan) -> tuple[pd.DataFrame, str]:

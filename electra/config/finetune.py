@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from electra.config.base import ConfigError, choice_field, config_from_dict, did_you_mean, field, need
+from electra.finetuning.loss import LOSS_REDUCTIONS
 from electra.finetuning.tasks.glue.tasks import ALL_TASKS, task_named
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'is_task_file']
@@ -81,7 +82,7 @@ class FinetuneConfig:
     adam_beta2: float = field(0.999, 'Adam beta2')
     adam_eps: float = field(1e-6, 'Adam epsilon')
     clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
-    loss_reduction: str = choice_field('sum', ['sum', 'mean', 'token'],
+    loss_reduction: str = choice_field('sum', list(LOSS_REDUCTIONS),
                                        "the examples' losses summed over the batch, as the official run_finetuning.py "
                                        "(clipping then acts on batch_size times the mean's gradient), or 'mean' as "
                                        "PyTorch and the replication; 'token' (tagging): the mean over labelled words")

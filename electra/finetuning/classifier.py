@@ -55,15 +55,10 @@ class ElectraClassifier(nn.Module):
         return out.squeeze(-1) if self.n_outputs == 1 else out
 
 
-def scaled_mse(out: torch.Tensor, target: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
-    "Mean squared error against `target / scale` (official STS-B: scores 0-5 learned as 0-1)."
-    return F.mse_loss(out.float(), target / scale)
-
-
 class ClassifierLoss(FinetuningLoss):
     """The loss of a classification, regression or multi-label run: each example's cross-entropy over classes, squared
-    error against the target / `scale` (`scaled_mse`), or mean binary cross-entropy over labels, reduced over the batch
-    as `FinetuningLoss` describes (`reduction`: 'sum', the official, or 'mean')."""
+    error against the target / `scale` (official STS-B: scores 0-5 learned as 0-1), or mean binary cross-entropy over
+    labels, reduced over the batch as `FinetuningLoss` describes (`reduction`: 'sum', the official, or 'mean')."""
 
     def __init__(self, regression: bool, scale: float = 1.0, multilabel: bool = False, reduction: str = 'sum'):
         super().__init__(reduction)

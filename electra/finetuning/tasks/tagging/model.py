@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.finetuning.classifier import tf_dense
-from electra.finetuning.loss import FinetuningLoss
+from electra.finetuning.loss import LOSS_REDUCTIONS, FinetuningLoss
 from electra.finetuning.tasks.tagging.encoding import IGNORE_INDEX
 
 __all__ = ['ElectraTagger', 'TaggingLoss', 'predict_windows']
@@ -44,7 +44,7 @@ class TaggingLoss(FinetuningLoss):
     `FinetuningLoss`: 'sum' (default) over the batch's windows, as the official code trains; 'mean' over the windows;
     'token' over the batch's labelled words. `weight` [B]: each window's weight."""
 
-    reductions = ('sum', 'mean', 'token')
+    reductions = LOSS_REDUCTIONS
 
     def __call__(self, out: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
         b, t, c = out.shape

@@ -59,7 +59,7 @@ class VariantPlan:
 class FinetunePoint:
     "The fine-tuning of one checkpoint of a pretraining run: its fraction of the run, its step, model and job."
     fraction: float
-    step: int              # the checkpoint's step (pretrain.py saves fraction f at max(1, round(f * steps)))
+    step: int              # the checkpoint's step (`checkpoint_step`, where pretrain.py saves it)
     flops: float           # the training FLOPs of the run's steps up to it (`pretrain_flops_to_step`)
     model: Path            # the exported discriminator (1.0) or the checkpoint <run_name>_<seed>_<pct>.pth
     group: str             # finetune.py's group: <finetune_dir>/<group>/results.csv
@@ -223,20 +223,21 @@ def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfi
     return fcfg, [t for t in fcfg.task_names if not (t in TASKS and TASKS[t].predicted_by)]
 
 
-def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, root: Path) -> tuple[FinetunePoint, ...]:
+def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretrain_dir: Path,
+            root: Path) -> tuple[FinetunePoint, ...]:
     """The checkpoints of one run to fine-tune, by fraction: the exported discriminator for 1.0 (group
     `<variant>_<seed>`), the checkpoint `.pth` before it (group `<variant>_<seed>_at<pct>pct`)."""
     from electra.objective.flops import pretrain_flops_to_step
-    from electra.training.checkpoint import checkpoint_name
-    points = []
+    from electra.training.checkpoint import checkpoint_name, checkpoint_step
+    vocab, points = _vocab_estimate(v.config), []
     for f in sorted(cfg.finetune_at):
         final = f == 1.0
-        model = (root / 'pretrain' / f'{run_name}_{seed}' / 'discriminator' if final
-                 else root / 'pretrain' / checkpoint_name(run_name, seed, f))
+        model = (pretrain_dir / f'{run_name}_{seed}' / 'discriminator' if final
+                 else pretrain_dir / checkpoint_name(run_name, seed, f))
         group = f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{f * 100:g}pct'
-        step = max(1, round(f * v.steps))
-        flops = pretrain_flops_to_step(v.config, _vocab_estimate(v.config), step)
-        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, model, group, root)))
+        step = checkpoint_step(v.steps, f)
+        points.append(FinetunePoint(f, step, pretrain_flops_to_step(v.config, vocab, step), model, group,
+                                    _finetune_args(cfg, model, group, root)))
     return tuple(points)
 
 
@@ -248,6 +249,6 @@ def make_plan(cfg: CompareConfig) -> Plan:
         for v in variants:
             run_name, pretrain_dir = f'{cfg.name}_{v.name}', root / 'pretrain'
             runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(v, run_name, seed, pretrain_dir),
-                                _points(cfg, v, run_name, seed, root)))
+                                _points(cfg, v, run_name, seed, pretrain_dir, root)))
     fcfg, tasks = _finetune_config(cfg, runs[0].finetune_args) if cfg.finetune else (None, [])
     return Plan(cfg, root, variants, runs, fcfg, tasks)

@@ -17,7 +17,7 @@ import torch
 from electra.config.base import ConfigError
 from electra.training.files import atomic_write_text, is_main_process
 
-__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'check_resume_compatible']
+__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'check_resume_compatible']
 
 
 FORMAT = 'electra-pretrain'
@@ -53,11 +53,16 @@ def checkpoint_name(run_name: str, seed: int, fraction: float) -> str:
     return f'{run_name}_{seed}_{fraction * 100:g}%.pth'
 
 
+def checkpoint_step(total_steps: int, fraction: float) -> int:
+    "The step after which the checkpoint of `fraction` of a run of `total_steps` is saved (at least the first)."
+    return max(1, round(fraction * total_steps))
+
+
 def checkpoint_steps(total_steps: int, fractions: list[float]) -> dict[int, list[float]]:
     "Step -> the fractions saved at it (several short-run fractions can round to one step)."
     out: dict[int, list[float]] = {}
     for f in sorted(fractions):
-        out.setdefault(max(1, round(f * total_steps)), []).append(f)
+        out.setdefault(checkpoint_step(total_steps, f), []).append(f)
     return out
 
 

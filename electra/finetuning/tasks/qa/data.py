@@ -6,24 +6,25 @@ The official reader (google-research/electra, finetune/qa/qa_tasks.py, `QATask._
 question only when its first answer is found at its `answer_start`, and drops the rest with a log line. Here a bad
 answer stops the read with a `ConfigError` naming the file and the question, unless `on_bad_answer` says otherwise:
 'skip' drops the question (the official training behaviour), 'keep' keeps it as it is (for evaluation sets, where only
-the answers' texts are scored, as the official evaluation scripts never look at offsets).
+the answers' texts are scored, as the official evaluation scripts never look at offsets). Either says in one line how
+many questions it skipped or kept, and which was the first; more than `MAX_BAD_SHARE` (10%) of a file's questions is
+a broken file (offsets in bytes, answers of another context), not the rare answer the official reader cannot find
+(about one in a thousand SQuAD training questions, odd characters), and stops the read.
 """
 from __future__ import annotations
 
 import gzip
 import json
-import logging
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, RunWarning
 
-__all__ = ['QAExample', 'is_official_whitespace', 'split_words', 'answer_found', 'read_squad', 'read_mrqa', 'read_qa',
-           'gold_answers', 'BAD_ANSWER_MODES']
-
-log = logging.getLogger(__name__)
+__all__ = ['QAExample', 'is_official_whitespace', 'split_words', 'answer_found', 'squad_version', 'read_squad', 'read_mrqa',
+           'read_qa', 'gold_answers', 'BAD_ANSWER_MODES', 'MAX_BAD_SHARE']
 
 BAD_ANSWER_MODES = ('error', 'skip', 'keep')
 
@@ -89,19 +90,52 @@ def _need(obj: Any, key: str, kind: type | tuple, path: Path, where: str) -> Any
     return value
 
 
-def _checked_answers(path: Path, qid: str, context: str, answers: list[tuple[str, int]], mode: str) -> bool:
-    "Whether to keep the question: a bad answer raises in mode 'error', drops it in 'skip', is kept in 'keep'."
-    split = split_words(context)
-    for text, start in answers:
-        if answer_found(context, text, start, split): continue
-        if mode == 'error':
-            got = context[start:start + len(text)] if isinstance(start, int) and start >= 0 else ''
-            raise ConfigError(
-                f"{path}: question {qid!r}: the answer {text!r} is not found at its offset {start} (the context has "
-                f"{got!r} there). Fix its offset, or read with on_bad_answer='skip' to drop such questions (as the "
-                "official code drops them from training) or 'keep' for an evaluation set (only texts are scored).")
-        if mode == 'skip': return False
-    return True
+MAX_BAD_SHARE = 0.1  # of a file's questions with a bad answer: more is a mistake in the file, not its rare quirks
+
+
+@dataclass
+class _AnswerCheck:
+    """The answers of one file checked against their contexts, as `on_bad_answer` (`mode`) says; counts the questions
+    checked and those with a bad answer, and keeps the first for the messages."""
+    path: Path
+    mode: str
+    checked: int = 0
+    bad: int = 0
+    first: str = ''
+
+    def keep(self, qid: str, context: str, answers: list[tuple[str, int]]) -> bool:
+        "Whether to keep the question: a bad answer raises in mode 'error', drops it in 'skip', is kept in 'keep'."
+        self.checked += 1
+        split = split_words(context)
+        for text, start in answers:
+            if answer_found(context, text, start, split): continue
+            got = context[start:start + len(text)] if start >= 0 else ''
+            if self.mode == 'error':
+                raise ConfigError(
+                    f"{self.path}: question {qid!r}: the answer {text!r} is not found at its offset {start} (the context "
+                    f"has {got!r} there). Fix its offset, or read with on_bad_answer='skip' to drop such questions (as "
+                    "the official code drops them from training) or 'keep' for an evaluation set (only texts are scored).")
+            self.bad += 1
+            self.first = self.first or f"question {qid!r}: {text!r} expected at {start}, the context has {got!r} there"
+            return self.mode == 'keep'
+        return True
+
+    def report(self) -> None:
+        """One line on the questions with a bad answer, skipped or kept; more than `MAX_BAD_SHARE` of them is no longer
+        the rare answer the official reader cannot find (SQuAD's few odd characters) but a broken file: refused."""
+        if not self.bad: return
+        what = f"{self.path}: {self.bad} of {self.checked} questions"
+        if self.bad > MAX_BAD_SHARE * self.checked:
+            raise ConfigError(f"{what} have an answer not found at its answer_start (first: {self.first}): more than "
+                              f"{MAX_BAD_SHARE:.0%} is a mistake in the file (offsets counted in bytes rather than "
+                              "characters, answers of another context), not the rare quirks the official reader skips. "
+                              "Fix the offsets.")
+        if self.mode == 'skip':
+            warnings.warn(f"{what} skipped: an answer is not found at its answer_start (first: {self.first}), as the "
+                          "official reader skips them from training.", RunWarning, stacklevel=3)
+        else:
+            warnings.warn(f"{what} have an answer not found at its answer_start (first: {self.first}); kept: only "
+                          "answer texts are scored (the official evaluation never reads offsets).", RunWarning, stacklevel=3)
 
 
 def _context(par: Any, path: Path, where: str, id_key: str) -> str:
@@ -131,8 +165,8 @@ def _span_list(items: Any, path: Path, where: str, spans: str) -> list[tuple[str
 
 
 def _squad_question(qa: Any, context: str, path: Path, where: str, v2: bool, labeled: bool,
-                    mode: str) -> QAExample | None:
-    "One SQuAD question; None when its answer is bad and `mode` is 'skip'."
+                    check: _AnswerCheck) -> QAExample | None:
+    "One SQuAD question; None when its answer is bad and `check` skips it."
     qid = _need(qa, 'id', str, path, where)
     where = f'question {qid!r}'
     question = _need(qa, 'question', str, path, where)
@@ -146,27 +180,28 @@ def _squad_question(qa: Any, context: str, path: Path, where: str, v2: bool, lab
     if not impossible and not answers:
         raise ConfigError(f"{path}: {where}: no answer. Give it one" + (", or set is_impossible to true."
                           if v2 else " (SQuAD 1.1 has no unanswerable questions; use the 2.0 format for those)."))
-    if not _checked_answers(path, qid, context, answers, mode): return None
+    if not check.keep(qid, context, answers): return None
     return QAExample(qid, question, context, tuple(answers), impossible, tuple(t for t, _ in answers), tuple(plausible))
 
 
-def _is_v2(data: dict, articles: list) -> bool:
-    "SQuAD 2.0 by the file's `version` ('v2.0'), or, without one, by questions that carry `is_impossible`."
+def squad_version(data: dict, articles: list) -> tuple[bool, str]:
+    """Whether a SQuAD file (`data`, its `data` list `articles`) is 2.0, and what says so: its `version` ('v2.0'), or,
+    without one, questions that carry `is_impossible`; '' when nothing does (1.1)."""
     version = str(data.get('version', ''))
-    if version: return version.lstrip('v').startswith('2')
-    return any(isinstance(qa, dict) and 'is_impossible' in qa for a in articles if isinstance(a, dict)
-               for p in a.get('paragraphs', []) if isinstance(p, dict) for qa in p.get('qas', []))
+    if version: return version.lstrip('v').startswith('2'), f'version {version!r}'
+    marked = any(isinstance(qa, dict) and 'is_impossible' in qa for a in articles if isinstance(a, dict)
+                 for p in a.get('paragraphs', []) if isinstance(p, dict) for qa in p.get('qas', []))
+    return marked, 'questions with is_impossible' if marked else ''
 
 
-def _add(out: list[QAExample], seen: set[str], ex: QAExample | None, path: Path) -> int:
-    "Appends `ex` (1 skipped when None); ids must be unique, as the prediction files are keyed by them."
-    if ex is None: return 1
+def _add(out: list[QAExample], seen: set[str], ex: QAExample | None, path: Path) -> None:
+    "Appends `ex` (unless None: skipped); ids must be unique, as the prediction files are keyed by them."
+    if ex is None: return
     if ex.id in seen:
         raise ConfigError(f"{path}: question {ex.id!r} appears twice. Ids must be unique: predictions.json is keyed "
                           "by them; rename one.")
     seen.add(ex.id)
     out.append(ex)
-    return 0
 
 
 def _check_mode(on_bad_answer: str) -> None:
@@ -178,22 +213,22 @@ def read_squad(path: str | Path, on_bad_answer: str = 'error', labeled: bool = T
                v2: bool | None = None) -> list[QAExample]:
     """The questions of an official SQuAD JSON file, in file order. `v2` None: from the file's `version`.
     `labeled` False reads a file without answers (a test set). See the module doc for `on_bad_answer`."""
-    path, skipped = Path(path), 0
+    path = Path(path)
     _check_mode(on_bad_answer)
+    check = _AnswerCheck(path, on_bad_answer)
     try: data = json.loads(Path(path).read_text(encoding='utf-8'))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ConfigError(f"{path}: cannot read it as SQuAD JSON ({e}). Give the official train/dev JSON file.") from e
     articles = _need(data, 'data', list, path, 'top level')
-    v2 = _is_v2(data, articles) if v2 is None else v2
+    v2 = squad_version(data, articles)[0] if v2 is None else v2
     out, seen = [], set()
     for a, art in enumerate(articles):
         for p, par in enumerate(_need(art, 'paragraphs', list, path, f'article {a}')):
             where = f'article {a}, paragraph {p}'
             context = _context(par, path, where, 'id')
             for q, qa in enumerate(_need(par, 'qas', list, path, where)):
-                ex = _squad_question(qa, context, path, f'{where}, question {q}', v2, labeled, on_bad_answer)
-                skipped += _add(out, seen, ex, path)
-    if skipped: log.warning('%s: %d questions skipped: their answer is not found at its offset', path, skipped)
+                _add(out, seen, _squad_question(qa, context, path, f'{where}, question {q}', v2, labeled, check), path)
+    check.report()
     return out
 
 
@@ -211,7 +246,8 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
         raise ConfigError(f"{path}: cannot read it as MRQA JSONL ({e}). Give the official .jsonl(.gz) file.") from e
 
 
-def _mrqa_question(qa: Any, context: str, path: Path, where: str, labeled: bool, mode: str) -> QAExample | None:
+def _mrqa_question(qa: Any, context: str, path: Path, where: str, labeled: bool,
+                   check: _AnswerCheck) -> QAExample | None:
     qid = _need(qa, 'qid', str, path, where)
     where = f'{where}, question {qid!r}'
     question = _need(qa, 'question', str, path, where)
@@ -221,7 +257,7 @@ def _mrqa_question(qa: Any, context: str, path: Path, where: str, labeled: bool,
     if not detected or not gold or not all(isinstance(t, str) for t in gold):
         raise ConfigError(f"{path}: {where}: needs at least one detected answer and a list of answer strings. "
                           "MRQA has no unanswerable questions; remove it or give its answers.")
-    if not _checked_answers(path, qid, context, detected, mode): return None
+    if not check.keep(qid, context, detected): return None
     return QAExample(qid, question, context, tuple(detected), False, tuple(gold))
 
 
@@ -229,14 +265,15 @@ def read_mrqa(path: str | Path, on_bad_answer: str = 'error', labeled: bool = Tr
     """The questions of an MRQA JSONL file (.jsonl or .jsonl.gz; NewsQA, TriviaQA, ...), in file order. A line with
     a `header` is skipped, as the official reader does. Ids are the questions' `qid`s (official: MRQA predictions are
     keyed by `qid`)."""
-    path, skipped, out, seen = Path(path), 0, [], set()
+    path, out, seen = Path(path), [], set()
     _check_mode(on_bad_answer)
+    check = _AnswerCheck(path, on_bad_answer)
     for n, par in _jsonl_lines(path):
         if isinstance(par, dict) and 'header' in par: continue
         context = _context(par, path, f'line {n}', 'qid')
         for qa in _need(par, 'qas', list, path, f'line {n}'):
-            skipped += _add(out, seen, _mrqa_question(qa, context, path, f'line {n}', labeled, on_bad_answer), path)
-    if skipped: log.warning('%s: %d questions skipped: their answer is not found at its offset', path, skipped)
+            _add(out, seen, _mrqa_question(qa, context, path, f'line {n}', labeled, check), path)
+    check.report()
     return out
 
 

@@ -18,7 +18,8 @@
     beam_size: 20
     na_threshold: -2.75       # SQuAD 2.0: null odds above it answer "" (official qa_na_threshold)
     on_bad_answer: error      # a training answer not found at its answer_start: error, or skip the question
-                              # (the official reader skips it); dev answers are scored by text only
+                              # (the official reader skips it); dev answers are scored by text only. Skipped or
+                              # kept, one line counts them; more than 10% of a file's questions stops the job
     max_length: 512           # and any per-task hyperparameter of the job (epochs, lr, batch_size, ...); max_length
     epochs: 2                 #   is QA's max_seq_length; these three default to the official QA values
     eval_batch_size: 32
@@ -27,7 +28,8 @@ A question becomes one or more windows of its context (`features.featurize`); a 
 training questions (those without the answer learn [CLS], as officially) and counts its steps by windows. The dev
 metrics are the official evaluation's (`metrics`), the test files the official ones: `<test_output_dir>/<group>/
 <name>/<split>/predictions.json`, `nbest_predictions.json` and, for SQuAD 2.0, `null_odds.json`. The job's
-`dropout` does not apply: the official QA head has none (the body keeps its own dropout).
+`dropout` does not apply: the official QA head has none (the body keeps its own dropout). The SQuAD version is the dev
+file's; a training file (or a test file that states its version) of the other version stops the job.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from electra.config.base import ConfigError
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
 from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler
 from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.finetuning.tasks.qa.data import gold_answers, read_mrqa, read_squad, squad_version
 from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
 from electra.finetuning.tasks.qa.metrics import QA_NA_THRESHOLD
 
@@ -136,16 +139,37 @@ def read_qa_spec(path: Path, raw: dict) -> QASpec:
     return QASpec(path.resolve(), str(raw.get('name') or path.stem), kind, files, hparams, **options)
 
 
-def _squad_is_v2(path: Path) -> bool:
-    "Whether a SQuAD file is 2.0, as `read_squad` decides it (its `version`, else questions with `is_impossible`)."
-    from electra.finetuning.tasks.qa.data import _is_v2
+def _squad_version(path: Path) -> tuple[bool, str]:
+    "Whether a SQuAD file is 2.0 and what says so, as `read_squad` decides it (`data.squad_version`)."
     try: data = json.loads(path.read_text(encoding='utf-8'))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ConfigError(f"{path}: cannot read it as SQuAD JSON ({e}). Give the official train/dev JSON file.") from e
     articles = data.get('data') if isinstance(data, dict) else None
     if not isinstance(articles, list):
         raise ConfigError(f"{path}: top level: the field 'data' is missing or not a list. Give the official SQuAD JSON.")
-    return _is_v2(data, articles)
+    return squad_version(data, articles)
+
+
+def _task_squad_version(spec: QASpec) -> bool:
+    """Whether a SQuAD task is 2.0: its dev file's version, which its training file (and a test file that says its
+    version) must share. The official code takes the version from the task's name (`squad`, `squadv1`) and stops on a
+    training file of the other (qa_tasks.py `_add_examples`: a KeyError on `is_impossible`, an IndexError on the empty
+    `answers` of an unanswerable question)."""
+    dev = spec.files['dev']
+    v2, how = _squad_version(dev)
+    for split in ('train', 'test'):
+        if split not in spec.files: continue
+        other, other_how = _squad_version(spec.files[split])
+        if other == v2 or not (split == 'train' or other_how): continue  # a test file without answers may not say
+        why = (f"the test answers would be written as SQuAD {'2.0' if v2 else '1.1'}'s" if split == 'test' else
+               'trained without unanswerable questions, the model would be scored on them' if v2 else
+               'the unanswerable training questions would teach a null answer that SQuAD 1.1 never scores')
+        raise ConfigError(f"{spec.path}: {split} {spec.files[split].name} is SQuAD {'2.0' if other else '1.1'} "
+                          f"({other_how or 'no version, no is_impossible'}), but dev {dev.name} is SQuAD "
+                          f"{'2.0' if v2 else '1.1'} ({how or 'no version, no is_impossible'}): {why}. Give '{split}' "
+                          "and 'dev' files of one SQuAD version (train-v2.0.json with dev-v2.0.json, or train-v1.1.json "
+                          "with dev-v1.1.json).")
+    return v2
 
 
 @dataclass
@@ -217,7 +241,7 @@ class QATask(FinetuningTask):
 
     def __init__(self, spec: QASpec):
         self.spec = spec
-        self.v2 = spec.kind == 'squad' and _squad_is_v2(spec.files['dev'])
+        self.v2 = spec.kind == 'squad' and _task_squad_version(spec)
         # The score is the official one at the official threshold: SQuAD 2.0's `exact` and `f1` answer "" where the
         # null odds exceed `na_threshold` (official qa_na_threshold, -2.75), as run_finetuning.py reports dev scores:
         # finetune/qa/qa_metrics.py `SpanBasedQAScorer._get_results` runs squad_official_eval.py, whose `set_opts`
@@ -240,7 +264,6 @@ class QATask(FinetuningTask):
     def read(self, split: str) -> list:
         """A split's questions: training answers checked (`on_bad_answer`), dev answers kept as they are (only their
         texts are scored), test read without answers."""
-        from electra.finetuning.tasks.qa.data import read_mrqa, read_squad
         path = self.spec.files[split]
         mode, labeled = {'train': (self.spec.on_bad_answer, True), 'dev': ('keep', True)}.get(split, ('keep', False))
         examples = read_squad(path, mode, labeled) if self.spec.kind == 'squad' else read_mrqa(path, mode, labeled)
@@ -309,7 +332,6 @@ class QATask(FinetuningTask):
         """The official metrics (percent) of a labelled split, as floats: `f1` and `exact` (SQuAD 2.0: at
         `na_threshold`), and for SQuAD 2.0 the HasAns / NoAns splits (NaN when the split has no such question), the
         best threshold's scores and the thresholds."""
-        from electra.finetuning.tasks.qa.data import gold_answers
         from electra.finetuning.tasks.qa.metrics import qa_metrics
         got = qa_metrics(self.eval_kind, gold_answers(split.examples), preds, null_odds if self.v2 else None,
                          self.spec.na_threshold)

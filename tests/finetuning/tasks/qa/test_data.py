@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, RunWarning
 from electra.finetuning.tasks.qa.data import (QAExample, answer_found, gold_answers, read_mrqa, read_qa, read_squad,
                                               split_words)
 from tests.finetuning.tasks.qa.conftest import squad_file
@@ -77,9 +77,40 @@ def test_bad_answer_names_file_and_id(tmp_path):
     with pytest.raises(ConfigError) as e: read_squad(path)
     msg = str(e.value)
     assert str(path) in msg and "'q7'" in msg and 'offset 4' in msg and "on_bad_answer='skip'" in msg
-    assert read_squad(path, on_bad_answer='skip') == []
-    assert read_squad(path, on_bad_answer='keep')[0].answers == (('John Smith', 4),)
     with pytest.raises(ConfigError, match='on_bad_answer'): read_squad(path, on_bad_answer='drop')
+
+
+def _questions(n_bad: int, n: int = 20) -> list[dict]:
+    "n questions about CTX, the first n_bad of them with the answer 'John Smith' at a wrong offset (4)."
+    return [{'id': f'q{i}', 'question': 'Who?', 'answers': [{'text': 'John Smith', 'answer_start': 4 if i < n_bad else 15}]}
+            for i in range(n)]
+
+
+FIRST_BAD = r"\(first: question 'q0': 'John Smith' expected at 4, the context has 'leader was' there\)"
+
+
+def test_a_few_bad_answers_are_skipped_or_kept_with_one_line_saying_how_many(tmp_path):
+    "Skipped as the official reader skips them from training (dev: kept, only texts are scored), but never silently."
+    path = squad_file(tmp_path / 'train.json', [{'context': CTX, 'qas': _questions(2)}])
+    with pytest.warns(RunWarning, match=rf"train.json: 2 of 20 questions skipped: an answer is not found at its "
+                                        rf"answer_start {FIRST_BAD}, as the official reader skips them from training"):
+        kept = read_squad(path, on_bad_answer='skip')
+    assert [ex.id for ex in kept] == [f'q{i}' for i in range(2, 20)]
+    with pytest.warns(RunWarning, match=rf"train.json: 2 of 20 questions have an answer not found at its answer_start "
+                                        rf"{FIRST_BAD}; kept: only answer texts are scored"):
+        assert len(read_squad(path, on_bad_answer='keep')) == 20
+
+
+@pytest.mark.parametrize('mode', ['skip', 'keep'])
+def test_many_bad_answers_are_a_file_mistake_and_refused(tmp_path, mode):
+    "All answers off (offsets in bytes, answers of another context): skipping them trained on what was left, or nothing."
+    path = squad_file(tmp_path / 'train.json', [{'context': CTX, 'qas': _questions(3)}])
+    with pytest.raises(ConfigError, match=rf"train.json: 3 of 20 questions have an answer not found at its answer_start "
+                                          rf"{FIRST_BAD}: more than 10% is a mistake in the file"):
+        read_squad(path, on_bad_answer=mode)
+    one = _one(tmp_path, {'id': 'q7', 'question': 'Who?', 'answers': [{'text': 'John Smith', 'answer_start': 4}]})
+    with pytest.raises(ConfigError, match=r"bad.json: 1 of 1 questions have an answer not found"):
+        read_squad(one, on_bad_answer=mode)
 
 
 @pytest.mark.parametrize('qa, version, words', [

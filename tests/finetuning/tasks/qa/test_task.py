@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from electra.config.base import ConfigError
 from electra.finetuning import sweep
 from electra.finetuning.classifier import load_finetuned
-from electra.finetuning.tasks.files import read_task_file
+from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.qa.data import gold_answers, read_squad
 from electra.finetuning.tasks.qa.demo import write_demo_squad
 from electra.finetuning.tasks.qa.features import featurize, featurize_cached
@@ -91,6 +91,31 @@ def test_task_file_defaults_overrides_and_errors(tmp_path):
     bad.write_text('kind: mrqa\ntrain: squad/train.json\ndev: squad/dev.json\n', encoding='utf-8')
     with pytest.raises(ConfigError, match=r"nodev\.yaml: train: train\.json is not a \.jsonl or \.jsonl\.gz file"):
         read_task_file(bad)
+
+
+@pytest.mark.parametrize('train, dev, message', [
+    ('1.1', '2.0', r"train train.json is SQuAD 1.1 \(version '1.1'\), but dev dev.json is SQuAD 2.0 \(version 'v2.0'\): "
+                   r"trained without unanswerable questions, the model would be scored on them"),
+    ('2.0', '1.1', r"train train.json is SQuAD 2.0 \(version 'v2.0'\), but dev dev.json is SQuAD 1.1 \(version '1.1'\): "
+                   r"the unanswerable training questions would teach a null answer that SQuAD 1.1 never scores"),
+])
+def test_train_and_dev_of_different_squad_versions_are_refused(tmp_path, train, dev, message):
+    "The answerability setting came from the dev file alone, and the training file of the other version ran with it."
+    for split, version in (('train', train), ('dev', dev)):
+        write_demo_squad(tmp_path / version, version, {'train': 8, 'dev': 4})
+        (tmp_path / f'{split}.json').write_bytes((tmp_path / version / f'{split}.json').read_bytes())
+    spec = tmp_path / 'mixed.yaml'
+    spec.write_text('kind: squad\ntrain: train.json\ndev: dev.json\n', encoding='utf-8')
+    with pytest.raises(ConfigError, match=rf"^{spec}: {message}\. Give 'train' and 'dev' files of one SQuAD version"):
+        make_task(read_task_file(spec))
+
+
+def test_a_test_file_of_the_other_squad_version_is_refused(tmp_path):
+    spec = demo_task(tmp_path, version='2.0')
+    test = tmp_path / 'squad' / 'test.json'
+    test.write_text(test.read_text(encoding='utf-8').replace('"v2.0"', '"1.1"'), encoding='utf-8')
+    with pytest.raises(ConfigError, match=r"test test.json is SQuAD 1.1 \(version '1.1'\), but dev dev.json is SQuAD 2.0"):
+        make_task(read_task_file(spec))
 
 
 def _with_test(tmp_path: Path) -> Path:

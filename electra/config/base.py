@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import yaml
 
-__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field', 'choice_field',
+__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'load_yaml', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field', 'choice_field',
            'running_in_notebook', 'cli_args', 'friendly_errors']
 
 
@@ -64,6 +64,36 @@ _TRUE, _FALSE = {'true', 'yes', '1', 'on'}, {'false', 'no', '0', 'off'}
 BOOL_WORDS = _TRUE | _FALSE  # how a bool may be written on the command line
 
 
+class _DuplicateKey(yaml.YAMLError):
+    "A key given twice in one YAML mapping, on these lines (from 1)."
+    def __init__(self, key, first: int, second: int): self.key, self.first, self.second = key, first, second
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    "yaml.SafeLoader that refuses a key given twice in one mapping, which PyYAML resolves silently (the last wins)."
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                if key_node.tag == 'tag:yaml.org,2002:merge': continue  # a key beside `<<: *x` overrides it: YAML's rule
+                key = self.construct_object(key_node, deep=True)
+                try: first = seen.setdefault(key, key_node)
+                except TypeError: continue  # an unhashable key: SafeLoader's own error follows
+                if first is not key_node: raise _DuplicateKey(key, first.start_mark.line + 1, key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """YAML `text` (the contents of `where`: a file, or a command-line value) as SafeLoader reads it, except that a
+    key given twice in one mapping is a `ConfigError` naming both lines; other YAML errors are left to the caller."""
+    try: return yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKey as e:
+        lines = f', on lines {e.first} and {e.second}' if e.first != e.second else ''
+        raise ConfigError(f"{where}: key {e.key!r} is given twice{lines}; the second would silently replace the first. "
+                          "Keep one of them.") from None
+
+
 def _coerce(value: Any, tp: Any, where: str) -> Any:
     "Convert `value` (a YAML value or a CLI string) to type `tp`, or raise a `ConfigError` naming `where`."
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -108,7 +138,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         raise ConfigError(f"{where}: expected a string, got {value!r}.")
     if tp is dict or origin is dict:
         if isinstance(value, str):  # a command-line mapping is YAML: --task_overrides '{RTE: {epochs: 10}}'
-            try: value = yaml.safe_load(value)
+            try: value = load_yaml(value, where)
             except yaml.YAMLError: pass
         if isinstance(value, dict): return value
         raise ConfigError(f"{where}: expected a mapping, got {value!r}. On the command line write it as YAML, "
@@ -152,7 +182,7 @@ def config_to_dict(cfg) -> dict[str, Any]:
 def _read_yaml(path: Path) -> dict[str, Any]:
     try: text = path.read_text(encoding='utf-8')
     except OSError as e: raise ConfigError(f"{path}: cannot read the config file ({e.strerror}).") from None
-    try: data = yaml.safe_load(text) or {}
+    try: data = load_yaml(text, str(path)) or {}
     except yaml.YAMLError as e: raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of key: value at the top level.")

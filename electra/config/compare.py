@@ -97,8 +97,15 @@ class CompareConfig:
         names = [s.name for s in specs]
         need(not self.reference or self.reference in names, 'reference',
              f"'{self.reference}' is not a variant; choose one of {', '.join(names)}.")
+        folded = {}
+        for name in names:  # run folders are named by the variant: one folder on a case-insensitive file system
+            other = folded.setdefault(name.lower(), name)
+            need(other == name, 'variants', f"'{other}' and '{name}' differ only in case: their run folders would be "
+                                            "one on macOS and Windows. Rename one.")
         unknown = [v for v in self.only if v not in names]
         need(not unknown, 'only', f"{', '.join(unknown)} is not a variant; choose among {', '.join(names)}.")
+        twice = sorted({v for v in self.only if self.only.count(v) > 1})
+        need(not twice, 'only', f"{', '.join(twice)} is listed twice; list each variant once.")
         need(self.steps >= 0, 'steps', f"must be positive, or 0 for the reference's own steps, got {self.steps}.")
         need(bool(self.seeds), 'seeds', 'give at least one pretraining seed.')
         need(len(set(self.seeds)) == len(self.seeds), 'seeds', f'seeds must differ, got {self.seeds}.')

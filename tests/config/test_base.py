@@ -68,3 +68,29 @@ def test_retired_size_key_is_skipped_in_files_and_unknown_on_the_command_line(tm
     assert config_from_dict(PretrainConfig, {'size': 'base', 'lr': 1e-3}) == config_from_dict(PretrainConfig, {'lr': 1e-3})
     with pytest.raises(ConfigError, match="command line: unknown key 'size'"):
         load_config(PretrainConfig, ['--size', 'base'], preset_dir='configs/pretrain')
+
+
+def test_a_key_twice_in_a_yaml_file_is_refused_naming_the_file_key_and_lines(tmp_path):
+    "PyYAML keeps the last of two equal keys: the first setting was dropped without a word."
+    from electra.config.finetune import FinetuneConfig
+    path = tmp_path / 'mine.yaml'
+    path.write_text('lr: 1.0e-4\nepochs: 3\nlr: 3.0e-4\n')
+    with pytest.raises(ConfigError, match=rf"^{path}: key 'lr' is given twice, on lines 1 and 3; the second would "
+                                          r"silently replace the first\. Keep one of them\.$"):
+        load_config(FinetuneConfig, ['--config', str(path)], preset_dir='configs/finetune')
+    path.write_text('task_overrides:\n  RTE: {epochs: 10}\n  CoLA: {lr: 1.0e-4}\n  RTE: {epochs: 2}\n')
+    with pytest.raises(ConfigError, match=rf"^{path}: key 'RTE' is given twice, on lines 2 and 4"):
+        load_config(FinetuneConfig, ['--config', str(path)], preset_dir='configs/finetune')
+    with pytest.raises(ConfigError, match=r"^command line: key 'task_overrides': key 'RTE' is given twice; the second "
+                                          r"would silently replace the first"):
+        load_config(FinetuneConfig, ['--task_overrides', '{RTE: {epochs: 10}, RTE: {epochs: 3}}'],
+                    preset_dir='configs/finetune')
+
+
+def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
+    "A key given beside `<<: *anchor` replaces the merged one: that is YAML's rule, not a duplicate."
+    from electra.config.finetune import FinetuneConfig
+    path = tmp_path / 'mine.yaml'
+    path.write_text('task_overrides:\n  RTE: &r {epochs: 10, lr: 1.0e-4}\n  MRPC:\n    <<: *r\n    lr: 2.0e-4\n')
+    cfg = load_config(FinetuneConfig, ['--config', str(path)], preset_dir='configs/finetune')
+    assert cfg.task_overrides == {'RTE': {'epochs': 10, 'lr': 1e-4}, 'MRPC': {'epochs': 10, 'lr': 2e-4}}

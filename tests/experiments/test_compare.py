@@ -143,6 +143,19 @@ def test_the_comparison_config_refuses_what_it_cannot_run(tmp_path, change, matc
         comparison(tmp_path, **change)
 
 
+def test_a_variant_twice_is_refused(tmp_path):
+    "Two variants of one name: the last replaced the first, which was never run; 'only' twice; names equal but for case."
+    path = tmp_path / 'mine.yaml'
+    path.write_text("variants:\n  electra: {config: ''}\n  bert: {config: bert}\n  electra: {overrides: {mask_prob: 0.25}}\n")
+    with pytest.raises(ConfigError, match=rf"^{path}: key 'electra' is given twice, on lines 2 and 4"):
+        load_compare_config(['--config', str(path)])
+    with pytest.raises(ConfigError, match=r"^only: electra is listed twice"):
+        comparison(tmp_path, only=['electra', 'uniform', 'electra'])
+    with pytest.raises(ConfigError, match=r"^variants: 'Electra' and 'electra' differ only in case: their run folders "
+                                          r"would be one on macOS and Windows\. Rename one\."):
+        comparison(tmp_path, variants={'Electra': {'config': ''}, 'electra': {'config': 'bert'}})
+
+
 def test_command_line_keys_and_presets(tmp_path, capsys):
     "--pretrain.KEY / --finetune.KEY add to the preset's overrides; every preset loads; --help lists the keys."
     cfg = load_compare_config(['--config', 'demo', '--pretrain.steps', '50', '--finetune.runs=3', '--seeds', '1,2',

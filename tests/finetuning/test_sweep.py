@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import re
+import shutil
 import sys
 import zipfile
 from pathlib import Path
@@ -197,3 +198,17 @@ def test_nan_predictions_never_reach_a_submission_file(tmp_path, glue_dir, tiny)
                                           r'examples; no file written\. Delete those runs. rows'):
         sweep.write_test_predictions(cfg, results, tok, src, log=lambda s: None)
     assert not (tmp_path / 'out/t/RTE.tsv').exists()
+
+
+def test_a_malformed_test_file_stops_the_task_before_its_runs(tmp_path, glue_dir, tiny):
+    "A test index twice (two submission rows for one example) or a ragged test row was found only after training."
+    data = shutil.copytree(glue_dir / 'RTE', tmp_path / 'glue' / 'RTE')
+    with open(data / 'test.tsv', encoding='utf-8') as f: lines = f.read().splitlines()
+    (data / 'test.tsv').write_text('\n'.join(lines + [lines[1]]) + '\n', encoding='utf-8')  # its first example again
+    cfg = job(tmp_path, tmp_path / 'glue', tasks=['RTE'], runs=1)
+    with pytest.raises(ConfigError, match=rf"RTE/test.tsv line {len(lines) + 1}: index 0 is also on line 2"):
+        sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=lambda s: None)
+    assert not list(tmp_path.rglob('*.pth'))
+    no_predictions = job(tmp_path, tmp_path / 'glue', tasks=['RTE'], runs=1, predict=False)
+    sweep.run_sweep(no_predictions, *tiny, open_source(cfg.data), log=lambda s: None)  # the test file is not needed
+    assert (tmp_path / 'ckpt/t/RTE_0.pth').is_file()

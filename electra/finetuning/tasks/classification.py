@@ -46,7 +46,11 @@ class ClassificationTask(FinetuningTask):
         return encode_cached(ex, tokenizer, task_cfg.max_length, Path(cache_dir) / 'glue_tokens', f'{task.name}-{split}')
 
     def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
-        "Read, filter, double (when `doubled`) and encode the training set, and encode the dev splits (cached)."
+        """Read, filter, double (when `doubled`) and encode the training set, and encode the dev splits (cached). The
+        test files to predict are read too, so that a malformed one (a ragged row, an index twice) stops the job
+        before the runs rather than after them."""
+        for split, _ in self.info.test_files if task_cfg.predict else ():
+            if self.source.has(self.info, split): self.source.load(self.info, split)
         train = self.encoded(self.info, 'train', task_cfg, tokenizer, cache_dir, self._train_examples(task_cfg, doubled))
         return TaskData(self, train, {s: self.encoded(self.info, s, task_cfg, tokenizer, cache_dir) for s in self.dev_splits})
 

@@ -16,7 +16,9 @@ a small YAML file and trained, swept, summarised and predicted as a GLUE task is
 
 Class labels are those of the training file (sorted; numerically when they are all numbers); a dev or test label
 never seen in training stops the job naming the file and line. TSV files are read as the GLUE files are (tab, no
-quoting), so a GLUE task given as files reads exactly the same examples.
+quoting), so a GLUE task given as files reads exactly the same examples. A CSV or TSV file's first line names its
+columns; a row with more or fewer fields than that header (a comma outside quotes, a tab in a TSV text), a column
+named twice, or an id twice in the test file stops the job naming the file and line.
 """
 from __future__ import annotations
 
@@ -26,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import yaml
 
-from electra.config.base import ConfigError
-from electra.finetuning.tasks.glue.sources import Examples, GlueSource
+from electra.config.base import ConfigError, load_yaml
+from electra.finetuning.tasks.glue.sources import Examples, GlueSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
 
 __all__ = ['FileTaskSpec', 'read_task_file', 'task_hparams', 'make_task', 'FileSource', 'file_task', 'write_file_predictions']
@@ -86,12 +89,11 @@ def task_hparams(path: Path, raw: dict, defaults: dict | None = None) -> dict:
 def read_task_file(path: str | Path):
     """The task a YAML file describes, checked: keys, kind, metrics, columns or fields named, files present. A
     `FileTaskSpec`, or for `kind` tagging, squad or mrqa the spec of `tasks/tagging/task.py` or `tasks/qa/task.py`."""
-    import yaml
     path = Path(path)
     if not path.is_file():
         _fail(path, "no such task file (tasks: GLUE names or task YAML files). The demo's task files are written by "
                     "`python -m electra.finetuning.tasks.demo cache/demo_tasks`.")
-    try: raw = yaml.safe_load(path.read_text(encoding='utf-8')) or {}
+    try: raw = load_yaml(path.read_text(encoding='utf-8'), str(path)) or {}
     except yaml.YAMLError as e: _fail(path, f"not valid YAML ({str(e).splitlines()[0]}).")
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
     if raw.get('name') in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
@@ -137,19 +139,44 @@ def _rows(path: Path) -> tuple[list[dict], list[int]]:
         import pandas as pd
         records = pd.read_parquet(path).to_dict('records')
         return records, list(range(1, len(records) + 1))
-    with open(path, encoding='utf-8-sig', newline='') as f:
-        if path.suffix == '.jsonl':
-            rows, lines = [], []
-            for n, line in enumerate(f, 1):
-                if not line.strip(): continue
-                try: rows.append(json.loads(line))
-                except json.JSONDecodeError as e: _fail(path, f"line {n}: not JSON ({e.msg}).")
-                lines.append(n)
-            return rows, lines
-        # TSV as the GLUE files are read (no quoting: quotes are text); CSV with standard quoting
-        reader = csv.DictReader(f, delimiter='\t', quoting=csv.QUOTE_NONE) if path.suffix == '.tsv' else csv.DictReader(f)
-        rows = list(reader)
-        return rows, list(range(2, len(rows) + 2))
+    if path.suffix == '.jsonl': return _jsonl(path)
+    # TSV as the GLUE files are read (no quoting: quotes are text); CSV with standard quoting
+    tsv = path.suffix == '.tsv'
+    return _table(path, read_delimited(path, '\t', csv.QUOTE_NONE) if tsv else read_delimited(path, ',', csv.QUOTE_MINIMAL))
+
+
+def _jsonl(path: Path) -> tuple[list[dict], list[int]]:
+    rows, lines = [], []
+    for n, line in enumerate(read_utf8(path).split('\n'), 1):
+        if not line.strip(): continue
+        try: rows.append(json.loads(line))
+        except json.JSONDecodeError as e: _fail(path, f"line {n}: not JSON ({e.msg}).")
+        if not isinstance(rows[-1], dict): _fail(path, f"line {n}: a record must be a JSON object of column: value.")
+        lines.append(n)
+    return rows, lines
+
+
+_SEPARATORS = {'\t': 'tab', ',': 'comma', ';': "';'", '|': "'|'"}
+
+
+def _table(path: Path, records: list[tuple[int, list[str]]]) -> tuple[list[dict], list[int]]:
+    """The rows of a CSV or TSV file by the names of its header line. A row with more or fewer fields than the header
+    would shift its values into the wrong columns (the text becoming the label): it stops the job, naming the line."""
+    if not records: _fail(path, 'empty file: expected a header line naming the columns, then one line per example.')
+    (at, header), body = records[0], records[1:]
+    read_as = 'tab' if path.suffix == '.tsv' else 'comma'
+    seps = [name for c, name in _SEPARATORS.items() if name != read_as and len(header) == 1 and c in header[0]]
+    if seps:
+        _fail(path, f"the header is one column, {header[0]!r}: the file looks {seps[0]}-separated, but a {path.suffix} "
+                    f"file is read {read_as}-separated. Name a tab-separated file .tsv; write a .csv file with commas.")
+    twice = next((c for i, c in enumerate(header) if c in header[:i]), None)
+    if twice is not None: _fail(path, f"line {at}: the header names column {twice!r} twice; rename one.")
+    hint = ("TSV fields cannot hold a tab (they are read without quoting, as the GLUE files are)" if read_as == 'tab'
+            else 'A field holding a comma must be quoted ("a, b"), and every row has one value per column')
+    for n, row in body:
+        if len(row) != len(header):
+            _fail(path, f"line {n} has {len(row)} fields, the header has {len(header)} ({', '.join(header)}). {hint}.")
+    return [dict(zip(header, row)) for _, row in body], [n for n, _ in body]
 
 
 def _column(path: Path, rows: list[dict], lines: list[int], col: str) -> list:
@@ -195,20 +222,35 @@ class FileSource(GlueSource):
     def __init__(self, spec: FileTaskSpec):
         self.spec, self.description, self._cache = spec, f'task files of {spec.path}', {}
 
+    def has(self, task: GlueTask, split: str) -> bool: return split in self.spec.files
+
     def _read(self, split: str) -> tuple[list[dict], list[int]]:
-        if split not in self._cache: self._cache[split] = _rows(self.spec.files[split])
+        if split not in self._cache:
+            path = self.spec.files[split]
+            rows, lines = _rows(path)
+            if not rows: _fail(path, f"no examples{' below the header line' if path.suffix in ('.csv', '.tsv') else ''}.")
+            self._cache[split] = rows, lines
         return self._cache[split]
 
     def raw_labels(self, split: str) -> list:
         return _column(self.spec.files[split], *self._read(split), self.spec.label)
 
     def ids(self, split: str) -> list[str]:
-        "Each example's id: the `id` column, or its row number in the file."
+        """Each example's id: the `id` column, or its row number in the file. An id twice would give the predictions
+        file two rows for it: it stops the job, naming both lines."""
         rows, lines = self._read(split)
         if not self.spec.id: return [str(i) for i in range(len(rows))]
-        return [str(v) for v in _column(self.spec.files[split], rows, lines, self.spec.id)]
+        path, ids, first = self.spec.files[split], [], {}
+        for v, line in zip(_column(path, rows, lines, self.spec.id), lines):
+            if first.setdefault(str(v), line) != line:
+                _fail(path, f"line {line}: id {str(v)!r} is also on line {first[str(v)]}; the predictions file would hold "
+                            f"two rows for it. Make the ids in column '{self.spec.id}' unique.")
+            ids.append(str(v))
+        return ids
 
     def load(self, task: GlueTask, split: str) -> Examples:
+        "A split's examples; a test file's ids are checked too (the predictions file is keyed by them)."
+        if split == 'test': self.ids(split)
         path, (rows, lines) = self.spec.files[split], self._read(split)
         texts = [[str(v) for v in _column(path, rows, lines, col)] for col in self.spec.text]
         has_labels = split != 'test' or (rows and self.spec.label in rows[0])

@@ -162,3 +162,94 @@ def test_a_multilabel_task_from_jsonl_trains_and_writes_its_label_sets(tmp_path,
     out = pd.read_csv(tmp_path / 'out/t/topics.tsv', sep='\t', keep_default_na=False)
     assert out['id'].tolist() == list(range(6))
     assert all(set(filter(None, v.split(','))) <= set(task.labels) for v in out['prediction'])
+
+
+def _spec(tmp_path: Path, train: str, dev: str | None = None, ext: str = 'csv', extra: str = '') -> Path:
+    "A task file over a train file of the given text (dev: the same text unless given)."
+    write(tmp_path / f'train.{ext}', train)
+    write(tmp_path / f'dev.{ext}', train if dev is None else dev)
+    return write(tmp_path / 'task.yaml', f'train: train.{ext}\ndev: dev.{ext}\ntext: sentence\nlabel: label\n{extra}')
+
+
+GOOD = 'sentence,label\ngood film,pos\nbad film,neg\n'
+
+
+@pytest.mark.parametrize('ext, train, match', [
+    ('csv', GOOD + 'nice, really nice,pos\n',
+     r"train.csv: line 4 has 3 fields, the header has 2 \(sentence, label\)\. A field holding a comma must be quoted"),
+    ('csv', 'id,sentence,label\n1,good film,pos\n2,bad film,neg\nbad one,neg\n',
+     r"train.csv: line 4 has 2 fields, the header has 3 \(id, sentence, label\)"),
+    ('tsv', GOOD.replace(',', '\t') + 'nice\treally nice\tpos\n',
+     r"train.tsv: line 4 has 3 fields, the header has 2 \(sentence, label\)\. TSV fields cannot hold a tab"),
+    ('csv', 'sentence,label\n"good\nfilm",pos\n\nbad film,neg\nworse,film,neg\n',  # a quoted line break, a blank line
+     r"train.csv: line 6 has 3 fields, the header has 2"),
+])
+def test_a_row_with_more_or_fewer_fields_than_the_header_is_refused_with_its_line(tmp_path, ext, train, match):
+    "Read by position, an extra field made the text the label (a new class) and training went on."
+    with pytest.raises(ConfigError, match=match):
+        file_task(read_task_file(_spec(tmp_path, train, ext=ext)))
+
+
+@pytest.mark.parametrize('train, match', [
+    ('', r"train.csv: empty file: expected a header line naming the columns, then one line per example"),
+    ('sentence,label\n', r"train.csv: no examples below the header line"),
+    ('sentence,label,label\ngood,pos,neg\nbad,neg,pos\n', r"train.csv: line 1: the header names column 'label' twice"),
+    (GOOD.replace(',', '\t'), r"train.csv: the header is one column, 'sentence\\tlabel': the file looks "
+                              r"tab-separated, but a .csv file is read comma-separated"),
+    (GOOD.replace(',', ';'), r"the file looks ';'-separated, but a .csv file is read comma-separated"),
+])
+def test_empty_headerless_and_misdelimited_files_are_named(tmp_path, train, match):
+    with pytest.raises(ConfigError, match=match):
+        file_task(read_task_file(_spec(tmp_path, train)))
+
+
+def test_a_file_that_is_not_utf8_is_named_with_its_line(tmp_path):
+    spec = _spec(tmp_path, GOOD)
+    (tmp_path / 'train.csv').write_bytes(GOOD.encode() + 'caf\u00e9 film,pos\n'.encode('latin-1'))
+    with pytest.raises(ConfigError, match=r"train.csv: line 4 is not UTF-8 text \(byte 0xe9\); save the file as UTF-8"):
+        file_task(read_task_file(spec))
+
+
+def test_a_jsonl_record_that_is_not_an_object_is_named(tmp_path):
+    spec = _spec(tmp_path, '{"sentence": "good", "label": "pos"}\n[1, 2]\n', ext='jsonl')
+    with pytest.raises(ConfigError, match=r"train.jsonl: line 2: a record must be a JSON object of column: value"):
+        file_task(read_task_file(spec))
+
+
+@pytest.mark.parametrize('ext', ['csv', 'tsv'])
+def test_a_field_longer_than_the_csv_default_limit_is_read_whole(tmp_path, ext):
+    "csv's default limit is 131072 characters; the tokenizer truncates long texts anyway."
+    long = 'word ' * 40000  # 200,000 characters
+    sep = ',' if ext == 'csv' else '\t'
+    task, src = file_task(read_task_file(_spec(tmp_path, f'sentence{sep}label\n{long}{sep}pos\nbad film{sep}neg\n', ext=ext)))
+    ex = src.load(task, 'dev')
+    assert ex.text_a == [long, 'bad film'] and ex.label.tolist() == [1, 0]
+
+
+def test_line_numbers_count_quoted_line_breaks_and_blank_lines(tmp_path):
+    dev = 'sentence,label\n"good\n\nfilm",pos\n\nbad film,meh\n'
+    task, src = file_task(read_task_file(_spec(tmp_path, GOOD, dev)))
+    with pytest.raises(ConfigError, match=r"dev.csv: line 6: label 'meh' never occurs in the training file"):
+        src.load(task, 'dev')
+
+
+def test_an_id_twice_in_the_test_file_is_refused_before_any_run(tmp_path, tiny):
+    "The predictions file held two rows for one id."
+    to_csv(tmp_path / 'train.csv', sentiment(tmp_path, 8))
+    rows = sentiment(tmp_path, 4, 1)
+    rows[3]['id'] = rows[1]['id']
+    to_csv(tmp_path / 'test.csv', rows)
+    spec = write(tmp_path / 'task.yaml', 'train: train.csv\ndev: train.csv\ntest: test.csv\ntext: sentence\n'
+                 'label: label\nid: id\n')
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)])
+    with pytest.raises(ConfigError, match=r"test.csv: line 5: id 'ex-1-1' is also on line 3; the predictions file would "
+                                          r"hold two rows for it\. Make the ids in column 'id' unique"):
+        sweep.run_sweep(cfg, *tiny, None, log=lambda s: None)
+    assert not list(tmp_path.rglob('*.pth'))  # no run trained
+
+
+def test_a_key_twice_in_a_task_file_is_refused(tmp_path):
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    spec = write(tmp_path / 'task.yaml', 'train: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\ntrain: other.csv\n')
+    with pytest.raises(ConfigError, match=rf"^{spec}: key 'train' is given twice, on lines 1 and 5"):
+        read_task_file(spec)

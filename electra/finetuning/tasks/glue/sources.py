@@ -7,16 +7,23 @@ train/dev files without a header, test files with the example's own index.
 from __future__ import annotations
 
 import csv
-import sys
+import io
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from electra.config.base import ConfigError, RunWarning
 from electra.data.hub import hub_unreachable
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError, GlueTask
 
-__all__ = ['Examples', 'drop_empty', 'double_unordered', 'GlueSource', 'TsvSource', 'HubSource', 'SavedSource', 'open_source']
+__all__ = ['Examples', 'read_utf8', 'read_delimited', 'drop_empty', 'double_unordered', 'GlueSource', 'TsvSource', 'HubSource',
+           'SavedSource', 'open_source']
+
+# csv stops a field longer than 131072 characters with `_csv.Error`; a long text is fine (the tokenizer truncates it to
+# max_length). 2**31 - 1: the largest limit every platform takes (a C long; sys.maxsize overflows it on Windows).
+csv.field_size_limit(2**31 - 1)
 
 
 @dataclass
@@ -34,6 +41,43 @@ class Examples:
         pick = np.flatnonzero(keep) if keep.dtype == bool else keep
         return Examples(self.idx[pick], [self.text_a[i] for i in pick],
                         None if self.text_b is None else [self.text_b[i] for i in pick], self.label[pick])
+
+
+def read_utf8(path: Path) -> str:
+    """A text file's contents without a byte-order mark (MRPC's files start with one); a file that is not UTF-8 stops
+    the job naming the line."""
+    raw = path.read_bytes()
+    try: text = raw.decode('utf-8')
+    except UnicodeDecodeError as e:
+        line = raw.count(b'\n', 0, e.start) + 1
+        raise ConfigError(f"{path}: line {line} is not UTF-8 text (byte {raw[e.start]:#04x}); save the file as "
+                          "UTF-8.") from None
+    return text.removeprefix('\ufeff')
+
+
+def read_delimited(path: Path, delimiter: str = '\t', quoting: int = csv.QUOTE_NONE) -> list[tuple[int, list[str]]]:
+    """The records of a TSV (GLUE's: no quoting) or CSV file, each with the line it starts on (a quoted field may hold
+    line breaks), blank lines skipped."""
+    out, line = [], 1
+    reader = csv.reader(io.StringIO(read_utf8(path), newline=''), delimiter=delimiter, quoting=quoting)
+    try:
+        for row in reader:
+            if row: out.append((line, row))
+            line = reader.line_num + 1
+    except csv.Error as e:
+        raise ConfigError(f"{path}: line {line}: {e}. Fix the line.") from None
+    return out
+
+
+def _unique_indices(idx: np.ndarray, places: list, where: str, unit: str) -> None:
+    "A test split's example indices must differ: the submission has one line per index."
+    if len(np.unique(idx)) == len(idx): return
+    first = {}
+    for v, at in zip(idx.tolist(), places):
+        if v in first:
+            raise GlueDataError(f"{where} {unit} {at}: index {v} is also on {unit} {first[v]}; the submission file would "
+                                "hold two predictions for it. Fix or re-download the file.")
+        first[v] = at
 
 
 def drop_empty(ex: Examples) -> Examples:
@@ -78,6 +122,10 @@ class GlueSource:
     "Where GLUE data comes from; `load(task, split)` returns `Examples`."
     description = ''
 
+    def has(self, task: GlueTask, split: str) -> bool:
+        "Whether the split is there to load (the hub has every split)."
+        return True
+
     def load(self, task: GlueTask, split: str) -> Examples: raise NotImplementedError
 
 
@@ -98,37 +146,8 @@ class TsvSource(GlueSource):
             wanted = ', '.join(str(self.root / task.tsv[s].path) for s in task.splits)
             raise GlueDataError(f"{path}: file not found. {task.name} needs {wanted} (the GLUE download-script layout); "
                                 f"or use --data hub, or drop {task.name} from --tasks.")
-        with open(path, encoding='utf-8-sig', newline='') as f:  # MRPC's files start with a byte-order mark
-            rows = list(csv.reader(f, delimiter='\t', quoting=csv.QUOTE_NONE))
-        first_line = 1
-        if layout.header:
-            if not rows: raise GlueDataError(f"{path}: empty file; expected a header line and one row per example.")
-            header, rows, first_line = rows[0], rows[1:], 2
-            cols = {}
-            for role in ('text_a', 'text_b', 'label', 'index'):
-                name = getattr(layout, role)
-                if name is None: continue
-                if name not in header:
-                    raise GlueDataError(f"{path}: no column '{name}' in the header ({', '.join(header)}). {task.name} "
-                                        f"{split} files in the GLUE download layout have it; re-create the file with that column.")
-                cols[role] = header.index(name)
-            width = len(header)
-        else:
-            cols = {r: getattr(layout, r) for r in ('text_a', 'text_b', 'label') if getattr(layout, r) is not None}
-            width = layout.n_columns
-        need = max(cols.values()) + 1
-        good = [i for i, r in enumerate(rows) if len(r) >= need]
-        if len(good) < len(rows):
-            bad = next(i for i, r in enumerate(rows) if len(r) < need)
-            if split != 'train' or not layout.header:
-                raise GlueDataError(f"{path} line {bad + first_line}: {len(rows[bad])} columns, expected {width}. "
-                                    f"{task.name} {split} files hold {width} tab-separated columns"
-                                    f"{'' if layout.header else ' and no header line'}; fix or re-download the file.")
-            # the official reader logs and skips malformed training lines (QQP's train.tsv has a few)
-            print(f"warning: {path}: skipped {len(rows) - len(good)} malformed line(s) (first: line {bad + first_line})",
-                  file=sys.stderr)
-            rows = [rows[i] for i in good]
-        lines = np.array(good, dtype=np.int64) + first_line
+        cols, width, records = _columns(task, split, path, read_delimited(path))
+        rows, lines = _whole_rows(task, split, path, records, width)
         text_a = [r[cols['text_a']] for r in rows]
         text_b = [r[cols['text_b']] for r in rows] if 'text_b' in cols else None
         if 'label' in cols:
@@ -136,13 +155,48 @@ class TsvSource(GlueSource):
             label = _label_ids(task, [r[cols['label']] for r in rows], str(path), lines, hint)
         else:
             label = np.full(len(rows), -1, dtype=np.float32 if task.is_regression else np.int64)
-        if 'index' in cols:
-            try: idx = np.array([int(r[cols['index']]) for r in rows], dtype=np.int64)
-            except ValueError as e:
-                raise GlueDataError(f"{path}: column '{layout.index}' must hold integer example indices ({e}).") from None
-        else:
-            idx = lines - first_line
+        if 'index' not in cols: return Examples(lines - (2 if layout.header else 1), text_a, text_b, label)
+        try: idx = np.array([int(r[cols['index']]) for r in rows], dtype=np.int64)
+        except ValueError as e:
+            raise GlueDataError(f"{path}: column '{layout.index}' must hold integer example indices ({e}).") from None
+        _unique_indices(idx, lines.tolist(), str(path), 'line')
         return Examples(idx, text_a, text_b, label)
+
+
+def _columns(task: GlueTask, split: str, path: Path, records: list) -> tuple[dict[str, int], int, list]:
+    "Where each role's column is, how many fields a line has, and the records below the header (if the layout has one)."
+    layout = task.tsv[split]
+    if not layout.header:
+        return ({r: getattr(layout, r) for r in ('text_a', 'text_b', 'label') if getattr(layout, r) is not None},
+                layout.n_columns, records)
+    if not records: raise GlueDataError(f"{path}: empty file; expected a header line and one row per example.")
+    header, cols = records[0][1], {}
+    for role in ('text_a', 'text_b', 'label', 'index'):
+        name = getattr(layout, role)
+        if name is None: continue
+        if name not in header:
+            raise GlueDataError(f"{path}: no column '{name}' in the header ({', '.join(header)}). {task.name} "
+                                f"{split} files in the GLUE download layout have it; re-create the file with that column.")
+        cols[role] = header.index(name)
+    return cols, len(header), records[1:]
+
+
+def _whole_rows(task: GlueTask, split: str, path: Path, records: list, width: int) -> tuple[list[list[str]], np.ndarray]:
+    """The rows with `width` fields and their lines. Columns are read by position, so one field more or less shifts
+    the texts and the label: such a line of a training file with a header is skipped with a warning (the official
+    reader skips the lines it cannot read; QQP's train.tsv has a few), in any other file it stops the job."""
+    bad = [(n, len(r)) for n, r in records if len(r) != width]
+    if not bad: return [r for _, r in records], np.array([n for n, _ in records], dtype=np.int64)
+    (n, got), header = bad[0], task.tsv[split].header
+    if split != 'train' or not header:
+        expected = (f'the header has {width}' if header else
+                    f'expected {width} ({task.name} {split} files have no header line)')
+        raise GlueDataError(f"{path} line {n} has {got} fields, {expected}. A field holding a tab shifts the columns "
+                            f"after it (the GLUE files are read without quoting); fix the line or re-download the file.")
+    warnings.warn(f"{path}: skipped {len(bad)} line(s) whose fields do not match the header's {width} (first: line {n} "
+                  f"has {got} fields), as the official reader skips lines it cannot read.", RunWarning, stacklevel=3)
+    keep = [(n, r) for n, r in records if len(r) == width]
+    return [r for _, r in keep], np.array([n for n, _ in keep], dtype=np.int64)
 
 
 def _hf_split(split: str) -> str:
@@ -169,6 +223,7 @@ class _DatasetsSource(GlueSource):
                                     f"({'a score in [0, 5]' if task.is_regression else f'ids 0..{task.n_outputs - 1}'}).")
         else:
             label = np.full(len(label), -1, dtype=label.dtype)
+            _unique_indices(np.asarray(cols['idx'], dtype=np.int64), list(range(len(label))), where, 'row')
         return Examples(np.asarray(cols['idx'], dtype=np.int64), [str(t) for t in cols[a]],
                         None if b is None else [str(t) for t in cols[b]], label)
 

@@ -1,10 +1,12 @@
 """electra/finetuning/tasks/glue/sources.py: the GLUE readers and filters."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, RunWarning
 from electra.finetuning.tasks.glue.sources import (
     HubSource,
     SavedSource,
@@ -14,6 +16,8 @@ from electra.finetuning.tasks.glue.sources import (
     open_source,
 )
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError
+
+REAL_STSB = Path(__file__).resolve().parents[4].parent / 'shared' / 'data' / 'glue' / 'STS-B'
 
 
 def write(path, lines, bom=False):
@@ -115,7 +119,7 @@ def test_double_unordered_appends_swapped_copy(glue_dir):
     ('CoLA', 'train', lambda d: write(d / 'CoLA/train.tsv', [['source', 'label', 'x', 'sentence'], ['a', 1, '', 'ok']]),
      ['CoLA/train.tsv line 1', "unknown label 'label'", 'no header line']),
     ('CoLA', 'train', lambda d: write(d / 'CoLA/train.tsv', [['gj04', 1, 'one column short']]),
-     ['CoLA/train.tsv line 1', 'expected 4']),
+     ['CoLA/train.tsv line 1 has 3 fields, expected 4 (CoLA train files have no header line)']),
     ('STS-B', 'dev', lambda d: write(d / 'STS-B/dev.tsv', [['sentence1', 'sentence2', 'score'], ['a', 'b', '7.5']]),
      ['STS-B/dev.tsv line 2', "'7.5'", '[0, 5]']),
 ])
@@ -126,10 +130,67 @@ def test_bad_files_name_the_file_and_the_fix(glue_dir, task, split, edit, words)
     for w in words: assert w in str(e.value)
 
 
-def test_malformed_training_lines_are_skipped_with_a_warning(glue_dir, capsys):
-    with open(glue_dir / 'QQP/train.tsv', 'a', encoding='utf-8') as f: f.write('99\t1\t2\tonly one question\n')
-    qqp = TsvSource(glue_dir).load(TASKS['QQP'], 'train')
-    assert len(qqp) == 4 and 'skipped 1 malformed line(s) (first: line 6)' in capsys.readouterr().err
+def test_malformed_training_lines_are_skipped_with_a_warning(glue_dir):
+    "As the official reader skips the lines it cannot read (QQP's train.tsv has a few); a wide one too: its columns shift."
+    with open(glue_dir / 'QQP/train.tsv', 'a', encoding='utf-8') as f:
+        f.write('99\t1\t2\tonly one question\n7\t8\t9\tWhy\tnot?\tWhy so?\t1\n')
+    with pytest.warns(RunWarning, match=r"QQP/train.tsv: skipped 2 line\(s\) whose fields do not match the header's 6 "
+                                         r"\(first: line 6 has 4 fields\), as the official reader skips lines it cannot read"):
+        qqp = TsvSource(glue_dir).load(TASKS['QQP'], 'train')
+    assert len(qqp) == 4 and qqp.text_a[-1] == 'What is the best way?' and qqp.idx.tolist() == [0, 1, 2, 3]
+
+
+MNLI_ROW = [0, 75290, '75290c', 'letters', '( p )', '( h )', '(ROOT p)', '(ROOT h)']
+
+
+@pytest.mark.parametrize('task, split, edit, message', [
+    ('MNLI', 'dev_mismatched',  # a tab inside sentence1: sentence2 became its second half, the label annotator 5's
+     lambda d: _append(d / 'MNLI/dev_mismatched.tsv', MNLI_ROW + ['Your', 'contribution.', 'No help.'] + ['neutral'] * 6),
+     'MNLI/dev_mismatched.tsv line 4 has 17 fields, the header has 16. A field holding a tab shifts the columns'),
+    ('QQP', 'test', lambda d: _append(d / 'QQP/test.tsv', [1, 'Why?']), 'QQP/test.tsv line 3 has 2 fields, the header has 3'),
+    ('CoLA', 'train', lambda d: _append(d / 'CoLA/train.tsv', ['gj04', 1, '', 'A tab\there.']),
+     'CoLA/train.tsv line 3 has 5 fields, expected 4 (CoLA train files have no header line)'),
+])
+def test_a_row_with_a_field_more_or_less_is_refused_with_its_line(glue_dir, task, split, edit, message):
+    "Columns are read by position: a wide row shifted its texts and label silently."
+    edit(glue_dir)
+    with pytest.raises(GlueDataError) as e: TsvSource(glue_dir).load(TASKS[task], split)
+    assert message in str(e.value) and str(glue_dir) in str(e.value)
+
+
+def _append(path, row):
+    with open(path, 'a', encoding='utf-8') as f: f.write('\t'.join(map(str, row)) + '\n')
+
+
+def test_a_test_index_twice_is_refused(glue_dir, tmp_path):
+    "The submission file held two predictions for one index."
+    _append(glue_dir / 'MNLI/test_matched.tsv', [7] + MNLI_ROW[1:] + ['Hierbas is sweet.', 'It is a drink.'])
+    with pytest.raises(GlueDataError, match=r"MNLI/test_matched.tsv line 3: index 7 is also on line 2; the submission "
+                                            r"file would hold two predictions for it"):
+        TsvSource(glue_dir).load(TASKS['MNLI'], 'test_matched')
+    import datasets
+    rows = {'sentence1': ['a', 'b'], 'sentence2': ['c', 'd'], 'label': [-1, -1], 'idx': [3, 3]}
+    datasets.DatasetDict({'test': datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / 'saved' / 'rte'))
+    with pytest.raises(GlueDataError, match=r"rte/test row 1: index 3 is also on row 0"):
+        open_source(str(tmp_path / 'saved')).load(TASKS['RTE'], 'test')
+
+
+def test_long_fields_blank_lines_and_bad_bytes(glue_dir):
+    long = 'word ' * 40000  # 200,000 characters: over csv's default field limit (131072)
+    write(glue_dir / 'SST-2/dev.tsv', [['sentence', 'label'], [long, 1], [], ['bleak', 0]])
+    dev = TsvSource(glue_dir).load(TASKS['SST-2'], 'dev')
+    assert dev.text_a == [long, 'bleak'] and dev.label.tolist() == [1, 0]  # the blank line holds no example
+    (glue_dir / 'SST-2/dev.tsv').write_bytes(b'sentence\tlabel\ngood\t1\ncaf\xe9\t1\n')
+    with pytest.raises(ConfigError, match=r"SST-2/dev.tsv: line 3 is not UTF-8 text \(byte 0xe9\)"):
+        TsvSource(glue_dir).load(TASKS['SST-2'], 'dev')
+
+
+@pytest.mark.skipif(not (REAL_STSB / 'train.tsv').is_file(), reason='../shared/data/glue/STS-B is absent')
+def test_the_real_sts_b_loads_every_split_whole(recwarn):
+    src = TsvSource(REAL_STSB.parent)
+    sizes = {s: len(src.load(TASKS['STS-B'], s)) for s in ('train', 'dev', 'test')}
+    assert sizes == {'train': 5749, 'dev': 1500, 'test': 1379}
+    assert not [w for w in recwarn if issubclass(w.category, RunWarning)]
 
 
 def test_open_source_rejects_unknown_dirs(tmp_path):

@@ -304,12 +304,33 @@ def find_vocab(prefix: Path, vocab: str | Path | None) -> Path:
                       "give the WordPiece vocabulary it was trained with: --vocab FILE")
 
 
+def _check_vocab_lines(vocab: Path, rows: int) -> None:
+    """One token per line, one line per row of the embedding table (the official tokenization.py `load_vocab` gives
+    line i the id i). Fewer lines would leave the upper rows without a token the tokenizer could ever produce; a
+    repeated line, an id without one (the tokenizer keeps the last line's)."""
+    try: lines = vocab.read_text(encoding='utf-8').splitlines()
+    except (OSError, UnicodeDecodeError) as e: raise ConfigError(f"{vocab}: cannot read it as a UTF-8 vocab.txt ({e})") from None
+    first = {}
+    for i, token in enumerate(lines):
+        j = first.setdefault(token, i)
+        if j != i:
+            raise ConfigError(f"{vocab}: line {i + 1} repeats the token {token!r} of line {j + 1}: each line is one id, so "
+                              f"id {j} would have no token. Give the vocab.txt the checkpoint was trained with (--vocab FILE)")
+    if len(lines) > rows:
+        raise ConfigError(f"{vocab}: {len(lines)} tokens, but the checkpoint's embedding table has {rows} rows: not the "
+                          "vocabulary of this checkpoint; give the right one with --vocab")
+    if len(lines) < rows:
+        n = len(lines)
+        raise ConfigError(f"{vocab}: {n} tokens, but the checkpoint's embedding table has {rows} rows: ids {n}..{rows - 1} "
+                          "would have no token. Give the vocab.txt the checkpoint was trained with (--vocab FILE); if its "
+                          f"run set vocab_size above its vocabulary on purpose, append {rows - n} placeholder lines "
+                          f"([unused{n}] ... [unused{rows - 1}]) to a copy of it and give that")
+
+
 def _tokenizer(vocab: Path, lowercase: bool, vocab_rows: int, positions: int):
     from electra.data.tokenizer import load_tokenizer
+    _check_vocab_lines(Path(vocab), vocab_rows)
     tokenizer = load_tokenizer(str(vocab), lowercase)
-    if len(tokenizer) > vocab_rows:
-        raise ConfigError(f"{vocab}: {len(tokenizer)} tokens, but the checkpoint's embedding table has {vocab_rows} "
-                          "rows: not the vocabulary of this checkpoint; give the right one with --vocab")
     tokenizer.model_max_length = positions  # the position table's length
     return tokenizer
 

@@ -3,6 +3,7 @@ the logits the official graph recorded; the layouts the fixture lacks round-trip
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -232,6 +233,22 @@ def test_refuses_to_overwrite_and_needs_a_vocabulary(tmp_path, converted):
     shutil.copy(FIXTURES / 'tied' / 'vocab.txt', tmp_path / 'a')  # DATA_DIR/vocab.txt, model in DATA_DIR/models/NAME
     convert_tf_checkpoint(d, tmp_path / 'out', hparams=FIXTURES / 'tied' / 'hparams.json')
     convert_tf_checkpoint(d, tmp_path / 'out', hparams=FIXTURES / 'tied' / 'hparams.json', overwrite=True)
+
+
+def test_a_vocabulary_that_does_not_fill_the_embedding_table_is_refused(tmp_path):
+    "It converted, and the tokenizer could never produce the table's upper ids (a vocab.txt of another model?)."
+    vocab = (FIXTURES / 'tied' / 'vocab.txt').read_text(encoding='utf-8').splitlines()
+    (tmp_path / 'short.txt').write_text('\n'.join(vocab[:-3]) + '\n', encoding='utf-8')
+    with pytest.raises(ConfigError, match=r"short.txt: 60 tokens, but the checkpoint's embedding table has 63 rows: ids "
+                                          r"60\.\.62 would have no token\. Give the vocab.txt the checkpoint was trained "
+                                          r"with \(--vocab FILE\); if its run set vocab_size above its vocabulary on "
+                                          r"purpose, append 3 placeholder lines \(\[unused60\] \.\.\. \[unused62\]\)"):
+        convert_tf_checkpoint(FIXTURES / 'tied', tmp_path / 'out', FIXTURES / 'tied' / 'hparams.json', tmp_path / 'short.txt')
+    (tmp_path / 'twice.txt').write_text('\n'.join(vocab[:-1] + [vocab[10]]) + '\n', encoding='utf-8')
+    with pytest.raises(ConfigError, match=rf"twice.txt: line 63 repeats the token '{re.escape(vocab[10])}' of line 11: "
+                                          r"each line is one id, so id 10 would have no token"):
+        convert_tf_checkpoint(FIXTURES / 'tied', tmp_path / 'out', FIXTURES / 'tied' / 'hparams.json', tmp_path / 'twice.txt')
+    assert not (tmp_path / 'out').exists()  # refused before anything is written
 
 
 def run_cli(*args) -> subprocess.CompletedProcess:

@@ -248,6 +248,10 @@ def test_a_vocabulary_that_does_not_fill_the_embedding_table_is_refused(tmp_path
     with pytest.raises(ConfigError, match=rf"twice.txt: line 63 repeats the token '{re.escape(vocab[10])}' of line 11: "
                                           r"each line is one id, so id 10 would have no token"):
         convert_tf_checkpoint(FIXTURES / 'tied', tmp_path / 'out', FIXTURES / 'tied' / 'hparams.json', tmp_path / 'twice.txt')
+    (tmp_path / 'long.txt').write_text('\n'.join(vocab + ['x1', 'x2']) + '\n', encoding='utf-8')
+    with pytest.raises(ConfigError, match=r"long.txt: 65 tokens, but the checkpoint's embedding table has 63 rows: not "
+                                          r"the vocabulary of this checkpoint"):
+        convert_tf_checkpoint(FIXTURES / 'tied', tmp_path / 'out', FIXTURES / 'tied' / 'hparams.json', tmp_path / 'long.txt')
     assert not (tmp_path / 'out').exists()  # refused before anything is written
 
 

@@ -89,6 +89,15 @@ def test_the_commands_read_back_as_the_planned_configs(tmp_path):
     assert [r.label for r in plan.runs] == ['electra (seed 1)', 'uniform (seed 1)', 'electra (seed 2)', 'uniform (seed 2)']
 
 
+def test_the_comparison_s_tasks_replace_its_fine_tuning_preset_s_task_file_unread(tmp_path, monkeypatch):
+    "The preset demo_tasks names cache/demo_tasks/reviews.yaml, absent from an empty folder; the comparison's tasks win."
+    monkeypatch.chdir(tmp_path)
+    assert make_plan(comparison(tmp_path, finetune_config='demo_tasks', tasks=['STS-B'])).tasks == ['STS-B']
+    with pytest.raises(ConfigError, match=r'finetune_config / finetune_overrides / tasks: cache/demo_tasks/reviews.yaml: '
+                                          r'no such task file'):
+        make_plan(comparison(tmp_path, finetune_config='demo_tasks', tasks=[]))
+
+
 def test_checkpoints_to_fine_tune_are_added_to_the_runs_checkpoint_at(tmp_path):
     "finetune_at fractions the runs would not save are added to checkpoint_at; the .pth checkpoints are the models."
     plan = make_plan(comparison(tmp_path, finetune_at=[0.3, 0.5, 1.0],

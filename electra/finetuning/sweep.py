@@ -29,7 +29,7 @@ from electra.training.distributed import world
 from electra.training.files import atomic_save, atomic_write_text, is_main_process
 from electra.training.sinks import start_neptune_run
 
-__all__ = ['resolve_data', 'job_tasks', 'RunJob', 'train_and_save', 'run_sweep', 'write_summary', 'write_test_predictions']
+__all__ = ['resolve_data', 'job_tasks', 'check_outputs', 'RunJob', 'train_and_save', 'run_sweep', 'write_summary', 'write_test_predictions']
 
 
 def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:
@@ -147,6 +147,15 @@ def _plan(cfg: FinetuneConfig, tokenizer, source: GlueSource, results: ResultsTa
         yield data, todo
 
 
+def check_outputs(cfg: FinetuneConfig) -> None:
+    """The folders the job writes, checked before its first run rather than when a run's weights, the results table or
+    the test predictions are first written: `<output_dir>/<group>/` (made now: the runs, results.csv, summary.md and
+    .png) and, with `predict`, `<test_output_dir>/<group>/` (made when the predictions are written). The token cache
+    and the demo tasks (cache_dir) are checked by `resolve_data`."""
+    writable_dir(Path(cfg.output_dir) / cfg.group, 'output_dir')
+    if cfg.predict: writable_dir(Path(cfg.test_output_dir) / cfg.group, 'test_output_dir', create=False)
+
+
 def _check_lengths(cfg: FinetuneConfig, positions: int) -> None:
     "Every task's `max_length` within the model's position embeddings (QA takes 512 by default), before any run."
     for name in cfg.task_names:
@@ -193,6 +202,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
     `<output_dir>/<group>/results.csv` at once; runs already in the table with the same settings are skipped. With
     `parallel_runs` above 1, that many worker processes take the runs from a shared queue (`electra.finetuning.workers`);
     the table is the same as one process's."""
+    check_outputs(cfg)
     results = ResultsTable(Path(cfg.output_dir) / cfg.group / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
     cfg.check_task_kinds()

@@ -21,7 +21,9 @@ from electra.objective.model import (
 from electra.training.checkpoint import load_checkpoint
 from electra.training.files import is_main_process
 
-__all__ = ['export_pretrained', 'load_discriminator', 'model_fingerprint']
+__all__ = ['EXPORTS', 'export_pretrained', 'load_discriminator', 'model_fingerprint']
+
+EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
 
 
 def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> dict[str, Path]:
@@ -29,7 +31,7 @@ def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedToken
     generator), each with the tokenizer; returns the paths. The discriminator is the model to fine-tune, also for the
     MLM objectives, whose encoder it holds (its replaced-token-detection head is then the copy gate or untrained).
     A padded vocabulary (`pad_vocab_multiple`) is cut back to the tokenizer's size."""
-    names = ('discriminator', 'generator') if model.generator is not None else ('discriminator',)
+    names = EXPORTS if model.generator is not None else EXPORTS[:1]
     out = {name: Path(run_dir) / name for name in names}
     if not is_main_process(): return out
     for name, path in out.items():

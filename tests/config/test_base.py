@@ -68,3 +68,22 @@ def test_retired_size_key_is_skipped_in_files_and_unknown_on_the_command_line(tm
     assert config_from_dict(PretrainConfig, {'size': 'base', 'lr': 1e-3}) == config_from_dict(PretrainConfig, {'lr': 1e-3})
     with pytest.raises(ConfigError, match="command line: unknown key 'size'"):
         load_config(PretrainConfig, ['--size', 'base'], preset_dir='configs/pretrain')
+
+
+def test_writable_dir_names_the_file_in_the_way_and_can_check_without_creating(tmp_path):
+    from electra.config.base import writable_dir
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('x')
+    for create in (True, False):
+        with pytest.raises(ConfigError, match=rf"^output_dir: cannot write to '{blocker}/run/discriminator' \('{blocker}' is "
+                                              r"a file, not a folder\). Choose a writable directory with --output_dir, or "
+                                              r"move that file away\.$"):
+            writable_dir(blocker / 'run' / 'discriminator', 'output_dir', create=create)
+    with pytest.raises(ConfigError, match=rf"^out: cannot write to '{blocker}' \('{blocker}' is a file, not a folder\)"):
+        writable_dir(blocker, 'out', create=False)
+    with pytest.raises(ConfigError, match=r"^cache_dir: cannot write to '/proc/electra/x' \(.*\)\. Choose a writable "
+                                          r"directory with --cache_dir\.$"):
+        writable_dir('/proc/electra/x', 'cache_dir', create=False)
+    assert writable_dir(tmp_path / 'later' / 'export', 'output_dir', create=False) == tmp_path / 'later' / 'export'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['a_file']   # checked, nothing made, no probe left
+    assert writable_dir(tmp_path / 'now', 'output_dir').is_dir() and list((tmp_path / 'now').iterdir()) == []

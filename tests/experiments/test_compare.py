@@ -289,6 +289,24 @@ def test_a_run_pretrained_again_is_fine_tuned_again(tmp_path):
     assert finetune_done(plan, plan.runs[1])
 
 
+@pytest.mark.parametrize('blocked, kw, key', [
+    ('out/t/finetune', {}, 'output_dir'),                    # where finetune.py writes, after the first pretraining
+    ('out/t/finetune_predictions', {'finetune_overrides': {'runs': 2, 'predict': True}}, 'output_dir'),
+    ('fcache', {'finetune_overrides': {'runs': 2, 'cache_dir': 'FILE/c'}}, 'finetune.cache_dir'),
+    ('pcache', {'pretrain_overrides': {**TINY, 'steps': 100, 'warmup_steps': 10, 'cache_dir': 'FILE/c'}},
+     'pretrain.cache_dir')])
+def test_a_folder_a_job_of_the_comparison_cannot_make_stops_it_before_any_launch(tmp_path, blocked, kw, key):
+    blocker = tmp_path / blocked
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text('x')
+    kw = {k: {n: v.replace('FILE', str(blocker)) if isinstance(v, str) else v for n, v in d.items()} for k, d in kw.items()}
+    jobs = FakeJobs()
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: cannot write to '{blocker}.*' \('{blocker}' is a file, "
+                                          rf"not a folder\)\. Choose a writable directory with --{re.escape(key)}"):
+        run_comparison(comparison(tmp_path, **kw), launch=jobs, log=lambda s: None)
+    assert jobs.calls == []
+
+
 def test_checkpoints_along_the_runs_make_a_curve_of_score_against_compute(tmp_path):
     cfg = comparison(tmp_path, finetune_at=[0.5, 1.0])
     jobs = FakeCheckpointJobs()

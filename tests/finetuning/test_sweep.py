@@ -250,6 +250,25 @@ def test_uncreatable_cache_dir_named():
         sweep.resolve_data('demo', '/proc/electra_cache')
 
 
+@pytest.mark.parametrize('key', ['output_dir', 'test_output_dir'])
+def test_an_output_folder_that_cannot_be_made_stops_the_sweep_before_any_run(tmp_path, glue_dir, tiny, monkeypatch, key):
+    "Runs' weights and results (output_dir), test predictions (test_output_dir): checked before the first run, not after."
+    model, tok = tiny
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('x')
+
+    def no_training(*args, **kwargs): raise AssertionError('a run was trained')
+    monkeypatch.setattr(sweep, 'train_run', no_training)
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], **{key: str(blocker / 'out')})
+    with pytest.raises(ConfigError, match=rf"^{key}: cannot write to '{blocker}/out/t' \('{blocker}' is a file, not a "
+                                          rf"folder\)\. Choose a writable directory with --{key}, or move that file away"):
+        sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+    if key == 'test_output_dir':  # not written without predictions: not asked for
+        with pytest.raises(AssertionError, match='a run was trained'):
+            sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], predict=False, **{key: str(blocker / 'out')}),
+                            model, tok, open_source(cfg.data), log=lambda s: None)
+
+
 def test_nan_predictions_never_reach_a_submission_file(tmp_path, glue_dir, tiny):
     model, tok = tiny
     src = open_source(str(glue_dir))

@@ -103,8 +103,9 @@ def _check_outputs(plan: Plan) -> None:
         args = parse_cli(plan.runs[0].finetune_args)
         folders += [Path(args['output_dir']), *([Path(args['test_output_dir'])] if plan.finetune.predict else [])]
     for folder in folders: writable_dir(folder, 'output_dir', create=False)
-    for cache in dict.fromkeys(v.config.cache_dir for v in plan.variants): writable_dir(cache, 'pretrain.cache_dir')
-    if plan.finetune is not None: writable_dir(plan.finetune.cache_dir, 'finetune.cache_dir')
+    for cache in dict.fromkeys(v.config.cache_dir for v in plan.variants):
+        writable_dir(cache, 'pretrain.cache_dir', create=False)
+    if plan.finetune is not None: writable_dir(plan.finetune.cache_dir, 'finetune.cache_dir', create=False)
 
 
 def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Callable[[str], None] = print):

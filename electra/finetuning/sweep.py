@@ -149,10 +149,10 @@ def _plan(cfg: FinetuneConfig, tokenizer, source: GlueSource, results: ResultsTa
 
 def check_outputs(cfg: FinetuneConfig) -> None:
     """The folders the job writes, checked before its first run rather than when a run's weights, the results table or
-    the test predictions are first written: `<output_dir>/<group>/` (made now: the runs, results.csv, summary.md and
-    .png) and, with `predict`, `<test_output_dir>/<group>/` (made when the predictions are written). The token cache
-    and the demo tasks (cache_dir) are checked by `resolve_data`."""
-    writable_dir(Path(cfg.output_dir) / cfg.group, 'output_dir')
+    the test predictions are first written (and made then, so a job refused before its first run leaves nothing):
+    `<output_dir>/<group>/` (the runs, results.csv, summary.md and .png) and, with `predict`,
+    `<test_output_dir>/<group>/`. The token cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
+    writable_dir(Path(cfg.output_dir) / cfg.group, 'output_dir', create=False)
     if cfg.predict: writable_dir(Path(cfg.test_output_dir) / cfg.group, 'test_output_dir', create=False)
 
 

@@ -287,6 +287,18 @@ def test_unwritable_output_dir(tmp_path):
         pretrain(tmp_path, *TINY, '--output_dir', str(blocker / 'sub'))
 
 
+@pytest.mark.parametrize('name', ['discriminator', 'tokenizer'])
+def test_an_export_folder_that_cannot_be_made_stops_the_run_before_its_first_step(tmp_path, name):
+    "A file where the run writes its tokenizer (before training) or its export (after): refused before any step."
+    run_dir = tmp_path / 'ckpt' / 'blocked_11081'
+    run_dir.mkdir(parents=True)
+    (run_dir / name).write_text('in the way')
+    with pytest.raises(ConfigError, match=rf"^output_dir: cannot write to '{run_dir / name}' \('{run_dir / name}' is a "
+                                          r"file, not a folder\)\. .*or move that file away\.$"):
+        pretrain(tmp_path, *TINY, '--run_name', 'blocked')
+    assert not list((tmp_path / 'ckpt').glob('*.pth')) and not (tmp_path / 'cache').exists()
+
+
 def test_uncreatable_cache_dir_named(tmp_path):
     with pytest.raises(ConfigError, match=r"cache_dir: cannot write to '/proc/electra_cache'.*--cache_dir"):
         pretrain(tmp_path, *TINY, '--cache_dir', '/proc/electra_cache')

@@ -158,21 +158,31 @@ def _check_choices(cfg) -> None:
 RETIRED_KEYS = ('size',)
 
 
-def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=None, from_file: bool = True):
-    """Build a `cls` from `values` (over `base` or the defaults), checking every key and type. `from_file`: `values`
-    were saved by a file or checkpoint, whose retired keys are skipped."""
-    hints, names = _hints(cls), [f.name for f in dataclasses.fields(cls)]
-    current = config_to_dict(base) if base is not None else {}
+def _typed_values(cls, values: dict[str, Any], source: str, from_file: bool) -> dict[str, Any]:
+    "`values` with every key checked against `cls` and every value converted to its type; `source` names them in errors."
+    hints, names, typed = _hints(cls), [f.name for f in dataclasses.fields(cls)], {}
     for key, value in values.items():
         if from_file and key in RETIRED_KEYS: continue
         if key not in hints:
             raise ConfigError(f"{source}: unknown key '{key}'.{did_you_mean(key, names)} "
                               f"Run with --help for the list of keys.")
-        current[key] = _coerce(value, hints[key], f"{source}: key '{key}'")
-    cfg = cls(**current)
+        typed[key] = _coerce(value, hints[key], f"{source}: key '{key}'")
+    return typed
+
+
+def _checked(cls, values: dict[str, Any]):
+    "The `cls` of `values` (typed), its choices and its own `validate` checked: what reads files runs here, once."
+    cfg = cls(**values)
     _check_choices(cfg)
     if hasattr(cfg, 'validate'): cfg.validate()
     return cfg
+
+
+def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=None, from_file: bool = True):
+    """Build a `cls` from `values` (over `base` or the defaults), checking every key and type. `from_file`: `values`
+    were saved by a file or checkpoint, whose retired keys are skipped."""
+    current = config_to_dict(base) if base is not None else {}
+    return _checked(cls, {**current, **_typed_values(cls, values, source, from_file)})
 
 
 def config_to_dict(cfg) -> dict[str, Any]:
@@ -252,22 +262,39 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     cli = parse_cli(argv)
     overrides = dict(overrides or {})
     preset = cli.pop('config', None) or overrides.pop('config', None) or default_preset
-    cfg = cls()
-    # 'small,bert': presets applied left to right, a size and then an objective variant
+    # 'small,bert': presets applied left to right, a size and then an objective variant; the whole config is checked
+    # once, after the command line and `overrides`: a preset's task file replaced by --tasks is never read
+    values: dict[str, Any] = {}
     for name in str(preset).split(','):
         path = resolve_preset(name.strip(), preset_dir)
-        cfg = config_from_dict(cls, _read_yaml(path), source=str(path), base=cfg)
-    if 'config' in _hints(cls): cfg = dataclasses.replace(cfg, config=str(preset))
-    cfg = config_from_dict(cls, cli, source='command line', base=cfg, from_file=False)
-    return config_from_dict(cls, overrides, source='overrides', base=cfg, from_file=False)
+        values.update(_typed_values(cls, _read_yaml(path), str(path), from_file=True))
+    if 'config' in _hints(cls): values['config'] = str(preset)
+    values.update(_typed_values(cls, cli, 'command line', from_file=False))
+    values.update(_typed_values(cls, overrides, 'overrides', from_file=False))
+    return _checked(cls, values)
 
 
-def writable_dir(path: str | Path, key: str) -> Path:
-    "`path` created if needed and checked writable up front (not at the first file written there), else a ConfigError."
+def _file_in_the_way(path: Path) -> Path | None:
+    "The first of `path` and its parents that exists and is not a folder (so nothing can be made below it), or None."
+    for p in (path, *path.parents):
+        try:
+            if p.exists(): return None if p.is_dir() else p
+        except OSError: return None
+    return None
+
+
+def writable_dir(path: str | Path, key: str, create: bool = True) -> Path:
+    """`path` checked writable up front (not at the first file written there), else a ConfigError naming `key` and the
+    fix: created if needed, or with `create=False` only checked creatable (its nearest existing folder writable, no
+    file in the way), for a folder the job makes when it has something to put there (an export after training)."""
     path = Path(path)
+    if (blocker := _file_in_the_way(path)) is not None:
+        raise ConfigError(f"{key}: cannot write to '{path}' ('{blocker}' is a file, not a folder). Choose a writable "
+                          f"directory with --{key}, or move that file away.")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f'.write_test_{os.getpid()}'
+        if create: path.mkdir(parents=True, exist_ok=True)
+        where = next(p for p in (path, *path.parents) if p.exists())  # where a file would go now
+        probe = where / f'.write_test_{os.getpid()}'
         probe.write_text('ok')
         probe.unlink()
     except OSError as e:

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, writable_dir
 from electra.convert.tf_checkpoint import STRING, TFCheckpoint
 
 __all__ = ['convert_tf_checkpoint', 'Body', 'find_bodies', 'read_hparams', 'official_configs', 'verify_conversion']
@@ -416,7 +416,8 @@ def convert_tf_checkpoint(src: str | Path, out: str | Path, hparams: str | Path 
     `verify`: check every tensor's CRC-32C. With a generator, also `out/pretraining.pth`, the pair as a checkpoint
     `pretrain.py --init_from` starts from (as it does from `out` itself). An `hparams.json` beside the checkpoint is
     read when `hparams` is not given. Returns the paths by role ('discriminator', 'generator', 'pretraining')."""
-    ckpt, out = TFCheckpoint(src, verify=verify), Path(out)
+    out = writable_dir(out, 'out', create=False)  # before the checkpoint is read and verified, not after
+    ckpt = TFCheckpoint(src, verify=verify)
     beside = ckpt.prefix.parent / 'hparams.json'  # where a run's hparams are usually kept with its checkpoint
     if hparams is None and beside.is_file(): hparams = beside
     hp = read_hparams(hparams) if hparams is not None else None

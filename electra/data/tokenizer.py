@@ -25,8 +25,10 @@ from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenize
 from electra.config.base import ConfigError
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
-__all__ = ['SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
+__all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
            'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
+
+TOKENIZER_DIR = 'tokenizer'  # in a pretraining run's folder: the tokenizer trained for it
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +148,7 @@ def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase:
     (kept so a resumed run tokenizes exactly as before); else train one on `files` (or on `sources`, which
     may include tables) and save it there."""
     if tokenizer: return load_tokenizer(tokenizer, lowercase)
-    save_dir = Path(run_dir) / 'tokenizer'
+    save_dir = Path(run_dir) / TOKENIZER_DIR
     settings = {'files': [str(Path(f).resolve()) for f in files], 'vocab_size': vocab_size, 'lowercase': lowercase}
     if sources and any(s.kind == 'table' for s in sources): settings['corpus'] = [s.entry for s in sources]
     marker = save_dir / _TRAIN_MARKER

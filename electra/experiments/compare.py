@@ -94,6 +94,20 @@ def _save_config(cfg: CompareConfig, root: Path) -> None:
     atomic_write_text(yaml.safe_dump(values, sort_keys=False, allow_unicode=True), root / 'compare.yaml')
 
 
+def _check_outputs(plan: Plan) -> None:
+    """Every folder the comparison and its jobs write, checked before the first launch (a job checks its own only when
+    it starts, maybe hours in): the comparison's folder, its jobs' output folders and their caches."""
+    writable_dir(plan.root, 'output_dir')
+    folders = [plan.runs[0].pretrain_dir]
+    if plan.finetune is not None:
+        args = parse_cli(plan.runs[0].finetune_args)
+        folders += [Path(args['output_dir']), *([Path(args['test_output_dir'])] if plan.finetune.predict else [])]
+    for folder in folders: writable_dir(folder, 'output_dir', create=False)
+    for cache in dict.fromkeys(v.config.cache_dir for v in plan.variants):
+        writable_dir(cache, 'pretrain.cache_dir', create=False)
+    if plan.finetune is not None: writable_dir(plan.finetune.cache_dir, 'finetune.cache_dir', create=False)
+
+
 def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Callable[[str], None] = print):
     """Plan (every config resolved and checked before anything runs), then pretrain and fine-tune each variant and
     seed not done yet (seed by seed, so that every variant has a result early), rebuilding the table after each.
@@ -102,7 +116,7 @@ def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Call
     if cfg.dry_run:
         log(plan_text(plan))
         return plan, None
-    writable_dir(plan.root, 'output_dir')
+    _check_outputs(plan)
     launch = launch or subprocess_launcher(cfg.threads)
     if not cfg.table_only:
         _save_config(cfg, plan.root)

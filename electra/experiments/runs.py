@@ -15,6 +15,8 @@ from typing import Callable
 
 from electra.config.base import ConfigError, TrainingStopped, parse_cli
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
+from electra.finetuning.results import ResultsTable
+from electra.pretraining.export import model_fingerprint
 from electra.training.checkpoint import find_checkpoints
 from electra.training.files import atomic_write_text
 
@@ -157,13 +159,14 @@ def run_pretraining(run: RunPlan, launch: Launcher, say: Callable[[str], None]) 
 
 def finetune_done(plan: Plan, run: RunPlan, point: FinetunePoint | None = None) -> bool:
     """Finished: the record of the fine-tuning of `point` (default: every point of the run) says so for this very
-    command, and its results table has every task's every run."""
-    from electra.finetuning.results import ResultsTable
+    command, and its results table has every task's every run, fine-tuned from the model now at `point.model` (by
+    its `model_fingerprint`: a run pretrained again is fine-tuned again; a checkpoint deleted since keeps its results)."""
     if point is None: return all(finetune_done(plan, run, p) for p in run.points)
     group = plan.finetune_dir / point.group
     record = read_record(group / RECORD)
     if not record.get('done') or _changes(record.get('args', []), point.args): return False
     df = ResultsTable(group / 'results.csv').df
+    if point.model.exists(): df = df[df['model_fingerprint'] == model_fingerprint(point.model)]
     return all(((df['task'] == t) & (df['run'] == i)).any() for t in plan.tasks for i in range(plan.finetune.runs))
 
 

@@ -20,7 +20,10 @@ METRIC_COLUMNS = ['mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm',
                   'subset_accuracy', 'precision', 'recall', 'exact', 'best_f1', 'best_exact', 'HasAns_exact',
                   'HasAns_f1', 'NoAns_exact', 'NoAns_f1']  # GLUE, tasks from files, tagging (entities), QA (SQuAD)
 RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss', 'steps', 'seconds', 'settings',
-                  'checkpoint', 'finished_at']
+                  'model_fingerprint', 'checkpoint', 'finished_at']
+# columns a table written by an earlier version may lack: empty in its rows (a run without a fingerprint is of a model
+# not known, and is fine-tuned again: `sweep._todo`)
+LATER_COLUMNS = [*METRIC_COLUMNS, 'model_fingerprint']
 
 
 class ResultsTable:
@@ -30,8 +33,9 @@ class ResultsTable:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         if self.path.is_file():
-            df = pd.read_csv(self.path, dtype={'task': str, 'settings': str, 'checkpoint': str, 'finished_at': str})
-            for c in METRIC_COLUMNS:  # a table from before a metric existed: none of its runs has it
+            df = pd.read_csv(self.path, dtype={'task': str, 'settings': str, 'model_fingerprint': str, 'checkpoint': str,
+                                               'finished_at': str})
+            for c in LATER_COLUMNS:
                 if c not in df.columns: df[c] = np.nan
             missing = [c for c in RESULT_COLUMNS if c not in df.columns]
             if missing:

@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
+import pandas as pd
+
 from electra.config.base import ConfigError, TrainingStopped, writable_dir
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
@@ -22,11 +24,12 @@ from electra.finetuning.tasks.glue.metrics import dev_metric_names
 from electra.finetuning.tasks.glue.sources import GlueSource, open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
+from electra.pretraining.export import model_fingerprint
 from electra.training.distributed import world
 from electra.training.files import atomic_save, atomic_write_text, is_main_process
 from electra.training.sinks import start_neptune_run
 
-__all__ = ['resolve_data', 'job_tasks', 'RunJob', 'train_and_save', 'run_sweep', 'write_summary', 'write_test_predictions']
+__all__ = ['resolve_data', 'job_tasks', 'check_outputs', 'RunJob', 'train_and_save', 'run_sweep', 'write_summary', 'write_test_predictions']
 
 
 def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:
@@ -56,9 +59,10 @@ def _doubled(task: FinetuningTask, cfg: FinetuneConfig, task_cfg: FinetuneConfig
 # -- the sweep
 
 def _settings_key(cfg: FinetuneConfig, task: FinetuningTask, task_cfg: FinetuneConfig, seed: int, doubled: bool) -> str:
-    "A hash of what a run's result depends on; a resumed sweep refuses to mix runs of different settings."
+    """A hash of what a run's result depends on besides the model (whose own key is its `model_fingerprint`); a resumed
+    sweep refuses to mix runs of different settings."""
     hp = {k: v for k, v in task_cfg.hparams().items() if k != 'eval_batch_size'}
-    blob = json.dumps({'task': task.name, 'model': cfg.model, 'data': cfg.data, 'seed': seed, 'doubled': doubled, **hp,
+    blob = json.dumps({'task': task.name, 'data': cfg.data, 'seed': seed, 'doubled': doubled, **hp,
                        **task.settings()}, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
@@ -74,43 +78,82 @@ def _neptune_run(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: 
 
 @dataclass(frozen=True)
 class RunJob:
-    "One fine-tuning run to do: its task, index and seed, the key of its settings, where its weights go."
+    "One fine-tuning run to do: its task, index and seed, the key of its settings, the model's fingerprint, where its weights go."
     task: str
     run: int
     seed: int
     settings: str
+    model: str
     checkpoint: Path
 
 
-def _todo(cfg: FinetuneConfig, task: FinetuningTask, doubled: bool, results: ResultsTable, out: Path) -> list[RunJob]:
-    "The runs of `task` not yet finished (in the results table and on disk); refuses rows of other settings."
-    name, task_cfg, todo = task.name, cfg.for_task(task.name), []
+def _runs(runs: list[int]) -> str:
+    return f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(map(str, runs))}"
+
+
+def _redo_notice(cfg: FinetuneConfig, name: str, stale: dict[str, list[int]]) -> list[str]:
+    "One line per reason that finished runs of `name` are fine-tuned again: another model, or a model not recorded."
+    lines, their = [], lambda runs: 'it again, replacing its row and checkpoint' if len(runs) == 1 else \
+        'them again, replacing their rows and checkpoints'
+    if stale['changed']:
+        runs = stale['changed']
+        lines.append(f"{name}: {_runs(runs)} {'was' if len(runs) == 1 else 'were'} fine-tuned from another model (not "
+                     f"the one now at {cfg.model}); fine-tuning {their(runs)}")
+    if stale['unknown']:
+        runs = stale['unknown']
+        lines.append(f"{name}: {_runs(runs)} {'is' if len(runs) == 1 else 'are'} in a results table written before models "
+                     f"were fingerprinted, so {'its' if len(runs) == 1 else 'their'} model is unknown; fine-tuning "
+                     f"{their(runs)}")
+    return lines
+
+
+def _todo(cfg: FinetuneConfig, task: FinetuningTask, doubled: bool, results: ResultsTable, out: Path,
+          fingerprint: str) -> tuple[list[RunJob], dict[str, list[int]]]:
+    """The runs of `task` not yet finished (in the results table and on disk) from this very model, and the finished
+    runs among them done again: of another model ('changed') or of one not recorded ('unknown', a table from before
+    fingerprints). Refuses rows of the same model and other settings."""
+    name, task_cfg, todo, stale = task.name, cfg.for_task(task.name), [], {'changed': [], 'unknown': []}
     for i, seed in enumerate(cfg.seed_list):
         key = _settings_key(cfg, task, task_cfg, seed, doubled)
         ckpt, row = out / f'{name}_{i}.pth', results.get(name, i)
-        if row is not None and row['settings'] != key:
-            raise ConfigError(f"{results.path}: {name} run {i} was made with other settings (model, data, seed or "
+        made_from = None if row is None or pd.isna(row['model_fingerprint']) else row['model_fingerprint']
+        if row is not None and made_from != fingerprint:
+            stale['unknown' if made_from is None else 'changed'].append(i)
+        elif row is not None and row['settings'] != key:
+            raise ConfigError(f"{results.path}: {name} run {i} was made with other settings (data, seed or "
                               f"hyperparameters changed). Use another --group, or delete that row and {ckpt} to redo it.")
-        if row is None or not ckpt.is_file(): todo.append(RunJob(name, i, seed, key, ckpt))
-    return todo
+        if row is None or made_from != fingerprint or not ckpt.is_file():
+            todo.append(RunJob(name, i, seed, key, fingerprint, ckpt))
+    return todo, stale
 
 
-def _plan(cfg: FinetuneConfig, tokenizer, source: GlueSource, results: ResultsTable, say) -> Iterator[tuple[TaskData, list[RunJob]]]:
+def _plan(cfg: FinetuneConfig, tokenizer, source: GlueSource, results: ResultsTable, fingerprint: str,
+          say) -> Iterator[tuple[TaskData, list[RunJob]]]:
     "Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a time."
     out = Path(cfg.output_dir) / cfg.group
     for name, task in ((n, t) for n, t in job_tasks(cfg, source).items() if not t.predicted_by):
         task_cfg = cfg.for_task(name)
         doubled = _doubled(task, cfg, task_cfg)
-        todo = _todo(cfg, task, doubled, results, out)
+        todo, stale = _todo(cfg, task, doubled, results, out, fingerprint)
         if not todo:
             say(f'{name}: all {cfg.runs} runs finished before; skipped')
             continue
+        for line in _redo_notice(cfg, name, stale): say(line)
         data = task.prepare(task_cfg, tokenizer, cfg.cache_dir, doubled)
         say(f'{name}: {len(data.train)} training examples{" (both segment orders)" if doubled else ""}, '
             f'{", ".join(f"{len(e)} {s}" for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
             f'max_length {task_cfg.max_length}, '
             f'{len(todo)} of {cfg.runs} runs to do')
         yield data, todo
+
+
+def check_outputs(cfg: FinetuneConfig) -> None:
+    """The folders the job writes, checked before its first run rather than when a run's weights, the results table or
+    the test predictions are first written (and made then, so a job refused before its first run leaves nothing):
+    `<output_dir>/<group>/` (the runs, results.csv, summary.md and .png) and, with `predict`,
+    `<test_output_dir>/<group>/`. The token cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
+    writable_dir(Path(cfg.output_dir) / cfg.group, 'output_dir', create=False)
+    if cfg.predict: writable_dir(Path(cfg.test_output_dir) / cfg.group, 'test_output_dir', create=False)
 
 
 def _check_lengths(cfg: FinetuneConfig, positions: int) -> None:
@@ -141,13 +184,14 @@ def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, devic
     if is_main_process():
         atomic_save({'format': 'electra-finetuned', 'kind': task.kind, 'task': task.name, 'run': job.run, 'seed': job.seed,
                      'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
-                     'pretrained': cfg.model, 'hparams': task_cfg.hparams(), 'dev': final}, job.checkpoint)
+                     'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final}, job.checkpoint)
     if nrun is not None:
         for m in dev_metric_names(task): nrun[f'final/{m}'] = final[m]
         nrun.stop()
     return {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
             'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
-            'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'checkpoint': str(job.checkpoint),
+            'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'model_fingerprint': job.model,
+            'checkpoint': str(job.checkpoint),
             'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')}
 
 
@@ -158,11 +202,12 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
     `<output_dir>/<group>/results.csv` at once; runs already in the table with the same settings are skipped. With
     `parallel_runs` above 1, that many worker processes take the runs from a shared queue (`electra.finetuning.workers`);
     the table is the same as one process's."""
+    check_outputs(cfg)
     results = ResultsTable(Path(cfg.output_dir) / cfg.group / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
     cfg.check_task_kinds()
     _check_lengths(cfg, pretrained.config.max_position_embeddings)
-    plan = _plan(cfg, tokenizer, source, results, say)
+    plan = _plan(cfg, tokenizer, source, results, model_fingerprint(cfg.model), say)
     from electra.finetuning.workers import parallel_runs, run_on_workers  # (workers.py builds on this module)
     n = parallel_runs(cfg)
     if n > 1:

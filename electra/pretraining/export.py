@@ -3,8 +3,10 @@ generator with `save_pretrained` (tokenizer included) so `from_pretrained` loads
 of the three sources fine-tuning accepts (a pretrain `.pth`, a `save_pretrained` directory, a hub name)."""
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
+from huggingface_hub import try_to_load_from_cache
 from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokenizerBase
 
 from electra.config.base import ConfigError, config_from_dict
@@ -19,7 +21,9 @@ from electra.objective.model import (
 from electra.training.checkpoint import load_checkpoint
 from electra.training.files import is_main_process
 
-__all__ = ['export_pretrained', 'load_discriminator']
+__all__ = ['EXPORTS', 'export_pretrained', 'load_discriminator', 'model_fingerprint']
+
+EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
 
 
 def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> dict[str, Path]:
@@ -27,7 +31,7 @@ def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedToken
     generator), each with the tokenizer; returns the paths. The discriminator is the model to fine-tune, also for the
     MLM objectives, whose encoder it holds (its replaced-token-detection head is then the copy gate or untrained).
     A padded vocabulary (`pad_vocab_multiple`) is cut back to the tokenizer's size."""
-    names = ('discriminator', 'generator') if model.generator is not None else ('discriminator',)
+    names = EXPORTS if model.generator is not None else EXPORTS[:1]
     out = {name: Path(run_dir) / name for name in names}
     if not is_main_process(): return out
     for name, path in out.items():
@@ -115,3 +119,27 @@ def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreT
         raise ConfigError(f"{source}: the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
                           f"{disc.config.vocab_size}: they do not belong together. Use the tokenizer saved with the model.")
     return disc.to(device), tokenizer
+
+
+def _hub_revision(name: str) -> str:
+    "The commit of a hub model in the local cache (its files' content, as git names it), or '' when not cached."
+    try: cached = try_to_load_from_cache(name, 'config.json')
+    except ValueError: return ''  # not a hub name at all (huggingface_hub's HFValidationError)
+    return Path(cached).parent.name if isinstance(cached, str) else ''
+
+
+def model_fingerprint(source: str | Path) -> str:
+    """What a model is, by content, not by where it lies: a hash of the bytes of a `.pth` (or any file), of every file
+    of a `save_pretrained` directory (names and bytes; not hidden files, not subfolders, which `from_pretrained` does
+    not read), or of a hub name and the commit of its files in the local cache (the name alone when not cached). Fine-
+    tuning results are kept by it, so a model written again at the same path is fine-tuned again."""
+    path, digest = Path(source), hashlib.sha256()
+    if path.is_file(): files = {'': path}
+    elif path.is_dir(): files = {p.name: p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith('.')}
+    else:
+        files = {}
+        digest.update(f'hub:{source}@{_hub_revision(str(source))}'.encode())
+    for name, f in files.items():
+        digest.update(f'{name}\0'.encode())
+        with open(f, 'rb') as fh: digest.update(hashlib.file_digest(fh, 'sha256').digest())
+    return digest.hexdigest()[:16]

@@ -17,6 +17,7 @@ from fastai.learner import Learner, Recorder
 
 from electra.config.base import BOOL_WORDS, ConfigError, TrainingStopped, config_to_dict, running_in_notebook, writable_dir
 from electra.config.pretrain import PretrainConfig
+from electra.data.tokenizer import TOKENIZER_DIR
 from electra.objective.loss import ElectraLoss
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import ElectraPretrainingModel
@@ -33,6 +34,7 @@ from electra.pretraining.callbacks import (
     TwoStageTraining,
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
+from electra.pretraining.export import EXPORTS
 from electra.pretraining.parallel import GradientAccumulation
 from electra.training.checkpoint import (
     FORMAT,
@@ -56,11 +58,14 @@ __all__ = ['prepare_run_dir',
 
 
 def prepare_run_dir(cfg: PretrainConfig) -> Path:
-    """`<output_dir>/<run_name>_<seed>/`, checked writable up front rather than at the first checkpoint, and locked by
+    """`<output_dir>/<run_name>_<seed>/`, checked writable up front rather than at the first checkpoint (with the
+    folders the run writes in it: the tokenizer it trains, the models it exports), and locked by
     this process (`lock_run_dir`): one run of a name at a time. Holding the lock, it removes the partial checkpoint
     files a killed write of this run left (`.<checkpoint>.*.tmp`, as large as a checkpoint)."""
     writable_dir(cfg.output_dir, 'output_dir')
     run_dir = writable_dir(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}', 'output_dir')
+    for name in (TOKENIZER_DIR, *EXPORTS):  # made when written (an export after the last step), checked now
+        writable_dir(run_dir / name, 'output_dir', create=False)
     if is_main_process():
         lock_run_dir(run_dir)
         remove_partial_checkpoints(cfg.output_dir, cfg.run_name, cfg.seed)

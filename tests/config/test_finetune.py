@@ -40,3 +40,25 @@ def test_task_overrides_are_validated():
 def test_finetuning_trains_on_random_batches_by_default():
     from electra.config.finetune import FinetuneConfig
     assert FinetuneConfig().length_bucketing is False and FinetuneConfig().for_task('MRPC').length_bucketing is False
+
+
+def test_command_line_tasks_replace_a_preset_s_task_file_before_it_is_read(tmp_path):
+    # a preset naming a task file that is not there: `--tasks` replaces the list before any task file is read
+    preset = tmp_path / 'mine.yaml'
+    preset.write_text(f"tasks: [{tmp_path / 'absent.yaml'}]\nruns: 2\n")
+    cfg = load_config(FinetuneConfig, ['--config', str(preset), '--tasks', 'STS-B'], preset_dir=REPO / 'configs/finetune')
+    assert (cfg.tasks, cfg.runs) == (['STS-B'], 2)
+    cfg = load_config(FinetuneConfig, ['--config', str(preset)], preset_dir=REPO / 'configs/finetune',
+                      overrides={'tasks': ['MRPC']})                     # a notebook's config cell too
+    assert cfg.tasks == ['MRPC']
+    with pytest.raises(ConfigError, match=rf"{tmp_path / 'absent.yaml'}: no such task file"):  # still refused if kept
+        load_config(FinetuneConfig, ['--config', str(preset)], preset_dir=REPO / 'configs/finetune')
+
+
+def test_a_later_preset_or_the_command_line_settles_what_an_earlier_preset_left_invalid(tmp_path):
+    # checks apply to the final config: a preset's value is judged only once the command line has had its say
+    preset = tmp_path / 'mine.yaml'
+    preset.write_text('runs: 0\n')
+    assert load_config(FinetuneConfig, ['--config', str(preset), '--runs', '3'], preset_dir=REPO / 'configs/finetune').runs == 3
+    with pytest.raises(ConfigError, match='runs: must be positive, got 0'):
+        load_config(FinetuneConfig, ['--config', str(preset)], preset_dir=REPO / 'configs/finetune')

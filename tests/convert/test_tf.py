@@ -275,6 +275,14 @@ def test_cli_converts_and_refuses_a_corrupt_index_in_one_line(tmp_path):
         f"error: {d / 'model.ckpt-5.index'}: checksum mismatch in the block at byte 0; the file is corrupt"]
 
 
+def test_an_output_folder_it_cannot_make_is_refused_before_the_checkpoint_is_read(tmp_path):
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('x')
+    with pytest.raises(ConfigError, match=rf"^out: cannot write to '{blocker / 'out'}' \('{blocker}' is a file, not a "
+                                          r"folder\)\. Choose a writable directory with --out, or move that file away\.$"):
+        convert_tf_checkpoint(tmp_path / 'not_read', blocker / 'out')  # (the missing checkpoint is not reached)
+
+
 def test_cli_help_lists_the_subcommands(capsys):
     from electra.convert.__main__ import main
     with pytest.raises(SystemExit) as e: main(['--help'])

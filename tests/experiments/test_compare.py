@@ -5,9 +5,11 @@ against scores written by hand, resuming (finished runs skipped, an interrupted 
 through pretrain.py and finetune.py on the demo data."""
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -19,9 +21,10 @@ from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
 from electra.experiments.compare import load_compare_config, main, run_comparison
 from electra.experiments.plan import make_plan
-from electra.experiments.runs import RECORD, RunFailed, subprocess_launcher
+from electra.experiments.runs import RECORD, RunFailed, finetune_done, subprocess_launcher
 from electra.finetuning.results import ResultsTable
 from electra.objective.flops import pretrain_step_flops
+from electra.pretraining.export import model_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {'hidden_size': 32, 'num_hidden_layers': 1, 'num_attention_heads': 1, 'intermediate_size': 64,
@@ -84,6 +87,15 @@ def test_the_commands_read_back_as_the_planned_configs(tmp_path):
     assert (ft.model, ft.tasks, ft.group, ft.runs) == (str(run.model), ['STS-B', 'MRPC'], 'uniform_2', 3)
     assert ft.task_overrides == {'STS-B': {'epochs': 2}} and Path(ft.output_dir) == tmp_path / 'out' / 't' / 'finetune'
     assert [r.label for r in plan.runs] == ['electra (seed 1)', 'uniform (seed 1)', 'electra (seed 2)', 'uniform (seed 2)']
+
+
+def test_the_comparison_s_tasks_replace_its_fine_tuning_preset_s_task_file_unread(tmp_path, monkeypatch):
+    "The preset demo_tasks names cache/demo_tasks/reviews.yaml, absent from an empty folder; the comparison's tasks win."
+    monkeypatch.chdir(tmp_path)
+    assert make_plan(comparison(tmp_path, finetune_config='demo_tasks', tasks=['STS-B'])).tasks == ['STS-B']
+    with pytest.raises(ConfigError, match=r'finetune_config / finetune_overrides / tasks: cache/demo_tasks/reviews.yaml: '
+                                          r'no such task file'):
+        make_plan(comparison(tmp_path, finetune_config='demo_tasks', tasks=[]))
 
 
 def test_checkpoints_to_fine_tune_are_added_to_the_runs_checkpoint_at(tmp_path):
@@ -184,6 +196,9 @@ SCORES = {  # (variant, pretraining seed) -> task -> the dev score of fine-tunin
 }
 
 
+MADE = itertools.count()  # the models the fake pretraining makes, each unlike the others
+
+
 class FakeJobs:
     "Records each command; a pretraining exports a discriminator, a fine-tuning writes SCORES to its results table."
 
@@ -198,12 +213,13 @@ class FakeJobs:
         if script == 'pretrain.py':
             export = Path(args['output_dir']) / f"{args['run_name']}_{args['seed']}" / 'discriminator'
             export.mkdir(parents=True)
-            (export / 'config.json').write_text('{}')
+            (export / 'config.json').write_text(json.dumps({'made': next(MADE)}))  # each pretraining another model
             return 0
         table = ResultsTable(Path(args['output_dir']) / args['group'] / 'results.csv')
         for task, scores in self.scores(args['group']).items():
             for run, score in enumerate(scores):
-                table.add({'task': task, 'run': run, 'seed': run, 'score': score, 'settings': 'x'})
+                table.add({'task': task, 'run': run, 'seed': run, 'score': score, 'settings': 'x',
+                           'model_fingerprint': model_fingerprint(args['model'])})
         table.add({'task': 'MRPC', 'run': 2, 'seed': 2, 'score': 0.0, 'settings': 'x'})  # beyond `runs`: not counted
         table.add({'task': 'RTE', 'run': 0, 'seed': 0, 'score': 0.0, 'settings': 'x'})   # not a task of the comparison
         return 0
@@ -270,6 +286,38 @@ def test_the_table_holds_the_scores_and_a_rerun_skips_what_is_done(tmp_path):
     with pytest.raises(ConfigError, match=r"variant 'electra' seed 1 was pretrained .* with other settings \(steps '100' then, '120' now"):
         run_comparison(comparison(tmp_path, steps=120), launch=again, log=lambda s: None)
     assert again.calls == []
+
+
+def test_a_run_pretrained_again_is_fine_tuned_again(tmp_path):
+    "Its folder deleted to redo it, as the refusal of changed settings says: the old fine-tuning is of another model."
+    cfg = comparison(tmp_path, seeds=[1])
+    run_comparison(cfg, launch=FakeJobs(), log=lambda s: None)
+    shutil.rmtree(make_plan(cfg).runs[0].run_dir)
+    again = FakeJobs()
+    run_comparison(cfg, launch=again, log=lambda s: None)
+    assert launched(again) == ['pretrain.py:t_electra:1', 'finetune.py:electra_1:']
+    # a fine-tuned checkpoint deleted afterwards (to save space): its results stand
+    plan = make_plan(cfg)
+    shutil.rmtree(plan.runs[1].model)
+    assert finetune_done(plan, plan.runs[1])
+
+
+@pytest.mark.parametrize('blocked, kw, key', [
+    ('out/t/finetune', {}, 'output_dir'),                    # where finetune.py writes, after the first pretraining
+    ('out/t/finetune_predictions', {'finetune_overrides': {'runs': 2, 'predict': True}}, 'output_dir'),
+    ('fcache', {'finetune_overrides': {'runs': 2, 'cache_dir': 'FILE/c'}}, 'finetune.cache_dir'),
+    ('pcache', {'pretrain_overrides': {**TINY, 'steps': 100, 'warmup_steps': 10, 'cache_dir': 'FILE/c'}},
+     'pretrain.cache_dir')])
+def test_a_folder_a_job_of_the_comparison_cannot_make_stops_it_before_any_launch(tmp_path, blocked, kw, key):
+    blocker = tmp_path / blocked
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text('x')
+    kw = {k: {n: v.replace('FILE', str(blocker)) if isinstance(v, str) else v for n, v in d.items()} for k, d in kw.items()}
+    jobs = FakeJobs()
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: cannot write to '{blocker}.*' \('{blocker}' is a file, "
+                                          rf"not a folder\)\. Choose a writable directory with --{re.escape(key)}"):
+        run_comparison(comparison(tmp_path, **kw), launch=jobs, log=lambda s: None)
+    assert jobs.calls == []
 
 
 def test_checkpoints_along_the_runs_make_a_curve_of_score_against_compute(tmp_path):

@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -90,6 +91,70 @@ def test_interrupted_sweep_resumes_and_ensemble_averages_logits(tmp_path, glue_d
     logits = [learner.predict_outputs(classifier.load_finetuned(p), make_loader(enc, 5, False, 0)) for p in top['checkpoint']]
     expected = [TASKS['RTE'].labels[i] for i in np.mean(logits, axis=0).argmax(-1)]
     assert [r[1] for r in parse(tmp_path / 'out/t/RTE.tsv')[1]] == expected
+
+
+def finetune_from(cfg, lines):
+    "What finetune.py does: the model loaded from `cfg.model`, then the sweep."
+    model, tok = classifier.load_pretrained(cfg.model)
+    return sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
+
+
+def mask_row(weights: dict, tok) -> torch.Tensor:
+    "The [MASK] token's embedding: no fine-tuning input holds it, so it keeps the pretrained value (zero gradient)."
+    return weights['electra.embeddings.word_embeddings.weight'][tok.mask_token_id]
+
+
+def test_a_model_written_again_at_its_path_is_fine_tuned_again_and_an_unchanged_one_is_reused(tmp_path, glue_dir, tiny):
+    model, tok = tiny
+    path = tmp_path / 'model'
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, model=str(path))
+    finetune_from(cfg, [])
+    assert torch.equal(mask_row(torch.load(tmp_path / 'ckpt/t/RTE_1.pth')['model'], tok), mask_row(model.state_dict(), tok))
+    # pretrained again (pretrain.py --overwrite): other weights at the same path
+    other = classifier.load_pretrained(str(path))[0]
+    with torch.no_grad():
+        for w in other.parameters(): w.mul_(0.5)
+    other.save_pretrained(path)
+    lines = []
+    results = finetune_from(cfg, lines)
+    assert lines[0] == (f'RTE: runs 0, 1 were fine-tuned from another model (not the one now at {path}); fine-tuning '
+                        'them again, replacing their rows and checkpoints')
+    assert lines[1].endswith('2 of 2 runs to do')
+    for i in range(2):  # the new runs start from the new weights
+        ckpt = torch.load(tmp_path / f'ckpt/t/RTE_{i}.pth')
+        assert torch.equal(mask_row(ckpt['model'], tok), mask_row(other.state_dict(), tok))
+    assert results.task_rows('RTE')['run'].tolist() == [0, 1]
+    # the same model at another path (a copy): what it is counts, not where
+    copy = tmp_path / 'copy'
+    shutil.copytree(path, copy)
+    lines = []
+    finetune_from(job(tmp_path, glue_dir, tasks=['RTE'], runs=2, model=str(copy)), lines)
+    assert lines == ['RTE: all 2 runs finished before; skipped']
+
+
+def test_rows_of_a_table_written_before_models_were_fingerprinted_are_done_again(tmp_path, glue_dir, tiny):
+    "Such a row does not say which model it came from: it is trained again rather than trusted."
+    model, tok = tiny
+    path = tmp_path / 'model'
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    cfg = job(tmp_path, glue_dir, tasks=['MRPC', 'RTE'], runs=1, model=str(path))
+    finetune_from(cfg, [])
+    table = tmp_path / 'ckpt/t/results.csv'
+    old = pd.read_csv(table, dtype=str)
+    old = old.drop(columns=[c for c in ('model_fingerprint',) if c in old]).assign(settings='0123456789ab')
+    old.to_csv(table, index=False)  # the old format: no fingerprint, settings hashed another way
+    lines = []
+    results = finetune_from(cfg, lines)
+    assert lines[0] == ('MRPC: run 0 is in a results table written before models were fingerprinted, so its model is '
+                        'unknown; fine-tuning it again, replacing its row and checkpoint')
+    assert lines[1].endswith('1 of 1 runs to do') and any(l.startswith('RTE: run 0 is in a results table written') for l in lines)
+    assert results.df['model_fingerprint'].notna().all()
+    again = []
+    finetune_from(cfg, again)
+    assert again == ['MRPC: all 1 runs finished before; skipped', 'RTE: all 1 runs finished before; skipped']
 
 
 def test_ctrl_c_in_a_sweep_keeps_the_finished_runs_and_says_how_to_go_on(tmp_path, glue_dir, tiny, monkeypatch):
@@ -183,6 +248,25 @@ def test_demo_data_is_written_once_and_doubling_follows_the_overrides(tmp_path):
 def test_uncreatable_cache_dir_named():
     with pytest.raises(ConfigError, match=r"cache_dir: cannot write to '/proc/electra_cache'.*--cache_dir"):
         sweep.resolve_data('demo', '/proc/electra_cache')
+
+
+@pytest.mark.parametrize('key', ['output_dir', 'test_output_dir'])
+def test_an_output_folder_that_cannot_be_made_stops_the_sweep_before_any_run(tmp_path, glue_dir, tiny, monkeypatch, key):
+    "Runs' weights and results (output_dir), test predictions (test_output_dir): checked before the first run, not after."
+    model, tok = tiny
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('x')
+
+    def no_training(*args, **kwargs): raise AssertionError('a run was trained')
+    monkeypatch.setattr(sweep, 'train_run', no_training)
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], **{key: str(blocker / 'out')})
+    with pytest.raises(ConfigError, match=rf"^{key}: cannot write to '{blocker}/out/t' \('{blocker}' is a file, not a "
+                                          rf"folder\)\. Choose a writable directory with --{key}, or move that file away"):
+        sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+    if key == 'test_output_dir':  # not written without predictions: not asked for
+        with pytest.raises(AssertionError, match='a run was trained'):
+            sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], predict=False, **{key: str(blocker / 'out')}),
+                            model, tok, open_source(cfg.data), log=lambda s: None)
 
 
 def test_nan_predictions_never_reach_a_submission_file(tmp_path, glue_dir, tiny):

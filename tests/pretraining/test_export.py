@@ -95,3 +95,43 @@ def test_every_objective_exports_a_discriminator_that_fine_tuning_loads(tmp_path
                      'model': model.state_dict()}, ckpt)
         loaded, _ = load_discriminator(ckpt)
         assert torch.allclose(loaded.eval()(**enc).logits, own, atol=1e-5)
+
+
+def test_a_model_s_fingerprint_follows_its_content_not_its_path(tmp_path, monkeypatch):
+    import hashlib
+    import shutil
+
+    from huggingface_hub import constants
+
+    from electra.pretraining.export import model_fingerprint
+    pth = tmp_path / 'run_100%.pth'
+    pth.write_bytes(b'weights one')
+    assert model_fingerprint(pth) == hashlib.sha256(b'\0' + hashlib.sha256(b'weights one').digest()).hexdigest()[:16]
+    shutil.copy(pth, tmp_path / 'elsewhere.pth')
+    assert model_fingerprint(tmp_path / 'elsewhere.pth') == model_fingerprint(pth)      # a copy is the same model
+    before = model_fingerprint(pth)
+    pth.write_bytes(b'weights two')                                                     # pretrained again, --overwrite
+    assert model_fingerprint(pth) != before
+    folder = tmp_path / 'discriminator'
+    folder.mkdir()
+    (folder / 'config.json').write_text('{}')
+    (folder / 'model.safetensors').write_bytes(b'w')
+    exported = model_fingerprint(folder)
+    (folder / '.write_test_1').write_text('ok')                                         # hidden: not read by from_pretrained
+    (folder / 'logs').mkdir()
+    (folder / 'logs' / 'x.txt').write_text('x')                                         # a subfolder: neither
+    assert model_fingerprint(folder) == exported
+    (folder / 'vocab.txt').write_text('[PAD]\n')                                        # the tokenizer is part of the model
+    assert model_fingerprint(folder) != exported
+    # a hub name: the commit of its files in the local cache, which a new upload changes
+    monkeypatch.setattr(constants, 'HF_HUB_CACHE', str(tmp_path / 'hub'))
+    repo = tmp_path / 'hub' / 'models--someone--tiny-electra'
+    uncached = model_fingerprint('someone/tiny-electra')
+    for commit in ('a' * 40, 'b' * 40):
+        (repo / 'snapshots' / commit).mkdir(parents=True)
+        (repo / 'snapshots' / commit / 'config.json').write_text('{}')
+        (repo / 'refs').mkdir(exist_ok=True)
+        (repo / 'refs' / 'main').write_text(commit)
+        assert model_fingerprint('someone/tiny-electra') == hashlib.sha256(
+            f'hub:someone/tiny-electra@{commit}'.encode()).hexdigest()[:16] != uncached
+    assert model_fingerprint('not a/hub name') == hashlib.sha256(b'hub:not a/hub name@').hexdigest()[:16]

@@ -82,6 +82,7 @@ from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import get_tokenizer, tokenizer_state
 
 from electra.pretraining.init_from import check_init_config, init_tokenizer, load_init
+from electra.pretraining.learner import end_if_finished
 
 with main_process_first('the weights to start from', cfg.dist_timeout):  # (a hub download, once)
     init = load_init(cfg.init_from) if cfg.init_from and not ckpt else None  # resumed: the checkpoint has them
@@ -94,6 +95,7 @@ with main_process_first('the corpus and the tokenizer', cfg.dist_timeout):  # ma
                  get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources))
 tok_state = tokenizer_state(tokenizer)
 if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)
+end_if_finished(cfg, ckpt, resume_path, tokenizer, run_dir)  # resumed at its last step: nothing to train, the job ends
 print_main(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len(tokenizer)}')
 
 # %% [markdown]

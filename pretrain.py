@@ -34,8 +34,10 @@ overrides = {}  # in a notebook: e.g. {'config': 'demo', 'steps': 200}
 from electra.config.base import cli_args, config_to_dict, friendly_errors, load_config
 from electra.config.pretrain import PretrainConfig
 from electra.training.distributed import check_batch_split
+from electra.training.processes import end_with_parent
 
 friendly_errors()
+end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included
 cfg = load_config(PretrainConfig, cli_args(), preset_dir='configs/pretrain', default_preset='demo',
                   prog='pretrain.py', overrides=overrides)
 check_batch_split(cfg.batch_size, cfg.grad_accum_steps)  # under torchrun: equal rows for every process

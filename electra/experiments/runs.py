@@ -17,6 +17,7 @@ from electra.config.base import ConfigError, TrainingStopped, parse_cli
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
 from electra.training.checkpoint import find_checkpoints
 from electra.training.files import atomic_write_text
+from electra.training.processes import child_env
 
 __all__ = ['REPO', 'RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
            'finetune_done', 'run_pretraining', 'run_finetuning']
@@ -38,8 +39,9 @@ class RunFailed(RuntimeError):
 
 def subprocess_launcher(threads: int = 0) -> Launcher:
     """The real launcher: `cmd` in a subprocess from the current folder, its output appended to `log`. A Ctrl-C reaches
-    the job too (pretrain.py then writes a checkpoint and stops): it is waited for, and a second Ctrl-C kills it."""
-    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
+    the job too (pretrain.py then writes a checkpoint and stops): it is waited for, and a second Ctrl-C kills it. A
+    job ends with this process (`end_with_parent`): a `kill -9` of the comparison does not leave it training unseen."""
+    env = child_env({**os.environ, 'PYTHONUNBUFFERED': '1'})
     if threads: env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
 
     def launch(cmd: list[str], log: Path) -> int:

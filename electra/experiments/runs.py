@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -29,6 +30,8 @@ RECORD = 'compare.json'  # the record of a job, in its run directory (pretrainin
 IGNORED_CHANGES = ('device', 'num_workers', 'num_proc', 'logger', 'neptune_project', 'cache_dir', 'dist_timeout',
                    'compile', 'compile_mode', 'log_every', 'output_dir', 'test_output_dir', 'model')
 
+# who sends a job a signal that ends it without a word of its own
+_BY = {signal.SIGKILL: ': kill -9, or the system out of memory'}
 # a launcher runs `cmd` with its stdout and stderr appended to `log` and returns its exit status
 Launcher = Callable[[list[str], Path], int]
 
@@ -91,6 +94,10 @@ def _launch(launch: Launcher, cmd: list[str], log: Path, what: str) -> float:
     if status == TrainingStopped.exit_status:  # the job stopped on a Ctrl-C (its own, or its process group's)
         raise TrainingStopped(f"{what} was stopped by Ctrl-C, keeping a checkpoint or its finished runs (its output: "
                               f"{log}). Run the same command again to go on from there.")
+    if status < 0:  # Popen's status of a process ended by a signal: minus the signal
+        name = next((f'{s.name}{_BY.get(s, "")}' for s in signal.Signals if s == -status), 'unknown')
+        raise RunFailed(f"{what} was killed by signal {-status} ({name}); its output is in {log}. Run the same command "
+                        f"again to go on from its last checkpoint or finished runs. Its last lines:\n{_tail(log)}")
     if status != 0:
         raise RunFailed(f"{what} failed (exit status {status}); its output is in {log}. Its last lines:\n{_tail(log)}")
     return seconds

@@ -320,6 +320,16 @@ def test_a_failed_job_names_its_log_and_a_rerun_launches_only_what_is_left(tmp_p
     assert json.loads((tmp_path / 'out/t/pretrain/t_uniform_1' / RECORD).read_text())['attempts'] == 2
 
 
+def test_a_job_killed_by_a_signal_is_named_so_with_how_to_go_on(tmp_path):
+    "A job killed (`kill -9`, the out-of-memory killer): Popen's status is minus the signal, not a failure of its own."
+    with pytest.raises(RunFailed) as e:
+        run_comparison(comparison(tmp_path), launch=lambda cmd, log: -9, log=lambda s: None)
+    assert str(e.value).startswith(
+        f"pretraining of variant 'electra' seed 1 was killed by signal 9 (SIGKILL: kill -9, or the system out of "
+        f"memory); its output is in {tmp_path}/out/t/pretrain/t_electra_1/pretrain.log. Run the same command again to "
+        "go on from its last checkpoint or finished runs. Its last lines:\n")
+
+
 def test_ctrl_c_stops_with_the_command_to_go_on_and_a_dry_run_launches_nothing(tmp_path, capsys):
     def interrupted(cmd, log): raise KeyboardInterrupt
     with pytest.raises(TrainingStopped, match=r'during electra \(seed 1\); finished runs are kept. Run the same command'):

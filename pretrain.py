@@ -33,10 +33,14 @@ overrides = {}  # in a notebook: e.g. {'config': 'demo', 'steps': 200}
 # %%
 from electra.config.base import cli_args, config_to_dict, friendly_errors, load_config
 from electra.config.pretrain import PretrainConfig
+from electra.training.distributed import check_batch_split
+from electra.training.processes import end_with_parent
 
 friendly_errors()
+end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included
 cfg = load_config(PretrainConfig, cli_args(), preset_dir='configs/pretrain', default_preset='demo',
                   prog='pretrain.py', overrides=overrides)
+check_batch_split(cfg.batch_size, cfg.grad_accum_steps)  # under torchrun: equal rows for every process
 cfg
 
 # %% [markdown]
@@ -80,6 +84,7 @@ from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import get_tokenizer, tokenizer_state
 
 from electra.pretraining.init_from import check_init_config, init_tokenizer, load_init
+from electra.pretraining.learner import end_if_finished
 
 with main_process_first('the weights to start from', cfg.dist_timeout):  # (a hub download, once)
     init = load_init(cfg.init_from) if cfg.init_from and not ckpt else None  # resumed: the checkpoint has them
@@ -92,6 +97,7 @@ with main_process_first('the corpus and the tokenizer', cfg.dist_timeout):  # ma
                  get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources))
 tok_state = tokenizer_state(tokenizer)
 if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)
+end_if_finished(cfg, ckpt, resume_path, tokenizer, run_dir)  # resumed at its last step: nothing to train, the job ends
 print_main(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len(tokenizer)}')
 
 # %% [markdown]

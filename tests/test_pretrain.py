@@ -2,6 +2,7 @@
 checkpoints, export to transformers, exact resume, bad input, held-out evaluation, and learning on real corpora."""
 import csv
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -233,6 +234,81 @@ def test_one_process_per_run_and_a_dead_ones_lock_taken_over(tmp_path):
     g = pretrain(tmp_path, *TINY, '--run_name', 'demo', '--steps', '6')
     assert g['learn'].train_iter == 6 and not (run_dir / '.lock').exists()  # released when training ended
     assert not partial.exists() and other.exists()
+
+
+FINISHED = [*TINY, '--steps', '8', '--run_name', 'done', '--checkpoint_at', '0.5,1.0']
+
+
+@pytest.fixture(scope='module')
+def finished(tmp_path_factory):
+    "A run of 8 steps that ran to its end and exported, to be copied by each test that resumes it."
+    tmp = tmp_path_factory.mktemp('finished')
+    pretrain(tmp, *FINISHED)
+    return tmp
+
+
+def copy_of(finished: Path, tmp: Path) -> Path:
+    shutil.copytree(finished / 'ckpt', tmp / 'ckpt')
+    (tmp / 'cache').symlink_to(finished / 'cache')
+    return tmp / 'ckpt'
+
+
+def files(root: Path) -> dict[str, bytes]:
+    "Every file under `root` and its bytes."
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob('*')) if p.is_file()}
+
+
+def resume_to_its_end(tmp: Path, capsys) -> str:
+    "`pretrain.py ... --resume` of the finished run copied to `tmp`: it must end with status 0; its last line."
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        pretrain(tmp, *FINISHED, '--resume')
+    assert stop.value.code == 0
+    return capsys.readouterr().out.splitlines()[-1]
+
+
+def test_resuming_a_finished_run_leaves_it_as_it_is(finished, tmp_path, capsys):
+    """--resume of a run whose last checkpoint is at its last step: nothing trained, nothing written (checkpoints,
+    export, metrics byte for byte as they were), one line saying so, status 0, the run's lock given back."""
+    ckpt = copy_of(finished, tmp_path)
+    before = files(ckpt)
+    assert resume_to_its_end(tmp_path, capsys) == (
+        f'run done_11081 finished at step 8; nothing to do: its checkpoints and export ({ckpt / "done_11081"}) are '
+        'left as they are.')
+    assert files(ckpt) == before  # no .lock left either
+
+
+@pytest.mark.parametrize('damage', ['generator missing', 'weights cut short', 'other weights'])
+def test_resuming_a_finished_run_whose_export_is_damaged_writes_it_from_its_last_checkpoint(finished, tmp_path,
+                                                                                           capsys, damage):
+    """A kill during the export leaves it missing or cut short; an export of other weights (the untrained model that
+    such a resume used to export) is not the run's either: the export is written again from the last checkpoint, the
+    same bytes as the run's own export, and nothing is trained."""
+    ckpt = copy_of(finished, tmp_path)
+    before = files(ckpt)
+    disc = ckpt / 'done_11081' / 'discriminator' / 'model.safetensors'
+    if damage == 'generator missing': shutil.rmtree(ckpt / 'done_11081' / 'generator')
+    if damage == 'weights cut short': disc.write_bytes(disc.read_bytes()[:len(disc.read_bytes()) // 2])
+    if damage == 'other weights':
+        model = ElectraForPreTraining.from_pretrained(disc.parent)
+        torch.nn.init.normal_(model.electra.encoder.layer[0].output.dense.weight)
+        model.save_pretrained(disc.parent)
+    assert files(ckpt) != before
+    assert resume_to_its_end(tmp_path, capsys) == (
+        f'run done_11081 finished at step 8; its export in {ckpt / "done_11081"} was missing, incomplete or not the '
+        f'weights of its last checkpoint {ckpt / "done_11081_100%.pth"}: written from that checkpoint.')
+    assert files(ckpt) == before
+
+
+def test_resuming_a_finished_run_with_fewer_steps_is_refused(finished, tmp_path):
+    ckpt = copy_of(finished, tmp_path)
+    before = files(ckpt)
+    with pytest.raises(ConfigError, match=r"done_11081_100%\.pth: run done_11081 is at step 8, past --steps 4: "
+                                          r"nothing to resume\. Give --steps 8 \(the run is finished\) or more"):
+        pretrain(tmp_path, *FINISHED, '--resume', '--steps', '4')
+    after = files(ckpt)
+    after.pop('done_11081/.lock')  # this process's until it exits (a notebook's kernel may take it again)
+    assert after == before
 
 
 def test_rerun_without_resume_refuses_to_overwrite(straight):

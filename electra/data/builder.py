@@ -7,14 +7,12 @@ the examples are the same whatever the parallelism; memory per process is one ba
 """
 from __future__ import annotations
 
-import ctypes
 import gc
 import math
 import multiprocessing
 import os
 import queue
 import random
-import signal
 import sys
 import time
 import traceback
@@ -41,6 +39,7 @@ from electra.data.corpus import (
 )
 from electra.data.examples import ExampleBuilder
 from electra.data.sentences import split_sentences, splitter
+from electra.training.processes import die_with_parent
 
 __all__ = ['BUILDER_VERSION', 'COUNTERS', 'FEATURES', 'build_shards']
 
@@ -234,18 +233,10 @@ def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
     return dict(stats)
 
 
-def _die_with_parent(parent: int) -> None:
-    """Have the kernel kill this build process when `parent` dies, even by `kill -9` (Linux's PR_SET_PDEATHSIG):
-    otherwise it would build its shards on into a directory nobody will read."""
-    if sys.platform.startswith('linux'):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    if os.getppid() != parent: os._exit(1)  # the parent died before the request took effect
-
-
 def _worker(job: _Job, out_dir: str, tasks, results, parent: int) -> None:
     "A build process: builds the shards it takes from `tasks`; reports progress, counters or an error."
     os.environ['TOKENIZERS_PARALLELISM'] = 'false'  # one Rust thread per process: the processes are the parallelism
-    _die_with_parent(parent)
+    die_with_parent(parent)  # a build nobody waits for any more would go on into a directory nobody reads
     while (task := tasks.get()) is not None:
         index, shard = task
         try:

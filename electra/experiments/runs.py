@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from electra.finetuning.results import ResultsTable
 from electra.pretraining.export import model_fingerprint
 from electra.training.checkpoint import find_checkpoints
 from electra.training.files import atomic_write_text
+from electra.training.processes import child_env
 
 __all__ = ['REPO', 'RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
            'finetune_done', 'run_pretraining', 'run_finetuning']
@@ -30,6 +32,8 @@ RECORD = 'compare.json'  # the record of a job, in its run directory (pretrainin
 IGNORED_CHANGES = ('device', 'num_workers', 'num_proc', 'logger', 'neptune_project', 'cache_dir', 'dist_timeout',
                    'compile', 'compile_mode', 'log_every', 'output_dir', 'test_output_dir', 'model')
 
+# who sends a job a signal that ends it without a word of its own
+_BY = {signal.SIGKILL: ': kill -9, or the system out of memory'}
 # a launcher runs `cmd` with its stdout and stderr appended to `log` and returns its exit status
 Launcher = Callable[[list[str], Path], int]
 
@@ -40,8 +44,9 @@ class RunFailed(RuntimeError):
 
 def subprocess_launcher(threads: int = 0) -> Launcher:
     """The real launcher: `cmd` in a subprocess from the current folder, its output appended to `log`. A Ctrl-C reaches
-    the job too (pretrain.py then writes a checkpoint and stops): it is waited for, and a second Ctrl-C kills it."""
-    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
+    the job too (pretrain.py then writes a checkpoint and stops): it is waited for, and a second Ctrl-C kills it. A
+    job ends with this process (`end_with_parent`): a `kill -9` of the comparison does not leave it training unseen."""
+    env = child_env({**os.environ, 'PYTHONUNBUFFERED': '1'})
     if threads: env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
 
     def launch(cmd: list[str], log: Path) -> int:
@@ -91,6 +96,10 @@ def _launch(launch: Launcher, cmd: list[str], log: Path, what: str) -> float:
     if status == TrainingStopped.exit_status:  # the job stopped on a Ctrl-C (its own, or its process group's)
         raise TrainingStopped(f"{what} was stopped by Ctrl-C, keeping a checkpoint or its finished runs (its output: "
                               f"{log}). Run the same command again to go on from there.")
+    if status < 0:  # Popen's status of a process ended by a signal: minus the signal
+        name = next((f'{s.name}{_BY.get(s, "")}' for s in signal.Signals if s == -status), 'unknown')
+        raise RunFailed(f"{what} was killed by signal {-status} ({name}); its output is in {log}. Run the same command "
+                        f"again to go on from its last checkpoint or finished runs. Its last lines:\n{_tail(log)}")
     if status != 0:
         raise RunFailed(f"{what} failed (exit status {status}); its output is in {log}. Its last lines:\n{_tail(log)}")
     return seconds

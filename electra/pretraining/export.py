@@ -4,9 +4,14 @@ of the three sources fine-tuning accepts (a pretrain `.pth`, a `save_pretrained`
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
+import torch
 from huggingface_hub import try_to_load_from_cache
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from torch import nn
 from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokenizerBase
 
 from electra.config.base import ConfigError, config_from_dict
@@ -21,9 +26,26 @@ from electra.objective.model import (
 from electra.training.checkpoint import load_checkpoint
 from electra.training.files import is_main_process
 
-__all__ = ['EXPORTS', 'export_pretrained', 'load_discriminator', 'model_fingerprint']
+__all__ = ['EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint']
 
 EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
+
+
+def _net_names(model: ElectraPretrainingModel) -> tuple[str, ...]:
+    "The networks exported: the discriminator, and the generator unless there is none (BERT, the uniform generator)."
+    return EXPORTS if model.generator is not None else EXPORTS[:1]
+
+
+def _exported_nets(model: ElectraPretrainingModel, run_dir: str | Path) -> dict[Path, nn.Module]:
+    """Where each network of `model` is exported and what is written there: cut back to the model's vocabulary size,
+    the discriminator's tables made whole under gradient-disentangled sharing (the generator's + its residual)."""
+    out = {}
+    for name in _net_names(model):
+        net = getattr(model, name)
+        state = discriminator_state(model.state_dict(), model.tie_weights) if net is model.discriminator and \
+            model.tie_weights == 'gdes' else None
+        out[Path(run_dir) / name] = unpadded_copy(net, model.vocab_size, state)
+    return out
 
 
 def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> dict[str, Path]:
@@ -31,17 +53,37 @@ def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedToken
     generator), each with the tokenizer; returns the paths. The discriminator is the model to fine-tune, also for the
     MLM objectives, whose encoder it holds (its replaced-token-detection head is then the copy gate or untrained).
     A padded vocabulary (`pad_vocab_multiple`) is cut back to the tokenizer's size."""
-    names = EXPORTS if model.generator is not None else EXPORTS[:1]
-    out = {name: Path(run_dir) / name for name in names}
-    if not is_main_process(): return out
-    for name, path in out.items():
-        net = getattr(model, name)
-        # gradient-disentangled sharing: the discriminator's tables made whole (the generator's + its residual)
-        state = discriminator_state(model.state_dict(), model.tie_weights) if net is model.discriminator and \
-            model.tie_weights == 'gdes' else None
-        unpadded_copy(net, model.vocab_size, state).save_pretrained(path)
+    if not is_main_process(): return {name: Path(run_dir) / name for name in _net_names(model)}
+    nets = _exported_nets(model, run_dir)
+    for path, net in nets.items():
+        net.save_pretrained(path)
         tokenizer.save_pretrained(path)
-    return out
+    return {path.name: path for path in nets}
+
+
+def export_holds(model: ElectraPretrainingModel, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> bool:
+    """Whether `run_dir` holds the whole export of `model` and `tokenizer` (`export_pretrained`): each network's
+    config, `model`'s weights exactly, and `tokenizer`'s vocabulary. False for an export cut short by a kill, or one
+    of other weights."""
+    for path, net in _exported_nets(model, run_dir).items():
+        try:
+            config = json.loads((path / 'config.json').read_text(encoding='utf-8'))
+            saved = load_file(path / 'model.safetensors')
+            vocab = AutoTokenizer.from_pretrained(path).get_vocab()
+        except (OSError, ValueError, SafetensorError):  # missing, cut short
+            return False
+        if config.get('model_type') != 'electra' or vocab != tokenizer.get_vocab() or \
+                not _same_weights(saved, net.state_dict()):
+            return False
+    return True
+
+
+def _same_weights(saved: dict[str, torch.Tensor], ours: dict[str, torch.Tensor]) -> bool:
+    "Whether `saved` (a `save_pretrained` file) holds exactly `ours`; a tied tensor is saved once, under one name."
+    if not saved.keys() <= ours.keys() or any(not torch.equal(saved[k], ours[k].detach().cpu()) for k in saved):
+        return False
+    kept = {ours[k].data_ptr() for k in saved}
+    return all(ours[k].data_ptr() in kept for k in ours.keys() - saved.keys())
 
 
 def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
@@ -64,7 +106,6 @@ def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedToken
 
 def _check_model_dir(path: Path) -> None:
     "A local `save_pretrained` directory: its config names an ELECTRA model and its tokenizer files are there."
-    import json
     config = path / 'config.json'
     if not config.is_file():
         raise ConfigError(f"{path}: no config.json, so not a save_pretrained directory. Give the directory the model "

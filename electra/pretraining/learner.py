@@ -15,12 +15,13 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.callback.training import GradientClip
 from fastai.learner import Learner, Recorder
 
-from electra.config.base import BOOL_WORDS, ConfigError, TrainingStopped, config_to_dict, running_in_notebook, writable_dir
+from electra.config.base import (BOOL_WORDS, ConfigError, TrainingStopped, config_from_dict, config_to_dict,
+                                 running_in_notebook, writable_dir)
 from electra.config.pretrain import PretrainConfig
 from electra.data.tokenizer import TOKENIZER_DIR
 from electra.objective.loss import ElectraLoss
 from electra.objective.masking import MaskingSettings
-from electra.objective.model import ElectraPretrainingModel
+from electra.objective.model import ElectraPretrainingModel, build_pretraining_model
 from electra.pretraining.callbacks import (
     Checkpointer,
     CompileModel,
@@ -34,7 +35,7 @@ from electra.pretraining.callbacks import (
     TwoStageTraining,
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
-from electra.pretraining.export import EXPORTS
+from electra.pretraining.export import EXPORTS, export_holds, export_pretrained
 from electra.pretraining.parallel import GradientAccumulation
 from electra.training.checkpoint import (
     FORMAT,
@@ -44,8 +45,8 @@ from electra.training.checkpoint import (
     remove_old_run,
     remove_partial_checkpoints,
 )
-from electra.training.distributed import is_distributed, rank_seed, world
-from electra.training.files import atomic_write_text, is_main_process, lock_run_dir
+from electra.training.distributed import finish_distributed, is_distributed, rank_seed, world
+from electra.training.files import atomic_write_text, is_main_process, lock_run_dir, release_run_dir
 from electra.training.optim import electra_opt_func, param_groups
 from electra.training.parallel import DataParallel
 from electra.training.schedule import warmup_decay_sched
@@ -53,7 +54,7 @@ from electra.training.sinks import neptune_sink, prefixed_sink, print_eval_sink,
 from electra.training.speed import DeviceDataLoaders, DevicePrefetcher
 
 __all__ = ['prepare_run_dir',
-           'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'train',
+           'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'end_if_finished', 'train',
            'save_run_config']
 
 
@@ -159,6 +160,32 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
                           "or replace it with --overwrite true.")
     remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
     return None
+
+
+def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, tokenizer, run_dir: Path) -> None:
+    """A --resume whose latest checkpoint `ckpt` (at `path`) is at the run's last step has nothing to train: the job
+    ends here, status 0, writing nothing when the run's export holds that checkpoint's weights, else (a kill during the
+    export, or an export of other weights) writing the export from it. A checkpoint past `steps` is refused."""
+    if ckpt is None or ckpt['step'] < cfg.steps: return
+    name, step = f'{cfg.run_name}_{cfg.seed}', ckpt['step']
+    if step > cfg.steps:
+        raise ConfigError(f"{path}: run {name} is at step {step}, past --steps {cfg.steps}: nothing to resume. Give "
+                          f"--steps {step} (the run is finished) or more to continue it, or start another run with "
+                          "--run_name NAME.")
+    if is_main_process():
+        model = build_pretraining_model(config_from_dict(PretrainConfig, ckpt['config'], source=str(path)),
+                                        len(tokenizer), tokenizer.pad_token_id, tokenizer.mask_token_id)
+        model.load_state_dict(ckpt['model'])
+        if export_holds(model, tokenizer, run_dir):
+            print(f'run {name} finished at step {step}; nothing to do: its checkpoints and export ({run_dir}) are '
+                  'left as they are.')
+        else:
+            export_pretrained(model, tokenizer, run_dir)
+            print(f'run {name} finished at step {step}; its export in {run_dir} was missing, incomplete or not the '
+                  f'weights of its last checkpoint {path}: written from that checkpoint.')
+        release_run_dir(run_dir)
+    finish_distributed()
+    raise SystemExit(0)
 
 
 def train(learn: Learner) -> None:

@@ -20,8 +20,8 @@ import torch.distributed as dist
 
 from electra.config.base import ConfigError
 
-__all__ = ['World', 'world', 'init_distributed', 'is_distributed', 'main_process_first', 'wait_for_all', 'print_main',
-           'finish_distributed',
+__all__ = ['World', 'world', 'check_batch_split', 'init_distributed', 'is_distributed', 'main_process_first',
+           'wait_for_all', 'print_main', 'finish_distributed',
            'all_reduce_sum', 'gather_objects', 'rank_seed', 'bare_model']
 
 DEFAULT_TIMEOUT_S = 1800  # a data build on one rank can take a while before the others see its cache
@@ -43,6 +43,21 @@ def world() -> World:
         try: return int(value)
         except ValueError: raise ConfigError(f"environment: {key}={value!r} is not a number (torchrun sets it).") from None
     return World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0))
+
+
+def check_batch_split(batch_size: int, micro_batches: int = 1) -> None:
+    """Refuse, before any work, a global batch the job's processes cannot share: each takes batch_size / processes
+    rows of every step, run as `micro_batches` (grad_accum_steps) equal micro-batches, so batch_size must divide by
+    processes x micro_batches. The message names the nearest sizes that work."""
+    procs = world().size
+    unit = procs * micro_batches
+    if procs == 1 or batch_size % unit == 0: return
+    below, above = batch_size // unit * unit, (batch_size // unit + 1) * unit
+    use = f'{below} or {above}' if below else f'{above}'
+    over, rows = ((f'{procs} processes x {micro_batches} micro-batches (grad_accum_steps)', ', in equal micro-batches')
+                  if micro_batches > 1 else (f'{procs} processes', ''))
+    raise ConfigError(f"batch_size: {batch_size} cannot be split over {over}; use {use} (a multiple of {unit}: every "
+                      f"process takes the same number of rows of the global batch{rows}).")
 
 
 def is_distributed() -> bool:

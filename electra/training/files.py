@@ -56,11 +56,15 @@ def atomic_write_bytes(data: bytes, path: str | Path) -> Path:
 
 
 def _alive(pid: int) -> bool:
-    "Whether process `pid` of this host still runs."
+    """Whether process `pid` of this host still runs. A zombie does not: it has died (a `kill -9`) and waits for its
+    parent, or for the process it was handed to, to collect its status, which some containers' first process is slow
+    to do."""
     try: os.kill(pid, 0)
     except ProcessLookupError: return False
-    except PermissionError: return True  # alive, another user's
-    return True
+    except PermissionError: pass  # another user's
+    try: state = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]
+    except (OSError, IndexError): return True  # no /proc to tell (not Linux): it exists, so it runs
+    return state != 'Z'
 
 
 def owner_gone(pid: int, host: str) -> bool:

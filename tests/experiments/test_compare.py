@@ -5,11 +5,15 @@ against scores written by hand, resuming (finished runs skipped, an interrupted 
 through pretrain.py and finetune.py on the demo data."""
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import math
 import re
+import runpy
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -377,6 +381,16 @@ def test_a_failed_job_names_its_log_and_a_rerun_launches_only_what_is_left(tmp_p
     assert json.loads((tmp_path / 'out/t/pretrain/t_uniform_1' / RECORD).read_text())['attempts'] == 2
 
 
+def test_a_job_killed_by_a_signal_is_named_so_with_how_to_go_on(tmp_path):
+    "A job killed (`kill -9`, the out-of-memory killer): Popen's status is minus the signal, not a failure of its own."
+    with pytest.raises(RunFailed) as e:
+        run_comparison(comparison(tmp_path), launch=lambda cmd, log: -9, log=lambda s: None)
+    assert str(e.value).startswith(
+        f"pretraining of variant 'electra' seed 1 was killed by signal 9 (SIGKILL: kill -9, or the system out of "
+        f"memory); its output is in {tmp_path}/out/t/pretrain/t_electra_1/pretrain.log. Run the same command again to "
+        "go on from its last checkpoint or finished runs. Its last lines:\n")
+
+
 def test_ctrl_c_stops_with_the_command_to_go_on_and_a_dry_run_launches_nothing(tmp_path, capsys):
     def interrupted(cmd, log): raise KeyboardInterrupt
     with pytest.raises(TrainingStopped, match=r'during electra \(seed 1\); finished runs are kept. Run the same command'):
@@ -393,6 +407,43 @@ def test_ctrl_c_stops_with_the_command_to_go_on_and_a_dry_run_launches_nothing(t
     assert re.search(r'^uniform +' + ' +'.join(map(re.escape, cells)) + '$', out, re.M), out
     assert 'python pretrain.py --config demo' in out and '--uniform_generator true' in out
     assert f'pretraining in all: {2 * sum(v.total_flops for v in plan.variants):.3e} FLOPs' in out
+
+
+def pretrain_in_process(cmd: list[str], log: Path) -> int:
+    "A launcher running the real pretrain.py in this process (as tests/support/pretrain.py does): its exit status."
+    old = sys.argv
+    sys.argv = [cmd[1], *cmd[2:]]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            runpy.run_path(cmd[1], run_name='__main__')
+        status = 0
+    except SystemExit as e:
+        status = e.code or 0
+    finally:
+        sys.argv = old
+    log.write_text(out.getvalue())
+    return status
+
+
+def test_a_finished_pretraining_the_comparison_did_not_record_is_left_as_it_is(tmp_path):
+    """The comparison killed after its pretraining job ended, before it recorded it as done: the rerun's
+    `pretrain.py --resume` finds the run finished and leaves its checkpoints and export as they are (it used to export
+    an untrained model over them); the record then says done."""
+    cfg = comparison(tmp_path, variants={'electra': {'config': ''}}, seeds=[1], finetune=False,
+                     pretrain_overrides={**TINY, 'steps': 8, 'warmup_steps': 2, 'batch_size': 8, 'max_length': 32,
+                                         'vocab_size': 500, 'checkpoint_at': [0.5, 1.0],
+                                         'cache_dir': str(tmp_path / 'cache')})
+    plan, _ = run_comparison(cfg, launch=pretrain_in_process, log=lambda s: None)
+    run = plan.runs[0]
+    record = json.loads((run.run_dir / RECORD).read_text())
+    (run.run_dir / RECORD).write_text(json.dumps({**record, 'done': False}))  # as if killed before recording it
+    written = {p: p.read_bytes() for p in sorted(run.pretrain_dir.rglob('*')) if p.is_file() and p.suffix != '.json'
+               and p.name != 'pretrain.log'}
+    assert any(p.name == 'model.safetensors' for p in written) and any(p.suffix == '.pth' for p in written)
+    run_comparison(cfg, launch=pretrain_in_process, log=lambda s: None)
+    assert {p: p.read_bytes() for p in written} == written
+    assert 'run t_electra_1 finished at step 8; nothing to do' in (run.run_dir / 'pretrain.log').read_text()
+    assert json.loads((run.run_dir / RECORD).read_text())['done']
 
 
 # -- the real thing

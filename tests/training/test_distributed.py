@@ -159,3 +159,37 @@ def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_o
     run(pretrain(tmp_path, '--run_name', 'stop', '--resume'), tmp_path)
     stopped = torch.load(tmp_path / 'ckpt' / 'stop_11081_100%.pth', map_location='cpu', weights_only=False)
     assert all(torch.equal(ckpt['model'][k], stopped['model'][k]) for k in ckpt['model'])
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--batch_size', '5'], 'batch_size: 5 cannot be split over 2 processes; use 4 or 6 (a multiple of 2: every '
+                            'process takes the same number of rows of the global batch).'),
+    (['--batch_size', '1'], 'batch_size: 1 cannot be split over 2 processes; use 2 (a multiple of 2: every process '
+                            'takes the same number of rows of the global batch).'),
+    # batch 12 divides by 4 micro-batches, but each process's 6 rows do not: torch.chunk made 3 micro-batches of 2
+    # and the last one was run twice, a wrong step without a word
+    (['--batch_size', '12', '--grad_accum_steps', '4'],
+     'batch_size: 12 cannot be split over 2 processes x 4 micro-batches (grad_accum_steps); use 8 or 16 (a multiple '
+     'of 8: every process takes the same number of rows of the global batch, in equal micro-batches).')])
+def test_a_batch_the_processes_cannot_share_is_refused_before_anything_is_read(tmp_path, monkeypatch, argv, message):
+    "Checked as the job starts, before joining the process group (the environment of rank 0 of a two-process job)."
+    from electra.config.base import ConfigError
+    from tests.support.pretrain import TINY, pretrain as pretrain_in_process
+    monkeypatch.setenv('WORLD_SIZE', '2')
+    monkeypatch.setenv('RANK', '0')
+    monkeypatch.setenv('LOCAL_RANK', '0')
+    with pytest.raises(ConfigError) as e:
+        pretrain_in_process(tmp_path, *TINY, *argv)
+    assert str(e.value) == message
+    assert not (tmp_path / 'cache').exists() and not (tmp_path / 'ckpt').exists()
+
+
+def test_a_batch_two_processes_cannot_share_stops_the_torchrun_job_with_one_line_each(tmp_path):
+    res = subprocess.run(pretrain(tmp_path, '--batch_size', '5'), cwd=tmp_path, env=ENV, capture_output=True,
+                         text=True, timeout=300)
+    # each process says it, unless torchrun stopped it first, on seeing the other one's end
+    ours = [line.split('] ', 1)[1] for line in res.stderr.splitlines() if 'batch_size' in line]
+    assert res.returncode != 0 and ours and set(ours) == {
+        'error: batch_size: 5 cannot be split over 2 processes; use 4 or 6 (a multiple of 2: every process takes the '
+        'same number of rows of the global batch).'}, res.stderr[-3000:]
+    assert 'electra/' not in res.stderr and res.stdout == ''  # no traceback of ours; stopped before any work

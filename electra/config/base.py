@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import yaml
 
 __all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field', 'choice_field',
-           'running_in_notebook', 'cli_args', 'friendly_errors']
+           'THREADS_HELP', 'threads_setting', 'running_in_notebook', 'cli_args', 'friendly_errors']
 
 
 class ConfigError(ValueError):
@@ -43,6 +43,21 @@ def field(default, help: str = ''):
 def choice_field(default, choices: list, help: str = ''):
     "A config field whose value must be one of `choices` (checked when the config is built)."
     return dataclasses.field(default=default, metadata={'help': help, 'choices': list(choices)})
+
+
+# the `threads` key of every job (pretraining, fine-tuning, comparison); chosen by electra.training.device.cpu_threads
+THREADS_HELP = ("CPU threads of the job on this machine, shared out among its processes (fine-tuning workers, a "
+                "torchrun job's); auto (or 0): OMP_NUM_THREADS when set, else the cores this process may run on less "
+                "those other processes keep busy (measured for a quarter of a second at the start), at least 1. "
+                "A thread on a core another process keeps busy stalls every step: all cores with one of them busy run "
+                "many times slower than one thread (BENCHMARKS.md)")
+
+
+def threads_setting(value: int | str) -> int:
+    "A `threads` value as a number, 0 for auto; a ConfigError for anything else that is not a whole number >= 0."
+    if isinstance(value, str) and value.strip().lower() == 'auto': return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0: return value
+    raise ConfigError(f"threads: {value!r} is not auto (or 0) or a number of threads.")
 
 
 def _hints(cls) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def finished(cfg) -> int:
 
 
 def sweep_job(tmp_path, glue_dir, where: str, **kw):
-    return job(tmp_path / where, glue_dir, tasks=TASKS, runs=2, threads=1, **kw)
+    return job(tmp_path / where, glue_dir, tasks=TASKS, runs=2, **{'threads': 1, **kw})
 
 
 @pytest.fixture(scope='module')
@@ -56,10 +56,11 @@ def assert_same_runs(cfg, seq_cfg, seq: pd.DataFrame):
 
 
 def test_two_workers_write_the_sequential_table(tmp_path, glue_dir, tiny, sequential):
-    cfg, lines = sweep_job(tmp_path, glue_dir, 'par', parallel_runs=2), []
+    cfg, lines = sweep_job(tmp_path, glue_dir, 'par', parallel_runs=2, threads=2), []
     results = sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=lines.append)
     assert_same_runs(cfg, *sequential)
-    assert '18 runs on 2 worker processes: worker 0 on cpu, worker 1 on cpu; 1 CPU thread(s) each' in lines
+    assert ('18 runs on 2 worker processes: worker 0 on cpu, worker 1 on cpu; 1 CPU thread (threads 2, shared by 2 '
+            'processes) each') in lines  # the job's 2 threads shared out: one per worker
     assert {l.split(']')[0] for l in lines if l.startswith('[worker')} == {'[worker 0', '[worker 1'}  # both took runs
     assert list(results.df['task']) == [n for n in TASKS for _ in range(2)] and list(results.df['run']) == [0, 1] * 9
     assert not list((tmp_path / 'par/ckpt/t').glob('.pretrained-*'))  # the model handed to the workers is removed

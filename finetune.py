@@ -42,7 +42,7 @@ from electra.config.finetune import FinetuneConfig
 friendly_errors()  # a bad setting or input file ends the script with one `error: ...` line and status 2
 
 from electra.finetuning.classifier import load_pretrained
-from electra.finetuning.sweep import resolve_data, run_sweep, write_summary, write_test_predictions
+from electra.finetuning.sweep import data_description, resolve_data, run_sweep, write_summary, write_test_predictions
 from electra.training.device import resolve_device, use_cpu_threads
 from electra.training.distributed import finish_distributed, init_distributed, main_process_first, print_main
 
@@ -78,7 +78,7 @@ print_main(f'this process: {use_cpu_threads(cfg.threads)}')  # auto: the cores o
 with main_process_first('the demo tasks', cfg.dist_timeout):  # written once, by the main process
     source = resolve_data(cfg.data, cfg.cache_dir)
 pretrained, tokenizer = load_pretrained(cfg.model)
-print_main(f'data: {source.description}')
+print_main(f'task data: {data_description(cfg, source)}')
 print_main(f'model: {cfg.model}: {pretrained.config.num_hidden_layers} layers, hidden size '
            f'{pretrained.config.hidden_size}, {len(tokenizer)} tokens')
 

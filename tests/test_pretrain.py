@@ -2,6 +2,7 @@
 checkpoints, export to transformers, exact resume, bad input, held-out evaluation, and learning on real corpora."""
 import csv
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -155,7 +156,6 @@ class Terminal:
 def assert_held_out_lines(text: str, steps: list[int]) -> None:
     """Each held-out evaluation of `steps` is a line of the output (in a terminal, above the live bar), each number
     beside what a model that learnt nothing scores."""
-    import re
     number = r'(\d\.\d{3})'
     for step in steps:
         line = re.search(rf'step {step} held-out: AUC {number} \(chance 0\.500\), on random replacements {number}; '
@@ -178,7 +178,6 @@ def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straigh
     step and the command to continue); the resumed run is killed with -9 after its 50% checkpoint; a second resume
     finishes, its live bar running and its held-out lines printed above it. Every model and optimizer tensor then
     equals the uninterrupted run's exactly."""
-    import re
     argv = [*TINY, '--steps', '120', '--run_name', 'long', '--checkpoint_at', '0.1,0.5,1.0']
     ckpt = tmp_path / 'ckpt'
     first = Terminal(tmp_path, *argv)
@@ -201,6 +200,7 @@ def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straigh
     assert third.finish() == 0, third.text()[-3000:]
     assert 'starting at step 60 of 120' in third.text() and '[60/60' in third.text()  # the live bar ran
     assert_held_out_lines(third.text(), [66, 120])
+    assert 'warning' not in third.text().lower() and 'Writing model shards' not in third.text()  # nothing but the run
     final = load_checkpoint(ckpt / 'long_11081_100%.pth')
     for part in ('model', 'opt'):
         a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[part])

@@ -11,6 +11,7 @@ import os
 import sys
 import types
 import typing
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -195,15 +196,19 @@ def resolve_preset(name: str, preset_dir: Path) -> Path:
     return path
 
 
-def config_help(cls, prog: str, preset_dir: Path) -> str:
+def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool = False) -> str:
+    """Every key of `cls` with its value in `cfg` (what the job runs with: `preset`, then the command line's other
+    flags when `flags`), its dataclass default beside it where that differs, and its help text."""
+    given = ' and the flags given' if flags else ''
     lines = [f"usage: {prog} [--config PRESET_OR_YAML[,PRESET ...]] [--key value ...]", '',
              f"Presets in {preset_dir}: {', '.join(sorted(p.stem for p in preset_dir.glob('*.yaml')))}", '',
-             'keys (default; a preset may change it):']
+             f'keys (their value with --config {preset}{given}; the default where it differs):']
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         tp = getattr(hints[f.name], '__name__', str(hints[f.name]).replace('typing.', ''))
-        lines.append(f"  --{f.name} ({tp}, default {default!r})")
+        value = getattr(cfg, f.name)
+        lines.append(f"  --{f.name} ({tp}, {value!r}{'' if value == default else f'; default {default!r}'})")
         if f.metadata.get('help'): lines.append(f"      {f.metadata['help']}")
     return '\n'.join(lines)
 
@@ -231,10 +236,8 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     flags in `argv`, then `overrides` (a dict, as a notebook's config cell gives). `--help` prints and exits."""
     preset_dir = project_dir(preset_dir)
     argv = sys.argv[1:] if argv is None else list(argv)
-    if '--help' in argv or '-h' in argv:
-        print(config_help(cls, prog, preset_dir))
-        raise SystemExit(0)
-    cli = parse_cli(argv)
+    wants_help = '--help' in argv or '-h' in argv
+    cli = parse_cli([a for a in argv if a not in ('--help', '-h')])
     overrides = dict(overrides or {})
     preset = cli.pop('config', None) or overrides.pop('config', None) or default_preset
     cfg = cls()
@@ -244,7 +247,11 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
         cfg = config_from_dict(cls, _read_yaml(path), source=str(path), base=cfg)
     if 'config' in _hints(cls): cfg = dataclasses.replace(cfg, config=str(preset))
     cfg = config_from_dict(cls, cli, source='command line', base=cfg, from_file=False)
-    return config_from_dict(cls, overrides, source='overrides', base=cfg, from_file=False)
+    cfg = config_from_dict(cls, overrides, source='overrides', base=cfg, from_file=False)
+    if wants_help:  # the values this very command would run with
+        print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
+        raise SystemExit(0)
+    return cfg
 
 
 def writable_dir(path: str | Path, key: str) -> Path:
@@ -281,10 +288,7 @@ def friendly_errors() -> None:
     usage-error status of argparse), a `TrainingStopped` or a Ctrl-C as `stopped: ...` with status 130; other errors
     are unchanged. A `RunWarning` is one `warning: ...` line (from the main process of a torchrun job). A notebook
     shows errors its own way."""
-    import warnings
     previous, previous_warning = sys.excepthook, warnings.showwarning
-    # fastai's layers.py scripts a few activations with torch.jit.script at import, which torch 2.10+ deprecates
-    warnings.filterwarnings('ignore', message='`torch.jit.script` is deprecated', category=FutureWarning)
 
     def show(message, category, *args, **kwargs):
         if not issubclass(category, RunWarning): return previous_warning(message, category, *args, **kwargs)

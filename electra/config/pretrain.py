@@ -5,9 +5,9 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from electra.config.base import THREADS_HELP, RunWarning, choice_field, field, need, threads_setting
+from electra.config.base import THREADS_HELP, RunWarning, choice_field, config_from_dict, field, need, threads_setting
 
-__all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS']
+__all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'saved_config']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
@@ -224,3 +224,11 @@ class PretrainConfig:
     def two_stage_switch(self) -> int:
         "The step after which two-stage training switches from the generator to the discriminator (0: joint training)."
         return round(self.two_stage * self.steps)
+
+
+def saved_config(values: dict, source: str) -> PretrainConfig:
+    """The config a run was saved with (a checkpoint's), checked as any config. Its warnings about that run's own
+    settings (a warm-up as long as the run) were given when it ran; whoever loads its weights is not told again."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RunWarning)
+        return config_from_dict(PretrainConfig, values, source=source)

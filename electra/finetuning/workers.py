@@ -27,6 +27,7 @@ from electra.config.base import ConfigError, TrainingStopped
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.sweep import RunJob, train_and_save
+from electra.pretraining.export import quiet_transformers
 from electra.training.device import cpu_threads
 from electra.training.distributed import world
 
@@ -141,7 +142,7 @@ def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]
     out = Path(cfg.output_dir) / cfg.group
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='.pretrained-', dir=out) as model_dir:
-        pretrained.save_pretrained(model_dir)  # loaded by each worker: exactly these weights, whatever `cfg.model` says
+        with quiet_transformers(): pretrained.save_pretrained(model_dir)  # the workers load exactly these weights
         tokenizer.save_pretrained(model_dir)
         say(f'{len(queue)} runs on {n} worker processes: ' + ', '.join(f'worker {k} on {d}' for k, d in enumerate(devices))
             + f'; {threads} each')

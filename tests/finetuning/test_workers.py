@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -64,6 +66,14 @@ def test_two_workers_write_the_sequential_table(tmp_path, glue_dir, tiny, sequen
     assert {l.split(']')[0] for l in lines if l.startswith('[worker')} == {'[worker 0', '[worker 1'}  # both took runs
     assert list(results.df['task']) == [n for n in TASKS for _ in range(2)] and list(results.df['run']) == [0, 1] * 9
     assert not list((tmp_path / 'par/ckpt/t').glob('.pretrained-*'))  # the model handed to the workers is removed
+
+
+def test_a_worker_process_starts_without_warnings():
+    """A worker is a fresh `python -m electra.finetuning.workers`, outside the driver's `friendly_errors`; importing
+    it (fastai scripts a few activations with torch.jit.script, which torch deprecates) prints nothing."""
+    r = subprocess.run([sys.executable, '-c', 'import electra.finetuning.workers'], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, 'PYTHONWARNINGS': ''})
+    assert (r.returncode, r.stderr) == (0, '')
 
 
 def _worker_pids() -> list[int]:

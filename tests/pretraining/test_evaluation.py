@@ -1,13 +1,15 @@
 """electra/pretraining/evaluation.py: ROC AUC against scikit-learn and the held-out evaluation."""
 import random
+from collections import Counter
 from types import SimpleNamespace
 
 import datasets
 import numpy as np
 import pytest
 import torch
+from sklearn.metrics import roc_auc_score
 
-from electra.objective.masking import MaskingSettings
+from electra.objective.masking import MaskingSettings, mask_tokens
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches, roc_auc
 
 
@@ -72,11 +74,6 @@ def test_baselines_and_the_uniform_probe_against_a_hand_computation(tmp_path):
     discriminator's the share of real tokens not replaced, and the probe's AUC that of the discriminator on the
     text with the masked positions replaced by uniform draws (Gumbel-max over equal logits: the argmax of the
     draws themselves) from a generator seeded seed + 1: each recomputed here from the masks, with sklearn."""
-    from collections import Counter
-
-    from sklearn.metrics import roc_auc_score
-
-    from electra.objective.masking import mask_tokens
     model, batches, cb = evaluation(tmp_path)
     row = cb.evaluate()
     model.eval()

@@ -43,11 +43,9 @@ from electra.training.processes import end_with_parent
 friendly_errors()  # a bad setting or input file ends the script with one `error: ...` line and status 2
 end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included
 
-import torch
-
 from electra.finetuning.classifier import load_pretrained
-from electra.finetuning.sweep import resolve_data, run_sweep, write_summary, write_test_predictions
-from electra.training.device import resolve_device
+from electra.finetuning.sweep import data_description, resolve_data, run_sweep, write_summary, write_test_predictions
+from electra.training.device import resolve_device, use_cpu_threads
 from electra.training.distributed import finish_distributed, init_distributed, main_process_first, print_main
 
 # %% [markdown]
@@ -65,9 +63,9 @@ overrides = {}  # in the notebook: e.g. {'tasks': ['SST-2', 'MRPC'], 'runs': 3}
 # %%
 cfg = load_config(FinetuneConfig, cli_args(), preset_dir='configs/finetune', default_preset='demo',
                   prog='finetune.py', overrides=overrides)
-if cfg.threads: torch.set_num_threads(cfg.threads)
 procs = init_distributed(resolve_device(cfg.device), cfg.dist_timeout)  # under torchrun: this process's rank
 print_main('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
+print_main(f'this process: {use_cpu_threads(cfg.threads)}')  # auto: the cores other processes leave free
 
 # %% [markdown]
 # ## 2. Data and pretrained model
@@ -82,7 +80,7 @@ print_main('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
 with main_process_first('the demo tasks', cfg.dist_timeout):  # written once, by the main process
     source = resolve_data(cfg.data, cfg.cache_dir)
 pretrained, tokenizer = load_pretrained(cfg.model)
-print_main(f'data: {source.description}')
+print_main(f'task data: {data_description(cfg, source)}')
 print_main(f'model: {cfg.model}: {pretrained.config.num_hidden_layers} layers, hidden size '
            f'{pretrained.config.hidden_size}, {len(tokenizer)} tokens')
 

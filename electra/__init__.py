@@ -19,6 +19,12 @@ The public API, by concern (each name is imported on first use, so `import elect
 from __future__ import annotations
 
 import importlib
+import warnings
+
+# fastai's layers.py scripts a few activations with torch.jit.script when it is imported, which torch 2.10+
+# deprecates: a warning about fastai's code that a user of this library can do nothing about, in every process that
+# imports it (the drivers, the fine-tuning workers, a notebook's kernel). Set here, before anything imports fastai.
+warnings.filterwarnings('ignore', message='`torch.jit.script` is deprecated', category=FutureWarning)
 
 __version__ = '0.2.0'
 

@@ -41,6 +41,7 @@ def test_driver_end_to_end(tmp_path, glue_dir, tiny_dir):
     r = run_cli('--config', str(preset), '--device', 'cpu')
     assert r.returncode == 0, r.stderr
     assert '| WNLI | accuracy | 1 |' in r.stdout and (tmp_path / 'out/cli/WNLI.tsv').is_file()
+    assert f'\ntask data: WNLI from GLUE TSV files in {glue_dir}\n' in r.stdout
     assert (tmp_path / 'ckpt/cli/results.csv').is_file() and (tmp_path / 'out/cli/glue_submission.zip').is_file()
 
 
@@ -94,6 +95,8 @@ def test_driver_runs_a_task_of_each_kind_from_files_and_writes_its_predictions(t
     r = run_cli('--config', str(preset), '--device', 'cpu')
     assert r.returncode == 0, r.stderr
     for row in ('| reviews | accuracy | 1 |', '| ner | f1 | 1 |', '| squad | f1 | 1 |'): assert row in r.stdout
+    assert f"\ntask data: the task files {', '.join(map(str, files))}\n" in r.stdout  # not the GLUE source (the hub)
+    assert 'hub' not in r.stdout.replace('data: hub\n', '') and not r.stderr, r.stdout  # the config key's value aside
     out = tmp_path / 'out' / 'kinds'
     assert len((out / 'reviews.tsv').read_text().splitlines()) == 1 + 6
     assert len([ln for ln in (out / 'ner' / 'test.txt').read_text().splitlines() if len(ln.split()) == 2]) > 6 * 3

@@ -3,6 +3,9 @@ to bottom on the demo config cut small (nbclient, a fresh kernel, a time bound),
 flags. The export check itself (`electra.tools.notebooks`) is tested in tests/tools/test_notebooks.py."""
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import re
 from pathlib import Path
 
 import nbformat
@@ -12,6 +15,31 @@ from electra.tools import notebooks
 from tests.support.notebook_runs import NOTEBOOKS, REPO, execute_notebook, has_image, outputs_text, tiny_pretraining
 
 TIME_BOUND_S = 150  # per notebook, kernel start included; about 30-60 s on 2 free cores
+
+
+def is_module(name: str) -> bool:
+    try: return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError: return False  # its parent is a module, not a package
+
+
+def test_every_module_and_file_of_the_library_a_notebook_names_exists():
+    """Each `electra/...` file and `electra.x.y` module (or its attribute) named in a notebook's text or code is
+    there: a module moved in the library leaves no dangling name behind."""
+    names = 0
+    for nb in sorted(NOTEBOOKS.glob('*.ipynb')):
+        text = '\n'.join(c.source for c in nbformat.read(str(nb), as_version=4).cells)
+        for path in re.findall(r'\belectra/[\w/]+\.py\b', text):
+            assert (REPO / path).is_file(), f'{nb.name} names {path}, which does not exist'
+            names += 1
+        for dotted in re.findall(r'\belectra(?:\.\w+)+', text):
+            parts, n = dotted.split('.'), 1
+            while n < len(parts) and is_module('.'.join(parts[:n + 1])): n += 1
+            obj = importlib.import_module('.'.join(parts[:n]))
+            for attr in parts[n:]:
+                assert hasattr(obj, attr), f'{nb.name} names {dotted}, which does not exist'
+                obj = getattr(obj, attr)
+            names += 1
+    assert names > 20
 
 
 def test_notebooks_stored_without_outputs_with_a_parameters_cell():

@@ -2,6 +2,7 @@
 checkpoints, export to transformers, exact resume, bad input, held-out evaluation, and learning on real corpora."""
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -153,6 +154,18 @@ class Terminal:
     def text(self) -> str: return self.out.decode('utf-8', 'replace')
 
 
+def assert_held_out_lines(text: str, steps: list[int]) -> None:
+    """Each held-out evaluation of `steps` is a line of the output (in a terminal, above the live bar), each number
+    beside what a model that learnt nothing scores."""
+    number = r'(\d\.\d{3})'
+    for step in steps:
+        line = re.search(rf'step {step} held-out: AUC {number} \(chance 0\.500\), on random replacements {number}; '
+                         rf'gen acc {number} \(most frequent token {number}\); disc acc {number} \(always "original" '
+                         rf'{number}, (\d+\.\d)% replaced\); loss gen \d+\.\d{{3}} disc \d\.\d{{3}} \((\d+) examples\) *\r?\n', text)
+        assert line, text[-3000:]
+        assert int(line[8]) > 0 and float(line[6]) == pytest.approx(1 - float(line[7]) / 100, abs=1.5e-3)
+
+
 @pytest.fixture(scope='module')
 def straight_120(tmp_path_factory):
     "The state after 120 uninterrupted steps, for the interruption tests to end equal to."
@@ -164,8 +177,8 @@ def straight_120(tmp_path_factory):
 def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straight_120, tmp_path):
     """In a terminal: Ctrl-C stops after the current step with a checkpoint there (status 130, one line naming the
     step and the command to continue); the resumed run is killed with -9 after its 50% checkpoint; a second resume
-    finishes. Every model and optimizer tensor then equals the uninterrupted run's exactly."""
-    import re
+    finishes, its live bar running and its held-out lines printed above it. Every model and optimizer tensor then
+    equals the uninterrupted run's exactly."""
     argv = [*TINY, '--steps', '120', '--run_name', 'long', '--checkpoint_at', '0.1,0.5,1.0']
     ckpt = tmp_path / 'ckpt'
     first = Terminal(tmp_path, *argv)
@@ -187,6 +200,8 @@ def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straigh
     third = Terminal(tmp_path, *argv, '--resume')
     assert third.finish() == 0, third.text()[-3000:]
     assert 'starting at step 60 of 120' in third.text() and '[60/60' in third.text()  # the live bar ran
+    assert_held_out_lines(third.text(), [66, 120])
+    assert 'warning' not in third.text().lower() and 'Writing model shards' not in third.text()  # nothing but the run
     final = load_checkpoint(ckpt / 'long_11081_100%.pth')
     for part in ('model', 'opt'):
         a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[part])

@@ -11,12 +11,14 @@ import os
 import sys
 import types
 import typing
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 
-__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'load_yaml', 'config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'field', 'choice_field',
+__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'load_yaml', 'config_help', 'load_config',
+           'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'THREADS_HELP', 'threads_setting',
            'running_in_notebook', 'cli_args', 'friendly_errors']
 
 
@@ -43,6 +45,21 @@ def field(default, help: str = ''):
 def choice_field(default, choices: list, help: str = ''):
     "A config field whose value must be one of `choices` (checked when the config is built)."
     return dataclasses.field(default=default, metadata={'help': help, 'choices': list(choices)})
+
+
+# the `threads` key of every job (pretraining, fine-tuning, comparison); chosen by electra.training.device.cpu_threads
+THREADS_HELP = ("CPU threads of the job on this machine, shared out among its processes (fine-tuning workers, a "
+                "torchrun job's); auto (or 0): OMP_NUM_THREADS when set, else the cores this process may run on less "
+                "those other processes keep busy (measured for a quarter of a second at the start), at least 1. "
+                "A thread on a core another process keeps busy stalls every step: all cores with one of them busy run "
+                "many times slower than one thread (BENCHMARKS.md)")
+
+
+def threads_setting(value: int | str) -> int:
+    "A `threads` value as a number, 0 for auto; a ConfigError for anything else that is not a whole number >= 0."
+    if isinstance(value, str) and value.strip().lower() == 'auto': return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0: return value
+    raise ConfigError(f"threads: {value!r} is not auto (or 0) or a number of threads.")
 
 
 def _hints(cls) -> dict[str, Any]:
@@ -220,15 +237,19 @@ def resolve_preset(name: str, preset_dir: Path) -> Path:
     return path
 
 
-def config_help(cls, prog: str, preset_dir: Path) -> str:
+def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool = False) -> str:
+    """Every key of `cls` with its value in `cfg` (what the job runs with: `preset`, then the command line's other
+    flags when `flags`), its dataclass default beside it where that differs, and its help text."""
+    given = ' and the flags given' if flags else ''
     lines = [f"usage: {prog} [--config PRESET_OR_YAML[,PRESET ...]] [--key value ...]", '',
              f"Presets in {preset_dir}: {', '.join(sorted(p.stem for p in preset_dir.glob('*.yaml')))}", '',
-             'keys (default; a preset may change it):']
+             f'keys (their value with --config {preset}{given}; the default where it differs):']
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         tp = getattr(hints[f.name], '__name__', str(hints[f.name]).replace('typing.', ''))
-        lines.append(f"  --{f.name} ({tp}, default {default!r})")
+        value = getattr(cfg, f.name)
+        lines.append(f"  --{f.name} ({tp}, {value!r}{'' if value == default else f'; default {default!r}'})")
         if f.metadata.get('help'): lines.append(f"      {f.metadata['help']}")
     return '\n'.join(lines)
 
@@ -256,10 +277,8 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     flags in `argv`, then `overrides` (a dict, as a notebook's config cell gives). `--help` prints and exits."""
     preset_dir = project_dir(preset_dir)
     argv = sys.argv[1:] if argv is None else list(argv)
-    if '--help' in argv or '-h' in argv:
-        print(config_help(cls, prog, preset_dir))
-        raise SystemExit(0)
-    cli = parse_cli(argv)
+    wants_help = '--help' in argv or '-h' in argv
+    cli = parse_cli([a for a in argv if a not in ('--help', '-h')])
     overrides = dict(overrides or {})
     preset = cli.pop('config', None) or overrides.pop('config', None) or default_preset
     # 'small,bert': presets applied left to right, a size and then an objective variant; the whole config is checked
@@ -271,7 +290,11 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     if 'config' in _hints(cls): values['config'] = str(preset)
     values.update(_typed_values(cls, cli, 'command line', from_file=False))
     values.update(_typed_values(cls, overrides, 'overrides', from_file=False))
-    return _checked(cls, values)
+    cfg = _checked(cls, values)
+    if wants_help:  # the values this very command would run with
+        print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
+        raise SystemExit(0)
+    return cfg
 
 
 def _file_in_the_way(path: Path) -> Path | None:
@@ -323,10 +346,7 @@ def friendly_errors() -> None:
     usage-error status of argparse), a `TrainingStopped` or a Ctrl-C as `stopped: ...` with status 130; other errors
     are unchanged. A `RunWarning` is one `warning: ...` line (from the main process of a torchrun job). A notebook
     shows errors its own way."""
-    import warnings
     previous, previous_warning = sys.excepthook, warnings.showwarning
-    # fastai's layers.py scripts a few activations with torch.jit.script at import, which torch 2.10+ deprecates
-    warnings.filterwarnings('ignore', message='`torch.jit.script` is deprecated', category=FutureWarning)
 
     def show(message, category, *args, **kwargs):
         if not issubclass(category, RunWarning): return previous_warning(message, category, *args, **kwargs)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from electra.config.base import ConfigError, choice_field, field, need
+from electra.config.base import THREADS_HELP, ConfigError, choice_field, field, need, threads_setting
 
 __all__ = ['CompareConfig', 'VariantSpec', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 
 # keys the comparison sets on every pretraining and fine-tuning command itself
-PRETRAIN_RESERVED = ('config', 'run_name', 'seed', 'output_dir', 'resume', 'overwrite')
-FINETUNE_RESERVED = ('config', 'model', 'tasks', 'group', 'output_dir', 'test_output_dir')
+PRETRAIN_RESERVED = ('config', 'run_name', 'seed', 'output_dir', 'resume', 'overwrite', 'threads')
+FINETUNE_RESERVED = ('config', 'model', 'tasks', 'group', 'output_dir', 'test_output_dir', 'threads')
 _PLAIN = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.+-]*$')  # a name that is safe in run names and folder names
 
 
@@ -47,7 +47,8 @@ def _variant_spec(name, value) -> VariantSpec:
 def _check_reserved(overrides: dict, reserved: tuple, where: str) -> None:
     taken = [k for k in overrides if k in reserved]
     need(not taken, where, f"{', '.join(map(str, taken))} is set by the comparison itself (run names, seeds, output "
-                           "folders and the step budget: see the keys name, seeds, output_dir, budget, steps, tasks).")
+                           "folders, the step budget and CPU threads: see the keys name, seeds, output_dir, budget, "
+                           "steps, tasks, threads).")
 
 
 @dataclass
@@ -82,8 +83,7 @@ class CompareConfig:
                                             "finished run) among them: several give each variant's score against "
                                             "pretraining compute along its run, as the curves of the paper's Figure 3")
     # -- running
-    threads: int = field(0, 'OMP_NUM_THREADS of the launched jobs (1 is fastest for tiny models on a busy CPU); '
-                            '0: inherit the environment')
+    threads: int | str = field('auto', f'--threads of every job it launches, one at a time: {THREADS_HELP}')
     dry_run: bool = field(False, 'print the plan (variants, steps, FLOPs per step, total FLOPs, status) and stop')
     table_only: bool = field(False, 'launch nothing: rebuild the table and plot from what is on disk')
 
@@ -117,7 +117,7 @@ class CompareConfig:
              f"fractions in (0, 1], 1.0 (the finished run) among them, e.g. [0.25, 0.5, 1.0]; got {self.finetune_at}.")
         need(len(set(self.finetune_at)) == len(self.finetune_at), 'finetune_at', f'a fraction is listed twice: {self.finetune_at}.')
         need(self.finetune or self.finetune_at == [1.0], 'finetune_at', 'fine-tuning is off (finetune: false).')
-        need(self.threads >= 0, 'threads', f'must be 0 (inherit) or positive, got {self.threads}.')
+        threads_setting(self.threads)
 
     def variant_specs(self) -> list[VariantSpec]:
         "The variants in table order, each checked."

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from electra.config.base import ConfigError, choice_field, config_from_dict, did_you_mean, field, need
+from electra.config.base import (THREADS_HELP, ConfigError, choice_field, config_from_dict, did_you_mean, field, need,
+                                 threads_setting)
 from electra.finetuning.loss import LOSS_REDUCTIONS
 from electra.finetuning.tasks.glue.tasks import ALL_TASKS, task_named
 
@@ -55,7 +56,7 @@ class FinetuneConfig:
     parallel_runs: int = field(0, 'runs trained at once, each in a worker process of its own taking runs from a shared '
                                   'queue, on the visible GPUs in turn (0: one per visible GPU; 1 on the CPU)')
     dist_timeout: int = field(1800, 'seconds a process of a torchrun job waits for the others before it stops the job')
-    threads: int = field(0, "PyTorch CPU threads (0: PyTorch's default); 1 is fastest for tiny models on a busy CPU")
+    threads: int | str = field('auto', THREADS_HELP)
     logger: str = choice_field('none', ['none', 'neptune'],
                            "'neptune' also logs every run to Neptune (NEPTUNE_MODE=offline works without an account)")
     neptune_project: str = field('', 'Neptune project, e.g. me/electra-glue (read from NEPTUNE_PROJECT when empty)')
@@ -114,7 +115,7 @@ class FinetuneConfig:
         need(self.num_workers >= 0, 'num_workers', f'must be non-negative, got {self.num_workers}.')
         need(self.parallel_runs >= 0, 'parallel_runs', f'must be non-negative (0: one per GPU), got {self.parallel_runs}.')
         need(self.dist_timeout > 0, 'dist_timeout', f'must be a positive number of seconds, got {self.dist_timeout}.')
-        need(self.threads >= 0, 'threads', f"must be non-negative (0: PyTorch's default), got {self.threads}.")
+        threads_setting(self.threads)
         need(1 <= self.ensemble_k <= self.runs, 'ensemble_k', f'must be between 1 and runs ({self.runs}), got {self.ensemble_k}.')
         self._validate_hparams()
         self._validate_overrides(files)

@@ -5,9 +5,9 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from electra.config.base import RunWarning, choice_field, field, need
+from electra.config.base import THREADS_HELP, RunWarning, choice_field, config_from_dict, field, need, threads_setting
 
-__all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS']
+__all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'saved_config']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
@@ -27,6 +27,7 @@ class PretrainConfig:
     overwrite: bool = field(False, 'start over even if this run_name and seed already have checkpoints')
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
     precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'], 'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU')
+    threads: int | str = field('auto', THREADS_HELP)
     logger: str = choice_field('none', ['none', 'neptune'], "'neptune' also logs to Neptune (NEPTUNE_MODE=offline works without an account)")
     neptune_project: str = field('', 'Neptune project, e.g. me/electra (read from NEPTUNE_PROJECT when empty)')
     log_every: int = field(100, 'write a metrics row (and read metrics off the device) every N steps')
@@ -184,6 +185,7 @@ class PretrainConfig:
         need(self.num_proc >= 0, 'num_proc', f'must be 0 (one per CPU core) or positive, got {self.num_proc}.')
         need(self.grad_accum_steps >= 1 and self.batch_size % self.grad_accum_steps == 0, 'grad_accum_steps',
              f'must be a positive divisor of batch_size ({self.batch_size}), got {self.grad_accum_steps}.')
+        threads_setting(self.threads)
         need(self.dist_timeout > 0, 'dist_timeout', f'must be a positive number of seconds, got {self.dist_timeout}.')
         need(self.eval_examples >= 0, 'eval_examples', f'must be 0 (no evaluation) or positive, got {self.eval_examples}.')
         need(self.vocab_size >= 100, 'vocab_size', f'must be at least 100, got {self.vocab_size}.')
@@ -222,3 +224,11 @@ class PretrainConfig:
     def two_stage_switch(self) -> int:
         "The step after which two-stage training switches from the generator to the discriminator (0: joint training)."
         return round(self.two_stage * self.steps)
+
+
+def saved_config(values: dict, source: str) -> PretrainConfig:
+    """The config a run was saved with (a checkpoint's), checked as any config. Its warnings about that run's own
+    settings (a warm-up as long as the run) were given when it ran; whoever loads its weights is not told again."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RunWarning)
+        return config_from_dict(PretrainConfig, values, source=source)

@@ -117,7 +117,7 @@ def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Call
         log(plan_text(plan))
         return plan, None
     _check_outputs(plan)
-    launch = launch or subprocess_launcher(cfg.threads)
+    launch = launch or subprocess_launcher()
     if not cfg.table_only:
         _save_config(cfg, plan.root)
         for run in (r for r in plan.runs if not cfg.only or r.variant.name in cfg.only):

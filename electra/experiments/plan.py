@@ -191,17 +191,18 @@ def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
     return plans
 
 
-def _pretrain_args(plan: VariantPlan, run_name: str, seed: int, out: Path) -> list[str]:
+def _pretrain_args(cfg: CompareConfig, plan: VariantPlan, run_name: str, seed: int, out: Path) -> list[str]:
     return ['--config', plan.preset, *cli_pairs(plan.overrides), '--steps', str(plan.steps),
             '--warmup_steps', str(plan.warmup_steps), '--run_name', run_name, '--seed', str(seed),
-            '--output_dir', str(out), '--resume']  # last, bare: pretrain.py's own continue command drops '--resume'
+            '--output_dir', str(out), '--threads', str(cfg.threads),
+            '--resume']  # last, bare: pretrain.py's own continue command drops '--resume'
 
 
 def _finetune_args(cfg: CompareConfig, model: Path, group: str, root: Path) -> list[str]:
     tasks = ['--tasks', ','.join(cfg.tasks)] if cfg.tasks else []
     return ['--config', cfg.finetune_config, *cli_pairs(cfg.finetune_overrides, 'finetune_overrides'),
             '--model', str(model), *tasks, '--group', group, '--output_dir', str(root / 'finetune'),
-            '--test_output_dir', str(root / 'finetune_predictions')]
+            '--test_output_dir', str(root / 'finetune_predictions'), '--threads', str(cfg.threads)]
 
 
 def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfig, list[str]]:
@@ -248,7 +249,7 @@ def make_plan(cfg: CompareConfig) -> Plan:
     for seed in cfg.seeds:
         for v in variants:
             run_name, pretrain_dir = f'{cfg.name}_{v.name}', root / 'pretrain'
-            runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(v, run_name, seed, pretrain_dir),
+            runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(cfg, v, run_name, seed, pretrain_dir),
                                 _points(cfg, v, run_name, seed, pretrain_dir, root)))
     fcfg, tasks = _finetune_config(cfg, runs[0].finetune_args) if cfg.finetune else (None, [])
     return Plan(cfg, root, variants, runs, fcfg, tasks)

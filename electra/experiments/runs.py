@@ -30,7 +30,7 @@ RECORD = 'compare.json'  # the record of a job, in its run directory (pretrainin
 # keys that may change between a run and its resume without changing what it computes; and the folders, which the
 # records are found in (a comparison moved elsewhere, or named by another path, is the same comparison)
 IGNORED_CHANGES = ('device', 'num_workers', 'num_proc', 'logger', 'neptune_project', 'cache_dir', 'dist_timeout',
-                   'compile', 'compile_mode', 'log_every', 'output_dir', 'test_output_dir', 'model')
+                   'compile', 'compile_mode', 'log_every', 'output_dir', 'test_output_dir', 'model', 'threads')
 
 # who sends a job a signal that ends it without a word of its own
 _BY = {signal.SIGKILL: ': kill -9, or the system out of memory'}
@@ -42,12 +42,11 @@ class RunFailed(RuntimeError):
     "A pretraining or fine-tuning job of the comparison failed; the message names it and its log file."
 
 
-def subprocess_launcher(threads: int = 0) -> Launcher:
+def subprocess_launcher() -> Launcher:
     """The real launcher: `cmd` in a subprocess from the current folder, its output appended to `log`. A Ctrl-C reaches
     the job too (pretrain.py then writes a checkpoint and stops): it is waited for, and a second Ctrl-C kills it. A
     job ends with this process (`end_with_parent`): a `kill -9` of the comparison does not leave it training unseen."""
     env = child_env({**os.environ, 'PYTHONUNBUFFERED': '1'})
-    if threads: env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
 
     def launch(cmd: list[str], log: Path) -> int:
         log.parent.mkdir(parents=True, exist_ok=True)

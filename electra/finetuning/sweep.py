@@ -29,7 +29,8 @@ from electra.training.distributed import world
 from electra.training.files import atomic_save, atomic_write_text, is_main_process
 from electra.training.sinks import start_neptune_run
 
-__all__ = ['resolve_data', 'job_tasks', 'check_outputs', 'RunJob', 'train_and_save', 'run_sweep', 'write_summary', 'write_test_predictions']
+__all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'RunJob', 'train_and_save', 'run_sweep',
+           'write_summary', 'write_test_predictions']
 
 
 def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:
@@ -41,6 +42,13 @@ def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:
         if not (root / 'diagnostic' / 'diagnostic.tsv').is_file() and is_main_process(): write_demo_glue(root)
         return open_source(str(root))
     return open_source(data)
+
+
+def data_description(cfg: FinetuneConfig, source: GlueSource) -> str:
+    "Where the job's tasks are read from: its GLUE tasks from `source` (the `data` key), its task files their own."
+    glue, files = [t for t in cfg.tasks if not is_task_file(t)], [t for t in cfg.tasks if is_task_file(t)]
+    return '; '.join(([f"{', '.join(glue)} from {source.description}"] if glue else []) +
+                     ([f"the task file{'s' if len(files) > 1 else ''} {', '.join(files)}"] if files else []))
 
 
 def job_tasks(cfg: FinetuneConfig, source: GlueSource) -> dict[str, FinetuningTask]:
@@ -140,8 +148,8 @@ def _plan(cfg: FinetuneConfig, tokenizer, source: GlueSource, results: ResultsTa
             continue
         for line in _redo_notice(cfg, name, stale): say(line)
         data = task.prepare(task_cfg, tokenizer, cfg.cache_dir, doubled)
-        say(f'{name}: {len(data.train)} training examples{" (both segment orders)" if doubled else ""}, '
-            f'{", ".join(f"{len(e)} {s}" for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
+        say(f'{name}: {task.count(data.train, "train")}{" (both segment orders)" if doubled else ""}, '
+            f'{", ".join(task.count(e, s) for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
             f'max_length {task_cfg.max_length}, '
             f'{len(todo)} of {cfg.runs} runs to do')
         yield data, todo

@@ -27,6 +27,8 @@ from electra.config.base import ConfigError, TrainingStopped
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.sweep import RunJob, train_and_save
+from electra.pretraining.export import quiet_transformers
+from electra.training.device import cpu_threads
 from electra.training.distributed import world
 
 __all__ = ['parallel_runs', 'worker_devices', 'run_on_workers', 'worker_main']
@@ -136,17 +138,17 @@ def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]
     n = min(n, len(queue))
     if not n: return
     devices = worker_devices(cfg.device, n)
-    threads = cfg.threads or max(1, (os.cpu_count() or 1) // n)  # the CPU's cores shared out, not oversubscribed
+    threads = cpu_threads(cfg.threads, n)  # the job's threads shared out among the workers, never oversubscribed
     out = Path(cfg.output_dir) / cfg.group
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='.pretrained-', dir=out) as model_dir:
-        pretrained.save_pretrained(model_dir)  # loaded by each worker: exactly these weights, whatever `cfg.model` says
+        with quiet_transformers(): pretrained.save_pretrained(model_dir)  # the workers load exactly these weights
         tokenizer.save_pretrained(model_dir)
         say(f'{len(queue)} runs on {n} worker processes: ' + ', '.join(f'worker {k} on {d}' for k, d in enumerate(devices))
-            + f'; {threads} CPU thread(s) each')
+            + f'; {threads} each')
         workers = []
         try:
-            workers += [_start(k, d, (cfg, model_dir, threads)) for k, d in enumerate(devices)]
+            workers += [_start(k, d, (cfg, model_dir, threads.n)) for k, d in enumerate(devices)]
             yield from _serve(workers, queue, say)
         finally:  # on Ctrl-C too (the caller says what was kept)
             _stop_all(workers)

@@ -191,7 +191,7 @@ class ElectraPretrainingModel(nn.Module):
         if self.objective == 'mlm':  # BERT: the main network reads the masked input itself
             return {**out, **self.main(input_ids, token_type_ids, attention_mask, input_ids, positions, labels)}
         if self.generator is None:  # uniform over the tokens the model can predict, no network
-            gen_logits = self._vocab_logits(torch.zeros(self.noise_shape(positions), device=input_ids.device))
+            gen_logits = self._uniform_logits(positions)
         else:
             with torch.no_grad() if self.stage == 2 else contextlib.nullcontext():  # two-stage: generator frozen
                 gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
@@ -200,16 +200,35 @@ class ElectraPretrainingModel(nn.Module):
         if self.objective in ('replace_mlm', 'all_tokens_mlm'):  # their input holds no [MASK]: never sample it
             gen_logits = gen_logits.detach().index_fill(-1, torch.tensor([self.mask_token_id], device=input_ids.device),
                                                         float('-inf'))
-        sampled = sample_tokens(gen_logits.detach(), labels, self.temperature, self.disallow_correct, False, self.rng,
-                                noise_draws)                                                    # [B, P]
-        chosen = labels >= 0                                                                    # [B, P]
-        # The samples written at the chosen positions; a position chosen twice ('with_replacement' masking) gets the
-        # floor of the mean of its samples, as the official `scatter_update` computes it. A token equal to the
-        # original there counts as original.
-        corrupted = write_at_positions(input_ids, positions, sampled, chosen)                   # [B, L]
-        original = write_at_positions(input_ids, positions, labels, chosen)  # both hold input_ids where nothing is written
+        sampled, corrupted, original = self._replace(input_ids, positions, labels, gen_logits.detach(), self.rng,
+                                                     noise_draws)
         out.update(sampled=sampled, is_replaced=corrupted != original)
         return {**out, **self.main(corrupted, token_type_ids, attention_mask, original, positions, labels)}
+
+    def _uniform_logits(self, positions: torch.Tensor) -> torch.Tensor:
+        "The uniform generator's logits [B, P, V rows]: equal for every token the model can predict."
+        return self._vocab_logits(torch.zeros(self.noise_shape(positions), device=positions.device))
+
+    def _replace(self, input_ids, positions, labels, gen_logits, rng, noise_draws):
+        """(samples [B, P], the input with them written at the chosen positions [B, L], the original [B, L]). A position
+        chosen twice ('with_replacement' masking) gets the floor of the mean of its samples, as the official
+        `scatter_update` computes it; a sample equal to the original there counts as original."""
+        sampled = sample_tokens(gen_logits, labels, self.temperature, self.disallow_correct, False, rng, noise_draws)
+        chosen = labels >= 0                                                                    # [B, P]
+        corrupted = write_at_positions(input_ids, positions, sampled, chosen)                   # [B, L]
+        original = write_at_positions(input_ids, positions, labels, chosen)  # both hold input_ids where nothing is written
+        return sampled, corrupted, original
+
+    @torch.no_grad()
+    def detect_uniform_replacements(self, input_ids, token_type_ids, positions, labels,
+                                    rng: torch.Generator) -> dict[str, torch.Tensor]:
+        """The discriminator on `input_ids` whose chosen positions hold tokens drawn uniformly from the vocabulary
+        (from `rng`), as the uniform generator replaces them: a probe of replaced-token detection whose difficulty
+        does not depend on the generator, so runs of any setting compare on it. `disc_logits`, `is_replaced` and
+        `main_mask` as `forward` gives them; only for replaced-token detection (a main network without an MLM head)."""
+        _, corrupted, original = self._replace(input_ids, positions, labels, self._uniform_logits(positions), rng, None)
+        return {'is_replaced': corrupted != original,
+                **self.main(corrupted, token_type_ids, input_ids != self.pad_token_id, original, positions, labels)}
 
     def main(self, ids, token_type_ids, attention_mask, original, positions, labels) -> dict[str, torch.Tensor]:
         """The main network (the discriminator, the model to fine-tune) on `ids` [B, L], and its loss's mask

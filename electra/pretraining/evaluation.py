@@ -1,5 +1,8 @@
 """Pretraining evaluation on held-out examples (`held_out_split`): generator MLM accuracy, discriminator
-accuracy and ROC AUC, every `log_every` steps.
+accuracy and ROC AUC, every `log_every` steps, each beside what a model that learnt nothing scores: always the most
+frequent token at the masked positions, always "original", AUC 0.5. And a probe of fixed difficulty: the AUC of the
+discriminator on the same text with the masked positions replaced uniformly at random (as the uniform generator
+replaces them), which does not move with the generator, so runs of any setting compare on it.
 
 Every evaluation masks and samples the same held-out batches with generators re-seeded each time, so the
 numbers are comparable from one evaluation to the next and move only because the model does. It touches
@@ -24,10 +27,12 @@ from electra.training.distributed import bare_model
 from electra.training.files import is_main_process
 from electra.training.sinks import CsvLog
 
-__all__ = ['EVAL_METRIC_NAMES', 'roc_auc', 'eval_batches', 'HeldOutEvaluation']
+__all__ = ['EVAL_METRIC_NAMES', 'roc_auc', 'most_frequent_share', 'eval_batches', 'HeldOutEvaluation']
 
+# *_baseline: the accuracy of always the most frequent token at the masked positions (generator) and of always
+# "original" (discriminator); uniform_auc: the AUC on uniform replacements. NaN where the model has no such network.
 EVAL_METRIC_NAMES = ['step', 'gen_loss', 'disc_loss', 'gen_accuracy', 'disc_accuracy', 'disc_auc', 'replaced_fraction',
-                     'examples']
+                     'gen_accuracy_baseline', 'disc_accuracy_baseline', 'uniform_auc', 'examples']
 
 
 def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
@@ -41,6 +46,12 @@ def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     ends = counts.cumsum(0).double()
     ranks = (ends - (counts.double() - 1) / 2)[inverse]  # 1-based ranks, tied scores sharing their mean rank
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def most_frequent_share(ids: torch.Tensor) -> float:
+    "The share of `ids` (1-D) equal to the most frequent one: the accuracy of always guessing it. NaN when empty."
+    if not ids.numel(): return float('nan')
+    return float(torch.bincount(ids).max()) / ids.numel()
 
 
 def eval_batches(dataset, batch_size: int, max_length: int, pad_token_id: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -82,12 +93,13 @@ class HeldOutEvaluation(Callback):
         device = next(model.parameters()).device
         # re-seeded every time: the same masks and the same sampling noise at every evaluation
         rng = torch.Generator(device=device).manual_seed(self.seed)
+        probe_rng = torch.Generator(device=device).manual_seed(self.seed + 1)  # apart: `rng` draws what it drew before
         train_rng, was_training = model.rng, model.training
         model.rng = rng
         model.eval()
         dtype = AUTOCAST_DTYPES[self.precision]
         autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
-        sums, scores, targets = {}, [], []
+        sums, seen = {}, {'auc': [], 'uniform': [], 'labels': []}
         try:
             for input_ids, token_type_ids in self.batches:
                 input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
@@ -95,22 +107,34 @@ class HeldOutEvaluation(Callback):
                 # `forward`: a model compiled for training evaluates eagerly, with no graphs to compile for eval mode
                 with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels)
                 for k, v in _losses_and_counts(pred, m.labels).items(): sums[k] = sums.get(k, 0.0) + float(v)
-                if 'disc_logits' in pred:  # the AUC of replaced-token detection over the positions of its loss
-                    scores.append(pred['disc_logits'].float()[main_mask(pred)])
-                    targets.append(pred['is_replaced'][main_mask(pred)])
+                if 'gen_logits' in pred: seen['labels'].append(m.labels[m.labels >= 0])
+                if 'disc_logits' not in pred: continue
+                seen['auc'].append(_detection(pred))  # over the positions of its loss
+                with autocast:
+                    probe = model.detect_uniform_replacements(m.input_ids, token_type_ids, m.positions, m.labels,
+                                                              probe_rng)
+                seen['uniform'].append(_detection(probe))
         finally:
             model.rng = train_rng
             model.train(was_training)
-        self.last_row = self._row(sums, scores, targets)
+        self.last_row = self._row(sums, seen)
         return self.last_row
 
-    def _row(self, sums: dict[str, float], scores: list, targets: list) -> dict:
+    def _row(self, sums: dict[str, float], seen: dict[str, list]) -> dict:
         chosen_n, main_n = max(sums['gen_total'], 1), max(sums['main_total'], 1)
-        auc = roc_auc(torch.cat(scores), torch.cat(targets)) if scores else float('nan')
+        auc = {k: roc_auc(*map(torch.cat, zip(*seen[k]))) if seen[k] else float('nan') for k in ('auc', 'uniform')}
         return {'step': self.train_iter, 'gen_loss': sums['gen_loss'] / chosen_n, 'disc_loss': sums['disc_loss'] / main_n,
                 'gen_accuracy': sums['gen_correct'] / chosen_n, 'disc_accuracy': sums['main_correct'] / main_n,
-                'disc_auc': auc, 'replaced_fraction': sums['replaced'] / max(sums['real'], 1),
-                'examples': sum(len(b[0]) for b in self.batches)}
+                'disc_auc': auc['auc'], 'replaced_fraction': sums['replaced'] / max(sums['real'], 1),
+                'gen_accuracy_baseline': most_frequent_share(torch.cat(seen['labels'])) if seen['labels'] else float('nan'),
+                'disc_accuracy_baseline': 1 - (sums['tp'] + sums['fn']) / main_n if seen['auc'] else float('nan'),
+                'uniform_auc': auc['uniform'], 'examples': sum(len(b[0]) for b in self.batches)}
+
+
+def _detection(pred: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    "(the discriminator's logits, whether replaced) at the positions of its loss, for the AUC."
+    mask = main_mask(pred)
+    return pred['disc_logits'].float()[mask], pred['is_replaced'][mask]
 
 
 def _losses_and_counts(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -3,6 +3,7 @@ generator with `save_pretrained` (tokenizer included) so `from_pretrained` loads
 of the three sources fine-tuning accepts (a pretrain `.pth`, a `save_pretrained` directory, a hub name)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from pathlib import Path
@@ -13,8 +14,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokenizerBase
+from transformers.utils import logging as transformers_logging
 
-from electra.config.base import ConfigError, config_from_dict
+from electra.config.base import ConfigError
+from electra.config.pretrain import saved_config
 from electra.data.hub import hub_unreachable
 from electra.objective.model import (
     ElectraPretrainingModel,
@@ -26,9 +29,22 @@ from electra.objective.model import (
 from electra.training.checkpoint import load_checkpoint
 from electra.training.files import is_main_process
 
-__all__ = ['EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint']
+__all__ = ['EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',
+           'quiet_transformers']
 
 EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """transformers' progress bars off while the block runs (and as they were after): reading or writing a model's
+    weights on disk takes a moment, and a bar per model is noise in a job's log. (Also the hub's download bars: only
+    for local files.)"""
+    was = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try: yield
+    finally:
+        if was: transformers_logging.enable_progress_bar()
 
 
 def _net_names(model: ElectraPretrainingModel) -> tuple[str, ...]:
@@ -56,7 +72,7 @@ def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedToken
     if not is_main_process(): return {name: Path(run_dir) / name for name in _net_names(model)}
     nets = _exported_nets(model, run_dir)
     for path, net in nets.items():
-        net.save_pretrained(path)
+        with quiet_transformers(): net.save_pretrained(path)
         tokenizer.save_pretrained(path)
     return {path.name: path for path in nets}
 
@@ -87,11 +103,10 @@ def _same_weights(saved: dict[str, torch.Tensor], ours: dict[str, torch.Tensor])
 
 
 def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
-    from electra.config.pretrain import PretrainConfig
     from electra.data.tokenizer import tokenizer_from_state
     ckpt = load_checkpoint(path)
     tokenizer = tokenizer_from_state(ckpt['tokenizer'])
-    cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
+    cfg = saved_config(ckpt['config'], str(path))
     disc = ElectraForPreTraining(discriminator_config(cfg, len(tokenizer), tokenizer.pad_token_id))
     state = discriminator_state(ckpt['model'], cfg.tie_weights)
     rows, words = padded_vocab_size(len(tokenizer), cfg.pad_vocab_multiple), 'electra.embeddings.word_embeddings.weight'
@@ -129,7 +144,8 @@ def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedToke
     if local: _check_model_dir(Path(source))
     unreachable = None if local else hub_unreachable()  # then only the local cache can hold it: no retries
     try:
-        disc = ElectraForPreTraining.from_pretrained(source, local_files_only=bool(unreachable))
+        with quiet_transformers() if local else contextlib.nullcontext():  # a download's progress is worth seeing
+            disc = ElectraForPreTraining.from_pretrained(source, local_files_only=bool(unreachable))
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=bool(unreachable))
     except OSError as e:
         if local:

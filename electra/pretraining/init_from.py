@@ -10,17 +10,19 @@ the model variables from `init_checkpoint` (google-research/electra, run_pretrai
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 
-from electra.config.base import ConfigError, config_from_dict
-from electra.config.pretrain import PretrainConfig
+from electra.config.base import ConfigError
+from electra.config.pretrain import PretrainConfig, saved_config
 from electra.data.hub import hub_unreachable
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.objective.model import ElectraPretrainingModel, discriminator_config, generator_config
+from electra.pretraining.export import quiet_transformers
 
 __all__ = ['InitWeights', 'init_sources', 'load_init', 'check_init_config', 'init_model_', 'init_tokenizer',
            'shared_weights', 'save_init_checkpoint']
@@ -68,7 +70,9 @@ def _hub_load(cls, name: str, what: str):
     "`cls.from_pretrained(name)`; offline or unknown, one message naming the local alternatives."
     local = Path(name).is_dir()
     unreachable = None if local else hub_unreachable()
-    try: return cls.from_pretrained(name, local_files_only=bool(unreachable))
+    try:
+        with quiet_transformers() if local else contextlib.nullcontext():  # a download's progress is worth seeing
+            return cls.from_pretrained(name, local_files_only=bool(unreachable))
     except (OSError, ValueError) as e:
         why = (f'the hub cannot be reached ({unreachable}) and it is not in the local cache' if unreachable
                else f'not found: {str(e).splitlines()[0]}')
@@ -83,7 +87,7 @@ def _from_checkpoint(path: Path) -> InitWeights:
     from electra.training.checkpoint import load_checkpoint
     ckpt = load_checkpoint(path)
     tokenizer = tokenizer_from_state(ckpt['tokenizer'])
-    cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
+    cfg = saved_config(ckpt['config'], str(path))
     rows = ckpt['model']['discriminator.electra.embeddings.word_embeddings.weight'].shape[0]
     gen = ElectraForMaskedLM(generator_config(cfg, rows, tokenizer.pad_token_id))
     disc = ElectraForPreTraining(discriminator_config(cfg, rows, tokenizer.pad_token_id))

@@ -115,7 +115,7 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tok
                                                  cfg.two_stage_switch if cfg.two_stage_schedule == 'per_stage' else 0)}),
                                                  # 60 before_batch: the official lr at this step
         MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, sinks),  # 70 after_batch: metrics.csv rows
-        _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, sinks, live),  # 72, main process
+        _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, sinks),  # 72, main process
         ProgressBar(cfg.steps) if live else None,  # 75 after_batch: the live bar in a terminal or notebook
         Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict),  # 80
         StopOnInterrupt()]                       # 85 after_batch: Ctrl-C ends the fit after this step, checkpointed
@@ -123,10 +123,11 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tok
 
 
 def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: MaskingSettings, run_dir: Path,
-                         precision: str, sinks: list, live: bool) -> HeldOutEvaluation | None:
+                         precision: str, sinks: list) -> HeldOutEvaluation | None:
     "The held-out evaluation of a run with `held_out` examples, logging beside the training metrics."
     if held_out is None or not len(held_out) or not is_main_process(): return None
-    eval_sinks = ([] if live else [print_eval_sink]) + [prefixed_sink(s, 'eval/') for s in sinks if s is not print_sink]
+    # printed in a terminal and a notebook too: the bar's comment shows the training metrics only
+    eval_sinks = [print_eval_sink] + [prefixed_sink(s, 'eval/') for s in sinks if s is not print_sink]
     return HeldOutEvaluation(eval_batches(held_out, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id),
                              cfg.log_every, cfg.steps, run_dir / 'eval_metrics.csv', masking, cfg.seed, precision,
                              eval_sinks, at_start=bool(cfg.init_from))

@@ -147,7 +147,7 @@ def verdict_line(verdict: pd.DataFrame) -> str:
 
 _CURVES = (('generator MLM loss', ('gen_loss',)), ('discriminator BCE loss', ('disc_loss',)),
            ('accuracies; precision / recall of "replaced"',
-            ('gen_accuracy', 'disc_accuracy', 'replaced_precision', 'replaced_recall', 'disc_auc')))
+            ('gen_accuracy', 'disc_accuracy', 'replaced_precision', 'replaced_recall', 'disc_auc', 'uniform_auc')))
 
 
 def _read_csv(path: Path) -> pd.DataFrame:

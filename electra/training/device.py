@@ -1,12 +1,20 @@
-"""Where a job runs and in which precision: the same rules for pretraining and fine-tuning."""
+"""Where a job runs, in which precision and on how many CPU threads: the same rules for pretraining and fine-tuning."""
 from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping
 
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, threads_setting
 from electra.training.distributed import world
 
-__all__ = ['AUTOCAST_DTYPES', 'cpu_bf16_supported', 'resolve_device', 'resolve_precision']
+__all__ = ['AUTOCAST_DTYPES', 'cpu_bf16_supported', 'resolve_device', 'resolve_precision', 'CpuThreads', 'cpu_threads',
+           'auto_threads', 'busy_cores', 'use_cpu_threads']
 
 AUTOCAST_DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}  # precision -> autocast dtype
 
@@ -45,3 +53,73 @@ def resolve_precision(name: str, device: torch.device) -> str:
         return 'fp32'
     if name == 'auto': return 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'
     return name
+
+
+def _cpu_ticks(path: str | Path = '/proc/stat') -> dict[int, tuple[int, int]]:
+    "Each CPU's (busy, total) clock ticks since boot, from Linux's /proc/stat; {} where it cannot be read."
+    try: lines = Path(path).read_text().splitlines()
+    except OSError: return {}
+    out = {}
+    for line in lines:
+        name, *fields = line.split()
+        if not name.startswith('cpu') or not name[3:].isdigit(): continue  # 'cpu' alone is the sum of all
+        ticks = [int(x) for x in fields[:8]]  # user nice system idle iowait irq softirq steal (guest is in user)
+        out[int(name[3:])] = (sum(ticks) - ticks[3] - ticks[4], sum(ticks))
+    return out
+
+
+def busy_cores(cpus: list[int], seconds: float = 0.25, ticks: Callable[[], dict] = _cpu_ticks,
+               clock: Callable[[], float] = time.process_time) -> float:
+    """How many of the CPUs `cpus` other processes keep busy, in cores: each one's busy share over `seconds`, summed,
+    less what this process ran meanwhile (`clock`: its CPU seconds). Without /proc/stat, the 1-minute load average
+    (0 where there is none)."""
+    before, own = ticks(), clock()
+    time.sleep(seconds)
+    after, own = ticks(), clock() - own
+    if not before or not after:
+        try: return min(float(len(cpus)), os.getloadavg()[0])
+        except (AttributeError, OSError): return 0.0
+    busy = sum((after[c][0] - before[c][0]) / max(after[c][1] - before[c][1], 1) for c in cpus if c in before and c in after)
+    return max(0.0, busy - own / seconds)
+
+
+def auto_threads(cores: int, busy: float, processes: int = 1) -> int:
+    """The default threads of each of a job's `processes` on a machine where it may run on `cores` cores and other
+    processes keep `busy` of them busy: the free cores (a core half busy or more counts as busy), shared out evenly,
+    at least 1. An intra-op thread on a core another process uses waits for its turn at every parallel region, and
+    the others wait for it: on 2 cores with one busy, 2 threads run the demo many times slower than 1 (BENCHMARKS.md)."""
+    free = cores - math.floor(busy + 0.5)
+    return max(1, free // max(processes, 1))
+
+
+@dataclass(frozen=True)
+class CpuThreads:
+    "How many threads each process of a job takes (`n`), and why (for the log)."
+    n: int
+    why: str
+
+    def __str__(self) -> str: return f"{self.n} CPU thread{'s' if self.n > 1 else ''} ({self.why})"
+
+
+def cpu_threads(setting: int | str, processes: int = 1, env: Mapping[str, str] = os.environ,
+                cpus: Callable[[], list[int]] | None = None, busy: Callable[[list[int]], float] = busy_cores) -> CpuThreads:
+    """The threads of each of `processes` processes of a job on this machine for a `threads` setting: a number is
+    shared out among them; auto is OMP_NUM_THREADS when set (shared out the same way), else `auto_threads` of the
+    cores in this process's affinity and those other processes keep busy now."""
+    n, shared = threads_setting(setting), f', shared by {processes} processes' if processes > 1 else ''
+    if n: return CpuThreads(max(1, n // processes), f'threads {n}{shared}')
+    omp = env.get('OMP_NUM_THREADS', '').strip()
+    if omp.isdigit() and int(omp) > 0:
+        return CpuThreads(max(1, int(omp) // processes), f'auto: OMP_NUM_THREADS={omp}{shared}')
+    mine = cpus() if cpus else sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') \
+        else list(range(os.cpu_count() or 1))
+    load = busy(mine)
+    return CpuThreads(auto_threads(len(mine), load, processes),
+                      f'auto: {len(mine)} cores, {load:.1f} busy with other processes{shared}')
+
+
+def use_cpu_threads(setting: int | str, processes: int | None = None) -> CpuThreads:
+    "`cpu_threads` for this process (one of torchrun's `local_size` on its machine by default), set in torch."
+    chosen = cpu_threads(setting, world().local_size if processes is None else processes)
+    torch.set_num_threads(chosen.n)
+    return chosen

@@ -29,10 +29,11 @@ DEFAULT_TIMEOUT_S = 1800  # a data build on one rank can take a while before the
 
 @dataclass(frozen=True)
 class World:
-    "This process's place in the job: rank among `size` processes, `local_rank` among those of its machine."
+    "This process's place in the job: rank among `size` processes, `local_rank` among the `local_size` of its machine."
     rank: int = 0
     size: int = 1
     local_rank: int = 0
+    local_size: int = 1
 
 
 def world() -> World:
@@ -42,7 +43,7 @@ def world() -> World:
         if not value: return default
         try: return int(value)
         except ValueError: raise ConfigError(f"environment: {key}={value!r} is not a number (torchrun sets it).") from None
-    return World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0))
+    return World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0), read('LOCAL_WORLD_SIZE', 1))
 
 
 def check_batch_split(batch_size: int, micro_batches: int = 1) -> None:

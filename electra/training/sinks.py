@@ -3,13 +3,16 @@ Neptune run for both jobs."""
 from __future__ import annotations
 
 import csv
+import math
 import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Callable
 
 from electra.config.base import ConfigError
 
-__all__ = ['CsvLog', 'start_neptune_run', 'neptune_sink', 'prefixed_sink', 'print_sink', 'print_eval_sink']
+__all__ = ['CsvLog', 'start_neptune_run', 'neptune_sink', 'prefixed_sink', 'print_sink', 'eval_line', 'print_eval_sink']
 
 
 class CsvLog:
@@ -65,11 +68,28 @@ def print_sink(row: dict) -> None:
                                                  if row.get('skipped_steps') else ''), flush=True)
 
 
+def eval_line(row: dict) -> str:
+    """One held-out evaluation, each number beside what a model that learnt nothing scores (chance, always the most
+    frequent token, always "original"); what the model has not (a generator, a discriminator) is left out."""
+    parts = []
+    if not math.isnan(row['disc_auc']):
+        parts.append(f"AUC {row['disc_auc']:.3f} (chance 0.500), on random replacements {row['uniform_auc']:.3f}")
+    if not math.isnan(row['gen_accuracy_baseline']):
+        parts.append(f"gen acc {row['gen_accuracy']:.3f} (most frequent token {row['gen_accuracy_baseline']:.3f})")
+    if not math.isnan(row['disc_accuracy_baseline']):
+        parts.append(f"disc acc {row['disc_accuracy']:.3f} (always \"original\" {row['disc_accuracy_baseline']:.3f}, "
+                     f"{row['replaced_fraction']:.1%} replaced)")
+    else: parts.append(f"main acc {row['disc_accuracy']:.3f}")
+    return (f"step {row['step']} held-out: {'; '.join(parts)}; loss gen {row['gen_loss']:.3f} disc {row['disc_loss']:.3f} "
+            f"({row['examples']} examples)")
+
+
 def print_eval_sink(row: dict) -> None:
-    "One line per evaluation (for logs)."
-    print(f"step {row['step']} held-out: gen_acc {row['gen_accuracy']:.4f} disc_acc {row['disc_accuracy']:.4f} "
-          f"disc_auc {row['disc_auc']:.4f} (gen {row['gen_loss']:.4f}, disc {row['disc_loss']:.4f}; "
-          f"{row['examples']} examples)", flush=True)
+    """One line per evaluation. In a terminal it goes above the live progress bar: it overwrites the bar's line,
+    which the bar draws again below it at its next update."""
+    line = eval_line(row)
+    if sys.stdout.isatty(): line = '\r' + line.ljust(shutil.get_terminal_size().columns - 1)
+    print(line, flush=True)
 
 
 def prefixed_sink(sink: Callable[[dict], None], prefix: str) -> Callable[[dict], None]:

@@ -45,7 +45,26 @@ def test_help_lists_every_key(capsys):
     for key in ['corpus', 'steps', 'batch_size', 'max_length', 'lr', 'mask_prob', 'seed', 'device', 'run_name',
                 'output_dir', 'resume', 'logger', 'hidden_size', 'tie_weights']:
         assert f'--{key} (' in out
-    assert "default 0.15" in out and 'demo' in out
+    assert "--mask_prob (float, 0.15)" in out and 'demo' in out
+
+
+def test_help_shows_the_values_the_chosen_preset_runs_with(capsys):
+    """--help gives each key the value the job would run with, the dataclass default beside it where that differs:
+    the default preset's (demo), the --config preset's, a flag's."""
+    def help_text(*argv):
+        with pytest.raises(SystemExit) as e: load(*argv)
+        assert e.value.code == 0
+        return capsys.readouterr().out
+    out = help_text('--help')
+    assert 'keys (their value with --config demo; the default where it differs):' in out
+    assert '--hidden_size (int, 64; default 256)' in out and '--vocab_size (int, 2000; default 30522)' in out
+    assert '--mask_prob (float, 0.15)' in out and "--run_name (str, 'demo'; default 'vanilla')" in out
+    out = help_text('--config', 'small,bert', '--steps', '50', '--help')
+    assert 'keys (their value with --config small,bert and the flags given; the default where it differs):' in out
+    assert '--hidden_size (int, 256)' in out and "--objective (str, 'mlm'; default 'electra')" in out
+    assert '--steps (int, 50; default 1000000)' in out
+    with pytest.raises(ConfigError, match="unknown preset 'smal'"):
+        load('--config', 'smal', '--help')
 
 
 def test_mapping_on_the_command_line_is_yaml():

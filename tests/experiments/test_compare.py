@@ -148,6 +148,7 @@ def test_a_bad_setting_fails_before_anything_is_launched(tmp_path, change, match
     ({'variants': {}}, r'variants: give at least one variant'),
     ({'reference': 'bert'}, r"reference: 'bert' is not a variant"),
     ({'finetune_overrides': {'model': 'x'}}, r'finetune_overrides: model is set by the comparison'),
+    ({'pretrain_overrides': {'threads': 2}}, r'pretrain_overrides: threads is set by the comparison itself .*CPU threads'),
     ({'seeds': [1, 1]}, r'seeds: seeds must differ'),
     ({'finetune_at': [0.5]}, r'finetune_at: fractions in \(0, 1\], 1.0 \(the finished run\) among them'),
     ({'finetune_at': [0, 1]}, r'finetune_at: fractions in \(0, 1\]'),
@@ -457,13 +458,15 @@ def test_a_real_comparison_through_the_drivers_and_a_rerun_that_launches_nothing
                                                           'log_every': 10, 'cache_dir': str(tmp_path / 'cache')},
                      finetune_overrides={'runs': 1, 'epochs': 1, 'predict': False, 'device': 'cpu', 'max_length': 64,
                                          'cache_dir': str(tmp_path / 'cache'), 'task_overrides': {}})
-    calls, real = [], subprocess_launcher(cfg.threads)
+    calls, real = [], subprocess_launcher()
 
     def launch(cmd, log):
         calls.append(cmd)
         return real(cmd, log)
     plan, table = run_comparison(cfg, launch=launch, log=lambda s: None)
     assert len(calls) == 3, calls
+    assert all(cmd[-2:] == ['--threads', '1'] or cmd[-3:-1] == ['--threads', '1'] for cmd in calls), calls
+    assert '(fp32, 1 CPU thread (threads 1)) x 1 process(es)' in (plan.runs[0].run_dir / 'pretrain.log').read_text()
     row = table.iloc[0]
     assert row['variant'] == 'uniform' and row['steps'] == 20 and row['STS-B_runs'] == 1 and math.isfinite(row['STS-B'])
     assert 'steps to run' in (plan.runs[0].run_dir / 'pretrain.log').read_text()

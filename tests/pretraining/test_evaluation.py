@@ -1,13 +1,15 @@
 """electra/pretraining/evaluation.py: ROC AUC against scikit-learn and the held-out evaluation."""
 import random
+from collections import Counter
 from types import SimpleNamespace
 
 import datasets
 import numpy as np
 import pytest
 import torch
+from sklearn.metrics import roc_auc_score
 
-from electra.objective.masking import MaskingSettings
+from electra.objective.masking import MaskingSettings, mask_tokens
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches, roc_auc
 
 
@@ -22,11 +24,12 @@ def test_roc_auc_matches_sklearn():
     assert np.isnan(roc_auc(torch.ones(5), torch.ones(5)))
 
 
-def test_held_out_evaluation_is_fixed_and_leaves_training_state_alone(tmp_path):
+def evaluation(tmp_path, **cfg):
+    "A tiny model (vocabulary 120, ids 0-4 special) and its evaluation on 37 held-out examples of 7 to 32 tokens."
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
     cfg = PretrainConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                         embedding_size=32, generator_size=0.5)
+                         embedding_size=32, generator_size=0.5, **cfg)
     torch.manual_seed(0)
     model = build_pretraining_model(cfg, 120, 0)
     model.rng = torch.Generator().manual_seed(5)
@@ -35,9 +38,14 @@ def test_held_out_evaluation_is_fixed_and_leaves_training_state_alone(tmp_path):
                                                      for _ in range(37)]})
     data = data.map(lambda r: {'token_type_ids': [0] * len(r['input_ids'])})
     batches = eval_batches(data, 16, 32, 0)
-    assert [len(b[0]) for b in batches] == [16, 16, 5]
     cb = HeldOutEvaluation(batches, 10, 100, tmp_path / 'eval.csv', MaskingSettings((0, 1, 2, 3, 4), 0, 4, 120), seed=3)
     cb.learn = SimpleNamespace(model=model, train_iter=10)
+    return model, batches, cb
+
+
+def test_held_out_evaluation_is_fixed_and_leaves_training_state_alone(tmp_path):
+    model, batches, cb = evaluation(tmp_path)
+    assert [len(b[0]) for b in batches] == [16, 16, 5]
     state = model.rng.get_state()
     torch_state = torch.get_rng_state()
     first, second = dict(cb.evaluate()), dict(cb.evaluate())
@@ -59,3 +67,43 @@ def test_held_out_evaluation_is_fixed_and_leaves_training_state_alone(tmp_path):
             labels.append(out['is_replaced'][out['attention_mask']])
     model.rng = saved
     assert first['disc_auc'] == pytest.approx(roc_auc_score(torch.cat(labels).numpy(), torch.cat(scores).numpy()), abs=1e-9)
+
+
+def test_baselines_and_the_uniform_probe_against_a_hand_computation(tmp_path):
+    """The generator's baseline is the share of the most frequent original token at the masked positions, the
+    discriminator's the share of real tokens not replaced, and the probe's AUC that of the discriminator on the
+    text with the masked positions replaced by uniform draws (Gumbel-max over equal logits: the argmax of the
+    draws themselves) from a generator seeded seed + 1: each recomputed here from the masks, with sklearn."""
+    model, batches, cb = evaluation(tmp_path)
+    row = cb.evaluate()
+    model.eval()
+    mask_rng, probe_rng = torch.Generator().manual_seed(3), torch.Generator().manual_seed(4)
+    saved, model.rng = model.rng, mask_rng
+    labels, replaced, real, scores, targets = Counter(), 0, 0, [], []
+    with torch.no_grad():
+        for ids, types in batches:
+            m = mask_tokens(ids, torch.tensor([0, 1, 2, 3, 4]), 0, 4, 120, 0.15, 'fixed', 0.85, 0.0, mask_rng)
+            out = model(m.input_ids, types, m.positions, m.labels)  # draws its samples from mask_rng, as evaluate()
+            labels.update(m.labels[m.labels >= 0].tolist())
+            replaced, real = replaced + int(out['is_replaced'].sum()), real + int((ids != 0).sum())
+            draws = torch.rand((*m.positions.shape, 120), generator=probe_rng).argmax(-1)
+            corrupted = ids.clone()
+            for b, p in zip(*torch.nonzero(m.labels >= 0, as_tuple=True)):
+                corrupted[b, m.positions[b, p]] = draws[b, p]
+            logits = model.discriminator(corrupted, attention_mask=(ids != 0).long(), token_type_ids=types).logits
+            scores.append(logits[ids != 0]), targets.append((corrupted != ids)[ids != 0])
+    model.rng = saved
+    assert row['gen_accuracy_baseline'] == pytest.approx(max(labels.values()) / sum(labels.values()), abs=1e-12)
+    assert row['disc_accuracy_baseline'] == pytest.approx(1 - replaced / real, abs=1e-12)
+    assert row['uniform_auc'] == pytest.approx(roc_auc_score(torch.cat(targets).numpy(), torch.cat(scores).numpy()),
+                                               abs=1e-6)
+    assert 0 < row['gen_accuracy_baseline'] < 0.2 and 0.8 < row['disc_accuracy_baseline'] < 0.95  # 115 tokens, 15%
+
+
+def test_what_a_model_has_not_is_nan(tmp_path):
+    "No generator network (uniform replacements): no generator baseline; BERT: no discriminator, no probe, no AUC."
+    row = evaluation(tmp_path, uniform_generator=True)[2].evaluate()
+    assert np.isnan(row['gen_accuracy_baseline']) and 0.8 < row['disc_accuracy_baseline'] < 0.95
+    assert 0 <= row['uniform_auc'] <= 1
+    row = evaluation(tmp_path, objective='mlm')[2].evaluate()
+    assert all(np.isnan(row[k]) for k in ('disc_auc', 'uniform_auc', 'disc_accuracy_baseline', 'gen_accuracy_baseline'))

@@ -1,13 +1,20 @@
 """electra/pretraining/export.py: a padded model exports unpadded; unusable model directories refused."""
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config.base import ConfigError, config_to_dict
+from electra.config.base import ConfigError, RunWarning, config_to_dict
+from electra.data.tokenizer import load_tokenizer, tokenizer_state
 from electra.finetuning import classifier
 from electra.objective.model import build_pretraining_model
+from electra.pretraining.export import load_discriminator
+from electra.pretraining.init_from import load_init
+from electra.training.checkpoint import FORMAT
+from electra.training.files import atomic_save
 from tests.support.finetune import saved_as_bert
 from tests.support.tiny import V, tiny_cfg
 
@@ -43,6 +50,25 @@ def test_padded_vocab_export_loads_unpadded_with_identical_logits(tmp_path):
     loaded, _ = load_discriminator(ckpt)
     with torch.no_grad(): assert torch.allclose(loaded.eval()(**enc).logits, disc(**enc).logits, atol=1e-6)
     with pytest.raises(ConfigError, match='pad_vocab_multiple'): tiny_cfg(pad_vocab_multiple=-1).validate()
+
+
+def test_a_checkpoints_warnings_are_not_repeated_by_those_who_load_it(tmp_path):
+    """Its run warned once that its warm-up was as long as the run; fine-tuning from it (`load_discriminator`) and
+    continuing from it (`load_init`) build its networks from its config without warning again."""
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
+    tok = load_tokenizer(str(vocab))
+    cfg = tiny_cfg(steps=20, warmup_steps=20)
+    with pytest.warns(RunWarning, match=r'warmup_steps \(20\) is not shorter than the run'): cfg.validate()
+    ckpt = tmp_path / 'short_1_100%.pth'
+    atomic_save({'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(tok),
+                 'model': build_pretraining_model(cfg, len(tok), tok.pad_token_id).state_dict()}, ckpt)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        disc, _ = load_discriminator(ckpt)
+        init = load_init(str(ckpt))
+    assert disc.config.hidden_size == 32 and init.discriminator.config.hidden_size == 32
+    assert not [w for w in caught if issubclass(w.category, RunWarning)], [str(w.message) for w in caught]
 
 
 def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):

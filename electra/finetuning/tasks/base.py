@@ -67,6 +67,10 @@ class FinetuningTask:
         "The encoded training set and dev splits."
         raise NotImplementedError
 
+    def count(self, enc, split: str) -> str:
+        "What an encoded split holds, for the log: '400 training examples', '150 dev'."
+        return f'{len(enc)} training examples' if split == 'train' else f'{len(enc)} {split}'
+
     def new_model(self, body: nn.Module, task_cfg: FinetuneConfig) -> nn.Module:
         "A new model on `body` (an HF ElectraModel), its head named `classifier` for the layer-wise rates."
         raise NotImplementedError

@@ -174,7 +174,7 @@ def _task_squad_version(spec: QASpec) -> bool:
 
 @dataclass
 class QASplit:
-    "An evaluation split: its questions and their windows; `len` counts windows (as the training set's)."
+    "A split's questions and their windows; `len` counts windows (a run's steps are counted by windows)."
     examples: list
     windows: list[Window]
 
@@ -275,20 +275,23 @@ class QATask(FinetuningTask):
                                 task_cfg.max_length, self.spec.max_query_length, self.spec.doc_stride,
                                 is_training=split == 'train')
 
-    def split(self, name: str, tokenizer, task_cfg, cache_dir) -> QASplit:
-        "An evaluation split (dev or test): its questions and their windows."
-        examples = self.read(name)
+    def split(self, name: str, tokenizer, task_cfg, cache_dir, examples: list | None = None) -> QASplit:
+        "A split's questions (those read from its file unless given) and their windows."
+        examples = self.read(name) if examples is None else examples
         return QASplit(examples, self._windows(name, examples, tokenizer, task_cfg, cache_dir))
 
     def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
-        "Every window of the training questions (a fixed subset with `max_train_samples`), and the dev split."
+        "The training questions (a fixed subset with `max_train_samples`), trained on window by window, and dev's."
         if task_cfg.predict and task_cfg.ensemble_k > 1: self._no_ensemble(task_cfg.ensemble_k)
         train = self.read('train')
         if task_cfg.max_train_samples and len(train) > task_cfg.max_train_samples:
             keep = np.sort(np.random.default_rng(0).choice(len(train), task_cfg.max_train_samples, replace=False))
             train = [train[i] for i in keep]
-        return TaskData(self, self._windows('train', train, tokenizer, task_cfg, cache_dir),
+        return TaskData(self, self.split('train', tokenizer, task_cfg, cache_dir, train),
                         {'dev': self.split('dev', tokenizer, task_cfg, cache_dir)})
+
+    def count(self, enc: QASplit, split: str) -> str:
+        return f"{len(enc.examples)} {'training' if split == 'train' else split} questions ({len(enc)} windows)"
 
     def _no_ensemble(self, k: int):
         raise ConfigError(f"ensemble_k: {k}, but the answers of QA task {self.name} come from one run: ensembles are "

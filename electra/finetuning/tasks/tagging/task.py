@@ -121,6 +121,10 @@ class TaggingTask(FinetuningTask):
         return TaskData(self, self.split('train', tokenizer, task_cfg.max_length),
                         {'dev': self.split('dev', tokenizer, task_cfg.max_length)})
 
+    def count(self, enc: TaggingSplit, split: str) -> str:
+        n, what = len(enc.file.sentences), 'training' if split == 'train' else split
+        return f'{n} {what} sentences' + (f' ({len(enc)} windows)' if len(enc) != n else '')
+
     def new_model(self, body, task_cfg):
         from electra.finetuning.tasks.tagging.model import ElectraTagger
         return ElectraTagger(body, len(self.data.labels), task_cfg.dropout)

@@ -271,7 +271,9 @@ def test_sweep_trains_scores_resumes_and_writes_the_official_files(tmp_path, qa_
     cfg = job(tmp_path, 'demo', tasks=[str(spec)], runs=2, batch_size=16, lr=3e-3, eval_batch_size=64)
     log = []
     results = sweep.run_sweep(cfg, *qa_model, None, log=log.append)
-    assert re.match(r'demo_squad: \d+ training examples, \d+ dev; 3 epochs, .*max_length 64, 2 of 2 runs to do', log[0])
+    said = re.match(r'demo_squad: 80 training questions \((\d+) windows\), 16 dev questions \((\d+) windows\); '
+                    r'3 epochs, .*max_length 64, 2 of 2 runs to do', log[0])
+    assert said and int(said[1]) > 80 and int(said[2]) > 16, log[0]  # windows of 64 tokens, several per question
     rows = results.task_rows('demo_squad')
     assert rows['run'].tolist() == [0, 1] and (rows['score'] == rows['f1']).all()
     assert rows[QA_COLUMNS].notna().all().all() and rows['accuracy'].isna().all()

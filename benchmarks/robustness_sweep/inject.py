@@ -24,8 +24,10 @@ def atomic(path, write):
     if pattern in os.path.basename(str(path)):
         seen[0] += 1
         if seen[0] == nth:
-            if kind == 'enospc':
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            if kind == 'enospc':  # the disk fills up during the write
+                def full(f):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                return real_atomic(path, full)
 
             def hang(f):
                 write(f)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import errno
 import os
 import sys
 import types
@@ -341,10 +342,20 @@ def cli_args() -> list[str]:
     return [] if running_in_notebook() else sys.argv[1:]
 
 
+def disk_full(e: BaseException) -> ConfigError | None:
+    "The error line of a write that found the disk full (or the quota used up), naming the file; None for anything else."
+    if not isinstance(e, OSError): return None
+    if e.errno not in (errno.ENOSPC, errno.EDQUOT) and 'No space left on device' not in str(e): return None  # pyarrow: no errno
+    where = f' writing {e.filename}' if e.filename else ''
+    return ConfigError(f"the disk is full{where} ({e.strerror or 'No space left on device'}). Free space there, or "
+                       "point the job's folders (output_dir, cache_dir, test_output_dir, --out) at another disk, and run "
+                       "the same command again (pretrain.py: with --resume): what was finished is kept.")
+
+
 def friendly_errors() -> None:
     """Report what ends a script as one line, no traceback: a `ConfigError` as `error: ...` with exit status 2 (the
-    usage-error status of argparse), a `TrainingStopped` or a Ctrl-C as `stopped: ...` with status 130; other errors
-    are unchanged. A `RunWarning` is one `warning: ...` line (from the main process of a torchrun job). A notebook
+    usage-error status of argparse), a full disk the same way (`disk_full`), a `TrainingStopped` or a Ctrl-C as
+    `stopped: ...` with status 130; other errors are unchanged. A `RunWarning` is one `warning: ...` line (from the main process of a torchrun job). A notebook
     shows errors its own way."""
     previous, previous_warning = sys.excepthook, warnings.showwarning
 
@@ -355,6 +366,7 @@ def friendly_errors() -> None:
     def hook(tp, value, tb):
         if issubclass(tp, KeyboardInterrupt): value = TrainingStopped('interrupted by Ctrl-C; nothing after the last '
                                                                       'checkpoint or finished run was kept.')
+        elif disk_full(value): value = disk_full(value)
         elif not issubclass(tp, (ConfigError, TrainingStopped)): return previous(tp, value, tb)
         # fastai prefixes an error raised in a callback with "Exception occured in `Cb` when calling event `e`:\n\t"
         text = str(value).split(chr(10) + chr(9), 1)[-1]

@@ -21,15 +21,40 @@ def is_main_process() -> bool:
     return world().rank == 0
 
 
+class _KeepsWriteErrors:
+    "A file whose failed write is kept: torch.save reports one (a full disk) as a RuntimeError of its own."
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data):
+        try: return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def __getattr__(self, name): return getattr(self.f, name)
+
+
+def _write(f, write, path: Path) -> None:
+    "`write(f)`; a failed write (a full disk) is raised as the OSError it was, naming `path`."
+    out = _KeepsWriteErrors(f)
+    try:
+        write(out)
+        f.flush()
+        os.fsync(f.fileno())
+    except (OSError, RuntimeError) as e:
+        error = e if isinstance(e, OSError) else out.error
+        if error is None or error.errno is None: raise
+        raise OSError(error.errno, error.strerror, str(path)) from None
+
+
 def _atomic(path: Path, write) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
     try:
-        with os.fdopen(fd, 'wb') as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+        with os.fdopen(fd, 'wb') as f: _write(f, write, path)
         umask = os.umask(0o022)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private (0600); outputs get the usual permissions

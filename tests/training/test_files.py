@@ -1,0 +1,83 @@
+"""electra/training/files.py and the drivers' error line (electra/config/base.py `friendly_errors`) on a full disk:
+a write that fails leaves nothing partial, names the file, and the job ends with one line saying what to do."""
+import errno
+import io
+import os
+import sys
+
+import pytest
+import torch
+
+from electra.config.base import friendly_errors
+from electra.training import files
+
+
+class FillsUp(io.RawIOBase):
+    "A file on a disk with `room` bytes left: the write that does not fit raises OSError(ENOSPC), as a full disk does."
+
+    def __init__(self, f, room: int):
+        self.f, self.room = f, room
+
+    def writable(self): return True
+
+    def write(self, data):
+        if len(data) > self.room: raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(data)
+        return self.f.write(data)
+
+    def fileno(self): return self.f.fileno()
+
+    def close(self):
+        self.f.close()
+        super().close()
+
+
+@pytest.fixture
+def disk_with_room(monkeypatch):
+    "`os.fdopen` of files.py gives files with 1000 bytes of room."
+    real = os.fdopen
+    monkeypatch.setattr(files.os, 'fdopen', lambda fd, mode: FillsUp(real(fd, mode), 1000))
+
+
+@pytest.mark.parametrize('write', [lambda path: files.atomic_save({'w': torch.zeros(10_000)}, path),
+                                   lambda path: files.atomic_write_bytes(b'x' * 5000, path)], ids=['torch.save', 'bytes'])
+def test_a_full_disk_is_an_oserror_naming_the_file_and_leaves_nothing(tmp_path, disk_with_room, write):
+    """torch.save reports the failed write as a RuntimeError of its own ('unexpected pos'); the OSError under it is what
+    the user must see, with the file it was for. The old file stays, no temporary file is left."""
+    path = tmp_path / 'run_11081_50%.pth'
+    path.write_bytes(b'the previous version')
+    with pytest.raises(OSError) as e:
+        write(path)
+    assert (e.value.errno, e.value.filename) == (errno.ENOSPC, str(path))
+    assert path.read_bytes() == b'the previous version' and sorted(os.listdir(tmp_path)) == [path.name]
+
+
+@pytest.fixture
+def excepthook():
+    "The drivers' hook (friendly_errors), restored afterwards."
+    import warnings
+    saved = sys.excepthook, warnings.showwarning
+    friendly_errors()
+    yield sys.excepthook
+    sys.excepthook, warnings.showwarning = saved
+
+
+@pytest.mark.parametrize('error, where', [
+    (OSError(errno.ENOSPC, 'No space left on device', '/data/run_11081_50%.pth'), " writing /data/run_11081_50%.pth"),
+    (OSError(errno.EDQUOT, 'Disk quota exceeded'), ''),
+    (OSError('[Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device'), '')],
+    ids=['enospc', 'quota', 'pyarrow'])
+def test_a_full_disk_ends_the_job_with_one_line_saying_what_to_do(excepthook, capsys, error, where):
+    with pytest.raises(SystemExit) as e:
+        excepthook(type(error), error, None)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count('\n') == 1 and 'Traceback' not in err
+    assert err.startswith(f'error: the disk is full{where} ({error.strerror or "No space left on device"}). Free space')
+    assert 'run the same command again (pretrain.py: with --resume)' in err
+
+
+def test_other_os_errors_are_left_to_python(excepthook, capsys):
+    "Only a full disk is a known fault with a fix to name; any other error still shows where it came from."
+    error = OSError(errno.EIO, 'Input/output error')
+    excepthook(type(error), error, None)  # Python's own report, no exit of ours
+    assert 'OSError: [Errno 5] Input/output error' in capsys.readouterr().err

@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import asdict
 from pathlib import Path
 
@@ -43,8 +44,11 @@ def run_case(c: Case, base: Path, work: Path) -> Record:
     except subprocess.TimeoutExpired as e:
         p = Proc(-9, '', (e.stderr or b'').decode(errors='replace') if isinstance(e.stderr, bytes) else (e.stderr or ''),
                  note='timed out')
+    except Exception:  # the case itself is broken: recorded, the sweep goes on
+        p = Proc(-1, '', traceback.format_exc(), note='case error')
     tb = 'Traceback (most recent call last)' in p.stderr
-    return Record(c.id, c.area, c.fault, c.expect, p.rc, said(p.stderr)[:300], tb, p.wrong, verdict(c.expect, p, tb),
+    v = 'case error' if p.note == 'case error' else verdict(c.expect, p, tb)
+    return Record(c.id, c.area, c.fault, c.expect, p.rc, said(p.stderr)[:300], tb, p.wrong, v,
                   round(time.monotonic() - start, 1), p.note, p.stderr.splitlines()[-15:])
 
 
@@ -80,7 +84,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--work', default='/tmp/robustness_sweep', help='fixtures and the cases\' folders')
     ap.add_argument('--only', default='', help='comma-separated case ids or areas')
-    ap.add_argument('--out', default='', help='results JSON (default: <work>/results.json)')
+    ap.add_argument('--out', default='', help='results JSON (default: <work>/results.json), written after each case; '
+                    'the cases already in it are not run again (delete it to start over)')
     ap.add_argument('--list', action='store_true')
     ap.add_argument('-v', '--verbose', action='store_true', help="print each case's stderr tail")
     args = ap.parse_args(argv)
@@ -91,17 +96,17 @@ def main(argv=None) -> int:
         return 0
     work = Path(args.work)
     build_base(work / 'base')
-    records = []
-    for c in todo:
-        r = run_case(c, work / 'base', work / 'cases')
-        records.append(r)
+    out = Path(args.out or work / 'results.json')
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = {r['id']: Record(**r) for r in json.loads(out.read_text())} if out.is_file() else {}
+    for c in (c for c in todo if c.id not in done):
+        r = done[c.id] = run_case(c, work / 'base', work / 'cases')
         print(f'{r.id} [{r.verdict}] rc={r.rc} {r.seconds}s {r.fault}: {r.said}{" WRONG: " + r.wrong if r.wrong else ""}',
               flush=True)
         if args.verbose: print('    ' + '\n    '.join(r.stderr_tail))
-    out = Path(args.out or work / 'results.json')
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps([asdict(r) for r in records], indent=1))
-    counts = {v: sum(r.verdict == v for r in records) for v in ('ok', 'refused', 'wrong', 'traceback', 'unclear')}
+        out.write_text(json.dumps([asdict(r) for r in done.values()], indent=1))
+    records = [done[c.id] for c in todo]
+    counts = {v: sum(r.verdict == v for r in records) for v in ('ok', 'refused', 'wrong', 'traceback', 'unclear', 'case error')}
     print(table(records))
     print(f'{len(records)} cases: ' + ', '.join(f'{n} {v}' for v, n in counts.items()))
     return 0

@@ -1143,7 +1143,8 @@ def _(c): return c.convert('tf', c.tf, '--out', c.dir / 'out', '--hparams', c.wr
 @case('V11', 'convert', '--hparams with num_attention_heads 5 (does not divide the hidden size)')
 def _(c):
     h = json.loads((c.tf / 'hparams.json').read_text())
-    return c.convert('tf', c.tf, '--out', c.dir / 'out', '--hparams', c.write('h.json', json.dumps({**h, 'num_attention_heads': 5})))
+    h['model_hparam_overrides']['num_attention_heads'] = 5
+    return c.convert('tf', c.tf, '--out', c.dir / 'out', '--hparams', c.write('h.json', json.dumps(h)))
 
 
 @case('V14', 'convert', '--vocab a file that does not exist')

@@ -102,7 +102,7 @@ def test_damaged_checkpoint_is_refused_on_resume(straight, tmp_path):
                                           r"checkpoint is .*vanilla_11081_50%\.pth"):
         pretrain(tmp_path, *argv, '--resume')
     damaged.write_bytes(damaged.read_bytes()[:1000])                   # truncated: not even a zip
-    with pytest.raises(ConfigError, match=r"cannot read this checkpoint.*truncated.*previous checkpoint is "
+    with pytest.raises(ConfigError, match=r"cannot read this checkpoint: it is cut short.*previous checkpoint is "
                                           r".*vanilla_11081_50%\.pth"):
         pretrain(tmp_path, *argv, '--resume')
     umask = os.umask(0o022)

@@ -101,8 +101,9 @@ def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such checkpoint.") from None
     except Exception as e:
-        raise ConfigError(f"{path}: cannot read this checkpoint ({type(e).__name__}: {e}). It may be truncated or not "
-                          f"a file written by pretrain.py.{_previous_hint(path)}") from None
+        # (torch's own message is long and its advice, weights_only=False, is unsafe and no help for a cut-short file)
+        raise ConfigError(f"{path}: cannot read this checkpoint: it is cut short or damaged, or not a file written by "
+                          f"pretrain.py ({type(e).__name__}).{_previous_hint(path)}") from None
     if not isinstance(ckpt, dict) or ckpt.get('format') != FORMAT:
         raise ConfigError(f"{path}: not an ELECTRA pretraining checkpoint written by pretrain.py "
                           f"(expected a dict with format '{FORMAT}').")

@@ -1,0 +1,22 @@
+"""electra/training/checkpoint.py: a checkpoint that cannot be read is named with what to do, in our words."""
+import pytest
+import torch
+
+from electra.config.base import ConfigError
+from electra.training.checkpoint import FORMAT, load_checkpoint, state_checksum
+
+
+@pytest.mark.parametrize('damage', [lambda b: b'not a checkpoint\n', lambda b: b[:len(b) // 2]], ids=['text', 'truncated'])
+def test_an_unreadable_checkpoint_is_named_without_torchs_advice(tmp_path, damage):
+    """Before: torch's own text followed the path, up to 700 characters of it advising weights_only=False (unsafe on
+    a file one does not trust, and no help with a cut-short one)."""
+    state = {'format': FORMAT, 'step': 2, 'model': {'w': torch.arange(1000.0)}}
+    good, bad = tmp_path / 'run_1_50%.pth', tmp_path / 'run_1_100%.pth'
+    torch.save({**state, 'checksum': state_checksum(state)}, good)
+    bad.write_bytes(damage(good.read_bytes()))
+    with pytest.raises(ConfigError) as e:
+        load_checkpoint(bad)
+    assert str(e.value).startswith(f'{bad}: cannot read this checkpoint: it is cut short or damaged, or not a file '
+                                   f'written by pretrain.py (')
+    assert str(e.value).endswith(f"The run's previous checkpoint is {good}.") and 'weights_only' not in str(e.value)
+    assert load_checkpoint(good)['step'] == 2

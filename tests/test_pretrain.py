@@ -1,6 +1,7 @@
 """The pretraining job end to end, run through the real driver `pretrain.py` (in-process with runpy, as a user runs it):
 checkpoints, export to transformers, exact resume, bad input, held-out evaluation, and learning on real corpora."""
 import csv
+import json
 import os
 import re
 import shutil
@@ -224,6 +225,17 @@ def test_interrupted_overwrite_then_resume_never_resumes_the_old_run(tmp_path):
     assert sorted(p.name for p in (tmp_path / 'ckpt').glob('again_11081_*.pth')) == ['again_11081_100%.pth',
                                                                                      'again_11081_50%.pth']
     assert load_checkpoint(tmp_path / 'ckpt' / 'again_11081_100%.pth')['step'] == 12
+
+
+def test_overwrite_trains_a_new_tokenizer_for_new_settings(tmp_path):
+    """--overwrite starts the run over: a tokenizer trained for the old run (another vocabulary size, another corpus)
+    is not reused. Before: the new run trained with the old run's vocabulary of 500, a warning aside."""
+    argv = [*TINY, '--run_name', 'tok', '--steps', '2', '--checkpoint_at', '1.0', '--eval_examples', '0']
+    assert len(pretrain(tmp_path, *argv)['tokenizer']) == 500
+    g = pretrain(tmp_path, *argv, '--overwrite', 'true', '--vocab_size', '600')
+    assert len(g['tokenizer']) == 600
+    saved = json.loads(load_checkpoint(tmp_path / 'ckpt' / 'tok_11081_100%.pth')['tokenizer']['tokenizer.json'])
+    assert len(saved['model']['vocab']) == 600
 
 
 def test_one_process_per_run_and_a_dead_ones_lock_taken_over(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Callable
@@ -141,7 +142,7 @@ def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str]):
 def existing_run_guard(cfg: PretrainConfig) -> Path | None:
     """The checkpoint to resume from (None: start at step 0). Refuses to start over a run that already has
     checkpoints unless asked to, so a forgotten --resume never overwrites work. --overwrite removes the old run's
-    checkpoints first (behind `overwrite_marker`); a --resume after an overwrite that stopped before its first
+    checkpoints first (behind `overwrite_marker`), and the tokenizer trained for it; a --resume after an overwrite that stopped before its first
     checkpoint finishes that removal and starts at step 0, never from the old run."""
     if cfg.resume:
         if overwrite_marker(cfg.output_dir, cfg.run_name, cfg.seed).exists():
@@ -160,6 +161,8 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
                           f"{cfg.output_dir}. Continue it with --resume, start another with --run_name NAME, "
                           "or replace it with --overwrite true.")
     remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
+    if cfg.overwrite and is_main_process():  # the old run's trained tokenizer goes too: the new run trains its own
+        shutil.rmtree(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}' / 'tokenizer', ignore_errors=True)
     return None
 
 

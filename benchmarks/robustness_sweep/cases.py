@@ -385,8 +385,12 @@ def _(c):
     return c.finetune('--model', c.dir / 'ft' / 'g' / 'RTE_0.pth', '--group', 'h')
 
 
-@case('F11', 'finetune', '--model a file without .pth (a vocab.txt)')
-def _(c): return c.finetune('--model', c.export / 'tokenizer' / 'vocab.txt')
+@case('F11', 'finetune', '--model a file that is not a .pth (the tokenizer.json)')
+def _(c): return c.finetune('--model', c.export / 'tokenizer' / 'tokenizer.json')
+
+
+@case('F13', 'finetune', '--model an absolute path that does not exist, without .pth')
+def _(c): return c.finetune('--model', c.dir / 'nope' / 'model')
 
 
 @case('F12', 'finetune', '--model a model with 32 positions and max_length 64')

@@ -799,7 +799,8 @@ def _(c):
 def _(c):
     rows = ''.join(f'r{i}\tthe "film" was {("good", "bad")[i % 2]}\t{("good", "bad")[i % 2]}\n' for i in range(24))
     y = TASK_YAML.replace('.csv', '.tsv')
-    return ft_task(c, task(c, y, **{'train.tsv': 'id\ttext\tlabel\n' + rows, 'dev.tsv': 'id\ttext\tlabel\n' + rows[:200]}))
+    dev = ''.join(rows.splitlines(keepends=True)[:8])
+    return ft_task(c, task(c, y, **{'train.tsv': 'id\ttext\tlabel\n' + rows, 'dev.tsv': 'id\ttext\tlabel\n' + dev}))
 
 
 @case('T46', 'task files', 'JSONL task with a malformed line')

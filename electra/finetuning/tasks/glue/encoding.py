@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from electra.finetuning.tasks.glue.sources import Examples
 from electra.training.files import atomic_write_bytes, is_main_process
 
 __all__ = ['truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
-           'make_loader']
+           'make_loader', 'NPZ_DAMAGED']
 
 _CACHE_VERSION = 1
 
@@ -92,15 +93,20 @@ def _examples_fingerprint(ex: Examples) -> str:
     return h.hexdigest()
 
 
+NPZ_DAMAGED = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)  # what reading a damaged .npz raises
+
+
 def encode_cached(ex: Examples, tokenizer, max_length: int, cache_dir: str | Path, name: str) -> Encoded:
     """`encode`, read from `<cache_dir>/<name>-<key>.npz` when the same texts, labels, tokenizer and length were
-    encoded before; otherwise encoded and written there (rank 0 only, atomically)."""
+    encoded before; otherwise encoded and written there (rank 0 only, atomically). An unreadable cache file is encoded
+    again."""
     key = hashlib.sha1(f'{_CACHE_VERSION}|{max_length}|{tokenizer_fingerprint(tokenizer)}|{_examples_fingerprint(ex)}'
                        .encode()).hexdigest()[:16]
     path = Path(cache_dir) / f'{name}-{key}.npz'
     if path.is_file():
-        with np.load(path) as z:
-            return Encoded(*(z[k] for k in ('ids', 'offsets', 'n_first', 'label', 'idx')))
+        try:
+            with np.load(path) as z: return Encoded(*(z[k] for k in ('ids', 'offsets', 'n_first', 'label', 'idx')))
+        except NPZ_DAMAGED: pass  # a damaged file: encoded again
     enc = encode(ex, tokenizer, max_length)
     if is_main_process():
         buf = io.BytesIO()

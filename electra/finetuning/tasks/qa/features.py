@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +27,7 @@ import numpy as np
 import torch
 
 from electra.config.base import ConfigError
+from electra.finetuning.tasks.glue.encoding import NPZ_DAMAGED
 from electra.finetuning.tasks.qa.data import QAExample, answer_found, split_words
 
 __all__ = ['Window', 'doc_windows', 'max_context_windows', 'featurize', 'featurize_cached', 'collate_windows']
@@ -235,7 +235,7 @@ def featurize_cached(examples: list[QAExample], tokenizer, cache_dir: str | Path
     path = Path(cache_dir) / f'{name}-{key}.npz'
     if path.is_file():
         try: return _load_windows(path)
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile): pass  # a damaged file: made again
+        except NPZ_DAMAGED: pass  # a damaged file: made again
     windows = featurize(examples, tokenizer, max_seq_length, max_query_length, doc_stride, is_training)
     if is_main_process(): _save_windows(windows, path)
     return windows

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, encode, encode_cached, make_loader, truncate_pair
 
@@ -57,6 +58,19 @@ def test_encode_cache_is_reused_and_keyed(tmp_path):
     encode_cached(ex, WordTokenizer(), 6, tmp_path, 'X-train')  # another max_length: another entry
     encode_cached(Examples(np.arange(2), ['0 1', '3'], None, np.array([0, 1])), WordTokenizer(), 8, tmp_path, 'X-train')
     assert len(list(tmp_path.glob('X-train-*.npz'))) == 3
+
+
+@pytest.mark.parametrize('damage', [lambda b: b'garbage' * 100, lambda b: b[:len(b) // 2]], ids=['garbage', 'truncated'])
+def test_a_damaged_cache_file_is_encoded_again(tmp_path, damage):
+    "As the QA windows' cache: a damaged file is made again, not read. Before: a ValueError or BadZipFile traceback."
+    from electra.finetuning.tasks.glue.sources import Examples
+    ex = Examples(np.arange(2), ['0 1', '2'], None, np.array([0, 1]))
+    a = encode_cached(ex, WordTokenizer(), 8, tmp_path, 'X-train')
+    (path,) = tmp_path.glob('X-train-*.npz')
+    path.write_bytes(damage(path.read_bytes()))
+    b = encode_cached(ex, WordTokenizer(), 8, tmp_path, 'X-train')
+    assert np.array_equal(a.ids, b.ids) and np.array_equal(a.label, b.label)
+    assert np.array_equal(np.load(path)['ids'], a.ids)  # written again, whole
 
 
 def test_length_batches_cover_everything_and_keep_padding_small():

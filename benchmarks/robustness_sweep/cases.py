@@ -978,7 +978,7 @@ def _(c):
 def _(c): return ft_task(c, qa(c, SQUAD_YAML.replace('doc_stride: 16', 'doc_stride: 0')))
 
 
-@case('T89', 'QA', 'QA YAML: max_query_length larger than max_length')
+@case('T89', 'QA', 'QA YAML: max_query_length larger than max_length (short questions: they fit)', expect='ok')
 def _(c): return ft_task(c, qa(c, SQUAD_YAML.replace('max_query_length: 16', 'max_query_length: 100')))
 
 
@@ -988,11 +988,13 @@ def _(c): return ft_task(c, qa(c, SQUAD_YAML.replace('train.json', 'train.jsonl'
 
 @case('T91', 'QA', 'MRQA JSONL with a malformed line')
 def _(c):
-    ok = json.dumps({'header': {'dataset': 'x'}}) + '\n' + json.dumps({'context': 'Borin lives under the oak.', 'qas': [
-        {'qid': 'q1', 'question': 'Where?', 'answers': ['the oak'], 'detected_answers': [
+    line = lambda i: json.dumps({'context': 'Borin lives under the oak.', 'qas': [
+        {'qid': f'q{i}', 'question': 'Where?', 'answers': ['the oak'], 'detected_answers': [
             {'text': 'the oak', 'char_spans': [[18, 24]]}]}]}) + '\n'
+    head = json.dumps({'header': {'dataset': 'x'}}) + '\n'
     y = 'kind: mrqa\ntrain: train.jsonl\ndev: dev.jsonl\nmax_length: 64\ndoc_stride: 16\nmax_query_length: 16\n'
-    return ft_task(c, qa(c, y, **{'train.jsonl': ok * 5 + '{"context": \n', 'dev.jsonl': ok}))
+    train = head + ''.join(map(line, range(5))) + '{"context": \n'
+    return ft_task(c, qa(c, y, **{'train.jsonl': train, 'dev.jsonl': head + line(9)}))
 
 
 @case('T92', 'QA', 'QA YAML: on_bad_answer: ignore (not a choice)')

@@ -18,7 +18,8 @@ __all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'summarize', 'sum
 
 METRIC_COLUMNS = ['mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm', 'micro_f1', 'macro_f1',
                   'subset_accuracy', 'precision', 'recall', 'exact', 'best_f1', 'best_exact', 'HasAns_exact',
-                  'HasAns_f1', 'NoAns_exact', 'NoAns_f1']  # GLUE, tasks from files, tagging (entities), QA (SQuAD)
+                  'HasAns_f1', 'NoAns_exact', 'NoAns_f1', 'no_answer_f1']  # GLUE, tasks from files, tagging
+                                                                            # (entities), QA (SQuAD)
 RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss', 'steps', 'seconds', 'settings',
                   'model_fingerprint', 'checkpoint', 'finished_at']
 # columns a table written by an earlier version may lack: empty in its rows (a run without a fingerprint is of a model

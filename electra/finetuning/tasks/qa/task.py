@@ -248,7 +248,9 @@ class QATask(FinetuningTask):
         # passes `na_prob_thresh=config.qa_na_threshold` to `apply_no_ans_threshold`. `best_f1` / `best_exact` (the
         # threshold tuned on dev itself, `find_best_thresh`) are reported beside them, not used to select runs: they
         # would select on a threshold fitted to the very set they score.
-        metrics = ('f1', 'exact', 'best_f1', 'best_exact', 'HasAns_f1', 'NoAns_f1') if self.v2 else ('f1', 'exact')
+        # no_answer_f1: the score of answering "" to every question, the baseline a SQuAD 2.0 model has to beat
+        metrics = ('f1', 'no_answer_f1', 'exact', 'best_f1', 'best_exact', 'HasAns_f1', 'NoAns_f1') if self.v2 \
+            else ('f1', 'exact')
         super().__init__(GlueTask(spec.name, '', ('answer',), metrics, 'f1', ('question', 'context'),
                                   test_files=(('test', spec.name),) if 'test' in spec.files else ()))
 
@@ -341,6 +343,7 @@ class QATask(FinetuningTask):
         if not self.v2: return {'exact': float(got['exact_match']), 'f1': float(got['f1'])}
         out = {k: float(v) for k, v in got.items()}
         for m in ('HasAns_exact', 'HasAns_f1', 'NoAns_exact', 'NoAns_f1'): out.setdefault(m, float('nan'))
+        out['no_answer_f1'] = 100.0 * got.get('NoAns_total', 0) / got['total']
         return out
 
     def evaluate(self, model, data, dev_dls, autocast) -> dict[str, float]:

@@ -28,7 +28,7 @@ from tests.support.finetune import job
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
-QA_COLUMNS = ['f1', 'exact', 'best_f1', 'best_exact', 'HasAns_exact', 'HasAns_f1', 'NoAns_exact', 'NoAns_f1']
+QA_COLUMNS = ['f1', 'no_answer_f1', 'exact', 'best_f1', 'best_exact', 'HasAns_exact', 'HasAns_f1', 'NoAns_exact', 'NoAns_f1']
 
 
 def demo_task(tmp_path: Path, extra: str = '', version: str = '2.0', sizes=None, test: bool = True) -> Path:
@@ -130,7 +130,7 @@ def test_metrics_follow_the_dev_files_version_and_the_official_names(tmp_path):
     v2 = QATask(read_task_file(demo_task(tmp_path / 'v2', test=False)))
     assert (v1.v2, v1.eval_kind, v1.metrics, v1.score_metric) == (False, 'squadv1', ('f1', 'exact'), 'f1')
     assert (v2.v2, v2.eval_kind, v2.metrics, v2.score_metric) == \
-        (True, 'squad', ('f1', 'exact', 'best_f1', 'best_exact', 'HasAns_f1', 'NoAns_f1'), 'f1')
+        (True, 'squad', ('f1', 'no_answer_f1', 'exact', 'best_f1', 'best_exact', 'HasAns_f1', 'NoAns_f1'), 'f1')
     assert v1.info.test_files == () and v1.info.dev_splits == ('dev',)
     # SQuAD 1.1's exact_match is the results table's `exact`; a wrong answer counts 0
     ex = v1.read('dev')
@@ -143,6 +143,11 @@ def test_metrics_follow_the_dev_files_version_and_the_official_names(tmp_path):
     odds = {e.id: 0.0 for e in ex}
     got = v2.scores(type('S', (), {'examples': ex})(), {e.id: e.gold_texts[0] for e in ex}, odds)
     assert got['f1'] == 0.0 and got['best_f1'] == 100.0 and math.isnan(got['NoAns_f1'])  # 0 > -2.75: all answer ""
+    assert got['no_answer_f1'] == 0.0  # every question answerable: answering none scores nothing
+    full = v2.read('dev')  # the baseline: the unanswerable share, whatever the predictions
+    got = v2.scores(type('S', (), {'examples': full})(), {e.id: 'x' for e in full}, {e.id: -9.0 for e in full})
+    assert got['no_answer_f1'] == pytest.approx(100 * sum(e.is_impossible for e in full) / len(full), abs=1e-12)
+    assert 0 < got['no_answer_f1'] < 100 and got['NoAns_f1'] == 0.0
     assert all(isinstance(v, float) for v in got.values())
     v2.spec = read_task_file(demo_task(tmp_path / 'v2', 'na_threshold: 0.5\n', test=False))  # the file's threshold
     assert v2.scores(type('S', (), {'examples': ex})(), {e.id: e.gold_texts[0] for e in ex}, odds)['f1'] == 100.0
@@ -292,7 +297,9 @@ def test_sweep_trains_scores_resumes_and_writes_the_official_files(tmp_path, qa_
     # the official evaluation of the written files gives the selected run's row of the results table
     best = rows.sort_values(['score', 'run'], ascending=[False, True]).iloc[0]
     got = squad_v2_eval(gold_answers(dev), preds, odds)
-    for col in QA_COLUMNS: assert got[col] == pytest.approx(best[col], abs=1e-9), col
+    for col in QA_COLUMNS:  # the official script's, and ours (no_answer_f1) from its counts
+        want = 100 * got['NoAns_total'] / got['total'] if col == 'no_answer_f1' else got[col]
+        assert want == pytest.approx(best[col], abs=1e-9), col
     # ... and they are that run's answers, not the other run's: its null odds, its n-best lists
     task, task_cfg = QATask(read_task_file(spec)), cfg.for_task('demo_squad')
     split = task.split('dev', qa_model[1], task_cfg, cfg.cache_dir)

@@ -4,6 +4,8 @@
 #   bash benchmarks/gpu_session.sh PART...
 # PART: tests (CUDA tests), demos (both README demos), wiki (Wikipedia pretraining, then STS-B fine-tuning of it),
 # bench (the pretraining step's variants), ablations (its per-item breakdown), finetune_bench (the fine-tuning step),
+# one_graph_tests (the CUDA tests and the one-graph step's tests), one_graph (the whole step as one CUDA graph beside
+# the model-scope fast step), wiki_step (the small recipe's driver with the whole step as one graph),
 # scaling (data-parallel pretraining over the visible GPUs; on a machine of several);
 # parts joined by + run at once (check = tests+demos+wiki), e.g. `bash benchmarks/gpu_session.sh tests+wiki bench`.
 # Results go to $OUT (or ./gpu_results): summary.txt, logs.tgz (every log and metrics file) and the benchmark JSON.
@@ -87,6 +89,24 @@ ablations() {  # the per-item breakdown
     --compile_mode reduce-overhead --ablations --rounds 3 --json "$out/gpu_pretrain_small_ablations.json"
 }
 
+one_graph_tests() {  # the CUDA tests, the one-graph step's tests among them
+  step one_graph_tests 170 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/training/test_one_graph.py -k "${TESTS_K:-not nothing}" \
+    tests/training/test_optim.py
+}
+
+one_graph() {  # the whole step as one graph (compile_scope step) beside the model-scope fast step, interleaved
+  step bench_one_graph 250 python3 -m electra.tools.bench pretrain --preset small --device cuda --compile \
+    --compile_mode reduce-overhead --compile_scope step --ablations --variants fast_model_scope --rounds 3 \
+    --json "$out/gpu_pretrain_small_one_graph.json"
+}
+
+wiki_step() {  # the real driver, small recipe, whole step as one graph: its own steps/s in metrics.csv
+  step wiki_small_step 110 python3 pretrain.py --config small --corpus "$data/wikipedia_leads.txt" --sentence_split none \
+    --device cuda --output_dir "$work/ck" --cache_dir "$work/cache" --run_name wiki_small_step --eval_examples 512 \
+    --log_every 100 --checkpoint_at 0.001 --compile true --compile_mode reduce-overhead --compile_scope step \
+    --pad_vocab_multiple 64
+}
+
 finetune_bench() {
   step bench_finetune 130 python3 -m electra.tools.bench finetune --preset small --device cuda --compile --rounds 3 \
     --profile --json "$out/gpu_finetune_small.json"
@@ -96,7 +116,7 @@ scaling() {  # data-parallel pretraining over 1, 2, 4, ... of the visible GPUs (
   step bench_scaling 420 python3 -m electra.tools.bench scaling --preset small --json "$out/gpu_scaling_small.json"
 }
 
-parts=(tests demos wiki bench ablations finetune_bench scaling)
+parts=(tests demos wiki bench ablations finetune_bench scaling one_graph_tests one_graph wiki_step)
 for arg in "$@"; do
   [ "$arg" = check ] && arg=tests+demos+wiki
   for p in ${arg//+/ }; do   # parts joined by + run at once (the GPU has room for all); the rest one after another

@@ -102,10 +102,14 @@ def sync_errors(start: int):
     return SyncErrors()
 
 
-@pytest.mark.parametrize('mode', [None, 'default', 'reduce-overhead'])
-def test_cuda_real_step_never_waits_for_the_host(mode):
-    "Eager, compiled and CUDA-graphed: between log steps nothing in the step synchronises (CUDA's detector raises)."
-    cfg = cfg_of(log_every=1000, compile=mode is not None, compile_mode=mode or 'default')
+@pytest.mark.parametrize('mode, scope', [(None, 'model'), ('default', 'model'), ('reduce-overhead', 'model'),
+                                         ('reduce-overhead', 'step')])
+def test_cuda_real_step_never_waits_for_the_host(mode, scope):
+    """Eager, compiled, CUDA-graphed, and the whole step as one CUDA graph: between log steps nothing in the step
+    synchronises (CUDA's detector raises)."""
+    cfg = cfg_of(log_every=1000, compile=mode is not None, compile_mode=mode or 'default', compile_scope=scope)
+    from torch._dynamo.utils import counters
+    counters.clear()
     runner = runners.LearnerRunner('t', cfg, model_of(cfg), data_of(cfg), CUDA, 'bf16')
     # CUDA graphs are recorded at the second and third calls (cudagraph trees warm up first): check the replays
     runner.learn.add_cb(sync_errors(5 if mode == 'reduce-overhead' else 2))
@@ -114,14 +118,31 @@ def test_cuda_real_step_never_waits_for_the_host(mode):
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert runner.compiled is (None if mode is None else True)
+    if scope == 'step': assert not counters['inductor']['cudagraph_skips'], dict(counters['inductor'])  # one CUDA graph
 
 
 def test_cuda_compiled_training_equals_eager():
     "inductor on the GPU: the same losses step after step as eager (no dropout), and compiled really ran."
     eager, _, _ = learner_losses(cfg_of(dropout=0.0), 'fp32', steps=4)
-    compiled, _, runner = learner_losses(cfg_of(dropout=0.0, compile=True), 'fp32', steps=4)
+    compiled, _, runner = learner_losses(cfg_of(dropout=0.0, compile=True, compile_scope='model'), 'fp32', steps=4)
     assert runner.compiled is True
     for (g1, d1), (g2, d2) in zip(eager, compiled):
+        assert g2 == pytest.approx(g1, rel=1e-3) and d2 == pytest.approx(d1, rel=1e-3)
+
+
+@pytest.mark.parametrize('mode', ['default', 'reduce-overhead'])
+def test_cuda_one_graph_step_equals_fastais_step(mode):
+    """The whole step compiled as one graph (inductor; with reduce-overhead one CUDA graph per step): fastai's eager
+    step's losses step after step (no dropout), and compiled really ran."""
+    eager, _, _ = learner_losses(cfg_of(dropout=0.0, clip_grad=0.05), 'fp32', steps=6)
+    cfg = cfg_of(dropout=0.0, clip_grad=0.05, compile=True, compile_scope='step', compile_mode=mode, log_every=1000)
+    one = []
+    runner = runners.LearnerRunner('t', cfg, model_of(cfg), data_of(cfg), CUDA, 'fp32')
+    runner.learn.add_cb(loss_log(one))
+    runner.loader.n = 6
+    runner.learn.fit(1)
+    assert runner.compiled is True and len(one) == 6
+    for (g1, d1), (g2, d2) in zip(eager, one):
         assert g2 == pytest.approx(g1, rel=1e-3) and d2 == pytest.approx(d1, rel=1e-3)
 
 

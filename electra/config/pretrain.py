@@ -145,6 +145,12 @@ class PretrainConfig:
     compile_mode: str = choice_field('default', ['default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs'],
                                      "torch.compile mode with `compile`: 'reduce-overhead' replays the step's graphs as "
                                      'CUDA graphs (GPU), removing the per-kernel launch cost of a small model')
+    compile_scope: str = choice_field('auto', ['auto', 'step', 'model'],
+                                      "with `compile`: 'step' compiles the whole step (forward, loss, backward, clipping, "
+                                      'optimizer) as one graph, one CUDA graph with reduce-overhead (torch >= 2.11; one '
+                                      "process, bf16 or fp32, no grad_accum_steps or two_stage); 'model' compiles the model "
+                                      "and the loss, the rest staying on the host; 'auto': 'step' where it can run, else "
+                                      "'model'")
     pad_vocab_multiple: int = field(0, 'pad the word-embedding rows (and generator vocab) to a multiple of N, e.g. 64 '
                                        'for tensor cores; padded ids are never predicted or sampled, exports are unpadded. 0: off')
 
@@ -195,6 +201,12 @@ class PretrainConfig:
                           f'learning rate never reaches lr ({self.lr:g}); lower --warmup_steps (the small recipe warms '
                           'up for 1% of its steps).', RunWarning, stacklevel=2)
         need(self.pad_vocab_multiple >= 0, 'pad_vocab_multiple', f'must be 0 (off) or positive, got {self.pad_vocab_multiple}.')
+        if self.compile and self.compile_scope == 'step':  # asked for: the step in one graph has no host events inside
+            need(self.grad_accum_steps == 1 and self.two_stage == 0, 'compile_scope',
+                 "'step' compiles one forward, backward and update per step: it cannot accumulate micro-batches "
+                 '(grad_accum_steps) or switch networks mid-run (two_stage). Use --compile_scope model.')
+            need(self.precision != 'fp16', 'compile_scope', "'step' runs bf16 or fp32; fp16 needs loss scaling, which "
+                                                            'skips steps on the host. Use --precision bf16, or --compile_scope model.')
 
     def _validate_objective(self) -> None:
         has_generator = self.objective != 'mlm' and not self.uniform_generator

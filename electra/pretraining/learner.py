@@ -48,6 +48,7 @@ from electra.training.checkpoint import (
 )
 from electra.training.distributed import finish_distributed, is_distributed, rank_seed, world
 from electra.training.files import atomic_write_text, is_main_process, lock_run_dir, release_run_dir
+from electra.training.one_graph import OneGraphStep, one_graph_supported
 from electra.training.optim import electra_opt_func, param_groups
 from electra.training.parallel import DataParallel
 from electra.training.schedule import warmup_decay_sched
@@ -107,11 +108,7 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tok
         MaskingCallback(masking, rank_seed(cfg.seed, world().rank), cfg.grad_accum_steps == 1),  # -5 before_batch:
                                                  # masks, draws the sampling noise
         DataParallel(cfg.loss_mean, cfg.seed) if is_distributed() else None,  # -4 before_fit: DDP, per-process streams
-        DeviceMixedPrecision(amp_mode=precision) if precision in ('bf16', 'fp16') else None,  # 10: autocast, scaler
-        GradientClip(cfg.clip_grad) if cfg.clip_grad > 0 else None,   # 11 before_step: global norm clipping at 1.0
-        GradientAccumulation(cfg.grad_accum_steps, tokenizer.pad_token_id, cfg.loss_mean, cfg.objective)
-        if cfg.grad_accum_steps > 1 else None,   # 11 before_batch: micro-batches but the last, forward and backward
-        CompileModel(mode=None if cfg.compile_mode == 'default' else cfg.compile_mode) if cfg.compile else None,  # 12
+        *_step_callbacks(cfg, tokenizer, precision),  # 10-12 or 65: autocast, clipping, micro-batches, compilation
         ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power, cfg.schedule,
                                                  cfg.two_stage_switch if cfg.two_stage_schedule == 'per_stage' else 0)}),
                                                  # 60 before_batch: the official lr at this step
@@ -121,6 +118,25 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tok
         Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict),  # 80
         StopOnInterrupt()]                       # 85 after_batch: Ctrl-C ends the fit after this step, checkpointed
     return learn.add_cbs([cb for cb in cbs if cb is not None])
+
+
+def _step_callbacks(cfg: PretrainConfig, tokenizer, precision: str) -> list:
+    """How a step runs: fastai's forward, backward and step with autocast (10), clipping (11 before_step),
+    micro-batches (11) and the model compiled (12); or, with `compile_scope` step (or auto where it can), all of it as
+    one graph (65)."""
+    mode = None if cfg.compile_mode == 'default' else cfg.compile_mode
+    if cfg.compile and cfg.compile_scope == 'step' and is_distributed():
+        raise ConfigError("compile_scope: 'step' runs in one process; under torchrun the gradients are averaged "
+                          'between the backward and the update. Use --compile_scope model (or auto).')
+    one_graph = cfg.compile_scope == 'step' or (cfg.compile_scope == 'auto' and not is_distributed() and
+                                                 precision != 'fp16' and cfg.grad_accum_steps == 1 and
+                                                 cfg.two_stage == 0 and one_graph_supported())
+    if cfg.compile and one_graph: return [OneGraphStep(cfg.clip_grad, precision, mode=mode)]
+    return [DeviceMixedPrecision(amp_mode=precision) if precision in ('bf16', 'fp16') else None,  # 10: autocast
+            GradientClip(cfg.clip_grad) if cfg.clip_grad > 0 else None,   # 11 before_step: global norm clipping at 1.0
+            GradientAccumulation(cfg.grad_accum_steps, tokenizer.pad_token_id, cfg.loss_mean, cfg.objective)
+            if cfg.grad_accum_steps > 1 else None,   # 11 before_batch: micro-batches but the last, forward and backward
+            CompileModel(mode=mode) if cfg.compile else None]  # 12
 
 
 def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: MaskingSettings, run_dir: Path,

@@ -49,39 +49,52 @@ class ElectraAdam(torch.optim.Optimizer):
             with torch.enable_grad(): loss = closure()
         for group in self.param_groups:
             params = [p for p in group['params'] if p.grad is not None]
-            if not params: continue
-            grads = [p.grad for p in params]
-            for p in params:
-                if not self.state[p]:
-                    self.state[p]['exp_avg'] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    self.state[p]['exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            ms = [self.state[p]['exp_avg'] for p in params]
-            vs = [self.state[p]['exp_avg_sq'] for p in params]
-            (self._fused_step if self.fused else self._foreach_step)(group, params, grads, ms, vs)
+            if params: self.update(group, params, [p.grad for p in params])
         return loss
 
-    def _fused_step(self, group, params, grads, ms, vs):
-        "torch's fused AdamW kernel at step 2^30: b^t underflows to 0, so both bias corrections are exactly 1."
+    def init_state(self, params: Iterable[torch.Tensor]) -> None:
+        "The moments of `params` that have none yet: zeros like the parameter."
+        for p in params:
+            if not self.state[p]:
+                self.state[p]['exp_avg'] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                self.state[p]['exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)
+
+    def update(self, group: dict, params: list[torch.Tensor], grads: list[torch.Tensor]) -> None:
+        "One group's update of `params` by their gradients `grads`."
+        self.init_state(params)
+        ms, vs = self.moments(params)
+        if not self.fused: return self.foreach_update(params, grads, ms, vs, group['lr'], *self.hypers(group))
         device = params[0].device
         if device not in self._no_correction:
             self._no_correction[device] = torch.tensor(2.0 ** 30, device=device)
-        b1, b2 = group['betas']
+        b1, b2, eps, wd = self.hypers(group)
+        # torch's fused AdamW kernel at step 2^30: b^t underflows to 0, so both bias corrections are exactly 1
         torch._fused_adamw_(params, grads, ms, vs, [], [self._no_correction[device]] * len(params), lr=group['lr'],
-                            beta1=b1, beta2=b2, weight_decay=0.0 if group['no_decay'] else group['weight_decay'],
-                            eps=group['eps'], amsgrad=False, maximize=False)
+                            beta1=b1, beta2=b2, weight_decay=wd, eps=eps, amsgrad=False, maximize=False)
+
+    def moments(self, params: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        "The first and second moments of `params` (`init_state` made them)."
+        return [self.state[p]['exp_avg'] for p in params], [self.state[p]['exp_avg_sq'] for p in params]
 
     @staticmethod
-    def _foreach_step(group, params, grads, ms, vs):
-        "The same update as multi-tensor foreach calls."
+    def hypers(group: dict) -> tuple[float, float, float, float]:
+        "(beta1, beta2, eps, weight decay) of a group; a `no_decay` group has no weight decay."
         b1, b2 = group['betas']
+        return b1, b2, group['eps'], 0.0 if group['no_decay'] else group['weight_decay']
+
+    @staticmethod
+    def foreach_update(params, grads, ms, vs, lr, b1: float, b2: float, eps: float, wd: float) -> None:
+        """The same update as multi-tensor foreach calls; `lr` a float or a 0-d tensor on the parameters' device (a
+        compiled step reads it when it runs, so a new rate needs no new graph; the fused kernel cannot be traced so)."""
         torch._foreach_lerp_(ms, grads, 1 - b1)                   # m = b1 m + (1 - b1) g
         torch._foreach_mul_(vs, b2)
         torch._foreach_addcmul_(vs, grads, grads, value=1 - b2)   # v = b2 v + (1 - b2) g^2
         denom = torch._foreach_sqrt(vs)
-        torch._foreach_add_(denom, group['eps'])                  # sqrt(v) + eps
-        lr, wd = group['lr'], 0.0 if group['no_decay'] else group['weight_decay']
+        torch._foreach_add_(denom, eps)                           # sqrt(v) + eps
         if wd: torch._foreach_mul_(params, 1 - lr * wd)           # theta - lr * wd * theta (decoupled) ...
-        torch._foreach_addcdiv_(params, ms, denom, value=-lr)     # ... - lr * m / (sqrt(v) + eps)
+        steps = torch._foreach_div(ms, denom)
+        torch._foreach_mul_(steps, lr)
+        torch._foreach_sub_(params, steps)                        # ... - lr * m / (sqrt(v) + eps)
 
 
 def param_groups(model: nn.Module, groups: Iterable[Iterable[str]] | None = None) -> list[dict]:

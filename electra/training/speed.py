@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from electra.config.base import RunWarning
 
-__all__ = ['try_compile', 'uncompile', 'DevicePrefetcher', 'DeviceDataLoaders', 'HostSyncCounter', 'SYNC_OPS']
+__all__ = ['try_compile', 'compile_failure', 'uncompile', 'DevicePrefetcher', 'DeviceDataLoaders', 'HostSyncCounter', 'SYNC_OPS']
 
 
 def uncompile(*modules: nn.Module) -> None:
@@ -38,13 +38,17 @@ def try_compile(modules: Iterable[nn.Module], trial: Callable[[], None], backend
         return True
     except Exception as e:  # any compiler failure (no C++ compiler, unsupported op, backend error) falls back
         uncompile(*modules)
-        root = e
-        while root.__cause__ is not None or getattr(root, 'inner_exception', None) is not None:  # the compiler's own error
-            root = getattr(root, 'inner_exception', None) or root.__cause__
-        reason = (str(root).strip().splitlines() or [''])[0][:200]
-        warnings.warn(f'compile: torch.compile of {what} failed ({type(root).__name__}: {reason}); running eagerly.',
+        warnings.warn(f'compile: torch.compile of {what} failed ({compile_failure(e)}); running eagerly.',
                       RunWarning, stacklevel=2)
         return False
+
+
+def compile_failure(e: Exception) -> str:
+    "'Type: first line' of the compiler's own error inside the exception `torch.compile` raised."
+    root = e
+    while root.__cause__ is not None or getattr(root, 'inner_exception', None) is not None:
+        root = getattr(root, 'inner_exception', None) or root.__cause__
+    return f"{type(root).__name__}: {(str(root).strip().splitlines() or [''])[0][:200]}"
 
 
 def _to_device(b, device: torch.device):

@@ -96,7 +96,8 @@ def test_compile_failure_falls_back_to_identical_eager_training():
     _, eager = _trained_params(tiny_cfg(num_hidden_layers=1))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
-        runner, fallback = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True), backend=broken_backend)
+        runner, fallback = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True, compile_scope='model'),
+                                          backend=broken_backend)
     msgs = [str(w.message) for w in caught if 'compile:' in str(w.message)]
     assert len(msgs) == 1 and 'simulated compiler failure' in msgs[0] and 'running eagerly' in msgs[0]
     assert '\n' not in msgs[0]
@@ -107,7 +108,8 @@ def test_compile_failure_falls_back_to_identical_eager_training():
 @pytest.mark.usefixtures('one_thread')
 def test_compile_success_keeps_state_dict_and_training():
     _, eager = _trained_params(tiny_cfg(num_hidden_layers=1, dropout=0.0))
-    runner, compiled = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True, dropout=0.0), backend='eager')
+    runner, compiled = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True, compile_scope='model', dropout=0.0),
+                                       backend='eager')
     assert runner.compiled is True and runner.learn.model._compiled_call_impl is not None
     assert compiled.keys() == eager.keys()                       # no `_orig_mod.` prefixes in checkpoints
     for k in eager: assert torch.allclose(eager[k], compiled[k], atol=1e-6), k
@@ -119,8 +121,8 @@ def test_cuda_graph_mode_marks_every_step_and_trains_as_eager(monkeypatch):
     marks = []
     monkeypatch.setattr(torch.compiler, 'cudagraph_mark_step_begin', lambda: marks.append(1))
     _, eager = _trained_params(tiny_cfg(num_hidden_layers=1, dropout=0.0), steps=3)
-    runner, graphed = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True, compile_mode='reduce-overhead',
-                                               dropout=0.0), backend='eager', steps=3)
+    runner, graphed = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True, compile_scope='model',
+                                               compile_mode='reduce-overhead', dropout=0.0), backend='eager', steps=3)
     assert runner.learn.compile_model.mode == 'reduce-overhead' and runner.compiled is True and len(marks) == 3
     for k in eager: assert torch.allclose(eager[k], graphed[k], atol=1e-6), k
 

@@ -33,6 +33,8 @@ def parse_args(argv=None):
                    'else fp32 (the baseline is always fp32)')
     p.add_argument('--compile', action='store_true', help='torch.compile the fast path (the `compile` config key)')
     p.add_argument('--compile_mode', default=None, help="torch.compile mode, e.g. 'max-autotune' (default: the default mode)")
+    p.add_argument('--compile_scope', default=None, choices=['model', 'step'], help="with --compile: 'step' compiles the "
+                   "whole step as one graph (the `compile_scope` config key; default: the preset's)")
     p.add_argument('--pad_vocab_multiple', type=int, default=None, help='default: 64 on GPU, 0 on CPU')
     p.add_argument('--steps', type=int, default=None, help='timed steps per round (default: 50 on GPU; on CPU 1 '
                    'pretraining, 3 fine-tuning)')
@@ -41,7 +43,8 @@ def parse_args(argv=None):
     p.add_argument('--n_batches', type=int, default=4, help='distinct synthetic batches, cycled')
     p.add_argument('--ablations', action='store_true', help='also time the in-between steps (per-item breakdown)')
     p.add_argument('--variants', default=None, help='with --ablations: only these in-between steps, comma-separated '
-                   '(+masked_head, +fused_adam, +no_sync, +bf16, learner_fp32, learner_eager, learner_compiled)')
+                   '(+masked_head, +fused_adam, +no_sync, +bf16, learner_fp32, learner_eager, learner_compiled, '
+                   'fast_model_scope)')
     p.add_argument('--check_sync', action='store_true', help='count host synchronisations in the real step')
     p.add_argument('--profile', action='store_true', help='after timing, print torch.profiler\'s top ops of the fast step')
     p.add_argument('--peak_tflops', type=float, default=None, help='peak FLOP/s for MFU (default: known GPUs only)')

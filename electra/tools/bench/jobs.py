@@ -66,7 +66,7 @@ def _pretrain_cfg(args) -> PretrainConfig:
     "The preset's config with the benchmark's batch shape and speed options; no checkpoints, metrics every 100 steps."
     cfg = load_config(PretrainConfig, ['--config', args.preset], preset_dir=PRESET_DIR)
     over = {'batch_size': args.batch_size, 'max_length': args.max_length, 'compile': args.compile,
-            'compile_mode': args.compile_mode,
+            'compile_mode': args.compile_mode, 'compile_scope': args.compile_scope,
             'pad_vocab_multiple': args.pad_vocab_multiple, 'checkpoint_at': [], 'log_every': 100, 'logger': 'none'}
     cfg = dataclasses.replace(cfg, **{k: v for k, v in over.items() if v is not None})
     cfg.validate()
@@ -102,6 +102,9 @@ def ablation_runners(args, cfg: PretrainConfig, base_model, model, batches, devi
         runners.append(LearnerRunner('learner_eager', eager, copy.deepcopy(model), batches, device, precision))
     if cfg.compile and cfg.compile_mode != 'default':  # compiled in the default mode, to isolate what the mode adds
         runners.append(LearnerRunner('learner_compiled', dataclasses.replace(cfg, compile_mode='default'),
+                                     copy.deepcopy(model), batches, device, precision))
+    if cfg.compile and cfg.compile_scope != 'model':  # the model and loss compiled, the rest on the host, as before
+        runners.append(LearnerRunner('fast_model_scope', dataclasses.replace(cfg, compile_scope='model'),
                                      copy.deepcopy(model), batches, device, precision))
     if args.variants:  # keep only the named in-between steps (baseline and fast always run)
         keep = set(args.variants.split(','))

@@ -126,7 +126,7 @@ class LearnerRunner(FitRunner):
 
     @property
     def compiled(self):
-        cb = getattr(self.learn, 'compile_model', None)
+        cb = getattr(self.learn, 'compile_model', None) or getattr(self.learn, 'one_graph_step', None)
         return None if cb is None else cb.compiled
 
 

@@ -1,0 +1,127 @@
+"""electra/training/one_graph.py: the whole pretraining step (forward, loss, backward, clipping, optimizer) as one
+function, and as one compiled graph, is the plain fastai Learner's step."""
+import pytest
+import torch
+from fastai.callback.core import Callback
+
+from electra.config.base import ConfigError, RunWarning
+from electra.tools.bench import runners
+from electra.training.one_graph import one_graph_supported, update_groups, whole_step
+from tests.support.tiny import batches, tiny_cfg, tiny_model
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+
+class LossLog(Callback):
+    "Keeps every step's (generator, discriminator) losses."
+    order = 71
+
+    def before_fit(self): self.losses = []
+
+    def after_batch(self): self.losses.append(torch.stack(self.loss_func.last).tolist())
+
+
+class CountingBackend:
+    "A torch.compile backend that counts the graphs it is given and runs them as aot_eager does."
+
+    def __init__(self): self.graphs = 0
+
+    def __call__(self, gm, inputs):
+        from torch._dynamo.backends.debugging import aot_eager
+        self.graphs += 1
+        return aot_eager(gm, inputs)
+
+
+def run_steps(cfg, precision='fp32', n=4, backend=None, compiled=None):
+    """`n` steps of the real pretraining Learner on the tiny model: fastai's step (`cfg.compile` off) or the whole
+    step (`compile_scope: step`), compiled with `backend` (None: the plain function). Returns (losses, weights)."""
+    torch.manual_seed(1)  # dropout
+    runner = runners.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg, n=n), torch.device('cpu'), precision)
+    cb = getattr(runner.learn, 'one_graph_step', None)
+    if cb is not None:
+        cb.to_compile, cb.backend = backend is not None, backend
+    log = LossLog()
+    runner.learn.add_cb(log)
+    runner.loader.n = n
+    runner.learn.fit(1)
+    if cb is not None: assert cb.compiled is (compiled if compiled is not None else True if backend else None)
+    return torch.tensor(log.losses), {k: v.clone() for k, v in runner.learn.model.state_dict().items()}
+
+
+def assert_same_run(a, b, atol):
+    (losses_a, weights_a), (losses_b, weights_b) = a, b
+    assert losses_a.shape == (4, 2)
+    torch.testing.assert_close(losses_a, losses_b, rtol=0, atol=atol)
+    for k in weights_a: torch.testing.assert_close(weights_a[k], weights_b[k], rtol=0, atol=atol, msg=k)
+
+
+@pytest.mark.parametrize('precision', ['fp32', 'bf16'])
+def test_the_whole_step_is_fastais_step(precision):
+    """Dropout on and a clipping threshold every step reaches: the same losses and weights after 4 steps as fastai's
+    step with MixedPrecision and GradientClip (only the update's rounding differs: foreach vs the fused kernel)."""
+    cfg = tiny_cfg(clip_grad=0.05, lr=1e-3)
+    plain = run_steps(cfg, precision)
+    step = run_steps(tiny_cfg(clip_grad=0.05, lr=1e-3, compile=True, compile_scope='step'), precision)
+    assert_same_run(plain, step, atol=1e-6)
+
+
+@pytest.mark.skipif(not one_graph_supported(), reason='torch < 2.11 cannot trace the backward into a graph')
+def test_the_compiled_whole_step_equals_the_eager_one():
+    """Compiled as one graph (aot_eager: the graph's own ops, no code generation), 4 steps with dropout give the
+    eager step's run (the backward reuses the forward's dropout masks), and the graph is compiled once though the
+    warm-up changes the rate at every step."""
+    cfg = tiny_cfg(clip_grad=0.05, lr=1e-3, compile=True, compile_scope='step')
+    backend = CountingBackend()
+    assert_same_run(run_steps(cfg), run_steps(cfg, backend=backend), atol=1e-6)
+    assert backend.graphs == 1
+
+
+@pytest.mark.skipif(not one_graph_supported(), reason='torch < 2.11 cannot trace the backward into a graph')
+def test_the_whole_step_traces_as_one_graph_without_a_break():
+    "dynamo finds one graph and no break in the whole step: forward, loss, backward, clipping, update."
+    cfg = tiny_cfg(dropout=0.0)
+    runner = runners.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg), torch.device('cpu'), 'fp32')
+    learn = runner.learn
+    learn.create_opt()
+    _, groups = update_groups(learn.opt.opt)
+    ids, tt = batches(cfg)[0]
+    learn.masking.before_fit()
+    learn.xb, learn.yb = (ids, tt), ()
+    learn.masking.before_batch()
+    lrs = [torch.tensor(1e-3) for _ in groups]
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        explained = torch._dynamo.explain(whole_step)(learn.model, learn.loss_func, groups, learn.xb, learn.yb, lrs, 1.0,
+                                                      None)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+@pytest.mark.parametrize('change, key', [(dict(precision='fp16'), 'compile_scope'),
+                                         (dict(grad_accum_steps=2), 'compile_scope'),
+                                         (dict(two_stage=0.5, generator_size=1.0, tie_weights='none'), 'compile_scope')])
+def test_what_the_one_graph_step_cannot_run_is_refused_up_front(change, key):
+    with pytest.raises(ConfigError, match=f'^{key}: '):
+        tiny_cfg(compile=True, compile_scope='step', **change).validate()
+    tiny_cfg(compile=False, compile_scope='step', **change).validate()  # the scope applies to a compiled step only
+    tiny_cfg(compile=True, compile_scope='auto', **change).validate()   # auto: the model scope where 'step' cannot run
+
+
+def test_auto_scope_is_the_whole_step_where_it_can_run_else_the_model():
+    "compile_scope auto picks the one-graph step in one process in fp32/bf16, fastai's step with the model compiled else."
+    from electra.pretraining.learner import _step_callbacks
+    names = lambda cbs: [type(cb).__name__ for cb in cbs if cb is not None]
+    cfg = tiny_cfg(compile=True)
+    assert names(_step_callbacks(cfg, None, 'bf16')) == (['OneGraphStep'] if one_graph_supported() else
+                                                        ['DeviceMixedPrecision', 'GradientClip', 'CompileModel'])
+    assert names(_step_callbacks(cfg, None, 'fp16')) == ['DeviceMixedPrecision', 'GradientClip', 'CompileModel']
+    assert names(_step_callbacks(tiny_cfg(compile=True, compile_scope='model'), None, 'fp32')) == [
+        'GradientClip', 'CompileModel']
+    assert names(_step_callbacks(tiny_cfg(compile=False), None, 'fp32')) == ['GradientClip']
+
+
+def test_a_failed_compilation_warns_once_and_runs_the_step_eagerly():
+    "A compiler that fails: one line saying so, and the run is the eager whole step's, untouched by the attempt."
+    def broken(gm, inputs): raise RuntimeError('simulated compiler failure')
+    cfg = tiny_cfg(clip_grad=0.05, lr=1e-3, compile=True, compile_scope='step')
+    with pytest.warns(RunWarning, match=r'^compile_scope step: torch.compile of the whole step failed \(.*simulated'):
+        failed = run_steps(cfg, backend=broken, compiled=False)
+    assert_same_run(run_steps(cfg), failed, atol=0)

@@ -189,9 +189,10 @@ def run_bytes(body: nn.Module, task_cfg: FinetuneConfig, autocast: torch.dtype |
 
 
 def stack_size(cfg: FinetuneConfig, task_cfg: FinetuneConfig, body: nn.Module, device: torch.device,
-               autocast: torch.dtype | None, todo: int) -> int:
+               autocast: torch.dtype | None, todo: int, share: int = 1) -> int:
     """How many of a task's `todo` runs to train at a time: `stack_runs`, or with 0 on a GPU as many as 80% of its
-    free memory holds (`run_bytes`), on the CPU one. A torchrun job trains each run over all its processes: one."""
+    free memory holds (`run_bytes`; a `share` of it when that many processes train on it at once), on the CPU one.
+    A torchrun job trains each run over all its processes: one."""
     from electra.config.base import ConfigError
     from electra.training.distributed import world
     if world().size > 1:
@@ -203,4 +204,4 @@ def stack_size(cfg: FinetuneConfig, task_cfg: FinetuneConfig, body: nn.Module, d
     if cfg.stack_runs: return min(cfg.stack_runs, todo)
     if device.type != 'cuda': return 1
     free, _ = torch.cuda.mem_get_info(device)
-    return max(1, min(todo, int(0.8 * free) // run_bytes(body, task_cfg, autocast)))
+    return max(1, min(todo, int(0.8 * free / share) // run_bytes(body, task_cfg, autocast)))

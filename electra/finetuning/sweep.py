@@ -30,7 +30,7 @@ from electra.training.files import atomic_save, atomic_write_text, is_main_proce
 from electra.training.sinks import start_neptune_run
 
 __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'RunJob', 'train_and_save', 'train_and_save_stack',
-           'run_sweep',
+           'train_jobs', 'stacks', 'run_sweep',
            'write_summary', 'write_test_predictions']
 
 
@@ -229,26 +229,39 @@ def train_and_save_stack(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob]
             for r, job in enumerate(jobs)]
 
 
-def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: ResultsTable, say) -> None:
-    """The runs of every task in this process, `stack_size` of them at a time (one: `train_and_save`, more:
-    `train_and_save_stack`), each finished run's row written at once."""
+def train_jobs(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob], body, device, autocast, pad_id: int,
+               say: Callable[[str], None]) -> list[dict]:
+    "The rows of `jobs`, runs of one task: one trained alone (`train_and_save`), more stacked (`train_and_save_stack`)."
+    if len(jobs) > 1: return train_and_save_stack(cfg, data, jobs, body, device, autocast, pad_id, say)
+    return [train_and_save(cfg, data, jobs[0], body, device, autocast, pad_id, say)]
+
+
+def stacks(cfg: FinetuneConfig, plan, body, device, autocast, say, workers: int = 1,
+           share: int = 1) -> Iterator[tuple[TaskData, list[RunJob]]]:
+    """The runs of `plan`, task by task, cut into the stacks trained together (`stack_size`, on a device `share`
+    processes train on at once; with `workers` processes at most a worker's share of a task's runs, so that none
+    waits while another trains them all)."""
     from electra.finetuning.stack import stack_size
+    for data, todo in plan:
+        size = min(stack_size(cfg, cfg.for_task(data.task.name), body, device, autocast, len(todo), share),
+                   -(-len(todo) // workers))
+        if size > 1: say(f'{data.task.name}: {size} runs at a time, stacked')
+        yield from ((data, todo[i:i + size]) for i in range(0, len(todo), size))
+
+
+def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: ResultsTable, say) -> None:
+    "The runs of every task in this process, a stack at a time (`stacks`), each finished run's row written at once."
     device, autocast = device_and_autocast(cfg.device, cfg.precision)
     pad_id, body = pad_token_id(tokenizer), pretrained.electra
     if world().size > 1: say(f'every run is trained by the {world().size} processes of this torchrun job together; '
                              f'batch_size is the global batch')
-    for data, todo in plan:
-        size = stack_size(cfg, cfg.for_task(data.task.name), body, device, autocast, len(todo))
-        if size > 1: say(f'{data.task.name}: {size} runs at a time, stacked')
-        for jobs in (todo[i:i + size] for i in range(0, len(todo), size)):
-            try:
-                rows = (train_and_save_stack(cfg, data, jobs, body, device, autocast, pad_id, say) if len(jobs) > 1
-                        else [train_and_save(cfg, data, jobs[0], body, device, autocast, pad_id, say)])
-            except KeyboardInterrupt:
-                raise TrainingStopped(f"by Ctrl-C during {jobs[0].task} {_runs([j.run for j in jobs])}; the "
-                                      f"{len(results.df)} finished run(s) are kept in {results.path}. Run the same "
-                                      f"command again to do the rest.") from None
-            for row in rows: results.add(row)
+    for data, jobs in stacks(cfg, plan, body, device, autocast, say):
+        try: rows = train_jobs(cfg, data, jobs, body, device, autocast, pad_id, say)
+        except KeyboardInterrupt:
+            raise TrainingStopped(f"by Ctrl-C during {jobs[0].task} {_runs([j.run for j in jobs])}; the "
+                                  f"{len(results.df)} finished run(s) are kept in {results.path}. Run the same "
+                                  f"command again to do the rest.") from None
+        for row in rows: results.add(row)
 
 
 def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,

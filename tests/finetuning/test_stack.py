@@ -189,3 +189,18 @@ def test_stacked_tagging_runs_are_the_runs_alone(tmp_path, tiny):
     alone, stacked = alone_and_stacked(cfg, data, no_dropout(model.electra))
     assert_runs_equal(alone, stacked, cfg, data)
 
+
+def test_worker_processes_train_the_stacks_of_one_process(tmp_path, glue_dir, tiny):
+    """`parallel_runs: 2`, 4 runs of RTE in stacks of 2 (dropout on): each worker trains a stack, and the table and the
+    weights are those of the same stacks trained in this process (a stack's dropout masks follow from its seeds)."""
+    tables, lines = {}, []
+    for n in (1, 2):
+        cfg = job(tmp_path / str(n), glue_dir, tasks=['RTE'], runs=4, stack_runs=2, parallel_runs=n, threads=1, predict=False)
+        tables[n] = sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=lines.append).df
+    assert lines.count('RTE: 2 runs at a time, stacked') == 2 and '4 runs on 2 worker processes' not in lines
+    assert any(l.startswith('2 stacks of runs on 2 worker processes') for l in lines), lines
+    varying = ['seconds', 'finished_at', 'checkpoint']
+    pd.testing.assert_frame_equal(tables[2].drop(columns=varying), tables[1].drop(columns=varying))
+    for mine, theirs in zip(tables[2]['checkpoint'], tables[1]['checkpoint']):
+        mine, theirs = (torch.load(p, weights_only=False)['model'] for p in (mine, theirs))
+        for k, v in theirs.items(): assert torch.equal(mine[k], v), k

@@ -48,22 +48,23 @@ def step_spy():
     return Spy()
 
 
-def alone_and_stacked(cfg, data, body, seeds=SEEDS):
+def alone_and_stacked(cfg, data, body, seeds=SEEDS, device=CPU, autocast=None):
     "Each seed's run alone (`train_run`) and all of them stacked (`train_stack`): models, histories, per-step losses."
     alone = []
     for seed in seeds:
         spy = step_spy()
-        model, history = learner.train_run(data, cfg, body, seed, CPU, None, 0, extra_cbs=(spy,))
+        model, history = learner.train_run(data, cfg, body, seed, device, autocast, 0, extra_cbs=(spy,))
         alone.append((model, history, torch.cat(spy.losses)))
     spy = step_spy()
-    stacked, one, histories = stack.train_stack(data, cfg, body, seeds, CPU, None, 0, extra_cbs=(spy,))
+    stacked, one, histories = stack.train_stack(data, cfg, body, seeds, device, autocast, 0, extra_cbs=(spy,))
     return alone, (stacked, one, histories, torch.stack(spy.losses))  # losses [steps, R]
 
 
 @torch.no_grad()
 def outputs(model, loader) -> list:
     "The model's outputs (eval mode) for each batch of an evaluation loader: logits, scores, or QA's dict of them."
-    return [model.eval()(*batch[:3]) for batch in loader]
+    device = next(model.parameters()).device
+    return [model.eval()(*(x.to(device) for x in batch[:3])) for batch in loader]
 
 
 def assert_runs_equal(alone, stacked_out, cfg, data, tol=1e-5, noise: tuple = ()):
@@ -204,3 +205,16 @@ def test_worker_processes_train_the_stacks_of_one_process(tmp_path, glue_dir, ti
     for mine, theirs in zip(tables[2]['checkpoint'], tables[1]['checkpoint']):
         mine, theirs = (torch.load(p, weights_only=False)['model'] for p in (mine, theirs))
         for k, v in theirs.items(): assert torch.equal(mine[k], v), k
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
+def test_cuda_stacked_runs_are_the_runs_alone_and_run_in_bf16(tmp_path, glue_dir, tiny):
+    """On a GPU, in fp32, each stacked run equals its run alone as on the CPU (uneven batches, clipping); in bf16 a
+    stack trains and its runs' losses stay within bf16 rounding of fp32's first step."""
+    model, tok = tiny
+    cfg, data = classification(tmp_path, glue_dir, tok, 'RTE', epochs=2, batch_size=12, lr=1e-3, length_bucketing=True)
+    cuda = torch.device('cuda')
+    alone, stacked = alone_and_stacked(cfg, data, no_dropout(model.electra), device=cuda)
+    assert_runs_equal([(m, h, l.cpu()) for m, h, l in alone], (*stacked[:3], stacked[3].cpu()), cfg, data)
+    _, bf16 = alone_and_stacked(cfg, data, no_dropout(model.electra), seeds=SEEDS[:2], device=cuda, autocast=torch.bfloat16)
+    torch.testing.assert_close(bf16[3][0].cpu(), stacked[3][0, :2].cpu(), rtol=2e-2, atol=0)

@@ -55,6 +55,10 @@ class FinetuneConfig:
     num_workers: int = field(0, 'DataLoader worker processes')
     parallel_runs: int = field(0, 'runs trained at once, each in a worker process of its own taking runs from a shared '
                                   'queue, on the visible GPUs in turn (0: one per visible GPU; 1 on the CPU)')
+    stack_runs: int = field(0, 'runs of a task trained together in one model pass (torch.func.vmap over their stacked '
+                               'weights), each the run it is alone but for its dropout masks (docs/fidelity.md); 0: '
+                               'all runs of a task on a GPU as far as its free memory holds them, 1 on the CPU; '
+                               '1: one run at a time')
     dist_timeout: int = field(1800, 'seconds a process of a torchrun job waits for the others before it stops the job')
     threads: int | str = field('auto', THREADS_HELP)
     logger: str = choice_field('none', ['none', 'neptune'],
@@ -114,6 +118,7 @@ class FinetuneConfig:
         need(self.model != '', 'model', 'give a .pth checkpoint, a save_pretrained directory or a hub name.')
         need(self.num_workers >= 0, 'num_workers', f'must be non-negative, got {self.num_workers}.')
         need(self.parallel_runs >= 0, 'parallel_runs', f'must be non-negative (0: one per GPU), got {self.parallel_runs}.')
+        need(self.stack_runs >= 0, 'stack_runs', f'must be non-negative (0: auto, 1: no stacking), got {self.stack_runs}.')
         need(self.dist_timeout > 0, 'dist_timeout', f'must be a positive number of seconds, got {self.dist_timeout}.')
         threads_setting(self.threads)
         need(1 <= self.ensemble_k <= self.runs, 'ensemble_k', f'must be between 1 and runs ({self.runs}), got {self.ensemble_k}.')

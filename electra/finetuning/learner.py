@@ -66,39 +66,43 @@ def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | No
 
 # -- one run
 
-def _epoch_eval_callback(evaluate: Callable[[], dict], report: Callable[[int, float, dict], None]):
+def _epoch_eval_callback(evaluates: list[Callable[[], dict]], reports: list[Callable[[int, float, dict], None]]):
+    "The epoch's scoring of R runs trained together (R = 1 but for a stack, `electra.finetuning.stack`): `evaluates[r]` and `reports[r]` are run r's."
     from fastai.callback.core import Callback
 
     class EpochEval(Callback):
-        "Sums the training loss on the device and, after each epoch, scores the dev sets and reports its mean (no per-step reads)."
+        "Sums each run's training loss on the device and, after each epoch, scores its dev sets and reports its mean (no per-step reads)."
         order = 70
 
         def before_epoch(self): self.loss_sum, self.n = 0.0, 0
 
         def after_batch(self):
             if not self.training: return
-            # this process's sum and count (examples; tagging's 'token': words), whatever the reduction trained on
-            part, n = self.loss_func.local_sum.detach().float(), self.loss_func.local_count.detach()
+            # this process's sums and counts [R] (examples; tagging's 'token': words), whatever the reduction trained on
+            part, n = self.loss_func.local_sum.detach().float().reshape(-1), self.loss_func.local_count.detach().reshape(-1)
             self.loss_sum, self.n = self.loss_sum + part, self.n + n
 
         def after_epoch(self):
             total = all_reduce_sum(torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in (self.loss_sum, self.n)]))
-            loss = float(total[0] / total[1].clamp(min=1))
-            self.history.append({'epoch': self.epoch, 'train_loss': loss, **evaluate()})
-            report(self.epoch, loss, self.history[-1])
+            losses = (total[0] / total[1].clamp(min=1)).tolist()  # [R]
+            for history, evaluate, report, loss in zip(self.histories, evaluates, reports, losses):
+                history.append({'epoch': self.epoch, 'train_loss': loss, **evaluate()})
+                report(self.epoch, loss, history[-1])
 
-        def before_fit(self): self.history = []
+        def before_fit(self): self.histories = [[] for _ in evaluates]
 
     return EpochEval()
 
 
 def finetuning_learner(model: nn.Module, train_dl, valid_dls: list, task_cfg: FinetuneConfig, loss_func,
-                       device: torch.device, autocast: torch.dtype | None, cbs: tuple = (), n_inp: int = 3):
+                       device: torch.device, autocast: torch.dtype | None, cbs: tuple = (), n_inp: int = 3,
+                       clip=None):
     """The fastai Learner of one fine-tuning run (run_finetuning.py): ElectraAdam over the layer-wise groups, warm-up and linear
     decay applied together at every step, gradient clipping, and mixed precision when `autocast` is set. fastai's own
     validation pass is skipped (the dev sets are scored by the caller, see `train_run`), and there is no Recorder or
     progress bar: both read the loss off the device at every step. `loss_func` and `n_inp` (the model's inputs at
-    the front of a batch) are the task kind's. `learn.layer_lrs`: each group's peak rate, to be given to `fit`."""
+    the front of a batch) are the task kind's. `clip`: the clipping callback's class (default fastai's `GradientClip`, the
+    global norm of all parameters; a stack's is per run). `learn.layer_lrs`: each group's peak rate, to be given to `fit`."""
     from fastai.callback.core import Callback, CancelValidException, TrainEvalCallback
     from fastai.callback.schedule import ParamScheduler
     from fastai.callback.training import GradientClip
@@ -117,7 +121,7 @@ def finetuning_learner(model: nn.Module, train_dl, valid_dls: list, task_cfg: Fi
     sched = warmup_decay_sched(lrs, int(task_cfg.warmup_fraction * total), total, task_cfg.decay_power,
                                task_cfg.schedule)
     cbs = [TrainEvalCallback(), SkipValidation(), ParamScheduler({'lr': sched}), *cbs]
-    if task_cfg.clip_grad: cbs.append(GradientClip(task_cfg.clip_grad))
+    if task_cfg.clip_grad: cbs.append((clip or GradientClip)(task_cfg.clip_grad))
     if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
     # fastai needs a validation loader to exist even though its pass is skipped
     learn = Learner(DeviceDataLoaders(train_dl, *(valid_dls or [train_dl]), device=device, n_inp=n_inp), model,
@@ -144,10 +148,10 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
     pin, shard = device.type == 'cuda', ((dist.get_rank(), dist.get_world_size()) if is_distributed() else None)
     train_dl = task.loader(data.train, task_cfg, pad_id, True, seed, shard, pin)
     dev_dls = {s: task.loader(e, task_cfg, pad_id, False, 0, shard, pin) for s, e in data.dev.items()}
-    evaluator = _epoch_eval_callback(lambda: task.evaluate(model, data, dev_dls, autocast), report or (lambda *a: None))
+    evaluator = _epoch_eval_callback([lambda: task.evaluate(model, data, dev_dls, autocast)], [report or (lambda *a: None)])
     from electra.training.parallel import DataParallel
     parallel = (DataParallel('global', seed),) if is_distributed() else ()  # every run over all the job's processes
     learn = finetuning_learner(model, train_dl, list(dev_dls.values()), task_cfg, task.loss_func(model, task_cfg),
                                device, autocast, (evaluator, *parallel, *extra_cbs), task.n_inp)
     learn.fit(task_cfg.epochs, lr=learn.layer_lrs)
-    return model, evaluator.history
+    return model, evaluator.histories[0]

@@ -29,7 +29,8 @@ from electra.training.distributed import world
 from electra.training.files import atomic_save, atomic_write_text, is_main_process
 from electra.training.sinks import start_neptune_run
 
-__all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'RunJob', 'train_and_save', 'run_sweep',
+__all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'RunJob', 'train_and_save', 'train_and_save_stack',
+           'train_jobs', 'stacks', 'run_sweep',
            'write_summary', 'write_test_predictions']
 
 
@@ -173,11 +174,10 @@ def _check_lengths(cfg: FinetuneConfig, positions: int) -> None:
                               f"Set task_overrides.{name}.max_length (or max_length in its task file) to at most {positions}.")
 
 
-def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, device, autocast, pad_id: int,
-                   say: Callable[[str], None]) -> dict:
-    "Train one run, save its weights to `job.checkpoint` (main process), and return its row of the results table."
+def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[str], None], start: float):
+    "A run's epoch report (the log line, Neptune's series) and its Neptune run (or None)."
     task, task_cfg = data.task, cfg.for_task(data.task.name)
-    nrun, start = _neptune_run(cfg, task.name, job.run, job.seed, task_cfg), time.perf_counter()
+    nrun = _neptune_run(cfg, task.name, job.run, job.seed, task_cfg)
 
     def report(epoch, loss, metrics):
         shown = ', '.join(f'{m} {metrics[m]:.2f}' for m in dev_metric_names(task))
@@ -186,9 +186,13 @@ def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, devic
         if nrun is not None:
             nrun['train/loss'].append(loss)
             for m in dev_metric_names(task): nrun[f'dev/{m}'].append(metrics[m])
+    return report, nrun
 
-    model, history = train_run(data, task_cfg, body, job.seed, device, autocast, pad_id, report)
-    final = history[-1]
+
+def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: list[dict], body, nrun,
+              start: float) -> dict:
+    "Save a trained run's weights to `job.checkpoint` (main process), close its Neptune run, and return its row."
+    task, task_cfg, final = data.task, cfg.for_task(data.task.name), history[-1]
     if is_main_process():
         atomic_save({'format': 'electra-finetuned', 'kind': task.kind, 'task': task.name, 'run': job.run, 'seed': job.seed,
                      'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
@@ -201,6 +205,63 @@ def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, devic
             'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'model_fingerprint': job.model,
             'checkpoint': str(job.checkpoint),
             'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')}
+
+
+def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, device, autocast, pad_id: int,
+                   say: Callable[[str], None]) -> dict:
+    "Train one run, save its weights to `job.checkpoint` (main process), and return its row of the results table."
+    start = time.perf_counter()
+    report, nrun = _reporter(cfg, data, job, say, start)
+    model, history = train_run(data, cfg.for_task(data.task.name), body, job.seed, device, autocast, pad_id, report)
+    return _save_run(cfg, data, job, model, history, body, nrun, start)
+
+
+def train_and_save_stack(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob], body, device, autocast, pad_id: int,
+                         say: Callable[[str], None]) -> list[dict]:
+    """Train runs of one task together (`electra.finetuning.stack`), save each one's weights and return their rows, as
+    `train_and_save` does each alone; a row's `seconds` is the stack's time."""
+    from electra.finetuning.stack import train_stack
+    start = time.perf_counter()
+    reporters = [_reporter(cfg, data, job, say, start) for job in jobs]
+    stacked, run_model, histories = train_stack(data, cfg.for_task(data.task.name), body, [j.seed for j in jobs], device,
+                                          autocast, pad_id, [report for report, _ in reporters])
+    return [_save_run(cfg, data, job, stacked.copy_run_to(r, run_model), histories[r], body, reporters[r][1], start)
+            for r, job in enumerate(jobs)]
+
+
+def train_jobs(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob], body, device, autocast, pad_id: int,
+               say: Callable[[str], None]) -> list[dict]:
+    "The rows of `jobs`, runs of one task: one trained alone (`train_and_save`), more stacked (`train_and_save_stack`)."
+    if len(jobs) > 1: return train_and_save_stack(cfg, data, jobs, body, device, autocast, pad_id, say)
+    return [train_and_save(cfg, data, jobs[0], body, device, autocast, pad_id, say)]
+
+
+def stacks(cfg: FinetuneConfig, plan, body, device, autocast, say, workers: int = 1,
+           share: int = 1) -> Iterator[tuple[TaskData, list[RunJob]]]:
+    """The runs of `plan`, task by task, cut into the stacks trained together (`stack_size`, on a device `share`
+    processes train on at once; with `workers` processes at most a worker's share of a task's runs, so that none
+    waits while another trains them all)."""
+    from electra.finetuning.stack import stack_size
+    for data, todo in plan:
+        size = min(stack_size(cfg, cfg.for_task(data.task.name), body, device, autocast, len(todo), share),
+                   -(-len(todo) // workers))
+        if size > 1: say(f'{data.task.name}: {size} runs at a time, stacked')
+        yield from ((data, todo[i:i + size]) for i in range(0, len(todo), size))
+
+
+def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: ResultsTable, say) -> None:
+    "The runs of every task in this process, a stack at a time (`stacks`), each finished run's row written at once."
+    device, autocast = device_and_autocast(cfg.device, cfg.precision)
+    pad_id, body = pad_token_id(tokenizer), pretrained.electra
+    if world().size > 1: say(f'every run is trained by the {world().size} processes of this torchrun job together; '
+                             f'batch_size is the global batch')
+    for data, jobs in stacks(cfg, plan, body, device, autocast, say):
+        try: rows = train_jobs(cfg, data, jobs, body, device, autocast, pad_id, say)
+        except KeyboardInterrupt:
+            raise TrainingStopped(f"by Ctrl-C during {jobs[0].task} {_runs([j.run for j in jobs])}; the "
+                                  f"{len(results.df)} finished run(s) are kept in {results.path}. Run the same "
+                                  f"command again to do the rest.") from None
+        for row in rows: results.add(row)
 
 
 def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
@@ -225,17 +286,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
             raise TrainingStopped(f"by Ctrl-C; the {len(results.df)} finished run(s) are kept in {results.path}. Run the "
                                   f"same command again to do the rest.") from None
         return results
-    device, autocast = device_and_autocast(cfg.device, cfg.precision)
-    pad_id = pad_token_id(tokenizer)
-    if world().size > 1: say(f'every run is trained by the {world().size} processes of this torchrun job together; '
-                             f'batch_size is the global batch')
-    for data, todo in plan:
-        for job in todo:
-            try: row = train_and_save(cfg, data, job, pretrained.electra, device, autocast, pad_id, say)
-            except KeyboardInterrupt:
-                raise TrainingStopped(f"by Ctrl-C during {job.task} run {job.run}; the {len(results.df)} finished run(s) are "
-                                      f"kept in {results.path}. Run the same command again to do the rest.") from None
-            results.add(row)
+    _train_in_turn(cfg, plan, pretrained, tokenizer, results, say)
     return results
 
 

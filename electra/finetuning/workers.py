@@ -26,7 +26,7 @@ import torch
 from electra.config.base import ConfigError, TrainingStopped
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.tasks.base import TaskData
-from electra.finetuning.sweep import RunJob, train_and_save
+from electra.finetuning.sweep import RunJob, _runs, stacks, train_jobs
 from electra.pretraining.export import quiet_transformers
 from electra.training.device import cpu_threads
 from electra.training.distributed import world
@@ -72,7 +72,7 @@ class _Worker:
     proc: subprocess.Popen
     jobs: Connection
     replies: Connection
-    job: RunJob | None = None
+    jobs_now: list[RunJob] | None = None  # the runs it is training (a stack: several of one task)
     stopped: bool = False
 
 
@@ -102,7 +102,7 @@ def _stop_all(workers: list[_Worker]) -> None:
 
 
 def _failed(w: _Worker, what: str, done: int) -> TrainingStopped:
-    during = f' during {w.job.task} run {w.job.run}' if w.job else ''
+    during = f' during {w.jobs_now[0].task} {_runs([j.run for j in w.jobs_now])}' if w.jobs_now else ''
     err = TrainingStopped(f"fine-tuning worker {w.index} ({w.device}) {what}{during}; the {done} run(s) finished in this "
                           f"sweep are kept in the results table. Run the same command again to do the rest.")
     err.exit_status = 1
@@ -121,8 +121,8 @@ def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> 
                 if not w.stopped: raise _failed(w, f'died (exit status {w.proc.wait()})', done) from None
                 continue
             if msg[0] == 'ready':
-                w.job = None
-                if queue: data, w.job = queue.popleft(); w.jobs.send(('run', data, w.job))
+                w.jobs_now = None
+                if queue: data, w.jobs_now = queue.popleft(); w.jobs.send(('run', data, w.jobs_now))
                 else: w.stopped = True; w.jobs.send(('stop',))
             elif msg[0] == 'log': say(f'[worker {w.index}] {msg[1]}')
             elif msg[0] == 'row': done += 1; yield msg[1]
@@ -132,19 +132,24 @@ def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> 
 
 def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]], pretrained, tokenizer, n: int,
                    say: Callable[[str], None] = print) -> Iterator[dict]:
-    """Train the runs of `plan` on `n` worker processes (fewer when there are fewer runs), yielding each finished run's
-    row of the results table as it comes."""
-    queue = deque((data, job) for data, todo in plan for job in todo)
-    n = min(n, len(queue))
+    """Train the runs of `plan` on `n` worker processes (fewer when there are fewer runs), a stack of runs of one task
+    at a time (`sweep.stacks`), yielding each finished run's row of the results table as it comes."""
+    n = min(n, sum(len(todo) for _, todo in plan))
     if not n: return
     devices = worker_devices(cfg.device, n)
+    from electra.finetuning.learner import device_and_autocast
+    device, autocast = device_and_autocast(devices[0], cfg.precision)
+    share = -(-n // len(set(devices)))  # workers training on one device at once
+    queue = deque(stacks(cfg, plan, pretrained.electra, device, autocast, say, n, share))
+    n, devices = min(n, len(queue)), devices[:len(queue)]
     threads = cpu_threads(cfg.threads, n)  # the job's threads shared out among the workers, never oversubscribed
     out = Path(cfg.output_dir) / cfg.group
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='.pretrained-', dir=out) as model_dir:
         with quiet_transformers(): pretrained.save_pretrained(model_dir)  # the workers load exactly these weights
         tokenizer.save_pretrained(model_dir)
-        say(f'{len(queue)} runs on {n} worker processes: ' + ', '.join(f'worker {k} on {d}' for k, d in enumerate(devices))
+        what = f'{len(queue)} runs' if all(len(jobs) == 1 for _, jobs in queue) else f'{len(queue)} stacks of runs'
+        say(f'{what} on {n} worker processes: ' + ', '.join(f'worker {k} on {d}' for k, d in enumerate(devices))
             + f'; {threads} each')
         workers = []
         try:
@@ -170,10 +175,10 @@ def worker_main(jobs_fd: int, replies_fd: int) -> int:
             replies.send(('ready',))
             msg = jobs.recv()
             if msg[0] == 'stop': return 0
-            _, data, job = msg
-            row = train_and_save(cfg, data, job, pretrained.electra, device, autocast, pad_id,
-                                 lambda line: replies.send(('log', line)))
-            replies.send(('row', row))
+            _, data, jobs_now = msg
+            for row in train_jobs(cfg, data, jobs_now, pretrained.electra, device, autocast, pad_id,
+                                  lambda line: replies.send(('log', line))):
+                replies.send(('row', row))
     except KeyboardInterrupt: return 130  # the main process says what was kept
     except ConfigError as e: replies.send(('config_error', str(e)))
     except Exception: replies.send(('error', traceback.format_exc().rstrip()))

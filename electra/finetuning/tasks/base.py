@@ -49,6 +49,7 @@ class FinetuningTask:
     front of each training batch; the rest are the loss's targets) and implements the methods below."""
     kind = ''
     n_inp = 3
+    pad_target = 0  # a token-level target's value at the positions that even out stacked runs' batches (tagging: ignored)
 
     def __init__(self, info: GlueTask): self.info = info
 

@@ -28,7 +28,8 @@ from electra.config.base import ConfigError
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
 from electra.finetuning.tasks.glue.tasks import GlueTask
 from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, read_tagging_files
-from electra.finetuning.tasks.tagging.encoding import EncodedTagging, encode_tagging, make_tagging_loader, word_predictions
+from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagging, encode_tagging, make_tagging_loader,
+                                                      word_predictions)
 
 __all__ = ['TaggingSpec', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
 
@@ -97,6 +98,7 @@ class TaggingSplit:
 class TaggingTask(FinetuningTask):
     "A token tagging task from files; its files are read and checked when it is made (scheme, tags known in training)."
     kind = 'tagging'
+    pad_target = IGNORE_INDEX  # labels of the positions that even out stacked runs' batches: not scored
 
     def __init__(self, spec: TaggingSpec):
         self.spec = spec

@@ -20,7 +20,7 @@ __all__ = ['FinetuneConfig', 'TASK_KEYS', 'is_task_file']
 TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'eval_batch_size', 'max_length',
              'warmup_fraction', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps',
              'clip_grad', 'dropout', 'double_unordered', 'drop_empty', 'max_train_samples', 'stsb_scale',
-             'length_bucketing', 'loss_reduction')
+             'length_bucketing', 'length_buckets', 'loss_reduction')
 
 
 def is_task_file(entry: str) -> bool:
@@ -94,6 +94,9 @@ class FinetuneConfig:
     dropout: float = field(0.1, 'dropout on the [CLS] vector before the output layer')
     length_bucketing: bool = field(False, 'train on batches of examples of similar length (less padding, faster; batches '
                                           'differ from the official random ones: docs/fidelity.md)')
+    length_buckets: list[int] = field([], 'pad every batch up to the smallest of these lengths that holds it, e.g. '
+                                          '[32, 64, 128]: a few fixed shapes for compiled code instead of one per '
+                                          'batch length (padding is masked: the same results); empty: to the longest')
     stsb_scale: float = field(5.0, 'STS-B scores are learned divided by this: 5 as the official code (targets in [0, 1]); '
                                    '1 learns the raw 0-5 scores as the replication does. Predictions are always 0-5')
     double_unordered: bool = field(True, 'train on both segment orders for tasks whose segments are unordered (MRPC, STS-B); '
@@ -162,6 +165,11 @@ class FinetuneConfig:
         need(self.adam_eps > 0, 'adam_eps', f'must be positive, got {self.adam_eps}.')
         need(self.clip_grad >= 0, 'clip_grad', f'must be non-negative (0 disables), got {self.clip_grad}.')
         need(0 <= self.dropout < 1, 'dropout', f'must be in [0, 1), got {self.dropout}.')
+        need(all(isinstance(b, int) and b > 0 for b in self.length_buckets), 'length_buckets',
+             f'must be positive lengths, got {self.length_buckets}.')
+        need(not self.length_buckets or max(self.length_buckets) >= self.max_length, 'length_buckets',
+             f'the largest ({max(self.length_buckets, default=0)}) must hold max_length ({self.max_length}), or the '
+             f'longest batches keep lengths of their own: add {self.max_length}.')
         need(self.max_train_samples >= 0, 'max_train_samples', f'must be non-negative (0: all), got {self.max_train_samples}.')
 
     def file_tasks(self) -> dict:

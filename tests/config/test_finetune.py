@@ -37,6 +37,27 @@ def test_task_overrides_are_validated():
     assert (cfg.for_task('CoLA').lr, cfg.for_task('CoLA').layer_lr_mode, cfg.for_task('SST-2').lr) == (2e-4, 'intended', 1e-4)
 
 
+def test_length_buckets_are_checked_and_reach_the_task_s_loaders():
+    "Buckets must be positive and hold max_length; a task's own buckets (task_overrides) reach its loaders' batches."
+    import numpy as np
+    from electra.finetuning.tasks.classification import ClassificationTask
+    from electra.finetuning.tasks.glue.encoding import Encoded
+    with pytest.raises(ConfigError, match=r'^length_buckets: must be positive lengths, got \[0, 128\]'):
+        config_from_dict(FinetuneConfig, {'length_buckets': [0, 128]})
+    with pytest.raises(ConfigError, match=r'^length_buckets: the largest \(64\) must hold max_length \(128\).*add 128'):
+        config_from_dict(FinetuneConfig, {'length_buckets': [32, 64]})
+    cfg = config_from_dict(FinetuneConfig, {'batch_size': 2, 'eval_batch_size': 2,
+                                            'task_overrides': {'RTE': {'length_buckets': [16, 128]}}})
+    assert cfg.length_buckets == [] and cfg.for_task('RTE').length_buckets == [16, 128]
+    lengths = np.array([5, 3, 9, 20])  # token i of example j is j
+    enc = Encoded(np.concatenate([np.full(n, j) for j, n in enumerate(lengths)]), np.cumsum([0, *lengths]),
+                  lengths, np.zeros(4, dtype=np.int64), np.arange(4))
+    task = ClassificationTask.__new__(ClassificationTask)
+    for train in (True, False):
+        widths = sorted(b[0].shape[1] for b in task.loader(enc, cfg.for_task('RTE'), 0, train))
+        assert widths == [16, 128] if not train else set(widths) <= {16, 128}
+
+
 def test_finetuning_trains_on_random_batches_by_default():
     from electra.config.finetune import FinetuneConfig
     assert FinetuneConfig().length_bucketing is False and FinetuneConfig().for_task('MRPC').length_bucketing is False

@@ -66,8 +66,9 @@ class ClassificationTask(FinetuningTask):
 
     def loader(self, enc, task_cfg, pad_id, train, seed=0, shard=None, pin=False):
         if train: return make_loader(enc, task_cfg.batch_size, True, pad_id, seed, task_cfg.num_workers, pin,
-                                     task_cfg.length_bucketing, shard)  # `batch_size`: the global batch under torchrun
-        return make_loader(enc, task_cfg.eval_batch_size, False, pad_id, 0, task_cfg.num_workers, pin, shard=shard)
+                                     task_cfg.length_bucketing, shard, task_cfg.length_buckets)  # the global batch
+        return make_loader(enc, task_cfg.eval_batch_size, False, pad_id, 0, task_cfg.num_workers, pin, shard=shard,
+                           buckets=task_cfg.length_buckets)
 
     def evaluate(self, model, data, dev_dls, autocast) -> dict[str, float]:
         from electra.finetuning.learner import predict_outputs

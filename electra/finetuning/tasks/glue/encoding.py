@@ -12,6 +12,7 @@ import hashlib
 import io
 import math
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.glue.sources import Examples
 from electra.training.files import atomic_write_bytes, is_main_process
 
-__all__ = ['truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
+__all__ = ['padded_length', 'truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
            'make_loader', 'NPZ_DAMAGED']
 
 _CACHE_VERSION = 1
@@ -175,18 +176,25 @@ class LoaderIndices:
     def __getitem__(self, i: int) -> int: return i
 
 
-class _Collate:
-    """Pads one batch of encoded examples to its longest: (input_ids, attention_mask, token_type_ids, labels), and
-    with `weights` each example's weight (0 for a stand-in written -(i + 1), see `ShardedBatchSampler`)."""
+def padded_length(longest: int, buckets: Sequence[int] = ()) -> int:
+    """The length a batch whose longest example has `longest` tokens is padded to: the smallest of `buckets` that holds
+    it (a few fixed lengths: a compiled step sees a few shapes, not one per batch), else `longest` itself."""
+    return min((b for b in buckets if b >= longest), default=longest)
 
-    def __init__(self, enc: Encoded, pad_id: int, weights: bool = False):
-        self.enc, self.pad_id, self.lengths, self.weights = enc, pad_id, enc.lengths, weights
+
+class _Collate:
+    """Pads one batch of encoded examples to its longest (or the bucket that holds it, `padded_length`):
+    (input_ids, attention_mask, token_type_ids, labels), and with `weights` each example's weight (0 for a stand-in
+    written -(i + 1), see `ShardedBatchSampler`)."""
+
+    def __init__(self, enc: Encoded, pad_id: int, weights: bool = False, buckets: Sequence[int] = ()):
+        self.enc, self.pad_id, self.lengths, self.weights, self.buckets = enc, pad_id, enc.lengths, weights, buckets
 
     def __call__(self, pick: list[int]):
         pick = np.asarray(pick, dtype=np.int64)
         weight, pick = (pick >= 0).astype(np.float32), np.where(pick >= 0, pick, -pick - 1)
         lengths = self.lengths[pick]
-        ids = np.full((len(pick), int(lengths.max())), self.pad_id, dtype=np.int64)
+        ids = np.full((len(pick), padded_length(int(lengths.max()), self.buckets)), self.pad_id, dtype=np.int64)
         pos = np.arange(ids.shape[1])[None, :]
         mask, types = pos < lengths[:, None], pos >= self.enc.n_first[pick][:, None]
         for r, i in enumerate(pick): ids[r, :lengths[r]] = self.enc.tokens(i)
@@ -197,12 +205,13 @@ class _Collate:
 
 def make_loader(enc: Encoded, batch_size: int, shuffle: bool, pad_id: int, seed: int = 0, num_workers: int = 0,
                 pin_memory: bool = False, bucketing: bool = True,
-                shard: tuple[int, int] | None = None) -> torch.utils.data.DataLoader:
-    """A loader of batches padded to their longest example (`LengthBatchSampler`: random or length-bucketed training
-    batches); its `batch_sampler` gives the example order of an evaluation pass. `shard` (rank, size): this process's
-    part of each batch in a torchrun job (`ShardedBatchSampler`); its training batches also give the examples' weights."""
+                shard: tuple[int, int] | None = None, buckets: Sequence[int] = ()) -> torch.utils.data.DataLoader:
+    """A loader of batches padded to their longest example, or to the smallest of `buckets` that holds it
+    (`LengthBatchSampler`: random or length-bucketed training batches); its `batch_sampler` gives the example order of
+    an evaluation pass. `shard` (rank, size): this process's part of each batch in a torchrun job
+    (`ShardedBatchSampler`); its training batches also give the examples' weights."""
     sampler = LengthBatchSampler(enc.lengths, batch_size, shuffle, seed, bucketing=bucketing)
     if shard is not None: sampler = ShardedBatchSampler(sampler, *shard)
-    collate = _Collate(enc, pad_id, weights=shard is not None and shuffle)
+    collate = _Collate(enc, pad_id, weights=shard is not None and shuffle, buckets=buckets)
     return torch.utils.data.DataLoader(LoaderIndices(len(enc)), batch_sampler=sampler, collate_fn=collate,
                                        num_workers=num_workers, pin_memory=pin_memory)

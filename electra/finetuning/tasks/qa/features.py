@@ -241,10 +241,10 @@ def featurize_cached(examples: list[QAExample], tokenizer, cache_dir: str | Path
     return windows
 
 
-def collate_windows(windows: list[Window], pad_id: int) -> tuple[torch.Tensor, ...]:
-    """A batch padded to its longest window: (input_ids, attention_mask, token_type_ids) [B, L] int64, then the
-    targets start_positions, end_positions [B] int64 and is_impossible [B] float32."""
-    n = max(len(w) for w in windows)
+def collate_windows(windows: list[Window], pad_id: int, length: int | None = None) -> tuple[torch.Tensor, ...]:
+    """A batch padded to its longest window (or to `length`): (input_ids, attention_mask, token_type_ids) [B, L]
+    int64, then the targets start_positions, end_positions [B] int64 and is_impossible [B] float32."""
+    n = length or max(len(w) for w in windows)
     ids = np.full((len(windows), n), pad_id, dtype=np.int64)
     mask, types = np.zeros_like(ids), np.zeros_like(ids)
     for r, w in enumerate(windows):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +44,7 @@ import torch
 
 from electra.config.base import ConfigError
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
-from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler
+from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 from electra.finetuning.tasks.glue.tasks import GlueTask
 from electra.finetuning.tasks.qa.data import gold_answers, read_mrqa, read_squad, squad_version
 from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
@@ -189,13 +190,16 @@ class _Collate:
     those given the gold start) and the loss's targets; `weight` 0 for a stand-in row written -(i + 1)
     (`ShardedBatchSampler`). Evaluation: the 3 inputs only."""
 
-    def __init__(self, windows: list[Window], pad_id: int, train: bool, weights: bool = False):
-        self.windows, self.pad_id, self.train, self.weights = windows, pad_id, train, weights
+    def __init__(self, windows: list[Window], pad_id: int, train: bool, weights: bool = False,
+                 buckets: Sequence[int] = ()):
+        self.windows, self.pad_id, self.train, self.weights, self.buckets = windows, pad_id, train, weights, buckets
 
     def __call__(self, pick: list[int]):
         pick = np.asarray(pick, dtype=np.int64)
         weight, pick = (pick >= 0).astype(np.float32), np.where(pick >= 0, pick, -pick - 1)
-        ids, mask, types, start, end, impossible = collate_windows([self.windows[i] for i in pick], self.pad_id)
+        windows = [self.windows[i] for i in pick]
+        length = padded_length(max(len(w) for w in windows), self.buckets)  # the answer mask's -1000 covers padding
+        ids, mask, types, start, end, impossible = collate_windows(windows, self.pad_id, length)
         if not self.train: return ids, mask, types
         batch = (ids, mask, types, start, start.clone(), end, impossible)
         return (*batch, torch.from_numpy(weight)) if self.weights else batch
@@ -203,15 +207,15 @@ class _Collate:
 
 def make_qa_loader(windows: list[Window], batch_size: int, train: bool, pad_id: int, seed: int = 0,
                    num_workers: int = 0, pin_memory: bool = False, bucketing: bool = False,
-                   shard: tuple[int, int] | None = None) -> torch.utils.data.DataLoader:
+                   shard: tuple[int, int] | None = None, buckets: Sequence[int] = ()) -> torch.utils.data.DataLoader:
     """A loader of windows batched as GLUE's (`LengthBatchSampler`): training batches shuffled with `seed` (length
     bucketed with `bucketing`), with the targets; evaluation batches longest first, inputs only, their window order in
     `loader.batch_sampler`. `shard` (rank, size): this process's part of each batch in a torchrun job, training
-    batches with the windows' weights."""
+    batches with the windows' weights. `buckets`: lengths a batch is padded up to (`padded_length`)."""
     sampler = LengthBatchSampler(np.array([len(w) for w in windows], dtype=np.int64), batch_size, train, seed,
                                  bucketing=bucketing)
     if shard is not None: sampler = ShardedBatchSampler(sampler, *shard)
-    collate = _Collate(windows, pad_id, train, weights=shard is not None and train)
+    collate = _Collate(windows, pad_id, train, weights=shard is not None and train, buckets=buckets)
     return torch.utils.data.DataLoader(LoaderIndices(len(windows)), batch_sampler=sampler, collate_fn=collate,
                                        num_workers=num_workers, pin_memory=pin_memory)
 
@@ -320,7 +324,7 @@ class QATask(FinetuningTask):
         windows = enc.windows if isinstance(enc, QASplit) else enc
         bs = task_cfg.batch_size if train else task_cfg.eval_batch_size  # `batch_size`: the global batch under torchrun
         return make_qa_loader(windows, bs, train, pad_id, seed, task_cfg.num_workers, pin,
-                              task_cfg.length_bucketing, shard)
+                              task_cfg.length_bucketing, shard, task_cfg.length_buckets)
 
     def decode_options(self, model) -> dict:
         "`heads.decode`'s options: the file's, and the head's own (joint, answerable) as the model was built."

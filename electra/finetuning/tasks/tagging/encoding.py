@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from electra.config.base import ConfigError
-from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler
+from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 
 __all__ = ['IGNORE_INDEX', 'EncodedTagging', 'word_pieces', 'plan_windows', 'encode_tagging', 'word_predictions',
            'make_tagging_loader']
@@ -144,14 +144,16 @@ class _Collate:
     """Pads a batch of windows to its longest: (input_ids, attention_mask, token_type_ids, labels), each [B, T], labels
     -100 on padding; with `weights`, each window's weight [B] too (0 for a stand-in)."""
 
-    def __init__(self, enc: EncodedTagging, pad_id: int, token_type: int, weights: bool = False):
+    def __init__(self, enc: EncodedTagging, pad_id: int, token_type: int, weights: bool = False,
+                 buckets: Sequence[int] = ()):
         self.enc, self.pad_id, self.token_type, self.weights, self.lengths = enc, pad_id, token_type, weights, enc.lengths
+        self.buckets = buckets
 
     def __call__(self, pick: list[int]):
         pick = np.asarray(pick, dtype=np.int64)
         weight, pick = (pick >= 0).astype(np.float32), np.where(pick >= 0, pick, -pick - 1)
         lengths = self.lengths[pick]
-        ids = np.full((len(pick), int(lengths.max())), self.pad_id, dtype=np.int64)
+        ids = np.full((len(pick), padded_length(int(lengths.max()), self.buckets)), self.pad_id, dtype=np.int64)
         labels = np.full(ids.shape, IGNORE_INDEX, dtype=np.int64)
         for r, i in enumerate(pick):
             ids[r, :lengths[r]], labels[r, :lengths[r]] = self.enc.ids[self.enc.window(i)], self.enc.labels[self.enc.window(i)]
@@ -163,12 +165,13 @@ class _Collate:
 
 def make_tagging_loader(enc: EncodedTagging, batch_size: int, shuffle: bool, pad_id: int, seed: int = 0,
                         token_type: int = 1, num_workers: int = 0, pin_memory: bool = False, bucketing: bool = True,
-                        shard: tuple[int, int] | None = None) -> torch.utils.data.DataLoader:
-    """A loader of windows padded to the batch's longest, batched as GLUE's (`LengthBatchSampler`; an evaluation
-    pass goes longest first, its order in `loader.batch_sampler`). `token_type`: of every real token (official: 1).
-    `shard` (rank, size): this process's part of each batch in a torchrun job, with the windows' weights."""
+                        shard: tuple[int, int] | None = None, buckets: Sequence[int] = ()) -> torch.utils.data.DataLoader:
+    """A loader of windows padded to the batch's longest (or the smallest of `buckets` that holds it), batched as
+    GLUE's (`LengthBatchSampler`; an evaluation pass goes longest first, its order in `loader.batch_sampler`).
+    `token_type`: of every real token (official: 1). `shard` (rank, size): this process's part of each batch in a
+    torchrun job, with the windows' weights."""
     sampler = LengthBatchSampler(enc.lengths, batch_size, shuffle, seed, bucketing=bucketing)
     if shard is not None: sampler = ShardedBatchSampler(sampler, *shard)
-    collate = _Collate(enc, pad_id, token_type, weights=shard is not None and shuffle)
+    collate = _Collate(enc, pad_id, token_type, weights=shard is not None and shuffle, buckets=buckets)
     return torch.utils.data.DataLoader(LoaderIndices(len(enc)), batch_sampler=sampler, collate_fn=collate,
                                        num_workers=num_workers, pin_memory=pin_memory)

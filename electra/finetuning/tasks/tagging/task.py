@@ -140,7 +140,7 @@ class TaggingTask(FinetuningTask):
     def loader(self, split, task_cfg, pad_id, train, seed=0, shard=None, pin=False):
         bs = task_cfg.batch_size if train else task_cfg.eval_batch_size  # `batch_size`: the global batch under torchrun
         return make_tagging_loader(split.enc, bs, train, pad_id, seed, num_workers=task_cfg.num_workers, pin_memory=pin,
-                                   bucketing=task_cfg.length_bucketing, shard=shard)
+                                   bucketing=task_cfg.length_bucketing, shard=shard, buckets=task_cfg.length_buckets)
 
     def scores(self, split: TaggingSplit, pred_tags: list) -> dict[str, float]:
         "The metrics of predicted tags against a labelled file's."

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, encode, encode_cached, make_loader, truncate_pair
 
@@ -96,3 +97,22 @@ def test_random_batches_are_a_fresh_permutation_cut_in_order():
     for _ in range(2):
         perm = rng.permutation(100)
         assert [b.tolist() for b in sampler] == [perm[i:i + 32].tolist() for i in range(0, 100, 32)]
+
+
+def test_batches_are_padded_up_to_the_smallest_bucket_that_holds_them():
+    """With `buckets` every batch takes one of a few lengths (static shapes for compiled code): the smallest bucket at
+    least as long as its longest example, the extra columns padding; without, the longest example's length."""
+    from electra.finetuning.tasks.glue.encoding import padded_length
+    from electra.finetuning.tasks.glue.sources import Examples
+    assert [padded_length(n, (16, 8, 32)) for n in (1, 8, 9, 16, 17, 32, 40)] == [8, 8, 16, 16, 32, 32, 40]
+    assert padded_length(11) == 11
+    texts = [' '.join(['1'] * n) for n in (2, 3, 5, 9, 12, 20)]
+    enc = encode(Examples(np.arange(6), texts, None, np.arange(6) % 2), WordTokenizer(), max_length=32)
+    plain = list(make_loader(enc, 2, False, pad_id=0))
+    bucketed = list(make_loader(enc, 2, False, pad_id=0, buckets=(8, 16, 32)))
+    assert [b[0].shape[1] for b in plain] == [22, 11, 5] and [b[0].shape[1] for b in bucketed] == [32, 16, 8]
+    for p, b in zip(plain, bucketed):
+        n = p[0].shape[1]
+        for x, y in zip(p[:3], b[:3]):
+            assert torch.equal(y[:, :n], x) and not y[:, n:].any()  # the same tokens, then pad id 0, mask 0, type 0
+        assert torch.equal(p[3], b[3])

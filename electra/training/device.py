@@ -79,11 +79,11 @@ def busy_cores(cpus: list[int], seconds: float = 0.25, ticks: Callable[[], dict]
     less what this process ran meanwhile (`clock`: its CPU seconds). Without /proc/stat, the 1-minute load average
     (0 where there is none)."""
     before, own = ticks(), clock()
-    time.sleep(seconds)
-    after, own = ticks(), clock() - own
-    if not before or not after:
+    if not before:
         try: return min(float(len(cpus)), os.getloadavg()[0])
         except (AttributeError, OSError): return 0.0
+    time.sleep(seconds)
+    after, own = ticks(), clock() - own
     busy = sum((after[c][0] - before[c][0]) / max(after[c][1] - before[c][1], 1) for c in cpus if c in before and c in after)
     return max(0.0, busy - own / seconds)
 

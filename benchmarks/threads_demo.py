@@ -26,15 +26,11 @@ from pathlib import Path
 import torch
 
 from electra.tools.bench.jobs import environment
-from electra.training.device import busy_cores
+from electra.training.device import affinity_cpus, busy_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 CONDITIONS = ('idle', 'one core busy')
 CHOSEN = re.compile(r'\((?:fp32|bf16|fp16), (\d+) CPU threads? \(([^)]*)\)\)')  # pretrain.py's first line
-
-
-def cores() -> list[int]:
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
 
 
 def run_demo(threads: str, steps: int | None, out_dir: Path) -> dict:
@@ -65,7 +61,7 @@ def measure(settings: dict[str, str], repeats: int, steps: int | None, out_dir: 
     for condition in CONDITIONS:
         spin = spinner() if condition == 'one core busy' else None
         try:
-            load[condition] = {'busy_cores_seen': round(busy_cores(cores(), 1.0), 2), 'loadavg': os.getloadavg()}
+            load[condition] = {'busy_cores_seen': round(busy_cores(affinity_cpus(), 1.0), 2), 'loadavg': os.getloadavg()}
             for repeat in range(repeats):
                 for name, value in settings.items():
                     runs.append({'condition': condition, 'setting': name, 'repeat': repeat,
@@ -102,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument('--repeats', type=int, default=3, help='runs of each setting in each condition')
     p.add_argument('--out', default=str(ROOT / 'benchmarks' / 'threads_demo'), help='<out>.json and <out>.md')
     args = p.parse_args(argv)
-    n = len(cores())
+    n = len(affinity_cpus())
     settings = {'default (auto)': 'auto', '1 thread': '1', f'all {n} cores': str(n)}
     with tempfile.TemporaryDirectory(prefix='threads_bench-') as tmp:
         run_demo('1', 1, Path(tmp))  # untimed: builds the demo corpus and its cache, as any first run does

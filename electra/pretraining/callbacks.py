@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 from fastai.callback.core import Callback, CancelFitException
 from fastai.callback.fp16 import AMPMode, MixedPrecision
-from fastprogress.fastprogress import progress_bar
+from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 
 from electra.config.base import ConfigError
 from electra.objective.loss import batch_statistics
@@ -300,7 +300,9 @@ class ProgressBar(Callback):
                                  f"disc_acc {row['disc_accuracy']:.3f} lr {row['lr']:.2e}")
         self.pbar.update(self.train_iter - self.start)
 
-    def after_train(self): self.pbar.on_iter_end()
+    def after_train(self):
+        self.pbar.on_iter_end()
+        if isinstance(self.pbar, ConsoleProgressBar): print(flush=True)  # what follows starts below the finished bar
 
 
 class Checkpointer(Callback):

@@ -14,7 +14,7 @@ from electra.config.base import ConfigError, threads_setting
 from electra.training.distributed import world
 
 __all__ = ['AUTOCAST_DTYPES', 'cpu_bf16_supported', 'resolve_device', 'resolve_precision', 'CpuThreads', 'cpu_threads',
-           'auto_threads', 'busy_cores', 'use_cpu_threads']
+           'auto_threads', 'affinity_cpus', 'busy_cores', 'use_cpu_threads']
 
 AUTOCAST_DTYPES = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}  # precision -> autocast dtype
 
@@ -55,6 +55,11 @@ def resolve_precision(name: str, device: torch.device) -> str:
     return name
 
 
+def affinity_cpus() -> list[int]:
+    "The CPUs this process may run on (a container's or taskset's share, not the host's)."
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
+
+
 def _cpu_ticks(path: str | Path = '/proc/stat') -> dict[int, tuple[int, int]]:
     "Each CPU's (busy, total) clock ticks since boot, from Linux's /proc/stat; {} where it cannot be read."
     try: lines = Path(path).read_text().splitlines()
@@ -74,11 +79,11 @@ def busy_cores(cpus: list[int], seconds: float = 0.25, ticks: Callable[[], dict]
     less what this process ran meanwhile (`clock`: its CPU seconds). Without /proc/stat, the 1-minute load average
     (0 where there is none)."""
     before, own = ticks(), clock()
-    time.sleep(seconds)
-    after, own = ticks(), clock() - own
-    if not before or not after:
+    if not before:
         try: return min(float(len(cpus)), os.getloadavg()[0])
         except (AttributeError, OSError): return 0.0
+    time.sleep(seconds)
+    after, own = ticks(), clock() - own
     busy = sum((after[c][0] - before[c][0]) / max(after[c][1] - before[c][1], 1) for c in cpus if c in before and c in after)
     return max(0.0, busy - own / seconds)
 
@@ -111,8 +116,7 @@ def cpu_threads(setting: int | str, processes: int = 1, env: Mapping[str, str] =
     omp = env.get('OMP_NUM_THREADS', '').strip()
     if omp.isdigit() and int(omp) > 0:
         return CpuThreads(max(1, int(omp) // processes), f'auto: OMP_NUM_THREADS={omp}{shared}')
-    mine = cpus() if cpus else sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') \
-        else list(range(os.cpu_count() or 1))
+    mine = (cpus or affinity_cpus)()
     load = busy(mine)
     return CpuThreads(auto_threads(len(mine), load, processes),
                       f'auto: {len(mine)} cores, {load:.1f} busy with other processes{shared}')

@@ -73,15 +73,14 @@ def eval_line(row: dict) -> str:
     frequent token, always "original"); what the model has not (a generator, a discriminator) is left out."""
     parts = []
     if not math.isnan(row['disc_auc']):
-        parts.append(f"AUC {row['disc_auc']:.3f} (chance 0.500), on random replacements {row['uniform_auc']:.3f}")
+        parts.append(f"AUC {row['disc_auc']:.3f} (chance 0.5), {row['uniform_auc']:.3f} on random replacements")
     if not math.isnan(row['gen_accuracy_baseline']):
         parts.append(f"gen acc {row['gen_accuracy']:.3f} (most frequent token {row['gen_accuracy_baseline']:.3f})")
     if not math.isnan(row['disc_accuracy_baseline']):
-        parts.append(f"disc acc {row['disc_accuracy']:.3f} (always \"original\" {row['disc_accuracy_baseline']:.3f}, "
+        parts.append(f"disc acc {row['disc_accuracy']:.3f} (always \"original\" {row['disc_accuracy_baseline']:.3f}; "
                      f"{row['replaced_fraction']:.1%} replaced)")
     else: parts.append(f"main acc {row['disc_accuracy']:.3f}")
-    return (f"step {row['step']} held-out: {'; '.join(parts)}; loss gen {row['gen_loss']:.3f} disc {row['disc_loss']:.3f} "
-            f"({row['examples']} examples)")
+    return f"step {row['step']} held-out: {'; '.join(parts)}; loss gen {row['gen_loss']:.3f} disc {row['disc_loss']:.3f}"
 
 
 def print_eval_sink(row: dict) -> None:

@@ -60,6 +60,10 @@ name: squad
 kind: squad
 train: squad/train.json
 dev: squad/dev.json
+max_answer_length: 8      # tokens; the answers have 1 to 4 words (official: 30, for Wikipedia's answers)
+na_threshold: 0.0         # answer "" where the unanswerable logit is above 0: p(unanswerable) above 1/2. The official
+                          # -2.75 answers only where a model is 94% sure; the demo model's answerability head learns
+                          # little more than the share of unanswerable questions (a third), so it would answer none
 """
 
 

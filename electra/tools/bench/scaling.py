@@ -34,6 +34,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.data.demo import demo_corpus_text
 from electra.data.tokenizer import SPECIAL_TOKENS
 from electra.tools.bench.jobs import PRESET_DIR, _table, environment
+from electra.training.device import affinity_cpus
 
 __all__ = ['batches', 'bench_scaling', 'default_procs', 'job_command', 'parse_procs', 'read_metrics', 'scaling_args',
            'timed_rate', 'vocab_entries', 'with_efficiency', 'write_data']
@@ -47,7 +48,7 @@ OWN_KEYS = {'config', 'steps', 'batch_size', 'device', 'log_every', 'eval_exampl
 
 def cores() -> int:
     "CPU cores this process may use (a container's share, not the host's)."
-    return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+    return len(affinity_cpus())
 
 
 def default_procs(n: int) -> list[int]:

@@ -18,7 +18,9 @@ from electra.training.files import atomic_write_text
 
 __all__ = ['write_demo_squad', 'DEMO_QA_SIZES']
 
-DEMO_QA_SIZES = {'train': 400, 'dev': 120}  # questions per split
+# questions per split: a 2-layer model of hidden size 64 finds the answers of 400 training questions for a fifth of
+# the dev questions (HasAns F1 17), of 2,000 for half of them (HasAns F1 about 55)
+DEMO_QA_SIZES = {'train': 2000, 'dev': 120}
 
 # everyday words of the pretraining demo corpus (electra/data/demo.py), so that its tokenizer covers most of them;
 # a few names keep accents (the tokenizer strips them)

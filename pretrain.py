@@ -58,12 +58,12 @@ from electra.training.distributed import init_distributed, main_process_first, p
 
 device = resolve_device(cfg.device)
 procs = init_distributed(device, cfg.dist_timeout)  # under torchrun: this process's rank among procs.size
-threads = use_cpu_threads(cfg.threads)  # auto: the cores other processes leave free
 run_dir = prepare_run_dir(cfg)
 precision = resolve_precision(cfg.precision, device)
 with main_process_first('the run directory', cfg.dist_timeout):
     resume_path = existing_run_guard(cfg)
 ckpt = load_checkpoint(resume_path) if resume_path else None
+threads = use_cpu_threads(cfg.threads, resumed=ckpt and ckpt.get('threads'))  # auto: the cores left free
 start_step = ckpt['step'] if ckpt else 0
 print_main(f'run {run_dir} on {device} ({precision}, {threads}) x {procs.size} process(es), starting at step '
            f'{start_step} of {cfg.steps}')

@@ -205,6 +205,7 @@ def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straigh
     assert_held_out_lines(third.text(), [66, 120])
     assert 'warning' not in third.text().lower() and 'Writing model shards' not in third.text()  # nothing but the run
     final = load_checkpoint(ckpt / 'long_11081_100%.pth')
+    assert final['threads'] == 1  # the threads it ran with, which a resume under `threads: auto` keeps
     for part in ('model', 'opt'):
         a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[part])
         assert len(a) == len(b) and all(torch.equal(x, y) if torch.is_tensor(x) else x == y for x, y in zip(a, b)), part

@@ -151,8 +151,10 @@ def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: Mask
 
 
 def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str]):
-    "What every checkpoint carries besides the training state: format, resolved config and tokenizer files."
-    return lambda: {'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state}
+    """What every checkpoint carries besides the training state: format, resolved config, tokenizer files, and the
+    CPU threads the run uses (a resume with `threads: auto` keeps them: the same sums in the same order)."""
+    return lambda: {'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state,
+                    'threads': torch.get_num_threads()}
 
 
 def existing_run_guard(cfg: PretrainConfig) -> Path | None:

@@ -122,8 +122,13 @@ def cpu_threads(setting: int | str, processes: int = 1, env: Mapping[str, str] =
                       f'auto: {len(mine)} cores, {load:.1f} busy with other processes{shared}')
 
 
-def use_cpu_threads(setting: int | str, processes: int | None = None) -> CpuThreads:
-    "`cpu_threads` for this process (one of torchrun's `local_size` on its machine by default), set in torch."
+def use_cpu_threads(setting: int | str, processes: int | None = None, resumed: int | None = None) -> CpuThreads:
+    """`cpu_threads` for this process (one of torchrun's `local_size` on its machine by default), set in torch.
+    `resumed`: the threads of the run this job resumes (its checkpoint's); with auto they are kept, since another
+    number of threads sums in another order and the resumed run would not be the run it continues, bit for bit."""
     chosen = cpu_threads(setting, world().local_size if processes is None else processes)
+    if resumed and threads_setting(setting) == 0:
+        chosen = CpuThreads(resumed, f'auto: the {resumed} the run used before, so it resumes bit for bit; '
+                                     f'now {chosen.n} would be chosen')
     torch.set_num_threads(chosen.n)
     return chosen

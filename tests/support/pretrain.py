@@ -7,7 +7,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ['--steps', '24', '--batch_size', '8', '--max_length', '32', '--hidden_size', '32', '--num_hidden_layers', '2',
         '--num_attention_heads', '2', '--intermediate_size', '64', '--embedding_size', '32', '--generator_size', '0.5',
-        '--vocab_size', '500', '--log_every', '6', '--warmup_steps', '4', '--lr', '5e-4', '--device', 'cpu']
+        '--vocab_size', '500', '--log_every', '6', '--warmup_steps', '4', '--lr', '5e-4', '--device', 'cpu',
+        '--threads', '1']  # one thread: runs compared bit for bit sum in one order, whatever the load
 
 
 def pretrain(tmp: Path, *argv: str, cwd: Path = ROOT) -> dict:

@@ -84,3 +84,21 @@ def test_every_job_takes_threads(cls, presets):
         assert threads_setting(load_config(cls, ['--threads', value], preset_dir=presets).threads) == n
     with pytest.raises(ConfigError, match=r"^threads: 'two' is not auto"):
         load_config(cls, ['--threads', 'two'], preset_dir=presets)
+
+
+def test_a_resumed_run_keeps_its_threads_under_auto_only(monkeypatch):
+    """Another number of threads sums in another order: a resume with `threads: auto` keeps the checkpoint's count
+    (saying so and what auto would choose now); a number given on the command line wins over it."""
+    import torch
+    now = lambda setting, processes: device.CpuThreads(threads_setting(setting) or 2, 'what auto chooses now')
+    monkeypatch.setattr(device, 'cpu_threads', now)
+    before = torch.get_num_threads()
+    try:
+        kept = device.use_cpu_threads('auto', 1, resumed=3)
+        assert (kept.n, torch.get_num_threads()) == (3, 3) and 'the 3 the run used before' in str(kept)
+        assert 'now 2 would be chosen' in str(kept)
+        assert device.use_cpu_threads(2, 1, resumed=3).n == 2 and torch.get_num_threads() == 2
+        fresh = device.use_cpu_threads('auto', 1, resumed=None)
+        assert fresh.n == 2 and str(fresh) == '2 CPU threads (what auto chooses now)'
+    finally:
+        torch.set_num_threads(before)

@@ -305,7 +305,10 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
         values.update(_typed_values(cls, _read_yaml(path), str(path), from_file=True))
     if 'config' in _hints(cls): values['config'] = str(preset)
     values.update(_typed_values(cls, cli, 'command line', from_file=False))
-    values.update(_typed_values(cls, overrides, 'overrides', from_file=False))
+    given = {**_typed_values(cls, cli, 'command line', from_file=False),
+             **_typed_values(cls, overrides, 'overrides', from_file=False)}
+    values.update(given)
+    if hasattr(cls, 'command_line_wins'): values = cls.command_line_wins(values, set(given))
     cfg = _checked(cls, values)
     if wants_help:  # the values this very command would run with
         print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))

@@ -60,7 +60,11 @@ simple('P30', 'pretrain', '--sentence_split qq (no such language)', 'pretrain', 
 simple('P31', 'pretrain', '--corpus_format xml', 'pretrain', '--corpus_format', 'xml')
 simple('P32', 'pretrain', '--batch_size 4096 (more than the 2241 examples; one step)', 'pretrain', '--batch_size', '4096',
        '--steps', '1', expect='ok')
-simple('P33', 'pretrain', '--eval_examples 100000 (more than the examples)', 'pretrain', '--eval_examples', '100000')
+@case('P33', 'pretrain', '--eval_examples 100000 (more than the examples): a tenth held out, said', expect='ok')
+def _(c):
+    p = c.pretrain('--eval_examples', '100000')
+    if p.rc == 0 and 'warning: eval_examples: 100000 asked' not in p.stderr: p.wrong = 'a tenth held out without a word'
+    return p
 simple('P34', 'pretrain', '--logger neptune without a project (NEPTUNE_MODE=offline)', 'pretrain', '--logger', 'neptune',
        expect='ok')
 

@@ -122,7 +122,9 @@ def check(root: str | Path = ROOT) -> list[Problem]:
     for nb_rel, script_rel in PAIRS:
         nb_path, script = root / nb_rel, root / script_rel
         if not nb_path.is_file():
-            problems.append(Problem(nb_rel, f'missing: the notebook that {script_rel} is exported from'))
+            problems.append(Problem(nb_rel, f'missing: the notebook that {script_rel} is exported from. Restore it with '
+                                            f'`git checkout -- {nb_rel}`, or write it from {script_rel} with '
+                                            '`python -m electra.tools.notebooks from-scripts`'))
             continue
         if not script.is_file():
             problems.append(Problem(script_rel, f'missing: run `python -m electra.tools.notebooks export` to write it from {nb_rel}'))

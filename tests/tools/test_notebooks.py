@@ -96,3 +96,13 @@ def test_export_with_a_notebook_missing_is_one_line(repo_copy):
     assert (r.returncode, r.stderr) == (2, 'error: notebooks/Finetune_GLUE.ipynb: missing, cannot export finetune.py. '
                                            'Restore it with `git checkout -- notebooks/Finetune_GLUE.ipynb`, or write it '
                                            'from finetune.py with `python -m electra.tools.notebooks from-scripts`.\n')
+
+
+def test_check_with_a_notebook_missing_says_how_to_get_it_back(repo_copy):
+    "Before: 'missing: the notebook that finetune.py is exported from', and no fix (N05 of the sweep; status 1 is right)."
+    (repo_copy / 'notebooks' / 'Finetune_GLUE.ipynb').unlink()
+    r = notebooks_cli('check', '--root', str(repo_copy))
+    assert (r.returncode, r.stderr) == (1, 'notebooks/Finetune_GLUE.ipynb: missing: the notebook that finetune.py is '
+                                           'exported from. Restore it with `git checkout -- notebooks/Finetune_GLUE.ipynb`, '
+                                           'or write it from finetune.py with `python -m electra.tools.notebooks '
+                                           'from-scripts`\n')

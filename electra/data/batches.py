@@ -47,8 +47,8 @@ def held_out_split(parts: list[datasets.Dataset], n: int, seed: int, weights: Op
         got = sum(min(want, len(part) // 10) for part, want in zip(parts, shares))
         sizes = ', '.join(f'{len(parts[k])}' for k in capped)
         warnings.warn(f"eval_examples: {n} asked, {got} held out: at most a tenth of a corpus is held out, so that the "
-                      f"rest trains, and the corpus has {sizes} examples. Set eval_examples to {got} (or 0) to be told "
-                      "no more.", RunWarning, stacklevel=2)
+                      f"rest trains, and the corpus has {sizes} examples. Set eval_examples to {got}{' (or 0)' if got else ''} "
+                      "to be told no more.", RunWarning, stacklevel=2)
     for k, (part, want) in enumerate(zip(parts, shares)):
         want = min(want, len(part) // 10)
         if want == 0:

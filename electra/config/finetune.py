@@ -103,7 +103,8 @@ class FinetuneConfig:
     drop_empty: bool = field(True, 'drop training rows with an empty segment (QQP has some)')
     max_train_samples: int = field(0, 'use only this many training examples, a fixed random subset (0: all; for quick trials)')
     task_overrides: dict = field({'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}},
-                                 f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}")
+                                 f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}. A key "
+                                 "given on the command line replaces the preset's per-task values of it (said)")
 
     @classmethod
     def command_line_wins(cls, values: dict, given: set) -> dict:

@@ -45,10 +45,10 @@ def held_out_split(parts: list[datasets.Dataset], n: int, seed: int, weights: Op
     capped = [k for k, (part, want) in enumerate(zip(parts, shares)) if want > len(part) // 10]
     if capped:  # the held-out line of the log showed the smaller count, but nothing said eval_examples was cut
         got = sum(min(want, len(part) // 10) for part, want in zip(parts, shares))
-        sizes = ', '.join(f'{len(parts[k])}' for k in capped)
+        sizes, fits = ', '.join(f'{len(parts[k])}' for k in capped), f"{got}{' (or 0)' if got else ''}"
         warnings.warn(f"eval_examples: {n} asked, {got} held out: at most a tenth of a corpus is held out, so that the "
-                      f"rest trains, and the corpus has {sizes} examples. Set eval_examples to {got}{' (or 0)' if got else ''} "
-                      "to be told no more.", RunWarning, stacklevel=2)
+                      f"rest trains, and the corpus has {sizes} examples. Set eval_examples to {fits} to be told no "
+                      "more.", RunWarning, stacklevel=2)
     for k, (part, want) in enumerate(zip(parts, shares)):
         want = min(want, len(part) // 10)
         if want == 0:

@@ -120,7 +120,8 @@ def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedToken
 
 
 def saved_model_type(path: Path) -> str | None:
-    "The `model_type` of a local `save_pretrained` directory's config.json; a ConfigError when it has none or it is unreadable."
+    """The `model_type` of a local `save_pretrained` directory's config.json; a ConfigError when it has none or it is
+    unreadable."""
     config = path / 'config.json'
     if not config.is_file():
         raise ConfigError(f"{path}: no config.json, so not a save_pretrained directory. Give the directory the model "

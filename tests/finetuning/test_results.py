@@ -49,7 +49,8 @@ def a_table(path) -> str:
 
 
 @pytest.mark.parametrize('damage, match', [
-    (lambda text: b'\x8c\x00\xff' * 100, r'results.csv: not a results table of finetune.py \(not UTF-8 text\)\. Move it away'),
+    (lambda text: b'\x8c\x00\xff' * 100,
+     r'results.csv: not a results table of finetune.py \(not UTF-8 text\)\. Move it away'),
     (lambda text: b'', r'results.csv: not a results table of finetune.py \(an empty file\)\. Move it away'),
     (lambda text: text[:len(text) - 40].encode(), r'results.csv: line 3 is incomplete \(a damaged file\)\. Delete that line'),
 ], ids=['binary', 'empty', 'truncated'])

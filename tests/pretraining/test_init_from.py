@@ -95,7 +95,8 @@ def test_refusals_name_what_differs(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize('damage, match', [
-    (lambda d: (d / 'config.json').unlink(), r"init_from: .*/run/generator: no config.json, so not a save_pretrained directory"),
+    (lambda d: (d / 'config.json').unlink(),
+     r"init_from: .*/run/generator: no config.json, so not a save_pretrained directory"),
     (lambda d: (d / 'config.json').write_text('{"model_type": "electra", '), r"init_from: .*/run/generator/config.json: "
                                                                              r"unreadable"),
     (lambda d: (d / 'config.json').write_text(

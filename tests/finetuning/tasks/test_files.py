@@ -294,7 +294,8 @@ def test_labels_that_are_one_number_written_two_ways_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"train.csv: column 'label': the labels '1' and '1.0' are one number written two "
                                           r"ways"):
         file_task(read_task_file(spec))
-    assert file_task(read_task_file(_spec(tmp_path, 'sentence,label\ngood,1\nbad,0\nworse,10\n')))[0].labels == ('0', '1', '10')
+    task, _ = file_task(read_task_file(_spec(tmp_path, 'sentence,label\ngood,1\nbad,0\nworse,10\n')))
+    assert task.labels == ('0', '1', '10')
 
 
 def test_a_parquet_file_that_is_not_parquet_is_named(tmp_path):

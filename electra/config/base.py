@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import errno
 import os
+import re
 import sys
 import types
 import typing
@@ -18,7 +19,7 @@ from typing import Any, Sequence
 
 import yaml
 
-__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'load_yaml', 'config_help', 'load_config',
+__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'PLAIN_NAME', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'THREADS_HELP', 'threads_setting',
            'running_in_notebook', 'cli_args', 'friendly_errors']
 
@@ -71,6 +72,9 @@ def did_you_mean(name: str, valid: Sequence[str]) -> str:
     "\" Did you mean 'x'?\" for the closest of `valid` to a misspelt `name`, or ''."
     close = difflib.get_close_matches(name, valid, n=1)
     return f" Did you mean '{close[0]}'?" if close else ''
+
+
+PLAIN_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.+-]*$')  # a name that is safe in file and folder names
 
 
 def need(ok: bool, key: str, msg: str) -> None:
@@ -182,7 +186,7 @@ def _typed_values(cls, values: dict[str, Any], source: str, from_file: bool) -> 
     for key, value in values.items():
         if from_file and key in RETIRED_KEYS: continue
         if key not in hints:
-            raise ConfigError(f"{source}: unknown key '{key}'.{did_you_mean(key, names)} "
+            raise ConfigError(f"{source}: unknown key '{key}'.{did_you_mean(str(key), names)} "
                               f"Run with --help for the list of keys.")
         typed[key] = _coerce(value, hints[key], f"{source}: key '{key}'")
     return typed
@@ -207,9 +211,20 @@ def config_to_dict(cfg) -> dict[str, Any]:
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
 
 
+def read_text(path: str | Path) -> str:
+    """A UTF-8 text file (a byte-order mark dropped), or a ConfigError naming it and, for text in another encoding,
+    the line of the first byte that is not UTF-8."""
+    try: raw = Path(path).read_bytes()
+    except OSError as e: raise ConfigError(f"{path}: cannot read it ({e.strerror}).") from None
+    try: return raw.decode('utf-8-sig')
+    except UnicodeDecodeError as e:
+        line = raw.count(b'\n', 0, e.start) + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8 text ({e.reason} at byte {e.start}: another encoding such as "
+                          "latin-1 or UTF-16, or not text at all). Save it as UTF-8.") from None
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try: text = path.read_text(encoding='utf-8')
-    except OSError as e: raise ConfigError(f"{path}: cannot read the config file ({e.strerror}).") from None
+    text = read_text(path)
     try: data = load_yaml(text, str(path)) or {}
     except yaml.YAMLError as e: raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
@@ -290,7 +305,10 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
         values.update(_typed_values(cls, _read_yaml(path), str(path), from_file=True))
     if 'config' in _hints(cls): values['config'] = str(preset)
     values.update(_typed_values(cls, cli, 'command line', from_file=False))
-    values.update(_typed_values(cls, overrides, 'overrides', from_file=False))
+    given = {**_typed_values(cls, cli, 'command line', from_file=False),
+             **_typed_values(cls, overrides, 'overrides', from_file=False)}
+    values.update(given)
+    if hasattr(cls, 'command_line_wins'): values = cls.command_line_wins(values, set(given))
     cfg = _checked(cls, values)
     if wants_help:  # the values this very command would run with
         print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))

@@ -3,17 +3,15 @@ objective variant (a pretrain preset chain plus overrides) at an equal budget, f
 same way, and tabulates the dev scores (the paper's Table 5 and Figure 3). Presets are in `configs/compare/`."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from electra.config.base import THREADS_HELP, ConfigError, choice_field, field, need, threads_setting
+from electra.config.base import PLAIN_NAME, THREADS_HELP, ConfigError, choice_field, field, need, threads_setting
 
 __all__ = ['CompareConfig', 'VariantSpec', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 
 # keys the comparison sets on every pretraining and fine-tuning command itself
 PRETRAIN_RESERVED = ('config', 'run_name', 'seed', 'output_dir', 'resume', 'overwrite', 'threads')
 FINETUNE_RESERVED = ('config', 'model', 'tasks', 'group', 'output_dir', 'test_output_dir', 'threads')
-_PLAIN = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.+-]*$')  # a name that is safe in run names and folder names
 
 
 @dataclass(frozen=True)
@@ -27,7 +25,7 @@ class VariantSpec:
 def _variant_spec(name, value) -> VariantSpec:
     "A `variants` entry: nothing (no extra preset), a preset string, or {config: ..., overrides: {...}}."
     where = f'variants.{name}'
-    need(isinstance(name, str) and bool(_PLAIN.match(name)), 'variants',
+    need(isinstance(name, str) and bool(PLAIN_NAME.match(name)), 'variants',
          f"variant name {name!r} must be a plain name (letters, digits, _ . + -): it names runs and folders.")
     if value is None: value = {}
     if isinstance(value, str): value = {'config': value}
@@ -88,7 +86,7 @@ class CompareConfig:
     table_only: bool = field(False, 'launch nothing: rebuild the table and plot from what is on disk')
 
     def validate(self) -> None:
-        need(bool(_PLAIN.match(self.name)), 'name', f"must be a plain name (letters, digits, _ . + -), got {self.name!r}.")
+        need(bool(PLAIN_NAME.match(self.name)), 'name', f"must be a plain name (letters, digits, _ . + -), got {self.name!r}.")
         need(bool(self.output_dir), 'output_dir', 'give a folder.')
         need(bool(self.pretrain_config.strip()), 'pretrain_config', "give a pretrain preset, e.g. 'small' or 'demo'.")
         _check_reserved(self.pretrain_overrides, PRETRAIN_RESERVED, 'pretrain_overrides')

@@ -6,10 +6,12 @@ Hyperparameters can be set per task with `task_overrides` (a mapping from task n
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import warnings
 from dataclasses import dataclass
 
-from electra.config.base import (THREADS_HELP, ConfigError, choice_field, config_from_dict, did_you_mean, field, need,
+from electra.config.base import (THREADS_HELP, ConfigError, RunWarning, choice_field, config_from_dict, did_you_mean, field, need,
                                  threads_setting)
 from electra.finetuning.loss import LOSS_REDUCTIONS
 from electra.finetuning.tasks.glue.tasks import ALL_TASKS, task_named
@@ -104,7 +106,30 @@ class FinetuneConfig:
     drop_empty: bool = field(True, 'drop training rows with an empty segment (QQP has some)')
     max_train_samples: int = field(0, 'use only this many training examples, a fixed random subset (0: all; for quick trials)')
     task_overrides: dict = field({'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}},
-                                 f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}")
+                                 f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}. A key "
+                                 "given on the command line replaces the preset's per-task values of it (said)")
+
+    @classmethod
+    def command_line_wins(cls, values: dict, given: set) -> dict:
+        """A per-task key given on the command line (or a notebook's overrides) is meant for every task: it replaces
+        the preset's task_overrides of that key, said in a warning (RTE trained the preset's 10 epochs after --epochs
+        1 without a word). task_overrides given there too are the user's own and kept as they are."""
+        if 'task_overrides' in given: return values
+        default = next(f for f in dataclasses.fields(cls) if f.name == 'task_overrides').default_factory()
+        preset = values.get('task_overrides', default)
+        if not isinstance(preset, dict): return values  # validate names the bad value
+        kept, replaced = {}, []
+        for task, keys in preset.items():
+            if isinstance(keys, dict):
+                replaced += [(task, k, v) for k, v in keys.items() if k in given]
+                keys = {k: v for k, v in keys.items() if k not in given}
+            if keys != {}: kept[task] = keys
+        if replaced:
+            flags = ', '.join(f'--{k} {values[k]}' for k in sorted({k for _, k, _ in replaced}))
+            was = '; '.join(f'{task} {k}: {v}' for task, k, v in replaced)
+            warnings.warn(f"{flags} applies to every task: it replaces the preset's task_overrides ({was}). To keep a "
+                          "per-task value, give task_overrides on the command line too.", RunWarning, stacklevel=2)
+        return {**values, 'task_overrides': kept}
 
     def validate(self) -> None:
         need(bool(self.tasks), 'tasks', f"give at least one of {', '.join(ALL_TASKS)}, or a task file (YAML).")

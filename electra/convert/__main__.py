@@ -10,7 +10,7 @@ from electra.config.base import friendly_errors
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='python -m electra.convert', description='Convert ELECTRA models from other '
                                      'formats into save_pretrained directories of this library.')
-    sub = parser.add_subparsers(dest='command', required=True, metavar='SUBCOMMAND')
+    sub = parser.add_subparsers(dest='command', required=True)
     tf = sub.add_parser('tf', help='an official ELECTRA TensorFlow checkpoint (google-research/electra) into '
                         'discriminator/ and generator/ save_pretrained directories; no TensorFlow needed',
                         description='Convert an official ELECTRA TensorFlow 1 checkpoint without TensorFlow.')
@@ -25,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     ls = sub.add_parser('ls', help="list a TensorFlow checkpoint's variables: name, dtype, shape",
                         description="List a TensorFlow checkpoint's variables without TensorFlow.")
     ls.add_argument('src', help='a directory or a prefix DIR/model.ckpt-N')
+    sub.metavar = '{' + ','.join(sub.choices) + '}'  # so a missing subcommand is named with its choices, not 'command'
     return parser
 
 

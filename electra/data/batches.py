@@ -5,6 +5,7 @@ would have.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import datasets
@@ -13,6 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader
+
+from electra.config.base import RunWarning
 
 __all__ = ['held_out_split', 'pad_examples', 'PretrainingBatches', 'pretraining_dataloader']
 
@@ -39,6 +42,13 @@ def held_out_split(parts: list[datasets.Dataset], n: int, seed: int, weights: Op
     if n <= 0: return list(parts), None
     shares = _largest_remainder(n, weights or [len(p) for p in parts])
     train, held = [], []
+    capped = [k for k, (part, want) in enumerate(zip(parts, shares)) if want > len(part) // 10]
+    if capped:  # the held-out line of the log showed the smaller count, but nothing said eval_examples was cut
+        got = sum(min(want, len(part) // 10) for part, want in zip(parts, shares))
+        sizes, fits = ', '.join(f'{len(parts[k])}' for k in capped), f"{got}{' (or 0)' if got else ''}"
+        warnings.warn(f"eval_examples: {n} asked, {got} held out: at most a tenth of a corpus is held out, so that the "
+                      f"rest trains, and the corpus has {sizes} examples. Set eval_examples to {fits} to be told no "
+                      "more.", RunWarning, stacklevel=2)
     for k, (part, want) in enumerate(zip(parts, shares)):
         want = min(want, len(part) // 10)
         if want == 0:

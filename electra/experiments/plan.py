@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from electra.config.base import ConfigError, RunWarning, load_config, need
+from electra.config.base import ConfigError, RunWarning, load_config, need, read_text
 from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
@@ -134,12 +134,21 @@ def _resolve(argv: list[str], where: str, quiet: bool = True) -> PretrainConfig:
     return cfg
 
 
-def _check_corpus(cfg: PretrainConfig, where: str) -> None:
-    "Every corpus entry that names a local file or folder exists (checked now, not when its run starts)."
-    for entry in cfg.corpus:
-        if entry != 'demo' and not entry.startswith('hub:') and not Path(entry).exists():
-            raise ConfigError(f"{where}: corpus: no such file or folder '{entry}' (from {Path.cwd()}). Set the corpus "
-                              "with --pretrain.corpus PATH[,PATH ...] or pretrain_overrides: {corpus: [...]}.")
+def _looks_local(entry: str) -> bool:
+    "Whether an init_from entry names a local file or folder: a .pth, or a path no hub name can be (org/name at most)."
+    return entry.endswith('.pth') or entry.startswith(('/', '.', '~')) or entry.count('/') > 1
+
+
+def _check_paths(cfg: PretrainConfig, where: str) -> None:
+    """Every local file or folder a run reads exists (checked now, not when its run starts): its corpus entries, its
+    tokenizer, the weights it starts from."""
+    local = {'corpus': [e for e in cfg.corpus if e != 'demo' and not e.startswith('hub:')],
+             'tokenizer': [cfg.tokenizer] if cfg.tokenizer else [],
+             'init_from': [e.strip() for e in cfg.init_from.split(',') if _looks_local(e.strip())]}
+    for key, entries in local.items():
+        for entry in (e for e in entries if not Path(e).exists()):
+            raise ConfigError(f"{where}: {key}: no such file or folder '{entry}' (from {Path.cwd()}). Set it with "
+                              f"--pretrain.{key} PATH or pretrain_overrides: {{{key}: ...}}.")
 
 
 def _vocab_estimate(cfg: PretrainConfig) -> int:
@@ -147,7 +156,7 @@ def _vocab_estimate(cfg: PretrainConfig) -> int:
     path = Path(cfg.tokenizer) if cfg.tokenizer else None
     if path is not None and path.is_dir(): path = path / 'vocab.txt'
     if path is not None and path.is_file():
-        return sum(1 for line in path.read_text(encoding='utf-8').splitlines() if line.strip())
+        return sum(1 for line in read_text(path).splitlines() if line.strip())
     return cfg.vocab_size
 
 
@@ -171,7 +180,7 @@ def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
     from electra.objective.flops import pretrain_step_flops
     common = _resolve(['--config', cfg.pretrain_config, *cli_pairs(cfg.pretrain_overrides, 'pretrain_overrides')],
                       'pretrain_config / pretrain_overrides')  # a typo there is named as such, not as a variant's
-    _check_corpus(common, 'pretrain_config / pretrain_overrides')
+    _check_paths(common, 'pretrain_config / pretrain_overrides')
     bases = {s.name: _variant_base(cfg, s) for s in cfg.variant_specs()}
     flops = {name: pretrain_step_flops(base, _vocab_estimate(base)) for name, (_, _, base) in bases.items()}
     ref = bases[cfg.reference_name][2]
@@ -186,7 +195,7 @@ def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
         argv = ['--config', preset, *cli_pairs(kept), '--steps', str(steps), '--warmup_steps', str(warmup),
                 '--seed', str(cfg.seeds[0])]
         resolved = _resolve(argv, f"variant '{name}' (--config {preset})", quiet=False)
-        _check_corpus(resolved, f"variant '{name}'")
+        _check_paths(resolved, f"variant '{name}'")
         plans.append(VariantPlan(name, preset, kept, steps, warmup, flops[name], resolved))
     return plans
 

@@ -121,7 +121,10 @@ def read_finetuned(path: str | Path) -> dict:
     if not Path(path).is_file():
         raise ConfigError(f"{path}: no such fine-tuned run. Run `python finetune.py` first (the demo writes "
                           "checkpoints/glue/demo/<task>_<i>.pth), or give a run of yours.")
-    ckpt = torch.load(path, map_location='cpu', weights_only=True)
+    try: ckpt = torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as e:  # torch raises many kinds for a damaged file (RuntimeError, UnpicklingError, OSError, ...)
+        raise ConfigError(f"{path}: cannot read this fine-tuned run ({type(e).__name__}: {str(e).splitlines()[0]}). Delete "
+                          "it and its row in results.csv, and run the same command again to redo the run.") from None
     if not isinstance(ckpt, dict) or ckpt.get('format') not in FORMATS:
         raise ConfigError(f"{path}: not a fine-tuned checkpoint of finetune.py; delete it and its results row to redo the run.")
     return ckpt

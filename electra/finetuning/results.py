@@ -33,18 +33,7 @@ class ResultsTable:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        if self.path.is_file():
-            df = pd.read_csv(self.path, dtype={'task': str, 'settings': str, 'model_fingerprint': str, 'checkpoint': str,
-                                               'finished_at': str})
-            for c in LATER_COLUMNS:
-                if c not in df.columns: df[c] = np.nan
-            missing = [c for c in RESULT_COLUMNS if c not in df.columns]
-            if missing:
-                raise ConfigError(f"{self.path}: not a results table of finetune.py (no column {', '.join(missing)}). "
-                                  f"Move it away or choose another --group.")
-            self.df = df[RESULT_COLUMNS]
-        else:
-            self.df = pd.DataFrame(columns=RESULT_COLUMNS)
+        self.df = _read_table(self.path) if self.path.is_file() else pd.DataFrame(columns=RESULT_COLUMNS)
 
     def get(self, task: str, run: int) -> dict | None:
         rows = self.df[(self.df['task'] == task) & (self.df['run'] == run)]
@@ -62,6 +51,27 @@ class ResultsTable:
 
     def task_rows(self, task: str) -> pd.DataFrame:
         return self.df[self.df['task'] == task].sort_values('run')
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    "A results CSV written by `ResultsTable`; a ConfigError naming a file that is not one, or a damaged row, and the fix."
+    def refuse(why: str): raise ConfigError(f"{path}: not a results table of finetune.py ({why}). Move it away or choose "
+                                            "another --group.")
+    try: text = path.read_text(encoding='utf-8')
+    except UnicodeDecodeError: refuse('not UTF-8 text')
+    if not text.strip(): refuse('an empty file')
+    try: df = pd.read_csv(io.StringIO(text), dtype={'task': str, 'settings': str, 'model_fingerprint': str,
+                                                    'checkpoint': str, 'finished_at': str})
+    except pd.errors.ParserError as e: refuse(str(e).strip())
+    for c in LATER_COLUMNS:
+        if c not in df.columns: df[c] = np.nan
+    missing = [c for c in RESULT_COLUMNS if c not in df.columns]
+    if missing: refuse(f"no column {', '.join(missing)}")
+    incomplete = df[['task', 'run', 'settings']].isna().any(axis=1).to_numpy().nonzero()[0]  # what a resume matches on
+    if len(incomplete):
+        raise ConfigError(f"{path}: line {incomplete[0] + 2} is incomplete (a damaged file). Delete that line and run the "
+                          "same command again to redo its run.")
+    return df[RESULT_COLUMNS]
 
 
 def summarize(df: pd.DataFrame, tasks: dict[str, GlueTask] = TASKS) -> pd.DataFrame:

@@ -29,7 +29,7 @@ from electra.objective.model import (
 from electra.training.checkpoint import load_checkpoint
 from electra.training.files import is_main_process
 
-__all__ = ['EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',
+__all__ = ['saved_model_type', 'EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',
            'quiet_transformers']
 
 EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
@@ -119,15 +119,21 @@ def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedToken
     return disc, tokenizer
 
 
-def _check_model_dir(path: Path) -> None:
-    "A local `save_pretrained` directory: its config names an ELECTRA model and its tokenizer files are there."
+def saved_model_type(path: Path) -> str | None:
+    """The `model_type` of a local `save_pretrained` directory's config.json; a ConfigError when it has none or it is
+    unreadable."""
     config = path / 'config.json'
     if not config.is_file():
         raise ConfigError(f"{path}: no config.json, so not a save_pretrained directory. Give the directory the model "
                           "was exported to (e.g. checkpoints/pretrain/<run>_<seed>/discriminator) or a pretraining .pth.")
-    try: model_type = json.loads(config.read_text(encoding='utf-8')).get('model_type')
+    try: return json.loads(config.read_text(encoding='utf-8')).get('model_type')
     except (OSError, ValueError, AttributeError) as e:
         raise ConfigError(f"{config}: unreadable ({e}). Export the model again with save_pretrained.") from None
+
+
+def _check_model_dir(path: Path) -> None:
+    "A local `save_pretrained` directory: its config names an ELECTRA model and its tokenizer files are there."
+    config, model_type = path / 'config.json', saved_model_type(path)
     if model_type != 'electra':
         raise ConfigError(f"{config}: a {model_type} model, not ELECTRA. Give an ELECTRA discriminator: a pretrain.py "
                           ".pth checkpoint, its exported discriminator directory, or a hub name such as "

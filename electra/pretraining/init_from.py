@@ -22,7 +22,7 @@ from electra.config.pretrain import PretrainConfig, saved_config
 from electra.data.hub import hub_unreachable
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.objective.model import ElectraPretrainingModel, discriminator_config, generator_config
-from electra.pretraining.export import quiet_transformers
+from electra.pretraining.export import quiet_transformers, saved_model_type
 
 __all__ = ['InitWeights', 'init_sources', 'load_init', 'check_init_config', 'init_model_', 'init_tokenizer',
            'shared_weights', 'save_init_checkpoint']
@@ -69,10 +69,17 @@ def init_sources(source: str) -> tuple[str, str] | Path:
 def _hub_load(cls, name: str, what: str):
     "`cls.from_pretrained(name)`; offline or unknown, one message naming the local alternatives."
     local = Path(name).is_dir()
+    if local:
+        try: saved_model_type(Path(name))  # a folder without config.json would load as something else, or not at all
+        except ConfigError as e: raise ConfigError(f'init_from: {e}') from None
     unreachable = None if local else hub_unreachable()
     try:
         with quiet_transformers() if local else contextlib.nullcontext():  # a download's progress is worth seeing
             return cls.from_pretrained(name, local_files_only=bool(unreachable))
+    except RuntimeError:  # transformers: weights of other sizes than the config's (its report is logged, not raised)
+        raise ConfigError(f"init_from: cannot load the {what} '{name}' (its weights do not fit its config.json: a size "
+                          "was edited, or the weights are another model's). Export the model again with "
+                          "save_pretrained.") from None
     except (OSError, ValueError) as e:
         why = (f'the hub cannot be reached ({unreachable}) and it is not in the local cache' if unreachable
                else f'not found: {str(e).splitlines()[0]}')

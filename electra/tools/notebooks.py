@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from electra.config.base import ConfigError, friendly_errors
+
 __all__ = ['PAIRS', 'NOTEBOOK_DIR', 'Problem', 'export_text', 'clean_notebook', 'export', 'check', 'from_scripts', 'main']
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,9 +58,13 @@ class Problem:
     def __str__(self) -> str: return f'{self.path}: {self.message}'
 
 
-def _read(path: Path):
+def _read(path: Path, rel: str):
+    "The notebook at `path` (`rel` in the repository); a ConfigError saying how to get it back when it is not one."
     import nbformat
-    return nbformat.read(str(path), as_version=4)
+    try: return nbformat.read(str(path), as_version=4)
+    except (ValueError, OSError, nbformat.ValidationError) as e:  # NotJSONError is a ValueError
+        raise ConfigError(f"{rel}: not a notebook ({str(e).splitlines()[0]}). Restore it with `git checkout -- {rel}`, "
+                          "or write it from its script with `python -m electra.tools.notebooks from-scripts`.") from None
 
 
 def clean_notebook(nb):
@@ -111,16 +117,19 @@ def check(root: str | Path = ROOT) -> list[Problem]:
     root = Path(root)
     problems: list[Problem] = []
     for path in _notebooks(root):
-        problems += _stored_problems(path, _read(path), str(path.relative_to(root)))
+        rel = str(path.relative_to(root))
+        problems += _stored_problems(path, _read(path, rel), rel)
     for nb_rel, script_rel in PAIRS:
         nb_path, script = root / nb_rel, root / script_rel
         if not nb_path.is_file():
-            problems.append(Problem(nb_rel, f'missing: the notebook that {script_rel} is exported from'))
+            problems.append(Problem(nb_rel, f'missing: the notebook that {script_rel} is exported from. Restore it with '
+                                            f'`git checkout -- {nb_rel}`, or write it from {script_rel} with '
+                                            '`python -m electra.tools.notebooks from-scripts`'))
             continue
         if not script.is_file():
             problems.append(Problem(script_rel, f'missing: run `python -m electra.tools.notebooks export` to write it from {nb_rel}'))
             continue
-        if script.read_text(encoding='utf-8') != export_text(_read(nb_path)):
+        if script.read_text(encoding='utf-8') != export_text(_read(nb_path, nb_rel)):
             problems.append(Problem(script_rel, f'differs from the export of {nb_rel}: edit the notebook and run '
                                                 '`python -m electra.tools.notebooks export` (or, to keep the script\'s edit, '
                                                 '`python -m electra.tools.notebooks from-scripts`)'))
@@ -140,11 +149,14 @@ def export(root: str | Path = ROOT) -> list[Path]:
     root = Path(root)
     changed = []
     for path in _notebooks(root):
-        if _write_if_changed(path, _notebook_text(clean_notebook(_read(path)))): changed.append(path)
+        if _write_if_changed(path, _notebook_text(clean_notebook(_read(path, str(path.relative_to(root)))))):
+            changed.append(path)
     for nb_rel, script_rel in PAIRS:
         nb_path = root / nb_rel
-        if not nb_path.is_file(): raise FileNotFoundError(f'{nb_rel}: missing, cannot export {script_rel}')
-        if _write_if_changed(root / script_rel, export_text(_read(nb_path))): changed.append(root / script_rel)
+        if not nb_path.is_file():
+            raise ConfigError(f'{nb_rel}: missing, cannot export {script_rel}. Restore it with `git checkout -- {nb_rel}`, '
+                              f'or write it from {script_rel} with `python -m electra.tools.notebooks from-scripts`.')
+        if _write_if_changed(root / script_rel, export_text(_read(nb_path, nb_rel))): changed.append(root / script_rel)
     return changed
 
 
@@ -180,4 +192,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == '__main__':
+    friendly_errors()
     raise SystemExit(main())

@@ -45,9 +45,9 @@ def start_neptune_run(project: str, name: str, tags: list[str] = ()):
     try:
         return neptune.init_run(project=project or None, name=name, tags=list(tags),
                                 mode=os.environ.get('NEPTUNE_MODE', 'async'))
-    except Exception as e:
-        raise ConfigError(f"logger: cannot start a Neptune run ({e}). Set NEPTUNE_API_TOKEN and --neptune_project, or "
-                          "NEPTUNE_MODE=offline, or use --logger none.") from None
+    except Exception as e:  # (Neptune's own messages are banners of 20 lines: its exception's name says which)
+        raise ConfigError(f"logger: cannot start a Neptune run ({type(e).__name__}). Set NEPTUNE_API_TOKEN and "
+                          "--neptune_project, or NEPTUNE_MODE=offline, or use --logger none.") from None
 
 
 def neptune_sink(run) -> Callable[[dict], None]:

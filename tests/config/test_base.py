@@ -132,3 +132,21 @@ def test_writable_dir_names_the_file_in_the_way_and_can_check_without_creating(t
     assert writable_dir(tmp_path / 'later' / 'export', 'output_dir', create=False) == tmp_path / 'later' / 'export'
     assert sorted(p.name for p in tmp_path.iterdir()) == ['a_file']   # checked, nothing made, no probe left
     assert writable_dir(tmp_path / 'now', 'output_dir').is_dir() and list((tmp_path / 'now').iterdir()) == []
+
+
+@pytest.mark.parametrize('data, line', [('steps: 5\n# café\n'.encode('latin-1'), 2), ('steps: 5\n'.encode('utf-16'), 1),
+                                        (bytes(range(256)), 2)], ids=['latin-1', 'utf-16', 'binary'])
+def test_a_config_file_not_in_utf8_is_named_with_the_line(tmp_path, data, line):
+    "A preset saved as latin-1 or UTF-16, or a binary file given as one: a ConfigError naming it, not a UnicodeDecodeError."
+    path = tmp_path / 'mine.yaml'
+    path.write_bytes(data)
+    with pytest.raises(ConfigError, match=rf"{path}: line {line}: not UTF-8 text .*Save it as UTF-8"):
+        load('--config', str(path))
+
+
+def test_a_key_that_is_not_a_name_is_refused(tmp_path):
+    "YAML reads `1: 2` as an integer key: named as an unknown key, not a TypeError from the suggestion."
+    path = tmp_path / 'mine.yaml'
+    path.write_text('1: 2\n')
+    with pytest.raises(ConfigError, match=rf"{path}: unknown key '1'"):
+        load('--config', str(path))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.config.base import ConfigError, config_from_dict, load_config
+from electra.config.base import ConfigError, RunWarning, config_from_dict, load_config
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.tasks.glue.tasks import TASKS
 
@@ -83,3 +83,22 @@ def test_a_later_preset_or_the_command_line_settles_what_an_earlier_preset_left_
     assert load_config(FinetuneConfig, ['--config', str(preset), '--runs', '3'], preset_dir=REPO / 'configs/finetune').runs == 3
     with pytest.raises(ConfigError, match='runs: must be positive, got 0'):
         load_config(FinetuneConfig, ['--config', str(preset)], preset_dir=REPO / 'configs/finetune')
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_a_per_task_key_on_the_command_line_replaces_the_presets_task_overrides_and_says_so():
+    "--epochs 1 trained RTE the preset's 10 epochs without a word; the command line wins, in a warning."
+    with pytest.warns(RunWarning, match=r"--epochs 1 applies to every task: it replaces the preset's task_overrides "
+                                        r"\(RTE epochs: 10; STS-B epochs: 10\)\. To keep a per-task value"):
+        cfg = load_config(FinetuneConfig, ['--config', 'demo', '--epochs', '1'], preset_dir=REPO / 'configs/finetune')
+    assert cfg.for_task('RTE').epochs == cfg.for_task('STS-B').epochs == cfg.for_task('CoLA').epochs == 1
+    assert cfg.task_overrides == {}
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_task_overrides_given_with_the_key_on_the_command_line_are_kept():
+    argv = ['--config', 'demo', '--epochs', '1', '--task_overrides', '{RTE: {epochs: 4}}']
+    cfg = load_config(FinetuneConfig, argv, preset_dir=REPO / 'configs/finetune')
+    assert (cfg.for_task('RTE').epochs, cfg.for_task('STS-B').epochs) == (4, 1)
+    cfg = load_config(FinetuneConfig, ['--config', 'demo', '--lr', '1e-4'], preset_dir=REPO / 'configs/finetune')
+    assert cfg.for_task('RTE').epochs == 10 and cfg.for_task('RTE').lr == 1e-4

@@ -151,3 +151,11 @@ def test_job_defaults_are_the_objective_of_the_paper():
     assert float(model.discriminator.electra.embeddings.word_embeddings.weight.abs().max()) <= 0.04
     small = dataclasses.replace(PretrainConfig(), **{k: v for k, v in SHAPE.items() if k != 'generator_size'})
     assert small.generator_size == 0.25
+
+
+@pytest.mark.parametrize('name', ['a/b', '', '..', 'x y'])
+def test_run_name_must_be_a_plain_name(name):
+    "A run name is part of file names: 'a/b' would put the checkpoints where --resume and the run lock never look."
+    with pytest.raises(ConfigError, match=r"run_name: must be a plain name"):
+        load('--run_name', name)
+    assert load('--run_name', 'my-run_2.0+x').run_name == 'my-run_2.0+x'

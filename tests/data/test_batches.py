@@ -1,11 +1,13 @@
 """electra/data/batches.py: pretraining batches, resume, mixing weights, the held-out split."""
 import random
+import warnings
 
 import datasets
 import numpy as np
 import pytest
 import torch
 
+from electra.config.base import RunWarning
 from electra.data.batches import PretrainingBatches, held_out_split, pretraining_dataloader
 from tests.support.data import build_pretraining_dataset
 
@@ -116,3 +118,13 @@ def test_held_out_split_is_deterministic_disjoint_and_spread():
     assert sum(i < 1000 for i in weighted) == 100
     assert held_out_split(parts, 0, seed=7) == (parts, None)
     assert len(held_out_split([numbered(30)], 200, seed=7)[1]) == 3  # at most a tenth of a corpus
+
+
+def test_more_eval_examples_than_a_tenth_of_the_corpus_are_cut_and_said():
+    "--eval_examples 100000 on a small corpus held out a tenth of it without a word (P33 of the sweep)."
+    with pytest.warns(RunWarning, match=r"eval_examples: 200 asked, 3 held out: at most a tenth of a corpus is held out, "
+                                        r"so that the rest trains, and the corpus has 30 examples\. Set eval_examples to 3"):
+        assert len(held_out_split([numbered(30)], 200, seed=7)[1]) == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert len(held_out_split([numbered(30)], 3, seed=7)[1]) == 3  # what fits is not warned about

@@ -140,6 +140,27 @@ def test_a_bad_setting_fails_before_anything_is_launched(tmp_path, change, match
     assert calls == [] and not (tmp_path / 'out').exists()
 
 
+def latin1_vocab(tmp_path) -> str:
+    (tmp_path / 'vocab.txt').write_bytes('[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\ncaf\u00e9\n'.encode('latin-1'))
+    return str(tmp_path / 'vocab.txt')
+
+
+@pytest.mark.parametrize('change, match', [
+    (lambda t: {'pretrain_overrides': {**TINY, 'tokenizer': 'no/such/vocab.txt'}},
+     r"pretrain_config / pretrain_overrides: tokenizer: no such file or folder 'no/such/vocab.txt'"),
+    (lambda t: {'variants': {'electra': {}, 'warm': {'overrides': {'init_from': 'no/such/t_electra_1_100%.pth'}}}},
+     r"variant 'warm': init_from: no such file or folder 'no/such/t_electra_1_100%.pth'"),
+    (lambda t: {'pretrain_overrides': {**TINY, 'tokenizer': latin1_vocab(t)}}, r'vocab.txt: line 6: not UTF-8 text'),
+], ids=['tokenizer', 'init_from', 'latin-1-vocab'])
+def test_a_missing_or_unreadable_local_file_fails_before_anything_is_launched(tmp_path, change, match):
+    "Before: the plan passed (C22 of the sweep), and the run failed when its pretraining started."
+    calls = []
+    with pytest.raises(ConfigError, match=match):
+        run_comparison(comparison(tmp_path, **change(tmp_path)), launch=lambda cmd, log: calls.append(cmd) or 0,
+                       log=lambda s: None)
+    assert calls == [] and not (tmp_path / 'out').exists()
+
+
 @pytest.mark.parametrize('change, match', [
     ({'variants': {'a': {'overrides': {'seed': 3}}}}, r'variants.a.overrides: seed is set by the comparison itself'),
     ({'variants': {'a': {'overrides': {'steps': 3}}}}, r'variants.a.overrides: steps is set by the comparison'),

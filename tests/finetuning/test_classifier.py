@@ -93,3 +93,14 @@ def test_layer_lrs_by_hand_for_12_and_24_layers():
     assert off24[0] == pytest.approx(5e-5 * 0.9 ** 26) and int24[0] == pytest.approx(5e-5 * 0.9 ** 25)
     assert np.allclose(off24[:-1] / int24[:-1], 0.9)  # official = intended * d below the head
     with pytest.raises(ValueError): layer_lrs(1e-4, 0.8, 12, 'paper')
+
+
+@pytest.mark.parametrize('data', [b'hello\n', None], ids=['text', 'truncated'])
+def test_a_damaged_finetuned_run_is_named_with_the_fix(tmp_path, tiny, data):
+    "Before: a KeyError or an OSError from torch.load when the test predictions read the selected run."
+    path = tmp_path / 'RTE_0.pth'
+    torch.save({'format': 'electra-finetuned', 'model': classifier.ElectraClassifier(tiny[0].electra, 2).state_dict()}, path)
+    path.write_bytes(data if data is not None else path.read_bytes()[:5000])
+    with pytest.raises(ConfigError, match=r'RTE_0.pth: cannot read this fine-tuned run \(.*\)\. Delete it and its row in '
+                                          r'results.csv, and run the same command again to redo the run'):
+        classifier.read_finetuned(path)

@@ -5,7 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from electra.finetuning.results import select_runs, summarize, summary_markdown
+from electra.config.base import ConfigError
+from electra.finetuning.results import ResultsTable, select_runs, summarize, summary_markdown
 
 
 def results(scores: dict[str, list[float]]) -> pd.DataFrame:
@@ -36,3 +37,38 @@ def test_summary_table_and_glue_row():
     assert md.splitlines()[0].startswith('| task | metric | runs | mean | median | std | best')
     glue = md.splitlines()[-1]
     assert glue.startswith('| GLUE score (2 of 8 tasks) | | | 68.50 | 68.50 | | 72.00 |')  # WNLI left out
+
+
+def a_table(path) -> str:
+    "A results table of two RTE runs, as finetune.py writes it."
+    table = ResultsTable(path)
+    for run in (0, 1):
+        table.add({'task': 'RTE', 'run': run, 'seed': run, 'score': 60.0 + run, 'accuracy': 60.0 + run, 'train_loss': 0.5,
+                   'steps': 10, 'seconds': 1.0, 'settings': 'abc', 'checkpoint': f'RTE_{run}.pth', 'finished_at': 'now'})
+    return path.read_text()
+
+
+@pytest.mark.parametrize('damage, match', [
+    (lambda text: b'\x8c\x00\xff' * 100,
+     r'results.csv: not a results table of finetune.py \(not UTF-8 text\)\. Move it away'),
+    (lambda text: b'', r'results.csv: not a results table of finetune.py \(an empty file\)\. Move it away'),
+    (lambda text: text[:len(text) - 40].encode(), r'results.csv: line 3 is incomplete \(a damaged file\)\. Delete that line'),
+], ids=['binary', 'empty', 'truncated'])
+def test_a_damaged_results_table_is_named_with_the_fix(tmp_path, damage, match):
+    "Before: a UnicodeDecodeError, an EmptyDataError, or a row of NaNs that later broke the sort with a ValueError."
+    path = tmp_path / 'results.csv'
+    path.write_bytes(damage(a_table(path)))
+    before = path.read_bytes()
+    with pytest.raises(ConfigError, match=match):
+        ResultsTable(path)
+    assert path.read_bytes() == before  # left as it was, for the user to look at
+
+
+def test_a_table_without_checkpoints_still_loads(tmp_path):
+    "Tables written by other tools may lack the checkpoint of a row: only what a resume matches on must be there."
+    path = tmp_path / 'results.csv'
+    a_table(path)
+    df = pd.read_csv(path)
+    df['checkpoint'] = np.nan
+    df.to_csv(path, index=False)
+    assert ResultsTable(path).get('RTE', 1)['score'] == 61.0

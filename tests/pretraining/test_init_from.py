@@ -92,3 +92,20 @@ def test_refusals_name_what_differs(tmp_path, monkeypatch):
                                           r"copies instead: a directory with generator/ and discriminator/"):
         load_init('google/electra-small-discriminator')
 
+
+
+@pytest.mark.parametrize('damage, match', [
+    (lambda d: (d / 'config.json').unlink(),
+     r"init_from: .*/run/generator: no config.json, so not a save_pretrained directory"),
+    (lambda d: (d / 'config.json').write_text('{"model_type": "electra", '), r"init_from: .*/run/generator/config.json: "
+                                                                             r"unreadable"),
+    (lambda d: (d / 'config.json').write_text(
+        (d / 'config.json').read_text().replace('"hidden_size": 16', '"hidden_size": 24')),
+     r"init_from: cannot load the generator .*/run/generator' \(its weights do not fit its config.json")],
+    ids=['no-config', 'config-not-json', 'config-of-other-sizes'])
+def test_a_local_folder_that_does_not_load_is_named(tmp_path, damage, match):
+    "Before: a RuntimeError (ignore_mismatched_sizes) or an OSError from deep inside from_pretrained (P73 of the sweep)."
+    save_pair(tmp_path / 'run', tiny_cfg())
+    damage(tmp_path / 'run' / 'generator')
+    with pytest.raises(ConfigError, match=match):
+        load_init(str(tmp_path / 'run'))

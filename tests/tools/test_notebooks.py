@@ -76,3 +76,33 @@ def test_export_from_scripts_round_trip(repo_copy):
     assert notebooks.check(repo_copy) == []
     for nb_rel, script in notebooks.PAIRS:
         assert (repo_copy / nb_rel).read_text() == (REPO / nb_rel).read_text()
+
+
+@pytest.mark.parametrize('command', ['export', 'check'])
+def test_a_notebook_that_is_not_json_is_one_line(repo_copy, command):
+    "A notebook saved half-way or merged with conflict markers (N04 of the sweep). Before: nbformat's NotJSONError traceback."
+    (repo_copy / 'notebooks' / 'Pretrain.ipynb').write_text('{"cells": [\n<<<<<<< HEAD\n')
+    r = notebooks_cli(command, '--root', str(repo_copy))
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert r.stderr.startswith('error: notebooks/Pretrain.ipynb: not a notebook (Notebook does not appear to be JSON')
+    assert 'git checkout -- notebooks/Pretrain.ipynb' in r.stderr and 'from-scripts' in r.stderr
+    assert (repo_copy / 'pretrain.py').read_text() == (REPO / 'pretrain.py').read_text()  # the script left as it was
+
+
+def test_export_with_a_notebook_missing_is_one_line(repo_copy):
+    "Before: a FileNotFoundError traceback (check already named it: N05 of the sweep)."
+    (repo_copy / 'notebooks' / 'Finetune_GLUE.ipynb').unlink()
+    r = notebooks_cli('export', '--root', str(repo_copy))
+    assert (r.returncode, r.stderr) == (2, 'error: notebooks/Finetune_GLUE.ipynb: missing, cannot export finetune.py. '
+                                           'Restore it with `git checkout -- notebooks/Finetune_GLUE.ipynb`, or write it '
+                                           'from finetune.py with `python -m electra.tools.notebooks from-scripts`.\n')
+
+
+def test_check_with_a_notebook_missing_says_how_to_get_it_back(repo_copy):
+    "Before: 'missing: the notebook that finetune.py is exported from', and no fix (N05 of the sweep; status 1 is right)."
+    (repo_copy / 'notebooks' / 'Finetune_GLUE.ipynb').unlink()
+    r = notebooks_cli('check', '--root', str(repo_copy))
+    assert (r.returncode, r.stderr) == (1, 'notebooks/Finetune_GLUE.ipynb: missing: the notebook that finetune.py is '
+                                           'exported from. Restore it with `git checkout -- notebooks/Finetune_GLUE.ipynb`, '
+                                           'or write it from finetune.py with `python -m electra.tools.notebooks '
+                                           'from-scripts`\n')

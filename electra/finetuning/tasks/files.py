@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from electra.config.base import ConfigError, load_yaml
+from electra.config.base import ConfigError, load_yaml, read_text
 from electra.finetuning.tasks.glue.sources import Examples, GlueSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
 
@@ -73,6 +73,23 @@ def _check_values(path: Path, raw: dict) -> None:
         if not raw.get(key): _fail(path, f"'{key}' is missing: a task file names train and dev files, text and label columns.")
     if raw.get('kind', 'classification') not in KINDS:
         _fail(path, f"kind must be one of {', '.join((*KINDS, *OTHER_KINDS))}, got {raw.get('kind')!r}.")
+    _check_types(path, raw)
+
+
+def _check_types(path: Path, raw: dict) -> None:
+    "Each value of the kind its key takes: file and column names are strings, flags booleans, the scale a number."
+    for key in ('train', 'dev', 'test'):
+        if key in raw and not isinstance(raw[key], str): _fail(path, f"{key}: {raw[key]!r} is not a file name.")
+    for key in ('label', 'id'):
+        if key in raw and not isinstance(raw[key], str): _fail(path, f"{key}: expected a column name, got {raw[key]!r}.")
+    text = [raw['text']] if isinstance(raw['text'], str) else raw['text']
+    if not isinstance(text, list) or not all(isinstance(t, str) for t in text):
+        _fail(path, f"text: expected a column name or a list of two, got {raw['text']!r}.")
+    if not isinstance(raw.get('unordered_pair', False), bool):
+        _fail(path, f"unordered_pair: expected true or false, got {raw['unordered_pair']!r}.")
+    scale = raw.get('target_scale', 1.0)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < float('inf'):
+        _fail(path, f"target_scale: expected a positive number, got {scale!r} (regression targets are divided by it).")
 
 
 def task_hparams(path: Path, raw: dict, defaults: dict | None = None) -> dict:
@@ -93,7 +110,7 @@ def read_task_file(path: str | Path):
     if not path.is_file():
         _fail(path, "no such task file (tasks: GLUE names or task YAML files). The demo's task files are written by "
                     "`python -m electra.finetuning.tasks.demo cache/demo_tasks`.")
-    try: raw = load_yaml(path.read_text(encoding='utf-8'), str(path)) or {}
+    try: raw = load_yaml(read_text(path), str(path)) or {}
     except yaml.YAMLError as e: _fail(path, f"not valid YAML ({str(e).splitlines()[0]}).")
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
     if raw.get('name') in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
@@ -106,7 +123,8 @@ def read_task_file(path: str | Path):
     hparams = task_hparams(path, raw)
     _check_values(path, raw)
     kind = raw.get('kind', 'classification')
-    metrics = tuple(raw.get('metrics') or KINDS[kind])
+    metrics = raw.get('metrics') or KINDS[kind]
+    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)  # `metrics: f1` is one name, not f and 1
     bad = [m for m in metrics if m not in METRICS[kind]]
     if bad: _fail(path, f"metric(s) {', '.join(bad)} do not apply to {kind}; use {', '.join(METRICS[kind])}.")
     text = (raw['text'],) if isinstance(raw['text'], str) else tuple(raw['text'])
@@ -137,7 +155,9 @@ def _rows(path: Path) -> tuple[list[dict], list[int]]:
     "The records of a data file and the line (row, for parquet) each came from."
     if path.suffix == '.parquet':
         import pandas as pd
-        records = pd.read_parquet(path).to_dict('records')
+        try: records = pd.read_parquet(path).to_dict('records')
+        except Exception as e:  # pyarrow raises many kinds for a file that is not parquet
+            _fail(path, f"cannot read it as parquet ({type(e).__name__}: {e}).")
         return records, list(range(1, len(records) + 1))
     if path.suffix == '.jsonl': return _jsonl(path)
     # TSV as the GLUE files are read (no quoting: quotes are text); CSV with standard quoting
@@ -194,11 +214,16 @@ def _split_labels(value, sep: str) -> list[str]:
     return [v.strip() for v in str(value).split(sep) if v.strip()]
 
 
-def _label_table(values: list) -> tuple[str, ...]:
-    "The training file's classes, sorted (as numbers when they all are)."
+def _label_table(path: Path, column: str, values: list) -> tuple[str, ...]:
+    "The training file's classes, sorted (as numbers when they all are: then one number written two ways is refused)."
     names = sorted({str(v) for v in values})
-    try: return tuple(sorted(names, key=float))
+    try: numbers = sorted(names, key=float)
     except ValueError: return tuple(names)
+    for a, b in zip(numbers, numbers[1:]):
+        if float(a) == float(b):
+            _fail(path, f"column '{column}': the labels {a!r} and {b!r} are one number written two ways, so they would be "
+                        "two classes. Write each class one way.")
+    return tuple(numbers)
 
 
 def file_task(spec: FileTaskSpec) -> tuple[GlueTask, 'FileSource']:
@@ -206,7 +231,7 @@ def file_task(spec: FileTaskSpec) -> tuple[GlueTask, 'FileSource']:
     source = FileSource(spec)
     raw = source.raw_labels('train') if spec.kind != 'regression' else []
     if spec.kind == 'multilabel': raw = [v for r in raw for v in _split_labels(r, spec.label_separator)]
-    labels = _label_table(raw) if raw else ()
+    labels = _label_table(spec.files['train'], spec.label, raw) if raw else ()
     if spec.kind != 'regression' and len(labels) < 2:
         _fail(spec.files['train'], f"column '{spec.label}' holds {len(labels)} class(es); classification needs two or more.")
     task = GlueTask(spec.name, '', labels, spec.metrics, spec.metrics[0], (spec.text[0], spec.text[1] if len(spec.text) > 1 else None),

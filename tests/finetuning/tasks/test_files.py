@@ -253,3 +253,66 @@ def test_a_key_twice_in_a_task_file_is_refused(tmp_path):
     spec = write(tmp_path / 'task.yaml', 'train: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\ntrain: other.csv\n')
     with pytest.raises(ConfigError, match=rf"^{spec}: key 'train' is given twice, on lines 1 and 5"):
         read_task_file(spec)
+
+
+@pytest.mark.parametrize('data, line', [('train: train.csv\n# café\n'.encode('latin-1'), 2),
+                                        ('train: train.csv\n'.encode('utf-16'), 1)], ids=['latin-1', 'utf-16'])
+def test_a_task_yaml_not_in_utf8_is_named_with_its_line(tmp_path, data, line):
+    spec = _spec(tmp_path, GOOD)
+    spec.write_bytes(data)
+    with pytest.raises(ConfigError, match=rf"task.yaml: line {line}: not UTF-8 text .*Save it as UTF-8"):
+        read_task_file(spec)
+
+
+@pytest.mark.parametrize('extra, match', [
+    ('unordered_pair: maybe\n', r"task.yaml: unordered_pair: expected true or false, got 'maybe'"),
+    ('target_scale: abc\n', r"task.yaml: target_scale: expected a positive number, got 'abc'"),
+    ('target_scale: 0\n', r"task.yaml: target_scale: expected a positive number, got 0 \(regression targets are divided"),
+    ('target_scale: .nan\n', r"task.yaml: target_scale: expected a positive number, got nan"),
+])
+def test_a_flag_or_scale_of_the_wrong_kind_is_refused_naming_the_key(tmp_path, extra, match):
+    "'maybe' was taken as true and a scale of 0 divided every target by zero; both ran on."
+    with pytest.raises(ConfigError, match=match):
+        read_task_file(_spec(tmp_path, GOOD, extra=extra))
+
+
+def test_a_file_name_that_is_not_a_string_is_refused(tmp_path):
+    spec = _spec(tmp_path, GOOD)
+    spec.write_text('train: 5\ndev: dev.csv\ntext: sentence\nlabel: label\n')
+    with pytest.raises(ConfigError, match=r"task.yaml: train: 5 is not a file name"):
+        read_task_file(spec)
+
+
+def test_one_metric_name_is_one_metric(tmp_path):
+    "`metrics: f1` was read letter by letter: 'metric(s) f, 1 do not apply'."
+    assert read_task_file(_spec(tmp_path, GOOD, extra='metrics: f1\n')).metrics == ('f1',)
+
+
+def test_labels_that_are_one_number_written_two_ways_are_refused(tmp_path):
+    "1 and 1.0 were two classes (three in all) and training went on."
+    spec = _spec(tmp_path, 'sentence,label\ngood,1\nfine,1.0\nbad,0\n')
+    with pytest.raises(ConfigError, match=r"train.csv: column 'label': the labels '1' and '1.0' are one number written two "
+                                          r"ways"):
+        file_task(read_task_file(spec))
+    task, _ = file_task(read_task_file(_spec(tmp_path, 'sentence,label\ngood,1\nbad,0\nworse,10\n')))
+    assert task.labels == ('0', '1', '10')
+
+
+def test_a_parquet_file_that_is_not_parquet_is_named(tmp_path):
+    spec = _spec(tmp_path, 'not parquet at all\n', ext='parquet')
+    with pytest.raises(ConfigError, match=r"train.parquet: cannot read it as parquet"):
+        file_task(read_task_file(spec))
+
+
+def test_a_quote_left_open_in_a_csv_is_refused_naming_its_line(tmp_path):
+    "Read leniently, the open quote swallowed every later line into one example and training went on."
+    spec = _spec(tmp_path, GOOD + '"nice film,pos\nbad film,neg\nworse,neg\n')
+    with pytest.raises(ConfigError, match=r'train.csv: line 4: not valid CSV \(unexpected end of data\)\. A quote opened '
+                                          r'in a field must close it'):
+        file_task(read_task_file(spec))
+
+
+def test_a_quote_in_a_tsv_text_is_text(tmp_path):
+    "TSV is read without quoting, as GLUE's files: a quote is part of the text (T45 of the sweep)."
+    task, src = file_task(read_task_file(_spec(tmp_path, 'sentence\tlabel\nthe "film\tpos\nbad\tneg\n', ext='tsv')))
+    assert src.load(task, 'dev').text_a == ['the "film', 'bad']

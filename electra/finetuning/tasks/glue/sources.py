@@ -59,13 +59,17 @@ def read_delimited(path: Path, delimiter: str = '\t', quoting: int = csv.QUOTE_N
     """The records of a TSV (GLUE's: no quoting) or CSV file, each with the line it starts on (a quoted field may hold
     line breaks), blank lines skipped."""
     out, line = [], 1
-    reader = csv.reader(io.StringIO(read_utf8(path), newline=''), delimiter=delimiter, quoting=quoting)
+    # CSV strictly: a quote left open would otherwise swallow every line after it into one field
+    reader = csv.reader(io.StringIO(read_utf8(path), newline=''), delimiter=delimiter, quoting=quoting,
+                        strict=quoting != csv.QUOTE_NONE)
     try:
         for row in reader:
             if row: out.append((line, row))
             line = reader.line_num + 1
     except csv.Error as e:
-        raise ConfigError(f"{path}: line {line}: {e}. Fix the line.") from None
+        hint = 'Fix the line.' if quoting == csv.QUOTE_NONE else ('A quote opened in a field must close it: quote the '
+                                                               'whole field, and write a quote inside it twice ("").')
+        raise ConfigError(f"{path}: line {line}: not valid CSV ({e}). {hint}") from None
     return out
 
 

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, friendly_errors
 from electra.training.files import atomic_write_text
 
 __all__ = ['squad_json', 'load_hub_squad', 'write_hub_squad']
@@ -71,7 +71,8 @@ def write_hub_squad(source: str, out: str | Path) -> list[Path]:
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 3: sys.exit('usage: python -m electra.finetuning.tasks.qa.hub DATASET_OR_DIR OUT_DIR')
-    try:
-        for p in write_hub_squad(sys.argv[1], sys.argv[2]): print(p)
-    except ConfigError as e: sys.exit(f'error: {e}')
+    friendly_errors()  # a bad source is one `error: ...` line with status 2, as in the other tools (it was status 1)
+    if len(sys.argv) != 3:
+        print('usage: python -m electra.finetuning.tasks.qa.hub DATASET_OR_DIR OUT_DIR', file=sys.stderr)
+        sys.exit(2)
+    for p in write_hub_squad(sys.argv[1], sys.argv[2]): print(p)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, read_text
 
 __all__ = ['SCHEMES', 'Sentence', 'TaggedFile', 'TaggingData', 'read_conll', 'read_jsonl', 'read_tagged',
            'detect_scheme', 'check_scheme', 'check_known_tags', 'read_tagging_files', 'entity_types', 'scheme_labels',
@@ -71,8 +71,7 @@ class TaggedFile:
 def _read_text(path: str | Path) -> str:
     p = Path(path)
     if not p.is_file(): raise ConfigError(f"{p}: no such file.")
-    try: return p.read_text(encoding='utf-8-sig')  # a byte-order mark is not part of the first word
-    except UnicodeDecodeError as e: raise ConfigError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start}).") from None
+    return read_text(p)  # (a byte-order mark is dropped: it is not part of the first word)
 
 
 def _conll_labeled(lines: list[str], labeled: bool | None) -> bool:

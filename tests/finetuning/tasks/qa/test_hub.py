@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -48,3 +51,15 @@ def test_offline_names_the_local_alternative(tmp_path, monkeypatch):
     (tmp_path / 'empty').mkdir()
     with pytest.raises(ConfigError, match='no train-\\*.parquet and validation-\\*.parquet files'):
         write_hub_squad(str(tmp_path / 'empty'), tmp_path / 'out')
+
+
+def test_the_command_line_ends_a_bad_source_with_one_line_and_status_2(tmp_path):
+    "Before: the same line with status 1, which the project keeps for failures that are not bad input (E08 of the sweep)."
+    cmd = [sys.executable, '-m', 'electra.finetuning.tasks.qa.hub']
+    r = subprocess.run([*cmd, 'rajpurkar/squad_v2', str(tmp_path / 'out')], capture_output=True, text=True,
+                       env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert r.stderr.startswith('error: rajpurkar/squad_v2: the hub cannot be reached (HF_HUB_OFFLINE is set).')
+    assert not (tmp_path / 'out').exists()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert (r.returncode, r.stderr) == (2, 'usage: python -m electra.finetuning.tasks.qa.hub DATASET_OR_DIR OUT_DIR\n')

@@ -77,8 +77,8 @@ def test_reader_errors_name_file_and_line(tmp_path, name, text, where, message):
 def test_missing_and_undecodable_files(tmp_path):
     with pytest.raises(ConfigError, match='no such file'):
         data.read_conll(tmp_path / 'none.txt')
-    (tmp_path / 'bad.txt').write_bytes(b'a \xff\n')
-    with pytest.raises(ConfigError, match='not UTF-8'):
+    (tmp_path / 'bad.txt').write_bytes(b'a O\n\ncaf\xe9 O\n')  # latin-1 on line 3: the line and the fix are named
+    with pytest.raises(ConfigError, match=r'bad.txt: line 3: not UTF-8 text .*Save it as UTF-8'):
         data.read_conll(tmp_path / 'bad.txt')
 
 

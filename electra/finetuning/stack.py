@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_map
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.learner import _epoch_eval_callback, finetuning_learner
 from electra.finetuning.tasks.base import TaskData
+from electra.training.distributed import one_run_at_a_time
 
 __all__ = ['StackedRuns', 'StackedLoader', 'stack_batches', 'StackedLoss', 'run_gradient_clip', 'train_stack',
            'stack_size']
@@ -193,14 +194,7 @@ def stack_size(cfg: FinetuneConfig, task_cfg: FinetuneConfig, body: nn.Module, d
     """How many of a task's `todo` runs to train at a time: `stack_runs`, or with 0 on a GPU as many as 80% of its
     free memory holds (`run_bytes`; a `share` of it when that many processes train on it at once), on the CPU one.
     A torchrun job trains each run over all its processes: one."""
-    from electra.config.base import ConfigError
-    from electra.training.distributed import world
-    if world().size > 1:
-        if cfg.stack_runs > 1:
-            raise ConfigError(f"stack_runs: {cfg.stack_runs} under torchrun, whose processes train every run together "
-                              f"(data-parallel). Run `python finetune.py --stack_runs {cfg.stack_runs}` without torchrun "
-                              f"to stack runs, or drop --stack_runs.")
-        return 1
+    if one_run_at_a_time('stack_runs', cfg.stack_runs, 'to stack runs'): return 1
     if cfg.stack_runs: return min(cfg.stack_runs, todo)
     if device.type != 'cuda': return 1
     free, _ = torch.cuda.mem_get_info(device)

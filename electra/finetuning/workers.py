@@ -29,7 +29,7 @@ from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.sweep import RunJob, _runs, stacks, train_jobs
 from electra.pretraining.export import quiet_transformers
 from electra.training.device import cpu_threads
-from electra.training.distributed import world
+from electra.training.distributed import one_run_at_a_time
 
 __all__ = ['parallel_runs', 'worker_devices', 'run_on_workers', 'worker_main']
 
@@ -45,12 +45,7 @@ def _cuda_wanted(device: str) -> bool:
 def parallel_runs(cfg: FinetuneConfig) -> int:
     """How many runs train at once: `parallel_runs`, or with 0 one per visible GPU (1 on the CPU, and 1 for a fixed
     `cuda:N`). A torchrun job trains each run over all its processes instead, so it takes 1."""
-    if world().size > 1:
-        if cfg.parallel_runs > 1:
-            raise ConfigError(f"parallel_runs: {cfg.parallel_runs} under torchrun, whose processes train every run together "
-                              f"(data-parallel). Run `python finetune.py --parallel_runs {cfg.parallel_runs}` without "
-                              f"torchrun to train separate runs at once, or drop --parallel_runs.")
-        return 1
+    if one_run_at_a_time('parallel_runs', cfg.parallel_runs, 'to train separate runs at once'): return 1
     if cfg.parallel_runs: return cfg.parallel_runs
     return torch.cuda.device_count() if _cuda_wanted(cfg.device) and ':' not in cfg.device else 1
 

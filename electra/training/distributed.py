@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from electra.config.base import ConfigError
 
-__all__ = ['World', 'world', 'check_batch_split', 'init_distributed', 'is_distributed', 'main_process_first',
+__all__ = ['World', 'world', 'check_batch_split', 'one_run_at_a_time', 'init_distributed', 'is_distributed', 'main_process_first',
            'wait_for_all', 'print_main', 'finish_distributed',
            'all_reduce_sum', 'gather_objects', 'rank_seed', 'bare_model']
 
@@ -59,6 +59,16 @@ def check_batch_split(batch_size: int, micro_batches: int = 1) -> None:
                   if micro_batches > 1 else (f'{procs} processes', ''))
     raise ConfigError(f"batch_size: {batch_size} cannot be split over {over}; use {use} (a multiple of {unit}: every "
                       f"process takes the same number of rows of the global batch{rows}).")
+
+
+def one_run_at_a_time(key: str, value: int, instead: str) -> bool:
+    """Whether this is a torchrun job, whose processes train every fine-tuning run together (data-parallel), so it
+    takes one run at a time; there a `key` of `value` > 1 is refused, saying how to get it without torchrun (`instead`)."""
+    if world().size == 1: return False
+    if value > 1:
+        raise ConfigError(f"{key}: {value} under torchrun, whose processes train every run together (data-parallel). "
+                          f"Run `python finetune.py --{key} {value}` without torchrun {instead}, or drop --{key}.")
+    return True
 
 
 def is_distributed() -> bool:

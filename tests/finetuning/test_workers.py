@@ -92,13 +92,14 @@ def _worker_pids() -> list[int]:
 def test_a_dead_worker_or_ctrl_c_stop_the_sweep_keeping_finished_runs_and_it_resumes(tmp_path, glue_dir, tiny, sequential):
     cfg, killed = sweep_job(tmp_path, glue_dir, 'stop', parallel_runs=2), []
 
-    def kill_a_worker(line):  # kill -9 a worker in the middle of its first run
-        if line.startswith('[worker 1]') and not killed:
-            killed.append(max(_worker_pids()))
-            os.kill(killed[0], signal.SIGKILL)
-    with pytest.raises(TrainingStopped, match=r'fine-tuning worker \d \(cpu\) died \(exit status -9\) during \S+ run \d; '
-                                              r'the \d run\(s\) finished in this sweep are kept') as e:
+    def kill_a_worker(line):  # kill -9 the first worker to report a run, between its report and its row
+        if line.startswith('[worker') and not killed:
+            killed.append((int(line[8]), sorted(_worker_pids())[int(line[8])]))  # workers start in index order
+            os.kill(killed[0][1], signal.SIGKILL)
+    with pytest.raises(TrainingStopped, match=r'fine-tuning worker (\d) \(cpu\) died \(exit status -9\) during \S+ run \d; '
+                                              r'the \d+ run\(s\) finished in this sweep are kept') as e:
         sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=kill_a_worker)
+    assert str(e.value).startswith(f'fine-tuning worker {killed[0][0]} ')  # the worker killed is the one named
     assert e.value.exit_status == 1 and killed and not _worker_pids()  # the other worker was stopped too
     before = finished(cfg)
 

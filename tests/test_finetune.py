@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.finetune import saved_as_bert
+from tests.support.finetune import finetune_in_process, saved_as_bert
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -66,18 +66,21 @@ def test_driver_spreads_runs_over_workers_or_trains_each_run_over_torchrun_proce
     preset.write_text(f'model: {tiny_dir}\ndata: {glue_dir}\ntasks: [RTE, STS-B]\nruns: 2\nepochs: 1\ntask_overrides: {{}}\n'
                       f'test_output_dir: {tmp_path / "out"}\ncache_dir: {tmp_path / "cache"}\nthreads: 1\ndevice: cpu\n')
     tables = {}
-    for group, launch in [('seq', [sys.executable]), ('workers', [sys.executable]),
+    for group, launch in [('seq', None), ('workers', [sys.executable]),
                           ('ddp', [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2'])]:
-        extra = ['--parallel_runs', '2'] if group == 'workers' else []
-        r = subprocess.run([*launch, str(REPO / 'finetune.py'), '--config', str(preset), '--group', group,
-                            '--output_dir', str(tmp_path / 'ckpt'), *extra], cwd=REPO, capture_output=True, text=True,
-                           timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1'})
-        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-        assert r.stdout.count(f'group: {group}\n') == 1 and r.stdout.count('| RTE | accuracy | 2 |') == 1  # said once
+        argv = ['--config', str(preset), '--group', group, '--output_dir', str(tmp_path / 'ckpt'),
+                *(['--parallel_runs', '2'] if group == 'workers' else [])]
+        if launch is None: stdout = finetune_in_process(*argv)  # one process: this one
+        else:
+            r = subprocess.run([*launch, str(REPO / 'finetune.py'), *argv], cwd=REPO, capture_output=True, text=True,
+                               timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1'})
+            assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+            stdout = r.stdout
+        assert stdout.count(f'group: {group}\n') == 1 and stdout.count('| RTE | accuracy | 2 |') == 1  # said once
         assert sorted(p.name for p in (tmp_path / 'out' / group).iterdir()) == ['RTE.tsv', 'STS-B.tsv', 'glue_submission.zip']
         tables[group] = pd.read_csv(tmp_path / 'ckpt' / group / 'results.csv')
         assert list(tables[group]['task']) == ['STS-B', 'STS-B', 'RTE', 'RTE']  # GLUE's order
-        assert ('4 runs on 2 worker processes' in r.stdout) == (group == 'workers')
+        assert ('4 runs on 2 worker processes' in stdout) == (group == 'workers')
     varying = ['seconds', 'finished_at', 'checkpoint']
     pd.testing.assert_frame_equal(tables['workers'].drop(columns=varying), tables['seq'].drop(columns=varying))
     # each run trained by both processes: its steps count global batches, as one process's

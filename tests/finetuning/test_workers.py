@@ -2,7 +2,9 @@
 one process, Ctrl-C and a dead worker keep the finished runs, and the sweep resumes."""
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -112,9 +114,12 @@ def test_a_dead_worker_or_ctrl_c_stop_the_sweep_keeping_finished_runs_and_it_res
     with pytest.raises(TrainingStopped, match=r'by Ctrl-C; the (\d+) finished run\(s\) are kept in .*results.csv') as e:
         sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=ctrl_c)
     assert f'the {at[0]} finished' in str(e.value) and finished(cfg) == at[0] > before and not _worker_pids()
-    lines = []
-    sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=lines.append)
-    assert f'{18 - at[0]} runs on 2 worker processes' in ' '.join(lines)  # only the runs still to do
+    lines, threads = [], torch.get_num_threads()
+    torch.set_num_threads(1)  # resumed in this process (no workers to start), with the workers' one thread
+    try: sweep.run_sweep(dataclasses.replace(cfg, parallel_runs=1), *tiny, open_source(cfg.data), log=lines.append)
+    finally: torch.set_num_threads(threads)
+    todo = [int(m) for m in re.findall(r'(\d) of 2 runs to do', ' '.join(lines))]
+    assert sum(todo) == 18 - at[0] and all(todo)  # only the runs still to do (tasks with none are skipped)
     assert_same_runs(cfg, *sequential)
 
 

@@ -1,10 +1,12 @@
 """One tiny pretraining fit, as one process or as one rank of a torchrun job, for `test_distributed.py`: the same global
 batches of uneven lengths, masks and samples keyed to the global example (each row masked by a generator seeded
 from its own tokens; constant sampling noise, so samples are the generator's argmax) and no dropout, so that any
-split of the batch over processes must give the same parameters. Rank 0 saves the model's state to OUT.
+split of the batch over processes must give the same parameters. Each FIT is one such fit, from the same seed;
+rank 0 saves each model's state and metrics to its OUT. Several fits share one job: starting the processes costs
+more than the fits.
 
-    python ddp_worker.py OUT BATCH_SIZE LOSS_MEAN GRAD_ACCUM_STEPS [OBJECTIVE]   # one process
-    python -m torch.distributed.run --nproc_per_node 2 ddp_worker.py ...   # two
+    python ddp_worker.py OUT,BATCH_SIZE,LOSS_MEAN,GRAD_ACCUM_STEPS[,OBJECTIVE] ...   # one process
+    python -m torch.distributed.run --nproc_per_node 2 ddp_worker.py FIT ...         # two
 """
 import dataclasses
 import sys
@@ -45,8 +47,8 @@ def mask_per_example(self):
     self.learn.yb = (m.labels,)
 
 
-def main(out: str, batch_size: int, loss_mean: str, grad_accum_steps: int, objective: str = 'electra') -> None:
-    procs = init_distributed(torch.device('cpu'))
+def fit(procs, batch_size: int, loss_mean: str, grad_accum_steps: int, objective: str = 'electra') -> dict:
+    "One fit of 4 steps from seed 0: the model's state and (rank 0) its metrics.csv."
     cfg = dataclasses.replace(PretrainConfig(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                               intermediate_size=64, embedding_size=32, max_length=LENGTH, batch_size=batch_size,
                               steps=4, warmup_steps=0, lr=1e-3, dropout=0.0, log_every=2, checkpoint_at=[],
@@ -56,14 +58,24 @@ def main(out: str, batch_size: int, loss_mean: str, grad_accum_steps: int, objec
     model = build_pretraining_model(cfg, VOCAB, 0, mask_token_id=103)
     dl = pretraining_dataloader(examples(), cfg.batch_size, LENGTH, 0, 0, cfg.steps, rank=procs.rank,
                                 world_size=procs.size)
-    MaskingCallback.before_batch = mask_per_example
     with tempfile.TemporaryDirectory(prefix=f'ddp_worker_{procs.rank}_') as tmp:  # removed before the process ends
         learn = pretraining_learner(cfg, model, BenchTokenizer(VOCAB), dl, Path(tmp), torch.device('cpu'), 'fp32')
         learn.fit(1)
         metrics = (Path(tmp) / 'metrics.csv').read_text() if procs.rank == 0 else ''
+    return {'model': model.state_dict(), 'metrics': metrics}
+
+
+def main(fits: list[str]) -> None:
+    procs = init_distributed(torch.device('cpu'))
+    MaskingCallback.before_batch = mask_per_example
+    done = []
+    for spec in fits:
+        out, batch_size, loss_mean, grad_accum_steps, *objective = spec.split(',')
+        done.append((out, fit(procs, int(batch_size), loss_mean, int(grad_accum_steps), *objective)))
     finish_distributed()  # every process leaves the group before any exits; the others end here
-    if procs.rank == 0: torch.save({'model': model.state_dict(), 'metrics': metrics}, out)
+    if procs.rank == 0:
+        for out, state in done: torch.save(state, out)
 
 
 if __name__ == '__main__':
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), *sys.argv[5:])
+    main(sys.argv[1:])

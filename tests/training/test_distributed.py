@@ -21,41 +21,53 @@ def rows(metrics: str) -> list[dict]:
     return [{k: v for k, v in r.items() if k != 'steps_per_s'} for r in csv.DictReader(metrics.splitlines())]
 
 
+# every fit of these tests in two jobs, one process and a torchrun job of two: starting a job costs more than its fits
+ONE_PROCESS = {'whole': '8,global,1', 'micro': '8,global,2', 'mlm': '8,global,1,replace_mlm'}
+TWO_PROCESSES = {'split': '8,global,1', 'split_micro': '8,global,2', 'mlm_split_micro': '8,global,2,replace_mlm',
+                 'per_process': '8,per_process,1'}
+
+
+def fits(d: Path, specs: dict[str, str], procs: int) -> dict[str, dict]:
+    args = [f'{d / name}.pt,{spec}' for name, spec in specs.items()]
+    run(torchrun(WORKER, *args, n=procs) if procs > 1 else [sys.executable, str(WORKER), *args], d)
+    return {name: torch.load(d / f'{name}.pt', weights_only=False) for name in specs}
+
+
 @pytest.fixture(scope='module')
 def one_process(tmp_path_factory):
-    "Four steps of batch 8 in one process."
-    d = tmp_path_factory.mktemp('one')
-    run([sys.executable, str(WORKER), str(d / 'out.pt'), '8', 'global', '1'], d)
-    return torch.load(d / 'out.pt', weights_only=False)
+    "Four steps of batch 8 in one process: the whole batch, two micro-batches, and the replace-MLM objective."
+    return fits(tmp_path_factory.mktemp('one'), ONE_PROCESS, 1)
+
+
+@pytest.fixture(scope='module')
+def two_processes(tmp_path_factory):
+    "The same fits split over two gloo processes (and micro-batches), and the official per-process loss means."
+    return fits(tmp_path_factory.mktemp('two'), TWO_PROCESSES, 2)
 
 
 @pytest.mark.parametrize('procs, micro', [(2, 1), (1, 2), (2, 2)])
-def test_any_split_of_the_batch_takes_the_step_of_the_whole_batch(one_process, tmp_path, procs, micro):
+def test_any_split_of_the_batch_takes_the_step_of_the_whole_batch(one_process, two_processes, procs, micro):
     # processes x micro-batches of batch 8 / (procs x micro): the examples hold 6 to 32 tokens, so the parts of a batch
     # hold unequal numbers of tokens and only a loss normalised over the whole batch gives one process's step; the
     # metrics are summed over the micro-batches and reduced over the processes
-    args = (WORKER, tmp_path / 'out.pt', 8, 'global', micro)
-    run(torchrun(*args) if procs > 1 else [sys.executable, *map(str, args)], tmp_path)
-    split = torch.load(tmp_path / 'out.pt', weights_only=False)
-    assert max_diff(one_process['model'], split['model']) < 2e-6
-    assert rows(split['metrics']) == rows(one_process['metrics']) and len(rows(split['metrics'])) == 2
+    split = {(2, 1): two_processes['split'], (1, 2): one_process['micro'], (2, 2): two_processes['split_micro']}
+    whole = one_process['whole']
+    assert max_diff(whole['model'], split[procs, micro]['model']) < 2e-6
+    assert rows(split[procs, micro]['metrics']) == rows(whole['metrics']) and len(rows(whole['metrics'])) == 2
 
 
-def test_an_mlm_objective_splits_over_processes_and_micro_batches_as_the_whole_batch(tmp_path):
+def test_an_mlm_objective_splits_over_processes_and_micro_batches_as_the_whole_batch(one_process, two_processes):
     "Replace MLM: its unused RTD head holds no gradient DDP waits for, and its loss divides by the masked positions."
-    run([sys.executable, str(WORKER), str(tmp_path / 'one.pt'), '8', 'global', '1', 'replace_mlm'], tmp_path)
-    run(torchrun(WORKER, tmp_path / 'split.pt', 8, 'global', 2, 'replace_mlm'), tmp_path)
-    one, split = (torch.load(tmp_path / f'{n}.pt', weights_only=False) for n in ('one', 'split'))
+    one, split = one_process['mlm'], two_processes['mlm_split_micro']
     assert max_diff(one['model'], split['model']) < 2e-6 and rows(split['metrics']) == rows(one['metrics'])
     assert 'mlm_head.projection.bias' in one['model'] and float(rows(one['metrics'])[0]['disc_loss']) > 0
 
 
-def test_per_process_means_differ_from_the_global_mean_on_uneven_tokens(one_process, tmp_path):
+def test_per_process_means_differ_from_the_global_mean_on_uneven_tokens(one_process, two_processes):
     # the official TPU averaging of per-core means: the same step only when every process holds equal token counts
-    run(torchrun(WORKER, tmp_path / 'two.pt', 8, 'per_process', 1), tmp_path)
-    two = torch.load(tmp_path / 'two.pt', weights_only=False)
-    assert max_diff(one_process['model'], two['model']) > 1e-3
-    assert rows(two['metrics'])[0]['loss'] != rows(one_process['metrics'])[0]['loss']
+    whole, two = one_process['whole'], two_processes['per_process']
+    assert max_diff(whole['model'], two['model']) > 1e-3
+    assert rows(two['metrics'])[0]['loss'] != rows(whole['metrics'])[0]['loss']
 
 
 RANKS = """
@@ -109,10 +121,17 @@ def test_a_missing_process_stops_the_others_with_a_message_not_a_hang(tmp_path):
     assert '1' in out.split("'the data cache'")[1]  # gloo names the missing rank
 
 
+# the demo's corpus with the tests' tiny model (tests/support/pretrain.py): a step takes milliseconds, so what these
+# jobs cost is mostly starting the processes
+TINY_MODEL = ['--max_length', 32, '--hidden_size', 32, '--num_hidden_layers', 2, '--num_attention_heads', 2,
+              '--intermediate_size', 64, '--embedding_size', 32, '--generator_size', 0.5, '--vocab_size', 500,
+              '--batch_size', 8, '--warmup_steps', 4, '--lr', '5e-4', '--eval_examples', 16]
+
+
 def pretrain(tmp_path: Path, *args) -> list[str]:
-    return torchrun(REPO / 'pretrain.py', '--config', 'demo', '--device', 'cpu', '--steps', 120, '--log_every', 20,
-                    '--checkpoint_at', '0.5,1.0', '--output_dir', tmp_path / 'ckpt', '--cache_dir', tmp_path / 'cache',
-                    *args)
+    return torchrun(REPO / 'pretrain.py', '--config', 'demo', *TINY_MODEL, '--device', 'cpu', '--steps', 120,
+                    '--log_every', 10, '--checkpoint_at', '0.5,1.0', '--output_dir', tmp_path / 'ckpt',
+                    '--cache_dir', tmp_path / 'cache', *args)
 
 
 def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_only_rank_0_writes(tmp_path):
@@ -124,11 +143,11 @@ def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_o
             not p.startswith('whole_11081/generator/') and not p.startswith('whole_11081/tokenizer/')] == [
         'whole_11081/config.yaml', 'whole_11081/eval_metrics.csv', 'whole_11081/losses.png',
         'whole_11081/metrics.csv', 'whole_11081_100%.pth', 'whole_11081_50%.pth']
-    assert len(list(csv.DictReader((tmp_path / 'ckpt' / 'whole_11081' / 'metrics.csv').open()))) == 6
+    assert len(list(csv.DictReader((tmp_path / 'ckpt' / 'whole_11081' / 'metrics.csv').open()))) == 12
     ckpt = torch.load(whole, map_location='cpu', weights_only=False)
     assert len(ckpt['rng_ranks']) == 2 and not torch.equal(ckpt['rng_ranks'][0]['masking'], ckpt['rng_ranks'][1]['masking'])
 
-    # the same run killed (SIGKILL to torchrun and both workers) once its 50% checkpoint exists, then resumed
+    # the same run killed (SIGKILL to torchrun and both workers) once its 50% checkpoint exists
     job = subprocess.Popen(pretrain(tmp_path, '--run_name', 'cut'), cwd=tmp_path, env=ENV, start_new_session=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     half, end = tmp_path / 'ckpt' / 'cut_11081_50%.pth', tmp_path / 'ckpt' / 'cut_11081_100%.pth'
@@ -137,28 +156,27 @@ def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_o
     os.killpg(job.pid, signal.SIGKILL)
     job.wait()
     assert half.exists() and not end.exists(), 'the run ended before it could be killed after its 50% checkpoint'
-    run(pretrain(tmp_path, '--run_name', 'cut', '--resume'), tmp_path)
-    resumed = torch.load(end, map_location='cpu', weights_only=False)
-    assert all(torch.equal(ckpt['model'][k], resumed['model'][k]) for k in ckpt['model'])
-    for a, b in zip(ckpt['rng_ranks'], resumed['rng_ranks']):
-        assert torch.equal(a['masking'], b['masking']) and torch.equal(a['torch'], b['torch'])
 
-    # Ctrl-C in the terminal (SIGINT to torchrun and its processes; torchrun passes it on to them once more): the
-    # step ends, rank 0 checkpoints it and says how to go on; resumed, the run ends where the uninterrupted one did
-    job = subprocess.Popen(pretrain(tmp_path, '--run_name', 'stop'), cwd=tmp_path, env=ENV, start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    metrics = tmp_path / 'ckpt' / 'stop_11081' / 'metrics.csv'
-    while job.poll() is None and not (metrics.is_file() and len(metrics.read_text().splitlines()) > 1): time.sleep(0.02)
+    # resumed, then Ctrl-C in the terminal (SIGINT to torchrun and its processes; torchrun passes it on to them once
+    # more) once it logged a step past its start: the step ends, rank 0 checkpoints it and says how to go on
+    job = subprocess.Popen(pretrain(tmp_path, '--run_name', 'cut', '--resume'), cwd=tmp_path, env=ENV,
+                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = tmp_path / 'ckpt' / 'cut_11081' / 'metrics.csv'
+    while job.poll() is None and not any(int(r['step']) > 60 for r in csv.DictReader(metrics.open())): time.sleep(0.02)
     os.killpg(job.pid, signal.SIGINT)
     err = job.communicate(timeout=120)[1]
     said = [line for line in err.splitlines() if line.startswith('stopped: ')]
     assert len(said) == 1 and 'Continue the run with: torchrun <the same options> ' in said[0], err[-3000:]
     step = int(said[0].split('at step ')[1].split()[0])
     path = tmp_path / 'ckpt' / said[0].split('checkpoint ')[1].split(' written')[0].split('/')[-1]
-    assert 20 <= step < 120 and torch.load(path, map_location='cpu', weights_only=False)['step'] == step
-    run(pretrain(tmp_path, '--run_name', 'stop', '--resume'), tmp_path)
-    stopped = torch.load(tmp_path / 'ckpt' / 'stop_11081_100%.pth', map_location='cpu', weights_only=False)
-    assert all(torch.equal(ckpt['model'][k], stopped['model'][k]) for k in ckpt['model'])
+    assert 70 <= step < 120 and torch.load(path, map_location='cpu', weights_only=False)['step'] == step
+
+    # resumed once more, the run ends where the uninterrupted one did: weights and every process's random state
+    run(pretrain(tmp_path, '--run_name', 'cut', '--resume'), tmp_path)
+    resumed = torch.load(end, map_location='cpu', weights_only=False)
+    assert all(torch.equal(ckpt['model'][k], resumed['model'][k]) for k in ckpt['model'])
+    for a, b in zip(ckpt['rng_ranks'], resumed['rng_ranks']):
+        assert torch.equal(a['masking'], b['masking']) and torch.equal(a['torch'], b['torch'])
 
 
 @pytest.mark.parametrize('argv, message', [

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.objective.loss import ElectraLoss
-from electra.tools.bench.baseline import (
+from benchmarks.bench.baseline import (
     Batches,
     BenchTokenizer,
     LoopAdam,

@@ -117,7 +117,7 @@ class PretrainConfig:
                                            "warmup_steps, decay to 0 at the stage's end)")
     # -- loss (run_pretraining.py `PretrainingModel`)
     gen_loss_weight: float = field(1.0, 'weight of the generator MLM loss')
-    disc_loss_weight: float = field(50.0, "weight of the discriminator loss (lambda); of the main network's MLM loss "
+    disc_loss_weight: float = field(50.0, "weight of the discriminator loss (lambda); of the discriminator's MLM loss "
                                           "with the MLM objectives")
     # -- optimisation (model/optimization.py `create_optimizer`)
     steps: int = field(1_000_000, 'optimizer steps')

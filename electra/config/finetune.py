@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from electra.config.base import (THREADS_HELP, ConfigError, RunWarning, choice_field, config_from_dict, did_you_mean, field, need,
-                                 threads_setting)
+                                 optimizer_keys, threads_setting)
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS', 'is_task_file', 'TaskCatalogue',
            'register_task_catalogue']
@@ -59,6 +59,9 @@ def is_task_file(entry: str) -> bool:
 
 
 @dataclass
+@optimizer_keys(after='warmup_fraction', weight_decay=0.0,
+                weight_decay_help='decoupled weight decay (0 as in the paper and the replication; the official code '
+                                  'uses 0.01)')
 class FinetuneConfig:
     # -- job
     config: str = field('demo', 'preset name in configs/finetune/ or a path to a YAML file')
@@ -109,14 +112,7 @@ class FinetuneConfig:
     eval_batch_size: int = field(128, 'examples per batch when predicting dev and test sets')
     max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included (BERT truncation of the longer segment)')
     warmup_fraction: float = field(0.1, 'warm-up steps as a fraction of all training steps')
-    schedule: str = choice_field('together', ['together', 'warmup_then_decay'],
-                             "'together' is the official schedule: warm-up and linear decay applied at once")
-    decay_power: float = field(1.0, 'power of the polynomial decay')
-    weight_decay: float = field(0.0, 'decoupled weight decay (0 as in the paper and the replication; the official code uses 0.01)')
-    adam_beta1: float = field(0.9, 'Adam beta1')
-    adam_beta2: float = field(0.999, 'Adam beta2')
-    adam_eps: float = field(1e-6, 'Adam epsilon')
-    clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
+    # (here: schedule, decay_power, weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad: `optimizer_keys`)
     loss_reduction: str = choice_field('sum', list(LOSS_REDUCTIONS),
                                        "the examples' losses summed over the batch, as the official run_finetuning.py "
                                        "(clipping then acts on batch_size times the mean's gradient), or 'mean' as "

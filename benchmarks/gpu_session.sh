@@ -54,7 +54,7 @@ trap finish EXIT
 tests() {  # the CUDA tests and the files of the speed and optimizer tests (the rest of the suite runs on the CPU in CI)
   step tests 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/objective/test_model.py \
     tests/pretraining/test_callbacks.py tests/pretraining/test_export.py tests/pretraining/test_learner.py \
-    tests/tools/bench tests/training/test_optim.py tests/training/test_schedule.py tests/training/test_speed.py
+    tests/benchmarks tests/training/test_optim.py tests/training/test_schedule.py tests/training/test_speed.py
 }
 
 demos() {  # the README's demo commands on the GPU
@@ -80,13 +80,13 @@ wiki() {  # real text: the demo recipe (as tests/test_pretrain.py runs it on the
 }
 
 bench() {  # the pretraining step: baseline, eager Learner, compiled (default mode), compiled with CUDA graphs
-  step bench_pretrain 240 python3 -m electra.tools.bench pretrain --preset small --device cuda --compile \
+  step bench_pretrain 240 python3 -m benchmarks.bench pretrain --preset small --device cuda --compile \
     --compile_mode reduce-overhead --ablations --variants learner_eager,learner_compiled --rounds 3 --profile \
     --check_sync --json "$out/gpu_pretrain_small.json"
 }
 
 ablations() {  # the per-item breakdown
-  step bench_ablations 220 python3 -m electra.tools.bench pretrain --preset small --device cuda --compile \
+  step bench_ablations 220 python3 -m benchmarks.bench pretrain --preset small --device cuda --compile \
     --compile_mode reduce-overhead --ablations --rounds 3 --json "$out/gpu_pretrain_small_ablations.json"
 }
 
@@ -96,7 +96,7 @@ one_graph_tests() {  # the CUDA tests, the one-graph step's tests among them
 }
 
 one_graph() {  # the whole step as one graph (compile_scope step) beside the model-scope fast step, interleaved
-  step bench_one_graph 250 python3 -m electra.tools.bench pretrain --preset small --device cuda --compile \
+  step bench_one_graph 250 python3 -m benchmarks.bench pretrain --preset small --device cuda --compile \
     --compile_mode reduce-overhead --compile_scope step --ablations --variants fast_model_scope --rounds 3 \
     --json "$out/gpu_pretrain_small_one_graph.json"
 }
@@ -120,12 +120,12 @@ wiki_step() {  # the real driver, small recipe, whole step as one graph: its own
 }
 
 finetune_bench() {
-  step bench_finetune 130 python3 -m electra.tools.bench finetune --preset small --device cuda --compile --rounds 3 \
+  step bench_finetune 130 python3 -m benchmarks.bench finetune --preset small --device cuda --compile --rounds 3 \
     --profile --json "$out/gpu_finetune_small.json"
 }
 
 scaling() {  # data-parallel pretraining over 1, 2, 4, ... of the visible GPUs (alone on the machine: it uses them all)
-  step bench_scaling 420 python3 -m electra.tools.bench scaling --preset small --json "$out/gpu_scaling_small.json"
+  step bench_scaling 420 python3 -m benchmarks.bench scaling --preset small --json "$out/gpu_scaling_small.json"
 }
 
 parts=(tests demos wiki bench ablations finetune_bench scaling one_graph_tests one_graph wiki_step stack)

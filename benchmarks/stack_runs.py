@@ -29,7 +29,7 @@ from electra.config.base import load_config
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.classifier import load_pretrained
 from electra.finetuning.sweep import resolve_data, run_sweep
-from electra.tools.bench.jobs import environment
+from benchmarks.bench.jobs import environment
 from electra.training.device import use_cpu_threads
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from electra.tools.bench.jobs import environment
+from benchmarks.bench.jobs import environment
 from electra.training.device import affinity_cpus, busy_cores
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,8 +4,10 @@ and HF transformers, faithful to the official code (google-research/electra).
 The public API, by concern (each name is imported on first use, so `import electra` is instant):
 
 - configs: `PretrainConfig`, `FinetuneConfig`, `CompareConfig`, `load_config`
-- the method: `mask_tokens`, `MaskingSettings`, `sample_tokens`, `ElectraPretrainingModel`, `build_pretraining_model`,
-  `ElectraLoss`; its variants (`OBJECTIVES`, docs/objectives.md) and their compute, `pretrain_step_flops`
+- the method: `mask_tokens`, `MaskingSettings`, `sample_tokens`, `ElectraGeneratorDiscriminator` (HF's
+  `ElectraForMaskedLM` generator and `ElectraForPreTraining` discriminator, trained together),
+  `build_pretraining_model`, `ElectraLoss`; its variants (`OBJECTIVES`, `VARIANTS`: docs/objectives.md) and their
+  compute, `pretrain_step_flops`
 - data: `resolve_corpus`, `build_corpus`, `held_out_split`, `pretraining_dataloader`, `train_tokenizer`,
   `load_tokenizer`
 - training: `ElectraAdam`, `electra_opt_func`, `warmup_decay_sched`, `lr_at_step`, `init_distributed`, `DataParallel`
@@ -35,7 +37,8 @@ _HOMES = {
     'run_comparison': 'electra.experiments.compare',
     'mask_tokens': 'electra.objective.masking', 'MaskingSettings': 'electra.objective.masking',
     'sample_tokens': 'electra.objective.sampling',
-    'ElectraPretrainingModel': 'electra.objective.model', 'build_pretraining_model': 'electra.objective.model',
+    'ElectraGeneratorDiscriminator': 'electra.objective.model', 'build_pretraining_model': 'electra.objective.model',
+    'VARIANTS': 'electra.objective.variants',
     'ElectraLoss': 'electra.objective.loss', 'OBJECTIVES': 'electra.config.pretrain',
     'pretrain_step_flops': 'electra.objective.flops',
     'resolve_corpus': 'electra.data.corpus', 'build_corpus': 'electra.data.cache',
@@ -54,11 +57,17 @@ _HOMES = {
     'ClassificationTask': 'electra.finetuning.tasks.classification', 'TaggingTask': 'electra.finetuning.tasks.tagging.task',
     'QATask': 'electra.finetuning.tasks.qa.task', 'read_task_file': 'electra.finetuning.tasks.files',
 }
+# names of release 0.2, kept for one release: old name -> the name now
+_DEPRECATED = {'ElectraPretrainingModel': 'ElectraGeneratorDiscriminator'}
 __all__ = ['__version__', *_HOMES]
 
 
 def __getattr__(name: str):
     "Import a public name from its module on first use (PEP 562); the package itself imports nothing heavy."
+    if name in _DEPRECATED:
+        warnings.warn(f'electra.{name} is deprecated: use electra.{_DEPRECATED[name]}, the same class',
+                      DeprecationWarning, stacklevel=2)
+        return __getattr__(_DEPRECATED[name])
     if name not in _HOMES: raise AttributeError(f"module 'electra' has no attribute {name!r}")
     value = getattr(importlib.import_module(_HOMES[name]), name)
     globals()[name] = value

@@ -3,6 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import electra
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,3 +24,10 @@ def test_every_public_name_resolves_with_a_docstring():
         home = importlib.import_module(electra._HOMES[name])
         assert getattr(home, name) is obj and name in home.__all__, name
         assert (obj.__doc__ or '').strip(), f'{name} has no docstring'
+
+
+def test_a_renamed_public_name_works_for_one_release_with_a_warning():
+    with pytest.warns(DeprecationWarning, match=r'electra\.ElectraPretrainingModel is deprecated: use '
+                                                r'electra\.ElectraGeneratorDiscriminator'):
+        old = electra.ElectraPretrainingModel
+    assert old is electra.ElectraGeneratorDiscriminator

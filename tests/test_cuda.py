@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from electra.objective.masking import mask_tokens
-from electra.tools.bench import baseline, runners
+from benchmarks.bench import baseline, runners
 from electra.training.speed import DevicePrefetcher
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')

@@ -49,6 +49,30 @@ def choice_field(default, choices: list, help: str = ''):
     return dataclasses.field(default=default, metadata={'help': help, 'choices': list(choices)})
 
 
+def optimizer_keys(after: str, weight_decay: float, weight_decay_help: str):
+    """Class decorator, under `@dataclass`: the optimizer's keys, the same in both jobs (model/optimization.py
+    `create_optimizer`), inserted right after the key `after` (so `--help` lists them there); only weight decay's
+    default and help differ between the jobs."""
+    keys = {'schedule': choice_field('together', ['together', 'warmup_then_decay'],
+                                     "'together' is the official schedule: warm-up and linear decay applied at once"),
+            'decay_power': field(1.0, 'power of the polynomial decay'),
+            'weight_decay': field(weight_decay, weight_decay_help),
+            'adam_beta1': field(0.9, 'Adam beta1'), 'adam_beta2': field(0.999, 'Adam beta2'),
+            'adam_eps': field(1e-6, 'Adam epsilon'), 'clip_grad': field(1.0, 'gradient clipping by global norm (0 disables)')}
+
+    def add(cls):
+        annotations = {}
+        for name, tp in cls.__annotations__.items():
+            annotations[name] = tp
+            if name == after:
+                for key, value in keys.items():
+                    annotations[key] = 'str' if key == 'schedule' else 'float'
+                    setattr(cls, key, value)
+        cls.__annotations__ = annotations
+        return cls
+    return add
+
+
 # the `threads` key of every job (pretraining, fine-tuning, comparison); chosen by electra.training.device.cpu_threads
 THREADS_HELP = ("CPU threads of the job on this machine, shared out among its processes (fine-tuning workers, a "
                 "torchrun job's); auto (or 0): OMP_NUM_THREADS when set, else the cores this process may run on less "

@@ -10,13 +10,18 @@ import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from electra.config.base import (THREADS_HELP, ConfigError, RunWarning, choice_field, config_from_dict, did_you_mean, field, need,
-                                 threads_setting)
-from electra.finetuning.loss import LOSS_REDUCTIONS
-from electra.finetuning.tasks.glue.tasks import ALL_TASKS, task_named
+                                 optimizer_keys, threads_setting)
 
-__all__ = ['FinetuneConfig', 'TASK_KEYS', 'is_task_file']
+__all__ = ['FinetuneConfig', 'TASK_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS', 'is_task_file', 'TaskCatalogue',
+           'register_task_catalogue']
+
+# every GLUE task, the default `tasks`, in the order of the task table (finetuning/tasks/glue/tasks.py)
+GLUE_TASKS = ('CoLA', 'SST-2', 'MRPC', 'STS-B', 'QQP', 'MNLI', 'QNLI', 'RTE', 'WNLI', 'AX')
+# how a run turns each example's loss into the batch's (finetuning/loss.py)
+LOSS_REDUCTIONS = ('sum', 'mean', 'token')
 
 # keys a task may override in `task_overrides`
 TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'eval_batch_size', 'max_length',
@@ -25,12 +30,38 @@ TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'e
              'length_bucketing', 'length_buckets', 'loss_reduction')
 
 
+@dataclass(frozen=True)
+class TaskCatalogue:
+    """What checking `tasks` needs of the task kinds, which live above config: electra.finetuning registers it when
+    imported (`register_task_catalogue`), so config imports no job."""
+    named: Callable[..., Any]      # (name, key) -> the GLUE task (`predicted_by`, `hf_text`), or a ConfigError
+    read_file: Callable[..., Any]  # path -> a task file's checked spec (`name`, `kind`, `hparams`, `text`)
+
+
+_CATALOGUE: list[TaskCatalogue] = []
+
+
+def register_task_catalogue(catalogue: TaskCatalogue) -> None:
+    "Make `catalogue` the one that `FinetuneConfig` checks its tasks with."
+    _CATALOGUE[:] = [catalogue]
+
+
+def _catalogue() -> TaskCatalogue:
+    if not _CATALOGUE:
+        raise RuntimeError('FinetuneConfig checks its tasks with the task kinds of electra.finetuning, which register '
+                           'them when imported: import electra.finetuning first.')
+    return _CATALOGUE[0]
+
+
 def is_task_file(entry: str) -> bool:
     "Whether a `tasks` entry is a task file (YAML) rather than a GLUE task's name."
     return str(entry).endswith(('.yaml', '.yml'))
 
 
 @dataclass
+@optimizer_keys(after='warmup_fraction', weight_decay=0.0,
+                weight_decay_help='decoupled weight decay (0 as in the paper and the replication; the official code '
+                                  'uses 0.01)')
 class FinetuneConfig:
     # -- job
     config: str = field('demo', 'preset name in configs/finetune/ or a path to a YAML file')
@@ -39,7 +70,7 @@ class FinetuneConfig:
                        "name such as google/electra-small-discriminator")
     data: str = field('hub', "'hub' (nyu-mll/glue), 'demo' (the project's sample tasks, written to cache_dir), a directory "
                              "in the GLUE download layout (<dir>/CoLA/train.tsv, ...) or of saved hub copies (<dir>/cola/)")
-    tasks: list[str] = field(list(ALL_TASKS), 'tasks to fine-tune and predict: GLUE names (AX is predicted with the MNLI '
+    tasks: list[str] = field(list(GLUE_TASKS), 'tasks to fine-tune and predict: GLUE names (AX is predicted with the MNLI '
                                               'model) or task files (YAML: your own classification, regression or multi-label data, '
                                               'token tagging, SQuAD or MRQA; see the README)')
     runs: int = field(10, 'fine-tuning runs per task, each from the same pretrained weights with its own seed')
@@ -81,14 +112,7 @@ class FinetuneConfig:
     eval_batch_size: int = field(128, 'examples per batch when predicting dev and test sets')
     max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included (BERT truncation of the longer segment)')
     warmup_fraction: float = field(0.1, 'warm-up steps as a fraction of all training steps')
-    schedule: str = choice_field('together', ['together', 'warmup_then_decay'],
-                             "'together' is the official schedule: warm-up and linear decay applied at once")
-    decay_power: float = field(1.0, 'power of the polynomial decay')
-    weight_decay: float = field(0.0, 'decoupled weight decay (0 as in the paper and the replication; the official code uses 0.01)')
-    adam_beta1: float = field(0.9, 'Adam beta1')
-    adam_beta2: float = field(0.999, 'Adam beta2')
-    adam_eps: float = field(1e-6, 'Adam epsilon')
-    clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
+    # (here: schedule, decay_power, weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad: `optimizer_keys`)
     loss_reduction: str = choice_field('sum', list(LOSS_REDUCTIONS),
                                        "the examples' losses summed over the batch, as the official run_finetuning.py "
                                        "(clipping then acts on batch_size times the mean's gradient), or 'mean' as "
@@ -132,10 +156,10 @@ class FinetuneConfig:
         return {**values, 'task_overrides': kept}
 
     def validate(self) -> None:
-        need(bool(self.tasks), 'tasks', f"give at least one of {', '.join(ALL_TASKS)}, or a task file (YAML).")
+        need(bool(self.tasks), 'tasks', f"give at least one of {', '.join(GLUE_TASKS)}, or a task file (YAML).")
         files = self.file_tasks()  # reads and checks each task file
         for name in self.tasks:
-            if not is_task_file(name): task_named(name)
+            if not is_task_file(name): _catalogue().named(name)
         need(len(set(self.task_names)) == len(self.tasks), 'tasks', 'a task is listed twice.')
         need('AX' not in self.tasks or 'MNLI' in self.tasks, 'tasks', 'AX is predicted with the MNLI model: add MNLI to tasks.')
         need(self.runs > 0, 'runs', f'must be positive, got {self.runs}.')
@@ -157,7 +181,7 @@ class FinetuneConfig:
         "`task_overrides`: tasks of this job (GLUE names or task files' names) with per-task keys, checked."
         need(isinstance(self.task_overrides, dict), 'task_overrides', 'expected a mapping of task name to settings.')
         for name, values in self.task_overrides.items():
-            task = None if name in files else task_named(str(name), key='task_overrides')
+            task = None if name in files else _catalogue().named(str(name), key='task_overrides')
             if task is not None and task.predicted_by:
                 raise ConfigError(f"task_overrides: {name} has no training runs (it is predicted with the "
                                   f"{task.predicted_by} model); override {task.predicted_by} instead.")
@@ -199,14 +223,12 @@ class FinetuneConfig:
 
     def file_tasks(self) -> dict:
         "The tasks of `tasks` given as task files (YAML): their checked `FileTaskSpec`s by name (no data read)."
-        from electra.finetuning.tasks.files import read_task_file
-        return {t.name: t for t in (read_task_file(e) for e in self.tasks if is_task_file(e))}
+        return {t.name: t for t in (_catalogue().read_file(e) for e in self.tasks if is_task_file(e))}
 
     @property
     def task_names(self) -> list[str]:
         "The names of `tasks`: GLUE names as given, a task file's `name` (default: its stem)."
-        from electra.finetuning.tasks.files import read_task_file
-        return [read_task_file(e).name if is_task_file(e) else e for e in self.tasks]
+        return [_catalogue().read_file(e).name if is_task_file(e) else e for e in self.tasks]
 
     @property
     def seed_list(self) -> list[int]:

@@ -5,7 +5,8 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from electra.config.base import PLAIN_NAME, THREADS_HELP, RunWarning, choice_field, config_from_dict, field, need, threads_setting
+from electra.config.base import (PLAIN_NAME, THREADS_HELP, RunWarning, choice_field, config_from_dict, field, need,
+                                 optimizer_keys, threads_setting)
 
 __all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'saved_config']
 
@@ -16,6 +17,8 @@ OBJECTIVES = ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm']  
 
 
 @dataclass
+@optimizer_keys(after='warmup_steps', weight_decay=0.01,
+                weight_decay_help='decoupled weight decay (not on LayerNorm weights or biases)')
 class PretrainConfig:
     # -- job
     config: str = field('demo', 'preset name in configs/pretrain/ or a path to a YAML file')
@@ -117,20 +120,14 @@ class PretrainConfig:
                                            "warmup_steps, decay to 0 at the stage's end)")
     # -- loss (run_pretraining.py `PretrainingModel`)
     gen_loss_weight: float = field(1.0, 'weight of the generator MLM loss')
-    disc_loss_weight: float = field(50.0, "weight of the discriminator loss (lambda); of the main network's MLM loss "
+    disc_loss_weight: float = field(50.0, "weight of the discriminator loss (lambda); of the discriminator's MLM loss "
                                           "with the MLM objectives")
     # -- optimisation (model/optimization.py `create_optimizer`)
     steps: int = field(1_000_000, 'optimizer steps')
     batch_size: int = field(128, 'examples per step, the global batch: split evenly over the processes of a torchrun job')
     lr: float = field(5e-4, 'peak learning rate')
     warmup_steps: int = field(10_000, 'warm-up steps W')
-    schedule: str = choice_field('together', ['together', 'warmup_then_decay'], "'together' is the official schedule: warm-up and linear decay applied at once")
-    decay_power: float = field(1.0, 'power of the polynomial decay')
-    weight_decay: float = field(0.01, 'decoupled weight decay (not on LayerNorm weights or biases)')
-    adam_beta1: float = field(0.9, 'Adam beta1')
-    adam_beta2: float = field(0.999, 'Adam beta2')
-    adam_eps: float = field(1e-6, 'Adam epsilon')
-    clip_grad: float = field(1.0, 'gradient clipping by global norm (0 disables)')
+    # (here: schedule, decay_power, weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad: `optimizer_keys`)
     # -- several processes (torchrun): data-parallel, the same results for any number of processes
     loss_mean: str = choice_field('global', ['global', 'per_process'],
                                   "'global': each loss is a mean over the whole global batch, so a step does not depend on "

@@ -5,6 +5,8 @@ import argparse
 import sys
 
 from electra.config.base import friendly_errors
+from electra.convert.tf import convert_tf_checkpoint
+from electra.convert.tf_checkpoint import TFCheckpoint
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,13 +34,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == 'ls':
-        from electra.convert.tf_checkpoint import TFCheckpoint
         ckpt = TFCheckpoint(args.src)
         for name, entry in sorted(ckpt.entries.items()):
             print(f'{name}\t{entry.dtype_name}\t{list(entry.shape)}')
         return 0
     from transformers.utils import logging as hf_logging
-    from electra.convert.tf import convert_tf_checkpoint
     hf_logging.disable_progress_bar()  # per-shard bars for a one-shot conversion are noise
     paths = convert_tf_checkpoint(args.src, args.out, hparams=args.hparams, vocab=args.vocab,
                                   verify=not args.no_verify, overwrite=args.overwrite)

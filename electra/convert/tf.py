@@ -32,6 +32,8 @@ from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTrainin
 
 from electra.config.base import ConfigError, writable_dir
 from electra.convert.tf_checkpoint import STRING, TFCheckpoint
+from electra.data.tokenizer import load_tokenizer
+from electra.pretraining.init_from import load_init, save_init_checkpoint
 
 __all__ = ['convert_tf_checkpoint', 'Body', 'find_bodies', 'read_hparams', 'official_configs', 'verify_conversion']
 
@@ -328,7 +330,6 @@ def _check_vocab_lines(vocab: Path, rows: int) -> None:
 
 
 def _tokenizer(vocab: Path, lowercase: bool, vocab_rows: int, positions: int):
-    from electra.data.tokenizer import load_tokenizer
     _check_vocab_lines(Path(vocab), vocab_rows)
     tokenizer = load_tokenizer(str(vocab), lowercase)
     tokenizer.model_max_length = positions  # the position table's length
@@ -437,7 +438,6 @@ def convert_tf_checkpoint(src: str | Path, out: str | Path, hparams: str | Path 
         planned[role]['model'] = None  # free it before the next one is read
     checked = verify_conversion(paths, {r: planned[r]['plan'] for r in paths}, ckpt)
     if 'generator' in paths:  # the pair as one pretraining checkpoint, for `pretrain.py --init_from`
-        from electra.pretraining.init_from import load_init, save_init_checkpoint
         paths['pretraining'] = save_init_checkpoint(load_init(str(out)), out / 'pretraining.pth')
     report = _report(ckpt, vocab, lowercase, hp, planned, paths, checked)
     (out / 'conversion.json').write_text(json.dumps(report, indent=1) + '\n', encoding='utf-8')

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, did_you_mean
 from electra.convert.crc32c import crc32c, masked_crc32c, unmask_crc32c
 
 __all__ = ['CheckpointFormatError', 'TensorEntry', 'TFCheckpoint', 'resolve_prefix', 'list_variables',
@@ -271,7 +271,6 @@ class TFCheckpoint:
     def _entry(self, name: str) -> TensorEntry:
         entry = self.entries.get(name)
         if entry is None:
-            from electra.config.base import did_you_mean
             raise CheckpointFormatError(f"{self.index_path}: no variable '{name}' (the checkpoint has "
                                         f"{len(self.entries)}).{did_you_mean(name, list(self.entries))}")
         where = f"{self.index_path}: variable '{name}'"

@@ -13,6 +13,10 @@ from electra.config.base import ConfigError, RunWarning, load_config, need, read
 from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
+from electra.finetuning.tasks.glue.sources import open_source
+from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.objective.flops import pretrain_flops_to_step, pretrain_step_flops
+from electra.training.checkpoint import checkpoint_name, checkpoint_step
 
 __all__ = ['cli_value', 'cli_pairs', 'VariantPlan', 'FinetunePoint', 'RunPlan', 'Plan', 'steps_at_budget', 'make_plan']
 
@@ -177,7 +181,6 @@ def _variant_base(cfg: CompareConfig, spec: VariantSpec) -> tuple[str, dict, Pre
 
 def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
     "Every variant resolved, its FLOPs per step counted, its steps and warm-up set by the budget."
-    from electra.objective.flops import pretrain_step_flops
     common = _resolve(['--config', cfg.pretrain_config, *cli_pairs(cfg.pretrain_overrides, 'pretrain_overrides')],
                       'pretrain_config / pretrain_overrides')  # a typo there is named as such, not as a variant's
     _check_paths(common, 'pretrain_config / pretrain_overrides')
@@ -216,7 +219,6 @@ def _finetune_args(cfg: CompareConfig, model: Path, group: str, root: Path) -> l
 
 def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfig, list[str]]:
     "The fine-tuning config every run gets (checked before anything runs), and its tasks that train."
-    from electra.finetuning.tasks.glue.tasks import TASKS
     try:
         fcfg = load_config(FinetuneConfig, argv, preset_dir='configs/finetune', prog='finetune.py')
         fcfg.check_task_kinds()
@@ -224,7 +226,6 @@ def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfi
         raise ConfigError(f'finetune_config / finetune_overrides / tasks: {_keys_hint(e, "finetune.py")}') from None
     glue = [TASKS[t] for t in fcfg.tasks if t in TASKS and not TASKS[t].predicted_by]
     if fcfg.data not in ('hub', 'demo') and glue:  # local GLUE files: each task's there (not found after pretraining)
-        from electra.finetuning.tasks.glue.sources import open_source
         try: source = open_source(fcfg.data)
         except ConfigError as e: raise ConfigError(f'finetune_overrides: {e}') from None
         missing = [f'{t.name} {s}' for t in glue for s in ('train', *t.dev_splits) if not source.has(t, s)]
@@ -237,8 +238,6 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
             root: Path) -> tuple[FinetunePoint, ...]:
     """The checkpoints of one run to fine-tune, by fraction: the exported discriminator for 1.0 (group
     `<variant>_<seed>`), the checkpoint `.pth` before it (group `<variant>_<seed>_at<pct>pct`)."""
-    from electra.objective.flops import pretrain_flops_to_step
-    from electra.training.checkpoint import checkpoint_name, checkpoint_step
     vocab, points = _vocab_estimate(v.config), []
     for f in sorted(cfg.finetune_at):
         final = f == 1.0

@@ -14,6 +14,8 @@ import pandas as pd
 
 from electra.experiments.plan import Plan, VariantPlan
 from electra.experiments.runs import RECORD, read_record
+from electra.finetuning.results import METRIC_COLUMNS, ResultsTable
+from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.training.files import atomic_write_bytes, atomic_write_text
 
 __all__ = ['finetune_scores', 'variant_row', 'comparison_table', 'curve_table', 'table_markdown', 'plot_comparison',
@@ -23,7 +25,6 @@ __all__ = ['finetune_scores', 'variant_row', 'comparison_table', 'curve_table', 
 def finetune_scores(plan: Plan, variant: str, fraction: float = 1.0) -> pd.DataFrame:
     """Every finished fine-tuning run of `variant`'s checkpoints at `fraction` of pretraining (all its pretraining
     seeds): pretrain_seed, task, run, score and the other metrics; only the comparison's tasks and first `runs` runs."""
-    from electra.finetuning.results import ResultsTable
     parts = []
     for run in plan.runs_of(variant):
         path = plan.finetune_dir / run.point(fraction).group / 'results.csv'
@@ -40,7 +41,6 @@ def _std(values: pd.Series) -> float:
 
 def _task_columns(scores: pd.DataFrame, task: str) -> dict:
     "A task's mean, sample std and count of the score, and the means of its other reported metrics."
-    from electra.finetuning.results import METRIC_COLUMNS
     part = scores[scores['task'] == task]
     s = part['score'].astype(float)
     out = {task: float(s.mean()) if len(s) else math.nan, f'{task}_std': _std(s), f'{task}_runs': len(s)}
@@ -109,7 +109,6 @@ def _score(mean: float, std: float, n: int | None = None, expected: int | None =
 
 def _metric(plan: Plan, task: str) -> str:
     "The task's score metric, for the header: GLUE's table, a task file's first metric."
-    from electra.finetuning.tasks.glue.tasks import TASKS
     if task in TASKS: return TASKS[task].score_metric
     spec = plan.finetune.file_tasks().get(task)
     return (getattr(spec, 'metrics', None) or ('score',))[0]

@@ -1,3 +1,10 @@
 """Fine-tuning: the classifier head and layer-wise learning rates (`classifier`), one run with a fastai Learner
-(`learner`), the resumable sweep and test predictions (`sweep`), the results table and summary (`results`), and the
-tasks (`tasks.glue`: task definitions, data sources, encoding, metrics, the submission files, the demo tasks)."""
+(`learner`), the runs of a task trained and saved (`runs`), the resumable sweep and test predictions (`sweep`), runs
+spread over worker processes (`workers`), the results table and summary (`results`), and the task kinds (`tasks`:
+GLUE, tasks from files, token tagging, extractive QA)."""
+# The task kinds register themselves when imported: the task catalogue that FinetuneConfig checks `tasks` with
+# (tasks/files.py), each kind's reader of task files (tasks/files.py) and its head model (classifier.py). Importing
+# them here, in the package every fine-tuning module is imported through, fills those registries before any is read.
+from electra.finetuning.tasks import classification  # noqa: F401
+from electra.finetuning.tasks.tagging import task as tagging_task  # noqa: F401
+from electra.finetuning.tasks.qa import task as qa_task  # noqa: F401

@@ -13,6 +13,7 @@ from torch import nn
 
 from electra.config.base import ConfigError
 from electra.finetuning.loss import FinetuningLoss
+from electra.pretraining.export import load_discriminator
 from electra.training.optim import param_groups
 
 __all__ = ['load_pretrained', 'tf_dense', 'ElectraClassifier', 'ClassifierLoss', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned', 'read_finetuned']
@@ -25,7 +26,6 @@ def load_pretrained(source: str, device: str = 'cpu'):
     if source.endswith('.pth') and not Path(source).is_file():
         raise ConfigError(f"model: {source} not found: run `python pretrain.py` first (the demo preset writes it), or set "
                           "--model to a .pth checkpoint, a save_pretrained directory or a hub name.")
-    from electra.pretraining.export import load_discriminator
     return load_discriminator(source, device=device)
 
 
@@ -130,15 +130,9 @@ def read_finetuned(path: str | Path) -> dict:
     return ckpt
 
 
-def _head_model(kind: str):
-    "The model class of a task kind; its constructor takes the body and the checkpoint's `head` settings."
-    if kind == 'tagging':
-        from electra.finetuning.tasks.tagging.model import ElectraTagger
-        return ElectraTagger
-    if kind == 'qa':
-        from electra.finetuning.tasks.qa.heads import ElectraQA
-        return ElectraQA
-    return ElectraClassifier
+# the model class of each task kind but classification (`ElectraClassifier`), registered by the kind's module (above
+# this one); its constructor takes the body and the checkpoint's `head` settings
+HEAD_MODELS: dict[str, type[nn.Module]] = {}
 
 
 def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> nn.Module:
@@ -148,6 +142,6 @@ def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> nn.M
     body = ElectraModel(ElectraConfig.from_dict(ckpt['electra_config']))
     if ckpt['format'] == 'electra-glue':  # runs saved before the `target_scale` key learned raw targets
         model = ElectraClassifier(body, ckpt['n_outputs'], ckpt['dropout'], ckpt.get('target_scale', 1.0))
-    else: model = _head_model(ckpt['kind'])(body, **ckpt['head'])
+    else: model = HEAD_MODELS.get(ckpt['kind'], ElectraClassifier)(body, **ckpt['head'])
     model.load_state_dict(ckpt['model'])
     return model.to(device).eval()

@@ -17,8 +17,9 @@ from electra.finetuning.tasks.base import TaskData
 from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
 from electra.training.distributed import all_reduce_sum, gather_objects, is_distributed
 from electra.training.optim import electra_opt_func
+from electra.training.parallel import DataParallel
 from electra.training.schedule import warmup_decay_sched
-from electra.training.speed import DeviceDataLoaders
+from electra.training.speed import DeviceDataLoaders, DeviceMixedPrecision
 
 __all__ = ['TaskData', 'device_and_autocast', 'predict_examples', 'predict_outputs', 'finetuning_learner', 'train_run']
 
@@ -108,7 +109,6 @@ def finetuning_learner(model: nn.Module, train_dl, valid_dls: list, task_cfg: Fi
     from fastai.callback.training import GradientClip
     from fastai.learner import Learner
 
-    from electra.pretraining.callbacks import DeviceMixedPrecision
 
     class SkipValidation(Callback):
         "Skips fastai's validation pass: the dev sets are scored with `predict_outputs` after each epoch."
@@ -149,7 +149,6 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
     train_dl = task.loader(data.train, task_cfg, pad_id, True, seed, shard, pin)
     dev_dls = {s: task.loader(e, task_cfg, pad_id, False, 0, shard, pin) for s, e in data.dev.items()}
     evaluator = _epoch_eval_callback([lambda: task.evaluate(model, data, dev_dls, autocast)], [report or (lambda *a: None)])
-    from electra.training.parallel import DataParallel
     parallel = (DataParallel('global', seed),) if is_distributed() else ()  # every run over all the job's processes
     learn = finetuning_learner(model, train_dl, list(dev_dls.values()), task_cfg, task.loss_func(model, task_cfg),
                                device, autocast, (evaluator, *parallel, *extra_cbs), task.n_inp)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from electra.config.finetune import LOSS_REDUCTIONS
 from electra.training.distributed import world
 
 __all__ = ['LOSS_REDUCTIONS', 'FinetuningLoss']
-
-LOSS_REDUCTIONS = ('sum', 'mean', 'token')
 
 
 class FinetuningLoss:

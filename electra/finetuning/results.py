@@ -10,7 +10,7 @@ import pandas as pd
 
 from electra.config.base import ConfigError
 from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, dev_metric_names, glue_score
-from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
+from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
 from electra.training.files import atomic_write_bytes, atomic_write_text, is_main_process
 
 __all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'summarize', 'summary_markdown', 'plot_summary',
@@ -74,7 +74,7 @@ def _read_table(path: Path) -> pd.DataFrame:
     return df[RESULT_COLUMNS]
 
 
-def summarize(df: pd.DataFrame, tasks: dict[str, GlueTask] = TASKS) -> pd.DataFrame:
+def summarize(df: pd.DataFrame, tasks: dict[str, TaskInfo] = TASKS) -> pd.DataFrame:
     """Per task of `tasks` (in its order: GLUE's, then tasks from files): the score metric's runs, mean, median, sample
     std, best and worst, and the means of the task's other metrics."""
     rows = []
@@ -104,7 +104,7 @@ def summary_markdown(summary: pd.DataFrame) -> str:
     return '\n'.join(lines)
 
 
-def plot_summary(df: pd.DataFrame, path: str | Path, title: str = '', tasks: dict[str, GlueTask] = TASKS) -> Path:
+def plot_summary(df: pd.DataFrame, path: str | Path, title: str = '', tasks: dict[str, TaskInfo] = TASKS) -> Path:
     "A PNG of every run's dev score per task (dots), with each task's median (bar)."
     import matplotlib
     matplotlib.use('Agg')

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -16,45 +13,44 @@ import pandas as pd
 from electra.config.base import ConfigError, TrainingStopped, writable_dir
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
-from electra.finetuning.learner import device_and_autocast, train_run
+from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
+from electra.finetuning.runs import RunJob, runs_phrase, stacks, train_jobs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
 from electra.finetuning.tasks.classification import ClassificationTask
-from electra.finetuning.tasks.glue.metrics import dev_metric_names
-from electra.finetuning.tasks.glue.sources import GlueSource, open_source
+from electra.finetuning.tasks.files import make_task, read_task_file
+from electra.finetuning.tasks.glue.demo import write_demo_glue
+from electra.finetuning.tasks.glue.sources import TaskSource, open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
-from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
+from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
+from electra.finetuning.workers import parallel_runs, run_on_workers
 from electra.pretraining.export import model_fingerprint
 from electra.training.distributed import world
-from electra.training.files import atomic_save, atomic_write_text, is_main_process
-from electra.training.sinks import start_neptune_run
+from electra.training.files import atomic_write_text, is_main_process
 
-__all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'RunJob', 'train_and_save', 'train_and_save_stack',
-           'train_jobs', 'stacks', 'run_sweep',
-           'write_summary', 'write_test_predictions']
+__all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'run_sweep', 'write_summary',
+           'write_test_predictions']
 
 
-def resolve_data(data: str, cache_dir: str | Path) -> GlueSource:
+def resolve_data(data: str, cache_dir: str | Path) -> TaskSource:
     "The source named by the `data` key; 'demo' writes the project's sample tasks to `<cache_dir>/demo_glue` once."
     writable_dir(cache_dir, 'cache_dir')  # the token cache and the demo tasks live there
     if data == 'demo':
-        from electra.finetuning.tasks.glue.demo import write_demo_glue
         root = Path(cache_dir) / 'demo_glue'
         if not (root / 'diagnostic' / 'diagnostic.tsv').is_file() and is_main_process(): write_demo_glue(root)
         return open_source(str(root))
     return open_source(data)
 
 
-def data_description(cfg: FinetuneConfig, source: GlueSource) -> str:
+def data_description(cfg: FinetuneConfig, source: TaskSource) -> str:
     "Where the job's tasks are read from: its GLUE tasks from `source` (the `data` key), its task files their own."
     glue, files = [t for t in cfg.tasks if not is_task_file(t)], [t for t in cfg.tasks if is_task_file(t)]
     return '; '.join(([f"{', '.join(glue)} from {source.description}"] if glue else []) +
                      ([f"the task file{'s' if len(files) > 1 else ''} {', '.join(files)}"] if files else []))
 
 
-def job_tasks(cfg: FinetuneConfig, source: GlueSource) -> dict[str, FinetuningTask]:
+def job_tasks(cfg: FinetuneConfig, source: TaskSource) -> dict[str, FinetuningTask]:
     "Each task of the job by name: GLUE tasks read `source`, task files their own data (`tasks.files.make_task`)."
-    from electra.finetuning.tasks.files import make_task, read_task_file
     tasks = [make_task(read_task_file(e)) if is_task_file(e) else ClassificationTask(TASKS[e], source) for e in cfg.tasks]
     return {t.name: t for t in tasks}
 
@@ -76,41 +72,17 @@ def _settings_key(cfg: FinetuneConfig, task: FinetuningTask, task_cfg: FinetuneC
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
-def _neptune_run(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: FinetuneConfig):
-    "A Neptune run for one fine-tuning run (`logger: neptune`), or None."
-    if cfg.logger != 'neptune' or not is_main_process(): return None
-    nrun = start_neptune_run(cfg.neptune_project, f'{cfg.group}/{task}_{run}', tags=[cfg.group, task])
-    nrun['parameters'] = {'task': task, 'run': run, 'seed': seed, 'model': cfg.model, 'data': cfg.data,
-                          **task_cfg.hparams()}
-    return nrun
-
-
-@dataclass(frozen=True)
-class RunJob:
-    "One fine-tuning run to do: its task, index and seed, the key of its settings, the model's fingerprint, where its weights go."
-    task: str
-    run: int
-    seed: int
-    settings: str
-    model: str
-    checkpoint: Path
-
-
-def _runs(runs: list[int]) -> str:
-    return f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(map(str, runs))}"
-
-
 def _redo_notice(cfg: FinetuneConfig, name: str, stale: dict[str, list[int]]) -> list[str]:
     "One line per reason that finished runs of `name` are fine-tuned again: another model, or a model not recorded."
     lines, their = [], lambda runs: 'it again, replacing its row and checkpoint' if len(runs) == 1 else \
         'them again, replacing their rows and checkpoints'
     if stale['changed']:
         runs = stale['changed']
-        lines.append(f"{name}: {_runs(runs)} {'was' if len(runs) == 1 else 'were'} fine-tuned from another model (not "
+        lines.append(f"{name}: {runs_phrase(runs)} {'was' if len(runs) == 1 else 'were'} fine-tuned from another model (not "
                      f"the one now at {cfg.model}); fine-tuning {their(runs)}")
     if stale['unknown']:
         runs = stale['unknown']
-        lines.append(f"{name}: {_runs(runs)} {'is' if len(runs) == 1 else 'are'} in a results table written before models "
+        lines.append(f"{name}: {runs_phrase(runs)} {'is' if len(runs) == 1 else 'are'} in a results table written before models "
                      f"were fingerprinted, so {'its' if len(runs) == 1 else 'their'} model is unknown; fine-tuning "
                      f"{their(runs)}")
     return lines
@@ -136,7 +108,7 @@ def _todo(cfg: FinetuneConfig, task: FinetuningTask, doubled: bool, results: Res
     return todo, stale
 
 
-def _plan(cfg: FinetuneConfig, tokenizer, source: GlueSource, results: ResultsTable, fingerprint: str,
+def _plan(cfg: FinetuneConfig, tokenizer, source: TaskSource, results: ResultsTable, fingerprint: str,
           say) -> Iterator[tuple[TaskData, list[RunJob]]]:
     "Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a time."
     out = Path(cfg.output_dir) / cfg.group
@@ -174,81 +146,6 @@ def _check_lengths(cfg: FinetuneConfig, positions: int) -> None:
                               f"Set task_overrides.{name}.max_length (or max_length in its task file) to at most {positions}.")
 
 
-def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[str], None], start: float):
-    "A run's epoch report (the log line, Neptune's series) and its Neptune run (or None)."
-    task, task_cfg = data.task, cfg.for_task(data.task.name)
-    nrun = _neptune_run(cfg, task.name, job.run, job.seed, task_cfg)
-
-    def report(epoch, loss, metrics):
-        shown = ', '.join(f'{m} {metrics[m]:.2f}' for m in dev_metric_names(task))
-        say(f'  {task.name} run {job.run} (seed {job.seed}) epoch {epoch + 1}/{task_cfg.epochs}: train loss {loss:.4f}, '
-            f'dev {shown} [{time.perf_counter() - start:.0f}s]')
-        if nrun is not None:
-            nrun['train/loss'].append(loss)
-            for m in dev_metric_names(task): nrun[f'dev/{m}'].append(metrics[m])
-    return report, nrun
-
-
-def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: list[dict], body, nrun,
-              start: float) -> dict:
-    "Save a trained run's weights to `job.checkpoint` (main process), close its Neptune run, and return its row."
-    task, task_cfg, final = data.task, cfg.for_task(data.task.name), history[-1]
-    if is_main_process():
-        atomic_save({'format': 'electra-finetuned', 'kind': task.kind, 'task': task.name, 'run': job.run, 'seed': job.seed,
-                     'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
-                     'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final}, job.checkpoint)
-    if nrun is not None:
-        for m in dev_metric_names(task): nrun[f'final/{m}'] = final[m]
-        nrun.stop()
-    return {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
-            'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
-            'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'model_fingerprint': job.model,
-            'checkpoint': str(job.checkpoint),
-            'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')}
-
-
-def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, device, autocast, pad_id: int,
-                   say: Callable[[str], None]) -> dict:
-    "Train one run, save its weights to `job.checkpoint` (main process), and return its row of the results table."
-    start = time.perf_counter()
-    report, nrun = _reporter(cfg, data, job, say, start)
-    model, history = train_run(data, cfg.for_task(data.task.name), body, job.seed, device, autocast, pad_id, report)
-    return _save_run(cfg, data, job, model, history, body, nrun, start)
-
-
-def train_and_save_stack(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob], body, device, autocast, pad_id: int,
-                         say: Callable[[str], None]) -> list[dict]:
-    """Train runs of one task together (`electra.finetuning.stack`), save each one's weights and return their rows, as
-    `train_and_save` does each alone; a row's `seconds` is the stack's time."""
-    from electra.finetuning.stack import train_stack
-    start = time.perf_counter()
-    reporters = [_reporter(cfg, data, job, say, start) for job in jobs]
-    stacked, run_model, histories = train_stack(data, cfg.for_task(data.task.name), body, [j.seed for j in jobs], device,
-                                          autocast, pad_id, [report for report, _ in reporters])
-    return [_save_run(cfg, data, job, stacked.copy_run_to(r, run_model), histories[r], body, reporters[r][1], start)
-            for r, job in enumerate(jobs)]
-
-
-def train_jobs(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob], body, device, autocast, pad_id: int,
-               say: Callable[[str], None]) -> list[dict]:
-    "The rows of `jobs`, runs of one task: one trained alone (`train_and_save`), more stacked (`train_and_save_stack`)."
-    if len(jobs) > 1: return train_and_save_stack(cfg, data, jobs, body, device, autocast, pad_id, say)
-    return [train_and_save(cfg, data, jobs[0], body, device, autocast, pad_id, say)]
-
-
-def stacks(cfg: FinetuneConfig, plan, body, device, autocast, say, workers: int = 1,
-           share: int = 1) -> Iterator[tuple[TaskData, list[RunJob]]]:
-    """The runs of `plan`, task by task, cut into the stacks trained together (`stack_size`, on a device `share`
-    processes train on at once; with `workers` processes at most a worker's share of a task's runs, so that none
-    waits while another trains them all)."""
-    from electra.finetuning.stack import stack_size
-    for data, todo in plan:
-        size = min(stack_size(cfg, cfg.for_task(data.task.name), body, device, autocast, len(todo), share),
-                   -(-len(todo) // workers))
-        if size > 1: say(f'{data.task.name}: {size} runs at a time, stacked')
-        yield from ((data, todo[i:i + size]) for i in range(0, len(todo), size))
-
-
 def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: ResultsTable, say) -> None:
     "The runs of every task in this process, a stack at a time (`stacks`), each finished run's row written at once."
     device, autocast = device_and_autocast(cfg.device, cfg.precision)
@@ -258,13 +155,13 @@ def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: Re
     for data, jobs in stacks(cfg, plan, body, device, autocast, say):
         try: rows = train_jobs(cfg, data, jobs, body, device, autocast, pad_id, say)
         except KeyboardInterrupt:
-            raise TrainingStopped(f"by Ctrl-C during {jobs[0].task} {_runs([j.run for j in jobs])}; the "
+            raise TrainingStopped(f"by Ctrl-C during {jobs[0].task} {runs_phrase([j.run for j in jobs])}; the "
                                   f"{len(results.df)} finished run(s) are kept in {results.path}. Run the same "
                                   f"command again to do the rest.") from None
         for row in rows: results.add(row)
 
 
-def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
+def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
               log: Callable[[str], None] = print) -> ResultsTable:
     """Fine-tune `cfg.runs` runs of every training task in `cfg.tasks` from `pretrained` (an `ElectraForPreTraining`).
     Each finished run's weights go to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to the results table
@@ -277,7 +174,6 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: GlueSource,
     cfg.check_task_kinds()
     _check_lengths(cfg, pretrained.config.max_position_embeddings)
     plan = _plan(cfg, tokenizer, source, results, model_fingerprint(cfg.model), say)
-    from electra.finetuning.workers import parallel_runs, run_on_workers  # (workers.py builds on this module)
     n = parallel_runs(cfg)
     if n > 1:
         try:
@@ -302,13 +198,12 @@ def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
     return text
 
 
-def _file_task_infos(cfg: FinetuneConfig) -> dict[str, GlueTask]:
+def _file_task_infos(cfg: FinetuneConfig) -> dict[str, TaskInfo]:
     "The descriptions of the job's tasks from files, for their metrics (their training labels are read once more)."
-    from electra.finetuning.tasks.files import make_task
     return {name: make_task(spec).info for name, spec in cfg.file_tasks().items()}
 
 
-def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer, source: GlueSource,
+def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer, source: TaskSource,
                            log: Callable[[str], None] = print) -> list[Path]:
     """Predict the test sets with the selected run of each task (`select`), or the top `ensemble_k` runs together,
     each kind in its own format under `<test_output_dir>/<group>/`: GLUE the site's TSV files and

@@ -25,8 +25,11 @@ import torch
 
 from electra.config.base import ConfigError, TrainingStopped
 from electra.config.finetune import FinetuneConfig
+from electra.data.tokenizer import pad_token_id
+from electra.finetuning.classifier import load_pretrained
+from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import TaskData
-from electra.finetuning.sweep import RunJob, _runs, stacks, train_jobs
+from electra.finetuning.runs import RunJob, runs_phrase, stacks, train_jobs
 from electra.pretraining.export import quiet_transformers
 from electra.training.device import cpu_threads
 from electra.training.distributed import one_run_at_a_time
@@ -97,7 +100,7 @@ def _stop_all(workers: list[_Worker]) -> None:
 
 
 def _failed(w: _Worker, what: str, done: int) -> TrainingStopped:
-    during = f' during {w.jobs_now[0].task} {_runs([j.run for j in w.jobs_now])}' if w.jobs_now else ''
+    during = f' during {w.jobs_now[0].task} {runs_phrase([j.run for j in w.jobs_now])}' if w.jobs_now else ''
     err = TrainingStopped(f"fine-tuning worker {w.index} ({w.device}) {what}{during}; the {done} run(s) finished in this "
                           f"sweep are kept in the results table. Run the same command again to do the rest.")
     err.exit_status = 1
@@ -128,11 +131,10 @@ def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> 
 def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]], pretrained, tokenizer, n: int,
                    say: Callable[[str], None] = print) -> Iterator[dict]:
     """Train the runs of `plan` on `n` worker processes (fewer when there are fewer runs), a stack of runs of one task
-    at a time (`sweep.stacks`), yielding each finished run's row of the results table as it comes."""
+    at a time (`runs.stacks`), yielding each finished run's row of the results table as it comes."""
     n = min(n, sum(len(todo) for _, todo in plan))
     if not n: return
     devices = worker_devices(cfg.device, n)
-    from electra.finetuning.learner import device_and_autocast
     device, autocast = device_and_autocast(devices[0], cfg.precision)
     share = -(-n // len(set(devices)))  # workers training on one device at once
     queue = deque(stacks(cfg, plan, pretrained.electra, device, autocast, say, n, share))
@@ -160,9 +162,6 @@ def worker_main(jobs_fd: int, replies_fd: int) -> int:
     _, index, device_name, cfg, model_dir, threads = jobs.recv()
     torch.set_num_threads(threads)
     try:
-        from electra.data.tokenizer import pad_token_id
-        from electra.finetuning.classifier import load_pretrained
-        from electra.finetuning.learner import device_and_autocast
         pretrained, tokenizer = load_pretrained(model_dir)
         device, autocast = device_and_autocast(device_name, cfg.precision)
         pad_id = pad_token_id(tokenizer)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from electra.objective.masking import max_predictions
+from electra.objective.model import discriminator_config, generator_config
+from electra.objective.variants import VARIANTS
 
 if TYPE_CHECKING:
     from electra.config.pretrain import PretrainConfig
@@ -43,25 +45,23 @@ def pretrain_flops(cfg: PretrainConfig, batch: int, length: int, vocab: int, hea
     positions (`mlm`, `replace_mlm`); at every token plus the sigmoid copy gate H -> H -> 1 (`all_tokens_mlm`).
     Training = forward + backward = 3 x forward; with `two_stage`, the generator-only steps cost 3 x the generator and
     the later ones 1 x the (frozen) generator + 3 x the discriminator: `train_step` is the mean over the run."""
-    from electra.objective.model import discriminator_config, generator_config
     g, d = generator_config(cfg, vocab, 0), discriminator_config(cfg, vocab, 0)
     n, T = batch * head_positions, batch * length
-    has_generator = cfg.objective != 'mlm' and not cfg.uniform_generator
+    has_generator = VARIANTS[cfg.objective].generator and not cfg.uniform_generator
     rtd_head = float(2 * T * d.hidden_size * d.hidden_size + 2 * T * d.hidden_size)
-    main_head = {'electra': rtd_head, 'electra_15': rtd_head,
-                 'mlm': mlm_head_flops(n, d.hidden_size, d.embedding_size, vocab),
-                 'replace_mlm': mlm_head_flops(n, d.hidden_size, d.embedding_size, vocab),
-                 'all_tokens_mlm': mlm_head_flops(T, d.hidden_size, d.embedding_size, vocab) + rtd_head}[cfg.objective]
+    disc_head = {'rtd': rtd_head, 'mlm': mlm_head_flops(n, d.hidden_size, d.embedding_size, vocab),
+                 'copy': mlm_head_flops(T, d.hidden_size, d.embedding_size, vocab) + rtd_head,
+                 }[VARIANTS[cfg.objective].head]  # the discriminator's loss head
     out = {
         'generator_encoder': encoder_flops(batch, length, g.hidden_size, g.num_hidden_layers, g.intermediate_size,
                                            g.embedding_size) if has_generator else 0.0,
         'generator_head': mlm_head_flops(n, g.hidden_size, g.embedding_size, vocab) if has_generator else 0.0,
         'discriminator_encoder': encoder_flops(batch, length, d.hidden_size, d.num_hidden_layers, d.intermediate_size,
                                                d.embedding_size),
-        'discriminator_head': main_head,
+        'discriminator_head': disc_head,
     }
     out['forward'] = sum(out.values())
-    generator, main = out['generator_encoder'] + out['generator_head'], out['discriminator_encoder'] + main_head
+    generator, main = out['generator_encoder'] + out['generator_head'], out['discriminator_encoder'] + disc_head
     f = cfg.two_stage
     out['train_step'] = 3 * out['forward'] if f == 0 else f * 3 * generator + (1 - f) * (generator + 3 * main)
     return out

@@ -1,11 +1,11 @@
-"""The pretraining loss (the paper, equation 1): total = gen_weight * L_gen + disc_weight * L_main (1 and 50 in the paper).
+"""The pretraining loss (the paper, equation 1): total = gen_weight * L_gen + disc_weight * L_disc (1 and 50 in the paper).
 
 L_gen: the generator's cross-entropy at the chosen positions (kept-original ones included), mean; absent without a
 generator network (BERT, the uniform generator) and in the second stage of two-stage training.
-L_main, the main network's loss, by objective (the paper, section 3.2 and Table 5):
+L_disc, the discriminator's loss, by objective (the paper, section 3.2 and Table 5):
   electra          sigmoid BCE of replaced-token detection over every real token, [CLS] and [SEP] included, mean;
   electra_15       the same BCE over the chosen positions only;
-  mlm, replace_mlm cross-entropy of the main network's MLM head at the chosen positions, mean;
+  mlm, replace_mlm cross-entropy of the discriminator's MLM head at the chosen positions, mean;
   all_tokens_mlm   -log p(original) over every real token, p(x) = D 1[x = input] + (1 - D) softmax(x), D the copy gate.
 Both denominators get + 1e-6 as in the official code, so an empty batch gives 0 rather than NaN.
 """
@@ -18,8 +18,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.objective.masking import positions_mask
+from electra.objective.variants import VARIANTS
 
-__all__ = ['ElectraLoss', 'generator_loss_sum', 'main_mask', 'main_loss_terms', 'main_predictions', 'loss_counts', 'batch_statistics']
+__all__ = ['ElectraLoss', 'generator_loss_sum', 'disc_mask', 'disc_loss_terms', 'disc_predictions', 'loss_counts', 'batch_statistics']
 
 
 def generator_loss_sum(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
@@ -27,16 +28,16 @@ def generator_loss_sum(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> t
     return F.cross_entropy(pred['gen_logits'].flatten(0, 1).float(), labels.flatten(), ignore_index=-100, reduction='sum')
 
 
-def main_mask(pred: dict[str, torch.Tensor]) -> torch.Tensor | None:
-    """The positions of the main network's loss: `pred['main_mask']`; every real token for replaced-token detection
-    outputs without one; None when the main network did not run (two-stage training's first stage)."""
-    if 'main_mask' in pred: return pred['main_mask']
+def disc_mask(pred: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """The positions of the discriminator's loss: `pred['disc_mask']`; every real token for replaced-token detection
+    outputs without one; None when the discriminator did not run (two-stage training's first stage)."""
+    if 'disc_mask' in pred: return pred['disc_mask']
     return pred['attention_mask'] if 'disc_logits' in pred else None
 
 
-def main_loss_terms(pred: dict[str, torch.Tensor]) -> torch.Tensor:
-    "The main network's per-position losses, shaped like `main_mask(pred)` ([B, L] or [B, P]), zero outside it."
-    mask = main_mask(pred)
+def disc_loss_terms(pred: dict[str, torch.Tensor]) -> torch.Tensor:
+    "The discriminator's per-position losses, shaped like `disc_mask(pred)` ([B, L] or [B, P]), zero outside it."
+    mask = disc_mask(pred)
     if 'disc_logits' in pred:
         terms = F.binary_cross_entropy_with_logits(pred['disc_logits'].float(), pred['is_replaced'].float(),
                                                    reduction='none')
@@ -55,16 +56,16 @@ def main_loss_terms(pred: dict[str, torch.Tensor]) -> torch.Tensor:
 def loss_counts(objective: str, input_ids: torch.Tensor, positions: torch.Tensor, labels: torch.Tensor,
                 pad_token_id: int) -> torch.Tensor:
     """The counts [2] the two losses divide by, from a masked batch (`input_ids` [B, L], `positions` and `labels`
-    [B, P]) before any forward: chosen positions, and positions of `objective`'s main loss (as `main_mask` counts)."""
-    chosen = labels >= 0
-    if objective in ('electra', 'all_tokens_mlm'): main = (input_ids != pad_token_id).sum()
-    elif objective == 'electra_15': main = positions_mask(input_ids, positions, chosen).sum()
-    else: main = chosen.sum()
+    [B, P]) before any forward: chosen positions, and positions of `objective`'s main loss (as `disc_mask` counts)."""
+    chosen, where = labels >= 0, VARIANTS[objective].positions
+    if where == 'tokens': main = (input_ids != pad_token_id).sum()
+    elif where == 'chosen': main = positions_mask(input_ids, positions, chosen).sum()
+    else: main = chosen.sum()  # 'slots'
     return torch.stack([chosen.sum().float(), main.float()])
 
 
-def main_predictions(pred: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(correct, flagged) of the main network, shaped like `pred['main_mask']`: for replaced-token detection `flagged`
+def disc_predictions(pred: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(correct, flagged) of the discriminator, shaped like `pred['disc_mask']`: for replaced-token detection `flagged`
     (logit > 0) and `correct` (flagged == replaced); for the MLM objectives `correct` where the most probable token
     (copy gate included) is the target, and `flagged` all False."""
     if 'disc_logits' in pred:
@@ -80,7 +81,7 @@ def main_predictions(pred: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch
 
 
 class ElectraLoss(nn.Module):
-    """Weighted sum of the generator's MLM loss and the main network's loss (replaced-token detection by default).
+    """Weighted sum of the generator's MLM loss and the discriminator's loss (replaced-token detection by default).
 
     In data-parallel training, each process holds part of the batch and DDP averages the processes' gradients.
     `global_divisors`, when set, turns this process's counts [2] (chosen positions, positions of the main loss) into
@@ -96,33 +97,33 @@ class ElectraLoss(nn.Module):
 
     def forward(self, pred: dict[str, torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
         chosen = labels >= 0                                                                 # [B, P]
-        mask = main_mask(pred)                                                               # [B, L] or [B, P]
+        mask = disc_mask(pred)                                                               # [B, L] or [B, P]
         counts = torch.stack([chosen.sum().float(), (chosen if mask is None else mask).sum().float()])  # [2]
         divisors = counts + 1e-6 if self.global_divisors is None else self.global_divisors(counts)
         zero = counts.new_zeros(())
         gen_loss = generator_loss_sum(pred, labels) / divisors[0] if 'gen_logits' in pred else zero
-        main_loss = main_loss_terms(pred).sum() / divisors[1] if mask is not None else zero
-        self.last = (gen_loss.detach(), main_loss.detach())
-        return self.gen_weight * gen_loss + self.disc_weight * main_loss
+        disc_loss = disc_loss_terms(pred).sum() / divisors[1] if mask is not None else zero
+        self.last = (gen_loss.detach(), disc_loss.detach())
+        return self.gen_weight * gen_loss + self.disc_weight * disc_loss
 
 
 @torch.no_grad()
 def batch_statistics(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
     """What the metrics count in one batch, as 0-d tensors on its device (no read to the host): the generator's correct
-    predictions among `gen_total` chosen positions; the main network's correct answers among the `main_total` positions
+    predictions among `gen_total` chosen positions; the discriminator's correct answers among the `disc_total` positions
     of its loss, and for replaced-token detection the replaced tokens flagged (`tp`), originals flagged (`fp`) and
     replaced tokens missed (`fn`) there; `replaced` of the `real` tokens. Counts a model does not have are 0."""
     chosen, real = labels >= 0, pred['attention_mask']
     zero = chosen.sum() * 0
-    out = dict.fromkeys(('gen_correct', 'gen_total', 'main_correct', 'main_total', 'tp', 'fp', 'fn', 'replaced'), zero)
+    out = dict.fromkeys(('gen_correct', 'gen_total', 'disc_correct', 'disc_total', 'tp', 'fp', 'fn', 'replaced'), zero)
     out['real'] = real.sum()
     if 'gen_logits' in pred:
         out.update(gen_correct=((pred['gen_logits'].argmax(-1) == labels) & chosen).sum(), gen_total=chosen.sum())
     if 'is_replaced' in pred: out['replaced'] = (pred['is_replaced'] & real).sum()
-    mask = main_mask(pred)
+    mask = disc_mask(pred)
     if mask is None: return out
-    correct, flagged = main_predictions(pred)
-    out.update(main_correct=(correct & mask).sum(), main_total=mask.sum())
+    correct, flagged = disc_predictions(pred)
+    out.update(disc_correct=(correct & mask).sum(), disc_total=mask.sum())
     if 'disc_logits' in pred:
         replaced = pred['is_replaced'] & mask
         out.update(tp=(flagged & replaced).sum(), fp=(flagged & ~replaced & mask).sum(), fn=(~flagged & replaced).sum())

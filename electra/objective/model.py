@@ -1,7 +1,7 @@
 """Generator + discriminator as HF `ElectraForMaskedLM` and `ElectraForPreTraining`, tied as in the paper (section 3.2).
 
 The two networks stay plain transformers models, so each is exported with `save_pretrained` and loaded back with
-`from_pretrained` unchanged. `ElectraPretrainingModel` wires one replaced-token-detection step:
+`from_pretrained` unchanged. `ElectraGeneratorDiscriminator` wires one replaced-token-detection step:
 masked input -> generator (vocab projection at the masked positions only) -> Gumbel sample -> discriminator.
 """
 from __future__ import annotations
@@ -18,15 +18,16 @@ from transformers.models.electra.modeling_electra import ElectraGeneratorPredict
 
 from electra.objective.masking import positions_mask, write_at_positions
 from electra.objective.sampling import sample_tokens
+from electra.objective.variants import VARIANTS
 
 if TYPE_CHECKING:
     from electra.config.pretrain import PretrainConfig
 
-__all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'unpadded_copy', 'ElectraPretrainingModel',
+__all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'unpadded_copy', 'ElectraGeneratorDiscriminator',
            'MaskedLMHead', 'DisentangledEmbedding', 'MLM_OBJECTIVES', 'official_init_', 'build_pretraining_model',
            'discriminator_state']
 
-MLM_OBJECTIVES = ('mlm', 'replace_mlm', 'all_tokens_mlm')  # the main network predicts tokens rather than replacements
+MLM_OBJECTIVES = tuple(name for name, v in VARIANTS.items() if v.mlm)  # the discriminator predicts tokens
 
 
 def padded_vocab_size(vocab_size: int, multiple: int) -> int:
@@ -81,7 +82,7 @@ def generator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) ->
 
 
 class MaskedLMHead(nn.Module):
-    """The main network's MLM head in the MLM objectives (`mlm`, `replace_mlm`, `all_tokens_mlm`): transformers'
+    """The discriminator's MLM head in the MLM objectives (`mlm`, `replace_mlm`, `all_tokens_mlm`): transformers'
     `ElectraGeneratorPredictions` (dense H -> E, GELU, LayerNorm) and a vocabulary projection tied to the network's word
     embeddings, as the generator's head and BERT's."""
 
@@ -132,7 +133,7 @@ def _tie(generator: ElectraForMaskedLM, discriminator: ElectraForPreTraining, ti
     generator.generator_lm_head.weight = generator.electra.embeddings.word_embeddings.weight
 
 
-class ElectraPretrainingModel(nn.Module):
+class ElectraGeneratorDiscriminator(nn.Module):
     """Generator and discriminator trained by replaced-token detection, or one of the paper's other objectives
     (`objective`, docs/objectives.md). `generator` is None for BERT (`mlm`) and the uniform generator, whose
     replacements are drawn uniformly from the vocabulary (official `uniform_generator`: no network, no generator loss).
@@ -146,6 +147,7 @@ class ElectraPretrainingModel(nn.Module):
         self.generator, self.discriminator = generator, discriminator
         self.tie_weights, self.temperature, self.disallow_correct = tie_weights, temperature, disallow_correct
         self.objective, self.stage, self.mask_token_id = objective, 0, mask_token_id
+        self.variant = VARIANTS[objective]  # what the objective changes of replaced-token detection
         self.pad_token_id = discriminator.config.pad_token_id
         self.rng: torch.Generator | None = None  # set by `MaskingCallback`, so sampling is seeded and resumable
         # `vocab_size`: the tokenizer's; word-embedding rows past it are padding (`pad_vocab_multiple`): their logits
@@ -155,15 +157,15 @@ class ElectraPretrainingModel(nn.Module):
         if not 0 < self.vocab_size <= n_rows: raise ValueError(f'vocab_size {vocab_size} must be in [1, {n_rows}]')
         self.register_buffer('padded_ids', torch.arange(n_rows) >= self.vocab_size, persistent=False)
         if generator is not None: _tie(generator, discriminator, tie_weights)
-        self.mlm_head = MaskedLMHead(discriminator) if objective in MLM_OBJECTIVES else None
-        if objective in ('mlm', 'replace_mlm'):  # the RTD head has no part in their loss: no gradient for DDP to await
+        self.mlm_head = MaskedLMHead(discriminator) if self.variant.mlm else None
+        if self.variant.head == 'mlm':  # the RTD head has no part in the loss: no gradient for DDP to await
             discriminator.discriminator_predictions.requires_grad_(False)
-        if objective in ('replace_mlm', 'all_tokens_mlm') and mask_token_id is None:
+        if self.variant.no_mask_samples and mask_token_id is None:
             raise ValueError(f"objective '{objective}' never samples [MASK]: give the model its mask_token_id")
 
     @property
     def uniform_generator(self) -> bool:
-        return self.generator is None and self.objective != 'mlm'
+        return self.generator is None and self.variant.generator
 
     def _vocab_logits(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.masked_fill(self.padded_ids, float('-inf')) if self.vocab_size < logits.size(-1) else logits
@@ -177,7 +179,7 @@ class ElectraPretrainingModel(nn.Module):
 
     def noise_shape(self, positions: torch.Tensor) -> tuple[int, int, int] | None:
         "Shape [B, P, V rows] of the sampling noise for masked `positions` [B, P]; None when nothing is sampled."
-        if self.objective == 'mlm': return None
+        if not self.variant.generator: return None
         return (*positions.shape, self.discriminator.config.vocab_size)
 
     def forward(self, input_ids, token_type_ids, positions, labels, noise_draws=None) -> dict[str, torch.Tensor]:
@@ -185,11 +187,11 @@ class ElectraPretrainingModel(nn.Module):
         the U(0, 1) draws of the Gumbel noise, or None to draw them here from `self.rng`. `MaskingCallback` draws them
         with the masks, so a compiled forward holds no random generator (a generator breaks the graph in pieces).
         Returns `attention_mask` [B, L] (bool, real tokens); the generator's `gen_logits` [B, P, V] when it is trained;
-        `sampled` [B, P] and `is_replaced` [B, L] (bool) when tokens are sampled; the main network's outputs (`main`)."""
+        `sampled` [B, P] and `is_replaced` [B, L] (bool) when tokens are sampled; the discriminator's outputs (`main`)."""
         attention_mask = input_ids != self.pad_token_id
         out = {'attention_mask': attention_mask}
-        if self.objective == 'mlm':  # BERT: the main network reads the masked input itself
-            return {**out, **self.main(input_ids, token_type_ids, attention_mask, input_ids, positions, labels)}
+        if not self.variant.generator:  # BERT: the discriminator reads the masked input itself
+            return {**out, **self.discriminator_outputs(input_ids, token_type_ids, attention_mask, input_ids, positions, labels)}
         if self.generator is None:  # uniform over the tokens the model can predict, no network
             gen_logits = self._uniform_logits(positions)
         else:
@@ -197,13 +199,13 @@ class ElectraPretrainingModel(nn.Module):
                 gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
             if self.stage != 2: out['gen_logits'] = gen_logits
         if self.stage == 1: return out  # two-stage, first stage: the generator's MLM alone
-        if self.objective in ('replace_mlm', 'all_tokens_mlm'):  # their input holds no [MASK]: never sample it
+        if self.variant.no_mask_samples:  # the input is to hold no [MASK]: never sample it
             gen_logits = gen_logits.detach().index_fill(-1, torch.tensor([self.mask_token_id], device=input_ids.device),
                                                         float('-inf'))
         sampled, corrupted, original = self._replace(input_ids, positions, labels, gen_logits.detach(), self.rng,
                                                      noise_draws)
         out.update(sampled=sampled, is_replaced=corrupted != original)
-        return {**out, **self.main(corrupted, token_type_ids, attention_mask, original, positions, labels)}
+        return {**out, **self.discriminator_outputs(corrupted, token_type_ids, attention_mask, original, positions, labels)}
 
     def _uniform_logits(self, positions: torch.Tensor) -> torch.Tensor:
         "The uniform generator's logits [B, P, V rows]: equal for every token the model can predict."
@@ -225,14 +227,14 @@ class ElectraPretrainingModel(nn.Module):
         """The discriminator on `input_ids` whose chosen positions hold tokens drawn uniformly from the vocabulary
         (from `rng`), as the uniform generator replaces them: a probe of replaced-token detection whose difficulty
         does not depend on the generator, so runs of any setting compare on it. `disc_logits`, `is_replaced` and
-        `main_mask` as `forward` gives them; only for replaced-token detection (a main network without an MLM head)."""
+        `disc_mask` as `forward` gives them; only for replaced-token detection (a discriminator without an MLM head)."""
         _, corrupted, original = self._replace(input_ids, positions, labels, self._uniform_logits(positions), rng, None)
         return {'is_replaced': corrupted != original,
-                **self.main(corrupted, token_type_ids, input_ids != self.pad_token_id, original, positions, labels)}
+                **self.discriminator_outputs(corrupted, token_type_ids, input_ids != self.pad_token_id, original, positions, labels)}
 
-    def main(self, ids, token_type_ids, attention_mask, original, positions, labels) -> dict[str, torch.Tensor]:
-        """The main network (the discriminator, the model to fine-tune) on `ids` [B, L], and its loss's mask
-        `main_mask`: every real token [B, L] (`electra`, `all_tokens_mlm`), the chosen positions as [B, L]
+    def discriminator_outputs(self, ids, token_type_ids, attention_mask, original, positions, labels) -> dict[str, torch.Tensor]:
+        """The discriminator (the model to fine-tune) on `ids` [B, L], and its loss's mask
+        `disc_mask`: every real token [B, L] (`electra`, `all_tokens_mlm`), the chosen positions as [B, L]
         (`electra_15`) or as slots [B, P] (`mlm`, `replace_mlm`). Replaced-token detection gives `disc_logits` [B, L];
         the MLM objectives `mlm_logits` [B, P, V] with `mlm_targets` [B, P] (-100 unused), or, for `all_tokens_mlm`,
         [B, L, V] and [B, L] (the original ids) with the copy gate's `copy_logits` [B, L] and its `mlm_inputs`."""
@@ -240,22 +242,22 @@ class ElectraPretrainingModel(nn.Module):
         if self.mlm_head is None:  # replaced-token detection
             logits = net(ids, attention_mask=sdpa_mask(net, attention_mask), token_type_ids=token_type_ids).logits
             mask = attention_mask
-            if self.objective == 'electra_15':  # the chosen positions as [B, L]; a position chosen twice counts once
+            if self.variant.positions == 'chosen':  # as [B, L]; a position chosen twice counts once
                 mask = positions_mask(ids, positions, labels >= 0)
-            return {'disc_logits': logits, 'main_mask': mask}
+            return {'disc_logits': logits, 'disc_mask': mask}
         hidden = net.electra(ids, attention_mask=sdpa_mask(net, attention_mask),
                              token_type_ids=token_type_ids).last_hidden_state                  # [B, L, H]
-        if self.objective != 'all_tokens_mlm':
+        if self.variant.head == 'mlm':
             hidden = hidden.gather(1, positions[..., None].expand(-1, -1, hidden.size(-1)))   # [B, P, H]
             return {'mlm_logits': self._vocab_logits(self.mlm_head(hidden)), 'mlm_targets': labels,
-                    'main_mask': labels >= 0}
+                    'disc_mask': labels >= 0}
         # the paper's copy mechanism: p(x) = D 1[x = input] + (1 - D) softmax(x), D = sigmoid of the RTD head's logit
         return {'mlm_logits': self._vocab_logits(self.mlm_head(hidden)), 'mlm_targets': original,
-                'copy_logits': net.discriminator_predictions(hidden), 'mlm_inputs': ids, 'main_mask': attention_mask}
+                'copy_logits': net.discriminator_predictions(hidden), 'mlm_inputs': ids, 'disc_mask': attention_mask}
 
 
 @torch.no_grad()
-def official_init_(model: ElectraPretrainingModel) -> ElectraPretrainingModel:
+def official_init_(model: ElectraGeneratorDiscriminator) -> ElectraGeneratorDiscriminator:
     """Re-initialise as the official code does (google-research/electra model/modeling.py `create_initializer`,
     run_pretraining.py): every dense kernel and embedding table truncated normal(0, 0.02) cut at 2 std (TF1's
     `truncated_normal_initializer`), biases zero, LayerNorm 1 and 0; but `embeddings_project` and the
@@ -276,7 +278,7 @@ def official_init_(model: ElectraPretrainingModel) -> ElectraPretrainingModel:
 
 
 def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int,
-                            mask_token_id: int | None = None) -> ElectraPretrainingModel:
+                            mask_token_id: int | None = None) -> ElectraGeneratorDiscriminator:
     """The generator/discriminator pair of `cfg`'s size, freshly initialised (`cfg.init`: the official code's
     initialisers, `official_init_`, or transformers' own); with `cfg.pad_vocab_multiple` the embedding matrix has
     `padded_vocab_size(vocab_size, multiple)` rows. `mask_token_id`: needed by `replace_mlm` and `all_tokens_mlm`."""
@@ -284,7 +286,7 @@ def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: 
     has_generator = cfg.objective != 'mlm' and not cfg.uniform_generator
     generator = ElectraForMaskedLM(generator_config(cfg, rows, pad_token_id)) if has_generator else None
     discriminator = ElectraForPreTraining(discriminator_config(cfg, rows, pad_token_id))
-    model = ElectraPretrainingModel(generator, discriminator, cfg.tie_weights, cfg.temperature, cfg.disallow_correct,
+    model = ElectraGeneratorDiscriminator(generator, discriminator, cfg.tie_weights, cfg.temperature, cfg.disallow_correct,
                                     vocab_size=vocab_size, objective=cfg.objective, mask_token_id=mask_token_id)
     if cfg.init == 'official': return official_init_(model)
     if model.mlm_head is not None:  # transformers initialised the networks when it built them, not this head

@@ -1,7 +1,7 @@
 """One ELECTRA pretraining step's losses in plain torch, read top to bottom: the method in one function, without the
 library's options (objective variants, padded vocabulary, two-stage training) or its speed work.
 
-The library computes the same numbers with `ElectraPretrainingModel` + `ElectraLoss` (electra/objective/model.py and
+The library computes the same numbers with `ElectraGeneratorDiscriminator` + `ElectraLoss` (electra/objective/model.py and
 loss.py), driven by fastai callbacks; `tests/objective/test_reference.py` holds the two equal, bit for bit, on the same
 batch, masks and noise. Official code: google-research/electra, pretrain/pretrain_helpers.py (`mask`,
 `sample_from_softmax`, `scatter_update`) and run_pretraining.py (`PretrainingModel`, `_get_fake_data`,

@@ -26,7 +26,7 @@ def sample_tokens(logits: torch.Tensor, labels: torch.Tensor | None = None, temp
     """Sample one token per row of `logits` [..., V] from softmax(logits / T). `labels` [...] are the originals,
     needed for `disallow_correct` (entries < 0 are ignored). No gradient flows through the sample.
     Tokens whose logit is -inf (padded vocabulary rows) are never sampled, also by the uniform generator.
-    `noise_draws` [..., V]: the noise's U(0, 1) draws made beforehand (see `ElectraPretrainingModel.forward`), else drawn
+    `noise_draws` [..., V]: the noise's U(0, 1) draws made beforehand (see `ElectraGeneratorDiscriminator.forward`), else drawn
     here from `generator`; the same draws give the same samples either way."""
     logits = logits.float()
     if uniform:  # the paper's uniform-generator ablation: uniform over the tokens the model can predict

@@ -16,7 +16,6 @@ from typing import Callable
 
 import torch
 from fastai.callback.core import Callback, CancelFitException
-from fastai.callback.fp16 import AMPMode, MixedPrecision
 from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 
 from electra.config.base import ConfigError
@@ -28,7 +27,7 @@ from electra.training.files import atomic_save, is_main_process, release_run_dir
 from electra.training.sinks import CsvLog
 from electra.training.speed import try_compile
 
-__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'TwoStageTraining', 'DeviceMixedPrecision', 'CompileModel', 'MetricsLogger', 'ProgressBar',
+__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'TwoStageTraining', 'CompileModel', 'MetricsLogger', 'ProgressBar',
            'Checkpointer', 'StopOnInterrupt', 'TrainingDiverged', 'METRIC_NAMES']
 
 
@@ -148,19 +147,6 @@ class TwoStageTraining(Callback):
         model.stage = 2
 
 
-class DeviceMixedPrecision(MixedPrecision):
-    "fastai's `MixedPrecision`, which autocasts on CUDA only, made to autocast on the model's device: also bf16 on CPU."
-
-    def before_fit(self):
-        device = next(self.model.parameters()).device
-        if device.type == 'cuda': return super().before_fit()
-        if self.amp_mode != AMPMode.BF16: raise ValueError(f'{self.amp_mode.value} mixed precision needs a GPU')
-        from fastcore.foundation import L
-        from torch.amp import GradScaler
-        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16)
-        self.learn.scaler, self.scales = GradScaler(device.type, enabled=False), L()  # bf16 needs no loss scaling
-
-
 class CompileModel(Callback):
     """`torch.compile`s the model and the loss in place (`state_dict` keys unchanged) at the first training batch, with
     one trial forward and backward on that batch that compiles both graphs; the trial leaves no trace (gradients
@@ -192,7 +178,7 @@ class CompileModel(Callback):
             if rng_state is not None: rng.set_state(rng_state)
 
 
-# gen_*: the generator; disc_*: the main network (the discriminator; in the MLM objectives its MLM loss and token
+# gen_*: the generator; disc_*: the discriminator (in the MLM objectives its MLM loss and token
 # accuracy); replaced_precision / recall: replaced-token detection only (0 otherwise). replaced_fraction: share of real
 # tokens replaced; answering "original" everywhere scores 1 - replaced_fraction.
 # skipped_steps: steps fp16 loss scaling skipped (overflowing gradients) since the last row; always 0 in bf16 and fp32.
@@ -201,7 +187,7 @@ METRIC_NAMES = ['step', 'loss', 'gen_loss', 'disc_loss', 'lr', 'gen_accuracy', '
 
 
 # what MetricsLogger sums on the device between two rows (`batch_statistics` and the losses)
-_SUMS = ('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total', 'main_correct', 'main_total', 'tp', 'fp', 'fn',
+_SUMS = ('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total', 'disc_correct', 'disc_total', 'tp', 'fp', 'fn',
          'replaced', 'real', 'batches')
 
 
@@ -268,7 +254,7 @@ class MetricsLogger(Callback):
         now = time.perf_counter()
         row = {'step': self.train_iter, 'loss': a['loss'] / n, 'gen_loss': a['gen_loss'] / n, 'disc_loss': a['disc_loss'] / n,
                'lr': self.opt.hypers[0]['lr'], 'gen_accuracy': a['gen_correct'] / max(a['gen_total'], 1),
-               'disc_accuracy': a['main_correct'] / max(a['main_total'], 1),
+               'disc_accuracy': a['disc_correct'] / max(a['disc_total'], 1),
                'replaced_precision': tp / max(tp + a['fp'], 1), 'replaced_recall': tp / max(tp + a['fn'], 1),
                'replaced_fraction': a['replaced'] / max(a['real'], 1),
                'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9), 'skipped_steps': self.skipped}

@@ -20,7 +20,7 @@ import torch
 from fastai.callback.core import Callback
 
 from electra.data.batches import pad_examples
-from electra.objective.loss import batch_statistics, generator_loss_sum, main_loss_terms, main_mask
+from electra.objective.loss import batch_statistics, generator_loss_sum, disc_loss_terms, disc_mask
 from electra.objective.masking import MaskingSettings
 from electra.training.device import AUTOCAST_DTYPES
 from electra.training.distributed import bare_model
@@ -121,25 +121,25 @@ class HeldOutEvaluation(Callback):
         return self.last_row
 
     def _row(self, sums: dict[str, float], seen: dict[str, list]) -> dict:
-        chosen_n, main_n = max(sums['gen_total'], 1), max(sums['main_total'], 1)
+        chosen_n, disc_n = max(sums['gen_total'], 1), max(sums['disc_total'], 1)
         auc = {k: roc_auc(*map(torch.cat, zip(*seen[k]))) if seen[k] else float('nan') for k in ('auc', 'uniform')}
-        return {'step': self.train_iter, 'gen_loss': sums['gen_loss'] / chosen_n, 'disc_loss': sums['disc_loss'] / main_n,
-                'gen_accuracy': sums['gen_correct'] / chosen_n, 'disc_accuracy': sums['main_correct'] / main_n,
+        return {'step': self.train_iter, 'gen_loss': sums['gen_loss'] / chosen_n, 'disc_loss': sums['disc_loss'] / disc_n,
+                'gen_accuracy': sums['gen_correct'] / chosen_n, 'disc_accuracy': sums['disc_correct'] / disc_n,
                 'disc_auc': auc['auc'], 'replaced_fraction': sums['replaced'] / max(sums['real'], 1),
                 'gen_accuracy_baseline': most_frequent_share(torch.cat(seen['labels'])) if seen['labels'] else float('nan'),
-                'disc_accuracy_baseline': 1 - (sums['tp'] + sums['fn']) / main_n if seen['auc'] else float('nan'),
+                'disc_accuracy_baseline': 1 - (sums['tp'] + sums['fn']) / disc_n if seen['auc'] else float('nan'),
                 'uniform_auc': auc['uniform'], 'examples': sum(len(b[0]) for b in self.batches)}
 
 
 def _detection(pred: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     "(the discriminator's logits, whether replaced) at the positions of its loss, for the AUC."
-    mask = main_mask(pred)
+    mask = disc_mask(pred)
     return pred['disc_logits'].float()[mask], pred['is_replaced'][mask]
 
 
 def _losses_and_counts(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
-    "`batch_statistics` with the sums of the generator's and the main network's losses (0 for a network not there)."
+    "`batch_statistics` with the sums of the generator's and the discriminator's losses (0 for a network not there)."
     out = batch_statistics(pred, labels)
     out['gen_loss'] = generator_loss_sum(pred, labels) if 'gen_logits' in pred else torch.zeros(())
-    out['disc_loss'] = main_loss_terms(pred).sum() if main_mask(pred) is not None else torch.zeros(())
+    out['disc_loss'] = disc_loss_terms(pred).sum() if disc_mask(pred) is not None else torch.zeros(())
     return out

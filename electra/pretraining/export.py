@@ -19,8 +19,9 @@ from transformers.utils import logging as transformers_logging
 from electra.config.base import ConfigError
 from electra.config.pretrain import saved_config
 from electra.data.hub import hub_unreachable
+from electra.data.tokenizer import has_tokenizer_files, tokenizer_from_state
 from electra.objective.model import (
-    ElectraPretrainingModel,
+    ElectraGeneratorDiscriminator,
     discriminator_config,
     discriminator_state,
     padded_vocab_size,
@@ -47,12 +48,12 @@ def quiet_transformers():
         if was: transformers_logging.enable_progress_bar()
 
 
-def _net_names(model: ElectraPretrainingModel) -> tuple[str, ...]:
+def _net_names(model: ElectraGeneratorDiscriminator) -> tuple[str, ...]:
     "The networks exported: the discriminator, and the generator unless there is none (BERT, the uniform generator)."
     return EXPORTS if model.generator is not None else EXPORTS[:1]
 
 
-def _exported_nets(model: ElectraPretrainingModel, run_dir: str | Path) -> dict[Path, nn.Module]:
+def _exported_nets(model: ElectraGeneratorDiscriminator, run_dir: str | Path) -> dict[Path, nn.Module]:
     """Where each network of `model` is exported and what is written there: cut back to the model's vocabulary size,
     the discriminator's tables made whole under gradient-disentangled sharing (the generator's + its residual)."""
     out = {}
@@ -64,7 +65,7 @@ def _exported_nets(model: ElectraPretrainingModel, run_dir: str | Path) -> dict[
     return out
 
 
-def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> dict[str, Path]:
+def export_pretrained(model: ElectraGeneratorDiscriminator, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> dict[str, Path]:
     """Save `run_dir/discriminator` and `run_dir/generator` (none without a generator network: BERT, the uniform
     generator), each with the tokenizer; returns the paths. The discriminator is the model to fine-tune, also for the
     MLM objectives, whose encoder it holds (its replaced-token-detection head is then the copy gate or untrained).
@@ -77,7 +78,7 @@ def export_pretrained(model: ElectraPretrainingModel, tokenizer: PreTrainedToken
     return {path.name: path for path in nets}
 
 
-def export_holds(model: ElectraPretrainingModel, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> bool:
+def export_holds(model: ElectraGeneratorDiscriminator, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> bool:
     """Whether `run_dir` holds the whole export of `model` and `tokenizer` (`export_pretrained`): each network's
     config, `model`'s weights exactly, and `tokenizer`'s vocabulary. False for an export cut short by a kill, or one
     of other weights."""
@@ -103,7 +104,6 @@ def _same_weights(saved: dict[str, torch.Tensor], ours: dict[str, torch.Tensor])
 
 
 def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
-    from electra.data.tokenizer import tokenizer_from_state
     ckpt = load_checkpoint(path)
     tokenizer = tokenizer_from_state(ckpt['tokenizer'])
     cfg = saved_config(ckpt['config'], str(path))
@@ -138,7 +138,6 @@ def _check_model_dir(path: Path) -> None:
         raise ConfigError(f"{config}: a {model_type} model, not ELECTRA. Give an ELECTRA discriminator: a pretrain.py "
                           ".pth checkpoint, its exported discriminator directory, or a hub name such as "
                           "google/electra-small-discriminator.")
-    from electra.data.tokenizer import has_tokenizer_files
     if not has_tokenizer_files(path):
         raise ConfigError(f"{path}: the model has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
                           "them its ids mean nothing. Copy the tokenizer it was trained with into the directory "

@@ -17,12 +17,14 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, config_to_dict
 from electra.config.pretrain import PretrainConfig, saved_config
 from electra.data.hub import hub_unreachable
-from electra.data.tokenizer import tokenizer_fingerprint
-from electra.objective.model import ElectraPretrainingModel, discriminator_config, generator_config
+from electra.data.tokenizer import load_tokenizer, tokenizer_fingerprint, tokenizer_from_state, tokenizer_state
+from electra.objective.model import ElectraGeneratorDiscriminator, discriminator_config, generator_config
 from electra.pretraining.export import quiet_transformers, saved_model_type
+from electra.training.checkpoint import FORMAT, load_checkpoint, state_checksum
+from electra.training.files import atomic_save
 
 __all__ = ['InitWeights', 'init_sources', 'load_init', 'check_init_config', 'init_model_', 'init_tokenizer',
            'shared_weights', 'save_init_checkpoint']
@@ -90,8 +92,6 @@ def _hub_load(cls, name: str, what: str):
 
 def _from_checkpoint(path: Path) -> InitWeights:
     "The networks of one of `pretrain.py`'s checkpoints, built from the config it was written with."
-    from electra.data.tokenizer import tokenizer_from_state
-    from electra.training.checkpoint import load_checkpoint
     ckpt = load_checkpoint(path)
     tokenizer = tokenizer_from_state(ckpt['tokenizer'])
     cfg = saved_config(ckpt['config'], str(path))
@@ -145,7 +145,6 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
         raise ConfigError(f"init_from: {init.source}: its tokenizer has {len(init.tokenizer)} tokens, its weights "
                           f"{init.discriminator.config.vocab_size} rows: they do not belong together.")
     if cfg.tokenizer:
-        from electra.data.tokenizer import load_tokenizer
         if tokenizer_fingerprint(load_tokenizer(cfg.tokenizer, cfg.lowercase)) != tokenizer_fingerprint(init.tokenizer):
             raise ConfigError(f"tokenizer: {cfg.tokenizer} is not the vocabulary {init.source} was trained with; a run "
                               f"that continues from weights tokenizes with theirs. Leave --tokenizer empty.")
@@ -178,7 +177,7 @@ def _check_tying(init: InitWeights, tie_weights: str) -> None:
 
 
 @torch.no_grad()
-def init_model_(model: ElectraPretrainingModel, init: InitWeights) -> ElectraPretrainingModel:
+def init_model_(model: ElectraGeneratorDiscriminator, init: InitWeights) -> ElectraGeneratorDiscriminator:
     """Copy the weights of `init` into `model` (built from a config checked by `check_init_config`), re-establishing
     and checking its tying (a model without a generator network takes the discriminator's only); rows of a padded vocabulary (`pad_vocab_multiple`) past the source's keep their init."""
     if model.tie_weights == 'gdes' and model.generator is not None:
@@ -200,7 +199,6 @@ def init_model_(model: ElectraPretrainingModel, init: InitWeights) -> ElectraPre
 def init_tokenizer(init: InitWeights | None, ckpt: dict | None) -> PreTrainedTokenizerBase:
     "The tokenizer of a run continuing from weights: the source's; when it resumes, the one its checkpoints carry."
     if init is not None: return init.tokenizer
-    from electra.data.tokenizer import tokenizer_from_state
     return tokenizer_from_state(ckpt['tokenizer'])
 
 
@@ -215,10 +213,6 @@ def save_init_checkpoint(init: InitWeights, path: str | Path) -> Path:
     with no optimizer state: `--init_from` starts from it, fine-tuning reads its discriminator."""
     import dataclasses
 
-    from electra.config.base import config_to_dict
-    from electra.data.tokenizer import tokenizer_state
-    from electra.training.checkpoint import FORMAT, state_checksum
-    from electra.training.files import atomic_save
     d, g = init.discriminator.config, init.generator.config
     cfg = dataclasses.replace(PretrainConfig(), hidden_size=d.hidden_size, num_hidden_layers=d.num_hidden_layers,
                               num_attention_heads=d.num_attention_heads, intermediate_size=d.intermediate_size,
@@ -226,7 +220,7 @@ def save_init_checkpoint(init: InitWeights, path: str | Path) -> Path:
                               max_length=min(PretrainConfig.max_length, d.max_position_embeddings),
                               generator_size=g.hidden_size / d.hidden_size, tie_weights=shared_weights(init),
                               lowercase=bool(getattr(init.tokenizer, 'do_lower_case', True)))
-    model = ElectraPretrainingModel(init.generator, init.discriminator, cfg.tie_weights)
+    model = ElectraGeneratorDiscriminator(init.generator, init.discriminator, cfg.tie_weights)
     state = {'format': FORMAT, 'step': 0, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(init.tokenizer),
              'model': model.state_dict(), 'source': init.source}
     state['checksum'] = state_checksum(state)

@@ -22,11 +22,10 @@ from electra.config.pretrain import PretrainConfig
 from electra.data.tokenizer import TOKENIZER_DIR
 from electra.objective.loss import ElectraLoss
 from electra.objective.masking import MaskingSettings
-from electra.objective.model import ElectraPretrainingModel, build_pretraining_model
+from electra.objective.model import ElectraGeneratorDiscriminator, build_pretraining_model
 from electra.pretraining.callbacks import (
     Checkpointer,
     CompileModel,
-    DeviceMixedPrecision,
     MaskingCallback,
     MetricsLogger,
     ProgressBar,
@@ -37,7 +36,7 @@ from electra.pretraining.callbacks import (
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
 from electra.pretraining.export import EXPORTS, export_holds, export_pretrained
-from electra.pretraining.parallel import GradientAccumulation
+from electra.pretraining.parallel import MicroBatches
 from electra.training.checkpoint import (
     FORMAT,
     find_checkpoints,
@@ -53,7 +52,7 @@ from electra.training.optim import electra_opt_func, param_groups
 from electra.training.parallel import DataParallel
 from electra.training.schedule import warmup_decay_sched
 from electra.training.sinks import neptune_sink, prefixed_sink, print_eval_sink, print_sink, start_neptune_run
-from electra.training.speed import DeviceDataLoaders, DevicePrefetcher
+from electra.training.speed import DeviceDataLoaders, DeviceMixedPrecision, DevicePrefetcher
 
 __all__ = ['prepare_run_dir',
            'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'end_if_finished', 'train',
@@ -82,7 +81,7 @@ def _neptune(cfg: PretrainConfig) -> Callable[[dict], None]:
     return neptune_sink(run)
 
 
-def pretraining_learner(cfg: PretrainConfig, model: ElectraPretrainingModel, tokenizer, train_dl, run_dir: Path,
+def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminator, tokenizer, train_dl, run_dir: Path,
                         device: torch.device, precision: str, resume: dict | None = None, extra_state=None,
                         held_out=None) -> Learner:
     """A fastai Learner running the ELECTRA objective with the official optimizer, schedule and clipping, continuing
@@ -134,7 +133,7 @@ def _step_callbacks(cfg: PretrainConfig, tokenizer, precision: str) -> list:
     if cfg.compile and one_graph: return [OneGraphStep(cfg.clip_grad, precision, mode=mode)]
     return [DeviceMixedPrecision(amp_mode=precision) if precision in ('bf16', 'fp16') else None,  # 10: autocast
             GradientClip(cfg.clip_grad) if cfg.clip_grad > 0 else None,   # 11 before_step: global norm clipping at 1.0
-            GradientAccumulation(cfg.grad_accum_steps, tokenizer.pad_token_id, cfg.loss_mean, cfg.objective)
+            MicroBatches(cfg.grad_accum_steps, tokenizer.pad_token_id, cfg.loss_mean, cfg.objective)
             if cfg.grad_accum_steps > 1 else None,   # 11 before_batch: micro-batches but the last, forward and backward
             CompileModel(mode=mode) if cfg.compile else None]  # 12
 

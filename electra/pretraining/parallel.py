@@ -1,4 +1,4 @@
-"""The pretraining step spread over micro-batches of one process (`GradientAccumulation`), alone or with the
+"""The pretraining step spread over micro-batches of one process (`MicroBatches`), alone or with the
 processes of a torchrun job (`electra.training.parallel.DataParallel`): one optimizer step equals the step of the
 whole batch in one process (with `loss_mean` 'global')."""
 from __future__ import annotations
@@ -11,14 +11,15 @@ from fastai.callback.core import Callback
 from electra.objective.loss import loss_counts
 from electra.training.parallel import loss_divisors
 
-__all__ = ['GradientAccumulation']
+__all__ = ['MicroBatches']
 
 
-class GradientAccumulation(Callback):
+class MicroBatches(Callback):
     """Splits each step's batch (this process's share of it) into `n` micro-batches: the first n - 1 run forward and
     backward here, the last goes through fastai's own step; one optimizer step for the whole batch. The loss of
     every micro-batch is divided by the whole step's token counts (summed over the processes with `loss_mean`
-    'global'), so the gradients add up to those of the whole batch at once."""
+    'global'), so the gradients add up to those of the whole batch at once. (fastai's `GradientAccumulation` does
+    otherwise: it skips optimizer steps until a number of whole batches have been seen.)"""
     order, run_valid = 11, False  # inside MixedPrecision's autocast (entered at 10); before CompileModel (12)
 
     def __init__(self, n: int, pad_token_id: int, loss_mean: str = 'global', objective: str = 'electra'):

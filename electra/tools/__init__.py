@@ -1,2 +1,2 @@
-"""Tools around the library, not part of its core: benchmarks (`bench`, `data_bench`), notebook export and check
-(`notebooks`), and the notebooks' helpers (`walkthrough`, `data_views`, `explore`)."""
+"""Tools around the library, not part of its core: notebook export and check (`notebooks`), and the notebooks'
+helpers (`walkthrough`, `data_views`, `explore`). The benchmark programs live outside the library, in benchmarks/."""

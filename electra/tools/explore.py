@@ -21,6 +21,11 @@ import torch
 
 from electra.config.base import config_from_dict, field
 from electra.data.tokenizer import pad_token_id
+from electra.finetuning.classifier import load_finetuned, read_finetuned
+from electra.finetuning.learner import predict_outputs
+from electra.finetuning.tasks.glue.encoding import encode, make_loader
+from electra.finetuning.tasks.glue.sources import Examples
+from electra.finetuning.tasks.glue.tasks import TASKS
 
 __all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
            'cls_embeddings', 'ExampleIndex', 'find_misclassified', 'ExploreConfig', 'explore_config', 'open_finetuned']
@@ -83,7 +88,7 @@ def recall_at_k(index: CosineIndex, data: np.ndarray, queries: np.ndarray, k: in
 
 def electra_body(model) -> torch.nn.Module:
     """The `ElectraModel` of a discriminator: of an `ElectraForPreTraining`, a fine-tuned `ElectraClassifier`, a
-    pretraining `ElectraPretrainingModel` (its discriminator), or an `ElectraModel` itself."""
+    pretraining `ElectraGeneratorDiscriminator` (its discriminator), or an `ElectraModel` itself."""
     if hasattr(model, 'discriminator'): model = model.discriminator
     return model.electra if hasattr(model, 'electra') else model
 
@@ -140,8 +145,6 @@ def cls_embeddings(model, tokenizer, text_a: list[str], text_b: list[str] | None
                    batch_size: int = 128) -> np.ndarray:
     """The final hidden state of [CLS] [N, H] for each example, encoded as fine-tuning encodes it
     (`[CLS] A [SEP] B [SEP]`, BERT truncation to `max_length`)."""
-    from electra.finetuning.tasks.glue.encoding import encode, make_loader
-    from electra.finetuning.tasks.glue.sources import Examples
     body = electra_body(model)
     device = next(body.parameters()).device
     ex = Examples(np.arange(len(text_a)), list(text_a), None if text_b is None else list(text_b), np.zeros(len(text_a)))
@@ -198,8 +201,6 @@ def find_misclassified(classifier, tokenizer, task, examples, max_length: int = 
     """The examples (e.g. a dev set) that a fine-tuned `ElectraClassifier` gets wrong, most confident mistakes first:
     index, text(s), label, prediction and the probability it gave its prediction. For a regression task (STS-B),
     the examples predicted more than `tolerance` off, largest error first."""
-    from electra.finetuning.learner import predict_outputs
-    from electra.finetuning.tasks.glue.encoding import encode, make_loader
     enc = encode(examples, tokenizer, max_length)
     loader = make_loader(enc, batch_size, False, pad_token_id(tokenizer))
     out = predict_outputs(classifier, loader)
@@ -241,9 +242,7 @@ def explore_config(overrides: dict | None = None) -> ExploreConfig:
 
 
 def open_finetuned(path: str | Path):
-    """A fine-tuned run of `finetune.py`: (the `ElectraClassifier`, its `GlueTask`, its max_length, the pretrained
+    """A fine-tuned run of `finetune.py`: (the `ElectraClassifier`, its `TaskInfo`, its max_length, the pretrained
     model it started from)."""
-    from electra.finetuning.classifier import load_finetuned, read_finetuned
-    from electra.finetuning.tasks.glue.tasks import TASKS
     ckpt = read_finetuned(path)
     return load_finetuned(path), TASKS[ckpt['task']], int(ckpt['hparams']['max_length']), str(ckpt['pretrained'])

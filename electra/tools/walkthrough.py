@@ -17,6 +17,10 @@ import pandas as pd
 import torch
 
 from electra.config.base import running_in_notebook
+from electra.data.batches import pad_examples
+from electra.finetuning.results import METRIC_COLUMNS
+from electra.objective.masking import MaskingSettings
+from electra.tools.data_views import mask_batch
 from electra.training.files import is_main_process
 
 __all__ = ['show', 'show_image', 'example_batch', 'ReplacedTokenDetection', 'replaced_token_detection', 'generator_samples',
@@ -58,7 +62,6 @@ def show_image(path: str | Path) -> None:
 def example_batch(dataset, tokenizer, n: int = 4, max_length: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The first `n` examples of a pretraining dataset as a padded batch (input_ids, token_type_ids), [n, L] each,
     L = `max_length` or the longest of them."""
-    from electra.data.batches import pad_examples
     table = dataset.with_format('arrow')[:n]
     longest = max((len(ids) for ids in table['input_ids'].to_pylist()), default=1)
     return pad_examples(table, max_length or longest, tokenizer.pad_token_id)
@@ -82,11 +85,9 @@ class ReplacedTokenDetection:
 @torch.no_grad()
 def replaced_token_detection(model, input_ids: torch.Tensor, token_type_ids: torch.Tensor, tokenizer, cfg,
                              seed: int = 0) -> ReplacedTokenDetection:
-    """Mask a batch (`electra.tools.data_views.mask_batch`), let the generator of `model` (an `ElectraPretrainingModel`) fill
+    """Mask a batch (`electra.tools.data_views.mask_batch`), let the generator of `model` (an `ElectraGeneratorDiscriminator`) fill
     in the masked positions with samples and its discriminator judge every token, in eval mode (no dropout).
     `cfg`: the run's `PretrainConfig` (its masking settings)."""
-    from electra.objective.masking import MaskingSettings
-    from electra.tools.data_views import mask_batch
     device = next(model.parameters()).device
     input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
     m = mask_batch(input_ids, MaskingSettings.from_config(cfg, tokenizer), seed)
@@ -182,7 +183,6 @@ def plot_losses(metrics_csv: str | Path, path: str | Path | None = None):
 
 def runs_table(job, results) -> pd.DataFrame:
     "One row per finished run of this job (`FinetuneConfig`): task, run, seed, dev score and metrics, train loss, time."
-    from electra.finetuning.results import METRIC_COLUMNS
     df = results.df
     df = df[df['task'].isin(job.task_names) & (df['run'] < job.runs)]
     cols = ['task', 'run', 'seed', 'score', *[c for c in METRIC_COLUMNS if df[c].notna().any()], 'train_loss', 'seconds']

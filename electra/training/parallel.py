@@ -34,7 +34,7 @@ class DataParallel(Callback):
         from torch.nn.parallel import DistributedDataParallel
         rank = dist.get_rank()
         if rank: torch.manual_seed(rank_seed(self.seed, rank))  # dropout; a resumed run restores its own state next
-        if self.loss_mean == 'global':  # (GradientAccumulation, when there, sets the step's divisors itself)
+        if self.loss_mean == 'global':  # (MicroBatches, when there, sets the step's divisors itself)
             self.loss_func.global_divisors = lambda counts: loss_divisors(counts, 'global')
         device = next(self.model.parameters()).device
         self.learn.model = DistributedDataParallel(self.model, device_ids=[device] if device.type == 'cuda' else None)

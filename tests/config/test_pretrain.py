@@ -9,7 +9,7 @@ from electra.config.base import ConfigError, RunWarning, load_config
 from electra.config.pretrain import PretrainConfig
 from electra.data.corpus import BuildSettings
 from electra.objective.model import build_pretraining_model
-from electra.tools.bench import baseline, runners
+from benchmarks.bench import baseline, runners
 from tests.support.config import load
 
 

@@ -15,7 +15,7 @@ import torch
 
 from electra.config.base import ConfigError, TrainingStopped, config_from_dict
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning import classifier, learner, sweep
+from electra.finetuning import classifier, learner, runs, sweep
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
@@ -166,7 +166,7 @@ def test_ctrl_c_in_a_sweep_keeps_the_finished_runs_and_says_how_to_go_on(tmp_pat
         calls.append(args[3])  # the seed
         if len(calls) == 2: raise KeyboardInterrupt
         return real(*args, **kwargs)
-    monkeypatch.setattr(sweep, 'train_run', interrupted_second_run)
+    monkeypatch.setattr(runs, 'train_run', interrupted_second_run)
     cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=3)
     with pytest.raises(TrainingStopped, match=r'by Ctrl-C during RTE run 1; the 1 finished run\(s\) are kept in '
                                               rf'{re.escape(str(tmp_path / "ckpt/t/results.csv"))}\. Run the same'):
@@ -258,7 +258,7 @@ def test_an_output_folder_that_cannot_be_made_stops_the_sweep_before_any_run(tmp
     blocker.write_text('x')
 
     def no_training(*args, **kwargs): raise AssertionError('a run was trained')
-    monkeypatch.setattr(sweep, 'train_run', no_training)
+    monkeypatch.setattr(runs, 'train_run', no_training)
     cfg = job(tmp_path, glue_dir, tasks=['RTE'], **{key: str(blocker / 'out')})
     with pytest.raises(ConfigError, match=rf"^{key}: cannot write to '{blocker}/out/t' \('{blocker}' is a file, not a "
                                           rf"folder\)\. Choose a writable directory with --{key}, or move that file away"):

@@ -7,11 +7,12 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from electra.config.base import ConfigError, config_from_dict, load_config
-from electra.config.pretrain import PretrainConfig
+from electra.config.pretrain import OBJECTIVES, PretrainConfig
 from electra.objective.flops import pretrain_flops, pretrain_flops_to_step, pretrain_step_flops
 from electra.objective.loss import ElectraLoss, loss_counts
 from electra.objective.masking import MaskingSettings, max_predictions
 from electra.objective.model import build_pretraining_model
+from electra.objective.variants import VARIANTS
 from tests.support.tiny import TINY, tiny_cfg
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -153,7 +154,7 @@ def test_loss_counts_before_the_forward_match_the_losses_masks(objective):
     assert any(len(set(r.tolist())) < len(r) for r in m.positions)  # a position drawn twice: counted once
     pred = model(m.input_ids, torch.zeros_like(ids), m.positions, m.labels)
     counts = loss_counts(objective, m.input_ids, m.positions, m.labels, PAD)
-    assert counts.tolist() == [float((m.labels >= 0).sum()), float(pred['main_mask'].sum())]
+    assert counts.tolist() == [float((m.labels >= 0).sum()), float(pred['disc_mask'].sum())]
 
 
 @pytest.mark.parametrize('kw', [dict(objective='electra'), dict(objective='electra_15'), dict(objective='mlm'),
@@ -227,7 +228,7 @@ def test_two_stage_trains_the_generator_then_the_discriminator_from_it_with_the_
     pretraining Learner; 'per_stage' restarts the warm-up and decay at the switch."""
     from fastai.callback.core import Callback
 
-    from electra.tools.bench import baseline, runners
+    from benchmarks.bench import baseline, runners
     from electra.training.schedule import lr_at_step
     cfg = tiny_cfg(dropout=0.0, generator_size=1.0, tie_weights='none', two_stage=0.5, steps=8, warmup_steps=1,
                    log_every=4, batch_size=2, two_stage_schedule=schedule)
@@ -264,3 +265,9 @@ def test_two_stage_trains_the_generator_then_the_discriminator_from_it_with_the_
         stage = [lr_at_step(t, cfg.lr, 1, 4) for t in range(4)]
         assert moved == 0 and lrs == pytest.approx(stage + stage) and stage[0] == 0 < stage[1]
     assert rows[0]['disc_loss'] == 0 and rows[0]['gen_loss'] > 0 and rows[1]['gen_loss'] == 0 and rows[1]['disc_loss'] > 0
+
+
+def test_every_objective_the_config_accepts_has_its_row_of_variants():
+    "The config's names (floor 0 cannot read the table) and the table's rows are the same, in the same order."
+    assert list(VARIANTS) == OBJECTIVES
+    assert [n for n, v in VARIANTS.items() if not v.generator] == ['mlm']

@@ -23,7 +23,7 @@ from electra.objective.masking import MaskedInputs
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.callbacks import MaskingCallback
 from electra.pretraining.learner import pretraining_learner
-from electra.tools.bench.baseline import BenchTokenizer
+from benchmarks.bench.baseline import BenchTokenizer
 from electra.training.distributed import bare_model, finish_distributed, init_distributed
 
 VOCAB, LENGTH = 160, 32

@@ -1,4 +1,4 @@
-"""Data-parallel training on torchrun (electra/training/distributed.py, the DataParallel and GradientAccumulation
+"""Data-parallel training on torchrun (electra/training/distributed.py, the DataParallel and MicroBatches
 callbacks), on the CPU with gloo: any split of the global batch over processes and micro-batches takes the step of
 the whole batch; only rank 0 writes; a run killed after a checkpoint resumes to the end of an uninterrupted one; a
 missing process stops the job with a message."""

@@ -5,7 +5,7 @@ import torch
 from fastai.callback.core import Callback
 
 from electra.config.base import ConfigError, RunWarning
-from electra.tools.bench import runners
+from benchmarks.bench import runners
 from electra.training.one_graph import one_graph_supported, update_groups, whole_step
 from tests.support.tiny import batches, tiny_cfg, tiny_model
 

@@ -3,7 +3,7 @@ tasks from files, `TaggingTask`, `QATask`) answers how the task reads and encode
 it trains, how its loaders batch, how its dev sets are scored and how its predictions are written. The sweep, the
 results table, the summary, the run selection and the resume are the same for every kind.
 
-A task's description (`GlueTask`: name, metrics, score metric, dev splits, test files) is the part the results table
+A task's description (`TaskInfo`: name, metrics, score metric, dev splits, test files) is the part the results table
 and the summary read; a checkpoint names its kind and its head's settings, so `load_finetuned` rebuilds any kind.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.finetuning.tasks.glue.tasks import TaskInfo
 
 __all__ = ['TaskData', 'FinetuningTask', 'TestJob']
 
@@ -51,7 +51,7 @@ class FinetuningTask:
     n_inp = 3
     pad_target = 0  # a token-level target's value at the positions that even out stacked runs' batches (tagging: ignored)
 
-    def __init__(self, info: GlueTask): self.info = info
+    def __init__(self, info: TaskInfo): self.info = info
 
     # the description, as the results table and the summary read it
     name = property(lambda self: self.info.name)

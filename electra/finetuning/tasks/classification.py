@@ -11,12 +11,16 @@ from torch import nn
 
 from electra.config.base import ConfigError
 from electra.config.finetune import FinetuneConfig
+from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier, load_finetuned
+from electra.finetuning.learner import device_and_autocast, predict_outputs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
+from electra.finetuning.tasks.files import KINDS, FileKind, file_task, register_file_kind, write_file_predictions
 from electra.finetuning.tasks.glue.encoding import encode_cached, make_loader
 from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
-from electra.finetuning.tasks.glue.sources import Examples, GlueSource, double_unordered, drop_empty
-from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.finetuning.tasks.glue.sources import Examples, TaskSource, double_unordered, drop_empty
+from electra.finetuning.tasks.glue.submission import write_predictions
+from electra.finetuning.tasks.glue.tasks import TaskInfo
 
 __all__ = ['ClassificationTask']
 
@@ -25,7 +29,7 @@ class ClassificationTask(FinetuningTask):
     "A GLUE task, or a classification, regression or multi-label task from files: its examples come from `source`."
     kind = 'classification'
 
-    def __init__(self, info: GlueTask, source: GlueSource):
+    def __init__(self, info: TaskInfo, source: TaskSource):
         super().__init__(info)
         self.source = source
 
@@ -40,7 +44,7 @@ class ClassificationTask(FinetuningTask):
             ex = ex.take(np.sort(np.random.default_rng(0).choice(len(ex), task_cfg.max_train_samples, replace=False)))
         return double_unordered(ex) if doubled else ex
 
-    def encoded(self, task: GlueTask, split: str, task_cfg: FinetuneConfig, tokenizer, cache_dir, examples=None):
+    def encoded(self, task: TaskInfo, split: str, task_cfg: FinetuneConfig, tokenizer, cache_dir, examples=None):
         "A split encoded (cached under `<cache_dir>/glue_tokens`)."
         ex = self.source.load(task, split) if examples is None else examples
         return encode_cached(ex, tokenizer, task_cfg.max_length, Path(cache_dir) / 'glue_tokens', f'{task.name}-{split}')
@@ -71,7 +75,6 @@ class ClassificationTask(FinetuningTask):
                            buckets=task_cfg.length_buckets)
 
     def evaluate(self, model, data, dev_dls, autocast) -> dict[str, float]:
-        from electra.finetuning.learner import predict_outputs
         preds = {s: predictions(self.info, predict_outputs(model, dl, autocast)) for s, dl in dev_dls.items()}
         return task_metrics(self.info, preds, {s: e.label for s, e in data.dev.items()})
 
@@ -102,16 +105,12 @@ class ClassificationTask(FinetuningTask):
     def _write_test_file(self, path: Path, split: str, enc, preds: np.ndarray) -> Path:
         "The GLUE site's format, or `id<TAB>prediction` for a task from files."
         if hasattr(self.source, 'ids'):
-            from electra.finetuning.tasks.files import write_file_predictions
             return write_file_predictions(path, self.info, self.source.ids(split), enc.idx, preds)
-        from electra.finetuning.tasks.glue.submission import write_predictions
         return write_predictions(path, self.info, enc.idx, preds)
 
 
 def _averaged_outputs(cfg: FinetuneConfig, job: TestJob, encoded: dict, task_cfg: FinetuneConfig) -> dict:
     "Every encoded split's outputs averaged over the picked runs (one model in memory at a time)."
-    from electra.finetuning.learner import device_and_autocast, predict_outputs
-    from electra.data.tokenizer import pad_token_id
     device, autocast = device_and_autocast(cfg.device, cfg.precision)
     pad_id, sums = pad_token_id(job.tokenizer), {}
     for path in job.picked['checkpoint']:
@@ -129,3 +128,6 @@ def _check_finite(outs: np.ndarray, file: str, runs: str, task: str, split: str,
     if bad:
         raise ConfigError(f"{file}: {runs} predict NaN or infinite outputs for {bad} of {len(outs)} {task} {split} "
                           f"examples; no file written. Delete those runs' rows from {table} and run the task again.")
+
+
+register_file_kind(tuple(KINDS), FileKind(read_spec=None, make=lambda spec: ClassificationTask(*file_task(spec))))

@@ -17,6 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from electra.finetuning.tasks.glue.demo import review_example
+from electra.finetuning.tasks.qa.demo import write_demo_squad
+from electra.finetuning.tasks.tagging.demo import write_demo_tagging
 
 __all__ = ['write_demo_tasks']
 
@@ -68,7 +70,6 @@ na_threshold: 0.0         # answer "" where the unanswerable logit is above 0: p
 
 
 def _ner(root: Path, sizes: dict[str, int] | None, seed: int) -> Path:
-    from electra.finetuning.tasks.tagging.demo import write_demo_tagging
     write_demo_tagging(root / 'ner', sizes=sizes, seed=seed)
     test = root / 'ner' / 'test.txt'  # a test file as users have them: words only
     test.write_text('\n'.join(line.split(' ')[0] for line in test.read_text(encoding='utf-8').split('\n')), encoding='utf-8')
@@ -77,7 +78,6 @@ def _ner(root: Path, sizes: dict[str, int] | None, seed: int) -> Path:
 
 
 def _squad(root: Path, sizes: dict[str, int] | None, seed: int) -> Path:
-    from electra.finetuning.tasks.qa.demo import write_demo_squad
     write_demo_squad(root / 'squad', '2.0', sizes={k: v for k, v in (sizes or {}).items() if k != 'test'}, seed=seed)
     (root / 'squad.yaml').write_text(SQUAD_YAML, encoding='utf-8')
     return root / 'squad.yaml'

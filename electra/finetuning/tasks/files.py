@@ -26,15 +26,19 @@ import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import yaml
 
-from electra.config.base import ConfigError, load_yaml, read_text
-from electra.finetuning.tasks.glue.sources import Examples, GlueSource, read_delimited, read_utf8
-from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
+from electra.config.base import ConfigError, config_from_dict, load_yaml, read_text
+from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
+from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
+from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
+from electra.training.files import atomic_write_text, is_main_process
 
-__all__ = ['FileTaskSpec', 'read_task_file', 'task_hparams', 'make_task', 'FileSource', 'file_task', 'write_file_predictions']
+__all__ = ['FileTaskSpec', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'make_task', 'FileSource',
+           'file_task', 'write_file_predictions']
 
 KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'), 'multilabel': ('micro_f1',)}
 METRICS = {'classification': ('accuracy', 'f1', 'mcc'), 'regression': ('pearson', 'spearman'),
@@ -42,7 +46,21 @@ METRICS = {'classification': ('accuracy', 'f1', 'mcc'), 'regression': ('pearson'
 FORMATS = ('.csv', '.tsv', '.jsonl', '.parquet')
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics', 'unordered_pair', 'target_scale',
         'label_separator')
-OTHER_KINDS = ('tagging', 'squad', 'mrqa')  # read by tasks/tagging/task.py and tasks/qa/task.py
+
+
+@dataclass(frozen=True)
+class FileKind:
+    "How a task file of some `kind` is read (`read_spec(path, raw)`: its checked spec) and made a task (`make(spec)`)."
+    read_spec: Callable[[Path, dict], Any] | None  # None: the classification kinds' reader, `read_task_file` itself
+    make: Callable[[Any], Any]
+
+
+FILE_KINDS: dict[str, FileKind] = {}  # filled by the modules of the task kinds, above this one
+
+
+def register_file_kind(kinds: tuple[str, ...], kind: FileKind) -> None:
+    "Task files of these `kind`s are read and made into tasks as `kind` says (a task kind's module calls this)."
+    for name in kinds: FILE_KINDS[name] = kind
 
 
 @dataclass(frozen=True)
@@ -72,7 +90,7 @@ def _check_values(path: Path, raw: dict) -> None:
     for key in ('train', 'dev', 'text', 'label'):
         if not raw.get(key): _fail(path, f"'{key}' is missing: a task file names train and dev files, text and label columns.")
     if raw.get('kind', 'classification') not in KINDS:
-        _fail(path, f"kind must be one of {', '.join((*KINDS, *OTHER_KINDS))}, got {raw.get('kind')!r}.")
+        _fail(path, f"kind must be one of {', '.join(FILE_KINDS)}, got {raw.get('kind')!r}.")
     _check_types(path, raw)
 
 
@@ -95,8 +113,6 @@ def _check_types(path: Path, raw: dict) -> None:
 def task_hparams(path: Path, raw: dict, defaults: dict | None = None) -> dict:
     """The hyperparameters a task file sets for its task (any per-task key of the job: epochs, max_length, ...), over
     its kind's `defaults`; removed from `raw`. The job's `task_overrides` still override them."""
-    from electra.config.base import config_from_dict
-    from electra.config.finetune import TASK_KEYS, FinetuneConfig
     own = {k: raw.pop(k) for k in list(raw) if k in TASK_KEYS}
     try: config_from_dict(FinetuneConfig, own, source=str(path))  # type- and range-checks them
     except ConfigError as e: raise ConfigError(str(e) if str(e).startswith(str(path)) else f'{path}: {e}') from None
@@ -114,12 +130,8 @@ def read_task_file(path: str | Path):
     except yaml.YAMLError as e: _fail(path, f"not valid YAML ({str(e).splitlines()[0]}).")
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
     if raw.get('name') in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
-    if raw.get('kind') == 'tagging':
-        from electra.finetuning.tasks.tagging.task import read_tagging_spec
-        return read_tagging_spec(path, raw)
-    if raw.get('kind') in ('squad', 'mrqa'):
-        from electra.finetuning.tasks.qa.task import read_qa_spec
-        return read_qa_spec(path, raw)
+    other = FILE_KINDS.get(raw.get('kind'))
+    if other is not None and other.read_spec is not None: return other.read_spec(path, raw)
     hparams = task_hparams(path, raw)
     _check_values(path, raw)
     kind = raw.get('kind', 'classification')
@@ -141,14 +153,7 @@ def read_task_file(path: str | Path):
 
 def make_task(spec):
     "The `FinetuningTask` of a task file's spec, by its kind."
-    if spec.kind == 'tagging':
-        from electra.finetuning.tasks.tagging.task import TaggingTask
-        return TaggingTask(spec)
-    if spec.kind in ('squad', 'mrqa'):
-        from electra.finetuning.tasks.qa.task import QATask
-        return QATask(spec)
-    from electra.finetuning.tasks.classification import ClassificationTask
-    return ClassificationTask(*file_task(spec))
+    return FILE_KINDS[spec.kind].make(spec)
 
 
 def _rows(path: Path) -> tuple[list[dict], list[int]]:
@@ -226,7 +231,7 @@ def _label_table(path: Path, column: str, values: list) -> tuple[str, ...]:
     return tuple(numbers)
 
 
-def file_task(spec: FileTaskSpec) -> tuple[GlueTask, 'FileSource']:
+def file_task(spec: FileTaskSpec) -> tuple[TaskInfo, 'FileSource']:
     "The task (in the shape of a GLUE task: the sweep trains it as one) and the source of its examples."
     source = FileSource(spec)
     raw = source.raw_labels('train') if spec.kind != 'regression' else []
@@ -234,20 +239,20 @@ def file_task(spec: FileTaskSpec) -> tuple[GlueTask, 'FileSource']:
     labels = _label_table(spec.files['train'], spec.label, raw) if raw else ()
     if spec.kind != 'regression' and len(labels) < 2:
         _fail(spec.files['train'], f"column '{spec.label}' holds {len(labels)} class(es); classification needs two or more.")
-    task = GlueTask(spec.name, '', labels, spec.metrics, spec.metrics[0], (spec.text[0], spec.text[1] if len(spec.text) > 1 else None),
+    task = TaskInfo(spec.name, '', labels, spec.metrics, spec.metrics[0], (spec.text[0], spec.text[1] if len(spec.text) > 1 else None),
                     symmetric=spec.unordered_pair, test_files=(('test', spec.name),) if 'test' in spec.files else (),
                     target_scale=spec.target_scale if spec.kind == 'regression' else None,
                     multilabel=spec.kind == 'multilabel')
     return task, source
 
 
-class FileSource(GlueSource):
+class FileSource(TaskSource):
     "The examples of a task from files."
 
     def __init__(self, spec: FileTaskSpec):
         self.spec, self.description, self._cache = spec, f'task files of {spec.path}', {}
 
-    def has(self, task: GlueTask, split: str) -> bool: return split in self.spec.files
+    def has(self, task: TaskInfo, split: str) -> bool: return split in self.spec.files
 
     def _read(self, split: str) -> tuple[list[dict], list[int]]:
         if split not in self._cache:
@@ -273,7 +278,7 @@ class FileSource(GlueSource):
             ids.append(str(v))
         return ids
 
-    def load(self, task: GlueTask, split: str) -> Examples:
+    def load(self, task: TaskInfo, split: str) -> Examples:
         "A split's examples; a test file's ids are checked too (the predictions file is keyed by them)."
         if split == 'test': self.ids(split)
         path, (rows, lines) = self.spec.files[split], self._read(split)
@@ -284,7 +289,7 @@ class FileSource(GlueSource):
             np.full(shape, -1, dtype=np.float32 if task.is_regression or task.multilabel else np.int64)
         return Examples(np.arange(len(rows), dtype=np.int64), texts[0], texts[1] if len(texts) > 1 else None, label)
 
-    def _labels(self, task: GlueTask, split: str, lines: list[int]) -> np.ndarray:
+    def _labels(self, task: TaskInfo, split: str, lines: list[int]) -> np.ndarray:
         path, raw = self.spec.files[split], self.raw_labels(split)
         if task.is_regression:
             try: return np.array([float(v) for v in raw], dtype=np.float32)
@@ -302,12 +307,14 @@ class FileSource(GlueSource):
         return hot
 
 
-def write_file_predictions(path: str | Path, task: GlueTask, ids: list[str], idx: np.ndarray, preds: np.ndarray) -> Path:
+def write_file_predictions(path: str | Path, task: TaskInfo, ids: list[str], idx: np.ndarray, preds: np.ndarray) -> Path:
     "`id<TAB>prediction` for each test example (`idx` its row), the label string or the regression value."
-    from electra.training.files import atomic_write_text, is_main_process
     if task.multilabel: values = [','.join(task.labels[k] for k in np.flatnonzero(row)) for row in preds]
     elif task.is_regression: values = [f'{float(v):.6g}' for v in preds]
     else: values = [task.labels[int(i)] for i in preds]
     lines = ['id\tprediction'] + [f'{ids[int(i)]}\t{v}' for i, v in zip(idx, values)]
     if is_main_process(): atomic_write_text('\n'.join(lines) + '\n', Path(path))
     return Path(path)
+
+
+register_task_catalogue(TaskCatalogue(named=task_named, read_file=read_task_file))

@@ -9,7 +9,7 @@ from typing import Mapping
 
 import numpy as np
 
-from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.finetuning.tasks.glue.tasks import TaskInfo
 
 __all__ = ['accuracy', 'f1', 'mcc', 'pearson', 'spearman', 'subset_accuracy', 'micro_f1', 'macro_f1', 'task_metrics', 'dev_metric_names', 'predictions',
            'glue_score', 'GLUE_SCORE_TASKS']
@@ -87,19 +87,19 @@ _METRICS = {'accuracy': accuracy, 'f1': f1, 'mcc': mcc, 'pearson': pearson, 'spe
             'subset_accuracy': subset_accuracy, 'micro_f1': micro_f1, 'macro_f1': macro_f1}
 
 
-def predictions(task: GlueTask, outputs: np.ndarray) -> np.ndarray:
+def predictions(task: TaskInfo, outputs: np.ndarray) -> np.ndarray:
     "Class ids (argmax of the logits), the regression outputs (STS-B), or multi-label 0/1 [n, labels] (logit > 0)."
     outputs = np.asarray(outputs)
     if task.multilabel: return (outputs > 0).astype(np.int64)
     return outputs.reshape(-1) if task.is_regression else outputs.argmax(-1)
 
 
-def dev_metric_names(task: GlueTask) -> list[str]:
+def dev_metric_names(task: TaskInfo) -> list[str]:
     "Result columns of a task: its metrics on the first dev split, then `<metric>_mm` for MNLI's mismatched dev."
     return [m + ('' if k == 0 else '_mm') for k in range(len(task.dev_splits)) for m in task.metrics]
 
 
-def task_metrics(task: GlueTask, preds_by_split: Mapping[str, np.ndarray],
+def task_metrics(task: TaskInfo, preds_by_split: Mapping[str, np.ndarray],
                  labels_by_split: Mapping[str, np.ndarray]) -> dict[str, float]:
     "Every dev metric of `task` from predictions (see `predictions`) and labels per dev split; named as `dev_metric_names`."
     out = {}

@@ -16,9 +16,9 @@ import numpy as np
 
 from electra.config.base import ConfigError, RunWarning
 from electra.data.hub import hub_unreachable
-from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError, GlueTask
+from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError, TaskInfo
 
-__all__ = ['Examples', 'read_utf8', 'read_delimited', 'drop_empty', 'double_unordered', 'GlueSource', 'TsvSource', 'HubSource',
+__all__ = ['Examples', 'read_utf8', 'read_delimited', 'drop_empty', 'double_unordered', 'TaskSource', 'TsvSource', 'HubSource',
            'SavedSource', 'open_source']
 
 # csv stops a field longer than 131072 characters with `_csv.Error`; a long text is fine (the tokenizer truncates it to
@@ -101,7 +101,7 @@ def double_unordered(ex: Examples) -> Examples:
                     np.concatenate([ex.label, ex.label]))
 
 
-def _label_ids(task: GlueTask, raw: list[str], where: str, lines: np.ndarray, hint: str = '') -> np.ndarray:
+def _label_ids(task: TaskInfo, raw: list[str], where: str, lines: np.ndarray, hint: str = '') -> np.ndarray:
     "Label strings of a TSV file as ids (class position in `task.labels`) or STS-B floats in [0, 5]."
     if task.is_regression:
         out = np.empty(len(raw), dtype=np.float32)
@@ -122,28 +122,28 @@ def _label_ids(task: GlueTask, raw: list[str], where: str, lines: np.ndarray, hi
     return out
 
 
-class GlueSource:
-    "Where GLUE data comes from; `load(task, split)` returns `Examples`."
+class TaskSource:
+    "Where a task's data comes from (GLUE's download, the hub, task files); `load(task, split)` returns `Examples`."
     description = ''
 
-    def has(self, task: GlueTask, split: str) -> bool:
+    def has(self, task: TaskInfo, split: str) -> bool:
         "Whether the split is there to load (the hub has every split)."
         return True
 
-    def load(self, task: GlueTask, split: str) -> Examples: raise NotImplementedError
+    def load(self, task: TaskInfo, split: str) -> Examples: raise NotImplementedError
 
 
-class TsvSource(GlueSource):
+class TsvSource(TaskSource):
     "A directory in the layout of the GLUE download script."
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self.description = f'GLUE TSV files in {self.root}'
 
-    def has(self, task: GlueTask, split: str) -> bool:
+    def has(self, task: TaskInfo, split: str) -> bool:
         return split in task.tsv and (self.root / task.tsv[split].path).is_file()
 
-    def load(self, task: GlueTask, split: str) -> Examples:
+    def load(self, task: TaskInfo, split: str) -> Examples:
         layout = task.tsv[split]
         path = self.root / layout.path
         if not path.is_file():
@@ -167,7 +167,7 @@ class TsvSource(GlueSource):
         return Examples(idx, text_a, text_b, label)
 
 
-def _columns(task: GlueTask, split: str, path: Path, records: list) -> tuple[dict[str, int], int, list]:
+def _columns(task: TaskInfo, split: str, path: Path, records: list) -> tuple[dict[str, int], int, list]:
     "Where each role's column is, how many fields a line has, and the records below the header (if the layout has one)."
     layout = task.tsv[split]
     if not layout.header:
@@ -185,7 +185,7 @@ def _columns(task: GlueTask, split: str, path: Path, records: list) -> tuple[dic
     return cols, len(header), records[1:]
 
 
-def _whole_rows(task: GlueTask, split: str, path: Path, records: list, width: int) -> tuple[list[list[str]], np.ndarray]:
+def _whole_rows(task: TaskInfo, split: str, path: Path, records: list, width: int) -> tuple[list[list[str]], np.ndarray]:
     """The rows with `width` fields and their lines. Columns are read by position, so one field more or less shifts
     the texts and the label: such a line of a training file with a header is skipped with a warning (the official
     reader skips the lines it cannot read; QQP's train.tsv has a few), in any other file it stops the job."""
@@ -207,10 +207,10 @@ def _hf_split(split: str) -> str:
     return split.replace('dev', 'validation')
 
 
-class _DatasetsSource(GlueSource):
+class _DatasetsSource(TaskSource):
     "Common conversion of an HF `datasets.Dataset` of nyu-mll/glue into `Examples`."
 
-    def _convert(self, task: GlueTask, split: str, ds, where: str) -> Examples:
+    def _convert(self, task: TaskInfo, split: str, ds, where: str) -> Examples:
         a, b = task.hf_text
         missing = [c for c in (a, b, 'label', 'idx') if c is not None and c not in ds.column_names]
         if missing:
@@ -239,7 +239,7 @@ class HubSource(_DatasetsSource):
     def __init__(self, name: str = 'nyu-mll/glue'):
         self.name, self._cache = name, {}
 
-    def load(self, task: GlueTask, split: str) -> Examples:
+    def load(self, task: TaskInfo, split: str) -> Examples:
         import datasets
         if task.hf_config not in self._cache:
             try:
@@ -260,16 +260,16 @@ class SavedSource(_DatasetsSource):
         self.root = Path(root)
         self.description = f'saved copies of nyu-mll/glue in {self.root}'
 
-    def _parquet(self, task: GlueTask, split: str) -> list[Path]:
+    def _parquet(self, task: TaskInfo, split: str) -> list[Path]:
         d, s = self.root / task.hf_config, _hf_split(split)
         return sorted(p for p in d.glob(f'{s}*.parquet') if p.stem == s or p.stem.startswith(f'{s}-'))
 
-    def has(self, task: GlueTask, split: str) -> bool:
+    def has(self, task: TaskInfo, split: str) -> bool:
         d = self.root / task.hf_config
         if (d / 'dataset_dict.json').is_file(): return (d / _hf_split(split)).is_dir()
         return bool(self._parquet(task, split))
 
-    def load(self, task: GlueTask, split: str) -> Examples:
+    def load(self, task: TaskInfo, split: str) -> Examples:
         import datasets
         d, s = self.root / task.hf_config, _hf_split(split)
         if (d / 'dataset_dict.json').is_file():
@@ -285,7 +285,7 @@ class SavedSource(_DatasetsSource):
         return self._convert(task, split, datasets.Dataset.from_parquet([str(f) for f in files]), str(files[0]))
 
 
-def open_source(data: str) -> GlueSource:
+def open_source(data: str) -> TaskSource:
     """`'hub'`, or a directory: the GLUE download layout when it has a task folder such as `CoLA/` or `STS-B/` with
     TSV files, saved hub copies when it has config folders such as `cola/` or `stsb/`."""
     if data == 'hub': return HubSource()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.finetuning.tasks.glue.tasks import TASKS, GlueTask
+from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
 from electra.training.files import atomic_write_bytes, atomic_write_text, is_main_process
 
 __all__ = ['SUBMISSION_FILES', 'write_predictions', 'zip_submission']
@@ -21,7 +21,7 @@ __all__ = ['SUBMISSION_FILES', 'write_predictions', 'zip_submission']
 SUBMISSION_FILES = [f'{stem}.tsv' for t in TASKS.values() for _, stem in t.test_files]
 
 
-def write_predictions(path: str | Path, task: GlueTask, idx: np.ndarray, outputs: np.ndarray) -> Path:
+def write_predictions(path: str | Path, task: TaskInfo, idx: np.ndarray, outputs: np.ndarray) -> Path:
     """Write one submission file: `outputs` are class ids (or STS-B scores), one per example of `idx`, in test order."""
     path, idx, outputs = Path(path), np.asarray(idx), np.asarray(outputs)
     if len(idx) != len(outputs): raise ValueError(f'{path.name}: {len(idx)} test examples but {len(outputs)} predictions')

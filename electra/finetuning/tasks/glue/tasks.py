@@ -1,7 +1,7 @@
 """The GLUE task table: each task's splits, TSV column layout (as the official
 finetune/classification/classification_tasks.py reads them), label strings, metric and whether it is a regression, a
 pair task or predicted with another task's model (AX with MNLI). Labels are kept as the HF `datasets` ids (MNLI:
-0 entailment, 1 neutral, 2 contradiction; QNLI/RTE: 0 entailment, 1 not_entailment); `GlueTask.labels` maps them
+0 entailment, 1 neutral, 2 contradiction; QNLI/RTE: 0 entailment, 1 not_entailment); `TaskInfo.labels` maps them
 back to the strings the GLUE site expects. Constants only: the fine-tuning config imports them.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from electra.config.base import ConfigError, did_you_mean
 
-__all__ = ['GlueDataError', 'GlueTask', 'TASKS', 'ALL_TASKS', 'task_named']
+__all__ = ['GlueDataError', 'TaskInfo', 'TASKS', 'ALL_TASKS', 'task_named']
 
 
 class GlueDataError(ConfigError):
@@ -30,9 +30,10 @@ class TsvLayout:
 
 
 @dataclass(frozen=True)
-class GlueTask:
-    "One GLUE task: names, label strings (by class id), metrics, splits and file layouts."
-    name: str                                  # GLUE name; also its directory in the download layout
+class TaskInfo:
+    """One task of any kind (GLUE, a task from files, token tagging, QA): names, label strings (by class id),
+    metrics, splits and, for GLUE, file layouts."""
+    name: str                                  # its name; a GLUE task's is also its directory in the download layout
     hf_config: str                             # config name in nyu-mll/glue
     labels: tuple[str, ...]                    # GLUE label strings by class id; () for regression (STS-B)
     metrics: tuple[str, ...]                   # reported on each dev split (MNLI: matched, then mismatched as <metric>_mm)
@@ -69,23 +70,23 @@ def _pair(name, a, b, label, test_index='index'):
 
 
 _MNLI_A, _MNLI_B = 'sentence1', 'sentence2'
-TASKS: dict[str, GlueTask] = {t.name: t for t in [
-    GlueTask('CoLA', 'cola', _BIN, ('mcc',), 'mcc', ('sentence', None), {
+TASKS: dict[str, TaskInfo] = {t.name: t for t in [
+    TaskInfo('CoLA', 'cola', _BIN, ('mcc',), 'mcc', ('sentence', None), {
         # train/dev: no header; columns source, label, original label, sentence
         'train': TsvLayout('CoLA/train.tsv', 3, None, 1, header=False, n_columns=4),
         'dev': TsvLayout('CoLA/dev.tsv', 3, None, 1, header=False, n_columns=4),
         'test': TsvLayout('CoLA/test.tsv', 'sentence', None, None, 'index')}, test_files=(('test', 'CoLA'),)),
-    GlueTask('SST-2', 'sst2', _BIN, ('accuracy',), 'accuracy', ('sentence', None), {
+    TaskInfo('SST-2', 'sst2', _BIN, ('accuracy',), 'accuracy', ('sentence', None), {
         'train': TsvLayout('SST-2/train.tsv', 'sentence', None, 'label'),
         'dev': TsvLayout('SST-2/dev.tsv', 'sentence', None, 'label'),
         'test': TsvLayout('SST-2/test.tsv', 'sentence', None, None, 'index')}, test_files=(('test', 'SST-2'),)),
-    GlueTask('MRPC', 'mrpc', _BIN, ('accuracy', 'f1'), 'accuracy', ('sentence1', 'sentence2'),
+    TaskInfo('MRPC', 'mrpc', _BIN, ('accuracy', 'f1'), 'accuracy', ('sentence1', 'sentence2'),
              _pair('MRPC', '#1 String', '#2 String', 'Quality'), symmetric=True, test_files=(('test', 'MRPC'),)),
-    GlueTask('STS-B', 'stsb', (), ('pearson', 'spearman'), 'spearman', ('sentence1', 'sentence2'),
+    TaskInfo('STS-B', 'stsb', (), ('pearson', 'spearman'), 'spearman', ('sentence1', 'sentence2'),
              _pair('STS-B', 'sentence1', 'sentence2', 'score'), symmetric=True, test_files=(('test', 'STS-B'),)),
-    GlueTask('QQP', 'qqp', _BIN, ('accuracy', 'f1'), 'accuracy', ('question1', 'question2'),
+    TaskInfo('QQP', 'qqp', _BIN, ('accuracy', 'f1'), 'accuracy', ('question1', 'question2'),
              _pair('QQP', 'question1', 'question2', 'is_duplicate', test_index='id'), test_files=(('test', 'QQP'),)),
-    GlueTask('MNLI', 'mnli', _NLI3, ('accuracy',), 'accuracy', ('premise', 'hypothesis'), {
+    TaskInfo('MNLI', 'mnli', _NLI3, ('accuracy',), 'accuracy', ('premise', 'hypothesis'), {
         'train': TsvLayout('MNLI/train.tsv', _MNLI_A, _MNLI_B, 'gold_label'),
         'dev_matched': TsvLayout('MNLI/dev_matched.tsv', _MNLI_A, _MNLI_B, 'gold_label'),
         'dev_mismatched': TsvLayout('MNLI/dev_mismatched.tsv', _MNLI_A, _MNLI_B, 'gold_label'),
@@ -93,20 +94,20 @@ TASKS: dict[str, GlueTask] = {t.name: t for t in [
         'test_mismatched': TsvLayout('MNLI/test_mismatched.tsv', _MNLI_A, _MNLI_B, None, 'index')},
              dev_splits=('dev_matched', 'dev_mismatched'),
              test_files=(('test_matched', 'MNLI-m'), ('test_mismatched', 'MNLI-mm'))),
-    GlueTask('QNLI', 'qnli', _NLI2, ('accuracy',), 'accuracy', ('question', 'sentence'),
+    TaskInfo('QNLI', 'qnli', _NLI2, ('accuracy',), 'accuracy', ('question', 'sentence'),
              _pair('QNLI', 'question', 'sentence', 'label'), test_files=(('test', 'QNLI'),)),
-    GlueTask('RTE', 'rte', _NLI2, ('accuracy',), 'accuracy', ('sentence1', 'sentence2'),
+    TaskInfo('RTE', 'rte', _NLI2, ('accuracy',), 'accuracy', ('sentence1', 'sentence2'),
              _pair('RTE', 'sentence1', 'sentence2', 'label'), test_files=(('test', 'RTE'),)),
-    GlueTask('WNLI', 'wnli', _BIN, ('accuracy',), 'accuracy', ('sentence1', 'sentence2'),
+    TaskInfo('WNLI', 'wnli', _BIN, ('accuracy',), 'accuracy', ('sentence1', 'sentence2'),
              _pair('WNLI', 'sentence1', 'sentence2', 'label'), test_files=(('test', 'WNLI'),)),
-    GlueTask('AX', 'ax', _NLI3, (), 'accuracy', ('premise', 'hypothesis'), {
+    TaskInfo('AX', 'ax', _NLI3, (), 'accuracy', ('premise', 'hypothesis'), {
         'test': TsvLayout('diagnostic/diagnostic.tsv', 'sentence1', 'sentence2', None, 'index')},
              test_files=(('test', 'AX'),), predicted_by='MNLI'),
 ]}
 ALL_TASKS = list(TASKS)
 
 
-def task_named(name: str, key: str = 'tasks') -> GlueTask:
+def task_named(name: str, key: str = 'tasks') -> TaskInfo:
     "The task called `name`, or a `ConfigError` suggesting the closest GLUE name."
     if name in TASKS: return TASKS[name]
     folded = {n.lower().replace('-', ''): n for n in TASKS} | {t.hf_config: n for n, t in TASKS.items()}

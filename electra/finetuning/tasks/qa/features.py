@@ -27,8 +27,10 @@ import numpy as np
 import torch
 
 from electra.config.base import ConfigError
+from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.glue.encoding import NPZ_DAMAGED
 from electra.finetuning.tasks.qa.data import QAExample, answer_found, split_words
+from electra.training.files import atomic_write_bytes, is_main_process
 
 __all__ = ['Window', 'doc_windows', 'max_context_windows', 'featurize', 'featurize_cached', 'collate_windows']
 
@@ -196,7 +198,6 @@ def _examples_fingerprint(examples: list[QAExample]) -> str:
 
 def _save_windows(windows: list[Window], path: Path) -> None:
     "The windows as one .npz of concatenated arrays, written atomically."
-    from electra.training.files import atomic_write_bytes
     cat = (lambda key, dtype, shape=(0,): np.concatenate([getattr(w, key) for w in windows]).astype(dtype)
            if windows else np.zeros(shape, dtype))
     buf = io.BytesIO()
@@ -226,8 +227,6 @@ def featurize_cached(examples: list[QAExample], tokenizer, cache_dir: str | Path
     """`featurize`, read from `<cache_dir>/<name>-<key>.npz` when the same questions were featurized before with the
     same tokenizer and options; otherwise featurized and written there (main process only, atomically). An unreadable
     cache file is featurized again."""
-    from electra.data.tokenizer import tokenizer_fingerprint
-    from electra.training.files import is_main_process
     _check_sizes(max_seq_length, max_query_length, doc_stride)
     options = f'{max_seq_length}|{max_query_length}|{doc_stride}|{int(is_training)}'
     key = hashlib.sha1(f'{_CACHE_VERSION}|{options}|{tokenizer_fingerprint(tokenizer)}|{_examples_fingerprint(examples)}'

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.finetuning.classifier import tf_dense
+from electra.finetuning.classifier import HEAD_MODELS, tf_dense
 from electra.finetuning.loss import FinetuningLoss
 from electra.finetuning.tasks.qa.data import QAExample
 from electra.finetuning.tasks.qa.features import Window
@@ -246,3 +246,6 @@ def decode(examples: list[QAExample], windows: list[Window], rows: list[dict],
         preds[ex.id], nbest[ex.id] = p.text, p.nbest
         if p.null_odds is not None: odds[ex.id] = p.null_odds
     return preds, odds, nbest
+
+
+HEAD_MODELS['qa'] = ElectraQA

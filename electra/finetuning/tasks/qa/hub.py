@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from electra.config.base import ConfigError, friendly_errors
+from electra.data.hub import hub_offline, hub_unreachable
 from electra.training.files import atomic_write_text
 
 __all__ = ['squad_json', 'load_hub_squad', 'write_hub_squad']
@@ -48,7 +49,6 @@ def load_hub_squad(source: str):
         if not all(files.values()):
             raise ConfigError(f"{path}: no train-*.parquet and validation-*.parquet files, and not a save_to_disk copy.")
         return datasets.load_dataset('parquet', data_files=files)
-    from electra.data.hub import hub_offline, hub_unreachable
     why = 'HF_HUB_OFFLINE is set' if hub_offline() else hub_unreachable()
     if why:
         raise ConfigError(f"{source}: the hub cannot be reached ({why}). Give a local copy instead: a directory of "

@@ -43,12 +43,25 @@ import numpy as np
 import torch
 
 from electra.config.base import ConfigError
+from electra.data.tokenizer import pad_token_id
+from electra.finetuning.classifier import load_finetuned
+from electra.finetuning.learner import device_and_autocast, predict_examples
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
+from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams
 from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
-from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.finetuning.tasks.glue.tasks import TaskInfo
 from electra.finetuning.tasks.qa.data import gold_answers, read_mrqa, read_squad, squad_version
 from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
-from electra.finetuning.tasks.qa.metrics import QA_NA_THRESHOLD
+from electra.finetuning.tasks.qa.heads import ElectraQA, QALoss, decode, window_rows
+from electra.finetuning.tasks.qa.metrics import (
+    QA_NA_THRESHOLD,
+    null_thresholded,
+    qa_metrics,
+    write_nbest,
+    write_null_odds,
+    write_predictions as write_answers,
+)
+from electra.training.files import is_main_process
 
 __all__ = ['QASpec', 'read_qa_spec', 'QASplit', 'QATask', 'make_qa_loader', 'predict_rows', 'OPTIONS', 'DEFAULTS']
 
@@ -115,7 +128,6 @@ def _option(path: Path, raw: dict, key: str):
 def read_qa_spec(path: Path, raw: dict) -> QASpec:
     """The QA task a YAML file describes (`raw`: its mapping), checked: keys, kind, options, files present and of the
     kind's format. Cheap (no data is read): the job's config reads it whenever it needs a task's settings."""
-    from electra.finetuning.tasks.files import task_hparams
     path = Path(path)
     hparams = task_hparams(path, raw, DEFAULTS)
     unknown = sorted(set(map(str, raw)) - set(KEYS))
@@ -224,8 +236,6 @@ def predict_rows(model: torch.nn.Module, loader, autocast: torch.dtype | None = 
     """The head's outputs for every window of an evaluation loader (`make_qa_loader(train=False)`), one `window_rows`
     dict per window in window order, for `decode`; the model in eval mode, so a joint head gives its beam. Per-token
     outputs are cut to the window's own length (`predict_examples`: a torchrun job's processes share the batches)."""
-    from electra.finetuning.learner import predict_examples
-    from electra.finetuning.tasks.qa.heads import window_rows
 
     def rows(out, batch):
         got = window_rows(out)
@@ -255,7 +265,7 @@ class QATask(FinetuningTask):
         # no_answer_f1: the score of answering "" to every question, the baseline a SQuAD 2.0 model has to beat
         metrics = ('f1', 'no_answer_f1', 'exact', 'best_f1', 'best_exact', 'HasAns_f1', 'NoAns_f1') if self.v2 \
             else ('f1', 'exact')
-        super().__init__(GlueTask(spec.name, '', ('answer',), metrics, 'f1', ('question', 'context'),
+        super().__init__(TaskInfo(spec.name, '', ('answer',), metrics, 'f1', ('question', 'context'),
                                   test_files=(('test', spec.name),) if 'test' in spec.files else ()))
 
     @property
@@ -305,7 +315,6 @@ class QATask(FinetuningTask):
                           f"task in a job of its own.")
 
     def new_model(self, body, task_cfg):
-        from electra.finetuning.tasks.qa.heads import ElectraQA
         s = self.spec
         return ElectraQA(body, joint_prediction=s.joint_prediction, beam_size=s.beam_size,
                          answerable_classifier=s.answerable_classifier,
@@ -317,7 +326,6 @@ class QATask(FinetuningTask):
                 'answerable_uses_start_logits': c.uses_start}
 
     def loss_func(self, model, task_cfg):
-        from electra.finetuning.tasks.qa.heads import QALoss
         return QALoss(self.spec.answerable_classifier, self.spec.answerable_weight, task_cfg.loss_reduction)
 
     def loader(self, enc, task_cfg, pad_id, train, seed=0, shard=None, pin=False):
@@ -334,14 +342,12 @@ class QATask(FinetuningTask):
 
     def answers(self, model, split: QASplit, rows: list[dict]):
         "(predictions, null odds, n-best lists) of a split's questions from its window rows."
-        from electra.finetuning.tasks.qa.heads import decode
         return decode(split.examples, split.windows, rows, **self.decode_options(model))
 
     def scores(self, split: QASplit, preds: dict, null_odds: dict) -> dict[str, float]:
         """The official metrics (percent) of a labelled split, as floats: `f1` and `exact` (SQuAD 2.0: at
         `na_threshold`), and for SQuAD 2.0 the HasAns / NoAns splits (NaN when the split has no such question), the
         best threshold's scores and the thresholds."""
-        from electra.finetuning.tasks.qa.metrics import qa_metrics
         got = qa_metrics(self.eval_kind, gold_answers(split.examples), preds, null_odds if self.v2 else None,
                          self.spec.na_threshold)
         if not self.v2: return {'exact': float(got['exact_match']), 'f1': float(got['f1'])}
@@ -361,12 +367,6 @@ class QATask(FinetuningTask):
         official scorer writes it for the evaluation script, which takes the threshold from `null_odds.json`; test:
         "" where the null odds exceed `na_threshold`, as run_finetuning.py writes SQuAD 2.0 test predictions),
         `null_odds.json` (SQuAD 2.0) and `nbest_predictions.json`."""
-        from electra.data.tokenizer import pad_token_id
-        from electra.finetuning.classifier import load_finetuned
-        from electra.finetuning.learner import device_and_autocast
-        from electra.finetuning.tasks.qa.metrics import null_thresholded, write_nbest, write_null_odds
-        from electra.finetuning.tasks.qa.metrics import write_predictions as write_answers
-        from electra.training.files import is_main_process
         if len(job.picked) > 1: self._no_ensemble(len(job.picked))
         run = job.picked.to_dict('records')[0]
         cfg, task_cfg = job.cfg, job.cfg.for_task(self.name)
@@ -406,3 +406,6 @@ class QATask(FinetuningTask):
                         f'{runs}{scored if fname == "predictions.json" else ""}')
         del model
         return written
+
+
+register_file_kind(('squad', 'mrqa'), FileKind(read_qa_spec, QATask))

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.finetuning.classifier import tf_dense
+from electra.finetuning.classifier import HEAD_MODELS, tf_dense
+from electra.finetuning.learner import predict_examples
 from electra.finetuning.loss import LOSS_REDUCTIONS, FinetuningLoss
 from electra.finetuning.tasks.tagging.encoding import IGNORE_INDEX
 
@@ -56,9 +57,11 @@ class TaggingLoss(FinetuningLoss):
 def predict_windows(model: ElectraTagger, loader, autocast: torch.dtype | None = None) -> list[np.ndarray]:
     """Logits [L_i, C] of every window i of an evaluation loader (`make_tagging_loader(shuffle=False)`), in window
     order, for `word_predictions` (`predict_examples`: a torchrun job's processes share the batches)."""
-    from electra.finetuning.learner import predict_examples
 
     def rows(out, batch):
         logits, lengths = out.float().cpu().numpy(), batch[1].sum(1).tolist()  # [B, T, C]; each window's length
         return [logits[r, :n] for r, n in enumerate(lengths)]
     return predict_examples(model, loader, rows, autocast)
+
+
+HEAD_MODELS['tagging'] = ElectraTagger

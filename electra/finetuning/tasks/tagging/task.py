@@ -25,11 +25,17 @@ from pathlib import Path
 import numpy as np
 
 from electra.config.base import ConfigError
+from electra.data.tokenizer import pad_token_id
+from electra.finetuning.classifier import load_finetuned
+from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
-from electra.finetuning.tasks.glue.tasks import GlueTask
+from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams
+from electra.finetuning.tasks.glue.tasks import TaskInfo
 from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, read_tagging_files
 from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagging, encode_tagging, make_tagging_loader,
                                                       word_predictions)
+from electra.finetuning.tasks.tagging.metrics import tagging_metrics, write_predictions
+from electra.finetuning.tasks.tagging.model import ElectraTagger, TaggingLoss, predict_windows
 
 __all__ = ['TaggingSpec', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
 
@@ -67,7 +73,6 @@ def _metrics(path: Path, raw: dict) -> tuple[str, ...]:
 
 def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
     "The tagging task a YAML file describes (`raw`: its mapping), checked: keys, scheme, metrics, files present."
-    from electra.finetuning.tasks.files import task_hparams
     if 'loss' in raw: _fail(path, "loss: now the job's per-task key loss_reduction: sum (official), mean or token.")
     hparams = task_hparams(path, raw, DEFAULTS)
     unknown = sorted(set(raw) - set(KEYS))
@@ -104,7 +109,7 @@ class TaggingTask(FinetuningTask):
         self.spec = spec
         self.data = read_tagging_files(spec.files['train'], spec.scheme, **{s: p for s, p in spec.files.items() if s != 'train'})
         metrics = spec.metrics if self.data.scheme != 'plain' else ('accuracy',)
-        super().__init__(GlueTask(spec.name, '', tuple(self.data.labels), metrics, metrics[0], ('tokens', None),
+        super().__init__(TaskInfo(spec.name, '', tuple(self.data.labels), metrics, metrics[0], ('tokens', None),
                                   test_files=(('test', spec.name),) if 'test' in spec.files else ()))
 
     def settings(self) -> dict:
@@ -128,13 +133,11 @@ class TaggingTask(FinetuningTask):
         return f'{n} {what} sentences' + (f' ({len(enc)} windows)' if len(enc) != n else '')
 
     def new_model(self, body, task_cfg):
-        from electra.finetuning.tasks.tagging.model import ElectraTagger
         return ElectraTagger(body, len(self.data.labels), task_cfg.dropout)
 
     def head(self, model) -> dict: return {'n_labels': model.n_labels, 'dropout': model.dropout.p}
 
     def loss_func(self, model, task_cfg):
-        from electra.finetuning.tasks.tagging.model import TaggingLoss
         return TaggingLoss(task_cfg.loss_reduction)
 
     def loader(self, split, task_cfg, pad_id, train, seed=0, shard=None, pin=False):
@@ -144,19 +147,16 @@ class TaggingTask(FinetuningTask):
 
     def scores(self, split: TaggingSplit, pred_tags: list) -> dict[str, float]:
         "The metrics of predicted tags against a labelled file's."
-        from electra.finetuning.tasks.tagging.metrics import tagging_metrics
         gold = [s.tags for s in split.file.sentences]
         return tagging_metrics(gold, pred_tags, self.data.scheme, self.spec.strict)
 
     def evaluate(self, model, data, dev_dls, autocast) -> dict[str, float]:
-        from electra.finetuning.tasks.tagging.model import predict_windows
         split = data.dev['dev']
         return self.scores(split, word_predictions(split.enc, predict_windows(model, dev_dls['dev'], autocast), self.data.labels))
 
     def write_predictions(self, job: TestJob, tasks: dict) -> list[Path]:
         """The picked runs' tags for the dev file and the test file (when given), in the input's format, as
         `<out>/<name>/<split><suffix>`; several runs (`ensemble_k`) average their logits per window."""
-        from electra.finetuning.tasks.tagging.metrics import write_predictions
         task_cfg = job.cfg.for_task(self.name)
         splits = {s: self.split(s, job.tokenizer, task_cfg.max_length) for s in ('dev', 'test') if s in self.data.splits}
         logits = _averaged_window_logits(job, splits, self, task_cfg)
@@ -176,10 +176,6 @@ class TaggingTask(FinetuningTask):
 
 def _averaged_window_logits(job: TestJob, splits: dict[str, TaggingSplit], task: TaggingTask, task_cfg) -> dict:
     "Each split's per-window logits [L_i, C] averaged over the picked runs (one model in memory at a time)."
-    from electra.data.tokenizer import pad_token_id
-    from electra.finetuning.classifier import load_finetuned
-    from electra.finetuning.learner import device_and_autocast
-    from electra.finetuning.tasks.tagging.model import predict_windows
     device, autocast = device_and_autocast(job.cfg.device, job.cfg.precision)
     pad_id, sums = pad_token_id(job.tokenizer), {}
     for path in job.picked['checkpoint']:
@@ -194,3 +190,6 @@ def _averaged_window_logits(job: TestJob, splits: dict[str, TaggingSplit], task:
         if bad: raise ConfigError(f"{task.name} {s}: the picked runs predict NaN or infinite logits in {bad} windows; no "
                                   f"file written. Delete those runs' rows from the results table and run the task again.")
     return sums
+
+
+register_file_kind(('tagging',), FileKind(read_tagging_spec, TaggingTask))

@@ -15,9 +15,9 @@ from electra.config.base import load_config
 from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import max_predictions
 from electra.objective.model import build_pretraining_model, padded_vocab_size
-from electra.tools.bench.baseline import BERT_IDS, loss_check, padded_like, synthetic_batches
-from electra.tools.bench.flops import GLUE_TRAIN, device_peak_tflops, finetune_flops, pretrain_flops
-from electra.tools.bench.runners import (
+from benchmarks.bench.baseline import BERT_IDS, loss_check, padded_like, synthetic_batches
+from benchmarks.bench.flops import GLUE_TRAIN, device_peak_tflops, finetune_flops, pretrain_flops
+from benchmarks.bench.runners import (
     FinetuneBaselineRunner,
     FinetuneLearnerRunner,
     LearnerRunner,
@@ -33,7 +33,7 @@ from electra.training.device import AUTOCAST_DTYPES, resolve_precision
 __all__ = ['environment', 'ablation_runners', 'pretrain_summary', 'bench_pretrain', 'bench_finetune', 'PRESET_DIR',
            'FINETUNE_PRESET_DIR']
 
-PRESET_DIR = Path(__file__).resolve().parents[3] / 'configs' / 'pretrain'
+PRESET_DIR = Path(__file__).resolve().parents[2] / 'configs' / 'pretrain'
 FINETUNE_PRESET_DIR = PRESET_DIR.parent / 'finetune'
 
 def environment(device: torch.device) -> dict:
@@ -170,7 +170,7 @@ def bench_pretrain(args) -> dict:
         f'positions), baseline {fl_base["train_step"] / 1e12:.3f} TFLOP (head at all {L} positions)')
     if device.type == 'cpu':
         log(f'process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (all steps)')
-    out = {'command': 'python -m electra.tools.bench ' + ' '.join(args.argv), 'env': environment(device),
+    out = {'command': 'python -m benchmarks.bench ' + ' '.join(args.argv), 'env': environment(device),
            'config': {'preset': args.preset, 'batch_size': B, 'max_length': L, 'vocab': vocab, 'vocab_rows': rows,
                       'precision': precision, 'precision_reason': args.precision_reason, 'compile': cfg.compile,
                       'compiled': fast.compiled, 'pad_vocab_multiple': cfg.pad_vocab_multiple, 'warmup': args.warmup,
@@ -226,7 +226,7 @@ def bench_finetune(args) -> dict:
           f'{60 * fast["glue_sweep_train_hours"]:.1f} min of training steps at this rate (evaluation not included)')
     if args.compile: print(f'  compile: {"compiled" if runners[1].compiled else "FAILED, ran eagerly"}')
     if args.profile: print(profile_steps(runners[1], args.steps, device))
-    return {'command': 'python -m electra.tools.bench ' + ' '.join(args.argv), 'env': environment(device),
+    return {'command': 'python -m benchmarks.bench ' + ' '.join(args.argv), 'env': environment(device),
             'config': {'preset': args.preset, 'batch_size': B, 'max_length': L, 'compile': args.compile,
                        'precision': precision, 'precision_reason': args.precision_reason,
                        'warmup': args.warmup, 'rounds': args.rounds, 'steps_per_round': args.steps},

@@ -1,8 +1,8 @@
-"""electra/tools/bench/baseline.py: synthetic batches; the fast step against the HF baseline."""
+"""benchmarks/bench/baseline.py: synthetic batches; the fast step against the HF baseline."""
 import pytest
 import torch
 
-from electra.tools.bench import baseline
+from benchmarks.bench import baseline
 from tests.support.tiny import batches, tiny_cfg, tiny_model
 
 pytestmark = pytest.mark.usefixtures('one_thread')

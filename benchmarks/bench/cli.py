@@ -1,5 +1,5 @@
-"""`python -m electra.tools.bench pretrain|finetune|scaling ...`: the arguments and their defaults per device
-(`scaling` has its own, in `electra.tools.bench.scaling`)."""
+"""`python -m benchmarks.bench pretrain|finetune|scaling ...`: the arguments and their defaults per device
+(`scaling` has its own, in `benchmarks.bench.scaling`)."""
 from __future__ import annotations
 
 import argparse
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
-from electra.tools.bench.jobs import bench_finetune, bench_pretrain
-from electra.tools.bench.scaling import bench_scaling, scaling_args
+from benchmarks.bench.jobs import bench_finetune, bench_pretrain
+from benchmarks.bench.scaling import bench_scaling, scaling_args
 from electra.training.device import cpu_bf16_supported
 
 __all__ = ['parse_args', 'main']
@@ -20,9 +20,9 @@ __all__ = ['parse_args', 'main']
 def parse_args(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ['scaling']: return scaling_args(argv)  # launches jobs: none of the step benchmarks' options apply
-    p = argparse.ArgumentParser(prog='python -m electra.tools.bench', description=__doc__.split('\n\n')[0])
+    p = argparse.ArgumentParser(prog='python -m benchmarks.bench', description=__doc__.split('\n\n')[0])
     p.add_argument('what', choices=['pretrain', 'finetune', 'scaling'], help='scaling: data-parallel throughput over '
-                   'several processes; its options: python -m electra.tools.bench scaling --help')
+                   'several processes; its options: python -m benchmarks.bench scaling --help')
     p.add_argument('--preset', default='small', help='model preset in configs/pretrain (small, small++, base, large, demo)')
     p.add_argument('--batch_size', type=int, default=None, help='default: the preset\'s (pretrain), 32 (finetune)')
     p.add_argument('--max_length', type=int, default=None, help='default: the preset\'s (pretrain), 128 (finetune)')
@@ -51,7 +51,7 @@ def parse_args(argv=None):
     p.add_argument('--threads', type=int, default=None, help='torch CPU threads (default: torch\'s)')
     p.add_argument('--json', default=None, help='also write the results to this JSON file')
     args = p.parse_args(argv)
-    if args.what == 'scaling': p.error('scaling comes first: python -m electra.tools.bench scaling [options]')
+    if args.what == 'scaling': p.error('scaling comes first: python -m benchmarks.bench scaling [options]')
     args.argv = argv
     gpu = args.device.startswith('cuda')
     if args.what == 'finetune':

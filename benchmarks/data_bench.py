@@ -1,4 +1,4 @@
-"""Throughput of the pretraining data build: `python -m electra.tools.data_bench`.
+"""Throughput of the pretraining data build: `python -m benchmarks.data_bench`.
 
 Builds the shared real corpora (../shared/data/corpus: wikipedia_leads.txt, one paragraph per line, and sotu/,
 one address per file on a single line; both sentence-split by spaCy) from scratch with 1 and 2 processes, and
@@ -26,7 +26,7 @@ from electra.data.tokenizer import load_tokenizer, train_tokenizer
 
 __all__ = ['SHARED_CORPORA', 'OWT_BYTES', 'OWT_DOCUMENTS', 'bench', 'project', 'main']
 
-SHARED_CORPORA = Path(__file__).resolve().parents[3] / 'shared' / 'data' / 'corpus'
+SHARED_CORPORA = Path(__file__).resolve().parents[2] / 'shared' / 'data' / 'corpus'
 OWT_BYTES, OWT_DOCUMENTS = 40e9, 8_000_000
 
 
@@ -73,7 +73,7 @@ def project(rows: list[dict], cores: list[int], sentence_split: str = 'auto') ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog='python -m electra.tools.data_bench', description=__doc__.split('\n\n')[0])
+    p = argparse.ArgumentParser(prog='python -m benchmarks.data_bench', description=__doc__.split('\n\n')[0])
     p.add_argument('--corpus', nargs='*', default=[str(SHARED_CORPORA / 'wikipedia_leads.txt'), str(SHARED_CORPORA / 'sotu')],
                    help='corpus entries to build (default: the shared wikipedia_leads.txt and sotu/)')
     p.add_argument('--num_proc', default='1,2', help='process counts to measure, comma-separated')

@@ -1,4 +1,4 @@
-"""electra/tools/bench/scaling.py: the process counts, batches, rates and efficiencies of the scaling benchmark, and
+"""benchmarks/bench/scaling.py: the process counts, batches, rates and efficiencies of the scaling benchmark, and
 one real run of it on the CPU (gloo, 1 and 2 processes)."""
 import json
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from electra.data.tokenizer import load_tokenizer
-from electra.tools.bench import cli, scaling
+from benchmarks.bench import cli, scaling
 
 
 @pytest.mark.parametrize('n, procs', [(0, [1]), (1, [1]), (2, [1, 2]), (3, [1, 2, 3]), (6, [1, 2, 4, 6]),

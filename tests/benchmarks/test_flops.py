@@ -1,10 +1,10 @@
-"""electra/tools/bench/flops.py: the FLOP formula, by hand and by torch's FLOP counter."""
+"""benchmarks/bench/flops.py: the FLOP formula, by hand and by torch's FLOP counter."""
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from electra.objective.model import build_pretraining_model
-from electra.tools.bench import flops
+from benchmarks.bench import flops
 from tests.support.tiny import tiny_cfg
 
 pytestmark = pytest.mark.usefixtures('one_thread')

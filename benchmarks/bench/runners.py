@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.objective.loss import ElectraLoss
-from electra.tools.bench.baseline import (
+from benchmarks.bench.baseline import (
     Batches,
     BenchTokenizer,
     LoopAdam,
@@ -132,7 +132,7 @@ class LearnerRunner(FitRunner):
 
 class PretrainLoopRunner(Runner):
     """A plain loop of the pretraining objective, for the baseline and the breakdown: `kind` 'hf' (the HF classes
-    as-is, full-length generator logits) or 'project' (`ElectraPretrainingModel` + `ElectraLoss`); `opt` 'loop'
+    as-is, full-length generator logits) or 'project' (`ElectraGeneratorDiscriminator` + `ElectraLoss`); `opt` 'loop'
     (LoopAdam + per-parameter clipping) or 'electra' (ElectraAdam + foreach clipping); `read_loss`: `.item()` every
     step, as a plain loop logs it."""
 

@@ -131,7 +131,7 @@ def baseline_pretrain_loss(generator, discriminator, cfg: PretrainConfig, masked
 
 
 def fast_pretrain_loss(model, loss_func: ElectraLoss, masked, token_type_ids) -> tuple[torch.Tensor, ...]:
-    "The project's step: `ElectraPretrainingModel` (masked-only head) and `ElectraLoss`. Returns (total, gen, disc)."
+    "The project's step: `ElectraGeneratorDiscriminator` (masked-only head) and `ElectraLoss`. Returns (total, gen, disc)."
     ids, positions, labels = masked
     loss = loss_func(model(ids, token_type_ids, positions, labels), labels)
     return (loss, *loss_func.last)

@@ -1,11 +1,11 @@
-"""electra/tools/bench/cli.py: the bench command's results, profile and precision."""
+"""benchmarks/bench/cli.py: the bench command's results, profile and precision."""
 import pytest
 import torch
 
 from electra.config.base import load_config
 from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import max_predictions
-from electra.tools.bench import cli, flops
+from benchmarks.bench import cli, flops
 from electra.training.device import resolve_precision
 from tests.support.tiny import V
 

@@ -1,10 +1,10 @@
 """Benchmarks of the training steps: the project's real step against a straightforward baseline of the
 same objective, timed in the same process, interleaved round by round (shared machines are noisy: medians count).
 
-    python -m electra.tools.bench pretrain --preset small                      # CPU (bf16 if native): see BENCHMARKS.md
-    python -m electra.tools.bench pretrain --preset small --device cuda --compile
-    python -m electra.tools.bench finetune --preset small --device cuda --compile
-    python -m electra.tools.bench scaling --preset small --procs 1,2,4,8      # data-parallel, one torchrun job per count
+    python -m benchmarks.bench pretrain --preset small                      # CPU (bf16 if native): see BENCHMARKS.md
+    python -m benchmarks.bench pretrain --preset small --device cuda --compile
+    python -m benchmarks.bench finetune --preset small --device cuda --compile
+    python -m benchmarks.bench scaling --preset small --procs 1,2,4,8      # data-parallel, one torchrun job per count
 
 `pretrain` times
   - fast: the real pretraining step, i.e. the fastai Learner of `electra.pretraining.learner.pretraining_learner` with all its
@@ -36,5 +36,5 @@ demo grammar's corpus with a vocabulary of the preset's size, a fixed batch per 
 keeps the global batch), and reads the rate the job itself writes to metrics.csv after `--warmup` steps (start-up
 and the data build are outside it). It prints steps/s, examples/s, tokens/s and the efficiency, examples/s at k /
 (k x examples/s at 1); `--device cpu` runs the same jobs on gloo, to check the tool where there is no GPU
-(`electra.tools.bench.scaling`).
+(`benchmarks.bench.scaling`).
 """

@@ -1,4 +1,4 @@
-"""`python -m electra.tools.bench scaling`: how pretraining's throughput grows with the number of data-parallel
+"""`python -m benchmarks.bench scaling`: how pretraining's throughput grows with the number of data-parallel
 processes (GPUs), measured on the real job.
 
 For each process count k, one `torchrun --standalone --nproc_per_node k pretrain.py ...` job runs `warmup + steps`
@@ -33,7 +33,7 @@ from electra.config.base import ConfigError, load_config, parse_cli
 from electra.config.pretrain import PretrainConfig
 from electra.data.demo import demo_corpus_text
 from electra.data.tokenizer import SPECIAL_TOKENS
-from electra.tools.bench.jobs import PRESET_DIR, _table, environment
+from benchmarks.bench.jobs import PRESET_DIR, _table, environment
 from electra.training.device import affinity_cpus
 
 __all__ = ['batches', 'bench_scaling', 'default_procs', 'job_command', 'parse_procs', 'read_metrics', 'scaling_args',
@@ -79,7 +79,7 @@ def batches(mode: str, batch_size: int, k: int) -> tuple[int, int]:
 def scaling_args(argv: list[str]) -> argparse.Namespace:
     """The `scaling` command's arguments (`argv` starts with 'scaling'); other `--key value` pairs go to every job's
     pretrain.py (e.g. `--compile false`). Checks the process counts against the devices before any job starts."""
-    p = argparse.ArgumentParser(prog='python -m electra.tools.bench scaling', description=__doc__.split('\n\n')[0],
+    p = argparse.ArgumentParser(prog='python -m benchmarks.bench scaling', description=__doc__.split('\n\n')[0],
                                 epilog="Other --key value pairs go to every job's pretrain.py (python pretrain.py "
                                        '--help), e.g. --compile false --pad_vocab_multiple 0 for the small preset on '
                                        'a CPU.')
@@ -241,7 +241,7 @@ def bench_scaling(args) -> dict:
     print('\n' + _table(table) + f'\n\nefficiency = examples/s at k / (k x {base}); tokens/s counts the batch\'s '
           f'positions (length {cfg.max_length}, padding included)')
     if args.device == 'cpu': print('on the CPU the processes share the cores: a check of the tool, not a speed figure')
-    return {'command': 'python -m electra.tools.bench ' + ' '.join(args.argv), 'env': scaling_env(args.device),
+    return {'command': 'python -m benchmarks.bench ' + ' '.join(args.argv), 'env': scaling_env(args.device),
             'config': {'preset': args.preset, 'mode': args.mode, 'device': args.device, 'max_length': cfg.max_length,
                        'vocab_size': cfg.vocab_size, 'warmup': args.warmup, 'steps': args.steps,
                        'extra': args.extra}, 'results': rows}

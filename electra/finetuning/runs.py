@@ -1,0 +1,118 @@
+"""Training the planned runs of a fine-tuning sweep and saving each: one run alone (`train_and_save`) or several of a
+task stacked (`train_and_save_stack`, `electra.finetuning.stack`), a row of the results table each. The sweep
+(`sweep.py`) trains them in its own process, the workers (`workers.py`) in theirs."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning.learner import train_run
+from electra.finetuning.stack import stack_size, train_stack
+from electra.finetuning.tasks.base import TaskData
+from electra.finetuning.tasks.glue.metrics import dev_metric_names
+from electra.training.files import atomic_save, is_main_process
+from electra.training.sinks import start_neptune_run
+
+__all__ = ['RunJob', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
+
+
+def _neptune_run(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: FinetuneConfig):
+    "A Neptune run for one fine-tuning run (`logger: neptune`), or None."
+    if cfg.logger != 'neptune' or not is_main_process(): return None
+    nrun = start_neptune_run(cfg.neptune_project, f'{cfg.group}/{task}_{run}', tags=[cfg.group, task])
+    nrun['parameters'] = {'task': task, 'run': run, 'seed': seed, 'model': cfg.model, 'data': cfg.data,
+                          **task_cfg.hparams()}
+    return nrun
+
+
+@dataclass(frozen=True)
+class RunJob:
+    "One fine-tuning run to do: its task, index and seed, the key of its settings, the model's fingerprint, where its weights go."
+    task: str
+    run: int
+    seed: int
+    settings: str
+    model: str
+    checkpoint: Path
+
+
+def runs_phrase(runs: list[int]) -> str:
+    "'run 3' or 'runs 3, 4': the runs of a stack, as the log names them."
+    return f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(map(str, runs))}"
+
+
+def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[str], None], start: float):
+    "A run's epoch report (the log line, Neptune's series) and its Neptune run (or None)."
+    task, task_cfg = data.task, cfg.for_task(data.task.name)
+    nrun = _neptune_run(cfg, task.name, job.run, job.seed, task_cfg)
+
+    def report(epoch, loss, metrics):
+        shown = ', '.join(f'{m} {metrics[m]:.2f}' for m in dev_metric_names(task))
+        say(f'  {task.name} run {job.run} (seed {job.seed}) epoch {epoch + 1}/{task_cfg.epochs}: train loss {loss:.4f}, '
+            f'dev {shown} [{time.perf_counter() - start:.0f}s]')
+        if nrun is not None:
+            nrun['train/loss'].append(loss)
+            for m in dev_metric_names(task): nrun[f'dev/{m}'].append(metrics[m])
+    return report, nrun
+
+
+def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: list[dict], body, nrun,
+              start: float) -> dict:
+    "Save a trained run's weights to `job.checkpoint` (main process), close its Neptune run, and return its row."
+    task, task_cfg, final = data.task, cfg.for_task(data.task.name), history[-1]
+    if is_main_process():
+        atomic_save({'format': 'electra-finetuned', 'kind': task.kind, 'task': task.name, 'run': job.run, 'seed': job.seed,
+                     'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
+                     'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final}, job.checkpoint)
+    if nrun is not None:
+        for m in dev_metric_names(task): nrun[f'final/{m}'] = final[m]
+        nrun.stop()
+    return {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
+            'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
+            'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'model_fingerprint': job.model,
+            'checkpoint': str(job.checkpoint),
+            'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')}
+
+
+def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, device, autocast, pad_id: int,
+                   say: Callable[[str], None]) -> dict:
+    "Train one run, save its weights to `job.checkpoint` (main process), and return its row of the results table."
+    start = time.perf_counter()
+    report, nrun = _reporter(cfg, data, job, say, start)
+    model, history = train_run(data, cfg.for_task(data.task.name), body, job.seed, device, autocast, pad_id, report)
+    return _save_run(cfg, data, job, model, history, body, nrun, start)
+
+
+def train_and_save_stack(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob], body, device, autocast, pad_id: int,
+                         say: Callable[[str], None]) -> list[dict]:
+    """Train runs of one task together (`electra.finetuning.stack`), save each one's weights and return their rows, as
+    `train_and_save` does each alone; a row's `seconds` is the stack's time."""
+    start = time.perf_counter()
+    reporters = [_reporter(cfg, data, job, say, start) for job in jobs]
+    stacked, run_model, histories = train_stack(data, cfg.for_task(data.task.name), body, [j.seed for j in jobs], device,
+                                          autocast, pad_id, [report for report, _ in reporters])
+    return [_save_run(cfg, data, job, stacked.copy_run_to(r, run_model), histories[r], body, reporters[r][1], start)
+            for r, job in enumerate(jobs)]
+
+
+def train_jobs(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob], body, device, autocast, pad_id: int,
+               say: Callable[[str], None]) -> list[dict]:
+    "The rows of `jobs`, runs of one task: one trained alone (`train_and_save`), more stacked (`train_and_save_stack`)."
+    if len(jobs) > 1: return train_and_save_stack(cfg, data, jobs, body, device, autocast, pad_id, say)
+    return [train_and_save(cfg, data, jobs[0], body, device, autocast, pad_id, say)]
+
+
+def stacks(cfg: FinetuneConfig, plan, body, device, autocast, say, workers: int = 1,
+           share: int = 1) -> Iterator[tuple[TaskData, list[RunJob]]]:
+    """The runs of `plan`, task by task, cut into the stacks trained together (`stack_size`, on a device `share`
+    processes train on at once; with `workers` processes at most a worker's share of a task's runs, so that none
+    waits while another trains them all)."""
+    for data, todo in plan:
+        size = min(stack_size(cfg, cfg.for_task(data.task.name), body, device, autocast, len(todo), share),
+                   -(-len(todo) // workers))
+        if size > 1: say(f'{data.task.name}: {size} runs at a time, stacked')
+        yield from ((data, todo[i:i + size]) for i in range(0, len(todo), size))

@@ -1,0 +1,132 @@
+"""The import direction of the library (docs/architecture.md): every import of an electra module, at the top of a
+module or inside a function (it is a dependency all the same), goes to the importer's own floor or a lower one,
+within a floor only in the directions allowed, and no modules import each other in a cycle. An import inside a
+function is kept for a reason (an optional dependency, a worker process) given in a comment beside or above it."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / 'electra'
+# floor of each package of electra/, bottom to top; the package itself (electra/__init__.py) is the public API on top
+FLOORS = {'config': 0, 'objective': 1, 'data': 1, 'training': 1, 'pretraining': 2, 'finetuning': 2,
+          'experiments': 3, 'convert': 3, 'tools': 3, '': 4}
+SIDEWAYS = {('data', 'training'), ('finetuning', 'pretraining')}  # within a floor: these, one way only
+MAX_IN_FUNCTIONS = 15
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix('').parts
+    return '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(ROOT.rglob('*.py'))}
+
+
+def _target(name: str) -> str | None:
+    "The electra module an imported name lives in (`electra.a.b.name` -> `electra.a.b`), or None outside electra."
+    while name and name not in MODULES: name = name.rpartition('.')[0]
+    return name or None
+
+
+def _imports(module: str) -> list[tuple[str, ast.stmt, bool]]:
+    "(imported electra module, the import statement, whether it sits inside a function) of every import in `module`."
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding='utf-8'))
+    package = module if path.name == '__init__.py' else module.rpartition('.')[0]
+    inner = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f) if n is not f}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import): names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ''
+            if node.level: base = '.'.join(package.split('.')[:len(package.split('.')) - node.level + 1] + [base]).strip('.')
+            names = [f'{base}.{a.name}' for a in node.names]
+        else: continue
+        for target in {_target(n) for n in names if n.split('.')[0] == 'electra'} - {None, module}:
+            found.append((target, node, id(node) in inner))
+    return found
+
+
+IMPORTS = {m: _imports(m) for m in MODULES}
+
+
+def _package(module: str) -> str:
+    return module.split('.')[1] if '.' in module else ''
+
+
+def test_every_import_goes_down_or_sideways_as_allowed():
+    wrong = []
+    for module, imports in IMPORTS.items():
+        for target, node, _ in imports:
+            a, b = _package(module), _package(target)
+            if FLOORS[b] > FLOORS[a] or (FLOORS[b] == FLOORS[a] and a != b and (a, b) not in SIDEWAYS):
+                wrong.append(f'{module}:{node.lineno} imports {target} (floor {FLOORS[a]} -> {FLOORS[b]})')
+    assert not wrong, '\n'.join(wrong)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    "The strongly connected components of more than one module (Tarjan's algorithm, iterative)."
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+    for root in graph:
+        if root in index: continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]; counter[0] += 1; stack.append(root); on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]; counter[0] += 1; stack.append(w); on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack: low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work: low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop(); on_stack.discard(w); component.append(w)
+                    if w == v: break
+                if len(component) > 1: found.append(sorted(component))
+    return found
+
+
+def test_cycles_are_found():
+    assert _cycles({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == [['a', 'b', 'c']]
+    assert _cycles({'a': {'b'}, 'b': set()}) == []
+
+
+def test_no_modules_import_each_other_in_a_cycle():
+    graph = {m: {t for t, _, _ in imports} for m, imports in IMPORTS.items()}
+    cycles = _cycles(graph)
+    assert not cycles, '\n'.join(f'a cycle of {len(c)}: {", ".join(c)}' for c in cycles)
+
+
+def test_few_imports_inside_functions_each_with_its_reason():
+    inner = sorted({(m, node.lineno) for m, imports in IMPORTS.items() for _, node, in_function in imports if in_function})
+    assert len(inner) <= MAX_IN_FUNCTIONS, (f'{len(inner)} imports of electra modules inside functions (at most '
+                                            f'{MAX_IN_FUNCTIONS}):\n' + '\n'.join(f'{m}:{n}' for m, n in inner))
+    unexplained = []
+    for module, line in inner:
+        lines = MODULES[module].read_text(encoding='utf-8').splitlines()
+        if '#' not in lines[line - 1] and not lines[line - 2].strip().startswith('#'):
+            unexplained.append(f'{module}:{line}: {lines[line - 1].strip()}')
+    assert not unexplained, 'imports inside functions without a comment giving the reason:\n' + '\n'.join(unexplained)
+
+
+def test_config_imports_no_job_and_the_task_kinds_register_from_above():
+    "The fine-tuning config loads without electra.finetuning; importing that fills the registries config reads."
+    code = ('import sys; from electra.config.finetune import FinetuneConfig, _CATALOGUE; '
+            'print(any(m.startswith("electra.finetuning") for m in sys.modules), len(_CATALOGUE)); '
+            'import electra.finetuning; from electra.finetuning.tasks.files import FILE_KINDS; '
+            'from electra.finetuning.classifier import HEAD_MODELS; '
+            'print(len(_CATALOGUE), sorted(FILE_KINDS), sorted(HEAD_MODELS))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,
+                         cwd=ROOT.parent).stdout.split('\n')
+    assert out[0] == 'False 0'
+    assert out[1] == ("1 ['classification', 'mrqa', 'multilabel', 'regression', 'squad', 'tagging'] "
+                      "['qa', 'tagging']")

@@ -22,6 +22,24 @@ from electra.finetuning.tasks.glue.demo import write_demo_glue
 from tests.support.corpora import SHARED, build, sotu_slice, wiki_slice
 
 
+# The test files that start processes (drivers, torchrun jobs, workers), costliest first: the suite's two workers
+# (pytest.ini) take these first and the many quick files fill in around them, so that both end together.
+COSTLIEST_FIRST = ['tests/training/test_distributed.py', 'tests/test_pretrain.py', 'tests/test_finetune.py',
+                   'tests/finetuning/test_workers.py', 'tests/experiments/test_compare.py',
+                   'tests/benchmarks/test_scaling.py', 'tests/finetuning/test_parallel_run.py',
+                   'tests/test_notebooks.py', 'tests/convert/test_tf.py', 'tests/finetuning/test_stack.py',
+                   'tests/training/test_one_graph.py', 'tests/tools/test_explore.py', 'tests/tools/test_notebooks.py',
+                   'tests/training/test_processes.py', 'tests/data/test_builder.py']
+if int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')) > 1:  # the cores shared out, never oversubscribed
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+    torch.set_num_threads(max(1, cores // int(os.environ['PYTEST_XDIST_WORKER_COUNT'])))
+
+
+def pytest_collection_modifyitems(items):
+    rank = {path: k for k, path in enumerate(COSTLIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split('::')[0], len(rank)))  # stable: the rest keep their order
+
+
 @pytest.fixture
 def one_thread():
     "Tiny models run many times faster on one intra-op thread than on two busy ones; restored afterwards."

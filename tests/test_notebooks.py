@@ -61,7 +61,7 @@ def test_notebooks_stored_without_outputs_with_a_parameters_cell():
 @pytest.fixture(scope='module')
 def pretrained(tmp_path_factory) -> dict:
     "pretrain.py run as a script with command-line flags (the demo preset cut to 20 steps)."
-    return tiny_pretraining(tmp_path_factory.getbasetemp())
+    return tiny_pretraining(tmp_path_factory)
 
 
 def test_pretrain_script_path(pretrained):

@@ -1,8 +1,10 @@
 """Runs that `tests/test_notebooks.py` and `tests/tools/test_explore.py` share: a tiny pretraining through
-`pretrain.py` run as a script (once per test session, kept under pytest's base temporary directory), and executing a
+`pretrain.py` run as a script (once per test session, kept in pytest's temporary directory that the suite's worker
+processes share), and executing a
 notebook with nbclient under a time bound, its config cell's `overrides` set by the test."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -27,19 +29,25 @@ def run_script(script: str, *args: str, timeout: int = 300) -> subprocess.Comple
                           text=True, env=env, timeout=timeout)
 
 
-def tiny_pretraining(base: Path) -> dict:
-    """`pretrain.py --config demo` cut to 20 steps, run as a script with command-line flags; once per session (the
-    result is kept in `base`). Returns the checkpoint, run directory, cache directory, stdout and run time."""
+def tiny_pretraining(tmp_path_factory) -> dict:
+    """`pretrain.py --config demo` cut to 20 steps, run as a script with command-line flags; once per session, by
+    whichever worker process (pytest-xdist) asks first, under a lock the others wait on. Returns the checkpoint, run
+    directory, cache directory, stdout and run time."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get('PYTEST_XDIST_WORKER'): base = base.parent  # the session's folder, above each worker's own
     out = base / 'tiny_pretraining'
+    out.mkdir(parents=True, exist_ok=True)
     record = out / 'run.json'
-    if record.is_file(): return json.loads(record.read_text())
-    start = time.monotonic()
-    r = run_script('pretrain.py', '--output_dir', out / 'ckpt', '--cache_dir', out / 'cache', *TINY_PRETRAIN)
-    assert r.returncode == 0, f'pretrain.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}'
-    info = {'checkpoint': str(out / 'ckpt' / 'tiny_11081_100%.pth'), 'run_dir': str(out / 'ckpt' / 'tiny_11081'),
-            'cache_dir': str(out / 'cache'), 'stdout': r.stdout, 'seconds': round(time.monotonic() - start, 1)}
-    record.write_text(json.dumps(info))
-    return info
+    with open(out / '.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if record.is_file(): return json.loads(record.read_text())
+        start = time.monotonic()
+        r = run_script('pretrain.py', '--output_dir', out / 'ckpt', '--cache_dir', out / 'cache', *TINY_PRETRAIN)
+        assert r.returncode == 0, f'pretrain.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}'
+        info = {'checkpoint': str(out / 'ckpt' / 'tiny_11081_100%.pth'), 'run_dir': str(out / 'ckpt' / 'tiny_11081'),
+                'cache_dir': str(out / 'cache'), 'stdout': r.stdout, 'seconds': round(time.monotonic() - start, 1)}
+        record.write_text(json.dumps(info))
+        return info
 
 
 def execute_notebook(path: Path, overrides: dict, time_bound: float, cwd: Path = NOTEBOOKS):

@@ -69,7 +69,7 @@ def test_recall_counts_ties_and_catches_a_bad_index():
 def pretrained(tmp_path_factory):
     "The discriminator and tokenizer of the demo preset pretrained for 20 steps by pretrain.py (shared with test_notebooks)."
     from electra.finetuning.classifier import load_pretrained
-    return load_pretrained(tiny_pretraining(tmp_path_factory.getbasetemp())['checkpoint'])
+    return load_pretrained(tiny_pretraining(tmp_path_factory)['checkpoint'])
 
 
 def real_checkpoints():

@@ -13,8 +13,8 @@ from electra.finetuning import classifier
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.export import load_discriminator
 from electra.pretraining.init_from import load_init
+from electra.runtime.files import atomic_save
 from electra.training.checkpoint import FORMAT
-from electra.training.files import atomic_save
 from tests.support.finetune import saved_as_bert
 from tests.support.tiny import V, tiny_cfg
 
@@ -25,7 +25,7 @@ def test_padded_vocab_export_loads_unpadded_with_identical_logits(tmp_path):
     from electra.data.tokenizer import load_tokenizer, tokenizer_state
     from electra.pretraining.export import export_pretrained, load_discriminator
     from electra.training.checkpoint import FORMAT
-    from electra.training.files import atomic_save
+    from electra.runtime.files import atomic_save
     vocab = tmp_path / 'vocab.txt'
     vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
     tok = load_tokenizer(str(vocab))
@@ -100,7 +100,7 @@ def test_every_objective_exports_a_discriminator_that_fine_tuning_loads(tmp_path
     from electra.data.tokenizer import load_tokenizer, tokenizer_state
     from electra.pretraining.export import export_pretrained, load_discriminator
     from electra.training.checkpoint import FORMAT
-    from electra.training.files import atomic_save
+    from electra.runtime.files import atomic_save
     vocab = tmp_path / 'vocab.txt'
     vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
     tok = load_tokenizer(str(vocab))

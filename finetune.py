@@ -38,7 +38,7 @@ if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir
 # %%
 from electra.config.base import cli_args, config_to_dict, friendly_errors, load_config
 from electra.config.finetune import FinetuneConfig
-from electra.training.processes import end_with_parent
+from electra.runtime.processes import end_with_parent
 
 friendly_errors()  # a bad setting or input file ends the script with one `error: ...` line and status 2
 end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included

@@ -33,8 +33,8 @@ overrides = {}  # in a notebook: e.g. {'config': 'demo', 'steps': 200}
 # %%
 from electra.config.base import cli_args, config_to_dict, friendly_errors, load_config
 from electra.config.pretrain import PretrainConfig
+from electra.runtime.processes import end_with_parent
 from electra.training.distributed import check_batch_split
-from electra.training.processes import end_with_parent
 
 friendly_errors()
 end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included
@@ -199,7 +199,7 @@ finish_distributed()  # in a torchrun job the other processes end here: what fol
 # The discriminator (the model to fine-tune) and the generator, each loadable with `from_pretrained`.
 
 # %%
-from electra.pretraining.export import export_pretrained
+from electra.handoff.export import export_pretrained
 
 exported = export_pretrained(model, tokenizer, run_dir)
 for name, path in exported.items(): print(f'{name}: {path}')

@@ -245,7 +245,7 @@ def test_one_process_per_run_and_a_dead_ones_lock_taken_over(tmp_path):
     over, and the partial checkpoint files of this run (a killed write) are removed."""
     run_dir = tmp_path / 'ckpt' / 'demo_11081'
     run_dir.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, '-c', 'import sys, time; from electra.training.files import lock_run_dir; '
+    holder = subprocess.Popen([sys.executable, '-c', 'import sys, time; from electra.runtime.files import lock_run_dir; '
                                f'lock_run_dir({str(run_dir)!r}); print("locked", flush=True); time.sleep(120)'],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

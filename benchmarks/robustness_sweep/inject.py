@@ -12,7 +12,7 @@ import runpy
 import sys
 import time
 
-import electra.training.files as files
+import electra.runtime.files as files
 
 fault, target = sys.argv[1], sys.argv[2:]
 kind, pattern, *nth = fault.split(':')

@@ -39,7 +39,7 @@ from electra.data.corpus import (
 )
 from electra.data.examples import ExampleBuilder
 from electra.data.sentences import split_sentences, splitter
-from electra.training.processes import die_with_parent
+from electra.runtime.processes import die_with_parent
 
 __all__ = ['BUILDER_VERSION', 'COUNTERS', 'FEATURES', 'build_shards']
 

@@ -22,7 +22,7 @@ from electra.config.base import ConfigError
 from electra.data.builder import BUILDER_VERSION, COUNTERS, build_shards
 from electra.data.corpus import BuildSettings, CorpusSource, skipped_in_words
 from electra.data.tokenizer import tokenizer_fingerprint
-from electra.training.files import owner_gone
+from electra.runtime.files import owner_gone
 
 __all__ = ['build_corpus', 'build_summary', 'format_summary']
 

@@ -24,8 +24,8 @@ from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (Launcher, RunFailed, finetune_done, pretrain_done, run_finetuning,
                                       run_pretraining, subprocess_launcher)
 from electra.experiments.table import write_table
+from electra.runtime.files import atomic_write_text
 from electra.training.checkpoint import find_checkpoints
-from electra.training.files import atomic_write_text
 
 __all__ = ['load_compare_config', 'plan_text', 'run_comparison', 'main']
 

@@ -17,10 +17,10 @@ from typing import Callable
 from electra.config.base import ConfigError, TrainingStopped, parse_cli
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
 from electra.finetuning.results import ResultsTable
-from electra.pretraining.export import model_fingerprint
+from electra.handoff.export import model_fingerprint
+from electra.runtime.files import atomic_write_text
+from electra.runtime.processes import child_env
 from electra.training.checkpoint import find_checkpoints
-from electra.training.files import atomic_write_text
-from electra.training.processes import child_env
 
 __all__ = ['REPO', 'RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
            'finetune_done', 'run_pretraining', 'run_finetuning']

@@ -16,7 +16,7 @@ from electra.experiments.plan import Plan, VariantPlan
 from electra.experiments.runs import RECORD, read_record
 from electra.finetuning.results import METRIC_COLUMNS, ResultsTable
 from electra.finetuning.tasks.glue.tasks import TASKS
-from electra.training.files import atomic_write_bytes, atomic_write_text
+from electra.runtime.files import atomic_write_bytes, atomic_write_text
 
 __all__ = ['finetune_scores', 'variant_row', 'comparison_table', 'curve_table', 'table_markdown', 'plot_comparison',
            'write_table']

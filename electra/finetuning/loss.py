@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from electra.config.finetune import LOSS_REDUCTIONS
-from electra.training.distributed import world
+from electra.runtime.processes import world
 
 __all__ = ['LOSS_REDUCTIONS', 'FinetuningLoss']
 

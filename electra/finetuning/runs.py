@@ -14,7 +14,7 @@ from electra.finetuning.learner import train_run
 from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.glue.metrics import dev_metric_names
-from electra.training.files import atomic_save, is_main_process
+from electra.runtime.files import atomic_save, is_main_process
 from electra.training.sinks import start_neptune_run
 
 __all__ = ['RunJob', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']

@@ -24,9 +24,9 @@ from electra.finetuning.tasks.glue.sources import TaskSource, open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
 from electra.finetuning.workers import parallel_runs, run_on_workers
-from electra.pretraining.export import model_fingerprint
-from electra.training.distributed import world
-from electra.training.files import atomic_write_text, is_main_process
+from electra.handoff.export import model_fingerprint
+from electra.runtime.files import atomic_write_text, is_main_process
+from electra.runtime.processes import world
 
 __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'run_sweep', 'write_summary',
            'write_test_predictions']

@@ -21,9 +21,10 @@ from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 from electra.config.base import ConfigError
 from electra.objective.loss import batch_statistics
 from electra.objective.masking import MaskingSettings
+from electra.runtime.files import atomic_save, is_main_process, release_run_dir
+from electra.runtime.processes import world
 from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
-from electra.training.distributed import all_reduce_sum, bare_model, gather_objects, is_distributed, rank_seed, world
-from electra.training.files import atomic_save, is_main_process, release_run_dir
+from electra.training.distributed import all_reduce_sum, bare_model, gather_objects, is_distributed, rank_seed
 from electra.training.sinks import CsvLog
 from electra.training.speed import try_compile
 

@@ -20,6 +20,7 @@ from electra.config.base import (BOOL_WORDS, ConfigError, TrainingStopped, confi
                                  running_in_notebook, writable_dir)
 from electra.config.pretrain import PretrainConfig
 from electra.data.tokenizer import TOKENIZER_DIR
+from electra.handoff.export import EXPORTS, export_holds, export_pretrained
 from electra.objective.loss import ElectraLoss
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import ElectraGeneratorDiscriminator, build_pretraining_model
@@ -35,8 +36,9 @@ from electra.pretraining.callbacks import (
     TwoStageTraining,
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
-from electra.pretraining.export import EXPORTS, export_holds, export_pretrained
 from electra.pretraining.parallel import MicroBatches
+from electra.runtime.files import atomic_write_text, is_main_process, lock_run_dir, release_run_dir
+from electra.runtime.processes import world
 from electra.training.checkpoint import (
     FORMAT,
     find_checkpoints,
@@ -45,8 +47,7 @@ from electra.training.checkpoint import (
     remove_old_run,
     remove_partial_checkpoints,
 )
-from electra.training.distributed import finish_distributed, is_distributed, rank_seed, world
-from electra.training.files import atomic_write_text, is_main_process, lock_run_dir, release_run_dir
+from electra.training.distributed import finish_distributed, is_distributed, rank_seed
 from electra.training.one_graph import OneGraphStep, one_graph_supported
 from electra.training.optim import electra_opt_func, param_groups
 from electra.training.parallel import DataParallel

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from electra.config.base import ConfigError
-from electra.training.files import atomic_write_text, is_main_process
+from electra.runtime.files import atomic_write_text, is_main_process
 
 __all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'check_resume_compatible']
 

@@ -11,7 +11,7 @@ from typing import Callable, Mapping
 import torch
 
 from electra.config.base import ConfigError, threads_setting
-from electra.training.distributed import world
+from electra.runtime.processes import world
 
 __all__ = ['AUTOCAST_DTYPES', 'cpu_bf16_supported', 'resolve_device', 'resolve_precision', 'CpuThreads', 'cpu_threads',
            'auto_threads', 'affinity_cpus', 'busy_cores', 'use_cpu_threads']

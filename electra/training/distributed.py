@@ -12,38 +12,19 @@ import contextlib
 import gc
 import os
 import sys
-from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 from electra.config.base import ConfigError
+from electra.runtime.processes import World, world
 
-__all__ = ['World', 'world', 'check_batch_split', 'one_run_at_a_time', 'init_distributed', 'is_distributed', 'main_process_first',
+__all__ = ['check_batch_split', 'one_run_at_a_time', 'init_distributed', 'is_distributed', 'main_process_first',
            'wait_for_all', 'print_main', 'finish_distributed',
            'all_reduce_sum', 'gather_objects', 'rank_seed', 'bare_model']
 
 DEFAULT_TIMEOUT_S = 1800  # a data build on one rank can take a while before the others see its cache
-
-
-@dataclass(frozen=True)
-class World:
-    "This process's place in the job: rank among `size` processes, `local_rank` among the `local_size` of its machine."
-    rank: int = 0
-    size: int = 1
-    local_rank: int = 0
-    local_size: int = 1
-
-
-def world() -> World:
-    "The job's processes as torchrun describes them in the environment (one process when it does not)."
-    def read(key: str, default: int) -> int:
-        value = os.environ.get(key, '')
-        if not value: return default
-        try: return int(value)
-        except ValueError: raise ConfigError(f"environment: {key}={value!r} is not a number (torchrun sets it).") from None
-    return World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0), read('LOCAL_WORLD_SIZE', 1))
 
 
 def check_batch_split(batch_size: int, micro_batches: int = 1) -> None:

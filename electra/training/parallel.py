@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from fastai.callback.core import Callback
 
-from electra.training.distributed import all_reduce_sum, bare_model, is_distributed, rank_seed, world
+from electra.runtime.processes import world
+from electra.training.distributed import all_reduce_sum, bare_model, is_distributed, rank_seed
 
 __all__ = ['DataParallel', 'loss_divisors']
 

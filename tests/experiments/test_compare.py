@@ -27,8 +27,8 @@ from electra.experiments.compare import load_compare_config, main, run_compariso
 from electra.experiments.plan import make_plan
 from electra.experiments.runs import RECORD, RunFailed, finetune_done, subprocess_launcher
 from electra.finetuning.results import ResultsTable
+from electra.handoff.export import model_fingerprint
 from electra.objective.flops import pretrain_step_flops
-from electra.pretraining.export import model_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {'hidden_size': 32, 'num_hidden_layers': 1, 'num_attention_heads': 1, 'intermediate_size': 64,

@@ -1,4 +1,4 @@
-"""electra/pretraining/export.py: a padded model exports unpadded; unusable model directories refused."""
+"""electra/handoff/export.py: a padded model exports unpadded; unusable model directories refused."""
 from __future__ import annotations
 
 import warnings
@@ -10,11 +10,11 @@ from transformers import ElectraForMaskedLM, ElectraForPreTraining
 from electra.config.base import ConfigError, RunWarning, config_to_dict
 from electra.data.tokenizer import load_tokenizer, tokenizer_state
 from electra.finetuning import classifier
+from electra.handoff.export import load_discriminator
 from electra.objective.model import build_pretraining_model
-from electra.pretraining.export import load_discriminator
 from electra.pretraining.init_from import load_init
+from electra.runtime.files import atomic_save
 from electra.training.checkpoint import FORMAT
-from electra.training.files import atomic_save
 from tests.support.finetune import saved_as_bert
 from tests.support.tiny import V, tiny_cfg
 
@@ -23,9 +23,9 @@ pytestmark = pytest.mark.usefixtures('one_thread')
 
 def test_padded_vocab_export_loads_unpadded_with_identical_logits(tmp_path):
     from electra.data.tokenizer import load_tokenizer, tokenizer_state
-    from electra.pretraining.export import export_pretrained, load_discriminator
+    from electra.handoff.export import export_pretrained, load_discriminator
+    from electra.runtime.files import atomic_save
     from electra.training.checkpoint import FORMAT
-    from electra.training.files import atomic_save
     vocab = tmp_path / 'vocab.txt'
     vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
     tok = load_tokenizer(str(vocab))
@@ -98,9 +98,9 @@ def test_every_objective_exports_a_discriminator_that_fine_tuning_loads(tmp_path
     """Gradient-disentangled sharing exports the tables made whole (generator's + residual); BERT and the uniform
     generator have no generator to export; the export and the .pth both load as the model's own discriminator."""
     from electra.data.tokenizer import load_tokenizer, tokenizer_state
-    from electra.pretraining.export import export_pretrained, load_discriminator
+    from electra.handoff.export import export_pretrained, load_discriminator
+    from electra.runtime.files import atomic_save
     from electra.training.checkpoint import FORMAT
-    from electra.training.files import atomic_save
     vocab = tmp_path / 'vocab.txt'
     vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
     tok = load_tokenizer(str(vocab))
@@ -129,7 +129,7 @@ def test_a_model_s_fingerprint_follows_its_content_not_its_path(tmp_path, monkey
 
     from huggingface_hub import constants
 
-    from electra.pretraining.export import model_fingerprint
+    from electra.handoff.export import model_fingerprint
     pth = tmp_path / 'run_100%.pth'
     pth.write_bytes(b'weights one')
     assert model_fingerprint(pth) == hashlib.sha256(b'\0' + hashlib.sha256(b'weights one').digest()).hexdigest()[:16]

@@ -1,4 +1,4 @@
-"""electra/training/files.py and the drivers' error line (electra/config/base.py `friendly_errors`) on a full disk:
+"""electra/runtime/files.py and the drivers' error line (electra/config/base.py `friendly_errors`) on a full disk:
 a write that fails leaves nothing partial, names the file, and the job ends with one line saying what to do."""
 import errno
 import io
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from electra.config.base import friendly_errors
-from electra.training import files
+from electra.runtime import files
 
 
 class FillsUp(io.RawIOBase):

@@ -1,4 +1,4 @@
-"""Processes bound to their parent (electra/training/processes.py), with real processes and real `kill -9`: a job the
+"""Processes bound to their parent (electra/runtime/processes.py), with real processes and real `kill -9`: a job the
 comparison command started, and the workers of a torchrun job, stop within seconds of their parent's death, leaving
 their last checkpoint whole and their run's lock free; a job started from a shell outlives the shell."""
 import os
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from electra.runtime.files import lock_run_dir, release_run_dir
+from electra.runtime.processes import PARENT_VAR
 from electra.training.checkpoint import checkpoint_name, load_checkpoint
-from electra.training.files import lock_run_dir, release_run_dir
-from electra.training.processes import PARENT_VAR
 from tests.support.distributed import ENV, REPO, torchrun
 
 # a tiny model trained for far longer than a test waits: it is always mid-run when its parent is killed, with its first
@@ -116,7 +116,7 @@ def test_a_torchrun_job_whose_agent_is_killed_stops_its_workers(tmp_path, long_r
 CHILD = """
 import sys, time
 from pathlib import Path
-from electra.training.processes import PARENT_VAR, end_with_parent
+from electra.runtime.processes import PARENT_VAR, end_with_parent
 end_with_parent()
 import os
 Path(sys.argv[1]).write_text(repr(os.environ.get(PARENT_VAR)))
@@ -151,7 +151,7 @@ def test_a_parent_gone_before_the_child_could_watch_it_stops_the_child_at_once(t
     "The parent died between starting the child and the child's first line: the child must not run on unseen."
     gone = subprocess.Popen([sys.executable, '-c', 'pass'])
     gone.wait()
-    res = subprocess.run([sys.executable, '-c', 'from electra.training.processes import end_with_parent\n'
+    res = subprocess.run([sys.executable, '-c', 'from electra.runtime.processes import end_with_parent\n'
                           'end_with_parent()\nprint("went on")'], cwd=REPO, env={**ENV, PARENT_VAR: str(gone.pid)},
                          capture_output=True, text=True, timeout=60)
     assert (res.returncode, res.stdout) == (1, '')
@@ -160,7 +160,7 @@ def test_a_parent_gone_before_the_child_could_watch_it_stops_the_child_at_once(t
 
 def test_the_lock_of_a_killed_process_not_yet_reaped_is_taken_over(tmp_path):
     "A process killed with -9 is a zombie until its parent (or whoever inherits it) collects it: dead, lock free."
-    holder = subprocess.Popen([sys.executable, '-c', 'import sys, time; from electra.training.files import lock_run_dir; '
+    holder = subprocess.Popen([sys.executable, '-c', 'import sys, time; from electra.runtime.files import lock_run_dir; '
                                f'lock_run_dir({str(tmp_path)!r}); print("locked", flush=True); time.sleep(120)'],
                               cwd=REPO, env=ENV, stdout=subprocess.PIPE, text=True)
     try:

@@ -35,7 +35,7 @@ from electra.config.base import ConfigError, config_from_dict, load_yaml, read_t
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
-from electra.training.files import atomic_write_text, is_main_process
+from electra.runtime.files import atomic_write_text, is_main_process
 
 __all__ = ['FileTaskSpec', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'make_task', 'FileSource',
            'file_task', 'write_file_predictions']

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from electra.training.files import atomic_write_text
+from electra.runtime.files import atomic_write_text
 
 __all__ = ['write_demo_glue', 'DEMO_SIZES', 'review_example']
 

@@ -22,7 +22,7 @@ import torch
 from electra.config.base import ConfigError
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.glue.sources import Examples
-from electra.training.files import atomic_write_bytes, is_main_process
+from electra.runtime.files import atomic_write_bytes, is_main_process
 
 __all__ = ['padded_length', 'truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
            'make_loader', 'NPZ_DAMAGED']

@@ -14,7 +14,7 @@ import json
 import random
 from pathlib import Path
 
-from electra.training.files import atomic_write_text
+from electra.runtime.files import atomic_write_text
 
 __all__ = ['write_demo_squad', 'DEMO_QA_SIZES']
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from electra.config.base import ConfigError, friendly_errors
 from electra.data.hub import hub_offline, hub_unreachable
-from electra.training.files import atomic_write_text
+from electra.runtime.files import atomic_write_text
 
 __all__ = ['squad_json', 'load_hub_squad', 'write_hub_squad']
 

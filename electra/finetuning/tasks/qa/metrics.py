@@ -19,7 +19,7 @@ import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from electra.training.files import atomic_write_text
+from electra.runtime.files import atomic_write_text
 
 __all__ = ['normalize_answer', 'exact_match', 'f1_score', 'squad_v1_eval', 'mrqa_eval', 'squad_v2_raw_scores',
            'find_best_thresh', 'squad_v2_eval', 'qa_metrics', 'null_thresholded', 'write_predictions',

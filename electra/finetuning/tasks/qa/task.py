@@ -61,7 +61,7 @@ from electra.finetuning.tasks.qa.metrics import (
     write_null_odds,
     write_predictions as write_answers,
 )
-from electra.training.files import is_main_process
+from electra.runtime.files import is_main_process
 
 __all__ = ['QASpec', 'read_qa_spec', 'QASplit', 'QATask', 'make_qa_loader', 'predict_rows', 'OPTIONS', 'DEFAULTS']
 

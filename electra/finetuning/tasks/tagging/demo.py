@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from electra.training.files import atomic_write_text
+from electra.runtime.files import atomic_write_text
 
 __all__ = ['write_demo_tagging', 'DEMO_TAGGING_SIZES']
 

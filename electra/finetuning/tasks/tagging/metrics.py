@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from electra.finetuning.tasks.tagging.data import TaggedFile
-from electra.training.files import atomic_write_text
+from electra.runtime.files import atomic_write_text
 
 __all__ = ['entity_scores', 'token_accuracy', 'tagging_metrics', 'write_conll_predictions', 'write_jsonl_predictions',
            'write_predictions']

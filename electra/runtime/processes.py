@@ -1,8 +1,9 @@
-"""Processes that live only as long as the process that started them and waits for them: a job the comparison
-command launches, the workers of a torchrun job, the processes of a data build. Each is ended by the kernel when its
-parent dies, `kill -9` included, instead of running on unseen and holding its run's lock. It ends as a `kill -9` of
-itself would: its checkpoints are whole (they are written to a temporary file renamed into place), and what it left
-(a temporary file, its lock) is taken over by the next start of the run.
+"""The processes of a job. Each one's place in it (`world`: rank and size, as torchrun describes them in the
+environment). And processes that live only as long as the process that started them and waits for them: a job the
+comparison command launches, the workers of a torchrun job, the processes of a data build. Each is ended by the kernel
+when its parent dies, `kill -9` included, instead of running on unseen and holding its run's lock. It ends as a
+`kill -9` of itself would: its checkpoints are whole (they are written to a temporary file renamed into place), and
+what it left (a temporary file, its lock) is taken over by the next start of the run.
 
 Light on purpose (no torch): a driver binds itself to its parent in its first lines.
 """
@@ -12,11 +13,33 @@ import ctypes
 import os
 import signal
 import sys
+from dataclasses import dataclass
 
-__all__ = ['PARENT_VAR', 'die_with_parent', 'end_with_parent', 'child_env']
+from electra.config.base import ConfigError
+
+__all__ = ['World', 'world', 'PARENT_VAR', 'die_with_parent', 'end_with_parent', 'child_env']
 
 PARENT_VAR = 'ELECTRA_PARENT_PID'  # set by a parent that waits for its child: the child ends when that process does
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+@dataclass(frozen=True)
+class World:
+    "This process's place in the job: rank among `size` processes, `local_rank` among the `local_size` of its machine."
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    local_size: int = 1
+
+
+def world() -> World:
+    "The job's processes as torchrun describes them in the environment (one process when it does not)."
+    def read(key: str, default: int) -> int:
+        value = os.environ.get(key, '')
+        if not value: return default
+        try: return int(value)
+        except ValueError: raise ConfigError(f"environment: {key}={value!r} is not a number (torchrun sets it).") from None
+    return World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0), read('LOCAL_WORLD_SIZE', 1))
 
 
 def die_with_parent(parent: int) -> None:

@@ -27,8 +27,8 @@ from electra.objective.model import (
     padded_vocab_size,
     unpadded_copy,
 )
+from electra.runtime.files import is_main_process
 from electra.training.checkpoint import load_checkpoint
-from electra.training.files import is_main_process
 
 __all__ = ['saved_model_type', 'EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',
            'quiet_transformers']

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from electra.config.base import ConfigError
-from electra.training.distributed import world
+from electra.runtime.processes import world
 
 __all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'owner_gone', 'lock_run_dir', 'release_run_dir']
 

@@ -1,0 +1,3 @@
+"""What a job needs of the operating system, whatever it runs: files written safely and the run lock (`files`), each
+process's place in a torchrun job and processes that end with their parent (`processes`). Every floor above uses it,
+so it knows nothing of models, data or training."""

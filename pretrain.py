@@ -199,7 +199,7 @@ finish_distributed()  # in a torchrun job the other processes end here: what fol
 # The discriminator (the model to fine-tune) and the generator, each loadable with `from_pretrained`.
 
 # %%
-from electra.handoff.export import export_pretrained
+from electra.pretrained.export import export_pretrained
 
 exported = export_pretrained(model, tokenizer, run_dir)
 for name, path in exported.items(): print(f'{name}: {path}')

@@ -53,7 +53,7 @@ trap finish EXIT
 
 tests() {  # the CUDA tests and the files of the speed and optimizer tests (the rest of the suite runs on the CPU in CI)
   step tests 200 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/objective/test_model.py \
-    tests/pretraining/test_callbacks.py tests/pretraining/test_export.py tests/pretraining/test_learner.py \
+    tests/pretraining/test_callbacks.py tests/pretrained/test_export.py tests/pretraining/test_learner.py \
     tests/benchmarks tests/training/test_optim.py tests/training/test_schedule.py tests/training/test_speed.py
 }
 

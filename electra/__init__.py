@@ -48,7 +48,7 @@ _HOMES = {
     'warmup_decay_sched': 'electra.training.schedule', 'lr_at_step': 'electra.training.schedule',
     'init_distributed': 'electra.training.distributed', 'DataParallel': 'electra.training.parallel',
     'pretraining_learner': 'electra.pretraining.learner', 'train': 'electra.pretraining.learner',
-    'export_pretrained': 'electra.handoff.export', 'load_discriminator': 'electra.handoff.export',
+    'export_pretrained': 'electra.pretrained.export', 'load_discriminator': 'electra.pretrained.export',
     'load_init': 'electra.pretraining.init_from', 'convert_tf_checkpoint': 'electra.convert.tf',
     'ElectraClassifier': 'electra.finetuning.classifier', 'layer_lrs': 'electra.finetuning.classifier',
     'optimizer_groups': 'electra.finetuning.classifier', 'load_pretrained': 'electra.finetuning.classifier',

@@ -17,7 +17,7 @@ from typing import Callable
 from electra.config.base import ConfigError, TrainingStopped, parse_cli
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
 from electra.finetuning.results import ResultsTable
-from electra.handoff.export import model_fingerprint
+from electra.pretrained.export import model_fingerprint
 from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import child_env
 from electra.training.checkpoint import find_checkpoints

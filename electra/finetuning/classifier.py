@@ -13,7 +13,7 @@ from torch import nn
 
 from electra.config.base import ConfigError
 from electra.finetuning.loss import FinetuningLoss
-from electra.handoff.export import load_discriminator
+from electra.pretrained.export import load_discriminator
 from electra.training.optim import param_groups
 
 __all__ = ['load_pretrained', 'tf_dense', 'ElectraClassifier', 'ClassifierLoss', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned', 'read_finetuned']

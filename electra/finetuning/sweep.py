@@ -24,7 +24,7 @@ from electra.finetuning.tasks.glue.sources import TaskSource, open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
 from electra.finetuning.workers import parallel_runs, run_on_workers
-from electra.handoff.export import model_fingerprint
+from electra.pretrained.export import model_fingerprint
 from electra.runtime.files import atomic_write_text, is_main_process
 from electra.runtime.processes import world
 

@@ -30,7 +30,7 @@ from electra.finetuning.classifier import load_pretrained
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.runs import RunJob, runs_phrase, stacks, train_jobs
-from electra.handoff.export import quiet_transformers
+from electra.pretrained.export import quiet_transformers
 from electra.training.device import cpu_threads
 from electra.training.distributed import one_run_at_a_time
 

@@ -21,7 +21,7 @@ from electra.config.base import ConfigError, config_to_dict
 from electra.config.pretrain import PretrainConfig, saved_config
 from electra.data.hub import hub_unreachable
 from electra.data.tokenizer import load_tokenizer, tokenizer_fingerprint, tokenizer_from_state, tokenizer_state
-from electra.handoff.export import quiet_transformers, saved_model_type
+from electra.pretrained.export import quiet_transformers, saved_model_type
 from electra.objective.model import ElectraGeneratorDiscriminator, discriminator_config, generator_config
 from electra.runtime.files import atomic_save
 from electra.training.checkpoint import FORMAT, load_checkpoint, state_checksum

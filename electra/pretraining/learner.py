@@ -20,7 +20,7 @@ from electra.config.base import (BOOL_WORDS, ConfigError, TrainingStopped, confi
                                  running_in_notebook, writable_dir)
 from electra.config.pretrain import PretrainConfig
 from electra.data.tokenizer import TOKENIZER_DIR
-from electra.handoff.export import EXPORTS, export_holds, export_pretrained
+from electra.pretrained.export import EXPORTS, export_holds, export_pretrained
 from electra.objective.loss import ElectraLoss
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import ElectraGeneratorDiscriminator, build_pretraining_model

@@ -100,7 +100,7 @@ def fixed_text() -> list:
 
 
 def test_fine_tuning_loads_it_and_its_tokenizer_gives_the_official_ids(converted):
-    from electra.handoff.export import load_discriminator
+    from electra.pretrained.export import load_discriminator
     disc, tokenizer = load_discriminator(converted['tied'][1] / 'discriminator')
     assert isinstance(disc, ElectraForPreTraining) and tokenizer.model_max_length == 32
     rec = official('tied')

@@ -58,7 +58,7 @@ from electra.config.base import ConfigError
 from electra.data.corpus import BuildSettings, resolve_corpus
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.glue.sources import open_source
-from electra.handoff.export import load_discriminator
+from electra.pretrained.export import load_discriminator
 
 def attempt(f):
     try: return f()

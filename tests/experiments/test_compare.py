@@ -27,7 +27,7 @@ from electra.experiments.compare import load_compare_config, main, run_compariso
 from electra.experiments.plan import make_plan
 from electra.experiments.runs import RECORD, RunFailed, finetune_done, subprocess_launcher
 from electra.finetuning.results import ResultsTable
-from electra.handoff.export import model_fingerprint
+from electra.pretrained.export import model_fingerprint
 from electra.objective.flops import pretrain_step_flops
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""electra/handoff/export.py: a padded model exports unpadded; unusable model directories refused."""
+"""electra/pretrained/export.py: a padded model exports unpadded; unusable model directories refused."""
 from __future__ import annotations
 
 import warnings
@@ -10,7 +10,7 @@ from transformers import ElectraForMaskedLM, ElectraForPreTraining
 from electra.config.base import ConfigError, RunWarning, config_to_dict
 from electra.data.tokenizer import load_tokenizer, tokenizer_state
 from electra.finetuning import classifier
-from electra.handoff.export import load_discriminator
+from electra.pretrained.export import load_discriminator
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.init_from import load_init
 from electra.runtime.files import atomic_save
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures('one_thread')
 
 def test_padded_vocab_export_loads_unpadded_with_identical_logits(tmp_path):
     from electra.data.tokenizer import load_tokenizer, tokenizer_state
-    from electra.handoff.export import export_pretrained, load_discriminator
+    from electra.pretrained.export import export_pretrained, load_discriminator
     from electra.runtime.files import atomic_save
     from electra.training.checkpoint import FORMAT
     vocab = tmp_path / 'vocab.txt'
@@ -98,7 +98,7 @@ def test_every_objective_exports_a_discriminator_that_fine_tuning_loads(tmp_path
     """Gradient-disentangled sharing exports the tables made whole (generator's + residual); BERT and the uniform
     generator have no generator to export; the export and the .pth both load as the model's own discriminator."""
     from electra.data.tokenizer import load_tokenizer, tokenizer_state
-    from electra.handoff.export import export_pretrained, load_discriminator
+    from electra.pretrained.export import export_pretrained, load_discriminator
     from electra.runtime.files import atomic_save
     from electra.training.checkpoint import FORMAT
     vocab = tmp_path / 'vocab.txt'
@@ -129,7 +129,7 @@ def test_a_model_s_fingerprint_follows_its_content_not_its_path(tmp_path, monkey
 
     from huggingface_hub import constants
 
-    from electra.handoff.export import model_fingerprint
+    from electra.pretrained.export import model_fingerprint
     pth = tmp_path / 'run_100%.pth'
     pth.write_bytes(b'weights one')
     assert model_fingerprint(pth) == hashlib.sha256(b'\0' + hashlib.sha256(b'weights one').digest()).hexdigest()[:16]

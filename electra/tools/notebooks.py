@@ -104,6 +104,9 @@ def _stored_problems(path: Path, nb, rel: str) -> list[Problem]:
     counted = [i for i, c in enumerate(nb.cells) if c.cell_type == 'code' and c.get('execution_count') is not None]
     if with_outputs: problems.append(Problem(rel, f'stored with outputs (cells {with_outputs}); run `python -m electra.tools.notebooks export`'))
     if counted: problems.append(Problem(rel, f'stored with execution counts (cells {counted}); run `python -m electra.tools.notebooks export`'))
+    if not problems and path.read_text(encoding='utf-8') != _notebook_text(clean_notebook(nb)):  # e.g. a stale cell id
+        problems.append(Problem(rel, "not stored as `export` stores it (cell ids follow the cells' text); run "
+                                     "`python -m electra.tools.notebooks export`"))
     return problems
 
 

@@ -65,7 +65,10 @@ def test_two_workers_write_the_sequential_table(tmp_path, glue_dir, tiny, sequen
     assert_same_runs(cfg, *sequential)
     assert ('18 runs on 2 worker processes: worker 0 on cpu, worker 1 on cpu; 1 CPU thread (threads 2, shared by 2 '
             'processes) each') in lines  # the job's 2 threads shared out: one per worker
-    assert {l.split(']')[0] for l in lines if l.startswith('[worker')} == {'[worker 0', '[worker 1'}  # both took runs
+    # which worker takes which runs is the machine's timing (on a busy one, a worker slow to start may find the
+    # queue empty); the runs reported came from the two workers started
+    reported = {l.split(']')[0] for l in lines if l.startswith('[worker')}
+    assert reported and reported <= {'[worker 0', '[worker 1'}
     assert list(results.df['task']) == [n for n in TASKS for _ in range(2)] and list(results.df['run']) == [0, 1] * 9
     assert not list((tmp_path / 'par/ckpt/t').glob('.pretrained-*'))  # the model handed to the workers is removed
     # a worker is a fresh `python -m electra.finetuning.workers` (its stderr is this process's), outside the driver's

@@ -70,9 +70,15 @@ def write_hub_squad(source: str, out: str | Path) -> list[Path]:
     return written
 
 
+def main(argv: list[str]) -> int:
+    "The command line: `python -m electra.finetuning.tasks.qa.hub DATASET_OR_DIR OUT_DIR`; its exit status."
+    if len(argv) != 2:
+        print('usage: python -m electra.finetuning.tasks.qa.hub DATASET_OR_DIR OUT_DIR', file=sys.stderr)
+        return 2
+    for p in write_hub_squad(*argv): print(p)
+    return 0
+
+
 if __name__ == '__main__':
     friendly_errors()  # a bad source is one `error: ...` line with status 2, as in the other tools (it was status 1)
-    if len(sys.argv) != 3:
-        print('usage: python -m electra.finetuning.tasks.qa.hub DATASET_OR_DIR OUT_DIR', file=sys.stderr)
-        sys.exit(2)
-    for p in write_hub_squad(sys.argv[1], sys.argv[2]): print(p)
+    sys.exit(main(sys.argv[1:]))

@@ -145,6 +145,9 @@ def _check_model_dir(path: Path) -> None:
 
 
 def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
+    if Path(source).is_file():  # transformers would read any file as pickled weights, and fail deep inside torch.load
+        raise ConfigError(f"{source}: a file, not a model. Give a pretrain.py checkpoint (a .pth file), a "
+                          f"save_pretrained directory (here perhaps {Path(source).parent}) or a hub name.")
     local = Path(source).is_dir()
     if local: _check_model_dir(Path(source))
     unreachable = None if local else hub_unreachable()  # then only the local cache can hold it: no retries

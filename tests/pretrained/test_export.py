@@ -90,6 +90,12 @@ def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
     with pytest.raises(ConfigError, match='a bert model, not ELECTRA'):
         classifier.load_pretrained(str(saved_as_bert(tiny, tmp_path / 'bert')))
     assert classifier.load_pretrained(str(good))[0].config.model_type == 'electra'
+    # a file of the directory, not the directory: transformers read it as pickled weights (a traceback of
+    # UnpicklingError, the sweep's F11)
+    for name in ('tokenizer.json', 'config.json'):
+        with pytest.raises(ConfigError) as e: classifier.load_pretrained(str(good / name))
+        assert str(e.value) == (f'{good / name}: a file, not a model. Give a pretrain.py checkpoint (a .pth file), a '
+                                f'save_pretrained directory (here perhaps {good}) or a hub name.')
 
 
 @pytest.mark.parametrize('kw', [dict(tie_weights='gdes'), dict(objective='mlm'), dict(objective='all_tokens_mlm'),

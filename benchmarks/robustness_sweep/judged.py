@@ -26,6 +26,7 @@ TESTS = {
     **{i: CFG_BASE + 'test_a_config_file_not_in_utf8_is_named_with_the_line' for i in ('P42', 'P43', 'P44')},
     'P48': CFG_BASE + 'test_a_key_that_is_not_a_name_is_refused',
     'P73': T + 'pretraining/test_init_from.py::test_a_local_folder_that_does_not_load_is_named',
+    'F11': T + 'pretrained/test_export.py::test_model_directories_that_cannot_work_are_refused',
     'P90': T + 'test_pretrain.py::test_overwrite_trains_a_new_tokenizer_for_new_settings',
     'F24': T + 'finetuning/tasks/glue/test_sources.py::test_long_fields_blank_lines_and_bad_bytes',
     'F61': CFG_FT + 'test_a_per_task_key_on_the_command_line_replaces_the_presets_task_overrides_and_says_so',

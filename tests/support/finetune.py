@@ -2,13 +2,11 @@
 driver `finetune.py` run in this process."""
 from __future__ import annotations
 
-import os
-import runpy
-import sys
 from pathlib import Path
 
 from electra.config.base import config_from_dict
 from electra.config.finetune import FinetuneConfig
+from tests.support.pretrain import run_driver
 
 
 def job(tmp_path, data, **kw) -> FinetuneConfig:
@@ -30,15 +28,6 @@ def saved_as_bert(tiny, path: Path) -> Path:
 
 
 def finetune_in_process(*argv: str) -> dict:
-    """Run finetune.py in this process, from the repository root, as `python finetune.py *argv` would (what it prints
-    is in capsys): the driver's globals. A job started in-process costs no interpreter start, several seconds a job;
-    an error is raised as it is (the one-line form of tests/test_finetune.py's script runs is `friendly_errors`')."""
-    root = Path(__file__).resolve().parents[2]
-    old_argv, old_cwd = sys.argv, os.getcwd()
-    sys.argv = ['finetune.py', *argv]
-    os.chdir(root)
-    try:
-        return runpy.run_path(str(root / 'finetune.py'), run_name='__main__')
-    finally:
-        sys.argv = old_argv
-        os.chdir(old_cwd)
+    """Run finetune.py in this process, from the repository root (what it prints is in capsys): the driver's globals.
+    An error is raised as it is (the one-line form of tests/test_finetune.py's script runs is `friendly_errors`')."""
+    return run_driver('finetune.py', list(argv))

@@ -1,4 +1,4 @@
-"""The driver `pretrain.py` run in-process with runpy, as a user runs it, and a tiny model size for it."""
+"""The drivers run in-process with runpy, as a user runs them, and a tiny model size for pretrain.py."""
 import os
 import runpy
 import sys
@@ -11,14 +11,19 @@ TINY = ['--steps', '24', '--batch_size', '8', '--max_length', '32', '--hidden_si
         '--threads', '1']  # one thread: runs compared bit for bit sum in one order, whatever the load
 
 
-def pretrain(tmp: Path, *argv: str, cwd: Path = ROOT) -> dict:
-    "Run pretrain.py in this process (from `cwd`); returns the driver's globals (model, learn, run_dir, ...)."
-    args = ['--output_dir', str(tmp / 'ckpt'), '--cache_dir', str(tmp / 'cache'), *argv]
+def run_driver(script: str, argv: list[str], cwd: Path = ROOT) -> dict:
+    """Run the driver `script` (pretrain.py, finetune.py) in this process from `cwd`, as `python script *argv` would:
+    its globals. No interpreter to start (several seconds a job); an error is raised as it is."""
     old_argv, old_cwd = sys.argv, os.getcwd()
-    sys.argv = ['pretrain.py', *args]
+    sys.argv = [script, *argv]
     os.chdir(cwd)
     try:
-        return runpy.run_path(str(ROOT / 'pretrain.py'), run_name='__main__')
+        return runpy.run_path(str(ROOT / script), run_name='__main__')
     finally:
         sys.argv = old_argv
         os.chdir(old_cwd)
+
+
+def pretrain(tmp: Path, *argv: str, cwd: Path = ROOT) -> dict:
+    "Run pretrain.py in this process (from `cwd`); returns the driver's globals (model, learn, run_dir, ...)."
+    return run_driver('pretrain.py', ['--output_dir', str(tmp / 'ckpt'), '--cache_dir', str(tmp / 'cache'), *argv], cwd)

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from electra.config.base import ConfigError
 from electra.finetuning import classifier, learner, stack, sweep
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
@@ -218,3 +219,22 @@ def test_cuda_stacked_runs_are_the_runs_alone_and_run_in_bf16(tmp_path, glue_dir
     assert_runs_equal([(m, h, l.cpu()) for m, h, l in alone], (*stacked[:3], stacked[3].cpu()), cfg, data)
     _, bf16 = alone_and_stacked(cfg, data, no_dropout(model.electra), seeds=SEEDS[:2], device=cuda, autocast=torch.bfloat16)
     torch.testing.assert_close(bf16[3][0].cpu(), stacked[3][0, :2].cpu(), rtol=2e-2, atol=0)
+
+
+def test_stack_size_by_flag_device_memory_and_torchrun(monkeypatch, tmp_path, tiny):
+    """How many runs a stack takes: `stack_runs` (at most the runs to do); with 0, one on the CPU and on a GPU as many
+    as 80% of its free memory holds (a worker's share of it); under torchrun one, and a `stack_runs` above 1 refused
+    with the way to get it."""
+    body = tiny[0].electra
+    cfg = lambda **kw: job(tmp_path, 'demo', **kw)  # noqa: E731
+    size = lambda c, device='cpu', todo=10, share=1: stack.stack_size(c, c, body, torch.device(device), None, todo, share)  # noqa: E731
+    assert (size(cfg(stack_runs=4)), size(cfg(stack_runs=4), todo=3), size(cfg()), size(cfg(stack_runs=1))) == (4, 3, 1, 1)
+    one = stack.run_bytes(body, cfg(), None)
+    monkeypatch.setattr(torch.cuda, 'mem_get_info', lambda device: (int(7.5 * one / 0.8), 0))  # room for 7.5 runs
+    assert (size(cfg(), 'cuda'), size(cfg(), 'cuda', todo=5), size(cfg(), 'cuda', share=2)) == (7, 5, 3)
+    assert size(cfg(stack_runs=2), 'cuda') == 2
+    monkeypatch.setenv('RANK', '0'), monkeypatch.setenv('WORLD_SIZE', '2')  # under torchrun: each run over all processes
+    assert (size(cfg(), 'cuda'), size(cfg(stack_runs=1))) == (1, 1)
+    with pytest.raises(ConfigError, match=r'stack_runs: 3 under torchrun, whose processes train every run together '
+                                          r'\(data-parallel\)\. Run `python finetune.py --stack_runs 3` without torchrun'):
+        size(cfg(stack_runs=3))

@@ -67,8 +67,9 @@ def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | No
 
 # -- one run
 
-def _epoch_eval_callback(evaluates: list[Callable[[], dict]], reports: list[Callable[[int, float, dict], None]]):
-    "The epoch's scoring of R runs trained together (R = 1 but for a stack, `electra.finetuning.stack`): `evaluates[r]` and `reports[r]` are run r's."
+def _epoch_eval_callback(evaluate: Callable[[], list[dict]], reports: list[Callable[[int, float, dict], None]]):
+    """The epoch's scoring of R runs trained together (R = 1 but for a stack, `electra.finetuning.stack`): `evaluate()`
+    gives each run's dev metrics, `reports[r]` is run r's."""
     from fastai.callback.core import Callback
 
     class EpochEval(Callback):
@@ -86,11 +87,11 @@ def _epoch_eval_callback(evaluates: list[Callable[[], dict]], reports: list[Call
         def after_epoch(self):
             total = all_reduce_sum(torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in (self.loss_sum, self.n)]))
             losses = (total[0] / total[1].clamp(min=1)).tolist()  # [R]
-            for history, evaluate, report, loss in zip(self.histories, evaluates, reports, losses):
-                history.append({'epoch': self.epoch, 'train_loss': loss, **evaluate()})
+            for history, metrics, report, loss in zip(self.histories, evaluate(), reports, losses, strict=True):
+                history.append({'epoch': self.epoch, 'train_loss': loss, **metrics})
                 report(self.epoch, loss, history[-1])
 
-        def before_fit(self): self.histories = [[] for _ in evaluates]
+        def before_fit(self): self.histories = [[] for _ in reports]
 
     return EpochEval()
 
@@ -148,7 +149,7 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
     pin, shard = device.type == 'cuda', ((dist.get_rank(), dist.get_world_size()) if is_distributed() else None)
     train_dl = task.loader(data.train, task_cfg, pad_id, True, seed, shard, pin)
     dev_dls = {s: task.loader(e, task_cfg, pad_id, False, 0, shard, pin) for s, e in data.dev.items()}
-    evaluator = _epoch_eval_callback([lambda: task.evaluate(model, data, dev_dls, autocast)], [report or (lambda *a: None)])
+    evaluator = _epoch_eval_callback(lambda: [task.evaluate(model, data, dev_dls, autocast)], [report or (lambda *a: None)])
     parallel = (DataParallel('global', seed),) if is_distributed() else ()  # every run over all the job's processes
     learn = finetuning_learner(model, train_dl, list(dev_dls.values()), task_cfg, task.loss_func(model, task_cfg),
                                device, autocast, (evaluator, *parallel, *extra_cbs), task.n_inp)

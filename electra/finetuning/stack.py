@@ -28,8 +28,8 @@ from electra.finetuning.learner import _epoch_eval_callback, finetuning_learner
 from electra.finetuning.tasks.base import TaskData
 from electra.training.distributed import one_run_at_a_time
 
-__all__ = ['StackedRuns', 'StackedLoader', 'stack_batches', 'StackedLoss', 'run_gradient_clip', 'train_stack',
-           'stack_size']
+__all__ = ['StackedRuns', 'stacked_dev_outputs', 'ReplayedRun', 'StackedLoader', 'stack_batches', 'StackedLoss',
+           'run_gradient_clip', 'train_stack', 'stack_size']
 
 
 class StackedRuns(nn.Module):
@@ -60,17 +60,19 @@ class StackedRuns(nn.Module):
         self.one.training = mode
         return super().train(mode)
 
-    def forward(self, input_ids, attention_mask, token_type_ids, *more):
-        "Each run's outputs [N, B, ...] for its inputs [N, B, L] (`more`: further inputs, e.g. QA's start positions [N, B])."
-        # 0 where attended, the dtype's lowest where padded, as HF's eager mask: [N, B, 1, 1, L]
-        mask4 = (1.0 - attention_mask[:, :, None, None, :].float()) * torch.finfo(torch.float32).min
+    def forward(self, input_ids, attention_mask, token_type_ids, *more, shared: bool = False):
+        """Each run's outputs [N, B, ...] for its inputs [N, B, L] (`more`: further inputs, e.g. QA's start positions
+        [N, B]); with `shared`, for one batch [B, L] given to every run (a dev batch)."""
+        # 0 where attended, the dtype's lowest where padded, as HF's eager mask: [(N,) B, 1, 1, L]
+        mask4 = (1.0 - attention_mask[..., None, None, :].float()) * torch.finfo(torch.float32).min
 
         def one_run(params, mask, *inputs):
             self._mask4 = mask
             return functional_call(self.one, params, inputs)
 
-        try: return vmap(one_run, randomness='different')(dict(self.named_parameters()), mask4, input_ids,
-                                                           attention_mask, token_type_ids, *more)
+        inputs = (mask4, input_ids, attention_mask, token_type_ids, *more)
+        in_dims = (0, *[None if shared else 0] * len(inputs))  # the parameters always per run
+        try: return vmap(one_run, in_dims, randomness='different')(dict(self.named_parameters()), *inputs)
         finally: self._mask4 = None
 
     @torch.no_grad()
@@ -79,6 +81,46 @@ class StackedRuns(nn.Module):
         stacked = dict(self.named_parameters())
         for name, p in model.named_parameters(): p.copy_(stacked[name][r])
         return model
+
+
+@torch.no_grad()
+def stacked_dev_outputs(stacked: StackedRuns, dev_dls: dict, autocast: torch.dtype | None) -> list[list[tuple]]:
+    """Every run's outputs for every batch of the dev loaders, from one pass of the stack over each batch (eval mode):
+    per run, its (input ids, attention mask, token types, outputs) of each batch, in the loaders' order."""
+    device = next(stacked.parameters()).device
+    was_training, per_run = stacked.training, [[] for _ in range(stacked.n_runs)]
+    stacked.eval()
+    try:
+        for dl in dev_dls.values():
+            for batch in dl:
+                xb = tuple(x.to(device, non_blocking=True) for x in batch[:3])  # [B, L] each
+                with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+                    out = stacked(*xb, shared=True)  # [N, B, ...]
+                for r, outs in enumerate(per_run): outs.append((*xb, tree_map(lambda x: x[r], out)))
+    finally: stacked.train(was_training)
+    return per_run
+
+
+class ReplayedRun(nn.Module):
+    """Run r's model (`model`, holding its weights) for its task's own `evaluate`, whose forward hands back the run's
+    outputs from the stack's pass (`stacked_dev_outputs`) batch by batch; each call's inputs must be that batch's,
+    so an evaluation that reads the batches in another order stops instead of scoring the wrong outputs."""
+
+    def __init__(self, model: nn.Module, outputs: list[tuple]):
+        super().__init__()
+        self.model, self.outputs = model, list(reversed(outputs))
+
+    def __getattr__(self, name: str):  # the task's evaluation reads the run's head options (n_outputs, QA's beam)
+        try: return super().__getattr__(name)
+        except AttributeError: return getattr(self._modules['model'], name)
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        ids, mask, types, out = self.outputs.pop() if self.outputs else (None,) * 4
+        if ids is None or not all(torch.equal(a, b) for a, b in ((ids, input_ids), (mask, attention_mask),
+                                                                  (types, token_type_ids))):
+            raise RuntimeError("a stacked run's evaluation read a batch the stack did not score, or in another order; "
+                               'the stack scores the dev loaders in their order, each batch once.')
+        return out
 
 
 def stack_batches(batches: list[tuple], pad_id: int, pad_target: int = 0) -> tuple:
@@ -154,7 +196,7 @@ def train_stack(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seeds
                 extra_cbs: tuple = ()):
     """`train_run` for len(seeds) runs at once: each run's model is made from its seed as alone (the head's
     initialisation), its loader shuffles by its seed, and its dev sets are scored after each epoch by the task's own
-    `evaluate` on a model holding its weights. Returns the `StackedRuns`, a model of the runs' architecture (for
+    `evaluate`, the outputs of all runs from one pass of the stack over each dev batch. Returns the `StackedRuns`, a model of the runs' architecture (for
     `StackedRuns.copy_run_to`) and each run's history. `reports[r]`: run r's epoch report."""
     from fastai.torch_core import set_seed
 
@@ -168,9 +210,12 @@ def train_stack(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seeds
     train_dl = StackedLoader([task.loader(data.train, task_cfg, pad_id, True, s, None, pin) for s in seeds], pad_id,
                              task.pad_target)
     dev_dls = {s: task.loader(e, task_cfg, pad_id, False, 0, None, pin) for s, e in data.dev.items()}
-    evaluates = [lambda r=r: task.evaluate(stacked.copy_run_to(r, run_model), data, dev_dls, autocast)
-                 for r in range(len(seeds))]
-    evaluator = _epoch_eval_callback(evaluates, reports or [lambda *a: None] * len(seeds))
+
+    def evaluate() -> list[dict]:  # each run's dev metrics: one pass of the stack, then the task's scoring per run
+        outputs = stacked_dev_outputs(stacked, dev_dls, autocast)
+        return [task.evaluate(ReplayedRun(stacked.copy_run_to(r, run_model), outs), data, dev_dls, autocast)
+                for r, outs in enumerate(outputs)]
+    evaluator = _epoch_eval_callback(evaluate, reports or [lambda *a: None] * len(seeds))
     loss = StackedLoss(task.loss_func(run_model, task_cfg), len(seeds))
     learn = finetuning_learner(stacked, train_dl, list(dev_dls.values()), task_cfg, loss, device, autocast,
                                (evaluator, *extra_cbs), task.n_inp, clip=run_gradient_clip)

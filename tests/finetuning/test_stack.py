@@ -155,6 +155,40 @@ def test_dropout_masks_differ_between_runs(tiny):
     for r in range(3): torch.testing.assert_close(out[r], alone, rtol=0, atol=1e-6)
 
 
+def test_a_stack_scores_each_dev_batch_once_for_all_its_runs(tmp_path, glue_dir, tiny, monkeypatch):
+    """MNLI (two dev sets), 3 stacked runs, 2 epochs: the model's forward runs once per training step and once per dev
+    batch each epoch, for all runs together, where scoring run by run would run it 3 times per dev batch; the runs'
+    dev metrics are still those of the runs alone (`test_stacked_runs_are_the_runs_alone`)."""
+    model, tok = tiny
+    cfg, data = classification(tmp_path, glue_dir, tok, 'MNLI', epochs=2, batch_size=12, eval_batch_size=6)
+    calls = []
+    plain = classifier.ElectraClassifier.forward
+    monkeypatch.setattr(classifier.ElectraClassifier, 'forward', lambda m, *a, **k: calls.append(m.training) or plain(m, *a, **k))
+    stack.train_stack(data, cfg, model.electra, SEEDS, CPU, None, 0)
+    steps, dev_batches = -(-len(data.train) // 12), sum(-(-len(e) // 6) for e in data.dev.values())
+    assert len(data.dev) == 2 and dev_batches > 2 and calls == ([True] * steps + [False] * dev_batches) * 2
+
+
+def test_a_replayed_run_is_its_runs_outputs_and_refuses_other_batches(tmp_path, glue_dir, tiny):
+    """`ReplayedRun` gives the task's evaluation run r's own outputs (those of its model alone), batch by batch; a batch
+    read in another order, or one more than the stack scored, stops the evaluation."""
+    model, tok = tiny
+    cfg, data = classification(tmp_path, glue_dir, tok, 'RTE', eval_batch_size=6)
+    torch.manual_seed(0)
+    runs = [classifier.ElectraClassifier(copy.deepcopy(model.electra), 2) for _ in range(3)]
+    dls = {'dev': data.task.loader(data.dev['dev'], cfg, 0, False)}
+    outs = stack.stacked_dev_outputs(stack.StackedRuns(runs), dls, None)
+    for r in range(3):
+        got = learner.predict_outputs(stack.ReplayedRun(runs[r], outs[r]), dls['dev'])
+        torch.testing.assert_close(got, learner.predict_outputs(runs[r], dls['dev']), rtol=0, atol=1e-6)
+    replay, batches = stack.ReplayedRun(runs[0], outs[0]), [b[:3] for b in dls['dev']]
+    with pytest.raises(RuntimeError, match='read a batch the stack did not score, or in another order'):
+        replay(*batches[1])
+    replay = stack.ReplayedRun(runs[0], outs[0])
+    for b in batches: replay(*b)
+    with pytest.raises(RuntimeError, match='read a batch the stack did not score'): replay(*batches[0])
+
+
 def test_stacked_sweep_rows_equal_a_sequential_sweeps(tmp_path, glue_dir, tiny):
     """`stack_runs: 3` and `stack_runs: 1` sweeps of RTE and STS-B, 3 runs each (dropout 0): the same rows, but for the
     stacked runs' shared time; STS-B's Pearson (not its score, Spearman's ranks) as far as its near-equal predictions allow

@@ -6,7 +6,8 @@
 # bench (the pretraining step's variants), ablations (its per-item breakdown), finetune_bench (the fine-tuning step),
 # one_graph_tests (the CUDA tests and the one-graph step's tests), one_graph (the whole step as one CUDA graph beside
 # the model-scope fast step), wiki_step (the small recipe's driver with the whole step as one graph), stack (10
-# stacked fine-tuning runs of a Small model on the real STS-B against runs one by one),
+# stacked fine-tuning runs of a Small model on the real STS-B against runs one by one), stack_compiled (the same
+# 10 stacked runs on length buckets, eager against the whole step compiled as CUDA graphs),
 # scaling (data-parallel pretraining over the visible GPUs; on a machine of several);
 # parts joined by + run at once (check = tests+demos+wiki), e.g. `bash benchmarks/gpu_session.sh tests+wiki bench`.
 # Results go to $OUT (or ./gpu_results): summary.txt, logs.tgz (every log and metrics file) and the benchmark JSON.
@@ -112,6 +113,19 @@ stack() {  # stacked fine-tuning runs on the real STS-B with a Small model: 10 r
   step stack_cuda_test 60 python3 -m pytest -q -p no:cacheprovider tests/finetuning/test_stack.py -k cuda
 }
 
+stack_compiled() {  # the same 10 stacked STS-B runs, eager and then with the whole step compiled (CUDA graphs), on buckets
+  step stack_src 100 python3 pretrain.py --config small --corpus "$data/wikipedia_leads.txt" --sentence_split none \
+    --device cuda --output_dir "$work/ck" --cache_dir "$work/cache" --run_name stack_src --steps 100 --log_every 50 \
+    --checkpoint_at 1.0
+  local src="$work/ck/stack_src_11081_100%.pth" one=(--config small --data "$data/glue" --tasks STS-B --predict false
+    --task_overrides '{STS-B: {epochs: 1}}' --device cuda --output_dir "$work/glue" --cache_dir "$work/cache"
+    --length_buckets '[32, 64, 128]' --runs 10 --stack_runs 10)
+  step stsb_stacked_eager 120 python3 finetune.py "${one[@]}" --model "$src" --group eager
+  step stsb_stacked_compiled 240 python3 finetune.py "${one[@]}" --model "$src" --group compiled --compile true \
+    --compile_mode reduce-overhead
+  step compile_cuda_test 90 python3 -m pytest -q -p no:cacheprovider tests/finetuning/test_compile.py -k cuda
+}
+
 wiki_step() {  # the real driver, small recipe, whole step as one graph: its own steps/s in metrics.csv
   step wiki_small_step 110 python3 pretrain.py --config small --corpus "$data/wikipedia_leads.txt" --sentence_split none \
     --device cuda --output_dir "$work/ck" --cache_dir "$work/cache" --run_name wiki_small_step --eval_examples 512 \
@@ -128,7 +142,8 @@ scaling() {  # data-parallel pretraining over 1, 2, 4, ... of the visible GPUs (
   step bench_scaling 420 python3 -m benchmarks.bench scaling --preset small --json "$out/gpu_scaling_small.json"
 }
 
-parts=(tests demos wiki bench ablations finetune_bench scaling one_graph_tests one_graph wiki_step stack)
+parts=(tests demos wiki bench ablations finetune_bench scaling one_graph_tests one_graph wiki_step stack
+       stack_compiled)
 for arg in "$@"; do
   [ "$arg" = check ] && arg=tests+demos+wiki
   for p in ${arg//+/ }; do   # parts joined by + run at once (the GPU has room for all); the rest one after another

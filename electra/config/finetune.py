@@ -92,6 +92,12 @@ class FinetuneConfig:
                                'weights), each the run it is alone but for its dropout masks (docs/fidelity.md); 0: '
                                'all runs of a task on a GPU as far as its free memory holds them, 1 on the CPU; '
                                '1: one run at a time')
+    compile: bool = field(False, "each training step (forward, loss, backward, each run's clipping, Adam) as one graph, "
+                                 'torch.compile(fullgraph=True) (torch >= 2.11; one process, fp32 or bf16); needs '
+                                 'length_buckets, so that a few shapes compile; a stack pads every step to batch_size rows')
+    compile_mode: str = choice_field('default', ['default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs'],
+                                     "torch.compile mode with `compile`: 'reduce-overhead' replays each step as a CUDA "
+                                     'graph (GPU), without the per-kernel launch cost of a small model')
     dist_timeout: int = field(1800, 'seconds a process of a torchrun job waits for the others before it stops the job')
     threads: int | str = field('auto', THREADS_HELP)
     logger: str = choice_field('none', ['none', 'neptune'],
@@ -219,6 +225,12 @@ class FinetuneConfig:
         need(not self.length_buckets or max(self.length_buckets) >= self.max_length, 'length_buckets',
              f'the largest ({max(self.length_buckets, default=0)}) must hold max_length ({self.max_length}), or the '
              f'longest batches keep lengths of their own: add {self.max_length}.')
+        need(not self.compile or bool(self.length_buckets), 'length_buckets',
+             'compile needs a few fixed lengths to pad batches to, e.g. [32, 64, 128] (with max_length last): each '
+             'new batch length would compile the step again.')
+        need(not self.compile or self.precision != 'fp16', 'precision', "compile runs the step in one graph in fp32 or "
+                                                                      "bf16; fp16's loss scaling skips steps on the host. "
+                                                                      'Use --precision bf16, or drop --compile.')
         need(self.max_train_samples >= 0, 'max_train_samples', f'must be non-negative (0: all), got {self.max_train_samples}.')
 
     def file_tasks(self) -> dict:

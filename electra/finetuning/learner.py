@@ -11,11 +11,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from electra.config.base import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.classifier import ElectraClassifier, optimizer_groups
 from electra.finetuning.tasks.base import TaskData
 from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
 from electra.training.distributed import all_reduce_sum, gather_objects, is_distributed
+from electra.training.one_graph import OneGraphStep, clip_by_global_norm_
 from electra.training.optim import electra_opt_func
 from electra.training.parallel import DataParallel
 from electra.training.schedule import warmup_decay_sched
@@ -96,18 +98,43 @@ def _epoch_eval_callback(evaluate: Callable[[], list[dict]], reports: list[Calla
     return EpochEval()
 
 
+def _step_callbacks(task_cfg: FinetuneConfig, autocast: torch.dtype | None, clip_fn) -> list:
+    """How a step runs: fastai's, with clipping (`clip_fn(grads, max_norm)`, a stack's per run; None: fastai's
+    `GradientClip`, the global norm) and mixed precision; or, with `compile`, all of it as one compiled graph."""
+    from fastai.callback.training import GradientClip
+    if task_cfg.compile:
+        if is_distributed():
+            raise ConfigError('compile: the step as one graph runs in one process; under torchrun the gradients are '
+                              'averaged between the backward and the update. Drop --compile, or run without torchrun.')
+        precision = {None: 'fp32', torch.bfloat16: 'bf16', torch.float16: 'fp16'}[autocast]
+        mode = None if task_cfg.compile_mode == 'default' else task_cfg.compile_mode
+        return [OneGraphStep(task_cfg.clip_grad, precision, mode=mode, clip_fn=clip_fn or clip_by_global_norm_,
+                             key='compile', instead='drop --compile')]
+
+    class ClipBy(GradientClip):
+        "Clips the gradients in place by `clip_fn(grads, max_norm)`."
+        order = GradientClip.order  # after mixed precision unscales the gradients
+
+        def before_step(self): clip_fn([p.grad for p in self.model.parameters() if p.grad is not None], self.max_norm)
+
+    cbs = []
+    if task_cfg.clip_grad: cbs.append(GradientClip(task_cfg.clip_grad) if clip_fn is None else ClipBy(task_cfg.clip_grad))
+    if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
+    return cbs
+
+
 def finetuning_learner(model: nn.Module, train_dl, valid_dls: list, task_cfg: FinetuneConfig, loss_func,
                        device: torch.device, autocast: torch.dtype | None, cbs: tuple = (), n_inp: int = 3,
-                       clip=None):
+                       clip_fn=None):
     """The fastai Learner of one fine-tuning run (run_finetuning.py): ElectraAdam over the layer-wise groups, warm-up and linear
-    decay applied together at every step, gradient clipping, and mixed precision when `autocast` is set. fastai's own
-    validation pass is skipped (the dev sets are scored by the caller, see `train_run`), and there is no Recorder or
-    progress bar: both read the loss off the device at every step. `loss_func` and `n_inp` (the model's inputs at
-    the front of a batch) are the task kind's. `clip`: the clipping callback's class (default fastai's `GradientClip`, the
-    global norm of all parameters; a stack's is per run). `learn.layer_lrs`: each group's peak rate, to be given to `fit`."""
+    decay applied together at every step, gradient clipping, and mixed precision when `autocast` is set (with
+    `compile`, the step as one compiled graph). fastai's own validation pass is skipped (the dev sets are scored by the
+    caller, see `train_run`), and there is no Recorder or progress bar: both read the loss off the device at every
+    step. `loss_func` and `n_inp` (the model's inputs at the front of a batch) are the task kind's. `clip_fn`: how
+    gradients are clipped (default the global norm of all parameters; a stack's is per run). `learn.layer_lrs`: each
+    group's peak rate, to be given to `fit`."""
     from fastai.callback.core import Callback, CancelValidException, TrainEvalCallback
     from fastai.callback.schedule import ParamScheduler
-    from fastai.callback.training import GradientClip
     from fastai.learner import Learner
 
 
@@ -121,9 +148,8 @@ def finetuning_learner(model: nn.Module, train_dl, valid_dls: list, task_cfg: Fi
     total = task_cfg.epochs * len(train_dl)
     sched = warmup_decay_sched(lrs, int(task_cfg.warmup_fraction * total), total, task_cfg.decay_power,
                                task_cfg.schedule)
-    cbs = [TrainEvalCallback(), SkipValidation(), ParamScheduler({'lr': sched}), *cbs]
-    if task_cfg.clip_grad: cbs.append((clip or GradientClip)(task_cfg.clip_grad))
-    if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
+    cbs = [TrainEvalCallback(), SkipValidation(), ParamScheduler({'lr': sched}), *cbs,
+           *_step_callbacks(task_cfg, autocast, clip_fn)]
     # fastai needs a validation loader to exist even though its pass is skipped
     learn = Learner(DeviceDataLoaders(train_dl, *(valid_dls or [train_dl]), device=device, n_inp=n_inp), model,
                     loss_func=loss_func,

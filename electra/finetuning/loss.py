@@ -38,9 +38,11 @@ class FinetuningLoss:
                counts: torch.Tensor | None = None) -> torch.Tensor:
         "The batch's loss from each example's float32 loss `per` [B]; `counts` [B]: what 'token' averages over."
         w = torch.ones_like(per) if weight is None else weight.to(per.device, per.dtype)
-        self.local_sum = (per * w).sum()
-        self.local_count = ((counts.to(per.dtype) if self.reduction == 'token' else torch.ones_like(per)) * w).sum()
-        if self.reduction == 'sum': return self.local_sum * (world().size if self.global_divisors is not None else 1)
-        count = self.local_count.detach().reshape(1)  # [1]
+        total = (per * w).sum()
+        # kept detached: they are read for reports, and a compiled step may not hand out what its backward consumed
+        self.local_sum = total.detach()
+        self.local_count = ((counts.to(per.dtype) if self.reduction == 'token' else torch.ones_like(per)) * w).sum().detach()
+        if self.reduction == 'sum': return total * (world().size if self.global_divisors is not None else 1)
+        count = self.local_count.reshape(1)  # [1]
         divisor = count.clamp(min=1e-6) if self.global_divisors is None else self.global_divisors(count)
-        return self.local_sum / divisor[0]
+        return total / divisor[0]

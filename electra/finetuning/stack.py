@@ -4,7 +4,7 @@ Every parameter of the N models is stacked to [N, ...] under its own name, and t
 `functional_call` over the runs, so one pass does N runs' work with batched matmuls instead of N passes of small
 ones. Each run keeps what it has alone: its seed's head, its loader (data order), the layer-wise rates and schedule
 (shared: the runs of a task have the same steps), its Adam moments (ElectraAdam is elementwise, so an [N, ...]
-parameter is N runs' updates), its own gradient clipping (`RunGradientClip`), its evaluation and its history. The
+parameter is N runs' updates), its own gradient clipping (`clip_runs_by_norm_`), its evaluation and its history. The
 loss is the sum of the runs' own losses, so each run's gradient is its gradient alone. What differs: dropout masks
 (drawn per run under `randomness='different'`, not from the run's seed as alone) and float rounding.
 
@@ -29,7 +29,7 @@ from electra.finetuning.tasks.base import TaskData
 from electra.training.distributed import one_run_at_a_time
 
 __all__ = ['StackedRuns', 'stacked_dev_outputs', 'ReplayedRun', 'StackedLoader', 'stack_batches', 'StackedLoss',
-           'run_gradient_clip', 'train_stack', 'stack_size']
+           'clip_runs_by_norm_', 'train_stack', 'stack_size']
 
 
 class StackedRuns(nn.Module):
@@ -123,13 +123,13 @@ class ReplayedRun(nn.Module):
         return out
 
 
-def stack_batches(batches: list[tuple], pad_id: int, pad_target: int = 0) -> tuple:
+def stack_batches(batches: list[tuple], pad_id: int, pad_target: int = 0, rows: int = 0) -> tuple:
     """N runs' batches (input_ids, attention_mask, token_type_ids, targets...) as one: each item padded to the largest
-    rows and lengths and stacked [N, B, ...], then the rows' weights [N, B]. Extra rows are copies of the run's first
+    rows (at least `rows`) and lengths and stacked [N, B, ...], then the rows' weights [N, B]. Extra rows are copies of the run's first
     row with weight 0, so they add nothing to its loss or gradient (a copy, not a blank row, keeps their loss finite:
     0 x inf would be NaN); extra positions take the padding id, mask 0, token type 0, and a target's `pad_target`
     (tagging's ignore index)."""
-    rows = max(len(b[0]) for b in batches)
+    rows = max(rows, *(len(b[0]) for b in batches))
     items = []
     for k, fill in enumerate((pad_id, 0, 0, *[pad_target] * (len(batches[0]) - 3))):
         shape = [max(b[k].shape[d] for b in batches) for d in range(1, batches[0][k].dim())]
@@ -145,15 +145,16 @@ def stack_batches(batches: list[tuple], pad_id: int, pad_target: int = 0) -> tup
 
 
 class StackedLoader:
-    "The N runs' training loaders step by step, each step's batches as one (`stack_batches`); each run's order its own."
+    """The N runs' training loaders step by step, each step's batches as one (`stack_batches`); each run's order its
+    own. `rows`: at least this many rows a step (a compiled step's batch_size: one shape however short a batch)."""
 
-    def __init__(self, loaders: list, pad_id: int, pad_target: int = 0):
-        self.loaders, self.pad_id, self.pad_target = loaders, pad_id, pad_target
+    def __init__(self, loaders: list, pad_id: int, pad_target: int = 0, rows: int = 0):
+        self.loaders, self.pad_id, self.pad_target, self.rows = loaders, pad_id, pad_target, rows
 
     def __len__(self) -> int: return len(self.loaders[0])
 
     def __iter__(self):
-        for batches in zip(*self.loaders): yield stack_batches(list(batches), self.pad_id, self.pad_target)
+        for batches in zip(*self.loaders): yield stack_batches(list(batches), self.pad_id, self.pad_target, self.rows)
 
 
 class StackedLoss:
@@ -172,23 +173,14 @@ class StackedLoss:
         return torch.stack(losses).sum()
 
 
-def run_gradient_clip(max_norm: float):
-    """A fastai callback that clips each stacked run's gradient by that run's own global norm (fastai's `GradientClip`
-    would clip all runs by the stack's norm)."""
-    from fastai.callback.training import GradientClip
-
-    class RunGradientClip(GradientClip):
-        "Clips each run's gradient [N, ...] to `max_norm` by its own global norm, as `clip_grad_norm_` clips a run alone."
-        order = GradientClip.order  # after mixed precision unscales the gradients
-
-        def before_step(self):
-            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-            norms = torch.stack([g.flatten(1).float().norm(dim=1) for g in grads])  # [params, N]
-            total = norms.norm(dim=0)  # [N]: each run's global norm
-            coef = (self.max_norm / (total + 1e-6)).clamp(max=1.0)  # torch's clip_grad_norm_ rule, per run
-            for g in grads: g.mul_(coef.view(-1, *[1] * (g.dim() - 1)).to(g.dtype))
-
-    return RunGradientClip(max_norm)
+def clip_runs_by_norm_(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Clip each stacked run's gradients (each [N, ...]) in place by that run's own global norm, as `clip_grad_norm_`
+    clips a run alone (clipping by the stack's norm would clip every run by the others'). Returns the norms [N]."""
+    norms = torch.stack([g.flatten(1).float().norm(dim=1) for g in grads])  # [params, N]
+    total = norms.norm(dim=0)  # [N]: each run's global norm
+    coef = (max_norm / (total + 1e-6)).clamp(max=1.0)  # torch's clip_grad_norm_ rule, per run
+    for g in grads: g.mul_(coef.view(-1, *[1] * (g.dim() - 1)).to(g.dtype))
+    return total
 
 
 def train_stack(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seeds: list[int], device: torch.device,
@@ -208,7 +200,7 @@ def train_stack(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seeds
     del models  # their weights are in `stacked` now; `run_model` takes each run's in turn
     pin = device.type == 'cuda'
     train_dl = StackedLoader([task.loader(data.train, task_cfg, pad_id, True, s, None, pin) for s in seeds], pad_id,
-                             task.pad_target)
+                             task.pad_target, task_cfg.batch_size if task_cfg.compile else 0)
     dev_dls = {s: task.loader(e, task_cfg, pad_id, False, 0, None, pin) for s, e in data.dev.items()}
 
     def evaluate() -> list[dict]:  # each run's dev metrics: one pass of the stack, then the task's scoring per run
@@ -218,7 +210,7 @@ def train_stack(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seeds
     evaluator = _epoch_eval_callback(evaluate, reports or [lambda *a: None] * len(seeds))
     loss = StackedLoss(task.loss_func(run_model, task_cfg), len(seeds))
     learn = finetuning_learner(stacked, train_dl, list(dev_dls.values()), task_cfg, loss, device, autocast,
-                               (evaluator, *extra_cbs), task.n_inp, clip=run_gradient_clip)
+                               (evaluator, *extra_cbs), task.n_inp, clip_fn=clip_runs_by_norm_)
     learn.fit(task_cfg.epochs, lr=learn.layer_lrs)
     return stacked, run_model, evaluator.histories
 

@@ -42,9 +42,10 @@ def clip_by_global_norm_(grads: list[torch.Tensor], max_norm: float) -> torch.Te
 
 
 def whole_step(model, loss_func, groups: list[tuple], xb: tuple, yb: tuple, lrs: list[torch.Tensor], max_norm: float,
-               autocast_dtype: torch.dtype | None):
+               autocast_dtype: torch.dtype | None, clip_fn=clip_by_global_norm_):
     """One training step of `model` on the batch (`xb`, `yb`): forward and loss (under bf16 autocast when
-    `autocast_dtype` is given), the gradients of the parameters of `groups`, clipping to `max_norm` (0: none), and
+    `autocast_dtype` is given), the gradients of the parameters of `groups`, clipping to `max_norm` (0: none) by
+    `clip_fn(grads, max_norm)` (in place; fine-tuning's stacked runs clip each run by its own norm), and
     `ElectraAdam`'s update of each group with its rate in `lrs` (0-d tensors). `groups`: per optimizer group
     (params, first moments, second moments, (beta1, beta2, eps, weight decay)), as `update_groups` makes them; plain
     lists and numbers, so a compiled step guards on nothing the schedule changes. Returns (pred, loss), detached."""
@@ -53,7 +54,7 @@ def whole_step(model, loss_func, groups: list[tuple], xb: tuple, yb: tuple, lrs:
         pred = to_float(model(*xb))      # as fastai's MixedPrecision.after_pred: the loss reads fp32 outputs
         loss = loss_func(pred, *yb)
     grads = list(torch.autograd.grad(loss, [p for ps, *_ in groups for p in ps]))
-    if max_norm > 0: clip_by_global_norm_(grads, max_norm)
+    if max_norm > 0: clip_fn(grads, max_norm)
     start = 0
     with torch.no_grad():
         for (ps, ms, vs, hypers), lr in zip(groups, lrs):
@@ -86,11 +87,14 @@ class OneGraphStep(Callback):
     order = 65  # after every callback that prepares the step: masking (-5), ParamScheduler's rate for it (60)
 
     def __init__(self, max_norm: float, precision: str = 'fp32', compile: bool = True, backend='inductor',
-                 mode: str | None = None):
+                 mode: str | None = None, clip_fn=clip_by_global_norm_, key: str = 'compile_scope step',
+                 instead: str = '--compile_scope model'):
+        "`key`: the setting that asked for it, named in its messages; `instead`: what to use where it cannot run."
         if precision == 'fp16':
-            raise ConfigError("compile_scope: 'step' runs bf16 or fp32; fp16 needs loss scaling, which skips steps on "
-                              "the host. Use --precision bf16, or --compile_scope model.")
+            raise ConfigError(f'{key}: the whole step as one graph runs bf16 or fp32; fp16 needs loss scaling, which '
+                              f'skips steps on the host. Use --precision bf16, or {instead}.')
         self.max_norm, self.to_compile, self.backend, self.mode = max_norm, compile, backend, mode
+        self.clip_fn, self.key = clip_fn, key
         self.dtype = torch.bfloat16 if precision == 'bf16' else None
         self.step_fn, self.compiled = None, None  # compiled: None until the first step, then True/False
 
@@ -111,7 +115,8 @@ class OneGraphStep(Callback):
         for lr, i in zip(self.lrs, self.index): lr.fill_(hypers[i]['lr'])  # this step's rate; no host read
         if self.step_fn is None: self.step_fn = self._compiled() if self.to_compile else whole_step
         if self.compiled and self.mode and 'reduce-overhead' in self.mode: torch.compiler.cudagraph_mark_step_begin()
-        args = (self.model, self.loss_func, self.groups, self.xb, self.yb, self.lrs, self.max_norm, self.dtype)
+        args = (self.model, self.loss_func, self.groups, self.xb, self.yb, self.lrs, self.max_norm, self.dtype,
+                self.clip_fn)
         try:
             with torch._dynamo.config.patch(trace_autograd_ops=True) if self.compiled else contextlib.nullcontext():
                 self.learn.pred, self.learn.loss = self.step_fn(*args)
@@ -124,7 +129,7 @@ class OneGraphStep(Callback):
 
     def _fall_back(self, e: Exception):
         "After a failed compilation: a one-line warning, and the plain `whole_step` from here on."
-        warnings.warn(f'compile_scope step: torch.compile of the whole step failed ({compile_failure(e)}); the step '
+        warnings.warn(f'{self.key}: torch.compile of the whole step failed ({compile_failure(e)}); the step '
                       'runs eagerly.', RunWarning, stacklevel=3)
         self.step_fn, self.compiled = whole_step, False
 
@@ -132,7 +137,7 @@ class OneGraphStep(Callback):
         "`whole_step` compiled as one graph, or the plain function with a one-line warning when this torch cannot."
         self.compiled = one_graph_supported()
         if not self.compiled:
-            warnings.warn(f'compile_scope step: torch {torch.__version__} cannot trace the backward into a graph '
+            warnings.warn(f'{self.key}: torch {torch.__version__} cannot trace the backward into a graph '
                           '(needs torch >= 2.11); the whole step runs eagerly.', RunWarning, stacklevel=2)
             return whole_step
         kwargs = {} if self.mode is None else {'mode': self.mode}

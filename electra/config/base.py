@@ -153,7 +153,10 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         raise ConfigError(errors[0])
     if origin in (list, tuple):
         (inner,) = args[:1] or (str,)
-        if isinstance(value, str): value = [v.strip() for v in value.split(',') if v.strip()]
+        if isinstance(value, str) and value.strip().startswith('['):  # a YAML list, as a mapping is written: '[32, 64]'
+            try: value = load_yaml(value, where)
+            except yaml.YAMLError: pass  # left a string: refused below
+        elif isinstance(value, str): value = [v.strip() for v in value.split(',') if v.strip()]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}: expected a list, got {value!r}. Use a YAML list or comma-separated values.")
         return [_coerce(v, inner, where) for v in value]

@@ -150,3 +150,17 @@ def test_a_key_that_is_not_a_name_is_refused(tmp_path):
     path.write_text('1: 2\n')
     with pytest.raises(ConfigError, match=rf"{path}: unknown key '1'"):
         load('--config', str(path))
+
+
+def test_a_list_on_the_command_line_is_comma_separated_or_a_yaml_list():
+    """`--length_buckets 32,64` and `--length_buckets '[32, 64]'` (as YAML writes it, and as a mapping is written) give
+    the same list; `--tasks '[RTE, STS-B]'` gave the tasks '[RTE' and 'STS-B]', `--length_buckets '[32, 64]'` an error."""
+    from electra.config.finetune import FinetuneConfig
+    parse = lambda *argv: load_config(FinetuneConfig, list(argv), preset_dir='configs/finetune')  # noqa: E731
+    assert parse('--length_buckets', '32,64').length_buckets == parse('--length_buckets', '[32, 64]').length_buckets == [32, 64]
+    assert parse('--tasks', '[RTE, STS-B]').tasks == parse('--tasks', 'RTE,STS-B').tasks == ['RTE', 'STS-B']
+    assert parse('--seeds', '[]', '--runs', '1').seeds == []
+    with pytest.raises(ConfigError, match=r"key 'length_buckets': expected an integer, got 'a'"):
+        parse('--length_buckets', '[32, a]')
+    with pytest.raises(ConfigError, match=r"key 'length_buckets': expected a list, got '\[32, 64'"):
+        parse('--length_buckets', '[32, 64')

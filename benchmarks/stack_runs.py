@@ -10,7 +10,8 @@ Each round runs the sweep of both tasks in each mode (the order flips every othe
 (`run_sweep` with the demo preset, its dropout on), into a temporary folder. Dropout masks differ between the modes
 (a stacked run draws its own under vmap), so the scores agree only within the runs' spread. Writes `<out>.json`
 (every sweep's seconds and rows, the machine and versions), default benchmarks/stack_runs_cpu.json. On the CPU the
-demo preset's one thread is used; on a GPU its default precision (bf16).
+demo preset's one thread is used (`--threads`: another number, the same for both modes); on a GPU its default
+precision (bf16).
 """
 from __future__ import annotations
 
@@ -69,10 +70,11 @@ def main(argv=None) -> None:
     p.add_argument('--runs', type=int, default=4, help='runs per task, all stacked in the stacked mode')
     p.add_argument('--rounds', type=int, default=1)
     p.add_argument('--device', default='cpu', help="'cpu' or 'cuda'")
+    p.add_argument('--threads', type=int, default=1, help="CPU threads of both modes (the demo preset's 1)")
     p.add_argument('--out', default=str(ROOT / 'benchmarks/stack_runs_cpu'))
     args = p.parse_args(argv)
     os.chdir(ROOT)
-    if args.device == 'cpu': print(f'this process: {use_cpu_threads(1)}')  # the demo preset's one thread
+    if args.device == 'cpu': print(f'this process: {use_cpu_threads(args.threads)}')  # both modes the same threads
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.rounds):

@@ -28,7 +28,8 @@ COSTLIEST_FIRST = ['tests/training/test_distributed.py', 'tests/test_pretrain.py
                    'tests/finetuning/test_workers.py', 'tests/experiments/test_compare.py',
                    'tests/benchmarks/test_scaling.py', 'tests/finetuning/test_parallel_run.py',
                    'tests/test_notebooks.py', 'tests/convert/test_tf.py', 'tests/finetuning/test_stack.py',
-                   'tests/training/test_one_graph.py', 'tests/tools/test_explore.py', 'tests/tools/test_notebooks.py',
+                   'tests/finetuning/test_compile.py', 'tests/training/test_one_graph.py', 'tests/tools/test_explore.py',
+                   'tests/tools/test_notebooks.py',
                    'tests/runtime/test_processes.py', 'tests/data/test_builder.py']
 if int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')) > 1:  # the cores shared out, never oversubscribed
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1

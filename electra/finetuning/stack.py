@@ -96,6 +96,7 @@ def stacked_dev_outputs(stacked: StackedRuns, dev_dls: dict, autocast: torch.dty
                 xb = tuple(x.to(device, non_blocking=True) for x in batch[:3])  # [B, L] each
                 with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
                     out = stacked(*xb, shared=True)  # [N, B, ...]
+                out = tree_map(lambda x: x.cpu(), out)  # held until scored: a big dev set's N runs' outputs off the GPU
                 for r, outs in enumerate(per_run): outs.append((*xb, tree_map(lambda x: x[r], out)))
     finally: stacked.train(was_training)
     return per_run

@@ -45,12 +45,12 @@ def counting(monkeypatch):
 
 @pytest.mark.parametrize('bucketing', [True, False])
 def test_a_compiled_stack_is_each_run_alone_and_compiles_once_per_bucket(tmp_path, glue_dir, tiny, counting, bucketing):
-    """RTE, 3 stacked runs, 2 epochs of batches of 12 (a short one each epoch: with random batches, the last step of
-    every run), clipping that bites, dropout 0: each compiled run equals its plain run alone to 1e-5 (every step's
+    """RTE, 3 stacked runs, an epoch of batches of 12 (a short one: with random batches, the last step of every run),
+    clipping that bites, dropout 0: each compiled run equals its plain run alone to 1e-5 (every step's
     loss, weights, dev outputs, history), so the graph clips each run by its own norm; every step is padded to 12 rows
     and one of the buckets' lengths, so the step compiles once per bucket the batches use, never for a short step."""
     model, tok = tiny
-    cfg, data = classification(tmp_path, glue_dir, tok, 'RTE', epochs=2, batch_size=12, lr=1e-3,
+    cfg, data = classification(tmp_path, glue_dir, tok, 'RTE', epochs=1, batch_size=12, lr=1e-3,
                                length_bucketing=bucketing, length_buckets=BUCKETS)
     alone = runs_alone(cfg, data, no_dropout(model.electra))
     compiled = stack.train_stack(data, dataclasses.replace(cfg, compile=True), no_dropout(model.electra), SEEDS, CPU, None, 0,

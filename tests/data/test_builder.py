@@ -35,10 +35,16 @@ def test_build_never_crosses_documents_or_files(words, tmp_path):
     assert build_pretraining_dataset(files, tok, 32, tmp_path / 'cache', seed=6)[:] != ds[:]
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command's name (state, parent pid, ...); [] once the process is gone,
+    which it may be between listing /proc and reading the file (FileNotFoundError, or ProcessLookupError mid-read)."""
+    try: return Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+    except (OSError, IndexError): return []
+
+
 def _running(pid: int) -> bool:
     "Whether process `pid` runs (a zombie, dead but not yet reaped by its new parent, does not)."
-    try: return Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0] != 'Z'
-    except (FileNotFoundError, IndexError): return False
+    return _stat(pid)[:1] not in ([], ['Z'])
 
 
 @pytest.mark.skipif(not Path('/proc/self/stat').exists(), reason='reads processes from /proc (Linux)')
@@ -63,8 +69,8 @@ def test_a_killed_build_takes_its_workers_along_and_its_files_are_swept(demo, tm
     workers, deadline = [], time.time() + 120
     while len(workers) < 2 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
-        workers = [int(p.name) for p in Path('/proc').iterdir() if p.name.isdigit() and _running(int(p.name))
-                   and (p / 'stat').read_text().rsplit(')', 1)[1].split()[1] == str(proc.pid)]
+        workers = [pid for pid in (int(p.name) for p in Path('/proc').iterdir() if p.name.isdigit())
+                   if _running(pid) and _stat(pid)[1:2] == [str(proc.pid)]]
     time.sleep(1.0)  # the workers are building shards now
     assert len(workers) == 2 and proc.poll() is None, 'the build ended before it could be killed'
     os.kill(proc.pid, signal.SIGKILL)

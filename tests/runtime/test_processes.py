@@ -38,7 +38,7 @@ def long_run(tmp_path_factory) -> dict:
 def alive(pid: int) -> bool:
     "Whether process `pid` runs (a zombie, dead but not yet reaped by the process it was handed to, does not)."
     try: state = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]
-    except FileNotFoundError: return False
+    except OSError: return False  # gone: no file, or ProcessLookupError when it exits while the file is read
     return state not in ('Z', 'X')
 
 

@@ -102,11 +102,11 @@ def _step_callbacks(task_cfg: FinetuneConfig, autocast: torch.dtype | None, clip
     """How a step runs: fastai's, with clipping (`clip_fn(grads, max_norm)`, a stack's per run; None: fastai's
     `GradientClip`, the global norm) and mixed precision; or, with `compile`, all of it as one compiled graph."""
     from fastai.callback.training import GradientClip
+    precision = {dtype: name for name, dtype in AUTOCAST_DTYPES.items()}[autocast]
     if task_cfg.compile:
         if is_distributed():
             raise ConfigError('compile: the step as one graph runs in one process; under torchrun the gradients are '
                               'averaged between the backward and the update. Drop --compile, or run without torchrun.')
-        precision = {None: 'fp32', torch.bfloat16: 'bf16', torch.float16: 'fp16'}[autocast]
         mode = None if task_cfg.compile_mode == 'default' else task_cfg.compile_mode
         return [OneGraphStep(task_cfg.clip_grad, precision, mode=mode, clip_fn=clip_fn or clip_by_global_norm_,
                              key='compile', instead='drop --compile')]
@@ -119,7 +119,7 @@ def _step_callbacks(task_cfg: FinetuneConfig, autocast: torch.dtype | None, clip
 
     cbs = []
     if task_cfg.clip_grad: cbs.append(GradientClip(task_cfg.clip_grad) if clip_fn is None else ClipBy(task_cfg.clip_grad))
-    if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode='bf16' if autocast == torch.bfloat16 else 'fp16'))
+    if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode=precision))
     return cbs
 
 

@@ -116,12 +116,11 @@ class ReplayedRun(nn.Module):
         except AttributeError: return getattr(self._modules['model'], name)
 
     def forward(self, input_ids, attention_mask, token_type_ids):
-        ids, mask, types, out = self.outputs.pop() if self.outputs else (None,) * 4
-        if ids is None or not all(torch.equal(a, b) for a, b in ((ids, input_ids), (mask, attention_mask),
-                                                                  (types, token_type_ids))):
+        given = (input_ids, attention_mask, token_type_ids)
+        if not self.outputs or not all(map(torch.equal, self.outputs[-1][:3], given)):
             raise RuntimeError("a stacked run's evaluation read a batch the stack did not score, or in another order; "
                                'the stack scores the dev loaders in their order, each batch once.')
-        return out
+        return self.outputs.pop()[3]
 
 
 def stack_batches(batches: list[tuple], pad_id: int, pad_target: int = 0, rows: int = 0) -> tuple:

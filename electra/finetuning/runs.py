@@ -14,6 +14,7 @@ from electra.finetuning.learner import train_run
 from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.glue.metrics import dev_metric_names
+from electra.finetuning.tasks.metrics import metric_text
 from electra.runtime.files import atomic_save, is_main_process
 from electra.training.sinks import start_neptune_run
 
@@ -51,7 +52,7 @@ def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[s
     nrun = _neptune_run(cfg, task.name, job.run, job.seed, task_cfg)
 
     def report(epoch, loss, metrics):
-        shown = ', '.join(f'{m} {metrics[m]:.2f}' for m in dev_metric_names(task))
+        shown = ', '.join(f'{m} {metric_text(metrics[m])}' for m in dev_metric_names(task))
         say(f'  {task.name} run {job.run} (seed {job.seed}) epoch {epoch + 1}/{task_cfg.epochs}: train loss {loss:.4f}, '
             f'dev {shown} [{time.perf_counter() - start:.0f}s]')
         if nrun is not None:

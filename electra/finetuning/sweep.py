@@ -218,7 +218,11 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
         if rows.empty:
             say(f'{name}: no finished runs, no test predictions')
             continue
-        picked = select_runs(rows, cfg.select, cfg.ensemble_k)
+        picked, undefined = select_runs(rows, cfg.select, cfg.ensemble_k), int(rows['score'].isna().sum())
+        if undefined:
+            say(f"{name}: {undefined} of {len(rows)} runs have an undefined dev {task.score_metric}; "
+                f"{'no test predictions' if picked.empty else 'they are not picked'}")
+        if picked.empty: continue
         written += task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
     if any(p.name in SUBMISSION_FILES for p in written): written.append(zip_submission(out))
     return written

@@ -21,6 +21,7 @@ from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
 from electra.finetuning.tasks.glue.sources import Examples, TaskSource, double_unordered, drop_empty
 from electra.finetuning.tasks.glue.submission import write_predictions
 from electra.finetuning.tasks.glue.tasks import TaskInfo
+from electra.finetuning.tasks.metrics import metric_text
 
 __all__ = ['ClassificationTask']
 
@@ -93,7 +94,7 @@ class ClassificationTask(FinetuningTask):
         if len(job.picked) > 1:
             scores = task_metrics(self.info, {s: predictions(self.info, sums[(self.name, s)]) for s in self.dev_splits},
                                   {s: encoded[(self.name, s)].label for s in self.dev_splits})
-            runs += f"; ensemble dev {', '.join(f'{m} {v:.2f}' for m, v in scores.items())}"
+            runs += f"; ensemble dev {', '.join(f'{m} {metric_text(v)}' for m, v in scores.items())}"
         written = []
         for t, split, stem in targets:
             enc, outs = encoded[(t.name, split)], sums[(t.name, split)]

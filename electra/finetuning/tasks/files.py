@@ -9,7 +9,8 @@ a small YAML file and trained, swept, summarised and predicted as a GLUE task is
     text: sentence                    # one column, or two for a pair: [question, passage]
     label: label
     id: id                            # optional: the column written beside each test prediction (default: the row)
-    metrics: [accuracy, f1]           # the first is the score; default accuracy (classification), pearson (regression)
+    metrics: [accuracy, f1]           # the first is the score; default accuracy (classification), pearson (regression),
+                                      # f1_micro (multilabel); which fit which kind: tasks/metrics.py
     unordered_pair: false             # true: train on both segment orders (as MRPC and STS-B)
     target_scale: 1.0                 # regression: targets are learned divided by this (STS-B: 5)
     label_separator: ','              # multilabel in CSV/TSV: 'sports,politics' (JSONL: a list; '' no label)
@@ -35,14 +36,14 @@ from electra.config.base import ConfigError, config_from_dict, load_yaml, read_t
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
+from electra.finetuning.tasks.metrics import check_metrics, metric_names
 from electra.runtime.files import atomic_write_text, is_main_process
 
 __all__ = ['FileTaskSpec', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'make_task', 'FileSource',
            'file_task', 'write_file_predictions']
 
-KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'), 'multilabel': ('micro_f1',)}
-METRICS = {'classification': ('accuracy', 'f1', 'mcc'), 'regression': ('pearson', 'spearman'),
-           'multilabel': ('micro_f1', 'macro_f1', 'subset_accuracy')}
+# each kind's default metrics
+KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'), 'multilabel': ('f1_micro',)}
 FORMATS = ('.csv', '.tsv', '.jsonl', '.parquet')
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics', 'unordered_pair', 'target_scale',
         'label_separator')
@@ -135,10 +136,8 @@ def read_task_file(path: str | Path):
     hparams = task_hparams(path, raw)
     _check_values(path, raw)
     kind = raw.get('kind', 'classification')
-    metrics = raw.get('metrics') or KINDS[kind]
-    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)  # `metrics: f1` is one name, not f and 1
-    bad = [m for m in metrics if m not in METRICS[kind]]
-    if bad: _fail(path, f"metric(s) {', '.join(bad)} do not apply to {kind}; use {', '.join(METRICS[kind])}.")
+    metrics = metric_names(raw['metrics'], path) if raw.get('metrics') else KINDS[kind]
+    check_metrics(metrics, kind, path)  # the number of classes is checked once they are read
     text = (raw['text'],) if isinstance(raw['text'], str) else tuple(raw['text'])
     if not 1 <= len(text) <= 2: _fail(path, f"text: one column, or two for a pair; got {len(text)}.")
     files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
@@ -239,6 +238,8 @@ def file_task(spec: FileTaskSpec) -> tuple[TaskInfo, 'FileSource']:
     labels = _label_table(spec.files['train'], spec.label, raw) if raw else ()
     if spec.kind != 'regression' and len(labels) < 2:
         _fail(spec.files['train'], f"column '{spec.label}' holds {len(labels)} class(es); classification needs two or more.")
+    if spec.kind != 'regression':
+        check_metrics(spec.metrics, spec.kind, spec.path, len(labels), labels)
     task = TaskInfo(spec.name, '', labels, spec.metrics, spec.metrics[0], (spec.text[0], spec.text[1] if len(spec.text) > 1 else None),
                     symmetric=spec.unordered_pair, test_files=(('test', spec.name),) if 'test' in spec.files else (),
                     target_scale=spec.target_scale if spec.kind == 'regression' else None,

@@ -31,7 +31,8 @@ from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
 from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams
 from electra.finetuning.tasks.glue.tasks import TaskInfo
-from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, read_tagging_files
+from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names
+from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, entity_types, read_tagging_files
 from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagging, encode_tagging, make_tagging_loader,
                                                       word_predictions)
 from electra.finetuning.tasks.tagging.metrics import tagging_metrics, write_predictions
@@ -40,7 +41,7 @@ from electra.finetuning.tasks.tagging.model import ElectraTagger, TaggingLoss, p
 __all__ = ['TaggingSpec', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
 
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'scheme', 'metrics', 'strict', 'stride')
-METRICS = ('f1', 'precision', 'recall', 'accuracy')
+METRICS = tuple(fitting('tagging'))  # the default: every metric of the table for tagging (the first is the score)
 DEFAULTS = {'max_length': 256, 'dropout': 0.0}  # the official chunking length; the official head has no dropout
 
 
@@ -56,6 +57,7 @@ class TaggingSpec:
     strict: bool
     stride: int
     hparams: dict
+    metrics_named: bool = False  # named in the file (else the default: entity scores where the data have entities)
 
 
 def _fail(path, msg: str):
@@ -63,11 +65,10 @@ def _fail(path, msg: str):
 
 
 def _metrics(path: Path, raw: dict) -> tuple[str, ...]:
-    metrics = raw.get('metrics') or (('accuracy',) if raw.get('scheme') == 'plain' else METRICS)
-    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
-    bad = [m for m in metrics if m not in METRICS]
-    if bad: _fail(path, f"metrics: {', '.join(map(str, bad))} not among {', '.join(METRICS)}.")
-    if raw.get('scheme') == 'plain' and metrics != ('accuracy',): _fail(path, "metrics: a 'plain' scheme has no entities; use [accuracy].")
+    "The metrics the file names (checked against the table of tasks/metrics.py), or the default of its scheme."
+    if not raw.get('metrics'): return ('accuracy',) if raw.get('scheme') == 'plain' else METRICS
+    metrics = metric_names(raw['metrics'], path)
+    check_metrics(metrics, 'tagging', path, 0 if raw.get('scheme') == 'plain' else None)  # plain: no entity types
     return metrics
 
 
@@ -88,7 +89,7 @@ def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
     for split, f in files.items():
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
     return TaggingSpec(path.resolve(), str(raw.get('name') or path.stem), 'tagging', files, scheme, _metrics(path, raw),
-                       raw.get('strict', False), stride, hparams)
+                       raw.get('strict', False), stride, hparams, bool(raw.get('metrics')))
 
 
 @dataclass
@@ -108,7 +109,10 @@ class TaggingTask(FinetuningTask):
     def __init__(self, spec: TaggingSpec):
         self.spec = spec
         self.data = read_tagging_files(spec.files['train'], spec.scheme, **{s: p for s, p in spec.files.items() if s != 'train'})
-        metrics = spec.metrics if self.data.scheme != 'plain' else ('accuracy',)
+        # the entity types, known once the scheme is (a plain scheme's tags are no entities, whatever their prefixes)
+        types = entity_types([self.data.labels]) if self.data.scheme != 'plain' else []
+        metrics = spec.metrics if spec.metrics_named or types else ('accuracy',)
+        check_metrics(metrics, 'tagging', spec.path, len(types), types)
         super().__init__(TaskInfo(spec.name, '', tuple(self.data.labels), metrics, metrics[0], ('tokens', None),
                                   test_files=(('test', spec.name),) if 'test' in spec.files else ()))
 

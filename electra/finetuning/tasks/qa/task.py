@@ -149,7 +149,7 @@ def read_qa_spec(path: Path, raw: dict) -> QASpec:
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
         files[split] = f
     options = {k: _option(path, raw, k) for k in OPTIONS}
-    return QASpec(path.resolve(), str(raw.get('name') or path.stem), kind, files, hparams, **options)
+    return QASpec(path.resolve(), raw['name'], kind, files, hparams, **options)
 
 
 def _squad_version(path: Path) -> tuple[bool, str]:

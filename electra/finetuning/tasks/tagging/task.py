@@ -87,7 +87,7 @@ def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
     files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
     for split, f in files.items():
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
-    return TaggingSpec(path.resolve(), str(raw.get('name') or path.stem), 'tagging', files, scheme, _metrics(path, raw),
+    return TaggingSpec(path.resolve(), raw['name'], 'tagging', files, scheme, _metrics(path, raw),
                        raw.get('strict', False), stride, hparams)
 
 

@@ -111,9 +111,9 @@ _BIDI_CONTROLS = set('\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069')
 
 def _name_problem(value: Any) -> str | None:
     "What makes `value` unsafe as one file or folder name, or None."
-    if not isinstance(value, str): return f'is a {type(value).__name__}, not a name'
+    if not isinstance(value, str): return f'is not text but {type(value).__name__}'
     if not value: return 'is empty'
-    if value.startswith(('/', '\\')) or re.match(r'[A-Za-z]:', value): return 'is an absolute path, not a name'
+    if value.startswith(('/', '\\')) or re.match(r'[A-Za-z]:[/\\]', value): return 'is an absolute path, not a name'
     if sep := next((c for c in value if c in '/\\'), None): return f"holds {sep!r}, which separates folders"
     if value in ('.', '..'): return 'names a folder itself or its parent'
     if value.startswith('-'): return "starts with '-', which commands read as an option"

@@ -164,7 +164,7 @@ class TaggingTask(FinetuningTask):
         written = []
         for s, split in splits.items():
             tags = word_predictions(split.enc, logits[s], self.data.labels)
-            path = job.out / self.name / f'{s}{Path(split.file.path).suffix}'
+            path = job.file(self.name, f'{s}{Path(split.file.path).suffix}')
             written.append(write_predictions(split.file, tags, path))
             scored = ''
             if split.file.labeled:

@@ -1,5 +1,5 @@
-"""Files a job writes safely: atomic writes (a temporary file renamed into place), only from the main
-process, and the run-directory lock that keeps two processes off one run.
+"""Files a job writes safely: inside the folder the user gave (`path_inside`), atomic writes (a temporary file
+renamed into place), only from the main process, and the run-directory lock that keeps two processes off one run.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.config.base import PLAIN_NAME, THREADS_HELP, ConfigError, choice_field, field, need, threads_setting
+from electra.config.base import THREADS_HELP, ConfigError, choice_field, field, need, safe_name, threads_setting
 
 __all__ = ['CompareConfig', 'VariantSpec', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 
@@ -25,8 +25,7 @@ class VariantSpec:
 def _variant_spec(name, value) -> VariantSpec:
     "A `variants` entry: nothing (no extra preset), a preset string, or {config: ..., overrides: {...}}."
     where = f'variants.{name}'
-    need(isinstance(name, str) and bool(PLAIN_NAME.match(name)), 'variants',
-         f"variant name {name!r} must be a plain name (letters, digits, _ . + -): it names runs and folders.")
+    safe_name(name, 'variants')
     if value is None: value = {}
     if isinstance(value, str): value = {'config': value}
     if not isinstance(value, dict):
@@ -86,7 +85,7 @@ class CompareConfig:
     table_only: bool = field(False, 'launch nothing: rebuild the table and plot from what is on disk')
 
     def validate(self) -> None:
-        need(bool(PLAIN_NAME.match(self.name)), 'name', f"must be a plain name (letters, digits, _ . + -), got {self.name!r}.")
+        safe_name(self.name, 'name')
         need(bool(self.output_dir), 'output_dir', 'give a folder.')
         need(bool(self.pretrain_config.strip()), 'pretrain_config', "give a pretrain preset, e.g. 'small' or 'demo'.")
         _check_reserved(self.pretrain_overrides, PRETRAIN_RESERVED, 'pretrain_overrides')

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from electra.config.base import (THREADS_HELP, ConfigError, RunWarning, choice_field, config_from_dict, did_you_mean, field, need,
-                                 optimizer_keys, threads_setting)
+                                 optimizer_keys, safe_name, threads_setting)
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS', 'is_task_file', 'TaskCatalogue',
            'register_task_catalogue']
@@ -171,8 +171,7 @@ class FinetuneConfig:
         need(self.runs > 0, 'runs', f'must be positive, got {self.runs}.')
         need(not self.seeds or len(self.seeds) >= self.runs, 'seeds', f'give at least `runs` ({self.runs}) seeds, or none.')
         need(len(set(self.seed_list)) == len(self.seed_list), 'seeds', 'seeds must differ.')
-        need(bool(self.group) and '/' not in self.group and self.group not in ('.', '..'), 'group',
-             f"must be a plain folder name, got {self.group!r}.")
+        safe_name(self.group, 'group')
         need(self.model != '', 'model', 'give a .pth checkpoint, a save_pretrained directory or a hub name.')
         need(self.num_workers >= 0, 'num_workers', f'must be non-negative, got {self.num_workers}.')
         need(self.parallel_runs >= 0, 'parallel_runs', f'must be non-negative (0: one per GPU), got {self.parallel_runs}.')

@@ -5,8 +5,8 @@ import math
 import warnings
 from dataclasses import dataclass
 
-from electra.config.base import (PLAIN_NAME, THREADS_HELP, RunWarning, choice_field, config_from_dict, field, need,
-                                 optimizer_keys, threads_setting)
+from electra.config.base import (THREADS_HELP, RunWarning, choice_field, config_from_dict, field, need,
+                                 optimizer_keys, safe_name, threads_setting)
 
 __all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'saved_config']
 
@@ -152,8 +152,7 @@ class PretrainConfig:
                                        'for tensor cores; padded ids are never predicted or sampled, exports are unpadded. 0: off')
 
     def validate(self) -> None:
-        need(bool(PLAIN_NAME.match(self.run_name)), 'run_name', f"must be a plain name (letters, digits, _ . + -), got "
-                                                               f"{self.run_name!r}: it names the run's files and folder.")
+        safe_name(self.run_name, 'run_name')
         need(self.steps > 0, 'steps', f'must be positive, got {self.steps}.')
         need(self.batch_size > 0, 'batch_size', f'must be positive, got {self.batch_size}.')
         need(math.isfinite(self.lr) and self.lr > 0, 'lr', f'must be a positive number, got {self.lr}.')

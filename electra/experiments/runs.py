@@ -170,7 +170,7 @@ def finetune_done(plan: Plan, run: RunPlan, point: FinetunePoint | None = None) 
     command, and its results table has every task's every run, fine-tuned from the model now at `point.model` (by
     its `model_fingerprint`: a run pretrained again is fine-tuned again; a checkpoint deleted since keeps its results)."""
     if point is None: return all(finetune_done(plan, run, p) for p in run.points)
-    group = plan.finetune_dir / point.group
+    group = plan.group_dir(point)
     record = read_record(group / RECORD)
     if not record.get('done') or _changes(record.get('args', []), point.args): return False
     df = ResultsTable(group / 'results.csv').df
@@ -186,7 +186,7 @@ def run_finetuning(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[st
 
 
 def _finetune_point(plan: Plan, run: RunPlan, point: FinetunePoint, launch: Launcher, say: Callable[[str], None]) -> dict:
-    group = plan.finetune_dir / point.group
+    group = plan.group_dir(point)
     path, log = group / RECORD, group / 'finetune.log'
     at = '' if point.fraction == 1.0 else f' at {point.fraction:.4g} of pretraining (step {point.step:,})'
     if finetune_done(plan, run, point):

@@ -15,10 +15,15 @@ from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.glue.metrics import dev_metric_names
 from electra.finetuning.tasks.metrics import metric_text
-from electra.runtime.files import atomic_save, is_main_process
+from electra.runtime.files import atomic_save, is_main_process, path_inside
 from electra.training.sinks import start_neptune_run
 
-__all__ = ['RunJob', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
+__all__ = ['group_dir', 'RunJob', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
+
+
+def group_dir(cfg: FinetuneConfig, key: str = 'output_dir') -> Path:
+    "`<output_dir>/<group>` (`key` test_output_dir: `<test_output_dir>/<group>`), checked to be inside that folder."
+    return path_inside(getattr(cfg, key), cfg.group, key=key)
 
 
 def _neptune_run(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: FinetuneConfig):

@@ -15,7 +15,7 @@ from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
-from electra.finetuning.runs import RunJob, runs_phrase, stacks, train_jobs
+from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.files import make_task, read_task_file
@@ -25,7 +25,7 @@ from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submi
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
 from electra.finetuning.workers import parallel_runs, run_on_workers
 from electra.pretrained.export import model_fingerprint
-from electra.runtime.files import atomic_write_text, is_main_process
+from electra.runtime.files import atomic_write_text, is_main_process, path_inside
 from electra.runtime.processes import world
 
 __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'run_sweep', 'write_summary',
@@ -96,7 +96,7 @@ def _todo(cfg: FinetuneConfig, task: FinetuningTask, doubled: bool, results: Res
     name, task_cfg, todo, stale = task.name, cfg.for_task(task.name), [], {'changed': [], 'unknown': []}
     for i, seed in enumerate(cfg.seed_list):
         key = _settings_key(cfg, task, task_cfg, seed, doubled)
-        ckpt, row = out / f'{name}_{i}.pth', results.get(name, i)
+        ckpt, row = path_inside(out, f'{name}_{i}.pth', key='output_dir'), results.get(name, i)
         made_from = None if row is None or pd.isna(row['model_fingerprint']) else row['model_fingerprint']
         if row is not None and made_from != fingerprint:
             stale['unknown' if made_from is None else 'changed'].append(i)
@@ -111,7 +111,7 @@ def _todo(cfg: FinetuneConfig, task: FinetuningTask, doubled: bool, results: Res
 def _plan(cfg: FinetuneConfig, tokenizer, source: TaskSource, results: ResultsTable, fingerprint: str,
           say) -> Iterator[tuple[TaskData, list[RunJob]]]:
     "Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a time."
-    out = Path(cfg.output_dir) / cfg.group
+    out = group_dir(cfg)
     for name, task in ((n, t) for n, t in job_tasks(cfg, source).items() if not t.predicted_by):
         task_cfg = cfg.for_task(name)
         doubled = _doubled(task, cfg, task_cfg)
@@ -133,8 +133,8 @@ def check_outputs(cfg: FinetuneConfig) -> None:
     the test predictions are first written (and made then, so a job refused before its first run leaves nothing):
     `<output_dir>/<group>/` (the runs, results.csv, summary.md and .png) and, with `predict`,
     `<test_output_dir>/<group>/`. The token cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
-    writable_dir(Path(cfg.output_dir) / cfg.group, 'output_dir', create=False)
-    if cfg.predict: writable_dir(Path(cfg.test_output_dir) / cfg.group, 'test_output_dir', create=False)
+    writable_dir(group_dir(cfg), 'output_dir', create=False)
+    if cfg.predict: writable_dir(group_dir(cfg, 'test_output_dir'), 'test_output_dir', create=False)
 
 
 def _check_lengths(cfg: FinetuneConfig, positions: int) -> None:
@@ -169,7 +169,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     `parallel_runs` above 1, that many worker processes take the runs from a shared queue (`electra.finetuning.workers`);
     the table is the same as one process's."""
     check_outputs(cfg)
-    results = ResultsTable(Path(cfg.output_dir) / cfg.group / 'results.csv')
+    results = ResultsTable(group_dir(cfg) / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
     cfg.check_task_kinds()
     _check_lengths(cfg, pretrained.config.max_position_embeddings)
@@ -188,7 +188,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
 
 def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
     "The per-task summary as markdown, saved with a plot of the spread over runs as `summary.md` and `summary.png`."
-    out = Path(cfg.output_dir) / cfg.group
+    out = group_dir(cfg)
     tasks = {**TASKS, **_file_task_infos(cfg)}
     df = results.df[results.df['task'].isin(cfg.task_names) & (results.df['run'] < cfg.runs)]
     text = summary_markdown(summarize(df, tasks)) if not df.empty else 'no finished runs'
@@ -209,7 +209,7 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
     each kind in its own format under `<test_output_dir>/<group>/`: GLUE the site's TSV files and
     `glue_submission.zip` (AX with MNLI's model), a task from files `id<TAB>prediction`, tagging the input's format,
     QA the official `predictions.json` (and `null_odds.json`)."""
-    out = Path(cfg.test_output_dir) / cfg.group
+    out = group_dir(cfg, 'test_output_dir')
     say = log if is_main_process() else (lambda *_: None)
     tasks, written = job_tasks(cfg, source), []
     for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):

@@ -29,7 +29,7 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_pretrained
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import TaskData
-from electra.finetuning.runs import RunJob, runs_phrase, stacks, train_jobs
+from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
 from electra.pretrained.export import quiet_transformers
 from electra.training.device import cpu_threads
 from electra.training.distributed import one_run_at_a_time
@@ -140,7 +140,7 @@ def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]
     queue = deque(stacks(cfg, plan, pretrained.electra, device, autocast, say, n, share))
     n, devices = min(n, len(queue)), devices[:len(queue)]
     threads = cpu_threads(cfg.threads, n)  # the job's threads shared out among the workers, never oversubscribed
-    out = Path(cfg.output_dir) / cfg.group
+    out = group_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='.pretrained-', dir=out) as model_dir:
         with quiet_transformers(): pretrained.save_pretrained(model_dir)  # the workers load exactly these weights

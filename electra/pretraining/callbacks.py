@@ -21,7 +21,7 @@ from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 from electra.config.base import ConfigError
 from electra.objective.loss import batch_statistics
 from electra.objective.masking import MaskingSettings
-from electra.runtime.files import atomic_save, is_main_process, release_run_dir
+from electra.runtime.files import atomic_save, is_main_process, path_inside, release_run_dir
 from electra.runtime.processes import world
 from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
 from electra.training.distributed import all_reduce_sum, bare_model, gather_objects, is_distributed, rank_seed
@@ -324,7 +324,8 @@ class Checkpointer(Callback):
         state['checksum'] = state_checksum(state)
         paths = []
         for fraction in fractions:
-            path = atomic_save(state, self.output_dir / checkpoint_name(self.run_name, self.seed, fraction))
+            path = atomic_save(state, path_inside(self.output_dir, checkpoint_name(self.run_name, self.seed, fraction),
+                                                  key='output_dir'))
             if state_checksum(torch.load(path, map_location='cpu', weights_only=True)) != state['checksum']:
                 raise ConfigError(f"output_dir: {path} reads back different from what was written (a full or failing "
                                   "disk?). Free space or choose another --output_dir, then resume.")

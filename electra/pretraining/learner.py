@@ -37,7 +37,7 @@ from electra.pretraining.callbacks import (
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
 from electra.pretraining.parallel import MicroBatches
-from electra.runtime.files import atomic_write_text, is_main_process, lock_run_dir, release_run_dir
+from electra.runtime.files import atomic_write_text, is_main_process, lock_run_dir, path_inside, release_run_dir
 from electra.runtime.processes import world
 from electra.training.checkpoint import (
     FORMAT,
@@ -66,7 +66,7 @@ def prepare_run_dir(cfg: PretrainConfig) -> Path:
     this process (`lock_run_dir`): one run of a name at a time. Holding the lock, it removes the partial checkpoint
     files a killed write of this run left (`.<checkpoint>.*.tmp`, as large as a checkpoint)."""
     writable_dir(cfg.output_dir, 'output_dir')
-    run_dir = writable_dir(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}', 'output_dir')
+    run_dir = writable_dir(path_inside(cfg.output_dir, f'{cfg.run_name}_{cfg.seed}', key='output_dir'), 'output_dir')
     for name in (TOKENIZER_DIR, *EXPORTS):  # made when written (an export after the last step), checked now
         writable_dir(run_dir / name, 'output_dir', create=False)
     if is_main_process():
@@ -180,7 +180,8 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
                           "or replace it with --overwrite true.")
     remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
     if cfg.overwrite and is_main_process():  # the old run's trained tokenizer goes too: the new run trains its own
-        shutil.rmtree(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}' / 'tokenizer', ignore_errors=True)
+        shutil.rmtree(path_inside(cfg.output_dir, f'{cfg.run_name}_{cfg.seed}', 'tokenizer', key='output_dir'),
+                      ignore_errors=True)
     return None
 
 

@@ -1,5 +1,5 @@
-"""Files a job writes safely: atomic writes (a temporary file renamed into place), only from the main
-process, and the run-directory lock that keeps two processes off one run.
+"""Files a job writes safely: inside the folder the user gave (`path_inside`), atomic writes (a temporary file
+renamed into place), only from the main process, and the run-directory lock that keeps two processes off one run.
 """
 from __future__ import annotations
 
@@ -13,12 +13,27 @@ import torch
 from electra.config.base import ConfigError
 from electra.runtime.processes import world
 
-__all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'owner_gone', 'lock_run_dir', 'release_run_dir']
+__all__ = ['is_main_process', 'path_inside', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'owner_gone', 'lock_run_dir', 'release_run_dir']
 
 
 def is_main_process() -> bool:
     "Only rank 0 writes files in a torchrun job (a single process is rank 0)."
     return world().rank == 0
+
+
+def path_inside(root: str | Path, *names: str, key: str) -> Path:
+    """`root / names...`, once checked to stay inside `root` with `..` and symbolic links resolved: what the library
+    writes below a folder the user gave (`key`: output_dir, test_output_dir, cache_dir, ...) is named here, so that no
+    name (a task's, a run's) and no link inside that folder takes a file out of it. Else a one-line ConfigError
+    naming `key` and the paths."""
+    root = Path(root)
+    path = root.joinpath(*map(str, names))
+    real_root, real = root.resolve(), path.resolve()
+    if not real.is_relative_to(real_root):
+        raise ConfigError(f"{key}: {path} leads to {real}, outside {real_root}, the folder {key} gives: a name in it "
+                          f"climbs out, or a link inside that folder points elsewhere. Give names without '/' or '..', "
+                          f"or give the link's target as {key}.")
+    return path
 
 
 class _KeepsWriteErrors:

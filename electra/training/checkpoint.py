@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from electra.config.base import ConfigError
-from electra.runtime.files import atomic_write_text, is_main_process
+from electra.runtime.files import atomic_write_text, is_main_process, path_inside
 
 __all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'check_resume_compatible']
 
@@ -69,7 +69,7 @@ def checkpoint_steps(total_steps: int, fractions: list[float]) -> dict[int, list
 def overwrite_marker(output_dir: str | Path, run_name: str, seed: int) -> Path:
     """`<output_dir>/.<run_name>_<seed>.overwriting`: present from the moment an --overwrite run starts removing the
     old run's checkpoints until it writes its own first one. While it exists, every checkpoint of that name is old."""
-    return Path(output_dir) / f'.{run_name}_{seed}.overwriting'
+    return path_inside(output_dir, f'.{run_name}_{seed}.overwriting', key='output_dir')
 
 
 def remove_old_run(output_dir: str | Path, run_name: str, seed: int) -> list[Path]:

@@ -1,5 +1,6 @@
 """electra/config/pretrain.py: PretrainConfig's checks and presets; its defaults are the official recipe."""
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -153,9 +154,11 @@ def test_job_defaults_are_the_objective_of_the_paper():
     assert small.generator_size == 0.25
 
 
-@pytest.mark.parametrize('name', ['a/b', '', '..', 'x y'])
-def test_run_name_must_be_a_plain_name(name):
+@pytest.mark.parametrize('name, why', [('a/b', "holds '/'"), ('', 'is empty'), ('..', 'names a folder itself or its parent'),
+                                       ('.x', "starts with '.'"), ('x ', 'begins or ends with a space')])
+def test_run_name_must_be_a_plain_name(name, why):
     "A run name is part of file names: 'a/b' would put the checkpoints where --resume and the run lock never look."
-    with pytest.raises(ConfigError, match=r"run_name: must be a plain name"):
+    with pytest.raises(ConfigError, match=rf"^run_name: '{re.escape(name)}' {why}"):
         load('--run_name', name)
     assert load('--run_name', 'my-run_2.0+x').run_name == 'my-run_2.0+x'
+    assert load('--run_name', 'x y').run_name == 'x y'  # a space inside a name is a file name's, quoted where it is shown

@@ -165,7 +165,7 @@ def test_a_missing_or_unreadable_local_file_fails_before_anything_is_launched(tm
     ({'variants': {'a': {'overrides': {'seed': 3}}}}, r'variants.a.overrides: seed is set by the comparison itself'),
     ({'variants': {'a': {'overrides': {'steps': 3}}}}, r'variants.a.overrides: steps is set by the comparison'),
     ({'variants': {'a': {'conifg': 'bert'}}}, r"variants.a: unknown key\(s\) conifg"),
-    ({'variants': {'a/b': {}}}, r"variant name 'a/b' must be a plain name"),
+    ({'variants': {'a/b': {}}}, r"variants: 'a/b' holds '/', which separates folders"),
     ({'variants': {}}, r'variants: give at least one variant'),
     ({'reference': 'bert'}, r"reference: 'bert' is not a variant"),
     ({'finetune_overrides': {'model': 'x'}}, r'finetune_overrides: model is set by the comparison'),

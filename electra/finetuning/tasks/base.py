@@ -17,6 +17,7 @@ from torch import nn
 
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.tasks.glue.tasks import TaskInfo
+from electra.runtime.files import path_inside
 
 __all__ = ['TaskData', 'FinetuningTask', 'TestJob']
 
@@ -37,6 +38,10 @@ class TestJob:
     tokenizer: Any
     out: Path                       # <test_output_dir>/<group>
     say: Callable[[str], None]
+
+    def file(self, *names: str) -> Path:
+        "`<out>/<names>`, where a test file goes: checked to be inside `out` (a task's name is part of it)."
+        return path_inside(self.out, *names, key='test_output_dir')
 
     def runs_text(self, score_metric: str) -> str:
         "The picked runs for the log: 'run 3 (seed 3, dev f1 76.35), ...'."

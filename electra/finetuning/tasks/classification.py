@@ -99,7 +99,7 @@ class ClassificationTask(FinetuningTask):
         for t, split, stem in targets:
             enc, outs = encoded[(t.name, split)], sums[(t.name, split)]
             _check_finite(outs, f'{stem}.tsv', runs, t.name, split, Path(cfg.output_dir) / cfg.group / 'results.csv')
-            written.append(t._write_test_file(job.out / f'{stem}.tsv', split, enc, predictions(t.info, outs)))
+            written.append(t._write_test_file(job.file(f'{stem}.tsv'), split, enc, predictions(t.info, outs)))
             job.say(f'{stem}.tsv: {len(enc)} predictions from {self.name} {runs}')
         return written
 

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from electra.config.base import ConfigError, config_from_dict, load_yaml, read_text
+from electra.config.base import ConfigError, config_from_dict, load_yaml, read_text, safe_name
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
@@ -127,10 +127,12 @@ def read_task_file(path: str | Path):
     if not path.is_file():
         _fail(path, "no such task file (tasks: GLUE names or task YAML files). The demo's task files are written by "
                     "`python -m electra.finetuning.tasks.demo cache/demo_tasks`.")
-    try: raw = load_yaml(read_text(path), str(path)) or {}
+    source = read_text(path)
+    try: raw = load_yaml(source, str(path)) or {}
     except yaml.YAMLError as e: _fail(path, f"not valid YAML ({str(e).splitlines()[0]}).")
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
-    if raw.get('name') in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
+    raw['name'] = _task_name(path, source, raw)  # what every kind's spec takes as its name
+    if raw['name'] in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
     other = FILE_KINDS.get(raw.get('kind'))
     if other is not None and other.read_spec is not None: return other.read_spec(path, raw)
     hparams = task_hparams(path, raw)
@@ -145,9 +147,20 @@ def read_task_file(path: str | Path):
         if f.suffix not in FORMATS: _fail(path, f"{split}: {f.name} is not {', '.join(FORMATS)}.")
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
     if raw.get('unordered_pair') and len(text) != 2: _fail(path, 'unordered_pair needs a pair of text columns.')
-    return FileTaskSpec(path.resolve(), str(raw.get('name') or path.stem), kind, files, text, str(raw['label']),
+    return FileTaskSpec(path.resolve(), raw['name'], kind, files, text, str(raw['label']),
                         str(raw.get('id') or ''), metrics, bool(raw.get('unordered_pair', False)),
                         float(raw.get('target_scale', 1.0)), str(raw.get('label_separator', ',')), hparams)
+
+
+def _task_name(path: Path, source: str, raw: dict) -> str:
+    """A task file's `name` (its file name's stem when it gives none; a number as written), checked as a file name
+    (`safe_name`), for the task's checkpoints, token caches and test files are named by it. `source`: the file's text,
+    for the line of the error."""
+    name = raw.get('name')
+    if name is None: return safe_name(path.stem, "name (none given, so the file's)", str(path))
+    if isinstance(name, (int, float)) and not isinstance(name, bool): name = str(name)
+    lines = [k.start_mark.line + 1 for k, _ in yaml.compose(source, Loader=yaml.SafeLoader).value if k.value == 'name']
+    return safe_name(name, 'name', f'{path}: line {lines[0]}' if lines else str(path))  # none: from a merged anchor
 
 
 def make_task(spec):

@@ -149,7 +149,7 @@ def read_qa_spec(path: Path, raw: dict) -> QASpec:
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
         files[split] = f
     options = {k: _option(path, raw, k) for k in OPTIONS}
-    return QASpec(path.resolve(), str(raw.get('name') or path.stem), kind, files, hparams, **options)
+    return QASpec(path.resolve(), raw['name'], kind, files, hparams, **options)
 
 
 def _squad_version(path: Path) -> tuple[bool, str]:
@@ -385,7 +385,7 @@ class QATask(FinetuningTask):
                 raise ConfigError(f"{self.name} {name}: {runs} predicts NaN or infinite outputs for {bad} of {len(rows)} "
                                   f"windows; no file written. Delete that run's row from the results table and run it again.")
             preds, odds, nbest = self.answers(model, split, rows)
-            out = job.out / self.name / name
+            out = job.file(self.name, name)
             files = {'predictions.json': (write_answers, null_thresholded(preds, odds, self.spec.na_threshold)
                                           if name == 'test' and self.v2 else preds)}
             if self.v2: files['null_odds.json'] = (write_null_odds, odds)

@@ -88,7 +88,7 @@ def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
     files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
     for split, f in files.items():
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
-    return TaggingSpec(path.resolve(), str(raw.get('name') or path.stem), 'tagging', files, scheme, _metrics(path, raw),
+    return TaggingSpec(path.resolve(), raw['name'], 'tagging', files, scheme, _metrics(path, raw),
                        raw.get('strict', False), stride, hparams, bool(raw.get('metrics')))
 
 
@@ -168,7 +168,7 @@ class TaggingTask(FinetuningTask):
         written = []
         for s, split in splits.items():
             tags = word_predictions(split.enc, logits[s], self.data.labels)
-            path = job.out / self.name / f'{s}{Path(split.file.path).suffix}'
+            path = job.file(self.name, f'{s}{Path(split.file.path).suffix}')
             written.append(write_predictions(split.file, tags, path))
             scored = ''
             if split.file.labeled:

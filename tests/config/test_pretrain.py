@@ -159,3 +159,14 @@ def test_run_name_must_be_a_plain_name(name):
     with pytest.raises(ConfigError, match=r"run_name: must be a plain name"):
         load('--run_name', name)
     assert load('--run_name', 'my-run_2.0+x').run_name == 'my-run_2.0+x'
+
+
+@pytest.mark.parametrize('seed', ['-1', str(2 ** 64)])
+def test_a_seed_out_of_range_is_refused_before_any_data_is_built(tmp_path, seed):
+    """`pretrain.py --seed -1` built the corpus cache and the tokenizer, then stopped in numpy's SeedSequence with a
+    ValueError traceback (2**64 in torch.manual_seed): one line naming the key and its range, and nothing made."""
+    from tests.support.pretrain import TINY, pretrain
+    with pytest.raises(ConfigError, match=rf"^command line: key 'seed': {seed} is not a whole number in "
+                                          r"\[0, 2\*\*32\) \(random seed for .*\)$"):
+        pretrain(tmp_path, *TINY, '--seed', seed)
+    assert list(tmp_path.iterdir()) == []  # no cache folder, no output folder

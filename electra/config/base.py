@@ -71,7 +71,8 @@ class Domain:
             least = {0: '', 1: ' non-empty'}.get(self.min_items, f' (at least {self.min_items})')
             return f"a{least} list of {self._noun(args[0] if args else str, plural=True)}{self._range(huge)}"
         if origin in (typing.Union, types.UnionType):
-            return ' or '.join(self.words(a, huge) for a in args if a is not type(None))
+            named = sorted((a for a in args if a is not type(None)), key=lambda a: a is not str)  # 'auto or ...'
+            return ' or '.join(self.words(a, huge) for a in named)
         if self.choices and tp is str:
             return str(self.choices[0]) if len(self.choices) == 1 else f"one of {', '.join(map(str, self.choices))}"
         return f"{self._noun(tp)}{self._range(huge) if tp in (int, float) else ''}"

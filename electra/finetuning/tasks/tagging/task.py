@@ -37,7 +37,7 @@ from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagg
 from electra.finetuning.tasks.tagging.metrics import tagging_metrics, write_predictions
 from electra.finetuning.tasks.tagging.model import ElectraTagger, TaggingLoss, predict_windows
 
-__all__ = ['TaggingSpec', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
+__all__ = ['TaggingSpec', 'TaggingOptions', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
 
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'scheme', 'metrics', 'strict', 'stride')
 METRICS = ('f1', 'precision', 'recall', 'accuracy')

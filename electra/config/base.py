@@ -44,8 +44,8 @@ class RunWarning(UserWarning):
 
 INT64_MAX = 2 ** 63 - 1  # what torch and numpy hold of a whole number: the bound of every int key without its own
 SEED_END = 2 ** 32        # numpy's seeds are below it (np.random.seed; fastai's set_seed takes them modulo it)
-# torch.distributed waits until now + timeout on a clock of int64 nanoseconds: a timeout near 2**63 ns (about 9.2e9
-# seconds, less the clock's time since boot) overflows into a connection that times out at once
+# torch.distributed waits until now + timeout on a clock of int64 nanoseconds: a timeout past 2**63 ns (about 9.2e9
+# seconds, less the clock's time since boot) wraps around (1e10 s: the connection timed out at once)
 DIST_TIMEOUT_MAX = 10 ** 9
 
 

@@ -25,7 +25,8 @@ import pydantic
 import yaml
 
 __all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'PLAIN_NAME', 'read_text', 'load_yaml', 'config_help', 'load_config',
-           'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'THREADS_HELP', 'threads_field', 'threads_setting',
+           'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'THREADS_HELP',
+           'threads_field', 'threads_setting',
            'running_in_notebook', 'cli_args', 'friendly_errors']
 
 
@@ -94,7 +95,8 @@ class Domain:
     def _range(self, huge: bool = False) -> str:
         lower, upper = self._lower(), self._upper()
         if lower and upper:
-            return f" in {'(' if lower[0] == '>' else '['}{_bound(lower[1])}, {_bound(upper[1])}{')' if upper[0] == '<' else ']'}"
+            opening, closing = '(' if lower[0] == '>' else '[', ')' if upper[0] == '<' else ']'
+            return f' in {opening}{_bound(lower[1])}, {_bound(upper[1])}{closing}'
         one = lower or upper
         return (f' {one[0]} {_bound(one[1])}' if one else '') + (' below 2**63' if huge and not upper else '')
 
@@ -109,7 +111,8 @@ class Domain:
             upper = {'lt': self.lt, 'le': self.le} if self._upper() else {'le': INT64_MAX}
             return Annotated[int, pydantic.Field(gt=self.gt, ge=self.ge, **upper)]
         if tp is float:
-            return Annotated[float, pydantic.Field(gt=self.gt, ge=self.ge, lt=self.lt, le=self.le, allow_inf_nan=not self.finite)]
+            return Annotated[float, pydantic.Field(gt=self.gt, ge=self.ge, lt=self.lt, le=self.le,
+                                                   allow_inf_nan=not self.finite)]
         if tp is str and self.choices: return Literal[self.choices]
         return tp
 
@@ -336,7 +339,8 @@ def _in_domain(f: dataclasses.Field, tp, value: Any, where: str) -> None:
     try: _adapter(tp, domain).validate_python(value, strict=True)
     except pydantic.ValidationError as e:
         huge = any(err['type'] == 'less_than_equal' for err in e.errors()) and domain._upper() is None
-        what = f.metadata.get('help', '').split('; ')[0] if not domain.choices or tp is not str else ''  # (choices say it)
+        choices_only = domain.choices and tp is str  # the choices say what the key is
+        what = '' if choices_only else f.metadata.get('help', '').split('; ')[0]
         about = [*domain.meanings(), *([what] if what else [])]
         raise ConfigError(f"{where}: {value!r} is not {domain.words(tp, huge)}"
                           + (f" ({'; '.join(about)})" if about else '')) from None

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.config.base import PLAIN_NAME, SEED_END, THREADS_HELP, ConfigError, choice_field, field, need, threads_field
+from electra.config.base import (PLAIN_NAME, SEED_END, THREADS_HELP, ConfigError, choice_field, field, need,
+                                 threads_field)
 
 __all__ = ['CompareConfig', 'VariantSpec', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 
@@ -89,7 +90,7 @@ class CompareConfig:
     table_only: bool = field(False, 'launch nothing: rebuild the table and plot from what is on disk')
 
     def validate(self) -> None:
-        "The rules that relate several keys or entries (each key's own domain is declared beside it, and checked when read)."
+        "The rules that relate several keys or entries (each key's own domain is declared beside it, checked when read)."
         need(bool(PLAIN_NAME.match(self.name)), 'name', f"must be a plain name (letters, digits, _ . + -), got {self.name!r}.")
         need(bool(self.output_dir), 'output_dir', 'give a folder.')
         need(bool(self.pretrain_config.strip()), 'pretrain_config', "give a pretrain preset, e.g. 'small' or 'demo'.")

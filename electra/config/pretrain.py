@@ -4,8 +4,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from electra.config.base import (DIST_TIMEOUT_MAX, PLAIN_NAME, SEED_END, RunWarning, choice_field, config_from_dict, field, need, optimizer_keys,
-                                 threads_field)
+from electra.config.base import (DIST_TIMEOUT_MAX, PLAIN_NAME, SEED_END, RunWarning, choice_field, config_from_dict, field,
+                                 need, optimizer_keys, threads_field)
 
 __all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'saved_config']
 
@@ -83,8 +83,8 @@ class PretrainConfig:
     num_attention_heads: int = field(4, 'discriminator attention heads', gt=0)
     intermediate_size: int = field(1024, 'discriminator feed-forward size', gt=0)
     embedding_size: int = field(128, 'embedding size (projected to hidden_size when different)', gt=0)
-    generator_size: float = field(0.25, 'generator hidden size as a fraction of the discriminator; its FFN is 4 x that, '
-                                        'its heads max(1, hidden // 64)', gt=0, le=1)
+    generator_size: float = field(0.25, 'generator hidden size as a fraction of the discriminator; its FFN is 4 x '
+                                        'that, its heads max(1, hidden // 64)', gt=0, le=1)
     max_position_embeddings: int = field(512, 'position embeddings of both networks', ge=8)
     tie_weights: str = choice_field('embeddings', ['none', 'embeddings', 'all', 'gdes'],
                                     "share nothing, the embeddings (paper default), all weights (same-size generator "
@@ -142,8 +142,8 @@ class PretrainConfig:
                                   'official TPU code averages per-core losses (differs when processes hold unequal token counts)')
     grad_accum_steps: int = field(1, 'split each process\'s share of the batch into this many micro-batches, run one after '
                                      'another before the optimizer step (less memory, the same step)', ge=1)
-    dist_timeout: int = field(1800, 'seconds a process waits for the others (data cache, checkpoints) before it stops the '
-                                    'job', gt=0, le=DIST_TIMEOUT_MAX)
+    dist_timeout: int = field(1800, 'seconds a process waits for the others (data cache, checkpoints) before it '
+                                    'stops the job', gt=0, le=DIST_TIMEOUT_MAX)
     # -- speed; none of these changes the objective
     compile: bool = field(False, 'torch.compile the model and loss (first step compiles; falls back to eager with a '
                                  'one-line warning if compilation fails)')
@@ -157,8 +157,8 @@ class PretrainConfig:
                                       "and the loss, the rest staying on the host; 'auto': 'step' where it can run, else "
                                       "'model'")
     pad_vocab_multiple: int = field(0, 'pad the word-embedding rows (and generator vocab) to a multiple of N, e.g. 64 '
-                                       'for tensor cores; padded ids are never predicted or sampled, exports are unpadded',
-                                    ge=0, zero='no padding')
+                                       'for tensor cores; padded ids are never predicted or sampled, exports are '
+                                       'unpadded', ge=0, zero='no padding')
 
     def validate(self) -> None:
         "The rules that relate several keys (each key's own domain is declared beside it, and checked when read)."

@@ -130,4 +130,4 @@ def test_help_shows_each_key_s_domain(capsys):
     assert "--corpus_weights (list, []): a list of finite numbers > 0; empty: concatenate the corpora" in out
     assert "--mask_prob (float, 0.15): a number in (0, 1)\n" in out and "--lr (float, 0.001; default 0.0005): a finite number > 0\n" in out
     assert "--mask_mode (str, 'fixed'): one of fixed, with_replacement, bernoulli\n" in out
-    assert "--threads (int | str, 'auto'): a whole number >= 0 or auto; 0: auto\n" in out
+    assert "--threads (int | str, 'auto'): auto or a whole number >= 0; 0: auto\n" in out

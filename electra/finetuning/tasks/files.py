@@ -51,7 +51,7 @@ KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics'
 
 @dataclass
 class FileOptions:
-    "A classification, regression or multilabel task file's own settings, each with its domain, checked as the job's keys."
+    "A classification, regression or multilabel task file's own settings, each with its domain, checked as job keys are."
     unordered_pair: bool = field(False, 'train on both segment orders (as MRPC and STS-B)')
     target_scale: float = field(1.0, 'regression: targets are learned divided by this (STS-B: 5)', gt=0)
     label_separator: str = field(',', 'multilabel in CSV/TSV: between the labels of one example')

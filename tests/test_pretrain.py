@@ -425,9 +425,11 @@ def one_megabyte_document(tmp: Path) -> str:
 
 @pytest.mark.parametrize('argv, message', [
     (['--stpes', '3'], "command line: unknown key 'stpes'. Did you mean 'steps'? Run with --help for the list of keys."),
-    (['--dropout', '1.5'], 'dropout: must be in [0, 1), got 1.5.'),
-    (['--lr', '-1'], 'lr: must be a positive number, got -1.0.'),
-    (['--lr', 'nan'], 'lr: must be a positive number, got nan.'),
+    (['--dropout', '1.5'], "command line: key 'dropout': 1.5 is not a number in [0, 1) (hidden and attention dropout of "
+                           "both networks)"),
+    (['--seed', '-1'], "command line: key 'seed': -1 is not a whole number in [0, 2**32) (random seed for data order, "
+                       "masking, sampling and initialisation)"),
+    (['--lr', 'nan'], "command line: key 'lr': nan is not a finite number > 0 (peak learning rate)"),
     (['--corpus', one_megabyte_document, '--warmup_steps', '1'],
      'no text to train a tokenizer on in {tmp}/one.txt (skipped 1 lines over 1 MiB). Give a corpus with readable '
      'lines of text, or a `tokenizer`.')])

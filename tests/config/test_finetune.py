@@ -27,7 +27,8 @@ def test_task_overrides_are_validated():
         config_from_dict(FinetuneConfig, {'task_overrides': {'RTE': {'epoch': 3}}})
     with pytest.raises(ConfigError, match="unknown GLUE task 'rte'. Did you mean 'RTE'"):
         config_from_dict(FinetuneConfig, {'task_overrides': {'rte': {'epochs': 3}}})
-    with pytest.raises(ConfigError, match='task_overrides.MRPC: epochs: must be positive'):
+    with pytest.raises(ConfigError, match=r"^config: key 'task_overrides\.MRPC\.epochs': 0 is not a whole number > 0 "
+                                          r"\(passes over the training set\)$"):
         config_from_dict(FinetuneConfig, {'task_overrides': {'MRPC': {'epochs': 0}}})
     with pytest.raises(ConfigError, match='task_overrides.SST-2: double_unordered needs a sentence-pair task'):
         config_from_dict(FinetuneConfig, {'task_overrides': {'SST-2': {'double_unordered': True}}})
@@ -42,7 +43,8 @@ def test_length_buckets_are_checked_and_reach_the_task_s_loaders():
     import numpy as np
     from electra.finetuning.tasks.classification import ClassificationTask
     from electra.finetuning.tasks.glue.encoding import Encoded
-    with pytest.raises(ConfigError, match=r'^length_buckets: must be positive lengths, got \[0, 128\]'):
+    with pytest.raises(ConfigError, match=r"^config: key 'length_buckets': \[0, 128\] is not a list of whole numbers > 0 "
+                                          r"\(empty: each batch padded to its longest example; pad every batch"):
         config_from_dict(FinetuneConfig, {'length_buckets': [0, 128]})
     with pytest.raises(ConfigError, match=r'^length_buckets: the largest \(64\) must hold max_length \(128\).*add 128'):
         config_from_dict(FinetuneConfig, {'length_buckets': [32, 64]})
@@ -81,7 +83,7 @@ def test_a_later_preset_or_the_command_line_settles_what_an_earlier_preset_left_
     preset = tmp_path / 'mine.yaml'
     preset.write_text('runs: 0\n')
     assert load_config(FinetuneConfig, ['--config', str(preset), '--runs', '3'], preset_dir=REPO / 'configs/finetune').runs == 3
-    with pytest.raises(ConfigError, match='runs: must be positive, got 0'):
+    with pytest.raises(ConfigError, match=rf"^{preset}: line 1: key 'runs': 0 is not a whole number > 0 \(fine-tuning runs"):
         load_config(FinetuneConfig, ['--config', str(preset)], preset_dir=REPO / 'configs/finetune')
 
 

@@ -171,8 +171,9 @@ def test_a_missing_or_unreadable_local_file_fails_before_anything_is_launched(tm
     ({'finetune_overrides': {'model': 'x'}}, r'finetune_overrides: model is set by the comparison'),
     ({'pretrain_overrides': {'threads': 2}}, r'pretrain_overrides: threads is set by the comparison itself .*CPU threads'),
     ({'seeds': [1, 1]}, r'seeds: seeds must differ'),
-    ({'finetune_at': [0.5]}, r'finetune_at: fractions in \(0, 1\], 1.0 \(the finished run\) among them'),
-    ({'finetune_at': [0, 1]}, r'finetune_at: fractions in \(0, 1\]'),
+    ({'finetune_at': [0.5]}, r'finetune_at: 1.0 \(the finished run\) must be among the fractions'),
+    ({'finetune_at': [0, 1]}, r"key 'finetune_at': \[0\.0, 1\.0\] is not a non-empty list of numbers in \(0, 1\] \(fractions"),
+    ({'seeds': [-1]}, r"key 'seeds': \[-1\] is not a non-empty list of whole numbers in \[0, 2\*\*32\) \(pretraining seeds"),
     ({'finetune_at': [0.5, 0.5, 1]}, r'finetune_at: a fraction is listed twice'),
     ({'finetune_at': [0.5, 1], 'finetune': False}, r'finetune_at: fine-tuning is off'),
 ])

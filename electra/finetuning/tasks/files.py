@@ -32,14 +32,15 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from electra.config.base import ConfigError, config_from_dict, load_yaml, read_text, safe_name
+from electra.config.base import ConfigError, config_from_dict, field, load_yaml, read_text, safe_name, yaml_key_lines
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
 from electra.finetuning.tasks.metrics import check_metrics, metric_names
 from electra.runtime.files import atomic_write_text, is_main_process
 
-__all__ = ['FileTaskSpec', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'make_task', 'FileSource',
+__all__ = ['FileTaskSpec', 'FileOptions', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'task_settings',
+           'make_task', 'FileSource',
            'file_task', 'write_file_predictions']
 
 # each kind's default metrics
@@ -47,6 +48,14 @@ KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'),
 FORMATS = ('.csv', '.tsv', '.jsonl', '.parquet')
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics', 'unordered_pair', 'target_scale',
         'label_separator')
+
+
+@dataclass
+class FileOptions:
+    "A classification, regression or multilabel task file's own settings, each with its domain, checked as job keys are."
+    unordered_pair: bool = field(False, 'train on both segment orders (as MRPC and STS-B)')
+    target_scale: float = field(1.0, 'regression: targets are learned divided by this (STS-B: 5)', gt=0)
+    label_separator: str = field(',', 'multilabel in CSV/TSV: between the labels of one example')
 
 
 @dataclass(frozen=True)
@@ -96,7 +105,7 @@ def _check_values(path: Path, raw: dict) -> None:
 
 
 def _check_types(path: Path, raw: dict) -> None:
-    "Each value of the kind its key takes: file and column names are strings, flags booleans, the scale a number."
+    "Each value of the kind its key takes: file and column names are strings (the settings: `FileOptions`)."
     for key in ('train', 'dev', 'test'):
         if key in raw and not isinstance(raw[key], str): _fail(path, f"{key}: {raw[key]!r} is not a file name.")
     for key in ('label', 'id'):
@@ -104,20 +113,21 @@ def _check_types(path: Path, raw: dict) -> None:
     text = [raw['text']] if isinstance(raw['text'], str) else raw['text']
     if not isinstance(text, list) or not all(isinstance(t, str) for t in text):
         _fail(path, f"text: expected a column name or a list of two, got {raw['text']!r}.")
-    if not isinstance(raw.get('unordered_pair', False), bool):
-        _fail(path, f"unordered_pair: expected true or false, got {raw['unordered_pair']!r}.")
-    scale = raw.get('target_scale', 1.0)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < float('inf'):
-        _fail(path, f"target_scale: expected a positive number, got {scale!r} (regression targets are divided by it).")
 
 
 def task_hparams(path: Path, raw: dict, defaults: dict | None = None) -> dict:
     """The hyperparameters a task file sets for its task (any per-task key of the job: epochs, max_length, ...), over
     its kind's `defaults`; removed from `raw`. The job's `task_overrides` still override them."""
     own = {k: raw.pop(k) for k in list(raw) if k in TASK_KEYS}
-    try: config_from_dict(FinetuneConfig, own, source=str(path))  # type- and range-checks them
-    except ConfigError as e: raise ConfigError(str(e) if str(e).startswith(str(path)) else f'{path}: {e}') from None
+    task_settings(FinetuneConfig, path, own)
     return {**(defaults or {}), **own}
+
+
+def task_settings(cls, path: Path, values: dict):
+    """The `cls` (a config dataclass) of the `values` a task file gives for its keys: each converted to its type and
+    checked against its declared domain, as the job's keys are, a bad one named with the file and its line."""
+    try: return config_from_dict(cls, values, source=str(path), lines=yaml_key_lines(path))
+    except ConfigError as e: raise ConfigError(str(e) if str(e).startswith(str(path)) else f'{path}: {e}') from None
 
 
 def read_task_file(path: str | Path):
@@ -146,10 +156,12 @@ def read_task_file(path: str | Path):
     for split, f in files.items():
         if f.suffix not in FORMATS: _fail(path, f"{split}: {f.name} is not {', '.join(FORMATS)}.")
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
-    if raw.get('unordered_pair') and len(text) != 2: _fail(path, 'unordered_pair needs a pair of text columns.')
+    options = task_settings(FileOptions, path, {k: raw[k] for k in ('unordered_pair', 'target_scale', 'label_separator')
+                                                if k in raw})
+    if options.unordered_pair and len(text) != 2: _fail(path, 'unordered_pair needs a pair of text columns.')
     return FileTaskSpec(path.resolve(), raw['name'], kind, files, text, str(raw['label']),
-                        str(raw.get('id') or ''), metrics, bool(raw.get('unordered_pair', False)),
-                        float(raw.get('target_scale', 1.0)), str(raw.get('label_separator', ',')), hparams)
+                        str(raw.get('id') or ''), metrics, options.unordered_pair, options.target_scale,
+                        options.label_separator, hparams)
 
 
 def _task_name(path: Path, source: str, raw: dict) -> str:

@@ -252,10 +252,11 @@ def test_a_task_yaml_not_in_utf8_is_named_with_its_line(tmp_path, data, line):
 
 
 @pytest.mark.parametrize('extra, match', [
-    ('unordered_pair: maybe\n', r"task.yaml: unordered_pair: expected true or false, got 'maybe'"),
-    ('target_scale: abc\n', r"task.yaml: target_scale: expected a positive number, got 'abc'"),
-    ('target_scale: 0\n', r"task.yaml: target_scale: expected a positive number, got 0 \(regression targets are divided"),
-    ('target_scale: .nan\n', r"task.yaml: target_scale: expected a positive number, got nan"),
+    ('unordered_pair: maybe\n', r"task.yaml: line 5: key 'unordered_pair': expected true or false, got 'maybe'\.$"),
+    ('target_scale: abc\n', r"task.yaml: line 5: key 'target_scale': expected a number, got 'abc'\.$"),
+    ('target_scale: 0\n', r"task.yaml: line 5: key 'target_scale': 0\.0 is not a finite number > 0 \(regression: targets "
+                          r"are learned divided by this"),
+    ('target_scale: .nan\n', r"task.yaml: line 5: key 'target_scale': nan is not a finite number > 0"),
 ])
 def test_a_flag_or_scale_of_the_wrong_kind_is_refused_naming_the_key(tmp_path, extra, match):
     "'maybe' was taken as true and a scale of 0 divided every target by zero; both ran on."

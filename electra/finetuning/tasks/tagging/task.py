@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, field
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
-from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams
+from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.glue.tasks import TaskInfo
 from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names
 from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, entity_types, read_tagging_files
@@ -38,11 +38,19 @@ from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagg
 from electra.finetuning.tasks.tagging.metrics import tagging_metrics, write_predictions
 from electra.finetuning.tasks.tagging.model import ElectraTagger, TaggingLoss, predict_windows
 
-__all__ = ['TaggingSpec', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
+__all__ = ['TaggingSpec', 'TaggingOptions', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
 
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'scheme', 'metrics', 'strict', 'stride')
 METRICS = tuple(fitting('tagging'))  # the default: every metric of the table for tagging (the first is the score)
 DEFAULTS = {'max_length': 256, 'dropout': 0.0}  # the official chunking length; the official head has no dropout
+
+
+@dataclass
+class TaggingOptions:
+    "A tagging task file's own settings, each with its domain, checked as the job's keys."
+    strict: bool = field(False, "seqeval's strict mode for the entity scores (default: conlleval's rules)")
+    stride: int = field(32, 'word pieces of context shared by the windows of a sentence too long for one', ge=0,
+                        zero='the windows share none')
 
 
 @dataclass(frozen=True)
@@ -82,14 +90,13 @@ def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
         if not raw.get(key): _fail(path, f"'{key}' is missing: a tagging task names its train and dev files.")
     scheme = raw.get('scheme', 'auto')
     if scheme not in (*SCHEMES, 'auto'): _fail(path, f"scheme: {scheme!r} is not one of {', '.join(SCHEMES)} or auto.")
-    stride = raw.get('stride', 32)
-    if not isinstance(stride, int) or isinstance(stride, bool) or stride < 0: _fail(path, f"stride: {stride!r} is not a whole number >= 0.")
-    if not isinstance(raw.get('strict', False), bool): _fail(path, f"strict: {raw['strict']!r} is not true or false.")
+    options = task_settings(TaggingOptions, path, {k: raw[k] for k in ('strict', 'stride') if k in raw})
     files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
     for split, f in files.items():
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
     return TaggingSpec(path.resolve(), raw['name'], 'tagging', files, scheme, _metrics(path, raw),
-                       raw.get('strict', False), stride, hparams, bool(raw.get('metrics')))
+                       options.strict, options.stride, hparams,
+                       bool(raw.get('metrics')))
 
 
 @dataclass

@@ -26,7 +26,7 @@ import pydantic
 import yaml
 
 __all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
-           'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'THREADS_HELP',
+           'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
            'threads_field', 'threads_setting',
            'running_in_notebook', 'cli_args', 'friendly_errors']
 
@@ -306,6 +306,13 @@ def yaml_key_lines(path: str | Path) -> dict[tuple, int]:
     lines: dict[tuple, int] = {}
     load_yaml(read_text(path), str(path), lines)
     return lines
+
+
+def key_place(path: str | Path, key: str) -> str:
+    "'<path>: line N' for a top-level key of a YAML file, where it is written; '<path>' where no line is known."
+    try: line = yaml_key_lines(path).get((key,))
+    except (ConfigError, yaml.YAMLError): line = None
+    return f'{path}: line {line}' if line else str(path)
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:

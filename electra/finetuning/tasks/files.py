@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from electra.config.base import ConfigError, config_from_dict, field, load_yaml, read_text, safe_name, yaml_key_lines
+from electra.config.base import ConfigError, config_from_dict, field, load_yaml, key_place, read_text, safe_name, yaml_key_lines
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
@@ -141,7 +141,7 @@ def read_task_file(path: str | Path):
     try: raw = load_yaml(source, str(path)) or {}
     except yaml.YAMLError as e: _fail(path, f"not valid YAML ({str(e).splitlines()[0]}).")
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
-    raw['name'] = _task_name(path, source, raw)  # what every kind's spec takes as its name
+    raw['name'] = _task_name(path, raw)  # what every kind's spec takes as its name
     if raw['name'] in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
     other = FILE_KINDS.get(raw.get('kind'))
     if other is not None and other.read_spec is not None: return other.read_spec(path, raw)
@@ -164,15 +164,13 @@ def read_task_file(path: str | Path):
                         options.label_separator, hparams)
 
 
-def _task_name(path: Path, source: str, raw: dict) -> str:
+def _task_name(path: Path, raw: dict) -> str:
     """A task file's `name` (its file name's stem when it gives none; a number as written), checked as a file name
-    (`safe_name`), for the task's checkpoints, token caches and test files are named by it. `source`: the file's text,
-    for the line of the error."""
+    (`safe_name`), for the task's checkpoints, token caches and test files are named by it."""
     name = raw.get('name')
     if name is None: return safe_name(path.stem, "name (none given, so the file's)", str(path))
     if isinstance(name, (int, float)) and not isinstance(name, bool): name = str(name)
-    lines = [k.start_mark.line + 1 for k, _ in yaml.compose(source, Loader=yaml.SafeLoader).value if k.value == 'name']
-    return safe_name(name, 'name', f'{path}: line {lines[0]}' if lines else str(path))  # none: from a merged anchor
+    return safe_name(name, 'name', key_place(path, 'name'))  # no line: a name from a merged anchor
 
 
 def make_task(spec):

@@ -18,11 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-import yaml
+from electra.config.base import ConfigError, did_you_mean, key_place
 
-from electra.config.base import ConfigError, did_you_mean, read_text
-
-__all__ = ['MetricFit', 'FITS', 'METRIC_NAMES', 'fitting', 'metric_names', 'check_metrics', 'key_place', 'metric_text']
+__all__ = ['MetricFit', 'FITS', 'METRIC_NAMES', 'fitting', 'metric_names', 'check_metrics', 'metric_text']
 
 
 @dataclass(frozen=True)
@@ -98,9 +96,9 @@ def metric_names(value, path: str | Path) -> tuple[str, ...]:
     "The `metrics` value of the task file `path` as names: one name, or a list of distinct names."
     names = [value] if isinstance(value, str) else value  # `metrics: f1` is one name, not f and 1
     if not isinstance(names, list) or not all(isinstance(m, str) for m in names):
-        raise ConfigError(f"{key_place(path, 'metrics')}: expected a metric name or a list of them, got {value!r}.")
+        raise ConfigError(f"{key_place(path, 'metrics')}: metrics: expected a metric name or a list of them, got {value!r}.")
     twice = next((m for i, m in enumerate(names) if m in names[:i]), None)
-    if twice is not None: raise ConfigError(f"{key_place(path, 'metrics')}: {twice} is named twice; name each once.")
+    if twice is not None: raise ConfigError(f"{key_place(path, 'metrics')}: metrics: {twice} is named twice; name each once.")
     return tuple(names)
 
 
@@ -110,7 +108,7 @@ def check_metrics(metrics: Sequence[str], kind: str, path: str | Path, count: in
     no metric of a `kind` task or does not fit its `count` of classes (labels, entity types: `labels`, shown); the
     line names the metrics that fit."""
     bad = next((m for m in metrics if m not in fitting(kind, count)), None)
-    if bad is not None: raise ConfigError(_misfit(bad, kind, key_place(path, 'metrics'), count, labels))
+    if bad is not None: raise ConfigError(_misfit(bad, kind, f"{key_place(path, 'metrics')}: metrics", count, labels))
 
 
 def _misfit(m: str, kind: str, where: str, count: int | None, labels: Sequence[str]) -> str:
@@ -124,15 +122,6 @@ def _misfit(m: str, kind: str, where: str, count: int | None, labels: Sequence[s
     kinds = sorted({f.kind for f in FITS if f.metric == m})
     if kinds: return f"{where}: {m} scores {' and '.join(kinds)} tasks; this is a {kind} task: use {use}."
     return f"{where}: {m!r} is not a metric.{did_you_mean(m, list(own))} A {kind} task takes {use}."
-
-
-def key_place(path: str | Path, key: str) -> str:
-    "'<path>: line N: <key>' for a key of a YAML file's top mapping, found where it is written; '<path>: <key>' else."
-    try: node = yaml.compose(read_text(path), Loader=yaml.SafeLoader)
-    except (OSError, yaml.YAMLError, ConfigError): node = None
-    for k, _ in node.value if isinstance(node, yaml.MappingNode) else ():
-        if k.value == key: return f"{path}: line {k.start_mark.line + 1}: {key}"
-    return f"{path}: {key}"
 
 
 def metric_text(value: float) -> str:

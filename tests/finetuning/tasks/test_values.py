@@ -61,21 +61,26 @@ NAN, INF = float('nan'), float('inf')
 # (kind, the good labels, the bad one as written in CSV and TSV, in JSONL, in parquet, what the message says); the bad
 # label is the third example's: line 4 of a CSV or TSV file (after the header), line 3 of JSONL, row 3 of parquet. A
 # parquet column has one type: its good labels are written as strings where the bad one is a string or null.
+REG, CLS, NUM = [0.5, 1.0, 2.0, 3.5], ['pos', 'neg', 'pos', 'neg'], ['1', '2', '1', '2']
+NOT_FINITE, NO_LABEL = "in column 'label' is not a finite number", r"no label in column 'label' \(empty or null\)"
+MISSING = "in column 'label' is a missing value, not a class"
 BAD = {
-    'regression nan': ('regression', [0.5, 1.0, 2.0, 3.5], 'nan', NAN, NAN, r"label 'nan' in column 'label' is not a finite number"),
-    'regression inf': ('regression', [0.5, 1.0, 2.0, 3.5], 'inf', INF, INF, r"label 'inf' in column 'label' is not a finite number"),
-    'regression -inf': ('regression', [0.5, 1.0, 2.0, 3.5], '-inf', -INF, -INF, r"label '-inf' in column 'label' is not a finite number"),
-    'regression empty': ('regression', [0.5, 1.0, 2.0, 3.5], '', '', '', r"no label in column 'label' \(empty or null\)"),
-    'regression null': ('regression', [0.5, 1.0, 2.0, 3.5], '', None, None, r"no label in column 'label' \(empty or null\)"),
-    'regression text': ('regression', [0.5, 1.0, 2.0, 3.5], 'high', 'high', 'high', r"label 'high' in column 'label' is not a finite number"),
-    'regression true': ('regression', [0.5, 1.0, 2.0, 3.5], 'true', True, 'true', r"label '(true|True)' in column 'label' is not a finite number"),
-    'class nan': ('classification', ['pos', 'neg', 'pos', 'neg'], 'nan', NAN, None, r"label 'nan' in column 'label' is a missing value, not a class|no label in column 'label'"),
-    'class null': ('classification', ['pos', 'neg', 'pos', 'neg'], 'null', None, None, r"label 'null' in column 'label' is a missing value|no label in column 'label' \(empty or null\)"),
-    'class empty': ('classification', ['pos', 'neg', 'pos', 'neg'], '', '', '', r"no label in column 'label' \(empty or null\)"),
-    'class mixed': ('classification', ['1', '2', '1', '2'], 'x', 'x', 'x', r"label 'x' in column 'label' is a name among numbers \(such as '1', (line [12]|row 1)\)"),
-    'class number in names': ('classification', ['pos', 'neg', 'pos', 'neg'], '0', 0, '0', r"label '0' in column 'label' is a number among names"),
-    'class inf': ('classification', ['1', '2', '1', '2'], 'inf', INF, 'inf', r"label 'inf' in column 'label' is not a finite number"),
-    'class spaces': ('classification', ['pos', 'neg', 'pos', 'neg'], ' pos', ' pos', ' pos', r"label ' pos' in column 'label' has spaces around it, so it would be another class than 'pos'"),
+    'regression nan': ('regression', REG, 'nan', NAN, NAN, f"label 'nan' {NOT_FINITE}"),
+    'regression inf': ('regression', REG, 'inf', INF, INF, f"label 'inf' {NOT_FINITE}"),
+    'regression -inf': ('regression', REG, '-inf', -INF, -INF, f"label '-inf' {NOT_FINITE}"),
+    'regression empty': ('regression', REG, '', '', '', NO_LABEL),
+    'regression null': ('regression', REG, '', None, None, NO_LABEL),
+    'regression text': ('regression', REG, 'high', 'high', 'high', f"label 'high' {NOT_FINITE}"),
+    'regression true': ('regression', REG, 'true', True, 'true', f"label '(true|True)' {NOT_FINITE}"),
+    'class nan': ('classification', [1.0, 2.0, 1.0, 2.0], 'nan', NAN, NAN, f"label 'nan' {MISSING}"),  # ints with a gap
+    'class null': ('classification', CLS, 'null', None, None, f"label 'null' {MISSING}|{NO_LABEL}"),
+    'class empty': ('classification', CLS, '', '', '', NO_LABEL),
+    'class mixed': ('classification', NUM, 'x', 'x', 'x',
+                    r"label 'x' in column 'label' is a name among numbers \(such as '1', (line [12]|row 1)\)"),
+    'class number in names': ('classification', CLS, '0', 0, '0', "label '0' in column 'label' is a number among names"),
+    'class inf': ('classification', NUM, 'inf', INF, 'inf', f"label 'inf' {NOT_FINITE}"),
+    'class spaces': ('classification', CLS, ' pos', ' pos', ' pos',
+                     "label ' pos' in column 'label' has spaces around it, so it would be another class than 'pos'"),
 }
 
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal, Sequence, Union
 import pydantic
 import yaml
 
-__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
+__all__ = ['ConfigError', 'TrainingStopped', 'TrainingDiverged', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
            'threads_field', 'threads_setting',
            'running_in_notebook', 'cli_args', 'friendly_errors']
@@ -38,6 +38,11 @@ class ConfigError(ValueError):
 class TrainingStopped(Exception):
     "Training stopped on request (Ctrl-C); the message says what was kept and how to continue."
     exit_status = 130  # the shell's status for a process ended by SIGINT
+
+
+class TrainingDiverged(ConfigError):
+    """The loss became NaN or infinite. A pretraining run stops, with no checkpoint written after it; a fine-tuning run
+    stops with no score, the sweep's other runs go on, and the job ends with this error naming it."""
 
 
 class RunWarning(UserWarning):

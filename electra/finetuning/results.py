@@ -31,11 +31,14 @@ RENAMED_COLUMNS = {'micro_f1': 'f1_micro', 'macro_f1': 'f1_macro'}  # the multi-
 
 class ResultsTable:
     """The results CSV: read at start (to resume a sweep), one row added and the file rewritten atomically as soon as
-    each run finishes; rows in GLUE's task order, then by run."""
+    each run finishes; rows in GLUE's task order, then by run. A run whose loss became NaN or infinite has no row:
+    `diverged` keeps this job's (`runs.Diverged`), for the summary and the job's last line, and a later job tries them
+    again."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.df = _read_table(self.path) if self.path.is_file() else pd.DataFrame(columns=RESULT_COLUMNS)
+        self.diverged: list = []
 
     def get(self, task: str, run: int) -> dict | None:
         rows = self.df[(self.df['task'] == task) & (self.df['run'] == run)]
@@ -49,6 +52,18 @@ class ResultsTable:
         names = [*TASKS, *sorted(set(df['task']) - set(TASKS))]  # then tasks from files, by name
         order = df['task'].map({name: k for k, name in enumerate(names)})
         self.df = df.iloc[np.lexsort((df['run'].astype(int).to_numpy(), order.to_numpy()))].reset_index(drop=True)
+        self._write()
+
+    def add_diverged(self, record) -> None:
+        """A run of this job that diverged (`runs.Diverged`: task, run, ...): kept in `diverged`, and an earlier row of
+        that run (of another model, done again) dropped, so that it is neither summarised nor picked for predictions."""
+        self.diverged.append(record)
+        earlier = (self.df['task'] == record.task) & (self.df['run'] == record.run)
+        if earlier.any():
+            self.df = self.df[~earlier].reset_index(drop=True)
+            self._write()
+
+    def _write(self) -> None:
         if is_main_process(): atomic_write_text(self.df.to_csv(index=False, float_format='%.4f'), self.path)
 
     def task_rows(self, task: str) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from typing import Callable, Iterator
 
 import pandas as pd
 
-from electra.config.base import ConfigError, TrainingStopped, writable_dir
+from electra.config.base import ConfigError, TrainingDiverged, TrainingStopped, writable_dir
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import device_and_autocast
@@ -29,7 +29,7 @@ from electra.runtime.files import atomic_write_text, is_main_process, path_insid
 from electra.runtime.processes import world
 
 __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'run_sweep', 'write_summary',
-           'write_test_predictions']
+           'write_test_predictions', 'raise_if_diverged']
 
 
 def resolve_data(data: str, cache_dir: str | Path) -> TaskSource:
@@ -158,7 +158,13 @@ def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: Re
             raise TrainingStopped(f"by Ctrl-C during {jobs[0].task} {runs_phrase([j.run for j in jobs])}; the "
                                   f"{len(results.df)} finished run(s) are kept in {results.path}. Run the same "
                                   f"command again to do the rest.") from None
-        for row in rows: results.add(row)
+        for row in rows: _record(results, row)
+
+
+def _record(results: ResultsTable, row) -> None:
+    "A finished run's row into the table; a run that diverged (`runs.Diverged`) into its `diverged`, with no row."
+    if isinstance(row, dict): results.add(row)
+    else: results.add_diverged(row)
 
 
 def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
@@ -167,7 +173,8 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     Each finished run's weights go to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to the results table
     `<output_dir>/<group>/results.csv` at once; runs already in the table with the same settings are skipped. With
     `parallel_runs` above 1, that many worker processes take the runs from a shared queue (`electra.finetuning.workers`);
-    the table is the same as one process's."""
+    the table is the same as one process's. A run whose loss became NaN or infinite stops with no row; the others go
+    on (`raise_if_diverged` ends the job with it)."""
     check_outputs(cfg)
     results = ResultsTable(group_dir(cfg) / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
@@ -177,7 +184,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     n = parallel_runs(cfg)
     if n > 1:
         try:
-            for row in run_on_workers(cfg, list(plan), pretrained, tokenizer, n, say): results.add(row)
+            for row in run_on_workers(cfg, list(plan), pretrained, tokenizer, n, say): _record(results, row)
         except KeyboardInterrupt:
             raise TrainingStopped(f"by Ctrl-C; the {len(results.df)} finished run(s) are kept in {results.path}. Run the "
                                   f"same command again to do the rest.") from None
@@ -192,6 +199,9 @@ def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
     tasks = {**TASKS, **_file_task_infos(cfg)}
     df = results.df[results.df['task'].isin(cfg.task_names) & (results.df['run'] < cfg.runs)]
     text = summary_markdown(summarize(df, tasks)) if not df.empty else 'no finished runs'
+    if results.diverged:
+        text += '\n\nDiverged, no score (not summarised, never picked): ' + '; '.join(
+            f'{d.task} run {d.run} (seed {d.seed}) at step {d.step}' for d in results.diverged) + '.'
     if is_main_process():
         atomic_write_text(f'# Dev results of {cfg.group} ({cfg.model})\n\n{text}\n', out / 'summary.md')
     if not df.empty: plot_summary(df, out / 'summary.png', title=f'{cfg.group}: dev score per run (bar: median)', tasks=tasks)
@@ -226,3 +236,16 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
         written += task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
     if any(p.name in SUBMISSION_FILES for p in written): written.append(zip_submission(out))
     return written
+
+
+def raise_if_diverged(results: ResultsTable) -> None:
+    """The job's end: `TrainingDiverged` (status 2) naming this job's runs whose loss became NaN or infinite, after the
+    other runs were kept, summarised and predicted from; nothing when there were none."""
+    if not results.diverged: return
+    runs = '; '.join(f'{d.task} run {d.run} (seed {d.seed}) at step {d.step}' for d in results.diverged)
+    them = 'it' if len(results.diverged) == 1 else 'them'
+    raise TrainingDiverged(
+        f"{len(results.diverged)} run(s) diverged, their loss NaN or infinite ({runs}): no score recorded, not in the "
+        f"summary nor the test predictions; the {len(results.df)} finished run(s) are kept in {results.path}. Try a "
+        f"lower learning rate, check the labels, or fp32 instead of fp16 or bf16, and run the same command again to try "
+        f"{them} again.")

@@ -123,7 +123,7 @@ def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> 
                 if queue: data, w.jobs_now = queue.popleft(); w.jobs.send(('run', data, w.jobs_now))
                 else: w.stopped = True; w.jobs.send(('stop',))
             elif msg[0] == 'log': say(f'[worker {w.index}] {msg[1]}')
-            elif msg[0] == 'row': done += 1; yield msg[1]
+            elif msg[0] == 'row': done += isinstance(msg[1], dict); yield msg[1]  # or a run's `Diverged` record
             elif msg[0] == 'config_error': raise ConfigError(msg[1])
             else: raise _failed(w, f'failed:\n{msg[1]}', done)
 
@@ -131,7 +131,8 @@ def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> 
 def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]], pretrained, tokenizer, n: int,
                    say: Callable[[str], None] = print) -> Iterator[dict]:
     """Train the runs of `plan` on `n` worker processes (fewer when there are fewer runs), a stack of runs of one task
-    at a time (`runs.stacks`), yielding each finished run's row of the results table as it comes."""
+    at a time (`runs.stacks`), yielding each finished run's row of the results table as it comes (a run whose loss
+    became NaN or infinite: its `runs.Diverged` record; the worker goes on with the next runs)."""
     n = min(n, sum(len(todo) for _, todo in plan))
     if not n: return
     devices = worker_devices(cfg.device, n)

@@ -18,7 +18,7 @@ import torch
 from fastai.callback.core import Callback, CancelFitException
 from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, TrainingDiverged
 from electra.objective.loss import batch_statistics
 from electra.objective.masking import MaskingSettings
 from electra.runtime.files import atomic_save, is_main_process, path_inside, release_run_dir
@@ -29,7 +29,7 @@ from electra.training.sinks import CsvLog
 from electra.training.speed import try_compile
 
 __all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'TwoStageTraining', 'CompileModel', 'MetricsLogger', 'ProgressBar',
-           'Checkpointer', 'StopOnInterrupt', 'TrainingDiverged', 'METRIC_NAMES']
+           'Checkpointer', 'StopOnInterrupt', 'METRIC_NAMES']
 
 
 class StepCounter(Callback):
@@ -190,10 +190,6 @@ METRIC_NAMES = ['step', 'loss', 'gen_loss', 'disc_loss', 'lr', 'gen_accuracy', '
 # what MetricsLogger sums on the device between two rows (`batch_statistics` and the losses)
 _SUMS = ('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total', 'disc_correct', 'disc_total', 'tp', 'fp', 'fn',
          'replaced', 'real', 'batches')
-
-
-class TrainingDiverged(ConfigError):
-    "The loss became NaN or infinite: the run stops, and no checkpoint is written after it."
 
 
 class MetricsLogger(Callback):

@@ -16,7 +16,10 @@ a small YAML file and trained, swept, summarised and predicted as a GLUE task is
     label_separator: ','              # multilabel in CSV/TSV: 'sports,politics' (JSONL: a list; '' no label)
 
 Class labels are those of the training file (sorted; numerically when they are all numbers); a dev or test label
-never seen in training stops the job naming the file and line. TSV files are read as the GLUE files are (tab, no
+never seen in training stops the job naming the file and line. Every label and test id is checked for its kind's
+domain first (`tasks/values.py`: a regression label a finite number, a class label neither empty, null, `nan` nor a
+name among numbers, an id without a tab or line break, ...), in every format alike; a test file's label column
+may be empty throughout (it is not read). TSV files are read as the GLUE files are (tab, no
 quoting), so a GLUE task given as files reads exactly the same examples. A CSV or TSV file's first line names its
 columns; a row with more or fewer fields than that header (a comma outside quotes, a tab in a TSV text), a column
 named twice, or an id twice in the test file stops the job naming the file and line.
@@ -37,6 +40,7 @@ from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, re
 from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
 from electra.finetuning.tasks.metrics import check_metrics, metric_names
+from electra.finetuning.tasks.values import id_column, is_missing, label_column, place
 from electra.runtime.files import atomic_write_text, is_main_process
 
 __all__ = ['FileTaskSpec', 'FileOptions', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'task_settings',
@@ -181,8 +185,9 @@ def make_task(spec):
 def _rows(path: Path) -> tuple[list[dict], list[int]]:
     "The records of a data file and the line (row, for parquet) each came from."
     if path.suffix == '.parquet':
-        import pandas as pd
-        try: records = pd.read_parquet(path).to_dict('records')
+        import pyarrow.parquet as pq
+        # Python values, a null as None (pandas would make it NaN, and a null label would read as the label 'nan')
+        try: records = pq.read_table(path).to_pylist()
         except Exception as e:  # pyarrow raises many kinds for a file that is not parquet
             _fail(path, f"cannot read it as parquet ({type(e).__name__}: {e}).")
         return records, list(range(1, len(records) + 1))
@@ -226,19 +231,14 @@ def _table(path: Path, records: list[tuple[int, list[str]]]) -> tuple[list[dict]
     return [dict(zip(header, row)) for _, row in body], [n for n, _ in body]
 
 
-def _column(path: Path, rows: list[dict], lines: list[int], col: str) -> list:
-    "One column's values; a row without it stops the job naming the file, the line and the columns there are."
+def _column(path: Path, rows: list[dict], lines: list[int], col: str, nulls: bool = False) -> list:
+    """One column's values; a row without it (or, unless `nulls`, with a null there) stops the job naming the file,
+    the line and the columns there are. Labels and ids take nulls: their checks (`tasks/values.py`) name them."""
     for row, line in zip(rows, lines):
-        if row.get(col) is None:
-            _fail(path, f"line {line}: no value in column '{col}' (columns: {', '.join(map(str, row))}). Fix the file or "
-                        f"the task file's column names.")
+        if col not in row or (row[col] is None and not nulls):
+            _fail(place(path, line), f"no value in column '{col}' (columns: {', '.join(map(str, row))}). Fix the file "
+                                     "or the task file's column names.")
     return [row[col] for row in rows]
-
-
-def _split_labels(value, sep: str) -> list[str]:
-    "One example's labels in a multi-label task: a JSON list, or a `sep`-separated string ('' none)."
-    if isinstance(value, (list, tuple, np.ndarray)): return [str(v) for v in value]
-    return [v.strip() for v in str(value).split(sep) if v.strip()]
 
 
 def _label_table(path: Path, column: str, values: list) -> tuple[str, ...]:
@@ -256,8 +256,8 @@ def _label_table(path: Path, column: str, values: list) -> tuple[str, ...]:
 def file_task(spec: FileTaskSpec) -> tuple[TaskInfo, 'FileSource']:
     "The task (in the shape of a GLUE task: the sweep trains it as one) and the source of its examples."
     source = FileSource(spec)
-    raw = source.raw_labels('train') if spec.kind != 'regression' else []
-    if spec.kind == 'multilabel': raw = [v for r in raw for v in _split_labels(r, spec.label_separator)]
+    raw = source.labels('train') if spec.kind != 'regression' else []
+    if spec.kind == 'multilabel': raw = [v for names in raw for v in names]
     labels = _label_table(spec.files['train'], spec.label, raw) if raw else ()
     if spec.kind != 'regression' and len(labels) < 2:
         _fail(spec.files['train'], f"column '{spec.label}' holds {len(labels)} class(es); classification needs two or more.")
@@ -274,7 +274,7 @@ class FileSource(TaskSource):
     "The examples of a task from files."
 
     def __init__(self, spec: FileTaskSpec):
-        self.spec, self.description, self._cache = spec, f'task files of {spec.path}', {}
+        self.spec, self.description, self._cache, self._checked = spec, f'task files of {spec.path}', {}, {}
 
     def has(self, task: TaskInfo, split: str) -> bool: return split in self.spec.files
 
@@ -286,45 +286,49 @@ class FileSource(TaskSource):
             self._cache[split] = rows, lines
         return self._cache[split]
 
-    def raw_labels(self, split: str) -> list:
-        return _column(self.spec.files[split], *self._read(split), self.spec.label)
+    def labels(self, split: str):
+        "A split's labels checked for the task's kind (`values.label_column`): floats, class names or lists of them."
+        if split not in self._checked:
+            rows, lines = self._read(split)
+            path, col = self.spec.files[split], self.spec.label
+            self._checked[split] = label_column(self.spec.kind, _column(path, rows, lines, col, nulls=True), path, lines,
+                                                col, self.spec.label_separator)
+        return self._checked[split]
 
     def ids(self, split: str) -> list[str]:
-        """Each example's id: the `id` column, or its row number in the file. An id twice would give the predictions
-        file two rows for it: it stops the job, naming both lines."""
+        """Each example's id: the `id` column, checked (`values.id_column`: present, no tab or line break, each once),
+        or its row number in the file."""
         rows, lines = self._read(split)
         if not self.spec.id: return [str(i) for i in range(len(rows))]
-        path, ids, first = self.spec.files[split], [], {}
-        for v, line in zip(_column(path, rows, lines, self.spec.id), lines):
-            if first.setdefault(str(v), line) != line:
-                _fail(path, f"line {line}: id {str(v)!r} is also on line {first[str(v)]}; the predictions file would hold "
-                            f"two rows for it. Make the ids in column '{self.spec.id}' unique.")
-            ids.append(str(v))
-        return ids
+        path = self.spec.files[split]
+        return id_column(_column(path, rows, lines, self.spec.id, nulls=True), path, lines, self.spec.id)
+
+    def _labelled(self, split: str) -> bool:
+        "Whether a split has labels: the training and dev files must; a test file's label column may be empty throughout."
+        rows, _ = self._read(split)
+        if split != 'test': return True
+        return self.spec.label in rows[0] and not all(is_missing(r.get(self.spec.label)) for r in rows)
 
     def load(self, task: TaskInfo, split: str) -> Examples:
         "A split's examples; a test file's ids are checked too (the predictions file is keyed by them)."
         if split == 'test': self.ids(split)
         path, (rows, lines) = self.spec.files[split], self._read(split)
         texts = [[str(v) for v in _column(path, rows, lines, col)] for col in self.spec.text]
-        has_labels = split != 'test' or (rows and self.spec.label in rows[0])
         shape = (len(rows), len(task.labels)) if task.multilabel else (len(rows),)
-        label = self._labels(task, split, lines) if has_labels else \
+        label = self._labels(task, split, lines) if self._labelled(split) else \
             np.full(shape, -1, dtype=np.float32 if task.is_regression or task.multilabel else np.int64)
         return Examples(np.arange(len(rows), dtype=np.int64), texts[0], texts[1] if len(texts) > 1 else None, label)
 
     def _labels(self, task: TaskInfo, split: str, lines: list[int]) -> np.ndarray:
-        path, raw = self.spec.files[split], self.raw_labels(split)
-        if task.is_regression:
-            try: return np.array([float(v) for v in raw], dtype=np.float32)
-            except ValueError as e: _fail(path, f"column '{self.spec.label}': a regression label that is not a number ({e}).")
+        path, raw = self.spec.files[split], self.labels(split)
+        if task.is_regression: return raw
         ids = {name: i for i, name in enumerate(task.labels)}
-        each = [_split_labels(v, self.spec.label_separator) if task.multilabel else [str(v)] for v in raw]
+        each = raw if task.multilabel else [[v] for v in raw]
         for names, line in zip(each, lines):
             for v in names:
                 if v not in ids:
-                    _fail(path, f"line {line}: label {v!r} never occurs in the training file "
-                                f"({', '.join(task.labels)}); fix the label or add training examples of it.")
+                    _fail(place(path, line), f"label {v!r} never occurs in the training file "
+                                             f"({', '.join(task.labels)}); fix the label or add training examples of it.")
         if not task.multilabel: return np.array([ids[v[0]] for v in each], dtype=np.int64)
         hot = np.zeros((len(each), len(task.labels)), dtype=np.float32)  # [n, labels]
         for i, names in enumerate(each): hot[i, [ids[v] for v in names]] = 1.0

@@ -218,7 +218,11 @@ class _DatasetsSource(TaskSource):
                                 f"expected a copy of nyu-mll/glue '{task.hf_config}'.")
         cols = ds.to_dict()
         is_test = split.startswith('test')
-        label = np.asarray(cols['label'], dtype=np.float32 if task.is_regression else np.int64)
+        if not is_test and None in cols['label']:  # a null label: numpy cannot make it a class id
+            raise GlueDataError(f"{where} row {cols['label'].index(None)}: no label (null); expected a copy of "
+                                f"nyu-mll/glue '{task.hf_config}', whose {split} rows all have one. Fix or re-save it.")
+        label = np.asarray([-1 if v is None else v for v in cols['label']],
+                           dtype=np.float32 if task.is_regression else np.int64)
         if not is_test:
             bad = ~((label >= 0) & (label <= 5)) if task.is_regression else ~((label >= 0) & (label < task.n_outputs))
             if bad.any():

@@ -476,10 +476,13 @@ def _read_yaml(path: Path, lines: dict) -> dict[str, Any]:
 
 
 def project_dir(preset_dir: str | Path) -> Path:
-    "A relative `preset_dir` as given if it exists from here, else inside this project, so a job runs from any folder."
+    """A relative `preset_dir` as given if it exists from here, else inside this project, so a job runs from any folder:
+    beside the package in a checkout (`configs/`), inside it once installed (pyproject.toml ships `configs/` as
+    `electra/configs/`)."""
     path = Path(preset_dir)
     if path.is_absolute() or path.is_dir(): return path
-    return Path(__file__).resolve().parents[2] / path
+    package = Path(__file__).resolve().parents[1]
+    return (package if (package / path).is_dir() else package.parent) / path
 
 
 def resolve_preset(name: str, preset_dir: Path) -> Path:

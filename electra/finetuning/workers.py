@@ -18,7 +18,6 @@ import traceback
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
@@ -31,6 +30,7 @@ from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
 from electra.pretrained.export import quiet_transformers
+from electra.runtime.processes import library_env
 from electra.training.device import cpu_threads
 from electra.training.distributed import one_run_at_a_time
 
@@ -78,9 +78,7 @@ def _start(index: int, device: str, setup: tuple) -> _Worker:
     "A worker process on `device`, sent its setup; the library is importable wherever the job was started."
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
-    env = {k: v for k, v in os.environ.items() if k not in _TORCHRUN_VARS}
-    root = str(Path(__file__).resolve().parents[2])
-    env['PYTHONPATH'] = os.pathsep.join(p for p in (root, env.get('PYTHONPATH', '')) if p)
+    env = library_env({k: v for k, v in os.environ.items() if k not in _TORCHRUN_VARS})
     proc = subprocess.Popen([sys.executable, '-m', 'electra.finetuning.workers', str(to_r), str(from_w)],
                             pass_fds=(to_r, from_w), env=env)
     os.close(to_r), os.close(from_w)

@@ -13,6 +13,7 @@ import pandas as pd
 from electra.config.base import ConfigError, TrainingDiverged, TrainingStopped, writable_dir
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
+from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
@@ -204,6 +205,7 @@ def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
             f'{d.task} run {d.run} (seed {d.seed}) at step {d.step}' for d in results.diverged) + '.'
     if is_main_process():
         atomic_write_text(f'# Dev results of {cfg.group} ({cfg.model})\n\n{text}\n', out / 'summary.md')
+    write_finetuned_card(cfg, df, tasks, text)  # README.md of the group's models: the dev scores, settings, how to load
     if not df.empty: plot_summary(df, out / 'summary.png', title=f'{cfg.group}: dev score per run (bar: median)', tasks=tasks)
     return text
 

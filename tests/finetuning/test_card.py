@@ -1,0 +1,61 @@
+"""electra/finetuning/card.py: the model card (README.md) of a fine-tuning group, written with its summary, parsed
+back: valid YAML metadata, each task's dev scores in the model-index equal to its runs in results.csv."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+import yaml
+
+from electra.finetuning import sweep
+from electra.finetuning.results import ResultsTable
+from tests.support.finetune import job
+
+# dev scores of three runs of two tasks; an undefined score (NaN) is no score
+SCORES = {'STS-B': [80.0, 82.5, 70.25], 'RTE': [60.0, 55.0, float('nan')]}
+
+
+def metadata(text: str) -> dict:
+    match = re.match(r'---\n(.*?)\n---\n', text, re.S)
+    assert match, text[:200]
+    return yaml.safe_load(match[1])
+
+
+def sweep_results(tmp_path, data: str) -> tuple:
+    "A job over STS-B, RTE, MNLI and AX with SCORES recorded in its results table (MNLI: no run finished)."
+    cfg = job(tmp_path, data, tasks=['STS-B', 'RTE', 'MNLI', 'AX'], runs=3, group='g',
+              model='google/electra-small-discriminator')
+    table = ResultsTable(tmp_path / 'ckpt' / 'g' / 'results.csv')
+    for task, scores in SCORES.items():
+        for run, score in enumerate(scores):
+            table.add({'task': task, 'run': run, 'seed': run, 'score': score, 'settings': 'x', 'steps': 10 + run,
+                       'checkpoint': str(tmp_path / 'ckpt' / 'g' / f'{task}_{run}.pth')})
+    return cfg, table
+
+
+@pytest.mark.parametrize('data', ['hub', 'demo'])
+def test_the_card_of_a_group_holds_each_task_s_dev_scores_from_its_results_table(tmp_path, data):
+    cfg, table = sweep_results(tmp_path, data)
+    summary = sweep.write_summary(cfg, table)
+    text = (tmp_path / 'ckpt' / 'g' / 'README.md').read_text(encoding='utf-8')
+    meta = metadata(text)
+    assert meta['language'] == 'en' and meta['pipeline_tag'] == 'text-classification' and 'library_name' not in meta
+    assert meta['base_model'] == 'google/electra-small-discriminator'
+    assert meta.get('datasets') == (['nyu-mll/glue'] if data == 'hub' else None)
+    rows = pd.read_csv(tmp_path / 'ckpt' / 'g' / 'results.csv')
+    [model] = meta['model-index']
+    assert model['name'] == 'g'
+    found = {r['task']['name']: r for r in model['results']}
+    assert sorted(found) == ['RTE', 'STS-B']  # one result per task: no run of MNLI, AX is MNLI's
+    for task, metric, config in (('STS-B', 'spearman', 'stsb'), ('RTE', 'accuracy', 'rte')):
+        scores = rows.loc[rows['task'] == task, 'score'].dropna()
+        n = len(scores)
+        assert {m['name']: m['value'] for m in found[task]['metrics']} == {
+            f'{metric} (median of {n} runs)': scores.median(), f'{metric} (mean of {n} runs)': scores.mean(),
+            f'{metric} (best of {n} runs)': scores.max()}
+        assert found[task]['dataset']['config'] == config
+        assert found[task]['dataset']['type'] == ('nyu-mll/glue' if data == 'hub' else 'demo')
+    assert summary in text and '| STS-B | 2 | 2 | 70.25 | 12 | `STS-B_2.pth` |' in text
+    assert "load_finetuned('" + (tmp_path / 'ckpt' / 'g' / 'RTE_0.pth').as_posix() + "')" in text
+    assert yaml.safe_load(re.search(r'```yaml\n(.*?)\n```', text, re.S)[1])['tasks'] == ['STS-B', 'RTE', 'MNLI', 'AX']

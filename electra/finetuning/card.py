@@ -88,10 +88,10 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
     description of each task, the job's among them) and `summary_text` (the summary as `summary.md` has it); returns
     its path."""
     tasks = {n: tasks[n] for n in cfg.task_names if not tasks[n].predicted_by}  # AX: predicted by MNLI's runs
-    summary, folder = summarize(df, tasks), group_dir(cfg)
+    summary = summarize(df, tasks)
     example = df.sort_values(['task', 'run']).iloc[0] if not df.empty else None
-    load = (f"model = load_finetuned('{(folder / Path(str(example['checkpoint'])).name).as_posix()}')  "
-            f"# {example['task']} run {example['run']}" if example is not None else "model = load_finetuned(PATH)")
+    load = (f"model = load_finetuned('{Path(str(example['checkpoint'])).name}')  # {example['task']} run "
+            f"{example['run']}, a file of this folder" if example is not None else "model = load_finetuned(PATH)")
     body = '\n\n'.join([
         f"# ELECTRA fine-tuned: {cfg.group}",
         f"ELECTRA (Clark et al. 2020) fine-tuned from `{cfg.model}`: {cfg.runs} run(s) of each task, each with its own "
@@ -106,4 +106,4 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
         f"fine-tuned from:\n\n```python\nfrom electra import load_finetuned, load_pretrained\n\n{load}\n"
         f"_, tokenizer = load_pretrained('{cfg.model}')\n```",
         LICENSE_NOTE])
-    return write_card(folder, _metadata(cfg, summary, tasks), body)
+    return write_card(group_dir(cfg), _metadata(cfg, summary, tasks), body)

@@ -118,12 +118,12 @@ def _metrics_table(row: dict[str, str], columns: list[str]) -> str:
 def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str], role: str) -> str:
     "How the run trained and how its network does: the settings in words, the last rows of its metrics files."
     if not cfg: return "## Training\n\nThe run's settings were not found beside this export (no `config.yaml`)."
-    corpus = ', '.join(cfg.get('corpus', [])) or 'not recorded'
+    corpus, init = ', '.join(cfg.get('corpus', [])) or 'not recorded', cfg.get('init_from')
+    tokenizer = cfg.get('tokenizer') or (f'that of {init}' if init else 'WordPiece trained on the corpus')
     text = [f"## Training\n\n{cfg.get('steps')} steps of {cfg.get('batch_size')} examples of up to "
             f"{cfg.get('max_length')} tokens, objective `{cfg.get('objective')}`, peak learning rate {cfg.get('lr')} "
             f"({cfg.get('warmup_steps')} warm-up steps), seed {cfg.get('seed')}. Corpus: {corpus}; tokenizer: "
-            f"{cfg.get('tokenizer') or 'WordPiece trained on the corpus'}"
-            f"{'; continued from ' + cfg['init_from'] if cfg.get('init_from') else ''}."]
+            f"{tokenizer}{f'; continued from the weights of {init}' if init else ''}."]
     if eval_row:
         shown = ['step', *_HELD_OUT[role], *(f'{c}_baseline' for c in ('gen_accuracy', 'disc_accuracy')
                                               if c in _HELD_OUT[role]), 'examples']
@@ -169,7 +169,8 @@ def _usage(folder: Path, role: str) -> str:
     "How to load the network of `folder` with transformers' Auto classes (and fine-tune the discriminator)."
     auto = _ROLES[role]['auto']
     lines = ['## How to use', '', '```python', f'from transformers import {auto}, AutoTokenizer', '',
-             f"path = '{folder.as_posix()}'  # this folder", f'model = {auto}.from_pretrained(path)',
+             f"path = '{folder.parent.name}/{folder.name}'  # this folder, wherever it lies",
+             f'model = {auto}.from_pretrained(path)',
              'tokenizer = AutoTokenizer.from_pretrained(path)']
     if role == 'generator':
         lines += ['', 'from transformers import pipeline', "fill = pipeline('fill-mask', model=path)"]

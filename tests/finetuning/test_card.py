@@ -57,5 +57,7 @@ def test_the_card_of_a_group_holds_each_task_s_dev_scores_from_its_results_table
         assert found[task]['dataset']['config'] == config
         assert found[task]['dataset']['type'] == ('nyu-mll/glue' if data == 'hub' else 'demo')
     assert summary in text and '| STS-B | 2 | 2 | 70.25 | 12 | `STS-B_2.pth` |' in text
-    assert "load_finetuned('" + (tmp_path / 'ckpt' / 'g' / 'RTE_0.pth').as_posix() + "')" in text
-    assert yaml.safe_load(re.search(r'```yaml\n(.*?)\n```', text, re.S)[1])['tasks'] == ['STS-B', 'RTE', 'MNLI', 'AX']
+    assert "model = load_finetuned('RTE_0.pth')  # RTE run 0, a file of this folder" in text
+    config = re.search(r'```yaml\n(.*?)\n```', text, re.S)[1]
+    assert yaml.safe_load(config)['tasks'] == ['STS-B', 'RTE', 'MNLI', 'AX']
+    assert str(tmp_path) not in text.replace(config, '')  # nothing of where the folder lies but the job's config

@@ -68,7 +68,9 @@ def test_the_card_of_a_demo_export_holds_the_run_s_numbers_and_settings(run_dir,
     assert yaml.safe_load(config) == yaml.safe_load((run_dir / 'config.yaml').read_text())
     assert '20 steps of 8 examples of up to 64 tokens' in text and '@inproceedings{clark2020electra' in text
     auto = {'discriminator': AutoModelForPreTraining, 'generator': AutoModelForMaskedLM}[role]
-    assert f'{auto.__name__}.from_pretrained(path)' in text
+    assert f"path = 'tiny_11081/{role}'  # this folder, wherever it lies\n" \
+           f"model = {auto.__name__}.from_pretrained(path)" in text
+    assert str(run_dir.parent) not in text.replace(config, '')  # nothing of where the run lies but its config
     assert type(auto.from_pretrained(folder)).__name__ == {'discriminator': 'ElectraForPreTraining',
                                                            'generator': 'ElectraForMaskedLM'}[role]
     assert len(AutoTokenizer.from_pretrained(folder)) == auto.from_pretrained(folder).config.vocab_size

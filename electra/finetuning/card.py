@@ -27,16 +27,15 @@ PIPELINE_TAGS = {'classification': 'text-classification', 'regression': 'text-cl
 GLUE_HUB = 'nyu-mll/glue'
 
 
-def _kinds(cfg: FinetuneConfig, tasks: dict[str, TaskInfo]) -> dict[str, str]:
-    "The kind of each task of the job: a task file's own, a GLUE task's classification or regression."
-    files = cfg.file_tasks()
+def _kinds(files: dict, tasks: dict[str, TaskInfo]) -> dict[str, str]:
+    "Each task's kind: a task file's own (`files`: the job's task files), a GLUE task's classification or regression."
     return {name: files[name].kind if name in files else 'regression' if info.is_regression else 'classification'
             for name, info in tasks.items()}
 
 
-def _dataset(cfg: FinetuneConfig, name: str, info: TaskInfo) -> dict:
+def _dataset(cfg: FinetuneConfig, files: dict, name: str, info: TaskInfo) -> dict:
     "Where a task's dev set came from, as the model-index describes a dataset."
-    spec = cfg.file_tasks().get(name)
+    spec = files.get(name)
     if spec is not None: return dict(dataset_type=spec.path.as_posix(), dataset_name=name, dataset_split='dev')
     # the GLUE config names each task's set (the Hub groups a model's results by dataset type, config and split)
     if cfg.data == 'hub':
@@ -47,31 +46,33 @@ def _dataset(cfg: FinetuneConfig, name: str, info: TaskInfo) -> dict:
                 dataset_split='dev')
 
 
-def _results(cfg: FinetuneConfig, summary: pd.DataFrame, tasks: dict[str, TaskInfo], kinds: dict[str, str]
-             ) -> list[EvalResult]:
+def _results(cfg: FinetuneConfig, files: dict, summary: pd.DataFrame, tasks: dict[str, TaskInfo],
+             kinds: dict[str, str]) -> list[EvalResult]:
     "Each task's score metric over its runs (median, mean, best), those defined."
     results = []
     for r in summary.to_dict('records'):
         for stat in ('median', 'mean', 'best'):
             if math.isnan(r[stat]): continue
             results.append(EvalResult(task_type=PIPELINE_TAGS[kinds[r['task']]], task_name=r['task'],
-                                      **_dataset(cfg, r['task'], tasks[r['task']]), metric_type=r['metric'],
+                                      **_dataset(cfg, files, r['task'], tasks[r['task']]), metric_type=r['metric'],
                                       metric_value=float(r[stat]),
                                       metric_name=f"{r['metric']} ({stat} of {r['runs'] - r['undefined']} runs)"))
     return results
 
 
 def _metadata(cfg: FinetuneConfig, summary: pd.DataFrame, tasks: dict[str, TaskInfo]) -> ModelCardData:
-    kinds = _kinds(cfg, tasks)
+    "The card's metadata: what the Hub reads of the group (its tasks, data, the model it came from, its dev scores)."
+    files = cfg.file_tasks()
+    kinds = _kinds(files, tasks)
     tags = sorted(set(PIPELINE_TAGS[k] for k in kinds.values()))
     on_hub = not Path(cfg.model).exists() and not cfg.model.endswith('.pth')  # a hub name, not a file of this machine
-    glue = [n for n in tasks if n not in cfg.file_tasks()]
+    glue = [n for n in tasks if n not in files]
     return ModelCardData(
         language='en' if len(glue) == len(tasks) else None,  # GLUE is English; a task file's language is not known
         license=LICENSE, base_model=cfg.model if on_hub else None, pipeline_tag=tags[0] if len(tags) == 1 else None,
         datasets=[GLUE_HUB] if glue and cfg.data == 'hub' else None, model_name=cfg.group,
         tags=['electra', 'fine-tuned', *sorted(set(kinds.values()))],
-        eval_results=_results(cfg, summary, tasks, kinds) or None)
+        eval_results=_results(cfg, files, summary, tasks, kinds) or None)
 
 
 def _runs_table(df: pd.DataFrame) -> str:

@@ -10,6 +10,7 @@ import yaml
 
 from electra.finetuning import sweep
 from electra.finetuning.results import ResultsTable
+from electra.finetuning.tasks.demo import write_demo_tasks
 from tests.support.finetune import job
 
 # dev scores of three runs of two tasks; an undefined score (NaN) is no score
@@ -61,3 +62,22 @@ def test_the_card_of_a_group_holds_each_task_s_dev_scores_from_its_results_table
     config = re.search(r'```yaml\n(.*?)\n```', text, re.S)[1]
     assert yaml.safe_load(config)['tasks'] == ['STS-B', 'RTE', 'MNLI', 'AX']
     assert str(tmp_path) not in text.replace(config, '')  # nothing of where the folder lies but the job's config
+
+
+def test_the_card_of_tasks_from_files_names_their_files_and_kinds(tmp_path):
+    "A tagging and a QA task: no pipeline tag for the two, no language (a task file does not say it), one result each."
+    ner, squad = write_demo_tasks(tmp_path / 'tasks', sizes={'train': 8, 'dev': 4, 'test': 4})[1:]
+    cfg = job(tmp_path, 'demo', tasks=[str(ner), str(squad)], runs=2, group='files')
+    table = ResultsTable(tmp_path / 'ckpt' / 'files' / 'results.csv')
+    for task, scores in (('ner', [40.0, 50.0]), ('squad', [10.0, 30.0])):
+        for run, score in enumerate(scores):
+            table.add({'task': task, 'run': run, 'seed': run, 'score': score, 'settings': 'x', 'steps': 4,
+                       'checkpoint': str(tmp_path / 'ckpt' / 'files' / f'{task}_{run}.pth')})
+    sweep.write_summary(cfg, table)
+    meta = metadata((tmp_path / 'ckpt' / 'files' / 'README.md').read_text(encoding='utf-8'))
+    assert 'pipeline_tag' not in meta and 'language' not in meta and 'datasets' not in meta
+    assert {'tagging', 'squad'} <= set(meta['tags'])
+    found = {r['task']['name']: r for r in meta['model-index'][0]['results']}
+    assert {t: (r['task']['type'], r['dataset']['type']) for t, r in found.items()} == {
+        'ner': ('token-classification', ner.as_posix()), 'squad': ('question-answering', squad.as_posix())}
+    assert [m['value'] for m in found['ner']['metrics']] == [45.0, 45.0, 50.0]  # median, mean, best

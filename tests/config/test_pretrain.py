@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from electra.config.base import ConfigError, RunWarning, load_config
-from electra.config.pretrain import PretrainConfig
+from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RESUME_SAME, PretrainConfig
 from electra.data.corpus import BuildSettings
 from electra.objective.model import build_pretraining_model
 from benchmarks.bench import baseline, runners
@@ -62,7 +62,7 @@ def test_presets_hold_paper_recipes():
 
 def test_config_keys_are_validated():
     from electra.config.base import config_from_dict
-    from electra.config.pretrain import PretrainConfig
+    from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RESUME_SAME, PretrainConfig
     with pytest.raises(ConfigError, match='corpus_weights: give one weight per corpus entry'):
         config_from_dict(PretrainConfig, {'corpus': ['a', 'b'], 'corpus_weights': [1.0]})
     with pytest.raises(ConfigError, match='corpus_format'):
@@ -159,3 +159,9 @@ def test_run_name_must_be_a_plain_name(name):
     with pytest.raises(ConfigError, match=r"run_name: must be a plain name"):
         load('--run_name', name)
     assert load('--run_name', 'my-run_2.0+x').run_name == 'my-run_2.0+x'
+
+
+def test_every_key_is_declared_by_what_a_resume_does_when_it_differs():
+    "A key added to the job must be placed: one that changes training but is left out would be resumed over silently."
+    groups = [RESUME_SAME, RESUME_SAID, RESUME_CONTENT, RESUME_FREE]
+    assert sorted(k for g in groups for k in g) == sorted(f.name for f in dataclasses.fields(PretrainConfig))

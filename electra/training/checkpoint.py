@@ -138,11 +138,12 @@ def _saved_value(saved: dict, key: str):
     return f.default_factory() if f.default is dataclasses.MISSING else f.default
 
 
-def _fix(key: str, old) -> str:
-    "How to go on after a refused resume: the checkpoint's value, another run, or this run over."
-    value = ','.join(map(str, old)) if isinstance(old, list) else old
-    return (f"Give --{key} {value} to continue the run, start another with --run_name NAME, or start this one over "
-            "with --overwrite true.")
+def _fix(refused: list[tuple]) -> str:
+    "How to go on after a refused resume: the checkpoint's values, another run, or this run over."
+    flag = lambda v: (','.join(map(str, v)) or "''") if isinstance(v, list) else v  # as the command line takes a list
+    given = ' '.join(f'--{key} {flag(old)}' for key, old, _ in refused)
+    return (f"Give {given} to continue the run, start another with --run_name NAME, or start this one over with "
+            "--overwrite true.")
 
 
 def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[str, str], path: Path) -> None:
@@ -150,11 +151,11 @@ def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[st
     naming the key, both values and the fix; say in one line which of `RESUME_SAID` changed. The corpus is compared
     once its examples are built (`check_resume_corpus`)."""
     saved = ckpt['config']
-    refused = [(k, _saved_value(saved, k), cfg_dict.get(k)) for k in RESUME_SAME if _saved_value(saved, k) != cfg_dict.get(k)]
+    refused = [(k, _saved_value(saved, k), cfg_dict.get(k)) for k in RESUME_SAME
+               if _saved_value(saved, k) != cfg_dict.get(k)]
     if refused:
-        key, old, _ = refused[0]
         raise ConfigError(f"{path}: cannot resume: " + '; '.join(f"'{k}' was {a!r} in the checkpoint but is {b!r} now"
-                                                                 for k, a, b in refused) + f'. {_fix(key, old)}')
+                                                                 for k, a, b in refused) + f'. {_fix(refused)}')
     if ckpt['tokenizer'] != tokenizer_state:
         raise ConfigError(f"{path}: cannot resume: the tokenizer differs from the one this checkpoint was trained "
                           f"with. Pass the run's own tokenizer (its run directory's tokenizer/) with --tokenizer.")

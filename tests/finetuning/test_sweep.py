@@ -166,7 +166,6 @@ def test_each_input_of_a_finished_run_edited_does_it_again_and_an_unchanged_reru
     model.save_pretrained(path)
     tok.save_pretrained(path)
     (task / 'entail.yaml').write_text(TASK_FILE)
-
     now = {'model': model}  # the weights at `path` (not read back each time: a tenth of a second a read)
 
     def again(task_file=task / 'entail.yaml', **kw) -> list[str]:
@@ -183,8 +182,8 @@ def test_each_input_of_a_finished_run_edited_does_it_again_and_an_unchanged_reru
     assert again() == again(moved / 'entail.yaml') == ['entail: all 1 runs finished before; skipped']
     edit_line(task / 'train.tsv', 1, lambda line: line.replace('painter', 'sailor'))
     assert again() == ['entail run 0: ' + redone(f"the train file changed ({task / 'train.tsv'})")]
-    edit_line(task / 'dev.tsv', 2, lambda line: line.rsplit('\t', 1)[0] + ('\tentailment' if line.endswith('not_entailment')
-                                                                     else '\tnot_entailment'))  # another label
+    other_label = {'entailment': 'not_entailment', 'not_entailment': 'entailment'}
+    edit_line(task / 'dev.tsv', 2, lambda line: '\t'.join([*line.split('\t')[:-1], other_label[line.split('\t')[-1]]]))
     assert again() == ['entail run 0: ' + redone(f"the dev file changed ({task / 'dev.tsv'})")]
     (task / 'entail.yaml').write_text(TASK_FILE + 'metrics: [accuracy, f1]\n')
     assert again() == ['entail run 0: ' + redone("the task file's metrics changed (was ['accuracy'], now ['accuracy', 'f1'])")]
@@ -196,11 +195,16 @@ def test_each_input_of_a_finished_run_edited_does_it_again_and_an_unchanged_reru
     other.save_pretrained(path)  # pretrained again at the same path
     assert again(epochs=2) == ['entail run 0: ' + redone(f'the model changed ({path} holds other weights)')]
     assert again(epochs=2) == ['entail: all 1 runs finished before; skipped']
-    assert len(trained) == 6  # the first run and one for each edit
+    last = torch.load(tmp_path / 'ckpt/t/entail_0.pth')['model']
+    (tmp_path / 'ckpt/t/entail_0.pth').unlink()
+    assert again(epochs=2) == [f"entail run 0: its checkpoint is missing from {tmp_path / 'ckpt/t'}; fine-tuning it again, "
+                               'replacing its row and checkpoint']
+    assert len(trained) == 7  # the first run, one for each edit, one for the checkpoint deleted
     results = ResultsTable(tmp_path / 'ckpt/t/results.csv')
     assert len(results.df) == 1 and results.get('entail', 0)['steps'] == 2  # the last run's row only: 2 epochs of 1 step
-    last = torch.load(tmp_path / 'ckpt/t/entail_0.pth')['model']
-    assert torch.equal(mask_row(last, tok), mask_row(other.state_dict(), tok)) and not torch.equal(mask_row(first, tok), mask_row(last, tok))
+    # the run of the new model started from its weights
+    assert torch.equal(mask_row(last, tok), mask_row(other.state_dict(), tok))
+    assert not torch.equal(mask_row(first, tok), mask_row(last, tok))
 
 
 def test_rows_of_a_table_written_before_models_were_fingerprinted_are_done_again(tmp_path, glue_dir, tiny):

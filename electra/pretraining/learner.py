@@ -150,11 +150,12 @@ def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: Mask
                              eval_sinks, at_start=bool(cfg.init_from))
 
 
-def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str]):
-    """What every checkpoint carries besides the training state: format, resolved config, tokenizer files, and the
-    CPU threads the run uses (a resume with `threads: auto` keeps them: the same sums in the same order)."""
+def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str], corpus_digest: str):
+    """What every checkpoint carries besides the training state: format, resolved config, tokenizer files, the
+    corpus's examples by content (`electra.data.cache.examples_digest`, which a resume checks), and the CPU threads
+    the run uses (a resume with `threads: auto` keeps them: the same sums in the same order)."""
     return lambda: {'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state,
-                    'threads': torch.get_num_threads()}
+                    'corpus_digest': corpus_digest, 'threads': torch.get_num_threads()}
 
 
 def existing_run_guard(cfg: PretrainConfig) -> Path | None:

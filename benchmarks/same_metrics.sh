@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-/tmp/electra_same_metrics}
 baseline=${2:-}
+mkdir -p "$(dirname "$out")"
 shift $(( $# < 2 ? $# : 2 ))
 python pretrain.py --config demo --run_name same_metrics --output_dir "$out" --cache_dir "$out/cache" \
   --overwrite true --device cpu --precision fp32 --threads 1 --num_workers 0 --num_proc 1 --seed 11081 \

@@ -14,8 +14,8 @@ from typing import Any, Callable
 from electra.config.base import (DIST_TIMEOUT_MAX, SEED_END, ConfigError, RunWarning, choice_field, config_from_dict, did_you_mean,
                                  field, need, optimizer_keys, safe_name, threads_field)
 
-__all__ = ['FinetuneConfig', 'TASK_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS', 'is_task_file', 'TaskCatalogue',
-           'register_task_catalogue']
+__all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
+           'is_task_file', 'TaskCatalogue', 'register_task_catalogue']
 
 # every GLUE task, the default `tasks`, in the order of the task table (finetuning/tasks/glue/tasks.py)
 GLUE_TASKS = ('CoLA', 'SST-2', 'MRPC', 'STS-B', 'QQP', 'MNLI', 'QNLI', 'RTE', 'WNLI', 'AX')
@@ -27,6 +27,26 @@ TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'e
              'warmup_fraction', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps',
              'clip_grad', 'dropout', 'double_unordered', 'drop_empty', 'max_train_samples', 'stsb_scale',
              'length_bucketing', 'length_buckets', 'loss_reduction')
+
+# Every key of the job by what a finished run's row is matched on when the sweep runs again (`finetuning/inputs.py`):
+# each key is in exactly one of these three (tests/config/test_finetune.py). A row is reused only when the run's
+# values of RESULT_KEYS (`precision` as it resolves on this device, `double_unordered` as it applies to the task) are
+# the row's ...
+RESULT_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'max_length', 'warmup_fraction',
+               'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps', 'clip_grad', 'dropout',
+               'double_unordered', 'drop_empty', 'max_train_samples', 'stsb_scale', 'length_bucketing',
+               'loss_reduction', 'precision')
+# ... and what these give the run is the row's: the model and the task's data by content (a copy elsewhere is the
+# same), a task file by its settings (not its path or formatting), `seed` or `seeds` as the run's own seed,
+# `task_overrides` as the task's values of RESULT_KEYS.
+INPUT_KEYS = ('model', 'data', 'tasks', 'seed', 'seeds', 'task_overrides')
+# The rest change where and how a job runs, not a run's numbers beyond float rounding: the device, threads, worker
+# processes, compiled steps, padding to `length_buckets` (masked), the evaluation batch; `stack_runs` too, as a stacked
+# run is the run with another draw of its dropout masks (docs/fidelity.md) and which stack a run joins depends on the
+# runs left to do; the runs' number, selection and predictions come after the runs.
+JOB_KEYS = ('config', 'runs', 'group', 'output_dir', 'test_output_dir', 'cache_dir', 'predict', 'device', 'num_workers',
+            'parallel_runs', 'stack_runs', 'compile', 'compile_mode', 'dist_timeout', 'threads', 'logger',
+            'neptune_project', 'select', 'ensemble_k', 'eval_batch_size', 'length_buckets')
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,38 @@ from dataclasses import dataclass
 from electra.config.base import (DIST_TIMEOUT_MAX, SEED_END, RunWarning, choice_field, config_from_dict, field,
                                  need, optimizer_keys, safe_name, threads_field)
 
-__all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'saved_config']
+__all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
+           'RESUME_CONTENT', 'RESUME_FREE', 'saved_config']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
 CHECKPOINT_FRACTIONS = [0.0625, 0.125, 0.25, 0.5, 1.0]
 OBJECTIVES = ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm']  # the paper's Table 5 variants
+
+# Every key by what a resumed run (--resume) does when its value differs from the checkpoint's (training/checkpoint.py
+# `check_resume_compatible`); each key is in exactly one of these four (tests/config/test_pretrain.py).
+# Refused, naming the key, both values and the fix: they change the model's shapes, the examples and their order, the
+# objective or the optimisation, so the run would not go on as it began.
+RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_column', 'hub_split', 'min_line_chars',
+               'remove_empty_parens', 'max_sentence_chars', 'corpus_weights', 'eval_examples', 'max_length',
+               'hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size', 'embedding_size',
+               'generator_size', 'max_position_embeddings', 'tie_weights', 'dropout', 'mask_prob', 'init', 'mask_mode',
+               'mask_token_prob', 'random_token_prob', 'mask_unk', 'temperature', 'disallow_correct',
+               'uniform_generator', 'objective', 'two_stage', 'two_stage_schedule', 'gen_loss_weight',
+               'disc_loss_weight', 'batch_size', 'warmup_steps', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1',
+               'adam_beta2', 'adam_eps', 'clip_grad', 'loss_mean', 'pad_vocab_multiple')
+# Allowed and said in one line: more (or fewer) steps, the schedule stretched to them; a lower learning rate after a
+# divergence (what the divergence message advises); another precision (a resume on another machine); `init_from`,
+# which only chooses a new run's first weights (a resumed run continues from its checkpoint's).
+RESUME_SAID = ('steps', 'lr', 'precision', 'init_from')
+# Compared by content, not by the key: the corpus by the examples built from it (a corpus moved or touched is the same
+# one, a file edited in place is not), the tokenizer by its files (`vocab_size` and `lowercase` shape it when it is
+# trained on the corpus).
+RESUME_CONTENT = ('corpus', 'tokenizer', 'vocab_size', 'lowercase')
+# Free: where and how the run runs, what it logs, none of what it trains (float rounding aside).
+RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'device', 'threads', 'logger',
+               'neptune_project', 'log_every', 'checkpoint_at', 'num_workers', 'num_proc', 'grad_accum_steps',
+               'dist_timeout', 'compile', 'compile_mode', 'compile_scope')
 
 
 @dataclass

@@ -180,7 +180,8 @@ def finetune_done(plan: Plan, run: RunPlan, point: FinetunePoint | None = None) 
 
 def run_finetuning(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> None:
     """Fine-tune each checkpoint of a pretrained run not done yet, the finished run first (the table's main scores);
-    finetune.py itself skips the runs it finished before (its results table) and refuses rows of other settings."""
+    finetune.py itself skips the runs it finished before from the same inputs (its results table) and does the others
+    again."""
     for point in (run.final, *run.points[:-1]):
         _finetune_point(plan, run, point, launch, say)
 

@@ -12,7 +12,7 @@ from electra.config.base import ConfigError
 from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, dev_metric_names, glue_score
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
 from electra.finetuning.tasks.metrics import METRIC_NAMES, metric_text
-from electra.runtime.files import atomic_write_bytes, atomic_write_text, is_main_process
+from electra.runtime.files import atomic_write_bytes, atomic_write_text, is_main_process, locked
 
 __all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'summarize', 'summary_markdown', 'plot_summary',
            'select_runs']
@@ -31,9 +31,10 @@ RENAMED_COLUMNS = {'micro_f1': 'f1_micro', 'macro_f1': 'f1_macro'}  # the multi-
 
 class ResultsTable:
     """The results CSV: read at start (to resume a sweep), one row added and the file rewritten atomically as soon as
-    each run finishes; rows in GLUE's task order, then by run. A run whose loss became NaN or infinite has no row:
-    `diverged` keeps this job's (`runs.Diverged`), for the summary and the job's last line, and a later job tries them
-    again."""
+    each run finishes; rows in GLUE's task order, then by run. Jobs writing the same table at once (two commands on
+    one group) change it in turn, each the table as the other left it (`_rewrite`). A run whose loss became NaN or
+    infinite has no row: `diverged` keeps this job's (`runs.Diverged`), for the summary and the job's last line, and a
+    later job tries them again."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -45,29 +46,40 @@ class ResultsTable:
         return None if rows.empty else rows.iloc[-1].to_dict()
 
     def add(self, row: dict) -> None:
+        "Add a finished run's row, replacing an earlier row of its task and run, and rewrite the table (`_rewrite`)."
         new = pd.DataFrame([{c: row.get(c, np.nan) for c in RESULT_COLUMNS}])
-        keep = self.df[~((self.df['task'] == row['task']) & (self.df['run'] == row['run']))]
-        df = new if keep.empty else pd.concat([keep, new], ignore_index=True)
-        # GLUE's task order, then run: the same table whichever order the runs finished in (parallel workers)
-        names = [*TASKS, *sorted(set(df['task']) - set(TASKS))]  # then tasks from files, by name
-        order = df['task'].map({name: k for k, name in enumerate(names)})
-        self.df = df.iloc[np.lexsort((df['run'].astype(int).to_numpy(), order.to_numpy()))].reset_index(drop=True)
-        self._write()
+        self._rewrite(lambda df: _with_row(df, new))
 
     def add_diverged(self, record) -> None:
         """A run of this job that diverged (`runs.Diverged`: task, run, ...): kept in `diverged`, and an earlier row of
         that run (of another model, done again) dropped, so that it is neither summarised nor picked for predictions."""
         self.diverged.append(record)
-        earlier = (self.df['task'] == record.task) & (self.df['run'] == record.run)
-        if earlier.any():
-            self.df = self.df[~earlier].reset_index(drop=True)
-            self._write()
+        if self.get(record.task, record.run) is not None:
+            self._rewrite(lambda df: df[~((df['task'] == record.task) & (df['run'] == record.run))].reset_index(drop=True))
 
-    def _write(self) -> None:
-        if is_main_process(): atomic_write_text(self.df.to_csv(index=False, float_format='%.4f'), self.path)
+    def _rewrite(self, change) -> None:
+        """The table as `change` (a function of the table) makes it, and the file rewritten (main process). Under the
+        table's lock the file is read again first, so that the rows another job added meanwhile are kept."""
+        if not is_main_process():
+            self.df = change(self.df)
+            return
+        with locked(self.path):
+            self.df = change(_read_table(self.path) if self.path.is_file() else self.df)
+            atomic_write_text(self.df.to_csv(index=False, float_format='%.4f'), self.path)
 
     def task_rows(self, task: str) -> pd.DataFrame:
         return self.df[self.df['task'] == task].sort_values('run')
+
+
+def _with_row(df: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    "`df` with the row `new` in place of any of its task and run, in GLUE's task order (tasks from files by name), then run."
+    task, run = new.iloc[0]['task'], new.iloc[0]['run']
+    keep = df[~((df['task'] == task) & (df['run'] == run))]
+    df = new if keep.empty else pd.concat([keep, new], ignore_index=True)
+    # the same table whichever order the runs finished in (parallel workers)
+    names = [*TASKS, *sorted(set(df['task']) - set(TASKS))]
+    order = df['task'].map({name: k for k, name in enumerate(names)})
+    return df.iloc[np.lexsort((df['run'].astype(int).to_numpy(), order.to_numpy()))].reset_index(drop=True)
 
 
 def _read_table(path: Path) -> pd.DataFrame:

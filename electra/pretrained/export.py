@@ -28,7 +28,7 @@ from electra.objective.model import (
     unpadded_copy,
 )
 from electra.pretrained.card import CARD, write_pretrained_card
-from electra.runtime.files import is_main_process
+from electra.runtime.files import file_sha256, is_main_process
 from electra.training.checkpoint import load_checkpoint
 
 __all__ = ['saved_model_type', 'EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',
@@ -210,5 +210,5 @@ def model_fingerprint(source: str | Path) -> str:
         digest.update(f'hub:{source}@{_hub_revision(str(source))}'.encode())
     for name, f in files.items():
         digest.update(f'{name}\0'.encode())
-        with open(f, 'rb') as fh: digest.update(hashlib.file_digest(fh, 'sha256').digest())
+        digest.update(file_sha256(f))
     return digest.hexdigest()[:16]

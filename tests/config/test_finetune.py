@@ -1,12 +1,13 @@
 """electra/config/finetune.py: FinetuneConfig's presets, per-task overrides and defaults."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from electra.config.base import ConfigError, RunWarning, config_from_dict, load_config
-from electra.config.finetune import FinetuneConfig
+from electra.config.finetune import INPUT_KEYS, JOB_KEYS, RESULT_KEYS, TASK_KEYS, FinetuneConfig
 from electra.finetuning.tasks.glue.tasks import TASKS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +62,7 @@ def test_length_buckets_are_checked_and_reach_the_task_s_loaders():
 
 
 def test_finetuning_trains_on_random_batches_by_default():
-    from electra.config.finetune import FinetuneConfig
+    from electra.config.finetune import INPUT_KEYS, JOB_KEYS, RESULT_KEYS, TASK_KEYS, FinetuneConfig
     assert FinetuneConfig().length_bucketing is False and FinetuneConfig().for_task('MRPC').length_bucketing is False
 
 
@@ -104,3 +105,11 @@ def test_task_overrides_given_with_the_key_on_the_command_line_are_kept():
     assert (cfg.for_task('RTE').epochs, cfg.for_task('STS-B').epochs) == (4, 1)
     cfg = load_config(FinetuneConfig, ['--config', 'demo', '--lr', '1e-4'], preset_dir=REPO / 'configs/finetune')
     assert cfg.for_task('RTE').epochs == 10 and cfg.for_task('RTE').lr == 1e-4
+
+
+def test_every_key_is_declared_as_changing_a_run_s_result_or_not():
+    "A key added to the job must be placed: a setting that changes results but is left out would reuse rows it changes."
+    groups = [RESULT_KEYS, INPUT_KEYS, JOB_KEYS]
+    keys = [f.name for f in dataclasses.fields(FinetuneConfig)]
+    assert sorted(k for g in groups for k in g) == sorted(keys)  # each key once, none unknown
+    assert set(TASK_KEYS) <= set(RESULT_KEYS) | {'eval_batch_size', 'length_buckets'}  # per-task keys change results

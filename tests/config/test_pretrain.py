@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from electra.config.base import ConfigError, RunWarning, load_config
-from electra.config.pretrain import PretrainConfig
+from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RESUME_SAME, PretrainConfig
 from electra.data.corpus import BuildSettings
 from electra.objective.model import build_pretraining_model
 from benchmarks.bench import baseline, runners
@@ -65,7 +65,7 @@ def test_presets_hold_paper_recipes():
 
 def test_config_keys_are_validated():
     from electra.config.base import config_from_dict
-    from electra.config.pretrain import PretrainConfig
+    from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RESUME_SAME, PretrainConfig
     with pytest.raises(ConfigError, match='corpus_weights: give one weight per corpus entry'):
         config_from_dict(PretrainConfig, {'corpus': ['a', 'b'], 'corpus_weights': [1.0]})
     with pytest.raises(ConfigError, match='corpus_format'):
@@ -175,3 +175,9 @@ def test_a_seed_out_of_range_is_refused_before_any_data_is_built(tmp_path, seed)
                                           r"\[0, 2\*\*32\) \(random seed for .*\)$"):
         pretrain(tmp_path, *TINY, '--seed', seed)
     assert list(tmp_path.iterdir()) == []  # no cache folder, no output folder
+
+
+def test_every_key_is_declared_by_what_a_resume_does_when_it_differs():
+    "A key added to the job must be placed: one that changes training but is left out would be resumed over silently."
+    groups = [RESUME_SAME, RESUME_SAID, RESUME_CONTENT, RESUME_FREE]
+    assert sorted(k for g in groups for k in g) == sorted(f.name for f in dataclasses.fields(PretrainConfig))

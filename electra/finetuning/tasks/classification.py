@@ -32,11 +32,10 @@ class ClassificationTask(FinetuningTask):
 
     def __init__(self, info: TaskInfo, source: TaskSource):
         super().__init__(info)
-        self.source = source
+        self.source, self.spec = source, getattr(source, 'spec', None)  # a task file's spec, or None (GLUE)
 
-    def settings(self) -> dict:
-        spec = getattr(self.source, 'spec', None)
-        return {'files': {k: str(v) for k, v in spec.files.items()}} if spec is not None else {}
+    def data_files(self) -> dict[str, list[Path]]:
+        return {split: self.source.files(self.info, split) for split in ('train', *self.dev_splits)}
 
     def _train_examples(self, task_cfg: FinetuneConfig, doubled: bool) -> Examples:
         ex = self.source.load(self.info, 'train')

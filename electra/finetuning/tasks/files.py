@@ -278,6 +278,8 @@ class FileSource(TaskSource):
 
     def has(self, task: TaskInfo, split: str) -> bool: return split in self.spec.files
 
+    def files(self, task: TaskInfo, split: str) -> list[Path]: return [self.spec.files[split]]
+
     def _read(self, split: str) -> tuple[list[dict], list[int]]:
         if split not in self._cache:
             path = self.spec.files[split]

@@ -265,10 +265,6 @@ class QATask(FinetuningTask):
         "The official evaluation: 'squad' (2.0), 'squadv1' or 'mrqa' (`metrics.qa_metrics`)."
         return 'mrqa' if self.spec.kind == 'mrqa' else 'squad' if self.v2 else 'squadv1'
 
-    def settings(self) -> dict:
-        return {'files': {k: str(v) for k, v in self.spec.files.items()}, 'kind': self.spec.kind, 'v2': self.v2,
-                **self.spec.options()}
-
     def read(self, split: str) -> list:
         """A split's questions: training answers checked (`on_bad_answer`), dev answers kept as they are (only their
         texts are scored), test read without answers."""

@@ -123,11 +123,6 @@ class TaggingTask(FinetuningTask):
         super().__init__(TaskInfo(spec.name, '', tuple(self.data.labels), metrics, metrics[0], ('tokens', None),
                                   test_files=(('test', spec.name),) if 'test' in spec.files else ()))
 
-    def settings(self) -> dict:
-        s = self.spec
-        return {'files': {k: str(v) for k, v in s.files.items()}, 'scheme': self.data.scheme, 'strict': s.strict,
-                'stride': s.stride}
-
     def split(self, name: str, tokenizer, max_length: int) -> TaggingSplit:
         "A file's windows; a file without tags (a test file) gets no labels."
         f = self.data.splits[name]

@@ -64,8 +64,9 @@ class ResultsTable:
             self.df = change(self.df)
             return
         with locked(self.path):
-            self.df = change(_read_table(self.path) if self.path.is_file() else self.df)
-            atomic_write_text(self.df.to_csv(index=False, float_format='%.4f'), self.path)
+            df = change(_read_table(self.path) if self.path.is_file() else self.df)
+            atomic_write_text(df.to_csv(index=False, float_format='%.4f'), self.path)
+            self.df = _read_table(self.path)  # as written (4 decimals), as the rows read back from it are
 
     def task_rows(self, task: str) -> pd.DataFrame:
         return self.df[self.df['task'] == task].sort_values('run')

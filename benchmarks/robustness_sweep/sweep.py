@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cases  # noqa: E402,F401  (registers the cases)
+import cases_trust  # noqa: E402,F401  (the second sweep's cases)
 from harness import CASES, Case, Ctx, Proc, Record, said, verdict  # noqa: E402
 
 def run_case(c: Case, base: Path, work: Path) -> Record:

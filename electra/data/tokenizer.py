@@ -35,6 +35,14 @@ log = logging.getLogger(__name__)
 SPECIAL_TOKENS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
 _TRAIN_MARKER = 'electra_tokenizer.json'  # settings of a tokenizer trained by `get_tokenizer`
 _ALPHABET_LIMIT = 1000  # the `tokenizers` default: rarer characters become [UNK]
+# A trained tokenizer folds case (`lowercase`) but strips no accents. BERT's uncased normalizer strips every combining
+# mark once it lowercases (google-research/bert tokenization.py `_run_strip_accents`: NFD, then category Mn dropped):
+# harmless for English, but in other scripts those marks are letters, vowels or voicing (Devanagari vowel signs and
+# virama, Japanese dakuten, Arabic hamza), and stripping them merges words (かがみ and かかみ, कुत्ता and कत्ता).
+# Stripping only Latin accents is a normalizer transformers' BertTokenizer would not keep: it rebuilds its
+# normalizer from these flags when the export is loaded with AutoTokenizer. A vocab.txt given as `tokenizer` (BERT's
+# uncased) keeps BERT's rule: it was built with it.
+STRIP_ACCENTS = False
 
 
 def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTrainedTokenizerFast:
@@ -121,7 +129,7 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     so those tokens end up as ordinary entries.
     """
     sources = sources or [CorpusSource(', '.join(map(str, files)), 'files', [Path(f) for f in files])]
-    wp = BertWordPieceTokenizer(lowercase=lowercase)
+    wp = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=False)  # see STRIP_ACCENTS
     skipped = collections.Counter()
     alphabet = _alphabet(source_lines(sources, skipped), wp.normalizer)
     if not alphabet:
@@ -136,7 +144,7 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     vocab = sorted(wp.get_vocab().items(), key=lambda kv: kv[1])
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / 'vocab.txt').write_text(''.join(w + '\n' for w, _ in vocab), encoding='utf-8')
-        tok = ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase)
+        tok = ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase, strip_accents=STRIP_ACCENTS)
     Path(save_dir).mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(str(save_dir))
     return tok

@@ -128,3 +128,25 @@ def test_directory_without_tokenizer_files_named(tmp_path):
     with pytest.raises(ConfigError, match=r"holds no tokenizer files: neither tokenizer.json nor vocab.txt \(it holds: "
                                           r"config.json\)\. Give a directory written by save_pretrained"):
         load_tokenizer(str(tmp_path))
+
+
+# Pairs of words that differ only by a combining mark: a Japanese voicing mark (dakuten, handakuten), Devanagari vowel
+# signs and virama, Arabic hamza and a vowel point, a Thai vowel, Hebrew points. BERT's uncased normalizer strips every
+# combining mark as an accent (google-research/bert tokenization.py `_run_strip_accents`: NFD, then category Mn dropped),
+# which merges each pair.
+MARKED = [('かがみ', 'かかみ'), ('ガード', 'カード'), ('ぱん', 'はん'), ('कुत्ता', 'कत्ता'), ('है', 'ह'),
+          ('أكل', 'اكل'), ('إلى', 'الى'), ('مَدرسة', 'مدرسة'), ('กิน', 'กน'), ('שָׁלוֹם', 'שלום')]
+
+
+def test_a_tokenizer_trained_on_other_scripts_keeps_what_they_distinguish(tmp_path):
+    words = [w for pair in MARKED for w in pair] + ['café', 'cafe', '한국어', '中文', 'the', 'cat']
+    corpus = tmp_path / 'scripts.txt'
+    corpus.write_text(''.join(' '.join(words) + ' .\n' for _ in range(20)), encoding='utf-8')
+    tok = train_tokenizer([corpus], 300, True, tmp_path / 'tok')
+    for loaded in (tok, AutoTokenizer.from_pretrained(tmp_path / 'tok'), tokenizer_from_state(tokenizer_state(tok))):
+        for a, b in MARKED:
+            assert loaded.tokenize(a) != loaded.tokenize(b), (a, b)
+        for w in words:  # each comes back as it was written, no [UNK] (CJK ideographs decode one space apart)
+            assert loaded.decode(loaded.encode(w, add_special_tokens=False)).replace(' ', '') == w
+        assert loaded.tokenize('Café') == loaded.tokenize('café')  # still uncased: only the case is folded
+        assert loaded.tokenize('中文') == ['中', '文']  # CJK ideographs one token each, as BERT's

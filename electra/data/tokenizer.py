@@ -22,7 +22,7 @@ from typing import Iterable, Optional
 from tokenizers import BertWordPieceTokenizer
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerFast
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, compressed
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
@@ -61,6 +61,7 @@ def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTraine
 
 def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
     "An ElectraTokenizerFast from a WordPiece vocabulary file of any name."
+    if packed := compressed(path): raise ConfigError(f"tokenizer {path} {packed}.")
     try: lines = set(path.read_text(encoding='utf-8').splitlines())
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"tokenizer {path}: cannot read it as a UTF-8 vocab.txt ({e}).") from e

@@ -82,6 +82,10 @@ def test_load_errors_name_the_path(tmp_path):
     no_mask.write_text('[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n')
     with pytest.raises(ConfigError, match=r'(?s)vocab\.txt.*\[MASK\]'):
         load_tokenizer(str(no_mask))
+    packed = tmp_path / 'vocab.txt.gz'
+    packed.write_bytes(__import__('gzip').compress(b'[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'))
+    with pytest.raises(ConfigError, match=rf"tokenizer {packed} is gzip-compressed.*`gzip -dc {packed} > "):
+        load_tokenizer(str(packed))
     not_a_tokenizer = tmp_path / 'empty_dir'
     not_a_tokenizer.mkdir()
     with pytest.raises(ConfigError, match=str(not_a_tokenizer)):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from electra.config.base import ConfigError, RunWarning
+from electra.config.base import ConfigError, RunWarning, read_text
 
 __all__ = ['QAExample', 'is_official_whitespace', 'split_words', 'answer_found', 'squad_version', 'read_squad', 'read_mrqa',
            'read_qa', 'gold_answers', 'BAD_ANSWER_MODES', 'MAX_BAD_SHARE']
@@ -216,8 +216,8 @@ def read_squad(path: str | Path, on_bad_answer: str = 'error', labeled: bool = T
     path = Path(path)
     _check_mode(on_bad_answer)
     check = _AnswerCheck(path, on_bad_answer)
-    try: data = json.loads(Path(path).read_text(encoding='utf-8'))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    try: data = json.loads(read_text(path))  # a ConfigError for a file that is not UTF-8 text, or is compressed
+    except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: cannot read it as SQuAD JSON ({e}). Give the official train/dev JSON file.") from e
     articles = _need(data, 'data', list, path, 'top level')
     v2 = squad_version(data, articles)[0] if v2 is None else v2

@@ -223,7 +223,8 @@ def _text_files(entry: str, cache_dir: Path) -> CorpusSource:
             else: source.files.append(f)
         if packed:  # text meant for the corpus, which skipping as binary would leave out unseen
             raise ConfigError(f"corpus directory {p} holds {len(packed)} compressed file{'s' * (len(packed) > 1)} (the "
-                              f"first: {packed[0]} {compressed(packed[0])}). Keep only plain text files in the directory.")
+                              f"first: {packed[0]} {compressed(packed[0])}). Keep only plain text files in the "
+                              "directory.")
         if not source.files:
             raise ConfigError(f"corpus directory {p} has no usable text file ({_counts(source.skipped)}). "
                               "Give UTF-8 text files.")

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 SPECIAL_TOKENS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
 _TRAIN_MARKER = 'electra_tokenizer.json'  # settings of a tokenizer trained by `get_tokenizer`
 _ALPHABET_LIMIT = 1000  # the `tokenizers` default: rarer characters become [UNK]
+_UNCOVERED = 1e-4       # the share of a corpus's characters left to [UNK] when more than the 1000 are needed
 # A trained tokenizer folds case (`lowercase`) but strips no accents. BERT's uncased normalizer strips every combining
 # mark once it lowercases (google-research/bert tokenization.py `_run_strip_accents`: NFD, then category Mn dropped):
 # harmless for English, but in other scripts those marks are letters, vowels or voicing (Devanagari vowel signs and
@@ -109,12 +110,22 @@ def load_tokenizer(path: str, lowercase: bool = True) -> PreTrainedTokenizerFast
     return _check_special_tokens(tok, str(p))
 
 
-def _alphabet(lines: Iterable[str], normalizer) -> list[str]:
-    "The characters the trainer keeps: the most frequent after normalisation, ties broken by the character."
+def _alphabet(lines: Iterable[str], normalizer, vocab_size: int) -> list[str]:
+    """The characters the trainer keeps, the rest becoming [UNK]: the most frequent after normalisation (ties broken by
+    the character), at least the `tokenizers` default 1000, more while they are needed to cover all but a ten-thousandth
+    of the text (a script of thousands of characters: Chinese, Japanese kanji), up to a quarter of the vocabulary."""
     counts = collections.Counter()
     for line in lines: counts.update(normalizer.normalize_str(line))
-    chars = [c for c in counts if not c.isspace()]
-    return sorted(sorted(chars, key=lambda c: (-counts[c], c))[:_ALPHABET_LIMIT])
+    chars = sorted((c for c in counts if not c.isspace()), key=lambda c: (-counts[c], c))
+    total, covered, needed = sum(counts[c] for c in chars), 0, 0
+    while needed < len(chars) and covered < total * (1 - _UNCOVERED):
+        covered, needed = covered + counts[chars[needed]], needed + 1
+    return sorted(chars[:min(max(needed, _ALPHABET_LIMIT), max(vocab_size // 4, _ALPHABET_LIMIT))])
+
+
+def _continuations(alphabet: list[str], normalizer) -> list[str]:
+    "'##c' for each character that can continue a word: not the ideographs BERT's normalizer makes words of their own."
+    return ['##' + c for c in alphabet if normalizer.normalize_str(c) == c]
 
 
 def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_dir: Path,
@@ -125,14 +136,14 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
 
     The result is deterministic. The `tokenizers` trainer alone is not (a known behaviour of its trainer):
     it gives the '##x' continuation tokens ids in hash-map order, and those ids break ties between merges of
-    equal count. Listing every '##x' up front (as special tokens, so they get ids in a fixed order) and fixing
-    the alphabet ourselves removes all hash-order dependence; the vocabulary is then re-read from vocab.txt
-    so those tokens end up as ordinary entries.
+    equal count. Listing every '##x' that can occur up front (as special tokens, so they get ids in a fixed
+    order) and fixing the alphabet ourselves removes all hash-order dependence; the vocabulary is then re-read
+    from vocab.txt so those tokens end up as ordinary entries.
     """
     sources = sources or [CorpusSource(', '.join(map(str, files)), 'files', [Path(f) for f in files])]
     wp = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=False)  # see STRIP_ACCENTS
     skipped = collections.Counter()
-    alphabet = _alphabet(source_lines(sources, skipped), wp.normalizer)
+    alphabet = _alphabet(source_lines(sources, skipped), wp.normalizer, vocab_size)
     if not alphabet:
         said = ', '.join(skipped_in_words(skipped))  # why a corpus can look empty
         raise ConfigError(f"no text to train a tokenizer on in {', '.join(s.entry for s in sources)}"
@@ -141,7 +152,7 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     # from an iterator rather than the files: the same vocabulary, but a bad line is skipped instead of fatal
     wp.train_from_iterator(source_lines(sources), vocab_size=vocab_size, min_frequency=2, show_progress=False,
                            limit_alphabet=len(alphabet), initial_alphabet=alphabet,
-                           special_tokens=SPECIAL_TOKENS + ['##' + c for c in alphabet])
+                           special_tokens=SPECIAL_TOKENS + _continuations(alphabet, wp.normalizer))
     vocab = sorted(wp.get_vocab().items(), key=lambda kv: kv[1])
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / 'vocab.txt').write_text(''.join(w + '\n' for w, _ in vocab), encoding='utf-8')

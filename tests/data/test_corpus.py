@@ -146,5 +146,6 @@ def test_a_compressed_corpus_is_refused_naming_the_file_and_how_to_decompress_it
     folder.mkdir()
     (folder / 'a.txt').write_text('A fine sentence.\n')
     (folder / name).write_bytes(data)
-    with pytest.raises(ConfigError, match=rf"corpus directory {folder} holds 1 compressed file \(the first: {folder / name} is {fmt}-compressed"):
+    with pytest.raises(ConfigError, match=rf"corpus directory {folder} holds 1 compressed file \(the first: "
+                                          rf"{folder / name} is {fmt}-compressed"):
         resolve_corpus([str(folder)], tmp_path / 'cache')

@@ -135,9 +135,9 @@ def test_directory_without_tokenizer_files_named(tmp_path):
 
 
 # Pairs of words that differ only by a combining mark: a Japanese voicing mark (dakuten, handakuten), Devanagari vowel
-# signs and virama, Arabic hamza and a vowel point, a Thai vowel, Hebrew points. BERT's uncased normalizer strips every
-# combining mark as an accent (google-research/bert tokenization.py `_run_strip_accents`: NFD, then category Mn dropped),
-# which merges each pair.
+# signs and virama, Arabic hamza and a vowel point, a Thai vowel, Hebrew points. BERT's uncased normalizer strips
+# every combining mark as an accent (google-research/bert tokenization.py `_run_strip_accents`: NFD, then category Mn
+# dropped), which merges each pair.
 MARKED = [('かがみ', 'かかみ'), ('ガード', 'カード'), ('ぱん', 'はん'), ('कुत्ता', 'कत्ता'), ('है', 'ह'),
           ('أكل', 'اكل'), ('إلى', 'الى'), ('مَدرسة', 'مدرسة'), ('กิน', 'กน'), ('שָׁלוֹם', 'שלום')]
 
@@ -154,3 +154,19 @@ def test_a_tokenizer_trained_on_other_scripts_keeps_what_they_distinguish(tmp_pa
             assert loaded.decode(loaded.encode(w, add_special_tokens=False)).replace(' ', '') == w
         assert loaded.tokenize('Café') == loaded.tokenize('café')  # still uncased: only the case is folded
         assert loaded.tokenize('中文') == ['中', '文']  # CJK ideographs one token each, as BERT's
+
+
+def test_a_script_of_thousands_of_characters_keeps_its_rarer_ones(tmp_path):
+    """The `tokenizers` trainer keeps the 1000 most frequent characters and makes the rest [UNK]: the kanji of a
+    Japanese corpus beyond them were lost. Characters are kept while they are needed to cover all but a ten-thousandth
+    of the text, up to a quarter of the vocabulary; an ideograph, always a token of its own, gets no '##' entry."""
+    kanji = [chr(0x4E00 + 7 * i) for i in range(1500)]
+    corpus = tmp_path / 'ja.txt'
+    rare = ''.join(' '.join(kanji[j:j + 20]) + '\n' for j in range(0, 1500, 20)) * 3  # each seen 3 times
+    corpus.write_text('日本 の 文章 を 読む 。\n' * 300 + rare, encoding='utf-8')
+    tok = train_tokenizer([corpus], 8000, True, tmp_path / 'tok')
+    assert tok.unk_token not in tok.tokenize(''.join(kanji))
+    assert not any(w.startswith('##') and '\u4e00' <= w[2:] <= '\u9fff' for w in tok.get_vocab())
+    english = tmp_path / 'en.txt'
+    english.write_text(' '.join(SENTENCES) * 30)
+    assert '##s' in train_tokenizer([english], 300, True, tmp_path / 'en').get_vocab()  # other scripts keep theirs

@@ -119,9 +119,9 @@ def test_batches_are_padded_up_to_the_smallest_bucket_that_holds_them():
 
 
 def test_encoders_that_cut_inputs_themselves_do_not_warn_that_a_text_is_too_long(tmp_path):
-    """A model's tokenizer knows its length (`model_max_length`: the position table, as an export or a hub model has it).
-    GLUE, QA and tagging encode a long text whole and cut it themselves: transformers' warning that the sequence 'will
-    result in indexing errors' would be false, and alarming."""
+    """A model's tokenizer knows its length (`model_max_length`: the position table, as an export or a hub model has
+    it). GLUE, QA and tagging encode a long text whole and cut it themselves: transformers' warning that the sequence
+    'will result in indexing errors' would be false, and alarming."""
     from transformers import ElectraTokenizerFast
     from electra.finetuning.tasks.glue.sources import Examples
     from electra.finetuning.tasks.qa.data import QAExample

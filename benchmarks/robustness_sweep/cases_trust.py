@@ -22,6 +22,7 @@ import gzip
 import hashlib
 import json
 import lzma
+import re
 import shutil
 import sys
 import textwrap
@@ -160,16 +161,23 @@ def _(c): return ft_task(c, tag(c, NER_YAML + 'stride: -1\n'))
 
 # ======================================================================== U: user strings that become paths
 
+def _entries(c) -> set:
+    "What lies in this case's folder (by name) and beside it, in the sweep's folders."
+    return {('case', p.name) for p in c.dir.iterdir()} | \
+        {('work', p.name) for p in (*c.dir.parent.iterdir(), *c.dir.parent.parent.iterdir())}
+
+
 def _outside(c, before: set) -> str:
-    "What appeared outside this case's folder since `before` (the parent's entries), as a wrong result."
-    new = {p.name for p in c.dir.parent.iterdir()} - before
-    new |= {p.name for p in c.dir.parent.parent.iterdir()} - before
+    """What appeared since `before` outside the folders the job was given (ft/, test/ of this case's folder), as a wrong
+    result; other cases' folders (of a sweep run beside this one) left out."""
+    new = {f'{where}/{n}' for where, n in _entries(c) - before
+           if not (where == 'case' and n in ('ft', 'test')) and not re.fullmatch(r'[A-Z]\d\d|\w+\.json', n)}
     return f'written outside the given folders: {sorted(new)}' if new else ''
 
 
 def _named_task(c, name: str, yaml_text: str = TASK_YAML, maker=task, *args) -> Proc:
-    before = {p.name for p in c.dir.parent.iterdir()} | {p.name for p in c.dir.parent.parent.iterdir()}
     path = maker(c, f'name: {json.dumps(name)}\n' + yaml_text)
+    before = _entries(c)
     p = ft_task(c, path, '--predict', 'true', *args)
     p.wrong = _outside(c, before)
     return p
@@ -690,7 +698,7 @@ def _(c):
     chars = [chr(0x4E00 + i * 7) for i in range(1500)]
     lines = ''.join(' '.join(chars[j:j + 20]) + ' 。\n' for j in range(0, 1500, 20)) * 3 + '\n'
     common = ('日本 の 文章 を 読む 。\n' * 400) + '\n'
-    run = _pretrained(c, 'kanji', '--vocab_size', '4000', '--max_length', '32', '--eval_examples', '0',
+    run = _pretrained(c, 'kanji', '--vocab_size', '8000', '--max_length', '32', '--eval_examples', '0',
                       '--sentence_split', 'none', corpus=common + lines)
     return _python(c, f"""
         from transformers import AutoTokenizer
@@ -1055,40 +1063,43 @@ def _loads(path: Path) -> str:
     return ''
 
 
-@case('W01', 'two at once', 'two pretrain.py of the same run at once: the second refused, the first finishes')
-def _(c):
-    args = c.cmd(['pretrain.py'], *c.pretrain_args(steps=8))
-    rc, p = _two(c, args, args, ready=lambda: (c.dir / 'out' / 'c_11081' / '.lock').is_file())
-    if p.rc == 2 and (rc != 0 or _loads(c.dir / 'out' / 'c_11081_100%.pth')):
-        p.wrong = f'the first run did not finish right ({p.note})'
+def _held(c, second: list, first: list) -> Proc:
+    """`first`, a 16-step run, stops in the middle of writing its 50% checkpoint (injected), holding its run; `second`
+    runs meanwhile; then the first is killed. Its last whole checkpoint must still load."""
+    log = c.p('first.log')
+    proc = c.start(c.cmd(['pretrain.py'], *first, wrap='hang:50%.pth'), log)
+    if not wait_for(lambda: 'INJECT hang' in log.read_text(), proc=proc):
+        kill_group(proc)
+        return Proc(-1, '', log.read_text(), note='the first run never reached its checkpoint')
+    p = c.run(second)
+    kill_group(proc)
+    if p.rc == 0: return p
+    kept = sorted(f.name for f in (c.dir / 'out').glob('c_11081_*.pth'))
+    if 'c_11081_25%.pth' not in kept: p.wrong = f"the first run's checkpoints are gone (left: {kept})"
+    else: p.wrong = _loads(c.dir / 'out' / 'c_11081_25%.pth')
     return p
 
 
-@case('W02', 'two at once', 'pretrain --overwrite of a run that is training: refused, the running one intact')
-def _(c):
-    first = c.cmd(['pretrain.py'], *c.pretrain_args(steps=8))
-    rc, p = _two(c, first, c.cmd(['pretrain.py'], *c.pretrain_args(steps=8), '--overwrite', 'true'),
-                 ready=lambda: (c.dir / 'out' / 'c_11081_12.5%.pth').is_file())
-    if p.rc == 2 and (rc != 0 or _loads(c.dir / 'out' / 'c_11081_100%.pth')):
-        p.wrong = f'the first run did not finish right ({p.note})'
-    return p
+@case('W01', 'two at once', 'two pretrain.py of the same run at once: the second refused, the first\'s files intact')
+def _(c): return _held(c, c.cmd(['pretrain.py'], *c.pretrain_args(steps=16)), c.pretrain_args(steps=16))
+
+
+@case('W02', 'two at once', 'pretrain --overwrite of a run that is training: refused, the running one\'s files intact')
+def _(c): return _held(c, c.cmd(['pretrain.py'], *c.pretrain_args(steps=16), '--overwrite', 'true'),
+                       c.pretrain_args(steps=16))
 
 
 @case('W03', 'two at once', 'pretrain --resume of a run that is training: refused')
-def _(c):
-    first = c.cmd(['pretrain.py'], *c.pretrain_args(steps=8))
-    _, p = _two(c, first, c.cmd(['pretrain.py'], *c.pretrain_args(steps=8), '--resume'),
-                ready=lambda: (c.dir / 'out' / 'c_11081_12.5%.pth').is_file())
-    return p
+def _(c): return _held(c, c.cmd(['pretrain.py'], *c.pretrain_args(steps=16), '--resume'), c.pretrain_args(steps=16))
 
 
-@case('W04', 'two at once', 'two pretrain.py of one new run training their tokenizers at once: one refused before its '
-      'tokenizer, the other\'s tokenizer whole')
+@case('W04', 'two at once', 'a new run training its own tokenizer, and the same command while it trains: refused, the '
+      'first\'s tokenizer whole')
 def _(c):
-    args = c.cmd(['pretrain.py'], *c.pretrain_args(steps=2, tokenizer=False), '--vocab_size', '1000')
-    rc, p = _two(c, args, args)
+    args = [*c.pretrain_args(steps=16, tokenizer=False), '--vocab_size', '1000']
+    p = _held(c, c.cmd(['pretrain.py'], *args), args)
     tok = c.dir / 'out' / 'c_11081' / 'tokenizer' / 'tokenizer.json'
-    if p.rc == 2 and (rc != 0 or not tok.is_file()): p.wrong = f'the first run did not finish right ({p.note})'
+    if p.rc == 2 and not tok.is_file(): p.wrong = p.wrong or "the first run's tokenizer is gone"
     return p
 
 
@@ -1165,11 +1176,17 @@ def _(c):
 
 @case('W11', 'two at once', 'two comparisons of the same name at once (pretrain only): the second refused')
 def _(c):
-    args = c.cmd(['-m', 'electra.experiments.compare'], '--output_dir', c.p('cmp'), '--finetune', 'false',
-                 '--pretrain_overrides', json.dumps({'steps': 4, 'warmup_steps': 1, 'eval_examples': 0, 'num_proc': 1,
-                                                     'cache_dir': str(c.cache), 'device': 'cpu',
-                                                     'tokenizer': str(c.export / 'tokenizer')}),
-                 '--variants', '{electra: {config: ""}}')
-    rc, p = _two(c, args, args, ready=lambda: any((c.dir / 'cmp').rglob('.lock')))
-    if p.rc == 2 and rc != 0: p.wrong = f'the first comparison failed ({p.note})'
+    def args(steps: int) -> list:
+        return c.cmd(['-m', 'electra.experiments.compare'], '--output_dir', c.p('cmp'), '--finetune', 'false',
+                     '--pretrain_overrides', json.dumps({'steps': steps, 'warmup_steps': 1, 'eval_examples': 0,
+                                                         'num_proc': 1, 'cache_dir': str(c.cache), 'device': 'cpu',
+                                                         'tokenizer': str(c.export / 'tokenizer')}),
+                     '--variants', '{electra: {config: ""}}')
+    log = c.p('first.log')
+    first = c.start(args(100_000), log)  # still training when the second starts; killed after it
+    if not wait_for(lambda: any((c.dir / 'cmp').rglob('.lock')), proc=first):
+        kill_group(first)
+        return Proc(-1, '', log.read_text(), note='the first comparison never started its pretraining')
+    p = c.run(args(100_000))
+    kill_group(first)
     return p

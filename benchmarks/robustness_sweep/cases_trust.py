@@ -171,7 +171,7 @@ def _outside(c, before: set) -> str:
     """What appeared since `before` outside the folders the job was given (ft/, test/ of this case's folder), as a wrong
     result; other cases' folders (of a sweep run beside this one) left out."""
     new = {f'{where}/{n}' for where, n in _entries(c) - before
-           if not (where == 'case' and n in ('ft', 'test')) and not re.fullmatch(r'[A-Z]\d\d|\w+\.json', n)}
+           if not (where == 'case' and n in ('ft', 'test')) and not re.fullmatch(r'[A-Z]\d\d|[\w.-]+\.(json|log)', n)}
     return f'written outside the given folders: {sorted(new)}' if new else ''
 
 

@@ -13,7 +13,7 @@ import pytest
 from electra.config.base import ConfigError
 from electra.finetuning import sweep
 from electra.finetuning.tasks.demo import write_demo_tasks
-from electra.finetuning.tasks.files import file_task, read_task_file
+from electra.finetuning.tasks.files import file_task, make_task, read_task_file
 from electra.finetuning.tasks.glue.sources import open_source
 from tests.support.finetune import job
 
@@ -331,6 +331,9 @@ def test_a_compressed_data_file_is_named_with_how_to_decompress_it(tmp_path):
         path.write_bytes(gzip.compress(b'{}'))
         with pytest.raises(ConfigError, match=rf"{path} is gzip-compressed"):
             read(path)
+    squad = write(tmp_path / 'squad.yaml', 'kind: squad\ntrain: squad.json\ndev: squad.json\n')  # its version read first
+    with pytest.raises(ConfigError, match=rf"{tmp_path / 'squad.json'} is gzip-compressed"):
+        make_task(read_task_file(squad))
     (tmp_path / 'train.csv.gz').write_bytes(gzip.compress(GOOD.encode()))
     (tmp_path / 'task.yaml').write_text('train: train.csv.gz\ndev: dev.csv\ntext: sentence\nlabel: label\n')
     with pytest.raises(ConfigError, match=r"train: train.csv.gz is gzip-compressed.*`gzip -dc .*train.csv.gz > "):

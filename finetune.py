@@ -44,7 +44,8 @@ friendly_errors()  # a bad setting or input file ends the script with one `error
 end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included
 
 from electra.finetuning.classifier import load_pretrained
-from electra.finetuning.sweep import data_description, resolve_data, run_sweep, write_summary, write_test_predictions
+from electra.finetuning.sweep import (data_description, raise_if_diverged, resolve_data, run_sweep, write_summary,
+                                     write_test_predictions)
 from electra.training.device import resolve_device, use_cpu_threads
 from electra.training.distributed import finish_distributed, init_distributed, main_process_first, print_main
 
@@ -135,3 +136,11 @@ if summary_png.is_file(): show_image(summary_png)
 if cfg.predict:
     files = write_test_predictions(cfg, results, tokenizer, source)
     print('\n'.join(str(f) for f in files))
+
+# %% [markdown]
+# A run whose loss became NaN or infinite stopped there (at the end of that epoch) with no score: it is not in the
+# results table, the summary names it, and no prediction comes from it. The other runs went on and are kept; the job
+# ends here with an error naming the diverged runs (status 2), and the same command tries them again.
+
+# %%
+raise_if_diverged(results)

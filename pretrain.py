@@ -51,7 +51,7 @@ cfg
 # %%
 import torch
 
-from electra.training.checkpoint import check_resume_compatible, load_checkpoint
+from electra.training.checkpoint import check_resume_compatible, check_resume_corpus, load_checkpoint
 from electra.pretraining.learner import existing_run_guard, prepare_run_dir
 from electra.training.device import resolve_device, resolve_precision, use_cpu_threads
 from electra.training.distributed import init_distributed, main_process_first, print_main
@@ -111,12 +111,14 @@ print_main(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of
 # %%
 import datasets
 
-from electra.data.cache import build_corpus, build_summary, format_summary
+from electra.data.cache import build_corpus, build_summary, examples_digest, format_summary
 from electra.data.batches import held_out_split, pretraining_dataloader
 
 with main_process_first('the pretraining data cache', cfg.dist_timeout):  # built once; the others read it
     parts = [build_corpus(source, tokenizer, settings, Path(cfg.cache_dir), cfg.seed, cfg.num_proc) for source in sources]
 for part in parts: print_main(format_summary(build_summary(part)))
+corpus_digest = examples_digest(parts)  # the examples by content, recorded in checkpoints
+if ckpt: check_resume_corpus(ckpt, cfg.corpus, corpus_digest, resume_path)
 weights = cfg.corpus_weights or None
 train_parts, held_out = held_out_split(parts, cfg.eval_examples, cfg.seed, weights)
 dataset = datasets.concatenate_datasets(train_parts) if len(train_parts) > 1 else train_parts[0]
@@ -174,7 +176,7 @@ print(f'discriminator {n_disc / 1e6:.2f}M parameters, generator + discriminator 
 from electra.pretraining.learner import checkpoint_extra, pretraining_learner, save_run_config
 
 learn = pretraining_learner(cfg, model, tokenizer, train_dl, run_dir, device, precision, resume=ckpt,
-                            extra_state=checkpoint_extra(cfg, tok_state), held_out=held_out)
+                            extra_state=checkpoint_extra(cfg, tok_state, corpus_digest), held_out=held_out)
 save_run_config(cfg, run_dir)
 
 # %% [markdown]

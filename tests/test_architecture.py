@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / 'electra'
 # floor of each package of electra/, bottom to top; the package itself (electra/__init__.py) is the public API on top
 FLOORS = {'config': 0, 'runtime': 1, 'objective': 2, 'data': 2, 'training': 2, 'pretrained': 3, 'pretraining': 4,
-          'finetuning': 4, 'experiments': 5, 'convert': 5, 'tools': 5, '': 6}
+          'finetuning': 4, 'experiments': 5, 'convert': 5, 'tools': 5, 'jobs': 6, '': 6}
 MAX_IN_FUNCTIONS = 15
 
 

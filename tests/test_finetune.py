@@ -35,7 +35,9 @@ def test_driver_help_and_errors(tmp_path, capsys):
     with pytest.raises(ConfigError) as e:
         finetune_in_process('--model', str(tmp_path / 'missing.pth'), '--cache_dir', str(tmp_path / 'cache'))
     assert str(e.value).startswith('model: ') and 'run `python pretrain.py` first' in str(e.value)
-    with pytest.raises(ConfigError, match=r'^dropout: must be in \[0, 1\), got 1\.5\.$'): finetune_in_process('--dropout', '1.5')
+    with pytest.raises(ConfigError, match=r"^command line: key 'dropout': 1\.5 is not a number in \[0, 1\) \(dropout on the "
+                                          r"\[CLS\] vector before the output layer\)$"):
+        finetune_in_process('--dropout', '1.5')
 
 
 def test_driver_end_to_end(tmp_path, glue_dir, tiny_dir):

@@ -374,6 +374,59 @@ def test_resume_with_other_shape_or_tokenizer_refused(straight, tmp_path):
         pretrain(tmp, *TINY, '--run_name', 'vanilla', '--resume', '--tokenizer', str(vocab))
 
 
+@pytest.mark.parametrize('key, value, saved', [
+    ('dropout', '0.2', 0.1), ('objective', 'electra_15', 'electra'), ('disc_loss_weight', '10', 50.0),
+    ('weight_decay', '0', 0.01), ('warmup_steps', '2', 4), ('min_line_chars', '5', 0)])
+def test_a_resume_that_would_train_otherwise_is_refused_naming_the_key_and_the_fix(finished, tmp_path, key, value, saved):
+    """Every key that changes what the run trains (the model, the objective, the loss, the optimisation, the examples:
+    RESUME_SAME) is the checkpoint's on a resume, or refused before any data is built. Before, only the shapes and the
+    data keys were checked: a resume with another dropout or objective went on as another run under the same name."""
+    ckpt = copy_of(finished, tmp_path)
+    before = files(ckpt)
+    with pytest.raises(ConfigError, match=re.escape(f"done_11081_100%.pth: cannot resume: '{key}' was {saved!r} in the "
+                                                    f"checkpoint but is ") + rf".*now\. Give --{key} {saved} to continue "
+                                                    r"the run, start another with --run_name NAME, or start this one "
+                                                    r"over with --overwrite true\.$"):
+        pretrain(tmp_path, *FINISHED, '--resume', '--steps', '10', f'--{key}', value)
+    after = files(ckpt)
+    after.pop('done_11081/.lock')
+    assert after == before
+
+
+@pytest.fixture(scope='module')
+def on_a_file(tmp_path_factory):
+    "A run of 2 steps on a text file, to be copied by each test that resumes it."
+    from electra.data.demo import write_demo_corpus
+    tmp = tmp_path_factory.mktemp('on_a_file')
+    pretrain(tmp, *ON_A_FILE, '--corpus', str(write_demo_corpus(tmp / 'text' / 'corpus.txt', n_docs=300)))
+    return tmp
+
+
+ON_A_FILE = [*TINY, '--steps', '2', '--run_name', 'file', '--checkpoint_at', '1.0', '--eval_examples', '0']
+
+
+def test_a_resume_checks_its_corpus_by_content_and_says_what_it_may_change(on_a_file, tmp_path, capsys):
+    """The corpus moved to another folder (and so touched): the same examples, the run goes on, said in one line, as
+    more steps and a lower learning rate are. A word of it edited: refused, naming the corpus and the fix (before, the
+    run went on over other examples, the corpus's path being the same)."""
+    for name in ('ckpt', 'cache'): shutil.copytree(on_a_file / name, tmp_path / name)
+    corpus = tmp_path / 'elsewhere' / 'corpus.txt'
+    corpus.parent.mkdir()
+    shutil.copy(on_a_file / 'text' / 'corpus.txt', corpus)  # a new modification time
+    capsys.readouterr()
+    g = pretrain(tmp_path, *ON_A_FILE, '--corpus', str(corpus), '--resume', '--steps', '3', '--lr', '2.5e-4')
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith('resume:')]
+    assert said == ["resume: steps was 2 in the checkpoint and is 3 now; lr was 0.0005 in the checkpoint and is 0.00025 "
+                    "now: the run goes on from step 2 with the new values.",
+                    f"resume: corpus was ['{on_a_file / 'text' / 'corpus.txt'}'] in the checkpoint and is ['{corpus}'] "
+                    "now: the same examples, so the run goes on."]
+    assert g['start_step'] == 2 and load_checkpoint(tmp_path / 'ckpt' / 'file_11081_100%.pth')['step'] == 3
+    corpus.write_text(corpus.read_text().replace(' the ', ' a ', 1))
+    with pytest.raises(ConfigError, match=re.escape(f"file_11081_100%.pth: cannot resume: the corpus ['{corpus}'] is "
+                                                    "not the one this run was trained on") + r'.*Restore that corpus'):
+        pretrain(tmp_path, *ON_A_FILE, '--corpus', str(corpus), '--resume', '--steps', '4')
+
+
 @pytest.mark.parametrize('make,match', [
     (lambda d: d / 'missing.txt', 'missing.txt'),
     (lambda d: (d / 'empty.txt').write_text('') and None or d / 'empty.txt', 'empty.txt'),
@@ -425,9 +478,11 @@ def one_megabyte_document(tmp: Path) -> str:
 
 @pytest.mark.parametrize('argv, message', [
     (['--stpes', '3'], "command line: unknown key 'stpes'. Did you mean 'steps'? Run with --help for the list of keys."),
-    (['--dropout', '1.5'], 'dropout: must be in [0, 1), got 1.5.'),
-    (['--lr', '-1'], 'lr: must be a positive number, got -1.0.'),
-    (['--lr', 'nan'], 'lr: must be a positive number, got nan.'),
+    (['--dropout', '1.5'], "command line: key 'dropout': 1.5 is not a number in [0, 1) (hidden and attention dropout of "
+                           "both networks)"),
+    (['--seed', '-1'], "command line: key 'seed': -1 is not a whole number in [0, 2**32) (random seed for data order, "
+                       "masking, sampling and initialisation)"),
+    (['--lr', 'nan'], "command line: key 'lr': nan is not a finite number > 0 (peak learning rate)"),
     (['--corpus', one_megabyte_document, '--warmup_steps', '1'],
      'no text to train a tokenizer on in {tmp}/one.txt (skipped 1 lines over 1 MiB). Give a corpus with readable '
      'lines of text, or a `tokenizer`.')])

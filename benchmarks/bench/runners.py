@@ -125,9 +125,7 @@ class LearnerRunner(FitRunner):
         self.learn.add_cb(step_timer(self, lambda: self.loader.n))
 
     @property
-    def compiled(self):
-        cb = getattr(self.learn, 'compile_model', None) or getattr(self.learn, 'one_graph_step', None)
-        return None if cb is None else cb.compiled
+    def compiled(self): return self.learn.training_step.compiled
 
 
 class PretrainLoopRunner(Runner):

@@ -1,26 +1,33 @@
 """One explicit config object per job: dataclass defaults < YAML preset < `--key value` overrides.
 
-Every key is typed; unknown keys and values of the wrong type are rejected with a message that names the
-file or flag and the fix. `--help` lists every key with its default and help text.
+Every key is typed and declares its domain beside its default (`field(..., gt=0)`, `choice_field`): when the config
+is read, before any job starts, each value is converted to its key's type and checked against its domain (with
+pydantic), and refused in one line that names where it came from (the file and line, the command line), the key, the
+value, the domain and what the key means. `--help` lists every key with its value, its domain and its help text.
+What relates several keys (max_length within max_position_embeddings, ...) is each job config's own `validate`.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import errno
+import functools
 import os
 import re
 import sys
 import types
 import typing
+import unicodedata
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, Literal, Sequence, Union
 
+import pydantic
 import yaml
 
-__all__ = ['ConfigError', 'TrainingStopped', 'RunWarning', 'need', 'did_you_mean', 'PLAIN_NAME', 'read_text', 'load_yaml', 'config_help', 'load_config',
-           'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'THREADS_HELP', 'threads_setting',
+__all__ = ['ConfigError', 'TrainingStopped', 'TrainingDiverged', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
+           'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
+           'threads_field', 'threads_setting',
            'running_in_notebook', 'cli_args', 'friendly_errors', 'compressed', 'COMPRESSED_SUFFIXES']
 
 
@@ -33,20 +40,114 @@ class TrainingStopped(Exception):
     exit_status = 130  # the shell's status for a process ended by SIGINT
 
 
+class TrainingDiverged(ConfigError):
+    """The loss became NaN or infinite. A pretraining run stops, with no checkpoint written after it; a fine-tuning run
+    stops with no score, the sweep's other runs go on, and the job ends with this error naming it."""
+
+
 class RunWarning(UserWarning):
     "Something in a job's settings or environment the user should know about; the job goes on."
 
 
-def field(default, help: str = ''):
-    "A config field with a help text shown by `--help`."
+INT64_MAX = 2 ** 63 - 1  # what torch and numpy hold of a whole number: the bound of every int key without its own
+SEED_END = 2 ** 32        # numpy's seeds are below it (np.random.seed; fastai's set_seed takes them modulo it)
+# torch.distributed waits until now + timeout on a clock of int64 nanoseconds: a timeout past 2**63 ns (about 9.2e9
+# seconds, less the clock's time since boot) wraps around (1e10 s: the connection timed out at once)
+DIST_TIMEOUT_MAX = 10 ** 9
+
+
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    """The values a config key takes, declared beside its default (`field`): the bounds of a number (of each element
+    of a list), the choices of a string, a list's least length, and what 0 or an empty list means. A float is finite
+    unless `finite=False`; a whole number is below 2**63 unless bounded lower."""
+    gt: float | None = None
+    ge: float | None = None
+    lt: float | None = None
+    le: float | None = None
+    finite: bool = True
+    choices: tuple = ()
+    min_items: int = 0
+    zero: str = ''   # what 0 means, where 0 is allowed and special
+    empty: str = ''  # what an empty list means
+
+    def words(self, tp, huge: bool = False) -> str:
+        "The domain for a value of type `tp`, in words: 'a whole number >= 0', 'a list of numbers in (0, 1]', ..."
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin in (list, tuple):
+            least = {0: '', 1: ' non-empty'}.get(self.min_items, f' (at least {self.min_items})')
+            return f"a{least} list of {self._noun(args[0] if args else str, plural=True)}{self._range(huge)}"
+        if origin in (typing.Union, types.UnionType):
+            named = sorted((a for a in args if a is not type(None)), key=lambda a: a is not str)  # 'auto or ...'
+            return ' or '.join(self.words(a, huge) for a in named)
+        if self.choices and tp is str:
+            return str(self.choices[0]) if len(self.choices) == 1 else f"one of {', '.join(map(str, self.choices))}"
+        return f"{self._noun(tp)}{self._range(huge) if tp in (int, float) else ''}"
+
+    def meanings(self) -> list[str]:
+        "What the special values mean: ['0: off'], ['empty: all'] or none."
+        return [f'{v}: {m}' for v, m in (('0', self.zero), ('empty', self.empty)) if m]
+
+    def _noun(self, tp, plural: bool = False) -> str:
+        bounded = self._lower() and self._upper()
+        noun = {int: 'whole number', float: 'number' if bounded or not self.finite else 'finite number',
+                bool: 'true or false', str: 'string'}.get(tp, getattr(tp, '__name__', str(tp)))
+        if tp is bool: return noun
+        return f'{noun}s' if plural else f'a {noun}'
+
+    def _lower(self): return ('>', self.gt) if self.gt is not None else ('>=', self.ge) if self.ge is not None else None
+    def _upper(self): return ('<', self.lt) if self.lt is not None else ('<=', self.le) if self.le is not None else None
+
+    def _range(self, huge: bool = False) -> str:
+        lower, upper = self._lower(), self._upper()
+        if lower and upper:
+            opening, closing = '(' if lower[0] == '>' else '[', ')' if upper[0] == '<' else ']'
+            return f' in {opening}{_bound(lower[1])}, {_bound(upper[1])}{closing}'
+        one = lower or upper
+        return (f' {one[0]} {_bound(one[1])}' if one else '') + (' below 2**63' if huge and not upper else '')
+
+    def annotated(self, tp):
+        "`tp` with this domain as pydantic's constraints (`TypeAdapter` checks a value against them)."
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin in (list, tuple):
+            return Annotated[list[self.annotated(args[0] if args else str)], pydantic.Field(min_length=self.min_items)]
+        if origin in (typing.Union, types.UnionType):
+            return Union[tuple(type(None) if a is type(None) else self.annotated(a) for a in args)]
+        if tp is int:
+            upper = {'lt': self.lt, 'le': self.le} if self._upper() else {'le': INT64_MAX}
+            return Annotated[int, pydantic.Field(gt=self.gt, ge=self.ge, **upper)]
+        if tp is float:
+            return Annotated[float, pydantic.Field(gt=self.gt, ge=self.ge, lt=self.lt, le=self.le,
+                                                   allow_inf_nan=not self.finite)]
+        if tp is str and self.choices: return Literal[self.choices]
+        return tp
+
+
+def _bound(v) -> str:
+    "A bound as --help and messages write it: 2**32 for a large power of two, 0.5, 1e-06."
+    if isinstance(v, int) and v >= 2 ** 16 and v & (v - 1) == 0: return f'2**{v.bit_length() - 1}'
+    return f'{v:g}' if isinstance(v, float) else str(v)
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter(tp, domain: Domain) -> pydantic.TypeAdapter:
+    return pydantic.TypeAdapter(domain.annotated(tp))
+
+
+def field(default, help: str = '', *, entries: Sequence[str] = (), **domain):
+    """A config field with a help text shown by `--help` and its domain (`Domain`'s keywords: gt=0, ge=0, lt=1,
+    le=..., finite, min_items, zero='off', empty='all'), checked when the config is read. `entries`: a mapping
+    key (task_overrides) whose entries are mappings of these keys of the same config, each checked as that key."""
+    metadata = {'help': help, **({'domain': Domain(**domain)} if domain else {}),
+                **({'entries': tuple(entries)} if entries else {})}
     if isinstance(default, (list, dict)):
-        return dataclasses.field(default_factory=lambda d=default: type(d)(d), metadata={'help': help})
-    return dataclasses.field(default=default, metadata={'help': help})
+        return dataclasses.field(default_factory=lambda d=default: type(d)(d), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def choice_field(default, choices: list, help: str = ''):
-    "A config field whose value must be one of `choices` (checked when the config is built)."
-    return dataclasses.field(default=default, metadata={'help': help, 'choices': list(choices)})
+    "A config field whose value must be one of `choices` (checked when the config is read)."
+    return dataclasses.field(default=default, metadata={'help': help, 'domain': Domain(choices=tuple(choices))})
 
 
 def optimizer_keys(after: str, weight_decay: float, weight_decay_help: str):
@@ -55,10 +156,11 @@ def optimizer_keys(after: str, weight_decay: float, weight_decay_help: str):
     default and help differ between the jobs."""
     keys = {'schedule': choice_field('together', ['together', 'warmup_then_decay'],
                                      "'together' is the official schedule: warm-up and linear decay applied at once"),
-            'decay_power': field(1.0, 'power of the polynomial decay'),
-            'weight_decay': field(weight_decay, weight_decay_help),
-            'adam_beta1': field(0.9, 'Adam beta1'), 'adam_beta2': field(0.999, 'Adam beta2'),
-            'adam_eps': field(1e-6, 'Adam epsilon'), 'clip_grad': field(1.0, 'gradient clipping by global norm (0 disables)')}
+            'decay_power': field(1.0, 'power of the polynomial decay', gt=0),
+            'weight_decay': field(weight_decay, weight_decay_help, ge=0),
+            'adam_beta1': field(0.9, 'Adam beta1', ge=0, lt=1), 'adam_beta2': field(0.999, 'Adam beta2', ge=0, lt=1),
+            'adam_eps': field(1e-6, 'Adam epsilon', gt=0),
+            'clip_grad': field(1.0, 'gradient clipping by global norm', ge=0, zero='no clipping')}
 
     def add(cls):
         annotations = {}
@@ -88,6 +190,11 @@ def threads_setting(value: int | str) -> int:
     raise ConfigError(f"threads: {value!r} is not auto (or 0) or a number of threads.")
 
 
+def threads_field(help: str = THREADS_HELP):
+    "The `threads` key of a job: auto, or a number of threads (0 is auto too)."
+    return field('auto', help, ge=0, choices=('auto',), zero='auto')
+
+
 def _hints(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -98,7 +205,49 @@ def did_you_mean(name: str, valid: Sequence[str]) -> str:
     return f" Did you mean '{close[0]}'?" if close else ''
 
 
-PLAIN_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.+-]*$')  # a name that is safe in file and folder names
+# A name's UTF-8 bytes at most: 255 per file name on ext4, APFS and NTFS, less room for what the library adds to it
+# (`<run_name>_<seed>_<percent>.pth`, `<task>_<run>.pth`, `<task>-<split>-<key>.npz`, and `.<file>.<random>.tmp` while
+# a file is written atomically).
+NAME_BYTES = 200
+_WINDOWS_RESERVED = '<>:"|?*'  # characters Windows refuses in a file name, besides the separators
+_WINDOWS_DEVICES = {'CON', 'PRN', 'AUX', 'NUL', *(f'{d}{i}' for d in ('COM', 'LPT') for i in range(1, 10))}
+# text direction overrides and isolates: a name that shows one way and is another ("Trojan Source", CVE-2021-42574)
+_BIDI_CONTROLS = set('\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069')
+
+
+def _name_problem(value: Any) -> str | None:
+    "What makes `value` unsafe as one file or folder name, or None."
+    if not isinstance(value, str): return f'is not text but {type(value).__name__}'
+    if not value: return 'is empty'
+    if value.startswith(('/', '\\')) or re.match(r'[A-Za-z]:[/\\]', value): return 'is an absolute path, not a name'
+    if sep := next((c for c in value if c in '/\\'), None): return f"holds {sep!r}, which separates folders"
+    if value in ('.', '..'): return 'names a folder itself or its parent'
+    if value.startswith('-'): return "starts with '-', which commands read as an option"
+    if value.startswith('.'): return "starts with '.': a hidden file, as the library's own temporary files are"
+    odd = next((c for c in value if unicodedata.category(c) in ('Cc', 'Cs', 'Zl', 'Zp') or c in _BIDI_CONTROLS), None)
+    if odd is not None: return f'holds the control character {odd!r}'
+    if reserved := next((c for c in value if c in _WINDOWS_RESERVED), None):
+        return f'holds {reserved!r}, which Windows does not allow in a file name'
+    if value != value.strip() or value.endswith('.'):
+        return "begins or ends with a space or ends with '.', which Windows drops"
+    if value.split('.')[0].upper() in _WINDOWS_DEVICES: return 'is the name of a device on Windows'
+    size = len(value.encode('utf-8'))
+    if size > NAME_BYTES:
+        return f'is {size} bytes long (UTF-8); at most {NAME_BYTES}: a file name has 255 and the library adds to it'
+    return None
+
+
+def safe_name(value: Any, key: str, where: str = '') -> str:
+    """`value`, a user's name that becomes a file or folder name (a task, run, group or variant), as given, once it is
+    safe as one on common file systems: one name, not a path (no separator, not `.` or `..`, not absolute), not
+    hidden or read as an option (no leading `.` or `-`), no control character, none that Windows refuses, at most
+    `NAME_BYTES` bytes. Letters and digits of any script are names. Otherwise a one-line ConfigError naming `where`
+    (a file and line) and `key`, the value, what is wrong and the fix."""
+    problem = _name_problem(value)
+    if problem is None: return value
+    shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else f'{value[:40]!r}... ({len(value)} characters)'
+    raise ConfigError(f"{f'{where}: ' if where else ''}{key}: {shown} {problem}. It names files and folders: give one "
+                      "name of letters, digits, spaces and _ - . + (any script), such as 'my_task_v2'.")
 
 
 def need(ok: bool, key: str, msg: str) -> None:
@@ -130,14 +279,45 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def load_yaml(text: str, where: str) -> Any:
+def _key_lines(node, above: tuple = ()) -> dict[tuple, int]:
+    "The line (from 1) of each key of a YAML mapping node, and of the mappings inside it, by its path of keys."
+    lines = {}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                lines[(*above, key.value)] = key.start_mark.line + 1
+                lines.update(_key_lines(value, (*above, key.value)))
+    return lines
+
+
+def load_yaml(text: str, where: str, lines: dict | None = None) -> Any:
     """YAML `text` (the contents of `where`: a file, or a command-line value) as SafeLoader reads it, except that a
-    key given twice in one mapping is a `ConfigError` naming both lines; other YAML errors are left to the caller."""
-    try: return yaml.load(text, Loader=_UniqueKeyLoader)
+    key given twice in one mapping is a `ConfigError` naming both lines; other YAML errors are left to the caller.
+    `lines`: filled with the line of each key (`_key_lines`), for messages that name it."""
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if lines is not None: lines.update(_key_lines(node))
+        return None if node is None else loader.construct_document(node)
     except _DuplicateKey as e:
-        lines = f', on lines {e.first} and {e.second}' if e.first != e.second else ''
-        raise ConfigError(f"{where}: key {e.key!r} is given twice{lines}; the second would silently replace the first. "
-                          "Keep one of them.") from None
+        where_lines = f', on lines {e.first} and {e.second}' if e.first != e.second else ''
+        raise ConfigError(f"{where}: key {e.key!r} is given twice{where_lines}; the second would silently replace the "
+                          "first. Keep one of them.") from None
+    finally: loader.dispose()
+
+
+def yaml_key_lines(path: str | Path) -> dict[tuple, int]:
+    "The line of each key of a YAML file that was read without error before (a task file), by its path of keys."
+    lines: dict[tuple, int] = {}
+    load_yaml(read_text(path), str(path), lines)
+    return lines
+
+
+def key_place(path: str | Path, key: str) -> str:
+    "'<path>: line N' for a top-level key of a YAML file, where it is written; '<path>' where no line is known."
+    try: line = yaml_key_lines(path).get((key,))
+    except (ConfigError, yaml.YAMLError): line = None
+    return f'{path}: line {line}' if line else str(path)
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
@@ -195,43 +375,78 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
-def _check_choices(cfg) -> None:
-    for f in dataclasses.fields(cfg):
-        choices = f.metadata.get('choices')
-        if choices and getattr(cfg, f.name) not in choices:
-            raise ConfigError(f"{f.name}: {getattr(cfg, f.name)!r} is not one of {', '.join(map(str, choices))}.")
-
-
 # Keys that earlier versions wrote into presets, run configs and checkpoints and that nothing ever read: skipped in
 # files, so those still load; typed on the command line they are unknown keys. ('size' named the preset.)
 RETIRED_KEYS = ('size',)
 
 
-def _typed_values(cls, values: dict[str, Any], source: str, from_file: bool) -> dict[str, Any]:
-    "`values` with every key checked against `cls` and every value converted to its type; `source` names them in errors."
+def _located(source: str, lines: dict | None, path: tuple) -> str:
+    "`source` with the line of the key at `path` (of the nearest mapping above it that has one), when known."
+    for n in range(len(path), 0, -1):
+        if lines and path[:n] in lines: return f'{source}: line {lines[path[:n]]}'
+    return source
+
+
+def _in_domain(f: dataclasses.Field, tp, value: Any, where: str) -> None:
+    """`value` (of type `tp`) checked against the declared domain of the config field `f`; else a ConfigError:
+    '<where>: <value> is not <domain> (<what 0 means>; <what the key is>)'."""
+    domain = f.metadata.get('domain', Domain())
+    try: _adapter(tp, domain).validate_python(value, strict=True)
+    except pydantic.ValidationError as e:
+        huge = any(err['type'] == 'less_than_equal' for err in e.errors()) and domain._upper() is None
+        choices_only = domain.choices and tp is str  # the choices say what the key is
+        what = '' if choices_only else f.metadata.get('help', '').split('; ')[0]
+        about = [*domain.meanings(), *([what] if what else [])]
+        raise ConfigError(f"{where}: {value!r} is not {domain.words(tp, huge)}"
+                          + (f" ({'; '.join(about)})" if about else '')) from None
+
+
+def _typed_values(cls, values: dict[str, Any], source: str, from_file: bool, lines: dict | None = None,
+                  origins: dict | None = None) -> dict[str, Any]:
+    """`values` with every key checked against `cls` and every value converted to its type; `source` names them in
+    errors, with the line of each key when `lines` has it (`load_yaml`). `origins`: filled with each key's source and
+    lines, for `_in_domains`."""
     hints, names, typed = _hints(cls), [f.name for f in dataclasses.fields(cls)], {}
     for key, value in values.items():
         if from_file and key in RETIRED_KEYS: continue
+        where = _located(source, lines, (str(key),))
         if key not in hints:
-            raise ConfigError(f"{source}: unknown key '{key}'.{did_you_mean(str(key), names)} "
+            raise ConfigError(f"{where}: unknown key '{key}'.{did_you_mean(str(key), names)} "
                               f"Run with --help for the list of keys.")
-        typed[key] = _coerce(value, hints[key], f"{source}: key '{key}'")
+        typed[key] = _coerce(value, hints[key], f"{where}: key '{key}'")
+        if origins is not None: origins[key] = (source, lines)
     return typed
 
 
-def _checked(cls, values: dict[str, Any]):
-    "The `cls` of `values` (typed), its choices and its own `validate` checked: what reads files runs here, once."
+def _in_domains(cls, values: dict[str, Any], origins: dict) -> None:
+    """Each value of `values` that a file, the command line or overrides gave (`origins`: its source and lines) in its
+    key's domain, and each entry of a key with `entries` (task_overrides) in the domain of its own key. Checked on the
+    config's final values: a preset's value that a later preset or the command line replaces is not judged."""
+    hints, fields = _hints(cls), {f.name: f for f in dataclasses.fields(cls)}
+    for key, (source, lines) in origins.items():
+        _in_domain(fields[key], hints[key], values[key], f"{_located(source, lines, (key,))}: key '{key}'")
+        for name, entry in (values[key].items() if fields[key].metadata.get('entries') else ()):
+            for k, v in (entry.items() if isinstance(entry, dict) else ()):  # (`validate` names a bad entry or key)
+                if k in fields[key].metadata['entries']:
+                    where = f"{_located(source, lines, (key, str(name), str(k)))}: key '{key}.{name}.{k}'"
+                    _in_domain(fields[k], hints[k], _coerce(v, hints[k], where), where)
+
+
+def _checked(cls, values: dict[str, Any], origins: dict):
+    """The `cls` of `values` (typed), those given (`origins`) in their domains and its own `validate` checked: what
+    reads files runs here, once."""
+    _in_domains(cls, values, origins)
     cfg = cls(**values)
-    _check_choices(cfg)
     if hasattr(cfg, 'validate'): cfg.validate()
     return cfg
 
 
-def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=None, from_file: bool = True):
-    """Build a `cls` from `values` (over `base` or the defaults), checking every key and type. `from_file`: `values`
-    were saved by a file or checkpoint, whose retired keys are skipped."""
-    current = config_to_dict(base) if base is not None else {}
-    return _checked(cls, {**current, **_typed_values(cls, values, source, from_file)})
+def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=None, from_file: bool = True,
+                     lines: dict | None = None):
+    """Build a `cls` from `values` (over `base` or the defaults), checking every key, type and domain. `from_file`:
+    `values` were saved by a file or checkpoint, whose retired keys are skipped; `lines`: the line of each key in it."""
+    current, origins = config_to_dict(base) if base is not None else {}, {}
+    return _checked(cls, {**current, **_typed_values(cls, values, source, from_file, lines, origins)}, origins)
 
 
 def config_to_dict(cfg) -> dict[str, Any]:
@@ -278,9 +493,10 @@ def read_text(path: str | Path) -> str:
                           "latin-1 or UTF-16, or not text at all). Save it as UTF-8.") from None
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path, lines: dict) -> dict[str, Any]:
+    "The mapping of a YAML config file; `lines` filled with the line of each key."
     text = read_text(path)
-    try: data = load_yaml(text, str(path)) or {}
+    try: data = load_yaml(text, str(path), lines) or {}
     except yaml.YAMLError as e: raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of key: value at the top level.")
@@ -288,10 +504,13 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def project_dir(preset_dir: str | Path) -> Path:
-    "A relative `preset_dir` as given if it exists from here, else inside this project, so a job runs from any folder."
+    """A relative `preset_dir` as given if it exists from here, else inside this project, so a job runs from any folder:
+    beside the package in a checkout (`configs/`), inside it once installed (pyproject.toml ships `configs/` as
+    `electra/configs/`)."""
     path = Path(preset_dir)
     if path.is_absolute() or path.is_dir(): return path
-    return Path(__file__).resolve().parents[2] / path
+    package = Path(__file__).resolve().parents[1]
+    return (package if (package / path).is_dir() else package.parent) / path
 
 
 def resolve_preset(name: str, preset_dir: Path) -> Path:
@@ -310,7 +529,7 @@ def resolve_preset(name: str, preset_dir: Path) -> Path:
 
 def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool = False) -> str:
     """Every key of `cls` with its value in `cfg` (what the job runs with: `preset`, then the command line's other
-    flags when `flags`), its dataclass default beside it where that differs, and its help text."""
+    flags when `flags`), its dataclass default beside it where that differs, its domain and its help text."""
     given = ' and the flags given' if flags else ''
     lines = [f"usage: {prog} [--config PRESET_OR_YAML[,PRESET ...]] [--key value ...]", '',
              f"Presets in {preset_dir}: {', '.join(sorted(p.stem for p in preset_dir.glob('*.yaml')))}", '',
@@ -319,8 +538,9 @@ def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool 
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         tp = getattr(hints[f.name], '__name__', str(hints[f.name]).replace('typing.', ''))
-        value = getattr(cfg, f.name)
-        lines.append(f"  --{f.name} ({tp}, {value!r}{'' if value == default else f'; default {default!r}'})")
+        value, domain = getattr(cfg, f.name), f.metadata.get('domain')
+        takes = f": {'; '.join([domain.words(hints[f.name]), *domain.meanings()])}" if domain else ''
+        lines.append(f"  --{f.name} ({tp}, {value!r}{'' if value == default else f'; default {default!r}'}){takes}")
         if f.metadata.get('help'): lines.append(f"      {f.metadata['help']}")
     return '\n'.join(lines)
 
@@ -355,16 +575,16 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     # 'small,bert': presets applied left to right, a size and then an objective variant; the whole config is checked
     # once, after the command line and `overrides`: a preset's task file replaced by --tasks is never read
     values: dict[str, Any] = {}
+    origins: dict[str, tuple] = {}  # where each value came from (the last to set it), for the domains' messages
     for name in str(preset).split(','):
-        path = resolve_preset(name.strip(), preset_dir)
-        values.update(_typed_values(cls, _read_yaml(path), str(path), from_file=True))
+        path, lines = resolve_preset(name.strip(), preset_dir), {}
+        values.update(_typed_values(cls, _read_yaml(path, lines), str(path), True, lines, origins))
     if 'config' in _hints(cls): values['config'] = str(preset)
-    values.update(_typed_values(cls, cli, 'command line', from_file=False))
-    given = {**_typed_values(cls, cli, 'command line', from_file=False),
-             **_typed_values(cls, overrides, 'overrides', from_file=False)}
+    given = {**_typed_values(cls, cli, 'command line', False, origins=origins),
+             **_typed_values(cls, overrides, 'overrides', False, origins=origins)}
     values.update(given)
     if hasattr(cls, 'command_line_wins'): values = cls.command_line_wins(values, set(given))
-    cfg = _checked(cls, values)
+    cfg = _checked(cls, values, origins)
     if wants_help:  # the values this very command would run with
         print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
         raise SystemExit(0)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.config.base import PLAIN_NAME, THREADS_HELP, ConfigError, choice_field, field, need, threads_setting
+from electra.config.base import (SEED_END, THREADS_HELP, ConfigError, choice_field, field, need, safe_name,
+                                 threads_field)
 
 __all__ = ['CompareConfig', 'VariantSpec', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 
@@ -25,8 +26,7 @@ class VariantSpec:
 def _variant_spec(name, value) -> VariantSpec:
     "A `variants` entry: nothing (no extra preset), a preset string, or {config: ..., overrides: {...}}."
     where = f'variants.{name}'
-    need(isinstance(name, str) and bool(PLAIN_NAME.match(name)), 'variants',
-         f"variant name {name!r} must be a plain name (letters, digits, _ . + -): it names runs and folders.")
+    safe_name(name, 'variants')
     if value is None: value = {}
     if isinstance(value, str): value = {'config': value}
     if not isinstance(value, dict):
@@ -69,8 +69,10 @@ class CompareConfig:
                                "'flops': every variant gets the pretraining FLOPs of `reference` (its steps scaled by "
                                "FLOPs per step, warm-up kept the same fraction of the run); 'steps': the same steps")
     reference: str = field('', "the variant whose steps set the budget; empty: the first variant")
-    steps: int = field(0, "pretraining steps of the reference variant; 0: its own (from its presets and overrides)")
-    seeds: list[int] = field([1], 'pretraining seeds: every variant is pretrained once per seed')
+    steps: int = field(0, 'pretraining steps of the reference variant', ge=0,
+                       zero='its own, from its presets and overrides')
+    seeds: list[int] = field([1], 'pretraining seeds: every variant is pretrained once per seed', ge=0, lt=SEED_END,
+                             min_items=1)
     # -- fine-tuning
     finetune: bool = field(True, 'fine-tune every pretrained model and tabulate the dev scores (false: pretrain only)')
     finetune_config: str = field('small', 'finetune preset (configs/finetune/) or YAML path for every fine-tuning')
@@ -79,14 +81,16 @@ class CompareConfig:
     tasks: list[str] = field([], "tasks to fine-tune on (GLUE names or task files); empty: the finetune config's tasks")
     finetune_at: list[float] = field([1.0], "fractions of each pretraining run whose checkpoint is fine-tuned, 1.0 (the "
                                             "finished run) among them: several give each variant's score against "
-                                            "pretraining compute along its run, as the curves of the paper's Figure 3")
+                                            "pretraining compute along its run, as the curves of the paper's Figure 3",
+                                   gt=0, le=1, min_items=1)
     # -- running
-    threads: int | str = field('auto', f'--threads of every job it launches, one at a time: {THREADS_HELP}')
+    threads: int | str = threads_field(f'--threads of every job it launches, one at a time: {THREADS_HELP}')
     dry_run: bool = field(False, 'print the plan (variants, steps, FLOPs per step, total FLOPs, status) and stop')
     table_only: bool = field(False, 'launch nothing: rebuild the table and plot from what is on disk')
 
     def validate(self) -> None:
-        need(bool(PLAIN_NAME.match(self.name)), 'name', f"must be a plain name (letters, digits, _ . + -), got {self.name!r}.")
+        "The rules that relate several keys or entries (each key's own domain is declared beside it, checked when read)."
+        safe_name(self.name, 'name')
         need(bool(self.output_dir), 'output_dir', 'give a folder.')
         need(bool(self.pretrain_config.strip()), 'pretrain_config', "give a pretrain preset, e.g. 'small' or 'demo'.")
         _check_reserved(self.pretrain_overrides, PRETRAIN_RESERVED, 'pretrain_overrides')
@@ -104,18 +108,15 @@ class CompareConfig:
         need(not unknown, 'only', f"{', '.join(unknown)} is not a variant; choose among {', '.join(names)}.")
         twice = sorted({v for v in self.only if self.only.count(v) > 1})
         need(not twice, 'only', f"{', '.join(twice)} is listed twice; list each variant once.")
-        need(self.steps >= 0, 'steps', f"must be positive, or 0 for the reference's own steps, got {self.steps}.")
-        need(bool(self.seeds), 'seeds', 'give at least one pretraining seed.')
         need(len(set(self.seeds)) == len(self.seeds), 'seeds', f'seeds must differ, got {self.seeds}.')
         need(not self.finetune or bool(self.finetune_config.strip()), 'finetune_config',
              "give a finetune preset, e.g. 'small' or 'demo'.")
         _check_reserved(self.finetune_overrides, FINETUNE_RESERVED, 'finetune_overrides')
         need(all(',' not in t for t in self.tasks), 'tasks', 'a task name or file path cannot contain a comma.')
-        need(all(0 < f <= 1 for f in self.finetune_at) and 1.0 in self.finetune_at, 'finetune_at',
-             f"fractions in (0, 1], 1.0 (the finished run) among them, e.g. [0.25, 0.5, 1.0]; got {self.finetune_at}.")
+        need(1.0 in self.finetune_at, 'finetune_at',
+             f"1.0 (the finished run) must be among the fractions, e.g. [0.25, 0.5, 1.0]; got {self.finetune_at}.")
         need(len(set(self.finetune_at)) == len(self.finetune_at), 'finetune_at', f'a fraction is listed twice: {self.finetune_at}.')
         need(self.finetune or self.finetune_at == [1.0], 'finetune_at', 'fine-tuning is off (finetune: false).')
-        threads_setting(self.threads)
 
     def variant_specs(self) -> list[VariantSpec]:
         "The variants in table order, each checked."

@@ -7,16 +7,15 @@ Hyperparameters can be set per task with `task_overrides` (a mapping from task n
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from electra.config.base import (THREADS_HELP, ConfigError, RunWarning, choice_field, config_from_dict, did_you_mean, field, need,
-                                 optimizer_keys, threads_setting)
+from electra.config.base import (DIST_TIMEOUT_MAX, SEED_END, ConfigError, RunWarning, choice_field, config_from_dict, did_you_mean,
+                                 field, need, optimizer_keys, safe_name, threads_field)
 
-__all__ = ['FinetuneConfig', 'TASK_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS', 'is_task_file', 'TaskCatalogue',
-           'register_task_catalogue']
+__all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
+           'is_task_file', 'TaskCatalogue', 'register_task_catalogue']
 
 # every GLUE task, the default `tasks`, in the order of the task table (finetuning/tasks/glue/tasks.py)
 GLUE_TASKS = ('CoLA', 'SST-2', 'MRPC', 'STS-B', 'QQP', 'MNLI', 'QNLI', 'RTE', 'WNLI', 'AX')
@@ -28,6 +27,26 @@ TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'e
              'warmup_fraction', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps',
              'clip_grad', 'dropout', 'double_unordered', 'drop_empty', 'max_train_samples', 'stsb_scale',
              'length_bucketing', 'length_buckets', 'loss_reduction')
+
+# Every key of the job by what a finished run's row is matched on when the sweep runs again (`finetuning/inputs.py`):
+# each key is in exactly one of these three (tests/config/test_finetune.py). A row is reused only when the run's
+# values of RESULT_KEYS (`precision` as it resolves on this device, `double_unordered` as it applies to the task) are
+# the row's ...
+RESULT_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'max_length', 'warmup_fraction',
+               'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps', 'clip_grad', 'dropout',
+               'double_unordered', 'drop_empty', 'max_train_samples', 'stsb_scale', 'length_bucketing',
+               'loss_reduction', 'precision')
+# ... and what these give the run is the row's: the model and the task's data by content (a copy elsewhere is the
+# same), a task file by its settings (not its path or formatting), `seed` or `seeds` as the run's own seed,
+# `task_overrides` as the task's values of RESULT_KEYS.
+INPUT_KEYS = ('model', 'data', 'tasks', 'seed', 'seeds', 'task_overrides')
+# The rest change where and how a job runs, not a run's numbers beyond float rounding: the device, threads, worker
+# processes, compiled steps, padding to `length_buckets` (masked), the evaluation batch; `stack_runs` too, as a stacked
+# run is the run with another draw of its dropout masks (docs/fidelity.md) and which stack a run joins depends on the
+# runs left to do; the runs' number, selection and predictions come after the runs.
+JOB_KEYS = ('config', 'runs', 'group', 'output_dir', 'test_output_dir', 'cache_dir', 'predict', 'device', 'num_workers',
+            'parallel_runs', 'stack_runs', 'compile', 'compile_mode', 'dist_timeout', 'threads', 'logger',
+            'neptune_project', 'select', 'ensemble_k', 'eval_batch_size', 'length_buckets')
 
 
 @dataclass(frozen=True)
@@ -72,10 +91,11 @@ class FinetuneConfig:
                              "in the GLUE download layout (<dir>/CoLA/train.tsv, ...) or of saved hub copies (<dir>/cola/)")
     tasks: list[str] = field(list(GLUE_TASKS), 'tasks to fine-tune and predict: GLUE names (AX is predicted with the MNLI '
                                               'model) or task files (YAML: your own classification, regression or multi-label data, '
-                                              'token tagging, SQuAD or MRQA; see the README)')
-    runs: int = field(10, 'fine-tuning runs per task, each from the same pretrained weights with its own seed')
-    seed: int = field(0, 'run i uses seed + i (unless `seeds` is given)')
-    seeds: list[int] = field([], 'explicit seed of each run (at least `runs` of them); empty: seed + i')
+                                              'token tagging, SQuAD or MRQA; see the README)', min_items=1)
+    runs: int = field(10, 'fine-tuning runs per task, each from the same pretrained weights with its own seed', gt=0)
+    seed: int = field(0, 'run i uses seed + i (unless `seeds` is given)', ge=0, lt=SEED_END)
+    seeds: list[int] = field([], 'explicit seed of each run (at least `runs` of them)', ge=0, lt=SEED_END,
+                             empty='run i uses seed + i')
     group: str = field('demo', 'name of this sweep: outputs go to <output_dir>/<group>/ and <test_output_dir>/<group>/')
     output_dir: str = field('checkpoints/glue', 'fine-tuned weights (<group>/<task>_<i>.pth), the results table and the summary')
     test_output_dir: str = field('test_outputs', 'test predictions (<group>/<file>.tsv) and glue_submission.zip')
@@ -85,59 +105,67 @@ class FinetuneConfig:
     precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'],
                                   'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU (bf16 also runs on '
                                   'a CPU with native bf16: AVX512-BF16, AMX)')
-    num_workers: int = field(0, 'DataLoader worker processes')
+    num_workers: int = field(0, 'DataLoader worker processes', ge=0, zero='batches are loaded in the main process')
     parallel_runs: int = field(0, 'runs trained at once, each in a worker process of its own taking runs from a shared '
-                                  'queue, on the visible GPUs in turn (0: one per visible GPU; 1 on the CPU)')
+                                  'queue, on the visible GPUs in turn', ge=0, zero='one per visible GPU, 1 on the CPU')
     stack_runs: int = field(0, 'runs of a task trained together in one model pass (torch.func.vmap over their stacked '
-                               'weights), each the run it is alone but for its dropout masks (docs/fidelity.md); 0: '
-                               'all runs of a task on a GPU as far as its free memory holds them, 1 on the CPU; '
-                               '1: one run at a time')
+                               'weights), each the run it is alone but for its dropout masks (docs/fidelity.md); '
+                               '1: one run at a time', ge=0,
+                            zero='all runs of a task on a GPU as far as its free memory holds them, 1 on the CPU')
     compile: bool = field(False, "each training step (forward, loss, backward, each run's clipping, Adam) as one graph, "
                                  'torch.compile(fullgraph=True) (torch >= 2.11; one process, fp32 or bf16); needs '
                                  'length_buckets, so that a few shapes compile; a stack pads every step to batch_size rows')
     compile_mode: str = choice_field('default', ['default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs'],
                                      "torch.compile mode with `compile`: 'reduce-overhead' replays each step as a CUDA "
                                      'graph (GPU), without the per-kernel launch cost of a small model')
-    dist_timeout: int = field(1800, 'seconds a process of a torchrun job waits for the others before it stops the job')
-    threads: int | str = field('auto', THREADS_HELP)
+    dist_timeout: int = field(1800, 'seconds a process of a torchrun job waits for the others before it stops the job',
+                              gt=0, le=DIST_TIMEOUT_MAX)
+    threads: int | str = threads_field()
     logger: str = choice_field('none', ['none', 'neptune'],
                            "'neptune' also logs every run to Neptune (NEPTUNE_MODE=offline works without an account)")
     neptune_project: str = field('', 'Neptune project, e.g. me/electra-glue (read from NEPTUNE_PROJECT when empty)')
     # -- selection
     select: str = choice_field('best', ['best', 'median'],
                            'run used for the test predictions: the best dev score (replication) or the median run')
-    ensemble_k: int = field(1, 'average the logits of the top k runs by dev score for the test predictions (1: no ensemble)')
+    ensemble_k: int = field(1, 'average the logits of the top k runs by dev score for the test predictions (1: no '
+                                'ensemble)', ge=1)
     # -- hyperparameters (the paper's Table 7; configure_finetuning.py); each may be set per task in `task_overrides`
-    lr: float = field(3e-4, 'peak learning rate of the head (small 3e-4, base 1e-4, large 5e-5)')
-    layer_lr_decay: float = field(0.8, 'layer-wise learning-rate decay d (0.9 for large; 1 disables)')
+    lr: float = field(3e-4, 'peak learning rate of the head (small 3e-4, base 1e-4, large 5e-5)', gt=0)
+    layer_lr_decay: float = field(0.8, 'layer-wise learning-rate decay d (0.9 for large, 1 disables)', gt=0, le=1)
     layer_lr_mode: str = choice_field('official', ['official', 'intended'],
                                   "'official': top layer lr*d^2, embeddings lr*d^(L+2) (google-research/electra model/optimization.py `_get_layer_lrs`); "
                                   "'intended': top layer lr*d, embeddings lr*d^(L+1)")
-    epochs: int = field(3, 'passes over the training set')
-    batch_size: int = field(32, 'training examples per step')
-    eval_batch_size: int = field(128, 'examples per batch when predicting dev and test sets')
-    max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included (BERT truncation of the longer segment)')
-    warmup_fraction: float = field(0.1, 'warm-up steps as a fraction of all training steps')
+    epochs: int = field(3, 'passes over the training set', gt=0)
+    batch_size: int = field(32, 'training examples per step', gt=0)
+    eval_batch_size: int = field(128, 'examples per batch when predicting dev and test sets', gt=0)
+    max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included (BERT truncation of the longer segment)',
+                            ge=8, le=512)
+    warmup_fraction: float = field(0.1, 'warm-up steps as a fraction of all training steps', ge=0, lt=1,
+                                   zero='no warm-up')
     # (here: schedule, decay_power, weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad: `optimizer_keys`)
     loss_reduction: str = choice_field('sum', list(LOSS_REDUCTIONS),
                                        "the examples' losses summed over the batch, as the official run_finetuning.py "
                                        "(clipping then acts on batch_size times the mean's gradient), or 'mean' as "
                                        "PyTorch and the replication; 'token' (tagging): the mean over labelled words")
-    dropout: float = field(0.1, 'dropout on the [CLS] vector before the output layer')
+    dropout: float = field(0.1, 'dropout on the [CLS] vector before the output layer', ge=0, lt=1)
     length_bucketing: bool = field(False, 'train on batches of examples of similar length (less padding, faster; batches '
                                           'differ from the official random ones: docs/fidelity.md)')
     length_buckets: list[int] = field([], 'pad every batch up to the smallest of these lengths that holds it, e.g. '
                                           '[32, 64, 128]: a few fixed shapes for compiled code instead of one per '
-                                          'batch length (padding is masked: the same results); empty: to the longest')
+                                          'batch length (padding is masked: the same results)', gt=0,
+                                      empty='each batch padded to its longest example')
     stsb_scale: float = field(5.0, 'STS-B scores are learned divided by this: 5 as the official code (targets in [0, 1]); '
-                                   '1 learns the raw 0-5 scores as the replication does. Predictions are always 0-5')
+                                   '1 learns the raw 0-5 scores as the replication does. Predictions are always 0-5',
+                                gt=0)
     double_unordered: bool = field(True, 'train on both segment orders for tasks whose segments are unordered (MRPC, STS-B); '
                                          'switch it on for another pair task in task_overrides')
     drop_empty: bool = field(True, 'drop training rows with an empty segment (QQP has some)')
-    max_train_samples: int = field(0, 'use only this many training examples, a fixed random subset (0: all; for quick trials)')
+    max_train_samples: int = field(0, 'use only this many training examples, a fixed random subset (for quick trials)',
+                                   ge=0, zero='all of them')
     task_overrides: dict = field({'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}},
                                  f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}. A key "
-                                 "given on the command line replaces the preset's per-task values of it (said)")
+                                 "given on the command line replaces the preset's per-task values of it (said)",
+                                 entries=TASK_KEYS)
 
     @classmethod
     def command_line_wins(cls, values: dict, given: set) -> dict:
@@ -162,24 +190,19 @@ class FinetuneConfig:
         return {**values, 'task_overrides': kept}
 
     def validate(self) -> None:
-        need(bool(self.tasks), 'tasks', f"give at least one of {', '.join(GLUE_TASKS)}, or a task file (YAML).")
+        "The rules that relate several keys (each key's own domain is declared beside it, and checked when read)."
         files = self.file_tasks()  # reads and checks each task file
         for name in self.tasks:
             if not is_task_file(name): _catalogue().named(name)
         need(len(set(self.task_names)) == len(self.tasks), 'tasks', 'a task is listed twice.')
         need('AX' not in self.tasks or 'MNLI' in self.tasks, 'tasks', 'AX is predicted with the MNLI model: add MNLI to tasks.')
-        need(self.runs > 0, 'runs', f'must be positive, got {self.runs}.')
         need(not self.seeds or len(self.seeds) >= self.runs, 'seeds', f'give at least `runs` ({self.runs}) seeds, or none.')
         need(len(set(self.seed_list)) == len(self.seed_list), 'seeds', 'seeds must differ.')
-        need(bool(self.group) and '/' not in self.group and self.group not in ('.', '..'), 'group',
-             f"must be a plain folder name, got {self.group!r}.")
+        need(self.seed + self.runs <= SEED_END or bool(self.seeds), 'seed', f'run i uses seed + i: seed {self.seed} '
+             f'with {self.runs} runs goes past numpy\'s seeds (below 2**32). Give a smaller seed.')
+        safe_name(self.group, 'group')
         need(self.model != '', 'model', 'give a .pth checkpoint, a save_pretrained directory or a hub name.')
-        need(self.num_workers >= 0, 'num_workers', f'must be non-negative, got {self.num_workers}.')
-        need(self.parallel_runs >= 0, 'parallel_runs', f'must be non-negative (0: one per GPU), got {self.parallel_runs}.')
-        need(self.stack_runs >= 0, 'stack_runs', f'must be non-negative (0: auto, 1: no stacking), got {self.stack_runs}.')
-        need(self.dist_timeout > 0, 'dist_timeout', f'must be a positive number of seconds, got {self.dist_timeout}.')
-        threads_setting(self.threads)
-        need(1 <= self.ensemble_k <= self.runs, 'ensemble_k', f'must be between 1 and runs ({self.runs}), got {self.ensemble_k}.')
+        need(self.ensemble_k <= self.runs, 'ensemble_k', f'must be at most runs ({self.runs}), got {self.ensemble_k}.')
         self._validate_hparams()
         self._validate_overrides(files)
 
@@ -206,22 +229,6 @@ class FinetuneConfig:
                 raise ConfigError(str(e) if str(e).startswith('task_overrides') else f'task_overrides.{name}: {e}') from None
 
     def _validate_hparams(self) -> None:
-        need(math.isfinite(self.lr) and self.lr > 0, 'lr', f'must be a positive number, got {self.lr}.')
-        need(0 < self.layer_lr_decay <= 1, 'layer_lr_decay', f'must be in (0, 1], got {self.layer_lr_decay}.')
-        need(self.epochs > 0, 'epochs', f'must be positive, got {self.epochs}.')
-        need(self.stsb_scale > 0, 'stsb_scale', f'must be positive (5 official, 1 raw scores), got {self.stsb_scale}.')
-        need(self.batch_size > 0, 'batch_size', f'must be positive, got {self.batch_size}.')
-        need(self.eval_batch_size > 0, 'eval_batch_size', f'must be positive, got {self.eval_batch_size}.')
-        need(8 <= self.max_length <= 512, 'max_length', f'must be between 8 and 512, got {self.max_length}.')
-        need(0 <= self.warmup_fraction < 1, 'warmup_fraction', f'must be in [0, 1), got {self.warmup_fraction}.')
-        need(self.decay_power > 0, 'decay_power', f'must be positive, got {self.decay_power}.')
-        need(self.weight_decay >= 0, 'weight_decay', f'must be non-negative, got {self.weight_decay}.')
-        need(0 <= self.adam_beta1 < 1 and 0 <= self.adam_beta2 < 1, 'adam_beta1', 'Adam betas must be in [0, 1).')
-        need(self.adam_eps > 0, 'adam_eps', f'must be positive, got {self.adam_eps}.')
-        need(self.clip_grad >= 0, 'clip_grad', f'must be non-negative (0 disables), got {self.clip_grad}.')
-        need(0 <= self.dropout < 1, 'dropout', f'must be in [0, 1), got {self.dropout}.')
-        need(all(isinstance(b, int) and b > 0 for b in self.length_buckets), 'length_buckets',
-             f'must be positive lengths, got {self.length_buckets}.')
         need(not self.length_buckets or max(self.length_buckets) >= self.max_length, 'length_buckets',
              f'the largest ({max(self.length_buckets, default=0)}) must hold max_length ({self.max_length}), or the '
              f'longest batches keep lengths of their own: add {self.max_length}.')
@@ -231,7 +238,6 @@ class FinetuneConfig:
         need(not self.compile or self.precision != 'fp16', 'precision', "compile runs the step in one graph in fp32 or "
                                                                       "bf16; fp16's loss scaling skips steps on the host. "
                                                                       'Use --precision bf16, or drop --compile.')
-        need(self.max_train_samples >= 0, 'max_train_samples', f'must be non-negative (0: all), got {self.max_train_samples}.')
 
     def file_tasks(self) -> dict:
         "The tasks of `tasks` given as task files (YAML): their checked `FileTaskSpec`s by name (no data read)."

@@ -1,19 +1,44 @@
 "The pretraining job's config: every key `pretrain.py` takes, with the paper's small-model recipe as defaults."
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 
-from electra.config.base import (PLAIN_NAME, THREADS_HELP, RunWarning, choice_field, config_from_dict, field, need,
-                                 optimizer_keys, threads_setting)
+from electra.config.base import (DIST_TIMEOUT_MAX, SEED_END, RunWarning, choice_field, config_from_dict, field,
+                                 need, optimizer_keys, safe_name, threads_field)
 
-__all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'saved_config']
+__all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
+           'RESUME_CONTENT', 'RESUME_FREE', 'saved_config']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
 CHECKPOINT_FRACTIONS = [0.0625, 0.125, 0.25, 0.5, 1.0]
 OBJECTIVES = ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm']  # the paper's Table 5 variants
+
+# Every key by what a resumed run (--resume) does when its value differs from the checkpoint's (training/checkpoint.py
+# `check_resume_compatible`); each key is in exactly one of these four (tests/config/test_pretrain.py).
+# Refused, naming the key, both values and the fix: they change the model's shapes, the examples and their order, the
+# objective or the optimisation, so the run would not go on as it began.
+RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_column', 'hub_split', 'min_line_chars',
+               'remove_empty_parens', 'max_sentence_chars', 'corpus_weights', 'eval_examples', 'max_length',
+               'hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size', 'embedding_size',
+               'generator_size', 'max_position_embeddings', 'tie_weights', 'dropout', 'mask_prob', 'init', 'mask_mode',
+               'mask_token_prob', 'random_token_prob', 'mask_unk', 'temperature', 'disallow_correct',
+               'uniform_generator', 'objective', 'two_stage', 'two_stage_schedule', 'gen_loss_weight',
+               'disc_loss_weight', 'batch_size', 'warmup_steps', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1',
+               'adam_beta2', 'adam_eps', 'clip_grad', 'loss_mean', 'pad_vocab_multiple')
+# Allowed and said in one line: more (or fewer) steps, the schedule stretched to them; a lower learning rate after a
+# divergence (what the divergence message advises); another precision (a resume on another machine); `init_from`,
+# which only chooses a new run's first weights (a resumed run continues from its checkpoint's).
+RESUME_SAID = ('steps', 'lr', 'precision', 'init_from')
+# Compared by content, not by the key: the corpus by the examples built from it (a corpus moved or touched is the same
+# one, a file edited in place is not), the tokenizer by its files (`vocab_size` and `lowercase` shape it when it is
+# trained on the corpus).
+RESUME_CONTENT = ('corpus', 'tokenizer', 'vocab_size', 'lowercase')
+# Free: where and how the run runs, what it logs, none of what it trains (float rounding aside).
+RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'device', 'threads', 'logger',
+               'neptune_project', 'log_every', 'checkpoint_at', 'num_workers', 'num_proc', 'grad_accum_steps',
+               'dist_timeout', 'compile', 'compile_mode', 'compile_scope')
 
 
 @dataclass
@@ -23,25 +48,26 @@ class PretrainConfig:
     # -- job
     config: str = field('demo', 'preset name in configs/pretrain/ or a path to a YAML file')
     run_name: str = field('vanilla', 'name of the run; checkpoints are <run_name>_<seed>_<percent>.pth')
-    seed: int = field(11081, 'random seed for data order, masking, sampling and initialisation')
+    seed: int = field(11081, 'random seed for data order, masking, sampling and initialisation', ge=0, lt=SEED_END)
     output_dir: str = field('checkpoints/pretrain', 'where checkpoints, metrics and the exported models go')
     cache_dir: str = field('cache', 'where built datasets (Arrow) and the demo corpus are cached')
     resume: bool = field(False, 'continue from the latest checkpoint of this run_name and seed')
     overwrite: bool = field(False, 'start over even if this run_name and seed already have checkpoints')
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
     precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'], 'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU')
-    threads: int | str = field('auto', THREADS_HELP)
+    threads: int | str = threads_field()
     logger: str = choice_field('none', ['none', 'neptune'], "'neptune' also logs to Neptune (NEPTUNE_MODE=offline works without an account)")
     neptune_project: str = field('', 'Neptune project, e.g. me/electra (read from NEPTUNE_PROJECT when empty)')
-    log_every: int = field(100, 'write a metrics row (and read metrics off the device) every N steps')
-    checkpoint_at: list[float] = field(CHECKPOINT_FRACTIONS, 'fractions of `steps` at which to save a checkpoint')
-    num_workers: int = field(0, 'DataLoader worker processes')
+    log_every: int = field(100, 'write a metrics row (and read metrics off the device) every N steps', gt=0)
+    checkpoint_at: list[float] = field(CHECKPOINT_FRACTIONS, 'fractions of `steps` at which to save a checkpoint', gt=0,
+                                       le=1, empty='no checkpoints, only the export at the end')
+    num_workers: int = field(0, 'DataLoader worker processes', ge=0, zero='batches are loaded in the main process')
     # -- data
     corpus: list[str] = field(['demo'], "corpora, one per entry: a text file or a directory of them (read as "
                                         "`corpus_format` says), 'demo' (the built-in sample corpus), local table files "
                                         "(.parquet, .jsonl/.json, .arrow, or a directory of them) or a Hugging Face hub "
                                         "dataset hub:<name>[:<config>], e.g. hub:openwebtext, "
-                                        "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus")
+                                        "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus", min_items=1)
     corpus_format: str = choice_field('auto', FORMATS, "how text files are read: 'lines' = the official layout (one "
                                   "sentence per line, a blank line between documents); 'documents' = one document per "
                                   "file, blank lines are paragraph breaks (OpenWebText); 'paragraphs' = one document per "
@@ -57,38 +83,42 @@ class PretrainConfig:
     text_column: str = field('text', 'text column of table and hub corpora (a table with one string column uses it)')
     hub_split: str = field('train', "split of hub datasets, with the datasets slicing syntax, e.g. 'train[:10%]'")
     min_line_chars: int = field(0, 'drop lines (paragraphs) shorter than this; 80 is the fastai replication\'s '
-                                   'cleaning of Wikipedia and OpenWebText (with remove_empty_parens)')
+                                   'cleaning of Wikipedia and OpenWebText (with remove_empty_parens)', ge=0,
+                                zero='keep every line')
     remove_empty_parens: bool = field(False, "delete '()' left where links were stripped (the replication's cleaning)")
     max_sentence_chars: int = field(10_000, 'skip (and count) sentences longer than this: minified code, tables, '
-                                            'encoded blobs; lines over 1 MiB are always skipped')
-    corpus_weights: list[float] = field([], 'mix the corpora with these weights (one per corpus entry); empty: '
-                                            'concatenate them, every example equally likely')
-    num_proc: int = field(0, 'processes building the examples (0: one per CPU core); the examples do not depend on it')
+                                            'encoded blobs; lines over 1 MiB are always skipped', gt=0)
+    corpus_weights: list[float] = field([], 'mix the corpora with these weights (one per corpus entry)', gt=0,
+                                        empty='concatenate the corpora, every example equally likely')
+    num_proc: int = field(0, 'processes building the examples; the examples do not depend on it', ge=0,
+                          zero='one per CPU core')
     eval_examples: int = field(256, 'examples held out (never trained on) to evaluate generator MLM accuracy, '
-                                    'discriminator accuracy and AUC every log_every steps; 0: none')
+                                    'discriminator accuracy and AUC every log_every steps', ge=0,
+                               zero='no held-out evaluation')
     tokenizer: str = field('', "a WordPiece vocab.txt or an HF tokenizer directory; empty: train one on the corpus")
     init_from: str = field('', "continue pretraining from these weights (and their tokenizer): a hub name such as "
                                "google/electra-small-discriminator (its -generator too), a directory with generator/ "
                                "and discriminator/ (an export, a converted TF checkpoint), GENERATOR,DISCRIMINATOR, or a "
                                "pretrain.py .pth; the optimizer and step start fresh. Empty: a fresh initialisation")
-    vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus')
+    vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus', ge=100)
     lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer')
-    max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included')
+    max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included', ge=8)
     # -- model (the paper's Table 6; configure_pretraining.py); the presets fill these in
-    hidden_size: int = field(256, 'discriminator hidden size')
-    num_hidden_layers: int = field(12, 'layers of both discriminator and generator')
-    num_attention_heads: int = field(4, 'discriminator attention heads')
-    intermediate_size: int = field(1024, 'discriminator feed-forward size')
-    embedding_size: int = field(128, 'embedding size (projected to hidden_size when different)')
-    generator_size: float = field(0.25, 'generator hidden size as a fraction of the discriminator; its FFN is 4 x that, its heads max(1, hidden // 64)')
-    max_position_embeddings: int = field(512, 'position embeddings of both networks')
+    hidden_size: int = field(256, 'discriminator hidden size', gt=0)
+    num_hidden_layers: int = field(12, 'layers of both discriminator and generator', gt=0)
+    num_attention_heads: int = field(4, 'discriminator attention heads', gt=0)
+    intermediate_size: int = field(1024, 'discriminator feed-forward size', gt=0)
+    embedding_size: int = field(128, 'embedding size (projected to hidden_size when different)', gt=0)
+    generator_size: float = field(0.25, 'generator hidden size as a fraction of the discriminator; its FFN is 4 x '
+                                        'that, its heads max(1, hidden // 64)', gt=0, le=1)
+    max_position_embeddings: int = field(512, 'position embeddings of both networks', ge=8)
     tie_weights: str = choice_field('embeddings', ['none', 'embeddings', 'all', 'gdes'],
                                     "share nothing, the embeddings (paper default), all weights (same-size generator "
                                     "only), or 'gdes': DeBERTaV3's gradient-disentangled embedding sharing (the "
                                     "discriminator's tables = the generator's, without gradient, + its own residual)")
-    dropout: float = field(0.1, 'hidden and attention dropout of both networks')
+    dropout: float = field(0.1, 'hidden and attention dropout of both networks', ge=0, lt=1)
     # -- masking (pretrain/pretrain_helpers.py `mask`)
-    mask_prob: float = field(0.15, 'fraction of real tokens chosen for prediction (0.25 for large)')
+    mask_prob: float = field(0.15, 'fraction of real tokens chosen for prediction (0.25 for large)', gt=0, lt=1)
     init: str = choice_field('official', ['official', 'hf'],
                              "weight initialisation: 'official' (truncated normal 0.02; glorot uniform for "
                              "embeddings_project and the discriminator's output layer) or 'hf' (transformers' normal 0.02)")
@@ -96,11 +126,12 @@ class PretrainConfig:
                                   "'fixed': the official count round(n * mask_prob), capped at max_predictions, of distinct "
                                   "positions; 'with_replacement': the official draw exactly, a position may be chosen twice "
                                   "(docs/fidelity.md); 'bernoulli': per-token draw (replication)")
-    mask_token_prob: float = field(0.85, 'of chosen positions, the fraction replaced by [MASK]')
-    random_token_prob: float = field(0.0, 'of chosen positions, the fraction replaced by a random token (rest keep the original)')
+    mask_token_prob: float = field(0.85, 'of chosen positions, the fraction replaced by [MASK]', ge=0, le=1)
+    random_token_prob: float = field(0.0, 'of chosen positions, the fraction replaced by a random token (rest keep the '
+                                          'original)', ge=0, le=1)
     mask_unk: bool = field(True, 'whether [UNK] may be chosen (the replication never masks [UNK])')
     # -- sampling (run_pretraining.py `_get_fake_data`)
-    temperature: float = field(1.0, 'generator sampling temperature')
+    temperature: float = field(1.0, 'generator sampling temperature', gt=0)
     disallow_correct: bool = field(False, "never sample the original token")
     uniform_generator: bool = field(False, 'no generator network and no generator loss: replacements drawn uniformly '
                                            'from the vocabulary (the paper\'s ablation, official `uniform_generator`)')
@@ -113,20 +144,22 @@ class PretrainConfig:
                                   "predicted, with a sigmoid copy gate")
     two_stage: float = field(0.0, 'two-stage training: this fraction of the steps trains the generator alone, then the '
                                   'discriminator, initialised from it, trains with the generator frozen (needs '
-                                  'generator_size 1 and tie_weights none); 0: joint training, the paper\'s')
+                                  'generator_size 1 and tie_weights none)', ge=0, lt=1,
+                            zero="joint training, the paper's")
     two_stage_schedule: str = choice_field('run', ['run', 'per_stage'],
                                            "two-stage learning rates: 'run', one schedule over the whole run; "
                                            "'per_stage', each stage scheduled as a run of its own (warm-up of "
                                            "warmup_steps, decay to 0 at the stage's end)")
     # -- loss (run_pretraining.py `PretrainingModel`)
-    gen_loss_weight: float = field(1.0, 'weight of the generator MLM loss')
+    gen_loss_weight: float = field(1.0, 'weight of the generator MLM loss', ge=0)
     disc_loss_weight: float = field(50.0, "weight of the discriminator loss (lambda); of the discriminator's MLM loss "
-                                          "with the MLM objectives")
+                                          "with the MLM objectives", ge=0)
     # -- optimisation (model/optimization.py `create_optimizer`)
-    steps: int = field(1_000_000, 'optimizer steps')
-    batch_size: int = field(128, 'examples per step, the global batch: split evenly over the processes of a torchrun job')
-    lr: float = field(5e-4, 'peak learning rate')
-    warmup_steps: int = field(10_000, 'warm-up steps W')
+    steps: int = field(1_000_000, 'optimizer steps', gt=0)
+    batch_size: int = field(128, 'examples per step, the global batch: split evenly over the processes of a torchrun '
+                                 'job', gt=0)
+    lr: float = field(5e-4, 'peak learning rate', gt=0)
+    warmup_steps: int = field(10_000, 'warm-up steps W', ge=0, zero='no warm-up')
     # (here: schedule, decay_power, weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad: `optimizer_keys`)
     # -- several processes (torchrun): data-parallel, the same results for any number of processes
     loss_mean: str = choice_field('global', ['global', 'per_process'],
@@ -134,8 +167,9 @@ class PretrainConfig:
                                   "how the batch is split; 'per_process': the mean of each process's own mean, as the "
                                   'official TPU code averages per-core losses (differs when processes hold unequal token counts)')
     grad_accum_steps: int = field(1, 'split each process\'s share of the batch into this many micro-batches, run one after '
-                                     'another before the optimizer step (less memory; the same step)')
-    dist_timeout: int = field(1800, 'seconds a process waits for the others (data cache, checkpoints) before it stops the job')
+                                     'another before the optimizer step (less memory, the same step)', ge=1)
+    dist_timeout: int = field(1800, 'seconds a process waits for the others (data cache, checkpoints) before it '
+                                    'stops the job', gt=0, le=DIST_TIMEOUT_MAX)
     # -- speed; none of these changes the objective
     compile: bool = field(False, 'torch.compile the model and loss (first step compiles; falls back to eager with a '
                                  'one-line warning if compilation fails)')
@@ -149,57 +183,31 @@ class PretrainConfig:
                                       "and the loss, the rest staying on the host; 'auto': 'step' where it can run, else "
                                       "'model'")
     pad_vocab_multiple: int = field(0, 'pad the word-embedding rows (and generator vocab) to a multiple of N, e.g. 64 '
-                                       'for tensor cores; padded ids are never predicted or sampled, exports are unpadded. 0: off')
+                                       'for tensor cores; padded ids are never predicted or sampled, exports are '
+                                       'unpadded', ge=0, zero='no padding')
 
     def validate(self) -> None:
-        need(bool(PLAIN_NAME.match(self.run_name)), 'run_name', f"must be a plain name (letters, digits, _ . + -), got "
-                                                               f"{self.run_name!r}: it names the run's files and folder.")
-        need(self.steps > 0, 'steps', f'must be positive, got {self.steps}.')
-        need(self.batch_size > 0, 'batch_size', f'must be positive, got {self.batch_size}.')
-        need(math.isfinite(self.lr) and self.lr > 0, 'lr', f'must be a positive number, got {self.lr}.')
-        need(0 <= self.dropout < 1, 'dropout', f'must be in [0, 1), got {self.dropout}.')
-        need(math.isfinite(self.weight_decay) and self.weight_decay >= 0, 'weight_decay',
-             f'must be non-negative, got {self.weight_decay}.')
-        need(math.isfinite(self.adam_eps) and self.adam_eps > 0, 'adam_eps', f'must be positive, got {self.adam_eps}.')
-        need(all(0 <= b < 1 for b in (self.adam_beta1, self.adam_beta2)), 'adam_beta1',
-             f'betas must be in [0, 1), got {self.adam_beta1} and {self.adam_beta2}.')
-        need(math.isfinite(self.clip_grad) and self.clip_grad >= 0, 'clip_grad',
-             f'must be 0 (off) or positive, got {self.clip_grad}.')
-        need(8 <= self.max_length <= self.max_position_embeddings, 'max_length',
-             f'must be between 8 and max_position_embeddings ({self.max_position_embeddings}), got {self.max_length}.')
-        need(0 < self.mask_prob < 1, 'mask_prob', f'must be in (0, 1), got {self.mask_prob}.')
-        need(0 <= self.mask_token_prob + self.random_token_prob <= 1, 'mask_token_prob',
+        "The rules that relate several keys (each key's own domain is declared beside it, and checked when read)."
+        safe_name(self.run_name, 'run_name')
+        need(self.max_length <= self.max_position_embeddings, 'max_length',
+             f'must be at most max_position_embeddings ({self.max_position_embeddings}), got {self.max_length}.')
+        need(self.mask_token_prob + self.random_token_prob <= 1, 'mask_token_prob',
              'mask_token_prob + random_token_prob must be at most 1.')
-        need(self.temperature > 0, 'temperature', f'must be positive, got {self.temperature}.')
-        need(0 < self.generator_size <= 1, 'generator_size', f'must be in (0, 1], got {self.generator_size}.')
         need(self.hidden_size % self.num_attention_heads == 0, 'num_attention_heads',
              f'hidden_size {self.hidden_size} is not divisible by {self.num_attention_heads} heads.')
         self._validate_objective()
         need(self.tie_weights != 'all' or self.generator_size == 1, 'tie_weights',
              "'all' needs a generator as large as the discriminator (generator_size: 1.0).")
-        need(self.log_every > 0, 'log_every', f'must be positive, got {self.log_every}.')
-        need(all(0 < f <= 1 for f in self.checkpoint_at), 'checkpoint_at', 'fractions must be in (0, 1].')
-        need(len(self.corpus) > 0, 'corpus', "give at least one file or directory, or 'demo'.")
         need(not self.corpus_weights or len(self.corpus_weights) == len(self.corpus), 'corpus_weights',
              f'give one weight per corpus entry ({len(self.corpus)}), got {len(self.corpus_weights)}; or none to concatenate.')
-        need(all(w > 0 for w in self.corpus_weights), 'corpus_weights', f'weights must be positive, got {self.corpus_weights}.')
         need(self.sentence_split == self.sentence_split.strip() and bool(self.sentence_split), 'sentence_split',
              "give 'auto', 'none' or a spaCy language code such as en.")
-        need(self.min_line_chars >= 0, 'min_line_chars', f'must be non-negative, got {self.min_line_chars}.')
-        need(self.max_sentence_chars > 0, 'max_sentence_chars', f'must be positive, got {self.max_sentence_chars}.')
-        need(self.num_proc >= 0, 'num_proc', f'must be 0 (one per CPU core) or positive, got {self.num_proc}.')
-        need(self.grad_accum_steps >= 1 and self.batch_size % self.grad_accum_steps == 0, 'grad_accum_steps',
-             f'must be a positive divisor of batch_size ({self.batch_size}), got {self.grad_accum_steps}.')
-        threads_setting(self.threads)
-        need(self.dist_timeout > 0, 'dist_timeout', f'must be a positive number of seconds, got {self.dist_timeout}.')
-        need(self.eval_examples >= 0, 'eval_examples', f'must be 0 (no evaluation) or positive, got {self.eval_examples}.')
-        need(self.vocab_size >= 100, 'vocab_size', f'must be at least 100, got {self.vocab_size}.')
-        need(self.warmup_steps >= 0, 'warmup_steps', f'must be non-negative, got {self.warmup_steps}.')
+        need(self.batch_size % self.grad_accum_steps == 0, 'grad_accum_steps',
+             f'must divide batch_size ({self.batch_size}), got {self.grad_accum_steps}.')
         if self.warmup_steps >= self.steps:  # warm-up and decay apply together: the peak is never reached
             warnings.warn(f'warmup_steps ({self.warmup_steps}) is not shorter than the run ({self.steps} steps): the '
                           f'learning rate never reaches lr ({self.lr:g}); lower --warmup_steps (the small recipe warms '
                           'up for 1% of its steps).', RunWarning, stacklevel=2)
-        need(self.pad_vocab_multiple >= 0, 'pad_vocab_multiple', f'must be 0 (off) or positive, got {self.pad_vocab_multiple}.')
         if self.compile and self.compile_scope == 'step':  # asked for: the step in one graph has no host events inside
             need(self.grad_accum_steps == 1 and self.two_stage == 0, 'compile_scope',
                  "'step' compiles one forward, backward and update per step: it cannot accumulate micro-batches "
@@ -214,7 +222,6 @@ class PretrainConfig:
         need(has_generator or self.tie_weights not in ('all', 'gdes'), 'tie_weights',
              f"'{self.tie_weights}' shares the generator's weights, and this objective has no generator network: "
              "use 'embeddings' or 'none'.")
-        need(0 <= self.two_stage < 1, 'two_stage', f'must be in [0, 1) (0: joint training), got {self.two_stage}.')
         if self.two_stage > 0:
             need(self.objective in ('electra', 'electra_15') and has_generator, 'two_stage',
                  'two-stage training trains a generator and then a discriminator: it needs the electra or electra_15 '

@@ -22,9 +22,9 @@ from electra.config.base import ConfigError
 from electra.data.builder import BUILDER_VERSION, COUNTERS, build_shards
 from electra.data.corpus import BuildSettings, CorpusSource, skipped_in_words
 from electra.data.tokenizer import tokenizer_fingerprint
-from electra.runtime.files import owner_gone
+from electra.runtime.files import file_sha256, owner_gone
 
-__all__ = ['build_corpus', 'build_summary', 'format_summary']
+__all__ = ['build_corpus', 'build_summary', 'examples_digest', 'format_summary']
 
 _MARKER = 'electra_build.json'  # written last: a dataset directory without it is incomplete
 _CHECK_BLOCKS, _CHECK_BLOCK, _CHECK_END = 16, 1 << 16, 1 << 20   # what of each shard file the checksum covers
@@ -107,7 +107,28 @@ def _build_into(out_dir: Path, source: CorpusSource, tokenizer, settings: BuildS
             'num_proc': min(num_proc, len(stats)), 'seconds': round(seconds, 2),
             'examples_per_s': round(totals['examples'] / max(seconds, 1e-9), 1),
             'mb_per_s': round(totals['bytes'] / 1e6 / max(seconds, 1e-9), 3),
-            'shards': [(name, rows, (out_dir / name).stat().st_size, _checksum(out_dir / name)) for name, rows in files]}
+            'shards': [(name, rows, (out_dir / name).stat().st_size, _checksum(out_dir / name)) for name, rows in files],
+            'examples_sha256': _shards_sha256(out_dir, [name for name, _ in files])}
+
+
+def _shards_sha256(directory: Path, names: list[str]) -> str:
+    "The SHA-256 of a build's examples: of its shard files' bytes, in order (not their names or where they lie)."
+    h = hashlib.sha256()
+    for name in names: h.update(file_sha256(directory / name))
+    return h.hexdigest()
+
+
+def examples_digest(parts: list[datasets.Dataset]) -> str:
+    """What a run trains on, by content: a hash of the examples of each corpus's build (`build_corpus`), in order.
+    The same text gives the same examples wherever it lies and whenever it was touched (the shards' random streams
+    are seeded by file names and sizes, not paths or times); a word edited gives others. Read from the build records
+    (hashed once, when built); a build recorded before they held it is hashed now."""
+    h = hashlib.sha256()
+    for part in parts:
+        info = build_summary(part)
+        directory = Path(part.cache_files[0]['filename']).parent
+        h.update((info.get('examples_sha256') or _shards_sha256(directory, [s[0] for s in info['shards']])).encode())
+    return h.hexdigest()[:16]
 
 
 def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache_dir: Path, seed: int,

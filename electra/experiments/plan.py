@@ -9,13 +9,14 @@ from pathlib import Path
 
 import yaml
 
-from electra.config.base import ConfigError, RunWarning, load_config, need, read_text
+from electra.config.base import ConfigError, RunWarning, load_config, need, read_text, safe_name
 from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.objective.flops import pretrain_flops_to_step, pretrain_step_flops
+from electra.runtime.files import path_inside
 from electra.training.checkpoint import checkpoint_name, checkpoint_step
 
 __all__ = ['cli_value', 'cli_pairs', 'VariantPlan', 'FinetunePoint', 'RunPlan', 'Plan', 'steps_at_budget', 'make_plan']
@@ -81,7 +82,7 @@ class RunPlan:
     points: tuple[FinetunePoint, ...]  # by fraction; the last is 1.0
 
     @property
-    def run_dir(self) -> Path: return self.pretrain_dir / f'{self.run_name}_{self.seed}'
+    def run_dir(self) -> Path: return path_inside(self.pretrain_dir, f'{self.run_name}_{self.seed}', key='output_dir')
 
     @property
     def model(self) -> Path: return self.run_dir / 'discriminator'
@@ -112,6 +113,10 @@ class Plan:
 
     @property
     def finetune_dir(self) -> Path: return self.root / 'finetune'
+
+    def group_dir(self, point: FinetunePoint) -> Path:
+        "The folder of `point`'s fine-tuning (finetune.py's group), checked to be inside the comparison's."
+        return path_inside(self.finetune_dir, point.group, key='output_dir')
 
     def runs_of(self, variant: str) -> list[RunPlan]:
         return [r for r in self.runs if r.variant.name == variant]
@@ -243,7 +248,7 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
         final = f == 1.0
         model = (pretrain_dir / f'{run_name}_{seed}' / 'discriminator' if final
                  else pretrain_dir / checkpoint_name(run_name, seed, f))
-        group = f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{f * 100:g}pct'
+        group = safe_name(f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{f * 100:g}pct', 'variants')
         step = checkpoint_step(v.steps, f)
         points.append(FinetunePoint(f, step, pretrain_flops_to_step(v.config, vocab, step), model, group,
                                     _finetune_args(cfg, model, group, root)))
@@ -252,11 +257,11 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
 
 def make_plan(cfg: CompareConfig) -> Plan:
     """The whole comparison, resolved and checked: raises a ConfigError naming the variant and key before any launch."""
-    root = Path(cfg.output_dir) / cfg.name
+    root = path_inside(cfg.output_dir, cfg.name, key='output_dir')
     variants, runs = _variant_plans(cfg), []
     for seed in cfg.seeds:
         for v in variants:
-            run_name, pretrain_dir = f'{cfg.name}_{v.name}', root / 'pretrain'
+            run_name, pretrain_dir = safe_name(f'{cfg.name}_{v.name}', 'name, variants'), root / 'pretrain'
             runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(cfg, v, run_name, seed, pretrain_dir),
                                 _points(cfg, v, run_name, seed, pretrain_dir, root)))
     fcfg, tasks = _finetune_config(cfg, runs[0].finetune_args) if cfg.finetune else (None, [])

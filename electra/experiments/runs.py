@@ -19,13 +19,13 @@ from electra.experiments.plan import FinetunePoint, Plan, RunPlan
 from electra.finetuning.results import ResultsTable
 from electra.pretrained.export import model_fingerprint
 from electra.runtime.files import atomic_write_text
-from electra.runtime.processes import child_env
+from electra.runtime.processes import child_env, library_env
 from electra.training.checkpoint import find_checkpoints
 
-__all__ = ['REPO', 'RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
+__all__ = ['JOBS', 'RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
            'finetune_done', 'run_pretraining', 'run_finetuning']
 
-REPO = Path(__file__).resolve().parents[2]
+JOBS = Path(__file__).resolve().parents[1] / 'jobs'  # the package's copies of the drivers, which run from any folder
 RECORD = 'compare.json'  # the record of a job, in its run directory (pretraining) or group directory (fine-tuning)
 # keys that may change between a run and its resume without changing what it computes; and the folders, which the
 # records are found in (a comparison moved elsewhere, or named by another path, is the same comparison)
@@ -46,7 +46,7 @@ def subprocess_launcher() -> Launcher:
     """The real launcher: `cmd` in a subprocess from the current folder, its output appended to `log`. A Ctrl-C reaches
     the job too (pretrain.py then writes a checkpoint and stops): it is waited for, and a second Ctrl-C kills it. A
     job ends with this process (`end_with_parent`): a `kill -9` of the comparison does not leave it training unseen."""
-    env = child_env({**os.environ, 'PYTHONUNBUFFERED': '1'})
+    env = child_env(library_env({**os.environ, 'PYTHONUNBUFFERED': '1'}))
 
     def launch(cmd: list[str], log: Path) -> int:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +126,7 @@ def _launch_recorded(launch: Launcher, script: str, args: list[str], log: Path, 
     """Run the driver `script` with `args`; its time (and, where the record counts them, an attempt) is added to
     `record`, written to `path` however the job ends."""
     start = time.monotonic()
-    try: return _launch(launch, [sys.executable, str(REPO / script), *args], log, what)
+    try: return _launch(launch, [sys.executable, str(JOBS / script), *args], log, what)
     finally:
         record['wall_seconds'] = round(record['wall_seconds'] + time.monotonic() - start, 1)
         if 'attempts' in record: record['attempts'] += 1
@@ -170,7 +170,7 @@ def finetune_done(plan: Plan, run: RunPlan, point: FinetunePoint | None = None) 
     command, and its results table has every task's every run, fine-tuned from the model now at `point.model` (by
     its `model_fingerprint`: a run pretrained again is fine-tuned again; a checkpoint deleted since keeps its results)."""
     if point is None: return all(finetune_done(plan, run, p) for p in run.points)
-    group = plan.finetune_dir / point.group
+    group = plan.group_dir(point)
     record = read_record(group / RECORD)
     if not record.get('done') or _changes(record.get('args', []), point.args): return False
     df = ResultsTable(group / 'results.csv').df
@@ -180,13 +180,14 @@ def finetune_done(plan: Plan, run: RunPlan, point: FinetunePoint | None = None) 
 
 def run_finetuning(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> None:
     """Fine-tune each checkpoint of a pretrained run not done yet, the finished run first (the table's main scores);
-    finetune.py itself skips the runs it finished before (its results table) and refuses rows of other settings."""
+    finetune.py itself skips the runs it finished before from the same inputs (its results table) and does the others
+    again."""
     for point in (run.final, *run.points[:-1]):
         _finetune_point(plan, run, point, launch, say)
 
 
 def _finetune_point(plan: Plan, run: RunPlan, point: FinetunePoint, launch: Launcher, say: Callable[[str], None]) -> dict:
-    group = plan.finetune_dir / point.group
+    group = plan.group_dir(point)
     path, log = group / RECORD, group / 'finetune.log'
     at = '' if point.fraction == 1.0 else f' at {point.fraction:.4g} of pretraining (step {point.step:,})'
     if finetune_done(plan, run, point):

@@ -42,7 +42,7 @@ def _std(values: pd.Series) -> float:
 def _task_columns(scores: pd.DataFrame, task: str) -> dict:
     "A task's mean, sample std and count of the score, and the means of its other reported metrics."
     part = scores[scores['task'] == task]
-    s = part['score'].astype(float)
+    s = part['score'].astype(float).dropna()  # a run whose score is undefined counts for neither the mean nor the runs
     out = {task: float(s.mean()) if len(s) else math.nan, f'{task}_std': _std(s), f'{task}_runs': len(s)}
     for m in METRIC_COLUMNS:
         if m in part and part[m].notna().any(): out[f'{task}_{m}'] = float(part[m].astype(float).mean())

@@ -23,7 +23,8 @@ from electra.training.parallel import DataParallel
 from electra.training.schedule import warmup_decay_sched
 from electra.training.speed import DeviceDataLoaders, DeviceMixedPrecision
 
-__all__ = ['TaskData', 'device_and_autocast', 'predict_examples', 'predict_outputs', 'finetuning_learner', 'train_run']
+__all__ = ['TaskData', 'device_and_autocast', 'predict_examples', 'predict_outputs', 'finetuning_learner', 'train_run',
+           'diverged']
 
 
 # -- devices, data
@@ -69,14 +70,22 @@ def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | No
 
 # -- one run
 
-def _epoch_eval_callback(evaluate: Callable[[], list[dict]], reports: list[Callable[[int, float, dict], None]]):
-    """The epoch's scoring of R runs trained together (R = 1 but for a stack, `electra.finetuning.stack`): `evaluate()`
-    gives each run's dev metrics, `reports[r]` is run r's."""
-    from fastai.callback.core import Callback
+def _epoch_eval_callback(evaluate: Callable[[list[int]], list[dict]], reports: list[Callable[[int, float, dict], None]]):
+    """The epoch's scoring of R runs trained together (R = 1 but for a stack, `electra.finetuning.stack`):
+    `evaluate(runs)` gives the dev metrics of each of `runs` (indices), `reports[r]` is run r's. A run whose loss became
+    NaN or infinite is not scored again: its history ends with `{'epoch', 'train_loss', 'diverged_at': step}`, and
+    the fit stops when every run has (`diverged`)."""
+    from fastai.callback.core import Callback, CancelFitException
 
     class EpochEval(Callback):
         "Sums each run's training loss on the device and, after each epoch, scores its dev sets and reports its mean (no per-step reads)."
         order = 70
+
+        def before_fit(self):
+            self.histories = [[] for _ in reports]
+            # each run's first step whose loss was NaN or infinite (-1: none), kept on the device and read with the
+            # epoch's losses: a non-finite loss is found at the end of its epoch, without a host sync per step
+            self.first_bad = None
 
         def before_epoch(self): self.loss_sum, self.n = 0.0, 0
 
@@ -85,17 +94,30 @@ def _epoch_eval_callback(evaluate: Callable[[], list[dict]], reports: list[Calla
             # this process's sums and counts [R] (examples; tagging's 'token': words), whatever the reduction trained on
             part, n = self.loss_func.local_sum.detach().float().reshape(-1), self.loss_func.local_count.detach().reshape(-1)
             self.loss_sum, self.n = self.loss_sum + part, self.n + n
+            if self.first_bad is None: self.first_bad = torch.full(part.shape, -1, dtype=torch.int64, device=part.device)
+            self.first_bad = torch.where(~torch.isfinite(part) & (self.first_bad < 0), self.train_iter, self.first_bad)
 
         def after_epoch(self):
             total = all_reduce_sum(torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in (self.loss_sum, self.n)]))
-            losses = (total[0] / total[1].clamp(min=1)).tolist()  # [R]
-            for history, metrics, report, loss in zip(self.histories, evaluate(), reports, losses, strict=True):
-                history.append({'epoch': self.epoch, 'train_loss': loss, **metrics})
-                report(self.epoch, loss, history[-1])
-
-        def before_fit(self): self.histories = [[] for _ in reports]
+            losses = (total[0] / total[1].clamp(min=1)).tolist()  # [R]; NaN or infinite in every process when in one
+            bad = self.first_bad.tolist() if self.first_bad is not None else [-1] * len(reports)
+            live = [r for r in range(len(reports)) if not diverged(self.histories[r])]
+            for r in [r for r in live if not np.isfinite(losses[r])]:
+                # the step this process saw first; another process's NaN reaches this one's loss a step later
+                self.histories[r].append({'epoch': self.epoch, 'train_loss': losses[r],
+                                          'diverged_at': bad[r] if bad[r] >= 0 else self.train_iter})
+            live = [r for r in live if np.isfinite(losses[r])]
+            if not live: raise CancelFitException()
+            for r, metrics in zip(live, evaluate(live), strict=True):
+                self.histories[r].append({'epoch': self.epoch, 'train_loss': losses[r], **metrics})
+                reports[r](self.epoch, losses[r], self.histories[r][-1])
 
     return EpochEval()
+
+
+def diverged(history: list[dict]) -> int | None:
+    "The step at which a run's loss became NaN or infinite (its history's last entry says so), or None."
+    return history[-1]['diverged_at'] if history and 'diverged_at' in history[-1] else None
 
 
 def _step_callbacks(task_cfg: FinetuneConfig, autocast: torch.dtype | None, clip_fn) -> list:
@@ -166,7 +188,8 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
     """Fine-tune a copy of `body` on `data.train` with `task_cfg` (a task's config) and seed `seed`, scoring the dev sets
     after each epoch; the model, loss, loaders and metrics are those of the task's kind (`data.task`). Returns the
     model and the per-epoch history (train loss and dev metrics); the last entry is the run's result, as the official
-    code evaluates the final model. `extra_cbs`: more fastai callbacks for the fit."""
+    code evaluates the final model. A run whose loss becomes NaN or infinite stops at the end of that epoch, its
+    history's last entry saying at which step (`diverged`). `extra_cbs`: more fastai callbacks for the fit."""
     from fastai.torch_core import set_seed
 
     task = data.task
@@ -175,7 +198,8 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
     pin, shard = device.type == 'cuda', ((dist.get_rank(), dist.get_world_size()) if is_distributed() else None)
     train_dl = task.loader(data.train, task_cfg, pad_id, True, seed, shard, pin)
     dev_dls = {s: task.loader(e, task_cfg, pad_id, False, 0, shard, pin) for s, e in data.dev.items()}
-    evaluator = _epoch_eval_callback(lambda: [task.evaluate(model, data, dev_dls, autocast)], [report or (lambda *a: None)])
+    evaluator = _epoch_eval_callback(lambda runs: [task.evaluate(model, data, dev_dls, autocast)],
+                                     [report or (lambda *a: None)])
     parallel = (DataParallel('global', seed),) if is_distributed() else ()  # every run over all the job's processes
     learn = finetuning_learner(model, train_dl, list(dev_dls.values()), task_cfg, task.loss_func(model, task_cfg),
                                device, autocast, (evaluator, *parallel, *extra_cbs), task.n_inp)

@@ -11,46 +11,75 @@ import pandas as pd
 from electra.config.base import ConfigError
 from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, dev_metric_names, glue_score
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
-from electra.runtime.files import atomic_write_bytes, atomic_write_text, is_main_process
+from electra.finetuning.tasks.metrics import METRIC_NAMES, metric_text
+from electra.runtime.files import atomic_write_bytes, atomic_write_text, is_main_process, locked
 
 __all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'summarize', 'summary_markdown', 'plot_summary',
            'select_runs']
 
-METRIC_COLUMNS = ['mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm', 'micro_f1', 'macro_f1',
-                  'subset_accuracy', 'precision', 'recall', 'exact', 'best_f1', 'best_exact', 'HasAns_exact',
-                  'HasAns_f1', 'NoAns_exact', 'NoAns_f1', 'no_answer_f1']  # GLUE, tasks from files, tagging
-                                                                            # (entities), QA (SQuAD)
+# GLUE's columns first (MNLI's mismatched accuracy among them), then every other metric of the table of
+# tasks/metrics.py: tasks from files, tagging, QA
+_GLUE_COLUMNS = ['mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm']
+METRIC_COLUMNS = [*_GLUE_COLUMNS, *(m for m in METRIC_NAMES if m not in _GLUE_COLUMNS)]
 RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss', 'steps', 'seconds', 'settings',
                   'model_fingerprint', 'checkpoint', 'finished_at']
 # columns a table written by an earlier version may lack: empty in its rows (a run without a fingerprint is of a model
 # not known, and is fine-tuned again: `sweep._todo`)
 LATER_COLUMNS = [*METRIC_COLUMNS, 'model_fingerprint']
+RENAMED_COLUMNS = {'micro_f1': 'f1_micro', 'macro_f1': 'f1_macro'}  # the multi-label F1s of tables written before
 
 
 class ResultsTable:
     """The results CSV: read at start (to resume a sweep), one row added and the file rewritten atomically as soon as
-    each run finishes; rows in GLUE's task order, then by run."""
+    each run finishes; rows in GLUE's task order, then by run. Jobs writing the same table at once (two commands on
+    one group) change it in turn, each the table as the other left it (`_rewrite`). A run whose loss became NaN or
+    infinite has no row: `diverged` keeps this job's (`runs.Diverged`), for the summary and the job's last line, and a
+    later job tries them again."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.df = _read_table(self.path) if self.path.is_file() else pd.DataFrame(columns=RESULT_COLUMNS)
+        self.diverged: list = []
 
     def get(self, task: str, run: int) -> dict | None:
         rows = self.df[(self.df['task'] == task) & (self.df['run'] == run)]
         return None if rows.empty else rows.iloc[-1].to_dict()
 
     def add(self, row: dict) -> None:
+        "Add a finished run's row, replacing an earlier row of its task and run, and rewrite the table (`_rewrite`)."
         new = pd.DataFrame([{c: row.get(c, np.nan) for c in RESULT_COLUMNS}])
-        keep = self.df[~((self.df['task'] == row['task']) & (self.df['run'] == row['run']))]
-        df = new if keep.empty else pd.concat([keep, new], ignore_index=True)
-        # GLUE's task order, then run: the same table whichever order the runs finished in (parallel workers)
-        names = [*TASKS, *sorted(set(df['task']) - set(TASKS))]  # then tasks from files, by name
-        order = df['task'].map({name: k for k, name in enumerate(names)})
-        self.df = df.iloc[np.lexsort((df['run'].astype(int).to_numpy(), order.to_numpy()))].reset_index(drop=True)
-        if is_main_process(): atomic_write_text(self.df.to_csv(index=False, float_format='%.4f'), self.path)
+        self._rewrite(lambda df: _with_row(df, new))
+
+    def add_diverged(self, record) -> None:
+        """A run of this job that diverged (`runs.Diverged`: task, run, ...): kept in `diverged`, and an earlier row of
+        that run (of another model, done again) dropped, so that it is neither summarised nor picked for predictions."""
+        self.diverged.append(record)
+        if self.get(record.task, record.run) is not None:
+            self._rewrite(lambda df: df[~((df['task'] == record.task) & (df['run'] == record.run))].reset_index(drop=True))
+
+    def _rewrite(self, change) -> None:
+        """The table as `change` (a function of the table) makes it, and the file rewritten (main process). Under the
+        table's lock the file is read again first, so that the rows another job added meanwhile are kept."""
+        if not is_main_process():
+            self.df = change(self.df)
+            return
+        with locked(self.path):
+            self.df = change(_read_table(self.path) if self.path.is_file() else self.df)
+            atomic_write_text(self.df.to_csv(index=False, float_format='%.4f'), self.path)
 
     def task_rows(self, task: str) -> pd.DataFrame:
         return self.df[self.df['task'] == task].sort_values('run')
+
+
+def _with_row(df: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    "`df` with the row `new` in place of any of its task and run, in GLUE's task order (tasks from files by name), then run."
+    task, run = new.iloc[0]['task'], new.iloc[0]['run']
+    keep = df[~((df['task'] == task) & (df['run'] == run))]
+    df = new if keep.empty else pd.concat([keep, new], ignore_index=True)
+    # the same table whichever order the runs finished in (parallel workers)
+    names = [*TASKS, *sorted(set(df['task']) - set(TASKS))]
+    order = df['task'].map({name: k for k, name in enumerate(names)})
+    return df.iloc[np.lexsort((df['run'].astype(int).to_numpy(), order.to_numpy()))].reset_index(drop=True)
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -63,6 +92,7 @@ def _read_table(path: Path) -> pd.DataFrame:
     try: df = pd.read_csv(io.StringIO(text), dtype={'task': str, 'settings': str, 'model_fingerprint': str,
                                                     'checkpoint': str, 'finished_at': str})
     except pd.errors.ParserError as e: refuse(str(e).strip())
+    df = df.rename(columns=RENAMED_COLUMNS)
     for c in LATER_COLUMNS:
         if c not in df.columns: df[c] = np.nan
     missing = [c for c in RESULT_COLUMNS if c not in df.columns]
@@ -75,17 +105,20 @@ def _read_table(path: Path) -> pd.DataFrame:
 
 
 def summarize(df: pd.DataFrame, tasks: dict[str, TaskInfo] = TASKS) -> pd.DataFrame:
-    """Per task of `tasks` (in its order: GLUE's, then tasks from files): the score metric's runs, mean, median, sample
-    std, best and worst, and the means of the task's other metrics."""
+    """Per task of `tasks` (in its order: GLUE's, then tasks from files): the score metric's runs (and how many of them
+    it is undefined for), mean, median, sample std, best and worst over the runs it is defined for (NaN: none), and the
+    means of the task's other metrics, the same way."""
     rows = []
     for name, task in tasks.items():
         part = df[df['task'] == name]
         if part.empty: continue
-        s = part['score'].astype(float)
+        s = part['score'].astype(float).dropna()  # an undefined score is no score, never a 0
         others = [m for m in dev_metric_names(task) if m != task.score_metric]
-        rows.append({'task': name, 'metric': task.score_metric, 'runs': len(s), 'mean': s.mean(), 'median': s.median(),
-                     'std': s.std(ddof=1) if len(s) > 1 else 0.0, 'best': s.max(), 'worst': s.min(),
-                     'other metrics (mean)': ', '.join(f'{m} {part[m].astype(float).mean():.2f}' for m in others)})
+        rows.append({'task': name, 'metric': task.score_metric, 'runs': len(part), 'undefined': len(part) - len(s),
+                     'mean': s.mean(), 'median': s.median(), 'std': s.std(ddof=1) if len(s) != 1 else 0.0,
+                     'best': s.max(), 'worst': s.min(),
+                     'other metrics (mean)': ', '.join(f'{m} {metric_text(part[m].astype(float).mean())}'
+                                                       for m in others)})
     return pd.DataFrame(rows)
 
 
@@ -94,13 +127,15 @@ def summary_markdown(summary: pd.DataFrame) -> str:
     head = '| task | metric | runs | mean | median | std | best | worst | other metrics (mean) |'
     lines = [head, '|' + '---|' * 9]
     for r in summary.to_dict('records'):
-        lines.append(f"| {r['task']} | {r['metric']} | {r['runs']} | {r['mean']:.2f} | {r['median']:.2f} | {r['std']:.2f} "
-                     f"| {r['best']:.2f} | {r['worst']:.2f} | {r['other metrics (mean)']} |")
+        runs = f"{r['runs']} ({r['undefined']} undefined)" if r['undefined'] else r['runs']
+        cells = ' | '.join(metric_text(r[c]) for c in ('mean', 'median', 'std', 'best', 'worst'))
+        lines.append(f"| {r['task']} | {r['metric']} | {runs} | {cells} | {r['other metrics (mean)']} |")
     scored = summary[summary['task'].isin(GLUE_SCORE_TASKS)]
-    if not scored.empty:
-        g = {col: glue_score(dict(zip(scored['task'], scored[col]))) for col in ('mean', 'median', 'best', 'worst')}
+    if not scored.empty:  # a task without a defined score leaves the GLUE score undefined, not lowered
+        g = {col: metric_text(glue_score(dict(zip(scored['task'], scored[col]))))
+             for col in ('mean', 'median', 'best', 'worst')}
         label = f'GLUE score ({len(scored)} of {len(GLUE_SCORE_TASKS)} tasks)'
-        lines.append(f"| {label} | | | {g['mean']:.2f} | {g['median']:.2f} | | {g['best']:.2f} | {g['worst']:.2f} | |")
+        lines.append(f"| {label} | | | {g['mean']} | {g['median']} | | {g['best']} | {g['worst']} | |")
     return '\n'.join(lines)
 
 
@@ -114,9 +149,9 @@ def plot_summary(df: pd.DataFrame, path: str | Path, title: str = '', tasks: dic
     fig, ax = plt.subplots(figsize=(1.2 * max(len(names), 3) + 1, 4))
     rng = np.random.default_rng(0)
     for x, name in enumerate(names):
-        s = df.loc[df['task'] == name, 'score'].astype(float).to_numpy()
+        s = df.loc[df['task'] == name, 'score'].astype(float).dropna().to_numpy()  # undefined scores: no dot
         ax.scatter(x + rng.uniform(-0.15, 0.15, len(s)), s, s=18, alpha=0.7)
-        ax.hlines(np.median(s), x - 0.3, x + 0.3, colors='k', linewidth=2)
+        if len(s): ax.hlines(np.median(s), x - 0.3, x + 0.3, colors='k', linewidth=2)
     ax.set_xticks(range(len(names)), [f'{n}\n({tasks[n].score_metric})' for n in names], fontsize=8)
     ax.set_ylabel('dev score (%)')
     ax.set_title(title or 'GLUE dev scores per run (bar: median)')
@@ -132,10 +167,12 @@ def plot_summary(df: pd.DataFrame, path: str | Path, title: str = '', tasks: dic
 
 def select_runs(rows: pd.DataFrame, select: str = 'best', k: int = 1) -> pd.DataFrame:
     """The runs whose predictions are submitted: the best dev score, or the median run (the upper middle of the runs
-    sorted by score, so a real run), or with `k > 1` the top k by dev score (an ensemble). Ties go to the lower run."""
-    if rows.empty: raise ValueError('no finished runs to select from')
-    ranked = rows.assign(_s=rows['score'].astype(float).fillna(-np.inf)).sort_values(['_s', 'run'], ascending=[False, True])
-    if k > 1: pick = ranked.head(k)
+    sorted by score, so a real run), or with `k > 1` the top k by dev score (an ensemble). Ties go to the lower run.
+    A run whose score is undefined (NaN) is never picked: with none defined, the pick is empty."""
+    ranked = rows.assign(_s=rows['score'].astype(float)).dropna(subset=['_s'])
+    ranked = ranked.sort_values(['_s', 'run'], ascending=[False, True])
+    if ranked.empty: pick = ranked
+    elif k > 1: pick = ranked.head(k)
     elif select == 'best': pick = ranked.head(1)
     elif select == 'median': pick = ranked.iloc[[(len(ranked) - 1) // 2]]
     else: raise ValueError(f"select: unknown mode {select!r}; use 'best' or 'median'")

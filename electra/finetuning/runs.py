@@ -9,15 +9,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
+import torch
+
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.learner import train_run
+from electra.finetuning.learner import diverged, train_run
 from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.glue.metrics import dev_metric_names
-from electra.runtime.files import atomic_save, is_main_process
+from electra.finetuning.tasks.metrics import metric_text
+from electra.runtime.files import atomic_save, is_main_process, path_inside
 from electra.training.sinks import start_neptune_run
 
-__all__ = ['RunJob', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
+__all__ = ['group_dir', 'RunJob', 'Diverged', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
+
+
+def group_dir(cfg: FinetuneConfig, key: str = 'output_dir') -> Path:
+    "`<output_dir>/<group>` (`key` test_output_dir: `<test_output_dir>/<group>`), checked to be inside that folder."
+    return path_inside(getattr(cfg, key), cfg.group, key=key)
 
 
 def _neptune_run(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: FinetuneConfig):
@@ -40,6 +48,30 @@ class RunJob:
     checkpoint: Path
 
 
+@dataclass(frozen=True)
+class Diverged:
+    "A run whose loss became NaN or infinite at `step`: it stopped there, with no score and no checkpoint."
+    task: str
+    run: int
+    seed: int
+    step: int
+
+
+def _diverged(cfg: FinetuneConfig, data: TaskData, job: RunJob, step: int, autocast, nrun,
+              say: Callable[[str], None]) -> Diverged:
+    "The record of a run that diverged at `step`, said in one line with what to try: the rate, the labels, the precision."
+    name = data.task.name
+    precision = {torch.float16: ', or precision bf16 or fp32 instead of fp16 (whose range overflows first)',
+                 torch.bfloat16: ', or precision fp32 instead of bf16'}.get(autocast, '')
+    message = (f"{name} run {job.run} (seed {job.seed}): the loss became NaN or infinite at step {step}; the run stopped "
+               f"with no score and no checkpoint. Try a lower learning rate (task_overrides.{name}.lr, now "
+               f"{cfg.for_task(name).lr:g}), check the task's labels and inputs{precision}; the same command tries this "
+               "run again.")
+    say(message)
+    if nrun is not None: nrun.stop()
+    return Diverged(name, job.run, job.seed, step)
+
+
 def runs_phrase(runs: list[int]) -> str:
     "'run 3' or 'runs 3, 4': the runs of a stack, as the log names them."
     return f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(map(str, runs))}"
@@ -51,7 +83,7 @@ def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[s
     nrun = _neptune_run(cfg, task.name, job.run, job.seed, task_cfg)
 
     def report(epoch, loss, metrics):
-        shown = ', '.join(f'{m} {metrics[m]:.2f}' for m in dev_metric_names(task))
+        shown = ', '.join(f'{m} {metric_text(metrics[m])}' for m in dev_metric_names(task))
         say(f'  {task.name} run {job.run} (seed {job.seed}) epoch {epoch + 1}/{task_cfg.epochs}: train loss {loss:.4f}, '
             f'dev {shown} [{time.perf_counter() - start:.0f}s]')
         if nrun is not None:
@@ -79,29 +111,36 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
 
 
 def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, device, autocast, pad_id: int,
-                   say: Callable[[str], None]) -> dict:
-    "Train one run, save its weights to `job.checkpoint` (main process), and return its row of the results table."
+                   say: Callable[[str], None]) -> dict | Diverged:
+    """Train one run, save its weights to `job.checkpoint` (main process), and return its row of the results table;
+    or, when its loss became NaN or infinite, nothing saved and its `Diverged` record."""
     start = time.perf_counter()
     report, nrun = _reporter(cfg, data, job, say, start)
     model, history = train_run(data, cfg.for_task(data.task.name), body, job.seed, device, autocast, pad_id, report)
+    if (step := diverged(history)) is not None: return _diverged(cfg, data, job, step, autocast, nrun, say)
     return _save_run(cfg, data, job, model, history, body, nrun, start)
 
 
 def train_and_save_stack(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob], body, device, autocast, pad_id: int,
-                         say: Callable[[str], None]) -> list[dict]:
-    """Train runs of one task together (`electra.finetuning.stack`), save each one's weights and return their rows, as
-    `train_and_save` does each alone; a row's `seconds` is the stack's time."""
+                         say: Callable[[str], None]) -> list[dict | Diverged]:
+    """Train runs of one task together (`electra.finetuning.stack`), save each one's weights and return their rows (or
+    `Diverged` records), as `train_and_save` does each alone; a row's `seconds` is the stack's time."""
     start = time.perf_counter()
     reporters = [_reporter(cfg, data, job, say, start) for job in jobs]
     stacked, run_model, histories = train_stack(data, cfg.for_task(data.task.name), body, [j.seed for j in jobs], device,
                                           autocast, pad_id, [report for report, _ in reporters])
-    return [_save_run(cfg, data, job, stacked.copy_run_to(r, run_model), histories[r], body, reporters[r][1], start)
-            for r, job in enumerate(jobs)]
+    out = []
+    for r, (job, (_, nrun)) in enumerate(zip(jobs, reporters)):
+        step = diverged(histories[r])
+        out.append(_diverged(cfg, data, job, step, autocast, nrun, say) if step is not None else
+                   _save_run(cfg, data, job, stacked.copy_run_to(r, run_model), histories[r], body, nrun, start))
+    return out
 
 
 def train_jobs(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob], body, device, autocast, pad_id: int,
-               say: Callable[[str], None]) -> list[dict]:
-    "The rows of `jobs`, runs of one task: one trained alone (`train_and_save`), more stacked (`train_and_save_stack`)."
+               say: Callable[[str], None]) -> list[dict | Diverged]:
+    """The rows of `jobs`, runs of one task (a `Diverged` record for a run whose loss became NaN or infinite): one
+    trained alone (`train_and_save`), more stacked (`train_and_save_stack`)."""
     if len(jobs) > 1: return train_and_save_stack(cfg, data, jobs, body, device, autocast, pad_id, say)
     return [train_and_save(cfg, data, jobs[0], body, device, autocast, pad_id, say)]
 

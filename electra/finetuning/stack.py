@@ -6,7 +6,9 @@ ones. Each run keeps what it has alone: its seed's head, its loader (data order)
 (shared: the runs of a task have the same steps), its Adam moments (ElectraAdam is elementwise, so an [N, ...]
 parameter is N runs' updates), its own gradient clipping (`clip_runs_by_norm_`), its evaluation and its history. The
 loss is the sum of the runs' own losses, so each run's gradient is its gradient alone. What differs: dropout masks
-(drawn per run under `randomness='different'`, not from the run's seed as alone) and float rounding.
+(drawn per run under `randomness='different'`, not from the run's seed as alone) and float rounding. A run whose
+loss becomes NaN or infinite poisons no other: its NaN stays in its own slices, and with fp16 its gradients are zeroed
+before the shared loss scale sees them (`_freeze_diverged`).
 
 Two traps, both tested: the runs' batches differ in rows (length bucketing puts a short batch anywhere) and length,
 so `stack_batches` pads them to one shape, the extra rows copies of a real row with weight 0 (no gradient); and HF's
@@ -183,13 +185,36 @@ def clip_runs_by_norm_(grads: list[torch.Tensor], max_norm: float) -> torch.Tens
     return total
 
 
+def _freeze_diverged():
+    """A callback that zeroes the gradients of each stacked run whose loss was ever NaN or infinite (per step, on the
+    device), before fp16's loss scaler looks at them: the scale is the stack's, and a run's inf gradients would skip
+    every later step of every run. In fp32 and bf16 the runs share nothing a NaN can cross (vmap batches each run's
+    matmuls apart, clipping is per run, Adam elementwise), so the stack needs it with fp16 only."""
+    from fastai.callback.core import Callback
+
+    class FreezeDiverged(Callback):
+        "Zeroes the gradients of the stacked runs whose loss was NaN or infinite at this step or before."
+        order = 9  # before DeviceMixedPrecision (10) unscales the gradients and skips the step on an overflow
+
+        def before_fit(self): self.bad = None
+
+        def before_step(self):
+            now = ~torch.isfinite(self.loss_func.local_sum.detach().reshape(-1))  # [N]
+            self.bad = now if self.bad is None else self.bad | now
+            for p in self.model.parameters():
+                if p.grad is not None: p.grad.masked_fill_(self.bad.view(-1, *[1] * (p.grad.dim() - 1)), 0)
+    return FreezeDiverged()
+
+
 def train_stack(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seeds: list[int], device: torch.device,
                 autocast: torch.dtype | None, pad_id: int, reports: list[Callable[[int, float, dict], None]] | None = None,
                 extra_cbs: tuple = ()):
     """`train_run` for len(seeds) runs at once: each run's model is made from its seed as alone (the head's
     initialisation), its loader shuffles by its seed, and its dev sets are scored after each epoch by the task's own
     `evaluate`, the outputs of all runs from one pass of the stack over each dev batch. Returns the `StackedRuns`, a model of the runs' architecture (for
-    `StackedRuns.copy_run_to`) and each run's history. `reports[r]`: run r's epoch report."""
+    `StackedRuns.copy_run_to`) and each run's history. `reports[r]`: run r's epoch report. A run whose loss becomes
+    NaN or infinite is dropped at the end of that epoch (its history says so, `learner.diverged`) and the others train
+    on as they would without it; the fit stops when every run has diverged."""
     from fastai.torch_core import set_seed
 
     task, models = data.task, []
@@ -203,14 +228,15 @@ def train_stack(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seeds
                              task.pad_target, task_cfg.batch_size if task_cfg.compile else 0)
     dev_dls = {s: task.loader(e, task_cfg, pad_id, False, 0, None, pin) for s, e in data.dev.items()}
 
-    def evaluate() -> list[dict]:  # each run's dev metrics: one pass of the stack, then the task's scoring per run
+    def evaluate(runs: list[int]) -> list[dict]:  # dev metrics of `runs`: one pass of the stack, the task's scoring per run
         outputs = stacked_dev_outputs(stacked, dev_dls, autocast)
-        return [task.evaluate(ReplayedRun(stacked.copy_run_to(r, run_model), outs), data, dev_dls, autocast)
-                for r, outs in enumerate(outputs)]
+        return [task.evaluate(ReplayedRun(stacked.copy_run_to(r, run_model), outputs[r]), data, dev_dls, autocast)
+                for r in runs]
     evaluator = _epoch_eval_callback(evaluate, reports or [lambda *a: None] * len(seeds))
     loss = StackedLoss(task.loss_func(run_model, task_cfg), len(seeds))
+    freeze = (_freeze_diverged(),) if autocast == torch.float16 else ()
     learn = finetuning_learner(stacked, train_dl, list(dev_dls.values()), task_cfg, loss, device, autocast,
-                               (evaluator, *extra_cbs), task.n_inp, clip_fn=clip_runs_by_norm_)
+                               (evaluator, *freeze, *extra_cbs), task.n_inp, clip_fn=clip_runs_by_norm_)
     learn.fit(task_cfg.epochs, lr=learn.layer_lrs)
     return stacked, run_model, evaluator.histories
 

@@ -3,19 +3,17 @@ once; then the summary over runs and the test predictions of the selected runs.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Callable, Iterator
 
-import pandas as pd
-
-from electra.config.base import ConfigError, TrainingStopped, writable_dir
+from electra.config.base import ConfigError, TrainingDiverged, TrainingStopped, writable_dir
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
+from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.learner import device_and_autocast
+from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
-from electra.finetuning.runs import RunJob, runs_phrase, stacks, train_jobs
+from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.files import make_task, read_task_file
@@ -25,11 +23,12 @@ from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submi
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
 from electra.finetuning.workers import parallel_runs, run_on_workers
 from electra.pretrained.export import model_fingerprint
-from electra.runtime.files import atomic_write_text, is_main_process
+from electra.runtime.files import FileDigests, atomic_write_text, is_main_process, path_inside
 from electra.runtime.processes import world
+from electra.training.device import resolve_device, resolve_precision
 
 __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'run_sweep', 'write_summary',
-           'write_test_predictions']
+           'write_test_predictions', 'raise_if_diverged']
 
 
 def resolve_data(data: str, cache_dir: str | Path) -> TaskSource:
@@ -63,63 +62,55 @@ def _doubled(task: FinetuningTask, cfg: FinetuneConfig, task_cfg: FinetuneConfig
 
 # -- the sweep
 
-def _settings_key(cfg: FinetuneConfig, task: FinetuningTask, task_cfg: FinetuneConfig, seed: int, doubled: bool) -> str:
-    """A hash of what a run's result depends on besides the model (whose own key is its `model_fingerprint`); a resumed
-    sweep refuses to mix runs of different settings."""
-    hp = {k: v for k, v in task_cfg.hparams().items() if k != 'eval_batch_size'}
-    blob = json.dumps({'task': task.name, 'data': cfg.data, 'seed': seed, 'doubled': doubled, **hp,
-                       **task.settings()}, sort_keys=True, default=str)
-    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
-def _redo_notice(cfg: FinetuneConfig, name: str, stale: dict[str, list[int]]) -> list[str]:
-    "One line per reason that finished runs of `name` are fine-tuned again: another model, or a model not recorded."
-    lines, their = [], lambda runs: 'it again, replacing its row and checkpoint' if len(runs) == 1 else \
-        'them again, replacing their rows and checkpoints'
-    if stale['changed']:
-        runs = stale['changed']
-        lines.append(f"{name}: {runs_phrase(runs)} {'was' if len(runs) == 1 else 'were'} fine-tuned from another model (not "
-                     f"the one now at {cfg.model}); fine-tuning {their(runs)}")
-    if stale['unknown']:
-        runs = stale['unknown']
-        lines.append(f"{name}: {runs_phrase(runs)} {'is' if len(runs) == 1 else 'are'} in a results table written before models "
-                     f"were fingerprinted, so {'its' if len(runs) == 1 else 'their'} model is unknown; fine-tuning "
-                     f"{their(runs)}")
-    return lines
+def _redo_line(name: str, runs: list[int], changed: tuple, unrecorded: tuple, out: Path) -> str:
+    """Why finished runs of `name` are fine-tuned again, in one line: what changed since their rows were written, what
+    their rows (of an earlier version) do not record, or that their checkpoints are gone."""
+    one = len(runs) == 1
+    why = []
+    if unrecorded: why.append(f"{'its row does' if one else 'their rows do'} not record {' or '.join(unrecorded)} (a "
+                              'results table of an earlier version)')
+    if changed: why.append(f"since {'its row was' if one else 'their rows were'} written, {_and(list(changed))}")
+    if not why: why.append(f"{'its checkpoint is' if one else 'their checkpoints are'} missing from {out}")
+    again = 'it again, replacing its row and checkpoint' if one else 'them again, replacing their rows and checkpoints'
+    return f"{name} {runs_phrase(runs)}: {'; '.join(why)}; fine-tuning {again}"
 
 
-def _todo(cfg: FinetuneConfig, task: FinetuningTask, doubled: bool, results: ResultsTable, out: Path,
-          fingerprint: str) -> tuple[list[RunJob], dict[str, list[int]]]:
-    """The runs of `task` not yet finished (in the results table and on disk) from this very model, and the finished
-    runs among them done again: of another model ('changed') or of one not recorded ('unknown', a table from before
-    fingerprints). Refuses rows of the same model and other settings."""
-    name, task_cfg, todo, stale = task.name, cfg.for_task(task.name), [], {'changed': [], 'unknown': []}
-    for i, seed in enumerate(cfg.seed_list):
-        key = _settings_key(cfg, task, task_cfg, seed, doubled)
-        ckpt, row = out / f'{name}_{i}.pth', results.get(name, i)
-        made_from = None if row is None or pd.isna(row['model_fingerprint']) else row['model_fingerprint']
-        if row is not None and made_from != fingerprint:
-            stale['unknown' if made_from is None else 'changed'].append(i)
-        elif row is not None and row['settings'] != key:
-            raise ConfigError(f"{results.path}: {name} run {i} was made with other settings (data, seed or "
-                              f"hyperparameters changed). Use another --group, or delete that row and {ckpt} to redo it.")
-        if row is None or made_from != fingerprint or not ckpt.is_file():
-            todo.append(RunJob(name, i, seed, key, fingerprint, ckpt))
-    return todo, stale
+def _todo(cfg: FinetuneConfig, task: FinetuningTask, results: ResultsTable, out: Path, inputs: list[RunInputs],
+          files: dict[str, list[Path]]) -> tuple[list[RunJob], list[str]]:
+    """The runs of `task` to train (`inputs`: each run's), and a line for each group of finished runs among them that
+    are done again for one reason: a row is reused only when the run's inputs are the ones it records and its
+    checkpoint is there (`inputs.what_changed`)."""
+    todo, again = [], {}
+    for i, (seed, run) in enumerate(zip(cfg.seed_list, inputs)):
+        ckpt, row = path_inside(out, f'{task.name}_{i}.pth', key='output_dir'), results.get(task.name, i)
+        if row is not None:
+            changed, unrecorded = what_changed(row, run, files, cfg.model)
+            if not changed and not unrecorded and ckpt.is_file(): continue
+            again.setdefault((tuple(changed), tuple(unrecorded)), []).append(i)
+        todo.append(RunJob(task.name, i, seed, run.settings, run.model, ckpt))
+    return todo, [_redo_line(task.name, runs, *why, out) for why, runs in again.items()]
 
 
-def _plan(cfg: FinetuneConfig, tokenizer, source: TaskSource, results: ResultsTable, fingerprint: str,
+def _plan(cfg: FinetuneConfig, tokenizer, source: TaskSource, results: ResultsTable, model: str, precision: str,
           say) -> Iterator[tuple[TaskData, list[RunJob]]]:
-    "Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a time."
-    out = Path(cfg.output_dir) / cfg.group
+    """Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a
+    time. Each task's data files are hashed once (`FileDigests`), its runs' inputs made from them."""
+    out, digests = group_dir(cfg), FileDigests()
     for name, task in ((n, t) for n, t in job_tasks(cfg, source).items() if not t.predicted_by):
         task_cfg = cfg.for_task(name)
         doubled = _doubled(task, cfg, task_cfg)
-        todo, stale = _todo(cfg, task, doubled, results, out, fingerprint)
+        files = task.data_files()
+        content = data_digests(files, digests)
+        inputs = [run_inputs(task_cfg, task, model, content, seed, doubled, precision) for seed in cfg.seed_list]
+        todo, again = _todo(cfg, task, results, out, inputs, files)
         if not todo:
             say(f'{name}: all {cfg.runs} runs finished before; skipped')
             continue
-        for line in _redo_notice(cfg, name, stale): say(line)
+        for line in again: say(line)
         data = task.prepare(task_cfg, tokenizer, cfg.cache_dir, doubled)
         say(f'{name}: {task.count(data.train, "train")}{" (both segment orders)" if doubled else ""}, '
             f'{", ".join(task.count(e, s) for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
@@ -133,8 +124,8 @@ def check_outputs(cfg: FinetuneConfig) -> None:
     the test predictions are first written (and made then, so a job refused before its first run leaves nothing):
     `<output_dir>/<group>/` (the runs, results.csv, summary.md and .png) and, with `predict`,
     `<test_output_dir>/<group>/`. The token cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
-    writable_dir(Path(cfg.output_dir) / cfg.group, 'output_dir', create=False)
-    if cfg.predict: writable_dir(Path(cfg.test_output_dir) / cfg.group, 'test_output_dir', create=False)
+    writable_dir(group_dir(cfg), 'output_dir', create=False)
+    if cfg.predict: writable_dir(group_dir(cfg, 'test_output_dir'), 'test_output_dir', create=False)
 
 
 def _check_lengths(cfg: FinetuneConfig, positions: int) -> None:
@@ -158,26 +149,35 @@ def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: Re
             raise TrainingStopped(f"by Ctrl-C during {jobs[0].task} {runs_phrase([j.run for j in jobs])}; the "
                                   f"{len(results.df)} finished run(s) are kept in {results.path}. Run the same "
                                   f"command again to do the rest.") from None
-        for row in rows: results.add(row)
+        for row in rows: _record(results, row)
+
+
+def _record(results: ResultsTable, row) -> None:
+    "A finished run's row into the table; a run that diverged (`runs.Diverged`) into its `diverged`, with no row."
+    if isinstance(row, dict): results.add(row)
+    else: results.add_diverged(row)
 
 
 def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
               log: Callable[[str], None] = print) -> ResultsTable:
     """Fine-tune `cfg.runs` runs of every training task in `cfg.tasks` from `pretrained` (an `ElectraForPreTraining`).
     Each finished run's weights go to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to the results table
-    `<output_dir>/<group>/results.csv` at once; runs already in the table with the same settings are skipped. With
-    `parallel_runs` above 1, that many worker processes take the runs from a shared queue (`electra.finetuning.workers`);
-    the table is the same as one process's."""
+    `<output_dir>/<group>/results.csv` at once; runs already in the table from the same inputs (the model and data by
+    content, the task file's settings, the settings that change a result: `inputs.py`) are skipped, the others done
+    again with a line saying why. With `parallel_runs` above 1, that many worker processes take the runs from a
+    shared queue (`electra.finetuning.workers`); the table is the same as one process's. A run whose loss became NaN or infinite stops with no row;
+    the others go on (`raise_if_diverged` ends the job with it)."""
     check_outputs(cfg)
-    results = ResultsTable(Path(cfg.output_dir) / cfg.group / 'results.csv')
+    results = ResultsTable(group_dir(cfg) / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
     cfg.check_task_kinds()
     _check_lengths(cfg, pretrained.config.max_position_embeddings)
-    plan = _plan(cfg, tokenizer, source, results, model_fingerprint(cfg.model), say)
+    precision = resolve_precision(cfg.precision, resolve_device(cfg.device))
+    plan = _plan(cfg, tokenizer, source, results, model_fingerprint(cfg.model), precision, say)
     n = parallel_runs(cfg)
     if n > 1:
         try:
-            for row in run_on_workers(cfg, list(plan), pretrained, tokenizer, n, say): results.add(row)
+            for row in run_on_workers(cfg, list(plan), pretrained, tokenizer, n, say): _record(results, row)
         except KeyboardInterrupt:
             raise TrainingStopped(f"by Ctrl-C; the {len(results.df)} finished run(s) are kept in {results.path}. Run the "
                                   f"same command again to do the rest.") from None
@@ -188,12 +188,16 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
 
 def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
     "The per-task summary as markdown, saved with a plot of the spread over runs as `summary.md` and `summary.png`."
-    out = Path(cfg.output_dir) / cfg.group
+    out = group_dir(cfg)
     tasks = {**TASKS, **_file_task_infos(cfg)}
     df = results.df[results.df['task'].isin(cfg.task_names) & (results.df['run'] < cfg.runs)]
     text = summary_markdown(summarize(df, tasks)) if not df.empty else 'no finished runs'
+    if results.diverged:
+        text += '\n\nDiverged, no score (not summarised, never picked): ' + '; '.join(
+            f'{d.task} run {d.run} (seed {d.seed}) at step {d.step}' for d in results.diverged) + '.'
     if is_main_process():
         atomic_write_text(f'# Dev results of {cfg.group} ({cfg.model})\n\n{text}\n', out / 'summary.md')
+    write_finetuned_card(cfg, df, tasks, text)  # README.md of the group's models: the dev scores, settings, how to load
     if not df.empty: plot_summary(df, out / 'summary.png', title=f'{cfg.group}: dev score per run (bar: median)', tasks=tasks)
     return text
 
@@ -209,7 +213,7 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
     each kind in its own format under `<test_output_dir>/<group>/`: GLUE the site's TSV files and
     `glue_submission.zip` (AX with MNLI's model), a task from files `id<TAB>prediction`, tagging the input's format,
     QA the official `predictions.json` (and `null_odds.json`)."""
-    out = Path(cfg.test_output_dir) / cfg.group
+    out = group_dir(cfg, 'test_output_dir')
     say = log if is_main_process() else (lambda *_: None)
     tasks, written = job_tasks(cfg, source), []
     for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):
@@ -218,7 +222,24 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
         if rows.empty:
             say(f'{name}: no finished runs, no test predictions')
             continue
-        picked = select_runs(rows, cfg.select, cfg.ensemble_k)
+        picked, undefined = select_runs(rows, cfg.select, cfg.ensemble_k), int(rows['score'].isna().sum())
+        if undefined:
+            say(f"{name}: {undefined} of {len(rows)} runs have an undefined dev {task.score_metric}; "
+                f"{'no test predictions' if picked.empty else 'they are not picked'}")
+        if picked.empty: continue
         written += task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
     if any(p.name in SUBMISSION_FILES for p in written): written.append(zip_submission(out))
     return written
+
+
+def raise_if_diverged(results: ResultsTable) -> None:
+    """The job's end: `TrainingDiverged` (status 2) naming this job's runs whose loss became NaN or infinite, after the
+    other runs were kept, summarised and predicted from; nothing when there were none."""
+    if not results.diverged: return
+    runs = '; '.join(f'{d.task} run {d.run} (seed {d.seed}) at step {d.step}' for d in results.diverged)
+    them = 'it' if len(results.diverged) == 1 else 'them'
+    raise TrainingDiverged(
+        f"{len(results.diverged)} run(s) diverged, their loss NaN or infinite ({runs}): no score recorded, not in the "
+        f"summary nor the test predictions; the {len(results.df)} finished run(s) are kept in {results.path}. Try a "
+        f"lower learning rate, check the labels, or fp32 instead of fp16 or bf16, and run the same command again to try "
+        f"{them} again.")

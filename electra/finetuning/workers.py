@@ -18,7 +18,6 @@ import traceback
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
@@ -29,8 +28,9 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_pretrained
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import TaskData
-from electra.finetuning.runs import RunJob, runs_phrase, stacks, train_jobs
+from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
 from electra.pretrained.export import quiet_transformers
+from electra.runtime.processes import library_env
 from electra.training.device import cpu_threads
 from electra.training.distributed import one_run_at_a_time
 
@@ -78,9 +78,7 @@ def _start(index: int, device: str, setup: tuple) -> _Worker:
     "A worker process on `device`, sent its setup; the library is importable wherever the job was started."
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
-    env = {k: v for k, v in os.environ.items() if k not in _TORCHRUN_VARS}
-    root = str(Path(__file__).resolve().parents[2])
-    env['PYTHONPATH'] = os.pathsep.join(p for p in (root, env.get('PYTHONPATH', '')) if p)
+    env = library_env({k: v for k, v in os.environ.items() if k not in _TORCHRUN_VARS})
     proc = subprocess.Popen([sys.executable, '-m', 'electra.finetuning.workers', str(to_r), str(from_w)],
                             pass_fds=(to_r, from_w), env=env)
     os.close(to_r), os.close(from_w)
@@ -123,7 +121,7 @@ def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> 
                 if queue: data, w.jobs_now = queue.popleft(); w.jobs.send(('run', data, w.jobs_now))
                 else: w.stopped = True; w.jobs.send(('stop',))
             elif msg[0] == 'log': say(f'[worker {w.index}] {msg[1]}')
-            elif msg[0] == 'row': done += 1; yield msg[1]
+            elif msg[0] == 'row': done += isinstance(msg[1], dict); yield msg[1]  # or a run's `Diverged` record
             elif msg[0] == 'config_error': raise ConfigError(msg[1])
             else: raise _failed(w, f'failed:\n{msg[1]}', done)
 
@@ -131,7 +129,8 @@ def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> 
 def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]], pretrained, tokenizer, n: int,
                    say: Callable[[str], None] = print) -> Iterator[dict]:
     """Train the runs of `plan` on `n` worker processes (fewer when there are fewer runs), a stack of runs of one task
-    at a time (`runs.stacks`), yielding each finished run's row of the results table as it comes."""
+    at a time (`runs.stacks`), yielding each finished run's row of the results table as it comes (a run whose loss
+    became NaN or infinite: its `runs.Diverged` record; the worker goes on with the next runs)."""
     n = min(n, sum(len(todo) for _, todo in plan))
     if not n: return
     devices = worker_devices(cfg.device, n)
@@ -140,7 +139,7 @@ def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]
     queue = deque(stacks(cfg, plan, pretrained.electra, device, autocast, say, n, share))
     n, devices = min(n, len(queue)), devices[:len(queue)]
     threads = cpu_threads(cfg.threads, n)  # the job's threads shared out among the workers, never oversubscribed
-    out = Path(cfg.output_dir) / cfg.group
+    out = group_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix='.pretrained-', dir=out) as model_dir:
         with quiet_transformers(): pretrained.save_pretrained(model_dir)  # the workers load exactly these weights

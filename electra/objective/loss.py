@@ -11,8 +11,6 @@ Both denominators get + 1e-6 as in the official code, so an empty batch gives 0 
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -83,28 +81,29 @@ def disc_predictions(pred: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch
 class ElectraLoss(nn.Module):
     """Weighted sum of the generator's MLM loss and the discriminator's loss (replaced-token detection by default).
 
-    In data-parallel training, each process holds part of the batch and DDP averages the processes' gradients.
-    `global_divisors`, when set, turns this process's counts [2] (chosen positions, positions of the main loss) into
-    the divisors of its loss: `(counts summed over the W processes + 1e-6) / W`, so that the average of the processes'
-    losses is the loss of the whole batch in one process, whatever its split. Unset, each process divides by its own
-    counts: the average of per-process means, as the official TPU code averages per-core losses."""
+    `divisors` [2], when given, divide the two loss sums in place of this batch's own counts + 1e-6: the pretraining
+    step (electra/pretraining/step.py) gives the whole step's counts, summed over micro-batches and processes."""
 
     def __init__(self, gen_weight: float = 1.0, disc_weight: float = 50.0):
         super().__init__()
         self.gen_weight, self.disc_weight = gen_weight, disc_weight
         self.last: tuple[torch.Tensor, torch.Tensor] | None = None  # (gen, main) of the last call, detached, on device
-        self.global_divisors: Callable[[torch.Tensor], torch.Tensor] | None = None
 
-    def forward(self, pred: dict[str, torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
+    def forward(self, pred: dict[str, torch.Tensor], labels: torch.Tensor, divisors: torch.Tensor | None = None):
+        gen_loss, disc_loss = self.losses(pred, labels, divisors)
+        self.last = (gen_loss.detach(), disc_loss.detach())
+        return self.gen_weight * gen_loss + self.disc_weight * disc_loss
+
+    def losses(self, pred: dict[str, torch.Tensor], labels: torch.Tensor,
+               divisors: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        "(L_gen, L_disc), each 0-d; 0 for a network that did not run."
         chosen = labels >= 0                                                                 # [B, P]
         mask = disc_mask(pred)                                                               # [B, L] or [B, P]
         counts = torch.stack([chosen.sum().float(), (chosen if mask is None else mask).sum().float()])  # [2]
-        divisors = counts + 1e-6 if self.global_divisors is None else self.global_divisors(counts)
+        divisors = counts + 1e-6 if divisors is None else divisors
         zero = counts.new_zeros(())
         gen_loss = generator_loss_sum(pred, labels) / divisors[0] if 'gen_logits' in pred else zero
-        disc_loss = disc_loss_terms(pred).sum() / divisors[1] if mask is not None else zero
-        self.last = (gen_loss.detach(), disc_loss.detach())
-        return self.gen_weight * gen_loss + self.disc_weight * disc_loss
+        return gen_loss, disc_loss_terms(pred).sum() / divisors[1] if mask is not None else zero
 
 
 @torch.no_grad()

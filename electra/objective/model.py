@@ -149,7 +149,7 @@ class ElectraGeneratorDiscriminator(nn.Module):
         self.objective, self.stage, self.mask_token_id = objective, 0, mask_token_id
         self.variant = VARIANTS[objective]  # what the objective changes of replaced-token detection
         self.pad_token_id = discriminator.config.pad_token_id
-        self.rng: torch.Generator | None = None  # set by `MaskingCallback`, so sampling is seeded and resumable
+        self.rng: torch.Generator | None = None  # draws the noise of a forward given none (None: torch's own stream)
         # `vocab_size`: the tokenizer's; word-embedding rows past it are padding (`pad_vocab_multiple`): their logits
         # are -inf, so they are never predicted or sampled and the loss equals the unpadded model's.
         n_rows = discriminator.config.vocab_size
@@ -184,7 +184,7 @@ class ElectraGeneratorDiscriminator(nn.Module):
 
     def forward(self, input_ids, token_type_ids, positions, labels, noise_draws=None) -> dict[str, torch.Tensor]:
         """`input_ids` [B, L] masked input; `positions`, `labels` [B, P] from `mask_tokens`; `noise_draws` [B, P, V rows]
-        the U(0, 1) draws of the Gumbel noise, or None to draw them here from `self.rng`. `MaskingCallback` draws them
+        the U(0, 1) draws of the Gumbel noise, or None to draw them here from `self.rng`. The training step draws them
         with the masks, so a compiled forward holds no random generator (a generator breaks the graph in pieces).
         Returns `attention_mask` [B, L] (bool, real tokens); the generator's `gen_logits` [B, P, V] when it is trained;
         `sampled` [B, P] and `is_replaced` [B, L] (bool) when tokens are sampled; the discriminator's outputs (`main`)."""

@@ -28,7 +28,8 @@ from electra.objective.model import (
     padded_vocab_size,
     unpadded_copy,
 )
-from electra.runtime.files import is_main_process
+from electra.pretrained.card import CARD, write_pretrained_card
+from electra.runtime.files import file_sha256, is_main_process
 from electra.training.checkpoint import load_checkpoint
 
 __all__ = ['saved_model_type', 'EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',
@@ -76,6 +77,7 @@ def export_pretrained(model: ElectraGeneratorDiscriminator, tokenizer: PreTraine
     for path, net in nets.items():
         with quiet_transformers(): net.save_pretrained(path)
         _with_model_length(copy.deepcopy(tokenizer), net.config).save_pretrained(path)
+        write_pretrained_card(path, path.name, net, run_dir)  # README.md: what it is, how it was made and does
     return {path.name: path for path in nets}
 
 
@@ -99,7 +101,7 @@ def export_holds(model: ElectraGeneratorDiscriminator, tokenizer: PreTrainedToke
         except (OSError, ValueError, SafetensorError):  # missing, cut short
             return False
         if config.get('model_type') != 'electra' or vocab != tokenizer.get_vocab() or \
-                not _same_weights(saved, net.state_dict()):
+                not _same_weights(saved, net.state_dict()) or not (path / CARD).is_file():  # the card is written last
             return False
     return True
 
@@ -205,16 +207,18 @@ def _hub_revision(name: str) -> str:
 
 def model_fingerprint(source: str | Path) -> str:
     """What a model is, by content, not by where it lies: a hash of the bytes of a `.pth` (or any file), of every file
-    of a `save_pretrained` directory (names and bytes; not hidden files, not subfolders, which `from_pretrained` does
-    not read), or of a hub name and the commit of its files in the local cache (the name alone when not cached). Fine-
-    tuning results are kept by it, so a model written again at the same path is fine-tuned again."""
+    of a `save_pretrained` directory (names and bytes; not hidden files, its model card or subfolders, which
+    `from_pretrained` does not read), or of a hub name and the commit of its files in the local cache (the name alone
+    when not cached). Fine-tuning results are kept by it, so a model written again at the same path is fine-tuned
+    again, and one whose card alone was edited is not."""
     path, digest = Path(source), hashlib.sha256()
     if path.is_file(): files = {'': path}
-    elif path.is_dir(): files = {p.name: p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith('.')}
+    elif path.is_dir():
+        files = {p.name: p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith('.') and p.name != CARD}
     else:
         files = {}
         digest.update(f'hub:{source}@{_hub_revision(str(source))}'.encode())
     for name, f in files.items():
         digest.update(f'{name}\0'.encode())
-        with open(f, 'rb') as fh: digest.update(hashlib.file_digest(fh, 'sha256').digest())
+        digest.update(file_sha256(f))
     return digest.hexdigest()[:16]

@@ -18,18 +18,16 @@ import torch
 from fastai.callback.core import Callback, CancelFitException
 from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 
-from electra.config.base import ConfigError
-from electra.objective.loss import batch_statistics
-from electra.objective.masking import MaskingSettings
-from electra.runtime.files import atomic_save, is_main_process, release_run_dir
+from electra.config.base import ConfigError, TrainingDiverged
+from electra.pretraining.step import STEP_SUMS, TrainingStep
+from electra.runtime.files import atomic_save, is_main_process, path_inside, release_run_dir
 from electra.runtime.processes import world
 from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
 from electra.training.distributed import all_reduce_sum, bare_model, gather_objects, is_distributed, rank_seed
 from electra.training.sinks import CsvLog
-from electra.training.speed import try_compile
 
-__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MaskingCallback', 'TwoStageTraining', 'CompileModel', 'MetricsLogger', 'ProgressBar',
-           'Checkpointer', 'StopOnInterrupt', 'TrainingDiverged', 'METRIC_NAMES']
+__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'TwoStageTraining', 'MetricsLogger', 'ProgressBar', 'Checkpointer',
+           'StopOnInterrupt', 'METRIC_NAMES']
 
 
 class StepCounter(Callback):
@@ -51,7 +49,8 @@ class ResumeFromCheckpoint(Callback):
     after fit set-up and the loader's iterator have drawn what they draw."""
     order, run_valid = -8, False  # after TrainEvalCallback (-10) moved the model to the device and set the step to 0
 
-    def __init__(self, ckpt: dict): self.ckpt = ckpt  # None once restored: a later fit of this Learner goes on from there
+    def __init__(self, ckpt: dict, step: TrainingStep):
+        self.ckpt, self.step = ckpt, step  # ckpt None once restored: a later fit of this Learner goes on from there
 
     def before_fit(self):
         if self.ckpt is None: return
@@ -59,8 +58,8 @@ class ResumeFromCheckpoint(Callback):
         self.model.load_state_dict(self.ckpt['model'])
         self.opt.load_state_dict(self.ckpt['opt'])  # torch puts each state tensor on its parameter's device
         rng = own_random_states(self.ckpt)
-        if rng is not None: self.learn.masking.load_state(rng['masking'])  # MaskingCallback (-5) seeds it next
-        else: self.learn.masking.seed = self._fresh_seed()
+        if rng is not None: self.step.rng_state = rng['masking']  # the step (65) makes its generator next
+        else: self.step.seed = self._fresh_seed()
 
     def _fresh_seed(self) -> int:
         "This process's seed when the checkpoint has no random states of its own (another number of processes)."
@@ -69,8 +68,8 @@ class ResumeFromCheckpoint(Callback):
     def before_batch(self):
         if self.ckpt is None: return
         ckpt, rng = self.ckpt, own_random_states(self.ckpt)
-        if ckpt['scaler'] is not None and getattr(self.learn, 'scaler', None) is not None:
-            self.learn.scaler.load_state_dict(ckpt['scaler'])  # MixedPrecision (10) made its scaler in before_fit
+        if ckpt['scaler'] and self.step.scaler is not None:
+            self.step.scaler.load_state_dict(ckpt['scaler'])  # the step made its scaler in before_fit
         if rng is None: torch.manual_seed(self._fresh_seed())
         else:
             torch.set_rng_state(rng['torch'])
@@ -84,38 +83,6 @@ def own_random_states(ckpt: dict) -> dict | None:
     ranks, w = ckpt.get('rng_ranks'), world()
     if ranks is None: return ckpt['rng'] if w.size == 1 else None
     return ranks[w.rank] if len(ranks) == w.size else None
-
-
-class MaskingCallback(Callback):
-    "Masks every batch on the device (`MaskingSettings`) and draws its sampling noise, both from one seeded device generator."
-    order = -5
-
-    def __init__(self, masking: MaskingSettings, seed: int, draw_noise: bool = True):
-        self.masking, self.seed, self.device_rng, self.pending_state = masking, seed, None, None
-        self.draw_noise = draw_noise  # False: the model draws it per forward (micro-batches: [b, P, V] is large)
-
-    def before_fit(self):
-        device = next(self.model.parameters()).device
-        self.device_rng = torch.Generator(device=device).manual_seed(self.seed)
-        if self.pending_state is not None:  # restored from a checkpoint before the device was known
-            self.device_rng.set_state(self.pending_state)
-            self.pending_state = None
-        self.model.rng = self.device_rng
-
-    def before_batch(self):
-        input_ids, token_type_ids = self.xb
-        m = self.masking(input_ids, self.device_rng)
-        # the sampling noise's draws, next in the generator's stream as when the model draws them itself: same samples
-        self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels)
-        shape = bare_model(self.model).noise_shape(m.positions) if self.draw_noise else None  # None: nothing sampled
-        if shape is not None: self.learn.xb += (torch.rand(shape, device=input_ids.device, generator=self.device_rng),)
-        self.learn.yb = (m.labels,)
-
-    def state(self) -> torch.Tensor | None:
-        return self.device_rng.get_state() if self.device_rng is not None else None
-
-    def load_state(self, state: torch.Tensor) -> None:
-        self.pending_state = state
 
 
 class TwoStageTraining(Callback):
@@ -148,37 +115,6 @@ class TwoStageTraining(Callback):
         model.stage = 2
 
 
-class CompileModel(Callback):
-    """`torch.compile`s the model and the loss in place (`state_dict` keys unchanged) at the first training batch, with
-    one trial forward and backward on that batch that compiles both graphs; the trial leaves no trace (gradients
-    cleared, random states restored). If compilation fails, a one-line warning and the run goes on eagerly."""
-    order = 12  # after MaskingCallback (the batch is masked) and MixedPrecision (inside its autocast)
-
-    def __init__(self, backend='inductor', mode: str | None = None):
-        self.backend, self.mode, self.compiled = backend, mode, None  # compiled: None until tried, then True/False
-
-    def before_batch(self):
-        if not self.training: return
-        if self.compiled is None:
-            self.compiled = try_compile([self.model, self.loss_func], self._trial, self.backend, self.mode)
-        if self.compiled and self.mode and 'reduce-overhead' in self.mode:
-            # a new step: CUDA graph outputs of the last one (predictions, losses) may be overwritten from here on
-            torch.compiler.cudagraph_mark_step_begin()
-
-    def _trial(self):
-        from fastai.torch_core import to_float
-        model, device = self.model, next(self.model.parameters()).device
-        rng = getattr(bare_model(model), 'rng', None)
-        rng_state = rng.get_state() if rng is not None else None
-        try:
-            with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
-                loss = self.loss_func(to_float(model(*self.xb)), *self.yb)  # to_float: as MixedPrecision.after_pred
-                with torch.autocast(device.type, enabled=False): loss.backward()
-        finally:
-            model.zero_grad(set_to_none=True)
-            if rng_state is not None: rng.set_state(rng_state)
-
-
 # gen_*: the generator; disc_*: the discriminator (in the MLM objectives its MLM loss and token
 # accuracy); replaced_precision / recall: replaced-token detection only (0 otherwise). replaced_fraction: share of real
 # tokens replaced; answering "original" everywhere scores 1 - replaced_fraction.
@@ -187,21 +123,14 @@ METRIC_NAMES = ['step', 'loss', 'gen_loss', 'disc_loss', 'lr', 'gen_accuracy', '
                 'replaced_precision', 'replaced_recall', 'replaced_fraction', 'steps_per_s', 'skipped_steps']
 
 
-# what MetricsLogger sums on the device between two rows (`batch_statistics` and the losses)
-_SUMS = ('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total', 'disc_correct', 'disc_total', 'tp', 'fp', 'fn',
-         'replaced', 'real', 'batches')
-
-
-class TrainingDiverged(ConfigError):
-    "The loss became NaN or infinite: the run stops, and no checkpoint is written after it."
-
-
 class MetricsLogger(Callback):
     "Accumulates losses and accuracies on the device; every `log_every` steps writes a CSV row and calls `sinks`."
     order, run_valid = 70, False
 
-    def __init__(self, path: str | Path, log_every: int, total_steps: int, sinks: list[Callable[[dict], None]] = ()):
+    def __init__(self, path: str | Path, log_every: int, total_steps: int, step: TrainingStep,
+                 sinks: list[Callable[[dict], None]] = ()):
         self.csv, self.log_every, self.total_steps, self.sinks = CsvLog(path, METRIC_NAMES), log_every, total_steps, list(sinks)
+        self.step = step  # its `sums`: what each step adds up
         self.last_row: dict | None = None
 
     def after_fit(self):
@@ -216,8 +145,8 @@ class MetricsLogger(Callback):
         if is_main_process(): self.csv.truncate_after(self.train_iter)
 
     def _reset(self):
-        self.acc = torch.zeros(len(_SUMS), dtype=torch.float64, device=next(self.model.parameters()).device)
-        self.skipped = 0
+        self.acc = torch.zeros(len(STEP_SUMS), dtype=torch.float64, device=next(self.model.parameters()).device)
+        self.batches = 0
 
     def check_finite(self):
         "Raise `TrainingDiverged` if a loss since the start of the fit was NaN or infinite (reads one number)."
@@ -231,34 +160,26 @@ class MetricsLogger(Callback):
             f'{self.learn.lr / 2:.3g}, or look for bad data around that step.')
 
     @torch.no_grad()
-    def add(self, pred: dict, labels: torch.Tensor, loss: torch.Tensor) -> None:
-        "Add one batch's (or micro-batch's) losses and counts to the sums, on the device."
-        gen_loss, disc_loss = self.loss_func.last
-        sums = {**batch_statistics(pred, labels), 'loss': loss.detach(), 'gen_loss': gen_loss, 'disc_loss': disc_loss,
-                'batches': torch.zeros((), device=self.acc.device)}
-        self.acc += torch.stack([sums[k].double() for k in _SUMS])
-
-    @torch.no_grad()
     def after_batch(self):
-        self.add(self.pred, self.yb[0], self.loss)  # the step's last micro-batch (its only one without accumulation)
-        self.acc[_SUMS.index('batches')] += 1
-        loss_sum = self.acc[_SUMS.index('loss')]  # turns NaN or infinite at the first bad step since the last row
+        self.acc += self.step.sums
+        self.batches += 1
+        loss_sum = self.acc[STEP_SUMS.index('loss')]  # turns NaN or infinite at the first bad step since the last row
         self.first_bad = torch.where(~torch.isfinite(loss_sum) & (self.first_bad < 0), self.train_iter, self.first_bad)
-        self.skipped += bool(getattr(getattr(self.learn, 'mixed_precision', None), 'skipped', False))  # fp16 only
         if self.train_iter % self.log_every == 0 or self.train_iter == self.total_steps: self._log()
 
     def _log(self):
         self.check_finite()
         all_reduce_sum(self.acc)  # over the processes: every one logs at the same steps
-        a = dict(zip(_SUMS, self.acc.tolist()))  # with check_finite, the only device reads, once per `log_every` steps
-        n, tp = max(a['batches'], 1.0), a['tp']
+        a = dict(zip(STEP_SUMS, self.acc.tolist()))  # with check_finite, the only device reads, every `log_every` steps
+        n, tp = max(self.batches * world().size, 1), a['tp']  # the losses are summed over the processes' batches
         now = time.perf_counter()
         row = {'step': self.train_iter, 'loss': a['loss'] / n, 'gen_loss': a['gen_loss'] / n, 'disc_loss': a['disc_loss'] / n,
                'lr': self.opt.hypers[0]['lr'], 'gen_accuracy': a['gen_correct'] / max(a['gen_total'], 1),
                'disc_accuracy': a['disc_correct'] / max(a['disc_total'], 1),
                'replaced_precision': tp / max(tp + a['fp'], 1), 'replaced_recall': tp / max(tp + a['fn'], 1),
                'replaced_fraction': a['replaced'] / max(a['real'], 1),
-               'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9), 'skipped_steps': self.skipped}
+               'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9),
+               'skipped_steps': round(a['skipped'] / world().size)}  # every process skips the same steps
         self.t0, self.step0, self.last_row = now, self.train_iter, row
         self._reset()
         if not is_main_process(): return
@@ -270,7 +191,7 @@ class ProgressBar(Callback):
     "A live progress bar over the run's steps; its comment shows the last logged metrics (no per-step device read)."
     order, run_valid = 75, False
 
-    def __init__(self, total_steps: int): self.total_steps = total_steps
+    def __init__(self, total_steps: int, logger: MetricsLogger): self.total_steps, self.logger = total_steps, logger
 
     def before_train(self):
         # A resumed run's bar counts the steps still to run (its time estimate needs steps timed in this process);
@@ -280,8 +201,7 @@ class ProgressBar(Callback):
         self.pbar.update(0)
 
     def after_batch(self):
-        logger = getattr(self.learn, 'metrics_logger', None)
-        row = logger.last_row if logger is not None else None
+        row = self.logger.last_row
         if row is not None and row['step'] == self.train_iter:
             self.pbar.comment = (f"step {self.train_iter} loss {row['loss']:.3f} gen_acc {row['gen_accuracy']:.3f} "
                                  f"disc_acc {row['disc_accuracy']:.3f} lr {row['lr']:.2e}")
@@ -298,9 +218,9 @@ class Checkpointer(Callback):
     order, run_valid = 80, False
 
     def __init__(self, output_dir: str | Path, run_name: str, seed: int, total_steps: int, fractions: list[float],
-                 extra: Callable[[], dict]):
+                 extra: Callable[[], dict], step: TrainingStep, logger: MetricsLogger):
         self.output_dir, self.run_name, self.seed, self.total_steps = Path(output_dir), run_name, seed, total_steps
-        self.at, self.extra = checkpoint_steps(total_steps, fractions), extra
+        self.at, self.extra, self.step, self.logger = checkpoint_steps(total_steps, fractions), extra, step, logger
         self.saved: list[Path] = []
 
     def after_fit(self):
@@ -312,19 +232,19 @@ class Checkpointer(Callback):
     def save(self, fractions: list[float]) -> list[Path]:
         """Write the training state after the current step as the checkpoints of `fractions` of the run. Every process
         calls it at the same step and hands over its random states; the main process writes."""
-        masking = self.learn.masking  # fastai names a callback's attribute after its class
         rng = {'torch': torch.get_rng_state(), 'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-               'masking': masking.state()}
+               'masking': self.step.state()}
         ranks = gather_objects(rng)  # [one per process]
         if not is_main_process(): return []
-        self.learn.metrics_logger.check_finite()
+        self.logger.check_finite()
         state = {'step': self.train_iter, 'model': bare_model(self.model).state_dict(), 'opt': self.opt.state_dict(),
-                 'scaler': self.learn.scaler.state_dict() if getattr(self.learn, 'scaler', None) else None,
+                 'scaler': self.step.scaler.state_dict() if self.step.scaler is not None else None,
                  'rng': rng, **({'rng_ranks': ranks} if len(ranks) > 1 else {}), **self.extra()}
         state['checksum'] = state_checksum(state)
         paths = []
         for fraction in fractions:
-            path = atomic_save(state, self.output_dir / checkpoint_name(self.run_name, self.seed, fraction))
+            path = atomic_save(state, path_inside(self.output_dir, checkpoint_name(self.run_name, self.seed, fraction),
+                                                  key='output_dir'))
             if state_checksum(torch.load(path, map_location='cpu', weights_only=True)) != state['checksum']:
                 raise ConfigError(f"output_dir: {path} reads back different from what was written (a full or failing "
                                   "disk?). Free space or choose another --output_dir, then resume.")
@@ -339,7 +259,8 @@ class StopOnInterrupt(Callback):
     order, run_valid = 85, False  # after Checkpointer (80): a scheduled checkpoint of this step is not written twice
     REPEAT_WINDOW_S = 5.0
 
-    def __init__(self): self.requested, self.stopped_at, self.group = False, None, None
+    def __init__(self, checkpointer: Checkpointer):
+        self.checkpointer, self.requested, self.stopped_at, self.group = checkpointer, False, None, None
 
     def before_fit(self):
         import torch.distributed as dist
@@ -380,6 +301,6 @@ class StopOnInterrupt(Callback):
 
     def after_batch(self):
         if not self._agreed(): return
-        ckpt, self.stopped_at = self.learn.checkpointer, self.train_iter
+        ckpt, self.stopped_at = self.checkpointer, self.train_iter
         if self.stopped_at not in ckpt.at: ckpt.save([self.stopped_at / ckpt.total_steps])  # else written just now
         raise CancelFitException

@@ -94,8 +94,7 @@ class HeldOutEvaluation(Callback):
         # re-seeded every time: the same masks and the same sampling noise at every evaluation
         rng = torch.Generator(device=device).manual_seed(self.seed)
         probe_rng = torch.Generator(device=device).manual_seed(self.seed + 1)  # apart: `rng` draws what it drew before
-        train_rng, was_training = model.rng, model.training
-        model.rng = rng
+        was_training = model.training
         model.eval()
         dtype = AUTOCAST_DTYPES[self.precision]
         autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
@@ -104,8 +103,12 @@ class HeldOutEvaluation(Callback):
             for input_ids, token_type_ids in self.batches:
                 input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
                 m = self.masking(input_ids, rng)
+                # the sampling noise, next in `rng` after the masks; none in two-stage training's first stage,
+                # whose forward samples nothing
+                shape = model.noise_shape(m.positions) if model.stage != 1 else None
+                noise = None if shape is None else torch.rand(shape, device=device, generator=rng)
                 # `forward`: a model compiled for training evaluates eagerly, with no graphs to compile for eval mode
-                with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels)
+                with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels, noise)
                 for k, v in _losses_and_counts(pred, m.labels).items(): sums[k] = sums.get(k, 0.0) + float(v)
                 if 'gen_logits' in pred: seen['labels'].append(m.labels[m.labels >= 0])
                 if 'disc_logits' not in pred: continue
@@ -115,7 +118,6 @@ class HeldOutEvaluation(Callback):
                                                               probe_rng)
                 seen['uniform'].append(_detection(probe))
         finally:
-            model.rng = train_rng
             model.train(was_training)
         self.last_row = self._row(sums, seen)
         return self.last_row

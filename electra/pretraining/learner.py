@@ -13,7 +13,6 @@ import torch
 import yaml
 from fastai.callback.progress import ProgressCallback
 from fastai.callback.schedule import ParamScheduler
-from fastai.callback.training import GradientClip
 from fastai.learner import Learner, Recorder
 
 from electra.config.base import (BOOL_WORDS, ConfigError, TrainingStopped, config_from_dict, config_to_dict,
@@ -26,8 +25,6 @@ from electra.objective.masking import MaskingSettings
 from electra.objective.model import ElectraGeneratorDiscriminator, build_pretraining_model
 from electra.pretraining.callbacks import (
     Checkpointer,
-    CompileModel,
-    MaskingCallback,
     MetricsLogger,
     ProgressBar,
     ResumeFromCheckpoint,
@@ -36,8 +33,8 @@ from electra.pretraining.callbacks import (
     TwoStageTraining,
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
-from electra.pretraining.parallel import MicroBatches
-from electra.runtime.files import atomic_write_text, is_main_process, lock_run_dir, release_run_dir
+from electra.pretraining.step import TrainingStep
+from electra.runtime.files import atomic_write_text, is_main_process, lock_run_dir, path_inside, release_run_dir
 from electra.runtime.processes import world
 from electra.training.checkpoint import (
     FORMAT,
@@ -48,12 +45,11 @@ from electra.training.checkpoint import (
     remove_partial_checkpoints,
 )
 from electra.training.distributed import finish_distributed, is_distributed, rank_seed
-from electra.training.one_graph import OneGraphStep, one_graph_supported
+from electra.training.one_graph import one_graph_supported
 from electra.training.optim import electra_opt_func, param_groups
-from electra.training.parallel import DataParallel
 from electra.training.schedule import warmup_decay_sched
 from electra.training.sinks import neptune_sink, prefixed_sink, print_eval_sink, print_sink, start_neptune_run
-from electra.training.speed import DeviceDataLoaders, DeviceMixedPrecision, DevicePrefetcher
+from electra.training.speed import DeviceDataLoaders, DevicePrefetcher
 
 __all__ = ['prepare_run_dir',
            'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'end_if_finished', 'train',
@@ -66,7 +62,7 @@ def prepare_run_dir(cfg: PretrainConfig) -> Path:
     this process (`lock_run_dir`): one run of a name at a time. Holding the lock, it removes the partial checkpoint
     files a killed write of this run left (`.<checkpoint>.*.tmp`, as large as a checkpoint)."""
     writable_dir(cfg.output_dir, 'output_dir')
-    run_dir = writable_dir(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}', 'output_dir')
+    run_dir = writable_dir(path_inside(cfg.output_dir, f'{cfg.run_name}_{cfg.seed}', key='output_dir'), 'output_dir')
     for name in (TOKENIZER_DIR, *EXPORTS):  # made when written (an export after the last step), checked now
         writable_dir(run_dir / name, 'output_dir', create=False)
     if is_main_process():
@@ -88,7 +84,7 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
     """A fastai Learner running the ELECTRA objective with the official optimizer, schedule and clipping, continuing
     from the checkpoint `resume` when given; with `held_out` examples (see `held_out_split`), evaluated on them every
     `log_every` steps."""
-    # Batches are (input_ids, token_type_ids): both inputs; MaskingCallback makes the targets. No fastai validation pass.
+    # Batches are (input_ids, token_type_ids): both inputs; the step masks them. No fastai validation pass.
     # Batches reach the device with non-blocking copies, one batch ahead (fastai's own copy would block every step).
     dls = DeviceDataLoaders(DevicePrefetcher(train_dl, device), [], device=device, n_inp=2)
     live = is_main_process() and (sys.stdout.isatty() or running_in_notebook())
@@ -99,44 +95,39 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
                     splitter=param_groups, lr=cfg.lr, path=run_dir, model_dir='.')
     # fastai's Recorder keeps a loss tensor per step and its ProgressCallback reads the loss every step: replaced below.
     learn.remove_cbs([Recorder, ProgressCallback])
-    # The step, callback by callback in the order they run (fastai's TrainEvalCallback, -10, counts and moves the model).
+    # The step is one callback (65: `TrainingStep`, electra/pretraining/step.py); the others, in the order they run
+    # (fastai's TrainEvalCallback, -10, counts and moves the model), do what is not the step.
+    step = TrainingStep(masking, rank_seed(cfg.seed, world().rank), cfg.objective, tokenizer.pad_token_id,
+                        cfg.grad_accum_steps, cfg.loss_mean, cfg.clip_grad, precision, _compile_scope(cfg, precision),
+                        None if cfg.compile_mode == 'default' else cfg.compile_mode)
+    logger = MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, step, sinks)
+    checkpointer = Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at,
+                                extra_state or dict, step, logger)
     cbs = [
         StepCounter(cfg.steps),                  # -9 before_train/after_batch: the run's fraction done, over resumes
-        ResumeFromCheckpoint(resume) if resume else None,  # -8 before_fit, first before_batch: the checkpoint's state
+        ResumeFromCheckpoint(resume, step) if resume else None,  # -8 before_fit, first before_batch: the checkpoint's
         TwoStageTraining(cfg.two_stage_switch) if cfg.two_stage else None,  # -7: generator, then
                                                  # the discriminator from its weights, the generator frozen
-        MaskingCallback(masking, rank_seed(cfg.seed, world().rank), cfg.grad_accum_steps == 1),  # -5 before_batch:
-                                                 # masks, draws the sampling noise
-        DataParallel(cfg.loss_mean, cfg.seed) if is_distributed() else None,  # -4 before_fit: DDP, per-process streams
-        *_step_callbacks(cfg, tokenizer, precision),  # 10-12 or 65: autocast, clipping, micro-batches, compilation
         ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power, cfg.schedule,
                                                  cfg.two_stage_switch if cfg.two_stage_schedule == 'per_stage' else 0)}),
                                                  # 60 before_batch: the official lr at this step
-        MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, sinks),  # 70 after_batch: metrics.csv rows
+        step,                                    # 65 before_batch: the step, in place of fastai's
+        logger,                                  # 70 after_batch: metrics.csv rows
         _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, sinks),  # 72, main process
-        ProgressBar(cfg.steps) if live else None,  # 75 after_batch: the live bar in a terminal or notebook
-        Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at, extra_state or dict),  # 80
-        StopOnInterrupt()]                       # 85 after_batch: Ctrl-C ends the fit after this step, checkpointed
+        ProgressBar(cfg.steps, logger) if live else None,  # 75 after_batch: the live bar in a terminal or notebook
+        checkpointer,                            # 80 after_batch: the checkpoints of `checkpoint_at`
+        StopOnInterrupt(checkpointer)]           # 85 after_batch: Ctrl-C ends the fit after this step, checkpointed
     return learn.add_cbs([cb for cb in cbs if cb is not None])
 
 
-def _step_callbacks(cfg: PretrainConfig, tokenizer, precision: str) -> list:
-    """How a step runs: fastai's forward, backward and step with autocast (10), clipping (11 before_step),
-    micro-batches (11) and the model compiled (12); or, with `compile_scope` step (or auto where it can), all of it as
-    one graph (65)."""
-    mode = None if cfg.compile_mode == 'default' else cfg.compile_mode
-    if cfg.compile and cfg.compile_scope == 'step' and is_distributed():
-        raise ConfigError("compile_scope: 'step' runs in one process; under torchrun the gradients are averaged "
-                          'between the backward and the update. Use --compile_scope model (or auto).')
+def _compile_scope(cfg: PretrainConfig, precision: str) -> str | None:
+    """What `compile` compiles: with `compile_scope` step (or auto where it can run) the whole step as one graph,
+    else the model; None without `compile`."""
+    if not cfg.compile: return None
     one_graph = cfg.compile_scope == 'step' or (cfg.compile_scope == 'auto' and not is_distributed() and
                                                  precision != 'fp16' and cfg.grad_accum_steps == 1 and
                                                  cfg.two_stage == 0 and one_graph_supported())
-    if cfg.compile and one_graph: return [OneGraphStep(cfg.clip_grad, precision, mode=mode)]
-    return [DeviceMixedPrecision(amp_mode=precision) if precision in ('bf16', 'fp16') else None,  # 10: autocast
-            GradientClip(cfg.clip_grad) if cfg.clip_grad > 0 else None,   # 11 before_step: global norm clipping at 1.0
-            MicroBatches(cfg.grad_accum_steps, tokenizer.pad_token_id, cfg.loss_mean, cfg.objective)
-            if cfg.grad_accum_steps > 1 else None,   # 11 before_batch: micro-batches but the last, forward and backward
-            CompileModel(mode=mode) if cfg.compile else None]  # 12
+    return 'step' if one_graph else 'model'
 
 
 def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: MaskingSettings, run_dir: Path,
@@ -150,11 +141,12 @@ def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: Mask
                              eval_sinks, at_start=bool(cfg.init_from))
 
 
-def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str]):
-    """What every checkpoint carries besides the training state: format, resolved config, tokenizer files, and the
-    CPU threads the run uses (a resume with `threads: auto` keeps them: the same sums in the same order)."""
+def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str], corpus_digest: str):
+    """What every checkpoint carries besides the training state: format, resolved config, tokenizer files, the
+    corpus's examples by content (`electra.data.cache.examples_digest`, which a resume checks), and the CPU threads
+    the run uses (a resume with `threads: auto` keeps them: the same sums in the same order)."""
     return lambda: {'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state,
-                    'threads': torch.get_num_threads()}
+                    'corpus_digest': corpus_digest, 'threads': torch.get_num_threads()}
 
 
 def existing_run_guard(cfg: PretrainConfig) -> Path | None:
@@ -180,7 +172,8 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
                           "or replace it with --overwrite true.")
     remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
     if cfg.overwrite and is_main_process():  # the old run's trained tokenizer goes too: the new run trains its own
-        shutil.rmtree(Path(cfg.output_dir) / f'{cfg.run_name}_{cfg.seed}' / 'tokenizer', ignore_errors=True)
+        shutil.rmtree(path_inside(cfg.output_dir, f'{cfg.run_name}_{cfg.seed}', 'tokenizer', key='output_dir'),
+                      ignore_errors=True)
     return None
 
 
@@ -213,7 +206,7 @@ def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, t
 def train(learn: Learner) -> None:
     """Train over the rest of the run. Ctrl-C (SIGINT, also a notebook's interrupt) lets the current step finish,
     checkpoints it and raises `TrainingStopped` with the command that continues the run; a second Ctrl-C stops at once."""
-    stop = learn.stop_on_interrupt
+    stop = learn.stop_on_interrupt  # fastai names a callback's attribute after its class
     with stop.handling_sigint():
         learn.fit(1)
     if stop.stopped_at is None or stop.stopped_at >= learn.checkpointer.total_steps: return  # it was the last step

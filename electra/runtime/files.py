@@ -1,8 +1,12 @@
-"""Files a job writes safely: atomic writes (a temporary file renamed into place), only from the main
-process, and the run-directory lock that keeps two processes off one run.
+"""Files a job writes safely: inside the folder the user gave (`path_inside`), atomic writes (a temporary file
+renamed into place), only from the main process, the run-directory lock that keeps two processes off one run, the
+lock under which jobs that share a file read and rewrite it in turn; and what a file is by content (`FileDigests`).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -13,12 +17,28 @@ import torch
 from electra.config.base import ConfigError
 from electra.runtime.processes import world
 
-__all__ = ['is_main_process', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'owner_gone', 'lock_run_dir', 'release_run_dir']
+__all__ = ['is_main_process', 'path_inside', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
+           'FileDigests', 'owner_gone', 'lock_run_dir', 'release_run_dir']
 
 
 def is_main_process() -> bool:
     "Only rank 0 writes files in a torchrun job (a single process is rank 0)."
     return world().rank == 0
+
+
+def path_inside(root: str | Path, *names: str, key: str) -> Path:
+    """`root / names...`, once checked to stay inside `root` with `..` and symbolic links resolved: what the library
+    writes below a folder the user gave (`key`: output_dir, test_output_dir, cache_dir, ...) is named here, so that no
+    name (a task's, a run's) and no link inside that folder takes a file out of it. Else a one-line ConfigError
+    naming `key` and the paths."""
+    root = Path(root)
+    path = root.joinpath(*map(str, names))
+    real_root, real = root.resolve(), path.resolve()
+    if not real.is_relative_to(real_root):
+        raise ConfigError(f"{key}: {path} leads to {real}, outside {real_root}, the folder {key} gives: a name in it "
+                          f"climbs out, or a link inside that folder points elsewhere. Give names without '/' or '..', "
+                          f"or give the link's target as {key}.")
+    return path
 
 
 class _KeepsWriteErrors:
@@ -78,6 +98,37 @@ def atomic_write_text(text: str, path: str | Path) -> Path:
 def atomic_write_bytes(data: bytes, path: str | Path) -> Path:
     "`data` written atomically to `path`: readers see the old file or the whole new one, never a partial one."
     return _atomic(Path(path), lambda f: f.write(data))
+
+
+@contextlib.contextmanager
+def locked(path: str | Path):
+    """Hold an exclusive lock on `path` (by a lock file beside it, `.<name>.lock`) while the block runs: jobs that read,
+    change and rewrite the same file (`atomic_write_*`) take turns instead of each writing over what the other added.
+    A process that dies lets go of it (flock); the lock file stays, empty, and is taken again by the next writer."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f'.{path.name}.lock', 'a') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # waits for the other job's read-change-write
+        try: yield
+        finally: fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def file_sha256(path: str | Path) -> bytes:
+    "The SHA-256 of a file's bytes, read in pieces (a corpus or a 400 MB training set is never held in memory)."
+    with open(path, 'rb') as f: return hashlib.file_digest(f, 'sha256').digest()
+
+
+class FileDigests:
+    """`file_sha256` of files, each read once while its size and modification time stay the same: a job asks for the
+    same file more than once (MNLI's training set by every run, one file named as two splits) and reads it once."""
+
+    def __init__(self): self._seen: dict[tuple[str, int, int], bytes] = {}
+
+    def __call__(self, path: str | Path) -> bytes:
+        st = os.stat(path)
+        key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+        if key not in self._seen: self._seen[key] = file_sha256(path)
+        return self._seen[key]
 
 
 def _alive(pid: int) -> bool:

@@ -14,10 +14,11 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from electra.config.base import ConfigError
 
-__all__ = ['World', 'world', 'PARENT_VAR', 'die_with_parent', 'end_with_parent', 'child_env']
+__all__ = ['World', 'world', 'PARENT_VAR', 'die_with_parent', 'end_with_parent', 'child_env', 'library_env']
 
 PARENT_VAR = 'ELECTRA_PARENT_PID'  # set by a parent that waits for its child: the child ends when that process does
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -64,3 +65,10 @@ def end_with_parent() -> None:
 def child_env(env: dict[str, str]) -> dict[str, str]:
     "`env` for a child process that is to end with this one (`end_with_parent`)."
     return {**env, PARENT_VAR: str(os.getpid())}
+
+
+def library_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` with the folder that holds this `electra` first on PYTHONPATH: a child process imports the library this
+    one runs, a checkout's or an installed package's, from whatever folder it starts in."""
+    root = str(Path(__file__).resolve().parents[2])
+    return {**env, 'PYTHONPATH': os.pathsep.join(p for p in (root, env.get('PYTHONPATH', '')) if p)}

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from electra.config.base import config_from_dict, field
+from electra.config.base import SEED_END, config_from_dict, field
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned, read_finetuned
 from electra.finetuning.learner import predict_outputs
@@ -231,9 +231,10 @@ class ExploreConfig:
     data: str = field('demo', "the GLUE data the run was fine-tuned on: 'hub', 'demo' or a directory")
     cache_dir: str = field('cache', 'where the demo GLUE data is written')
     words: list[str] = field(['cow', 'ship', 'bread', 'teacher', 'yesterday', 'three'], 'words whose nearest tokens to list')
-    k: int = field(10, 'neighbours per query')
-    mistake: int = field(0, 'which misclassified dev example to analyse (0: the most confident mistake)')
-    seed: int = field(0, 'hnswlib random seed')
+    k: int = field(10, 'neighbours per query', gt=0)
+    mistake: int = field(0, 'which misclassified dev example to analyse, by confidence', ge=0,
+                         zero='the most confident mistake')
+    seed: int = field(0, 'hnswlib random seed', ge=0, lt=SEED_END)
 
 
 def explore_config(overrides: dict | None = None) -> ExploreConfig:

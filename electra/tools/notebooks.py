@@ -1,6 +1,8 @@
 """The notebooks are the source of the driver scripts: `notebooks/Pretrain.ipynb` -> `pretrain.py` and
 `notebooks/Finetune_GLUE.ipynb` -> `finetune.py`, exported with jupytext in its "percent" format (`# %%` marks a
-code cell, `# %% [markdown]` a markdown cell), so a script reads top to bottom as its notebook does.
+code cell, `# %% [markdown]` a markdown cell), so a script reads top to bottom as its notebook does. Each script is
+also written, byte for byte, to `electra/jobs/`: the copy the installed package ships and its commands
+`electra-pretrain` and `electra-finetune` run (a package cannot hold files of the repository's root).
 
     python -m electra.tools.notebooks export        # notebooks -> scripts; also strips outputs from every notebook
     python -m electra.tools.notebooks check         # exit 1, naming each script that differs from its notebook's export
@@ -23,11 +25,18 @@ from pathlib import Path
 
 from electra.config.base import ConfigError, friendly_errors
 
-__all__ = ['PAIRS', 'NOTEBOOK_DIR', 'Problem', 'export_text', 'clean_notebook', 'export', 'check', 'from_scripts', 'main']
+__all__ = ['PAIRS', 'JOBS_DIR', 'script_paths', 'NOTEBOOK_DIR', 'Problem', 'export_text', 'clean_notebook', 'export',
+           'check', 'from_scripts', 'main']
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = 'notebooks'
 PAIRS = (('notebooks/Pretrain.ipynb', 'pretrain.py'), ('notebooks/Finetune_GLUE.ipynb', 'finetune.py'))
+JOBS_DIR = 'electra/jobs'  # where the package keeps its copy of each script (package data: pyproject.toml)
+
+
+def script_paths(script_rel: str) -> tuple[str, str]:
+    "Where the export writes `script_rel`: the repository root (the user-facing driver) and the package's copy."
+    return script_rel, f'{JOBS_DIR}/{script_rel}'
 
 _HEADER = """\
 # ---
@@ -123,24 +132,34 @@ def check(root: str | Path = ROOT) -> list[Problem]:
         rel = str(path.relative_to(root))
         problems += _stored_problems(path, _read(path, rel), rel)
     for nb_rel, script_rel in PAIRS:
-        nb_path, script = root / nb_rel, root / script_rel
-        if not nb_path.is_file():
+        if not (root / nb_rel).is_file():
             problems.append(Problem(nb_rel, f'missing: the notebook that {script_rel} is exported from. Restore it with '
                                             f'`git checkout -- {nb_rel}`, or write it from {script_rel} with '
                                             '`python -m electra.tools.notebooks from-scripts`'))
             continue
-        if not script.is_file():
-            problems.append(Problem(script_rel, f'missing: run `python -m electra.tools.notebooks export` to write it from {nb_rel}'))
-            continue
-        if script.read_text(encoding='utf-8') != export_text(_read(nb_path, nb_rel)):
-            problems.append(Problem(script_rel, f'differs from the export of {nb_rel}: edit the notebook and run '
-                                                '`python -m electra.tools.notebooks export` (or, to keep the script\'s edit, '
-                                                '`python -m electra.tools.notebooks from-scripts`)'))
+        text = export_text(_read(root / nb_rel, nb_rel))
+        problems += [p for path in script_paths(script_rel) if (p := _script_problem(root, path, nb_rel, text))]
     return problems
+
+
+def _script_problem(root: Path, script_rel: str, nb_rel: str, text: str) -> Problem | None:
+    "What is wrong with the script at `script_rel` whose notebook `nb_rel` exports as `text`; None when it is that."
+    script = root / script_rel
+    if not script.is_file():
+        return Problem(script_rel, f'missing: run `python -m electra.tools.notebooks export` to write it from {nb_rel}')
+    if script.read_text(encoding='utf-8') != text and script_rel.startswith(JOBS_DIR):  # a copy: nothing to keep
+        return Problem(script_rel, f'differs from the export of {nb_rel}, of which it is the package\'s copy: run '
+                                   '`python -m electra.tools.notebooks export` (edit the notebook, never this copy)')
+    if script.read_text(encoding='utf-8') != text:
+        return Problem(script_rel, f'differs from the export of {nb_rel}: edit the notebook and run '
+                                   '`python -m electra.tools.notebooks export` (or, to keep the script\'s edit, '
+                                   '`python -m electra.tools.notebooks from-scripts`)')
+    return None
 
 
 def _write_if_changed(path: Path, text: str) -> bool:
     if path.is_file() and path.read_text(encoding='utf-8') == text: return False
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f'.{path.name}.tmp')
     tmp.write_text(text, encoding='utf-8')
     tmp.replace(path)
@@ -159,7 +178,8 @@ def export(root: str | Path = ROOT) -> list[Path]:
         if not nb_path.is_file():
             raise ConfigError(f'{nb_rel}: missing, cannot export {script_rel}. Restore it with `git checkout -- {nb_rel}`, '
                               f'or write it from {script_rel} with `python -m electra.tools.notebooks from-scripts`.')
-        if _write_if_changed(root / script_rel, export_text(_read(nb_path, nb_rel))): changed.append(root / script_rel)
+        text = export_text(_read(nb_path, nb_rel))
+        changed += [root / path for path in script_paths(script_rel) if _write_if_changed(root / path, text)]
     return changed
 
 
@@ -186,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         problems = check(root)
         for p in problems: print(p, file=sys.stderr)
         if problems: return 1
-        print(f"in sync: {', '.join(f'{s} <- {n}' for n, s in PAIRS)}; notebooks stored without outputs")
+        print(f"in sync: {', '.join(f'{s} <- {n}' for n, s in PAIRS)} (and their copies in {JOBS_DIR}/); notebooks "
+              "stored without outputs")
         return 0
     changed = export(root) if args.command == 'export' else from_scripts(root)
     for path in changed: print(f'wrote {path.relative_to(root)}')

@@ -1,12 +1,13 @@
 """Checkpoints: atomic writes, naming, finding the latest one of a run, and checking that a resume fits.
 
 A pretraining checkpoint is one `.pth` dict holding everything needed to continue bit-for-bit:
-`{'format', 'step', 'config', 'model', 'opt', 'scaler', 'rng', 'tokenizer', 'checksum'}`; it loads with
+`{'format', 'step', 'config', 'model', 'opt', 'scaler', 'rng', 'tokenizer', 'corpus_digest', 'checksum'}`; it loads with
 `torch.load(..., weights_only=True)` (tensors, numbers, strings and containers only). `checksum` is the SHA-256 of
 everything else (`state_checksum`): a file whose bytes were damaged but still unpickle fails it on load.
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import re
@@ -15,9 +16,11 @@ from pathlib import Path
 import torch
 
 from electra.config.base import ConfigError
-from electra.runtime.files import atomic_write_text, is_main_process
+from electra.config.pretrain import RESUME_SAID, RESUME_SAME, PretrainConfig
+from electra.runtime.files import atomic_write_text, is_main_process, path_inside
 
-__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint', 'check_resume_compatible']
+__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint',
+           'check_resume_compatible', 'check_resume_corpus']
 
 
 FORMAT = 'electra-pretrain'
@@ -69,7 +72,7 @@ def checkpoint_steps(total_steps: int, fractions: list[float]) -> dict[int, list
 def overwrite_marker(output_dir: str | Path, run_name: str, seed: int) -> Path:
     """`<output_dir>/.<run_name>_<seed>.overwriting`: present from the moment an --overwrite run starts removing the
     old run's checkpoints until it writes its own first one. While it exists, every checkpoint of that name is old."""
-    return Path(output_dir) / f'.{run_name}_{seed}.overwriting'
+    return path_inside(output_dir, f'.{run_name}_{seed}.overwriting', key='output_dir')
 
 
 def remove_old_run(output_dir: str | Path, run_name: str, seed: int) -> list[Path]:
@@ -128,30 +131,55 @@ def latest_checkpoint(output_dir: str | Path, run_name: str, seed: int) -> Path 
     return found[-1] if found else None
 
 
-# Keys that must agree between a checkpoint and the run resuming it: anything that changes parameter shapes,
-# the data stream or the objective. (steps, log_every, logger, device... may change on resume.)
-RESUME_KEYS = ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size', 'embedding_size',
-               'generator_size', 'max_position_embeddings', 'tie_weights', 'max_length', 'batch_size', 'seed',
-               'mask_prob', 'mask_mode', 'corpus', 'pad_vocab_multiple',
-               # what shapes the training examples: a change would change the batches after the resume
-               'corpus_format', 'sentence_split', 'min_line_chars', 'max_sentence_chars', 'remove_empty_parens',
-               'text_column', 'hub_split', 'corpus_weights', 'eval_examples')
-# keys newer than some checkpoints: their value before the key existed. (The data-building keys take today's
-# defaults: checkpoints older than them used example builder version 1, whose batches differ from today's anyway.)
-RESUME_DEFAULTS = {'pad_vocab_multiple': 0,
-                   'corpus_format': 'auto', 'sentence_split': 'auto', 'min_line_chars': 0, 'max_sentence_chars': 10_000,
-                   'remove_empty_parens': False, 'text_column': 'text', 'hub_split': 'train', 'corpus_weights': [],
-                   'eval_examples': 256}
+def _saved_value(saved: dict, key: str):
+    "A key's value in a checkpoint's config; the key's default for a checkpoint older than the key (what it ran with)."
+    if key in saved: return saved[key]
+    f = next(f for f in dataclasses.fields(PretrainConfig) if f.name == key)
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
+def _fix(refused: list[tuple]) -> str:
+    "How to go on after a refused resume: the checkpoint's values, another run, or this run over."
+    flag = lambda v: (','.join(map(str, v)) or "''") if isinstance(v, list) else v  # as the command line takes a list
+    given = ' '.join(f'--{key} {flag(old)}' for key, old, _ in refused)
+    return (f"Give {given} to continue the run, start another with --run_name NAME, or start this one over with "
+            "--overwrite true.")
 
 
 def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[str, str], path: Path) -> None:
-    "Refuse a resume whose model shape, data or tokenizer differs from the checkpoint's, naming the key."
+    """Refuse a resume whose settings that change training (`RESUME_SAME`) or tokenizer differ from the checkpoint's,
+    naming the key, both values and the fix; say in one line which of `RESUME_SAID` changed. The corpus is compared
+    once its examples are built (`check_resume_corpus`)."""
     saved = ckpt['config']
-    for key in RESUME_KEYS:
-        if saved.get(key, RESUME_DEFAULTS.get(key)) != cfg_dict.get(key):
-            raise ConfigError(f"{path}: cannot resume: '{key}' was {saved.get(key)!r} in the checkpoint but is "
-                              f"{cfg_dict.get(key)!r} now. Use the checkpoint's value, or start a new run "
-                              f"(another --run_name) without --resume.")
+    refused = [(k, _saved_value(saved, k), cfg_dict.get(k)) for k in RESUME_SAME
+               if _saved_value(saved, k) != cfg_dict.get(k)]
+    if refused:
+        raise ConfigError(f"{path}: cannot resume: " + '; '.join(f"'{k}' was {a!r} in the checkpoint but is {b!r} now"
+                                                                 for k, a, b in refused) + f'. {_fix(refused)}')
     if ckpt['tokenizer'] != tokenizer_state:
         raise ConfigError(f"{path}: cannot resume: the tokenizer differs from the one this checkpoint was trained "
                           f"with. Pass the run's own tokenizer (its run directory's tokenizer/) with --tokenizer.")
+    said = [f'{k} was {_saved_value(saved, k)!r} in the checkpoint and is {cfg_dict.get(k)!r} now' for k in RESUME_SAID
+            if _saved_value(saved, k) != cfg_dict.get(k)]
+    if said and is_main_process():
+        print(f"resume: {'; '.join(said)}: the run goes on from step {ckpt['step']} with the new "
+              f"value{'s' if len(said) > 1 else ''}.")
+
+
+def check_resume_corpus(ckpt: dict, corpus: list[str], digest: str, path: Path) -> None:
+    """Refuse a resume whose corpus is not the checkpoint's by content (`digest`: `electra.data.cache.examples_digest`
+    of the examples built from it), whatever its paths; a corpus moved, or a checkpoint older than the record, is said
+    in one line."""
+    saved = ckpt.get('corpus_digest')
+    if saved is None:
+        if is_main_process(): print(f"resume: {path} does not record its corpus (a checkpoint of an earlier version): "
+                                    "the corpus is not checked.")
+        return
+    was = _saved_value(ckpt['config'], 'corpus')
+    if saved != digest:
+        raise ConfigError(f"{path}: cannot resume: the corpus {corpus} is not the one this run was trained on (the "
+                          f"examples built from it differ from the checkpoint's, from {was}: a file edited, added or "
+                          "removed). Restore that corpus to continue the run, start another with --run_name NAME, or "
+                          "start this one over with --overwrite true.")
+    if was != corpus and is_main_process():
+        print(f"resume: corpus was {was} in the checkpoint and is {corpus} now: the same examples, so the run goes on.")

@@ -59,17 +59,18 @@ class ElectraAdam(torch.optim.Optimizer):
                 self.state[p]['exp_avg'] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 self.state[p]['exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)
 
-    def update(self, group: dict, params: list[torch.Tensor], grads: list[torch.Tensor]) -> None:
-        "One group's update of `params` by their gradients `grads`."
+    def update(self, group: dict, params: list[torch.Tensor], grads: list[torch.Tensor], lr=None) -> None:
+        """One group's update of `params` by their gradients `grads`, at the group's rate or `lr` (a 0-d tensor in a
+        compiled step, which dynamo cannot trace into the fused kernel: there the foreach calls run)."""
         self.init_state(params)
-        ms, vs = self.moments(params)
-        if not self.fused: return self.foreach_update(params, grads, ms, vs, group['lr'], *self.hypers(group))
+        ms, vs, lr = *self.moments(params), group['lr'] if lr is None else lr
+        if not self.fused or torch.compiler.is_compiling(): return self.foreach_update(params, grads, ms, vs, lr, *self.hypers(group))
         device = params[0].device
         if device not in self._no_correction:
             self._no_correction[device] = torch.tensor(2.0 ** 30, device=device)
         b1, b2, eps, wd = self.hypers(group)
         # torch's fused AdamW kernel at step 2^30: b^t underflows to 0, so both bias corrections are exactly 1
-        torch._fused_adamw_(params, grads, ms, vs, [], [self._no_correction[device]] * len(params), lr=group['lr'],
+        torch._fused_adamw_(params, grads, ms, vs, [], [self._no_correction[device]] * len(params), lr=lr,
                             beta1=b1, beta2=b2, weight_decay=wd, eps=eps, amsgrad=False, maximize=False)
 
     def moments(self, params: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

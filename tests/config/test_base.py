@@ -24,14 +24,15 @@ def test_wrong_type_named():
         load('--steps', 'ten')
     with pytest.raises(ConfigError, match=r"key 'resume': expected true or false"):
         load('--resume', 'maybe')
-    with pytest.raises(ConfigError, match=r"mask_mode: 'random' is not one of fixed, with_replacement, bernoulli"):
+    with pytest.raises(ConfigError, match=r"^command line: key 'mask_mode': 'random' is not one of fixed, with_replacement, "
+                                          r"bernoulli$"):
         load('--mask_mode', 'random')
 
 
 def test_bad_yaml_key_names_the_file(tmp_path):
     path = tmp_path / 'mine.yaml'
     path.write_text('steps: 10\nhiden_size: 3\n')
-    with pytest.raises(ConfigError, match=rf"{path}: unknown key 'hiden_size'.*'hidden_size'"):
+    with pytest.raises(ConfigError, match=rf"^{path}: line 2: unknown key 'hiden_size'.*'hidden_size'"):
         load('--config', str(path))
     with pytest.raises(ConfigError, match="unknown preset 'smal'.*'small'"):
         load('--config', 'smal')
@@ -148,7 +149,7 @@ def test_a_key_that_is_not_a_name_is_refused(tmp_path):
     "YAML reads `1: 2` as an integer key: named as an unknown key, not a TypeError from the suggestion."
     path = tmp_path / 'mine.yaml'
     path.write_text('1: 2\n')
-    with pytest.raises(ConfigError, match=rf"{path}: unknown key '1'"):
+    with pytest.raises(ConfigError, match=rf"{path}: line 1: unknown key '1'"):
         load('--config', str(path))
 
 

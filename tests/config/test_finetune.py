@@ -1,12 +1,13 @@
 """electra/config/finetune.py: FinetuneConfig's presets, per-task overrides and defaults."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from electra.config.base import ConfigError, RunWarning, config_from_dict, load_config
-from electra.config.finetune import FinetuneConfig
+from electra.config.finetune import INPUT_KEYS, JOB_KEYS, RESULT_KEYS, TASK_KEYS, FinetuneConfig
 from electra.finetuning.tasks.glue.tasks import TASKS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +28,8 @@ def test_task_overrides_are_validated():
         config_from_dict(FinetuneConfig, {'task_overrides': {'RTE': {'epoch': 3}}})
     with pytest.raises(ConfigError, match="unknown GLUE task 'rte'. Did you mean 'RTE'"):
         config_from_dict(FinetuneConfig, {'task_overrides': {'rte': {'epochs': 3}}})
-    with pytest.raises(ConfigError, match='task_overrides.MRPC: epochs: must be positive'):
+    with pytest.raises(ConfigError, match=r"^config: key 'task_overrides\.MRPC\.epochs': 0 is not a whole number > 0 "
+                                          r"\(passes over the training set\)$"):
         config_from_dict(FinetuneConfig, {'task_overrides': {'MRPC': {'epochs': 0}}})
     with pytest.raises(ConfigError, match='task_overrides.SST-2: double_unordered needs a sentence-pair task'):
         config_from_dict(FinetuneConfig, {'task_overrides': {'SST-2': {'double_unordered': True}}})
@@ -42,7 +44,8 @@ def test_length_buckets_are_checked_and_reach_the_task_s_loaders():
     import numpy as np
     from electra.finetuning.tasks.classification import ClassificationTask
     from electra.finetuning.tasks.glue.encoding import Encoded
-    with pytest.raises(ConfigError, match=r'^length_buckets: must be positive lengths, got \[0, 128\]'):
+    with pytest.raises(ConfigError, match=r"^config: key 'length_buckets': \[0, 128\] is not a list of whole numbers > 0 "
+                                          r"\(empty: each batch padded to its longest example; pad every batch"):
         config_from_dict(FinetuneConfig, {'length_buckets': [0, 128]})
     with pytest.raises(ConfigError, match=r'^length_buckets: the largest \(64\) must hold max_length \(128\).*add 128'):
         config_from_dict(FinetuneConfig, {'length_buckets': [32, 64]})
@@ -59,7 +62,7 @@ def test_length_buckets_are_checked_and_reach_the_task_s_loaders():
 
 
 def test_finetuning_trains_on_random_batches_by_default():
-    from electra.config.finetune import FinetuneConfig
+    from electra.config.finetune import INPUT_KEYS, JOB_KEYS, RESULT_KEYS, TASK_KEYS, FinetuneConfig
     assert FinetuneConfig().length_bucketing is False and FinetuneConfig().for_task('MRPC').length_bucketing is False
 
 
@@ -81,7 +84,7 @@ def test_a_later_preset_or_the_command_line_settles_what_an_earlier_preset_left_
     preset = tmp_path / 'mine.yaml'
     preset.write_text('runs: 0\n')
     assert load_config(FinetuneConfig, ['--config', str(preset), '--runs', '3'], preset_dir=REPO / 'configs/finetune').runs == 3
-    with pytest.raises(ConfigError, match='runs: must be positive, got 0'):
+    with pytest.raises(ConfigError, match=rf"^{preset}: line 1: key 'runs': 0 is not a whole number > 0 \(fine-tuning runs"):
         load_config(FinetuneConfig, ['--config', str(preset)], preset_dir=REPO / 'configs/finetune')
 
 
@@ -102,3 +105,11 @@ def test_task_overrides_given_with_the_key_on_the_command_line_are_kept():
     assert (cfg.for_task('RTE').epochs, cfg.for_task('STS-B').epochs) == (4, 1)
     cfg = load_config(FinetuneConfig, ['--config', 'demo', '--lr', '1e-4'], preset_dir=REPO / 'configs/finetune')
     assert cfg.for_task('RTE').epochs == 10 and cfg.for_task('RTE').lr == 1e-4
+
+
+def test_every_key_is_declared_as_changing_a_run_s_result_or_not():
+    "A key added to the job must be placed: a setting that changes results but is left out would reuse rows it changes."
+    groups = [RESULT_KEYS, INPUT_KEYS, JOB_KEYS]
+    keys = [f.name for f in dataclasses.fields(FinetuneConfig)]
+    assert sorted(k for g in groups for k in g) == sorted(keys)  # each key once, none unknown
+    assert set(TASK_KEYS) <= set(RESULT_KEYS) | {'eval_batch_size', 'length_buckets'}  # per-task keys change results

@@ -1,12 +1,13 @@
 """electra/config/pretrain.py: PretrainConfig's checks and presets; its defaults are the official recipe."""
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 import torch
 
 from electra.config.base import ConfigError, RunWarning, load_config
-from electra.config.pretrain import PretrainConfig
+from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RESUME_SAME, PretrainConfig
 from electra.data.corpus import BuildSettings
 from electra.objective.model import build_pretraining_model
 from benchmarks.bench import baseline, runners
@@ -27,23 +28,25 @@ def test_gpu_presets_turn_the_speed_settings_on():
         assert (cfg.compile, cfg.compile_mode, cfg.pad_vocab_multiple) == (True, 'reduce-overhead', 64), name
     demo = load()
     assert (demo.compile, demo.pad_vocab_multiple) == (False, 0)
-    with pytest.raises(ConfigError, match="compile_mode: 'fast' is not one of default, reduce-overhead"):
+    with pytest.raises(ConfigError, match="^command line: key 'compile_mode': 'fast' is not one of default, reduce-overhead"):
         load('--compile_mode', 'fast')
 
 
 @pytest.mark.parametrize('key, value, match', [
-    ('lr', 'nan', 'lr: must be a positive number, got nan'), ('lr', '-1', 'lr: must be a positive number, got -1.0'),
-    ('dropout', '1.5', r'dropout: must be in \[0, 1\), got 1.5'), ('weight_decay', '-0.1', 'weight_decay: must be non-negative'),
-    ('adam_eps', '0', 'adam_eps: must be positive'), ('clip_grad', 'inf', 'clip_grad: must be 0'),
+    ('lr', 'nan', r"'lr': nan is not a finite number > 0 \(peak learning rate"),
+    ('lr', '-1', r"'lr': -1.0 is not a finite number > 0 \(peak learning rate"),
+    ('dropout', '1.5', r"'dropout': 1.5 is not a number in \[0, 1\) \("),
+    ('weight_decay', '-0.1', r"'weight_decay': -0.1 is not a finite number >= 0 \(decoupled weight decay"),
+    ('adam_eps', '0', r"'adam_eps': 0.0 is not a finite number > 0 \(Adam epsilon\)"),
+    ('clip_grad', 'inf', r"'clip_grad': inf is not a finite number >= 0 \(0: no clipping; gradient clipping"),
 ])
 def test_optimizer_and_dropout_values_checked_up_front(key, value, match):
     "Refused when the config is built, in one line, not deep inside torch or as a run that trains on NaN."
-    with pytest.raises(ConfigError, match=match):
+    with pytest.raises(ConfigError, match=f'^command line: key {match}'):
         load(f'--{key}', value)
     from electra.config.finetune import FinetuneConfig
-    if key in ('lr', 'dropout'):
-        with pytest.raises(ConfigError, match=match.split(',')[0]):
-            load_config(FinetuneConfig, [f'--{key}', value], preset_dir='configs/finetune')
+    with pytest.raises(ConfigError, match=f'^command line: key {match}'):  # the optimizer's keys and these two: both jobs
+        load_config(FinetuneConfig, [f'--{key}', value], preset_dir='configs/finetune')
 
 
 def test_warmup_longer_than_the_run_warns():
@@ -62,7 +65,7 @@ def test_presets_hold_paper_recipes():
 
 def test_config_keys_are_validated():
     from electra.config.base import config_from_dict
-    from electra.config.pretrain import PretrainConfig
+    from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RESUME_SAME, PretrainConfig
     with pytest.raises(ConfigError, match='corpus_weights: give one weight per corpus entry'):
         config_from_dict(PretrainConfig, {'corpus': ['a', 'b'], 'corpus_weights': [1.0]})
     with pytest.raises(ConfigError, match='corpus_format'):
@@ -153,9 +156,28 @@ def test_job_defaults_are_the_objective_of_the_paper():
     assert small.generator_size == 0.25
 
 
-@pytest.mark.parametrize('name', ['a/b', '', '..', 'x y'])
-def test_run_name_must_be_a_plain_name(name):
+@pytest.mark.parametrize('name, why', [('a/b', "holds '/'"), ('', 'is empty'), ('..', 'names a folder itself or its parent'),
+                                       ('.x', "starts with '.'"), ('x ', 'begins or ends with a space')])
+def test_run_name_must_be_a_plain_name(name, why):
     "A run name is part of file names: 'a/b' would put the checkpoints where --resume and the run lock never look."
-    with pytest.raises(ConfigError, match=r"run_name: must be a plain name"):
+    with pytest.raises(ConfigError, match=rf"^run_name: '{re.escape(name)}' {why}"):
         load('--run_name', name)
     assert load('--run_name', 'my-run_2.0+x').run_name == 'my-run_2.0+x'
+    assert load('--run_name', 'x y').run_name == 'x y'  # a space inside a name is a file name's, quoted where it is shown
+
+
+@pytest.mark.parametrize('seed', ['-1', str(2 ** 64)])
+def test_a_seed_out_of_range_is_refused_before_any_data_is_built(tmp_path, seed):
+    """`pretrain.py --seed -1` built the corpus cache and the tokenizer, then stopped in numpy's SeedSequence with a
+    ValueError traceback (2**64 in torch.manual_seed): one line naming the key and its range, and nothing made."""
+    from tests.support.pretrain import TINY, pretrain
+    with pytest.raises(ConfigError, match=rf"^command line: key 'seed': {seed} is not a whole number in "
+                                          r"\[0, 2\*\*32\) \(random seed for .*\)$"):
+        pretrain(tmp_path, *TINY, '--seed', seed)
+    assert list(tmp_path.iterdir()) == []  # no cache folder, no output folder
+
+
+def test_every_key_is_declared_by_what_a_resume_does_when_it_differs():
+    "A key added to the job must be placed: one that changes training but is left out would be resumed over silently."
+    groups = [RESUME_SAME, RESUME_SAID, RESUME_CONTENT, RESUME_FREE]
+    assert sorted(k for g in groups for k in g) == sorted(f.name for f in dataclasses.fields(PretrainConfig))

@@ -112,7 +112,7 @@ def test_the_optimizer_steps_on_the_clipped_gradient_of_the_configured_reduction
 
 
 def test_token_reduction_is_for_tagging_tasks_only(tmp_path):
-    with pytest.raises(ConfigError, match=r"loss_reduction: 'avg' is not one of sum, mean, token"):
+    with pytest.raises(ConfigError, match=r"^config: key 'loss_reduction': 'avg' is not one of sum, mean, token$"):
         config_from_dict(FinetuneConfig, {'loss_reduction': 'avg'})
     cfg = config_from_dict(FinetuneConfig, {'tasks': ['STS-B', 'RTE'], 'task_overrides': {'RTE': {'loss_reduction': 'token'}}})
     with pytest.raises(ConfigError, match=r"task_overrides\.RTE\.loss_reduction: 'token' .* RTE is a GLUE task"):

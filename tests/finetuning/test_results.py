@@ -1,6 +1,8 @@
 """electra/finetuning/results.py: run selection and the summary table."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,8 +23,8 @@ def test_select_best_median_and_top_k():
     assert select_runs(df, 'median')['run'].tolist() == [2]
     assert select_runs(df.iloc[:5], 'median')['run'].tolist() == [2]  # 55 60 65 68 70 -> 65
     assert select_runs(df, 'best', k=3)['run'].tolist() == [1, 4, 2]
-    tie = results({'RTE': [70.0, 70.0, float('nan')]})
-    assert select_runs(tie, 'best')['run'].tolist() == [0] and select_runs(tie, 'best', k=3)['run'].tolist()[-1] == 2
+    tie = results({'RTE': [70.0, 70.0, float('nan')]})  # an undefined score is never picked, even to fill the top k
+    assert select_runs(tie, 'best')['run'].tolist() == [0] and select_runs(tie, 'best', k=3)['run'].tolist() == [0, 1]
 
 
 def test_summary_table_and_glue_row():
@@ -72,3 +74,31 @@ def test_a_table_without_checkpoints_still_loads(tmp_path):
     df['checkpoint'] = np.nan
     df.to_csv(path, index=False)
     assert ResultsTable(path).get('RTE', 1)['score'] == 61.0
+
+
+def add_rows(path, task: str, n: int) -> None:
+    "A job's writer: `n` runs of `task` finished one after another, each row added to the table at `path`."
+    table = ResultsTable(path)  # read once, at the start, as a sweep reads it
+    for run in range(n):
+        table.add({'task': task, 'run': run, 'seed': run, 'score': float(run), 'settings': '{}', 'checkpoint': f'{task}_{run}.pth'})
+
+
+def test_two_jobs_writing_one_table_at_once_keep_every_row(tmp_path):
+    """Two processes (two commands on one group) add rows to one results table at once, each having read it when it
+    started: every row of both is in the table at the end, and the file is a whole table whenever it is read."""
+    import multiprocessing
+    path, n = tmp_path / 'results.csv', 12
+    a_table(path)  # rows of an earlier job, kept too
+    ctx = multiprocessing.get_context('fork')
+    jobs = [ctx.Process(target=add_rows, args=(path, task, n)) for task in ('MRPC', 'CoLA')]
+    for p in jobs: p.start()
+    reads = 0
+    while any(p.is_alive() for p in jobs):
+        assert set(ResultsTable(path).df['task']) <= {'RTE', 'MRPC', 'CoLA'}  # parses whole: never a partial file
+        reads += 1
+        time.sleep(0.01)
+    for p in jobs: p.join()
+    assert [p.exitcode for p in jobs] == [0, 0] and reads > 1
+    df = ResultsTable(path).df
+    assert df[['task', 'run']].values.tolist() == [['CoLA', r] for r in range(n)] + [['MRPC', r] for r in range(n)] + \
+        [['RTE', 0], ['RTE', 1]]

@@ -1,6 +1,7 @@
 """electra/finetuning/sweep.py: the sweep over all tasks, resume, the ensemble, the real STS-B."""
 from __future__ import annotations
 
+import copy
 import csv
 import re
 import shutil
@@ -18,6 +19,7 @@ from electra.config.finetune import FinetuneConfig
 from electra.finetuning import classifier, learner, runs, sweep
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.classification import ClassificationTask
+from electra.finetuning.tasks.glue.metrics import dev_metric_names
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
 from electra.finetuning.tasks.glue.tasks import TASKS
@@ -64,12 +66,16 @@ def test_sweep_all_tasks_gives_the_11_files_and_resumes(tmp_path, glue_dir, tiny
     assert all(0 <= float(r[1]) <= 5 for r in parse(out / 'STS-B.tsv')[1])
     with zipfile.ZipFile(out / 'glue_submission.zip') as z: assert sorted(z.namelist()) == sorted(SUBMISSION_FILES)
 
-    # run again: every run is found finished, nothing is trained; changed settings are refused
+    # run again: every run is found finished, nothing is trained; a run of changed settings is done again, said why
     again = []
     sweep.run_sweep(cfg, model, tok, src, log=again.append)
     assert again == [f'{n}: all 1 runs finished before; skipped' for n in TASKS if n != 'AX']
-    with pytest.raises(ConfigError, match='CoLA run 0 was made with other settings'):
-        sweep.run_sweep(job(tmp_path, glue_dir, runs=1, seed=5, lr=1e-4), model, tok, src, log=again.append)
+    again = []
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['CoLA'], runs=1, seed=5, lr=1e-4), model, tok, src, log=again.append)
+    assert again[0] == ('CoLA run 0: since its row was written, lr changed (was 0.0003, now 0.0001); fine-tuning it '
+                        'again, replacing its row and checkpoint')
+    assert again[1].endswith('1 of 1 runs to do') and ResultsTable(tmp_path / 'ckpt/t/results.csv').df['task'].tolist() == \
+        [n for n in TASKS if n != 'AX']  # the other tasks' rows kept
 
 
 def test_interrupted_sweep_resumes_and_ensemble_averages_logits(tmp_path, glue_dir, tiny):
@@ -119,8 +125,8 @@ def test_a_model_written_again_at_its_path_is_fine_tuned_again_and_an_unchanged_
     other.save_pretrained(path)
     lines = []
     results = finetune_from(cfg, lines)
-    assert lines[0] == (f'RTE: runs 0, 1 were fine-tuned from another model (not the one now at {path}); fine-tuning '
-                        'them again, replacing their rows and checkpoints')
+    assert lines[0] == (f'RTE runs 0, 1: since their rows were written, the model changed ({path} holds other weights); '
+                        'fine-tuning them again, replacing their rows and checkpoints')
     assert lines[1].endswith('2 of 2 runs to do')
     for i in range(2):  # the new runs start from the new weights
         ckpt = torch.load(tmp_path / f'ckpt/t/RTE_{i}.pth')
@@ -132,6 +138,73 @@ def test_a_model_written_again_at_its_path_is_fine_tuned_again_and_an_unchanged_
     lines = []
     finetune_from(job(tmp_path, glue_dir, tasks=['RTE'], runs=2, model=str(copy)), lines)
     assert lines == ['RTE: all 2 runs finished before; skipped']
+
+
+TASK_FILE = 'train: train.tsv\ndev: dev.tsv\ntext: [sentence1, sentence2]\nlabel: label\n'
+
+
+def edit_line(path: Path, k: int, edit) -> None:
+    "Line k of a text file replaced by `edit(line)`."
+    lines = path.read_text().splitlines()
+    lines[k] = edit(lines[k])
+    path.write_text('\n'.join(lines) + '\n')
+
+
+def test_each_input_of_a_finished_run_edited_does_it_again_and_an_unchanged_rerun_reuses_it(tmp_path, glue_dir, tiny,
+                                                                                            monkeypatch):
+    """A task from files (RTE's tiny files), 1 run. Its row is reused only while the model and the data files (by
+    content), the task file's settings (not its formatting) and the run's settings are the ones it records; each edit
+    trains it again, saying in one line what changed. (What is matched is the point: a run is its untrained model.)"""
+    model, tok = tiny
+    trained = []
+
+    def untrained(data, task_cfg, body, seed, *args, **kwargs):
+        trained.append(seed)
+        return data.task.new_model(copy.deepcopy(body), task_cfg), [{m: 50.0 for m in dev_metric_names(data.task)}]
+    monkeypatch.setattr(runs, 'train_run', untrained)
+    path, task = tmp_path / 'model', shutil.copytree(glue_dir / 'RTE', tmp_path / 'task')
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    (task / 'entail.yaml').write_text(TASK_FILE)
+    now = {'model': model}  # the weights at `path` (not read back each time: a tenth of a second a read)
+
+    def again(task_file=task / 'entail.yaml', **kw) -> list[str]:
+        lines, cfg = [], job(tmp_path, glue_dir, tasks=[str(task_file)], model=str(path), **kw)
+        sweep.run_sweep(cfg, now['model'], tok, open_source(cfg.data), log=lines.append)
+        return lines[:next((k for k, line in enumerate(lines) if line.endswith('runs to do')), len(lines))]  # before training
+    redone = 'since its row was written, {}; fine-tuning it again, replacing its row and checkpoint'.format
+    again()
+    assert again() == ['entail: all 1 runs finished before; skipped']
+    # formatting only: comments, key order, a block list; and the same files and task file elsewhere
+    (task / 'entail.yaml').write_text('# RTE as files\nlabel: label   # the class\ntext:\n  - sentence1\n  - sentence2\n'
+                                      'dev: dev.tsv\ntrain: train.tsv\n')
+    moved = shutil.copytree(task, tmp_path / 'moved')
+    assert again() == again(moved / 'entail.yaml') == ['entail: all 1 runs finished before; skipped']
+    edit_line(task / 'train.tsv', 1, lambda line: line.replace('painter', 'sailor'))
+    assert again() == ['entail run 0: ' + redone(f"the train file changed ({task / 'train.tsv'})")]
+    other_label = {'entailment': 'not_entailment', 'not_entailment': 'entailment'}
+    edit_line(task / 'dev.tsv', 2, lambda line: '\t'.join([*line.split('\t')[:-1], other_label[line.split('\t')[-1]]]))
+    assert again() == ['entail run 0: ' + redone(f"the dev file changed ({task / 'dev.tsv'})")]
+    (task / 'entail.yaml').write_text(TASK_FILE + 'metrics: [accuracy, f1]\n')
+    assert again() == ['entail run 0: ' + redone("the task file's metrics changed (was ['accuracy'], now ['accuracy', 'f1'])")]
+    assert again(epochs=2) == ['entail run 0: ' + redone('epochs changed (was 1, now 2)')]
+    first = torch.load(tmp_path / 'ckpt/t/entail_0.pth')['model']
+    other = now['model'] = copy.deepcopy(model)
+    with torch.no_grad():
+        for w in other.parameters(): w.mul_(0.5)
+    other.save_pretrained(path)  # pretrained again at the same path
+    assert again(epochs=2) == ['entail run 0: ' + redone(f'the model changed ({path} holds other weights)')]
+    assert again(epochs=2) == ['entail: all 1 runs finished before; skipped']
+    last = torch.load(tmp_path / 'ckpt/t/entail_0.pth')['model']
+    (tmp_path / 'ckpt/t/entail_0.pth').unlink()
+    assert again(epochs=2) == [f"entail run 0: its checkpoint is missing from {tmp_path / 'ckpt/t'}; fine-tuning it again, "
+                               'replacing its row and checkpoint']
+    assert len(trained) == 7  # the first run, one for each edit, one for the checkpoint deleted
+    results = ResultsTable(tmp_path / 'ckpt/t/results.csv')
+    assert len(results.df) == 1 and results.get('entail', 0)['steps'] == 2  # the last run's row only: 2 epochs of 1 step
+    # the run of the new model started from its weights
+    assert torch.equal(mask_row(last, tok), mask_row(other.state_dict(), tok))
+    assert not torch.equal(mask_row(first, tok), mask_row(last, tok))
 
 
 def test_rows_of_a_table_written_before_models_were_fingerprinted_are_done_again(tmp_path, glue_dir, tiny):
@@ -148,9 +221,9 @@ def test_rows_of_a_table_written_before_models_were_fingerprinted_are_done_again
     old.to_csv(table, index=False)  # the old format: no fingerprint, settings hashed another way
     lines = []
     results = finetune_from(cfg, lines)
-    assert lines[0] == ('MRPC: run 0 is in a results table written before models were fingerprinted, so its model is '
-                        'unknown; fine-tuning it again, replacing its row and checkpoint')
-    assert lines[1].endswith('1 of 1 runs to do') and any(l.startswith('RTE: run 0 is in a results table written') for l in lines)
+    assert lines[0] == ('MRPC run 0: its row does not record the model or the data and settings (a results table of an '
+                        'earlier version); fine-tuning it again, replacing its row and checkpoint')
+    assert lines[1].endswith('1 of 1 runs to do') and any(l.startswith('RTE run 0: its row does not record') for l in lines)
     assert results.df['model_fingerprint'].notna().all()
     again = []
     finetune_from(cfg, again)
@@ -296,3 +369,13 @@ def test_a_malformed_test_file_stops_the_task_before_its_runs(tmp_path, glue_dir
     no_predictions = job(tmp_path, tmp_path / 'glue', tasks=['RTE'], runs=1, predict=False)
     sweep.run_sweep(no_predictions, *tiny, open_source(cfg.data), log=lambda s: None)  # the test file is not needed
     assert (tmp_path / 'ckpt/t/RTE_0.pth').is_file()
+
+
+def test_a_glue_file_missing_is_named_before_any_run(tmp_path, glue_dir, tiny):
+    "The task's files are hashed before its runs are planned: a missing one is named there, as its reader names it."
+    data = shutil.copytree(glue_dir / 'RTE', tmp_path / 'glue' / 'RTE')
+    (data / 'dev.tsv').unlink()
+    cfg = job(tmp_path, tmp_path / 'glue', tasks=['RTE'])
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(data / 'dev.tsv'))}: file not found\. RTE needs"):
+        sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=lambda s: None)
+    assert not list(tmp_path.rglob('*.pth'))

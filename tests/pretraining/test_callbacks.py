@@ -15,7 +15,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
 
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
-    from electra.pretraining.callbacks import TrainingDiverged
+    from electra.config.base import TrainingDiverged
     from benchmarks.bench import baseline, runners
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=16, log_every=8,
@@ -43,12 +43,8 @@ def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
 
 
 def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
-    """Under fp16, fastai's MixedPrecision marks a step `skipped` when loss scaling overflowed; the metrics count those
-    steps per row (simulated here on the CPU, where fp16 training does not run) and the run goes on."""
-    from types import SimpleNamespace
-
-    from fastai.callback.core import Callback
-
+    """Under fp16 a step whose scaled gradients overflow updates nothing and halves the loss scale; the metrics count
+    those steps per row and the run goes on (torch autocasts fp16 on the CPU too, so the real step runs here)."""
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
     from benchmarks.bench import baseline, runners
@@ -56,34 +52,31 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=8, log_every=4,
                          warmup_steps=2, checkpoint_at=[], output_dir=str(tmp_path))
     runner = runners.LearnerRunner('t', cfg, build_pretraining_model(cfg, 120, 0), baseline.synthetic_batches(2, 2, 16, 120),
-                                 torch.device('cpu'), 'fp32')
-
-    class Overflows(Callback):
-        "Marks steps 2, 3 and 7 as skipped, as MixedPrecision does after an overflow."
-        order = 50  # before MetricsLogger (70)
-
-        def after_batch(self): self.learn.mixed_precision = SimpleNamespace(skipped=self.train_iter in (2, 3, 7))
-    runner.learn.add_cb(Overflows())
+                                   torch.device('cpu'), 'fp16')
+    step = runner.learn.training_step
+    step.scaler = torch.amp.GradScaler('cpu', init_scale=2.0 ** 12)  # overflows until halved enough
     rows = []
     runner.learn.metrics_logger.sinks = [rows.append]
     runner.loader.n = 8
     runner.learn.fit(1)
-    assert [(r['step'], r['skipped_steps']) for r in rows] == [(4, 2), (8, 1)]
+    skipped = [r['skipped_steps'] for r in rows]  # each skip halves the scale (no growth within 2000 steps)
+    assert [r['step'] for r in rows] == [4, 8] and 0 < sum(skipped) < 8
+    assert step.scaler.get_scale() == 2.0 ** (12 - sum(skipped))
     logged = list(csv.DictReader((runner.run_dir / 'metrics.csv').open()))
-    assert [int(r['skipped_steps']) for r in logged] == [2, 1]
+    assert [int(r['skipped_steps']) for r in logged] == skipped
     line = __import__('io').StringIO()
     from contextlib import redirect_stdout
 
     from electra.training.sinks import print_sink
     with redirect_stdout(line): print_sink(rows[0])
-    assert '(2 fp16 overflow steps skipped)' in line.getvalue()
+    assert f'({skipped[0]} fp16 overflow steps skipped)' in line.getvalue()
 
 
 def _trained_params(cfg, backend=None, steps=2):
-    "Parameters after `steps` steps of the real Learner; `backend`: the CompileModel backend (cfg.compile on)."
+    "Parameters after `steps` steps of the real Learner; `backend`: the compiler's backend (cfg.compile on)."
     model = tiny_model(cfg)
     runner = runners.LearnerRunner('t', cfg, model, batches(cfg), torch.device('cpu'), 'fp32')
-    if backend is not None: runner.learn.compile_model.backend = backend
+    if backend is not None: runner.learn.training_step.backend = backend
     torch.manual_seed(0)
     runner.loader.n = steps
     runner.learn.fit(1)
@@ -123,7 +116,7 @@ def test_cuda_graph_mode_marks_every_step_and_trains_as_eager(monkeypatch):
     _, eager = _trained_params(tiny_cfg(num_hidden_layers=1, dropout=0.0), steps=3)
     runner, graphed = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True, compile_scope='model',
                                                compile_mode='reduce-overhead', dropout=0.0), backend='eager', steps=3)
-    assert runner.learn.compile_model.mode == 'reduce-overhead' and runner.compiled is True and len(marks) == 3
+    assert runner.learn.training_step.mode == 'reduce-overhead' and runner.compiled is True and len(marks) == 3
     for k in eager: assert torch.allclose(eager[k], graphed[k], atol=1e-6), k
 
 

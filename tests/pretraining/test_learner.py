@@ -22,14 +22,14 @@ def first_step_losses(cfg, precision: str):
     runner = runners.LearnerRunner(precision, cfg, model, data, torch.device('cpu'), precision)
     runner.loader.n = 1
     runner.learn.fit(1)
-    # MaskingCallback: one generator seeded cfg.seed masks the batch, then samples
+    # the step: one generator seeded cfg.seed masks the batch, then samples
     rng = torch.Generator().manual_seed(cfg.seed)
     ids, tt = data[0]
     m = mask_tokens(ids, torch.tensor([101, 102, 103, 0]), 0, 103, V, cfg.mask_prob, cfg.mask_mode,
                     cfg.mask_token_prob, cfg.random_token_prob, rng)
     with torch.no_grad():
         _, gen, disc = baseline.baseline_pretrain_loss(ref.generator.train(), ref.discriminator.train(), cfg, m, tt, rng)
-    return runner.learn.loss_func.last, (gen, disc)  # ElectraLoss keeps its last (gen, disc) pair
+    return runner.learn.training_step.sums[1:3].float(), (gen, disc)  # the step's sums: loss, gen_loss, disc_loss, ...
 
 
 def test_real_learner_step_loss_equals_baseline():

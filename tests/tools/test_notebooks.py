@@ -20,8 +20,10 @@ def notebooks_cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def repo_copy(tmp_path) -> Path:
-    "The paired scripts and the notebooks, copied (the real ones are never edited by a test)."
-    for _, script in notebooks.PAIRS: shutil.copy(REPO / script, tmp_path / script)
+    "The paired scripts (and the package's copies of them) and the notebooks, copied (the real ones are never edited)."
+    for path in (p for _, script in notebooks.PAIRS for p in notebooks.script_paths(script)):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / path, tmp_path / path)
     shutil.copytree(NOTEBOOKS, tmp_path / 'notebooks', ignore=shutil.ignore_patterns('.ipynb_checkpoints'))
     return tmp_path
 
@@ -44,6 +46,24 @@ def test_check_fails_on_an_edited_script(repo_copy, script, capsys):
     assert capsys.readouterr().out == f'wrote {script}\n'
     assert path.read_text() == (REPO / script).read_text()
     assert notebooks.check(repo_copy) == []
+
+
+@pytest.mark.parametrize('script', ['pretrain.py', 'finetune.py'])
+def test_the_package_copy_of_a_script_is_checked_and_written_by_the_export(repo_copy, script, capsys):
+    "The copy the installed package runs (`electra-pretrain`) is the driver byte for byte, or check names it."
+    copy = repo_copy / notebooks.JOBS_DIR / script
+    assert copy.read_bytes() == (REPO / script).read_bytes()
+    copy.write_text(copy.read_text().replace('# %%\n', '# %%\nprint("edited by hand")\n', 1))
+    assert [str(p) for p in notebooks.check(repo_copy)] == [
+        f'electra/jobs/{script}: differs from the export of {dict(map(reversed, notebooks.PAIRS))[script]}, of which '
+        'it is the package\'s copy: run `python -m electra.tools.notebooks export` (edit the notebook, never this copy)']
+    copy.unlink()
+    assert [str(p) for p in notebooks.check(repo_copy)] == [
+        f'electra/jobs/{script}: missing: run `python -m electra.tools.notebooks export` to write it from '
+        f'{dict(map(reversed, notebooks.PAIRS))[script]}']
+    assert notebooks.main(['export', '--root', str(repo_copy)]) == 0
+    assert capsys.readouterr().out == f'wrote electra/jobs/{script}\n'
+    assert copy.read_bytes() == (REPO / script).read_bytes() and notebooks.check(repo_copy) == []
 
 
 def test_check_fails_on_an_edited_script_from_the_command_line(repo_copy):

@@ -21,10 +21,9 @@ from electra.config.pretrain import PretrainConfig
 from electra.data.batches import pretraining_dataloader
 from electra.objective.masking import MaskedInputs
 from electra.objective.model import build_pretraining_model
-from electra.pretraining.callbacks import MaskingCallback
 from electra.pretraining.learner import pretraining_learner
 from benchmarks.bench.baseline import BenchTokenizer
-from electra.training.distributed import bare_model, finish_distributed, init_distributed
+from electra.training.distributed import finish_distributed, init_distributed
 
 VOCAB, LENGTH = 160, 32
 
@@ -36,15 +35,14 @@ def examples(n: int = 64, seed: int = 0) -> datasets.Dataset:
     return datasets.Dataset.from_dict({'input_ids': ids, 'token_type_ids': [[0] * len(x) for x in ids]})
 
 
-def mask_per_example(self):
-    "MaskingCallback.before_batch with randomness keyed to each example, not to the process's stream."
-    input_ids, token_type_ids = self.xb
-    rows = [self.masking(row[None], torch.Generator().manual_seed(int(row.sum()))) for row in input_ids]
-    m = MaskedInputs(*(torch.cat(parts) for parts in zip(*rows)))
-    shape = bare_model(self.model).noise_shape(m.positions)
-    draws = () if shape is None else (torch.full(shape, 0.5),)
-    self.learn.xb = (m.input_ids, token_type_ids, m.positions, m.labels, *draws)
-    self.learn.yb = (m.labels,)
+class PerExample:
+    "The step's masking with randomness keyed to each example, not to the process's stream."
+
+    def __init__(self, masking): self.masking = masking
+
+    def __call__(self, input_ids, rng):
+        rows = [self.masking(row[None], torch.Generator().manual_seed(int(row.sum()))) for row in input_ids]
+        return MaskedInputs(*(torch.cat(parts) for parts in zip(*rows)))
 
 
 def fit(procs, batch_size: int, loss_mean: str, grad_accum_steps: int, objective: str = 'electra') -> dict:
@@ -60,6 +58,8 @@ def fit(procs, batch_size: int, loss_mean: str, grad_accum_steps: int, objective
                                 world_size=procs.size)
     with tempfile.TemporaryDirectory(prefix=f'ddp_worker_{procs.rank}_') as tmp:  # removed before the process ends
         learn = pretraining_learner(cfg, model, BenchTokenizer(VOCAB), dl, Path(tmp), torch.device('cpu'), 'fp32')
+        step = learn.training_step
+        step.masking, step.noise = PerExample(step.masking), lambda shape, device: torch.full(shape, 0.5)
         learn.fit(1)
         metrics = (Path(tmp) / 'metrics.csv').read_text() if procs.rank == 0 else ''
     return {'model': model.state_dict(), 'metrics': metrics}
@@ -67,7 +67,6 @@ def fit(procs, batch_size: int, loss_mean: str, grad_accum_steps: int, objective
 
 def main(fits: list[str]) -> None:
     procs = init_distributed(torch.device('cpu'))
-    MaskingCallback.before_batch = mask_per_example
     done = []
     for spec in fits:
         out, batch_size, loss_mean, grad_accum_steps, *objective = spec.split(',')

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from electra.config.base import ConfigError
-from electra.training.checkpoint import FORMAT, load_checkpoint, state_checksum
+from electra.training.checkpoint import FORMAT, check_resume_corpus, load_checkpoint, state_checksum
 
 
 @pytest.mark.parametrize('damage', [lambda b: b'not a checkpoint\n', lambda b: b[:len(b) // 2]], ids=['text', 'truncated'])
@@ -20,3 +20,10 @@ def test_an_unreadable_checkpoint_is_named_without_torchs_advice(tmp_path, damag
                                    f'written by pretrain.py (')
     assert str(e.value).endswith(f"The run's previous checkpoint is {good}.") and 'weights_only' not in str(e.value)
     assert load_checkpoint(good)['step'] == 2
+
+
+def test_a_checkpoint_older_than_corpus_records_is_resumed_saying_its_corpus_is_not_checked(tmp_path, capsys):
+    path = tmp_path / 'old_1_50%.pth'
+    check_resume_corpus({'config': {'corpus': ['a.txt']}, 'step': 3}, ['a.txt'], '0123456789abcdef', path)
+    assert capsys.readouterr().out == (f'resume: {path} does not record its corpus (a checkpoint of an earlier version): '
+                                       'the corpus is not checked.\n')

@@ -70,7 +70,8 @@ def test_cpu_threads_of_each_setting(setting, env, load, processes, n, why):
 
 @pytest.mark.parametrize('value', ['two', '-1', '1.5'])
 def test_threads_key_refuses_what_is_not_auto_or_a_count(value):
-    with pytest.raises(ConfigError, match=r"^threads: .* is not auto \(or 0\) or a number of threads\.$"):
+    with pytest.raises(ConfigError, match=r"^command line: key 'threads': .* is not auto or a whole number >= 0 \(0: auto; "
+                                          r"CPU threads of the job"):
         load('--threads', value)
 
 
@@ -82,7 +83,7 @@ def test_every_job_takes_threads(cls, presets):
                                        preset_dir=presets).threads) == 0
     for value, n in (('auto', 0), ('0', 0), ('3', 3)):
         assert threads_setting(load_config(cls, ['--threads', value], preset_dir=presets).threads) == n
-    with pytest.raises(ConfigError, match=r"^threads: 'two' is not auto"):
+    with pytest.raises(ConfigError, match=r"^command line: key 'threads': 'two' is not auto or a whole number >= 0 "):
         load_config(cls, ['--threads', 'two'], preset_dir=presets)
 
 

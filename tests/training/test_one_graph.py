@@ -1,12 +1,13 @@
-"""electra/training/one_graph.py: the whole pretraining step (forward, loss, backward, clipping, optimizer) as one
-function, and as one compiled graph, is the plain fastai Learner's step."""
+"""The pretraining step's `learn_from` (electra/pretraining/step.py: forward, loss, backward, clipping, optimizer)
+compiled as one graph (`compile_scope` step, with electra/training/one_graph.py's clipping) is the eager step."""
 import pytest
 import torch
 from fastai.callback.core import Callback
 
 from electra.config.base import ConfigError, RunWarning
 from benchmarks.bench import runners
-from electra.training.one_graph import one_graph_supported, update_groups, whole_step
+from electra.pretraining.step import learn_from
+from electra.training.one_graph import one_graph_supported
 from tests.support.tiny import batches, tiny_cfg, tiny_model
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -18,7 +19,7 @@ class LossLog(Callback):
 
     def before_fit(self): self.losses = []
 
-    def after_batch(self): self.losses.append(torch.stack(self.loss_func.last).tolist())
+    def after_batch(self): self.losses.append(self.learn.training_step.sums[1:3].tolist())  # gen_loss, disc_loss
 
 
 class CountingBackend:
@@ -33,18 +34,18 @@ class CountingBackend:
 
 
 def run_steps(cfg, precision='fp32', n=4, backend=None, compiled=None):
-    """`n` steps of the real pretraining Learner on the tiny model: fastai's step (`cfg.compile` off) or the whole
-    step (`compile_scope: step`), compiled with `backend` (None: the plain function). Returns (losses, weights)."""
+    """`n` steps of the real pretraining Learner on the tiny model: eager (`cfg.compile` off) or the whole step
+    (`compile_scope: step`), compiled with `backend` (None: eager). Returns (losses, weights)."""
     torch.manual_seed(1)  # dropout
     runner = runners.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg, n=n), torch.device('cpu'), precision)
-    cb = getattr(runner.learn, 'one_graph_step', None)
-    if cb is not None:
-        cb.to_compile, cb.backend = backend is not None, backend
+    cb = runner.learn.training_step
+    if cb.scope == 'step':
+        cb.scope, cb.backend = cb.scope if backend is not None else None, backend
     log = LossLog()
     runner.learn.add_cb(log)
     runner.loader.n = n
     runner.learn.fit(1)
-    if cb is not None: assert cb.compiled is (compiled if compiled is not None else True if backend else None)
+    assert cb.compiled is (compiled if compiled is not None else True if backend else None)
     return torch.tensor(log.losses), {k: v.clone() for k, v in runner.learn.model.state_dict().items()}
 
 
@@ -53,16 +54,6 @@ def assert_same_run(a, b, atol):
     assert losses_a.shape == (4, 2)
     torch.testing.assert_close(losses_a, losses_b, rtol=0, atol=atol)
     for k in weights_a: torch.testing.assert_close(weights_a[k], weights_b[k], rtol=0, atol=atol, msg=k)
-
-
-@pytest.mark.parametrize('precision', ['fp32', 'bf16'])
-def test_the_whole_step_is_fastais_step(precision):
-    """Dropout on and a clipping threshold every step reaches: the same losses and weights after 4 steps as fastai's
-    step with MixedPrecision and GradientClip (only the update's rounding differs: foreach vs the fused kernel)."""
-    cfg = tiny_cfg(clip_grad=0.05, lr=1e-3)
-    plain = run_steps(cfg, precision)
-    step = run_steps(tiny_cfg(clip_grad=0.05, lr=1e-3, compile=True, compile_scope='step'), precision)
-    assert_same_run(plain, step, atol=1e-6)
 
 
 @pytest.mark.skipif(not one_graph_supported(), reason='torch < 2.11 cannot trace the backward into a graph')
@@ -79,19 +70,19 @@ def test_the_compiled_whole_step_equals_the_eager_one():
 @pytest.mark.skipif(not one_graph_supported(), reason='torch < 2.11 cannot trace the backward into a graph')
 def test_the_whole_step_traces_as_one_graph_without_a_break():
     "dynamo finds one graph and no break in the whole step: forward, loss, backward, clipping, update."
-    cfg = tiny_cfg(dropout=0.0)
+    cfg = tiny_cfg(dropout=0.0, compile=True, compile_scope='step')
     runner = runners.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg), torch.device('cpu'), 'fp32')
-    learn = runner.learn
+    learn, cb = runner.learn, runner.learn.training_step
     learn.create_opt()
-    _, groups = update_groups(learn.opt.opt)
+    cb.learn, cb.compiled = learn, True
+    cb._prepare()
     ids, tt = batches(cfg)[0]
-    learn.masking.before_fit()
-    learn.xb, learn.yb = (ids, tt), ()
-    learn.masking.before_batch()
-    lrs = [torch.tensor(1e-3) for _ in groups]
+    m = cb.masking(ids, torch.Generator().manual_seed(0))
+    noise = torch.rand(learn.model.noise_shape(m.positions))
     with torch._dynamo.config.patch(trace_autograd_ops=True):
-        explained = torch._dynamo.explain(whole_step)(learn.model, learn.loss_func, groups, learn.xb, learn.yb, lrs, 1.0,
-                                                      None)
+        explained = torch._dynamo.explain(learn_from)(
+            learn.model, learn.loss_func, (m.input_ids, tt, m.positions, m.labels), noise, torch.tensor([3.0, 40.0]),
+            cb.params, None, None, None, (learn.opt.opt, cb.groups, cb.lrs, 1.0))
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
 
 
@@ -106,16 +97,14 @@ def test_what_the_one_graph_step_cannot_run_is_refused_up_front(change, key):
 
 
 def test_auto_scope_is_the_whole_step_where_it_can_run_else_the_model():
-    "compile_scope auto picks the one-graph step in one process in fp32/bf16, fastai's step with the model compiled else."
-    from electra.pretraining.learner import _step_callbacks
-    names = lambda cbs: [type(cb).__name__ for cb in cbs if cb is not None]
+    "compile_scope auto compiles the whole step in one process in fp32/bf16, the model alone else."
+    from electra.pretraining.learner import _compile_scope
     cfg = tiny_cfg(compile=True)
-    assert names(_step_callbacks(cfg, None, 'bf16')) == (['OneGraphStep'] if one_graph_supported() else
-                                                        ['DeviceMixedPrecision', 'GradientClip', 'CompileModel'])
-    assert names(_step_callbacks(cfg, None, 'fp16')) == ['DeviceMixedPrecision', 'GradientClip', 'CompileModel']
-    assert names(_step_callbacks(tiny_cfg(compile=True, compile_scope='model'), None, 'fp32')) == [
-        'GradientClip', 'CompileModel']
-    assert names(_step_callbacks(tiny_cfg(compile=False), None, 'fp32')) == ['GradientClip']
+    assert _compile_scope(cfg, 'bf16') == ('step' if one_graph_supported() else 'model')
+    assert _compile_scope(cfg, 'fp16') == 'model'
+    assert _compile_scope(tiny_cfg(compile=True, grad_accum_steps=2), 'fp32') == 'model'
+    assert _compile_scope(tiny_cfg(compile=True, compile_scope='model'), 'fp32') == 'model'
+    assert _compile_scope(tiny_cfg(compile=False), 'fp32') is None
 
 
 def test_a_failed_compilation_warns_once_and_runs_the_step_eagerly():

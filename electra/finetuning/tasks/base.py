@@ -8,6 +8,7 @@ and the summary read; a checkpoint names its kind and its head's settings, so `l
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -17,6 +18,7 @@ from torch import nn
 
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.tasks.glue.tasks import TaskInfo
+from electra.runtime.files import path_inside
 
 __all__ = ['TaskData', 'FinetuningTask', 'TestJob']
 
@@ -38,6 +40,10 @@ class TestJob:
     out: Path                       # <test_output_dir>/<group>
     say: Callable[[str], None]
 
+    def file(self, *names: str) -> Path:
+        "`<out>/<names>`, where a test file goes: checked to be inside `out` (a task's name is part of it)."
+        return path_inside(self.out, *names, key='test_output_dir')
+
     def runs_text(self, score_metric: str) -> str:
         "The picked runs for the log: 'run 3 (seed 3, dev f1 76.35), ...'."
         return ', '.join(f"run {int(r['run'])} (seed {int(r['seed'])}, dev {score_metric} {r['score']:.2f})"
@@ -50,6 +56,7 @@ class FinetuningTask:
     kind = ''
     n_inp = 3
     pad_target = 0  # a token-level target's value at the positions that even out stacked runs' batches (tagging: ignored)
+    spec = None     # a task file's checked spec (its `files` by split, its settings); None for a GLUE task
 
     def __init__(self, info: TaskInfo): self.info = info
 
@@ -61,8 +68,14 @@ class FinetuningTask:
     predicted_by = property(lambda self: self.info.predicted_by)
 
     def settings(self) -> dict:
-        "What a run's result depends on besides the model, seed and hyperparameters (the task's files)."
-        return {}
+        """The task file's settings as read (not its path or formatting; its data files count by their bytes,
+        `data_files`; its hyperparameters as the run's): part of what a finished run's row is matched on. {} for GLUE."""
+        if self.spec is None: return {}
+        return {k: v for k, v in dataclasses.asdict(self.spec).items() if k not in ('path', 'files', 'hparams')}
+
+    def data_files(self) -> dict[str, list[Path]]:
+        "The files a run reads, by split (training and dev): what its result depends on, by their bytes."
+        return {split: [self.spec.files[split]] for split in ('train', *self.dev_splits)}
 
     def prepare(self, task_cfg: FinetuneConfig, tokenizer, cache_dir: str | Path, doubled: bool) -> TaskData:
         "The encoded training set and dev splits."

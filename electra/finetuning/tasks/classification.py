@@ -21,6 +21,7 @@ from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
 from electra.finetuning.tasks.glue.sources import Examples, TaskSource, double_unordered, drop_empty
 from electra.finetuning.tasks.glue.submission import write_predictions
 from electra.finetuning.tasks.glue.tasks import TaskInfo
+from electra.finetuning.tasks.metrics import metric_text
 
 __all__ = ['ClassificationTask']
 
@@ -31,11 +32,10 @@ class ClassificationTask(FinetuningTask):
 
     def __init__(self, info: TaskInfo, source: TaskSource):
         super().__init__(info)
-        self.source = source
+        self.source, self.spec = source, getattr(source, 'spec', None)  # a task file's spec, or None (GLUE)
 
-    def settings(self) -> dict:
-        spec = getattr(self.source, 'spec', None)
-        return {'files': {k: str(v) for k, v in spec.files.items()}} if spec is not None else {}
+    def data_files(self) -> dict[str, list[Path]]:
+        return {split: self.source.files(self.info, split) for split in ('train', *self.dev_splits)}
 
     def _train_examples(self, task_cfg: FinetuneConfig, doubled: bool) -> Examples:
         ex = self.source.load(self.info, 'train')
@@ -93,12 +93,12 @@ class ClassificationTask(FinetuningTask):
         if len(job.picked) > 1:
             scores = task_metrics(self.info, {s: predictions(self.info, sums[(self.name, s)]) for s in self.dev_splits},
                                   {s: encoded[(self.name, s)].label for s in self.dev_splits})
-            runs += f"; ensemble dev {', '.join(f'{m} {v:.2f}' for m, v in scores.items())}"
+            runs += f"; ensemble dev {', '.join(f'{m} {metric_text(v)}' for m, v in scores.items())}"
         written = []
         for t, split, stem in targets:
             enc, outs = encoded[(t.name, split)], sums[(t.name, split)]
             _check_finite(outs, f'{stem}.tsv', runs, t.name, split, Path(cfg.output_dir) / cfg.group / 'results.csv')
-            written.append(t._write_test_file(job.out / f'{stem}.tsv', split, enc, predictions(t.info, outs)))
+            written.append(t._write_test_file(job.file(f'{stem}.tsv'), split, enc, predictions(t.info, outs)))
             job.say(f'{stem}.tsv: {len(enc)} predictions from {self.name} {runs}')
         return written
 

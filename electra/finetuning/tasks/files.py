@@ -9,13 +9,17 @@ a small YAML file and trained, swept, summarised and predicted as a GLUE task is
     text: sentence                    # one column, or two for a pair: [question, passage]
     label: label
     id: id                            # optional: the column written beside each test prediction (default: the row)
-    metrics: [accuracy, f1]           # the first is the score; default accuracy (classification), pearson (regression)
+    metrics: [accuracy, f1]           # the first is the score; default accuracy (classification), pearson (regression),
+                                      # f1_micro (multilabel); which fit which kind: tasks/metrics.py
     unordered_pair: false             # true: train on both segment orders (as MRPC and STS-B)
     target_scale: 1.0                 # regression: targets are learned divided by this (STS-B: 5)
     label_separator: ','              # multilabel in CSV/TSV: 'sports,politics' (JSONL: a list; '' no label)
 
 Class labels are those of the training file (sorted; numerically when they are all numbers); a dev or test label
-never seen in training stops the job naming the file and line. TSV files are read as the GLUE files are (tab, no
+never seen in training stops the job naming the file and line. Every label and test id is checked for its kind's
+domain first (`tasks/values.py`: a regression label a finite number, a class label neither empty, null, `nan` nor a
+name among numbers, an id without a tab or line break, ...), in every format alike; a test file's label column
+may be empty throughout (it is not read). TSV files are read as the GLUE files are (tab, no
 quoting), so a GLUE task given as files reads exactly the same examples. A CSV or TSV file's first line names its
 columns; a row with more or fewer fields than that header (a comma outside quotes, a tab in a TSV text), a column
 named twice, or an id twice in the test file stops the job naming the file and line.
@@ -31,21 +35,32 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from electra.config.base import COMPRESSED_SUFFIXES, ConfigError, compressed, config_from_dict, load_yaml, read_text
+from electra.config.base import (COMPRESSED_SUFFIXES, ConfigError, compressed, config_from_dict, field, key_place,
+                                 load_yaml, read_text, safe_name, yaml_key_lines)
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
+from electra.finetuning.tasks.metrics import check_metrics, metric_names
+from electra.finetuning.tasks.values import id_column, is_missing, label_column, place
 from electra.runtime.files import atomic_write_text, is_main_process
 
-__all__ = ['FileTaskSpec', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'make_task', 'FileSource',
+__all__ = ['FileTaskSpec', 'FileOptions', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'task_settings',
+           'make_task', 'FileSource',
            'file_task', 'write_file_predictions']
 
-KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'), 'multilabel': ('micro_f1',)}
-METRICS = {'classification': ('accuracy', 'f1', 'mcc'), 'regression': ('pearson', 'spearman'),
-           'multilabel': ('micro_f1', 'macro_f1', 'subset_accuracy')}
+# each kind's default metrics
+KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'), 'multilabel': ('f1_micro',)}
 FORMATS = ('.csv', '.tsv', '.jsonl', '.parquet')
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics', 'unordered_pair', 'target_scale',
         'label_separator')
+
+
+@dataclass
+class FileOptions:
+    "A classification, regression or multilabel task file's own settings, each with its domain, checked as job keys are."
+    unordered_pair: bool = field(False, 'train on both segment orders (as MRPC and STS-B)')
+    target_scale: float = field(1.0, 'regression: targets are learned divided by this (STS-B: 5)', gt=0)
+    label_separator: str = field(',', 'multilabel in CSV/TSV: between the labels of one example')
 
 
 @dataclass(frozen=True)
@@ -95,7 +110,7 @@ def _check_values(path: Path, raw: dict) -> None:
 
 
 def _check_types(path: Path, raw: dict) -> None:
-    "Each value of the kind its key takes: file and column names are strings, flags booleans, the scale a number."
+    "Each value of the kind its key takes: file and column names are strings (the settings: `FileOptions`)."
     for key in ('train', 'dev', 'test'):
         if key in raw and not isinstance(raw[key], str): _fail(path, f"{key}: {raw[key]!r} is not a file name.")
     for key in ('label', 'id'):
@@ -103,20 +118,21 @@ def _check_types(path: Path, raw: dict) -> None:
     text = [raw['text']] if isinstance(raw['text'], str) else raw['text']
     if not isinstance(text, list) or not all(isinstance(t, str) for t in text):
         _fail(path, f"text: expected a column name or a list of two, got {raw['text']!r}.")
-    if not isinstance(raw.get('unordered_pair', False), bool):
-        _fail(path, f"unordered_pair: expected true or false, got {raw['unordered_pair']!r}.")
-    scale = raw.get('target_scale', 1.0)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < float('inf'):
-        _fail(path, f"target_scale: expected a positive number, got {scale!r} (regression targets are divided by it).")
 
 
 def task_hparams(path: Path, raw: dict, defaults: dict | None = None) -> dict:
     """The hyperparameters a task file sets for its task (any per-task key of the job: epochs, max_length, ...), over
     its kind's `defaults`; removed from `raw`. The job's `task_overrides` still override them."""
     own = {k: raw.pop(k) for k in list(raw) if k in TASK_KEYS}
-    try: config_from_dict(FinetuneConfig, own, source=str(path))  # type- and range-checks them
-    except ConfigError as e: raise ConfigError(str(e) if str(e).startswith(str(path)) else f'{path}: {e}') from None
+    task_settings(FinetuneConfig, path, own)
     return {**(defaults or {}), **own}
+
+
+def task_settings(cls, path: Path, values: dict):
+    """The `cls` (a config dataclass) of the `values` a task file gives for its keys: each converted to its type and
+    checked against its declared domain, as the job's keys are, a bad one named with the file and its line."""
+    try: return config_from_dict(cls, values, source=str(path), lines=yaml_key_lines(path))
+    except ConfigError as e: raise ConfigError(str(e) if str(e).startswith(str(path)) else f'{path}: {e}') from None
 
 
 def read_task_file(path: str | Path):
@@ -126,19 +142,19 @@ def read_task_file(path: str | Path):
     if not path.is_file():
         _fail(path, "no such task file (tasks: GLUE names or task YAML files). The demo's task files are written by "
                     "`python -m electra.finetuning.tasks.demo cache/demo_tasks`.")
-    try: raw = load_yaml(read_text(path), str(path)) or {}
+    source = read_text(path)
+    try: raw = load_yaml(source, str(path)) or {}
     except yaml.YAMLError as e: _fail(path, f"not valid YAML ({str(e).splitlines()[0]}).")
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
-    if raw.get('name') in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
+    raw['name'] = _task_name(path, raw)  # what every kind's spec takes as its name
+    if raw['name'] in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
     other = FILE_KINDS.get(raw.get('kind'))
     if other is not None and other.read_spec is not None: return other.read_spec(path, raw)
     hparams = task_hparams(path, raw)
     _check_values(path, raw)
     kind = raw.get('kind', 'classification')
-    metrics = raw.get('metrics') or KINDS[kind]
-    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)  # `metrics: f1` is one name, not f and 1
-    bad = [m for m in metrics if m not in METRICS[kind]]
-    if bad: _fail(path, f"metric(s) {', '.join(bad)} do not apply to {kind}; use {', '.join(METRICS[kind])}.")
+    metrics = metric_names(raw['metrics'], path) if raw.get('metrics') else KINDS[kind]
+    check_metrics(metrics, kind, path)  # the number of classes is checked once they are read
     text = (raw['text'],) if isinstance(raw['text'], str) else tuple(raw['text'])
     if not 1 <= len(text) <= 2: _fail(path, f"text: one column, or two for a pair; got {len(text)}.")
     files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
@@ -146,10 +162,21 @@ def read_task_file(path: str | Path):
         if f.suffix in COMPRESSED_SUFFIXES and (packed := compressed(f)): _fail(path, f"{split}: {f.name} {packed}.")
         if f.suffix not in FORMATS: _fail(path, f"{split}: {f.name} is not {', '.join(FORMATS)}.")
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
-    if raw.get('unordered_pair') and len(text) != 2: _fail(path, 'unordered_pair needs a pair of text columns.')
-    return FileTaskSpec(path.resolve(), str(raw.get('name') or path.stem), kind, files, text, str(raw['label']),
-                        str(raw.get('id') or ''), metrics, bool(raw.get('unordered_pair', False)),
-                        float(raw.get('target_scale', 1.0)), str(raw.get('label_separator', ',')), hparams)
+    options = task_settings(FileOptions, path, {k: raw[k] for k in ('unordered_pair', 'target_scale', 'label_separator')
+                                                if k in raw})
+    if options.unordered_pair and len(text) != 2: _fail(path, 'unordered_pair needs a pair of text columns.')
+    return FileTaskSpec(path.resolve(), raw['name'], kind, files, text, str(raw['label']),
+                        str(raw.get('id') or ''), metrics, options.unordered_pair, options.target_scale,
+                        options.label_separator, hparams)
+
+
+def _task_name(path: Path, raw: dict) -> str:
+    """A task file's `name` (its file name's stem when it gives none; a number as written), checked as a file name
+    (`safe_name`), for the task's checkpoints, token caches and test files are named by it."""
+    name = raw.get('name')
+    if name is None: return safe_name(path.stem, "name (none given, so the file's)", str(path))
+    if isinstance(name, (int, float)) and not isinstance(name, bool): name = str(name)
+    return safe_name(name, 'name', key_place(path, 'name'))  # no line: a name from a merged anchor
 
 
 def make_task(spec):
@@ -160,8 +187,9 @@ def make_task(spec):
 def _rows(path: Path) -> tuple[list[dict], list[int]]:
     "The records of a data file and the line (row, for parquet) each came from."
     if path.suffix == '.parquet':
-        import pandas as pd
-        try: records = pd.read_parquet(path).to_dict('records')
+        import pyarrow.parquet as pq
+        # Python values, a null as None (pandas would make it NaN, and a null label would read as the label 'nan')
+        try: records = pq.read_table(path).to_pylist()
         except Exception as e:  # pyarrow raises many kinds for a file that is not parquet
             _fail(path, f"cannot read it as parquet ({type(e).__name__}: {e}).")
         return records, list(range(1, len(records) + 1))
@@ -205,19 +233,14 @@ def _table(path: Path, records: list[tuple[int, list[str]]]) -> tuple[list[dict]
     return [dict(zip(header, row)) for _, row in body], [n for n, _ in body]
 
 
-def _column(path: Path, rows: list[dict], lines: list[int], col: str) -> list:
-    "One column's values; a row without it stops the job naming the file, the line and the columns there are."
+def _column(path: Path, rows: list[dict], lines: list[int], col: str, nulls: bool = False) -> list:
+    """One column's values; a row without it (or, unless `nulls`, with a null there) stops the job naming the file,
+    the line and the columns there are. Labels and ids take nulls: their checks (`tasks/values.py`) name them."""
     for row, line in zip(rows, lines):
-        if row.get(col) is None:
-            _fail(path, f"line {line}: no value in column '{col}' (columns: {', '.join(map(str, row))}). Fix the file or "
-                        f"the task file's column names.")
+        if col not in row or (row[col] is None and not nulls):
+            _fail(place(path, line), f"no value in column '{col}' (columns: {', '.join(map(str, row))}). Fix the file "
+                                     "or the task file's column names.")
     return [row[col] for row in rows]
-
-
-def _split_labels(value, sep: str) -> list[str]:
-    "One example's labels in a multi-label task: a JSON list, or a `sep`-separated string ('' none)."
-    if isinstance(value, (list, tuple, np.ndarray)): return [str(v) for v in value]
-    return [v.strip() for v in str(value).split(sep) if v.strip()]
 
 
 def _label_table(path: Path, column: str, values: list) -> tuple[str, ...]:
@@ -235,11 +258,13 @@ def _label_table(path: Path, column: str, values: list) -> tuple[str, ...]:
 def file_task(spec: FileTaskSpec) -> tuple[TaskInfo, 'FileSource']:
     "The task (in the shape of a GLUE task: the sweep trains it as one) and the source of its examples."
     source = FileSource(spec)
-    raw = source.raw_labels('train') if spec.kind != 'regression' else []
-    if spec.kind == 'multilabel': raw = [v for r in raw for v in _split_labels(r, spec.label_separator)]
+    raw = source.labels('train') if spec.kind != 'regression' else []
+    if spec.kind == 'multilabel': raw = [v for names in raw for v in names]
     labels = _label_table(spec.files['train'], spec.label, raw) if raw else ()
     if spec.kind != 'regression' and len(labels) < 2:
         _fail(spec.files['train'], f"column '{spec.label}' holds {len(labels)} class(es); classification needs two or more.")
+    if spec.kind != 'regression':
+        check_metrics(spec.metrics, spec.kind, spec.path, len(labels), labels)
     task = TaskInfo(spec.name, '', labels, spec.metrics, spec.metrics[0], (spec.text[0], spec.text[1] if len(spec.text) > 1 else None),
                     symmetric=spec.unordered_pair, test_files=(('test', spec.name),) if 'test' in spec.files else (),
                     target_scale=spec.target_scale if spec.kind == 'regression' else None,
@@ -251,9 +276,11 @@ class FileSource(TaskSource):
     "The examples of a task from files."
 
     def __init__(self, spec: FileTaskSpec):
-        self.spec, self.description, self._cache = spec, f'task files of {spec.path}', {}
+        self.spec, self.description, self._cache, self._checked = spec, f'task files of {spec.path}', {}, {}
 
     def has(self, task: TaskInfo, split: str) -> bool: return split in self.spec.files
+
+    def files(self, task: TaskInfo, split: str) -> list[Path]: return [self.spec.files[split]]
 
     def _read(self, split: str) -> tuple[list[dict], list[int]]:
         if split not in self._cache:
@@ -263,45 +290,49 @@ class FileSource(TaskSource):
             self._cache[split] = rows, lines
         return self._cache[split]
 
-    def raw_labels(self, split: str) -> list:
-        return _column(self.spec.files[split], *self._read(split), self.spec.label)
+    def labels(self, split: str):
+        "A split's labels checked for the task's kind (`values.label_column`): floats, class names or lists of them."
+        if split not in self._checked:
+            rows, lines = self._read(split)
+            path, col = self.spec.files[split], self.spec.label
+            self._checked[split] = label_column(self.spec.kind, _column(path, rows, lines, col, nulls=True), path, lines,
+                                                col, self.spec.label_separator)
+        return self._checked[split]
 
     def ids(self, split: str) -> list[str]:
-        """Each example's id: the `id` column, or its row number in the file. An id twice would give the predictions
-        file two rows for it: it stops the job, naming both lines."""
+        """Each example's id: the `id` column, checked (`values.id_column`: present, no tab or line break, each once),
+        or its row number in the file."""
         rows, lines = self._read(split)
         if not self.spec.id: return [str(i) for i in range(len(rows))]
-        path, ids, first = self.spec.files[split], [], {}
-        for v, line in zip(_column(path, rows, lines, self.spec.id), lines):
-            if first.setdefault(str(v), line) != line:
-                _fail(path, f"line {line}: id {str(v)!r} is also on line {first[str(v)]}; the predictions file would hold "
-                            f"two rows for it. Make the ids in column '{self.spec.id}' unique.")
-            ids.append(str(v))
-        return ids
+        path = self.spec.files[split]
+        return id_column(_column(path, rows, lines, self.spec.id, nulls=True), path, lines, self.spec.id)
+
+    def _labelled(self, split: str) -> bool:
+        "Whether a split has labels: the training and dev files must; a test file's label column may be empty throughout."
+        rows, _ = self._read(split)
+        if split != 'test': return True
+        return self.spec.label in rows[0] and not all(is_missing(r.get(self.spec.label)) for r in rows)
 
     def load(self, task: TaskInfo, split: str) -> Examples:
         "A split's examples; a test file's ids are checked too (the predictions file is keyed by them)."
         if split == 'test': self.ids(split)
         path, (rows, lines) = self.spec.files[split], self._read(split)
         texts = [[str(v) for v in _column(path, rows, lines, col)] for col in self.spec.text]
-        has_labels = split != 'test' or (rows and self.spec.label in rows[0])
         shape = (len(rows), len(task.labels)) if task.multilabel else (len(rows),)
-        label = self._labels(task, split, lines) if has_labels else \
+        label = self._labels(task, split, lines) if self._labelled(split) else \
             np.full(shape, -1, dtype=np.float32 if task.is_regression or task.multilabel else np.int64)
         return Examples(np.arange(len(rows), dtype=np.int64), texts[0], texts[1] if len(texts) > 1 else None, label)
 
     def _labels(self, task: TaskInfo, split: str, lines: list[int]) -> np.ndarray:
-        path, raw = self.spec.files[split], self.raw_labels(split)
-        if task.is_regression:
-            try: return np.array([float(v) for v in raw], dtype=np.float32)
-            except ValueError as e: _fail(path, f"column '{self.spec.label}': a regression label that is not a number ({e}).")
+        path, raw = self.spec.files[split], self.labels(split)
+        if task.is_regression: return raw
         ids = {name: i for i, name in enumerate(task.labels)}
-        each = [_split_labels(v, self.spec.label_separator) if task.multilabel else [str(v)] for v in raw]
+        each = raw if task.multilabel else [[v] for v in raw]
         for names, line in zip(each, lines):
             for v in names:
                 if v not in ids:
-                    _fail(path, f"line {line}: label {v!r} never occurs in the training file "
-                                f"({', '.join(task.labels)}); fix the label or add training examples of it.")
+                    _fail(place(path, line), f"label {v!r} never occurs in the training file "
+                                             f"({', '.join(task.labels)}); fix the label or add training examples of it.")
         if not task.multilabel: return np.array([ids[v[0]] for v in each], dtype=np.int64)
         hot = np.zeros((len(each), len(task.labels)), dtype=np.float32)  # [n, labels]
         for i, names in enumerate(each): hot[i, [ids[v] for v in names]] = 1.0

@@ -22,7 +22,7 @@ import torch
 from electra.config.base import ConfigError
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.glue.sources import Examples
-from electra.runtime.files import atomic_write_bytes, is_main_process
+from electra.runtime.files import atomic_write_bytes, is_main_process, path_inside
 
 __all__ = ['padded_length', 'truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
            'make_loader', 'NPZ_DAMAGED']
@@ -105,7 +105,7 @@ def encode_cached(ex: Examples, tokenizer, max_length: int, cache_dir: str | Pat
     again."""
     key = hashlib.sha1(f'{_CACHE_VERSION}|{max_length}|{tokenizer_fingerprint(tokenizer)}|{_examples_fingerprint(ex)}'
                        .encode()).hexdigest()[:16]
-    path = Path(cache_dir) / f'{name}-{key}.npz'
+    path = path_inside(cache_dir, f'{name}-{key}.npz', key='cache_dir')
     if path.is_file():
         try:
             with np.load(path) as z: return Encoded(*(z[k] for k in ('ids', 'offsets', 'n_first', 'label', 'idx')))

@@ -133,6 +133,10 @@ class TaskSource:
 
     def load(self, task: TaskInfo, split: str) -> Examples: raise NotImplementedError
 
+    def files(self, task: TaskInfo, split: str) -> list[Path]:
+        "The files the split is read from, whose bytes are what a run's result depends on (`FinetuningTask.data_files`)."
+        raise NotImplementedError
+
 
 class TsvSource(TaskSource):
     "A directory in the layout of the GLUE download script."
@@ -144,13 +148,17 @@ class TsvSource(TaskSource):
     def has(self, task: TaskInfo, split: str) -> bool:
         return split in task.tsv and (self.root / task.tsv[split].path).is_file()
 
-    def load(self, task: TaskInfo, split: str) -> Examples:
-        layout = task.tsv[split]
-        path = self.root / layout.path
+    def files(self, task: TaskInfo, split: str) -> list[Path]:
+        path = self.root / task.tsv[split].path
         if not path.is_file():
             wanted = ', '.join(str(self.root / task.tsv[s].path) for s in task.splits)
             raise GlueDataError(f"{path}: file not found. {task.name} needs {wanted} (the GLUE download-script layout); "
                                 f"or use --data hub, or drop {task.name} from --tasks.")
+        return [path]
+
+    def load(self, task: TaskInfo, split: str) -> Examples:
+        layout = task.tsv[split]
+        path, = self.files(task, split)
         cols, width, records = _columns(task, split, path, read_delimited(path))
         rows, lines = _whole_rows(task, split, path, records, width)
         text_a = [r[cols['text_a']] for r in rows]
@@ -219,7 +227,11 @@ class _DatasetsSource(TaskSource):
                                 f"expected a copy of nyu-mll/glue '{task.hf_config}'.")
         cols = ds.to_dict()
         is_test = split.startswith('test')
-        label = np.asarray(cols['label'], dtype=np.float32 if task.is_regression else np.int64)
+        if not is_test and None in cols['label']:  # a null label: numpy cannot make it a class id
+            raise GlueDataError(f"{where} row {cols['label'].index(None)}: no label (null); expected a copy of "
+                                f"nyu-mll/glue '{task.hf_config}', whose {split} rows all have one. Fix or re-save it.")
+        label = np.asarray([-1 if v is None else v for v in cols['label']],
+                           dtype=np.float32 if task.is_regression else np.int64)
         if not is_test:
             bad = ~((label >= 0) & (label <= 5)) if task.is_regression else ~((label >= 0) & (label < task.n_outputs))
             if bad.any():
@@ -239,6 +251,11 @@ class HubSource(_DatasetsSource):
 
     def __init__(self, name: str = 'nyu-mll/glue'):
         self.name, self._cache = name, {}
+
+    def files(self, task: TaskInfo, split: str) -> list[Path]:
+        "The Arrow files of the split in the `datasets` cache (the hub's copy as downloaded)."
+        self.load(task, split)
+        return [Path(f['filename']) for f in self._cache[task.hf_config][_hf_split(split)].cache_files]
 
     def load(self, task: TaskInfo, split: str) -> Examples:
         import datasets
@@ -269,6 +286,12 @@ class SavedSource(_DatasetsSource):
         d = self.root / task.hf_config
         if (d / 'dataset_dict.json').is_file(): return (d / _hf_split(split)).is_dir()
         return bool(self._parquet(task, split))
+
+    def files(self, task: TaskInfo, split: str) -> list[Path]:
+        "The split's parquet files, or the Arrow files of its `save_to_disk` folder."
+        d, s = self.root / task.hf_config, _hf_split(split)
+        if (d / 'dataset_dict.json').is_file(): return sorted((d / s).glob('*.arrow'))
+        return self._parquet(task, split)
 
     def load(self, task: TaskInfo, split: str) -> Examples:
         import datasets

@@ -30,7 +30,7 @@ from electra.config.base import ConfigError
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.glue.encoding import NPZ_DAMAGED
 from electra.finetuning.tasks.qa.data import QAExample, answer_found, split_words
-from electra.runtime.files import atomic_write_bytes, is_main_process
+from electra.runtime.files import atomic_write_bytes, is_main_process, path_inside
 
 __all__ = ['Window', 'doc_windows', 'max_context_windows', 'featurize', 'featurize_cached', 'collate_windows']
 
@@ -233,7 +233,7 @@ def featurize_cached(examples: list[QAExample], tokenizer, cache_dir: str | Path
     options = f'{max_seq_length}|{max_query_length}|{doc_stride}|{int(is_training)}'
     key = hashlib.sha1(f'{_CACHE_VERSION}|{options}|{tokenizer_fingerprint(tokenizer)}|{_examples_fingerprint(examples)}'
                        .encode()).hexdigest()[:16]
-    path = Path(cache_dir) / f'{name}-{key}.npz'
+    path = path_inside(cache_dir, f'{name}-{key}.npz', key='cache_dir')
     if path.is_file():
         try: return _load_windows(path)
         except NPZ_DAMAGED: pass  # a damaged file: made again

@@ -33,7 +33,6 @@ file's; a training file (or a test file that states its version) of the other ve
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,12 +40,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, choice_field, config_to_dict, field
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast, predict_examples
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
-from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams
+from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 from electra.finetuning.tasks.glue.tasks import TaskInfo
 from electra.finetuning.tasks.qa.data import gold_answers, read_mrqa, read_squad, squad_json, squad_version
@@ -62,18 +61,30 @@ from electra.finetuning.tasks.qa.metrics import (
 )
 from electra.runtime.files import is_main_process
 
-__all__ = ['QASpec', 'read_qa_spec', 'QASplit', 'QATask', 'make_qa_loader', 'predict_rows', 'OPTIONS', 'DEFAULTS']
+__all__ = ['QASpec', 'QAOptions', 'read_qa_spec', 'QASplit', 'QATask', 'make_qa_loader', 'predict_rows', 'OPTIONS', 'DEFAULTS']
 
-OPTIONS = {'max_query_length': 64, 'doc_stride': 128, 'n_best_size': 20, 'max_answer_length': 30,
-           'answerable_classifier': True, 'answerable_uses_start_logits': True, 'answerable_weight': 0.5,
-           'joint_prediction': True, 'beam_size': 20, 'na_threshold': QA_NA_THRESHOLD, 'on_bad_answer': 'error'}
+@dataclass
+class QAOptions:
+    "A QA task file's own options (official configure_finetuning.py), each with its domain, checked as the job's keys."
+    max_query_length: int = field(64, 'question tokens kept', ge=1)
+    doc_stride: int = field(128, 'context tokens between the starts of consecutive windows', ge=1)
+    n_best_size: int = field(20, 'candidates per question in nbest_predictions.json', ge=1)
+    max_answer_length: int = field(30, 'tokens of an answer at most', ge=1)
+    answerable_classifier: bool = field(True, 'the unanswerable logit')
+    answerable_uses_start_logits: bool = field(True, 'the unanswerable logit reads the start logits')
+    answerable_weight: float = field(0.5, "the unanswerable logit's loss weight", ge=0)
+    joint_prediction: bool = field(True, 'the end predicted given the start; a beam at inference')
+    beam_size: int = field(20, 'starts and ends kept in the joint beam', ge=1)
+    na_threshold: float = field(QA_NA_THRESHOLD, 'SQuAD 2.0: null odds above it answer ""', finite=True)
+    on_bad_answer: str = choice_field('error', ['error', 'skip'], 'a training answer not found at its answer_start')
+
+
+OPTIONS = config_to_dict(QAOptions())
 KEYS = ('name', 'kind', 'train', 'dev', 'test', *OPTIONS)
 # configure_finetuning.py: max_seq_length 512 and 2 epochs for QA, predict_batch_size 32 (the joint head's beam holds
 # [batch, beam, length, 512] activations at evaluation: 2.7 GB in fp32 for a batch of 128 at 512 tokens)
 DEFAULTS = {'max_length': 512, 'epochs': 2, 'eval_batch_size': 32}
 SUFFIXES = {'squad': ('.json',), 'mrqa': ('.jsonl', '.jsonl.gz')}
-_COUNTS = ('max_query_length', 'doc_stride', 'n_best_size', 'max_answer_length', 'beam_size')
-_FLAGS = ('answerable_classifier', 'answerable_uses_start_logits', 'joint_prediction')
 
 
 @dataclass(frozen=True)
@@ -105,25 +116,6 @@ def _fail(path, msg: str):
     raise ConfigError(f"{path}: {msg}")
 
 
-def _option(path: Path, raw: dict, key: str):
-    "One QA option of the file (its default when absent), checked."
-    value = raw.get(key, OPTIONS[key])
-    if key in _COUNTS:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            _fail(path, f"{key}: {value!r} is not a whole number >= 1 (official default {OPTIONS[key]}).")
-    elif key in _FLAGS:
-        if not isinstance(value, bool): _fail(path, f"{key}: {value!r} is not true or false.")
-    elif key in ('answerable_weight', 'na_threshold'):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                or (key == 'answerable_weight' and value < 0):
-            _fail(path, f"{key}: {value!r} is not a {'number >= 0' if key == 'answerable_weight' else 'number'} "
-                        f"(official default {OPTIONS[key]}).")
-        value = float(value)
-    elif key == 'on_bad_answer' and value not in ('error', 'skip'):
-        _fail(path, f"on_bad_answer: {value!r} is not error or skip.")
-    return value
-
-
 def read_qa_spec(path: Path, raw: dict) -> QASpec:
     """The QA task a YAML file describes (`raw`: its mapping), checked: keys, kind, options, files present and of the
     kind's format. Cheap (no data is read): the job's config reads it whenever it needs a task's settings."""
@@ -147,8 +139,8 @@ def read_qa_spec(path: Path, raw: dict) -> QASpec:
                         f"({'the official SQuAD JSON' if kind == 'squad' else 'MRQA JSONL'}).")
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
         files[split] = f
-    options = {k: _option(path, raw, k) for k in OPTIONS}
-    return QASpec(path.resolve(), str(raw.get('name') or path.stem), kind, files, hparams, **options)
+    options = config_to_dict(task_settings(QAOptions, path, {k: raw[k] for k in OPTIONS if k in raw}))
+    return QASpec(path.resolve(), raw['name'], kind, files, hparams, **options)
 
 
 def _squad_version(path: Path) -> tuple[bool, str]:
@@ -270,10 +262,6 @@ class QATask(FinetuningTask):
         "The official evaluation: 'squad' (2.0), 'squadv1' or 'mrqa' (`metrics.qa_metrics`)."
         return 'mrqa' if self.spec.kind == 'mrqa' else 'squad' if self.v2 else 'squadv1'
 
-    def settings(self) -> dict:
-        return {'files': {k: str(v) for k, v in self.spec.files.items()}, 'kind': self.spec.kind, 'v2': self.v2,
-                **self.spec.options()}
-
     def read(self, split: str) -> list:
         """A split's questions: training answers checked (`on_bad_answer`), dev answers kept as they are (only their
         texts are scored), test read without answers."""
@@ -382,7 +370,7 @@ class QATask(FinetuningTask):
                 raise ConfigError(f"{self.name} {name}: {runs} predicts NaN or infinite outputs for {bad} of {len(rows)} "
                                   f"windows; no file written. Delete that run's row from the results table and run it again.")
             preds, odds, nbest = self.answers(model, split, rows)
-            out = job.out / self.name / name
+            out = job.file(self.name, name)
             files = {'predictions.json': (write_answers, null_thresholded(preds, odds, self.spec.na_threshold)
                                           if name == 'test' and self.v2 else preds)}
             if self.v2: files['null_odds.json'] = (write_null_odds, odds)

@@ -24,24 +24,33 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, field
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
-from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams
+from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.glue.tasks import TaskInfo
-from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, read_tagging_files
+from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names
+from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, entity_types, read_tagging_files
 from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagging, encode_tagging, make_tagging_loader,
                                                       word_predictions)
 from electra.finetuning.tasks.tagging.metrics import tagging_metrics, write_predictions
 from electra.finetuning.tasks.tagging.model import ElectraTagger, TaggingLoss, predict_windows
 
-__all__ = ['TaggingSpec', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
+__all__ = ['TaggingSpec', 'TaggingOptions', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
 
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'scheme', 'metrics', 'strict', 'stride')
-METRICS = ('f1', 'precision', 'recall', 'accuracy')
+METRICS = tuple(fitting('tagging'))  # the default: every metric of the table for tagging (the first is the score)
 DEFAULTS = {'max_length': 256, 'dropout': 0.0}  # the official chunking length; the official head has no dropout
+
+
+@dataclass
+class TaggingOptions:
+    "A tagging task file's own settings, each with its domain, checked as the job's keys."
+    strict: bool = field(False, "seqeval's strict mode for the entity scores (default: conlleval's rules)")
+    stride: int = field(32, 'word pieces of context shared by the windows of a sentence too long for one', ge=0,
+                        zero='the windows share none')
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class TaggingSpec:
     strict: bool
     stride: int
     hparams: dict
+    metrics_named: bool = False  # named in the file (else the default: entity scores where the data have entities)
 
 
 def _fail(path, msg: str):
@@ -63,11 +73,10 @@ def _fail(path, msg: str):
 
 
 def _metrics(path: Path, raw: dict) -> tuple[str, ...]:
-    metrics = raw.get('metrics') or (('accuracy',) if raw.get('scheme') == 'plain' else METRICS)
-    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
-    bad = [m for m in metrics if m not in METRICS]
-    if bad: _fail(path, f"metrics: {', '.join(map(str, bad))} not among {', '.join(METRICS)}.")
-    if raw.get('scheme') == 'plain' and metrics != ('accuracy',): _fail(path, "metrics: a 'plain' scheme has no entities; use [accuracy].")
+    "The metrics the file names (checked against the table of tasks/metrics.py), or the default of its scheme."
+    if not raw.get('metrics'): return ('accuracy',) if raw.get('scheme') == 'plain' else METRICS
+    metrics = metric_names(raw['metrics'], path)
+    check_metrics(metrics, 'tagging', path, 0 if raw.get('scheme') == 'plain' else None)  # plain: no entity types
     return metrics
 
 
@@ -81,14 +90,13 @@ def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
         if not raw.get(key): _fail(path, f"'{key}' is missing: a tagging task names its train and dev files.")
     scheme = raw.get('scheme', 'auto')
     if scheme not in (*SCHEMES, 'auto'): _fail(path, f"scheme: {scheme!r} is not one of {', '.join(SCHEMES)} or auto.")
-    stride = raw.get('stride', 32)
-    if not isinstance(stride, int) or isinstance(stride, bool) or stride < 0: _fail(path, f"stride: {stride!r} is not a whole number >= 0.")
-    if not isinstance(raw.get('strict', False), bool): _fail(path, f"strict: {raw['strict']!r} is not true or false.")
+    options = task_settings(TaggingOptions, path, {k: raw[k] for k in ('strict', 'stride') if k in raw})
     files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
     for split, f in files.items():
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
-    return TaggingSpec(path.resolve(), str(raw.get('name') or path.stem), 'tagging', files, scheme, _metrics(path, raw),
-                       raw.get('strict', False), stride, hparams)
+    return TaggingSpec(path.resolve(), raw['name'], 'tagging', files, scheme, _metrics(path, raw),
+                       options.strict, options.stride, hparams,
+                       bool(raw.get('metrics')))
 
 
 @dataclass
@@ -108,14 +116,12 @@ class TaggingTask(FinetuningTask):
     def __init__(self, spec: TaggingSpec):
         self.spec = spec
         self.data = read_tagging_files(spec.files['train'], spec.scheme, **{s: p for s, p in spec.files.items() if s != 'train'})
-        metrics = spec.metrics if self.data.scheme != 'plain' else ('accuracy',)
+        # the entity types, known once the scheme is (a plain scheme's tags are no entities, whatever their prefixes)
+        types = entity_types([self.data.labels]) if self.data.scheme != 'plain' else []
+        metrics = spec.metrics if spec.metrics_named or types else ('accuracy',)
+        check_metrics(metrics, 'tagging', spec.path, len(types), types)
         super().__init__(TaskInfo(spec.name, '', tuple(self.data.labels), metrics, metrics[0], ('tokens', None),
                                   test_files=(('test', spec.name),) if 'test' in spec.files else ()))
-
-    def settings(self) -> dict:
-        s = self.spec
-        return {'files': {k: str(v) for k, v in s.files.items()}, 'scheme': self.data.scheme, 'strict': s.strict,
-                'stride': s.stride}
 
     def split(self, name: str, tokenizer, max_length: int) -> TaggingSplit:
         "A file's windows; a file without tags (a test file) gets no labels."
@@ -164,7 +170,7 @@ class TaggingTask(FinetuningTask):
         written = []
         for s, split in splits.items():
             tags = word_predictions(split.enc, logits[s], self.data.labels)
-            path = job.out / self.name / f'{s}{Path(split.file.path).suffix}'
+            path = job.file(self.name, f'{s}{Path(split.file.path).suffix}')
             written.append(write_predictions(split.file, tags, path))
             scored = ''
             if split.file.labeled:

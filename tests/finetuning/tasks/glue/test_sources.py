@@ -242,3 +242,22 @@ def test_saved_hub_copies(tmp_path):
     with pytest.raises(GlueDataError, match="no 'train' split"): src.load(TASKS['STS-B'], 'train')
     datasets.Dataset.from_dict({**rows, 'label': [0, 7]}).to_parquet(str(tmp_path / 'stsb/train.parquet'))
     with pytest.raises(GlueDataError, match='out of range'): src.load(TASKS['STS-B'], 'train')
+
+
+def test_a_missing_or_nan_glue_label_is_refused_naming_its_line_or_row(glue_dir, tmp_path):
+    "A null label of a saved copy stopped the job with a numpy TypeError; 'nan' and '' are no labels in any source."
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    write(glue_dir / 'STS-B/dev.tsv', [['sentence1', 'sentence2', 'score'], ['a', 'b', '1.5'], ['c', 'd', 'nan']])
+    with pytest.raises(GlueDataError, match=r"STS-B/dev.tsv line 3: label 'nan' is not a similarity score in \[0, 5\]"):
+        TsvSource(glue_dir).load(TASKS['STS-B'], 'dev')
+    write(glue_dir / 'SST-2/dev.tsv', [['sentence', 'label'], ['good', '1'], ['bad', '']])
+    with pytest.raises(GlueDataError, match=r"SST-2/dev.tsv line 3: unknown label '' for SST-2"):
+        TsvSource(glue_dir).load(TASKS['SST-2'], 'dev')
+    for task, config, label, match in (
+            ('RTE', 'rte', None, r"rte/train-00000-of-00001.parquet row 1: no label \(null\)"),
+            ('STS-B', 'stsb', float('nan'), r"stsb/train-00000-of-00001.parquet row 1: label nan is out of range")):
+        (tmp_path / config).mkdir()
+        rows = [{'sentence1': 'a', 'sentence2': 'b', 'label': v, 'idx': i} for i, v in enumerate((0, label))]
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / config / 'train-00000-of-00001.parquet')
+        with pytest.raises(GlueDataError, match=match): open_source(str(tmp_path)).load(TASKS[task], 'train')

@@ -73,13 +73,14 @@ def test_task_file_defaults_overrides_and_errors(tmp_path):
     cfg = job(tmp_path, 'demo', tasks=[str(demo_task(tmp_path))], task_overrides={'demo_squad': {'epochs': 5}})
     assert (cfg.for_task('demo_squad').max_length, cfg.for_task('demo_squad').epochs) == (512, 5)
     cases = [('colour: red\n', r"unknown key\(s\) colour; a QA task file has name, kind, train.*beam_size"),
-             ('doc_stride: 0\n', r'doc_stride: 0 is not a whole number >= 1'),
-             ('beam_size: 2.5\n', r'beam_size: 2.5 is not a whole number'),
-             ('answerable_classifier: "yes"\n', r"answerable_classifier: 'yes' is not true or false"),
-             ('na_threshold: high\n', r"na_threshold: 'high' is not a number"),
-             ('answerable_weight: -1\n', r'answerable_weight: -1 is not a number >= 0'),
-             ('on_bad_answer: keep\n', r"on_bad_answer: 'keep' is not error or skip"),
-             ('max_length: 2000\n', r'max_length: must be between 8 and 512')]
+             ('doc_stride: 0\n', r"line 5: key 'doc_stride': 0 is not a whole number >= 1 \(context tokens between"),
+             ('beam_size: 2.5\n', r"line 5: key 'beam_size': expected an integer, got 2\.5\.$"),
+             ('answerable_classifier: 2\n', r"line 5: key 'answerable_classifier': expected true or false, got 2\.$"),
+             ('na_threshold: high\n', r"line 5: key 'na_threshold': expected a number, got 'high'\.$"),
+             ('na_threshold: .inf\n', r"line 5: key 'na_threshold': inf is not a finite number \(SQuAD 2\.0: null odds"),
+             ('answerable_weight: -1\n', r"line 5: key 'answerable_weight': -1\.0 is not a finite number >= 0"),
+             ('on_bad_answer: keep\n', r"line 5: key 'on_bad_answer': 'keep' is not one of error, skip$"),
+             ('max_length: 2000\n', r"line 5: key 'max_length': 2000 is not a whole number in \[8, 512\]")]
     for extra, message in cases:
         with pytest.raises(ConfigError, match=rf"demo_squad\.yaml: .*{message}"): read_task_file(demo_task(tmp_path, extra))
     (tmp_path / 'squad' / 'test.json').unlink()

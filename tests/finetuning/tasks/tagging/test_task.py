@@ -49,8 +49,11 @@ def test_task_file_defaults_and_errors(tmp_path):
     assert read_task_file(demo_task(tmp_path, 'max_length: 96\nepochs: 4\nloss_reduction: token\n')).hparams == \
         {'max_length': 96, 'dropout': 0.0, 'epochs': 4, 'loss_reduction': 'token'}
     cases = [('colour: red\n', "unknown key.*colour"), ('scheme: BIO\n', "scheme: 'BIO'"),
-             ('loss: mean\n', 'loss: now .*loss_reduction'), ('loss_reduction: avg\n', "loss_reduction: 'avg'"), ('stride: -1\n', 'stride: -1'), ('metrics: [f1, mcc]\n', 'metrics: mcc'),
-             ('max_length: 2000\n', 'max_length: must be between 8 and 512')]
+             ('loss: mean\n', 'loss: now .*loss_reduction'),
+             ('loss_reduction: avg\n', r"line 5: key 'loss_reduction': 'avg' is not one of sum, mean, token$"),
+             ('stride: -1\n', r"line 5: key 'stride': -1 is not a whole number >= 0 \(0: the windows share none; word"),
+             ('metrics: [f1, mcc]\n', 'metrics: mcc'),
+             ('max_length: 2000\n', r"line 5: key 'max_length': 2000 is not a whole number in \[8, 512\]")]
     for extra, message in cases:
         with pytest.raises(ConfigError, match=rf"ner\.yaml: .*{message}"): read_task_file(demo_task(tmp_path, extra))
     token = demo_task(tmp_path, 'loss_reduction: token\n')  # the task's own key: its loss averages over words

@@ -1,0 +1,110 @@
+"""The model card of a fine-tuning group: `README.md` in `<output_dir>/<group>/`, beside the runs' weights
+(`<task>_<i>.pth`), its results table and summary. Its metadata's `model-index` holds each task's dev score over the
+runs (median, mean, best: the summary's numbers, from `results.csv`); the text says what the models are, the model they
+were fine-tuned from, the settings, every run, and how to load one. The runs are PyTorch modules saved by `run_sweep`
+(`load_finetuned` reads them), not `save_pretrained` folders: the card names no `library_name`."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from huggingface_hub import EvalResult, ModelCardData
+
+from electra.config.base import config_to_dict
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning.results import summarize
+from electra.finetuning.runs import group_dir
+from electra.finetuning.tasks.glue.tasks import TaskInfo
+from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block
+
+__all__ = ['PIPELINE_TAGS', 'write_finetuned_card']
+
+# the Hub's task of each task kind
+PIPELINE_TAGS = {'classification': 'text-classification', 'regression': 'text-classification',
+                 'multilabel': 'text-classification', 'tagging': 'token-classification',
+                 'squad': 'question-answering', 'mrqa': 'question-answering'}
+GLUE_HUB = 'nyu-mll/glue'
+
+
+def _kinds(files: dict, tasks: dict[str, TaskInfo]) -> dict[str, str]:
+    "Each task's kind: a task file's own (`files`: the job's task files), a GLUE task's classification or regression."
+    return {name: files[name].kind if name in files else 'regression' if info.is_regression else 'classification'
+            for name, info in tasks.items()}
+
+
+def _dataset(cfg: FinetuneConfig, files: dict, name: str, info: TaskInfo) -> dict:
+    "Where a task's dev set came from, as the model-index describes a dataset."
+    spec = files.get(name)
+    if spec is not None: return dict(dataset_type=spec.path.as_posix(), dataset_name=name, dataset_split='dev')
+    # the GLUE config names each task's set (the Hub groups a model's results by dataset type, config and split)
+    if cfg.data == 'hub':
+        return dict(dataset_type=GLUE_HUB, dataset_name=f'GLUE {name}', dataset_config=info.hf_config,
+                    dataset_split='validation')
+    what = "the project's demo data" if cfg.data == 'demo' else cfg.data
+    return dict(dataset_type=cfg.data, dataset_name=f'GLUE {name} ({what})', dataset_config=info.hf_config,
+                dataset_split='dev')
+
+
+def _results(cfg: FinetuneConfig, files: dict, summary: pd.DataFrame, tasks: dict[str, TaskInfo],
+             kinds: dict[str, str]) -> list[EvalResult]:
+    "Each task's score metric over its runs (median, mean, best), those defined."
+    results = []
+    for r in summary.to_dict('records'):
+        for stat in ('median', 'mean', 'best'):
+            if math.isnan(r[stat]): continue
+            results.append(EvalResult(task_type=PIPELINE_TAGS[kinds[r['task']]], task_name=r['task'],
+                                      **_dataset(cfg, files, r['task'], tasks[r['task']]), metric_type=r['metric'],
+                                      metric_value=float(r[stat]),
+                                      metric_name=f"{r['metric']} ({stat} of {r['runs'] - r['undefined']} runs)"))
+    return results
+
+
+def _metadata(cfg: FinetuneConfig, summary: pd.DataFrame, tasks: dict[str, TaskInfo]) -> ModelCardData:
+    "The card's metadata: what the Hub reads of the group (its tasks, data, the model it came from, its dev scores)."
+    files = cfg.file_tasks()
+    kinds = _kinds(files, tasks)
+    tags = sorted(set(PIPELINE_TAGS[k] for k in kinds.values()))
+    on_hub = not Path(cfg.model).exists() and not cfg.model.endswith('.pth')  # a hub name, not a file of this machine
+    glue = [n for n in tasks if n not in files]
+    return ModelCardData(
+        language='en' if len(glue) == len(tasks) else None,  # GLUE is English; a task file's language is not known
+        license=LICENSE, base_model=cfg.model if on_hub else None, pipeline_tag=tags[0] if len(tags) == 1 else None,
+        datasets=[GLUE_HUB] if glue and cfg.data == 'hub' else None, model_name=cfg.group,
+        tags=['electra', 'fine-tuned', *sorted(set(kinds.values()))],
+        eval_results=_results(cfg, files, summary, tasks, kinds) or None)
+
+
+def _runs_table(df: pd.DataFrame) -> str:
+    "Every run of the job: its task, seed, dev score, steps and weights file."
+    lines = ['| task | run | seed | score | steps | weights |', '|---|---|---|---|---|---|']
+    for r in df.sort_values(['task', 'run']).to_dict('records'):
+        lines.append(f"| {r['task']} | {r['run']} | {r['seed']} | {r['score']} | {r['steps']} | "
+                     f"`{Path(str(r['checkpoint'])).name}` |")
+    return '\n'.join(lines)
+
+
+def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str, TaskInfo], summary_text: str) -> Path:
+    """Write the card of the fine-tuning group of `cfg` from `df`, this job's rows of its results table, `tasks` (the
+    description of each task, the job's among them) and `summary_text` (the summary as `summary.md` has it); returns
+    its path."""
+    tasks = {n: tasks[n] for n in cfg.task_names if not tasks[n].predicted_by}  # AX: predicted by MNLI's runs
+    summary = summarize(df, tasks)
+    example = df.sort_values(['task', 'run']).iloc[0] if not df.empty else None
+    load = (f"model = load_finetuned('{Path(str(example['checkpoint'])).name}')  # {example['task']} run "
+            f"{example['run']}, a file of this folder" if example is not None else "model = load_finetuned(PATH)")
+    body = '\n\n'.join([
+        f"# ELECTRA fine-tuned: {cfg.group}",
+        f"ELECTRA (Clark et al. 2020) fine-tuned from `{cfg.model}`: {cfg.runs} run(s) of each task, each with its own "
+        f"seed, their weights `<task>_<i>.pth` in this folder beside the results table `results.csv` and its summary "
+        f"`summary.md`. Tasks: {', '.join(tasks)}; GLUE data: {cfg.data} (a task file names its own).",
+        f"## Dev scores\n\nOver the runs of each task (`summary.md`):\n\n{summary_text}",
+        f"## Runs\n\n{_runs_table(df)}",
+        f"## Settings\n\nThe job's config (`finetune.py --config` takes it again):\n\n"
+        f"{details(yaml_block(config_to_dict(cfg)))}",
+        "## How to use\n\nEach run is a PyTorch module (`ElectraClassifier`, `ElectraTagger` or `ElectraQA`) over "
+        "transformers' `ElectraModel`, read with this library; its tokenizer is the one of the model it was "
+        f"fine-tuned from:\n\n```python\nfrom electra import load_finetuned, load_pretrained\n\n{load}\n"
+        f"_, tokenizer = load_pretrained('{cfg.model}')\n```",
+        LICENSE_NOTE])
+    return write_card(group_dir(cfg), _metadata(cfg, summary, tasks), body)

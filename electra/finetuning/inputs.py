@@ -1,0 +1,91 @@
+"""What produced a fine-tuning run's result, recorded in its row of the results table and compared when a sweep runs
+again: the model and the task's data by content, the task file's settings, and the run's values of the keys that
+change a result (`RESULT_KEYS`, its seed). A finished run is reused only when all of them are the same; otherwise the
+sweep trains it again and says in one line what changed (`sweep._todo`)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from electra.config.base import ConfigError
+from electra.config.finetune import RESULT_KEYS, FinetuneConfig
+from electra.finetuning.tasks.base import FinetuningTask
+from electra.runtime.files import FileDigests
+
+__all__ = ['RunInputs', 'data_digests', 'run_inputs', 'what_changed']
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What a run's result depends on. Its row holds `model` in the column `model_fingerprint` and the rest as JSON in
+    `settings`, values as JSON reads them back."""
+    model: str   # `model_fingerprint`: the model's files by content
+    data: dict   # split -> digest of its files' bytes (`data_digests`)
+    task: dict   # the task file's settings (`FinetuningTask.settings`); {} for a GLUE task
+    run: dict    # the run's seed and its values of RESULT_KEYS
+
+    @property
+    def settings(self) -> str:
+        "The row's `settings` column."
+        return json.dumps({'data': self.data, 'task': self.task, 'run': self.run}, sort_keys=True)
+
+
+def data_digests(files: dict[str, list[Path]], digests: FileDigests) -> dict[str, str]:
+    "Each split's files (`FinetuningTask.data_files`) by their bytes, whatever their names or where they lie."
+    out = {}
+    for split, paths in files.items():
+        h = hashlib.sha256()
+        for f in paths:
+            try: h.update(digests(f))
+            except OSError as e:  # a folder, no permission: before the reader would have said it, the hash meets it
+                raise ConfigError(f"{f}: cannot read the task's {split} file ({e.strerror}). Point the task at a "
+                                  "readable file.") from None
+        out[split] = h.hexdigest()[:16]
+    return out
+
+
+def _as_read_back(values: dict) -> dict:
+    "`values` as a row's JSON gives them back (tuples as lists), so that a run's values compare equal to its row's."
+    return json.loads(json.dumps(values, default=str))
+
+
+def run_inputs(task_cfg: FinetuneConfig, task: FinetuningTask, model: str, data: dict[str, str], seed: int,
+               doubled: bool, precision: str) -> RunInputs:
+    """The inputs of one run: `precision` as it resolves on this device ('auto' is not a number format),
+    `double_unordered` as it applies to the task (`doubled`)."""
+    run = {k: getattr(task_cfg, k) for k in RESULT_KEYS} | {'seed': seed, 'double_unordered': doubled,
+                                                            'precision': precision}
+    return RunInputs(model, data, _as_read_back(task.settings()), _as_read_back(run))
+
+
+def _recorded(settings) -> dict | None:
+    "A row's `settings` as `RunInputs.settings` wrote it; None for a row of an earlier version (a hash of them)."
+    try: values = json.loads(settings)
+    except (TypeError, ValueError): return None
+    return values if isinstance(values, dict) and {'data', 'task', 'run'} <= set(values) else None
+
+
+def _files_phrase(files: list[Path]) -> str:
+    return str(files[0]) if len(files) == 1 else f'{files[0]} and {len(files) - 1} more'
+
+
+def what_changed(row: dict, new: RunInputs, files: dict[str, list[Path]], model: str) -> tuple[list[str], list[str]]:
+    """What differs between the inputs a finished run's `row` records and `new` (`files`: the task's data files by
+    split, `model`: where the model is now), in words; and what the row does not record (a table of an earlier
+    version). Both empty: the row is this run's."""
+    old, unrecorded, changed = _recorded(row['settings']), [], []
+    made_from = row.get('model_fingerprint')
+    if pd.isna(made_from): unrecorded.append('the model')
+    elif made_from != new.model: changed.append(f'the model changed ({model} holds other weights)')
+    if old is None: return changed, unrecorded + ['the data and settings']
+    for split, digest in new.data.items():
+        if old['data'].get(split) != digest: changed.append(f'the {split} file changed ({_files_phrase(files[split])})')
+    for where, was, now in (("the task file's ", old['task'], new.task), ('', old['run'], new.run)):
+        for key in [*now, *(k for k in was if k not in now)]:
+            if was.get(key) != now.get(key):
+                changed.append(f'{where}{key} changed (was {was.get(key)!r}, now {now.get(key)!r})')
+    return changed, unrecorded

@@ -1,0 +1,159 @@
+"""The domain of each kind of value a task's data files give, checked once per column before any training, whatever
+the format (CSV, TSV, JSONL, parquet): the labels of each task kind (`label_column`) and the ids written beside the
+test predictions (`id_column`). A value out of its domain stops the job with one line naming the file, the line (a
+parquet file's row, counted from 1), the value and the fix; nothing is dropped silently.
+
+- Regression: every label a finite number (a JSON number or a string that reads as one); NaN, infinities, text,
+  true/false and empty or null cells are refused (a NaN label made the loss NaN and the run went on to a score).
+- Classification: every label one class name. Empty or null cells, and the missing-value markers `nan` and `null`
+  (as pandas writes and reads them), are refused rather than learned as a class; so are a list (one example with
+  several labels is `kind: multilabel`), spaces around a name (' pos' and 'pos' would be two classes), a tab or line
+  break (the predictions file has one `id<TAB>prediction` line per example) and a column that mixes numbers with
+  names ('1', '2', 'x': a typo or a missing-value marker such as 'N/A', far more often than a class), naming the
+  first value of the rarer kind. Numbers must be finite.
+- Multi-label: each label as a class name, and no comma in one (the predictions file joins an example's labels
+  with commas); an empty cell is an example without labels, a null one is refused (write [] or '').
+- Ids: present, not blank, no tab or line break (each would break the predictions file's lines), each once.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from pathlib import Path
+
+import numpy as np
+
+from electra.config.base import ConfigError
+
+__all__ = ['place', 'is_missing', 'label_column', 'id_column']
+
+_BREAKS = re.compile(r'[\x00-\x1f\x7f-\x9f\u2028\u2029]')  # control characters: tabs and every kind of line break
+_MARKERS = ('nan', 'null')  # missing-value markers, as pandas writes a missing value and reads it back
+
+
+def place(path: Path, line: int) -> str:
+    "'<file>: line N', or for a parquet file (rows, no lines) '<file>: row N'."
+    return f"{path}: {'row' if Path(path).suffix == '.parquet' else 'line'} {line}"
+
+
+def is_missing(value) -> bool:
+    "Whether a cell holds no value: null (None), NaN, or an empty or blank string."
+    if value is None: return True
+    if isinstance(value, str): return not value.strip()
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
+
+
+def _number(value) -> float | None:
+    "The value as a finite float, or None: true/false, text and non-finite numbers are not numbers here."
+    if isinstance(value, (bool, np.bool_)): return None
+    if isinstance(value, str):
+        try: x = float(value)
+        except ValueError: return None
+    elif isinstance(value, numbers.Real): x = float(value)
+    else: return None
+    return x if math.isfinite(x) else None
+
+
+def _regression(values: list, path: Path, lines: list[int], column: str) -> np.ndarray:
+    out = np.empty(len(values), dtype=np.float32)
+    for i, (v, line) in enumerate(zip(values, lines)):
+        if v is None or isinstance(v, str) and not v.strip():
+            raise ConfigError(f"{place(path, line)}: no label in column '{column}' (empty or null); a regression label "
+                              "is a finite number such as 2.5. Give the example its label, or remove it.")
+        x = _number(v)
+        if x is None:
+            raise ConfigError(f"{place(path, line)}: label {_shown(v)} in column '{column}' is not a finite number; a "
+                              "regression label is a number such as 2.5. Fix it, or remove the example.")
+        out[i] = x
+    return out
+
+
+def _shown(value) -> str:
+    "A value as the messages show it: a string quoted, a number as Python writes it ('nan', 'inf')."
+    return repr(value) if isinstance(value, str) else repr(str(value))
+
+
+def _class_name(value, where: str, column: str, multilabel: bool = False) -> str:
+    "One class label as its name, checked (see the module docstring)."
+    if value is None or isinstance(value, str) and not value.strip():
+        raise ConfigError(f"{where}: no label in column '{column}' (empty or null). Give the example its class, or "
+                          "remove it.")
+    if isinstance(value, (list, tuple, dict, np.ndarray)):
+        raise ConfigError(f"{where}: label {value!r} in column '{column}' is not one class label; for several labels "
+                          "per example use kind: multilabel.")
+    name = str(value)
+    if name.strip().lower() in _MARKERS:
+        raise ConfigError(f"{where}: label {name!r} in column '{column}' is a missing value, not a class. Give the "
+                          "example its class, or remove it.")
+    try: finite = math.isfinite(float(name))
+    except ValueError: finite = True  # a name
+    if not finite:
+        raise ConfigError(f"{where}: label {name!r} in column '{column}' is not a finite number. Fix it, or remove "
+                          "the example.")
+    if _BREAKS.search(name) or (multilabel and ',' in name):
+        what = 'a comma (the predictions file joins an example\'s labels with commas)' if ',' in name else \
+            'a tab or a line break (the predictions file has one id<TAB>prediction line per example)'
+        raise ConfigError(f"{where}: label {name!r} in column '{column}' holds {what}. Rename the class.")
+    if name != name.strip():
+        raise ConfigError(f"{where}: label {name!r} in column '{column}' has spaces around it, so it would be another "
+                          f"class than {name.strip()!r}. Remove them (a CSV field starts right after the comma).")
+    return name
+
+
+def _one_kind(names: list[str], places: list[str], column: str) -> None:
+    "Class names are all numbers or all names: the first of the rarer kind is refused, with one of the other kind."
+    numeric = [_number(n) is not None for n in names]
+    k = sum(numeric)
+    if k in (0, len(names)): return
+    odd = numeric.index(2 * k < len(names))
+    other = numeric.index(not numeric[odd])
+    kind, others = ('a number', 'names') if numeric[odd] else ('a name', 'numbers')
+    raise ConfigError(f"{places[odd]}: label {names[odd]!r} in column '{column}' is {kind} among {others} (such as "
+                      f"{names[other]!r}, {places[other].rsplit(': ', 1)[-1]}): a class column holds numbers or names, "
+                      "not both. Fix the label (a missing-value marker such as 'N/A'?) or remove the example.")
+
+
+def _split(value, sep: str, where: str, column: str) -> list:
+    "One example's labels in a multi-label task: a JSON list, or a `sep`-separated string ('' none)."
+    if isinstance(value, (list, tuple, np.ndarray)): return list(value)
+    if value is None or not isinstance(value, str):
+        raise ConfigError(f"{where}: label {_shown(value)} in column '{column}' is not a list of labels; write [] or '' "
+                          f"for an example without labels, else the labels ('a{sep}b' in CSV and TSV, a list in JSONL).")
+    return [v.strip() for v in value.split(sep) if v.strip()]
+
+
+def label_column(kind: str, values: list, path: Path, lines: list[int], column: str, separator: str = ','):
+    """A label column checked for its task `kind`: regression a float32 array; classification each example's class
+    name; multilabel each example's list of class names. `lines`: each value's line (parquet: row)."""
+    if kind == 'regression': return _regression(values, path, lines, column)
+    places = [place(path, line) for line in lines]
+    if kind == 'classification':
+        names = [_class_name(v, where, column) for v, where in zip(values, places)]
+        _one_kind(names, places, column)
+        return names
+    each = [[_class_name(v, where, column, multilabel=True) for v in _split(value, separator, where, column)]
+            for value, where in zip(values, places)]
+    flat = [(n, where) for names, where in zip(each, places) for n in names]
+    if flat: _one_kind(*map(list, zip(*flat)), column)
+    return each
+
+
+def id_column(values: list, path: Path, lines: list[int], column: str) -> list[str]:
+    """Test ids, checked: each present, not blank, without a tab or line break (the predictions file is one
+    `id<TAB>prediction` line per example), and each once (two rows for one id)."""
+    ids, first = [], {}
+    for v, line in zip(values, lines):
+        where = place(path, line)
+        if is_missing(v):
+            raise ConfigError(f"{where}: no id in column '{column}' (empty, null or NaN); the predictions file names each "
+                              "test example by it. Give every example an id.")
+        name = str(v)
+        if _BREAKS.search(name):
+            raise ConfigError(f"{where}: id {name!r} in column '{column}' holds a tab or a line break, which would break "
+                              "the predictions file (one id<TAB>prediction line per example). Remove it from the id.")
+        if first.setdefault(name, line) != line:
+            raise ConfigError(f"{where}: id {name!r} is also on {place(path, first[name]).rsplit(': ', 1)[-1]}; the "
+                              f"predictions file would hold two rows for it. Make the ids in column '{column}' unique.")
+        ids.append(name)
+    return ids

@@ -1,0 +1,181 @@
+"""Model cards: the `README.md` that transformers' convention puts beside a model's files, a YAML metadata block
+(read by the Hugging Face Hub; written by `huggingface_hub.ModelCardData`, whose `eval_results` make the
+`model-index`) and then markdown: what the model is, the settings and data that made it, how well it does, how to load
+it, the paper to cite.
+
+`write_pretrained_card` describes a network exported by a pretraining run (`discriminator/`, `generator/`), from the
+run's files beside it (`config.yaml`, `metrics.csv`, `eval_metrics.csv`, as `pretraining/learner.py` names them);
+fine-tuning describes its runs with `write_card` (`electra.finetuning.card`). Both write on the main process alone,
+atomically, as every other file of an export."""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import yaml
+from huggingface_hub import EvalResult, ModelCardData
+from torch import nn
+
+from electra.runtime.files import atomic_write_text, is_main_process
+
+__all__ = ['CARD', 'CITATION', 'LICENSE', 'LICENSE_NOTE', 'card_text', 'write_card', 'last_row', 'yaml_block',
+           'details', 'hub_datasets', 'write_pretrained_card']
+
+CARD = 'README.md'  # the name transformers and the Hub give a model's card
+CITATION = """\
+@inproceedings{clark2020electra,
+  title     = {{ELECTRA}: Pre-training Text Encoders as Discriminators Rather Than Generators},
+  author    = {Kevin Clark and Minh-Thang Luong and Quoc V. Le and Christopher D. Manning},
+  booktitle = {International Conference on Learning Representations},
+  year      = {2020},
+  url       = {https://openreview.net/forum?id=r1xMH1BtvB}
+}"""
+# a run has no license of its own: its data's terms apply, and whoever shares the model states them
+LICENSE = 'unknown'
+LICENSE_NOTE = ("The license is `unknown`: a trained model carries its training data's terms. Set `license` in the "
+                "metadata above before you share it.")
+_CORPUS_LANGUAGE = {'demo': 'en'}  # corpora whose language is known: the project's own generated English text
+
+# the held-out metrics of each network (eval_metrics.csv): column -> (model-index metric type, its name)
+_HELD_OUT = {
+    'discriminator': {'disc_auc': ('roc_auc', 'AUC of replaced-token detection'),
+                      'uniform_auc': ('roc_auc', 'AUC on random replacements'),
+                      'disc_accuracy': ('accuracy', 'accuracy of replaced-token detection'),
+                      'disc_loss': ('loss', 'discriminator loss')},
+    'generator': {'gen_accuracy': ('accuracy', 'accuracy at the masked positions'),
+                  'gen_loss': ('loss', 'generator MLM loss')},
+}
+# what each network is, for transformers' Auto classes and the Hub
+_ROLES = {
+    'discriminator': dict(auto='AutoModelForPreTraining', pipeline_tag='feature-extraction',
+                          task=('token-classification', 'Replaced token detection'),
+                          what='the model to fine-tune: it learnt to tell the tokens its generator replaced from the '
+                               'original ones (replaced-token detection)'),
+    'generator': dict(auto='AutoModelForMaskedLM', pipeline_tag='fill-mask',
+                      task=('fill-mask', 'Masked language modelling'),
+                      what='a small masked language model trained with the discriminator, whose samples were '
+                           'the replacements the discriminator learnt to detect'),
+}
+
+
+def card_text(data: ModelCardData, body: str) -> str:
+    "A card: the metadata block, `body` (markdown), the citation."
+    return (f'---\n{data.to_yaml()}\n---\n\n{body.rstrip()}\n\n## Citation\n\nThe method is ELECTRA (Clark et al., '
+            f'ICLR 2020):\n\n```bibtex\n{CITATION}\n```\n')
+
+
+def write_card(folder: str | Path, data: ModelCardData, body: str) -> Path:
+    "Write the card of `folder` (`folder/README.md`), on the main process, atomically; returns its path."
+    path = Path(folder) / CARD
+    if is_main_process(): atomic_write_text(card_text(data, body), path)
+    return path
+
+
+def last_row(path: Path) -> dict[str, str]:
+    "The last row of the CSV file at `path` (column -> text as written); {} when there is none."
+    try:
+        with open(path, newline='', encoding='utf-8') as f: rows = list(csv.DictReader(f))
+    except OSError: return {}
+    return rows[-1] if rows else {}
+
+
+def yaml_block(data: dict) -> str:
+    "`data` as a fenced YAML block, in its own order."
+    return f"```yaml\n{yaml.safe_dump(data, sort_keys=False).rstrip()}\n```"
+
+
+def details(text: str, summary: str = 'the whole config') -> str:
+    "`text` folded away under `summary` (the Hub and GitHub render it closed)."
+    return f'<details>\n<summary>{summary}</summary>\n\n{text}\n\n</details>'
+
+
+def hub_datasets(entries: list[str]) -> list[str]:
+    "The hub datasets among corpus entries (`hub:<name>[:<config>]` -> `<name>`), for the card's `datasets`."
+    return [e.split(':')[1] for e in entries if e.startswith('hub:') and len(e.split(':')) > 1]
+
+
+def _held_out(role: str, row: dict[str, str], corpus: str) -> list[EvalResult]:
+    "The model-index results of `role` on the held-out examples (`row` of eval_metrics.csv); undefined ones left out."
+    task_type, task_name = _ROLES[role]['task']
+    results = []
+    for column, (metric, name) in _HELD_OUT[role].items():
+        value = float(row.get(column) or 'nan')
+        if math.isnan(value): continue
+        results.append(EvalResult(task_type=task_type, task_name=task_name, dataset_type=corpus,
+                                  dataset_name=f'{corpus} (held-out examples)', dataset_split='held-out',
+                                  metric_type=metric, metric_value=value, metric_name=name))
+    return results
+
+
+def _metrics_table(row: dict[str, str], columns: list[str]) -> str:
+    "The `columns` of `row` as a one-row markdown table, each value as the file wrote it."
+    shown = [c for c in columns if row.get(c) not in (None, '')]
+    return '\n'.join([f"| {' | '.join(shown)} |", '|' + '---|' * len(shown),
+                      f"| {' | '.join(row[c] for c in shown)} |"])
+
+
+def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str], role: str) -> str:
+    "How the run trained and how its network does: the settings in words, the last rows of its metrics files."
+    if not cfg: return "## Training\n\nThe run's settings were not found beside this export (no `config.yaml`)."
+    corpus, init = ', '.join(cfg.get('corpus', [])) or 'not recorded', cfg.get('init_from')
+    tokenizer = cfg.get('tokenizer') or (f'that of {init}' if init else 'WordPiece trained on the corpus')
+    text = [f"## Training\n\n{cfg.get('steps')} steps of {cfg.get('batch_size')} examples of up to "
+            f"{cfg.get('max_length')} tokens, objective `{cfg.get('objective')}`, peak learning rate {cfg.get('lr')} "
+            f"({cfg.get('warmup_steps')} warm-up steps), seed {cfg.get('seed')}. Corpus: {corpus}; tokenizer: "
+            f"{tokenizer}{f'; continued from the weights of {init}' if init else ''}."]
+    if eval_row:
+        shown = ['step', *_HELD_OUT[role], *(f'{c}_baseline' for c in ('gen_accuracy', 'disc_accuracy')
+                                              if c in _HELD_OUT[role]), 'examples']
+        text.append(f"### Held-out evaluation\n\nOn {eval_row.get('examples')} examples held out from training "
+                    f"(`eval_metrics.csv`, its last row); a baseline is what always the most frequent token "
+                    f"(generator) or always \"original\" (discriminator) scores.\n\n{_metrics_table(eval_row, shown)}")
+    if train_row:
+        columns = ['step', 'loss', 'gen_loss', 'disc_loss', 'gen_accuracy', 'disc_accuracy']
+        text.append(f"### Last training metrics\n\nThe last row of `metrics.csv` (means since the row before):\n\n"
+                    f"{_metrics_table(train_row, columns)}")
+    text.append(f"### Settings\n\nThe run's `config.yaml` (`pretrain.py --config` takes it again):\n\n"
+                f"{details(yaml_block(cfg))}")
+    return '\n\n'.join(text)
+
+
+def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir: str | Path) -> Path:
+    """Write the card of `net`, the `role` ('discriminator' or 'generator') of the pretraining run in `run_dir`,
+    exported to `folder`: its metadata (with the held-out metrics as the model-index), what it is, how it was trained,
+    its metrics, how to load it. Reads the run's `config.yaml`, `metrics.csv` and `eval_metrics.csv`, those that
+    exist."""
+    folder, run_dir, about = Path(folder), Path(run_dir), _ROLES[role]
+    try: cfg = yaml.safe_load((run_dir / 'config.yaml').read_text(encoding='utf-8')) or {}
+    except OSError: cfg = {}
+    train_row, eval_row = last_row(run_dir / 'metrics.csv'), last_row(run_dir / 'eval_metrics.csv')
+    corpus = cfg.get('corpus', [])
+    languages = {_CORPUS_LANGUAGE.get(c) for c in corpus}
+    data = ModelCardData(
+        language=languages.pop() if len(languages) == 1 and None not in languages else None, license=LICENSE,
+        library_name='transformers', pipeline_tag=about['pipeline_tag'], datasets=hub_datasets(corpus) or None,
+        tags=['electra', role, f"objective-{cfg.get('objective', 'unknown')}"], model_name=f'{run_dir.name} {role}',
+        eval_results=_held_out(role, eval_row, ', '.join(corpus) or 'corpus') or None)
+    c = net.config
+    body = (f"# ELECTRA {role}: {run_dir.name}\n\nThe {role} of the ELECTRA pretraining run `{run_dir.name}` (Clark "
+            f"et al. 2020), {about['what']}. {type(net).__name__}: {c.num_hidden_layers} layers, hidden size "
+            f"{c.hidden_size}, {c.num_attention_heads} attention heads, feed-forward {c.intermediate_size}, embeddings "
+            f"{c.embedding_size}, a vocabulary of {c.vocab_size} tokens, "
+            f"{sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters.\n\n"
+            f"{_run_section(cfg, train_row, eval_row, role)}\n\n{_usage(folder, role)}\n\n{LICENSE_NOTE}")
+    return write_card(folder, data, body)
+
+
+def _usage(folder: Path, role: str) -> str:
+    "How to load the network of `folder` with transformers' Auto classes (and fine-tune the discriminator)."
+    auto = _ROLES[role]['auto']
+    lines = ['## How to use', '', '```python', f'from transformers import {auto}, AutoTokenizer', '',
+             f"path = '{folder.parent.name}/{folder.name}'  # this folder, wherever it lies",
+             f'model = {auto}.from_pretrained(path)',
+             'tokenizer = AutoTokenizer.from_pretrained(path)']
+    if role == 'generator':
+        lines += ['', 'from transformers import pipeline', "fill = pipeline('fill-mask', model=path)"]
+    lines.append('```')
+    if role == 'discriminator':
+        lines += ['', '`AutoModel` loads its encoder alone. To fine-tune it: `electra-finetune --model PATH` (or '
+                      '`python finetune.py --model PATH` in a checkout of the library).']
+    return '\n'.join(lines)

@@ -1,0 +1,96 @@
+"""electra/pretrained/card.py: the model card (README.md) of each exported network, parsed back: valid YAML metadata in
+transformers' convention, the held-out metrics equal to the run's eval_metrics.csv, the settings equal to its
+config.yaml, loadable with the Auto classes it names; an export without run files still gets a card."""
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from huggingface_hub import ModelCard
+from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
+
+from electra.data.tokenizer import load_tokenizer
+from electra.objective.model import build_pretraining_model
+from electra.pretrained.export import export_holds, export_pretrained, model_fingerprint
+from tests.support.notebook_runs import tiny_pretraining
+from tests.support.tiny import V, tiny_cfg
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+# the model-index metric names of each network and the eval_metrics.csv column each must equal
+HELD_OUT = {'discriminator': {'AUC of replaced-token detection': 'disc_auc', 'AUC on random replacements': 'uniform_auc',
+                              'accuracy of replaced-token detection': 'disc_accuracy', 'discriminator loss': 'disc_loss'},
+            'generator': {'accuracy at the masked positions': 'gen_accuracy', 'generator MLM loss': 'gen_loss'}}
+
+
+def metadata(text: str) -> dict:
+    "The card's metadata block, parsed with a plain YAML parser (not the library that wrote it)."
+    match = re.match(r'---\n(.*?)\n---\n', text, re.S)
+    assert match, text[:200]
+    return yaml.safe_load(match[1])
+
+
+def last_csv_row(path: Path) -> dict[str, str]:
+    with open(path, newline='') as f: return list(csv.DictReader(f))[-1]
+
+
+@pytest.fixture(scope='module')
+def run_dir(tmp_path_factory) -> Path:
+    "The demo preset cut to 20 steps, run by pretrain.py (shared with the notebook and explore tests)."
+    return Path(tiny_pretraining(tmp_path_factory)['run_dir'])
+
+
+@pytest.mark.parametrize('role', ['discriminator', 'generator'])
+def test_the_card_of_a_demo_export_holds_the_run_s_numbers_and_settings(run_dir, role):
+    folder = run_dir / role
+    text = (folder / 'README.md').read_text(encoding='utf-8')
+    meta = metadata(text)
+    assert meta['library_name'] == 'transformers' and meta['language'] == 'en' and meta['license'] == 'unknown'
+    assert meta['pipeline_tag'] == {'discriminator': 'feature-extraction', 'generator': 'fill-mask'}[role]
+    assert {'electra', role, 'objective-electra'} <= set(meta['tags'])
+    [model] = meta['model-index']
+    [result] = model['results']
+    assert model['name'] == f'tiny_11081 {role}' and result['dataset']['split'] == 'held-out'
+    held_out = last_csv_row(run_dir / 'eval_metrics.csv')
+    assert held_out['step'] == '20'
+    assert {m['name']: m['value'] for m in result['metrics']} == {
+        name: float(held_out[column]) for name, column in HELD_OUT[role].items()}
+    # the same through huggingface_hub's own reader of cards
+    assert {r.metric_name: r.metric_value for r in ModelCard.load(folder / 'README.md').data.eval_results} == {
+        name: float(held_out[column]) for name, column in HELD_OUT[role].items()}
+    trained = last_csv_row(run_dir / 'metrics.csv')
+    assert f"| {' | '.join(trained[c] for c in ('step', 'loss', 'gen_loss', 'disc_loss'))} |" in text
+    config = re.search(r'```yaml\n(.*?)\n```', text, re.S)[1]
+    assert yaml.safe_load(config) == yaml.safe_load((run_dir / 'config.yaml').read_text())
+    assert '20 steps of 8 examples of up to 64 tokens' in text and '@inproceedings{clark2020electra' in text
+    auto = {'discriminator': AutoModelForPreTraining, 'generator': AutoModelForMaskedLM}[role]
+    assert f"path = 'tiny_11081/{role}'  # this folder, wherever it lies\n" \
+           f"model = {auto.__name__}.from_pretrained(path)" in text
+    assert str(run_dir.parent) not in text.replace(config, '')  # nothing of where the run lies but its config
+    assert type(auto.from_pretrained(folder)).__name__ == {'discriminator': 'ElectraForPreTraining',
+                                                           'generator': 'ElectraForMaskedLM'}[role]
+    assert len(AutoTokenizer.from_pretrained(folder)) == auto.from_pretrained(folder).config.vocab_size
+
+
+def test_an_export_without_run_files_gets_a_card_and_editing_a_card_changes_no_fingerprint(tmp_path):
+    "export_pretrained from code, into a folder that has no run: the card says what it can; the card is not the model."
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
+    tok = load_tokenizer(str(vocab))
+    torch.manual_seed(0)
+    model = build_pretraining_model(tiny_cfg(objective='mlm'), len(tok), tok.pad_token_id, tok.mask_token_id)
+    paths = export_pretrained(model, tok, tmp_path / 'run')
+    assert sorted(paths) == ['discriminator']  # BERT: no generator, no generator card
+    card = paths['discriminator'] / 'README.md'
+    meta = metadata(card.read_text())
+    assert 'model-index' not in meta and meta['library_name'] == 'transformers'
+    assert "The run's settings were not found beside this export (no `config.yaml`)." in card.read_text()
+    before = model_fingerprint(paths['discriminator'])
+    card.write_text(card.read_text().replace('license: unknown', 'license: apache-2.0'))
+    assert model_fingerprint(paths['discriminator']) == before and export_holds(model, tok, tmp_path / 'run')
+    card.unlink()  # an export cut short before its card is not whole: a finished run's resume writes it again
+    assert not export_holds(model, tok, tmp_path / 'run')

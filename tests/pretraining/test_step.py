@@ -1,0 +1,75 @@
+"""electra/pretraining/step.py: every preset family and option trains through `pretraining_step`, and one step of the
+real Learner equals the plain reference step (electra/objective/reference.py's losses, their gradients, torch's
+clipping and a plain loop of the official Adam) on the same batch, masks and noise."""
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+import electra.pretraining.step as step_module
+from benchmarks.bench import baseline, runners
+from electra.config.base import load_config
+from electra.config.pretrain import PretrainConfig
+from electra.objective.reference import reference_losses
+from tests.support.tiny import TINY, batches, tiny_model
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+PRESETS = Path(__file__).parents[2] / 'configs' / 'pretrain'
+TINY_SIZE = {k: v for k, v in TINY.items() if k != 'generator_size'}
+
+
+def preset(name: str, **kw) -> PretrainConfig:
+    "The preset at the tests' tiny size (its own generator share), eager, no dropout and no warm-up."
+    cfg = load_config(PretrainConfig, ['--config', name], preset_dir=PRESETS)
+    return dataclasses.replace(cfg, **{**TINY_SIZE, 'compile': False, 'dropout': 0.0, 'warmup_steps': 0,
+                                       'pad_vocab_multiple': 0, 'clip_grad': 0.05, **kw})
+
+
+def reference_step(cfg, model, ids, tt, lr: float, micro_batches: int = 1, stage: int = 0):
+    """The plain step on `model` (changed in place): the step's masks and noise from one generator seeded cfg.seed,
+    `reference_losses` on the whole batch, `.backward()`, torch's clipping, a Python loop of the official Adam."""
+    rng = torch.Generator().manual_seed(cfg.seed)
+    m = step_module.MaskingSettings.for_tokenizer(baseline.BenchTokenizer(120), cfg.mask_unk)(ids, rng)
+    noise = torch.cat([torch.rand(model.noise_shape(p), generator=rng) for p in m.positions.chunk(micro_batches)])
+    total, gen, disc = reference_losses(model.generator, model.discriminator, m.input_ids, tt, m.positions, m.labels,
+                                        noise, 0, cfg.gen_loss_weight, cfg.disc_loss_weight)
+    (cfg.gen_loss_weight * gen if stage == 1 else total).backward()
+    named = baseline.unique_named_parameters(model)
+    torch.nn.utils.clip_grad_norm_([p for _, p in named], cfg.clip_grad)
+    baseline.LoopAdam(named, lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps).step()
+    return gen, disc
+
+
+@pytest.mark.parametrize('name, change', [
+    ('demo', {}), ('small', {}), ('base', {}),
+    ('small', {'grad_accum_steps': 2}),
+    ('two_stage', {'two_stage': 0.5, 'steps': 4}),
+    ('small', {'precision': 'fp16'})])
+def test_every_preset_trains_through_the_step_and_its_step_is_the_reference_step(monkeypatch, name, change):
+    precision = change.pop('precision', 'fp32')
+    cfg = preset(name, **change)
+    real, calls = step_module.pretraining_step, []
+
+    def spy(*args):
+        calls.append(1)
+        return real(*args)
+    monkeypatch.setattr(step_module, 'pretraining_step', spy)
+    model, data = tiny_model(cfg), batches(cfg, n=1)
+    ref = tiny_model(cfg)
+    runner = runners.LearnerRunner('t', cfg, model, data, torch.device('cpu'), precision)
+    if precision == 'fp16':  # a scale that overflows nothing: torch's default 2^16 skips the first steps here
+        runner.learn.training_step.scaler = torch.amp.GradScaler('cpu', init_scale=16.0)
+    runner.loader.n = 1
+    runner.learn.fit(1)
+    assert calls == [1]  # the one step ran through `pretraining_step`
+    lr = runner.learn.opt.hypers[0]['lr']
+    gen, disc = reference_step(cfg, ref.train(), *data[0], lr, cfg.grad_accum_steps, stage=1 if cfg.two_stage else 0)
+    sums = runner.learn.training_step.sums
+    tol = dict(rtol=1e-2, atol=1e-3) if precision == 'fp16' else dict(rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(sums[1].float(), gen.detach(), **tol)
+    if not cfg.two_stage: torch.testing.assert_close(sums[2].float(), disc.detach(), **tol)
+    weights = dict(ref.named_parameters())
+    for k, p in model.named_parameters():
+        torch.testing.assert_close(p, weights[k], **(tol if precision == 'fp16' else dict(rtol=0, atol=2e-6)), msg=k)
+

@@ -36,14 +36,6 @@ SPECIAL_TOKENS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
 _TRAIN_MARKER = 'electra_tokenizer.json'  # settings of a tokenizer trained by `get_tokenizer`
 _ALPHABET_LIMIT = 1000  # the `tokenizers` default: rarer characters become [UNK]
 _UNCOVERED = 1e-4       # the share of a corpus's characters left to [UNK] when more than the 1000 are needed
-# A trained tokenizer folds case (`lowercase`) but strips no accents. BERT's uncased normalizer strips every combining
-# mark once it lowercases (google-research/bert tokenization.py `_run_strip_accents`: NFD, then category Mn dropped):
-# harmless for English, but in other scripts those marks are letters, vowels or voicing (Devanagari vowel signs and
-# virama, Japanese dakuten, Arabic hamza), and stripping them merges words (かがみ and かかみ, कुत्ता and कत्ता).
-# Stripping only Latin accents is a normalizer transformers' BertTokenizer would not keep: it rebuilds its
-# normalizer from these flags when the export is loaded with AutoTokenizer. A vocab.txt given as `tokenizer` (BERT's
-# uncased) keeps BERT's rule: it was built with it.
-STRIP_ACCENTS = False
 
 
 def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTrainedTokenizerFast:
@@ -129,10 +121,17 @@ def _continuations(alphabet: list[str], normalizer) -> list[str]:
 
 
 def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_dir: Path,
-                    sources: Optional[list[CorpusSource]] = None) -> PreTrainedTokenizerFast:
+                    sources: Optional[list[CorpusSource]] = None, strip_accents: bool = False) -> PreTrainedTokenizerFast:
     """Train a BERT WordPiece vocabulary on `files` (or on every corpus of `sources`, tables included), save it
     to `save_dir` with `save_pretrained` and return it. Lines the pretraining build skips as unreadable (not
     UTF-8, over 1 MiB) are skipped here too.
+
+    `lowercase` folds case; combining marks are kept unless `strip_accents`. BERT's uncased rule strips them with
+    lowercasing (google-research/bert tokenization.py `_run_strip_accents`: NFD, category Mn dropped): harmless for
+    English, but in other scripts the marks are letters, vowels or voicing (Devanagari vowel signs and virama,
+    Japanese dakuten, Arabic hamza) and stripping them merges words (かがみ and かかみ). Stripping Latin accents alone
+    would need a normalizer of our own, which transformers' tokenizer drops when the export is loaded with
+    AutoTokenizer (it rebuilds its normalizer from these flags). A vocab.txt given as `tokenizer` keeps BERT's rule.
 
     The result is deterministic. The `tokenizers` trainer alone is not (a known behaviour of its trainer):
     it gives the '##x' continuation tokens ids in hash-map order, and those ids break ties between merges of
@@ -141,7 +140,7 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     from vocab.txt so those tokens end up as ordinary entries.
     """
     sources = sources or [CorpusSource(', '.join(map(str, files)), 'files', [Path(f) for f in files])]
-    wp = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=False)  # see STRIP_ACCENTS
+    wp = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=strip_accents)
     skipped = collections.Counter()
     alphabet = _alphabet(source_lines(sources, skipped), wp.normalizer, vocab_size)
     if not alphabet:
@@ -156,20 +155,21 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     vocab = sorted(wp.get_vocab().items(), key=lambda kv: kv[1])
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / 'vocab.txt').write_text(''.join(w + '\n' for w, _ in vocab), encoding='utf-8')
-        tok = ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase, strip_accents=STRIP_ACCENTS)
+        tok = ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase, strip_accents=strip_accents)
     Path(save_dir).mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(str(save_dir))
     return tok
 
 
-def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase: bool,
-                  run_dir: Path, sources: Optional[list[CorpusSource]] = None) -> PreTrainedTokenizerFast:
+def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase: bool, run_dir: Path,
+                  sources: Optional[list[CorpusSource]] = None, strip_accents: bool = False) -> PreTrainedTokenizerFast:
     """The run's tokenizer: `tokenizer` when given; else the one trained earlier in `run_dir/tokenizer`
     (kept so a resumed run tokenizes exactly as before); else train one on `files` (or on `sources`, which
     may include tables) and save it there."""
     if tokenizer: return load_tokenizer(tokenizer, lowercase)
     save_dir = Path(run_dir) / TOKENIZER_DIR
-    settings = {'files': [str(Path(f).resolve()) for f in files], 'vocab_size': vocab_size, 'lowercase': lowercase}
+    settings = {'files': [str(Path(f).resolve()) for f in files], 'vocab_size': vocab_size, 'lowercase': lowercase,
+                'strip_accents': strip_accents}
     if sources and any(s.kind == 'table' for s in sources): settings['corpus'] = [s.entry for s in sources]
     marker = save_dir / _TRAIN_MARKER
     if marker.is_file():
@@ -180,7 +180,7 @@ def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase:
     # train into a temporary directory and move it into place, so an interrupted run leaves no half tokenizer
     tmp = save_dir.with_name(f'.{save_dir.name}.{os.getpid()}.tmp')
     shutil.rmtree(tmp, ignore_errors=True)
-    tok = train_tokenizer(files, vocab_size, lowercase, tmp, sources)
+    tok = train_tokenizer(files, vocab_size, lowercase, tmp, sources, strip_accents)
     (tmp / _TRAIN_MARKER).write_text(json.dumps(settings, indent=1))
     shutil.rmtree(save_dir, ignore_errors=True)  # a directory without marker is an interrupted attempt
     os.replace(tmp, save_dir)

@@ -156,6 +156,22 @@ def test_a_tokenizer_trained_on_other_scripts_keeps_what_they_distinguish(tmp_pa
         assert loaded.tokenize('中文') == ['中', '文']  # CJK ideographs one token each, as BERT's
 
 
+def test_strip_accents_gives_bert_s_uncased_rule_and_survives_the_auto_classes(tmp_path):
+    """`strip_accents: true` is the official rule (google-research/bert tokenization.py `_run_strip_accents`: lowercase,
+    NFD, category Mn dropped), written out here with unicodedata; the default keeps the marks."""
+    import unicodedata
+    def bert(text): return ''.join(c for c in unicodedata.normalize('NFD', text.lower()) if unicodedata.category(c) != 'Mn')
+    corpus = tmp_path / 'en.txt'
+    corpus.write_text(' '.join(SENTENCES + ['café', 'naïve', 'résumé']) * 30, encoding='utf-8')
+    words = ('Café', 'naïve', 'Résumé', 'कुत्ता')
+    tok = train_tokenizer([corpus], 300, True, tmp_path / 'tok', strip_accents=True)
+    for loaded in (tok, AutoTokenizer.from_pretrained(tmp_path / 'tok')):
+        assert [loaded.backend_tokenizer.normalizer.normalize_str(w) for w in words] == [bert(w) for w in words]
+        assert loaded.tokenize('café') == loaded.tokenize('cafe')
+    kept = train_tokenizer([corpus], 300, True, tmp_path / 'kept')
+    assert [kept.backend_tokenizer.normalizer.normalize_str(w) for w in words] == [w.lower() for w in words]
+
+
 def test_a_script_of_thousands_of_characters_keeps_its_rarer_ones(tmp_path):
     """The `tokenizers` trainer keeps the 1000 most frequent characters and makes the rest [UNK]: the kanji of a
     Japanese corpus beyond them were lost. Characters are kept while they are needed to cover all but a ten-thousandth

@@ -95,7 +95,8 @@ with main_process_first('the corpus and the tokenizer', cfg.dist_timeout):  # ma
     sources = resolve_corpus(cfg.corpus, Path(cfg.cache_dir), settings)
     files = corpus_text_files(sources)
     tokenizer = (init_tokenizer(init, ckpt) if cfg.init_from else
-                 get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources))
+                 get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources,
+                               cfg.strip_accents))
 tok_state = tokenizer_state(tokenizer)
 if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)
 end_if_finished(cfg, ckpt, resume_path, tokenizer, run_dir)  # resumed at its last step: nothing to train, the job ends

@@ -16,7 +16,9 @@ that kill a process (`kill -9`) or fill a disk (a small tmpfs; needs root) are r
 - `traceback`: a Python traceback reached the user
 - `unclear`: any other ending (another status, no `error:` line)
 
-It is a tool, not a test: the tests in tests/ hold each fixed case. Fixtures (a 20-step demo pretraining, the demo
+The cases are in cases.py (the first sweep) and cases_trust.py (the second; all of it: `--only 'ranges,names,metrics,
+data values,edited,scripts,encodings,auto,two at once'`). It is a tool, not a test: the tests in tests/ hold each
+fixed case. Fixtures (a 20-step demo pretraining, the demo
 tasks) are built once under --work and reused. See docs/robustness.md for the results.
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cases  # noqa: E402,F401  (registers the cases)
+import cases_trust  # noqa: E402,F401  (the second sweep's cases)
 from harness import CASES, Case, Ctx, Proc, Record, said, verdict  # noqa: E402
 
 def run_case(c: Case, base: Path, work: Path) -> Record:

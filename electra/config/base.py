@@ -28,7 +28,7 @@ import yaml
 __all__ = ['ConfigError', 'TrainingStopped', 'TrainingDiverged', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
            'threads_field', 'threads_setting',
-           'running_in_notebook', 'cli_args', 'friendly_errors']
+           'running_in_notebook', 'cli_args', 'friendly_errors', 'compressed', 'COMPRESSED_SUFFIXES']
 
 
 class ConfigError(ValueError):
@@ -453,13 +453,41 @@ def config_to_dict(cfg) -> dict[str, Any]:
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
 
 
+# The first bytes of the compressed formats corpora and data sets are shipped in (gzip, bzip2 with its first block or
+# end of stream, xz, zstd, zip), and the command that writes one out plain. Each holds bytes UTF-8 text cannot start
+# with, so no text file is taken for one.
+_COMPRESSED = ((re.compile(rb'\x1f\x8b'), 'gzip', 'gzip -dc'),
+               (re.compile(rb'BZh[1-9](1AY&SY|\x17rE8P\x90)'), 'bzip2', 'bzip2 -dc'),
+               (re.compile(rb'\xfd7zXZ\x00'), 'xz', 'xz -dc'), (re.compile(rb'\x28\xb5\x2f\xfd'), 'zstd', 'zstd -dc'),
+               (re.compile(rb'PK\x03\x04'), 'zip', 'unzip -p'))
+COMPRESSED_SUFFIXES = ('.gz', '.bz2', '.xz', '.zst', '.zip')
+
+
+def compressed(path: str | Path, head: bytes | None = None) -> str:
+    """'' for a file that is not compressed (by its first bytes, `head` when already read); else what it is and how to
+    write it out plain, as the end of a ConfigError's sentence that starts with the file: '<path> is gzip-compressed,
+    ...'. The readers read plain text only (the corpus reader splits files by byte ranges for its parallel build)."""
+    path = Path(path)
+    if head is None:
+        try:
+            with open(path, 'rb') as f: head = f.read(16)
+        except OSError: return ''
+    for magic, name, command in _COMPRESSED:
+        if magic.match(head):
+            plain = path.with_suffix('') if path.suffix in COMPRESSED_SUFFIXES else path.with_name(f'plain_{path.name}')
+            return (f"is {name}-compressed, not text: write it out plain first (`{command} {path} > {plain}`) and give "
+                    f"the plain file")
+    return ''
+
+
 def read_text(path: str | Path) -> str:
     """A UTF-8 text file (a byte-order mark dropped), or a ConfigError naming it and, for text in another encoding,
-    the line of the first byte that is not UTF-8."""
+    the line of the first byte that is not UTF-8; for a compressed file, how to write it out plain."""
     try: raw = Path(path).read_bytes()
     except OSError as e: raise ConfigError(f"{path}: cannot read it ({e.strerror}).") from None
     try: return raw.decode('utf-8-sig')
     except UnicodeDecodeError as e:
+        if packed := compressed(path, raw[:16]): raise ConfigError(f"{path} {packed}.") from None
         line = raw.count(b'\n', 0, e.start) + 1
         raise ConfigError(f"{path}: line {line}: not UTF-8 text ({e.reason} at byte {e.start}: another encoding such as "
                           "latin-1 or UTF-16, or not text at all). Save it as UTF-8.") from None

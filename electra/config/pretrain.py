@@ -32,9 +32,9 @@ RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_colu
 # which only chooses a new run's first weights (a resumed run continues from its checkpoint's).
 RESUME_SAID = ('steps', 'lr', 'precision', 'init_from')
 # Compared by content, not by the key: the corpus by the examples built from it (a corpus moved or touched is the same
-# one, a file edited in place is not), the tokenizer by its files (`vocab_size` and `lowercase` shape it when it is
-# trained on the corpus).
-RESUME_CONTENT = ('corpus', 'tokenizer', 'vocab_size', 'lowercase')
+# one, a file edited in place is not), the tokenizer by its files (`vocab_size`, `lowercase` and `strip_accents` shape it
+# when it is trained on the corpus).
+RESUME_CONTENT = ('corpus', 'tokenizer', 'vocab_size', 'lowercase', 'strip_accents')
 # Free: where and how the run runs, what it logs, none of what it trains (float rounding aside).
 RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'device', 'threads', 'logger',
                'neptune_project', 'log_every', 'checkpoint_at', 'num_workers', 'num_proc', 'grad_accum_steps',
@@ -102,6 +102,11 @@ class PretrainConfig:
                                "pretrain.py .pth; the optimizer and step start fresh. Empty: a fresh initialisation")
     vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus', ge=100)
     lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer')
+    strip_accents: bool = field(False, "also drop combining marks when training a tokenizer, as BERT's uncased rule "
+                                       "does with lowercase (google-research/bert tokenization.py `_run_strip_accents`): "
+                                       "cafe = cafe with an accent in English, but in other scripts the marks are "
+                                       "letters (Devanagari vowel signs, Japanese dakuten, Arabic hamza) and words "
+                                       "merge; false keeps them (docs/fidelity.md)")
     max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included', ge=8)
     # -- model (the paper's Table 6; configure_pretraining.py); the presets fill these in
     hidden_size: int = field(256, 'discriminator hidden size', gt=0)

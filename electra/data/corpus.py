@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
-from electra.config.base import ConfigError, writable_dir
+from electra.config.base import ConfigError, compressed, writable_dir
 from electra.data.demo import write_demo_corpus
 from electra.data.hub import hub_unreachable
 
@@ -215,17 +215,24 @@ def _text_files(entry: str, cache_dir: Path) -> CorpusSource:
         if not found:
             raise ConfigError(f"corpus directory {p} has no (non-hidden) files. Put text files in it or "
                               "remove it from `corpus`.")
-        source = CorpusSource(entry, 'files', in_directory=True)
+        source, packed = CorpusSource(entry, 'files', in_directory=True), []
         for f in found:  # files in a directory that are not text are skipped and counted, not fatal
-            problem = sniff(*read_head(f)).problem
-            if problem: source.skipped[problem] = source.skipped.get(problem, 0) + 1
+            head, complete = read_head(f)
+            if compressed(f, head[:16]): packed.append(f)
+            elif problem := sniff(head, complete).problem: source.skipped[problem] = source.skipped.get(problem, 0) + 1
             else: source.files.append(f)
+        if packed:  # text meant for the corpus, which skipping as binary would leave out unseen
+            raise ConfigError(f"corpus directory {p} holds {len(packed)} compressed file{'s' * (len(packed) > 1)} (the "
+                              f"first: {packed[0]} {compressed(packed[0])}). Keep only plain text files in the "
+                              "directory.")
         if not source.files:
             raise ConfigError(f"corpus directory {p} has no usable text file ({_counts(source.skipped)}). "
                               "Give UTF-8 text files.")
         return source
     if p.is_file():
-        problem = sniff(*read_head(p)).problem
+        head, complete = read_head(p)
+        if packed := compressed(p, head[:16]): raise ConfigError(f"corpus file {p} {packed}.")
+        problem = sniff(head, complete).problem
         if problem == 'empty':
             raise ConfigError(f"corpus file {p} is empty (or blank). Remove it from `corpus` or put text in it.")
         if problem == 'binary':

@@ -22,7 +22,7 @@ from typing import Iterable, Optional
 from tokenizers import BertWordPieceTokenizer
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerFast
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, compressed
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 SPECIAL_TOKENS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
 _TRAIN_MARKER = 'electra_tokenizer.json'  # settings of a tokenizer trained by `get_tokenizer`
 _ALPHABET_LIMIT = 1000  # the `tokenizers` default: rarer characters become [UNK]
+_UNCOVERED = 1e-4       # the share of a corpus's characters left to [UNK] when more than the 1000 are needed
 
 
 def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTrainedTokenizerFast:
@@ -53,6 +54,7 @@ def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTraine
 
 def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
     "An ElectraTokenizerFast from a WordPiece vocabulary file of any name."
+    if packed := compressed(path): raise ConfigError(f"tokenizer {path} {packed}.")
     try: lines = set(path.read_text(encoding='utf-8').splitlines())
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"tokenizer {path}: cannot read it as a UTF-8 vocab.txt ({e}).") from e
@@ -100,30 +102,47 @@ def load_tokenizer(path: str, lowercase: bool = True) -> PreTrainedTokenizerFast
     return _check_special_tokens(tok, str(p))
 
 
-def _alphabet(lines: Iterable[str], normalizer) -> list[str]:
-    "The characters the trainer keeps: the most frequent after normalisation, ties broken by the character."
+def _alphabet(lines: Iterable[str], normalizer, vocab_size: int) -> list[str]:
+    """The characters the trainer keeps, the rest becoming [UNK]: the most frequent after normalisation (ties broken by
+    the character), at least the `tokenizers` default 1000, more while they are needed to cover all but a ten-thousandth
+    of the text (a script of thousands of characters: Chinese, Japanese kanji), up to a quarter of the vocabulary."""
     counts = collections.Counter()
     for line in lines: counts.update(normalizer.normalize_str(line))
-    chars = [c for c in counts if not c.isspace()]
-    return sorted(sorted(chars, key=lambda c: (-counts[c], c))[:_ALPHABET_LIMIT])
+    chars = sorted((c for c in counts if not c.isspace()), key=lambda c: (-counts[c], c))
+    total, covered, needed = sum(counts[c] for c in chars), 0, 0
+    while needed < len(chars) and covered < total * (1 - _UNCOVERED):
+        covered, needed = covered + counts[chars[needed]], needed + 1
+    return sorted(chars[:min(max(needed, _ALPHABET_LIMIT), max(vocab_size // 4, _ALPHABET_LIMIT))])
+
+
+def _continuations(alphabet: list[str], normalizer) -> list[str]:
+    "'##c' for each character that can continue a word: not the ideographs BERT's normalizer makes words of their own."
+    return ['##' + c for c in alphabet if normalizer.normalize_str(c) == c]
 
 
 def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_dir: Path,
-                    sources: Optional[list[CorpusSource]] = None) -> PreTrainedTokenizerFast:
+                    sources: Optional[list[CorpusSource]] = None, strip_accents: bool = False) -> PreTrainedTokenizerFast:
     """Train a BERT WordPiece vocabulary on `files` (or on every corpus of `sources`, tables included), save it
     to `save_dir` with `save_pretrained` and return it. Lines the pretraining build skips as unreadable (not
     UTF-8, over 1 MiB) are skipped here too.
 
+    `lowercase` folds case; combining marks are kept unless `strip_accents`. BERT's uncased rule strips them with
+    lowercasing (google-research/bert tokenization.py `_run_strip_accents`: NFD, category Mn dropped): harmless for
+    English, but in other scripts the marks are letters, vowels or voicing (Devanagari vowel signs and virama,
+    Japanese dakuten, Arabic hamza) and stripping them merges words (かがみ and かかみ). Stripping Latin accents alone
+    would need a normalizer of our own, which transformers' tokenizer drops when the export is loaded with
+    AutoTokenizer (it rebuilds its normalizer from these flags). A vocab.txt given as `tokenizer` keeps BERT's rule.
+
     The result is deterministic. The `tokenizers` trainer alone is not (a known behaviour of its trainer):
     it gives the '##x' continuation tokens ids in hash-map order, and those ids break ties between merges of
-    equal count. Listing every '##x' up front (as special tokens, so they get ids in a fixed order) and fixing
-    the alphabet ourselves removes all hash-order dependence; the vocabulary is then re-read from vocab.txt
-    so those tokens end up as ordinary entries.
+    equal count. Listing every '##x' that can occur up front (as special tokens, so they get ids in a fixed
+    order) and fixing the alphabet ourselves removes all hash-order dependence; the vocabulary is then re-read
+    from vocab.txt so those tokens end up as ordinary entries.
     """
     sources = sources or [CorpusSource(', '.join(map(str, files)), 'files', [Path(f) for f in files])]
-    wp = BertWordPieceTokenizer(lowercase=lowercase)
+    wp = BertWordPieceTokenizer(lowercase=lowercase, strip_accents=strip_accents)
     skipped = collections.Counter()
-    alphabet = _alphabet(source_lines(sources, skipped), wp.normalizer)
+    alphabet = _alphabet(source_lines(sources, skipped), wp.normalizer, vocab_size)
     if not alphabet:
         said = ', '.join(skipped_in_words(skipped))  # why a corpus can look empty
         raise ConfigError(f"no text to train a tokenizer on in {', '.join(s.entry for s in sources)}"
@@ -132,24 +151,25 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     # from an iterator rather than the files: the same vocabulary, but a bad line is skipped instead of fatal
     wp.train_from_iterator(source_lines(sources), vocab_size=vocab_size, min_frequency=2, show_progress=False,
                            limit_alphabet=len(alphabet), initial_alphabet=alphabet,
-                           special_tokens=SPECIAL_TOKENS + ['##' + c for c in alphabet])
+                           special_tokens=SPECIAL_TOKENS + _continuations(alphabet, wp.normalizer))
     vocab = sorted(wp.get_vocab().items(), key=lambda kv: kv[1])
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / 'vocab.txt').write_text(''.join(w + '\n' for w, _ in vocab), encoding='utf-8')
-        tok = ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase)
+        tok = ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase, strip_accents=strip_accents)
     Path(save_dir).mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(str(save_dir))
     return tok
 
 
-def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase: bool,
-                  run_dir: Path, sources: Optional[list[CorpusSource]] = None) -> PreTrainedTokenizerFast:
+def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase: bool, run_dir: Path,
+                  sources: Optional[list[CorpusSource]] = None, strip_accents: bool = False) -> PreTrainedTokenizerFast:
     """The run's tokenizer: `tokenizer` when given; else the one trained earlier in `run_dir/tokenizer`
     (kept so a resumed run tokenizes exactly as before); else train one on `files` (or on `sources`, which
     may include tables) and save it there."""
     if tokenizer: return load_tokenizer(tokenizer, lowercase)
     save_dir = Path(run_dir) / TOKENIZER_DIR
-    settings = {'files': [str(Path(f).resolve()) for f in files], 'vocab_size': vocab_size, 'lowercase': lowercase}
+    settings = {'files': [str(Path(f).resolve()) for f in files], 'vocab_size': vocab_size, 'lowercase': lowercase,
+                'strip_accents': strip_accents}
     if sources and any(s.kind == 'table' for s in sources): settings['corpus'] = [s.entry for s in sources]
     marker = save_dir / _TRAIN_MARKER
     if marker.is_file():
@@ -160,7 +180,7 @@ def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase:
     # train into a temporary directory and move it into place, so an interrupted run leaves no half tokenizer
     tmp = save_dir.with_name(f'.{save_dir.name}.{os.getpid()}.tmp')
     shutil.rmtree(tmp, ignore_errors=True)
-    tok = train_tokenizer(files, vocab_size, lowercase, tmp, sources)
+    tok = train_tokenizer(files, vocab_size, lowercase, tmp, sources, strip_accents)
     (tmp / _TRAIN_MARKER).write_text(json.dumps(settings, indent=1))
     shutil.rmtree(save_dir, ignore_errors=True)  # a directory without marker is an interrupted attempt
     os.replace(tmp, save_dir)

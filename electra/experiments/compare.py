@@ -24,7 +24,7 @@ from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (Launcher, RunFailed, finetune_done, pretrain_done, run_finetuning,
                                       run_pretraining, subprocess_launcher)
 from electra.experiments.table import write_table
-from electra.runtime.files import atomic_write_text
+from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir
 from electra.training.checkpoint import find_checkpoints
 
 __all__ = ['load_compare_config', 'plan_text', 'run_comparison', 'main']
@@ -108,6 +108,19 @@ def _check_outputs(plan: Plan) -> None:
     if plan.finetune is not None: writable_dir(plan.finetune.cache_dir, 'finetune.cache_dir', create=False)
 
 
+def _run_jobs(cfg: CompareConfig, plan: Plan, launch: Launcher, log: Callable[[str], None]) -> None:
+    "Pretrain and fine-tune each variant and seed not done yet, seed by seed, rebuilding the table after each."
+    _save_config(cfg, plan.root)
+    for run in (r for r in plan.runs if not cfg.only or r.variant.name in cfg.only):
+        try:
+            run_pretraining(run, launch, log)
+            if plan.finetune is not None: run_finetuning(plan, run, launch, log)
+        except KeyboardInterrupt:
+            raise TrainingStopped(f'by Ctrl-C during {run.label}; finished runs are kept. Run the same command '
+                                  'again to go on from there.') from None
+        write_table(plan)
+
+
 def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Callable[[str], None] = print):
     """Plan (every config resolved and checked before anything runs), then pretrain and fine-tune each variant and
     seed not done yet (seed by seed, so that every variant has a result early), rebuilding the table after each.
@@ -119,15 +132,10 @@ def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Call
     _check_outputs(plan)
     launch = launch or subprocess_launcher()
     if not cfg.table_only:
-        _save_config(cfg, plan.root)
-        for run in (r for r in plan.runs if not cfg.only or r.variant.name in cfg.only):
-            try:
-                run_pretraining(run, launch, log)
-                if plan.finetune is not None: run_finetuning(plan, run, launch, log)
-            except KeyboardInterrupt:
-                raise TrainingStopped(f'by Ctrl-C during {run.label}; finished runs are kept. Run the same command '
-                                      'again to go on from there.') from None
-            write_table(plan)
+        # one comparison of a name at a time: a second would launch jobs into the runs the first is training
+        lock_run_dir(plan.root, 'comparison', 'name')
+        try: _run_jobs(cfg, plan, launch, log)
+        finally: release_run_dir(plan.root)
     table, text = write_table(plan)
     log(f'\n{text}\n\ntable: {plan.root / "table.csv"}, {plan.root / "table.md"}; plot: {plan.root / "plot.png"}')
     return plan, table

@@ -4,6 +4,7 @@ of the three sources fine-tuning accepts (a pretrain `.pth`, a `save_pretrained`
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 from pathlib import Path
@@ -75,9 +76,17 @@ def export_pretrained(model: ElectraGeneratorDiscriminator, tokenizer: PreTraine
     nets = _exported_nets(model, run_dir)
     for path, net in nets.items():
         with quiet_transformers(): net.save_pretrained(path)
-        tokenizer.save_pretrained(path)
+        _with_model_length(copy.deepcopy(tokenizer), net.config).save_pretrained(path)
         write_pretrained_card(path, path.name, net, run_dir)  # README.md: what it is, how it was made and does
     return {path.name: path for path in nets}
+
+
+def _with_model_length(tokenizer: PreTrainedTokenizerBase, config) -> PreTrainedTokenizerBase:
+    """`tokenizer` cutting inputs at the model's position table (`model_max_length`), where transformers' Auto classes
+    and pipelines truncate. A tokenizer read from a vocab.txt or trained has no length of its own (1e30): with it
+    `truncation=True` kept every token, and a long input failed inside the model."""
+    tokenizer.model_max_length = min(tokenizer.model_max_length, config.max_position_embeddings)
+    return tokenizer
 
 
 def export_holds(model: ElectraGeneratorDiscriminator, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> bool:
@@ -182,6 +191,7 @@ def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreT
         disc, tokenizer = _from_checkpoint(Path(source))
     else:
         disc, tokenizer = _from_pretrained(source)
+    _with_model_length(tokenizer, disc.config)
     if disc.config.vocab_size < len(tokenizer):
         raise ConfigError(f"{source}: the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
                           f"{disc.config.vocab_size}: they do not belong together. Use the tokenizer saved with the model.")

@@ -150,11 +150,12 @@ def owner_gone(pid: int, host: str) -> bool:
     return host == socket.gethostname() and not _alive(pid)
 
 
-def lock_run_dir(run_dir: str | Path) -> Path:
+def lock_run_dir(run_dir: str | Path, what: str = 'run', name_key: str = 'run_name') -> Path:
     """Hold `<run_dir>/.lock` (PID and host) until training ends (`release_run_dir`, called by the Checkpointer) or the
     process exits, so a second process of the same run name, seed and output_dir is refused instead of interleaving
-    metrics and overwriting checkpoints. A lock left by a process that died on this host is taken over; this
-    process may take its own lock again (several runs in one notebook session)."""
+    metrics and overwriting checkpoints (also a comparison's folder: `what` and `name_key` name it in the message). A
+    lock left by a process that died on this host is taken over; this process may take its own lock again (several
+    runs in one notebook session)."""
     import atexit
     import socket
     path, me = Path(run_dir) / '.lock', (os.getpid(), socket.gethostname())
@@ -166,8 +167,9 @@ def lock_run_dir(run_dir: str | Path) -> Path:
             except (OSError, ValueError): pid, host = '0', me[1]   # unreadable or half-written: treat as stale
             if (int(pid), host) == me: return path
             if not owner_gone(int(pid), host):
-                raise ConfigError(f"{path}: run {Path(run_dir).name} is already running (PID {pid} on {host}). Wait for "
-                                  "it, or give this one another --run_name; if that process is gone, delete the lock.") from None
+                raise ConfigError(f"{path}: {what} {Path(run_dir).name} is already running (PID {pid} on {host}). Wait "
+                                  f"for it, or give this one another --{name_key}; if that process is gone, delete the "
+                                  "lock.") from None
             path.unlink(missing_ok=True)  # a dead process's lock
             continue
         with os.fdopen(fd, 'w') as f: f.write(f'{me[0]} {me[1]}\n')

@@ -127,3 +127,25 @@ def test_hub_offline_says_so_and_how_to_use_local_files(tmp_path, monkeypatch):
     monkeypatch.setenv('HF_HUB_OFFLINE', '1')
     with pytest.raises(ConfigError, match=r"'hub:openwebtext': the Hugging Face hub cannot be reached.*local files"):
         resolve_corpus(['hub:openwebtext'], tmp_path)
+
+
+@pytest.mark.parametrize('name, pack, fmt', [('c.txt.gz', 'gzip', 'gzip'), ('c.txt.bz2', 'bz2', 'bzip2'),
+                                             ('c.txt.xz', 'lzma', 'xz'), ('c.txt', 'gzip', 'gzip')])
+def test_a_compressed_corpus_is_refused_naming_the_file_and_how_to_decompress_it(name, pack, fmt, tmp_path):
+    """The reader splits files by byte ranges for its parallel build, so it reads plain text only. A compressed file
+    (by its first bytes, whatever its name) was named 'binary, or UTF-16/32' alone; in a directory it was skipped as
+    binary, its text silently left out of the corpus."""
+    import importlib
+    data = importlib.import_module(pack).compress(b'One sentence.\nAnother one.\n\n' * 50)
+    alone = tmp_path / name
+    alone.write_bytes(data)
+    with pytest.raises(ConfigError, match=rf"corpus file {alone} is {fmt}-compressed.*`{fmt.replace('ip2', '')}"
+                                          rf"\w* -dc {alone} > "):
+        resolve_corpus([str(alone)], tmp_path / 'cache')
+    folder = tmp_path / 'dir'
+    folder.mkdir()
+    (folder / 'a.txt').write_text('A fine sentence.\n')
+    (folder / name).write_bytes(data)
+    with pytest.raises(ConfigError, match=rf"corpus directory {folder} holds 1 compressed file \(the first: "
+                                          rf"{folder / name} is {fmt}-compressed"):
+        resolve_corpus([str(folder)], tmp_path / 'cache')

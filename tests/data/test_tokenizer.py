@@ -82,6 +82,10 @@ def test_load_errors_name_the_path(tmp_path):
     no_mask.write_text('[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n')
     with pytest.raises(ConfigError, match=r'(?s)vocab\.txt.*\[MASK\]'):
         load_tokenizer(str(no_mask))
+    packed = tmp_path / 'vocab.txt.gz'
+    packed.write_bytes(__import__('gzip').compress(b'[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'))
+    with pytest.raises(ConfigError, match=rf"tokenizer {packed} is gzip-compressed.*`gzip -dc {packed} > "):
+        load_tokenizer(str(packed))
     not_a_tokenizer = tmp_path / 'empty_dir'
     not_a_tokenizer.mkdir()
     with pytest.raises(ConfigError, match=str(not_a_tokenizer)):
@@ -128,3 +132,57 @@ def test_directory_without_tokenizer_files_named(tmp_path):
     with pytest.raises(ConfigError, match=r"holds no tokenizer files: neither tokenizer.json nor vocab.txt \(it holds: "
                                           r"config.json\)\. Give a directory written by save_pretrained"):
         load_tokenizer(str(tmp_path))
+
+
+# Pairs of words that differ only by a combining mark: a Japanese voicing mark (dakuten, handakuten), Devanagari vowel
+# signs and virama, Arabic hamza and a vowel point, a Thai vowel, Hebrew points. BERT's uncased normalizer strips
+# every combining mark as an accent (google-research/bert tokenization.py `_run_strip_accents`: NFD, then category Mn
+# dropped), which merges each pair.
+MARKED = [('かがみ', 'かかみ'), ('ガード', 'カード'), ('ぱん', 'はん'), ('कुत्ता', 'कत्ता'), ('है', 'ह'),
+          ('أكل', 'اكل'), ('إلى', 'الى'), ('مَدرسة', 'مدرسة'), ('กิน', 'กน'), ('שָׁלוֹם', 'שלום')]
+
+
+def test_a_tokenizer_trained_on_other_scripts_keeps_what_they_distinguish(tmp_path):
+    words = [w for pair in MARKED for w in pair] + ['café', 'cafe', '한국어', '中文', 'the', 'cat']
+    corpus = tmp_path / 'scripts.txt'
+    corpus.write_text(''.join(' '.join(words) + ' .\n' for _ in range(20)), encoding='utf-8')
+    tok = train_tokenizer([corpus], 300, True, tmp_path / 'tok')
+    for loaded in (tok, AutoTokenizer.from_pretrained(tmp_path / 'tok'), tokenizer_from_state(tokenizer_state(tok))):
+        for a, b in MARKED:
+            assert loaded.tokenize(a) != loaded.tokenize(b), (a, b)
+        for w in words:  # each comes back as it was written, no [UNK] (CJK ideographs decode one space apart)
+            assert loaded.decode(loaded.encode(w, add_special_tokens=False)).replace(' ', '') == w
+        assert loaded.tokenize('Café') == loaded.tokenize('café')  # still uncased: only the case is folded
+        assert loaded.tokenize('中文') == ['中', '文']  # CJK ideographs one token each, as BERT's
+
+
+def test_strip_accents_gives_bert_s_uncased_rule_and_survives_the_auto_classes(tmp_path):
+    """`strip_accents: true` is the official rule (google-research/bert tokenization.py `_run_strip_accents`: lowercase,
+    NFD, category Mn dropped), written out here with unicodedata; the default keeps the marks."""
+    import unicodedata
+    def bert(text): return ''.join(c for c in unicodedata.normalize('NFD', text.lower()) if unicodedata.category(c) != 'Mn')
+    corpus = tmp_path / 'en.txt'
+    corpus.write_text(' '.join(SENTENCES + ['café', 'naïve', 'résumé']) * 30, encoding='utf-8')
+    words = ('Café', 'naïve', 'Résumé', 'कुत्ता')
+    tok = train_tokenizer([corpus], 300, True, tmp_path / 'tok', strip_accents=True)
+    for loaded in (tok, AutoTokenizer.from_pretrained(tmp_path / 'tok')):
+        assert [loaded.backend_tokenizer.normalizer.normalize_str(w) for w in words] == [bert(w) for w in words]
+        assert loaded.tokenize('café') == loaded.tokenize('cafe')
+    kept = train_tokenizer([corpus], 300, True, tmp_path / 'kept')
+    assert [kept.backend_tokenizer.normalizer.normalize_str(w) for w in words] == [w.lower() for w in words]
+
+
+def test_a_script_of_thousands_of_characters_keeps_its_rarer_ones(tmp_path):
+    """The `tokenizers` trainer keeps the 1000 most frequent characters and makes the rest [UNK]: the kanji of a
+    Japanese corpus beyond them were lost. Characters are kept while they are needed to cover all but a ten-thousandth
+    of the text, up to a quarter of the vocabulary; an ideograph, always a token of its own, gets no '##' entry."""
+    kanji = [chr(0x4E00 + 7 * i) for i in range(1500)]
+    corpus = tmp_path / 'ja.txt'
+    rare = ''.join(' '.join(kanji[j:j + 20]) + '\n' for j in range(0, 1500, 20)) * 3  # each seen 3 times
+    corpus.write_text('日本 の 文章 を 読む 。\n' * 300 + rare, encoding='utf-8')
+    tok = train_tokenizer([corpus], 8000, True, tmp_path / 'tok')
+    assert tok.unk_token not in tok.tokenize(''.join(kanji))
+    assert not any(w.startswith('##') and '\u4e00' <= w[2:] <= '\u9fff' for w in tok.get_vocab())
+    english = tmp_path / 'en.txt'
+    english.write_text(' '.join(SENTENCES) * 30)
+    assert '##s' in train_tokenizer([english], 300, True, tmp_path / 'en').get_vocab()  # other scripts keep theirs

@@ -498,3 +498,24 @@ def test_a_real_comparison_through_the_drivers_and_a_rerun_that_launches_nothing
     assert half['STS-B'] != row['STS-B']  # another model fine-tuned
     _, again = run_comparison(cfg, launch=launch, log=lambda s: None)
     assert len(calls) == 3 and again.equals(table)
+
+
+def test_a_comparison_already_going_on_is_refused_before_anything_is_launched(tmp_path):
+    """Two comparisons of one name at once: the second launched its first pretraining into the run the first was
+    training, which refused it, and the comparison ended 'failed (exit status 2)' with the cause in a job's log. It
+    is refused at once now, naming the process; a finished comparison leaves no lock."""
+    import subprocess
+    other = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+    try:
+        (tmp_path / 'out' / 't').mkdir(parents=True)
+        (tmp_path / 'out' / 't' / '.lock').write_text(f'{other.pid} {__import__("socket").gethostname()}\n')
+        jobs = FakeJobs()
+        with pytest.raises(ConfigError, match=rf"{tmp_path}/out/t/.lock: comparison t is already running \(PID "
+                                              rf"{other.pid} on "):
+            run_comparison(comparison(tmp_path, seeds=[1]), launch=jobs, log=lambda s: None)
+        assert launched(jobs) == []
+    finally:
+        other.kill()
+        other.wait()
+    run_comparison(comparison(tmp_path, seeds=[1]), launch=FakeJobs(), log=lambda s: None)  # the dead process's lock
+    assert not (tmp_path / 'out' / 't' / '.lock').exists()

@@ -169,3 +169,28 @@ def test_a_model_s_fingerprint_follows_its_content_not_its_path(tmp_path, monkey
         assert model_fingerprint('someone/tiny-electra') == hashlib.sha256(
             f'hub:someone/tiny-electra@{commit}'.encode()).hexdigest()[:16] != uncached
     assert model_fingerprint('not a/hub name') == hashlib.sha256(b'hub:not a/hub name@').hexdigest()[:16]
+
+
+def test_the_export_s_tokenizer_cuts_long_inputs_at_the_model_s_positions(tmp_path):
+    """transformers' Auto classes and pipelines truncate at the tokenizer's `model_max_length`: the export's must be
+    the model's position table, or `truncation=True` keeps every token and a long input fails inside the model."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+    from electra.pretrained.export import export_pretrained
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
+    tok = load_tokenizer(str(vocab))
+    cfg = tiny_cfg(max_position_embeddings=40, max_length=32)
+    model = build_pretraining_model(cfg, len(tok), tok.pad_token_id).eval()
+    paths = export_pretrained(model, tok, tmp_path / 'run')
+    long = ' '.join(f'w{i % 50}' for i in range(300))
+    for path in paths.values():
+        loaded = AutoTokenizer.from_pretrained(path)
+        assert loaded.model_max_length == 40
+        assert len(loaded(long, truncation=True)['input_ids']) == 40
+    fill = pipeline('fill-mask', model=str(paths['generator']), tokenizer=str(paths['generator']))
+    assert len(fill('[MASK] ' + long, tokenizer_kwargs={'truncation': True})) == 5  # top 5, no error
+    ckpt = tmp_path / 'run_1_100%.pth'  # the tokenizer fine-tuning gets with the model knows its length too
+    atomic_save({'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(tok),
+                 'model': model.state_dict()}, ckpt)
+    assert load_discriminator(ckpt)[1].model_max_length == 40
+    assert AutoModelForMaskedLM.from_pretrained(paths['generator']).config.max_position_embeddings == 40

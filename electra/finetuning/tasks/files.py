@@ -35,7 +35,8 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from electra.config.base import ConfigError, config_from_dict, field, load_yaml, key_place, read_text, safe_name, yaml_key_lines
+from electra.config.base import (COMPRESSED_SUFFIXES, ConfigError, compressed, config_from_dict, field, key_place,
+                                 load_yaml, read_text, safe_name, yaml_key_lines)
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
@@ -158,6 +159,7 @@ def read_task_file(path: str | Path):
     if not 1 <= len(text) <= 2: _fail(path, f"text: one column, or two for a pair; got {len(text)}.")
     files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
     for split, f in files.items():
+        if f.suffix in COMPRESSED_SUFFIXES and (packed := compressed(f)): _fail(path, f"{split}: {f.name} {packed}.")
         if f.suffix not in FORMATS: _fail(path, f"{split}: {f.name} is not {', '.join(FORMATS)}.")
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
     options = task_settings(FileOptions, path, {k: raw[k] for k in ('unordered_pair', 'target_scale', 'label_separator')

@@ -13,7 +13,7 @@ import pytest
 from electra.config.base import ConfigError
 from electra.finetuning import sweep
 from electra.finetuning.tasks.demo import write_demo_tasks
-from electra.finetuning.tasks.files import file_task, read_task_file
+from electra.finetuning.tasks.files import file_task, make_task, read_task_file
 from electra.finetuning.tasks.glue.sources import open_source
 from tests.support.finetune import job
 
@@ -304,3 +304,25 @@ def test_a_quote_in_a_tsv_text_is_text(tmp_path):
     "TSV is read without quoting, as GLUE's files: a quote is part of the text (T45 of the sweep)."
     task, src = file_task(read_task_file(_spec(tmp_path, 'sentence\tlabel\nthe "film\tpos\nbad\tneg\n', ext='tsv')))
     assert src.load(task, 'dev').text_a == ['the "film', 'bad']
+
+
+def test_a_compressed_data_file_is_named_with_how_to_decompress_it(tmp_path):
+    "A gzip file given as a task's train file was 'line 1 is not UTF-8 text (byte 0x8b)': true, but not what to do."
+    import gzip
+    from electra.finetuning.tasks.qa.data import read_squad
+    from electra.finetuning.tasks.tagging.data import read_conll
+    spec = _spec(tmp_path, GOOD)
+    (tmp_path / 'train.csv').write_bytes(gzip.compress(GOOD.encode()))
+    with pytest.raises(ConfigError, match=rf"{tmp_path / 'train.csv'} is gzip-compressed.*`gzip -dc "):
+        file_task(read_task_file(spec))
+    for path, read in ((tmp_path / 'ner.txt', read_conll), (tmp_path / 'squad.json', read_squad)):
+        path.write_bytes(gzip.compress(b'{}'))
+        with pytest.raises(ConfigError, match=rf"{path} is gzip-compressed"):
+            read(path)
+    squad = write(tmp_path / 'squad.yaml', 'kind: squad\ntrain: squad.json\ndev: squad.json\n')  # its version read first
+    with pytest.raises(ConfigError, match=rf"{tmp_path / 'squad.json'} is gzip-compressed"):
+        make_task(read_task_file(squad))
+    (tmp_path / 'train.csv.gz').write_bytes(gzip.compress(GOOD.encode()))
+    (tmp_path / 'task.yaml').write_text('train: train.csv.gz\ndev: dev.csv\ntext: sentence\nlabel: label\n')
+    with pytest.raises(ConfigError, match=r"train: train.csv.gz is gzip-compressed.*`gzip -dc .*train.csv.gz > "):
+        read_task_file(tmp_path / 'task.yaml')

@@ -65,8 +65,10 @@ def _special_ids(tokenizer) -> tuple[int, int]:
 def encode(ex: Examples, tokenizer, max_length: int) -> Encoded:
     "`[CLS] A [SEP] (B [SEP])` for every example, BERT-truncated to `max_length` tokens."
     cls, sep = _special_ids(tokenizer)
+    # verbose=False: each text is encoded whole and cut below, so transformers' warning of a text longer than the model
+    # takes (`model_max_length`) would be false
     def tok(texts): return tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
-                                     return_token_type_ids=False)['input_ids'] if texts else []
+                                     return_token_type_ids=False, verbose=False)['input_ids'] if texts else []
     ids_a, ids_b = tok(ex.text_a), (tok(ex.text_b) if ex.text_b is not None else None)
     parts, n_first = [], np.empty(len(ex), dtype=np.int32)
     for i, a in enumerate(ids_a):

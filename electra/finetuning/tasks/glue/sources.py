@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.config.base import ConfigError, RunWarning
+from electra.config.base import ConfigError, RunWarning, compressed
 from electra.data.hub import hub_unreachable
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError, TaskInfo
 
@@ -49,6 +49,7 @@ def read_utf8(path: Path) -> str:
     raw = path.read_bytes()
     try: text = raw.decode('utf-8')
     except UnicodeDecodeError as e:
+        if packed := compressed(path, raw[:16]): raise ConfigError(f"{path} {packed}.") from None
         line = raw.count(b'\n', 0, e.start) + 1
         raise ConfigError(f"{path}: line {line} is not UTF-8 text (byte {raw[e.start]:#04x}); save the file as "
                           "UTF-8.") from None

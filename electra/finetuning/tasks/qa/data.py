@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from electra.config.base import ConfigError, RunWarning
+from electra.config.base import ConfigError, RunWarning, read_text
 
-__all__ = ['QAExample', 'is_official_whitespace', 'split_words', 'answer_found', 'squad_version', 'read_squad', 'read_mrqa',
+__all__ = ['QAExample', 'is_official_whitespace', 'split_words', 'answer_found', 'squad_version', 'squad_json', 'read_squad', 'read_mrqa',
            'read_qa', 'gold_answers', 'BAD_ANSWER_MODES', 'MAX_BAD_SHARE']
 
 BAD_ANSWER_MODES = ('error', 'skip', 'keep')
@@ -209,6 +209,13 @@ def _check_mode(on_bad_answer: str) -> None:
         raise ConfigError(f"on_bad_answer: {on_bad_answer!r} is not one of {', '.join(BAD_ANSWER_MODES)}.")
 
 
+def squad_json(path: Path) -> Any:
+    "A SQuAD file's JSON; a ConfigError naming it when it is not UTF-8 JSON text (a compressed one: how to unpack it)."
+    try: return json.loads(read_text(path))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: cannot read it as SQuAD JSON ({e}). Give the official train/dev JSON file.") from None
+
+
 def read_squad(path: str | Path, on_bad_answer: str = 'error', labeled: bool = True,
                v2: bool | None = None) -> list[QAExample]:
     """The questions of an official SQuAD JSON file, in file order. `v2` None: from the file's `version`.
@@ -216,9 +223,7 @@ def read_squad(path: str | Path, on_bad_answer: str = 'error', labeled: bool = T
     path = Path(path)
     _check_mode(on_bad_answer)
     check = _AnswerCheck(path, on_bad_answer)
-    try: data = json.loads(Path(path).read_text(encoding='utf-8'))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read it as SQuAD JSON ({e}). Give the official train/dev JSON file.") from e
+    data = squad_json(path)
     articles = _need(data, 'data', list, path, 'top level')
     v2 = squad_version(data, articles)[0] if v2 is None else v2
     out, seen = [], set()

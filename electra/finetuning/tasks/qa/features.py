@@ -174,7 +174,9 @@ def featurize(examples: list[QAExample], tokenizer, max_seq_length: int = 512, m
         raise ConfigError("model: QA needs a fast (Rust) tokenizer with [CLS] and [SEP], for its offset mapping; load "
                           "the model's tokenizer with AutoTokenizer (use_fast=True) or ElectraTokenizerFast.")
     contexts = list(dict.fromkeys(ex.context for ex in examples))  # questions of a paragraph share its context
-    plain = dict(add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False)
+    # verbose=False: a context is encoded whole and cut into windows, a question cut to max_query_length, so
+    # transformers' warning of a text longer than the model takes (`model_max_length`) would be false
+    plain = dict(add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False, verbose=False)
     enc = tokenizer(contexts, return_offsets_mapping=True, **plain) if contexts else {'input_ids': []}
     pieces = {c: _pieces(c, enc['input_ids'][i], enc['offset_mapping'][i]) for i, c in enumerate(contexts)}
     queries = tokenizer([ex.question for ex in examples], **plain)['input_ids'] if examples else []

@@ -33,7 +33,6 @@ file's; a training file (or a test file that states its version) of the other ve
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +48,7 @@ from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
 from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 from electra.finetuning.tasks.glue.tasks import TaskInfo
-from electra.finetuning.tasks.qa.data import gold_answers, read_mrqa, read_squad, squad_version
+from electra.finetuning.tasks.qa.data import gold_answers, read_mrqa, read_squad, squad_json, squad_version
 from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
 from electra.finetuning.tasks.qa.heads import ElectraQA, QALoss, decode, window_rows
 from electra.finetuning.tasks.qa.metrics import (
@@ -146,9 +145,7 @@ def read_qa_spec(path: Path, raw: dict) -> QASpec:
 
 def _squad_version(path: Path) -> tuple[bool, str]:
     "Whether a SQuAD file is 2.0 and what says so, as `read_squad` decides it (`data.squad_version`)."
-    try: data = json.loads(path.read_text(encoding='utf-8'))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read it as SQuAD JSON ({e}). Give the official train/dev JSON file.") from e
+    data = squad_json(path)
     articles = data.get('data') if isinstance(data, dict) else None
     if not isinstance(articles, list):
         raise ConfigError(f"{path}: top level: the field 'data' is missing or not a list. Give the official SQuAD JSON.")

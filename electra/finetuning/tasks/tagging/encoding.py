@@ -53,8 +53,10 @@ def word_pieces(sentences: Sequence[Sequence[str]], tokenizer) -> list[list[list
     if not getattr(tokenizer, 'is_fast', False):
         raise ConfigError("model: tagging needs a fast (Rust) tokenizer, for its word ids.")
     todo = [i for i, s in enumerate(sentences) if len(s)]
+    # verbose=False: a sentence is encoded whole and cut into windows, so transformers' warning of a text longer than
+    # the model takes (`model_max_length`) would be false
     enc = tokenizer([list(sentences[i]) for i in todo], is_split_into_words=True, add_special_tokens=False,
-                    return_attention_mask=False, return_token_type_ids=False) if todo else None
+                    return_attention_mask=False, return_token_type_ids=False, verbose=False) if todo else None
     out: list[list[list[int]]] = [[] for _ in sentences]
     for j, i in enumerate(todo):
         per = [[] for _ in sentences[i]]

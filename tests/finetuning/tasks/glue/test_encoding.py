@@ -116,3 +116,22 @@ def test_batches_are_padded_up_to_the_smallest_bucket_that_holds_them():
         for x, y in zip(p[:3], b[:3]):
             assert torch.equal(y[:, :n], x) and not y[:, n:].any()  # the same tokens, then pad id 0, mask 0, type 0
         assert torch.equal(p[3], b[3])
+
+
+def test_encoders_that_cut_inputs_themselves_do_not_warn_that_a_text_is_too_long(tmp_path):
+    """A model's tokenizer knows its length (`model_max_length`: the position table, as an export or a hub model has
+    it). GLUE, QA and tagging encode a long text whole and cut it themselves: transformers' warning that the sequence
+    'will result in indexing errors' would be false, and alarming."""
+    from transformers import ElectraTokenizerFast
+    from electra.finetuning.tasks.glue.sources import Examples
+    from electra.finetuning.tasks.qa.data import QAExample
+    from electra.finetuning.tasks.qa.features import featurize
+    from electra.finetuning.tasks.tagging.encoding import word_pieces
+    words = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'the', 'cat', 'sat', '.']
+    tok = ElectraTokenizerFast(vocab={w: i for i, w in enumerate(words)}, model_max_length=16)
+    long = 'the cat sat . ' * 20
+    encoded = encode(Examples(np.arange(1), [long], [long], np.zeros(1, dtype=np.int64)), tok, 16)
+    assert len(encoded.tokens(0)) == 16
+    featurize([QAExample('q', 'the cat', long, ((4, 7),), False, ('cat',))], tok, 16, 4, 4)
+    word_pieces([long.split()], tok)
+    assert not tok.deprecation_warnings.get('sequence-length-is-longer-than-the-specified-maximum')

@@ -427,9 +427,10 @@ def _(c):
 def _(c): return c.finetune('--lr', '1e6', '--epochs', '2')
 
 
-@case('L14', 'data values', 'a diverged task file run (regression, lr: 1e8): stopped, no score recorded')
+@case('L14', 'data values', 'a diverged task file run (regression, lr: 1e8, 20 epochs): stopped, no score recorded')
 def _(c):
-    p = _reg(c, yaml_text=REG_YAML + 'lr: 1.0e+8\n')
+    # 24 rows are one step an epoch, and the first step's rate is 0 (warm-up): 20 epochs let the rate reach 1e8
+    p = _reg(c, yaml_text=REG_YAML + 'lr: 1.0e+8\nepochs: 20\nbatch_size: 8\n')
     rows = list((c.dir / 'ft').rglob('results.csv'))
     if rows and 'nan' in rows[0].read_text().lower(): p.wrong = 'a NaN score kept in results.csv'
     return p

@@ -114,6 +114,19 @@ def _one_kind(names: list[str], places: list[str], column: str) -> None:
                       "not both. Fix the label (a missing-value marker such as 'N/A'?) or remove the example.")
 
 
+def _one_type(values: list, places: list[str], column: str) -> None:
+    """The labels of a typed file (JSONL, parquet) written all as strings or all not: 1 and "1" would be one class
+    name, but a file that writes a class both ways is mixing sources (CSV and TSV fields are all strings)."""
+    text = [isinstance(v, str) for v in values]
+    if all(text) or not any(text): return
+    odd = text.index(2 * sum(text) < len(text))
+    other = text.index(not text[odd])
+    kind = lambda v: 'a string' if isinstance(v, str) else 'not a string'
+    raise ConfigError(f"{places[odd]}: label {values[odd]!r} in column '{column}' is {kind(values[odd])} and "
+                      f"{values[other]!r} ({places[other].rsplit(': ', 1)[-1]}) is {kind(values[other])}: the file "
+                      "writes its labels in two types. Write every label the same way (all numbers, or all strings).")
+
+
 def _split(value, sep: str, where: str, column: str) -> list:
     "One example's labels in a multi-label task: a JSON list, or a `sep`-separated string ('' none)."
     if isinstance(value, (list, tuple, np.ndarray)): return list(value)
@@ -131,11 +144,14 @@ def label_column(kind: str, values: list, path: Path, lines: list[int], column: 
     if kind == 'classification':
         names = [_class_name(v, where, column) for v, where in zip(values, places)]
         _one_kind(names, places, column)
+        _one_type(values, places, column)
         return names
-    each = [[_class_name(v, where, column, multilabel=True) for v in _split(value, separator, where, column)]
-            for value, where in zip(values, places)]
-    flat = [(n, where) for names, where in zip(each, places) for n in names]
-    if flat: _one_kind(*map(list, zip(*flat)), column)
+    raw = [_split(value, separator, where, column) for value, where in zip(values, places)]
+    each = [[_class_name(v, where, column, multilabel=True) for v in labels] for labels, where in zip(raw, places)]
+    flat = [(v, n, where) for labels, names, where in zip(raw, each, places) for v, n in zip(labels, names)]
+    if flat:
+        _one_kind([n for _, n, _ in flat], [w for _, _, w in flat], column)
+        _one_type([v for v, _, _ in flat], [w for _, _, w in flat], column)
     return each
 
 

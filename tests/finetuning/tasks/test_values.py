@@ -125,6 +125,17 @@ def test_json_labels_of_the_wrong_shape_are_refused_naming_the_line(tmp_path, ki
         source.load(task, 'train')
 
 
+@pytest.mark.parametrize('kind, good, bad', [('classification', [1, 0, 1], '1'), ('multilabel', [[1], [0], [0, 1]], ['1'])])
+def test_json_labels_written_in_two_types_are_refused_naming_both_lines(tmp_path, kind, good, bad):
+    "1 and \"1\" in one JSONL label column (the sweep's L06) were one class without a word: two sources mixed."
+    train = [(s, v) for s, v in zip(SENTENCES, good[:2] + [bad] + good[2:])]
+    spec = task_file(tmp_path, kind, train, ext='jsonl')
+    with pytest.raises(ConfigError, match=rf"^{tmp_path / 'train.jsonl'}: line 3: label '1' in column 'label' is a "
+                                          r"string and 1 \(line 1\) is not a string: the file writes its labels in two types"):
+        task, source = file_task(read_task_file(spec))
+        source.load(task, 'train')
+
+
 @pytest.mark.parametrize('ext', ['csv', 'jsonl', 'parquet'])
 @pytest.mark.parametrize('bad, match', [
     ('t-2\tx', r"id 't-2\\tx' in column 'id' holds a tab or a line break, which would break the predictions file"),

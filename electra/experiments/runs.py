@@ -16,14 +16,16 @@ from typing import Callable
 
 from electra.config.base import ConfigError, TrainingStopped, parse_cli
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
+from electra.finetuning.inputs import data_digests
 from electra.finetuning.results import ResultsTable
+from electra.finetuning.sweep import job_tasks, resolve_data
 from electra.pretrained.export import model_fingerprint
-from electra.runtime.files import atomic_write_text
+from electra.runtime.files import FileDigests, atomic_write_text
 from electra.runtime.processes import child_env, library_env
 from electra.training.checkpoint import find_checkpoints
 
 __all__ = ['JOBS', 'RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
-           'finetune_done', 'run_pretraining', 'run_finetuning']
+           'finetune_done', 'task_data', 'run_pretraining', 'run_finetuning']
 
 JOBS = Path(__file__).resolve().parents[1] / 'jobs'  # the package's copies of the drivers, which run from any folder
 RECORD = 'compare.json'  # the record of a job, in its run directory (pretraining) or group directory (fine-tuning)
@@ -167,15 +169,28 @@ def run_pretraining(run: RunPlan, launch: Launcher, say: Callable[[str], None]) 
 
 def finetune_done(plan: Plan, run: RunPlan, point: FinetunePoint | None = None) -> bool:
     """Finished: the record of the fine-tuning of `point` (default: every point of the run) says so for this very
-    command, and its results table has every task's every run, fine-tuned from the model now at `point.model` (by
-    its `model_fingerprint`: a run pretrained again is fine-tuned again; a checkpoint deleted since keeps its results)."""
+    command and for the tasks' data as they are now (by content, `task_data`), and its results table has every task's
+    every run, fine-tuned from the model now at `point.model` (by its `model_fingerprint`: a run pretrained again is
+    fine-tuned again; a checkpoint deleted since keeps its results)."""
     if point is None: return all(finetune_done(plan, run, p) for p in run.points)
     group = plan.group_dir(point)
     record = read_record(group / RECORD)
     if not record.get('done') or _changes(record.get('args', []), point.args): return False
+    if record.get('data') is None or record['data'] != task_data(plan): return False
     df = ResultsTable(group / 'results.csv').df
     if point.model.exists(): df = df[df['model_fingerprint'] == model_fingerprint(point.model)]
     return all(((df['task'] == t) & (df['run'] == i)).any() for t in plan.tasks for i in range(plan.finetune.runs))
+
+
+def task_data(plan: Plan) -> dict | None:
+    """Each fine-tuning task's data by content, as finetune.py matches its rows (`inputs.data_digests`), kept in the
+    record of a finished fine-tuning: data edited since are fine-tuned again (finetune.py then redoes the runs whose
+    data changed and reuses the others). None where they cannot be read here (hub data offline, a missing folder):
+    finetune.py is launched, and says why."""
+    cfg, digests = plan.finetune, FileDigests()
+    try: tasks = job_tasks(cfg, resolve_data(cfg.data, cfg.cache_dir))
+    except (ConfigError, OSError): return None
+    return {name: data_digests(task.data_files(), digests) for name, task in sorted(tasks.items())}
 
 
 def run_finetuning(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> None:
@@ -199,7 +214,7 @@ def _finetune_point(plan: Plan, run: RunPlan, point: FinetunePoint, launch: Laun
     old = read_record(path)
     same = not _changes(old.get('args', []), point.args)
     record = {'variant': run.variant.name, 'seed': run.seed, 'fraction': point.fraction, 'step': point.step,
-              'model': str(point.model), 'args': point.args, 'log': str(log),
+              'model': str(point.model), 'args': point.args, 'data': task_data(plan), 'log': str(log),
               'wall_seconds': float(old.get('wall_seconds', 0.0)) if same else 0.0, 'done': False}
     group.mkdir(parents=True, exist_ok=True)
     _write_record(path, record)

@@ -16,6 +16,7 @@ from torch import nn
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
 
+from electra.config.base import ConfigError
 from electra.objective.masking import positions_mask, write_at_positions
 from electra.objective.sampling import sample_tokens
 from electra.objective.variants import VARIANTS
@@ -284,8 +285,15 @@ def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: 
     `padded_vocab_size(vocab_size, multiple)` rows. `mask_token_id`: needed by `replace_mlm` and `all_tokens_mlm`."""
     rows = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple)
     has_generator = cfg.objective != 'mlm' and not cfg.uniform_generator
-    generator = ElectraForMaskedLM(generator_config(cfg, rows, pad_token_id)) if has_generator else None
-    discriminator = ElectraForPreTraining(discriminator_config(cfg, rows, pad_token_id))
+    try:
+        generator = ElectraForMaskedLM(generator_config(cfg, rows, pad_token_id)) if has_generator else None
+        discriminator = ElectraForPreTraining(discriminator_config(cfg, rows, pad_token_id))
+    except (MemoryError, RuntimeError) as e:  # sizes each in their domain, together more than the memory holds
+        if not isinstance(e, MemoryError) and "can't allocate memory" not in str(e): raise
+        raise ConfigError(f"hidden_size {cfg.hidden_size}, intermediate_size {cfg.intermediate_size}, embedding_size "
+                          f"{cfg.embedding_size} and {cfg.num_hidden_layers} layers over {rows} tokens make a model "
+                          f"that this machine's memory cannot hold ({str(e).splitlines()[0][:120]}). Choose smaller "
+                          "sizes, e.g. a preset's (configs/pretrain/).") from None
     model = ElectraGeneratorDiscriminator(generator, discriminator, cfg.tie_weights, cfg.temperature, cfg.disallow_correct,
                                     vocab_size=vocab_size, objective=cfg.objective, mask_token_id=mask_token_id)
     if cfg.init == 'official': return official_init_(model)

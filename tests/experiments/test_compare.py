@@ -27,6 +27,7 @@ from electra.experiments.compare import load_compare_config, main, run_compariso
 from electra.experiments.plan import make_plan
 from electra.experiments.runs import RECORD, RunFailed, finetune_done, subprocess_launcher
 from electra.finetuning.results import ResultsTable
+from electra.finetuning.tasks.glue.demo import write_demo_glue
 from electra.pretrained.export import model_fingerprint
 from electra.objective.flops import pretrain_step_flops
 
@@ -327,6 +328,24 @@ def test_a_run_pretrained_again_is_fine_tuned_again(tmp_path):
     plan = make_plan(cfg)
     shutil.rmtree(plan.runs[1].model)
     assert finetune_done(plan, plan.runs[1])
+
+
+def test_a_finished_fine_tuning_whose_data_were_edited_since_is_launched_again(tmp_path):
+    """The record of a finished fine-tuning keys it by its data's content, as finetune.py's rows are: the comparison
+    skipped it on its arguments and the model alone, and reported the old scores of data edited since."""
+    cache = tmp_path / 'fcache'
+    cfg = comparison(tmp_path, seeds=[1], finetune_overrides={'runs': 2, 'predict': False, 'device': 'cpu',
+                                                              'task_overrides': {}, 'cache_dir': str(cache)})
+    write_demo_glue(cache / 'demo_glue')  # what finetune.py writes there first (the jobs here are stand-ins)
+    run_comparison(cfg, launch=FakeJobs(), log=lambda s: None)
+    unchanged = FakeJobs()
+    run_comparison(cfg, launch=unchanged, log=lambda s: None)
+    assert launched(unchanged) == []
+    train = cache / 'demo_glue' / 'STS-B' / 'train.tsv'
+    train.write_text(train.read_text() + train.read_text().splitlines(True)[-1])  # one example more
+    edited = FakeJobs()
+    run_comparison(cfg, launch=edited, log=lambda s: None)
+    assert launched(edited) == ['finetune.py:electra_1:', 'finetune.py:uniform_1:']
 
 
 @pytest.mark.parametrize('blocked, kw, key', [

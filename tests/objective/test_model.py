@@ -194,3 +194,12 @@ def test_sdpa_mask_gives_transformers_own_result():
         ours = model.discriminator(ids, attention_mask=sdpa_mask(model.discriminator, attn), token_type_ids=tt).logits
         theirs = model.discriminator(ids, attention_mask=attn.long(), token_type_ids=tt).logits
     assert torch.allclose(ours, theirs, atol=1e-6)
+
+
+def test_sizes_too_large_for_the_memory_are_refused_naming_them():
+    "hidden_size 1e9 (each size in its domain) ended in the allocator's RuntimeError traceback; one line naming the sizes."
+    huge = dict(hidden_size=10 ** 9, intermediate_size=10 ** 9, embedding_size=10 ** 9, num_attention_heads=1)
+    with pytest.raises(ConfigError, match=r"^hidden_size 1000000000, intermediate_size 1000000000, embedding_size "
+                                          r"1000000000 and \d+ layers over \d+ tokens make a model that this machine's "
+                                          r"memory cannot hold \(.*\)\. Choose smaller sizes"):
+        build_pretraining_model(PretrainConfig(**{**TINY, **huge}), V, 0)

@@ -300,7 +300,7 @@ def test_sweep_trains_scores_resumes_and_writes_the_official_files(tmp_path, qa_
     got = squad_v2_eval(gold_answers(dev), preds, odds)
     for col in QA_COLUMNS:  # the official script's, and ours (no_answer_f1) from its counts
         want = 100 * got['NoAns_total'] / got['total'] if col == 'no_answer_f1' else got[col]
-        assert want == pytest.approx(best[col], abs=1e-9), col
+        assert want == pytest.approx(best[col], abs=5e-5), col  # the table holds 4 decimals
     # ... and they are that run's answers, not the other run's: its null odds, its n-best lists
     task, task_cfg = QATask(read_task_file(spec)), cfg.for_task('demo_squad')
     split = task.split('dev', qa_model[1], task_cfg, cfg.cache_dir)

@@ -62,7 +62,7 @@ def test_length_buckets_are_checked_and_reach_the_task_s_loaders():
 
 
 def test_finetuning_trains_on_random_batches_by_default():
-    from electra.config.finetune import INPUT_KEYS, JOB_KEYS, RESULT_KEYS, TASK_KEYS, FinetuneConfig
+    from electra.config.finetune import FinetuneConfig
     assert FinetuneConfig().length_bucketing is False and FinetuneConfig().for_task('MRPC').length_bucketing is False
 
 

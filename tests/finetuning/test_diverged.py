@@ -7,14 +7,13 @@ import math
 import re
 import sys
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
 from electra.config.base import TrainingDiverged
-from electra.finetuning import learner, runs, stack, sweep
+from electra.finetuning import learner, runs, stack
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS

@@ -23,8 +23,8 @@ from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submi
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
 from electra.finetuning.workers import parallel_runs, run_on_workers
 from electra.pretrained.export import model_fingerprint
-from electra.runtime.files import FileDigests, atomic_write_text, is_main_process, path_inside
-from electra.runtime.processes import world
+from electra.runtime.files import FileDigests, atomic_write_text, path_inside
+from electra.runtime.processes import is_main_process, world
 from electra.training.device import resolve_device, resolve_precision
 
 __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'run_sweep', 'write_summary',

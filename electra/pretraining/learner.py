@@ -34,8 +34,8 @@ from electra.pretraining.callbacks import (
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
 from electra.pretraining.step import TrainingStep
-from electra.runtime.files import atomic_write_text, is_main_process, lock_run_dir, path_inside, release_run_dir
-from electra.runtime.processes import world
+from electra.runtime.files import atomic_write_text, lock_run_dir, path_inside, release_run_dir
+from electra.runtime.processes import is_main_process, world
 from electra.training.checkpoint import (
     FORMAT,
     find_checkpoints,

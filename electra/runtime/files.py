@@ -1,6 +1,6 @@
 """Files a job writes safely: inside the folder the user gave (`path_inside`), atomic writes (a temporary file
-renamed into place), only from the main process, the run-directory lock that keeps two processes off one run, the
-lock under which jobs that share a file read and rewrite it in turn; and what a file is by content (`FileDigests`).
+renamed into place), the run-directory lock that keeps two processes off one run, the lock under which jobs that share
+a file read and rewrite it in turn; and what a file is by content (`FileDigests`).
 """
 from __future__ import annotations
 
@@ -15,15 +15,9 @@ from typing import Any
 import torch
 
 from electra.config.base import ConfigError
-from electra.runtime.processes import world
 
-__all__ = ['is_main_process', 'path_inside', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
+__all__ = ['path_inside', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
            'FileDigests', 'owner_gone', 'lock_run_dir', 'release_run_dir']
-
-
-def is_main_process() -> bool:
-    "Only rank 0 writes files in a torchrun job (a single process is rank 0)."
-    return world().rank == 0
 
 
 def path_inside(root: str | Path, *names: str, key: str) -> Path:

@@ -1,9 +1,10 @@
 """The processes of a job. Each one's place in it (`world`: rank and size, as torchrun describes them in the
-environment). And processes that live only as long as the process that started them and waits for them: a job the
-comparison command launches, the workers of a torchrun job, the processes of a data build. Each is ended by the kernel
-when its parent dies, `kill -9` included, instead of running on unseen and holding its run's lock. It ends as a
-`kill -9` of itself would: its checkpoints are whole (they are written to a temporary file renamed into place), and
-what it left (a temporary file, its lock) is taken over by the next start of the run.
+environment; `is_main_process`: the one that writes files). And processes that live only as long as the process that
+started them and waits for them: a job the comparison command launches, the workers of a torchrun job, the processes of
+a data build. Each is ended by the kernel when its parent dies, `kill -9` included, instead of running on unseen and
+holding its run's lock. It ends as a `kill -9` of itself would: its checkpoints are whole (they are written to a
+temporary file renamed into place), and what it left (a temporary file, its lock) is taken over by the next start of
+the run.
 
 Light on purpose (no torch): a driver binds itself to its parent in its first lines.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from electra.config.base import ConfigError
 
-__all__ = ['World', 'world', 'PARENT_VAR', 'die_with_parent', 'end_with_parent', 'child_env', 'library_env']
+__all__ = ['World', 'world', 'is_main_process', 'PARENT_VAR', 'die_with_parent', 'end_with_parent', 'child_env', 'library_env']
 
 PARENT_VAR = 'ELECTRA_PARENT_PID'  # set by a parent that waits for its child: the child ends when that process does
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -41,6 +42,11 @@ def world() -> World:
         try: return int(value)
         except ValueError: raise ConfigError(f"environment: {key}={value!r} is not a number (torchrun sets it).") from None
     return World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0), read('LOCAL_WORLD_SIZE', 1))
+
+
+def is_main_process() -> bool:
+    "Only rank 0 writes files in a torchrun job (a single process is rank 0)."
+    return world().rank == 0
 
 
 def die_with_parent(parent: int) -> None:

@@ -42,7 +42,8 @@ from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_del
 from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
 from electra.finetuning.tasks.metrics import check_metrics, metric_names
 from electra.finetuning.tasks.values import id_column, is_missing, label_column, place
-from electra.runtime.files import atomic_write_text, is_main_process
+from electra.runtime.files import atomic_write_text
+from electra.runtime.processes import is_main_process
 
 __all__ = ['FileTaskSpec', 'FileOptions', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'task_settings',
            'make_task', 'FileSource',

@@ -22,7 +22,8 @@ import torch
 from electra.config.base import ConfigError
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.glue.sources import Examples
-from electra.runtime.files import atomic_write_bytes, is_main_process, path_inside
+from electra.runtime.files import atomic_write_bytes, path_inside
+from electra.runtime.processes import is_main_process
 
 __all__ = ['padded_length', 'truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
            'make_loader', 'NPZ_DAMAGED']

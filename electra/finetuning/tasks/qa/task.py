@@ -59,7 +59,7 @@ from electra.finetuning.tasks.qa.metrics import (
     write_null_odds,
     write_predictions as write_answers,
 )
-from electra.runtime.files import is_main_process
+from electra.runtime.processes import is_main_process
 
 __all__ = ['QASpec', 'QAOptions', 'read_qa_spec', 'QASplit', 'QATask', 'make_qa_loader', 'predict_rows', 'OPTIONS', 'DEFAULTS']
 

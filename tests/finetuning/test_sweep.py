@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from electra.config.base import ConfigError, TrainingStopped, config_from_dict
+from electra.config.base import ConfigError, config_from_dict
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning import classifier, learner, runs, sweep
 from electra.finetuning.results import ResultsTable
@@ -23,6 +23,7 @@ from electra.finetuning.tasks.glue.metrics import dev_metric_names
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
 from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.runtime.errors import TrainingStopped
 from tests.support.finetune import job
 
 pytestmark = pytest.mark.usefixtures('one_thread')

@@ -1,4 +1,4 @@
-"""electra/runtime/files.py and the drivers' error line (electra/config/base.py `friendly_errors`) on a full disk:
+"""electra/runtime/files.py and the drivers' error line (electra/runtime/errors.py `friendly_errors`) on a full disk:
 a write that fails leaves nothing partial, names the file, and the job ends with one line saying what to do."""
 import errno
 import io
@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-from electra.config.base import friendly_errors
 from electra.runtime import files
+from electra.runtime.errors import friendly_errors
 
 
 class FillsUp(io.RawIOBase):

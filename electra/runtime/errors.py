@@ -18,9 +18,10 @@ class TrainingStopped(Exception):
     exit_status = 130  # the shell's status for a process ended by SIGINT
 
 
-class TrainingDiverged(ConfigError):
+class TrainingDiverged(Exception):
     """The loss became NaN or infinite. A pretraining run stops, with no checkpoint written after it; a fine-tuning run
     stops with no score, the sweep's other runs go on, and the job ends with this error naming it."""
+    exit_status = 2  # as a bad setting's: the job cannot go on as it was set up (the message says what to change)
 
 
 def disk_full(e: BaseException) -> ConfigError | None:
@@ -35,9 +36,9 @@ def disk_full(e: BaseException) -> ConfigError | None:
 
 def friendly_errors() -> None:
     """Report what ends a script as one line, no traceback: a `ConfigError` as `error: ...` with exit status 2 (the
-    usage-error status of argparse), a full disk the same way (`disk_full`), a `TrainingStopped` or a Ctrl-C as
-    `stopped: ...` with status 130; other errors are unchanged. A `RunWarning` is one `warning: ...` line (from the main process of a torchrun job). A notebook
-    shows errors its own way."""
+    usage-error status of argparse), a full disk and a `TrainingDiverged` the same way, a `TrainingStopped` or a Ctrl-C
+    as `stopped: ...` with status 130; other errors are unchanged. A `RunWarning` is one `warning: ...` line (from the
+    main process of a torchrun job). A notebook shows errors its own way."""
     previous, previous_warning = sys.excepthook, warnings.showwarning
 
     def show(message, category, *args, **kwargs):
@@ -48,7 +49,7 @@ def friendly_errors() -> None:
         if issubclass(tp, KeyboardInterrupt): value = TrainingStopped('interrupted by Ctrl-C; nothing after the last '
                                                                       'checkpoint or finished run was kept.')
         elif disk_full(value): value = disk_full(value)
-        elif not issubclass(tp, (ConfigError, TrainingStopped)): return previous(tp, value, tb)
+        elif not issubclass(tp, (ConfigError, TrainingDiverged, TrainingStopped)): return previous(tp, value, tb)
         # fastai prefixes an error raised in a callback with "Exception occured in `Cb` when calling event `e`:\n\t"
         text = str(value).split(chr(10) + chr(9), 1)[-1]
         rank = os.environ.get('RANK', '0') if int(os.environ.get('WORLD_SIZE', '1') or 1) > 1 else None

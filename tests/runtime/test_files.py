@@ -1,5 +1,6 @@
 """electra/runtime/files.py and the drivers' error line (electra/runtime/errors.py `friendly_errors`) on a full disk:
-a write that fails leaves nothing partial, names the file, and the job ends with one line saying what to do."""
+a write that fails leaves nothing partial, names the file, and the job ends with one line saying what to do; the same
+line for a run that diverged."""
 import errno
 import io
 import os
@@ -8,8 +9,9 @@ import sys
 import pytest
 import torch
 
+from electra.config.base import ConfigError
 from electra.runtime import files
-from electra.runtime.errors import friendly_errors
+from electra.runtime.errors import TrainingDiverged, friendly_errors
 
 
 class FillsUp(io.RawIOBase):
@@ -81,3 +83,16 @@ def test_other_os_errors_are_left_to_python(excepthook, capsys):
     error = OSError(errno.EIO, 'Input/output error')
     excepthook(type(error), error, None)  # Python's own report, no exit of ours
     assert 'OSError: [Errno 5] Input/output error' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('rank, line', [(None, 'error: '), ('1', '[rank1] error: ')], ids=['alone', 'torchrun'])
+def test_a_diverged_run_ends_the_job_with_its_error_line_and_status_2(excepthook, capsys, monkeypatch, rank, line):
+    """A run whose loss became NaN is no bad setting (no ConfigError), yet the drivers report it as one: one `error:`
+    line (the rank's under torchrun), fastai's prefix of an error raised in a callback dropped, status 2."""
+    if rank: monkeypatch.setenv('RANK', rank), monkeypatch.setenv('WORLD_SIZE', '2')
+    diverged = TrainingDiverged('Exception occured in `MetricsLogger` when calling event `after_fit`:\n\tthe loss '
+                                'became NaN or infinite at step 5')
+    assert not isinstance(diverged, ConfigError)
+    with pytest.raises(SystemExit) as e:
+        excepthook(type(diverged), diverged, None)
+    assert e.value.code == 2 and capsys.readouterr().err == f'{line}the loss became NaN or infinite at step 5\n'

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import os
 import re
 import sys
 import types
@@ -577,35 +576,6 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
         print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
         raise SystemExit(0)
     return cfg
-
-
-def _file_in_the_way(path: Path) -> Path | None:
-    "The first of `path` and its parents that exists and is not a folder (so nothing can be made below it), or None."
-    for p in (path, *path.parents):
-        try:
-            if p.exists(): return None if p.is_dir() else p
-        except OSError: return None
-    return None
-
-
-def writable_dir(path: str | Path, key: str, create: bool = True) -> Path:
-    """`path` checked writable up front (not at the first file written there), else a ConfigError naming `key` and the
-    fix: created if needed, or with `create=False` only checked creatable (its nearest existing folder writable, no
-    file in the way), for a folder the job makes when it has something to put there (an export after training)."""
-    path = Path(path)
-    if (blocker := _file_in_the_way(path)) is not None:
-        raise ConfigError(f"{key}: cannot write to '{path}' ('{blocker}' is a file, not a folder). Choose a writable "
-                          f"directory with --{key}, or move that file away.")
-    try:
-        if create: path.mkdir(parents=True, exist_ok=True)
-        where = next(p for p in (path, *path.parents) if p.exists())  # where a file would go now
-        probe = where / f'.write_test_{os.getpid()}'
-        probe.write_text('ok')
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError(f"{key}: cannot write to '{path}' ({e.strerror or e}). "
-                          f"Choose a writable directory with --{key}.") from None
-    return path
 
 
 def running_in_notebook() -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterator
 
-from electra.config.base import ConfigError, writable_dir
+from electra.config.base import ConfigError
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
@@ -24,7 +24,7 @@ from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
 from electra.finetuning.workers import parallel_runs, run_on_workers
 from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingDiverged, TrainingStopped
-from electra.runtime.files import FileDigests, atomic_write_text, path_inside
+from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir
 from electra.runtime.processes import is_main_process, world
 from electra.training.device import resolve_device, resolve_precision
 

@@ -54,6 +54,24 @@ def test_a_full_disk_is_an_oserror_naming_the_file_and_leaves_nothing(tmp_path, 
     assert path.read_bytes() == b'the previous version' and sorted(os.listdir(tmp_path)) == [path.name]
 
 
+def test_writable_dir_names_the_file_in_the_way_and_can_check_without_creating(tmp_path):
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('x')
+    for create in (True, False):
+        with pytest.raises(ConfigError, match=rf"^output_dir: cannot write to '{blocker}/run/discriminator' \('{blocker}' is "
+                                              r"a file, not a folder\). Choose a writable directory with --output_dir, or "
+                                              r"move that file away\.$"):
+            files.writable_dir(blocker / 'run' / 'discriminator', 'output_dir', create=create)
+    with pytest.raises(ConfigError, match=rf"^out: cannot write to '{blocker}' \('{blocker}' is a file, not a folder\)"):
+        files.writable_dir(blocker, 'out', create=False)
+    with pytest.raises(ConfigError, match=r"^cache_dir: cannot write to '/proc/electra/x' \(.*\)\. Choose a writable "
+                                          r"directory with --cache_dir\.$"):
+        files.writable_dir('/proc/electra/x', 'cache_dir', create=False)
+    assert files.writable_dir(tmp_path / 'later' / 'export', 'output_dir', create=False) == tmp_path / 'later' / 'export'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['a_file']   # checked, nothing made, no probe left
+    assert files.writable_dir(tmp_path / 'now', 'output_dir').is_dir() and list((tmp_path / 'now').iterdir()) == []
+
+
 @pytest.fixture
 def excepthook():
     "The drivers' hook (friendly_errors), restored afterwards."

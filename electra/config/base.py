@@ -25,7 +25,7 @@ import yaml
 __all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
            'threads_field', 'threads_setting',
-           'running_in_notebook', 'cli_args', 'compressed', 'COMPRESSED_SUFFIXES']
+           'compressed', 'COMPRESSED_SUFFIXES']
 
 
 class ConfigError(ValueError):
@@ -576,18 +576,3 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
         print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
         raise SystemExit(0)
     return cfg
-
-
-def running_in_notebook() -> bool:
-    "True inside Jupyter (the driver then takes its notebook config cell, not the command line)."
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and 'IPKernelApp' in getattr(shell, 'config', {})
-
-
-def cli_args() -> list[str]:
-    "The command-line flags of a script; none inside a notebook, whose kernel has its own argv."
-    return [] if running_in_notebook() else sys.argv[1:]

@@ -14,13 +14,13 @@ from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
-from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.glue.demo import write_demo_glue
 from electra.finetuning.tasks.glue.sources import TaskSource, open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
-from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
+from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.workers import parallel_runs, run_on_workers
 from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingDiverged, TrainingStopped

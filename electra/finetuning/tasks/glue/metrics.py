@@ -12,7 +12,7 @@ from typing import Mapping
 
 import numpy as np
 
-from electra.finetuning.tasks.glue.tasks import TaskInfo
+from electra.finetuning.tasks.base import TaskInfo
 
 __all__ = ['accuracy', 'f1', 'mcc', 'pearson', 'spearman', 'subset_accuracy', 'f1_micro', 'f1_macro', 'f1_weighted',
            'task_metrics', 'dev_metric_names', 'predictions', 'glue_score', 'GLUE_SCORE_TASKS']

@@ -16,7 +16,8 @@ import numpy as np
 
 from electra.config.base import ConfigError, RunWarning, compressed
 from electra.data.hub import hub_unreachable
-from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError, TaskInfo
+from electra.finetuning.tasks.base import TaskInfo
+from electra.finetuning.tasks.glue.tasks import GlueDataError, TASKS
 
 __all__ = ['Examples', 'read_utf8', 'read_delimited', 'drop_empty', 'double_unordered', 'TaskSource', 'TsvSource', 'HubSource',
            'SavedSource', 'open_source']

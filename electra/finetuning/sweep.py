@@ -18,9 +18,10 @@ from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, Te
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.glue.demo import write_demo_glue
-from electra.finetuning.tasks.glue.sources import TaskSource, open_source
+from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.finetuning.tasks.sources import TaskSource
 from electra.finetuning.workers import parallel_runs, run_on_workers
 from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingDiverged, TrainingStopped

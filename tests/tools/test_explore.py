@@ -135,7 +135,7 @@ def test_cls_embeddings_are_in_example_order_and_match_the_model(tiny_random):
 
 def test_find_misclassified(tiny_random):
     from electra.finetuning.classifier import ElectraClassifier
-    from electra.finetuning.tasks.glue.sources import Examples
+    from electra.finetuning.tasks.sources import Examples
     from electra.finetuning.tasks.glue.tasks import TASKS
     model, tok = tiny_random
     torch.manual_seed(0)

@@ -39,9 +39,9 @@ from electra.config.base import (COMPRESSED_SUFFIXES, ConfigError, compressed, c
                                  load_yaml, read_text, safe_name, yaml_key_lines)
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.base import TaskInfo
-from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.glue.tasks import TASKS, task_named
 from electra.finetuning.tasks.metrics import check_metrics, metric_names
+from electra.finetuning.tasks.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.values import id_column, is_missing, label_column, place
 from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import is_main_process

@@ -21,7 +21,7 @@ import torch
 
 from electra.config.base import ConfigError
 from electra.data.tokenizer import tokenizer_fingerprint
-from electra.finetuning.tasks.glue.sources import Examples
+from electra.finetuning.tasks.sources import Examples
 from electra.runtime.files import atomic_write_bytes, path_inside
 from electra.runtime.processes import is_main_process
 

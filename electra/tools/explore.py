@@ -23,7 +23,7 @@ from electra.config.base import SEED_END, config_from_dict, field
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned, read_finetuned
 from electra.finetuning.learner import predict_outputs
-from electra.finetuning.tasks.glue.encoding import encode, make_loader
+from electra.finetuning.tasks.encoding import encode, make_loader
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import Examples
 

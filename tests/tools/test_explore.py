@@ -145,7 +145,7 @@ def test_find_misclassified(tiny_random):
     wrong = find_misclassified(clf, tok, TASKS['SST-2'], ex, max_length=16)
     with torch.no_grad():
         from electra.finetuning.learner import predict_outputs
-        from electra.finetuning.tasks.glue.encoding import encode, make_loader
+        from electra.finetuning.tasks.encoding import encode, make_loader
         pred = predict_outputs(clf, make_loader(encode(ex, tok, 16), 4, False, 0)).argmax(-1)
     assert sorted(wrong['idx']) == sorted(np.flatnonzero(pred != ex.label).tolist())
     assert wrong['p(prediction)'].is_monotonic_decreasing and (wrong['label'] != wrong['prediction']).all()

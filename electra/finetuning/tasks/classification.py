@@ -15,8 +15,8 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier, load_finetuned
 from electra.finetuning.learner import device_and_autocast, predict_outputs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
+from electra.finetuning.tasks.encoding import encode_cached, make_loader
 from electra.finetuning.tasks.files import SENTENCE_KIND_METRICS, FileKind, file_task, register_file_kind, write_file_predictions
-from electra.finetuning.tasks.glue.encoding import encode_cached, make_loader
 from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
 from electra.finetuning.tasks.glue.submission import write_predictions
 from electra.finetuning.tasks.metrics import metric_text

@@ -1,4 +1,5 @@
-"""GLUE examples as model inputs: BERT-style encoding and truncation, an on-disk token cache, length-bucketed batches.
+"""Sentence and sentence-pair examples (GLUE's and task files') as model inputs: BERT-style encoding and truncation, an
+on-disk token cache; length-bucketed batches and their sharding over processes, which tagging and QA batch with too.
 
 Encoding follows the official ELECTRA `featurize` (google-research/electra, finetune/classification/
 classification_tasks.py): each segment is tokenized on its own, a pair is cut to `max_length - 3` tokens by

@@ -1,11 +1,11 @@
-"""electra/finetuning/tasks/glue/encoding.py: truncation, encoding, its cache, batches."""
+"""electra/finetuning/tasks/encoding.py: truncation, encoding, its cache, batches."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, encode, encode_cached, make_loader, truncate_pair
+from electra.finetuning.tasks.encoding import LengthBatchSampler, encode, encode_cached, make_loader, truncate_pair
 
 
 def test_truncate_pair_follows_bert():
@@ -102,7 +102,7 @@ def test_random_batches_are_a_fresh_permutation_cut_in_order():
 def test_batches_are_padded_up_to_the_smallest_bucket_that_holds_them():
     """With `buckets` every batch takes one of a few lengths (static shapes for compiled code): the smallest bucket at
     least as long as its longest example, the extra columns padding; without, the longest example's length."""
-    from electra.finetuning.tasks.glue.encoding import padded_length
+    from electra.finetuning.tasks.encoding import padded_length
     from electra.finetuning.tasks.sources import Examples
     assert [padded_length(n, (16, 8, 32)) for n in (1, 8, 9, 16, 17, 32, 40)] == [8, 8, 16, 16, 32, 32, 40]
     assert padded_length(11) == 11

@@ -19,10 +19,10 @@ from electra.config.finetune import FinetuneConfig
 from electra.finetuning import classifier, learner, runs, sweep
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.classification import ClassificationTask
-from electra.finetuning.tasks.glue.metrics import dev_metric_names
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
 from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.finetuning.tasks.metrics import dev_metric_names
 from electra.runtime.errors import TrainingStopped
 from tests.support.finetune import job
 

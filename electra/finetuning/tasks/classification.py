@@ -17,9 +17,8 @@ from electra.finetuning.learner import device_and_autocast, predict_outputs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.encoding import encode_cached, make_loader
 from electra.finetuning.tasks.files import SENTENCE_KIND_METRICS, FileKind, file_task, register_file_kind, write_file_predictions
-from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
 from electra.finetuning.tasks.glue.submission import write_predictions
-from electra.finetuning.tasks.metrics import metric_text
+from electra.finetuning.tasks.metrics import metric_text, predictions, task_metrics
 from electra.finetuning.tasks.sources import Examples, TaskSource, double_unordered, drop_empty
 
 __all__ = ['ClassificationTask']

@@ -31,9 +31,10 @@ if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir
 overrides = {}  # in a notebook: e.g. {'config': 'demo', 'steps': 200}
 
 # %%
-from electra.config.base import cli_args, config_to_dict, friendly_errors, load_config
+from electra.config.base import config_to_dict, load_config
 from electra.config.pretrain import PretrainConfig
-from electra.runtime.processes import end_with_parent
+from electra.runtime.errors import friendly_errors
+from electra.runtime.processes import cli_args, end_with_parent
 from electra.training.distributed import check_batch_split
 
 friendly_errors()

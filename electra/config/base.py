@@ -10,39 +10,26 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import errno
 import functools
-import os
 import re
 import sys
 import types
 import typing
 import unicodedata
-import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
 
 import pydantic
 import yaml
 
-__all__ = ['ConfigError', 'TrainingStopped', 'TrainingDiverged', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
+__all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
            'threads_field', 'threads_setting',
-           'running_in_notebook', 'cli_args', 'friendly_errors', 'compressed', 'COMPRESSED_SUFFIXES']
+           'compressed', 'COMPRESSED_SUFFIXES']
 
 
 class ConfigError(ValueError):
     "A bad config key or value; the message names where it came from and how to fix it."
-
-
-class TrainingStopped(Exception):
-    "Training stopped on request (Ctrl-C); the message says what was kept and how to continue."
-    exit_status = 130  # the shell's status for a process ended by SIGINT
-
-
-class TrainingDiverged(ConfigError):
-    """The loss became NaN or infinite. A pretraining run stops, with no checkpoint written after it; a fine-tuning run
-    stops with no score, the sweep's other runs go on, and the job ends with this error naming it."""
 
 
 class RunWarning(UserWarning):
@@ -589,85 +576,3 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
         print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
         raise SystemExit(0)
     return cfg
-
-
-def _file_in_the_way(path: Path) -> Path | None:
-    "The first of `path` and its parents that exists and is not a folder (so nothing can be made below it), or None."
-    for p in (path, *path.parents):
-        try:
-            if p.exists(): return None if p.is_dir() else p
-        except OSError: return None
-    return None
-
-
-def writable_dir(path: str | Path, key: str, create: bool = True) -> Path:
-    """`path` checked writable up front (not at the first file written there), else a ConfigError naming `key` and the
-    fix: created if needed, or with `create=False` only checked creatable (its nearest existing folder writable, no
-    file in the way), for a folder the job makes when it has something to put there (an export after training)."""
-    path = Path(path)
-    if (blocker := _file_in_the_way(path)) is not None:
-        raise ConfigError(f"{key}: cannot write to '{path}' ('{blocker}' is a file, not a folder). Choose a writable "
-                          f"directory with --{key}, or move that file away.")
-    try:
-        if create: path.mkdir(parents=True, exist_ok=True)
-        where = next(p for p in (path, *path.parents) if p.exists())  # where a file would go now
-        probe = where / f'.write_test_{os.getpid()}'
-        probe.write_text('ok')
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError(f"{key}: cannot write to '{path}' ({e.strerror or e}). "
-                          f"Choose a writable directory with --{key}.") from None
-    return path
-
-
-def running_in_notebook() -> bool:
-    "True inside Jupyter (the driver then takes its notebook config cell, not the command line)."
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and 'IPKernelApp' in getattr(shell, 'config', {})
-
-
-def cli_args() -> list[str]:
-    "The command-line flags of a script; none inside a notebook, whose kernel has its own argv."
-    return [] if running_in_notebook() else sys.argv[1:]
-
-
-def disk_full(e: BaseException) -> ConfigError | None:
-    "The error line of a write that found the disk full (or the quota used up), naming the file; None for anything else."
-    if not isinstance(e, OSError): return None
-    if e.errno not in (errno.ENOSPC, errno.EDQUOT) and 'No space left on device' not in str(e): return None  # pyarrow: no errno
-    where = f' writing {e.filename}' if e.filename else ''
-    return ConfigError(f"the disk is full{where} ({e.strerror or 'No space left on device'}). Free space there, or "
-                       "point the job's folders (output_dir, cache_dir, test_output_dir, --out) at another disk, and run "
-                       "the same command again (pretrain.py: with --resume): what was finished is kept.")
-
-
-def friendly_errors() -> None:
-    """Report what ends a script as one line, no traceback: a `ConfigError` as `error: ...` with exit status 2 (the
-    usage-error status of argparse), a full disk the same way (`disk_full`), a `TrainingStopped` or a Ctrl-C as
-    `stopped: ...` with status 130; other errors are unchanged. A `RunWarning` is one `warning: ...` line (from the main process of a torchrun job). A notebook
-    shows errors its own way."""
-    previous, previous_warning = sys.excepthook, warnings.showwarning
-
-    def show(message, category, *args, **kwargs):
-        if not issubclass(category, RunWarning): return previous_warning(message, category, *args, **kwargs)
-        if os.environ.get('RANK', '0') == '0': print(f'warning: {message}', file=sys.stderr, flush=True)  # once a job
-
-    def hook(tp, value, tb):
-        if issubclass(tp, KeyboardInterrupt): value = TrainingStopped('interrupted by Ctrl-C; nothing after the last '
-                                                                      'checkpoint or finished run was kept.')
-        elif disk_full(value): value = disk_full(value)
-        elif not issubclass(tp, (ConfigError, TrainingStopped)): return previous(tp, value, tb)
-        # fastai prefixes an error raised in a callback with "Exception occured in `Cb` when calling event `e`:\n\t"
-        text = str(value).split(chr(10) + chr(9), 1)[-1]
-        rank = os.environ.get('RANK', '0') if int(os.environ.get('WORLD_SIZE', '1') or 1) > 1 else None
-        stopped = isinstance(value, TrainingStopped)
-        if not (stopped and rank not in (None, '0')):  # every process of a job stops; the main one says so
-            print(f"{'stopped' if stopped else f'[rank{rank}] error' if rank else 'error'}: {text}", file=sys.stderr,
-                  flush=True)
-        sys.exit(getattr(value, 'exit_status', 2))  # raised in the hook, SystemExit sets the status; atexit still runs
-    hook.exits = True  # (init_distributed keeps it: torch's own hook would swallow what it prints)
-    sys.excepthook, warnings.showwarning = hook, show

@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from electra.config.base import friendly_errors
 from electra.convert.tf import convert_tf_checkpoint
 from electra.convert.tf_checkpoint import TFCheckpoint
+from electra.runtime.errors import friendly_errors
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -30,10 +30,11 @@ import numpy as np
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config.base import ConfigError, writable_dir
+from electra.config.base import ConfigError
 from electra.convert.tf_checkpoint import STRING, TFCheckpoint
 from electra.data.tokenizer import load_tokenizer
 from electra.pretraining.init_from import load_init, save_init_checkpoint
+from electra.runtime.files import writable_dir
 
 __all__ = ['convert_tf_checkpoint', 'Body', 'find_bodies', 'read_hparams', 'official_configs', 'verify_conversion']
 

@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
-from electra.config.base import ConfigError, compressed, writable_dir
+from electra.config.base import ConfigError, compressed
 from electra.data.demo import write_demo_corpus
 from electra.data.hub import hub_unreachable
+from electra.runtime.files import writable_dir
 
 __all__ = ['BuildSettings', 'CorpusSource', 'resolve_corpus', 'corpus_text_files', 'source_lines', 'skipped_in_words']
 

@@ -17,14 +17,14 @@ from typing import Callable, Sequence
 
 import yaml
 
-from electra.config.base import (TrainingStopped, config_from_dict, config_to_dict, friendly_errors, load_config,
-                                 parse_cli, writable_dir)
+from electra.config.base import config_from_dict, config_to_dict, load_config, parse_cli
 from electra.config.compare import CompareConfig
 from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (Launcher, RunFailed, finetune_done, pretrain_done, run_finetuning,
                                       run_pretraining, subprocess_launcher)
 from electra.experiments.table import write_table
-from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir
+from electra.runtime.errors import TrainingStopped, friendly_errors
+from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir
 from electra.training.checkpoint import find_checkpoints
 
 __all__ = ['load_compare_config', 'plan_text', 'run_comparison', 'main']

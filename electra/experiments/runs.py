@@ -14,12 +14,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from electra.config.base import ConfigError, TrainingStopped, parse_cli
+from electra.config.base import ConfigError, parse_cli
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
 from electra.finetuning.inputs import data_digests
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.sweep import job_tasks, resolve_data
 from electra.pretrained.export import model_fingerprint
+from electra.runtime.errors import TrainingStopped
 from electra.runtime.files import FileDigests, atomic_write_text
 from electra.runtime.processes import child_env, library_env
 from electra.training.checkpoint import find_checkpoints

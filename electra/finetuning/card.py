@@ -15,7 +15,7 @@ from electra.config.base import config_to_dict
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.results import summarize
 from electra.finetuning.runs import group_dir
-from electra.finetuning.tasks.glue.tasks import TaskInfo
+from electra.finetuning.tasks.base import TaskInfo
 from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block
 
 __all__ = ['PIPELINE_TAGS', 'write_finetuned_card']

@@ -9,10 +9,12 @@ import numpy as np
 import pandas as pd
 
 from electra.config.base import ConfigError
-from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, dev_metric_names, glue_score
-from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
-from electra.finetuning.tasks.metrics import METRIC_NAMES, metric_text
-from electra.runtime.files import atomic_write_bytes, atomic_write_text, is_main_process, locked
+from electra.finetuning.tasks.base import TaskInfo
+from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, glue_score
+from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.finetuning.tasks.metrics import METRIC_NAMES, dev_metric_names, metric_text
+from electra.runtime.files import atomic_write_bytes, atomic_write_text, locked
+from electra.runtime.processes import is_main_process
 
 __all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'summarize', 'summary_markdown', 'plot_summary',
            'select_runs']

@@ -15,9 +15,9 @@ from electra.config.finetune import FinetuneConfig
 from electra.finetuning.learner import diverged, train_run
 from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
-from electra.finetuning.tasks.glue.metrics import dev_metric_names
-from electra.finetuning.tasks.metrics import metric_text
-from electra.runtime.files import atomic_save, is_main_process, path_inside
+from electra.finetuning.tasks.metrics import dev_metric_names, metric_text
+from electra.runtime.files import atomic_save, path_inside
+from electra.runtime.processes import is_main_process
 from electra.training.sinks import start_neptune_run
 
 __all__ = ['group_dir', 'RunJob', 'Diverged', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']

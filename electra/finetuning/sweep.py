@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterator
 
-from electra.config.base import ConfigError, TrainingDiverged, TrainingStopped, writable_dir
+from electra.config.base import ConfigError
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
@@ -14,17 +14,19 @@ from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
-from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.glue.demo import write_demo_glue
-from electra.finetuning.tasks.glue.sources import TaskSource, open_source
+from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
-from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
+from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.finetuning.tasks.sources import TaskSource
 from electra.finetuning.workers import parallel_runs, run_on_workers
 from electra.pretrained.export import model_fingerprint
-from electra.runtime.files import FileDigests, atomic_write_text, is_main_process, path_inside
-from electra.runtime.processes import world
+from electra.runtime.errors import TrainingDiverged, TrainingStopped
+from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir
+from electra.runtime.processes import is_main_process, world
 from electra.training.device import resolve_device, resolve_precision
 
 __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'run_sweep', 'write_summary',

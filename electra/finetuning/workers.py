@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from electra.config.base import ConfigError, TrainingStopped
+from electra.config.base import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_pretrained
@@ -30,6 +30,7 @@ from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
 from electra.pretrained.export import quiet_transformers
+from electra.runtime.errors import TrainingStopped
 from electra.runtime.processes import library_env
 from electra.training.device import cpu_threads
 from electra.training.distributed import one_run_at_a_time

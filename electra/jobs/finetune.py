@@ -36,9 +36,10 @@ if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir
     os.chdir('..')  # Jupyter starts the kernel in notebooks/; the job runs from the repository root, as the script does
 
 # %%
-from electra.config.base import cli_args, config_to_dict, friendly_errors, load_config
+from electra.config.base import config_to_dict, load_config
 from electra.config.finetune import FinetuneConfig
-from electra.runtime.processes import end_with_parent
+from electra.runtime.errors import friendly_errors
+from electra.runtime.processes import cli_args, end_with_parent
 
 friendly_errors()  # a bad setting or input file ends the script with one `error: ...` line and status 2
 end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included

@@ -17,7 +17,8 @@ import yaml
 from huggingface_hub import EvalResult, ModelCardData
 from torch import nn
 
-from electra.runtime.files import atomic_write_text, is_main_process
+from electra.runtime.files import atomic_write_text
+from electra.runtime.processes import is_main_process
 
 __all__ = ['CARD', 'CITATION', 'LICENSE', 'LICENSE_NOTE', 'card_text', 'write_card', 'last_row', 'yaml_block',
            'details', 'hub_datasets', 'write_pretrained_card']

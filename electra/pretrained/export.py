@@ -29,7 +29,8 @@ from electra.objective.model import (
     unpadded_copy,
 )
 from electra.pretrained.card import CARD, write_pretrained_card
-from electra.runtime.files import file_sha256, is_main_process
+from electra.runtime.files import file_sha256
+from electra.runtime.processes import is_main_process
 from electra.training.checkpoint import load_checkpoint
 
 __all__ = ['saved_model_type', 'EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',

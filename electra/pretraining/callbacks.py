@@ -18,10 +18,11 @@ import torch
 from fastai.callback.core import Callback, CancelFitException
 from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 
-from electra.config.base import ConfigError, TrainingDiverged
+from electra.config.base import ConfigError
 from electra.pretraining.step import STEP_SUMS, TrainingStep
-from electra.runtime.files import atomic_save, is_main_process, path_inside, release_run_dir
-from electra.runtime.processes import world
+from electra.runtime.errors import TrainingDiverged
+from electra.runtime.files import atomic_save, path_inside, release_run_dir
+from electra.runtime.processes import is_main_process, world
 from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
 from electra.training.distributed import all_reduce_sum, bare_model, gather_objects, is_distributed, rank_seed
 from electra.training.sinks import CsvLog

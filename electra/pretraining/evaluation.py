@@ -22,7 +22,7 @@ from fastai.callback.core import Callback
 from electra.data.batches import pad_examples
 from electra.objective.loss import batch_statistics, generator_loss_sum, disc_loss_terms, disc_mask
 from electra.objective.masking import MaskingSettings
-from electra.runtime.files import is_main_process
+from electra.runtime.processes import is_main_process
 from electra.training.device import AUTOCAST_DTYPES
 from electra.training.distributed import bare_model
 from electra.training.sinks import CsvLog

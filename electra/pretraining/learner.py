@@ -15,8 +15,7 @@ from fastai.callback.progress import ProgressCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.learner import Learner, Recorder
 
-from electra.config.base import (BOOL_WORDS, ConfigError, TrainingStopped, config_from_dict, config_to_dict,
-                                 running_in_notebook, writable_dir)
+from electra.config.base import BOOL_WORDS, ConfigError, config_from_dict, config_to_dict
 from electra.config.pretrain import PretrainConfig
 from electra.data.tokenizer import TOKENIZER_DIR
 from electra.pretrained.export import EXPORTS, export_holds, export_pretrained
@@ -34,8 +33,9 @@ from electra.pretraining.callbacks import (
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
 from electra.pretraining.step import TrainingStep
-from electra.runtime.files import atomic_write_text, is_main_process, lock_run_dir, path_inside, release_run_dir
-from electra.runtime.processes import world
+from electra.runtime.errors import TrainingStopped
+from electra.runtime.files import atomic_write_text, lock_run_dir, path_inside, release_run_dir, writable_dir
+from electra.runtime.processes import is_main_process, running_in_notebook, world
 from electra.training.checkpoint import (
     FORMAT,
     find_checkpoints,

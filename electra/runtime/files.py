@@ -1,6 +1,7 @@
-"""Files a job writes safely: inside the folder the user gave (`path_inside`), atomic writes (a temporary file
-renamed into place), only from the main process, the run-directory lock that keeps two processes off one run, the
-lock under which jobs that share a file read and rewrite it in turn; and what a file is by content (`FileDigests`).
+"""Files a job writes safely: inside the folder the user gave (`path_inside`), in folders checked writable up front
+(`writable_dir`), atomic writes (a temporary file renamed into place), the run-directory lock that keeps two processes
+off one run, the lock under which jobs that share a file read and rewrite it in turn; and what a file is by content
+(`FileDigests`).
 """
 from __future__ import annotations
 
@@ -15,15 +16,9 @@ from typing import Any
 import torch
 
 from electra.config.base import ConfigError
-from electra.runtime.processes import world
 
-__all__ = ['is_main_process', 'path_inside', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
+__all__ = ['path_inside', 'writable_dir', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
            'FileDigests', 'owner_gone', 'lock_run_dir', 'release_run_dir']
-
-
-def is_main_process() -> bool:
-    "Only rank 0 writes files in a torchrun job (a single process is rank 0)."
-    return world().rank == 0
 
 
 def path_inside(root: str | Path, *names: str, key: str) -> Path:
@@ -38,6 +33,35 @@ def path_inside(root: str | Path, *names: str, key: str) -> Path:
         raise ConfigError(f"{key}: {path} leads to {real}, outside {real_root}, the folder {key} gives: a name in it "
                           f"climbs out, or a link inside that folder points elsewhere. Give names without '/' or '..', "
                           f"or give the link's target as {key}.")
+    return path
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    "The first of `path` and its parents that exists and is not a folder (so nothing can be made below it), or None."
+    for p in (path, *path.parents):
+        try:
+            if p.exists(): return None if p.is_dir() else p
+        except OSError: return None
+    return None
+
+
+def writable_dir(path: str | Path, key: str, create: bool = True) -> Path:
+    """`path` checked writable up front (not at the first file written there), else a ConfigError naming `key` and the
+    fix: created if needed, or with `create=False` only checked creatable (its nearest existing folder writable, no
+    file in the way), for a folder the job makes when it has something to put there (an export after training)."""
+    path = Path(path)
+    if (blocker := _file_in_the_way(path)) is not None:
+        raise ConfigError(f"{key}: cannot write to '{path}' ('{blocker}' is a file, not a folder). Choose a writable "
+                          f"directory with --{key}, or move that file away.")
+    try:
+        if create: path.mkdir(parents=True, exist_ok=True)
+        where = next(p for p in (path, *path.parents) if p.exists())  # where a file would go now
+        probe = where / f'.write_test_{os.getpid()}'
+        probe.write_text('ok')
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"{key}: cannot write to '{path}' ({e.strerror or e}). "
+                          f"Choose a writable directory with --{key}.") from None
     return path
 
 

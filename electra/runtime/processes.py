@@ -1,7 +1,8 @@
 """The processes of a job. Each one's place in it (`world`: rank and size, as torchrun describes them in the
-environment). And processes that live only as long as the process that started them and waits for them: a job the
-comparison command launches, the workers of a torchrun job, the processes of a data build. Each is ended by the kernel
-when its parent dies, `kill -9` included, instead of running on unseen and holding its run's lock. It ends as a
+environment; `is_main_process`: the one that writes files) and how it was started (`running_in_notebook`, else its
+command line, `cli_args`). And processes that live only as long as the process that started them and waits for them: a
+job the comparison command launches, the workers of a torchrun job, the processes of a data build. Each is ended by the
+kernel when its parent dies, `kill -9` included, instead of running on unseen and holding its run's lock. It ends as a
 `kill -9` of itself would: its checkpoints are whole (they are written to a temporary file renamed into place), and
 what it left (a temporary file, its lock) is taken over by the next start of the run.
 
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from electra.config.base import ConfigError
 
-__all__ = ['World', 'world', 'PARENT_VAR', 'die_with_parent', 'end_with_parent', 'child_env', 'library_env']
+__all__ = ['World', 'world', 'is_main_process', 'running_in_notebook', 'cli_args', 'PARENT_VAR',
+           'die_with_parent', 'end_with_parent', 'child_env', 'library_env']
 
 PARENT_VAR = 'ELECTRA_PARENT_PID'  # set by a parent that waits for its child: the child ends when that process does
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -41,6 +43,26 @@ def world() -> World:
         try: return int(value)
         except ValueError: raise ConfigError(f"environment: {key}={value!r} is not a number (torchrun sets it).") from None
     return World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0), read('LOCAL_WORLD_SIZE', 1))
+
+
+def is_main_process() -> bool:
+    "Only rank 0 writes files in a torchrun job (a single process is rank 0)."
+    return world().rank == 0
+
+
+def running_in_notebook() -> bool:
+    "True inside Jupyter (the driver then takes its notebook config cell, not the command line)."
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and 'IPKernelApp' in getattr(shell, 'config', {})
+
+
+def cli_args() -> list[str]:
+    "The command-line flags of a script; none inside a notebook, whose kernel has its own argv."
+    return [] if running_in_notebook() else sys.argv[1:]
 
 
 def die_with_parent(parent: int) -> None:

@@ -23,9 +23,9 @@ from electra.config.base import SEED_END, config_from_dict, field
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned, read_finetuned
 from electra.finetuning.learner import predict_outputs
-from electra.finetuning.tasks.glue.encoding import encode, make_loader
-from electra.finetuning.tasks.glue.sources import Examples
+from electra.finetuning.tasks.encoding import encode, make_loader
 from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.finetuning.tasks.sources import Examples
 
 __all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
            'cls_embeddings', 'ExampleIndex', 'find_misclassified', 'ExploreConfig', 'explore_config', 'open_finetuned']

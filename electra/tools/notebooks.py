@@ -23,7 +23,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra.config.base import ConfigError, friendly_errors
+from electra.config.base import ConfigError
+from electra.runtime.errors import friendly_errors
 
 __all__ = ['PAIRS', 'JOBS_DIR', 'script_paths', 'NOTEBOOK_DIR', 'Problem', 'export_text', 'clean_notebook', 'export',
            'check', 'from_scripts', 'main']

@@ -16,11 +16,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from electra.config.base import running_in_notebook
 from electra.data.batches import pad_examples
 from electra.finetuning.results import METRIC_COLUMNS
 from electra.objective.masking import MaskingSettings
-from electra.runtime.files import is_main_process
+from electra.runtime.processes import is_main_process, running_in_notebook
 from electra.tools.data_views import mask_batch
 
 __all__ = ['show', 'show_image', 'example_batch', 'ReplacedTokenDetection', 'replaced_token_detection', 'generator_samples',

@@ -17,7 +17,8 @@ import torch
 
 from electra.config.base import ConfigError
 from electra.config.pretrain import RESUME_SAID, RESUME_SAME, PretrainConfig
-from electra.runtime.files import atomic_write_text, is_main_process, path_inside
+from electra.runtime.files import atomic_write_text, path_inside
+from electra.runtime.processes import is_main_process
 
 __all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint',
            'check_resume_compatible', 'check_resume_corpus']

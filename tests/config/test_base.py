@@ -116,25 +116,6 @@ def test_a_yaml_merge_key_may_still_be_overridden(tmp_path):
     assert cfg.task_overrides == {'RTE': {'epochs': 10, 'lr': 1e-4}, 'MRPC': {'epochs': 10, 'lr': 2e-4}}
 
 
-def test_writable_dir_names_the_file_in_the_way_and_can_check_without_creating(tmp_path):
-    from electra.config.base import writable_dir
-    blocker = tmp_path / 'a_file'
-    blocker.write_text('x')
-    for create in (True, False):
-        with pytest.raises(ConfigError, match=rf"^output_dir: cannot write to '{blocker}/run/discriminator' \('{blocker}' is "
-                                              r"a file, not a folder\). Choose a writable directory with --output_dir, or "
-                                              r"move that file away\.$"):
-            writable_dir(blocker / 'run' / 'discriminator', 'output_dir', create=create)
-    with pytest.raises(ConfigError, match=rf"^out: cannot write to '{blocker}' \('{blocker}' is a file, not a folder\)"):
-        writable_dir(blocker, 'out', create=False)
-    with pytest.raises(ConfigError, match=r"^cache_dir: cannot write to '/proc/electra/x' \(.*\)\. Choose a writable "
-                                          r"directory with --cache_dir\.$"):
-        writable_dir('/proc/electra/x', 'cache_dir', create=False)
-    assert writable_dir(tmp_path / 'later' / 'export', 'output_dir', create=False) == tmp_path / 'later' / 'export'
-    assert sorted(p.name for p in tmp_path.iterdir()) == ['a_file']   # checked, nothing made, no probe left
-    assert writable_dir(tmp_path / 'now', 'output_dir').is_dir() and list((tmp_path / 'now').iterdir()) == []
-
-
 @pytest.mark.parametrize('data, line', [('steps: 5\n# café\n'.encode('latin-1'), 2), ('steps: 5\n'.encode('utf-16'), 1),
                                         (bytes(range(256)), 2)], ids=['latin-1', 'utf-16', 'binary'])
 def test_a_config_file_not_in_utf8_is_named_with_the_line(tmp_path, data, line):

@@ -43,7 +43,7 @@ def test_length_buckets_are_checked_and_reach_the_task_s_loaders():
     "Buckets must be positive and hold max_length; a task's own buckets (task_overrides) reach its loaders' batches."
     import numpy as np
     from electra.finetuning.tasks.classification import ClassificationTask
-    from electra.finetuning.tasks.glue.encoding import Encoded
+    from electra.finetuning.tasks.encoding import Encoded
     with pytest.raises(ConfigError, match=r"^config: key 'length_buckets': \[0, 128\] is not a list of whole numbers > 0 "
                                           r"\(empty: each batch padded to its longest example; pad every batch"):
         config_from_dict(FinetuneConfig, {'length_buckets': [0, 128]})

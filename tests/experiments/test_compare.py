@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from electra.config.base import ConfigError, TrainingStopped, config_from_dict, load_config, parse_cli
+from electra.config.base import ConfigError, config_from_dict, load_config, parse_cli
 from electra.config.compare import CompareConfig
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
@@ -30,6 +30,7 @@ from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.glue.demo import write_demo_glue
 from electra.pretrained.export import model_fingerprint
 from electra.objective.flops import pretrain_step_flops
+from electra.runtime.errors import TrainingStopped
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {'hidden_size': 32, 'num_hidden_layers': 1, 'num_attention_heads': 1, 'intermediate_size': 64,

@@ -20,8 +20,8 @@ from electra.config.finetune import FinetuneConfig
 from electra.finetuning.learner import train_run
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.classification import ClassificationTask
+from electra.finetuning.tasks.encoding import Encoded
 from electra.finetuning.tasks.files import make_task, read_task_file
-from electra.finetuning.tasks.glue.encoding import Encoded
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.training.distributed import finish_distributed, init_distributed
 

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 import torch
 
-from electra.config.base import TrainingDiverged
 from electra.finetuning import learner, runs, stack
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.runtime.errors import TrainingDiverged
 from tests.finetuning.test_stack import no_dropout
 from tests.support.finetune import finetune_in_process, job
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from electra.finetuning.classifier import ClassifierLoss
-from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, ShardedBatchSampler
+from electra.finetuning.tasks.encoding import LengthBatchSampler, ShardedBatchSampler
 from tests.support.distributed import max_diff, run, torchrun
 
 WORKER = Path(__file__).with_name('ddp_finetune_worker.py')

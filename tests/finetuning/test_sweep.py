@@ -14,15 +14,16 @@ import pandas as pd
 import pytest
 import torch
 
-from electra.config.base import ConfigError, TrainingStopped, config_from_dict
+from electra.config.base import ConfigError, config_from_dict
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning import classifier, learner, runs, sweep
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.classification import ClassificationTask
-from electra.finetuning.tasks.glue.metrics import dev_metric_names
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
 from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.finetuning.tasks.metrics import dev_metric_names
+from electra.runtime.errors import TrainingStopped
 from tests.support.finetune import job
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -92,7 +93,7 @@ def test_interrupted_sweep_resumes_and_ensemble_averages_logits(tmp_path, glue_d
     assert 'ensemble dev accuracy' in lines[-1]
     # reference: the mean of the two best runs' logits, argmax, as label strings
     top = results.task_rows('RTE').sort_values(['score', 'run'], ascending=[False, True]).head(2)
-    from electra.finetuning.tasks.glue.encoding import encode, make_loader
+    from electra.finetuning.tasks.encoding import encode, make_loader
     enc = encode(src.load(TASKS['RTE'], 'test'), tok, 64)
     logits = [learner.predict_outputs(classifier.load_finetuned(p), make_loader(enc, 5, False, 0)) for p in top['checkpoint']]
     expected = [TASKS['RTE'].labels[i] for i in np.mean(logits, axis=0).argmax(-1)]
@@ -289,7 +290,7 @@ def test_real_sts_b_two_short_runs(tmp_path, tiny_dir):
     # each reported score is the saved run's own: its dev predictions, scored by scipy, give the table's numbers
     import scipy.stats
 
-    from electra.finetuning.tasks.glue.encoding import make_loader
+    from electra.finetuning.tasks.encoding import make_loader
     dev = ClassificationTask(TASKS['STS-B'], src).prepare(cfg.for_task('STS-B'), tok, cfg.cache_dir, True).dev['dev']
     for r in rows.to_dict('records'):
         pred = learner.predict_outputs(classifier.load_finetuned(r['checkpoint']), make_loader(dev, cfg.eval_batch_size, False, 0))

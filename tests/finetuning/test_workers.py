@@ -6,17 +6,17 @@ import dataclasses
 import os
 import re
 import signal
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
-from electra.config.base import ConfigError, TrainingStopped
+from electra.config.base import ConfigError
 from electra.finetuning import sweep, workers
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS as GLUE_TASKS
+from electra.runtime.errors import TrainingStopped
 from tests.support.finetune import job
 
 pytestmark = pytest.mark.usefixtures('one_thread')

@@ -15,7 +15,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
 
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
-    from electra.config.base import TrainingDiverged
+    from electra.runtime.errors import TrainingDiverged
     from benchmarks.bench import baseline, runners
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=16, log_every=8,

@@ -1,5 +1,6 @@
-"""electra/runtime/files.py and the drivers' error line (electra/config/base.py `friendly_errors`) on a full disk:
-a write that fails leaves nothing partial, names the file, and the job ends with one line saying what to do."""
+"""electra/runtime/files.py and the drivers' error line (electra/runtime/errors.py `friendly_errors`) on a full disk:
+a write that fails leaves nothing partial, names the file, and the job ends with one line saying what to do; the same
+line for a run that diverged."""
 import errno
 import io
 import os
@@ -8,8 +9,9 @@ import sys
 import pytest
 import torch
 
-from electra.config.base import friendly_errors
+from electra.config.base import ConfigError
 from electra.runtime import files
+from electra.runtime.errors import TrainingDiverged, friendly_errors
 
 
 class FillsUp(io.RawIOBase):
@@ -52,6 +54,24 @@ def test_a_full_disk_is_an_oserror_naming_the_file_and_leaves_nothing(tmp_path, 
     assert path.read_bytes() == b'the previous version' and sorted(os.listdir(tmp_path)) == [path.name]
 
 
+def test_writable_dir_names_the_file_in_the_way_and_can_check_without_creating(tmp_path):
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('x')
+    for create in (True, False):
+        with pytest.raises(ConfigError, match=rf"^output_dir: cannot write to '{blocker}/run/discriminator' \('{blocker}' is "
+                                              r"a file, not a folder\). Choose a writable directory with --output_dir, or "
+                                              r"move that file away\.$"):
+            files.writable_dir(blocker / 'run' / 'discriminator', 'output_dir', create=create)
+    with pytest.raises(ConfigError, match=rf"^out: cannot write to '{blocker}' \('{blocker}' is a file, not a folder\)"):
+        files.writable_dir(blocker, 'out', create=False)
+    with pytest.raises(ConfigError, match=r"^cache_dir: cannot write to '/proc/electra/x' \(.*\)\. Choose a writable "
+                                          r"directory with --cache_dir\.$"):
+        files.writable_dir('/proc/electra/x', 'cache_dir', create=False)
+    assert files.writable_dir(tmp_path / 'later' / 'export', 'output_dir', create=False) == tmp_path / 'later' / 'export'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['a_file']   # checked, nothing made, no probe left
+    assert files.writable_dir(tmp_path / 'now', 'output_dir').is_dir() and list((tmp_path / 'now').iterdir()) == []
+
+
 @pytest.fixture
 def excepthook():
     "The drivers' hook (friendly_errors), restored afterwards."
@@ -81,3 +101,16 @@ def test_other_os_errors_are_left_to_python(excepthook, capsys):
     error = OSError(errno.EIO, 'Input/output error')
     excepthook(type(error), error, None)  # Python's own report, no exit of ours
     assert 'OSError: [Errno 5] Input/output error' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('rank, line', [(None, 'error: '), ('1', '[rank1] error: ')], ids=['alone', 'torchrun'])
+def test_a_diverged_run_ends_the_job_with_its_error_line_and_status_2(excepthook, capsys, monkeypatch, rank, line):
+    """A run whose loss became NaN is no bad setting (no ConfigError), yet the drivers report it as one: one `error:`
+    line (the rank's under torchrun), fastai's prefix of an error raised in a callback dropped, status 2."""
+    if rank: monkeypatch.setenv('RANK', rank), monkeypatch.setenv('WORLD_SIZE', '2')
+    diverged = TrainingDiverged('Exception occured in `MetricsLogger` when calling event `after_fit`:\n\tthe loss '
+                                'became NaN or infinite at step 5')
+    assert not isinstance(diverged, ConfigError)
+    with pytest.raises(SystemExit) as e:
+        excepthook(type(diverged), diverged, None)
+    assert e.value.code == 2 and capsys.readouterr().err == f'{line}the loss became NaN or infinite at step 5\n'

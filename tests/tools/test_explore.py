@@ -135,7 +135,7 @@ def test_cls_embeddings_are_in_example_order_and_match_the_model(tiny_random):
 
 def test_find_misclassified(tiny_random):
     from electra.finetuning.classifier import ElectraClassifier
-    from electra.finetuning.tasks.glue.sources import Examples
+    from electra.finetuning.tasks.sources import Examples
     from electra.finetuning.tasks.glue.tasks import TASKS
     model, tok = tiny_random
     torch.manual_seed(0)
@@ -145,7 +145,7 @@ def test_find_misclassified(tiny_random):
     wrong = find_misclassified(clf, tok, TASKS['SST-2'], ex, max_length=16)
     with torch.no_grad():
         from electra.finetuning.learner import predict_outputs
-        from electra.finetuning.tasks.glue.encoding import encode, make_loader
+        from electra.finetuning.tasks.encoding import encode, make_loader
         pred = predict_outputs(clf, make_loader(encode(ex, tok, 16), 4, False, 0)).argmax(-1)
     assert sorted(wrong['idx']) == sorted(np.flatnonzero(pred != ex.label).tolist())
     assert wrong['p(prediction)'].is_monotonic_decreasing and (wrong['label'] != wrong['prediction']).all()

@@ -74,7 +74,7 @@ RANKS = """
 import os, sys, time
 from pathlib import Path
 import torch
-from electra.config.base import friendly_errors
+from electra.runtime.errors import friendly_errors
 from electra.training.distributed import init_distributed, main_process_first, wait_for_all
 friendly_errors()  # as the drivers: an error is one line, which joining the process group must not lose
 init_distributed(torch.device('cpu'), timeout_s=30)

@@ -9,7 +9,7 @@ and the summary read; a checkpoint names its kind and its head's settings, so `l
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,10 +17,38 @@ import torch
 from torch import nn
 
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.tasks.glue.tasks import TaskInfo
 from electra.runtime.files import path_inside
 
-__all__ = ['TaskData', 'FinetuningTask', 'TestJob']
+__all__ = ['TaskInfo', 'TaskData', 'FinetuningTask', 'TestJob']
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One task of any kind (GLUE, a task from files, token tagging, QA): names, label strings (by class id),
+    metrics, splits and, for GLUE, file layouts."""
+    name: str                                  # its name; a GLUE task's is also its directory in the download layout
+    hf_config: str                             # config name in nyu-mll/glue
+    labels: tuple[str, ...]                    # GLUE label strings by class id; () for regression (STS-B)
+    metrics: tuple[str, ...]                   # reported on each dev split (MNLI: matched, then mismatched as <metric>_mm)
+    score_metric: str                          # the paper's metric, used for selection and the GLUE score
+    hf_text: tuple[str, str | None]            # hub columns of segments A and B
+    tsv: dict = field(default_factory=dict)    # GLUE's: split -> where it lives in the download layout (`TsvLayout`)
+    symmetric: bool = False                    # segments are unordered: `double_unordered` applies by default
+    dev_splits: tuple[str, ...] = ('dev',)
+    test_files: tuple[tuple[str, str], ...] = ()  # (test split, submission file stem)
+    predicted_by: str = ''                     # test-only task predicted with another task's model (AX)
+    target_scale: float | None = None          # regression: targets learned divided by this (None: `stsb_scale`)
+    multilabel: bool = False                   # any number of `labels` per example (a task from files)
+
+    @property
+    def is_regression(self) -> bool: return not self.labels
+
+    @property
+    def n_outputs(self) -> int: return len(self.labels) or 1
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return (() if self.predicted_by else ('train',) + self.dev_splits) + tuple(s for s, _ in self.test_files)
 
 
 @dataclass

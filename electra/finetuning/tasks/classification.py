@@ -14,14 +14,12 @@ from electra.config.finetune import FinetuneConfig
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier, load_finetuned
 from electra.finetuning.learner import device_and_autocast, predict_outputs
-from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
-from electra.finetuning.tasks.files import KINDS, FileKind, file_task, register_file_kind, write_file_predictions
-from electra.finetuning.tasks.glue.encoding import encode_cached, make_loader
-from electra.finetuning.tasks.glue.metrics import predictions, task_metrics
-from electra.finetuning.tasks.glue.sources import Examples, TaskSource, double_unordered, drop_empty
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
+from electra.finetuning.tasks.encoding import encode_cached, make_loader
+from electra.finetuning.tasks.files import SENTENCE_KIND_METRICS, FileKind, file_task, register_file_kind, write_file_predictions
 from electra.finetuning.tasks.glue.submission import write_predictions
-from electra.finetuning.tasks.glue.tasks import TaskInfo
-from electra.finetuning.tasks.metrics import metric_text
+from electra.finetuning.tasks.metrics import metric_text, predictions, task_metrics
+from electra.finetuning.tasks.sources import Examples, TaskSource, double_unordered, drop_empty
 
 __all__ = ['ClassificationTask']
 
@@ -130,4 +128,4 @@ def _check_finite(outs: np.ndarray, file: str, runs: str, task: str, split: str,
                           f"examples; no file written. Delete those runs' rows from {table} and run the task again.")
 
 
-register_file_kind(tuple(KINDS), FileKind(read_spec=None, make=lambda spec: ClassificationTask(*file_task(spec))))
+register_file_kind(tuple(SENTENCE_KIND_METRICS), FileKind(read_spec=None, make=lambda spec: ClassificationTask(*file_task(spec))))

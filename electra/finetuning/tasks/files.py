@@ -38,18 +38,21 @@ import yaml
 from electra.config.base import (COMPRESSED_SUFFIXES, ConfigError, compressed, config_from_dict, field, key_place,
                                  load_yaml, read_text, safe_name, yaml_key_lines)
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
-from electra.finetuning.tasks.glue.sources import Examples, TaskSource, read_delimited, read_utf8
-from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo, task_named
+from electra.finetuning.tasks.base import TaskInfo
+from electra.finetuning.tasks.glue.tasks import TASKS, task_named
 from electra.finetuning.tasks.metrics import check_metrics, metric_names
+from electra.finetuning.tasks.sources import Examples, TaskSource, read_delimited, read_utf8
 from electra.finetuning.tasks.values import id_column, is_missing, label_column, place
-from electra.runtime.files import atomic_write_text, is_main_process
+from electra.runtime.files import atomic_write_text
+from electra.runtime.processes import is_main_process
 
 __all__ = ['FileTaskSpec', 'FileOptions', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'task_settings',
            'make_task', 'FileSource',
            'file_task', 'write_file_predictions']
 
-# each kind's default metrics
-KINDS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'), 'multilabel': ('f1_micro',)}
+# the kinds of sentence (or sentence-pair) task files this module reads itself (`read_task_file`), each with its
+# default metrics; the kinds of other modules (tagging, QA) are in FILE_KIND_REGISTRY only
+SENTENCE_KIND_METRICS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'), 'multilabel': ('f1_micro',)}
 FORMATS = ('.csv', '.tsv', '.jsonl', '.parquet')
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics', 'unordered_pair', 'target_scale',
         'label_separator')
@@ -70,12 +73,13 @@ class FileKind:
     make: Callable[[Any], Any]
 
 
-FILE_KINDS: dict[str, FileKind] = {}  # filled by the modules of the task kinds, above this one
+# every kind of task file, by name: filled by the modules of the task kinds, above this one
+FILE_KIND_REGISTRY: dict[str, FileKind] = {}
 
 
 def register_file_kind(kinds: tuple[str, ...], kind: FileKind) -> None:
     "Task files of these `kind`s are read and made into tasks as `kind` says (a task kind's module calls this)."
-    for name in kinds: FILE_KINDS[name] = kind
+    for name in kinds: FILE_KIND_REGISTRY[name] = kind
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,8 @@ def _check_values(path: Path, raw: dict) -> None:
     if unknown: _fail(path, f"unknown key(s) {', '.join(unknown)}; a task file has {', '.join(KEYS)}.")
     for key in ('train', 'dev', 'text', 'label'):
         if not raw.get(key): _fail(path, f"'{key}' is missing: a task file names train and dev files, text and label columns.")
-    if raw.get('kind', 'classification') not in KINDS:
-        _fail(path, f"kind must be one of {', '.join(FILE_KINDS)}, got {raw.get('kind')!r}.")
+    if raw.get('kind', 'classification') not in SENTENCE_KIND_METRICS:
+        _fail(path, f"kind must be one of {', '.join(FILE_KIND_REGISTRY)}, got {raw.get('kind')!r}.")
     _check_types(path, raw)
 
 
@@ -148,12 +152,12 @@ def read_task_file(path: str | Path):
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
     raw['name'] = _task_name(path, raw)  # what every kind's spec takes as its name
     if raw['name'] in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
-    other = FILE_KINDS.get(raw.get('kind'))
+    other = FILE_KIND_REGISTRY.get(raw.get('kind'))
     if other is not None and other.read_spec is not None: return other.read_spec(path, raw)
     hparams = task_hparams(path, raw)
     _check_values(path, raw)
     kind = raw.get('kind', 'classification')
-    metrics = metric_names(raw['metrics'], path) if raw.get('metrics') else KINDS[kind]
+    metrics = metric_names(raw['metrics'], path) if raw.get('metrics') else SENTENCE_KIND_METRICS[kind]
     check_metrics(metrics, kind, path)  # the number of classes is checked once they are read
     text = (raw['text'],) if isinstance(raw['text'], str) else tuple(raw['text'])
     if not 1 <= len(text) <= 2: _fail(path, f"text: one column, or two for a pair; got {len(text)}.")
@@ -181,7 +185,7 @@ def _task_name(path: Path, raw: dict) -> str:
 
 def make_task(spec):
     "The `FinetuningTask` of a task file's spec, by its kind."
-    return FILE_KINDS[spec.kind].make(spec)
+    return FILE_KIND_REGISTRY[spec.kind].make(spec)
 
 
 def _rows(path: Path) -> tuple[list[dict], list[int]]:

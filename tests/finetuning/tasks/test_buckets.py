@@ -1,4 +1,4 @@
-"""`length_buckets` (electra/finetuning/tasks/glue/encoding.py `padded_length`, used by the classification, tagging
+"""`length_buckets` (electra/finetuning/tasks/encoding.py `padded_length`, used by the classification, tagging
 and QA loaders): a batch padded further, to its bucket, gives every head the same outputs at its real positions and
 the same loss, because padding is masked (attention), ignored (tagging labels -100) or kept out of the answer
 (QA's -1000 bias)."""

@@ -17,11 +17,10 @@ from electra.config.base import ConfigError
 from electra.finetuning import sweep
 from electra.finetuning.results import METRIC_COLUMNS, ResultsTable, select_runs, summarize, summary_markdown
 from electra.finetuning.tasks.files import file_task, make_task, read_task_file
-from electra.finetuning.tasks.glue.metrics import _METRICS, f1, f1_macro, f1_micro, f1_weighted, mcc, pearson, \
-    spearman, task_metrics
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
-from electra.finetuning.tasks.metrics import FITS, METRIC_NAMES, fitting
+from electra.finetuning.tasks.metrics import (FITS, METRIC_NAMES, _METRICS, f1, f1_macro, f1_micro, f1_weighted,
+                                              fitting, mcc, pearson, spearman, task_metrics)
 from electra.finetuning.tasks.tagging.metrics import tagging_metrics
 from tests.support.finetune import job
 

@@ -1,77 +1,23 @@
-"""Readers of GLUE data from three sources, each returning the same `Examples`: the HF hub (`nyu-mll/glue`), a
-directory in the layout of the GLUE download script (`<dir>/CoLA/train.tsv`, `<dir>/MNLI/dev_matched.tsv`,
-`<dir>/diagnostic/diagnostic.tsv`, ...), or saved copies of the hub dataset (`<dir>/cola/` holding `save_to_disk`
-output or `<split>-*.parquet` files). TSV files are read as the official code reads them: without quoting, CoLA's
-train/dev files without a header, test files with the example's own index.
+"""Readers of GLUE data from three sources, each a `TaskSource` returning the same `Examples` (`tasks/sources.py`):
+the HF hub (`nyu-mll/glue`), a directory in the layout of the GLUE download script (`<dir>/CoLA/train.tsv`,
+`<dir>/MNLI/dev_matched.tsv`, `<dir>/diagnostic/diagnostic.tsv`, ...), or saved copies of the hub dataset
+(`<dir>/cola/` holding `save_to_disk` output or `<split>-*.parquet` files). TSV files are read as the official code
+reads them: without quoting, CoLA's train/dev files without a header, test files with the example's own index.
 """
 from __future__ import annotations
 
-import csv
-import io
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from electra.config.base import ConfigError, RunWarning, compressed
+from electra.config.base import RunWarning
 from electra.data.hub import hub_unreachable
-from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError, TaskInfo
+from electra.finetuning.tasks.base import TaskInfo
+from electra.finetuning.tasks.glue.tasks import GlueDataError, TASKS
+from electra.finetuning.tasks.sources import Examples, TaskSource, read_delimited
 
-__all__ = ['Examples', 'read_utf8', 'read_delimited', 'drop_empty', 'double_unordered', 'TaskSource', 'TsvSource', 'HubSource',
-           'SavedSource', 'open_source']
-
-# csv stops a field longer than 131072 characters with `_csv.Error`; a long text is fine (the tokenizer truncates it to
-# max_length). 2**31 - 1: the largest limit every platform takes (a C long; sys.maxsize overflows it on Windows).
-csv.field_size_limit(2**31 - 1)
-
-
-@dataclass
-class Examples:
-    "One split of one task: example indices, texts and labels (class ids, STS-B scores, or -1 in test splits)."
-    idx: np.ndarray
-    text_a: list[str]
-    text_b: list[str] | None
-    label: np.ndarray
-
-    def __len__(self) -> int: return len(self.idx)
-
-    def take(self, keep: np.ndarray) -> 'Examples':
-        keep = np.asarray(keep)
-        pick = np.flatnonzero(keep) if keep.dtype == bool else keep
-        return Examples(self.idx[pick], [self.text_a[i] for i in pick],
-                        None if self.text_b is None else [self.text_b[i] for i in pick], self.label[pick])
-
-
-def read_utf8(path: Path) -> str:
-    """A text file's contents without a byte-order mark (MRPC's files start with one); a file that is not UTF-8 stops
-    the job naming the line."""
-    raw = path.read_bytes()
-    try: text = raw.decode('utf-8')
-    except UnicodeDecodeError as e:
-        if packed := compressed(path, raw[:16]): raise ConfigError(f"{path} {packed}.") from None
-        line = raw.count(b'\n', 0, e.start) + 1
-        raise ConfigError(f"{path}: line {line} is not UTF-8 text (byte {raw[e.start]:#04x}); save the file as "
-                          "UTF-8.") from None
-    return text.removeprefix('\ufeff')
-
-
-def read_delimited(path: Path, delimiter: str = '\t', quoting: int = csv.QUOTE_NONE) -> list[tuple[int, list[str]]]:
-    """The records of a TSV (GLUE's: no quoting) or CSV file, each with the line it starts on (a quoted field may hold
-    line breaks), blank lines skipped."""
-    out, line = [], 1
-    # CSV strictly: a quote left open would otherwise swallow every line after it into one field
-    reader = csv.reader(io.StringIO(read_utf8(path), newline=''), delimiter=delimiter, quoting=quoting,
-                        strict=quoting != csv.QUOTE_NONE)
-    try:
-        for row in reader:
-            if row: out.append((line, row))
-            line = reader.line_num + 1
-    except csv.Error as e:
-        hint = 'Fix the line.' if quoting == csv.QUOTE_NONE else ('A quote opened in a field must close it: quote the '
-                                                               'whole field, and write a quote inside it twice ("").')
-        raise ConfigError(f"{path}: line {line}: not valid CSV ({e}). {hint}") from None
-    return out
+__all__ = ['TsvSource', 'HubSource', 'SavedSource', 'open_source']
 
 
 def _unique_indices(idx: np.ndarray, places: list, where: str, unit: str) -> None:
@@ -83,23 +29,6 @@ def _unique_indices(idx: np.ndarray, places: list, where: str, unit: str) -> Non
             raise GlueDataError(f"{where} {unit} {at}: index {v} is also on {unit} {first[v]}; the submission file would "
                                 "hold two predictions for it. Fix or re-download the file.")
         first[v] = at
-
-
-def drop_empty(ex: Examples) -> Examples:
-    """Training rows with an empty segment removed (QQP has a few; the replication drops them, and the official
-    code silently turns them into single-segment inputs)."""
-    keep = np.array([bool(a.strip()) and (ex.text_b is None or bool(b.strip()))
-                     for a, b in zip(ex.text_a, ex.text_b or ex.text_a)], dtype=bool)
-    return ex if keep.all() else ex.take(keep)
-
-
-def double_unordered(ex: Examples) -> Examples:
-    """The training set followed by a copy with segments A and B swapped (official `double_unordered`, for tasks
-    where segment order carries no meaning: MRPC, STS-B); copies get indices after the originals."""
-    if ex.text_b is None: raise ValueError('double_unordered needs a sentence-pair task')
-    offset = int(ex.idx.max()) + 1 if len(ex) else 0
-    return Examples(np.concatenate([ex.idx, ex.idx + offset]), ex.text_a + ex.text_b, ex.text_b + ex.text_a,
-                    np.concatenate([ex.label, ex.label]))
 
 
 def _label_ids(task: TaskInfo, raw: list[str], where: str, lines: np.ndarray, hint: str = '') -> np.ndarray:
@@ -121,21 +50,6 @@ def _label_ids(task: TaskInfo, raw: list[str], where: str, lines: np.ndarray, hi
                                 f"{', '.join(task.labels)}.{hint} Fix the file or point --data at the GLUE download layout.")
         out[i] = lookup[v]
     return out
-
-
-class TaskSource:
-    "Where a task's data comes from (GLUE's download, the hub, task files); `load(task, split)` returns `Examples`."
-    description = ''
-
-    def has(self, task: TaskInfo, split: str) -> bool:
-        "Whether the split is there to load (the hub has every split)."
-        return True
-
-    def load(self, task: TaskInfo, split: str) -> Examples: raise NotImplementedError
-
-    def files(self, task: TaskInfo, split: str) -> list[Path]:
-        "The files the split is read from, whose bytes are what a run's result depends on (`FinetuningTask.data_files`)."
-        raise NotImplementedError
 
 
 class TsvSource(TaskSource):

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.finetuning.tasks.glue.tasks import TASKS, TaskInfo
-from electra.runtime.files import atomic_write_bytes, atomic_write_text, is_main_process
+from electra.finetuning.tasks.base import TaskInfo
+from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.runtime.files import atomic_write_bytes, atomic_write_text
+from electra.runtime.processes import is_main_process
 
 __all__ = ['SUBMISSION_FILES', 'write_predictions', 'zip_submission']
 

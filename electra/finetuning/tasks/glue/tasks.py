@@ -2,15 +2,16 @@
 finetune/classification/classification_tasks.py reads them), label strings, metric and whether it is a regression, a
 pair task or predicted with another task's model (AX with MNLI). Labels are kept as the HF `datasets` ids (MNLI:
 0 entailment, 1 neutral, 2 contradiction; QNLI/RTE: 0 entailment, 1 not_entailment); `TaskInfo.labels` maps them
-back to the strings the GLUE site expects. Constants only: the fine-tuning config imports them.
+back to the strings the GLUE site expects.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from electra.config.base import ConfigError, did_you_mean
+from electra.finetuning.tasks.base import TaskInfo
 
-__all__ = ['GlueDataError', 'TaskInfo', 'TASKS', 'ALL_TASKS', 'task_named']
+__all__ = ['GlueDataError', 'TsvLayout', 'TASKS', 'ALL_TASKS', 'task_named']
 
 
 class GlueDataError(ConfigError):
@@ -27,35 +28,6 @@ class TsvLayout:
     index: str | None = None         # the example's own index column (test files); None: the row number
     header: bool = True
     n_columns: int = 0               # expected columns of a headerless file
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    """One task of any kind (GLUE, a task from files, token tagging, QA): names, label strings (by class id),
-    metrics, splits and, for GLUE, file layouts."""
-    name: str                                  # its name; a GLUE task's is also its directory in the download layout
-    hf_config: str                             # config name in nyu-mll/glue
-    labels: tuple[str, ...]                    # GLUE label strings by class id; () for regression (STS-B)
-    metrics: tuple[str, ...]                   # reported on each dev split (MNLI: matched, then mismatched as <metric>_mm)
-    score_metric: str                          # the paper's metric, used for selection and the GLUE score
-    hf_text: tuple[str, str | None]            # hub columns of segments A and B
-    tsv: dict[str, TsvLayout] = field(default_factory=dict)  # split -> where it lives in the download layout
-    symmetric: bool = False                    # segments are unordered: `double_unordered` applies by default
-    dev_splits: tuple[str, ...] = ('dev',)
-    test_files: tuple[tuple[str, str], ...] = ()  # (test split, submission file stem)
-    predicted_by: str = ''                     # test-only task predicted with another task's model (AX)
-    target_scale: float | None = None          # regression: targets learned divided by this (None: `stsb_scale`)
-    multilabel: bool = False                   # any number of `labels` per example (a task from files)
-
-    @property
-    def is_regression(self) -> bool: return not self.labels
-
-    @property
-    def n_outputs(self) -> int: return len(self.labels) or 1
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        return (() if self.predicted_by else ('train',) + self.dev_splits) + tuple(s for s, _ in self.test_files)
 
 
 _BIN = ('0', '1')

@@ -28,9 +28,10 @@ import torch
 
 from electra.config.base import ConfigError
 from electra.data.tokenizer import tokenizer_fingerprint
-from electra.finetuning.tasks.glue.encoding import NPZ_DAMAGED
+from electra.finetuning.tasks.encoding import NPZ_DAMAGED
 from electra.finetuning.tasks.qa.data import QAExample, answer_found, split_words
-from electra.runtime.files import atomic_write_bytes, is_main_process, path_inside
+from electra.runtime.files import atomic_write_bytes, path_inside
+from electra.runtime.processes import is_main_process
 
 __all__ = ['Window', 'doc_windows', 'max_context_windows', 'featurize', 'featurize_cached', 'collate_windows']
 

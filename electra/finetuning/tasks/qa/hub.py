@@ -14,8 +14,9 @@ import json
 import sys
 from pathlib import Path
 
-from electra.config.base import ConfigError, friendly_errors
+from electra.config.base import ConfigError
 from electra.data.hub import hub_offline, hub_unreachable
+from electra.runtime.errors import friendly_errors
 from electra.runtime.files import atomic_write_text
 
 __all__ = ['squad_json', 'load_hub_squad', 'write_hub_squad']

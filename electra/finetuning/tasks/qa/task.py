@@ -44,10 +44,9 @@ from electra.config.base import ConfigError, choice_field, config_to_dict, field
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast, predict_examples
-from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
+from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams, task_settings
-from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
-from electra.finetuning.tasks.glue.tasks import TaskInfo
 from electra.finetuning.tasks.qa.data import gold_answers, read_mrqa, read_squad, squad_json, squad_version
 from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
 from electra.finetuning.tasks.qa.heads import ElectraQA, QALoss, decode, window_rows
@@ -59,7 +58,7 @@ from electra.finetuning.tasks.qa.metrics import (
     write_null_odds,
     write_predictions as write_answers,
 )
-from electra.runtime.files import is_main_process
+from electra.runtime.processes import is_main_process
 
 __all__ = ['QASpec', 'QAOptions', 'read_qa_spec', 'QASplit', 'QATask', 'make_qa_loader', 'predict_rows', 'OPTIONS', 'DEFAULTS']
 

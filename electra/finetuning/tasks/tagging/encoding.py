@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from electra.config.base import ConfigError
-from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
+from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 
 __all__ = ['IGNORE_INDEX', 'EncodedTagging', 'word_pieces', 'plan_windows', 'encode_tagging', 'word_predictions',
            'make_tagging_loader']

@@ -28,9 +28,8 @@ from electra.config.base import ConfigError, field
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast
-from electra.finetuning.tasks.base import FinetuningTask, TaskData, TestJob
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams, task_settings
-from electra.finetuning.tasks.glue.tasks import TaskInfo
 from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names
 from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, entity_types, read_tagging_files
 from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagging, encode_tagging, make_tagging_loader,

@@ -1,4 +1,4 @@
-"""electra/finetuning/tasks/glue/metrics.py: GLUE metrics and the GLUE score."""
+"""electra/finetuning/tasks/metrics.py: the metrics of GLUE's tasks; and the GLUE score (tasks/glue/metrics.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +6,9 @@ import pytest
 import scipy.stats
 import sklearn.metrics
 
-from electra.finetuning.tasks.glue.metrics import accuracy, f1, glue_score, mcc, pearson, spearman, task_metrics
+from electra.finetuning.tasks.glue.metrics import glue_score
 from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.finetuning.tasks.metrics import accuracy, f1, mcc, pearson, spearman, task_metrics
 
 
 @pytest.mark.parametrize('seed', range(5))

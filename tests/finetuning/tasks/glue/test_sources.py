@@ -1,4 +1,4 @@
-"""electra/finetuning/tasks/glue/sources.py: the GLUE readers and filters."""
+"""electra/finetuning/tasks/glue/sources.py: the GLUE readers; and the filters of the training sets (tasks/sources.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,15 +7,9 @@ import numpy as np
 import pytest
 
 from electra.config.base import ConfigError, RunWarning
-from electra.finetuning.tasks.glue.sources import (
-    HubSource,
-    SavedSource,
-    TsvSource,
-    double_unordered,
-    drop_empty,
-    open_source,
-)
+from electra.finetuning.tasks.glue.sources import HubSource, SavedSource, TsvSource, open_source
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError
+from electra.finetuning.tasks.sources import double_unordered, drop_empty
 
 REAL_STSB = Path(__file__).resolve().parents[4].parent / 'shared' / 'data' / 'glue' / 'STS-B'
 

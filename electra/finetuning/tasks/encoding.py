@@ -1,4 +1,5 @@
-"""GLUE examples as model inputs: BERT-style encoding and truncation, an on-disk token cache, length-bucketed batches.
+"""Sentence and sentence-pair examples (GLUE's and task files') as model inputs: BERT-style encoding and truncation, an
+on-disk token cache; length-bucketed batches and their sharding over processes, which tagging and QA batch with too.
 
 Encoding follows the official ELECTRA `featurize` (google-research/electra, finetune/classification/
 classification_tasks.py): each segment is tokenized on its own, a pair is cut to `max_length - 3` tokens by
@@ -21,8 +22,9 @@ import torch
 
 from electra.config.base import ConfigError
 from electra.data.tokenizer import tokenizer_fingerprint
-from electra.finetuning.tasks.glue.sources import Examples
-from electra.runtime.files import atomic_write_bytes, is_main_process, path_inside
+from electra.finetuning.tasks.sources import Examples
+from electra.runtime.files import atomic_write_bytes, path_inside
+from electra.runtime.processes import is_main_process
 
 __all__ = ['padded_length', 'truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
            'make_loader', 'NPZ_DAMAGED']

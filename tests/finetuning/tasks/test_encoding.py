@@ -1,11 +1,11 @@
-"""electra/finetuning/tasks/glue/encoding.py: truncation, encoding, its cache, batches."""
+"""electra/finetuning/tasks/encoding.py: truncation, encoding, its cache, batches."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from electra.finetuning.tasks.glue.encoding import LengthBatchSampler, encode, encode_cached, make_loader, truncate_pair
+from electra.finetuning.tasks.encoding import LengthBatchSampler, encode, encode_cached, make_loader, truncate_pair
 
 
 def test_truncate_pair_follows_bert():
@@ -30,7 +30,7 @@ class WordTokenizer:
 
 
 def test_encode_builds_bert_inputs():
-    from electra.finetuning.tasks.glue.sources import Examples
+    from electra.finetuning.tasks.sources import Examples
     ex = Examples(np.arange(3), ['0 1 2 3 4 5 6', '0 1', '5'], ['7 8', '3 4 5 6 7 8 9', '1'], np.array([0, 1, 0]))
     enc = encode(ex, WordTokenizer(), max_length=8)  # room for 5 segment tokens
     assert enc.tokens(0).tolist() == [1, 10, 11, 12, 2, 17, 18, 2]
@@ -49,7 +49,7 @@ def test_encode_builds_bert_inputs():
 
 
 def test_encode_cache_is_reused_and_keyed(tmp_path):
-    from electra.finetuning.tasks.glue.sources import Examples
+    from electra.finetuning.tasks.sources import Examples
     ex = Examples(np.arange(2), ['0 1', '2'], None, np.array([0, 1]))
     a = encode_cached(ex, WordTokenizer(), 8, tmp_path, 'X-train')
     files = list(tmp_path.glob('X-train-*.npz'))
@@ -64,7 +64,7 @@ def test_encode_cache_is_reused_and_keyed(tmp_path):
 @pytest.mark.parametrize('damage', [lambda b: b'garbage' * 100, lambda b: b[:len(b) // 2]], ids=['garbage', 'truncated'])
 def test_a_damaged_cache_file_is_encoded_again(tmp_path, damage):
     "As the QA windows' cache: a damaged file is made again, not read. Before: a ValueError or BadZipFile traceback."
-    from electra.finetuning.tasks.glue.sources import Examples
+    from electra.finetuning.tasks.sources import Examples
     ex = Examples(np.arange(2), ['0 1', '2'], None, np.array([0, 1]))
     a = encode_cached(ex, WordTokenizer(), 8, tmp_path, 'X-train')
     (path,) = tmp_path.glob('X-train-*.npz')
@@ -102,8 +102,8 @@ def test_random_batches_are_a_fresh_permutation_cut_in_order():
 def test_batches_are_padded_up_to_the_smallest_bucket_that_holds_them():
     """With `buckets` every batch takes one of a few lengths (static shapes for compiled code): the smallest bucket at
     least as long as its longest example, the extra columns padding; without, the longest example's length."""
-    from electra.finetuning.tasks.glue.encoding import padded_length
-    from electra.finetuning.tasks.glue.sources import Examples
+    from electra.finetuning.tasks.encoding import padded_length
+    from electra.finetuning.tasks.sources import Examples
     assert [padded_length(n, (16, 8, 32)) for n in (1, 8, 9, 16, 17, 32, 40)] == [8, 8, 16, 16, 32, 32, 40]
     assert padded_length(11) == 11
     texts = [' '.join(['1'] * n) for n in (2, 3, 5, 9, 12, 20)]
@@ -123,7 +123,7 @@ def test_encoders_that_cut_inputs_themselves_do_not_warn_that_a_text_is_too_long
     it). GLUE, QA and tagging encode a long text whole and cut it themselves: transformers' warning that the sequence
     'will result in indexing errors' would be false, and alarming."""
     from transformers import ElectraTokenizerFast
-    from electra.finetuning.tasks.glue.sources import Examples
+    from electra.finetuning.tasks.sources import Examples
     from electra.finetuning.tasks.qa.data import QAExample
     from electra.finetuning.tasks.qa.features import featurize
     from electra.finetuning.tasks.tagging.encoding import word_pieces

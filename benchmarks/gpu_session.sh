@@ -9,6 +9,11 @@
 # stacked fine-tuning runs of a Small model on the real STS-B against runs one by one), stack_compiled (the same
 # 10 stacked runs on length buckets, eager against the whole step compiled as CUDA graphs),
 # scaling (data-parallel pretraining over the visible GPUs; on a machine of several);
+# session: what one lent device's window measures, in one call of at most 8 minutes (the step budgets below sum to
+# 460 s): the CUDA tests of the training step, the pretraining step of Small beside the HF baseline in one run, and
+# ten stacked Small fine-tuning runs of the real STS-B with the step compiled, projected to the whole GLUE sweep
+# (benchmarks/glue_projection.py). `DRY_RUN=1 bash benchmarks/gpu_session.sh session` runs every part of it on the
+# CPU at toy sizes (the demo corpus and task, one timed step), to check that each starts and the timing logic holds;
 # parts joined by + run at once (check = tests+demos+wiki), e.g. `bash benchmarks/gpu_session.sh tests+wiki bench`.
 # Results go to $OUT (or ./gpu_results): summary.txt, logs.tgz (every log and metrics file) and the benchmark JSON.
 #
@@ -142,7 +147,32 @@ scaling() {  # data-parallel pretraining over 1, 2, 4, ... of the visible GPUs (
   step bench_scaling 420 python3 -m benchmarks.bench scaling --preset small --json "$out/gpu_scaling_small.json"
 }
 
-parts=(tests demos wiki bench ablations finetune_bench scaling one_graph_tests one_graph wiki_step stack
+session() {  # one device window: CUDA tests, pretraining beside the baseline, stacked compiled GLUE fine-tuning
+  local dev=cuda preset=small runs=10 buckets='[32, 64, 128]' src="$work/ck/session_src_11081_100%.pth"
+  local corpus=(--corpus "$data/wikipedia_leads.txt") data_=(--data "$data/glue") timing=(--steps 50 --warmup 20 --rounds 3)
+  local compile=(--compile --compile_mode reduce-overhead --compile_scope step) ft_compile=(--compile true
+    --compile_mode reduce-overhead)
+  if [ -n "${DRY_RUN:-}" ]; then  # the same commands on the CPU at toy sizes (the demo corpus, task and model), eager:
+    # inductor's CPU compilation takes minutes; the compiled steps' CPU tests (aot_eager) run in the suite
+    dev=cpu preset=demo runs=2 buckets='[32, 64]' corpus=() data_=() timing=(--steps 1 --warmup 1 --rounds 1)
+    compile=() ft_compile=()
+  fi
+  step session_cuda_tests 110 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/finetuning/test_compile.py \
+    tests/finetuning/test_stack.py -k cuda
+  step session_bench_pretrain 140 python3 -m benchmarks.bench pretrain --preset "$preset" "${timing[@]}" --device "$dev" \
+    "${compile[@]}" --json "$out/pretrain_${preset}_session.json"
+  step session_src 50 python3 pretrain.py --config "$preset" "${corpus[@]}" --sentence_split none --device "$dev" \
+    --output_dir "$work/ck" --cache_dir "$work/cache" --run_name session_src --steps 50 --log_every 25 \
+    --checkpoint_at 1.0 --compile false
+  step session_stsb_stacked 150 python3 finetune.py --config "$preset" "${data_[@]}" --model "$src" --tasks STS-B \
+    --runs "$runs" --stack_runs "$runs" --predict false --task_overrides '{STS-B: {epochs: 3}}' \
+    --length_buckets "$buckets" --group session --device "$dev" "${ft_compile[@]}" \
+    --output_dir "$work/glue" --cache_dir "$work/cache"
+  step session_glue_projection 10 python3 -m benchmarks.glue_projection --log "$logs/session_stsb_stacked.log" \
+    --results "$work/glue/session/results.csv" --json "$out/glue_projection.json"
+}
+
+parts=(session tests demos wiki bench ablations finetune_bench scaling one_graph_tests one_graph wiki_step stack
        stack_compiled)
 for arg in "$@"; do
   [ "$arg" = check ] && arg=tests+demos+wiki

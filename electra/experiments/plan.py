@@ -4,7 +4,7 @@ each pretraining run's and fine-tuning job's command line and folders."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -16,7 +16,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.objective.flops import pretrain_flops_to_step, pretrain_step_flops
-from electra.runtime.files import path_inside
+from electra.runtime.files import FileDigests, path_inside
 from electra.training.checkpoint import checkpoint_name, checkpoint_step
 
 __all__ = ['cli_value', 'cli_pairs', 'VariantPlan', 'FinetunePoint', 'RunPlan', 'Plan', 'steps_at_budget', 'make_plan']
@@ -110,6 +110,8 @@ class Plan:
     runs: list[RunPlan]            # seed by seed, variants in table order
     finetune: FinetuneConfig | None
     tasks: list[str]               # the tasks with training runs (the table's columns)
+    # the fine-tuning data's digests, each file read once for every run and checkpoint the comparison checks
+    digests: FileDigests = field(default_factory=FileDigests, compare=False, repr=False)
 
     @property
     def finetune_dir(self) -> Path: return self.root / 'finetune'

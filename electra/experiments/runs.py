@@ -21,7 +21,7 @@ from electra.finetuning.results import ResultsTable
 from electra.finetuning.sweep import job_tasks, resolve_data
 from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingStopped
-from electra.runtime.files import FileDigests, atomic_write_text
+from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import child_env, library_env
 from electra.training.checkpoint import find_checkpoints
 
@@ -188,10 +188,10 @@ def task_data(plan: Plan) -> dict | None:
     record of a finished fine-tuning: data edited since are fine-tuned again (finetune.py then redoes the runs whose
     data changed and reuses the others). None where they cannot be read here (hub data offline, a missing folder):
     finetune.py is launched, and says why."""
-    cfg, digests = plan.finetune, FileDigests()
+    cfg = plan.finetune
     try: tasks = job_tasks(cfg, resolve_data(cfg.data, cfg.cache_dir))
     except (ConfigError, OSError): return None
-    return {name: data_digests(task.data_files(), digests) for name, task in sorted(tasks.items())}
+    return {name: data_digests(task.data_files(), plan.digests) for name, task in sorted(tasks.items())}
 
 
 def run_finetuning(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> None:

@@ -85,7 +85,7 @@ def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[s
     def report(epoch, loss, metrics):
         shown = ', '.join(f'{m} {metric_text(metrics[m])}' for m in dev_metric_names(task))
         say(f'  {task.name} run {job.run} (seed {job.seed}) epoch {epoch + 1}/{task_cfg.epochs}: train loss {loss:.4f}, '
-            f'dev {shown} [{time.perf_counter() - start:.0f}s]')
+            f'dev {shown} [{time.perf_counter() - start:.1f}s]')
         if nrun is not None:
             nrun['train/loss'].append(loss)
             for m in dev_metric_names(task): nrun[f'dev/{m}'].append(metrics[m])

@@ -539,3 +539,16 @@ def test_a_comparison_already_going_on_is_refused_before_anything_is_launched(tm
         other.wait()
     run_comparison(comparison(tmp_path, seeds=[1]), launch=FakeJobs(), log=lambda s: None)  # the dead process's lock
     assert not (tmp_path / 'out' / 't' / '.lock').exists()
+
+
+def test_a_comparison_reads_each_data_file_of_its_fine_tuning_once(tmp_path, monkeypatch):
+    "Its task data are keyed by content for every run and checkpoint; a large training set is hashed once, not each time."
+    import electra.runtime.files as files
+    cache, hashed = tmp_path / 'fcache', []
+    cfg = comparison(tmp_path, seeds=[1], finetune_overrides={'runs': 2, 'predict': False, 'device': 'cpu',
+                                                              'task_overrides': {}, 'cache_dir': str(cache)})
+    write_demo_glue(cache / 'demo_glue')
+    real = files.file_sha256
+    monkeypatch.setattr(files, 'file_sha256', lambda path: hashed.append(Path(path).resolve()) or real(path))
+    run_comparison(cfg, launch=FakeJobs(), log=lambda s: None)  # two variants: each checked, then launched
+    assert len(hashed) == len(set(hashed)) and (cache / 'demo_glue' / 'STS-B' / 'train.tsv').resolve() in hashed

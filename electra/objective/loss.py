@@ -67,6 +67,7 @@ def loss_counts(objective: str, input_ids: torch.Tensor, positions: torch.Tensor
     chosen, where = labels >= 0, VARIANTS[objective].positions
     targets = chosen.sum()
     if VARIANTS[objective].two_tower_generator:
+        if special_ids is None: raise ValueError(f"objective '{objective}': give loss_counts the masking's special_ids")
         targets = candidates_mask(write_at_positions(input_ids, positions, labels, chosen), special_ids, pad_token_id).sum()
     if where == 'tokens': main = (input_ids != pad_token_id).sum()
     elif where == 'chosen': main = positions_mask(input_ids, positions, chosen).sum()

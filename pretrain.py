@@ -160,7 +160,8 @@ show(masked_frame(batch_ids, batch_types, masked, tokenizer, n=2), 'a batch befo
 from electra.objective.model import build_pretraining_model
 
 torch.manual_seed(cfg.seed)
-model = build_pretraining_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.mask_token_id)
+model = build_pretraining_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.mask_token_id,
+                                MaskingSettings.from_config(cfg, tokenizer).special_ids)
 if init:
     from electra.pretraining.init_from import init_model_
     init_model_(model, init)

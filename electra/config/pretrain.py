@@ -13,7 +13,8 @@ __all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'R
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
 CHECKPOINT_FRACTIONS = [0.0625, 0.125, 0.25, 0.5, 1.0]
-OBJECTIVES = ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm']  # the paper's Table 5 variants
+OBJECTIVES = ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm',  # the paper's Table 5 variants
+              'electric']  # Clark et al., 2020, Electric (official `electric_objective`)
 
 # Every key by what a resumed run (--resume) does when its value differs from the checkpoint's (training/checkpoint.py
 # `check_resume_compatible`); each key is in exactly one of these four (tests/config/test_pretrain.py).
@@ -146,7 +147,8 @@ class PretrainConfig:
                                   "the masked positions only; 'mlm': BERT, one network trained by masked language "
                                   "modelling alone; 'replace_mlm': MLM on input whose masked positions hold generator "
                                   "samples; 'all_tokens_mlm': generator samples as input, every token's identity "
-                                  "predicted, with a sigmoid copy gate")
+                                  "predicted, with a sigmoid copy gate; 'electric': Electric, a two-tower cloze "
+                                  "generator and an energy-based discriminator (Clark et al., 2020)")
     two_stage: float = field(0.0, 'two-stage training: this fraction of the steps trains the generator alone, then the '
                                   'discriminator, initialised from it, trains with the generator frozen (needs '
                                   'generator_size 1 and tie_weights none)', ge=0, lt=1,
@@ -227,6 +229,15 @@ class PretrainConfig:
         need(has_generator or self.tie_weights not in ('all', 'gdes'), 'tie_weights',
              f"'{self.tie_weights}' shares the generator's weights, and this objective has no generator network: "
              "use 'embeddings' or 'none'.")
+        if self.objective == 'electric':  # the two towers and the discriminator share embeddings or nothing
+            need(self.tie_weights in ('embeddings', 'none'), 'tie_weights',
+                 f"'{self.tie_weights}': Electric's two-tower cloze generator shares the embeddings with the "
+                 "discriminator or nothing (official `untied_generator_embeddings`): use 'embeddings' or 'none'.")
+            need(not self.uniform_generator, 'uniform_generator',
+                 "Electric's discriminator needs the cloze generator's probabilities: drop --uniform_generator.")
+            need(not self.init_from, 'init_from',
+                 "Electric's two-tower cloze generator has no counterpart in ELECTRA weights (a masked LM): start it "
+                 "fresh, without --init_from.")
         if self.two_stage > 0:
             need(self.objective in ('electra', 'electra_15') and has_generator, 'two_stage',
                  'two-stage training trains a generator and then a discriminator: it needs the electra or electra_15 '

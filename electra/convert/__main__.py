@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from electra.convert.tf import convert_tf_checkpoint
@@ -43,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = convert_tf_checkpoint(args.src, args.out, hparams=args.hparams, vocab=args.vocab,
                                   verify=not args.no_verify, overwrite=args.overwrite)
     for role, path in paths.items(): print(f'{role}: {path}')
-    print(f"report: {paths['discriminator'].parent / 'conversion.json'}")
+    report = paths['discriminator'].parent / 'conversion.json'
+    generator = json.loads(report.read_text(encoding='utf-8'))['generator']
+    if generator.startswith('none: '): print(f'generator: {generator}')  # Electric's: what has no counterpart
+    print(f"report: {report}")
     return 0
 
 

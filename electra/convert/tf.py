@@ -12,6 +12,9 @@ Variable scopes of the official graph (run_pretraining.py `PretrainingModel`, mo
                                                       `untied_generator_embeddings`, generator/embeddings
     generator_predictions/{dense,LayerNorm,output_bias} the MLM head; its output matrix is the embedding table
     */adam_m, */adam_v, global_step                    optimizer state (model/optimization.py): skipped
+    generator_ltr/..., generator_rtl/..., cloze_predictions/...   Electric's two-tower cloze generator
+                                                      (`electric_objective`): no transformers counterpart, skipped;
+                                                      the discriminator converts as ELECTRA's
 
 Every size comes from the tensor shapes. Attention heads are not in any shape: they come from the official
 run_pretraining.py hparams when given (`hparams`), else from the official rule, max(1, hidden // 64), which
@@ -36,7 +39,8 @@ from electra.data.tokenizer import load_tokenizer
 from electra.pretraining.init_from import load_init, save_init_checkpoint
 from electra.runtime.files import writable_dir
 
-__all__ = ['convert_tf_checkpoint', 'Body', 'find_bodies', 'read_hparams', 'official_configs', 'verify_conversion']
+__all__ = ['convert_tf_checkpoint', 'Body', 'find_bodies', 'read_hparams', 'official_configs', 'verify_conversion',
+           'electric_plan', 'electric_state']
 
 # AdamWeightDecayOptimizer's slots are `<variable>/adam_m`, `/adam_v` (official model/optimization.py `apply_gradients`)
 SLOT_SUFFIXES = ('/adam_m', '/adam_v')
@@ -44,8 +48,12 @@ BOOKKEEPING = ('global_step',)  # tf.train.get_or_create_global_step (model/opti
 # The public code's sampling temperature is a constant (configure_pretraining.py `temperature`), but the released
 # checkpoints were trained by an earlier version that may have stored it as a variable: no model weight either.
 TEMPERATURE = 'temperature'
-# Electric (two-tower cloze generator, run_pretraining.py `TwoTowerClozeTransformer`) has no HF counterpart
+# Electric's generator (run_pretraining.py `TwoTowerClozeTransformer`, `_get_cloze_outputs`): its discriminator converts
+# as ELECTRA's; the generator has no transformers counterpart, so it is left out of the export (`electric_state`
+# reads it into this library's own `TwoTowerClozeGenerator`)
 ELECTRIC_SCOPES = ('generator_ltr/', 'generator_rtl/', 'cloze_predictions/')
+ELECTRIC_SKIPPED = ("Electric's two-tower cloze generator: no transformers counterpart (a left-to-right and a "
+                    "right-to-left transformer whose shifted outputs are concatenated); only the discriminator is exported")
 MODEL_SIZES = {'small': (256, 12), 'base': (768, 12), 'large': (1024, 24)}  # training_utils.get_bert_config
 # configure_pretraining.py `PretrainingConfig` defaults of the keys that decide the model's shape
 HPARAM_DEFAULTS = {'model_size': 'small', 'model_hparam_overrides': {}, 'embedding_size': None, 'vocab_size': 30522,
@@ -124,8 +132,6 @@ def read_hparams(path: str | Path) -> dict:
                           "(as util/training_utils.py get_bert_config requires)")
     if not isinstance(hp['model_hparam_overrides'], dict):
         raise ConfigError(f"--hparams {path}: model_hparam_overrides must be a JSON object")
-    if hp['electric_objective'] or hp['two_tower_generator']:
-        raise ConfigError(f"--hparams {path}: an Electric (two-tower generator) model; only ELECTRA is converted")
     return hp
 
 
@@ -236,6 +242,10 @@ GEN_HEAD = _dense('generator_predictions/dense', 'generator_predictions.dense') 
     _norm('generator_predictions/LayerNorm', 'generator_predictions.LayerNorm') + \
     [('generator_predictions/output_bias', 'generator_lm_head.bias', False)]
 TIED = 'generator_lm_head.weight'  # the MLM output matrix is the word-embedding table: no variable of its own
+# run_pretraining.py `_get_cloze_outputs`: `get_token_logits` under cloze_predictions/, over both towers' outputs
+CLOZE_HEAD = _dense('cloze_predictions/dense', 'cloze_predictions.dense') + \
+    _norm('cloze_predictions/LayerNorm', 'cloze_predictions.LayerNorm') + \
+    [('cloze_predictions/output_bias', 'output_bias', False)]
 
 
 def check_plan(model, plan: list, shapes: dict, role: str, where: str) -> None:
@@ -254,8 +264,9 @@ def check_plan(model, plan: list, shapes: dict, role: str, where: str) -> None:
     if left: raise AssertionError(f"no variable is mapped to the {role}'s {sorted(left)[:3]}")
 
 
-def unmapped(ckpt: TFCheckpoint, plans: list[list]) -> dict[str, str]:
-    "The variables no plan uses and why they are skipped; any other one is an error naming it."
+def unmapped(ckpt: TFCheckpoint, plans: list[list], electric: set[str] = frozenset()) -> dict[str, str]:
+    """The variables no plan uses and why they are skipped (`electric`: an Electric generator's, left out); any other
+    one is an error naming it."""
     used = {tf for plan in plans for tf, _, _ in plan}
     skipped, unknown = {}, []
     for name, entry in sorted(ckpt.entries.items()):
@@ -264,16 +275,36 @@ def unmapped(ckpt: TFCheckpoint, plans: list[list]) -> dict[str, str]:
         elif name in BOOKKEEPING: skipped[name] = 'training bookkeeping'
         elif name.rsplit('/', 1)[-1] == TEMPERATURE: skipped[name] = 'sampling temperature'
         elif entry.dtype == STRING: skipped[name] = 'string tensor: not read'
+        elif name in electric: skipped[name] = ELECTRIC_SKIPPED
         else: unknown.append(name)
     if unknown:
         first = unknown[0]
-        why = ('an Electric two-tower generator, which has no transformers counterpart' if first.startswith(
-            ELECTRIC_SCOPES) else "no known ELECTRA variable has this name: expected electra/..., generator/..., "
-            "generator_predictions/..., discriminator_predictions/..., optimizer slots (*/adam_m, */adam_v) or "
-            "global_step")
+        why = ("no known ELECTRA variable has this name: expected electra/..., generator/..., generator_predictions/..., "
+               "discriminator_predictions/..., generator_ltr/..., generator_rtl/..., cloze_predictions/..., optimizer "
+               "slots (*/adam_m, */adam_v) or global_step")
         more = f" (and {len(unknown) - 1} more: {', '.join(unknown[1:4])})" if len(unknown) > 1 else ''
         raise ConfigError(f"{ckpt.index_path}: variable '{first}' {list(ckpt.entries[first].shape)}: {why}{more}")
     return skipped
+
+
+def electric_plan(shapes: dict, where: str) -> list[tuple[str, str, bool]]:
+    """The variables of an official Electric checkpoint and the parameters of this library's Electric model
+    (`ElectraGeneratorDiscriminator`, objective 'electric'): the discriminator as ELECTRA's, each tower
+    (`generator_ltr`, `generator_rtl`; embeddings shared under electra/embeddings or their own) as a transformers
+    `ElectraModel`, and the cloze head."""
+    disc = find_body(shapes, 'electra', 'electra/embeddings', where)
+    plan = [(tf, f'discriminator.{hf}', t) for tf, hf, t in body_plan(disc) + DISC_HEAD]
+    for tower in ('ltr', 'rtl'):
+        scope = f'generator_{tower}'
+        own = f'{scope}/embeddings/word_embeddings' in shapes  # untied_generator_embeddings
+        body = find_body(shapes, scope, f'{scope}/embeddings' if own else 'electra/embeddings', where)
+        plan += [(tf, f"generator.{tower}.{hf.removeprefix('electra.')}", t) for tf, hf, t in body_plan(body)]
+    return plan + [(tf, f'generator.{hf}', t) for tf, hf, t in CLOZE_HEAD]
+
+
+def electric_state(ckpt: TFCheckpoint) -> dict[str, torch.Tensor]:
+    "An official Electric checkpoint as the `state_dict` of this library's Electric model (`electric_plan`)."
+    return {hf: _torch(ckpt.read(tf), t) for tf, hf, t in electric_plan(ckpt.shapes(), str(ckpt.index_path))}
 
 
 # --- conversion ---------------------------------------------------------------------------------------------------
@@ -356,7 +387,13 @@ def plan_models(ckpt: TFCheckpoint, hp: dict | None, pad_token_id: int) -> dict:
         model = cls(electra_config(body, settings, pad_token_id)).eval()
         check_plan(model, plan, shapes, role, where)
         out[role] = {'body': body, 'model': model, 'plan': plan, 'settings': settings}
-    out['skipped'] = unmapped(ckpt, [v['plan'] for v in out.values()])
+    # an Electric checkpoint (no ELECTRA generator, both towers): its generator checked whole, then left out
+    electric = set()
+    if gen is None and any(n.startswith(ELECTRIC_SCOPES[0]) for n in shapes):
+        electric = {tf for tf, hf, _ in electric_plan(shapes, where) if hf.startswith('generator.')}
+        missing = sorted(n for n in electric if n not in shapes)
+        if missing: raise ConfigError(f"{where}: an Electric checkpoint without the variable '{missing[0]}'")
+    out['skipped'] = unmapped(ckpt, [v['plan'] for v in out.values()], electric)
     return out
 
 
@@ -402,7 +439,8 @@ def _report(ckpt, vocab, lowercase, hp, planned, paths, checked) -> dict:
             'hparams': hp['path'] if hp else None,
             'heads_from': (f"hparams {hp['path']}" if hp else "the official rule max(1, hidden // 64) "
                            "(util/training_utils.py get_bert_config, run_pretraining.py get_generator_config)"),
-            'generator': ('none' if gen is None else 'the discriminator itself (untied_generator: false)'
+            'generator': (('none: ' + ELECTRIC_SKIPPED if ELECTRIC_SKIPPED in planned['skipped'].values() else 'none')
+                          if gen is None else 'the discriminator itself (untied_generator: false)'
                           if gen['body'] is planned['discriminator']['body'] else f"own body, {gen['body'].embeddings}"),
             'sizes': sizes, 'outputs': {r: str(p) for r, p in paths.items()}, 'mapped': mapped,
             'skipped': planned['skipped'], 'checked': checked}

@@ -40,7 +40,9 @@ def mlm_head_flops(n: int, hidden: int, embedding: int, vocab: int) -> float:
 def pretrain_flops(cfg: PretrainConfig, batch: int, length: int, vocab: int, head_positions: int) -> dict[str, float]:
     """Matmul FLOPs of one pretraining step of `cfg`'s objective. `head_positions`: positions per sequence at which an
     MLM head runs on the masked positions (P = max_predictions, 19 at length 128; `length` for a full-length head).
-    Parts: the generator's encoder and MLM head (none with `uniform_generator` or the `mlm` objective), the main
+    Parts: the generator's encoder and MLM head (none with `uniform_generator` or the `mlm` objective; Electric's
+    two-tower generator: two encoders over the whole input, causal masks computing every score all the same, and its
+    cloze head from both towers' outputs, 2 Hg wide, at every position), the main
     network's encoder and head: replaced-token detection's dense H -> H -> 1 at every token; an MLM head at the masked
     positions (`mlm`, `replace_mlm`); at every token plus the sigmoid copy gate H -> H -> 1 (`all_tokens_mlm`).
     Training = forward + backward = 3 x forward; with `two_stage`, the generator-only steps cost 3 x the generator and
@@ -48,14 +50,16 @@ def pretrain_flops(cfg: PretrainConfig, batch: int, length: int, vocab: int, hea
     g, d = generator_config(cfg, vocab, 0), discriminator_config(cfg, vocab, 0)
     n, T = batch * head_positions, batch * length
     has_generator = VARIANTS[cfg.objective].generator and not cfg.uniform_generator
+    towers = 2 if VARIANTS[cfg.objective].two_tower_generator else 1
     rtd_head = float(2 * T * d.hidden_size * d.hidden_size + 2 * T * d.hidden_size)
     disc_head = {'rtd': rtd_head, 'mlm': mlm_head_flops(n, d.hidden_size, d.embedding_size, vocab),
                  'copy': mlm_head_flops(T, d.hidden_size, d.embedding_size, vocab) + rtd_head,
                  }[VARIANTS[cfg.objective].head]  # the discriminator's loss head
     out = {
-        'generator_encoder': encoder_flops(batch, length, g.hidden_size, g.num_hidden_layers, g.intermediate_size,
-                                           g.embedding_size) if has_generator else 0.0,
-        'generator_head': mlm_head_flops(n, g.hidden_size, g.embedding_size, vocab) if has_generator else 0.0,
+        'generator_encoder': towers * encoder_flops(batch, length, g.hidden_size, g.num_hidden_layers,
+                                                    g.intermediate_size, g.embedding_size) if has_generator else 0.0,
+        'generator_head': mlm_head_flops(n if towers == 1 else T, towers * g.hidden_size, g.embedding_size, vocab)
+        if has_generator else 0.0,
         'discriminator_encoder': encoder_flops(batch, length, d.hidden_size, d.num_hidden_layers, d.intermediate_size,
                                                d.embedding_size),
         'discriminator_head': disc_head,

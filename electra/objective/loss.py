@@ -1,12 +1,14 @@
 """The pretraining loss (the paper, equation 1): total = gen_weight * L_gen + disc_weight * L_disc (1 and 50 in the paper).
 
 L_gen: the generator's cross-entropy at the chosen positions (kept-original ones included), mean; absent without a
-generator network (BERT, the uniform generator) and in the second stage of two-stage training.
+generator network (BERT, the uniform generator) and in the second stage of two-stage training. Electric's two-tower
+generator: its cloze cross-entropy at every token masking may choose (`gen_targets`), mean.
 L_disc, the discriminator's loss, by objective (the paper, section 3.2 and Table 5):
   electra          sigmoid BCE of replaced-token detection over every real token, [CLS] and [SEP] included, mean;
   electra_15       the same BCE over the chosen positions only;
   mlm, replace_mlm cross-entropy of the discriminator's MLM head at the chosen positions, mean;
   all_tokens_mlm   -log p(original) over every real token, p(x) = D 1[x = input] + (1 - D) softmax(x), D the copy gate.
+  electric         the BCE of `electra` with every masked position fake, on the logit `electric_logits` corrects.
 Both denominators get + 1e-6 as in the official code, so an empty batch gives 0 rather than NaN.
 """
 from __future__ import annotations
@@ -15,15 +17,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.objective.masking import positions_mask
+from electra.objective.masking import candidates_mask, positions_mask, write_at_positions
 from electra.objective.variants import VARIANTS
 
-__all__ = ['ElectraLoss', 'generator_loss_sum', 'disc_mask', 'disc_loss_terms', 'disc_predictions', 'loss_counts', 'batch_statistics']
+__all__ = ['ElectraLoss', 'generator_targets', 'generator_loss_sum', 'disc_mask', 'disc_loss_terms', 'disc_predictions', 'loss_counts', 'batch_statistics']
+
+
+def generator_targets(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
+    "What the generator predicts: `labels` [B, P] at the chosen slots, or the two-tower generator's `gen_targets` [B, L]."
+    return pred.get('gen_targets', labels)
 
 
 def generator_loss_sum(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
-    "The generator's cross-entropy summed over the chosen positions (`labels` [B, P] >= 0)."
-    return F.cross_entropy(pred['gen_logits'].flatten(0, 1).float(), labels.flatten(), ignore_index=-100, reduction='sum')
+    "The generator's cross-entropy summed over its targets (`generator_targets` >= 0)."
+    return F.cross_entropy(pred['gen_logits'].flatten(0, 1).float(), generator_targets(pred, labels).flatten(),
+                           ignore_index=-100, reduction='sum')
 
 
 def disc_mask(pred: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -52,14 +60,19 @@ def disc_loss_terms(pred: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def loss_counts(objective: str, input_ids: torch.Tensor, positions: torch.Tensor, labels: torch.Tensor,
-                pad_token_id: int) -> torch.Tensor:
+                pad_token_id: int, special_ids: torch.Tensor | None = None) -> torch.Tensor:
     """The counts [2] the two losses divide by, from a masked batch (`input_ids` [B, L], `positions` and `labels`
-    [B, P]) before any forward: chosen positions, and positions of `objective`'s main loss (as `disc_mask` counts)."""
+    [B, P]) before any forward: the generator's targets (chosen positions; for the two-tower generator the unmasked
+    input's tokens masking may choose, not `special_ids`), and positions of `objective`'s main loss (as `disc_mask`)."""
     chosen, where = labels >= 0, VARIANTS[objective].positions
+    targets = chosen.sum()
+    if VARIANTS[objective].two_tower_generator:
+        if special_ids is None: raise ValueError(f"objective '{objective}': give loss_counts the masking's special_ids")
+        targets = candidates_mask(write_at_positions(input_ids, positions, labels, chosen), special_ids, pad_token_id).sum()
     if where == 'tokens': main = (input_ids != pad_token_id).sum()
     elif where == 'chosen': main = positions_mask(input_ids, positions, chosen).sum()
     else: main = chosen.sum()  # 'slots'
-    return torch.stack([chosen.sum().float(), main.float()])
+    return torch.stack([targets.float(), main.float()])
 
 
 def disc_predictions(pred: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,7 +110,7 @@ class ElectraLoss(nn.Module):
     def losses(self, pred: dict[str, torch.Tensor], labels: torch.Tensor,
                divisors: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         "(L_gen, L_disc), each 0-d; 0 for a network that did not run."
-        chosen = labels >= 0                                                                 # [B, P]
+        chosen = generator_targets(pred, labels) >= 0                                       # [B, P] or [B, L]
         mask = disc_mask(pred)                                                               # [B, L] or [B, P]
         counts = torch.stack([chosen.sum().float(), (chosen if mask is None else mask).sum().float()])  # [2]
         divisors = counts + 1e-6 if divisors is None else divisors
@@ -117,7 +130,9 @@ def batch_statistics(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> dic
     out = dict.fromkeys(('gen_correct', 'gen_total', 'disc_correct', 'disc_total', 'tp', 'fp', 'fn', 'replaced'), zero)
     out['real'] = real.sum()
     if 'gen_logits' in pred:
-        out.update(gen_correct=((pred['gen_logits'].argmax(-1) == labels) & chosen).sum(), gen_total=chosen.sum())
+        targets = generator_targets(pred, labels)
+        out.update(gen_correct=((pred['gen_logits'].argmax(-1) == targets) & (targets >= 0)).sum(),
+                   gen_total=(targets >= 0).sum())
     if 'is_replaced' in pred: out['replaced'] = (pred['is_replaced'] & real).sum()
     mask = disc_mask(pred)
     if mask is None: return out

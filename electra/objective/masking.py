@@ -23,7 +23,7 @@ from typing import NamedTuple
 import torch
 
 __all__ = ['MaskedInputs', 'MaskingSettings', 'max_predictions', 'mask_tokens', 'write_at_positions', 'positions_mask',
-           'repeat_probability']
+           'repeat_probability', 'candidates_mask']
 
 
 class MaskedInputs(NamedTuple):
@@ -59,6 +59,12 @@ def positions_mask(input_ids: torch.Tensor, positions: torch.Tensor, slots: torc
     return torch.zeros_like(input_ids).scatter_add(1, positions, slots.long()) > 0
 
 
+def candidates_mask(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """[B, L] True at the tokens of `input_ids` [B, L] that masking may choose: real tokens whose id is not in
+    `special_ids` (official pretrain_helpers.py `get_candidates_mask`)."""
+    return (input_ids != pad_id) & ~torch.isin(input_ids, special_ids)
+
+
 def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int, mask_id: int, vocab_size: int,
                 mask_prob: float = 0.15, mode: str = 'fixed', mask_token_prob: float = 0.85,
                 random_token_prob: float = 0.0, generator: torch.Generator | None = None) -> MaskedInputs:
@@ -67,7 +73,7 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
     B, L = input_ids.shape
     device = input_ids.device
     real = input_ids != pad_id                                        # [B, L]
-    candidates = real & ~torch.isin(input_ids, special_ids)           # [B, L]
+    candidates = candidates_mask(input_ids, special_ids, pad_id)      # [B, L]
     if mode in ('fixed', 'bernoulli'):
         scores = torch.rand(B, L, device=device, generator=generator)  # random priorities, one per position
     if mode in ('fixed', 'with_replacement'):
@@ -142,10 +148,12 @@ class MaskingSettings:
         return cls.for_tokenizer(tokenizer, cfg.mask_unk, mask_prob=cfg.mask_prob, mode=cfg.mask_mode,
                                  mask_token_prob=cfg.mask_token_prob, random_token_prob=cfg.random_token_prob)
 
+    def special_tensor(self, device: torch.device) -> torch.Tensor:
+        "`special_ids` as a tensor on `device`, made once per device: no host-to-device copy per batch."
+        if device not in self._special: self._special[device] = torch.tensor(self.special_ids, device=device)
+        return self._special[device]
+
     def __call__(self, input_ids: torch.Tensor, generator: torch.Generator | None = None) -> MaskedInputs:
         "`mask_tokens` of `input_ids` [B, L] with these settings."
-        device = input_ids.device
-        if device not in self._special:  # made once per device: no host-to-device copy per batch
-            self._special[device] = torch.tensor(self.special_ids, device=device)
-        return mask_tokens(input_ids, self._special[device], self.pad_id, self.mask_id, self.vocab_size, self.mask_prob,
-                           self.mode, self.mask_token_prob, self.random_token_prob, generator)
+        return mask_tokens(input_ids, self.special_tensor(input_ids.device), self.pad_id, self.mask_id, self.vocab_size,
+                           self.mask_prob, self.mode, self.mask_token_prob, self.random_token_prob, generator)

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, ElectraModel
 from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
 
 from electra.config.base import ConfigError
-from electra.objective.masking import positions_mask, write_at_positions
+from electra.objective.masking import candidates_mask, positions_mask, write_at_positions
 from electra.objective.sampling import sample_tokens
 from electra.objective.variants import VARIANTS
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'unpadded_copy', 'ElectraGeneratorDiscriminator',
            'MaskedLMHead', 'DisentangledEmbedding', 'MLM_OBJECTIVES', 'official_init_', 'build_pretraining_model',
-           'discriminator_state']
+           'discriminator_state', 'TwoTowerClozeGenerator', 'electric_logits']
 
 MLM_OBJECTIVES = tuple(name for name, v in VARIANTS.items() if v.mlm)  # the discriminator predicts tokens
 
@@ -112,10 +113,62 @@ class DisentangledEmbedding(nn.Embedding):
         return F.embedding(ids, self.shared[0].weight.detach() + self.weight, self.padding_idx)
 
 
+class TwoTowerClozeGenerator(nn.Module):
+    """Electric's generator (Clark et al., 2020; official run_pretraining.py `TwoTowerClozeTransformer` and
+    `_get_cloze_outputs`): two transformers of the generator's size over the UNmasked input, `ltr` attending to the
+    left only and `rtl` to the right only (modeling.py `BertModel(ltr=True / rtl=True)`); the representation of
+    position i is [ltr's at i - 1, rtl's at i + 1], so it never sees its own token, and the MLM head (`cloze_predictions`:
+    dense 2 Hg -> E, GELU, LayerNorm, then the word-embedding table of `ltr` and a bias) gives the cloze logits of every
+    position. Neither tower nor the whole has a transformers class: it is saved only in the pretraining checkpoint."""
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__()
+        self.ltr, self.rtl = ElectraModel(config), ElectraModel(config)
+        self.cloze_predictions = ElectraGeneratorPredictions(ElectraConfig(**{**config.to_dict(),
+                                                                             'hidden_size': 2 * config.hidden_size}))
+        self.cloze_predictions.apply(self.ltr._init_weights)
+        self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
+        "Cloze logits [B, L, V rows] of `input_ids` [B, L] (the unmasked input), `attention_mask` [B, L] bool."
+        L = input_ids.size(1)
+        causal = torch.ones(L, L, dtype=torch.bool, device=input_ids.device).tril()                 # [L, L]: j <= i
+        out = []
+        for tower, allowed in ((self.ltr, causal), (self.rtl, causal.T)):
+            # The official additive mask, -10000 on every key a query may not see (modeling.py `attention_layer`):
+            # in a padded row the rtl tower's padding queries see no key at all and so attend, as there, to the
+            # whole row with their unmasked scores; a boolean mask would give them NaN.
+            keep = attention_mask[:, None, None, :] & allowed                                   # [B, 1, L, L]
+            mask = (~keep).to(tower.embeddings.word_embeddings.weight.dtype) * -10000.0
+            out.append(tower(input_ids, attention_mask=mask, token_type_ids=token_type_ids).last_hidden_state)
+        # the official `roll(ltr, -1)` and `roll(rtl, 1)`: they wrap at the ends, so position 0 reads ltr's last
+        # position and position L - 1 rtl's first (both outside the cloze loss, inside the discriminator's logits)
+        hidden = torch.cat([out[0].roll(1, dims=1), out[1].roll(-1, dims=1)], -1)                  # [B, L, 2 Hg]
+        table = self.ltr.embeddings.word_embeddings.weight                                          # [V rows, E]
+        return F.linear(self.cloze_predictions(hidden), table, self.output_bias)
+
+
+def electric_logits(disc_logits: torch.Tensor, cloze_logits: torch.Tensor, ids: torch.Tensor,
+                    mask_prob: float) -> torch.Tensor:
+    """Electric's discriminator logit [B, L] (official `_get_discriminator_output` with `electric_objective`): the
+    head's logit + log q(x_i | context), the cloze model's log-probability of the input token without its gradient,
+    + log(mask_prob / (1 - mask_prob)). Its sigmoid is then p_noise / (p_noise + p_data) of noise-contrastive
+    estimation, with the transformer's output as the negative energy (the paper, section 2)."""
+    log_q = cloze_logits.detach().float().log_softmax(-1).gather(-1, ids[..., None])[..., 0]    # [B, L]
+    return disc_logits + log_q + math.log(mask_prob / (1 - mask_prob))
+
+
 EMBEDDING_TABLES = ('word_embeddings', 'position_embeddings', 'token_type_embeddings')
 
 
-def _tie(generator: ElectraForMaskedLM, discriminator: ElectraForPreTraining, tie_weights: str) -> None:
+def _tie(generator: ElectraForMaskedLM | TwoTowerClozeGenerator, discriminator: ElectraForPreTraining,
+         tie_weights: str) -> None:
+    if isinstance(generator, TwoTowerClozeGenerator):
+        if tie_weights not in ('embeddings', 'none'):
+            raise ValueError(f"the two-tower generator ties 'embeddings' or 'none', got {tie_weights!r}")
+        if tie_weights == 'embeddings':  # both towers read the discriminator's embeddings (official `electra/embeddings`)
+            generator.ltr.embeddings = generator.rtl.embeddings = discriminator.electra.embeddings
+        return
     if tie_weights == 'all':
         # The paper's "all weights tied": one encoder; only the two heads differ (same-size generator).
         generator.electra = discriminator.electra
@@ -143,7 +196,8 @@ class ElectraGeneratorDiscriminator(nn.Module):
 
     def __init__(self, generator: ElectraForMaskedLM | None, discriminator: ElectraForPreTraining,
                  tie_weights: str = 'embeddings', temperature: float = 1.0, disallow_correct: bool = False,
-                 vocab_size: int | None = None, objective: str = 'electra', mask_token_id: int | None = None):
+                 vocab_size: int | None = None, objective: str = 'electra', mask_token_id: int | None = None,
+                 special_ids: tuple[int, ...] | None = None, mask_prob: float = 0.15):
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
         self.tie_weights, self.temperature, self.disallow_correct = tie_weights, temperature, disallow_correct
@@ -163,6 +217,13 @@ class ElectraGeneratorDiscriminator(nn.Module):
             discriminator.discriminator_predictions.requires_grad_(False)
         if self.variant.no_mask_samples and mask_token_id is None:
             raise ValueError(f"objective '{objective}' never samples [MASK]: give the model its mask_token_id")
+        # the two-tower generator's cloze loss skips these ids (official `get_candidates_mask`: [CLS], [SEP], [MASK])
+        self.special_ids, self.mask_prob = special_ids, mask_prob
+        if self.variant.two_tower_generator:
+            if special_ids is None:
+                raise ValueError(f"objective '{objective}' takes its cloze loss at the tokens masking may choose: give "
+                                 "the model the masking's special_ids")
+            self.register_buffer('special_id_tensor', torch.tensor(special_ids), persistent=False)
 
     @property
     def uniform_generator(self) -> bool:
@@ -195,6 +256,9 @@ class ElectraGeneratorDiscriminator(nn.Module):
             return {**out, **self.discriminator_outputs(input_ids, token_type_ids, attention_mask, input_ids, positions, labels)}
         if self.generator is None:  # uniform over the tokens the model can predict, no network
             gen_logits = self._uniform_logits(positions)
+        elif self.variant.two_tower_generator:  # Electric: cloze logits at every position of the unmasked input
+            out.update(self.cloze_outputs(input_ids, attention_mask, token_type_ids, positions, labels))
+            gen_logits = out['gen_logits'].gather(1, positions[..., None].expand(-1, -1, out['gen_logits'].size(-1)))
         else:
             with torch.no_grad() if self.stage == 2 else contextlib.nullcontext():  # two-stage: generator frozen
                 gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
@@ -205,8 +269,21 @@ class ElectraGeneratorDiscriminator(nn.Module):
                                                         float('-inf'))
         sampled, corrupted, original = self._replace(input_ids, positions, labels, gen_logits.detach(), self.rng,
                                                      noise_draws)
-        out.update(sampled=sampled, is_replaced=corrupted != original)
-        return {**out, **self.discriminator_outputs(corrupted, token_type_ids, attention_mask, original, positions, labels)}
+        # the discriminator's fake tokens: where the sample differs, or (Electric) every masked position
+        fake = corrupted != original if self.variant.fake == 'replaced' else positions_mask(input_ids, positions, labels >= 0)
+        out.update(sampled=sampled, is_replaced=fake)
+        disc = self.discriminator_outputs(corrupted, token_type_ids, attention_mask, original, positions, labels)
+        if self.variant.noise_log_prob:
+            disc['disc_logits'] = electric_logits(disc['disc_logits'], out['gen_logits'], corrupted, self.mask_prob)
+        return {**out, **disc}
+
+    def cloze_outputs(self, input_ids, attention_mask, token_type_ids, positions, labels) -> dict[str, torch.Tensor]:
+        """The two-tower generator on the unmasked input: its cloze logits `gen_logits` [B, L, V] and their targets
+        `gen_targets` [B, L], the input's ids at the positions masking may choose (its candidates), -100 elsewhere."""
+        original = write_at_positions(input_ids, positions, labels, labels >= 0)                    # [B, L]
+        logits = self._vocab_logits(self.generator(original, attention_mask, token_type_ids))      # [B, L, V rows]
+        candidates = candidates_mask(original, self.special_id_tensor, self.pad_token_id)
+        return {'gen_logits': logits, 'gen_targets': original.masked_fill(~candidates, -100)}
 
     def _uniform_logits(self, positions: torch.Tensor) -> torch.Tensor:
         "The uniform generator's logits [B, P, V rows]: equal for every token the model can predict."
@@ -270,23 +347,25 @@ def official_init_(model: ElectraGeneratorDiscriminator) -> ElectraGeneratorDisc
             nn.init.trunc_normal_(module.weight, std=0.02, a=-0.04, b=0.04)
         if isinstance(module, nn.Linear) and module.bias is not None: nn.init.zeros_(module.bias)
         if isinstance(module, nn.LayerNorm): nn.init.ones_(module.weight); nn.init.zeros_(module.bias)
-    nets = [net for net in (model.generator, model.discriminator) if net is not None]
     glorot = [model.discriminator.discriminator_predictions.dense_prediction.weight]
-    glorot += [net.electra.embeddings_project.weight for net in nets if hasattr(net.electra, 'embeddings_project')]
+    glorot += [m.embeddings_project.weight for m in model.modules()
+               if isinstance(m, ElectraModel) and hasattr(m, 'embeddings_project')]
     for w in glorot: nn.init.xavier_uniform_(w)
-    if model.generator is not None: model.generator.generator_lm_head.bias.zero_()
+    if isinstance(model.generator, ElectraForMaskedLM): model.generator.generator_lm_head.bias.zero_()
     return model
 
 
-def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int,
-                            mask_token_id: int | None = None) -> ElectraGeneratorDiscriminator:
+def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, mask_token_id: int | None = None,
+                            special_ids: tuple[int, ...] | None = None) -> ElectraGeneratorDiscriminator:
     """The generator/discriminator pair of `cfg`'s size, freshly initialised (`cfg.init`: the official code's
     initialisers, `official_init_`, or transformers' own); with `cfg.pad_vocab_multiple` the embedding matrix has
-    `padded_vocab_size(vocab_size, multiple)` rows. `mask_token_id`: needed by `replace_mlm` and `all_tokens_mlm`."""
+    `padded_vocab_size(vocab_size, multiple)` rows. `mask_token_id`: needed by `replace_mlm` and `all_tokens_mlm`;
+    `special_ids`, the ids masking never chooses (`MaskingSettings.special_ids`): by `electric`."""
     rows = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple)
     has_generator = cfg.objective != 'mlm' and not cfg.uniform_generator
+    generator_class = TwoTowerClozeGenerator if VARIANTS[cfg.objective].two_tower_generator else ElectraForMaskedLM
     try:
-        generator = ElectraForMaskedLM(generator_config(cfg, rows, pad_token_id)) if has_generator else None
+        generator = generator_class(generator_config(cfg, rows, pad_token_id)) if has_generator else None
         discriminator = ElectraForPreTraining(discriminator_config(cfg, rows, pad_token_id))
     except (MemoryError, RuntimeError) as e:  # sizes each in their domain, together more than the memory holds
         if not isinstance(e, MemoryError) and "can't allocate memory" not in str(e): raise
@@ -295,7 +374,8 @@ def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: 
                           f"that this machine's memory cannot hold ({str(e).splitlines()[0][:120]}). Choose smaller "
                           "sizes, e.g. a preset's (configs/pretrain/).") from None
     model = ElectraGeneratorDiscriminator(generator, discriminator, cfg.tie_weights, cfg.temperature, cfg.disallow_correct,
-                                    vocab_size=vocab_size, objective=cfg.objective, mask_token_id=mask_token_id)
+                                    vocab_size=vocab_size, objective=cfg.objective, mask_token_id=mask_token_id,
+                                    special_ids=special_ids, mask_prob=cfg.mask_prob)
     if cfg.init == 'official': return official_init_(model)
     if model.mlm_head is not None:  # transformers initialised the networks when it built them, not this head
         model.mlm_head.predictions.apply(discriminator._init_weights)

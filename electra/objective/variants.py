@@ -20,6 +20,20 @@ class Variant:
                              # chosen positions as [B, L] (one each, however often chosen); 'slots' as [B, P]
     no_mask_samples: bool    # samples are never [MASK] (its logit -inf), so the input holds no [MASK]: the point
                              # of Replace MLM and All-Tokens MLM
+    two_tower_generator: bool = False  # the generator is a two-tower cloze model reading the UNmasked input (one
+                             # left-to-right and one right-to-left transformer, `TwoTowerClozeGenerator`), its loss the
+                             # cloze loss at every candidate token (official `two_tower_generator`, Electric)
+    fake: str = 'replaced'   # which tokens the discriminator learns as fake: 'replaced' where the sample differs from
+                             # the original; 'masked' every masked position, its sample the noise even when it equals the
+                             # original (Electric: noise-contrastive estimation, official `_get_fake_data`)
+    noise_log_prob: bool = False  # the discriminator's logit plus the generator's stop-gradient log-probability of
+                             # the input token and log(mask_prob / (1 - mask_prob)): Electric's energy-based model
+                             # (`electric_logits`; needs the cloze model's probability at every position)
+
+    def __post_init__(self):
+        if self.fake not in ('replaced', 'masked'): raise ValueError(f"fake must be 'replaced' or 'masked', got {self.fake!r}")
+        if self.noise_log_prob and not self.two_tower_generator:
+            raise ValueError('noise_log_prob needs the two-tower generator: a masked LM has no probability of every token')
 
     @property
     def mlm(self) -> bool:
@@ -33,4 +47,6 @@ VARIANTS: dict[str, Variant] = {
     'mlm': Variant(generator=False, head='mlm', positions='slots', no_mask_samples=False),
     'replace_mlm': Variant(generator=True, head='mlm', positions='slots', no_mask_samples=True),
     'all_tokens_mlm': Variant(generator=True, head='copy', positions='tokens', no_mask_samples=True),
+    'electric': Variant(generator=True, head='rtd', positions='tokens', no_mask_samples=False, two_tower_generator=True,
+                        fake='masked', noise_log_prob=True),
 }

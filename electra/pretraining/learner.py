@@ -188,8 +188,9 @@ def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, t
                           f"--steps {step} (the run is finished) or more to continue it, or start another run with "
                           "--run_name NAME.")
     if is_main_process():
-        model = build_pretraining_model(config_from_dict(PretrainConfig, ckpt['config'], source=str(path)),
-                                        len(tokenizer), tokenizer.pad_token_id, tokenizer.mask_token_id)
+        run_cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
+        model = build_pretraining_model(run_cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.mask_token_id,
+                                        MaskingSettings.from_config(run_cfg, tokenizer).special_ids)
         model.load_state_dict(ckpt['model'])
         if export_holds(model, tokenizer, run_dir):
             print(f'run {name} finished at step {step}; nothing to do: its checkpoints and export ({run_dir}) are '

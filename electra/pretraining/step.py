@@ -42,7 +42,8 @@ def pretraining_step(s: TrainingStep, input_ids: torch.Tensor, token_type_ids: t
     m = s.masking(input_ids, s.mask_rng)             # m.input_ids [B, L]; m.positions, m.labels [B, P] (-100: unused)
     # 2. What the two losses divide by: the whole step's counts (chosen positions, positions of the discriminator's
     #    loss), summed over the processes with loss_mean 'global', so the step is the global batch's in one process.
-    counts = loss_counts(s.objective, m.input_ids, m.positions, m.labels, s.pad_token_id)                    # [2]
+    counts = loss_counts(s.objective, m.input_ids, m.positions, m.labels, s.pad_token_id,
+                         s.masking.special_tensor(input_ids.device))                                        # [2]
     divisors = loss_divisors(counts, s.loss_mean)                                                            # [2]
     # 3. The batch in `micro_batches` (grad_accum_steps) parts of b = B / n rows, run one after another: their
     #    gradients add up to the whole batch's, and the last one updates the weights.

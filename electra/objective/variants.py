@@ -20,6 +20,9 @@ class Variant:
                              # chosen positions as [B, L] (one each, however often chosen); 'slots' as [B, P]
     no_mask_samples: bool    # samples are never [MASK] (its logit -inf), so the input holds no [MASK]: the point
                              # of Replace MLM and All-Tokens MLM
+    frozen_generator: bool = False  # the generator is an existing masked LM (`generator`), never trained: no
+                                    # gradient, no optimizer state, no generator loss; its sampling temperature is
+                                    # annealed (`temperature_start`): Fast-ELECTRA (Dong et al., ICLR 2024)
 
     @property
     def mlm(self) -> bool:
@@ -33,4 +36,5 @@ VARIANTS: dict[str, Variant] = {
     'mlm': Variant(generator=False, head='mlm', positions='slots', no_mask_samples=False),
     'replace_mlm': Variant(generator=True, head='mlm', positions='slots', no_mask_samples=True),
     'all_tokens_mlm': Variant(generator=True, head='copy', positions='tokens', no_mask_samples=True),
+    'fast_electra': Variant(generator=True, head='rtd', positions='tokens', no_mask_samples=False, frozen_generator=True),
 }

@@ -51,8 +51,9 @@ def quiet_transformers():
 
 
 def _net_names(model: ElectraGeneratorDiscriminator) -> tuple[str, ...]:
-    "The networks exported: the discriminator, and the generator unless there is none (BERT, the uniform generator)."
-    return EXPORTS if model.generator is not None else EXPORTS[:1]
+    """The networks exported: the discriminator, and the generator unless there is none (BERT, the uniform generator)
+    or it is an existing model the run did not train (`fast_electra`)."""
+    return EXPORTS if model.generator is not None and not model.variant.frozen_generator else EXPORTS[:1]
 
 
 def _exported_nets(model: ElectraGeneratorDiscriminator, run_dir: str | Path) -> dict[Path, nn.Module]:

@@ -14,7 +14,7 @@ from benchmarks.bench import baseline, runners
 from electra.config.base import ConfigError
 from electra.data.tokenizer import load_tokenizer
 from electra.objective.flops import pretrain_flops
-from electra.objective.masking import MaskingSettings
+from electra.objective.masking import MaskingSettings, max_predictions
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.init_from import check_generator, load_generator
 from tests.support.pretrain import TINY as DRIVER_TINY, pretrain
@@ -166,3 +166,20 @@ def test_a_fast_electra_run_resumed_from_its_half_ends_as_the_straight_run(gener
     assert all(torch.equal(final[k], v) for k, v in straight['model'].state_dict().items())
     saved = BertForMaskedLM.from_pretrained(generators / 'bert').state_dict()
     assert all(torch.equal(resumed['model'].generator.state_dict()[k], v) for k, v in saved.items())
+
+
+def test_a_comparison_spends_electras_flops_on_fast_electra_with_its_generator_counted_once(generators):
+    from electra.experiments.compare import load_compare_config
+    from electra.experiments.plan import make_plan
+    folder = generators / 'electra'
+    variants = f'{{electra: "", fast: {{config: fast_electra, overrides: {{generator: {folder}}}}}}}'
+    plan = make_plan(load_compare_config(['--config', 'demo', '--variants', variants, '--pretrain.corpus', 'demo',
+                                          '--finetune.data', 'demo']))
+    electra, fast = plan.variants
+    net = ElectraForMaskedLM.from_pretrained(folder).config
+    c = fast.config  # its vocabulary: the generator's (the run tokenizes with its tokenizer)
+    parts = pretrain_flops(c, c.batch_size, c.max_length, V, max_predictions(c.mask_prob, c.max_length), net)
+    assert fast.flops_per_step == parts['generator_encoder'] + parts['generator_head'] + 3 * (
+        parts['discriminator_encoder'] + parts['discriminator_head'])
+    assert fast.steps == round(electra.steps * electra.flops_per_step / fast.flops_per_step)
+    assert ['--generator', str(folder)] in [plan.runs[1].pretrain_args[i:i + 2] for i in range(40)]

@@ -17,6 +17,7 @@ from electra.objective.flops import pretrain_flops
 from electra.objective.masking import MaskingSettings, max_predictions
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.init_from import check_generator, load_generator
+from electra.training.one_graph import one_graph_supported
 from tests.support.pretrain import TINY as DRIVER_TINY, pretrain
 from tests.support.tiny import tiny_cfg
 
@@ -183,3 +184,19 @@ def test_a_comparison_spends_electras_flops_on_fast_electra_with_its_generator_c
         parts['discriminator_encoder'] + parts['discriminator_head'])
     assert fast.steps == round(electra.steps * electra.flops_per_step / fast.flops_per_step)
     assert ['--generator', str(folder)] in [plan.runs[1].pretrain_args[i:i + 2] for i in range(40)]
+
+
+@pytest.mark.skipif(not one_graph_supported(), reason='torch < 2.11 cannot trace the backward into a graph')
+def test_the_step_compiled_as_one_graph_reads_each_steps_temperature_without_compiling_again(generators):
+    "3 steps whose temperature changes every step: one graph (aot_eager), and the eager run's weights."
+    from tests.training.test_one_graph import CountingBackend
+    weights = []
+    for compiled in (False, True):
+        _, model, runner = fast_runner(generators / 'electra', steps=3, compile=compiled, compile_scope='step')
+        backend = CountingBackend()
+        runner.learn.training_step.backend = backend
+        runner.learn.fit(1)
+        assert runner.learn.training_step.compiled is (True if compiled else None)
+        assert backend.graphs == compiled
+        weights.append(model.state_dict())
+    for k, v in weights[0].items(): torch.testing.assert_close(weights[1][k], v, rtol=0, atol=1e-6, msg=k)

@@ -101,6 +101,9 @@ def _from_checkpoint(path: Path) -> InitWeights:
     ckpt = load_checkpoint(path)
     tokenizer = tokenizer_from_state(ckpt['tokenizer'])
     cfg = saved_config(ckpt['config'], str(path))
+    if cfg.generator:  # its generator is an existing model of other sizes, kept as it was: not a pair to continue
+        raise ConfigError(f"init_from: {path} is a fast_electra run's, whose generator is the existing {cfg.generator}: "
+                          "continuing from it is not supported. Fine-tune its discriminator, or start a new run.")
     rows = ckpt['model']['discriminator.electra.embeddings.word_embeddings.weight'].shape[0]
     gen = ElectraForMaskedLM(generator_config(cfg, rows, tokenizer.pad_token_id))
     disc = ElectraForPreTraining(discriminator_config(cfg, rows, tokenizer.pad_token_id))

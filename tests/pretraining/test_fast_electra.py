@@ -16,7 +16,9 @@ from electra.data.tokenizer import load_tokenizer
 from electra.objective.flops import pretrain_flops
 from electra.objective.masking import MaskingSettings, max_predictions
 from electra.objective.model import build_pretraining_model
-from electra.pretraining.init_from import check_generator, load_generator
+from electra.pretrained.export import load_discriminator
+from electra.pretraining.init_from import check_generator, load_generator, load_init
+from electra.training.checkpoint import load_checkpoint
 from electra.training.one_graph import one_graph_supported
 from tests.support.pretrain import TINY as DRIVER_TINY, pretrain
 from tests.support.tiny import tiny_cfg
@@ -167,6 +169,12 @@ def test_a_fast_electra_run_resumed_from_its_half_ends_as_the_straight_run(gener
     assert all(torch.equal(final[k], v) for k, v in straight['model'].state_dict().items())
     saved = BertForMaskedLM.from_pretrained(generators / 'bert').state_dict()
     assert all(torch.equal(resumed['model'].generator.state_dict()[k], v) for k, v in saved.items())
+    half = tmp_path / 'ckpt' / 'fast_11081_50%.pth'  # fine-tuning reads its discriminator; init_from refuses it
+    assert torch.equal(load_discriminator(half)[0].state_dict()['discriminator_predictions.dense.weight'],
+                       load_checkpoint(half)['model']['discriminator.discriminator_predictions.dense.weight'])
+    with pytest.raises(ConfigError, match=r"^init_from: .*fast_11081_50%\.pth is a fast_electra run's, whose generator "
+                                          r"is the existing .*bert: continuing from it is not supported"):
+        load_init(str(half))
 
 
 def test_a_comparison_spends_electras_flops_on_fast_electra_with_its_generator_counted_once(generators):

@@ -52,6 +52,11 @@ def generators(tmp_path_factory):
     return root
 
 
+def mlm_bias(net) -> torch.Tensor:
+    "The output bias of the MLM head, one entry per vocabulary token."
+    return net.generator_lm_head.bias if isinstance(net, ElectraForMaskedLM) else net.cls.predictions.bias
+
+
 def fast_cfg(folder, **kw):
     return tiny_cfg(objective='fast_electra', generator=str(folder), tie_weights='none', dropout=0.0,
                     temperature_start=3.0, **kw)
@@ -70,10 +75,12 @@ def fast_runner(folder, steps: int, **kw):
     return cfg, model, runner
 
 
-@pytest.mark.parametrize('kind', ['electra', 'bert'])
-def test_the_generator_is_never_trained_and_holds_no_optimizer_state(generators, kind):
-    "3 steps: the generator equals its saved weights bit for bit, has no gradient, no optimizer state, no loss."
-    cfg, model, runner = fast_runner(generators / kind, steps=3)
+@pytest.mark.parametrize('kind, pad', [('electra', 64), ('bert', 0)])
+def test_the_generator_is_never_trained_and_holds_no_optimizer_state(generators, kind, pad):
+    """3 steps: the generator equals its saved weights bit for bit, has no gradient, no optimizer state, no loss; with
+    the discriminator's vocabulary padded (192 rows), the generator's 160 columns are the only ones sampled."""
+    cfg, model, runner = fast_runner(generators / kind, steps=3, pad_vocab_multiple=pad)
+    assert model.discriminator.config.vocab_size == (192 if pad else V)
     disc_before = {k: v.clone() for k, v in model.discriminator.state_dict().items()}
     runner.learn.fit(1)
     saved = type(model.generator).from_pretrained(generators / kind).state_dict()
@@ -89,6 +96,13 @@ def test_the_generator_is_never_trained_and_holds_no_optimizer_state(generators,
     assert sums['gen_loss'] == 0 and sums['gen_total'] == 0 and sums['disc_loss'] > 0
     assert sums['loss'] == pytest.approx(cfg.disc_loss_weight * float(sums['disc_loss']))  # no generator term
     assert any(not torch.equal(v, disc_before[k]) for k, v in model.discriminator.state_dict().items())
+    ids, tt = baseline.synthetic_batches(1, 8, 16, V, seed=5)[0]
+    m = MaskingSettings((101, 102, 103, 0), 0, 103, V)(ids, torch.Generator().manual_seed(0))
+    model.rng = torch.Generator().manual_seed(0)
+    flat = torch.full((V,), -1e4).index_fill_(0, torch.tensor([150]), 1e4)  # a generator sure of token 150 ...
+    with torch.no_grad(): mlm_bias(model.generator).copy_(flat)           # ... samples it at every masked position
+    sampled = model(m.input_ids, tt, m.positions, m.labels)['sampled'][m.labels >= 0]
+    assert (sampled == 150).all()
 
 
 @pytest.mark.parametrize('shape, by_hand', [

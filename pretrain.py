@@ -85,22 +85,25 @@ from electra.data.corpus import corpus_text_files, resolve_corpus
 from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import get_tokenizer, tokenizer_state
 
-from electra.pretraining.init_from import check_init_config, init_tokenizer, load_init
+from electra.pretraining.init_from import check_generator, check_init_config, init_tokenizer, load_generator, load_init
 from electra.pretraining.learner import end_if_finished
 
 with main_process_first('the weights to start from', cfg.dist_timeout):  # (a hub download, once)
     init = load_init(cfg.init_from) if cfg.init_from and not ckpt else None  # resumed: the checkpoint has them
+    frozen = load_generator(cfg.generator) if cfg.generator else None  # fast_electra's existing generator
 if init: check_init_config(cfg, init)  # their sizes and tokenizer against this run's config
 settings = BuildSettings.from_config(cfg)
 with main_process_first('the corpus and the tokenizer', cfg.dist_timeout):  # made once, by the main process
     sources = resolve_corpus(cfg.corpus, Path(cfg.cache_dir), settings)
     files = corpus_text_files(sources)
     tokenizer = (init_tokenizer(init, ckpt) if cfg.init_from else
+                 frozen.tokenizer if frozen and not cfg.tokenizer else  # the generator's vocabulary is the run's
                  get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources,
                                cfg.strip_accents))
+if frozen: check_generator(cfg, frozen, tokenizer)  # its vocabulary and length against the run's
 tok_state = tokenizer_state(tokenizer)
 if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)
-end_if_finished(cfg, ckpt, resume_path, tokenizer, run_dir)  # resumed at its last step: nothing to train, the job ends
+end_if_finished(cfg, ckpt, resume_path, tokenizer, run_dir, frozen and frozen.net)  # at its last step: the job ends
 print_main(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len(tokenizer)}')
 
 # %% [markdown]
@@ -161,7 +164,8 @@ from electra.objective.model import build_pretraining_model
 
 torch.manual_seed(cfg.seed)
 model = build_pretraining_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.mask_token_id,
-                                MaskingSettings.from_config(cfg, tokenizer).special_ids)
+                                MaskingSettings.from_config(cfg, tokenizer).special_ids,
+                                frozen and frozen.net)  # fast_electra: the existing generator, frozen
 if init:
     from electra.pretraining.init_from import init_model_
     init_model_(model, init)

@@ -14,7 +14,8 @@ FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are rea
 
 CHECKPOINT_FRACTIONS = [0.0625, 0.125, 0.25, 0.5, 1.0]
 OBJECTIVES = ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm',  # the paper's Table 5 variants
-              'electric']  # Clark et al., 2020, Electric (official `electric_objective`)
+              'electric',  # Clark et al., 2020, Electric (official `electric_objective`)
+              'fast_electra']  # Fast-ELECTRA (Dong et al., ICLR 2024): an existing masked LM, frozen, as the generator
 
 # Every key by what a resumed run (--resume) does when its value differs from the checkpoint's (training/checkpoint.py
 # `check_resume_compatible`); each key is in exactly one of these four (tests/config/test_pretrain.py).
@@ -25,9 +26,10 @@ RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_colu
                'hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size', 'embedding_size',
                'generator_size', 'max_position_embeddings', 'tie_weights', 'dropout', 'mask_prob', 'init', 'mask_mode',
                'mask_token_prob', 'random_token_prob', 'mask_unk', 'temperature', 'disallow_correct',
-               'uniform_generator', 'objective', 'two_stage', 'two_stage_schedule', 'gen_loss_weight',
-               'disc_loss_weight', 'batch_size', 'warmup_steps', 'schedule', 'decay_power', 'weight_decay', 'adam_beta1',
-               'adam_beta2', 'adam_eps', 'clip_grad', 'loss_mean', 'pad_vocab_multiple')
+               'uniform_generator', 'generator', 'temperature_start', 'temperature_schedule', 'objective', 'two_stage',
+               'two_stage_schedule', 'gen_loss_weight', 'disc_loss_weight', 'batch_size', 'warmup_steps', 'schedule',
+               'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps', 'clip_grad', 'loss_mean',
+               'pad_vocab_multiple')
 # Allowed and said in one line: more (or fewer) steps, the schedule stretched to them; a lower learning rate after a
 # divergence (what the divergence message advises); another precision (a resume on another machine); `init_from`,
 # which only chooses a new run's first weights (a resumed run continues from its checkpoint's).
@@ -137,7 +139,20 @@ class PretrainConfig:
                                           'original)', ge=0, le=1)
     mask_unk: bool = field(True, 'whether [UNK] may be chosen (the replication never masks [UNK])')
     # -- sampling (run_pretraining.py `_get_fake_data`)
-    temperature: float = field(1.0, 'generator sampling temperature', gt=0)
+    temperature: float = field(1.0, 'generator sampling temperature (with temperature_start: the one the anneal ends at)',
+                               gt=0)
+    temperature_start: float = field(0.0, 'sampling temperature at the first step, descending to `temperature` at the '
+                                          'last by temperature_schedule (Fast-ELECTRA\'s curriculum: smooth '
+                                          'replacements first, the generator\'s own later)', ge=0,
+                                     zero='no annealing: `temperature` at every step')
+    temperature_schedule: str = choice_field('linear', ['linear', 'cosine', 'exponential'],
+                                             "the anneal's shape over p = step / steps: 'linear' (start - end) (1 - p); "
+                                             "'cosine' (start - end) (1 + cos(pi p)) / 2, each + end; 'exponential' "
+                                             "end (start / end)^(1 - p)")
+    generator: str = field('', "objective fast_electra: the existing masked LM that generates, frozen (never trained): "
+                               "a hub name (google/electra-small-generator, bert-base-uncased) or a local "
+                               "save_pretrained directory of an ElectraForMaskedLM or BertForMaskedLM; its tokenizer "
+                               "is the run's", empty='a generator trained with the discriminator (or none)')
     disallow_correct: bool = field(False, "never sample the original token")
     uniform_generator: bool = field(False, 'no generator network and no generator loss: replacements drawn uniformly '
                                            'from the vocabulary (the paper\'s ablation, official `uniform_generator`)')
@@ -224,8 +239,11 @@ class PretrainConfig:
 
     def _validate_objective(self) -> None:
         has_generator = self.objective != 'mlm' and not self.uniform_generator
+        self._validate_frozen_generator()
         need(self.objective != 'mlm' or not self.uniform_generator, 'uniform_generator',
              "the 'mlm' objective (BERT) has no generator to replace: drop --uniform_generator.")
+        need(self.objective != 'mlm' or self.temperature_start == 0, 'temperature_start',
+             "the 'mlm' objective (BERT) samples nothing to anneal: set temperature_start 0.")
         need(has_generator or self.tie_weights not in ('all', 'gdes'), 'tie_weights',
              f"'{self.tie_weights}' shares the generator's weights, and this objective has no generator network: "
              "use 'embeddings' or 'none'.")
@@ -253,6 +271,20 @@ class PretrainConfig:
             stage = min(self.two_stage_switch, self.steps - self.two_stage_switch)
             need(self.warmup_steps < stage, 'warmup_steps', f'each stage warms up for warmup_steps ({self.warmup_steps}) '
                                                             f'but the shorter stage has {stage} steps.')
+
+    def _validate_frozen_generator(self) -> None:
+        frozen = self.objective == 'fast_electra'
+        need(frozen == bool(self.generator), 'generator',
+             "objective fast_electra samples from an existing masked LM: give it with --generator NAME_OR_DIR "
+             "(--config fast_electra sets the rest)" if frozen else
+             f"an existing, frozen generator is objective fast_electra's; objective '{self.objective}' trains its own "
+             "or has none: set --objective fast_electra, or leave generator empty.")
+        if not frozen: return
+        need(self.tie_weights == 'none' and not self.uniform_generator and self.two_stage == 0, 'generator',
+             'the frozen generator shares no weights and is never trained: set tie_weights none, uniform_generator '
+             'false and two_stage 0 (--config fast_electra does).')
+        need(not self.init_from, 'init_from', 'a fast_electra run starts its discriminator fresh (continuing from '
+                                              'weights with a frozen generator is not supported): leave it empty.')
 
     @property
     def two_stage_switch(self) -> int:

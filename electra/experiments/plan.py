@@ -16,6 +16,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.objective.flops import pretrain_flops_to_step, pretrain_step_flops
+from electra.pretraining.init_from import generator_net_config
 from electra.runtime.files import FileDigests, path_inside
 from electra.training.checkpoint import checkpoint_name, checkpoint_step
 
@@ -155,15 +156,23 @@ def _check_paths(cfg: PretrainConfig, where: str) -> None:
     tokenizer, the weights it starts from."""
     local = {'corpus': [e for e in cfg.corpus if e != 'demo' and not e.startswith('hub:')],
              'tokenizer': [cfg.tokenizer] if cfg.tokenizer else [],
-             'init_from': [e.strip() for e in cfg.init_from.split(',') if _looks_local(e.strip())]}
+             'init_from': [e.strip() for e in cfg.init_from.split(',') if _looks_local(e.strip())],
+             'generator': [cfg.generator] if _looks_local(cfg.generator) else []}
     for key, entries in local.items():
         for entry in (e for e in entries if not Path(e).exists()):
             raise ConfigError(f"{where}: {key}: no such file or folder '{entry}' (from {Path.cwd()}). Set it with "
                               f"--pretrain.{key} PATH or pretrain_overrides: {{{key}: ...}}.")
 
 
+def _frozen_generator(cfg: PretrainConfig):
+    "The transformers config of a `fast_electra` run's existing generator (its sizes count in the FLOPs), else None."
+    return generator_net_config(cfg.generator) if cfg.generator else None
+
+
 def _vocab_estimate(cfg: PretrainConfig) -> int:
-    "The vocabulary of the run: a given WordPiece vocab.txt's lines, else `vocab_size` (the tokenizer trained)."
+    """The vocabulary of the run: a given WordPiece vocab.txt's lines, else a frozen generator's (the run tokenizes
+    with its tokenizer), else `vocab_size` (the tokenizer trained)."""
+    if cfg.generator and not cfg.tokenizer: return _frozen_generator(cfg).vocab_size
     path = Path(cfg.tokenizer) if cfg.tokenizer else None
     if path is not None and path.is_dir(): path = path / 'vocab.txt'
     if path is not None and path.is_file():
@@ -192,7 +201,8 @@ def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
                       'pretrain_config / pretrain_overrides')  # a typo there is named as such, not as a variant's
     _check_paths(common, 'pretrain_config / pretrain_overrides')
     bases = {s.name: _variant_base(cfg, s) for s in cfg.variant_specs()}
-    flops = {name: pretrain_step_flops(base, _vocab_estimate(base)) for name, (_, _, base) in bases.items()}
+    flops = {name: pretrain_step_flops(base, _vocab_estimate(base), _frozen_generator(base))
+             for name, (_, _, base) in bases.items()}
     ref = bases[cfg.reference_name][2]
     ref_steps = cfg.steps or ref.steps
     plans = []
@@ -252,8 +262,8 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
                  else pretrain_dir / checkpoint_name(run_name, seed, f))
         group = safe_name(f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{f * 100:g}pct', 'variants')
         step = checkpoint_step(v.steps, f)
-        points.append(FinetunePoint(f, step, pretrain_flops_to_step(v.config, vocab, step), model, group,
-                                    _finetune_args(cfg, model, group, root)))
+        flops = pretrain_flops_to_step(v.config, vocab, step, _frozen_generator(v.config))
+        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, model, group, root)))
     return tuple(points)
 
 

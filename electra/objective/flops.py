@@ -37,7 +37,8 @@ def mlm_head_flops(n: int, hidden: int, embedding: int, vocab: int) -> float:
     return float(2 * n * hidden * embedding + 2 * n * embedding * vocab)
 
 
-def pretrain_flops(cfg: PretrainConfig, batch: int, length: int, vocab: int, head_positions: int) -> dict[str, float]:
+def pretrain_flops(cfg: PretrainConfig, batch: int, length: int, vocab: int, head_positions: int,
+                   generator=None) -> dict[str, float]:
     """Matmul FLOPs of one pretraining step of `cfg`'s objective. `head_positions`: positions per sequence at which an
     MLM head runs on the masked positions (P = max_predictions, 19 at length 128; `length` for a full-length head).
     Parts: the generator's encoder and MLM head (none with `uniform_generator` or the `mlm` objective; Electric's
@@ -46,19 +47,23 @@ def pretrain_flops(cfg: PretrainConfig, batch: int, length: int, vocab: int, hea
     network's encoder and head: replaced-token detection's dense H -> H -> 1 at every token; an MLM head at the masked
     positions (`mlm`, `replace_mlm`); at every token plus the sigmoid copy gate H -> H -> 1 (`all_tokens_mlm`).
     Training = forward + backward = 3 x forward; with `two_stage`, the generator-only steps cost 3 x the generator and
-    the later ones 1 x the (frozen) generator + 3 x the discriminator: `train_step` is the mean over the run."""
-    g, d = generator_config(cfg, vocab, 0), discriminator_config(cfg, vocab, 0)
+    the later ones 1 x the (frozen) generator + 3 x the discriminator: `train_step` is the mean over the run. A frozen
+    generator (`fast_electra`) runs forward only, 1 x; `generator` is its transformers config (its own sizes; BERT's
+    MLM head is H -> H -> V, so its embedding size is its hidden size)."""
+    variant, d = VARIANTS[cfg.objective], discriminator_config(cfg, vocab, 0)
+    g = generator_config(cfg, vocab, 0) if generator is None else generator
     n, T = batch * head_positions, batch * length
-    has_generator = VARIANTS[cfg.objective].generator and not cfg.uniform_generator
-    towers = 2 if VARIANTS[cfg.objective].two_tower_generator else 1
+    has_generator = variant.generator and not cfg.uniform_generator
+    towers = 2 if variant.two_tower_generator else 1
+    g_embedding = getattr(g, 'embedding_size', g.hidden_size)
     rtd_head = float(2 * T * d.hidden_size * d.hidden_size + 2 * T * d.hidden_size)
     disc_head = {'rtd': rtd_head, 'mlm': mlm_head_flops(n, d.hidden_size, d.embedding_size, vocab),
                  'copy': mlm_head_flops(T, d.hidden_size, d.embedding_size, vocab) + rtd_head,
                  }[VARIANTS[cfg.objective].head]  # the discriminator's loss head
     out = {
         'generator_encoder': towers * encoder_flops(batch, length, g.hidden_size, g.num_hidden_layers,
-                                                    g.intermediate_size, g.embedding_size) if has_generator else 0.0,
-        'generator_head': mlm_head_flops(n if towers == 1 else T, towers * g.hidden_size, g.embedding_size, vocab)
+                                                    g.intermediate_size, g_embedding) if has_generator else 0.0,
+        'generator_head': mlm_head_flops(n if towers == 1 else T, towers * g.hidden_size, g_embedding, vocab)
         if has_generator else 0.0,
         'discriminator_encoder': encoder_flops(batch, length, d.hidden_size, d.num_hidden_layers, d.intermediate_size,
                                                d.embedding_size),
@@ -67,7 +72,8 @@ def pretrain_flops(cfg: PretrainConfig, batch: int, length: int, vocab: int, hea
     out['forward'] = sum(out.values())
     generator, main = out['generator_encoder'] + out['generator_head'], out['discriminator_encoder'] + disc_head
     f = cfg.two_stage
-    out['train_step'] = 3 * out['forward'] if f == 0 else f * 3 * generator + (1 - f) * (generator + 3 * main)
+    out['train_step'] = generator + 3 * main if variant.frozen_generator else \
+        3 * out['forward'] if f == 0 else f * 3 * generator + (1 - f) * (generator + 3 * main)
     return out
 
 
@@ -77,17 +83,18 @@ def _head_positions(cfg: PretrainConfig) -> int:
     return min(max_predictions(cfg.mask_prob, cfg.max_length), cfg.max_length)
 
 
-def pretrain_step_flops(cfg: PretrainConfig, vocab_size: int) -> float:
+def pretrain_step_flops(cfg: PretrainConfig, vocab_size: int, generator=None) -> float:
     """Training FLOPs of one optimizer step of `cfg` (its batch, length and objective; MLM heads at the
-    `max_predictions` masked positions, or every position with 'bernoulli' masking), the mean over the run."""
-    return pretrain_flops(cfg, cfg.batch_size, cfg.max_length, vocab_size, _head_positions(cfg))['train_step']
+    `max_predictions` masked positions, or every position with 'bernoulli' masking), the mean over the run.
+    `generator`: a frozen generator's transformers config (`fast_electra`)."""
+    return pretrain_flops(cfg, cfg.batch_size, cfg.max_length, vocab_size, _head_positions(cfg), generator)['train_step']
 
 
-def pretrain_flops_to_step(cfg: PretrainConfig, vocab_size: int, step: int) -> float:
+def pretrain_flops_to_step(cfg: PretrainConfig, vocab_size: int, step: int, generator=None) -> float:
     """Training FLOPs of a run's first `step` steps: `step` x `pretrain_step_flops`, except for two-stage training,
     whose first `two_stage_switch` steps train the generator alone (3 x its
     forward) and whose later ones run it frozen (1 x) beside the discriminator (3 x)."""
-    if not cfg.two_stage: return step * pretrain_step_flops(cfg, vocab_size)
+    if not cfg.two_stage: return step * pretrain_step_flops(cfg, vocab_size, generator)
     parts = pretrain_flops(cfg, cfg.batch_size, cfg.max_length, vocab_size, _head_positions(cfg))
     generator = parts['generator_encoder'] + parts['generator_head']
     main = parts['discriminator_encoder'] + parts['discriminator_head']

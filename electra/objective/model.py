@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, ElectraModel
+from transformers import BertForMaskedLM, ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, ElectraModel
 from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
 
 from electra.config.base import ConfigError
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'unpadded_copy', 'ElectraGeneratorDiscriminator',
            'MaskedLMHead', 'DisentangledEmbedding', 'MLM_OBJECTIVES', 'official_init_', 'build_pretraining_model',
-           'discriminator_state', 'TwoTowerClozeGenerator', 'electric_logits']
+           'discriminator_state', 'TwoTowerClozeGenerator', 'electric_logits', 'FROZEN_GENERATORS', 'mlm_head']
 
 MLM_OBJECTIVES = tuple(name for name, v in VARIANTS.items() if v.mlm)  # the discriminator predicts tokens
 
@@ -51,6 +51,17 @@ def unpadded_copy(net: ElectraForMaskedLM | ElectraForPreTraining, vocab_size: i
     state = net.state_dict() if state is None else state
     out.load_state_dict({k: v[:vocab_size] if k.endswith(VOCAB_PARAMS) else v for k, v in state.items()})
     return out.to(net.device)
+
+
+FROZEN_GENERATORS = (ElectraForMaskedLM, BertForMaskedLM)  # the masked LMs a frozen generator (fast_electra) may be
+
+
+def mlm_head(net: ElectraForMaskedLM | BertForMaskedLM):
+    """The MLM head of a masked LM, hidden states [..., H] -> logits [..., V]: ELECTRA's generator's (dense H -> E, GELU,
+    LayerNorm, projection E -> V) or BERT's `cls` (dense H -> H, GELU, LayerNorm, decoder H -> V)."""
+    if isinstance(net, ElectraForMaskedLM): return lambda hidden: net.generator_lm_head(net.generator_predictions(hidden))
+    if isinstance(net, BertForMaskedLM): return net.cls
+    raise TypeError(f'a generator must be one of {[c.__name__ for c in FROZEN_GENERATORS]}, got {type(net).__name__}')
 
 
 def sdpa_mask(net, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -211,7 +222,9 @@ class ElectraGeneratorDiscriminator(nn.Module):
         self.vocab_size = n_rows if vocab_size is None else vocab_size
         if not 0 < self.vocab_size <= n_rows: raise ValueError(f'vocab_size {vocab_size} must be in [1, {n_rows}]')
         self.register_buffer('padded_ids', torch.arange(n_rows) >= self.vocab_size, persistent=False)
-        if generator is not None: _tie(generator, discriminator, tie_weights)
+        if self.variant.frozen_generator:  # an existing model, never trained: no gradient, no optimizer state,
+            generator.requires_grad_(False).eval()  # no dropout (`train`); it shares nothing, so nothing is tied
+        elif generator is not None: _tie(generator, discriminator, tie_weights)
         self.mlm_head = MaskedLMHead(discriminator) if self.variant.mlm else None
         if self.variant.head == 'mlm':  # the RTD head has no part in the loss: no gradient for DDP to await
             discriminator.discriminator_predictions.requires_grad_(False)
@@ -229,27 +242,41 @@ class ElectraGeneratorDiscriminator(nn.Module):
     def uniform_generator(self) -> bool:
         return self.generator is None and self.variant.generator
 
+    def train(self, mode: bool = True):
+        "As `nn.Module.train`, but a frozen generator (`Variant.frozen_generator`) stays in eval mode: it only infers."
+        super().train(mode)
+        if self.variant.frozen_generator: self.generator.eval()
+        return self
+
     def _vocab_logits(self, logits: torch.Tensor) -> torch.Tensor:
         return logits.masked_fill(self.padded_ids, float('-inf')) if self.vocab_size < logits.size(-1) else logits
 
     def generator_logits(self, input_ids, attention_mask, token_type_ids, positions) -> torch.Tensor:
-        "MLM logits [B, P, V] at `positions` [B, P] only: the vocab projection is ~15% of its full-length cost."
-        hidden = self.generator.electra(input_ids, attention_mask=sdpa_mask(self.generator, attention_mask),
-                                        token_type_ids=token_type_ids).last_hidden_state     # [B, L, Hg]
+        """MLM logits [B, P, V rows] at `positions` [B, P] only: the vocab projection is ~15% of its full-length cost.
+        A frozen generator's vocabulary may lack the discriminator's padding rows (`pad_vocab_multiple`): -inf there."""
+        net = self.generator
+        hidden = net.base_model(input_ids, attention_mask=sdpa_mask(net, attention_mask),
+                                token_type_ids=token_type_ids).last_hidden_state             # [B, L, Hg]
         hidden = hidden.gather(1, positions[..., None].expand(-1, -1, hidden.size(-1)))       # [B, P, Hg]
-        return self._vocab_logits(self.generator.generator_lm_head(self.generator.generator_predictions(hidden)))
+        logits = mlm_head(net)(hidden)
+        rows = self.padded_ids.numel()
+        if logits.size(-1) < rows: logits = F.pad(logits, (0, rows - logits.size(-1)), value=float('-inf'))
+        return self._vocab_logits(logits)
 
     def noise_shape(self, positions: torch.Tensor) -> tuple[int, int, int] | None:
         "Shape [B, P, V rows] of the sampling noise for masked `positions` [B, P]; None when nothing is sampled."
         if not self.variant.generator: return None
         return (*positions.shape, self.discriminator.config.vocab_size)
 
-    def forward(self, input_ids, token_type_ids, positions, labels, noise_draws=None) -> dict[str, torch.Tensor]:
+    def forward(self, input_ids, token_type_ids, positions, labels, noise_draws=None,
+                temperature: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """`input_ids` [B, L] masked input; `positions`, `labels` [B, P] from `mask_tokens`; `noise_draws` [B, P, V rows]
         the U(0, 1) draws of the Gumbel noise, or None to draw them here from `self.rng`. The training step draws them
         with the masks, so a compiled forward holds no random generator (a generator breaks the graph in pieces).
+        `temperature`: this step's sampling temperature (0-d, `TemperatureSchedule`), else the constant `self.temperature`.
         Returns `attention_mask` [B, L] (bool, real tokens); the generator's `gen_logits` [B, P, V] when it is trained;
-        `sampled` [B, P] and `is_replaced` [B, L] (bool) when tokens are sampled; the discriminator's outputs (`main`)."""
+        `sampled` [B, P] and `is_replaced` [B, L] (bool) when tokens are sampled; the discriminator's outputs (`main`).
+        A frozen generator runs without gradient and gives no `gen_logits`: it has no loss."""
         attention_mask = input_ids != self.pad_token_id
         out = {'attention_mask': attention_mask}
         if not self.variant.generator:  # BERT: the discriminator reads the masked input itself
@@ -260,15 +287,16 @@ class ElectraGeneratorDiscriminator(nn.Module):
             out.update(self.cloze_outputs(input_ids, attention_mask, token_type_ids, positions, labels))
             gen_logits = out['gen_logits'].gather(1, positions[..., None].expand(-1, -1, out['gen_logits'].size(-1)))
         else:
-            with torch.no_grad() if self.stage == 2 else contextlib.nullcontext():  # two-stage: generator frozen
+            trained = self.stage != 2 and not self.variant.frozen_generator  # two-stage's second stage: frozen too
+            with contextlib.nullcontext() if trained else torch.no_grad():
                 gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
-            if self.stage != 2: out['gen_logits'] = gen_logits
+            if trained: out['gen_logits'] = gen_logits
         if self.stage == 1: return out  # two-stage, first stage: the generator's MLM alone
         if self.variant.no_mask_samples:  # the input is to hold no [MASK]: never sample it
             gen_logits = gen_logits.detach().index_fill(-1, torch.tensor([self.mask_token_id], device=input_ids.device),
                                                         float('-inf'))
         sampled, corrupted, original = self._replace(input_ids, positions, labels, gen_logits.detach(), self.rng,
-                                                     noise_draws)
+                                                     noise_draws, temperature)
         # the discriminator's fake tokens: where the sample differs, or (Electric) every masked position
         fake = corrupted != original if self.variant.fake == 'replaced' else positions_mask(input_ids, positions, labels >= 0)
         out.update(sampled=sampled, is_replaced=fake)
@@ -289,11 +317,12 @@ class ElectraGeneratorDiscriminator(nn.Module):
         "The uniform generator's logits [B, P, V rows]: equal for every token the model can predict."
         return self._vocab_logits(torch.zeros(self.noise_shape(positions), device=positions.device))
 
-    def _replace(self, input_ids, positions, labels, gen_logits, rng, noise_draws):
+    def _replace(self, input_ids, positions, labels, gen_logits, rng, noise_draws, temperature=None):
         """(samples [B, P], the input with them written at the chosen positions [B, L], the original [B, L]). A position
         chosen twice ('with_replacement' masking) gets the floor of the mean of its samples, as the official
         `scatter_update` computes it; a sample equal to the original there counts as original."""
-        sampled = sample_tokens(gen_logits, labels, self.temperature, self.disallow_correct, False, rng, noise_draws)
+        temperature = self.temperature if temperature is None else temperature
+        sampled = sample_tokens(gen_logits, labels, temperature, self.disallow_correct, False, rng, noise_draws)
         chosen = labels >= 0                                                                    # [B, P]
         corrupted = write_at_positions(input_ids, positions, sampled, chosen)                   # [B, L]
         original = write_at_positions(input_ids, positions, labels, chosen)  # both hold input_ids where nothing is written
@@ -341,7 +370,8 @@ def official_init_(model: ElectraGeneratorDiscriminator) -> ElectraGeneratorDisc
     `truncated_normal_initializer`), biases zero, LayerNorm 1 and 0; but `embeddings_project` and the
     discriminator's output layer are plain `tf.layers.dense`, whose default kernel is glorot (xavier) uniform.
     transformers' own init (`init: hf`) is normal(0, 0.02) everywhere with a zeroed [PAD] embedding."""
-    for module in model.modules():
+    frozen = set(model.generator.modules()) if model.variant.frozen_generator else set()  # an existing model's own
+    for module in (m for m in model.modules() if m not in frozen):
         if isinstance(module, DisentangledEmbedding): module.reset_parameters()  # the residual starts at zero
         elif isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.trunc_normal_(module.weight, std=0.02, a=-0.04, b=0.04)
@@ -349,23 +379,29 @@ def official_init_(model: ElectraGeneratorDiscriminator) -> ElectraGeneratorDisc
         if isinstance(module, nn.LayerNorm): nn.init.ones_(module.weight); nn.init.zeros_(module.bias)
     glorot = [model.discriminator.discriminator_predictions.dense_prediction.weight]
     glorot += [m.embeddings_project.weight for m in model.modules()
-               if isinstance(m, ElectraModel) and hasattr(m, 'embeddings_project')]
+               if isinstance(m, ElectraModel) and hasattr(m, 'embeddings_project') and m not in frozen]
     for w in glorot: nn.init.xavier_uniform_(w)
-    if isinstance(model.generator, ElectraForMaskedLM): model.generator.generator_lm_head.bias.zero_()
+    if isinstance(model.generator, ElectraForMaskedLM) and not frozen: model.generator.generator_lm_head.bias.zero_()
     return model
 
 
 def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, mask_token_id: int | None = None,
-                            special_ids: tuple[int, ...] | None = None) -> ElectraGeneratorDiscriminator:
+                            special_ids: tuple[int, ...] | None = None,
+                            generator: ElectraForMaskedLM | BertForMaskedLM | None = None) -> ElectraGeneratorDiscriminator:
     """The generator/discriminator pair of `cfg`'s size, freshly initialised (`cfg.init`: the official code's
     initialisers, `official_init_`, or transformers' own); with `cfg.pad_vocab_multiple` the embedding matrix has
     `padded_vocab_size(vocab_size, multiple)` rows. `mask_token_id`: needed by `replace_mlm` and `all_tokens_mlm`;
-    `special_ids`, the ids masking never chooses (`MaskingSettings.special_ids`): by `electric`."""
-    rows = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple)
-    has_generator = cfg.objective != 'mlm' and not cfg.uniform_generator
-    generator_class = TwoTowerClozeGenerator if VARIANTS[cfg.objective].two_tower_generator else ElectraForMaskedLM
+    `special_ids`, the ids masking never chooses (`MaskingSettings.special_ids`): by `electric`. `generator`: the
+    existing masked LM of a frozen-generator objective (`fast_electra`; pretraining/init_from.py `load_generator`),
+    used as it is."""
+    rows, variant = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple), VARIANTS[cfg.objective]
+    if variant.frozen_generator != (generator is not None):
+        raise ValueError(f"objective '{cfg.objective}' " + ('needs its existing generator' if variant.frozen_generator
+                                                            else 'builds its own generator: give none'))
+    has_generator = cfg.objective != 'mlm' and not cfg.uniform_generator and not variant.frozen_generator
+    generator_class = TwoTowerClozeGenerator if variant.two_tower_generator else ElectraForMaskedLM
     try:
-        generator = generator_class(generator_config(cfg, rows, pad_token_id)) if has_generator else None
+        if has_generator: generator = generator_class(generator_config(cfg, rows, pad_token_id))
         discriminator = ElectraForPreTraining(discriminator_config(cfg, rows, pad_token_id))
     except (MemoryError, RuntimeError) as e:  # sizes each in their domain, together more than the memory holds
         if not isinstance(e, MemoryError) and "can't allocate memory" not in str(e): raise

@@ -6,9 +6,16 @@ original token's logit first. A token sampled equal to the original counts as OR
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import torch
 
-__all__ = ['gumbel_noise', 'sample_tokens', 'replaced_labels']
+if TYPE_CHECKING:
+    from electra.config.pretrain import PretrainConfig
+
+__all__ = ['gumbel_noise', 'sample_tokens', 'replaced_labels', 'TemperatureSchedule']
 
 
 def gumbel_noise(shape, device, generator: torch.Generator | None = None, draws: torch.Tensor | None = None):
@@ -20,14 +27,15 @@ def gumbel_noise(shape, device, generator: torch.Generator | None = None, draws:
 
 
 @torch.no_grad()
-def sample_tokens(logits: torch.Tensor, labels: torch.Tensor | None = None, temperature: float = 1.0,
+def sample_tokens(logits: torch.Tensor, labels: torch.Tensor | None = None, temperature: float | torch.Tensor = 1.0,
                   disallow_correct: bool = False, uniform: bool = False,
                   generator: torch.Generator | None = None, noise_draws: torch.Tensor | None = None) -> torch.Tensor:
     """Sample one token per row of `logits` [..., V] from softmax(logits / T). `labels` [...] are the originals,
     needed for `disallow_correct` (entries < 0 are ignored). No gradient flows through the sample.
     Tokens whose logit is -inf (padded vocabulary rows) are never sampled, also by the uniform generator.
     `noise_draws` [..., V]: the noise's U(0, 1) draws made beforehand (see `ElectraGeneratorDiscriminator.forward`), else drawn
-    here from `generator`; the same draws give the same samples either way."""
+    here from `generator`; the same draws give the same samples either way. `temperature` may be a 0-d tensor (an
+    annealed one, `TemperatureSchedule`), so that a compiled step reads it where it is rather than compiling anew."""
     logits = logits.float()
     if uniform:  # the paper's uniform-generator ablation: uniform over the tokens the model can predict
         logits = torch.zeros_like(logits).masked_fill_(logits == float('-inf'), float('-inf'))
@@ -35,9 +43,40 @@ def sample_tokens(logits: torch.Tensor, labels: torch.Tensor | None = None, temp
         hit = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, labels.clamp(min=0)[..., None], True)
         logits = logits - 1000.0 * (hit & (labels[..., None] >= 0))
     noise = gumbel_noise(logits.shape, logits.device, generator, noise_draws)
-    return noise.add_(logits if temperature == 1 else logits / temperature).argmax(-1)
+    scaled = logits / temperature if isinstance(temperature, torch.Tensor) or temperature != 1 else logits
+    return noise.add_(scaled).argmax(-1)
 
 
 def replaced_labels(sampled: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     "True where a chosen position (label >= 0) got a token other than its original."
     return (labels >= 0) & (sampled != labels)
+
+
+@dataclass(frozen=True)
+class TemperatureSchedule:
+    """The sampling temperature at each step: `start` at the first step, descending to `end` at the run's end (Fast-
+    ELECTRA, Dong et al., ICLR 2024: the auxiliary model's softmax smoothed by a high temperature early, a curriculum
+    from easy replacements to hard ones). With p = step / steps (step: the steps taken before this one):
+      linear       end + (start - end) (1 - p)
+      cosine       end + (start - end) (1 + cos(pi p)) / 2
+      exponential  end (start / end)^(1 - p)     (equal factors of T in equal numbers of steps)
+    `start` 0: no annealing, `end` at every step. The paper's own shape is not confirmed here (docs/objectives.md)."""
+    start: float
+    end: float
+    shape: str
+    steps: int
+
+    @classmethod
+    def from_config(cls, cfg: PretrainConfig) -> TemperatureSchedule:
+        return cls(cfg.temperature_start, cfg.temperature, cfg.temperature_schedule, cfg.steps)
+
+    @property
+    def annealed(self) -> bool: return self.start > 0
+
+    def __call__(self, step: int) -> float:
+        if not self.annealed: return self.end
+        p = min(step / self.steps, 1.0)
+        if self.shape == 'exponential': return self.end * (self.start / self.end) ** (1 - p)
+        if self.shape == 'linear': return self.end + (self.start - self.end) * (1 - p)
+        if self.shape == 'cosine': return self.end + (self.start - self.end) * (1 + math.cos(math.pi * p)) / 2
+        raise ValueError(f'temperature_schedule must be linear, cosine or exponential, got {self.shape!r}')

@@ -34,6 +34,9 @@ class Variant:
         if self.fake not in ('replaced', 'masked'): raise ValueError(f"fake must be 'replaced' or 'masked', got {self.fake!r}")
         if self.noise_log_prob and not self.two_tower_generator:
             raise ValueError('noise_log_prob needs the two-tower generator: a masked LM has no probability of every token')
+    frozen_generator: bool = False  # the generator is an existing masked LM (`generator`), never trained: no
+                                    # gradient, no optimizer state, no generator loss; its sampling temperature is
+                                    # annealed (`temperature_start`): Fast-ELECTRA (Dong et al., ICLR 2024)
 
     @property
     def mlm(self) -> bool:
@@ -49,4 +52,5 @@ VARIANTS: dict[str, Variant] = {
     'all_tokens_mlm': Variant(generator=True, head='copy', positions='tokens', no_mask_samples=True),
     'electric': Variant(generator=True, head='rtd', positions='tokens', no_mask_samples=False, two_tower_generator=True,
                         fake='masked', noise_log_prob=True),
+    'fast_electra': Variant(generator=True, head='rtd', positions='tokens', no_mask_samples=False, frozen_generator=True),
 }

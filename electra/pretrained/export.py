@@ -53,8 +53,10 @@ def quiet_transformers():
 
 def _net_names(model: ElectraGeneratorDiscriminator) -> tuple[str, ...]:
     """The networks exported: the discriminator, and the generator unless there is none (BERT, the uniform generator)
-    or it has no transformers class (Electric's two-tower generator: in the pretraining checkpoints only)."""
-    return EXPORTS if isinstance(model.generator, ElectraForMaskedLM) else EXPORTS[:1]
+    or it has no transformers class (Electric's two-tower generator: in the pretraining checkpoints only), or it is
+    an existing model the run did not train (`fast_electra`)."""
+    return EXPORTS if isinstance(model.generator, ElectraForMaskedLM) and not model.variant.frozen_generator \
+        else EXPORTS[:1]
 
 
 def _exported_nets(model: ElectraGeneratorDiscriminator, run_dir: str | Path) -> dict[Path, nn.Module]:

@@ -21,6 +21,7 @@ from electra.data.tokenizer import TOKENIZER_DIR
 from electra.pretrained.export import EXPORTS, export_holds, export_pretrained
 from electra.objective.loss import ElectraLoss
 from electra.objective.masking import MaskingSettings
+from electra.objective.sampling import TemperatureSchedule
 from electra.objective.model import ElectraGeneratorDiscriminator, build_pretraining_model
 from electra.pretraining.callbacks import (
     Checkpointer,
@@ -99,7 +100,8 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
     # (fastai's TrainEvalCallback, -10, counts and moves the model), do what is not the step.
     step = TrainingStep(masking, rank_seed(cfg.seed, world().rank), cfg.objective, tokenizer.pad_token_id,
                         cfg.grad_accum_steps, cfg.loss_mean, cfg.clip_grad, precision, _compile_scope(cfg, precision),
-                        None if cfg.compile_mode == 'default' else cfg.compile_mode)
+                        None if cfg.compile_mode == 'default' else cfg.compile_mode,
+                        temperature=TemperatureSchedule.from_config(cfg))
     logger = MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, step, sinks)
     checkpointer = Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at,
                                 extra_state or dict, step, logger)
@@ -177,10 +179,12 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
     return None
 
 
-def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, tokenizer, run_dir: Path) -> None:
+def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, tokenizer, run_dir: Path,
+                    generator=None) -> None:
     """A --resume whose latest checkpoint `ckpt` (at `path`) is at the run's last step has nothing to train: the job
     ends here, status 0, writing nothing when the run's export holds that checkpoint's weights, else (a kill during the
-    export, or an export of other weights) writing the export from it. A checkpoint past `steps` is refused."""
+    export, or an export of other weights) writing the export from it. A checkpoint past `steps` is refused.
+    `generator`: a `fast_electra` run's frozen generator (`load_generator`'s net)."""
     if ckpt is None or ckpt['step'] < cfg.steps: return
     name, step = f'{cfg.run_name}_{cfg.seed}', ckpt['step']
     if step > cfg.steps:
@@ -190,7 +194,7 @@ def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, t
     if is_main_process():
         run_cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
         model = build_pretraining_model(run_cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.mask_token_id,
-                                        MaskingSettings.from_config(run_cfg, tokenizer).special_ids)
+                                        MaskingSettings.from_config(run_cfg, tokenizer).special_ids, generator)
         model.load_state_dict(ckpt['model'])
         if export_holds(model, tokenizer, run_dir):
             print(f'run {name} finished at step {step}; nothing to do: its checkpoints and export ({run_dir}) are '

@@ -22,6 +22,7 @@ from fastai.torch_core import to_float
 from electra.config.base import ConfigError, RunWarning
 from electra.objective.loss import batch_statistics, loss_counts
 from electra.objective.masking import MaskingSettings
+from electra.objective.sampling import TemperatureSchedule
 from electra.training.distributed import is_distributed, rank_seed
 from electra.training.one_graph import clip_by_global_norm_, one_graph_supported
 from electra.training.parallel import loss_divisors
@@ -48,6 +49,9 @@ def pretraining_step(s: TrainingStep, input_ids: torch.Tensor, token_type_ids: t
     # 3. The batch in `micro_batches` (grad_accum_steps) parts of b = B / n rows, run one after another: their
     #    gradients add up to the whole batch's, and the last one updates the weights.
     parts = list(zip(*(t.chunk(s.micro_batches) for t in (m.input_ids, token_type_ids, m.positions, m.labels))))
+    # the generator's sampling temperature at this step, annealed by the schedule's formula (Fast-ELECTRA's
+    # curriculum, objective/sampling.py `TemperatureSchedule`) at the steps taken; None: the constant `temperature`
+    temperature = s.sampling_temperature(s.train_iter)
     grads, sums = None, 0
     for i, part in enumerate(parts):
         # the U(0, 1) draws of the sampling's Gumbel noise [b, P, V], next in the same stream (per part: [B, P, V]
@@ -56,20 +60,22 @@ def pretraining_step(s: TrainingStep, input_ids: torch.Tensor, token_type_ids: t
         noise = None if shape is None else s.noise(shape, input_ids.device)
         last = i == len(parts) - 1
         grads, part_sums = s.learn_fn(s.model, s.loss_func, part, noise, divisors, s.params, grads, s.dtype, s.scaler,
-                                      (s.opt.opt, s.groups, s.lrs, s.max_norm) if last else None)
+                                      (s.opt.opt, s.groups, s.lrs, s.max_norm) if last else None, temperature)
         sums = sums + part_sums
     return sums
 
 
-def learn_from(model, loss_func, part: tuple, noise, divisors, params: list, grads, dtype, scaler, update):
+def learn_from(model, loss_func, part: tuple, noise, divisors, params: list, grads, dtype, scaler, update,
+               temperature=None):
     """Forward, losses and gradients of one part of the step's batch, added to `grads` (those of its earlier parts,
     or None); with `update` (the last part: the optimizer, its groups as (indices into `params`, settings), their
-    rates, the clipping norm) the update of the weights. Returns (the gradients, the part's `STEP_SUMS`)."""
+    rates, the clipping norm) the update of the weights; `temperature` this step's annealed sampling temperature (0-d)
+    or None. Returns (the gradients, the part's `STEP_SUMS`)."""
     ids, token_type_ids, positions, labels = part                      # [b, L], [b, L], [b, P], [b, P]
     with torch.autocast(ids.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
         # 4. The generator at the chosen positions, Gumbel-max sampling of replacements, the discriminator on the
         #    corrupted input (objective/model.py; what the objective variant changes is its row of variants.py).
-        pred = to_float(model(ids, token_type_ids, positions, labels, noise))  # the losses read fp32 outputs
+        pred = to_float(model(ids, token_type_ids, positions, labels, noise, temperature))  # the losses read fp32
         # 5. The objective's losses (objective/loss.py): L_gen + lambda L_disc, equation 1 (lambda = 50).
         gen_loss, disc_loss = loss_func.losses(pred, labels, divisors)                                   # 0-d
         loss = loss_func.gen_weight * gen_loss + loss_func.disc_weight * disc_loss
@@ -115,8 +121,9 @@ class TrainingStep(Callback):
 
     def __init__(self, masking: MaskingSettings, seed: int, objective: str, pad_token_id: int, micro_batches: int = 1,
                  loss_mean: str = 'global', max_norm: float = 1.0, precision: str = 'fp32', compile: str | None = None,
-                 mode: str | None = None, backend='inductor'):
-        "`compile`: None (eager), 'model' (the model compiled) or 'step' (`learn_from` as one graph)."
+                 mode: str | None = None, backend='inductor', temperature: TemperatureSchedule | None = None):
+        """`compile`: None (eager), 'model' (the model compiled) or 'step' (`learn_from` as one graph). `temperature`:
+        the sampling temperature's schedule (None: constant)."""
         if compile == 'step' and (precision == 'fp16' or is_distributed()):
             raise ConfigError("compile_scope: 'step' runs bf16 or fp32 in one process (fp16 skips steps on the host, "
                               'torchrun averages gradients between the backward and the update). Use --compile_scope '
@@ -127,6 +134,7 @@ class TrainingStep(Callback):
         self.dtype = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(precision)
         self.mask_rng, self.rng_state, self.scaler, self.compiled = None, None, None, None  # compiled: None until tried
         self.learn_fn, self.params = learn_from, None
+        self.schedule, self.step_temperature = temperature, None  # the schedule; this step's value (a tensor)
 
     def before_fit(self):
         device = next(self.model.parameters()).device
@@ -136,6 +144,9 @@ class TrainingStep(Callback):
             if dist.get_rank(): torch.manual_seed(rank_seed(self.seed, dist.get_rank()))
             for t in self.model.state_dict().values(): dist.broadcast(t, 0)
         if self.precision == 'fp16' and self.scaler is None: self.scaler = torch.amp.GradScaler(device.type)
+        if self.schedule is not None and self.schedule.annealed:  # filled every step, read where it is (static)
+            self.step_temperature = torch.zeros((), device=device)
+            torch._dynamo.mark_static_address(self.step_temperature)
 
     def before_batch(self):
         if self.compiled is None and self.scope: self._compile()
@@ -196,7 +207,7 @@ class TrainingStep(Callback):
                 noise = None if shape is None else self.noise(shape, device)
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 learn_from(self.model, self.loss_func, (m.input_ids, self.xb[1], m.positions, m.labels), noise, None,
-                           params, None, self.dtype, None, None)
+                           params, None, self.dtype, None, None, self.sampling_temperature(self.train_iter))
         finally: self.mask_rng.set_state(state)
 
     def _fall_back(self, e: Exception):
@@ -204,6 +215,11 @@ class TrainingStep(Callback):
         warnings.warn(f'compile_scope step: torch.compile of the whole step failed ({compile_failure(e)}); the step '
                       'runs eagerly.', RunWarning, stacklevel=3)
         self.learn_fn, self.compiled = learn_from, False
+
+    def sampling_temperature(self, step: int) -> torch.Tensor | None:
+        "The schedule's temperature at `step` (steps taken) in the step's tensor, filled in place; None: constant."
+        if self.step_temperature is None: return None
+        return self.step_temperature.fill_(self.schedule(step))
 
     def noise(self, shape: tuple, device: torch.device) -> torch.Tensor:
         "U(0, 1) draws of `shape`, next in the masking generator's stream."

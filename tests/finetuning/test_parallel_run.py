@@ -72,9 +72,10 @@ def test_classifier_loss_global_mean_against_hand_computed_values(monkeypatch):
     assert ClassifierLoss(False)(out, y).item() == pytest.approx(np.sum(ce), abs=1e-6)  # official: the batch's sum
     loss = ClassifierLoss(False, reduction='mean')
     assert loss(out, y).item() == pytest.approx(np.mean(ce), abs=1e-6)  # one process: the batch mean
-    as_if_in_a_job(monkeypatch, 2, others=5)  # 3 rows here and 5 elsewhere, over 2 processes
     w = torch.tensor([1.0, 1.0, 0.0])  # the third row a stand-in
-    assert loss(out, y, w).item() == pytest.approx((ce[0] + ce[1]) / ((2 + 5) / 2), abs=1e-6)
+    with monkeypatch.context() as m:
+        as_if_in_a_job(m, 2, others=5)  # 3 rows here and 5 elsewhere, over 2 processes
+        assert loss(out, y, w).item() == pytest.approx((ce[0] + ce[1]) / ((2 + 5) / 2), abs=1e-6)
     assert (loss.local_sum.item(), loss.local_count.item()) == (pytest.approx(ce[0] + ce[1], abs=1e-6), 2.0)
     mse = ClassifierLoss(True, scale=5.0, reduction='mean')
     assert mse(torch.tensor([0.2, 0.9]), torch.tensor([1.0, 5.0])).item() == pytest.approx((0.0 + 0.01) / 2, abs=1e-7)

@@ -97,7 +97,7 @@ ablations() {  # the per-item breakdown
 }
 
 one_graph_tests() {  # the CUDA tests, the one-graph step's tests among them
-  step one_graph_tests 170 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/training/test_one_graph.py -k "${TESTS_K:-not nothing}" \
+  step one_graph_tests 170 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/training/test_one_graph.py tests/training/test_step.py tests/finetuning/test_compile.py -k "${TESTS_K:-not nothing}" \
     tests/training/test_optim.py
 }
 

@@ -10,7 +10,7 @@ The public API, by concern (each name is imported on first use, so `import elect
   compute, `pretrain_step_flops`
 - data: `resolve_corpus`, `build_corpus`, `held_out_split`, `pretraining_dataloader`, `train_tokenizer`,
   `load_tokenizer`
-- training: `ElectraAdam`, `electra_opt_func`, `warmup_decay_sched`, `lr_at_step`, `init_distributed`, `DataParallel`
+- training: `ElectraAdam`, `electra_opt_func`, `warmup_decay_sched`, `lr_at_step`, `init_distributed`
 - pretraining: `pretraining_learner`, `train`, `export_pretrained`, `load_discriminator`, `load_init`
 - conversion: `convert_tf_checkpoint` (official TensorFlow checkpoints, no TensorFlow needed)
 - fine-tuning: `ElectraClassifier`, `layer_lrs`, `optimizer_groups`, `finetuning_learner`, `load_pretrained`,
@@ -46,7 +46,7 @@ _HOMES = {
     'train_tokenizer': 'electra.data.tokenizer', 'load_tokenizer': 'electra.data.tokenizer',
     'ElectraAdam': 'electra.training.optim', 'electra_opt_func': 'electra.training.optim',
     'warmup_decay_sched': 'electra.training.schedule', 'lr_at_step': 'electra.training.schedule',
-    'init_distributed': 'electra.training.distributed', 'DataParallel': 'electra.training.parallel',
+    'init_distributed': 'electra.training.distributed',
     'pretraining_learner': 'electra.pretraining.learner', 'train': 'electra.pretraining.learner',
     'export_pretrained': 'electra.pretrained.export', 'load_discriminator': 'electra.pretrained.export',
     'load_init': 'electra.pretraining.init_from', 'convert_tf_checkpoint': 'electra.convert.tf',

@@ -126,6 +126,19 @@ def test_cuda_real_step_never_waits_for_the_host(mode, scope):
     if scope == 'step': assert not counters['inductor']['cudagraph_skips'], dict(counters['inductor'])  # one CUDA graph
 
 
+def test_cuda_fp16_step_never_waits_for_the_host():
+    """fp16's loss scaling inside the step: unscaling, the scale's update and an overflow's masked update stay on the
+    device, so between log steps nothing synchronises (CUDA's detector raises)."""
+    cfg = cfg_of(log_every=1000)
+    runner = runners.LearnerRunner('t', cfg, model_of(cfg), data_of(cfg), CUDA, 'fp16')
+    runner.learn.add_cb(sync_errors(2))
+    try:
+        runner.run(5)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert runner.learn.training_step.scaler is not None
+
+
 def test_cuda_compiled_training_equals_eager():
     "inductor on the GPU: the same losses step after step as eager (no dropout), and compiled really ran."
     eager, _, _ = learner_losses(cfg_of(dropout=0.0), 'fp32', steps=4)
@@ -136,8 +149,8 @@ def test_cuda_compiled_training_equals_eager():
 
 
 @pytest.mark.parametrize('mode', ['default', 'reduce-overhead'])
-def test_cuda_one_graph_step_equals_fastais_step(mode):
-    """The whole step compiled as one graph (inductor; with reduce-overhead one CUDA graph per step): fastai's eager
+def test_cuda_one_graph_step_equals_the_eager_step(mode):
+    """The whole step compiled as one graph (inductor; with reduce-overhead one CUDA graph per step): the eager
     step's losses step after step (no dropout), and compiled really ran."""
     eager, _, _ = learner_losses(cfg_of(dropout=0.0, clip_grad=0.05), 'fp32', steps=6)
     cfg = cfg_of(dropout=0.0, clip_grad=0.05, compile=True, compile_scope='step', compile_mode=mode, log_every=1000)

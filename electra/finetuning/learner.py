@@ -11,17 +11,16 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from electra.config.base import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.classifier import ElectraClassifier, optimizer_groups
 from electra.finetuning.tasks.base import TaskData
 from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
+from electra.finetuning.step import FinetuningStep
 from electra.training.distributed import all_reduce_sum, gather_objects, is_distributed
-from electra.training.one_graph import OneGraphStep, clip_by_global_norm_
 from electra.training.optim import electra_opt_func
-from electra.training.parallel import DataParallel
 from electra.training.schedule import warmup_decay_sched
-from electra.training.speed import DeviceDataLoaders, DeviceMixedPrecision
+from electra.training.speed import DeviceDataLoaders
+from electra.training.step import clip_by_global_norm_
 
 __all__ = ['TaskData', 'device_and_autocast', 'predict_examples', 'predict_outputs', 'finetuning_learner', 'train_run',
            'diverged']
@@ -120,41 +119,18 @@ def diverged(history: list[dict]) -> int | None:
     return history[-1]['diverged_at'] if history and 'diverged_at' in history[-1] else None
 
 
-def _step_callbacks(task_cfg: FinetuneConfig, autocast: torch.dtype | None, clip_fn) -> list:
-    """How a step runs: fastai's, with clipping (`clip_fn(grads, max_norm)`, a stack's per run; None: fastai's
-    `GradientClip`, the global norm) and mixed precision; or, with `compile`, all of it as one compiled graph."""
-    from fastai.callback.training import GradientClip
-    precision = {dtype: name for name, dtype in AUTOCAST_DTYPES.items()}[autocast]
-    if task_cfg.compile:
-        if is_distributed():
-            raise ConfigError('compile: the step as one graph runs in one process; under torchrun the gradients are '
-                              'averaged between the backward and the update. Drop --compile, or run without torchrun.')
-        mode = None if task_cfg.compile_mode == 'default' else task_cfg.compile_mode
-        return [OneGraphStep(task_cfg.clip_grad, precision, mode=mode, clip_fn=clip_fn or clip_by_global_norm_,
-                             key='compile', instead='drop --compile')]
-
-    class ClipBy(GradientClip):
-        "Clips the gradients in place by `clip_fn(grads, max_norm)`."
-        order = GradientClip.order  # after mixed precision unscales the gradients
-
-        def before_step(self): clip_fn([p.grad for p in self.model.parameters() if p.grad is not None], self.max_norm)
-
-    cbs = []
-    if task_cfg.clip_grad: cbs.append(GradientClip(task_cfg.clip_grad) if clip_fn is None else ClipBy(task_cfg.clip_grad))
-    if autocast is not None: cbs.append(DeviceMixedPrecision(amp_mode=precision))
-    return cbs
-
-
 def finetuning_learner(model: nn.Module, train_dl, valid_dls: list, task_cfg: FinetuneConfig, loss_func,
                        device: torch.device, autocast: torch.dtype | None, cbs: tuple = (), n_inp: int = 3,
-                       clip_fn=None):
+                       clip_fn=clip_by_global_norm_, seed: int = 0, freeze_diverged: bool = False):
     """The fastai Learner of one fine-tuning run (run_finetuning.py): ElectraAdam over the layer-wise groups, warm-up and linear
     decay applied together at every step, gradient clipping, and mixed precision when `autocast` is set (with
     `compile`, the step as one compiled graph). fastai's own validation pass is skipped (the dev sets are scored by the
     caller, see `train_run`), and there is no Recorder or progress bar: both read the loss off the device at every
-    step. `loss_func` and `n_inp` (the model's inputs at the front of a batch) are the task kind's. `clip_fn`: how
-    gradients are clipped (default the global norm of all parameters; a stack's is per run). `learn.layer_lrs`: each
-    group's peak rate, to be given to `fit`."""
+    step. `loss_func` and `n_inp` (the model's inputs at the front of a batch) are the task kind's. The step is
+    `finetuning_step` (electra/finetuning/step.py), run by one `FinetuningStep` callback: `clip_fn` clips the gradients
+    (default the global norm of all parameters; a stack's is per run), `seed` is the run's (under torchrun, the other
+    processes' dropout streams are drawn from it), `freeze_diverged` (a stack in fp16) zeroes the gradients of its
+    diverged runs. `learn.layer_lrs`: each group's peak rate, to be given to `fit`."""
     from fastai.callback.core import Callback, CancelValidException, TrainEvalCallback
     from fastai.callback.schedule import ParamScheduler
     from fastai.learner import Learner
@@ -170,8 +146,10 @@ def finetuning_learner(model: nn.Module, train_dl, valid_dls: list, task_cfg: Fi
     total = task_cfg.epochs * len(train_dl)
     sched = warmup_decay_sched(lrs, int(task_cfg.warmup_fraction * total), total, task_cfg.decay_power,
                                task_cfg.schedule)
-    cbs = [TrainEvalCallback(), SkipValidation(), ParamScheduler({'lr': sched}), *cbs,
-           *_step_callbacks(task_cfg, autocast, clip_fn)]
+    precision = {dtype: name for name, dtype in AUTOCAST_DTYPES.items()}[autocast]
+    step = FinetuningStep(task_cfg.clip_grad, seed, precision, task_cfg.compile,
+                          None if task_cfg.compile_mode == 'default' else task_cfg.compile_mode, clip_fn, freeze_diverged)
+    cbs = [TrainEvalCallback(), SkipValidation(), ParamScheduler({'lr': sched}), *cbs, step]
     # fastai needs a validation loader to exist even though its pass is skipped
     learn = Learner(DeviceDataLoaders(train_dl, *(valid_dls or [train_dl]), device=device, n_inp=n_inp), model,
                     loss_func=loss_func,
@@ -200,8 +178,7 @@ def train_run(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seed: i
     dev_dls = {s: task.loader(e, task_cfg, pad_id, False, 0, shard, pin) for s, e in data.dev.items()}
     evaluator = _epoch_eval_callback(lambda runs: [task.evaluate(model, data, dev_dls, autocast)],
                                      [report or (lambda *a: None)])
-    parallel = (DataParallel('global', seed),) if is_distributed() else ()  # every run over all the job's processes
     learn = finetuning_learner(model, train_dl, list(dev_dls.values()), task_cfg, task.loss_func(model, task_cfg),
-                               device, autocast, (evaluator, *parallel, *extra_cbs), task.n_inp)
+                               device, autocast, (evaluator, *extra_cbs), task.n_inp, seed=seed)
     learn.fit(task_cfg.epochs, lr=learn.layer_lrs)
     return model, evaluator.histories[0]

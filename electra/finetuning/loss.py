@@ -13,6 +13,7 @@ import torch
 
 from electra.config.finetune import LOSS_REDUCTIONS
 from electra.runtime.processes import world
+from electra.training.distributed import is_distributed, loss_divisors
 
 __all__ = ['LOSS_REDUCTIONS', 'FinetuningLoss']
 
@@ -21,7 +22,7 @@ class FinetuningLoss:
     """Base of the fine-tuning losses: a subclass computes each example's loss [B] and returns `self.reduce(...)`.
 
     `weight` [B] is each example's weight (0 for a stand-in row of `ShardedBatchSampler`). In a torchrun job of W
-    processes (`global_divisors` set by `DataParallel`) DDP averages the processes' gradients, so 'sum' returns this
+    processes the step averages the processes' gradients (electra/training/step.py), so 'sum' returns this
     process's sum times W, and 'mean' / 'token' divide this process's sum by the global batch's count over W: either
     way the gradient is the whole batch's. `local_sum` and `local_count` keep this process's share of the last batch
     (examples, or labelled words for 'token'), so the epoch's reported loss is a mean whatever the reduction."""
@@ -32,7 +33,7 @@ class FinetuningLoss:
         if reduction not in self.reductions:
             raise ValueError(f"loss_reduction: {reduction!r} is not one of {', '.join(self.reductions)} for "
                              f"{type(self).__name__}")
-        self.reduction, self.global_divisors = reduction, None
+        self.reduction = reduction
 
     def reduce(self, per: torch.Tensor, weight: torch.Tensor | None = None,
                counts: torch.Tensor | None = None) -> torch.Tensor:
@@ -42,7 +43,7 @@ class FinetuningLoss:
         # kept detached: they are read for reports, and a compiled step may not hand out what its backward consumed
         self.local_sum = total.detach()
         self.local_count = ((counts.to(per.dtype) if self.reduction == 'token' else torch.ones_like(per)) * w).sum().detach()
-        if self.reduction == 'sum': return total * (world().size if self.global_divisors is not None else 1)
+        if self.reduction == 'sum': return total * (world().size if is_distributed() else 1)
         count = self.local_count.reshape(1)  # [1]
-        divisor = count.clamp(min=1e-6) if self.global_divisors is None else self.global_divisors(count)
+        divisor = loss_divisors(count, 'global') if is_distributed() else count.clamp(min=1e-6)
         return total / divisor[0]

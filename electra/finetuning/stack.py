@@ -8,7 +8,7 @@ parameter is N runs' updates), its own gradient clipping (`clip_runs_by_norm_`),
 loss is the sum of the runs' own losses, so each run's gradient is its gradient alone. What differs: dropout masks
 (drawn per run under `randomness='different'`, not from the run's seed as alone) and float rounding. A run whose
 loss becomes NaN or infinite poisons no other: its NaN stays in its own slices, and with fp16 its gradients are zeroed
-before the shared loss scale sees them (`_freeze_diverged`).
+before the shared loss scale sees them (`finetuning_step`, electra/finetuning/step.py).
 
 Two traps, both tested: the runs' batches differ in rows (length bucketing puts a short batch anywhere) and length,
 so `stack_batches` pads them to one shape, the extra rows copies of a real row with weight 0 (no gradient); and HF's
@@ -185,27 +185,6 @@ def clip_runs_by_norm_(grads: list[torch.Tensor], max_norm: float) -> torch.Tens
     return total
 
 
-def _freeze_diverged():
-    """A callback that zeroes the gradients of each stacked run whose loss was ever NaN or infinite (per step, on the
-    device), before fp16's loss scaler looks at them: the scale is the stack's, and a run's inf gradients would skip
-    every later step of every run. In fp32 and bf16 the runs share nothing a NaN can cross (vmap batches each run's
-    matmuls apart, clipping is per run, Adam elementwise), so the stack needs it with fp16 only."""
-    from fastai.callback.core import Callback
-
-    class FreezeDiverged(Callback):
-        "Zeroes the gradients of the stacked runs whose loss was NaN or infinite at this step or before."
-        order = 9  # before DeviceMixedPrecision (10) unscales the gradients and skips the step on an overflow
-
-        def before_fit(self): self.bad = None
-
-        def before_step(self):
-            now = ~torch.isfinite(self.loss_func.local_sum.detach().reshape(-1))  # [N]
-            self.bad = now if self.bad is None else self.bad | now
-            for p in self.model.parameters():
-                if p.grad is not None: p.grad.masked_fill_(self.bad.view(-1, *[1] * (p.grad.dim() - 1)), 0)
-    return FreezeDiverged()
-
-
 def train_stack(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seeds: list[int], device: torch.device,
                 autocast: torch.dtype | None, pad_id: int, reports: list[Callable[[int, float, dict], None]] | None = None,
                 extra_cbs: tuple = ()):
@@ -234,9 +213,9 @@ def train_stack(data: TaskData, task_cfg: FinetuneConfig, body: nn.Module, seeds
                 for r in runs]
     evaluator = _epoch_eval_callback(evaluate, reports or [lambda *a: None] * len(seeds))
     loss = StackedLoss(task.loss_func(run_model, task_cfg), len(seeds))
-    freeze = (_freeze_diverged(),) if autocast == torch.float16 else ()
     learn = finetuning_learner(stacked, train_dl, list(dev_dls.values()), task_cfg, loss, device, autocast,
-                               (evaluator, *freeze, *extra_cbs), task.n_inp, clip_fn=clip_runs_by_norm_)
+                               (evaluator, *extra_cbs), task.n_inp, clip_fn=clip_runs_by_norm_,
+                               freeze_diverged=autocast == torch.float16)
     learn.fit(task_cfg.epochs, lr=learn.layer_lrs)
     return stacked, run_model, evaluator.histories
 

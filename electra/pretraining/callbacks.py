@@ -24,7 +24,7 @@ from electra.runtime.errors import TrainingDiverged
 from electra.runtime.files import atomic_save, path_inside, release_run_dir
 from electra.runtime.processes import is_main_process, world
 from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
-from electra.training.distributed import all_reduce_sum, bare_model, gather_objects, is_distributed, rank_seed
+from electra.training.distributed import all_reduce_sum, gather_objects, is_distributed, rank_seed
 from electra.training.sinks import CsvLog
 
 __all__ = ['StepCounter', 'ResumeFromCheckpoint', 'TwoStageTraining', 'MetricsLogger', 'ProgressBar', 'Checkpointer',
@@ -99,21 +99,19 @@ class TwoStageTraining(Callback):
                               'follow; run two-stage training in one process.')
         # a run resumed after the switch has the discriminator's weights in its checkpoint already: freeze only
         if self.train_iter > self.switch_step: self._freeze_generator()
-        else: bare_model(self.model).stage = 1
+        else: self.model.stage = 1
 
     def before_batch(self):
-        model = bare_model(self.model)
-        if model.stage != 1 or self.train_iter < self.switch_step: return
+        if self.model.stage != 1 or self.train_iter < self.switch_step: return
         # the paper: "initialize the weights of the discriminator with the weights of the generator"
-        model.discriminator.electra.load_state_dict(model.generator.electra.state_dict())
+        self.model.discriminator.electra.load_state_dict(self.model.generator.electra.state_dict())
         self._freeze_generator()
 
     def _freeze_generator(self):
-        model = bare_model(self.model)
-        for p in model.generator.parameters():
+        for p in self.model.generator.parameters():
             p.requires_grad_(False)
             p.grad = None  # fastai's optimizer steps (and decays) only parameters holding a gradient
-        model.stage = 2
+        self.model.stage = 2
 
 
 # gen_*: the generator; disc_*: the discriminator (in the MLM objectives its MLM loss and token
@@ -129,9 +127,10 @@ class MetricsLogger(Callback):
     order, run_valid = 70, False
 
     def __init__(self, path: str | Path, log_every: int, total_steps: int, step: TrainingStep,
-                 sinks: list[Callable[[dict], None]] = ()):
+                 sinks: list[Callable[[dict], None]] = (), saved: list[Path] | None = None):
+        "`saved`: the checkpoints written so far (the `Checkpointer`'s list, which it fills), for a divergence's message."
         self.csv, self.log_every, self.total_steps, self.sinks = CsvLog(path, METRIC_NAMES), log_every, total_steps, list(sinks)
-        self.step = step  # its `sums`: what each step adds up
+        self.step, self.saved = step, [] if saved is None else saved  # step: its `sums`, what each step adds up
         self.last_row: dict | None = None
 
     def after_fit(self):
@@ -153,8 +152,7 @@ class MetricsLogger(Callback):
         "Raise `TrainingDiverged` if a loss since the start of the fit was NaN or infinite (reads one number)."
         bad = int(self.first_bad)
         if bad < 0: return
-        saved = getattr(getattr(self.learn, 'checkpointer', None), 'saved', [])
-        last = f'the last checkpoint it wrote, {saved[-1]}, is from before it' if saved else 'it wrote no checkpoint after it'
+        last = f'the last checkpoint it wrote, {self.saved[-1]}, is from before it' if self.saved else 'it wrote no checkpoint after it'
         raise TrainingDiverged(
             f'the loss became NaN or infinite at step {bad} (found at step {self.train_iter}); the run stopped and '
             f'{last}. Resume from the latest good checkpoint with a lower learning rate, e.g. --resume --lr '
@@ -222,7 +220,7 @@ class Checkpointer(Callback):
                  extra: Callable[[], dict], step: TrainingStep, logger: MetricsLogger):
         self.output_dir, self.run_name, self.seed, self.total_steps = Path(output_dir), run_name, seed, total_steps
         self.at, self.extra, self.step, self.logger = checkpoint_steps(total_steps, fractions), extra, step, logger
-        self.saved: list[Path] = []
+        self.saved: list[Path] = logger.saved  # the logger names the last of them when the loss diverged
 
     def after_fit(self):
         if is_main_process(): release_run_dir(self.learn.path)  # training is over: another process may take the run
@@ -238,7 +236,7 @@ class Checkpointer(Callback):
         ranks = gather_objects(rng)  # [one per process]
         if not is_main_process(): return []
         self.logger.check_finite()
-        state = {'step': self.train_iter, 'model': bare_model(self.model).state_dict(), 'opt': self.opt.state_dict(),
+        state = {'step': self.train_iter, 'model': self.model.state_dict(), 'opt': self.opt.state_dict(),
                  'scaler': self.step.scaler.state_dict() if self.step.scaler is not None else None,
                  'rng': rng, **({'rng_ranks': ranks} if len(ranks) > 1 else {}), **self.extra()}
         state['checksum'] = state_checksum(state)

@@ -24,7 +24,6 @@ from electra.objective.loss import batch_statistics, generator_loss_sum, disc_lo
 from electra.objective.masking import MaskingSettings
 from electra.runtime.processes import is_main_process
 from electra.training.device import AUTOCAST_DTYPES
-from electra.training.distributed import bare_model
 from electra.training.sinks import CsvLog
 
 __all__ = ['EVAL_METRIC_NAMES', 'roc_auc', 'most_frequent_share', 'eval_batches', 'HeldOutEvaluation']
@@ -89,7 +88,7 @@ class HeldOutEvaluation(Callback):
     @torch.no_grad()
     def evaluate(self) -> dict:
         "The metrics of the current model on the held-out batches (also kept in `last_row`)."
-        model = bare_model(self.model)  # one process evaluates: no DDP gradient hooks
+        model = self.model
         device = next(model.parameters()).device
         # re-seeded every time: the same masks and the same sampling noise at every evaluation
         rng = torch.Generator(device=device).manual_seed(self.seed)

@@ -46,11 +46,11 @@ from electra.training.checkpoint import (
     remove_partial_checkpoints,
 )
 from electra.training.distributed import finish_distributed, is_distributed, rank_seed
-from electra.training.one_graph import one_graph_supported
 from electra.training.optim import electra_opt_func, param_groups
 from electra.training.schedule import warmup_decay_sched
 from electra.training.sinks import neptune_sink, prefixed_sink, print_eval_sink, print_sink, start_neptune_run
 from electra.training.speed import DeviceDataLoaders, DevicePrefetcher
+from electra.training.step import one_graph_supported
 
 __all__ = ['prepare_run_dir',
            'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'end_if_finished', 'train',

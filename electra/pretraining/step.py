@@ -11,22 +11,17 @@ section 2 and equation 1. `electra/objective/reference.py` is the same step's lo
 """
 from __future__ import annotations
 
-import contextlib
-import warnings
-
 import torch
-import torch.distributed as dist
-from fastai.callback.core import Callback, CancelBatchException
+from fastai.callback.core import CancelBatchException
 from fastai.torch_core import to_float
 
-from electra.config.base import ConfigError, RunWarning
+from electra.config.base import ConfigError
 from electra.objective.loss import batch_statistics, loss_counts
 from electra.objective.masking import MaskingSettings
 from electra.objective.sampling import TemperatureSchedule
-from electra.training.distributed import is_distributed, rank_seed
-from electra.training.one_graph import clip_by_global_norm_, one_graph_supported
-from electra.training.parallel import loss_divisors
-from electra.training.speed import compile_failure, try_compile
+from electra.training.distributed import is_distributed, loss_divisors
+from electra.training.speed import try_compile
+from electra.training.step import StepCallback, apply_gradients
 
 __all__ = ['STEP_SUMS', 'pretraining_step', 'learn_from', 'TrainingStep']
 
@@ -59,8 +54,8 @@ def pretraining_step(s: TrainingStep, input_ids: torch.Tensor, token_type_ids: t
         shape = s.model.noise_shape(part[2])
         noise = None if shape is None else s.noise(shape, input_ids.device)
         last = i == len(parts) - 1
-        grads, part_sums = s.learn_fn(s.model, s.loss_func, part, noise, divisors, s.params, grads, s.dtype, s.scaler,
-                                      (s.opt.opt, s.groups, s.lrs, s.max_norm) if last else None, temperature)
+        grads, part_sums = s.step_fn(s.model, s.loss_func, part, noise, divisors, s.params, grads, s.dtype, s.scaler,
+                                     (s.opt.opt, s.groups, s.lrs, s.max_norm) if last else None, temperature)
         sums = sums + part_sums
     return sums
 
@@ -84,28 +79,12 @@ def learn_from(model, loss_func, part: tuple, noise, divisors, params: list, gra
     new = torch.autograd.grad(loss if scaler is None else scaler.scale(loss), params, allow_unused=True)
     grads = list(new) if grads is None else [a if b is None else b if a is None else a + b for a, b in zip(grads, new)]
     with torch.no_grad():
-        stats = {**batch_statistics(pred, labels), 'loss': loss, 'gen_loss': gen_loss, 'disc_loss': disc_loss,
-                 'skipped': loss.new_zeros(())}
-    if update is None: return grads, stacked(stats)
-    opt, groups, lrs, max_norm = update
-    present = [g for g in grads if g is not None]
-    if is_distributed():  # 7. torchrun: the average of the processes' gradients (a collective: never in a graph)
-        flat = torch.cat([g.flatten() for g in present])
-        dist.all_reduce(flat)
-        torch._foreach_copy_(present, [f.view_as(g) for f, g in zip(flat.split([g.numel() for g in present]), present)])
-        torch._foreach_div_(present, dist.get_world_size())
-    if scaler is not None:  # 8. fp16: unscale and update the scale (torch's GradScaler rules); an overflow skips
-        found_inf = torch.zeros(1, device=loss.device)
-        torch._amp_foreach_non_finite_check_and_unscale_(present, found_inf, scaler._scale.double().reciprocal().float())
-        torch._amp_update_scale_(scaler._scale, scaler._growth_tracker, found_inf, scaler._growth_factor,
-                                 scaler._backoff_factor, scaler._growth_interval)
-        stats['skipped'] = found_inf[0]
-        if found_inf.item(): return grads, stacked(stats)  # a host read, once per step: why fp16 is never one graph
-    if max_norm > 0: clip_by_global_norm_(present, max_norm)   # 9. clipping by the global norm (official: 1.0)
-    with torch.no_grad():  # 10. ElectraAdam's update (training/optim.py): the official Adam, no bias correction
-        for (index, group), lr in zip(groups, lrs):
-            index = [i for i in index if grads[i] is not None]
-            if index: opt.update(group, [params[i] for i in index], [grads[i] for i in index], lr)
+        stats = {**batch_statistics(pred, labels), 'loss': loss, 'gen_loss': gen_loss, 'disc_loss': disc_loss}
+    if update is None: return grads, stacked({**stats, 'skipped': loss.new_zeros(())})
+    # 7.-10. training/step.py: under torchrun the average of the processes' gradients (a collective: never in a
+    # graph); fp16's unscaling by GradScaler's rules, an overflow's update masked on the device (no host read);
+    # clipping by the global norm (official: 1.0); ElectraAdam's update, the official Adam without bias correction
+    stats['skipped'] = apply_gradients(grads, params, *update, scaler)
     return grads, stacked(stats)
 
 
@@ -114,10 +93,9 @@ def stacked(stats: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.stack([stats[k].double() for k in STEP_SUMS]).detach()
 
 
-class TrainingStep(Callback):
+class TrainingStep(StepCallback):
     """Runs every training step as `pretraining_step`, in place of fastai's forward, backward and optimizer step; holds
     what the step keeps from one to the next: the masking generator, the loss scale, the compiled `learn_from`."""
-    order, run_valid = 65, False  # after every callback that prepares the step: two-stage's switch, the rate (60)
 
     def __init__(self, masking: MaskingSettings, seed: int, objective: str, pad_token_id: int, micro_batches: int = 1,
                  loss_mean: str = 'global', max_norm: float = 1.0, precision: str = 'fp32', compile: str | None = None,
@@ -125,77 +103,34 @@ class TrainingStep(Callback):
         """`compile`: None (eager), 'model' (the model compiled) or 'step' (`learn_from` as one graph). `temperature`:
         the sampling temperature's schedule (None: constant)."""
         if compile == 'step' and (precision == 'fp16' or is_distributed()):
-            raise ConfigError("compile_scope: 'step' runs bf16 or fp32 in one process (fp16 skips steps on the host, "
-                              'torchrun averages gradients between the backward and the update). Use --compile_scope '
-                              'model (or auto).')
-        self.masking, self.seed, self.objective, self.pad_token_id = masking, seed, objective, pad_token_id
-        self.micro_batches, self.loss_mean, self.max_norm = micro_batches, loss_mean, max_norm
-        self.precision, self.scope, self.mode, self.backend = precision, compile, mode, backend
-        self.dtype = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(precision)
-        self.mask_rng, self.rng_state, self.scaler, self.compiled = None, None, None, None  # compiled: None until tried
-        self.learn_fn, self.params = learn_from, None
+            raise ConfigError("compile_scope: 'step' runs bf16 or fp32 in one process (fp16's loss scaler is not "
+                              'traced, torchrun averages gradients between the backward and the update). Use '
+                              '--compile_scope model (or auto).')
+        super().__init__(learn_from, seed, precision, compile == 'step', mode, backend)
+        self.masking, self.objective, self.pad_token_id = masking, objective, pad_token_id
+        self.micro_batches, self.loss_mean, self.max_norm, self.scope = micro_batches, loss_mean, max_norm, compile
+        self.mask_rng, self.rng_state = None, None
         self.schedule, self.step_temperature = temperature, None  # the schedule; this step's value (a tensor)
 
     def before_fit(self):
         device = next(self.model.parameters()).device
         self.mask_rng = torch.Generator(device=device).manual_seed(self.seed)
         if self.rng_state is not None: self.mask_rng.set_state(self.rng_state)  # put back from a checkpoint
-        if is_distributed():  # each process its own dropout stream; every process starts from rank 0's weights
-            if dist.get_rank(): torch.manual_seed(rank_seed(self.seed, dist.get_rank()))
-            for t in self.model.state_dict().values(): dist.broadcast(t, 0)
-        if self.precision == 'fp16' and self.scaler is None: self.scaler = torch.amp.GradScaler(device.type)
+        super().before_fit()
         if self.schedule is not None and self.schedule.annealed:  # filled every step, read where it is (static)
             self.step_temperature = torch.zeros((), device=device)
             torch._dynamo.mark_static_address(self.step_temperature)
 
     def before_batch(self):
-        if self.compiled is None and self.scope: self._compile()
-        self._prepare()
-        if self.compiled and self.mode and 'reduce-overhead' in self.mode: torch.compiler.cudagraph_mark_step_begin()
-        one_graph = self.compiled and self.scope == 'step'
-        state = self.mask_rng.get_state() if one_graph else None
-        try:
-            with torch._dynamo.config.patch(trace_autograd_ops=True) if one_graph else contextlib.nullcontext():
-                self.sums = pretraining_step(self, *self.xb)
-        except Exception as e:  # a compiler failure: it happens while tracing, before the update changes anything
-            if not one_graph: raise
-            self._fall_back(e)
-            self.mask_rng.set_state(state)  # the masks and noise drawn again, the same
-            self.sums = pretraining_step(self, *self.xb)
+        state = self.mask_rng.get_state() if self.one_graph else None  # after a failed compilation: the same draws
+        self.sums = self.run_step(lambda: pretraining_step(self, *self.xb), lambda: self.mask_rng.set_state(state))
         self.learn.loss = self.sums[0]
         raise CancelBatchException  # fastai's own forward, backward and step are skipped; after_batch runs as usual
 
-    def _prepare(self):
-        "This step's trainable weights (two-stage training freezes the generator), their optimizer groups and rates."
-        groups = self.opt.opt.param_groups
-        if self.compiled and self.scope == 'step' and self.params is not None:
-            for lr, g in zip(self.lrs, groups): lr.fill_(g['lr'])  # this step's rate: no new graph, no host read
-            return
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        where = {id(p): i for i, p in enumerate(self.params)}
-        # each group as indices into `params` and its constant settings (a compiled graph guards on what it reads)
-        self.groups = [([where[id(p)] for p in g['params'] if id(p) in where],
-                        {k: v for k, v in g.items() if k not in ('params', 'names', 'lr')}) for g in groups]
-        self.lrs = [g['lr'] for g in groups]
-        if self.compiled and self.scope == 'step':
-            # the graph updates the moments in place and reads the rates where they are: static inputs for CUDA graphs
-            self.opt.opt.init_state(self.params)
-            self.lrs = [torch.tensor(lr, device=self.params[0].device) for lr in self.lrs]
-            for t in [*self.lrs, *(t for st in self.opt.opt.state.values() for t in st.values())]:
-                torch._dynamo.mark_static_address(t)
-
-    def _compile(self):
+    def compile(self):
         "The model compiled in place (scope 'model'), or `learn_from` as one graph ('step'), else a one-line warning."
-        kwargs = {'dynamic': False, **({} if self.mode is None else {'mode': self.mode})}
-        if self.scope == 'model':
-            self.compiled = try_compile([self.model], self._trial, self.backend, self.mode)
-        elif not one_graph_supported():
-            warnings.warn(f'compile_scope step: torch {torch.__version__} cannot trace the backward into a graph '
-                          '(needs torch >= 2.11); the whole step runs eagerly.', RunWarning, stacklevel=2)
-            self.compiled = False
-        else:
-            self.learn_fn = torch.compile(learn_from, fullgraph=True, backend=self.backend, **kwargs)
-            self.compiled = True
+        if self.scope != 'model': return super().compile()  # nothing to compile without a scope
+        self.compiled = try_compile([self.model], self._trial, self.backend, self.mode)
 
     def _trial(self):
         "One forward and backward that compiles the model, leaving no trace (random states restored, no update)."
@@ -209,12 +144,6 @@ class TrainingStep(Callback):
                 learn_from(self.model, self.loss_func, (m.input_ids, self.xb[1], m.positions, m.labels), noise, None,
                            params, None, self.dtype, None, None, self.sampling_temperature(self.train_iter))
         finally: self.mask_rng.set_state(state)
-
-    def _fall_back(self, e: Exception):
-        "After a failed compilation: a one-line warning, and the plain `learn_from` from here on."
-        warnings.warn(f'compile_scope step: torch.compile of the whole step failed ({compile_failure(e)}); the step '
-                      'runs eagerly.', RunWarning, stacklevel=3)
-        self.learn_fn, self.compiled = learn_from, False
 
     def sampling_temperature(self, step: int) -> torch.Tensor | None:
         "The schedule's temperature at `step` (steps taken) in the step's tensor, filled in place; None: constant."

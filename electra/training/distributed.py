@@ -1,5 +1,5 @@
-"""Data-parallel training over the processes `torchrun` starts: PyTorch's process group and DDP, wired into fastai by
-the `DataParallel` callback of `electra.training.parallel`.
+"""Data-parallel training over the processes `torchrun` starts: PyTorch's process group; the steps
+(electra/training/step.py) average the processes' gradients, and `loss_divisors` makes a loss the global batch's.
 
 torchrun sets RANK, WORLD_SIZE and LOCAL_RANK in every process; without them a job is one process and nothing here
 does anything. Backends: NCCL when the job runs on GPUs (one per process, `cuda:LOCAL_RANK`), gloo on CPUs. A rank
@@ -9,7 +9,6 @@ what it waited for; a process that dies makes torchrun end the others.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 from datetime import timedelta
@@ -22,7 +21,7 @@ from electra.runtime.processes import World, world
 
 __all__ = ['check_batch_split', 'one_run_at_a_time', 'init_distributed', 'is_distributed', 'main_process_first',
            'wait_for_all', 'print_main', 'finish_distributed',
-           'all_reduce_sum', 'gather_objects', 'rank_seed', 'bare_model']
+           'all_reduce_sum', 'loss_divisors', 'gather_objects', 'rank_seed']
 
 DEFAULT_TIMEOUT_S = 1800  # a data build on one rank can take a while before the others see its cache
 
@@ -103,6 +102,15 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def loss_divisors(counts: torch.Tensor, loss_mean: str) -> torch.Tensor:
+    """The divisors of this process's loss sums, from its counts (pretraining: [2], chosen positions and real tokens):
+    with `loss_mean` 'global' in a job of W processes, (the counts summed over the processes + 1e-6) / W, so that the
+    average of the processes' gradients is the whole batch's mean's; else its own counts + 1e-6."""
+    n = world().size if is_distributed() else 1
+    if loss_mean != 'global' or n == 1: return counts + 1e-6
+    return (all_reduce_sum(counts.clone()) + 1e-6) / n  # (all_reduce works in place; `counts` stays this process's)
+
+
 def gather_objects(obj) -> list:
     "Every process's `obj`, in rank order, on every process (`[obj]` in one process)."
     if not is_distributed(): return [obj]
@@ -119,12 +127,6 @@ def rank_seed(seed: int, rank: int) -> int:
     return int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
 
 
-def bare_model(model: torch.nn.Module) -> torch.nn.Module:
-    "The model inside a DDP wrapper (the model itself when not wrapped)."
-    from torch.nn.parallel import DistributedDataParallel
-    return model.module if isinstance(model, DistributedDataParallel) else model
-
-
 def print_main(*args, **kwargs) -> None:
     "`print` on the main process only: a job of N processes says things once."
     if world().rank == 0: print(*args, **kwargs)
@@ -136,7 +138,6 @@ def finish_distributed() -> None:
     if not (dist.is_available() and dist.is_initialized()): return
     wait_for_all('the end of training')
     rank = dist.get_rank()
-    gc.collect()  # DDP wrappers of finished fits go while their process group is still there
     dist.destroy_process_group()
     if rank != 0:
         # no interpreter teardown: gloo's threads can abort it ('terminate called without an active exception',

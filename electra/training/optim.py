@@ -59,19 +59,26 @@ class ElectraAdam(torch.optim.Optimizer):
                 self.state[p]['exp_avg'] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 self.state[p]['exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)
 
-    def update(self, group: dict, params: list[torch.Tensor], grads: list[torch.Tensor], lr=None) -> None:
+    def update(self, group: dict, params: list[torch.Tensor], grads: list[torch.Tensor], lr=None, found_inf=None) -> None:
         """One group's update of `params` by their gradients `grads`, at the group's rate or `lr` (a 0-d tensor in a
-        compiled step, which dynamo cannot trace into the fused kernel: there the foreach calls run)."""
+        compiled step, which dynamo cannot trace into the fused kernel: there the foreach calls run). `found_inf` [1]:
+        1.0 where fp16's gradients overflowed (then zeroed): the update changes nothing, decided on the device."""
         self.init_state(params)
         ms, vs, lr = *self.moments(params), group['lr'] if lr is None else lr
-        if not self.fused or torch.compiler.is_compiling(): return self.foreach_update(params, grads, ms, vs, lr, *self.hypers(group))
+        if not self.fused or torch.compiler.is_compiling():
+            return self.foreach_update(params, grads, ms, vs, lr, *self.hypers(group), found_inf)
         device = params[0].device
         if device not in self._no_correction:
             self._no_correction[device] = torch.tensor(2.0 ** 30, device=device)
         b1, b2, eps, wd = self.hypers(group)
-        # torch's fused AdamW kernel at step 2^30: b^t underflows to 0, so both bias corrections are exactly 1
+        # the fused kernel reads each gradient in its parameter's memory order, as `.grad` is laid out; a gradient
+        # from `torch.autograd.grad` may not be (vmap's of a stack of runs): laid out so first
+        grads = [g if g.stride() == p.stride() else torch.empty_like(p).copy_(g) for p, g in zip(params, grads)]
+        # torch's fused AdamW kernel at step 2^30: b^t underflows to 0, so both bias corrections are exactly 1; it
+        # leaves everything as it was where found_inf is 1 (as GradScaler's fused optimizers use it)
         torch._fused_adamw_(params, grads, ms, vs, [], [self._no_correction[device]] * len(params), lr=lr,
-                            beta1=b1, beta2=b2, weight_decay=wd, eps=eps, amsgrad=False, maximize=False)
+                            beta1=b1, beta2=b2, weight_decay=wd, eps=eps, amsgrad=False, maximize=False,
+                            found_inf=found_inf)
 
     def moments(self, params: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         "The first and second moments of `params` (`init_state` made them)."
@@ -84,9 +91,11 @@ class ElectraAdam(torch.optim.Optimizer):
         return b1, b2, group['eps'], 0.0 if group['no_decay'] else group['weight_decay']
 
     @staticmethod
-    def foreach_update(params, grads, ms, vs, lr, b1: float, b2: float, eps: float, wd: float) -> None:
+    def foreach_update(params, grads, ms, vs, lr, b1: float, b2: float, eps: float, wd: float, found_inf=None) -> None:
         """The same update as multi-tensor foreach calls; `lr` a float or a 0-d tensor on the parameters' device (a
-        compiled step reads it when it runs, so a new rate needs no new graph; the fused kernel cannot be traced so)."""
+        compiled step reads it when it runs, so a new rate needs no new graph; the fused kernel cannot be traced so).
+        With `found_inf` 1.0 (fp16's overflow) nothing changes, decided on the device (no host read)."""
+        kept = None if found_inf is None else [t.clone() for t in (*params, *ms, *vs)]
         torch._foreach_lerp_(ms, grads, 1 - b1)                   # m = b1 m + (1 - b1) g
         torch._foreach_mul_(vs, b2)
         torch._foreach_addcmul_(vs, grads, grads, value=1 - b2)   # v = b2 v + (1 - b2) g^2
@@ -96,6 +105,8 @@ class ElectraAdam(torch.optim.Optimizer):
         steps = torch._foreach_div(ms, denom)
         torch._foreach_mul_(steps, lr)
         torch._foreach_sub_(params, steps)                        # ... - lr * m / (sqrt(v) + eps)
+        # fp16's overflow: back to the kept values (lerp by weight 1 gives them exactly, by 0 the update's)
+        for t, k in zip([*params, *ms, *vs], kept or []): t.lerp_(k, found_inf[0])  # (a tensor weight: no host read)
 
 
 def param_groups(model: nn.Module, groups: Iterable[Iterable[str]] | None = None) -> list[dict]:

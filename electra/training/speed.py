@@ -11,16 +11,13 @@ from collections import Counter
 from typing import Callable, Iterable
 
 import torch
-from fastai.callback.fp16 import AMPMode, MixedPrecision
 from fastai.data.core import DataLoaders
-from fastcore.foundation import L
-from torch.amp import GradScaler
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from electra.config.base import RunWarning
 
-__all__ = ['DeviceMixedPrecision', 'try_compile', 'compile_failure', 'uncompile', 'DevicePrefetcher', 'DeviceDataLoaders', 'HostSyncCounter', 'SYNC_OPS']
+__all__ = ['try_compile', 'compile_failure', 'uncompile', 'DevicePrefetcher', 'DeviceDataLoaders', 'HostSyncCounter', 'SYNC_OPS']
 
 
 def uncompile(*modules: nn.Module) -> None:
@@ -127,15 +124,3 @@ class DeviceDataLoaders(DataLoaders):
         super().__init__(*loaders)
         self._device = torch.device(device)
         self.n_inp = n_inp  # how many leading batch items are inputs (fastai's split into xb and yb)
-
-
-class DeviceMixedPrecision(MixedPrecision):
-    "fastai's `MixedPrecision`, which autocasts on CUDA only, made to autocast on the model's device: also bf16 on CPU."
-    order = 10  # MixedPrecision's: after the batch is on the device and masked, around the forward and the loss
-
-    def before_fit(self):
-        device = next(self.model.parameters()).device
-        if device.type == 'cuda': return super().before_fit()
-        if self.amp_mode != AMPMode.BF16: raise ValueError(f'{self.amp_mode.value} mixed precision needs a GPU')
-        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16)
-        self.learn.scaler, self.scales = GradScaler(device.type, enabled=False), L()  # bf16 needs no loss scaling

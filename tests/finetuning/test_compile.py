@@ -1,5 +1,5 @@
-"""`compile` in fine-tuning: a run's or a stack's whole training step as one compiled graph (`OneGraphStep` with each
-run's clipping) is the plain fastai step, compiles once per length bucket without a graph break, and is refused where
+"""`compile` in fine-tuning: a run's or a stack's whole training step as one compiled graph (`finetuning_step` with each
+run's clipping, run by `FinetuningStep`) is the plain fastai step, compiles once per length bucket without a graph break, and is refused where
 it cannot run."""
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from electra.config.base import ConfigError, RunWarning
+import electra.finetuning.step as step_module
 from electra.finetuning import learner, stack
-from electra.training.one_graph import OneGraphStep, one_graph_supported
+from electra.finetuning.step import FinetuningStep
+from electra.training.step import one_graph_supported
 from tests.finetuning.test_stack import SEEDS, assert_runs_equal, classification, no_dropout, runs_alone, step_spy
 from tests.support.finetune import job
 
@@ -88,13 +90,12 @@ def test_compile_is_refused_where_it_cannot_run(tmp_path, monkeypatch):
         job(tmp_path, 'demo', compile=True)
     with pytest.raises(ConfigError, match=r"^precision: compile runs the step in one graph in fp32 or bf16.*--precision bf16"):
         job(tmp_path, 'demo', compile=True, length_buckets=[64], precision='fp16')
-    cfg = job(tmp_path, 'demo', compile=True, length_buckets=[64])
-    assert [type(cb) for cb in learner._step_callbacks(cfg, None, None)] == [OneGraphStep]
+    FinetuningStep(1.0, 0, 'fp32', compile=True)
     with pytest.raises(ConfigError, match=r'^compile: the whole step as one graph runs bf16 or fp32'):
-        learner._step_callbacks(cfg, torch.float16, None)  # precision 'auto' on a GPU without bf16
-    monkeypatch.setattr(learner, 'is_distributed', lambda: True)
+        FinetuningStep(1.0, 0, 'fp16', compile=True)  # precision 'auto' on a GPU without bf16
+    monkeypatch.setattr(step_module, 'is_distributed', lambda: True)
     with pytest.raises(ConfigError, match=r'^compile: the step as one graph runs in one process; under torchrun'):
-        learner._step_callbacks(cfg, None, None)
+        FinetuningStep(1.0, 0, 'fp32', compile=True)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')

@@ -74,16 +74,18 @@ def test_a_diverged_stacked_run_is_dropped_and_the_others_train_as_they_would_wi
         for (name, p), q in zip(stacked.named_parameters(), clean.parameters()): assert torch.equal(p[r], q[r]), name
 
 
-def test_with_fp16_s_shared_loss_scale_a_diverged_stacked_run_takes_no_step(tmp_path, glue_dir, tiny):
-    """fp16's scaler would skip every step of every run while one run's gradients are NaN; the stack zeroes them first
-    (`_freeze_diverged`, added with fp16; here on the CPU in fp32, where without it the run's weights turn NaN)."""
+def test_with_fp16_s_shared_loss_scale_a_diverged_stacked_run_takes_no_step(tmp_path, glue_dir, tiny, monkeypatch):
+    """fp16's scaler would skip every step of every run while one run's gradients are NaN; the stack's step zeroes them
+    first (`finetuning_step` with `freeze_diverged`, on with fp16; here on the CPU in fp32, where without it the run's
+    weights turn NaN)."""
     cfg = job(tmp_path, glue_dir, epochs=1, batch_size=16, dropout=0.0)
     data = ClassificationTask(TASKS['STS-B'], open_source(cfg.data)).prepare(cfg, tiny[1], cfg.cache_dir, True)
     body, seeds = no_dropout(tiny[0].electra), [3, 11]
-    weights = {}
+    weights, real = {}, stack.finetuning_learner
     for freeze in (False, True):
-        stacked, _, histories = stack.train_stack(data, cfg, body, seeds, CPU, None, 0, extra_cbs=(
-            poison(2, run=1, what='targets'), *([stack._freeze_diverged()] if freeze else [])))
+        monkeypatch.setattr(stack, 'finetuning_learner', lambda *a, **k: real(*a, **{**k, 'freeze_diverged': freeze}))
+        stacked, _, histories = stack.train_stack(data, cfg, body, seeds, CPU, None, 0,
+                                                  extra_cbs=(poison(2, run=1, what='targets'),))
         assert [learner.diverged(h) for h in histories] == [None, 2]
         assert all(p[1].isfinite().all() for p in stacked.parameters()) == freeze
         weights[freeze] = [p.detach().clone() for p in stacked.parameters()]

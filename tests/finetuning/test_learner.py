@@ -24,9 +24,10 @@ def test_layerwise_schedule_reaches_the_optimizer(tmp_path, glue_dir, tiny):
     data = ClassificationTask(TASKS['RTE'], open_source(cfg.data)).prepare(cfg, tok, cfg.cache_dir, False)
 
     class Spy(Callback):
-        order = 99  # after ParamScheduler set this step's rates
+        order = 99  # after ParamScheduler set this step's rates and the step took them
         def before_fit(self): self.seen = []
-        def before_step(self): self.seen.append([g['lr'] for g in self.opt.opt.param_groups])
+        def after_batch(self):
+            if self.training: self.seen.append([g['lr'] for g in self.opt.opt.param_groups])
     spy = Spy()
     _, history = learner.train_run(data, cfg, model.electra, 0, torch.device('cpu'), None, 0, extra_cbs=(spy,))
     clf = classifier.ElectraClassifier(model.electra, 2)
@@ -67,9 +68,10 @@ def test_precision_on_cpu(monkeypatch, tmp_path, glue_dir, tiny):
     from fastai.callback.core import Callback
 
     class Spy(Callback):
-        order = 5  # before MixedPrecision (10) casts the predictions back to fp32 in its own after_pred
-        def before_fit(self): self.dtypes = set()
-        def after_pred(self): self.dtypes.add(self.pred.dtype)
+        order = 5  # the model's outputs as it returns them, before the step casts them to fp32 for the loss
+        def before_fit(self):
+            self.dtypes = set()
+            self.model.register_forward_hook(lambda m, args, out: self.dtypes.add(out.dtype))
     spy = Spy()
     _, history = learner.train_run(data, cfg, model.electra, 0, cpu, torch.bfloat16, 0, extra_cbs=(spy,))
     assert spy.dtypes == {torch.bfloat16} and np.isfinite(history[-1]['train_loss'])

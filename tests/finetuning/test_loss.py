@@ -18,6 +18,7 @@ from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.qa.heads import QALoss
 from electra.finetuning.tasks.tagging.model import TaggingLoss
+from tests.support.distributed import as_if_in_a_job
 
 
 def _cases():
@@ -53,15 +54,13 @@ def test_sum_and_mean_against_the_per_example_losses(kind):
     assert (float(loss.local_sum), float(loss.local_count)) == (pytest.approx(float((per * w).sum()), rel=1e-5), 3.0)
 
 
-def test_sum_under_torchrun_is_the_global_sum_for_ddp_to_average(monkeypatch):
-    "W processes: DDP averages the gradients, so each returns W times its own sum; 'mean' divides by the global count."
+def test_sum_under_torchrun_is_the_global_sum_for_the_step_to_average(monkeypatch):
+    "W processes: the step averages the gradients, so each returns W times its own sum; 'mean' divides by the global count."
     make, args, per = _cases()['classification']
-    monkeypatch.setattr(loss_module, 'world', lambda: type('W', (), {'size': 3})())
+    as_if_in_a_job(monkeypatch, 3, others=5)  # 4 rows here, 5 on the other two processes together
     loss = make('sum')
-    loss.global_divisors = lambda counts: (counts + 5) / 3  # 4 rows here, 5 on the other two processes together
     assert float(loss(*args)) == pytest.approx(3 * float(per.sum()), rel=1e-5)
     loss = make('mean')
-    loss.global_divisors = lambda counts: (counts + 5) / 3
     assert float(loss(*args)) == pytest.approx(float(per.sum()) / 3, rel=1e-5)  # sum / ((4 + 5) / 3)
 
 
@@ -77,11 +76,11 @@ def _norm(grads) -> float: return float(torch.linalg.vector_norm(torch.stack([to
 
 
 @pytest.mark.parametrize('reduction', ['sum', 'mean'])
-def test_the_optimizer_steps_on_the_clipped_gradient_of_the_configured_reduction(tiny, reduction):
+def test_the_optimizer_steps_on_the_clipped_gradient_of_the_configured_reduction(tiny, reduction, monkeypatch):
     """One step of the fine-tuning Learner with clip_grad between the mean's gradient norm and the sum's (8 times
     it): the optimizer sees the sum's gradient scaled down to clip_grad, or the mean's gradient as it is."""
     import transformers
-    from fastai.callback.core import Callback
+    from electra.training.optim import ElectraAdam
     model, _ = tiny
     config = copy.deepcopy(model.config)
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0  # the same forward pass in both
@@ -95,20 +94,20 @@ def test_the_optimizer_steps_on_the_clipped_gradient_of_the_configured_reduction
     clip = 3 * _norm(mean)  # the mean's gradient passes unclipped, the sum's (norm 8x) is clipped
     want = mean if reduction == 'mean' else [g * clip / _norm(total) for g in total]
 
-    class Spy(Callback):
-        "Copies the gradients the optimizer is about to step on."
-        order = 99  # after GradientClip (fastai clips in before_step)
+    seen, update = {}, ElectraAdam.update  # the gradients the optimizer steps on, by parameter
 
-        def before_step(self): self.grads = [p.grad.clone() for p in self.learn.model.parameters()]
-
+    def spy(self, group, params, grads, *a):
+        seen.update({id(p): g.clone() for p, g in zip(params, grads)})
+        return update(self, group, params, grads, *a)
+    monkeypatch.setattr(ElectraAdam, 'update', spy)
     cfg = config_from_dict(FinetuneConfig, {'loss_reduction': reduction, 'clip_grad': clip, 'epochs': 1})
     loss = ClassificationTask(TASKS['MNLI'], None).loss_func(clf, cfg)  # the task kind's loss, with the config's reduction
     loader = torch.utils.data.DataLoader(list(zip(ids, mask, types, y)), batch_size=8)
-    spy = Spy()
-    learn = learner.finetuning_learner(clf, loader, [], cfg, loss, torch.device('cpu'), None, cbs=(spy,))
+    learn = learner.finetuning_learner(clf, loader, [], cfg, loss, torch.device('cpu'), None)
     learn.fit(1, lr=learn.layer_lrs)
-    assert len(spy.grads) == len(want)
-    for got, exp in zip(spy.grads, want): assert torch.allclose(got, exp, rtol=1e-4, atol=1e-8)
+    grads = [seen[id(p)] for p in clf.parameters()]
+    assert len(grads) == len(want)
+    for got, exp in zip(grads, want): assert torch.allclose(got, exp, rtol=1e-4, atol=1e-8)
 
 
 def test_token_reduction_is_for_tagging_tasks_only(tmp_path):

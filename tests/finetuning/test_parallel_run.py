@@ -1,4 +1,4 @@
-"""One fine-tuning run over the processes of a torchrun job (electra/finetuning/learner.py with DataParallel, the
+"""One fine-tuning run over the processes of a torchrun job (electra/finetuning/step.py averaging the gradients, the
 sharded loaders and ClassifierLoss), on the CPU with gloo: the same parameters, train loss and dev metrics as one
 process, down to a last batch smaller than the job."""
 import sys
@@ -10,7 +10,7 @@ import torch
 
 from electra.finetuning.classifier import ClassifierLoss
 from electra.finetuning.tasks.encoding import LengthBatchSampler, ShardedBatchSampler
-from tests.support.distributed import max_diff, run, torchrun
+from tests.support.distributed import as_if_in_a_job, max_diff, run, torchrun
 
 WORKER = Path(__file__).with_name('ddp_finetune_worker.py')
 
@@ -66,15 +66,16 @@ def test_sharded_batches_split_training_rows_and_deal_out_evaluation_batches():
                                                  for r in range(2)] == [2, 2]
 
 
-def test_classifier_loss_global_mean_against_hand_computed_values():
+def test_classifier_loss_global_mean_against_hand_computed_values(monkeypatch):
     out, y = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), torch.tensor([0, 1, 0])
     ce = [np.log1p(np.exp(-2.0)), np.log1p(np.exp(-1.0)), np.log(2.0)]
     assert ClassifierLoss(False)(out, y).item() == pytest.approx(np.sum(ce), abs=1e-6)  # official: the batch's sum
     loss = ClassifierLoss(False, reduction='mean')
     assert loss(out, y).item() == pytest.approx(np.mean(ce), abs=1e-6)  # one process: the batch mean
-    loss.global_divisors = lambda count: (count + 5) / 2  # 3 rows here and 5 elsewhere, over 2 processes
     w = torch.tensor([1.0, 1.0, 0.0])  # the third row a stand-in
-    assert loss(out, y, w).item() == pytest.approx((ce[0] + ce[1]) / ((2 + 5) / 2), abs=1e-6)
+    with monkeypatch.context() as m:
+        as_if_in_a_job(m, 2, others=5)  # 3 rows here and 5 elsewhere, over 2 processes
+        assert loss(out, y, w).item() == pytest.approx((ce[0] + ce[1]) / ((2 + 5) / 2), abs=1e-6)
     assert (loss.local_sum.item(), loss.local_count.item()) == (pytest.approx(ce[0] + ce[1], abs=1e-6), 2.0)
     mse = ClassifierLoss(True, scale=5.0, reduction='mean')
     assert mse(torch.tensor([0.2, 0.9]), torch.tensor([1.0, 5.0])).item() == pytest.approx((0.0 + 0.01) / 2, abs=1e-7)

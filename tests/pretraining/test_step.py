@@ -73,3 +73,40 @@ def test_every_preset_trains_through_the_step_and_its_step_is_the_reference_step
     for k, p in model.named_parameters():
         torch.testing.assert_close(p, weights[k], **(tol if precision == 'fp16' else dict(rtol=0, atol=2e-6)), msg=k)
 
+
+
+def test_an_fp16_overflow_changes_nothing_halves_the_scale_and_reads_nothing_to_the_host():
+    """fp16 on the CPU, two steps, the second's loss scale 2^120 (its gradients overflow): that step leaves every weight
+    and Adam moment bit for bit as the first left them, halves the scale and counts as skipped, and neither step reads
+    a value to the host (the overflow is handled on the device: no `.item()` a GPU would wait for)."""
+    from fastai.callback.core import Callback
+    from electra.training.speed import HostSyncCounter
+    cfg = preset('small')
+    runner = runners.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg, n=2), torch.device('cpu'), 'fp16')
+    step, reads = runner.learn.training_step, []
+    step.scaler = torch.amp.GradScaler('cpu', init_scale=16.0)
+
+    def counted(*args):
+        with HostSyncCounter() as c:
+            out = step_module.learn_from(*args)
+        reads.append(dict(c.counts))
+        return out
+    step.step_fn = step.plain = counted
+
+    class Overflow(Callback):
+        "Before the second step: the state the first left, and a loss scale its gradients overflow at."
+        order = 64
+        def before_batch(self):
+            if self.train_iter != 1: return
+            self.weights = {k: v.clone() for k, v in self.model.state_dict().items()}
+            self.moments = [t.clone() for st in self.opt.opt.state.values() for t in st.values()]
+            step.scaler._scale.fill_(2.0 ** 120)
+    over = Overflow()
+    runner.learn.add_cb(over)
+    runner.loader.n = 2
+    runner.learn.fit(1)
+    assert reads == [{}, {}]
+    assert step.sums[-1].item() == 1 and step.scaler.get_scale() == 2.0 ** 119
+    assert over.moments and all(torch.equal(a, b) for a, b in
+                                zip(over.moments, [t for st in runner.learn.opt.opt.state.values() for t in st.values()]))
+    for k, v in runner.learn.model.state_dict().items(): assert torch.equal(v, over.weights[k]), k

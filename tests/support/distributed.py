@@ -31,3 +31,17 @@ def run(cmd: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedPr
 def max_diff(a: dict, b: dict) -> float:
     assert a.keys() == b.keys()
     return max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+
+
+def as_if_in_a_job(monkeypatch, size: int, others: float = 0.0) -> list:
+    """This process as rank 0 of a torchrun job of `size` processes whose other processes' counts add up to `others`
+    (what the all-reduce of a count adds), without a process group: for the fine-tuning losses' torchrun rules.
+    Returns the list of the tensors given to the all-reduce."""
+    from electra.finetuning import loss
+    from electra.training import distributed
+    w, reduced = type('World', (), {'size': size, 'rank': 0})(), []
+    for m in (loss, distributed):
+        monkeypatch.setattr(m, 'is_distributed', lambda: True)
+        monkeypatch.setattr(m, 'world', lambda: w)
+    monkeypatch.setattr(distributed, 'all_reduce_sum', lambda t: reduced.append(t.clone()) or t.add_(others))
+    return reduced

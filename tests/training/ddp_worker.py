@@ -24,8 +24,12 @@ from electra.objective.model import build_pretraining_model
 from electra.pretraining.learner import pretraining_learner
 from benchmarks.bench.baseline import BenchTokenizer
 from electra.training.distributed import finish_distributed, init_distributed
+import electra.pretraining.step as step_module
 
 VOCAB, LENGTH = 160, 32
+STEP_CALLS = []  # one entry per call of `pretraining_step`: the step function is what ran
+_real_step = step_module.pretraining_step
+step_module.pretraining_step = lambda *args: STEP_CALLS.append(1) or _real_step(*args)
 
 
 def examples(n: int = 64, seed: int = 0) -> datasets.Dataset:
@@ -45,15 +49,23 @@ class PerExample:
         return MaskedInputs(*(torch.cat(parts) for parts in zip(*rows)))
 
 
-def fit(procs, batch_size: int, loss_mean: str, grad_accum_steps: int, objective: str = 'electra') -> dict:
-    "One fit of 4 steps from seed 0: the model's state and (rank 0) its metrics.csv."
-    cfg = dataclasses.replace(PretrainConfig(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                              intermediate_size=64, embedding_size=32, max_length=LENGTH, batch_size=batch_size,
-                              steps=4, warmup_steps=0, lr=1e-3, dropout=0.0, log_every=2, checkpoint_at=[],
-                              loss_mean=loss_mean, grad_accum_steps=grad_accum_steps, vocab_size=VOCAB,
-                              objective=objective)
+def config(batch_size: int, loss_mean: str = 'global', grad_accum_steps: int = 1, objective: str = 'electra'):
+    return dataclasses.replace(PretrainConfig(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64, embedding_size=32, max_length=LENGTH, batch_size=batch_size,
+                               steps=4, warmup_steps=0, lr=1e-3, dropout=0.0, log_every=2, checkpoint_at=[],
+                               loss_mean=loss_mean, grad_accum_steps=grad_accum_steps, vocab_size=VOCAB,
+                               objective=objective)
+
+
+def initial_model(cfg):
     torch.manual_seed(0)
-    model = build_pretraining_model(cfg, VOCAB, 0, mask_token_id=103)
+    return build_pretraining_model(cfg, VOCAB, 0, mask_token_id=103)
+
+
+def fit(procs, batch_size: int, loss_mean: str, grad_accum_steps: int, objective: str = 'electra') -> dict:
+    "One fit of 4 steps from seed 0: the model's state, (rank 0) its metrics.csv, this process's step calls."
+    cfg = config(batch_size, loss_mean, grad_accum_steps, objective)
+    model, calls = initial_model(cfg), len(STEP_CALLS)
     dl = pretraining_dataloader(examples(), cfg.batch_size, LENGTH, 0, 0, cfg.steps, rank=procs.rank,
                                 world_size=procs.size)
     with tempfile.TemporaryDirectory(prefix=f'ddp_worker_{procs.rank}_') as tmp:  # removed before the process ends
@@ -62,7 +74,7 @@ def fit(procs, batch_size: int, loss_mean: str, grad_accum_steps: int, objective
         step.masking, step.noise = PerExample(step.masking), lambda shape, device: torch.full(shape, 0.5)
         learn.fit(1)
         metrics = (Path(tmp) / 'metrics.csv').read_text() if procs.rank == 0 else ''
-    return {'model': model.state_dict(), 'metrics': metrics}
+    return {'model': model.state_dict(), 'metrics': metrics, 'step_calls': len(STEP_CALLS) - calls}
 
 
 def main(fits: list[str]) -> None:

@@ -1,6 +1,7 @@
-"""Data-parallel training on torchrun (electra/training/distributed.py, the DataParallel and MicroBatches
-callbacks), on the CPU with gloo: any split of the global batch over processes and micro-batches takes the step of
-the whole batch; only rank 0 writes; a run killed after a checkpoint resumes to the end of an uninterrupted one; a
+"""Data-parallel training on torchrun (electra/training/distributed.py, the step's average of the processes'
+gradients, electra/training/step.py), on the CPU with gloo: every step runs through `pretraining_step`, and any split
+of the global batch over processes and micro-batches takes the step of the whole batch, which is the plain reference
+step; only rank 0 writes; a run killed after a checkpoint resumes to the end of an uninterrupted one; a
 missing process stops the job with a message."""
 import csv
 import os
@@ -54,6 +55,35 @@ def test_any_split_of_the_batch_takes_the_step_of_the_whole_batch(one_process, t
     whole = one_process['whole']
     assert max_diff(whole['model'], split[procs, micro]['model']) < 2e-6
     assert rows(split[procs, micro]['metrics']) == rows(whole['metrics']) and len(rows(whole['metrics'])) == 2
+
+
+def test_under_torchrun_the_step_function_ran_and_its_steps_are_the_plain_reference_steps(one_process, two_processes):
+    """The 4 steps of two gloo processes each ran through `pretraining_step`, and their weights are those of 4 plain
+    reference steps on the whole global batches (the same masks and noise: `reference_losses`, `.backward()`, torch's
+    clipping, a Python loop of the official Adam at the schedule's rate)."""
+    from benchmarks.bench.baseline import BenchTokenizer, LoopAdam, unique_named_parameters
+    from electra.data.batches import pretraining_dataloader
+    from electra.objective.masking import MaskingSettings
+    from electra.objective.reference import reference_losses
+    from electra.training.schedule import lr_at_step
+    from tests.training import ddp_worker as w
+    assert two_processes['split']['step_calls'] == 4 and one_process['whole']['step_calls'] == 4
+    cfg = w.config(8)
+    model = w.initial_model(cfg)
+    masking = w.PerExample(MaskingSettings.from_config(cfg, BenchTokenizer(w.VOCAB)))
+    named = unique_named_parameters(model)
+    adam = LoopAdam(named, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps)
+    for t, (ids, tt) in enumerate(pretraining_dataloader(w.examples(), 8, w.LENGTH, 0, 0, cfg.steps)):
+        m = masking(ids, None)
+        noise = torch.full(model.noise_shape(m.positions), 0.5)
+        total, _, _ = reference_losses(model.generator, model.discriminator, m.input_ids, tt, m.positions, m.labels,
+                                       noise, 0, cfg.gen_loss_weight, cfg.disc_loss_weight)
+        total.backward()
+        torch.nn.utils.clip_grad_norm_([p for _, p in named], cfg.clip_grad)
+        adam.lr = lr_at_step(t, cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power)
+        adam.step()
+        adam.zero_grad()
+    assert max_diff(two_processes['split']['model'], model.state_dict()) < 1e-5
 
 
 def test_an_mlm_objective_splits_over_processes_and_micro_batches_as_the_whole_batch(one_process, two_processes):

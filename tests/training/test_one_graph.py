@@ -1,5 +1,5 @@
 """The pretraining step's `learn_from` (electra/pretraining/step.py: forward, loss, backward, clipping, optimizer)
-compiled as one graph (`compile_scope` step, with electra/training/one_graph.py's clipping) is the eager step."""
+compiled as one graph (`compile_scope` step, electra/training/step.py's `StepCallback`) is the eager step."""
 import pytest
 import torch
 from fastai.callback.core import Callback
@@ -7,7 +7,7 @@ from fastai.callback.core import Callback
 from electra.config.base import ConfigError, RunWarning
 from benchmarks.bench import runners
 from electra.pretraining.step import learn_from
-from electra.training.one_graph import one_graph_supported
+from electra.training.step import one_graph_supported
 from tests.support.tiny import batches, tiny_cfg, tiny_model
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -41,6 +41,7 @@ def run_steps(cfg, precision='fp32', n=4, backend=None, compiled=None):
     cb = runner.learn.training_step
     if cb.scope == 'step':
         cb.scope, cb.backend = cb.scope if backend is not None else None, backend
+        cb.one_graph = backend is not None
     log = LossLog()
     runner.learn.add_cb(log)
     runner.loader.n = n
@@ -75,7 +76,7 @@ def test_the_whole_step_traces_as_one_graph_without_a_break():
     learn, cb = runner.learn, runner.learn.training_step
     learn.create_opt()
     cb.learn, cb.compiled = learn, True
-    cb._prepare()
+    cb.prepare()
     ids, tt = batches(cfg)[0]
     m = cb.masking(ids, torch.Generator().manual_seed(0))
     noise = torch.rand(learn.model.noise_shape(m.positions))

@@ -122,7 +122,7 @@ class FinetuningTask:
         raise NotImplementedError
 
     def loss_func(self, model: nn.Module, task_cfg: FinetuneConfig):
-        "The loss: called as loss(outputs, *targets[, weight]); has `global_divisors`, `local_sum`, `local_count`."
+        "The loss: called as loss(outputs, *targets[, weight]); has `local_sum`, `local_count`."
         raise NotImplementedError
 
     def loader(self, enc, task_cfg: FinetuneConfig, pad_id: int, train: bool, seed: int = 0,

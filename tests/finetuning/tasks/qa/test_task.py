@@ -25,6 +25,7 @@ from electra.finetuning.tasks.qa.metrics import null_thresholded, squad_v2_eval
 from electra.finetuning.tasks.qa.task import DEFAULTS, OPTIONS, QATask, predict_rows
 from tests.finetuning.tasks.qa.conftest import EXTRA_WORDS, make_tokenizer
 from tests.support.finetune import job
+from tests.support.distributed import as_if_in_a_job
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -212,7 +213,7 @@ def _tiny_body(tok):
         intermediate_size=64, max_position_embeddings=128))
 
 
-def test_loss_with_weights_and_global_divisors_equals_the_hand_computation():
+def test_loss_with_weights_and_under_torchrun_equals_the_hand_computation(monkeypatch):
     torch.manual_seed(1)
     b, n = 5, 9
     out = {'start_logits': torch.randn(b, n, requires_grad=True), 'end_logits': torch.randn(b, n),
@@ -225,7 +226,6 @@ def test_loss_with_weights_and_global_divisors_equals_the_hand_computation():
     per = [-(ls[i, start[i]] + le[i, end[i]]) / 2 + 0.5 * bce[i] for i in range(b)]
     assert QALoss(True, 0.5)(out, start, end, impossible).item() == pytest.approx(sum(p.item() for p in per), rel=1e-6)
     loss = QALoss(True, 0.5, reduction='mean')
-    assert loss.global_divisors is None
     # no weight, no divisors: the batch mean
     assert loss(out, start, end, impossible).item() == pytest.approx(sum(p.item() for p in per) / b, rel=1e-6)
     # weights: the weighted sum over the weights' sum; a weight-0 row counts nowhere
@@ -233,13 +233,12 @@ def test_loss_with_weights_and_global_divisors_equals_the_hand_computation():
     assert loss(out, start, end, impossible, weight).item() == pytest.approx(want / 4, rel=1e-6)
     assert loss.local_sum.item() == pytest.approx(want, rel=1e-6) and loss.local_count.item() == 4.0
     # under torchrun: the same sum over the global batch's divisor (given this process's count)
-    got_counts = []
-    loss.global_divisors = lambda counts: got_counts.append(counts.clone()) or torch.tensor([2.5])
-    value = loss(out, start, end, impossible, weight)
+    with monkeypatch.context() as m:
+        got_counts = as_if_in_a_job(m, 2, others=1.0)  # (4 + 1) / 2 processes
+        value = loss(out, start, end, impossible, weight)
     assert value.item() == pytest.approx(want / 2.5, rel=1e-6) and got_counts[0].tolist() == [4.0]
     value.backward()
     assert out['start_logits'].grad[2].abs().sum() == 0 and out['start_logits'].grad[1].abs().sum() > 0
-    loss.global_divisors = None
     other = {k: v.detach().clone() for k, v in out.items()}
     other['start_logits'][2] = 50.0  # the weight-0 row changed: the loss does not move
     assert loss(other, start, end, impossible, weight).item() == pytest.approx(want / 4, rel=1e-6)

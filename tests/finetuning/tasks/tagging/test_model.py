@@ -8,6 +8,7 @@ import torch
 from electra.finetuning.classifier import optimizer_groups
 from electra.finetuning.tasks.tagging.encoding import IGNORE_INDEX, encode_tagging, make_tagging_loader
 from electra.finetuning.tasks.tagging.model import ElectraTagger, TaggingLoss, predict_windows
+from tests.support.distributed import as_if_in_a_job
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -56,7 +57,7 @@ def test_head_shapes_initialisation_and_layer_groups():
 
 
 @pytest.mark.parametrize('reduction', TaggingLoss.reductions)
-def test_loss_equals_hand_computation(reduction):
+def test_loss_equals_hand_computation(reduction, monkeypatch):
     out, target = batch()
     sums, counts = hand_losses(out, target)
     expect = {'sum': sums.sum(), 'mean': sums.mean(), 'token': sums.sum() / counts.sum()}[reduction]
@@ -68,9 +69,10 @@ def test_loss_equals_hand_computation(reduction):
     loss = TaggingLoss(reduction)
     assert float(loss(out, target, w)) == pytest.approx(expect_w, rel=1e-5)
     assert float(loss.local_sum) == pytest.approx(sums[keep].sum(), rel=1e-5)
-    loss.global_divisors = lambda counts: counts * 2  # as if the other processes had as many
-    # under torchrun (one process here): 'sum' is this process's sum, the others divide by the global count
-    expect_ddp = sums[keep].sum() / (1 if reduction == 'sum' else 2 * float(loss.local_count))
+    as_if_in_a_job(monkeypatch, 2, others=float(loss.local_count))  # as if the other process had as many
+    # under torchrun: 'sum' is twice this process's sum (the step averages the two), the others divide by the
+    # global count over the 2 processes: this process's count
+    expect_ddp = sums[keep].sum() * 2 if reduction == 'sum' else sums[keep].sum() / float(loss.local_count)
     assert float(loss(out, target, w)) == pytest.approx(expect_ddp, rel=1e-5)
 
 

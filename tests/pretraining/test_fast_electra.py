@@ -19,7 +19,7 @@ from electra.objective.model import build_pretraining_model
 from electra.pretrained.export import load_discriminator
 from electra.pretraining.init_from import check_generator, load_generator, load_init
 from electra.training.checkpoint import load_checkpoint
-from electra.training.one_graph import one_graph_supported
+from electra.training.step import one_graph_supported
 from tests.support.pretrain import TINY as DRIVER_TINY, pretrain
 from tests.support.tiny import tiny_cfg
 

@@ -16,7 +16,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.objective.flops import pretrain_flops_to_step, pretrain_step_flops
-from electra.pretraining.init_from import generator_net_config
+from electra.pretrained.generator import generator_net_config
 from electra.runtime.files import FileDigests, path_inside
 from electra.training.checkpoint import checkpoint_name, checkpoint_step
 

@@ -85,7 +85,8 @@ from electra.data.corpus import corpus_text_files, resolve_corpus
 from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import get_tokenizer, tokenizer_state
 
-from electra.pretraining.init_from import check_generator, check_init_config, init_tokenizer, load_generator, load_init
+from electra.pretrained.generator import check_generator, load_generator
+from electra.pretraining.init_from import check_init_config, init_tokenizer, load_init
 from electra.pretraining.learner import end_if_finished
 
 with main_process_first('the weights to start from', cfg.dist_timeout):  # (a hub download, once)

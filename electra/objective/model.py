@@ -392,7 +392,7 @@ def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: 
     initialisers, `official_init_`, or transformers' own); with `cfg.pad_vocab_multiple` the embedding matrix has
     `padded_vocab_size(vocab_size, multiple)` rows. `mask_token_id`: needed by `replace_mlm` and `all_tokens_mlm`;
     `special_ids`, the ids masking never chooses (`MaskingSettings.special_ids`): by `electric`. `generator`: the
-    existing masked LM of a frozen-generator objective (`fast_electra`; pretraining/init_from.py `load_generator`),
+    existing masked LM of a frozen-generator objective (`fast_electra`; pretrained/generator.py `load_generator`),
     used as it is."""
     rows, variant = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple), VARIANTS[cfg.objective]
     if variant.frozen_generator != (generator is not None):

@@ -33,7 +33,7 @@ from electra.runtime.files import file_sha256
 from electra.runtime.processes import is_main_process
 from electra.training.checkpoint import load_checkpoint
 
-__all__ = ['saved_model_type', 'EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',
+__all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',
            'quiet_transformers']
 
 EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
@@ -144,6 +144,27 @@ def saved_model_type(path: Path) -> str | None:
     try: return json.loads(config.read_text(encoding='utf-8')).get('model_type')
     except (OSError, ValueError, AttributeError) as e:
         raise ConfigError(f"{config}: unreadable ({e}). Export the model again with save_pretrained.") from None
+
+
+def load_saved(cls, name: str, what: str, key: str, instead: str):
+    """`cls.from_pretrained(name)`, a hub name or a local `save_pretrained` directory; offline, unknown or unreadable,
+    one message naming the setting `key`, the `what` and the local alternatives (`instead`)."""
+    local = Path(name).is_dir()
+    if local:
+        try: saved_model_type(Path(name))  # a folder without config.json would load as something else, or not at all
+        except ConfigError as e: raise ConfigError(f'{key}: {e}') from None
+    unreachable = None if local else hub_unreachable()
+    try:
+        with quiet_transformers() if local else contextlib.nullcontext():  # a download's progress is worth seeing
+            return cls.from_pretrained(name, local_files_only=bool(unreachable))
+    except RuntimeError:  # transformers: weights of other sizes than the config's (its report is logged, not raised)
+        raise ConfigError(f"{key}: cannot load the {what} '{name}' (its weights do not fit its config.json: a size "
+                          "was edited, or the weights are another model's). Export the model again with "
+                          "save_pretrained.") from None
+    except (OSError, ValueError) as e:
+        why = (f'the hub cannot be reached ({unreachable}) and it is not in the local cache' if unreachable
+               else f'not found: {str(e).splitlines()[0]}')
+        raise ConfigError(f"{key}: cannot load the {what} '{name}' ({why}). Use local copies instead: {instead}.") from None
 
 
 def _check_model_dir(path: Path) -> None:

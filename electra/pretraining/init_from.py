@@ -10,28 +10,22 @@ the model variables from `init_checkpoint` (google-research/electra, run_pretrai
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import nn
-from transformers import (AutoConfig, AutoModelForMaskedLM, AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining,
-                          PreTrainedTokenizerBase)
+from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 
 from electra.config.base import ConfigError, config_to_dict
 from electra.config.pretrain import PretrainConfig, saved_config
-from electra.data.hub import hub_unreachable
-from electra.data.tokenizer import (has_tokenizer_files, load_tokenizer, tokenizer_fingerprint, tokenizer_from_state,
-                                    tokenizer_state)
-from electra.pretrained.export import quiet_transformers, saved_model_type
-from electra.objective.model import FROZEN_GENERATORS, ElectraGeneratorDiscriminator, discriminator_config, generator_config
+from electra.data.tokenizer import load_tokenizer, tokenizer_fingerprint, tokenizer_from_state, tokenizer_state
+from electra.pretrained.export import load_saved
+from electra.objective.model import ElectraGeneratorDiscriminator, discriminator_config, generator_config
 from electra.runtime.files import atomic_save
 from electra.training.checkpoint import FORMAT, load_checkpoint, state_checksum
 
 __all__ = ['InitWeights', 'init_sources', 'load_init', 'check_init_config', 'init_model_', 'init_tokenizer',
-           'shared_weights', 'save_init_checkpoint', 'FrozenGenerator', 'load_generator', 'generator_net_config',
-           'check_generator']
+           'shared_weights', 'save_init_checkpoint']
 
 # the config fields that fix the shapes of the weights, as HF names them
 SIZE_KEYS = ('embedding_size', 'hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size',
@@ -76,26 +70,6 @@ INIT_LOCAL = ('a directory with generator/ and discriminator/ save_pretrained fo
               'the output of `python -m electra.convert tf`, or a pretrain.py .pth')
 
 
-def _hub_load(cls, name: str, what: str, key: str = 'init_from', instead: str = INIT_LOCAL):
-    "`cls.from_pretrained(name)`; offline or unknown, one message naming the local alternatives (`instead`)."
-    local = Path(name).is_dir()
-    if local:
-        try: saved_model_type(Path(name))  # a folder without config.json would load as something else, or not at all
-        except ConfigError as e: raise ConfigError(f'{key}: {e}') from None
-    unreachable = None if local else hub_unreachable()
-    try:
-        with quiet_transformers() if local else contextlib.nullcontext():  # a download's progress is worth seeing
-            return cls.from_pretrained(name, local_files_only=bool(unreachable))
-    except RuntimeError:  # transformers: weights of other sizes than the config's (its report is logged, not raised)
-        raise ConfigError(f"{key}: cannot load the {what} '{name}' (its weights do not fit its config.json: a size "
-                          "was edited, or the weights are another model's). Export the model again with "
-                          "save_pretrained.") from None
-    except (OSError, ValueError) as e:
-        why = (f'the hub cannot be reached ({unreachable}) and it is not in the local cache' if unreachable
-               else f'not found: {str(e).splitlines()[0]}')
-        raise ConfigError(f"{key}: cannot load the {what} '{name}' ({why}). Use local copies instead: {instead}.") from None
-
-
 def _from_checkpoint(path: Path) -> InitWeights:
     "The networks of one of `pretrain.py`'s checkpoints, built from the config it was written with."
     ckpt = load_checkpoint(path)
@@ -117,9 +91,9 @@ def load_init(source: str) -> InitWeights:
     where = init_sources(source)
     if isinstance(where, Path): return _from_checkpoint(where)
     gen_src, disc_src = where
-    gen = _hub_load(ElectraForMaskedLM, gen_src, 'generator')
-    disc = _hub_load(ElectraForPreTraining, disc_src, 'discriminator')
-    tokenizer = _hub_load(AutoTokenizer, disc_src, 'tokenizer of')
+    gen = load_saved(ElectraForMaskedLM, gen_src, 'generator', 'init_from', INIT_LOCAL)
+    disc = load_saved(ElectraForPreTraining, disc_src, 'discriminator', 'init_from', INIT_LOCAL)
+    tokenizer = load_saved(AutoTokenizer, disc_src, 'tokenizer of', 'init_from', INIT_LOCAL)
     for net, src, cls in ((gen, gen_src, 'ElectraForMaskedLM'), (disc, disc_src, 'ElectraForPreTraining')):
         saved_as = getattr(net.config, 'architectures', None) or [cls]
         if cls not in saved_as:  # from_pretrained would give the wrong class a fresh random head
@@ -234,54 +208,3 @@ def save_init_checkpoint(init: InitWeights, path: str | Path) -> Path:
              'model': model.state_dict(), 'source': init.source}
     state['checksum'] = state_checksum(state)
     return atomic_save(state, Path(path))
-
-
-GENERATOR_LOCAL = 'a save_pretrained directory of the masked LM and its tokenizer (e.g. a run\'s exported generator/)'
-
-
-@dataclass
-class FrozenGenerator:
-    "The existing masked LM a `fast_electra` run samples from, never trained, and its tokenizer."
-    net: nn.Module
-    tokenizer: PreTrainedTokenizerBase
-    source: str
-
-
-def generator_net_config(source: str):
-    "The transformers config of the masked LM `generator` names (its sizes, for the FLOPs of a comparison's plan)."
-    return _hub_load(AutoConfig, source, 'generator', 'generator', GENERATOR_LOCAL)
-
-
-def load_generator(source: str) -> FrozenGenerator:
-    """The masked LM `generator` names, a hub name or a local `save_pretrained` directory holding an
-    `ElectraForMaskedLM` or `BertForMaskedLM` and its tokenizer, refused in one line otherwise."""
-    if Path(source).is_dir() and not has_tokenizer_files(Path(source)):
-        raise ConfigError(f"generator: {source} has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
-                          "them its ids mean nothing. Save its tokenizer beside it (save_pretrained writes both).")
-    net = _hub_load(AutoModelForMaskedLM, source, 'generator', 'generator', GENERATOR_LOCAL)
-    saved_as = getattr(net.config, 'architectures', None) or [type(net).__name__]
-    if not isinstance(net, FROZEN_GENERATORS) or type(net).__name__ not in saved_as:  # else a fresh random head
-        raise ConfigError(f"generator: {source} holds a {' / '.join(saved_as)}, not one of "
-                          f"{', '.join(c.__name__ for c in FROZEN_GENERATORS)}: give a masked LM such as "
-                          "google/electra-small-generator or bert-base-uncased.")
-    tokenizer = _hub_load(AutoTokenizer, source, 'tokenizer of', 'generator', GENERATOR_LOCAL)
-    return FrozenGenerator(net, tokenizer, source)
-
-
-def check_generator(cfg: PretrainConfig, frozen: FrozenGenerator, tokenizer: PreTrainedTokenizerBase) -> None:
-    """Refuse a frozen generator whose vocabulary is not the run's tokenizer's (token by token), whose weights do not
-    have one row per token, or whose positions are fewer than `max_length`."""
-    theirs, ours = frozen.tokenizer.get_vocab(), tokenizer.get_vocab()
-    if theirs != ours:
-        diff = next((t for t in sorted(ours) if theirs.get(t) != ours[t]), None) or \
-            next(t for t in sorted(theirs) if theirs[t] != ours.get(t))
-        raise ConfigError(f"generator: {frozen.source}'s vocabulary ({len(theirs)} tokens) is not the run's tokenizer's "
-                          f"({len(ours)} tokens; {diff!r} is {theirs.get(diff)} there, {ours.get(diff)} here): its "
-                          "samples would be other words. Leave --tokenizer empty, to tokenize with the generator's.")
-    rows, positions = frozen.net.config.vocab_size, frozen.net.config.max_position_embeddings
-    if rows != len(tokenizer):
-        raise ConfigError(f"generator: {frozen.source} has {rows} vocabulary rows for {len(tokenizer)} tokens of its "
-                          "tokenizer: they do not belong together. Save the model and its tokenizer together.")
-    if positions < cfg.max_length:
-        raise ConfigError(f"generator: {frozen.source} reads at most {positions} tokens, fewer than max_length "
-                          f"{cfg.max_length}: set --max_length {positions} or less.")

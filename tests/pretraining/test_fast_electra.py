@@ -17,7 +17,8 @@ from electra.objective.flops import pretrain_flops
 from electra.objective.masking import MaskingSettings, max_predictions
 from electra.objective.model import build_pretraining_model
 from electra.pretrained.export import load_discriminator
-from electra.pretraining.init_from import check_generator, load_generator, load_init
+from electra.pretrained.generator import check_generator, load_generator
+from electra.pretraining.init_from import load_init
 from electra.training.checkpoint import load_checkpoint
 from electra.training.step import one_graph_supported
 from tests.support.pretrain import TINY as DRIVER_TINY, pretrain

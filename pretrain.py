@@ -145,7 +145,7 @@ from electra.tools.walkthrough import example_batch, show
 show(examples_frame(dataset, tokenizer, n=3), 'the first examples')
 
 # %% [markdown]
-# A batch of them masked as the masking callback masks every batch on the device: about 15% of the real tokens are
+# A batch of them masked as the training step masks every batch on the device: about 15% of the real tokens are
 # chosen, 85% of those replaced by `[MASK]` (marked «token→[MASK]»), the others kept (marked «token»).
 
 # %%
@@ -177,8 +177,9 @@ print(f'discriminator {n_disc / 1e6:.2f}M parameters, generator + discriminator 
 
 # %% [markdown]
 # ## The Learner
-# Masking happens on the device in a callback; the loss is `1 * generator MLM + 50 * discriminator BCE`; Adam
-# without bias correction, warm-up and linear decay applied together, clipping at 1.0.
+# The step is one function, `pretraining_step` in `electra/pretraining/step.py` (masking on the device, generator,
+# sampling, discriminator, the loss `1 * generator MLM + 50 * discriminator BCE`, gradients, clipping at 1.0, Adam
+# without bias correction); the Learner's other callbacks apply warm-up and linear decay, log, evaluate and checkpoint.
 
 # %%
 from electra.pretraining.learner import checkpoint_extra, pretraining_learner, save_run_config

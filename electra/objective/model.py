@@ -226,7 +226,7 @@ class ElectraGeneratorDiscriminator(nn.Module):
             generator.requires_grad_(False).eval()  # no dropout (`train`); it shares nothing, so nothing is tied
         elif generator is not None: _tie(generator, discriminator, tie_weights)
         self.mlm_head = MaskedLMHead(discriminator) if self.variant.mlm else None
-        if self.variant.head == 'mlm':  # the RTD head has no part in the loss: no gradient for DDP to await
+        if self.variant.head == 'mlm':  # the RTD head has no part in the loss: no gradient, no update
             discriminator.discriminator_predictions.requires_grad_(False)
         if self.variant.no_mask_samples and mask_token_id is None:
             raise ValueError(f"objective '{objective}' never samples [MASK]: give the model its mask_token_id")

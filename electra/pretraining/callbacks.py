@@ -95,8 +95,8 @@ class TwoStageTraining(Callback):
 
     def before_fit(self):
         if is_distributed():
-            raise ConfigError('two_stage: the networks switch from training to frozen mid-run, which DDP does not '
-                              'follow; run two-stage training in one process.')
+            raise ConfigError('two_stage: two-stage training runs in one process (its switch from one network to '
+                              'the other mid-run is not verified across the processes of a torchrun job).')
         # a run resumed after the switch has the discriminator's weights in its checkpoint already: freeze only
         if self.train_iter > self.switch_step: self._freeze_generator()
         else: self.model.stage = 1

@@ -15,7 +15,7 @@ from electra.config.base import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.convert.tf import convert_tf_checkpoint, electric_state
 from electra.convert.tf_checkpoint import TFCheckpoint
-from electra.objective.loss import ElectraLoss, loss_counts
+from electra.objective.loss import ElectraLoss
 from electra.objective.masking import MaskedInputs, MaskingSettings, write_at_positions
 from electra.objective.model import build_pretraining_model
 from tests.support.tiny import TINY

@@ -12,7 +12,6 @@ import torch.nn.functional as F
 from electra.config.base import ConfigError, config_from_dict
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning import learner
-from electra.finetuning import loss as loss_module
 from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.tasks import TASKS

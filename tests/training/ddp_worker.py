@@ -44,6 +44,8 @@ class PerExample:
 
     def __init__(self, masking): self.masking = masking
 
+    def __getattr__(self, name): return getattr(self.masking, name)  # its settings (special ids, ...) as they are
+
     def __call__(self, input_ids, rng):
         rows = [self.masking(row[None], torch.Generator().manual_seed(int(row.sum()))) for row in input_ids]
         return MaskedInputs(*(torch.cat(parts) for parts in zip(*rows)))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # benchmarks/same_metrics.sh for the demo and for each option that changes the step's shape: micro-batches, two-stage
-# training, every objective variant of objective/variants.py and the uniform generator. Run it before a change, then
+# training, every objective variant of objective/variants.py that trains its own generator (fast_electra's is an
+# existing model, given by path) and the uniform generator. Run it before a change, then
 # after it with the first run's folder as BASELINE_DIR: every case must give the same metrics, byte for byte.
 #   bash benchmarks/same_metrics_cases.sh OUT_DIR [BASELINE_DIR]
 set -euo pipefail
@@ -16,6 +17,7 @@ cases=(
   'replace_mlm --objective replace_mlm'
   'all_tokens_mlm --objective all_tokens_mlm'
   'uniform_generator --uniform_generator true'
+  'electric --objective electric'
 )
 for case in "${cases[@]}"; do
   read -r name options <<< "$case"

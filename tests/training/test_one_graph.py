@@ -6,9 +6,12 @@ from fastai.callback.core import Callback
 
 from electra.config.base import ConfigError, RunWarning
 from benchmarks.bench import runners
+from benchmarks.bench.baseline import BERT_IDS, BenchTokenizer
+from electra.objective.masking import MaskingSettings
+from electra.objective.model import build_pretraining_model
 from electra.pretraining.step import learn_from
 from electra.training.step import one_graph_supported
-from tests.support.tiny import batches, tiny_cfg, tiny_model
+from tests.support.tiny import V, batches, tiny_cfg, tiny_model
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -33,11 +36,11 @@ class CountingBackend:
         return aot_eager(gm, inputs)
 
 
-def run_steps(cfg, precision='fp32', n=4, backend=None, compiled=None):
-    """`n` steps of the real pretraining Learner on the tiny model: eager (`cfg.compile` off) or the whole step
-    (`compile_scope: step`), compiled with `backend` (None: eager). Returns (losses, weights)."""
+def run_steps(cfg, precision='fp32', n=4, backend=None, compiled=None, model=tiny_model):
+    """`n` steps of the real pretraining Learner on the tiny model (`model(cfg)`): eager (`cfg.compile` off) or the
+    whole step (`compile_scope: step`), compiled with `backend` (None: eager). Returns (losses, weights)."""
     torch.manual_seed(1)  # dropout
-    runner = runners.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg, n=n), torch.device('cpu'), precision)
+    runner = runners.LearnerRunner('t', cfg, model(cfg), batches(cfg, n=n), torch.device('cpu'), precision)
     cb = runner.learn.training_step
     if cb.scope == 'step':
         cb.scope, cb.backend = cb.scope if backend is not None else None, backend
@@ -115,3 +118,18 @@ def test_a_failed_compilation_warns_once_and_runs_the_step_eagerly():
     with pytest.warns(RunWarning, match=r'^compile_scope step: torch.compile of the whole step failed \(.*simulated'):
         failed = run_steps(cfg, backend=broken, compiled=False)
     assert_same_run(run_steps(cfg), failed, atol=0)
+
+
+@pytest.mark.skipif(not one_graph_supported(), reason='torch < 2.11 cannot trace the backward into a graph')
+def test_electrics_whole_step_compiles_as_one_graph_and_equals_the_eager_one():
+    """Electric's step (two-tower cloze generator, the cloze loss's divisor from the special ids, the corrected
+    discriminator logit) as one graph, 4 steps with dropout: the eager run, compiled once."""
+    cfg = tiny_cfg(clip_grad=0.05, lr=1e-3, compile=True, compile_scope='step', objective='electric')
+    special = MaskingSettings.from_config(cfg, BenchTokenizer(V)).special_ids
+
+    def electric_model(cfg):
+        torch.manual_seed(0)
+        return build_pretraining_model(cfg, V, 0, BERT_IDS['mask'], special)
+    backend = CountingBackend()
+    assert_same_run(run_steps(cfg, model=electric_model), run_steps(cfg, backend=backend, model=electric_model), atol=1e-6)
+    assert backend.graphs == 1

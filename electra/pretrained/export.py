@@ -146,25 +146,33 @@ def saved_model_type(path: Path) -> str | None:
         raise ConfigError(f"{config}: unreadable ({e}). Export the model again with save_pretrained.") from None
 
 
-def load_saved(cls, name: str, what: str, key: str, instead: str):
-    """`cls.from_pretrained(name)`, a hub name or a local `save_pretrained` directory; offline, unknown or unreadable,
-    one message naming the setting `key`, the `what` and the local alternatives (`instead`)."""
+def load_saved(name: str, key: str, instead: str, *loads: tuple[type, str]) -> list:
+    """Each `cls.from_pretrained(name)` of `loads`, (cls, what) pairs (e.g. a model and its tokenizer), from a hub name
+    or a local `save_pretrained` directory, the hub asked once whether it can be reached; offline, unknown or
+    unreadable, one message naming the setting `key`, the `what` and the local alternatives (`instead`)."""
     local = Path(name).is_dir()
     if local:
         try: saved_model_type(Path(name))  # a folder without config.json would load as something else, or not at all
         except ConfigError as e: raise ConfigError(f'{key}: {e}') from None
-    unreachable = None if local else hub_unreachable()
-    try:
-        with quiet_transformers() if local else contextlib.nullcontext():  # a download's progress is worth seeing
-            return cls.from_pretrained(name, local_files_only=bool(unreachable))
-    except RuntimeError:  # transformers: weights of other sizes than the config's (its report is logged, not raised)
-        raise ConfigError(f"{key}: cannot load the {what} '{name}' (its weights do not fit its config.json: a size "
-                          "was edited, or the weights are another model's). Export the model again with "
-                          "save_pretrained.") from None
-    except (OSError, ValueError) as e:
-        why = (f'the hub cannot be reached ({unreachable}) and it is not in the local cache' if unreachable
-               else f'not found: {str(e).splitlines()[0]}')
-        raise ConfigError(f"{key}: cannot load the {what} '{name}' ({why}). Use local copies instead: {instead}.") from None
+    unreachable = None if local else hub_unreachable()  # then only the local cache can hold it: no retries
+    out = []
+    for cls, what in loads:
+        try:
+            with quiet_transformers() if local else contextlib.nullcontext():  # a download's progress is worth seeing
+                out.append(cls.from_pretrained(name, local_files_only=bool(unreachable)))
+        except RuntimeError:  # transformers: weights of other sizes than the config's (its report is logged, not raised)
+            raise ConfigError(f"{key}: cannot load the {what} '{name}' (its weights do not fit its config.json: a "
+                              "size was edited, or the weights are another model's). Export the model again with "
+                              "save_pretrained.") from None
+        except (OSError, ValueError) as e:
+            if local:
+                raise ConfigError(f"{key}: {name} is not a save_pretrained directory of the {what} "
+                                  f"({str(e).splitlines()[0]}). Export it again with save_pretrained.") from None
+            why = (f'the hub cannot be reached ({unreachable}) and it is not in the local cache' if unreachable
+                   else f'offline, or no such model: {str(e).splitlines()[0]}')
+            raise ConfigError(f"{key}: cannot load the {what} '{name}' ({why}). Use local copies instead: "
+                              f"{instead}.") from None
+    return out
 
 
 def _check_model_dir(path: Path) -> None:
@@ -180,26 +188,17 @@ def _check_model_dir(path: Path) -> None:
                           "(save_pretrained writes both), or give the pretraining .pth, which carries its tokenizer.")
 
 
+MODEL_LOCAL = ('a save_pretrained directory (e.g. checkpoints/pretrain/<run>_<seed>/discriminator) or a pretraining '
+               '.pth checkpoint')
+
+
 def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
     if Path(source).is_file():  # transformers would read any file as pickled weights, and fail deep inside torch.load
         raise ConfigError(f"{source}: a file, not a model. Give a pretrain.py checkpoint (a .pth file), a "
                           f"save_pretrained directory (here perhaps {Path(source).parent}) or a hub name.")
-    local = Path(source).is_dir()
-    if local: _check_model_dir(Path(source))
-    unreachable = None if local else hub_unreachable()  # then only the local cache can hold it: no retries
-    try:
-        with quiet_transformers() if local else contextlib.nullcontext():  # a download's progress is worth seeing
-            disc = ElectraForPreTraining.from_pretrained(source, local_files_only=bool(unreachable))
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=bool(unreachable))
-    except OSError as e:
-        if local:
-            raise ConfigError(f"{source}: not a save_pretrained directory of an ELECTRA discriminator with its "
-                              f"tokenizer ({e}).") from None
-        why = (f'the hub cannot be reached ({unreachable}) and the model is not in the local cache' if unreachable
-               else f'offline, or no such model: {e}')
-        raise ConfigError(f"cannot load '{source}' from the Hugging Face hub ({why}). "
-                          "Point at a local save_pretrained directory (e.g. checkpoints/pretrain/<run>_<seed>/"
-                          "discriminator) or a pretraining .pth checkpoint instead.") from None
+    if Path(source).is_dir(): _check_model_dir(Path(source))
+    disc, tokenizer = load_saved(source, 'model', MODEL_LOCAL, (ElectraForPreTraining, 'discriminator'),
+                                 (AutoTokenizer, 'tokenizer of'))
     # save_pretrained records the class; a generator directory would otherwise load with a fresh random head.
     saved_as = getattr(disc.config, 'architectures', None) or ['ElectraForPreTraining']
     if disc.config.model_type != 'electra' or 'ElectraForPreTraining' not in saved_as:

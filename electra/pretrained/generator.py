@@ -30,7 +30,7 @@ class FrozenGenerator:
 
 def generator_net_config(source: str):
     "The transformers config of the masked LM `generator` names (its sizes, for the FLOPs of a comparison's plan)."
-    return load_saved(AutoConfig, source, 'generator', 'generator', GENERATOR_LOCAL)
+    return load_saved(source, 'generator', GENERATOR_LOCAL, (AutoConfig, 'generator'))[0]
 
 
 def load_generator(source: str) -> FrozenGenerator:
@@ -39,13 +39,13 @@ def load_generator(source: str) -> FrozenGenerator:
     if Path(source).is_dir() and not has_tokenizer_files(Path(source)):
         raise ConfigError(f"generator: {source} has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
                           "them its ids mean nothing. Save its tokenizer beside it (save_pretrained writes both).")
-    net = load_saved(AutoModelForMaskedLM, source, 'generator', 'generator', GENERATOR_LOCAL)
+    net, tokenizer = load_saved(source, 'generator', GENERATOR_LOCAL, (AutoModelForMaskedLM, 'generator'),
+                                (AutoTokenizer, 'tokenizer of'))
     saved_as = getattr(net.config, 'architectures', None) or [type(net).__name__]
     if not isinstance(net, FROZEN_GENERATORS) or type(net).__name__ not in saved_as:  # else a fresh random head
         raise ConfigError(f"generator: {source} holds a {' / '.join(saved_as)}, not one of "
                           f"{', '.join(c.__name__ for c in FROZEN_GENERATORS)}: give a masked LM such as "
                           "google/electra-small-generator or bert-base-uncased.")
-    tokenizer = load_saved(AutoTokenizer, source, 'tokenizer of', 'generator', GENERATOR_LOCAL)
     return FrozenGenerator(net, tokenizer, source)
 
 

@@ -91,9 +91,9 @@ def load_init(source: str) -> InitWeights:
     where = init_sources(source)
     if isinstance(where, Path): return _from_checkpoint(where)
     gen_src, disc_src = where
-    gen = load_saved(ElectraForMaskedLM, gen_src, 'generator', 'init_from', INIT_LOCAL)
-    disc = load_saved(ElectraForPreTraining, disc_src, 'discriminator', 'init_from', INIT_LOCAL)
-    tokenizer = load_saved(AutoTokenizer, disc_src, 'tokenizer of', 'init_from', INIT_LOCAL)
+    gen, = load_saved(gen_src, 'init_from', INIT_LOCAL, (ElectraForMaskedLM, 'generator'))
+    disc, tokenizer = load_saved(disc_src, 'init_from', INIT_LOCAL, (ElectraForPreTraining, 'discriminator'),
+                                 (AutoTokenizer, 'tokenizer of'))
     for net, src, cls in ((gen, gen_src, 'ElectraForMaskedLM'), (disc, disc_src, 'ElectraForPreTraining')):
         saved_as = getattr(net.config, 'architectures', None) or [cls]
         if cls not in saved_as:  # from_pretrained would give the wrong class a fresh random head

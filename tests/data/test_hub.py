@@ -76,9 +76,9 @@ print(json.dumps([
                        env={**env, 'HF_ENDPOINT': endpoint, 'HF_HOME': str(tmp_path / 'hf'), 'PYTHONPATH': str(ROOT)})
     assert r.returncode == 0, r.stderr[-3000:]
     missing, cached, corpus, glue = json.loads(r.stdout.strip().splitlines()[-1])
-    assert missing.startswith(f"cannot load 'someone/missing-electra' from the Hugging Face hub (the hub cannot be "
+    assert missing.startswith(f"model: cannot load the discriminator 'someone/missing-electra' (the hub cannot be "
                               f"reached ({endpoint}: ") and 'not in the local cache' in missing
-    assert 'Point at a local save_pretrained directory' in missing
+    assert 'Use local copies instead: a save_pretrained directory' in missing
     assert cached == 8
     assert corpus.startswith(f"corpus 'hub:someone/corpus': the Hugging Face hub cannot be reached ({endpoint}: ")
     assert glue.startswith('data: cannot load nyu-mll/glue/rte from the HF hub') and endpoint in glue

@@ -13,9 +13,9 @@ from torch import nn
 
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.classifier import ElectraClassifier, optimizer_groups
+from electra.finetuning.step import FinetuningStep
 from electra.finetuning.tasks.base import TaskData
 from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision
-from electra.finetuning.step import FinetuningStep
 from electra.training.distributed import all_reduce_sum, gather_objects, is_distributed
 from electra.training.optim import electra_opt_func
 from electra.training.schedule import warmup_decay_sched

@@ -59,7 +59,7 @@ def pretrain_flops(cfg: PretrainConfig, batch: int, length: int, vocab: int, hea
     rtd_head = float(2 * T * d.hidden_size * d.hidden_size + 2 * T * d.hidden_size)
     disc_head = {'rtd': rtd_head, 'mlm': mlm_head_flops(n, d.hidden_size, d.embedding_size, vocab),
                  'copy': mlm_head_flops(T, d.hidden_size, d.embedding_size, vocab) + rtd_head,
-                 }[VARIANTS[cfg.objective].head]  # the discriminator's loss head
+                 }[variant.head]  # the discriminator's loss head
     out = {
         'generator_encoder': towers * encoder_flops(batch, length, g.hidden_size, g.num_hidden_layers,
                                                     g.intermediate_size, g_embedding) if has_generator else 0.0,

@@ -110,7 +110,7 @@ class StepCallback(Callback):
         if not self.compiled:
             warnings.warn(f'{self.key}: torch {torch.__version__} cannot trace the backward into a graph (needs '
                           'torch >= 2.11); the whole step runs eagerly.', RunWarning, stacklevel=3)
-        if not self.compiled: return
+            return
         kwargs = {'dynamic': False, **({} if self.mode is None else {'mode': self.mode})}
         self.step_fn = torch.compile(self.plain, fullgraph=True, backend=self.backend, **kwargs)
 

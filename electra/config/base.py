@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import os
 import re
 import sys
 import types
@@ -25,7 +26,7 @@ import yaml
 __all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
            'threads_field', 'threads_setting',
-           'compressed', 'COMPRESSED_SUFFIXES']
+           'compressed', 'COMPRESSED_SUFFIXES', 'path', 'expand_path']
 
 
 class ConfigError(ValueError):
@@ -266,6 +267,37 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+# The type of a key whose value is a path (or a name that may be one: a model, a corpus, a task): written as people write
+# paths, `~`, `~user`, `$VAR` and `${VAR}` are expanded where the value is read, in a preset, a task file, the command
+# line or a notebook's overrides alike, as a shell expands them (a shell expands none of them in a YAML file, nor `~`
+# after a comma). `--help` shows its type as `path`.
+path = typing.NewType('path', str)
+_VARIABLE = re.compile(r'\$(\w+|\{([^}]*)\})')
+
+
+def expand_path(value: str, where: str) -> str:
+    """`value` with `~` and `~user` at the start of it or of any of its comma-separated parts (corpora, a generator and
+    a discriminator) and every `$VAR` and `${VAR}` expanded; a variable that is not set, or a user without a home
+    folder, is a ConfigError naming `where`: left as written it would name a folder `$SCRATCH` in the current one."""
+    def variable(m: re.Match) -> str:
+        name = m.group(2) if m.group(2) is not None else m.group(1)
+        if name not in os.environ:
+            raise ConfigError(f"{where}: {value!r} names the environment variable {name!r}, which is not set: set it "
+                              f"(export {name}=...) or write the path out.")
+        return os.environ[name]
+    parts = []
+    for part in _VARIABLE.sub(variable, value).split(','):
+        head = part.strip()
+        if head.startswith('~'):
+            expanded = os.path.expanduser(head)
+            if expanded.startswith('~'):
+                raise ConfigError(f"{where}: {value!r}: there is no user {head[1:].split('/')[0]!r} whose home folder "
+                                  f"`{head.split('/')[0]}` names. Write ~/ for yours, or the path out.")
+            part = part[:len(part) - len(part.lstrip())] + expanded
+        parts.append(part)
+    return ','.join(parts)
+
+
 def _key_lines(node, above: tuple = ()) -> dict[tuple, int]:
     "The line (from 1) of each key of a YAML mapping node, and of the mappings inside it, by its path of keys."
     lines = {}
@@ -349,6 +381,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             try: return float(value)
             except ValueError: pass
         raise ConfigError(f"{where}: expected a number, got {value!r}.")
+    if tp is path: return expand_path(_coerce(value, str, where), where)
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool): return str(value)
         raise ConfigError(f"{where}: expected a string, got {value!r}.")
@@ -501,11 +534,13 @@ def project_dir(preset_dir: str | Path) -> Path:
 
 
 def resolve_preset(name: str, preset_dir: Path) -> Path:
-    "A preset name (`small`) in `preset_dir`, or a path to a YAML file."
-    path = Path(name)
-    if path.suffix in ('.yaml', '.yml') or path.is_file():  # not a folder: `electra` is a preset and the package
-        if not path.is_file(): raise ConfigError(f"--config: no such file '{name}'.")
-        return path
+    """A preset name (`small`) in `preset_dir`, or a path to a YAML file: a file whatever its name ends with, a folder
+    never (whatever its name ends with), unless a preset has its name (`electra` is a preset and the package)."""
+    path = Path(expand_path(name, '--config'))
+    if path.is_file(): return path
+    if path.is_dir() and not (preset_dir / f'{name}.yaml').is_file():
+        raise ConfigError(f"--config: '{name}' is a folder, not a YAML file: give a preset file in it, or a preset name.")
+    if path.suffix in ('.yaml', '.yml'): raise ConfigError(f"--config: no such file '{name}'.")
     path = preset_dir / f'{name}.yaml'
     if not path.is_file():
         names = sorted(p.stem for p in preset_dir.glob('*.yaml'))
@@ -575,4 +610,5 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     if wants_help:  # the values this very command would run with
         print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
         raise SystemExit(0)
+    if hasattr(cfg, 'check_folders'): cfg.check_folders()  # a job's outputs apart from its inputs (config/paths.py)
     return cfg

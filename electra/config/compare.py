@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.config.base import (SEED_END, THREADS_HELP, ConfigError, choice_field, field, need, safe_name,
+from electra.config.base import (SEED_END, THREADS_HELP, ConfigError, choice_field, field, need, path, safe_name,
                                  threads_field)
 
 __all__ = ['CompareConfig', 'VariantSpec', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
@@ -55,7 +55,7 @@ class CompareConfig:
     config: str = field('demo', 'preset name in configs/compare/ or a path to a YAML file')
     name: str = field('compare', 'name of the comparison: everything goes to <output_dir>/<name>/, runs are named '
                                  '<name>_<variant>')
-    output_dir: str = field('checkpoints/compare', 'where comparisons are written')
+    output_dir: path = field('checkpoints/compare', 'where comparisons are written')
     # -- pretraining
     pretrain_config: str = field('small', 'pretrain preset(s) common to every variant: a name in configs/pretrain/, '
                                           'a YAML path, or several comma-separated (applied left to right)')
@@ -78,7 +78,7 @@ class CompareConfig:
     finetune_config: str = field('small', 'finetune preset (configs/finetune/) or YAML path for every fine-tuning')
     finetune_overrides: dict = field({}, 'finetune keys (data, runs, epochs, lr, device, task_overrides, ...); on the '
                                          'command line also --finetune.KEY VALUE')
-    tasks: list[str] = field([], "tasks to fine-tune on (GLUE names or task files); empty: the finetune config's tasks")
+    tasks: list[path] = field([], "tasks to fine-tune on (GLUE names or task files); empty: the finetune config's tasks")
     finetune_at: list[float] = field([1.0], "fractions of each pretraining run whose checkpoint is fine-tuned, 1.0 (the "
                                             "finished run) among them: several give each variant's score against "
                                             "pretraining compute along its run, as the curves of the paper's Figure 3",

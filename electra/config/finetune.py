@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from electra.config.base import (DIST_TIMEOUT_MAX, SEED_END, ConfigError, RunWarning, choice_field, config_from_dict, did_you_mean,
-                                 field, need, optimizer_keys, safe_name, threads_field)
+                                 field, need, optimizer_keys, path, safe_name, threads_field)
+from electra.config.paths import Owned, check_apart, local_paths
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
            'is_task_file', 'TaskCatalogue', 'register_task_catalogue']
@@ -84,12 +86,12 @@ def is_task_file(entry: str) -> bool:
 class FinetuneConfig:
     # -- job
     config: str = field('demo', 'preset name in configs/finetune/ or a path to a YAML file')
-    model: str = field('checkpoints/pretrain/demo_11081_100%.pth',
+    model: path = field('checkpoints/pretrain/demo_11081_100%.pth',
                        "pretrained discriminator: a pretrain.py .pth checkpoint, a save_pretrained directory or a hub "
                        "name such as google/electra-small-discriminator")
-    data: str = field('hub', "'hub' (nyu-mll/glue), 'demo' (the project's sample tasks, written to cache_dir), a directory "
+    data: path = field('hub', "'hub' (nyu-mll/glue), 'demo' (the project's sample tasks, written to cache_dir), a directory "
                              "in the GLUE download layout (<dir>/CoLA/train.tsv, ...) or of saved hub copies (<dir>/cola/)")
-    tasks: list[str] = field(list(GLUE_TASKS), 'tasks to fine-tune and predict: GLUE names (AX is predicted with the MNLI '
+    tasks: list[path] = field(list(GLUE_TASKS), 'tasks to fine-tune and predict: GLUE names (AX is predicted with the MNLI '
                                               'model) or task files (YAML: your own classification, regression or multi-label data, '
                                               'token tagging, SQuAD or MRQA; see the README)', min_items=1)
     runs: int = field(10, 'fine-tuning runs per task, each from the same pretrained weights with its own seed', gt=0)
@@ -97,9 +99,9 @@ class FinetuneConfig:
     seeds: list[int] = field([], 'explicit seed of each run (at least `runs` of them)', ge=0, lt=SEED_END,
                              empty='run i uses seed + i')
     group: str = field('demo', 'name of this sweep: outputs go to <output_dir>/<group>/ and <test_output_dir>/<group>/')
-    output_dir: str = field('checkpoints/glue', 'fine-tuned weights (<group>/<task>_<i>.pth), the results table and the summary')
-    test_output_dir: str = field('test_outputs', 'test predictions (<group>/<file>.tsv) and glue_submission.zip')
-    cache_dir: str = field('cache', 'token cache and the demo data')
+    output_dir: path = field('checkpoints/glue', 'fine-tuned weights (<group>/<task>_<i>.pth), the results table and the summary')
+    test_output_dir: path = field('test_outputs', 'test predictions (<group>/<file>.tsv) and glue_submission.zip')
+    cache_dir: path = field('cache', 'token cache and the demo data')
     predict: bool = field(True, 'after the runs, write the test predictions of the selected runs and the zip')
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
     precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'],
@@ -205,6 +207,22 @@ class FinetuneConfig:
         need(self.ensemble_k <= self.runs, 'ensemble_k', f'must be at most runs ({self.runs}), got {self.ensemble_k}.')
         self._validate_hparams()
         self._validate_overrides(files)
+
+    def inputs(self) -> list[tuple[str, str]]:
+        """(key, path) of every local file and folder the job reads: the model, the GLUE data folder, each task file
+        and the data files it names."""
+        files = [(f'tasks ({spec.name})', str(f)) for spec in self.file_tasks().values() for f in spec.files.values()]
+        return [*local_paths('model', [self.model]), *local_paths('data', [self.data] if self.data not in ('hub', 'demo')
+                                                                  else []),
+                *local_paths('tasks', [t for t in self.tasks if is_task_file(t)]), *files]
+
+    def check_folders(self) -> None:
+        """The folders the job writes apart from what it reads (config/paths.py): its group's folders and cache_dir
+        outside its inputs, no input in its group's folders. A model pretraining exported under checkpoints/ is read
+        while the runs go to checkpoints/glue/<group>/: another job's output is an input like any other."""
+        groups = [('output_dir', Path(self.output_dir) / self.group)]
+        if self.predict: groups.append(('test_output_dir', Path(self.test_output_dir) / self.group))
+        check_apart([*groups, ('cache_dir', self.cache_dir)], [Owned(k, f, '--group') for k, f in groups], self.inputs())
 
     def _validate_overrides(self, files: dict) -> None:
         "`task_overrides`: tasks of this job (GLUE names or task files' names) with per-task keys, checked."

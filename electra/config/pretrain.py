@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 from electra.config.base import (DIST_TIMEOUT_MAX, SEED_END, RunWarning, choice_field, config_from_dict, field,
-                                 need, optimizer_keys, safe_name, threads_field)
+                                 need, optimizer_keys, path, safe_name, threads_field)
+from electra.config.paths import Owned, check_apart, local_paths
 
 __all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
            'RESUME_CONTENT', 'RESUME_FREE', 'saved_config']
@@ -52,8 +54,8 @@ class PretrainConfig:
     config: str = field('demo', 'preset name in configs/pretrain/ or a path to a YAML file')
     run_name: str = field('vanilla', 'name of the run; checkpoints are <run_name>_<seed>_<percent>.pth')
     seed: int = field(11081, 'random seed for data order, masking, sampling and initialisation', ge=0, lt=SEED_END)
-    output_dir: str = field('checkpoints/pretrain', 'where checkpoints, metrics and the exported models go')
-    cache_dir: str = field('cache', 'where built datasets (Arrow) and the demo corpus are cached')
+    output_dir: path = field('checkpoints/pretrain', 'where checkpoints, metrics and the exported models go')
+    cache_dir: path = field('cache', 'where built datasets (Arrow) and the demo corpus are cached')
     resume: bool = field(False, 'continue from the latest checkpoint of this run_name and seed')
     overwrite: bool = field(False, 'start over even if this run_name and seed already have checkpoints')
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
@@ -66,7 +68,7 @@ class PretrainConfig:
                                        le=1, empty='no checkpoints, only the export at the end')
     num_workers: int = field(0, 'DataLoader worker processes', ge=0, zero='batches are loaded in the main process')
     # -- data
-    corpus: list[str] = field(['demo'], "corpora, one per entry: a text file or a directory of them (read as "
+    corpus: list[path] = field(['demo'], "corpora, one per entry: a text file or a directory of them (read as "
                                         "`corpus_format` says), 'demo' (the built-in sample corpus), local table files "
                                         "(.parquet, .jsonl/.json, .arrow, or a directory of them) or a Hugging Face hub "
                                         "dataset hub:<name>[:<config>], e.g. hub:openwebtext, "
@@ -98,8 +100,8 @@ class PretrainConfig:
     eval_examples: int = field(256, 'examples held out (never trained on) to evaluate generator MLM accuracy, '
                                     'discriminator accuracy and AUC every log_every steps', ge=0,
                                zero='no held-out evaluation')
-    tokenizer: str = field('', "a WordPiece vocab.txt or an HF tokenizer directory; empty: train one on the corpus")
-    init_from: str = field('', "continue pretraining from these weights (and their tokenizer): a hub name such as "
+    tokenizer: path = field('', "a WordPiece vocab.txt or an HF tokenizer directory; empty: train one on the corpus")
+    init_from: path = field('', "continue pretraining from these weights (and their tokenizer): a hub name such as "
                                "google/electra-small-discriminator (its -generator too), a directory with generator/ "
                                "and discriminator/ (an export, a converted TF checkpoint), GENERATOR,DISCRIMINATOR, or a "
                                "pretrain.py .pth; the optimizer and step start fresh. Empty: a fresh initialisation")
@@ -149,7 +151,7 @@ class PretrainConfig:
                                              "the anneal's shape over p = step / steps: 'linear' (start - end) (1 - p); "
                                              "'cosine' (start - end) (1 + cos(pi p)) / 2, each + end; 'exponential' "
                                              "end (start / end)^(1 - p)")
-    generator: str = field('', "objective fast_electra: the existing masked LM that generates, frozen (never trained): "
+    generator: path = field('', "objective fast_electra: the existing masked LM that generates, frozen (never trained): "
                                "a hub name (google/electra-small-generator, bert-base-uncased) or a local "
                                "save_pretrained directory of an ElectraForMaskedLM or BertForMaskedLM; its tokenizer "
                                "is the run's", empty='a generator trained with the discriminator (or none)')
@@ -285,6 +287,22 @@ class PretrainConfig:
              'false and two_stage 0 (--config fast_electra does).')
         need(not self.init_from, 'init_from', 'a fast_electra run starts its discriminator fresh (continuing from '
                                               'weights with a frozen generator is not supported): leave it empty.')
+
+    def inputs(self) -> list[tuple[str, str]]:
+        "(key, path) of every local file and folder the run reads: corpora, tokenizer, init_from, generator."
+        corpora = [c for c in self.corpus if c != 'demo' and not c.startswith('hub:')]
+        return [*local_paths('corpus', corpora), *local_paths('tokenizer', [self.tokenizer]),
+                *local_paths('init_from', [s.strip() for s in self.init_from.split(',')]),
+                *local_paths('generator', [self.generator])]
+
+    def check_folders(self) -> None:
+        """The folders the run writes apart from what it reads (config/paths.py): output_dir and cache_dir outside its
+        inputs; no input in its own run folder or among its checkpoints. Another run's export under the same
+        output_dir is an input like any other (continued pretraining, the README's --init_from)."""
+        run = f'{self.run_name}_{self.seed}'
+        owns = [Owned('output_dir', Path(self.output_dir) / run, '--run_name'),
+                Owned('output_dir', self.output_dir, '--run_name', f'{run}_*%.pth')]
+        check_apart([('output_dir', self.output_dir), ('cache_dir', self.cache_dir)], owns, self.inputs())
 
     @property
     def two_stage_switch(self) -> int:

@@ -12,6 +12,7 @@ import yaml
 from electra.config.base import ConfigError, RunWarning, load_config, need, read_text, safe_name
 from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.finetune import FinetuneConfig
+from electra.config.paths import Owned, check_apart
 from electra.config.pretrain import PretrainConfig
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
@@ -277,4 +278,15 @@ def make_plan(cfg: CompareConfig) -> Plan:
             runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(cfg, v, run_name, seed, pretrain_dir),
                                 _points(cfg, v, run_name, seed, pretrain_dir, root)))
     fcfg, tasks = _finetune_config(cfg, runs[0].finetune_args) if cfg.finetune else (None, [])
+    _check_apart(root, variants, fcfg)
     return Plan(cfg, root, variants, runs, fcfg, tasks)
+
+
+def _check_apart(root: Path, variants: list[VariantPlan], fcfg: FinetuneConfig | None) -> None:
+    """The comparison's folder apart from what its jobs read (config/paths.py): not inside a corpus, a tokenizer, the
+    weights a variant starts from, the fine-tuning data or task files, and none of them inside it. (The fine-tuning
+    reads the models the comparison's own pretraining writes there: that is each job's own check.)"""
+    reads = [(f"{key} (variant '{v.name}')", given) for v in variants for key, given in v.config.inputs()]
+    reads += [(f'finetune_overrides / tasks: {key}', given) for key, given in (fcfg.inputs() if fcfg else [])
+              if key != 'model']
+    check_apart([('output_dir', root)], [Owned('output_dir', root, '--name')], reads)

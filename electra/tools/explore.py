@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from electra.config.base import SEED_END, config_from_dict, field
+from electra.config.base import SEED_END, config_from_dict, field, path
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned, read_finetuned
 from electra.finetuning.learner import predict_outputs
@@ -223,13 +223,13 @@ def find_misclassified(classifier, tokenizer, task, examples, max_length: int = 
 
 @dataclass
 class ExploreConfig:
-    model: str = field('', 'pretrained discriminator whose word embeddings to search (a pretrain.py .pth, a save_pretrained '
+    model: path = field('', 'pretrained discriminator whose word embeddings to search (a pretrain.py .pth, a save_pretrained '
                            'directory or a hub name); empty: the one the fine-tuned run started from')
-    finetuned: str = field('checkpoints/glue/demo/MRPC_0.pth',
+    finetuned: path = field('checkpoints/glue/demo/MRPC_0.pth',
                            "a fine-tuned run of finetune.py (<output_dir>/<group>/<task>_<i>.pth): its task's training "
                            "examples are indexed and its dev mistakes analysed")
-    data: str = field('demo', "the GLUE data the run was fine-tuned on: 'hub', 'demo' or a directory")
-    cache_dir: str = field('cache', 'where the demo GLUE data is written')
+    data: path = field('demo', "the GLUE data the run was fine-tuned on: 'hub', 'demo' or a directory")
+    cache_dir: path = field('cache', 'where the demo GLUE data is written')
     words: list[str] = field(['cow', 'ship', 'bread', 'teacher', 'yesterday', 'three'], 'words whose nearest tokens to list')
     k: int = field(10, 'neighbours per query', gt=0)
     mistake: int = field(0, 'which misclassified dev example to analyse, by confidence', ge=0,

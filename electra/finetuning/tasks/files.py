@@ -35,8 +35,8 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from electra.config.base import (COMPRESSED_SUFFIXES, ConfigError, compressed, config_from_dict, field, key_place,
-                                 load_yaml, read_text, safe_name, yaml_key_lines)
+from electra.config.base import (COMPRESSED_SUFFIXES, ConfigError, compressed, config_from_dict, expand_path, field,
+                                 key_place, load_yaml, read_text, safe_name, yaml_key_lines)
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.tasks import TASKS, task_named
@@ -48,7 +48,7 @@ from electra.runtime.processes import is_main_process
 
 __all__ = ['FileTaskSpec', 'FileOptions', 'FileKind', 'register_file_kind', 'read_task_file', 'task_hparams', 'task_settings',
            'make_task', 'FileSource',
-           'file_task', 'write_file_predictions']
+           'file_task', 'write_file_predictions', 'data_file']
 
 # the kinds of sentence (or sentence-pair) task files this module reads itself (`read_task_file`), each with its
 # default metrics; the kinds of other modules (tagging, QA) are in FILE_KIND_REGISTRY only
@@ -139,6 +139,12 @@ def task_settings(cls, path: Path, values: dict):
     except ConfigError as e: raise ConfigError(str(e) if str(e).startswith(str(path)) else f'{path}: {e}') from None
 
 
+def data_file(path: Path, raw: dict, split: str) -> Path:
+    """The data file a task file names for `split`, as written there (`~`, `$VAR` expanded as in a config) and relative
+    to the task file; every kind's reader takes its files from here."""
+    return (path.parent / expand_path(str(raw[split]), f"{key_place(path, split)}: {split}")).resolve()
+
+
 def read_task_file(path: str | Path):
     """The task a YAML file describes, checked: keys, kind, metrics, columns or fields named, files present. A
     `FileTaskSpec`, or for `kind` tagging, squad or mrqa the spec of `tasks/tagging/task.py` or `tasks/qa/task.py`."""
@@ -161,7 +167,7 @@ def read_task_file(path: str | Path):
     check_metrics(metrics, kind, path)  # the number of classes is checked once they are read
     text = (raw['text'],) if isinstance(raw['text'], str) else tuple(raw['text'])
     if not 1 <= len(text) <= 2: _fail(path, f"text: one column, or two for a pair; got {len(text)}.")
-    files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
+    files = {s: data_file(path, raw, s) for s in ('train', 'dev', 'test') if raw.get(s)}
     for split, f in files.items():
         if f.suffix in COMPRESSED_SUFFIXES and (packed := compressed(f)): _fail(path, f"{split}: {f.name} {packed}.")
         if f.suffix not in FORMATS: _fail(path, f"{split}: {f.name} is not {', '.join(FORMATS)}.")

@@ -46,7 +46,7 @@ from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast, predict_examples
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
-from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams, task_settings
+from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.qa.data import gold_answers, read_mrqa, read_squad, squad_json, squad_version
 from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
 from electra.finetuning.tasks.qa.heads import ElectraQA, QALoss, decode, window_rows
@@ -132,7 +132,7 @@ def read_qa_spec(path: Path, raw: dict) -> QASpec:
     for split in ('train', 'dev', 'test'):
         if not raw.get(split): continue
         if not isinstance(raw[split], str): _fail(path, f"{split}: {raw[split]!r} is not a file name.")
-        f = (path.parent / raw[split]).resolve()
+        f = data_file(path, raw, split)
         if not f.name.endswith(SUFFIXES[kind]):
             _fail(path, f"{split}: {f.name} is not a {' or '.join(SUFFIXES[kind])} file, as kind {kind} reads "
                         f"({'the official SQuAD JSON' if kind == 'squad' else 'MRQA JSONL'}).")

@@ -29,7 +29,7 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
-from electra.finetuning.tasks.files import FileKind, register_file_kind, task_hparams, task_settings
+from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names
 from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, entity_types, read_tagging_files
 from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagging, encode_tagging, make_tagging_loader,
@@ -90,7 +90,7 @@ def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
     scheme = raw.get('scheme', 'auto')
     if scheme not in (*SCHEMES, 'auto'): _fail(path, f"scheme: {scheme!r} is not one of {', '.join(SCHEMES)} or auto.")
     options = task_settings(TaggingOptions, path, {k: raw[k] for k in ('strict', 'stride') if k in raw})
-    files = {s: (path.parent / raw[s]).resolve() for s in ('train', 'dev', 'test') if raw.get(s)}
+    files = {s: data_file(path, raw, s) for s in ('train', 'dev', 'test') if raw.get(s)}
     for split, f in files.items():
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
     return TaggingSpec(path.resolve(), raw['name'], 'tagging', files, scheme, _metrics(path, raw),

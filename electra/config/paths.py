@@ -1,0 +1,74 @@
+"""The folders a job writes kept apart from the files and folders it reads, checked when its config is read, before any
+work: an output folder inside an input folder (checkpoints written into the corpus folder, read back as text by the next
+run; a cache inside a tokenizer or a model folder) and an input inside what the job itself writes (a run's folder, its
+checkpoints, a sweep's group folder, which `--overwrite` empties or a rerun replaces) are refused in one line naming
+both keys and the fix. Paths are compared as the operating system sees them: relative to the current folder, `..` and
+symbolic links resolved.
+
+What counts, for every job alike (docs/robustness.md):
+- an input is a local file or folder the job reads that exists: a hub name, `demo` or `hub:...` is none;
+- an output folder (`writes`) is one the job writes files in; it may not be, nor lie inside, an input folder, nor be an
+  input file. Writing beside an input file (a task's CSV, a corpus file) is fine;
+- what the job owns (`owns`) is what it alone writes and may empty: an input may not be it nor lie inside it. An input
+  inside another job's output (a model pretraining exported under checkpoints/, read by fine-tuning that writes under
+  checkpoints/ too) is fine, and so is an input under a cache folder, which jobs share by design.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from electra.config.base import ConfigError
+
+__all__ = ['Owned', 'check_apart', 'local_paths']
+
+
+@dataclass(frozen=True)
+class Owned:
+    """What a job alone writes: `folder` and everything in it, or the files in `folder` whose names match `names`
+    (`*` any characters: no name the library writes holds one); `key` places it, `other` is the flag that moves it
+    besides `--key`."""
+    key: str
+    folder: str | Path
+    other: str
+    names: str = ''
+
+    def holds(self, real: Path) -> bool:
+        folder = Path(self.folder).resolve()
+        if not self.names: return real.is_relative_to(folder)
+        return real.parent == folder and re.fullmatch(re.escape(self.names).replace(r'\*', '.*'), real.name) is not None
+
+    def shown(self) -> str:
+        return str(Path(self.folder) / self.names)
+
+
+def _location(given: str) -> Path:
+    "Where `given` lies (its folders resolved, itself not: a symbolic link is where the link is)."
+    at = Path(os.path.abspath(given))
+    return at.parent.resolve() / at.name
+
+
+def local_paths(key: str, values) -> list[tuple[str, str]]:
+    "(key, value) for each of `values` that names a file or folder that exists here (hub names and `demo` do not)."
+    return [(key, str(v)) for v in values if v and Path(v).exists()]
+
+
+def check_apart(writes: list[tuple[str, str | Path]], owns: list[Owned], reads: list[tuple[str, str]]) -> None:
+    """A ConfigError unless every folder of `writes` ((key, folder)) lies outside every input of `reads` ((key, path),
+    `local_paths`) and no input lies inside what the job `owns`."""
+    inputs = [(key, given, Path(given).resolve()) for key, given in reads]
+    for key, folder in writes:
+        out = Path(folder).resolve()
+        for k, given, real in inputs:
+            if out.is_relative_to(real):
+                raise ConfigError(f"{key}: {folder} ({out}) is inside {k} '{given}' ({real}): the job would write "
+                                  f"among what it reads. Give --{key} a folder outside it.")
+    for own in owns:
+        for k, given, real in inputs:
+            if own.holds(real) or own.holds(_location(given)):  # a link held there, or what it points to
+                where = 'is one of' if own.names else 'is inside'
+                raise ConfigError(f"{k}: {given} ({real}) {where} {own.shown()}, which this job writes ({own.key}) and "
+                                  f"may replace: copy it elsewhere and give that to {k}, or give another --{own.key} "
+                                  f"or {own.other}.")

@@ -1,0 +1,205 @@
+"""electra/config/paths.py: paths as people write them (`~`, `~user`, `$VAR`) expanded alike wherever a path is read,
+and the folders a job writes kept apart from what it reads, for pretraining, fine-tuning and the comparison."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import electra.finetuning  # noqa: F401  (fills the task catalogue that FinetuneConfig checks its tasks with)
+from electra.config.base import ConfigError, config_from_dict, load_config
+from electra.config.compare import CompareConfig
+from electra.config.finetune import FinetuneConfig
+from electra.config.pretrain import PretrainConfig
+from electra.finetuning.tasks.files import read_task_file
+from electra.experiments.plan import make_plan
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    "A home folder of our own: `~` is $HOME (os.path.expanduser), and a variable the test sets."
+    home = tmp_path / 'home'
+    home.mkdir()
+    monkeypatch.setenv('HOME', str(home))
+    monkeypatch.setenv('ELECTRA_TEST_SCRATCH', str(tmp_path / 'scratch'))
+    monkeypatch.chdir(tmp_path)
+    return home
+
+
+def pretrain(*argv, **overrides) -> PretrainConfig:
+    return load_config(PretrainConfig, list(argv), preset_dir='configs/pretrain', overrides=overrides)
+
+
+def test_tilde_and_variables_in_a_preset_are_the_paths_the_user_meant(home, tmp_path):
+    (home / 'corpus').mkdir()
+    preset = tmp_path / 'mine.yaml'
+    preset.write_text("output_dir: ~/ckpt\ncache_dir: ${ELECTRA_TEST_SCRATCH}/cache\ncorpus: [~/corpus, demo]\n"
+                      "tokenizer: $ELECTRA_TEST_SCRATCH/vocab.txt\ninit_from: ~/gen,~/disc\n", encoding='utf-8')
+    cfg = pretrain('--config', str(preset))
+    assert cfg.output_dir == str(home / 'ckpt') and cfg.cache_dir == str(tmp_path / 'scratch' / 'cache')
+    assert cfg.corpus == [str(home / 'corpus'), 'demo'] and cfg.tokenizer == str(tmp_path / 'scratch' / 'vocab.txt')
+    assert cfg.init_from == f"{home / 'gen'},{home / 'disc'}"  # each of the pair, as a shell would not
+
+
+def test_tilde_on_the_command_line_and_in_overrides_and_in_a_preset_path(home, tmp_path):
+    (home / 'presets').mkdir()
+    (home / 'presets' / 'p.yaml').write_text('steps: 7\n', encoding='utf-8')
+    cfg = pretrain('--config', '~/presets/p.yaml', '--output_dir', '~/out', '--corpus', '~/a.txt,~/b.txt')
+    assert (cfg.steps, cfg.output_dir, cfg.corpus) == (7, str(home / 'out'), [str(home / 'a.txt'), str(home / 'b.txt')])
+    cfg = pretrain('--config', 'demo', cache_dir='~/c', generator='~/gen', objective='fast_electra', tie_weights='none')
+    assert (cfg.cache_dir, cfg.generator) == (str(home / 'c'), str(home / 'gen'))
+    fine = load_config(FinetuneConfig, ['--model', '~/m.pth', '--data', '~/glue', '--output_dir', '~/o',
+                                        '--test_output_dir', '$ELECTRA_TEST_SCRATCH/t', '--cache_dir', '~/c',
+                                        '--tasks', 'RTE'],
+                       preset_dir='configs/finetune')
+    assert (fine.model, fine.data, fine.output_dir, fine.test_output_dir, fine.cache_dir) == (
+        str(home / 'm.pth'), str(home / 'glue'), str(home / 'o'), str(tmp_path / 'scratch' / 't'), str(home / 'c'))
+    comp = config_from_dict(CompareConfig, {'output_dir': '~/cmp', 'variants': {'electra': ''}}, from_file=False)
+    assert comp.output_dir == str(home / 'cmp')
+
+
+@pytest.mark.parametrize('value, named', [('$ELECTRA_NOT_SET_ANYWHERE/x', 'ELECTRA_NOT_SET_ANYWHERE'),
+                                          ('${ELECTRA_NOT_SET_ANYWHERE}', 'ELECTRA_NOT_SET_ANYWHERE'),
+                                          ('~no_such_user_here/x', 'no_such_user_here')])
+def test_a_variable_that_is_not_set_or_a_user_that_does_not_exist_is_refused_naming_the_key(home, value, named):
+    with pytest.raises(ConfigError) as e:
+        pretrain('--config', 'demo', '--output_dir', value)
+    message = str(e.value)
+    assert '\n' not in message and message.startswith("command line: key 'output_dir': ") and named in message
+
+
+def test_tilde_in_a_task_file_of_each_kind(home, tmp_path):
+    data = home / 'data'
+    data.mkdir()
+    (data / 'train.csv').write_text('sentence,label\na b,x\nc d,y\n', encoding='utf-8')
+    (data / 'dev.csv').write_text('sentence,label\na b,x\n', encoding='utf-8')
+    (data / 'train.txt').write_text('a O\nb B-X\n', encoding='utf-8')
+    (data / 'dev.txt').write_text('a O\n', encoding='utf-8')
+    (data / 'train.json').write_text('{"data": [], "version": "1.1"}', encoding='utf-8')
+    (data / 'dev.json').write_text('{"data": [], "version": "1.1"}', encoding='utf-8')
+    tasks = tmp_path / 'tasks'
+    tasks.mkdir()
+    files = {'sentences': ('train: ~/data/train.csv\ndev: $ELECTRA_TEST_DATA/dev.csv\ntext: sentence\nlabel: label\n',
+                           'csv'),
+             'tags': ('kind: tagging\ntrain: ~/data/train.txt\ndev: ${ELECTRA_TEST_DATA}/dev.txt\n', 'txt'),
+             'qa': ('kind: squad\ntrain: ~/data/train.json\ndev: $ELECTRA_TEST_DATA/dev.json\n', 'json')}
+    os.environ['ELECTRA_TEST_DATA'] = str(data)
+    try:
+        for name, (text, ext) in files.items():
+            (tasks / f'{name}.yaml').write_text(text, encoding='utf-8')
+            spec = read_task_file(tasks / f'{name}.yaml')
+            assert spec.files == {'train': data / f'train.{ext}', 'dev': data / f'dev.{ext}'}, name
+    finally: del os.environ['ELECTRA_TEST_DATA']
+
+
+def test_tilde_in_the_environment_variables_the_libraries_read_as_paths(home, tmp_path):
+    """HF_HOME and HF_DATASETS_CACHE, the folders the libraries cache the hub's models and data sets in (the library
+    reads no path from the environment itself): `~` in them is expanded where they are used (checked)."""
+    (tmp_path / 'rows.jsonl').write_text('{"text": "a"}\n', encoding='utf-8')
+    code = ('import huggingface_hub.constants as h, datasets; print(h.HF_HUB_CACHE); '
+            'print(datasets.load_dataset_builder("json", data_files="rows.jsonl").cache_dir)')
+    env = {**os.environ, 'HF_HOME': '~/hf', 'HF_DATASETS_CACHE': '~/datasets'}
+    out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, check=True).stdout
+    hub, data = out.split()
+    assert hub == str(home / 'hf' / 'hub') and Path(data).is_relative_to(home / 'datasets'), out
+
+
+# -- outputs never inside inputs, inputs never inside outputs
+
+def refused(make, *keys):
+    "The one-line ConfigError `make()` raises, checked to name each of `keys`."
+    with pytest.raises(ConfigError) as e:
+        make()
+    message = str(e.value)
+    assert '\n' not in message and all(k in message for k in keys), message
+    return message
+
+
+def job(tmp_path, data, **kw) -> FinetuneConfig:
+    "A fine-tuning job's config as finetune.py reads it (its folders checked), on the tiny model."
+    values = dict(data=str(data), runs=1, group='t', output_dir=str(tmp_path / 'ckpt'),
+                  test_output_dir=str(tmp_path / 'out'), cache_dir=str(tmp_path / 'cache'), device='cpu')
+    return load_config(FinetuneConfig, [], preset_dir='configs/finetune', overrides={**values, **kw})
+
+
+def test_pretraining_outputs_inside_an_input_folder_are_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    corpus, tok = tmp_path / 'corpus', tmp_path / 'tok'
+    corpus.mkdir(), tok.mkdir()
+    (corpus / 'a.txt').write_text('one.\n', encoding='utf-8')
+    (tok / 'vocab.txt').write_text('[PAD]\n', encoding='utf-8')
+    base = {'corpus': [str(corpus)], 'tokenizer': str(tok)}
+    make = lambda **kw: pretrain(**base, **kw)
+    message = refused(lambda: make(output_dir='corpus/ckpt'), "output_dir", "corpus")
+    assert '--output_dir' in message  # the fix
+    refused(lambda: make(output_dir=str(corpus)), 'output_dir', 'corpus')
+    refused(lambda: make(cache_dir='corpus/../corpus/cache'), 'cache_dir', 'corpus')
+    refused(lambda: make(cache_dir=str(tok / 'cache')), 'cache_dir', 'tokenizer')
+    (tmp_path / 'link').symlink_to(corpus)  # the link resolved: it is the corpus folder
+    refused(lambda: make(output_dir='link/out'), 'output_dir', 'corpus')
+    make(output_dir='out', cache_dir='cache')  # apart: fine
+
+
+def test_pretraining_inputs_inside_its_own_run_are_refused_and_another_runs_export_is_fine(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / 'checkpoints' / 'pretrain'
+    for run in ('vanilla_11081', 'mine_11081'):
+        for net in ('generator', 'discriminator'): (out / run / net).mkdir(parents=True)
+    (out / 'mine_11081_100%.pth').write_bytes(b'')
+    make = lambda **kw: pretrain(output_dir='checkpoints/pretrain', **kw)
+    # the README's continued pretraining: another run's export under the same output_dir
+    assert make(run_name='mine', init_from='checkpoints/pretrain/vanilla_11081').init_from
+    refused(lambda: make(run_name='vanilla', init_from=str(out / 'vanilla_11081')), 'init_from', 'output_dir')
+    refused(lambda: make(run_name='mine', init_from=str(out / 'mine_11081_100%.pth')), 'init_from', 'output_dir')
+    refused(lambda: make(run_name='mine', tokenizer=str(out / 'mine_11081' / 'discriminator')), 'tokenizer', 'output_dir')
+
+
+def test_finetuning_outputs_and_inputs_kept_apart(tmp_path, monkeypatch, tiny_dir, glue_dir):
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / 'checkpoints' / 'pretrain' / 'run_1' / 'discriminator'
+    model.parent.mkdir(parents=True)
+    model.symlink_to(tiny_dir)
+    kw = dict(model=str(model), tasks=['RTE'])
+    # the README's default: the model pretraining exported under checkpoints/, the sweep's outputs in checkpoints/glue
+    job(tmp_path, glue_dir, **{**kw, 'output_dir': 'checkpoints/glue'})
+    job(tmp_path, glue_dir, **{**kw, 'output_dir': 'checkpoints/pretrain', 'group': 'other'})  # beside it: fine
+    refused(lambda: job(tmp_path, glue_dir, **{**kw, 'output_dir': str(model)}), 'output_dir', 'model')
+    refused(lambda: job(tmp_path, glue_dir, **{**kw, 'output_dir': 'checkpoints/pretrain', 'group': 'run_1'}),
+            'model', 'output_dir')
+    refused(lambda: job(tmp_path, glue_dir, **{**kw, 'test_output_dir': str(glue_dir / 'preds')}), 'test_output_dir',
+            'data')
+    refused(lambda: job(tmp_path, glue_dir, **{**kw, 'cache_dir': str(glue_dir / 'RTE' / 'cache')}), 'cache_dir',
+            'data')
+    # the model given as a link: its target is the folder, and a folder beside it is not inside it
+    refused(lambda: job(tmp_path, glue_dir, **{**kw, 'output_dir': str(tiny_dir)}), 'output_dir', 'model')
+    job(tmp_path, glue_dir, **{**kw, 'output_dir': str(tiny_dir.parent)})
+
+
+def test_finetuning_a_task_files_data_folder_and_the_outputs(tmp_path, monkeypatch, tiny_dir, glue_dir):
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / 'mytask'
+    data.mkdir()
+    (data / 'train.csv').write_text('sentence,label\na b,x\nc d,y\n', encoding='utf-8')
+    (data / 'dev.csv').write_text('sentence,label\na b,x\n', encoding='utf-8')
+    spec = tmp_path / 'mytask.yaml'
+    spec.write_text('train: mytask/train.csv\ndev: mytask/dev.csv\ntext: sentence\nlabel: label\n', encoding='utf-8')
+    kw = dict(model=str(tiny_dir), tasks=[str(spec)])
+    job(tmp_path, glue_dir, **kw)
+    job(tmp_path, glue_dir, **{**kw, 'output_dir': 'mytask/out'})  # beside the files it names: fine
+    refused(lambda: job(tmp_path, glue_dir, **{**kw, 'output_dir': '.', 'group': 'mytask'}), 'tasks', 'output_dir')
+
+
+def test_the_comparison_keeps_its_folder_apart_from_the_corpus(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    corpus = tmp_path / 'corpus'
+    corpus.mkdir()
+    (corpus / 'a.txt').write_text('one.\n', encoding='utf-8')
+    make = lambda out, name='cmp': make_plan(config_from_dict(CompareConfig, {
+        'output_dir': out, 'name': name, 'variants': {'electra': ''}, 'pretrain_config': 'demo', 'finetune': False,
+        'pretrain_overrides': {'corpus': [str(corpus)]}}, from_file=False))
+    make('runs')
+    refused(lambda: make('corpus'), 'output_dir', 'corpus')
+    refused(lambda: make('.', name='corpus'), 'corpus', 'output_dir')

@@ -23,7 +23,7 @@ __all__ = ['load_pretrained', 'tf_dense', 'ElectraClassifier', 'ClassifierLoss',
 
 def load_pretrained(source: str, device: str = 'cpu'):
     "The discriminator and tokenizer of `source` (a pretrain.py .pth, a save_pretrained directory or a hub name), checked."
-    if source.endswith('.pth') and not Path(source).is_file():
+    if source.endswith('.pth') and not Path(source).exists():
         raise ConfigError(f"model: {source} not found: run `python pretrain.py` first (the demo preset writes it), or set "
                           "--model to a .pth checkpoint, a save_pretrained directory or a hub name.")
     return load_discriminator(source, device=device)

@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, need
 from electra.config.pretrain import saved_config
 from electra.data.hub import hub_unreachable
 from electra.data.tokenizer import has_tokenizer_files, tokenizer_from_state
@@ -29,7 +29,7 @@ from electra.objective.model import (
     unpadded_copy,
 )
 from electra.pretrained.card import CARD, write_pretrained_card
-from electra.runtime.files import file_sha256
+from electra.runtime.files import file_sha256, saved_by_torch
 from electra.runtime.processes import is_main_process
 from electra.training.checkpoint import load_checkpoint
 
@@ -193,9 +193,6 @@ MODEL_LOCAL = ('a save_pretrained directory (e.g. checkpoints/pretrain/<run>_<se
 
 
 def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
-    if Path(source).is_file():  # transformers would read any file as pickled weights, and fail deep inside torch.load
-        raise ConfigError(f"{source}: a file, not a model. Give a pretrain.py checkpoint (a .pth file), a "
-                          f"save_pretrained directory (here perhaps {Path(source).parent}) or a hub name.")
     if Path(source).is_dir(): _check_model_dir(Path(source))
     disc, tokenizer = load_saved(source, 'model', MODEL_LOCAL, (ElectraForPreTraining, 'discriminator'),
                                  (AutoTokenizer, 'tokenizer of'))
@@ -209,9 +206,14 @@ def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedToke
 
 
 def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
-    "An `ElectraForPreTraining` and its tokenizer from a pretrain `.pth`, a `save_pretrained` directory or a hub name."
+    """An `ElectraForPreTraining` and its tokenizer from a pretrain `.pth`, a `save_pretrained` directory or a hub name,
+    told apart by what `source` is (a file torch.save wrote, a folder, neither), not by its name."""
     source = str(source)
-    if source.endswith('.pth'):
+    if Path(source).is_file():  # by content, not name: a folder named x.pth is a save_pretrained folder
+        need(saved_by_torch(source), 'model', f"{source} is a file but not a checkpoint of pretrain.py (torch.save "
+                                              f"writes a zip archive): give a pretrain.py checkpoint (any name), a "
+                                              f"save_pretrained folder (here perhaps {Path(source).parent}) or a hub "
+                                              "name.")
         disc, tokenizer = _from_checkpoint(Path(source))
     else:
         disc, tokenizer = _from_pretrained(source)

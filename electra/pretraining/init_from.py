@@ -21,7 +21,7 @@ from electra.config.pretrain import PretrainConfig, saved_config
 from electra.data.tokenizer import load_tokenizer, tokenizer_fingerprint, tokenizer_from_state, tokenizer_state
 from electra.pretrained.export import load_saved
 from electra.objective.model import ElectraGeneratorDiscriminator, discriminator_config, generator_config
-from electra.runtime.files import atomic_save
+from electra.runtime.files import atomic_save, saved_by_torch
 from electra.training.checkpoint import FORMAT, load_checkpoint, state_checksum
 
 __all__ = ['InitWeights', 'init_sources', 'load_init', 'check_init_config', 'init_model_', 'init_tokenizer',
@@ -45,9 +45,13 @@ def init_sources(source: str) -> tuple[str, str] | Path:
     """Where `init_from` points: a `.pth` checkpoint, or the (generator, discriminator) pair: `DIR` holding
     `generator/` and `discriminator/` (an export, a conversion), `GEN,DISC`, or a hub name ending in
     `-discriminator` or `-generator` (the other named alike, as Google's releases are)."""
-    if source.endswith('.pth'):
-        if not Path(source).is_file(): raise ConfigError(f"init_from: {source}: no such checkpoint.")
+    if Path(source).is_file():  # by content, not name: a folder named x.pth is an export, a checkpoint may be named x
+        if not saved_by_torch(source):
+            raise ConfigError(f"init_from: {source} is a file but not a checkpoint of pretrain.py (torch.save writes a "
+                              f"zip archive): give {INIT_LOCAL}, or a hub name.")
         return Path(source)
+    if source.endswith('.pth') and not Path(source).exists():
+        raise ConfigError(f"init_from: {source}: no such checkpoint.")
     if ',' in source:
         gen, disc = (s.strip() for s in source.split(',', 1))
         return gen, disc

@@ -17,7 +17,7 @@ import torch
 
 from electra.config.base import ConfigError
 
-__all__ = ['path_inside', 'writable_dir', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
+__all__ = ['path_inside', 'writable_dir', 'saved_by_torch', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
            'FileDigests', 'owner_gone', 'lock_run_dir', 'release_run_dir']
 
 
@@ -34,6 +34,18 @@ def path_inside(root: str | Path, *names: str, key: str) -> Path:
                           f"climbs out, or a link inside that folder points elsewhere. Give names without '/' or '..', "
                           f"or give the link's target as {key}.")
     return path
+
+
+# The first bytes of what torch.save writes: a zip archive (torch >= 1.6) or, before it, a pickle (protocol 2)
+_TORCH_HEADS = (b'PK\x03\x04', b'\x80\x02')
+
+
+def saved_by_torch(path: str | Path) -> bool:
+    """Whether `path` is a file torch.save wrote, by its first bytes, whatever its name: a checkpoint named without
+    `.pth` is one, a folder or a text file named `.pth` is not."""
+    try:
+        with open(path, 'rb') as f: return f.read(4).startswith(_TORCH_HEADS)
+    except OSError: return False
 
 
 def _file_in_the_way(path: Path) -> Path | None:

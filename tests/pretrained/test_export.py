@@ -96,8 +96,9 @@ def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
     # UnpicklingError, the sweep's F11)
     for name in ('tokenizer.json', 'config.json'):
         with pytest.raises(ConfigError) as e: classifier.load_pretrained(str(good / name))
-        assert str(e.value) == (f'{good / name}: a file, not a model. Give a pretrain.py checkpoint (a .pth file), a '
-                                f'save_pretrained directory (here perhaps {good}) or a hub name.')
+        assert str(e.value) == (f'model: {good / name} is a file but not a checkpoint of pretrain.py (torch.save writes '
+                                f'a zip archive): give a pretrain.py checkpoint (any name), a save_pretrained folder '
+                                f'(here perhaps {good}) or a hub name.')
 
 
 @pytest.mark.parametrize('kw', [dict(tie_weights='gdes'), dict(objective='mlm'), dict(objective='all_tokens_mlm'),

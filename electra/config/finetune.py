@@ -75,8 +75,11 @@ def _catalogue() -> TaskCatalogue:
 
 
 def is_task_file(entry: str) -> bool:
-    "Whether a `tasks` entry is a task file (YAML) rather than a GLUE task's name."
-    return str(entry).endswith(('.yaml', '.yml'))
+    """Whether a `tasks` entry is a task file (YAML) rather than a GLUE task's name, by what it is: anything but a GLUE
+    name that exists here, whatever its name (`my_task`, `tasks.json`; a folder, refused when read), or a name ending in
+    .yaml or .yml (refused when read if there is no such file)."""
+    entry = str(entry)
+    return entry not in GLUE_TASKS and (Path(entry).exists() or entry.endswith(('.yaml', '.yml')))
 
 
 @dataclass

@@ -3,7 +3,7 @@ a small YAML file and trained, swept, summarised and predicted as a GLUE task is
 
     name: my_sentiment                # default: the YAML file's stem
     kind: classification              # or regression, or multilabel (any number of labels per example)
-    train: data/train.csv             # CSV, TSV, JSONL or parquet; paths relative to this YAML file
+    train: data/train.csv             # CSV, TSV, JSONL or parquet (by content); paths relative to this YAML file
     dev: data/dev.csv
     test: data/test.csv               # optional; labels not needed
     text: sentence                    # one column, or two for a pair: [question, passage]
@@ -35,14 +35,14 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from electra.config.base import (COMPRESSED_SUFFIXES, ConfigError, compressed, config_from_dict, expand_path, field,
+from electra.config.base import (ConfigError, compressed, config_from_dict, expand_path, field,
                                  key_place, load_yaml, read_text, safe_name, yaml_key_lines)
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.tasks import TASKS, task_named
 from electra.finetuning.tasks.metrics import check_metrics, metric_names
 from electra.finetuning.tasks.sources import Examples, TaskSource, read_delimited, read_utf8
-from electra.finetuning.tasks.values import id_column, is_missing, label_column, place
+from electra.finetuning.tasks.values import holds_parquet, id_column, is_missing, label_column, place
 from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import is_main_process
 
@@ -53,7 +53,6 @@ __all__ = ['FileTaskSpec', 'FileOptions', 'FileKind', 'register_file_kind', 'rea
 # the kinds of sentence (or sentence-pair) task files this module reads itself (`read_task_file`), each with its
 # default metrics; the kinds of other modules (tagging, QA) are in FILE_KIND_REGISTRY only
 SENTENCE_KIND_METRICS = {'classification': ('accuracy',), 'regression': ('pearson', 'spearman'), 'multilabel': ('f1_micro',)}
-FORMATS = ('.csv', '.tsv', '.jsonl', '.parquet')
 KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics', 'unordered_pair', 'target_scale',
         'label_separator')
 
@@ -149,6 +148,7 @@ def read_task_file(path: str | Path):
     """The task a YAML file describes, checked: keys, kind, metrics, columns or fields named, files present. A
     `FileTaskSpec`, or for `kind` tagging, squad or mrqa the spec of `tasks/tagging/task.py` or `tasks/qa/task.py`."""
     path = Path(path)
+    if path.is_dir(): _fail(path, 'tasks: it is a folder, not a task file: give the YAML file in it.')
     if not path.is_file():
         _fail(path, "no such task file (tasks: GLUE names or task YAML files). The demo's task files are written by "
                     "`python -m electra.finetuning.tasks.demo cache/demo_tasks`.")
@@ -169,9 +169,9 @@ def read_task_file(path: str | Path):
     if not 1 <= len(text) <= 2: _fail(path, f"text: one column, or two for a pair; got {len(text)}.")
     files = {s: data_file(path, raw, s) for s in ('train', 'dev', 'test') if raw.get(s)}
     for split, f in files.items():
-        if f.suffix in COMPRESSED_SUFFIXES and (packed := compressed(f)): _fail(path, f"{split}: {f.name} {packed}.")
-        if f.suffix not in FORMATS: _fail(path, f"{split}: {f.name} is not {', '.join(FORMATS)}.")
+        if f.is_dir(): _fail(path, f"{split}: {f} is a folder, not a data file: give the file in it.")
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
+        if packed := compressed(f): _fail(path, f"{split}: {f.name} {packed}.")
     options = task_settings(FileOptions, path, {k: raw[k] for k in ('unordered_pair', 'target_scale', 'label_separator')
                                                 if k in raw})
     if options.unordered_pair and len(text) != 2: _fail(path, 'unordered_pair needs a pair of text columns.')
@@ -194,19 +194,33 @@ def make_task(spec):
     return FILE_KIND_REGISTRY[spec.kind].make(spec)
 
 
+def data_format(path: Path) -> str:
+    """'parquet', 'jsonl', 'tsv' or 'csv': what a data file holds, by its first bytes, whatever its name says: parquet
+    by its magic number, JSON lines by a first line that opens a JSON object (no header line names a column `{...`);
+    text else, tab-separated when named .tsv, or when named neither .csv nor .tsv and its first line holds a tab,
+    comma-separated otherwise."""
+    if holds_parquet(path): return 'parquet'
+    with open(path, 'rb') as f: head = f.read(1 << 16).removeprefix(b'\xef\xbb\xbf').lstrip()
+    if head.startswith(b'{'): return 'jsonl'
+    if path.suffix in ('.csv', '.tsv'): return path.suffix[1:]
+    return 'tsv' if b'\t' in head.split(b'\n', 1)[0] else 'csv'
+
+
 def _rows(path: Path) -> tuple[list[dict], list[int]]:
     "The records of a data file and the line (row, for parquet) each came from."
-    if path.suffix == '.parquet':
+    kind = data_format(path)
+    if kind == 'parquet':
         import pyarrow.parquet as pq
         # Python values, a null as None (pandas would make it NaN, and a null label would read as the label 'nan')
         try: records = pq.read_table(path).to_pylist()
         except Exception as e:  # pyarrow raises many kinds for a file that is not parquet
             _fail(path, f"cannot read it as parquet ({type(e).__name__}: {e}).")
         return records, list(range(1, len(records) + 1))
-    if path.suffix == '.jsonl': return _jsonl(path)
+    if kind == 'jsonl': return _jsonl(path)
     # TSV as the GLUE files are read (no quoting: quotes are text); CSV with standard quoting
-    tsv = path.suffix == '.tsv'
-    return _table(path, read_delimited(path, '\t', csv.QUOTE_NONE) if tsv else read_delimited(path, ',', csv.QUOTE_MINIMAL))
+    tsv = kind == 'tsv'
+    return _table(path, read_delimited(path, '\t', csv.QUOTE_NONE) if tsv else read_delimited(path, ',', csv.QUOTE_MINIMAL),
+                  tsv)
 
 
 def _jsonl(path: Path) -> tuple[list[dict], list[int]]:
@@ -223,16 +237,17 @@ def _jsonl(path: Path) -> tuple[list[dict], list[int]]:
 _SEPARATORS = {'\t': 'tab', ',': 'comma', ';': "';'", '|': "'|'"}
 
 
-def _table(path: Path, records: list[tuple[int, list[str]]]) -> tuple[list[dict], list[int]]:
+def _table(path: Path, records: list[tuple[int, list[str]]], tsv: bool) -> tuple[list[dict], list[int]]:
     """The rows of a CSV or TSV file by the names of its header line. A row with more or fewer fields than the header
     would shift its values into the wrong columns (the text becoming the label): it stops the job, naming the line."""
     if not records: _fail(path, 'empty file: expected a header line naming the columns, then one line per example.')
     (at, header), body = records[0], records[1:]
-    read_as = 'tab' if path.suffix == '.tsv' else 'comma'
+    read_as = 'tab' if tsv else 'comma'
     seps = [name for c, name in _SEPARATORS.items() if name != read_as and len(header) == 1 and c in header[0]]
     if seps:
-        _fail(path, f"the header is one column, {header[0]!r}: the file looks {seps[0]}-separated, but a {path.suffix} "
-                    f"file is read {read_as}-separated. Name a tab-separated file .tsv; write a .csv file with commas.")
+        _fail(path, f"the header is one column, {header[0]!r}: the file looks {seps[0]}-separated, but "
+                    f"{f'a {path.suffix} file' if path.suffix else 'it'} is read {read_as}-separated. Name a "
+                    "tab-separated file .tsv; write a .csv file with commas.")
     twice = next((c for i, c in enumerate(header) if c in header[:i]), None)
     if twice is not None: _fail(path, f"line {at}: the header names column {twice!r} twice; rename one.")
     hint = ("TSV fields cannot hold a tab (they are read without quoting, as the GLUE files are)" if read_as == 'tab'
@@ -296,7 +311,7 @@ class FileSource(TaskSource):
         if split not in self._cache:
             path = self.spec.files[split]
             rows, lines = _rows(path)
-            if not rows: _fail(path, f"no examples{' below the header line' if path.suffix in ('.csv', '.tsv') else ''}.")
+            if not rows: _fail(path, f"no examples{' below the header line' if data_format(path) in ('csv', 'tsv') else ''}.")
             self._cache[split] = rows, lines
         return self._cache[split]
 

@@ -26,15 +26,22 @@ import numpy as np
 
 from electra.config.base import ConfigError
 
-__all__ = ['place', 'is_missing', 'label_column', 'id_column']
+__all__ = ['place', 'holds_parquet', 'is_missing', 'label_column', 'id_column']
 
 _BREAKS = re.compile(r'[\x00-\x1f\x7f-\x9f\u2028\u2029]')  # control characters: tabs and every kind of line break
 _MARKERS = ('nan', 'null')  # missing-value markers, as pandas writes a missing value and reads it back
 
 
+def holds_parquet(path: Path) -> bool:
+    "Whether a file is parquet, by its first bytes (the format's magic number), whatever its name."
+    try:
+        with open(path, 'rb') as f: return f.read(4) == b'PAR1'
+    except OSError: return False
+
+
 def place(path: Path, line: int) -> str:
     "'<file>: line N', or for a parquet file (rows, no lines) '<file>: row N'."
-    return f"{path}: {'row' if Path(path).suffix == '.parquet' else 'line'} {line}"
+    return f"{path}: {'row' if holds_parquet(path) else 'line'} {line}"
 
 
 def is_missing(value) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 from electra.config.base import ConfigError, RunWarning, read_text
 
 __all__ = ['QAExample', 'is_official_whitespace', 'split_words', 'answer_found', 'squad_version', 'squad_json', 'read_squad', 'read_mrqa',
-           'read_qa', 'gold_answers', 'BAD_ANSWER_MODES', 'MAX_BAD_SHARE']
+           'read_qa', 'qa_format', 'gold_answers', 'BAD_ANSWER_MODES', 'MAX_BAD_SHARE']
 
 BAD_ANSWER_MODES = ('error', 'skip', 'keep')
 
@@ -238,8 +239,8 @@ def read_squad(path: str | Path, on_bad_answer: str = 'error', labeled: bool = T
 
 
 def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    "(line number from 1, parsed object) of a JSONL file, plain or gzipped; blank lines are skipped."
-    opener = gzip.open if path.suffix == '.gz' else open
+    "(line number from 1, parsed object) of a JSONL file, plain or gzipped (by content); blank lines are skipped."
+    opener = gzip.open if _gzipped(path) else open
     try:
         with opener(path, 'rt', encoding='utf-8') as f:
             for n, line in enumerate(f, 1):
@@ -282,12 +283,30 @@ def read_mrqa(path: str | Path, on_bad_answer: str = 'error', labeled: bool = Tr
     return out
 
 
+def _gzipped(path: Path) -> bool:
+    "Whether a file is gzip-compressed, by its first bytes, whatever its name."
+    try:
+        with open(path, 'rb') as f: return f.read(2) == b'\x1f\x8b'
+    except OSError: return False
+
+
+def qa_format(path: Path) -> str | None:
+    """'squad' or 'mrqa': what a QA file holds, by its first bytes (unpacked if gzip), whatever its name: a JSON object
+    whose first key is SQuAD's (`data`, `version`) is the official SQuAD JSON, any other MRQA's JSON lines (a
+    `header`, a `context`); None when it opens no JSON object (the readers say what is wrong)."""
+    try:
+        with (gzip.open if _gzipped(path) else open)(path, 'rb') as f: head = f.read(4096)
+    except (OSError, EOFError): return None
+    first = re.match(rb'\s*\{\s*"([^"]*)"', head.removeprefix(b'\xef\xbb\xbf'))
+    if first is None: return None
+    return 'squad' if first.group(1) in (b'data', b'version') else 'mrqa'
+
+
 def read_qa(path: str | Path, on_bad_answer: str = 'error', labeled: bool = True) -> list[QAExample]:
-    "`read_mrqa` for .jsonl / .jsonl.gz files, `read_squad` for .json files."
-    name = Path(path).name
-    if name.endswith(('.jsonl', '.jsonl.gz')): return read_mrqa(path, on_bad_answer, labeled)
-    if name.endswith('.json'): return read_squad(path, on_bad_answer, labeled)
-    raise ConfigError(f"{path}: not a QA file: give a SQuAD .json or an MRQA .jsonl / .jsonl.gz file.")
+    "`read_squad` or `read_mrqa`, by what the file holds (`qa_format`), whatever its name."
+    path = Path(path)
+    if not path.is_file(): raise ConfigError(f"{path}: no such file; give a SQuAD JSON or an MRQA JSONL file.")
+    return (read_mrqa if qa_format(path) == 'mrqa' else read_squad)(path, on_bad_answer, labeled)
 
 
 def gold_answers(examples: list[QAExample]) -> dict[str, list[str]]:

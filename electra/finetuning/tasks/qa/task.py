@@ -47,7 +47,7 @@ from electra.finetuning.learner import device_and_autocast, predict_examples
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
-from electra.finetuning.tasks.qa.data import gold_answers, read_mrqa, read_squad, squad_json, squad_version
+from electra.finetuning.tasks.qa.data import gold_answers, qa_format, read_mrqa, read_squad, squad_json, squad_version
 from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
 from electra.finetuning.tasks.qa.heads import ElectraQA, QALoss, decode, window_rows
 from electra.finetuning.tasks.qa.metrics import (
@@ -83,7 +83,7 @@ KEYS = ('name', 'kind', 'train', 'dev', 'test', *OPTIONS)
 # configure_finetuning.py: max_seq_length 512 and 2 epochs for QA, predict_batch_size 32 (the joint head's beam holds
 # [batch, beam, length, 512] activations at evaluation: 2.7 GB in fp32 for a batch of 128 at 512 tokens)
 DEFAULTS = {'max_length': 512, 'epochs': 2, 'eval_batch_size': 32}
-SUFFIXES = {'squad': ('.json',), 'mrqa': ('.jsonl', '.jsonl.gz')}
+KINDS = ('squad', 'mrqa')  # the official SQuAD JSON, MRQA JSON lines (plain or gzip): read by content, any file name
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def read_qa_spec(path: Path, raw: dict) -> QASpec:
         _fail(path, f"unknown key(s) {', '.join(unknown)}; a QA task file has {', '.join(KEYS)} and per-task "
                     "hyperparameters (epochs, max_length, lr, ...).")
     kind = raw.get('kind')
-    if kind not in SUFFIXES: _fail(path, f"kind: {kind!r} is not squad or mrqa.")
+    if kind not in KINDS: _fail(path, f"kind: {kind!r} is not squad or mrqa.")
     for key in ('train', 'dev'):
         if not raw.get(key): _fail(path, f"'{key}' is missing: a QA task names its train and dev files.")
     files = {}
@@ -133,10 +133,12 @@ def read_qa_spec(path: Path, raw: dict) -> QASpec:
         if not raw.get(split): continue
         if not isinstance(raw[split], str): _fail(path, f"{split}: {raw[split]!r} is not a file name.")
         f = data_file(path, raw, split)
-        if not f.name.endswith(SUFFIXES[kind]):
-            _fail(path, f"{split}: {f.name} is not a {' or '.join(SUFFIXES[kind])} file, as kind {kind} reads "
-                        f"({'the official SQuAD JSON' if kind == 'squad' else 'MRQA JSONL'}).")
+        if f.is_dir(): _fail(path, f"{split}: {f} is a folder, not a data file: give the file in it.")
         if not f.is_file(): _fail(path, f"{split}: {f} not found.")
+        held = qa_format(f)
+        if held not in (None, kind):
+            _fail(path, f"{split}: {f.name} holds {'SQuAD JSON' if held == 'squad' else 'MRQA JSON lines'}, but kind is "
+                        f"{kind}: set kind: {held}, or give a {kind} file.")
         files[split] = f
     options = config_to_dict(task_settings(QAOptions, path, {k: raw[k] for k in OPTIONS if k in raw}))
     return QASpec(path.resolve(), raw['name'], kind, files, hparams, **options)

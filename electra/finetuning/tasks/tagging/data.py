@@ -148,8 +148,10 @@ def read_jsonl(path: str | Path, labeled: bool | None = True) -> TaggedFile:
 
 
 def read_tagged(path: str | Path, labeled: bool | None = True) -> TaggedFile:
-    "`read_jsonl` for a .jsonl / .json file, else `read_conll`; `labeled` as they take it."
-    return (read_jsonl if Path(path).suffix.lower() in ('.jsonl', '.json') else read_conll)(path, labeled)
+    """`read_jsonl` for a file whose first line opens a JSON object (`{"`), else `read_conll`, whatever its name (a
+    CoNLL line whose word is `{` is no JSON); `labeled` as they take it."""
+    first = next((line for line in _read_text(path).split('\n') if line.strip()), '')
+    return (read_jsonl if re.match(r'\s*\{\s*"', first) else read_conll)(path, labeled)
 
 
 # -- schemes

@@ -144,7 +144,7 @@ def test_duplicate_ids_and_bad_json(tmp_path):
     with pytest.raises(ConfigError, match="'d' appears twice"): read_squad(path)
     (tmp_path / 'broken.json').write_text('{"data": [', encoding='utf-8')
     with pytest.raises(ConfigError, match='broken.json: cannot read it as SQuAD JSON'): read_squad(tmp_path / 'broken.json')
-    with pytest.raises(ConfigError, match='not a QA file'): read_qa(tmp_path / 'x.txt')
+    with pytest.raises(ConfigError, match='x.txt: no such file'): read_qa(tmp_path / 'x.txt')
 
 
 def test_mrqa_errors_name_file_line_and_id(tmp_path):

@@ -91,7 +91,8 @@ def test_task_file_defaults_overrides_and_errors(tmp_path):
     bad.write_text('kind: squad\ntrain: squad/train.json\n', encoding='utf-8')
     with pytest.raises(ConfigError, match=r"nodev\.yaml: 'dev' is missing"): read_task_file(bad)
     bad.write_text('kind: mrqa\ntrain: squad/train.json\ndev: squad/dev.json\n', encoding='utf-8')
-    with pytest.raises(ConfigError, match=r"nodev\.yaml: train: train\.json is not a \.jsonl or \.jsonl\.gz file"):
+    with pytest.raises(ConfigError, match=r"nodev\.yaml: train: train\.json holds SQuAD JSON, but kind is mrqa: set "
+                                          r"kind: squad"):
         read_task_file(bad)
 
 

@@ -52,12 +52,24 @@ def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTraine
     return tok
 
 
+def _json_object(text: str) -> bool:
+    "Whether `text` is a JSON object (a tokenizer.json), not lines of tokens (of which `{` may be one)."
+    if not text.lstrip().startswith('{'): return False
+    try: return isinstance(json.loads(text), dict)
+    except ValueError: return False
+
+
 def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
     "An ElectraTokenizerFast from a WordPiece vocabulary file of any name."
     if packed := compressed(path): raise ConfigError(f"tokenizer {path} {packed}.")
-    try: lines = set(path.read_text(encoding='utf-8').splitlines())
+    try: text = path.read_text(encoding='utf-8')
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"tokenizer {path}: cannot read it as a UTF-8 vocab.txt ({e}).") from e
+    if _json_object(text):  # by content, whatever its name
+        raise ConfigError(f"tokenizer {path}: it holds JSON (a tokenizer.json), not a WordPiece vocab.txt (a token a "
+                          f"line): give the folder that holds it with its tokenizer_config.json ({path.parent}), or a "
+                          "vocab.txt.")
+    lines = set(text.splitlines())
     missing = [t for t in ['[CLS]', '[SEP]', '[MASK]', '[PAD]'] if t not in lines]
     if missing:
         # transformers would silently add them as extra tokens, out of range of a model sized to the vocab

@@ -203,3 +203,15 @@ def test_the_comparison_keeps_its_folder_apart_from_the_corpus(tmp_path, monkeyp
     make('runs')
     refused(lambda: make('corpus'), 'output_dir', 'corpus')
     refused(lambda: make('.', name='corpus'), 'corpus', 'output_dir')
+
+
+# -- a preset's kind by what it is, not its name
+
+def test_a_preset_is_any_file_and_never_a_folder_whatever_their_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'mine').write_text('steps: 5\n', encoding='utf-8')          # YAML without an extension
+    (tmp_path / 'mine.json').write_text('{"steps": 6}\n', encoding='utf-8')  # JSON is YAML
+    assert (pretrain('--config', 'mine').steps, pretrain('--config', 'mine.json').steps) == (5, 6)
+    (tmp_path / 'folder.yaml').mkdir()
+    message = refused(lambda: pretrain('--config', 'folder.yaml'), '--config', 'folder.yaml')
+    assert 'is a folder' in message

@@ -67,3 +67,14 @@ def test_a_pth_that_is_text_is_refused_naming_the_key(tmp_path, content):
 def test_an_export_folder_named_like_a_checkpoint_is_the_pair_for_init_from(tmp_path):
     save_pair(tmp_path / 'run.pth', pair_cfg())
     assert init_sources(str(tmp_path / 'run.pth')) == (f'{tmp_path}/run.pth/generator', f'{tmp_path}/run.pth/discriminator')
+
+
+def test_a_tokenizer_json_given_as_a_vocab_file_is_refused_naming_its_folder(tiny_dir, tmp_path):
+    from electra.data.tokenizer import load_tokenizer as load
+    assert len(load(str(tiny_dir))) > 5  # the folder that holds it
+    named = tmp_path / 'vocab.txt'  # a tokenizer.json under a vocab's name
+    shutil.copyfile(tiny_dir / 'tokenizer.json', named)
+    for given in (tiny_dir / 'tokenizer.json', named):
+        with pytest.raises(ConfigError) as e:
+            load(str(given))
+        assert '\n' not in str(e.value) and str(e.value).startswith(f'tokenizer {given}: ') and 'JSON' in str(e.value)

@@ -41,7 +41,13 @@ def holds_parquet(path: Path) -> bool:
 
 def place(path: Path, line: int) -> str:
     "'<file>: line N', or for a parquet file (rows, no lines) '<file>: row N'."
-    return f"{path}: {'row' if holds_parquet(path) else 'line'} {line}"
+    return places(path, [line])[0]
+
+
+def places(path: Path, lines: list[int]) -> list[str]:
+    "`place` of each of `lines` of one file (its content looked at once)."
+    word = 'row' if holds_parquet(path) else 'line'
+    return [f'{path}: {word} {line}' for line in lines]
 
 
 def is_missing(value) -> bool:
@@ -147,15 +153,15 @@ def label_column(kind: str, values: list, path: Path, lines: list[int], column: 
     """A label column checked for its task `kind`: regression a float32 array; classification each example's class
     name; multilabel each example's list of class names. `lines`: each value's line (parquet: row)."""
     if kind == 'regression': return _regression(values, path, lines, column)
-    places = [place(path, line) for line in lines]
+    where_each = places(path, lines)
     if kind == 'classification':
-        names = [_class_name(v, where, column) for v, where in zip(values, places)]
-        _one_kind(names, places, column)
-        _one_type(values, places, column)
+        names = [_class_name(v, where, column) for v, where in zip(values, where_each)]
+        _one_kind(names, where_each, column)
+        _one_type(values, where_each, column)
         return names
-    raw = [_split(value, separator, where, column) for value, where in zip(values, places)]
-    each = [[_class_name(v, where, column, multilabel=True) for v in labels] for labels, where in zip(raw, places)]
-    flat = [(v, n, where) for labels, names, where in zip(raw, each, places) for v, n in zip(labels, names)]
+    raw = [_split(value, separator, where, column) for value, where in zip(values, where_each)]
+    each = [[_class_name(v, where, column, multilabel=True) for v in labels] for labels, where in zip(raw, where_each)]
+    flat = [(v, n, where) for labels, names, where in zip(raw, each, where_each) for v, n in zip(labels, names)]
     if flat:
         _one_kind([n for _, n, _ in flat], [w for _, _, w in flat], column)
         _one_type([v for v, _, _ in flat], [w for _, _, w in flat], column)
@@ -166,8 +172,7 @@ def id_column(values: list, path: Path, lines: list[int], column: str) -> list[s
     """Test ids, checked: each present, not blank, without a tab or line break (the predictions file is one
     `id<TAB>prediction` line per example), and each once (two rows for one id)."""
     ids, first = [], {}
-    for v, line in zip(values, lines):
-        where = place(path, line)
+    for v, line, where in zip(values, lines, places(path, lines)):
         if is_missing(v):
             raise ConfigError(f"{where}: no id in column '{column}' (empty, null or NaN); the predictions file names each "
                               "test example by it. Give every example an id.")

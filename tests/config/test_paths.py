@@ -71,8 +71,9 @@ def test_a_variable_that_is_not_set_or_a_user_that_does_not_exist_is_refused_nam
     assert '\n' not in message and message.startswith("command line: key 'output_dir': ") and named in message
 
 
-def test_tilde_in_a_task_file_of_each_kind(home, tmp_path):
+def test_tilde_in_a_task_file_of_each_kind(home, tmp_path, monkeypatch):
     data = home / 'data'
+    monkeypatch.setenv('ELECTRA_TEST_DATA', str(data))
     data.mkdir()
     (data / 'train.csv').write_text('sentence,label\na b,x\nc d,y\n', encoding='utf-8')
     (data / 'dev.csv').write_text('sentence,label\na b,x\n', encoding='utf-8')
@@ -86,13 +87,10 @@ def test_tilde_in_a_task_file_of_each_kind(home, tmp_path):
                            'csv'),
              'tags': ('kind: tagging\ntrain: ~/data/train.txt\ndev: ${ELECTRA_TEST_DATA}/dev.txt\n', 'txt'),
              'qa': ('kind: squad\ntrain: ~/data/train.json\ndev: $ELECTRA_TEST_DATA/dev.json\n', 'json')}
-    os.environ['ELECTRA_TEST_DATA'] = str(data)
-    try:
-        for name, (text, ext) in files.items():
-            (tasks / f'{name}.yaml').write_text(text, encoding='utf-8')
-            spec = read_task_file(tasks / f'{name}.yaml')
-            assert spec.files == {'train': data / f'train.{ext}', 'dev': data / f'dev.{ext}'}, name
-    finally: del os.environ['ELECTRA_TEST_DATA']
+    for name, (text, ext) in files.items():
+        (tasks / f'{name}.yaml').write_text(text, encoding='utf-8')
+        spec = read_task_file(tasks / f'{name}.yaml')
+        assert spec.files == {'train': data / f'train.{ext}', 'dev': data / f'dev.{ext}'}, name
 
 
 def test_tilde_in_the_environment_variables_the_libraries_read_as_paths(home, tmp_path):
@@ -215,3 +213,19 @@ def test_a_preset_is_any_file_and_never_a_folder_whatever_their_names(tmp_path, 
     (tmp_path / 'folder.yaml').mkdir()
     message = refused(lambda: pretrain('--config', 'folder.yaml'), '--config', 'folder.yaml')
     assert 'is a folder' in message
+
+
+def test_the_driver_refuses_an_overlap_before_any_work_in_one_line_with_status_2(tmp_path, monkeypatch):
+    "pretrain.py, as a user runs it: `~` in the corpus expanded, the output inside it refused, nothing written."
+    from tests.support.notebook_runs import run_script
+    corpus = tmp_path / 'home' / 'corpus'
+    corpus.mkdir(parents=True)
+    (corpus / 'a.txt').write_text('one.\n', encoding='utf-8')
+    monkeypatch.setenv('HOME', str(tmp_path / 'home'))
+    proc = run_script('pretrain.py', '--corpus', '~/corpus', '--output_dir', '~/corpus/ckpt',
+                      '--cache_dir', str(tmp_path / 'cache'))
+    assert proc.returncode == 2 and proc.stdout == '', (proc.stdout, proc.stderr)
+    assert proc.stderr == (f"error: output_dir: {corpus / 'ckpt'} ({corpus / 'ckpt'}) is inside corpus '{corpus}' "
+                           f"({corpus}): the job would write among what it reads. Give --output_dir a folder outside "
+                           "it.\n")
+    assert sorted(p.name for p in corpus.iterdir()) == ['a.txt'] and not (tmp_path / 'cache').exists()

@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from electra.config.base import expand_path
 from electra.convert.tf import convert_tf_checkpoint
 from electra.convert.tf_checkpoint import TFCheckpoint
 from electra.runtime.errors import friendly_errors
@@ -34,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    for key in ('src', 'out', 'hparams', 'vocab'):  # written as the jobs' paths are: `~`, `$VAR` (config/base.py)
+        if getattr(args, key, None):
+            setattr(args, key, expand_path(getattr(args, key), key if key == 'src' else f'--{key}'))
     if args.command == 'ls':
         ckpt = TFCheckpoint(args.src)
         for name, entry in sorted(ckpt.entries.items()):

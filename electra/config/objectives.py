@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ['Objective', 'OBJECTIVES', 'TIE_WEIGHTS', 'GENERATOR_KINDS', 'HEADS']
+__all__ = ['Objective', 'OBJECTIVES', 'TIE_WEIGHTS', 'GENERATOR_KINDS', 'HEADS', 'names_where']
 
 TIE_WEIGHTS = ('none', 'embeddings', 'all', 'gdes')  # what the generator and the discriminator may share
 # 'masked_lm': a transformers ElectraForMaskedLM trained beside the discriminator, read at the masked positions;
@@ -19,10 +19,12 @@ TIE_WEIGHTS = ('none', 'embeddings', 'all', 'gdes')  # what the generator and th
 # 'frozen': an existing masked LM (`generator`), never trained: no gradient, no optimizer state, no generator loss, its
 # sampling temperature annealed (`temperature_start`); 'none': no generator, the discriminator reads the masked input
 GENERATOR_KINDS = ('masked_lm', 'two_tower', 'frozen', 'none')
-# the discriminator's loss: 'rtd' replaced-token detection, a sigmoid per token; 'mlm' token prediction at the chosen
-# positions; 'copy' every token's identity through the copy gate p(x) = D 1[x = input] + (1 - D) softmax(x), D the RTD
-# head's sigmoid
-HEADS = ('rtd', 'mlm', 'copy')
+# the discriminator's loss head -> whether it predicts tokens (an MLM head on the discriminator) rather than detecting
+# replaced ones (the RTD head's logit per token): 'rtd' replaced-token detection, a sigmoid per token; 'mlm' token
+# prediction at the chosen positions; 'copy' every token's identity through the copy gate p(x) = D 1[x = input] +
+# (1 - D) softmax(x), D the RTD head's sigmoid. Each head's loss and FLOPs: objective/loss.py DISC_LOSSES,
+# objective/flops.py HEAD_FLOPS.
+HEADS = {'rtd': False, 'mlm': True, 'copy': True}
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class Objective:
     two_stage: bool = False  # two-stage training can run it: a masked-LM generator, then the discriminator from it
 
     def __post_init__(self):
-        for key, value, domain in (('generator', self.generator, GENERATOR_KINDS), ('head', self.head, HEADS),
+        for key, value, domain in (('generator', self.generator, GENERATOR_KINDS), ('head', self.head, tuple(HEADS)),
                                    ('positions', self.positions, ('tokens', 'chosen', 'slots')),
                                    ('fake', self.fake, ('replaced', 'masked'))):
             if value not in domain: raise ValueError(f'{self.name}: {key} must be one of {domain}, got {value!r}')
@@ -67,7 +69,7 @@ class Objective:
     @property
     def mlm(self) -> bool:
         "The discriminator predicts tokens (an MLM head) rather than only whether they were replaced."
-        return self.head != 'rtd'
+        return HEADS[self.head]
 
     @property
     def exports_generator(self) -> bool:
@@ -103,3 +105,8 @@ ROWS = (
                         'generator is not supported): leave it empty'),
 )
 OBJECTIVES: dict[str, Objective] = {row.name: row for row in ROWS}
+
+
+def names_where(test) -> str:
+    "The names of the rows for which `test(row)` holds, joined by 'or' (for help texts and messages)."
+    return ' or '.join(o.name for o in OBJECTIVES.values() if test(o))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from electra.config.base import (DIST_TIMEOUT_MAX, SEED_END, RunWarning, choice_field, config_from_dict, field,
                                  need, optimizer_keys, safe_name, threads_field)
-from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS
+from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
            'RESUME_CONTENT', 'RESUME_FREE', 'saved_config']
@@ -147,9 +147,9 @@ class PretrainConfig:
                                              "the anneal's shape over p = step / steps: 'linear' (start - end) (1 - p); "
                                              "'cosine' (start - end) (1 + cos(pi p)) / 2, each + end; 'exponential' "
                                              "end (start / end)^(1 - p)")
-    generator: str = field('', "objective fast_electra: the existing masked LM that generates, frozen (never trained): "
-                               "a hub name (google/electra-small-generator, bert-base-uncased) or a local "
-                               "save_pretrained directory of an ElectraForMaskedLM or BertForMaskedLM; its tokenizer "
+    generator: str = field('', f"objective {names_where(lambda o: o.generator == 'frozen')}: the existing masked LM "
+                               "that generates, frozen (never trained): a hub name (google/electra-small-generator, "
+                               "bert-base-uncased) or a local save_pretrained directory of an ElectraForMaskedLM or BertForMaskedLM; its tokenizer "
                                "is the run's", empty='a generator trained with the discriminator (or none)')
     disallow_correct: bool = field(False, "never sample the original token")
     uniform_generator: bool = field(False, 'no generator network and no generator loss: replacements drawn uniformly '
@@ -248,7 +248,7 @@ class PretrainConfig:
         if self.two_stage > 0:
             need(row.two_stage and has_generator, 'two_stage',
                  'two-stage training trains a generator and then a discriminator: it needs the '
-                 f"{' or '.join(o.name for o in OBJECTIVES.values() if o.two_stage)} objective and a generator network.")
+                 f"{names_where(lambda o: o.two_stage)} objective and a generator network.")
             need(self.generator_size == 1 and self.tie_weights == 'none', 'two_stage',
                  'the discriminator starts from the generator\'s weights: set generator_size 1.0 and tie_weights none '
                  '(the paper, section 3.2).')
@@ -264,7 +264,7 @@ class PretrainConfig:
     def _validate_frozen_generator(self) -> None:
         "`generator` names the existing masked LM of an objective whose generator is frozen, and only of one."
         frozen = OBJECTIVES[self.objective].generator == 'frozen'
-        takers = ' or '.join(o.name for o in OBJECTIVES.values() if o.generator == 'frozen')
+        takers = names_where(lambda o: o.generator == 'frozen')
         need(frozen == bool(self.generator), 'generator',
              f"objective {self.objective} samples from an existing masked LM: give it with --generator NAME_OR_DIR "
              f"(--config {self.objective} sets the rest)" if frozen else

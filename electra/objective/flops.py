@@ -108,7 +108,7 @@ def _head_positions(cfg: PretrainConfig) -> int:
 def pretrain_step_flops(cfg: PretrainConfig, vocab_size: int, generator=None) -> float:
     """Training FLOPs of one optimizer step of `cfg` (its batch, length and objective; MLM heads at the
     `max_predictions` masked positions, or every position with 'bernoulli' masking), the mean over the run.
-    `generator`: a frozen generator's transformers config (`fast_electra`)."""
+    `generator`: a frozen generator's transformers config (generator kind 'frozen')."""
     return pretrain_flops(cfg, cfg.batch_size, cfg.max_length, vocab_size, _head_positions(cfg), generator)['train_step']
 
 

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config.objectives import OBJECTIVES, Objective
+from electra.config.objectives import HEADS, OBJECTIVES, Objective
 from electra.objective.masking import candidates_mask, positions_mask, write_at_positions
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def batch_statistics(pred: Output, labels: torch.Tensor, head: str) -> dict[str,
     if mask is None: return out
     correct, flagged = disc_predictions(pred, head)
     out.update(disc_correct=(correct & mask).sum(), disc_total=mask.sum())
-    if head == 'rtd':
+    if not HEADS[head]:  # replaced-token detection
         replaced = pred.is_replaced & mask
         out.update(tp=(flagged & replaced).sum(), fp=(flagged & ~replaced & mask).sum(), fn=(~flagged & replaced).sum())
     return out

@@ -82,7 +82,7 @@ def unpadded_copy(net: ElectraForMaskedLM | ElectraForPreTraining, vocab_size: i
     return out.to(net.device)
 
 
-FROZEN_GENERATORS = (ElectraForMaskedLM, BertForMaskedLM)  # the masked LMs a frozen generator (fast_electra) may be
+FROZEN_GENERATORS = (ElectraForMaskedLM, BertForMaskedLM)  # the masked LMs a frozen generator (kind 'frozen') may be
 
 
 def mlm_head(net: ElectraForMaskedLM | BertForMaskedLM):
@@ -124,7 +124,7 @@ def generator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) ->
 
 
 class MaskedLMHead(nn.Module):
-    """The discriminator's MLM head in the MLM objectives (`mlm`, `replace_mlm`, `all_tokens_mlm`): transformers'
+    """The discriminator's MLM head of the objectives whose loss head predicts tokens ('mlm', 'copy'): transformers'
     `ElectraGeneratorPredictions` (dense H -> E, GELU, LayerNorm) and a vocabulary projection tied to the network's word
     embeddings, as the generator's head and BERT's."""
 
@@ -228,9 +228,10 @@ def _tie(generator: ElectraForMaskedLM | TwoTowerClozeGenerator, discriminator: 
 
 
 class ElectraGeneratorDiscriminator(nn.Module):
-    """Generator and discriminator trained by replaced-token detection, or one of the paper's other objectives
-    (`objective`, docs/objectives.md). `generator` is None for BERT (`mlm`) and the uniform generator, whose
-    replacements are drawn uniformly from the vocabulary (official `uniform_generator`: no network, no generator loss).
+    """Generator and discriminator trained by replaced-token detection, or another objective (`objective`, the name of
+    its row in config/objectives.py, held as `self.objective`; docs/objectives.md). `generator` is None for an objective
+    without one (generator kind 'none', BERT) and for the uniform generator, whose replacements are drawn uniformly
+    from the vocabulary (official `uniform_generator`: no network, no generator loss).
     `stage`: 0 joint training; with two-stage training 1 (the generator alone), then 2 (the discriminator alone, the
     generator frozen; `TwoStageTraining` switches)."""
 

@@ -13,7 +13,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.objective.flops import pretrain_flops, pretrain_flops_to_step, pretrain_step_flops
 from electra.objective.loss import ElectraLoss, loss_counts
 from electra.objective.masking import MaskingSettings, max_predictions
-from electra.objective.model import build_pretraining_model
+from electra.objective.model import ElectraGeneratorDiscriminatorOutput, build_pretraining_model
 from tests.support.tiny import TINY, tiny_cfg, token_ids
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -97,6 +97,7 @@ def test_replace_mlm_input_holds_generator_samples_and_no_mask():
 def test_bert_is_one_network_trained_by_mlm_on_the_masked_input():
     model, ids, m, pred = run('mlm')
     assert model.generator is None and 'gen_logits' not in pred and 'sampled' not in pred
+    assert isinstance(pred, ElectraGeneratorDiscriminatorOutput) and pred.gen_logits is None and pred.sampled is None
     logp = pred['mlm_logits'].double().log_softmax(-1)
     chosen = m.labels >= 0
     ce = [-float(logp[b, j, int(m.labels[b, j])]) for b in range(3) for j in range(m.labels.shape[1]) if chosen[b, j]]

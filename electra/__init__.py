@@ -6,7 +6,7 @@ The public API, by concern (each name is imported on first use, so `import elect
 - configs: `PretrainConfig`, `FinetuneConfig`, `CompareConfig`, `load_config`
 - the method: `mask_tokens`, `MaskingSettings`, `sample_tokens`, `ElectraGeneratorDiscriminator` (HF's
   `ElectraForMaskedLM` generator and `ElectraForPreTraining` discriminator, trained together),
-  `build_pretraining_model`, `ElectraLoss`; its variants (`OBJECTIVES`, `VARIANTS`: docs/objectives.md) and their
+  `build_pretraining_model`, `ElectraLoss`; its objectives (`OBJECTIVES`, a row each: docs/objectives.md) and their
   compute, `pretrain_step_flops`
 - data: `resolve_corpus`, `build_corpus`, `held_out_split`, `pretraining_dataloader`, `train_tokenizer`,
   `load_tokenizer`
@@ -38,8 +38,7 @@ _HOMES = {
     'mask_tokens': 'electra.objective.masking', 'MaskingSettings': 'electra.objective.masking',
     'sample_tokens': 'electra.objective.sampling',
     'ElectraGeneratorDiscriminator': 'electra.objective.model', 'build_pretraining_model': 'electra.objective.model',
-    'VARIANTS': 'electra.objective.variants',
-    'ElectraLoss': 'electra.objective.loss', 'OBJECTIVES': 'electra.config.pretrain',
+    'ElectraLoss': 'electra.objective.loss', 'OBJECTIVES': 'electra.config.objectives',
     'pretrain_step_flops': 'electra.objective.flops',
     'resolve_corpus': 'electra.data.corpus', 'build_corpus': 'electra.data.cache',
     'held_out_split': 'electra.data.batches', 'pretraining_dataloader': 'electra.data.batches',

@@ -11,6 +11,7 @@ import torch
 from electra.objective.masking import mask_tokens
 from benchmarks.bench import baseline, runners
 from electra.training.speed import DevicePrefetcher
+from tests.support.tiny import token_ids
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 
@@ -28,7 +29,7 @@ def cfg_of(**kw):
 def model_of(cfg, vocab=V):
     from electra.objective.model import build_pretraining_model
     torch.manual_seed(0)
-    return build_pretraining_model(cfg, vocab, 0)
+    return build_pretraining_model(cfg, token_ids(vocab))
 
 
 def data_of(cfg, n=2):

@@ -10,7 +10,7 @@ from torch import nn
 
 from electra.config.pretrain import PretrainConfig
 from electra.objective.loss import ElectraLoss
-from electra.objective.masking import mask_tokens
+from electra.objective.masking import MaskingSettings, mask_tokens
 from electra.objective.model import build_pretraining_model
 from electra.training.optim import no_decay_param
 
@@ -18,6 +18,12 @@ __all__ = ['BERT_IDS', 'BenchTokenizer', 'synthetic_batches', 'Batches', 'LoopAd
            'baseline_pretrain_loss', 'fast_pretrain_loss', 'padded_like', 'loss_check', 'masked_batch']
 
 BERT_IDS = dict(pad=0, unk=100, cls=101, sep=102, mask=103)  # the uncased BERT/ELECTRA vocabulary (30522 tokens)
+
+
+def bert_ids(vocab: int) -> MaskingSettings:
+    "What `build_pretraining_model` reads of a tokenizer with BERT's special ids and `vocab` tokens."
+    return MaskingSettings((BERT_IDS['cls'], BERT_IDS['sep'], BERT_IDS['mask'], BERT_IDS['pad']), BERT_IDS['pad'],
+                           BERT_IDS['mask'], vocab)
 
 
 class BenchTokenizer:
@@ -140,7 +146,7 @@ def fast_pretrain_loss(model, loss_func: ElectraLoss, masked, token_type_ids) ->
 
 def padded_like(model, cfg: PretrainConfig, vocab: int):
     "A model of `cfg` (padded vocabulary) holding `model`'s weights (unpadded); padding rows keep their fresh init."
-    out = build_pretraining_model(cfg, vocab, BERT_IDS['pad'])
+    out = build_pretraining_model(cfg, bert_ids(vocab))
     state = out.state_dict()
     for k, v in model.state_dict().items():
         if state[k].shape == v.shape: state[k] = v
@@ -163,7 +169,8 @@ def loss_check(cfg: PretrainConfig, model, batch, device, seed: int = 0, dropout
         with torch.no_grad():
             if name == 'fast':
                 model.rng = rng
-                losses = fast_pretrain_loss(model, ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight), m, types)
+                loss_func = ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight, cfg.objective)
+                losses = fast_pretrain_loss(model, loss_func, m, types)
             else:
                 losses = baseline_pretrain_loss(model.generator, model.discriminator, cfg, m, types, rng)
             out[name] = [float(x) for x in losses]

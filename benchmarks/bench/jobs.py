@@ -15,7 +15,7 @@ from electra.config.base import load_config
 from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import max_predictions
 from electra.objective.model import build_pretraining_model, padded_vocab_size
-from benchmarks.bench.baseline import BERT_IDS, loss_check, padded_like, synthetic_batches
+from benchmarks.bench.baseline import BERT_IDS, bert_ids, loss_check, padded_like, synthetic_batches
 from benchmarks.bench.flops import GLUE_TRAIN, device_peak_tflops, finetune_flops, pretrain_flops
 from benchmarks.bench.runners import (
     FinetuneBaselineRunner,
@@ -143,7 +143,7 @@ def bench_pretrain(args) -> dict:
     rows = padded_vocab_size(vocab, cfg.pad_vocab_multiple)
     torch.manual_seed(cfg.seed)
     # the baseline's HF classes at the tokenizer's vocabulary size; the fast model starts from the same weights
-    base_model = build_pretraining_model(dataclasses.replace(cfg, pad_vocab_multiple=0), vocab, BERT_IDS['pad'])
+    base_model = build_pretraining_model(dataclasses.replace(cfg, pad_vocab_multiple=0), bert_ids(vocab))
     model = padded_like(base_model, cfg, vocab)
     batches = synthetic_batches(args.n_batches, B, L, vocab, cfg.seed, pin=device.type == 'cuda')
     log = print

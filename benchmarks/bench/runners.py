@@ -139,7 +139,7 @@ class PretrainLoopRunner(Runner):
         self.name, self.cfg, self.kind, self.read_loss, self.autocast = name, cfg, kind, read_loss, autocast
         self.model = copy.deepcopy(model).to(device)  # its own weights: every runner starts from the same ones
         self.vocab = model.vocab_size
-        self.loss_func = ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight)
+        self.loss_func = ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight, cfg.objective)
         self.batches = [tuple(t.to(device) for t in b) for b in batches]
         self.i = 0
         self.mask_rng = torch.Generator(device=device).manual_seed(cfg.seed)

@@ -7,17 +7,15 @@ from pathlib import Path
 
 from electra.config.base import (DIST_TIMEOUT_MAX, SEED_END, RunWarning, choice_field, config_from_dict, field,
                                  need, optimizer_keys, path, safe_name, threads_field)
+from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
 from electra.config.paths import Owned, check_apart, local_paths
 
-__all__ = ['FORMATS', 'OBJECTIVES', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
+__all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
            'RESUME_CONTENT', 'RESUME_FREE', 'saved_config']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
 CHECKPOINT_FRACTIONS = [0.0625, 0.125, 0.25, 0.5, 1.0]
-OBJECTIVES = ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm',  # the paper's Table 5 variants
-              'electric',  # Clark et al., 2020, Electric (official `electric_objective`)
-              'fast_electra']  # Fast-ELECTRA (Dong et al., ICLR 2024): an existing masked LM, frozen, as the generator
 
 # Every key by what a resumed run (--resume) does when its value differs from the checkpoint's (training/checkpoint.py
 # `check_resume_compatible`); each key is in exactly one of these four (tests/config/test_pretrain.py).
@@ -122,7 +120,7 @@ class PretrainConfig:
     generator_size: float = field(0.25, 'generator hidden size as a fraction of the discriminator; its FFN is 4 x '
                                         'that, its heads max(1, hidden // 64)', gt=0, le=1)
     max_position_embeddings: int = field(512, 'position embeddings of both networks', ge=8)
-    tie_weights: str = choice_field('embeddings', ['none', 'embeddings', 'all', 'gdes'],
+    tie_weights: str = choice_field('embeddings', list(TIE_WEIGHTS),
                                     "share nothing, the embeddings (paper default), all weights (same-size generator "
                                     "only), or 'gdes': DeBERTaV3's gradient-disentangled embedding sharing (the "
                                     "discriminator's tables = the generator's, without gradient, + its own residual)")
@@ -151,21 +149,16 @@ class PretrainConfig:
                                              "the anneal's shape over p = step / steps: 'linear' (start - end) (1 - p); "
                                              "'cosine' (start - end) (1 + cos(pi p)) / 2, each + end; 'exponential' "
                                              "end (start / end)^(1 - p)")
-    generator: path = field('', "objective fast_electra: the existing masked LM that generates, frozen (never trained): "
-                               "a hub name (google/electra-small-generator, bert-base-uncased) or a local "
-                               "save_pretrained directory of an ElectraForMaskedLM or BertForMaskedLM; its tokenizer "
-                               "is the run's", empty='a generator trained with the discriminator (or none)')
+    generator: path = field('', f"objective {names_where(lambda o: o.generator == 'frozen')}: the existing masked LM "
+                                "that generates, frozen (never trained): a hub name (google/electra-small-generator, "
+                                "bert-base-uncased) or a local save_pretrained directory of an ElectraForMaskedLM or BertForMaskedLM; its tokenizer "
+                                "is the run's", empty='a generator trained with the discriminator (or none)')
     disallow_correct: bool = field(False, "never sample the original token")
     uniform_generator: bool = field(False, 'no generator network and no generator loss: replacements drawn uniformly '
                                            'from the vocabulary (the paper\'s ablation, official `uniform_generator`)')
     # -- objective variants (the paper, section 3.2 and Table 5): docs/objectives.md
-    objective: str = choice_field('electra', OBJECTIVES,
-                                  "'electra': replaced-token detection over every token; 'electra_15': its loss over "
-                                  "the masked positions only; 'mlm': BERT, one network trained by masked language "
-                                  "modelling alone; 'replace_mlm': MLM on input whose masked positions hold generator "
-                                  "samples; 'all_tokens_mlm': generator samples as input, every token's identity "
-                                  "predicted, with a sigmoid copy gate; 'electric': Electric, a two-tower cloze "
-                                  "generator and an energy-based discriminator (Clark et al., 2020)")
+    objective: str = choice_field('electra', list(OBJECTIVES),
+                                  '; '.join(f"'{o.name}': {o.summary}" for o in OBJECTIVES.values()))
     two_stage: float = field(0.0, 'two-stage training: this fraction of the steps trains the generator alone, then the '
                                   'discriminator, initialised from it, trains with the generator frozen (needs '
                                   'generator_size 1 and tie_weights none)', ge=0, lt=1,
@@ -240,28 +233,24 @@ class PretrainConfig:
                                                             'skips steps on the host. Use --precision bf16, or --compile_scope model.')
 
     def _validate_objective(self) -> None:
-        has_generator = self.objective != 'mlm' and not self.uniform_generator
+        "The settings the objective's row (config/objectives.py) allows."
+        row = OBJECTIVES[self.objective]
         self._validate_frozen_generator()
-        need(self.objective != 'mlm' or not self.uniform_generator, 'uniform_generator',
-             "the 'mlm' objective (BERT) has no generator to replace: drop --uniform_generator.")
-        need(self.objective != 'mlm' or self.temperature_start == 0, 'temperature_start',
-             "the 'mlm' objective (BERT) samples nothing to anneal: set temperature_start 0.")
+        if row.uniform_generator:
+            need(not self.uniform_generator, 'uniform_generator', f'{row.uniform_generator}: drop --uniform_generator.')
+        need(row.samples or self.temperature_start == 0, 'temperature_start',
+             f"objective '{row.name}' samples nothing to anneal: set temperature_start 0.")
+        has_generator = row.samples and not self.uniform_generator  # a generator network
         need(has_generator or self.tie_weights not in ('all', 'gdes'), 'tie_weights',
              f"'{self.tie_weights}' shares the generator's weights, and this objective has no generator network: "
              "use 'embeddings' or 'none'.")
-        if self.objective == 'electric':  # the two towers and the discriminator share embeddings or nothing
-            need(self.tie_weights in ('embeddings', 'none'), 'tie_weights',
-                 f"'{self.tie_weights}': Electric's two-tower cloze generator shares the embeddings with the "
-                 "discriminator or nothing (official `untied_generator_embeddings`): use 'embeddings' or 'none'.")
-            need(not self.uniform_generator, 'uniform_generator',
-                 "Electric's discriminator needs the cloze generator's probabilities: drop --uniform_generator.")
-            need(not self.init_from, 'init_from',
-                 "Electric's two-tower cloze generator has no counterpart in ELECTRA weights (a masked LM): start it "
-                 "fresh, without --init_from.")
+        need(self.tie_weights in row.tie_weights, 'tie_weights',
+             f"'{self.tie_weights}': {row.tie_weights_why}: use {' or '.join(map(repr, row.tie_weights))}.")
+        if row.init_from: need(not self.init_from, 'init_from', f'{row.init_from}.')
         if self.two_stage > 0:
-            need(self.objective in ('electra', 'electra_15') and has_generator, 'two_stage',
-                 'two-stage training trains a generator and then a discriminator: it needs the electra or electra_15 '
-                 'objective and a generator network.')
+            need(row.two_stage and has_generator, 'two_stage',
+                 'two-stage training trains a generator and then a discriminator: it needs the '
+                 f"{names_where(lambda o: o.two_stage)} objective and a generator network.")
             need(self.generator_size == 1 and self.tie_weights == 'none', 'two_stage',
                  'the discriminator starts from the generator\'s weights: set generator_size 1.0 and tie_weights none '
                  '(the paper, section 3.2).')
@@ -275,18 +264,14 @@ class PretrainConfig:
                                                             f'but the shorter stage has {stage} steps.')
 
     def _validate_frozen_generator(self) -> None:
-        frozen = self.objective == 'fast_electra'
+        "`generator` names the existing masked LM of an objective whose generator is frozen, and only of one."
+        frozen = OBJECTIVES[self.objective].generator == 'frozen'
+        takers = names_where(lambda o: o.generator == 'frozen')
         need(frozen == bool(self.generator), 'generator',
-             "objective fast_electra samples from an existing masked LM: give it with --generator NAME_OR_DIR "
-             "(--config fast_electra sets the rest)" if frozen else
-             f"an existing, frozen generator is objective fast_electra's; objective '{self.objective}' trains its own "
-             "or has none: set --objective fast_electra, or leave generator empty.")
-        if not frozen: return
-        need(self.tie_weights == 'none' and not self.uniform_generator and self.two_stage == 0, 'generator',
-             'the frozen generator shares no weights and is never trained: set tie_weights none, uniform_generator '
-             'false and two_stage 0 (--config fast_electra does).')
-        need(not self.init_from, 'init_from', 'a fast_electra run starts its discriminator fresh (continuing from '
-                                              'weights with a frozen generator is not supported): leave it empty.')
+             f"objective {self.objective} samples from an existing masked LM: give it with --generator NAME_OR_DIR "
+             f"(--config {self.objective} sets the rest)" if frozen else
+             f"an existing, frozen generator is objective {takers}'s; objective '{self.objective}' trains its own "
+             f"or has none: set --objective {takers}, or leave generator empty.")
 
     def inputs(self) -> list[tuple[str, str]]:
         "(key, path) of every local file and folder the run reads: corpora, tokenizer, init_from, generator."

@@ -289,7 +289,7 @@ def unmapped(ckpt: TFCheckpoint, plans: list[list], electric: set[str] = frozens
 
 def electric_plan(shapes: dict, where: str) -> list[tuple[str, str, bool]]:
     """The variables of an official Electric checkpoint and the parameters of this library's Electric model
-    (`ElectraGeneratorDiscriminator`, objective 'electric'): the discriminator as ELECTRA's, each tower
+    (`ElectraGeneratorDiscriminator` with the two-tower generator): the discriminator as ELECTRA's, each tower
     (`generator_ltr`, `generator_rtl`; embeddings shared under electra/embeddings or their own) as a transformers
     `ElectraModel`, and the cloze head."""
     disc = find_body(shapes, 'electra', 'electra/embeddings', where)

@@ -166,7 +166,7 @@ def _check_paths(cfg: PretrainConfig, where: str) -> None:
 
 
 def _frozen_generator(cfg: PretrainConfig):
-    "The transformers config of a `fast_electra` run's existing generator (its sizes count in the FLOPs), else None."
+    "The transformers config of a run's existing, frozen generator (its sizes count in the FLOPs), else None."
     return generator_net_config(cfg.generator) if cfg.generator else None
 
 

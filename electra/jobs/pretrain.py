@@ -91,7 +91,7 @@ from electra.pretraining.learner import end_if_finished
 
 with main_process_first('the weights to start from', cfg.dist_timeout):  # (a hub download, once)
     init = load_init(cfg.init_from) if cfg.init_from and not ckpt else None  # resumed: the checkpoint has them
-    frozen = load_generator(cfg.generator) if cfg.generator else None  # fast_electra's existing generator
+    frozen = load_generator(cfg.generator) if cfg.generator else None  # an existing generator, frozen
 if init: check_init_config(cfg, init)  # their sizes and tokenizer against this run's config
 settings = BuildSettings.from_config(cfg)
 with main_process_first('the corpus and the tokenizer', cfg.dist_timeout):  # made once, by the main process
@@ -164,9 +164,8 @@ show(masked_frame(batch_ids, batch_types, masked, tokenizer, n=2), 'a batch befo
 from electra.objective.model import build_pretraining_model
 
 torch.manual_seed(cfg.seed)
-model = build_pretraining_model(cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.mask_token_id,
-                                MaskingSettings.from_config(cfg, tokenizer).special_ids,
-                                frozen and frozen.net)  # fast_electra: the existing generator, frozen
+model = build_pretraining_model(cfg, MaskingSettings.from_config(cfg, tokenizer),  # the tokenizer's size and ids
+                                frozen and frozen.net)  # the existing generator of a frozen kind, as it is
 if init:
     from electra.pretraining.init_from import init_model_
     init_model_(model, init)

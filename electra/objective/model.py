@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -16,20 +17,48 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import BertForMaskedLM, ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, ElectraModel
 from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
+from transformers.utils import ModelOutput
 
 from electra.config.base import ConfigError
-from electra.objective.masking import candidates_mask, positions_mask, write_at_positions
+from electra.config.objectives import OBJECTIVES
+from electra.objective.masking import MaskingSettings, candidates_mask, positions_mask, write_at_positions
 from electra.objective.sampling import sample_tokens
-from electra.objective.variants import VARIANTS
 
 if TYPE_CHECKING:
     from electra.config.pretrain import PretrainConfig
 
 __all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'unpadded_copy', 'ElectraGeneratorDiscriminator',
-           'MaskedLMHead', 'DisentangledEmbedding', 'MLM_OBJECTIVES', 'official_init_', 'build_pretraining_model',
-           'discriminator_state', 'TwoTowerClozeGenerator', 'electric_logits', 'FROZEN_GENERATORS', 'mlm_head']
+           'MaskedLMHead', 'DisentangledEmbedding', 'official_init_', 'build_pretraining_model', 'discriminator_state',
+           'TwoTowerClozeGenerator', 'electric_logits', 'FROZEN_GENERATORS', 'mlm_head',
+           'ElectraGeneratorDiscriminatorOutput', 'fp32']
 
-MLM_OBJECTIVES = tuple(name for name, v in VARIANTS.items() if v.mlm)  # the discriminator predicts tokens
+
+@dataclass
+class ElectraGeneratorDiscriminatorOutput(ModelOutput):
+    """What `ElectraGeneratorDiscriminator.forward` computes (transformers' `ModelOutput`: fields by name, None where
+    the objective or the stage has no such tensor). B rows, L positions, P chosen slots, V vocabulary rows."""
+    attention_mask: torch.Tensor | None = None  # [B, L] bool, the real tokens
+    gen_logits: torch.Tensor | None = None   # the trained generator's logits: [B, P, V] at the chosen slots, or the
+                                             # two-tower cloze model's [B, L, V] at every position; None when no
+                                             # generator trains (none, uniform, frozen, two-stage's second stage)
+    gen_targets: torch.Tensor | None = None  # what `gen_logits` predict: the labels [B, P], or the cloze targets [B, L]
+                                             # (the input's ids where masking may choose, -100 elsewhere)
+    gen_preds: torch.Tensor | None = None    # [B, P] its most probable token at the chosen slots (official
+                                             # `masked_lm_preds`, which `masked_lm_accuracy` counts)
+    sampled: torch.Tensor | None = None      # [B, P] the samples written at the chosen slots
+    is_replaced: torch.Tensor | None = None  # [B, L] bool, the tokens the discriminator is to call fake
+    disc_mask: torch.Tensor | None = None    # where the discriminator's loss is taken: [B, L] or [B, P] bool; None when
+                                             # it did not run (two-stage's first stage)
+    disc_logits: torch.Tensor | None = None  # [B, L] replaced-token detection's logits (head 'rtd')
+    mlm_logits: torch.Tensor | None = None   # the discriminator's MLM head (heads 'mlm', 'copy'): [B, P, V] or [B, L, V]
+    mlm_targets: torch.Tensor | None = None  # their targets: the labels [B, P] (-100 unused), or the original ids [B, L]
+    copy_logits: torch.Tensor | None = None  # [B, L] the copy gate's logits (head 'copy')
+    mlm_inputs: torch.Tensor | None = None   # [B, L] the ids the discriminator read (head 'copy': what it may copy)
+
+
+def fp32(pred: ElectraGeneratorDiscriminatorOutput) -> ElectraGeneratorDiscriminatorOutput:
+    "`pred` with its floating-point tensors in float32 (the losses read fp32 under autocast)."
+    return type(pred)(**{k: v.float() if v.is_floating_point() else v for k, v in pred.items()})
 
 
 def padded_vocab_size(vocab_size: int, multiple: int) -> int:
@@ -53,7 +82,7 @@ def unpadded_copy(net: ElectraForMaskedLM | ElectraForPreTraining, vocab_size: i
     return out.to(net.device)
 
 
-FROZEN_GENERATORS = (ElectraForMaskedLM, BertForMaskedLM)  # the masked LMs a frozen generator (fast_electra) may be
+FROZEN_GENERATORS = (ElectraForMaskedLM, BertForMaskedLM)  # the masked LMs a frozen generator (kind 'frozen') may be
 
 
 def mlm_head(net: ElectraForMaskedLM | BertForMaskedLM):
@@ -95,7 +124,7 @@ def generator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) ->
 
 
 class MaskedLMHead(nn.Module):
-    """The discriminator's MLM head in the MLM objectives (`mlm`, `replace_mlm`, `all_tokens_mlm`): transformers'
+    """The discriminator's MLM head of the objectives whose loss head predicts tokens ('mlm', 'copy'): transformers'
     `ElectraGeneratorPredictions` (dense H -> E, GELU, LayerNorm) and a vocabulary projection tied to the network's word
     embeddings, as the generator's head and BERT's."""
 
@@ -199,9 +228,10 @@ def _tie(generator: ElectraForMaskedLM | TwoTowerClozeGenerator, discriminator: 
 
 
 class ElectraGeneratorDiscriminator(nn.Module):
-    """Generator and discriminator trained by replaced-token detection, or one of the paper's other objectives
-    (`objective`, docs/objectives.md). `generator` is None for BERT (`mlm`) and the uniform generator, whose
-    replacements are drawn uniformly from the vocabulary (official `uniform_generator`: no network, no generator loss).
+    """Generator and discriminator trained by replaced-token detection, or another objective (`objective`, the name of
+    its row in config/objectives.py, held as `self.objective`; docs/objectives.md). `generator` is None for an objective
+    without one (generator kind 'none', BERT) and for the uniform generator, whose replacements are drawn uniformly
+    from the vocabulary (official `uniform_generator`: no network, no generator loss).
     `stage`: 0 joint training; with two-stage training 1 (the generator alone), then 2 (the discriminator alone, the
     generator frozen; `TwoStageTraining` switches)."""
 
@@ -212,8 +242,8 @@ class ElectraGeneratorDiscriminator(nn.Module):
         super().__init__()
         self.generator, self.discriminator = generator, discriminator
         self.tie_weights, self.temperature, self.disallow_correct = tie_weights, temperature, disallow_correct
-        self.objective, self.stage, self.mask_token_id = objective, 0, mask_token_id
-        self.variant = VARIANTS[objective]  # what the objective changes of replaced-token detection
+        self.stage, self.mask_token_id = 0, mask_token_id
+        self.objective = OBJECTIVES[objective]  # its row: what the objective changes of replaced-token detection
         self.pad_token_id = discriminator.config.pad_token_id
         self.rng: torch.Generator | None = None  # draws the noise of a forward given none (None: torch's own stream)
         # `vocab_size`: the tokenizer's; word-embedding rows past it are padding (`pad_vocab_multiple`): their logits
@@ -222,17 +252,17 @@ class ElectraGeneratorDiscriminator(nn.Module):
         self.vocab_size = n_rows if vocab_size is None else vocab_size
         if not 0 < self.vocab_size <= n_rows: raise ValueError(f'vocab_size {vocab_size} must be in [1, {n_rows}]')
         self.register_buffer('padded_ids', torch.arange(n_rows) >= self.vocab_size, persistent=False)
-        if self.variant.frozen_generator:  # an existing model, never trained: no gradient, no optimizer state,
+        if self.objective.generator == 'frozen':  # an existing model, never trained: no gradient, no optimizer state,
             generator.requires_grad_(False).eval()  # no dropout (`train`); it shares nothing, so nothing is tied
         elif generator is not None: _tie(generator, discriminator, tie_weights)
-        self.mlm_head = MaskedLMHead(discriminator) if self.variant.mlm else None
-        if self.variant.head == 'mlm':  # the RTD head has no part in the loss: no gradient, no update
+        self.mlm_head = MaskedLMHead(discriminator) if self.objective.mlm else None
+        if self.objective.head == 'mlm':  # the RTD head has no part in the loss: no gradient, no update
             discriminator.discriminator_predictions.requires_grad_(False)
-        if self.variant.no_mask_samples and mask_token_id is None:
+        if self.objective.no_mask_samples and mask_token_id is None:
             raise ValueError(f"objective '{objective}' never samples [MASK]: give the model its mask_token_id")
         # the two-tower generator's cloze loss skips these ids (official `get_candidates_mask`: [CLS], [SEP], [MASK])
         self.special_ids, self.mask_prob = special_ids, mask_prob
-        if self.variant.two_tower_generator:
+        if self.objective.generator == 'two_tower':
             if special_ids is None:
                 raise ValueError(f"objective '{objective}' takes its cloze loss at the tokens masking may choose: give "
                                  "the model the masking's special_ids")
@@ -240,12 +270,12 @@ class ElectraGeneratorDiscriminator(nn.Module):
 
     @property
     def uniform_generator(self) -> bool:
-        return self.generator is None and self.variant.generator
+        return self.generator is None and self.objective.samples
 
     def train(self, mode: bool = True):
-        "As `nn.Module.train`, but a frozen generator (`Variant.frozen_generator`) stays in eval mode: it only infers."
+        "As `nn.Module.train`, but a frozen generator (generator kind 'frozen') stays in eval mode: it only infers."
         super().train(mode)
-        if self.variant.frozen_generator: self.generator.eval()
+        if self.objective.generator == 'frozen': self.generator.eval()
         return self
 
     def _vocab_logits(self, logits: torch.Tensor) -> torch.Tensor:
@@ -265,53 +295,52 @@ class ElectraGeneratorDiscriminator(nn.Module):
 
     def noise_shape(self, positions: torch.Tensor) -> tuple[int, int, int] | None:
         "Shape [B, P, V rows] of the sampling noise for masked `positions` [B, P]; None when nothing is sampled."
-        if not self.variant.generator: return None
+        if not self.objective.samples: return None
         return (*positions.shape, self.discriminator.config.vocab_size)
 
     def forward(self, input_ids, token_type_ids, positions, labels, noise_draws=None,
-                temperature: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                temperature: torch.Tensor | None = None) -> ElectraGeneratorDiscriminatorOutput:
         """`input_ids` [B, L] masked input; `positions`, `labels` [B, P] from `mask_tokens`; `noise_draws` [B, P, V rows]
         the U(0, 1) draws of the Gumbel noise, or None to draw them here from `self.rng`. The training step draws them
         with the masks, so a compiled forward holds no random generator (a generator breaks the graph in pieces).
         `temperature`: this step's sampling temperature (0-d, `TemperatureSchedule`), else the constant `self.temperature`.
-        Returns `attention_mask` [B, L] (bool, real tokens); the generator's `gen_logits` [B, P, V] when it is trained;
-        `sampled` [B, P] and `is_replaced` [B, L] (bool) when tokens are sampled; the discriminator's outputs (`main`).
         A frozen generator runs without gradient and gives no `gen_logits`: it has no loss."""
         attention_mask = input_ids != self.pad_token_id
-        out = {'attention_mask': attention_mask}
-        if not self.variant.generator:  # BERT: the discriminator reads the masked input itself
-            return {**out, **self.discriminator_outputs(input_ids, token_type_ids, attention_mask, input_ids, positions, labels)}
+        kind, gen = self.objective.generator, {}  # gen: the trained generator's outputs
+        if kind == 'none':  # BERT: the discriminator reads the masked input itself
+            return self.discriminator_outputs(input_ids, token_type_ids, attention_mask, input_ids, positions, labels)
         if self.generator is None:  # uniform over the tokens the model can predict, no network
             gen_logits = self._uniform_logits(positions)
-        elif self.variant.two_tower_generator:  # Electric: cloze logits at every position of the unmasked input
-            out.update(self.cloze_outputs(input_ids, attention_mask, token_type_ids, positions, labels))
-            gen_logits = out['gen_logits'].gather(1, positions[..., None].expand(-1, -1, out['gen_logits'].size(-1)))
+        elif kind == 'two_tower':  # Electric: cloze logits at every position of the unmasked input
+            cloze, targets = self.cloze_outputs(input_ids, attention_mask, token_type_ids, positions, labels)
+            gen_logits = cloze.gather(1, positions[..., None].expand(-1, -1, cloze.size(-1)))          # [B, P, V]
+            gen = dict(gen_logits=cloze, gen_targets=targets, gen_preds=gen_logits.detach().argmax(-1))
         else:
-            trained = self.stage != 2 and not self.variant.frozen_generator  # two-stage's second stage: frozen too
+            trained = self.stage != 2 and kind != 'frozen'  # two-stage's second stage: frozen too
             with contextlib.nullcontext() if trained else torch.no_grad():
                 gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
-            if trained: out['gen_logits'] = gen_logits
-        if self.stage == 1: return out  # two-stage, first stage: the generator's MLM alone
-        if self.variant.no_mask_samples:  # the input is to hold no [MASK]: never sample it
+            if trained: gen = dict(gen_logits=gen_logits, gen_targets=labels, gen_preds=gen_logits.detach().argmax(-1))
+        if self.stage == 1:  # two-stage, first stage: the generator's MLM alone
+            return ElectraGeneratorDiscriminatorOutput(attention_mask=attention_mask, **gen)
+        if self.objective.no_mask_samples:  # the input is to hold no [MASK]: never sample it
             gen_logits = gen_logits.detach().index_fill(-1, torch.tensor([self.mask_token_id], device=input_ids.device),
                                                         float('-inf'))
         sampled, corrupted, original = self._replace(input_ids, positions, labels, gen_logits.detach(), self.rng,
                                                      noise_draws, temperature)
         # the discriminator's fake tokens: where the sample differs, or (Electric) every masked position
-        fake = corrupted != original if self.variant.fake == 'replaced' else positions_mask(input_ids, positions, labels >= 0)
-        out.update(sampled=sampled, is_replaced=fake)
-        disc = self.discriminator_outputs(corrupted, token_type_ids, attention_mask, original, positions, labels)
-        if self.variant.noise_log_prob:
-            disc['disc_logits'] = electric_logits(disc['disc_logits'], out['gen_logits'], corrupted, self.mask_prob)
-        return {**out, **disc}
+        fake = corrupted != original if self.objective.fake == 'replaced' else positions_mask(input_ids, positions, labels >= 0)
+        cloze = gen['gen_logits'] if self.objective.noise_log_prob else None  # Electric's correction reads it
+        disc = self.discriminator_outputs(corrupted, token_type_ids, attention_mask, original, positions, labels, cloze)
+        return ElectraGeneratorDiscriminatorOutput(**disc, **gen, sampled=sampled, is_replaced=fake)
 
-    def cloze_outputs(self, input_ids, attention_mask, token_type_ids, positions, labels) -> dict[str, torch.Tensor]:
-        """The two-tower generator on the unmasked input: its cloze logits `gen_logits` [B, L, V] and their targets
-        `gen_targets` [B, L], the input's ids at the positions masking may choose (its candidates), -100 elsewhere."""
+    def cloze_outputs(self, input_ids, attention_mask, token_type_ids, positions,
+                      labels) -> tuple[torch.Tensor, torch.Tensor]:
+        """The two-tower generator on the unmasked input: its cloze logits [B, L, V] and their targets [B, L], the
+        input's ids at the positions masking may choose (its candidates), -100 elsewhere."""
         original = write_at_positions(input_ids, positions, labels, labels >= 0)                    # [B, L]
         logits = self._vocab_logits(self.generator(original, attention_mask, token_type_ids))      # [B, L, V rows]
         candidates = candidates_mask(original, self.special_id_tensor, self.pad_token_id)
-        return {'gen_logits': logits, 'gen_targets': original.masked_fill(~candidates, -100)}
+        return logits, original.masked_fill(~candidates, -100)
 
     def _uniform_logits(self, positions: torch.Tensor) -> torch.Tensor:
         "The uniform generator's logits [B, P, V rows]: equal for every token the model can predict."
@@ -330,37 +359,41 @@ class ElectraGeneratorDiscriminator(nn.Module):
 
     @torch.no_grad()
     def detect_uniform_replacements(self, input_ids, token_type_ids, positions, labels,
-                                    rng: torch.Generator) -> dict[str, torch.Tensor]:
+                                    rng: torch.Generator) -> ElectraGeneratorDiscriminatorOutput:
         """The discriminator on `input_ids` whose chosen positions hold tokens drawn uniformly from the vocabulary
         (from `rng`), as the uniform generator replaces them: a probe of replaced-token detection whose difficulty
         does not depend on the generator, so runs of any setting compare on it. `disc_logits`, `is_replaced` and
         `disc_mask` as `forward` gives them; only for replaced-token detection (a discriminator without an MLM head)."""
         _, corrupted, original = self._replace(input_ids, positions, labels, self._uniform_logits(positions), rng, None)
-        return {'is_replaced': corrupted != original,
-                **self.discriminator_outputs(corrupted, token_type_ids, input_ids != self.pad_token_id, original, positions, labels)}
+        disc = self.discriminator_outputs(corrupted, token_type_ids, input_ids != self.pad_token_id, original,
+                                          positions, labels)
+        return ElectraGeneratorDiscriminatorOutput(**disc, is_replaced=corrupted != original)
 
-    def discriminator_outputs(self, ids, token_type_ids, attention_mask, original, positions, labels) -> dict[str, torch.Tensor]:
-        """The discriminator (the model to fine-tune) on `ids` [B, L], and its loss's mask
-        `disc_mask`: every real token [B, L] (`electra`, `all_tokens_mlm`), the chosen positions as [B, L]
-        (`electra_15`) or as slots [B, P] (`mlm`, `replace_mlm`). Replaced-token detection gives `disc_logits` [B, L];
-        the MLM objectives `mlm_logits` [B, P, V] with `mlm_targets` [B, P] (-100 unused), or, for `all_tokens_mlm`,
-        [B, L, V] and [B, L] (the original ids) with the copy gate's `copy_logits` [B, L] and its `mlm_inputs`."""
-        net = self.discriminator
+    def discriminator_outputs(self, ids, token_type_ids, attention_mask, original, positions, labels,
+                              cloze: torch.Tensor | None = None) -> ElectraGeneratorDiscriminatorOutput:
+        """The discriminator (the model to fine-tune) on `ids` [B, L], and its loss's mask `disc_mask` (the row's
+        `positions`): every real token [B, L], the chosen positions as [B, L] or as slots [B, P]. Head 'rtd' gives
+        `disc_logits` [B, L] (with `cloze`, the cloze logits [B, L, V], corrected by `electric_logits`); head 'mlm'
+        `mlm_logits` [B, P, V] with `mlm_targets` [B, P] (-100 unused); head 'copy' [B, L, V] and [B, L] (the original
+        ids) with the copy gate's `copy_logits` [B, L] and its `mlm_inputs`."""
+        net, out = self.discriminator, dict(attention_mask=attention_mask)
         if self.mlm_head is None:  # replaced-token detection
             logits = net(ids, attention_mask=sdpa_mask(net, attention_mask), token_type_ids=token_type_ids).logits
+            if cloze is not None: logits = electric_logits(logits, cloze, ids, self.mask_prob)
             mask = attention_mask
-            if self.variant.positions == 'chosen':  # as [B, L]; a position chosen twice counts once
+            if self.objective.positions == 'chosen':  # as [B, L]; a position chosen twice counts once
                 mask = positions_mask(ids, positions, labels >= 0)
-            return {'disc_logits': logits, 'disc_mask': mask}
+            return ElectraGeneratorDiscriminatorOutput(**out, disc_logits=logits, disc_mask=mask)
         hidden = net.electra(ids, attention_mask=sdpa_mask(net, attention_mask),
                              token_type_ids=token_type_ids).last_hidden_state                  # [B, L, H]
-        if self.variant.head == 'mlm':
+        if self.objective.head == 'mlm':
             hidden = hidden.gather(1, positions[..., None].expand(-1, -1, hidden.size(-1)))   # [B, P, H]
-            return {'mlm_logits': self._vocab_logits(self.mlm_head(hidden)), 'mlm_targets': labels,
-                    'disc_mask': labels >= 0}
+            return ElectraGeneratorDiscriminatorOutput(**out, mlm_logits=self._vocab_logits(self.mlm_head(hidden)),
+                                                       mlm_targets=labels, disc_mask=labels >= 0)
         # the paper's copy mechanism: p(x) = D 1[x = input] + (1 - D) softmax(x), D = sigmoid of the RTD head's logit
-        return {'mlm_logits': self._vocab_logits(self.mlm_head(hidden)), 'mlm_targets': original,
-                'copy_logits': net.discriminator_predictions(hidden), 'mlm_inputs': ids, 'disc_mask': attention_mask}
+        return ElectraGeneratorDiscriminatorOutput(**out, mlm_logits=self._vocab_logits(self.mlm_head(hidden)),
+                                                   mlm_targets=original, copy_logits=net.discriminator_predictions(hidden),
+                                                   mlm_inputs=ids, disc_mask=attention_mask)
 
 
 @torch.no_grad()
@@ -370,7 +403,7 @@ def official_init_(model: ElectraGeneratorDiscriminator) -> ElectraGeneratorDisc
     `truncated_normal_initializer`), biases zero, LayerNorm 1 and 0; but `embeddings_project` and the
     discriminator's output layer are plain `tf.layers.dense`, whose default kernel is glorot (xavier) uniform.
     transformers' own init (`init: hf`) is normal(0, 0.02) everywhere with a zeroed [PAD] embedding."""
-    frozen = set(model.generator.modules()) if model.variant.frozen_generator else set()  # an existing model's own
+    frozen = set(model.generator.modules()) if model.objective.generator == 'frozen' else set()  # an existing model's own
     for module in (m for m in model.modules() if m not in frozen):
         if isinstance(module, DisentangledEmbedding): module.reset_parameters()  # the residual starts at zero
         elif isinstance(module, (nn.Linear, nn.Embedding)):
@@ -385,23 +418,26 @@ def official_init_(model: ElectraGeneratorDiscriminator) -> ElectraGeneratorDisc
     return model
 
 
-def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, mask_token_id: int | None = None,
-                            special_ids: tuple[int, ...] | None = None,
+# the generator network of each kind the objective builds (config/objectives.py GENERATOR_KINDS; 'frozen' is given,
+# 'none' has none)
+GENERATOR_CLASSES = {'masked_lm': ElectraForMaskedLM, 'two_tower': TwoTowerClozeGenerator}
+
+
+def build_pretraining_model(cfg: PretrainConfig, masking: MaskingSettings,
                             generator: ElectraForMaskedLM | BertForMaskedLM | None = None) -> ElectraGeneratorDiscriminator:
     """The generator/discriminator pair of `cfg`'s size, freshly initialised (`cfg.init`: the official code's
-    initialisers, `official_init_`, or transformers' own); with `cfg.pad_vocab_multiple` the embedding matrix has
-    `padded_vocab_size(vocab_size, multiple)` rows. `mask_token_id`: needed by `replace_mlm` and `all_tokens_mlm`;
-    `special_ids`, the ids masking never chooses (`MaskingSettings.special_ids`): by `electric`. `generator`: the
-    existing masked LM of a frozen-generator objective (`fast_electra`; pretrained/generator.py `load_generator`),
-    used as it is."""
-    rows, variant = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple), VARIANTS[cfg.objective]
-    if variant.frozen_generator != (generator is not None):
-        raise ValueError(f"objective '{cfg.objective}' " + ('needs its existing generator' if variant.frozen_generator
+    initialisers, `official_init_`, or transformers' own), for the tokenizer `masking` describes (its size
+    `vocab_size`, its [PAD] and [MASK] ids, the ids masking never chooses); with `cfg.pad_vocab_multiple` the
+    embedding matrix has `padded_vocab_size(vocab_size, multiple)` rows. `generator`: the existing masked LM of an
+    objective whose generator kind is 'frozen' (pretrained/generator.py `load_generator`), used as it is."""
+    vocab_size, pad_token_id = masking.vocab_size, masking.pad_id
+    rows, kind = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple), OBJECTIVES[cfg.objective].generator
+    if (kind == 'frozen') != (generator is not None):
+        raise ValueError(f"objective '{cfg.objective}' " + ('needs its existing generator' if kind == 'frozen'
                                                             else 'builds its own generator: give none'))
-    has_generator = cfg.objective != 'mlm' and not cfg.uniform_generator and not variant.frozen_generator
-    generator_class = TwoTowerClozeGenerator if variant.two_tower_generator else ElectraForMaskedLM
     try:
-        if has_generator: generator = generator_class(generator_config(cfg, rows, pad_token_id))
+        if kind in GENERATOR_CLASSES and not cfg.uniform_generator:
+            generator = GENERATOR_CLASSES[kind](generator_config(cfg, rows, pad_token_id))
         discriminator = ElectraForPreTraining(discriminator_config(cfg, rows, pad_token_id))
     except (MemoryError, RuntimeError) as e:  # sizes each in their domain, together more than the memory holds
         if not isinstance(e, MemoryError) and "can't allocate memory" not in str(e): raise
@@ -410,8 +446,8 @@ def build_pretraining_model(cfg: PretrainConfig, vocab_size: int, pad_token_id: 
                           f"that this machine's memory cannot hold ({str(e).splitlines()[0][:120]}). Choose smaller "
                           "sizes, e.g. a preset's (configs/pretrain/).") from None
     model = ElectraGeneratorDiscriminator(generator, discriminator, cfg.tie_weights, cfg.temperature, cfg.disallow_correct,
-                                    vocab_size=vocab_size, objective=cfg.objective, mask_token_id=mask_token_id,
-                                    special_ids=special_ids, mask_prob=cfg.mask_prob)
+                                    vocab_size=vocab_size, objective=cfg.objective, mask_token_id=masking.mask_id,
+                                    special_ids=masking.special_ids, mask_prob=cfg.mask_prob)
     if cfg.init == 'official': return official_init_(model)
     if model.mlm_head is not None:  # transformers initialised the networks when it built them, not this head
         model.mlm_head.predictions.apply(discriminator._init_weights)

@@ -14,7 +14,7 @@ from huggingface_hub import try_to_load_from_cache
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
-from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
 from electra.config.base import ConfigError, need
@@ -52,11 +52,9 @@ def quiet_transformers():
 
 
 def _net_names(model: ElectraGeneratorDiscriminator) -> tuple[str, ...]:
-    """The networks exported: the discriminator, and the generator unless there is none (BERT, the uniform generator)
-    or it has no transformers class (Electric's two-tower generator: in the pretraining checkpoints only), or it is
-    an existing model the run did not train (`fast_electra`)."""
-    return EXPORTS if isinstance(model.generator, ElectraForMaskedLM) and not model.variant.frozen_generator \
-        else EXPORTS[:1]
+    """The networks exported: the discriminator, and the generator where the objective's row exports one
+    (`exports_generator`) and the run has it (not the uniform generator)."""
+    return EXPORTS if model.objective.exports_generator and model.generator is not None else EXPORTS[:1]
 
 
 def _exported_nets(model: ElectraGeneratorDiscriminator, run_dir: str | Path) -> dict[Path, nn.Module]:

@@ -1,5 +1,5 @@
-"""The existing masked language model a `fast_electra` run samples its replacements from (Fast-ELECTRA, Dong et al.,
-ICLR 2024): never trained, read from the hub or a local `save_pretrained` directory as `load_discriminator` reads a
+"""The existing masked language model that a run whose objective's generator is frozen samples its replacements from
+(Fast-ELECTRA, Dong et al., ICLR 2024): never trained, read from the hub or a local `save_pretrained` directory as `load_discriminator` reads a
 discriminator (electra/pretrained/export.py), and checked against the run's tokenizer and length."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ GENERATOR_LOCAL = 'a save_pretrained directory of the masked LM and its tokenize
 
 @dataclass
 class FrozenGenerator:
-    "The existing masked LM a `fast_electra` run samples from, never trained, and its tokenizer."
+    "The existing masked LM a run of a frozen generator samples from, never trained, and its tokenizer."
     net: nn.Module
     tokenizer: PreTrainedTokenizerBase
     source: str

@@ -20,8 +20,9 @@ import torch
 from fastai.callback.core import Callback
 
 from electra.data.batches import pad_examples
-from electra.objective.loss import batch_statistics, generator_loss_sum, disc_loss_terms, disc_mask
+from electra.objective.loss import batch_statistics, disc_loss_terms, generator_loss_sum
 from electra.objective.masking import MaskingSettings
+from electra.objective.model import ElectraGeneratorDiscriminatorOutput
 from electra.runtime.processes import is_main_process
 from electra.training.device import AUTOCAST_DTYPES
 from electra.training.sinks import CsvLog
@@ -108,9 +109,10 @@ class HeldOutEvaluation(Callback):
                 noise = None if shape is None else torch.rand(shape, device=device, generator=rng)
                 # `forward`: a model compiled for training evaluates eagerly, with no graphs to compile for eval mode
                 with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels, noise)
-                for k, v in _losses_and_counts(pred, m.labels).items(): sums[k] = sums.get(k, 0.0) + float(v)
-                if 'gen_logits' in pred: seen['labels'].append(m.labels[m.labels >= 0])
-                if 'disc_logits' not in pred: continue
+                for k, v in _losses_and_counts(pred, m.labels, model.objective.head).items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                if pred.gen_logits is not None: seen['labels'].append(m.labels[m.labels >= 0])
+                if pred.disc_logits is None: continue
                 seen['auc'].append(_detection(pred))  # over the positions of its loss
                 with autocast:
                     probe = model.detect_uniform_replacements(m.input_ids, token_type_ids, m.positions, m.labels,
@@ -124,7 +126,8 @@ class HeldOutEvaluation(Callback):
     def _row(self, sums: dict[str, float], seen: dict[str, list]) -> dict:
         chosen_n, disc_n = max(sums['gen_total'], 1), max(sums['disc_total'], 1)
         auc = {k: roc_auc(*map(torch.cat, zip(*seen[k]))) if seen[k] else float('nan') for k in ('auc', 'uniform')}
-        return {'step': self.train_iter, 'gen_loss': sums['gen_loss'] / chosen_n, 'disc_loss': sums['disc_loss'] / disc_n,
+        gen_loss = sums['gen_loss'] / max(sums['gen_targets'], 1)  # the mean over its targets (the cloze model's: more)
+        return {'step': self.train_iter, 'gen_loss': gen_loss, 'disc_loss': sums['disc_loss'] / disc_n,
                 'gen_accuracy': sums['gen_correct'] / chosen_n, 'disc_accuracy': sums['disc_correct'] / disc_n,
                 'disc_auc': auc['auc'], 'replaced_fraction': sums['replaced'] / max(sums['real'], 1),
                 'gen_accuracy_baseline': most_frequent_share(torch.cat(seen['labels'])) if seen['labels'] else float('nan'),
@@ -132,15 +135,19 @@ class HeldOutEvaluation(Callback):
                 'uniform_auc': auc['uniform'], 'examples': sum(len(b[0]) for b in self.batches)}
 
 
-def _detection(pred: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def _detection(pred: ElectraGeneratorDiscriminatorOutput) -> tuple[torch.Tensor, torch.Tensor]:
     "(the discriminator's logits, whether replaced) at the positions of its loss, for the AUC."
-    mask = disc_mask(pred)
-    return pred['disc_logits'].float()[mask], pred['is_replaced'][mask]
+    mask = pred.disc_mask
+    return pred.disc_logits.float()[mask], pred.is_replaced[mask]
 
 
-def _losses_and_counts(pred: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, torch.Tensor]:
-    "`batch_statistics` with the sums of the generator's and the discriminator's losses (0 for a network not there)."
-    out = batch_statistics(pred, labels)
-    out['gen_loss'] = generator_loss_sum(pred, labels) if 'gen_logits' in pred else torch.zeros(())
-    out['disc_loss'] = disc_loss_terms(pred).sum() if disc_mask(pred) is not None else torch.zeros(())
+def _losses_and_counts(pred: ElectraGeneratorDiscriminatorOutput, labels: torch.Tensor,
+                       head: str) -> dict[str, torch.Tensor]:
+    """`batch_statistics` with the sums of the generator's and the discriminator's losses (0 for a network not there)
+    and the count of the generator's targets (`gen_targets`)."""
+    out = batch_statistics(pred, labels, head)
+    trained = pred.gen_logits is not None
+    out['gen_loss'] = generator_loss_sum(pred) if trained else torch.zeros(())
+    out['gen_targets'] = (pred.gen_targets >= 0).sum() if trained else torch.zeros(())
+    out['disc_loss'] = disc_loss_terms(pred, head).sum() if pred.disc_mask is not None else torch.zeros(())
     return out

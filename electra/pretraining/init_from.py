@@ -17,6 +17,7 @@ import torch
 from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 
 from electra.config.base import ConfigError, config_to_dict
+from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import PretrainConfig, saved_config
 from electra.data.tokenizer import load_tokenizer, tokenizer_fingerprint, tokenizer_from_state, tokenizer_state
 from electra.pretrained.export import load_saved
@@ -79,9 +80,11 @@ def _from_checkpoint(path: Path) -> InitWeights:
     ckpt = load_checkpoint(path)
     tokenizer = tokenizer_from_state(ckpt['tokenizer'])
     cfg = saved_config(ckpt['config'], str(path))
-    if cfg.generator:  # its generator is an existing model of other sizes, kept as it was: not a pair to continue
-        raise ConfigError(f"init_from: {path} is a fast_electra run's, whose generator is the existing {cfg.generator}: "
-                          "continuing from it is not supported. Fine-tune its discriminator, or start a new run.")
+    if not OBJECTIVES[cfg.objective].exports_generator or cfg.uniform_generator:  # no masked LM of its own to continue
+        what = f'is the existing {cfg.generator}' if cfg.generator else 'is not a masked LM it trained'
+        raise ConfigError(f"init_from: {path} is a {cfg.objective} run's{' (uniform_generator)' * cfg.uniform_generator}"
+                          f", whose generator {what}: continuing from it is not supported. Fine-tune its "
+                          "discriminator, or start a new run.")
     rows = ckpt['model']['discriminator.electra.embeddings.word_embeddings.weight'].shape[0]
     gen = ElectraForMaskedLM(generator_config(cfg, rows, tokenizer.pad_token_id))
     disc = ElectraForPreTraining(discriminator_config(cfg, rows, tokenizer.pad_token_id))

@@ -91,14 +91,14 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
     live = is_main_process() and (sys.stdout.isatty() or running_in_notebook())
     sinks = ([] if live else [print_sink]) + ([_neptune(cfg)] if cfg.logger == 'neptune' and is_main_process() else [])
     masking = MaskingSettings.from_config(cfg, tokenizer)
-    learn = Learner(dls, model, loss_func=ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight),
+    learn = Learner(dls, model, loss_func=ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight, cfg.objective),
                     opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
                     splitter=param_groups, lr=cfg.lr, path=run_dir, model_dir='.')
     # fastai's Recorder keeps a loss tensor per step and its ProgressCallback reads the loss every step: replaced below.
     learn.remove_cbs([Recorder, ProgressCallback])
     # The step is one callback (65: `TrainingStep`, electra/pretraining/step.py); the others, in the order they run
     # (fastai's TrainEvalCallback, -10, counts and moves the model), do what is not the step.
-    step = TrainingStep(masking, rank_seed(cfg.seed, world().rank), cfg.objective, tokenizer.pad_token_id,
+    step = TrainingStep(masking, rank_seed(cfg.seed, world().rank), tokenizer.pad_token_id,
                         cfg.grad_accum_steps, cfg.loss_mean, cfg.clip_grad, precision, _compile_scope(cfg, precision),
                         None if cfg.compile_mode == 'default' else cfg.compile_mode,
                         temperature=TemperatureSchedule.from_config(cfg))
@@ -184,7 +184,7 @@ def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, t
     """A --resume whose latest checkpoint `ckpt` (at `path`) is at the run's last step has nothing to train: the job
     ends here, status 0, writing nothing when the run's export holds that checkpoint's weights, else (a kill during the
     export, or an export of other weights) writing the export from it. A checkpoint past `steps` is refused.
-    `generator`: a `fast_electra` run's frozen generator (`load_generator`'s net)."""
+    `generator`: the run's frozen generator, when its objective has one (`load_generator`'s net)."""
     if ckpt is None or ckpt['step'] < cfg.steps: return
     name, step = f'{cfg.run_name}_{cfg.seed}', ckpt['step']
     if step > cfg.steps:
@@ -193,8 +193,7 @@ def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, t
                           "--run_name NAME.")
     if is_main_process():
         run_cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
-        model = build_pretraining_model(run_cfg, len(tokenizer), tokenizer.pad_token_id, tokenizer.mask_token_id,
-                                        MaskingSettings.from_config(run_cfg, tokenizer).special_ids, generator)
+        model = build_pretraining_model(run_cfg, MaskingSettings.from_config(run_cfg, tokenizer), generator)
         model.load_state_dict(ckpt['model'])
         if export_holds(model, tokenizer, run_dir):
             print(f'run {name} finished at step {step}; nothing to do: its checkpoints and export ({run_dir}) are '

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import torch
 from fastai.callback.core import CancelBatchException
-from fastai.torch_core import to_float
 
 from electra.config.base import ConfigError
 from electra.objective.loss import batch_statistics, loss_counts
 from electra.objective.masking import MaskingSettings
+from electra.objective.model import fp32
 from electra.objective.sampling import TemperatureSchedule
 from electra.training.distributed import is_distributed, loss_divisors
 from electra.training.speed import try_compile
@@ -38,7 +38,7 @@ def pretraining_step(s: TrainingStep, input_ids: torch.Tensor, token_type_ids: t
     m = s.masking(input_ids, s.mask_rng)             # m.input_ids [B, L]; m.positions, m.labels [B, P] (-100: unused)
     # 2. What the two losses divide by: the whole step's counts (chosen positions, positions of the discriminator's
     #    loss), summed over the processes with loss_mean 'global', so the step is the global batch's in one process.
-    counts = loss_counts(s.objective, m.input_ids, m.positions, m.labels, s.pad_token_id,
+    counts = loss_counts(s.model.objective, m.input_ids, m.positions, m.labels, s.pad_token_id,
                          s.masking.special_tensor(input_ids.device))                                        # [2]
     divisors = loss_divisors(counts, s.loss_mean)                                                            # [2]
     # 3. The batch in `micro_batches` (grad_accum_steps) parts of b = B / n rows, run one after another: their
@@ -69,8 +69,8 @@ def learn_from(model, loss_func, part: tuple, noise, divisors, params: list, gra
     ids, token_type_ids, positions, labels = part                      # [b, L], [b, L], [b, P], [b, P]
     with torch.autocast(ids.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
         # 4. The generator at the chosen positions, Gumbel-max sampling of replacements, the discriminator on the
-        #    corrupted input (objective/model.py; what the objective variant changes is its row of variants.py).
-        pred = to_float(model(ids, token_type_ids, positions, labels, noise, temperature))  # the losses read fp32
+        #    corrupted input (objective/model.py; what the objective changes is its row of config/objectives.py).
+        pred = fp32(model(ids, token_type_ids, positions, labels, noise, temperature))  # the losses read fp32
         # 5. The objective's losses (objective/loss.py): L_gen + lambda L_disc, equation 1 (lambda = 50).
         gen_loss, disc_loss = loss_func.losses(pred, labels, divisors)                                   # 0-d
         loss = loss_func.gen_weight * gen_loss + loss_func.disc_weight * disc_loss
@@ -79,7 +79,7 @@ def learn_from(model, loss_func, part: tuple, noise, divisors, params: list, gra
     new = torch.autograd.grad(loss if scaler is None else scaler.scale(loss), params, allow_unused=True)
     grads = list(new) if grads is None else [a if b is None else b if a is None else a + b for a, b in zip(grads, new)]
     with torch.no_grad():
-        stats = {**batch_statistics(pred, labels), 'loss': loss, 'gen_loss': gen_loss, 'disc_loss': disc_loss}
+        stats = {**batch_statistics(pred, labels, loss_func.objective.head), 'loss': loss, 'gen_loss': gen_loss, 'disc_loss': disc_loss}
     if update is None: return grads, stacked({**stats, 'skipped': loss.new_zeros(())})
     # 7.-10. training/step.py: under torchrun the average of the processes' gradients (a collective: never in a
     # graph); fp16's unscaling by GradScaler's rules, an overflow's update masked on the device (no host read);
@@ -97,7 +97,7 @@ class TrainingStep(StepCallback):
     """Runs every training step as `pretraining_step`, in place of fastai's forward, backward and optimizer step; holds
     what the step keeps from one to the next: the masking generator, the loss scale, the compiled `learn_from`."""
 
-    def __init__(self, masking: MaskingSettings, seed: int, objective: str, pad_token_id: int, micro_batches: int = 1,
+    def __init__(self, masking: MaskingSettings, seed: int, pad_token_id: int, micro_batches: int = 1,
                  loss_mean: str = 'global', max_norm: float = 1.0, precision: str = 'fp32', compile: str | None = None,
                  mode: str | None = None, backend='inductor', temperature: TemperatureSchedule | None = None):
         """`compile`: None (eager), 'model' (the model compiled) or 'step' (`learn_from` as one graph). `temperature`:
@@ -107,7 +107,7 @@ class TrainingStep(StepCallback):
                               'traced, torchrun averages gradients between the backward and the update). Use '
                               '--compile_scope model (or auto).')
         super().__init__(learn_from, seed, precision, compile == 'step', mode, backend)
-        self.masking, self.objective, self.pad_token_id = masking, objective, pad_token_id
+        self.masking, self.pad_token_id = masking, pad_token_id
         self.micro_batches, self.loss_mean, self.max_norm, self.scope = micro_batches, loss_mean, max_norm, compile
         self.mask_rng, self.rng_state = None, None
         self.schedule, self.step_temperature = temperature, None  # the schedule; this step's value (a tensor)

@@ -99,14 +99,16 @@ def replaced_token_detection(model, input_ids: torch.Tensor, token_type_ids: tor
         model.train(was_training)
         model.rng = rng
     chosen = m.labels >= 0
-    # BERT ('mlm') samples nothing; the MLM objectives have no replaced-token detection: its probabilities are NaN
-    sampled = out.get('sampled', m.input_ids.gather(1, m.positions))
-    corrupted = m.input_ids.scatter(1, m.positions, torch.where(chosen, sampled, m.input_ids.gather(1, m.positions)))
-    is_replaced = out.get('is_replaced', torch.zeros_like(input_ids, dtype=torch.bool))
-    p_replaced = torch.sigmoid(out['disc_logits'].float()) if 'disc_logits' in out else \
-        torch.full(input_ids.shape, float('nan'))
+    # an objective without a generator samples nothing; the MLM heads have no replaced-token detection: its
+    # probabilities are NaN
+    kept = m.input_ids.gather(1, m.positions)
+    sampled = kept if out.sampled is None else out.sampled
+    corrupted = m.input_ids.scatter(1, m.positions, torch.where(chosen, sampled, kept))
+    is_replaced = torch.zeros_like(input_ids, dtype=torch.bool) if out.is_replaced is None else out.is_replaced
+    p_replaced = torch.full(input_ids.shape, float('nan')) if out.disc_logits is None else \
+        torch.sigmoid(out.disc_logits.float())
     return ReplacedTokenDetection(input_ids.cpu(), m.input_ids.cpu(), corrupted.cpu(), m.positions.cpu(), chosen.cpu(),
-                                  is_replaced.bool().cpu(), p_replaced.cpu(), out['attention_mask'].bool().cpu())
+                                  is_replaced.bool().cpu(), p_replaced.cpu(), out.attention_mask.bool().cpu())
 
 
 def generator_samples(rtd: ReplacedTokenDetection, tokenizer, n: int = 2) -> pd.DataFrame:

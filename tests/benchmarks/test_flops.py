@@ -5,7 +5,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from electra.objective.model import build_pretraining_model
 from benchmarks.bench import flops
-from tests.support.tiny import tiny_cfg
+from tests.support.tiny import tiny_cfg, token_ids
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -25,7 +25,7 @@ def test_flop_formula_matches_hand_count_and_flop_counter():
     # torch's own FLOP counter over the model's forward (masked-only head at P positions) gives the same total. It is
     # a second opinion only where it sees every matmul: with eager attention (explicit Q K^T and P V matmuls); some
     # torch versions do not count fused SDPA kernels on the CPU.
-    model = build_pretraining_model(cfg, 97, 0)
+    model = build_pretraining_model(cfg, token_ids(97))
     for net in (model.generator, model.discriminator): net.set_attn_implementation('eager')
     model.rng = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 97, (B, L), generator=torch.Generator().manual_seed(0))

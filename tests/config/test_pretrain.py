@@ -13,6 +13,7 @@ from electra.objective.model import build_pretraining_model
 from electra.pretraining.step import TrainingStep
 from benchmarks.bench import baseline, runners
 from tests.support.config import load
+from tests.support.tiny import token_ids
 
 
 def test_invalid_values_rejected():
@@ -87,7 +88,7 @@ def default_learner(**kw):
     "The real Learner (`pretraining_learner`) of a default config at a tiny model size."
     cfg = PretrainConfig(**{**SHAPE, **kw})
     torch.manual_seed(0)
-    model = build_pretraining_model(cfg, V, 0)
+    model = build_pretraining_model(cfg, token_ids(V))
     data = baseline.synthetic_batches(1, cfg.batch_size, cfg.max_length, V, seed=1)
     return cfg, runners.LearnerRunner('default', cfg, model, data, torch.device('cpu'), 'fp32').learn
 

@@ -15,10 +15,10 @@ from electra.config.base import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.convert.tf import convert_tf_checkpoint, electric_state
 from electra.convert.tf_checkpoint import TFCheckpoint
-from electra.objective.loss import ElectraLoss
+from electra.objective.loss import ElectraLoss, batch_statistics
 from electra.objective.masking import MaskedInputs, MaskingSettings, write_at_positions
-from electra.objective.model import build_pretraining_model
-from tests.support.tiny import TINY
+from electra.objective.model import ElectraGeneratorDiscriminator, build_pretraining_model
+from tests.support.tiny import TINY, token_ids
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 FIXTURE = Path(__file__).resolve().parents[1] / 'fixtures' / 'official_tf' / 'electric'
@@ -38,7 +38,7 @@ def official() -> dict[str, torch.Tensor]:
 def official_model(**kw):
     "The library's Electric model holding the official checkpoint's weights."
     cfg = PretrainConfig(**{**TINY, **SIZES, **kw})
-    model = build_pretraining_model(cfg, V, PAD, MASK, SPECIAL)
+    model = build_pretraining_model(cfg, token_ids(V, PAD, MASK, SPECIAL))
     model.load_state_dict(electric_state(TFCheckpoint(FIXTURE)), strict=True)
     return cfg, model
 
@@ -66,6 +66,30 @@ def test_the_model_gives_the_official_outputs_and_losses():
     torch.testing.assert_close(loss.last[0], rec['cloze_loss'], atol=1e-5, rtol=0)
     torch.testing.assert_close(loss.last[1], rec['disc_loss'], atol=1e-5, rtol=0)
     torch.testing.assert_close(total, rec['total_loss'], atol=1e-4, rtol=0)
+
+
+def test_the_generators_accuracy_is_the_official_masked_lm_accuracy():
+    """Official `masked_lm_accuracy` with `electric_objective`: the cloze logits gathered at the masked positions, their
+    argmax against `masked_lm_ids`, weighted by `masked_lm_weights`; not every cloze candidate (those train the loss)."""
+    rec, (_, model) = official(), official_model()
+    m = masked(rec)
+    with torch.no_grad():
+        pred = model.eval()(m.input_ids, rec['segment_ids'], m.positions, m.labels, rec['noise_draws'])
+    # by hand, from the official outputs: the cloze logits [B, L, V] at the masked positions [B, P]
+    at_masked = rec['cloze_logits'].gather(1, rec['masked_lm_positions'][..., None].expand(-1, -1, V))   # [B, P, V]
+    weights = rec['masked_lm_weights']                                                                   # [B, P]
+    correct = ((at_masked.argmax(-1) == rec['masked_lm_ids']).float() * weights).sum()
+    stats = batch_statistics(pred, m.labels, model.objective.head)
+    assert (int(stats['gen_correct']), int(stats['gen_total'])) == (int(correct), int(weights.sum()))
+    assert int(stats['gen_total']) < int((rec['cloze_weights'] > 0).sum())  # fewer than the candidates: it matters here
+    # the cloze model made to predict the first masked token everywhere: right at its masked slots, counted once each
+    token = int(m.labels[0, 0])
+    with torch.no_grad():
+        model.generator.output_bias[token] += 100.0
+        pred = model(m.input_ids, rec['segment_ids'], m.positions, m.labels, rec['noise_draws'])
+    hits = int(((m.labels == token).float() * weights).sum())
+    stats = batch_statistics(pred, m.labels, model.objective.head)
+    assert hits > 0 and (int(stats['gen_correct']), int(stats['gen_total'])) == (hits, int(weights.sum()))
 
 
 def test_a_sample_equal_to_its_original_is_still_noise():
@@ -187,5 +211,6 @@ def test_settings_electric_cannot_have_are_refused_in_one_line(kw, message):
 
 
 def test_the_model_needs_the_maskings_special_ids():
+    built = build_pretraining_model(PretrainConfig(**{**TINY, **SIZES}), token_ids(V, PAD, MASK, SPECIAL))
     with pytest.raises(ValueError, match="objective 'electric' takes its cloze loss at the tokens masking may choose"):
-        build_pretraining_model(PretrainConfig(**{**TINY, **SIZES}), V, PAD, MASK)
+        ElectraGeneratorDiscriminator(built.generator, built.discriminator, objective='electric', mask_token_id=MASK)

@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from electra.objective.loss import ElectraLoss
+from electra.objective.model import ElectraGeneratorDiscriminatorOutput
 
 
 def test_loss_equals_hand_computation():
@@ -14,8 +15,9 @@ def test_loss_equals_hand_computation():
     disc_logits = torch.randn(B, L, generator=g)
     attention = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] * 5 + [0] * 2]).bool()
     replaced = torch.rand(B, L, generator=g) < 0.3
-    pred = {'gen_logits': gen_logits, 'disc_logits': disc_logits, 'is_replaced': replaced & attention,
-            'attention_mask': attention}
+    pred = ElectraGeneratorDiscriminatorOutput(attention_mask=attention, gen_logits=gen_logits, gen_targets=labels,
+                                               disc_logits=disc_logits, is_replaced=replaced & attention,
+                                               disc_mask=attention)
     # by hand: mean -log softmax at the 5 labelled slots; mean BCE over the 16 real tokens
     ce = [-torch.log_softmax(gen_logits[b, p], -1)[labels[b, p]] for b in range(B) for p in range(P) if labels[b, p] >= 0]
     gen = sum(ce) / 5

@@ -10,7 +10,7 @@ from electra.objective.masking import mask_tokens
 from electra.objective.model import build_pretraining_model, generator_config, padded_vocab_size
 from electra.objective.sampling import sample_tokens
 from benchmarks.bench import baseline
-from tests.support.tiny import V, batches, tiny_cfg
+from tests.support.tiny import V, batches, tiny_cfg, token_ids
 from tests.support.tiny import tiny_model as tiny_model_of
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, embedding_size=24,
@@ -19,7 +19,7 @@ TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermed
 
 def tiny_model(**kw):
     torch.manual_seed(0)
-    return build_pretraining_model(PretrainConfig(**{**TINY, **kw}), vocab_size=97, pad_token_id=0)
+    return build_pretraining_model(PretrainConfig(**{**TINY, **kw}), token_ids(97))
 
 
 @pytest.mark.parametrize('preset,hidden,heads,ffn,layers', [
@@ -135,7 +135,7 @@ def test_initialisation_official_or_transformers(init):
     """'official': truncated normal(0, 0.02) cut at 2 std (std 0.02 * 0.8796), biases 0; glorot uniform for
     embeddings_project and the discriminator's output layer. 'hf': transformers' normal(0, 0.02)."""
     torch.manual_seed(0)
-    m = build_pretraining_model(PretrainConfig(**{**TINY, 'init': init}), vocab_size=2000, pad_token_id=0)
+    m = build_pretraining_model(PretrainConfig(**{**TINY, 'init': init}), token_ids(2000))
     words = m.discriminator.electra.embeddings.word_embeddings.weight[1:]           # 64k draws ([PAD] row aside)
     dense = m.discriminator.electra.encoder.layer[0].intermediate.dense
     project = m.discriminator.electra.embeddings_project.weight                     # [32, 24]
@@ -202,4 +202,4 @@ def test_sizes_too_large_for_the_memory_are_refused_naming_them():
     with pytest.raises(ConfigError, match=r"^hidden_size 1000000000, intermediate_size 1000000000, embedding_size "
                                           r"1000000000 and \d+ layers over \d+ tokens make a model that this machine's "
                                           r"memory cannot hold \(.*\)\. Choose smaller sizes"):
-        build_pretraining_model(PretrainConfig(**{**TINY, **huge}), V, 0)
+        build_pretraining_model(PretrainConfig(**{**TINY, **huge}), token_ids(V))

@@ -21,7 +21,7 @@ def test_the_reference_step_is_the_library_step(random_token_prob):
     m = mask_tokens(ids, torch.tensor([0, 101, 102, 103]), 0, 103, V, cfg.mask_prob, cfg.mask_mode,
                     cfg.mask_token_prob, cfg.random_token_prob, rng)
     noise = torch.rand(model.noise_shape(m.positions), generator=rng)  # as MaskingCallback draws it
-    loss_func = ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight)
+    loss_func = ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight, cfg.objective)
     library = loss_func(model(m.input_ids, tt, m.positions, m.labels, noise), m.labels)
     library.backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}

@@ -1,19 +1,20 @@
 """The paper's objective variants (electra/objective/model.py, loss.py, flops.py): each loss against a hand computation
 on a small batch, what each variant builds and trains, and its FLOPs against torch's own FLOP counter."""
 import math
+import re
 
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from electra.config.base import ConfigError, config_from_dict, load_config
-from electra.config.pretrain import OBJECTIVES, PretrainConfig
+from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS
+from electra.config.pretrain import PretrainConfig
 from electra.objective.flops import pretrain_flops, pretrain_flops_to_step, pretrain_step_flops
 from electra.objective.loss import ElectraLoss, loss_counts
 from electra.objective.masking import MaskingSettings, max_predictions
-from electra.objective.model import build_pretraining_model
-from electra.objective.variants import VARIANTS
-from tests.support.tiny import TINY, tiny_cfg
+from electra.objective.model import ElectraGeneratorDiscriminatorOutput, build_pretraining_model
+from tests.support.tiny import TINY, tiny_cfg, token_ids
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 V, PAD, CLS, SEP, MASK = 97, 0, 1, 2, 3
@@ -23,7 +24,7 @@ MASKING = MaskingSettings((CLS, SEP, MASK, PAD), PAD, MASK, V, mask_prob=0.3)
 def run(objective='electra', seed=0, **kw):
     "A tiny model of `objective`, a masked batch of 3 rows (one padded) and the model's outputs on it."
     torch.manual_seed(seed)
-    model = build_pretraining_model(tiny_cfg(dropout=0.0, objective=objective, **kw), V, PAD, MASK)
+    model = build_pretraining_model(tiny_cfg(dropout=0.0, objective=objective, **kw), token_ids(V, PAD, MASK))
     model.rng = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, V, (3, 12), generator=torch.Generator().manual_seed(seed))
     ids[:, 0], ids[:, -1], ids[2, 8:] = CLS, SEP, PAD
@@ -64,8 +65,8 @@ def test_all_tokens_mlm_loss_is_the_copy_mixture_over_every_real_token():
             p = float(gate[b, t]) * (int(inputs[b, t]) == x) + (1 - float(gate[b, t])) * float(probs[b, t, x])
             terms.append(-math.log(p))
     assert len(terms) == 3 * 12 - 4
-    assert ElectraLoss(gen_weight=0.0, disc_weight=1.0)(pred, m.labels).item() == pytest.approx(sum(terms) / len(terms),
-                                                                                                 rel=1e-5)
+    loss = ElectraLoss(gen_weight=0.0, disc_weight=1.0, objective='all_tokens_mlm')
+    assert loss(pred, m.labels).item() == pytest.approx(sum(terms) / len(terms), rel=1e-5)
 
 
 def test_replace_mlm_input_holds_generator_samples_and_no_mask():
@@ -89,17 +90,18 @@ def test_replace_mlm_input_holds_generator_samples_and_no_mask():
     # the loss: the main network's cross-entropy at the chosen positions, their mean
     logp = pred['mlm_logits'].double().log_softmax(-1)
     ce = [-float(logp[b, j, int(m.labels[b, j])]) for b in range(3) for j in range(m.labels.shape[1]) if chosen[b, j]]
-    assert ElectraLoss(gen_weight=0.0, disc_weight=1.0)(pred, m.labels).item() == pytest.approx(sum(ce) / len(ce),
-                                                                                                 rel=1e-5)
+    loss = ElectraLoss(gen_weight=0.0, disc_weight=1.0, objective='replace_mlm')
+    assert loss(pred, m.labels).item() == pytest.approx(sum(ce) / len(ce), rel=1e-5)
 
 
 def test_bert_is_one_network_trained_by_mlm_on_the_masked_input():
     model, ids, m, pred = run('mlm')
     assert model.generator is None and 'gen_logits' not in pred and 'sampled' not in pred
+    assert isinstance(pred, ElectraGeneratorDiscriminatorOutput) and pred.gen_logits is None and pred.sampled is None
     logp = pred['mlm_logits'].double().log_softmax(-1)
     chosen = m.labels >= 0
     ce = [-float(logp[b, j, int(m.labels[b, j])]) for b in range(3) for j in range(m.labels.shape[1]) if chosen[b, j]]
-    loss = ElectraLoss(gen_weight=1.0, disc_weight=1.0)
+    loss = ElectraLoss(gen_weight=1.0, disc_weight=1.0, objective='mlm')
     assert loss(pred, m.labels).item() == pytest.approx(sum(ce) / len(ce), rel=1e-5)
     assert loss.last[0].item() == 0.0
     # the MLM head reads the network's own word embeddings
@@ -153,7 +155,7 @@ def test_loss_counts_before_the_forward_match_the_losses_masks(objective):
     m = masking(ids, torch.Generator().manual_seed(5))
     assert any(len(set(r.tolist())) < len(r) for r in m.positions)  # a position drawn twice: counted once
     pred = model(m.input_ids, torch.zeros_like(ids), m.positions, m.labels)
-    counts = loss_counts(objective, m.input_ids, m.positions, m.labels, PAD)
+    counts = loss_counts(OBJECTIVES[objective], m.input_ids, m.positions, m.labels, PAD)
     assert counts.tolist() == [float((m.labels >= 0).sum()), float(pred['disc_mask'].sum())]
 
 
@@ -233,7 +235,7 @@ def test_two_stage_trains_the_generator_then_the_discriminator_from_it_with_the_
     cfg = tiny_cfg(dropout=0.0, generator_size=1.0, tie_weights='none', two_stage=0.5, steps=8, warmup_steps=1,
                    log_every=4, batch_size=2, two_stage_schedule=schedule)
     torch.manual_seed(0)
-    model = build_pretraining_model(cfg, 120, 0)
+    model = build_pretraining_model(cfg, token_ids(120))
     runner = runners.LearnerRunner('t', cfg, model, baseline.synthetic_batches(2, 2, 16, 120), torch.device('cpu'), 'fp32')
     snap = lambda net: {k: v.clone() for k, v in net.state_dict().items()}  # noqa: E731
     seen, lrs = {0: (snap(model.generator), snap(model.discriminator))}, []
@@ -267,7 +269,32 @@ def test_two_stage_trains_the_generator_then_the_discriminator_from_it_with_the_
     assert rows[0]['disc_loss'] == 0 and rows[0]['gen_loss'] > 0 and rows[1]['gen_loss'] == 0 and rows[1]['disc_loss'] > 0
 
 
-def test_every_objective_the_config_accepts_has_its_row_of_variants():
-    "The config's names (floor 0 cannot read the table) and the table's rows are the same, in the same order."
-    assert list(VARIANTS) == OBJECTIVES
-    assert [n for n, v in VARIANTS.items() if not v.generator] == ['mlm']
+def test_the_configs_objectives_are_the_registrys_rows():
+    "The config offers the registry's rows, in its order, each with the row's phrase in `--help`."
+    domain = PretrainConfig.__dataclass_fields__['objective'].metadata['domain'].choices
+    assert list(domain) == list(OBJECTIVES) == ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm',
+                                                'electric', 'fast_electra']
+    help = PretrainConfig.__dataclass_fields__['objective'].metadata['help']
+    assert all(f"'{o.name}': {o.summary}" in help for o in OBJECTIVES.values())
+
+
+@pytest.mark.parametrize('name', list(OBJECTIVES))
+def test_the_config_refuses_what_the_objectives_row_refuses(name):
+    "Each row's allowed `tie_weights`, uniform generator and `init_from`, checked by the config in one line each."
+    row = OBJECTIVES[name]
+    given = {'objective': name, 'tie_weights': row.tie_weights[0], 'generator_size': 1.0}  # 1.0: 'all' may tie
+    if row.generator == 'frozen': given['generator'] = 'google/electra-small-generator'
+    checked = lambda **kw: config_from_dict(PretrainConfig, {**TINY, **given, **kw}, from_file=False)  # noqa: E731
+    assert checked().objective == name
+    for tie in TIE_WEIGHTS:
+        if tie in row.tie_weights: assert checked(tie_weights=tie).tie_weights == tie
+        else:
+            with pytest.raises(ConfigError, match=rf"^tie_weights: '{tie}'"): checked(tie_weights=tie)
+    if row.uniform_generator:
+        with pytest.raises(ConfigError, match=rf'^uniform_generator: {re.escape(row.uniform_generator)}'):
+            checked(uniform_generator=True)
+    else: assert checked(uniform_generator=True).uniform_generator
+    if row.init_from:
+        with pytest.raises(ConfigError, match=rf'^init_from: {re.escape(row.init_from)}'):
+            checked(init_from='google/electra-small-discriminator')
+    else: assert checked(init_from='google/electra-small-discriminator').init_from

@@ -14,6 +14,7 @@ from huggingface_hub import ModelCard
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
 
 from electra.data.tokenizer import load_tokenizer
+from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
 from electra.pretrained.export import export_holds, export_pretrained, model_fingerprint
 from tests.support.notebook_runs import tiny_pretraining
@@ -82,7 +83,7 @@ def test_an_export_without_run_files_gets_a_card_and_editing_a_card_changes_no_f
     vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
     tok = load_tokenizer(str(vocab))
     torch.manual_seed(0)
-    model = build_pretraining_model(tiny_cfg(objective='mlm'), len(tok), tok.pad_token_id, tok.mask_token_id)
+    model = build_pretraining_model(tiny_cfg(objective='mlm'), MaskingSettings.for_tokenizer(tok))
     paths = export_pretrained(model, tok, tmp_path / 'run')
     assert sorted(paths) == ['discriminator']  # BERT: no generator, no generator card
     card = paths['discriminator'] / 'README.md'

@@ -12,6 +12,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.data.tokenizer import load_tokenizer, tokenizer_state
 from electra.finetuning import classifier
 from electra.pretrained.export import load_discriminator
+from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.init_from import load_init
 from electra.runtime.files import atomic_save
@@ -33,7 +34,7 @@ def test_padded_vocab_export_loads_unpadded_with_identical_logits(tmp_path):
     assert len(tok) == V
     cfg = tiny_cfg(dropout=0.0, pad_vocab_multiple=64)
     torch.manual_seed(0)
-    model = build_pretraining_model(cfg, len(tok), tok.pad_token_id).eval()
+    model = build_pretraining_model(cfg, MaskingSettings.for_tokenizer(tok)).eval()
     with torch.no_grad(): model.generator.generator_lm_head.bias.normal_()  # a zero bias would hide a lost one
     assert model.discriminator.config.vocab_size == 128
     paths = export_pretrained(model, tok, tmp_path / 'run')
@@ -64,7 +65,7 @@ def test_a_checkpoints_warnings_are_not_repeated_by_those_who_load_it(tmp_path):
     with pytest.warns(RunWarning, match=r'warmup_steps \(20\) is not shorter than the run'): cfg.validate()
     ckpt = tmp_path / 'short_1_100%.pth'
     atomic_save({'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(tok),
-                 'model': build_pretraining_model(cfg, len(tok), tok.pad_token_id).state_dict()}, ckpt)
+                 'model': build_pretraining_model(cfg, MaskingSettings.for_tokenizer(tok)).state_dict()}, ckpt)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         disc, _ = load_discriminator(ckpt)
@@ -115,7 +116,7 @@ def test_every_objective_exports_a_discriminator_that_fine_tuning_loads(tmp_path
     tok = load_tokenizer(str(vocab))
     cfg = tiny_cfg(dropout=0.0, **kw)
     torch.manual_seed(0)
-    model = build_pretraining_model(cfg, len(tok), tok.pad_token_id, tok.mask_token_id).eval()
+    model = build_pretraining_model(cfg, MaskingSettings.for_tokenizer(tok)).eval()
     if kw.get('tie_weights') == 'gdes':  # a residual of zero would hide a lost one
         with torch.no_grad(): model.discriminator.electra.embeddings.word_embeddings.weight.normal_()
     paths = export_pretrained(model, tok, tmp_path / 'run')
@@ -181,7 +182,7 @@ def test_the_export_s_tokenizer_cuts_long_inputs_at_the_model_s_positions(tmp_pa
     vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
     tok = load_tokenizer(str(vocab))
     cfg = tiny_cfg(max_position_embeddings=40, max_length=32)
-    model = build_pretraining_model(cfg, len(tok), tok.pad_token_id).eval()
+    model = build_pretraining_model(cfg, MaskingSettings.for_tokenizer(tok)).eval()
     paths = export_pretrained(model, tok, tmp_path / 'run')
     long = ' '.join(f'w{i % 50}' for i in range(300))
     for path in paths.values():
@@ -195,3 +196,21 @@ def test_the_export_s_tokenizer_cuts_long_inputs_at_the_model_s_positions(tmp_pa
                  'model': model.state_dict()}, ckpt)
     assert load_discriminator(ckpt)[1].model_max_length == 40
     assert AutoModelForMaskedLM.from_pretrained(paths['generator']).config.max_position_embeddings == 40
+
+
+@pytest.mark.parametrize('kw, kind', [(dict(objective='mlm'), 'mlm'), (dict(uniform_generator=True), 'electra'),
+                                      (dict(objective='electric'), 'electric')])
+def test_init_from_refuses_a_checkpoint_without_a_masked_lm_generator_in_one_line(tmp_path, kw, kind):
+    """A run that trained no masked LM of its own (BERT, the uniform generator, Electric's two towers) has no generator
+    to continue: refused in one line naming the checkpoint, while fine-tuning reads its discriminator."""
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
+    tok = load_tokenizer(str(vocab))
+    cfg = tiny_cfg(**kw)
+    ckpt = tmp_path / 'run_1_100%.pth'
+    atomic_save({'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(tok),
+                 'model': build_pretraining_model(cfg, MaskingSettings.from_config(cfg, tok)).state_dict()}, ckpt)
+    assert load_discriminator(ckpt)[0].config.hidden_size == 32
+    with pytest.raises(ConfigError, match=rf"^init_from: .*run_1_100%\.pth is a {kind} run's.*, whose generator is "
+                                          r"not a masked LM it trained: continuing from it is not supported"):
+        load_init(str(ckpt))

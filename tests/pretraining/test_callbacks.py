@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from benchmarks.bench import runners
-from tests.support.tiny import batches, tiny_cfg, tiny_model
+from tests.support.tiny import batches, tiny_cfg, tiny_model, token_ids
 
 
 def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
@@ -20,7 +20,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=16, log_every=8,
                          warmup_steps=2, checkpoint_at=[0.25, 0.5, 1.0], output_dir=str(tmp_path), run_name='nan')
-    model = build_pretraining_model(cfg, 120, 0)
+    model = build_pretraining_model(cfg, token_ids(120))
     runner = runners.LearnerRunner('t', cfg, model, baseline.synthetic_batches(2, 2, 16, 120), torch.device('cpu'), 'fp32')
 
     class Poison(Callback):
@@ -51,7 +51,7 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=8, log_every=4,
                          warmup_steps=2, checkpoint_at=[], output_dir=str(tmp_path))
-    runner = runners.LearnerRunner('t', cfg, build_pretraining_model(cfg, 120, 0), baseline.synthetic_batches(2, 2, 16, 120),
+    runner = runners.LearnerRunner('t', cfg, build_pretraining_model(cfg, token_ids(120)), baseline.synthetic_batches(2, 2, 16, 120),
                                    torch.device('cpu'), 'fp16')
     step = runner.learn.training_step
     step.scaler = torch.amp.GradScaler('cpu', init_scale=2.0 ** 12)  # overflows until halved enough

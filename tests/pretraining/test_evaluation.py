@@ -11,6 +11,7 @@ from sklearn.metrics import roc_auc_score
 
 from electra.objective.masking import MaskingSettings, mask_tokens
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches, roc_auc
+from tests.support.tiny import token_ids
 
 
 def test_roc_auc_matches_sklearn():
@@ -31,7 +32,7 @@ def evaluation(tmp_path, **cfg):
     cfg = PretrainConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                          embedding_size=32, generator_size=0.5, **cfg)
     torch.manual_seed(0)
-    model = build_pretraining_model(cfg, 120, 0)
+    model = build_pretraining_model(cfg, token_ids(120))
     model.rng = torch.Generator().manual_seed(5)
     rng = random.Random(0)
     data = datasets.Dataset.from_dict({'input_ids': [[2] + [rng.randrange(5, 120) for _ in range(rng.randint(5, 30))] + [3]

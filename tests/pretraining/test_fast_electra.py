@@ -22,7 +22,7 @@ from electra.pretraining.init_from import load_init
 from electra.training.checkpoint import load_checkpoint
 from electra.training.step import one_graph_supported
 from tests.support.pretrain import TINY as DRIVER_TINY, pretrain
-from tests.support.tiny import tiny_cfg
+from tests.support.tiny import tiny_cfg, token_ids
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 SPECIAL = {0: '[PAD]', 100: '[UNK]', 101: '[CLS]', 102: '[SEP]', 103: '[MASK]'}
@@ -69,7 +69,7 @@ def fast_runner(folder, steps: int, **kw):
     frozen = load_generator(str(folder))
     check_generator(cfg, frozen, frozen.tokenizer)
     torch.manual_seed(0)
-    model = build_pretraining_model(cfg, V, 0, 103, generator=frozen.net)
+    model = build_pretraining_model(cfg, token_ids(V, mask=103), generator=frozen.net)
     runner = runners.LearnerRunner('t', cfg, model, baseline.synthetic_batches(steps, 4, 16, V, seed=3),
                                    torch.device('cpu'), 'fp32')
     runner.loader.n = steps
@@ -128,7 +128,7 @@ def test_the_flops_of_a_step_count_the_frozen_generator_forward_only(generators)
         frozen = load_generator(str(generators / kind))
         cfg = fast_cfg(generators / kind)
         torch.manual_seed(0)
-        model = build_pretraining_model(cfg, V, 0, 103, generator=frozen.net)
+        model = build_pretraining_model(cfg, token_ids(V, mask=103), generator=frozen.net)
         ids = torch.randint(104, V, (3, 12), generator=torch.Generator().manual_seed(0))
         ids[:, 0], ids[:, -1] = 101, 102
         m = MaskingSettings((101, 102, 103, 0), 0, 103, V, mask_prob=0.3)(ids, torch.Generator().manual_seed(1))

@@ -10,6 +10,7 @@ from electra.config.base import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.init_from import check_init_config, init_model_, init_sources, load_init
+from tests.support.tiny import token_ids
 
 WORDS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', *[f'w{i}' for i in range(95)]]
 
@@ -23,7 +24,7 @@ def tiny_cfg(**kw) -> PretrainConfig:
 def save_pair(root, cfg: PretrainConfig, tied: bool = True, seed: int = 0):
     "A generator and a discriminator of `cfg`'s sizes saved as an export is (`root/generator`, `root/discriminator`)."
     torch.manual_seed(seed)
-    model = build_pretraining_model(cfg, len(WORDS), 0)
+    model = build_pretraining_model(cfg, token_ids(len(WORDS)))
     gen, disc = model.generator, model.discriminator
     if not tied:  # trained apart: the generator's own embedding tables
         gen.electra.embeddings = transformers.models.electra.modeling_electra.ElectraEmbeddings(gen.config)
@@ -52,12 +53,12 @@ def test_the_run_starts_from_exactly_the_saved_weights_with_its_tying(tmp_path):
     init = load_init(str(tmp_path / 'run'))
     check_init_config(cfg, init)
     torch.manual_seed(1)  # another fresh init, overwritten below
-    model = init_model_(build_pretraining_model(cfg, len(WORDS), 0), init)
+    model = init_model_(build_pretraining_model(cfg, token_ids(len(WORDS))), init)
     assert model.generator.electra.embeddings is model.discriminator.electra.embeddings
     assert model.generator.generator_lm_head.weight is model.generator.electra.embeddings.word_embeddings.weight
     for k, v in source.state_dict().items(): assert torch.equal(model.state_dict()[k], v), k
     # a padded vocabulary (pad_vocab_multiple) keeps its extra rows, the real ones are the source's
-    padded = init_model_(build_pretraining_model(dataclasses.replace(cfg, pad_vocab_multiple=64), len(WORDS), 0), init)
+    padded = init_model_(build_pretraining_model(dataclasses.replace(cfg, pad_vocab_multiple=64), token_ids(len(WORDS))), init)
     words = 'discriminator.electra.embeddings.word_embeddings.weight'
     assert padded.state_dict()[words].shape[0] == 128 and torch.equal(padded.state_dict()[words][:100],
                                                                        source.state_dict()[words])
@@ -82,8 +83,8 @@ def test_refusals_name_what_differs(tmp_path, monkeypatch):
     save_pair(tmp_path / 'apart', cfg, tied=False)
     apart = load_init(str(tmp_path / 'apart'))
     with pytest.raises(ConfigError, match=r"embeddings weights differ, but tie_weights 'embeddings' .* --tie_weights none"):
-        init_model_(build_pretraining_model(cfg, len(WORDS), 0), apart)
-    untied = init_model_(build_pretraining_model(dataclasses.replace(cfg, tie_weights='none'), len(WORDS), 0), apart)
+        init_model_(build_pretraining_model(cfg, token_ids(len(WORDS))), apart)
+    untied = init_model_(build_pretraining_model(dataclasses.replace(cfg, tie_weights='none'), token_ids(len(WORDS))), apart)
     assert torch.equal(untied.generator.electra.embeddings.word_embeddings.weight,
                        apart.generator.electra.embeddings.word_embeddings.weight)
 

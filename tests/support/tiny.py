@@ -2,6 +2,7 @@
 import torch
 
 from electra.config.pretrain import PretrainConfig
+from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
 from benchmarks.bench import baseline
 
@@ -16,8 +17,14 @@ def tiny_cfg(**kw) -> PretrainConfig:
 
 def tiny_model(cfg, vocab=V):
     torch.manual_seed(0)
-    return build_pretraining_model(cfg, vocab, 0)
+    return build_pretraining_model(cfg, token_ids(vocab))
 
 
 def batches(cfg, n=2):
     return baseline.synthetic_batches(n, cfg.batch_size, cfg.max_length, V, seed=3)
+
+
+def token_ids(vocab: int = V, pad: int = 0, mask: int | None = None, special: tuple[int, ...] = ()) -> MaskingSettings:
+    """What `build_pretraining_model` reads of a tokenizer: its size, its [PAD] and [MASK] ids, the ids masking never
+    chooses (by default [PAD] alone)."""
+    return MaskingSettings(special or (pad,), pad, mask, vocab)

@@ -24,6 +24,7 @@ from electra.objective.model import build_pretraining_model
 from electra.pretraining.learner import pretraining_learner
 from benchmarks.bench.baseline import BenchTokenizer
 from electra.training.distributed import finish_distributed, init_distributed
+from tests.support.tiny import token_ids
 import electra.pretraining.step as step_module
 
 VOCAB, LENGTH = 160, 32
@@ -61,7 +62,7 @@ def config(batch_size: int, loss_mean: str = 'global', grad_accum_steps: int = 1
 
 def initial_model(cfg):
     torch.manual_seed(0)
-    return build_pretraining_model(cfg, VOCAB, 0, mask_token_id=103)
+    return build_pretraining_model(cfg, token_ids(VOCAB, mask=103))
 
 
 def fit(procs, batch_size: int, loss_mean: str, grad_accum_steps: int, objective: str = 'electra') -> dict:

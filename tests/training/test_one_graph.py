@@ -11,7 +11,7 @@ from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.step import learn_from
 from electra.training.step import one_graph_supported
-from tests.support.tiny import V, batches, tiny_cfg, tiny_model
+from tests.support.tiny import V, batches, tiny_cfg, tiny_model, token_ids
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -129,7 +129,7 @@ def test_electrics_whole_step_compiles_as_one_graph_and_equals_the_eager_one():
 
     def electric_model(cfg):
         torch.manual_seed(0)
-        return build_pretraining_model(cfg, V, 0, BERT_IDS['mask'], special)
+        return build_pretraining_model(cfg, token_ids(V, mask=BERT_IDS['mask'], special=special))
     backend = CountingBackend()
     assert_same_run(run_steps(cfg, model=electric_model), run_steps(cfg, backend=backend, model=electric_model), atol=1e-6)
     assert backend.graphs == 1

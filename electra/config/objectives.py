@@ -1,0 +1,112 @@
+"""The pretraining objectives, one row each (docs/objectives.md): everything the rest of the library asks of an
+objective is a field of its row here, so the config's choices, its checks, the model, the losses, the FLOPs count and
+the export read the row and never test an objective's name. A row names the arithmetic it needs by a word (its
+generator's kind, its discriminator's loss head); that arithmetic lives on the method's floor, `electra/objective/`
+(`model.py` builds each generator kind, `loss.py` and `flops.py` hold each head's loss and FLOPs).
+
+Adding an objective: its row below, a preset in `configs/pretrain/` and its line in docs/objectives.md; and, when it
+needs a generator kind or a loss head no row has yet, its functions in `electra/objective/` under that word."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ['Objective', 'OBJECTIVES', 'TIE_WEIGHTS', 'GENERATOR_KINDS', 'HEADS', 'names_where']
+
+TIE_WEIGHTS = ('none', 'embeddings', 'all', 'gdes')  # what the generator and the discriminator may share
+# 'masked_lm': a transformers ElectraForMaskedLM trained beside the discriminator, read at the masked positions;
+# 'two_tower': Electric's two-tower cloze model over the UNmasked input (one left-to-right and one right-to-left
+# transformer, official `TwoTowerClozeTransformer`), its loss the cloze loss at every token masking may choose;
+# 'frozen': an existing masked LM (`generator`), never trained: no gradient, no optimizer state, no generator loss, its
+# sampling temperature annealed (`temperature_start`); 'none': no generator, the discriminator reads the masked input
+GENERATOR_KINDS = ('masked_lm', 'two_tower', 'frozen', 'none')
+# the discriminator's loss head -> whether it predicts tokens (an MLM head on the discriminator) rather than detecting
+# replaced ones (the RTD head's logit per token): 'rtd' replaced-token detection, a sigmoid per token; 'mlm' token
+# prediction at the chosen positions; 'copy' every token's identity through the copy gate p(x) = D 1[x = input] +
+# (1 - D) softmax(x), D the RTD head's sigmoid. Each head's loss and FLOPs: objective/loss.py DISC_LOSSES,
+# objective/flops.py HEAD_FLOPS.
+HEADS = {'rtd': False, 'mlm': True, 'copy': True}
+
+
+@dataclass(frozen=True)
+class Objective:
+    "One pretraining objective: what it trains, its losses, and the settings it takes."
+    name: str
+    summary: str             # what it is, in a phrase (`--help`)
+    generator: str           # its generator's kind (GENERATOR_KINDS)
+    head: str = 'rtd'        # the discriminator's loss head (HEADS)
+    positions: str = 'tokens'  # where the discriminator's loss is taken: 'tokens' every real token [B, L]; 'chosen'
+                             # the chosen positions as [B, L] (one each, however often chosen); 'slots' as [B, P]
+    no_mask_samples: bool = False  # samples are never [MASK] (its logit -inf), so the input holds no [MASK]: the point
+                             # of Replace MLM and All-Tokens MLM
+    fake: str = 'replaced'   # which tokens the discriminator learns as fake: 'replaced' where the sample differs from
+                             # the original; 'masked' every masked position, its sample the noise even when it equals the
+                             # original (Electric: noise-contrastive estimation, official `_get_fake_data`)
+    noise_log_prob: bool = False  # the discriminator's logit plus the generator's stop-gradient log-probability of
+                             # the input token and log(mask_prob / (1 - mask_prob)): Electric's energy-based model
+                             # (`electric_logits`; needs the cloze model's probability at every position)
+    tie_weights: tuple[str, ...] = TIE_WEIGHTS  # the `tie_weights` it allows
+    tie_weights_why: str = ''  # why it allows no other (said when another is given)
+    uniform_generator: str = ''  # why the uniform generator cannot stand in for its generator; '' it can
+    init_from: str = ''      # why it cannot start from existing weights (`init_from`); '' it can
+    two_stage: bool = False  # two-stage training can run it: a masked-LM generator, then the discriminator from it
+
+    def __post_init__(self):
+        for key, value, domain in (('generator', self.generator, GENERATOR_KINDS), ('head', self.head, tuple(HEADS)),
+                                   ('positions', self.positions, ('tokens', 'chosen', 'slots')),
+                                   ('fake', self.fake, ('replaced', 'masked'))):
+            if value not in domain: raise ValueError(f'{self.name}: {key} must be one of {domain}, got {value!r}')
+        if not set(self.tie_weights) <= set(TIE_WEIGHTS):
+            raise ValueError(f'{self.name}: tie_weights must be among {TIE_WEIGHTS}, got {self.tie_weights}')
+        if self.noise_log_prob and self.generator != 'two_tower':
+            raise ValueError(f'{self.name}: noise_log_prob needs the two-tower generator: a masked LM has no '
+                             'probability of every token')
+
+    @property
+    def samples(self) -> bool:
+        "A generator (or the uniform one) replaces the chosen tokens; False: the discriminator reads the masked input."
+        return self.generator != 'none'
+
+    @property
+    def mlm(self) -> bool:
+        "The discriminator predicts tokens (an MLM head) rather than only whether they were replaced."
+        return HEADS[self.head]
+
+    @property
+    def exports_generator(self) -> bool:
+        """Its generator is a masked LM it trains (kind 'masked_lm'), a transformers `ElectraForMaskedLM` that the export
+        writes and `init_from` reads: Electric's two towers have no transformers class, a frozen generator is an
+        existing model the run did not train, and BERT has none."""
+        return self.generator == 'masked_lm'
+
+
+_NO_GENERATOR = 'has no generator network'
+ROWS = (
+    Objective('electra', 'replaced-token detection over every token', 'masked_lm', two_stage=True),
+    Objective('electra_15', 'its loss over the masked positions only', 'masked_lm', positions='chosen', two_stage=True),
+    Objective('mlm', 'BERT, one network trained by masked language modelling alone', 'none', head='mlm',
+              positions='slots', tie_weights=('none', 'embeddings'), tie_weights_why=f"the 'mlm' objective (BERT) "
+              f"{_NO_GENERATOR}", uniform_generator="the 'mlm' objective (BERT) has no generator to replace"),
+    Objective('replace_mlm', 'MLM on input whose masked positions hold generator samples', 'masked_lm', head='mlm',
+              positions='slots', no_mask_samples=True),
+    Objective('all_tokens_mlm', "generator samples as input, every token's identity predicted, with a sigmoid copy "
+              'gate', 'masked_lm', head='copy', no_mask_samples=True),
+    Objective('electric', 'Electric, a two-tower cloze generator and an energy-based discriminator (Clark et al., '
+              '2020)', 'two_tower', fake='masked', noise_log_prob=True, tie_weights=('embeddings', 'none'),
+              tie_weights_why="Electric's two-tower cloze generator shares the embeddings with the discriminator or "
+                              "nothing (official `untied_generator_embeddings`)",
+              uniform_generator="Electric's discriminator needs the cloze generator's probabilities",
+              init_from="Electric's two-tower cloze generator has no counterpart in ELECTRA weights (a masked LM): "
+                        "start it fresh, without --init_from"),
+    Objective('fast_electra', 'Fast-ELECTRA, an existing masked LM as a frozen generator, its sampling temperature '
+              'annealed (Dong et al., ICLR 2024)', 'frozen', tie_weights=('none',),
+              tie_weights_why='the frozen generator is an existing model: it shares no weights',
+              uniform_generator='the frozen generator samples the replacements',
+              init_from='a fast_electra run starts its discriminator fresh (continuing from weights with a frozen '
+                        'generator is not supported): leave it empty'),
+)
+OBJECTIVES: dict[str, Objective] = {row.name: row for row in ROWS}
+
+
+def names_where(test) -> str:
+    "The names of the rows for which `test(row)` holds, joined by 'or' (for help texts and messages)."
+    return ' or '.join(o.name for o in OBJECTIVES.values() if test(o))

@@ -113,7 +113,7 @@ def _check_common(path: Path, raw: dict) -> None:
     """What every kind's reader takes as read, checked before any of them looks at it: keys are names, `kind` is one of
     the kinds, the files are file names (each kind then checks its own keys)."""
     odd = next((k for k in raw if not isinstance(k, str)), None)
-    if odd is not None: _fail(path, f"key {odd!r} is not a name; a task file's keys are {', '.join(KEYS)}, ...")
+    if odd is not None: _fail(path, f"key {odd!r} is not a name: a task file's keys are names such as {', '.join(KEYS)}.")
     kind = raw.get('kind', 'classification')
     if not isinstance(kind, str) or kind not in FILE_KIND_REGISTRY:
         _fail(path, f"kind must be one of {', '.join(FILE_KIND_REGISTRY)}, got {kind!r}.")

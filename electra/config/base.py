@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import json
 import os
 import re
 import sys
@@ -26,7 +27,7 @@ import yaml
 __all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
            'threads_field', 'threads_setting',
-           'compressed', 'COMPRESSED_SUFFIXES', 'path', 'expand_path']
+           'compressed', 'COMPRESSED_SUFFIXES', 'path', 'expand_path', 'load_json', 'MAX_DIGITS']
 
 
 class ConfigError(ValueError):
@@ -252,8 +253,26 @@ class _DuplicateKey(yaml.YAMLError):
     def __init__(self, key, first: int, second: int): self.key, self.first, self.second = key, first, second
 
 
+class _TooLong(yaml.MarkedYAMLError):
+    "A whole number with more digits than any setting takes, at this mark."
+
+
+# the digits of a whole number a reader takes at most: every key's bound is below 2**63 (19 digits); past Python's
+# 4300-digit limit a number can be neither read nor shown in a message, so longer ones are refused where they are read
+MAX_DIGITS = 100
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    "yaml.SafeLoader that refuses a key given twice in one mapping, which PyYAML resolves silently (the last wins)."
+    """yaml.SafeLoader that refuses a key given twice in one mapping, which PyYAML resolves silently (the last wins),
+    and a whole number of more than `MAX_DIGITS` digits (in any base), naming its line."""
+
+    def construct_yaml_int(self, node):
+        digits = len(node.value.lstrip('+-').replace('_', ''))
+        value = super().construct_yaml_int(node) if digits <= MAX_DIGITS * 4 else None  # (hex: 4 bits a digit)
+        if value is None or abs(value).bit_length() > MAX_DIGITS * 10 // 3:
+            raise _TooLong(None, None, f'a whole number of more than {MAX_DIGITS} digits, which no setting takes',
+                           node.start_mark)
+        return value
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -298,6 +317,18 @@ def expand_path(value: str, where: str) -> str:
     return ','.join(parts)
 
 
+_UniqueKeyLoader.add_constructor('tag:yaml.org,2002:int', _UniqueKeyLoader.construct_yaml_int)
+
+
+def _yaml_problem(e: Exception) -> str:
+    "What a YAML reader refused in a text, in one line: 'line L, column C: <the problem>' where it knows the place."
+    if isinstance(e, RecursionError): return 'nested deeper than Python can read'
+    if not isinstance(e, yaml.MarkedYAMLError): return ' '.join(str(e).split())
+    mark = e.problem_mark or e.context_mark
+    at = f'line {mark.line + 1}, column {mark.column + 1}: ' if mark is not None else ''
+    return at + ' '.join(f'{e.problem or ""} {f"({e.context})" if e.context and e.problem else e.context or ""}'.split())
+
+
 def _key_lines(node, above: tuple = ()) -> dict[tuple, int]:
     "The line (from 1) of each key of a YAML mapping node, and of the mappings inside it, by its path of keys."
     lines = {}
@@ -310,11 +341,13 @@ def _key_lines(node, above: tuple = ()) -> dict[tuple, int]:
 
 
 def load_yaml(text: str, where: str, lines: dict | None = None) -> Any:
-    """YAML `text` (the contents of `where`: a file, or a command-line value) as SafeLoader reads it, except that a
-    key given twice in one mapping is a `ConfigError` naming both lines; other YAML errors are left to the caller.
+    """YAML `text` (the contents of `where`: a file, or a command-line value) as SafeLoader reads it, or a one-line
+    `ConfigError` naming `where`: a key given twice in one mapping (both lines), text that is not YAML, a whole
+    number too long to be a setting, nesting deeper than Python's recursion (the place where the reader knows it).
     `lines`: filled with the line of each key (`_key_lines`), for messages that name it."""
-    loader = _UniqueKeyLoader(text)
+    loader = None
     try:
+        loader = _UniqueKeyLoader(text)  # (its reader refuses characters YAML does not allow, such as NUL, at once)
         node = loader.get_single_node()
         if lines is not None: lines.update(_key_lines(node))
         return None if node is None else loader.construct_document(node)
@@ -322,7 +355,11 @@ def load_yaml(text: str, where: str, lines: dict | None = None) -> Any:
         where_lines = f', on lines {e.first} and {e.second}' if e.first != e.second else ''
         raise ConfigError(f"{where}: key {e.key!r} is given twice{where_lines}; the second would silently replace the "
                           "first. Keep one of them.") from None
-    finally: loader.dispose()
+    except _TooLong as e: raise ConfigError(f"{where}: {_yaml_problem(e)}.") from None
+    except (yaml.YAMLError, RecursionError) as e:
+        raise ConfigError(f"{where}: not valid YAML ({_yaml_problem(e)}).") from None
+    finally:
+        if loader is not None: loader.dispose()
 
 
 def yaml_key_lines(path: str | Path) -> dict[tuple, int]:
@@ -335,7 +372,7 @@ def yaml_key_lines(path: str | Path) -> dict[tuple, int]:
 def key_place(path: str | Path, key: str) -> str:
     "'<path>: line N' for a top-level key of a YAML file, where it is written; '<path>' where no line is known."
     try: line = yaml_key_lines(path).get((key,))
-    except (ConfigError, yaml.YAMLError): line = None
+    except ConfigError: line = None
     return f'{path}: line {line}' if line else str(path)
 
 
@@ -354,7 +391,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         (inner,) = args[:1] or (str,)
         if isinstance(value, str) and value.strip().startswith('['):  # a YAML list, as a mapping is written: '[32, 64]'
             try: value = load_yaml(value, where)
-            except yaml.YAMLError: pass  # left a string: refused below
+            except ConfigError: pass  # left a string: refused below
         elif isinstance(value, str): value = [v.strip() for v in value.split(',') if v.strip()]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}: expected a list, got {value!r}. Use a YAML list or comma-separated values.")
@@ -386,9 +423,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool): return str(value)
         raise ConfigError(f"{where}: expected a string, got {value!r}.")
     if tp is dict or origin is dict:
-        if isinstance(value, str):  # a command-line mapping is YAML: --task_overrides '{RTE: {epochs: 10}}'
-            try: value = load_yaml(value, where)
-            except yaml.YAMLError: pass
+        if isinstance(value, str): value = load_yaml(value, where)  # a command-line mapping is YAML: '{RTE: {epochs: 10}}'
         if isinstance(value, dict): return value
         raise ConfigError(f"{where}: expected a mapping, got {value!r}. On the command line write it as YAML, "
                           "e.g. '{RTE: {epochs: 10}}'.")
@@ -431,7 +466,7 @@ def _typed_values(cls, values: dict[str, Any], source: str, from_file: bool, lin
         if from_file and key in RETIRED_KEYS: continue
         where = _located(source, lines, (str(key),))
         if key not in hints:
-            raise ConfigError(f"{where}: unknown key '{key}'.{did_you_mean(str(key), names)} "
+            raise ConfigError(f"{where}: unknown key {str(key)!r}.{did_you_mean(str(key), names)} "
                               f"Run with --help for the list of keys.")
         typed[key] = _coerce(value, hints[key], f"{where}: key '{key}'")
         if origins is not None: origins[key] = (source, lines)
@@ -513,11 +548,36 @@ def read_text(path: str | Path) -> str:
                           "latin-1 or UTF-16, or not text at all). Save it as UTF-8.") from None
 
 
+def load_json(text: str, where: str) -> Any:
+    """JSON `text` (the contents of `where`: a file, or a line of one) as json.loads reads it, or a one-line ConfigError
+    naming `where`: text that is not JSON (with its line and column), a key given twice in one object (json.loads keeps
+    the last silently), a whole number of more than `MAX_DIGITS` digits (past 4300 Python can neither read nor show
+    one; past 308 no float holds it), nesting deeper than Python's recursion."""
+    def unique(pairs):
+        out = {}
+        for key, value in pairs:
+            if key in out:
+                raise ConfigError(f"{where}: key {key!r} is given twice in one object; the second would silently "
+                                  "replace the first. Keep one of them.")
+            out[key] = value
+        return out
+
+    def whole(digits: str) -> int:
+        if len(digits.lstrip('-')) > MAX_DIGITS:
+            raise ConfigError(f"{where}: a whole number of {len(digits.lstrip('-'))} digits; no value takes more than "
+                              f"{MAX_DIGITS}. Fix the file.")
+        return int(digits)
+    try: return json.loads(text, object_pairs_hook=unique, parse_int=whole)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: not JSON ({e.msg} at line {e.lineno}, column {e.colno}). Fix the file.") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not JSON that can be read: nested deeper than Python can read. Fix the file.") from None
+
+
 def _read_yaml(path: Path, lines: dict) -> dict[str, Any]:
     "The mapping of a YAML config file; `lines` filled with the line of each key."
     text = read_text(path)
-    try: data = load_yaml(text, str(path), lines) or {}
-    except yaml.YAMLError as e: raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    data = load_yaml(text, str(path), lines) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of key: value at the top level.")
     return data
@@ -573,7 +633,7 @@ def parse_cli(argv: Sequence[str]) -> dict[str, str]:
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith('--'):
-            raise ConfigError(f"unexpected argument '{arg}': options are written --key value.")
+            raise ConfigError(f"unexpected argument {arg!r}: options are written --key value.")
         key = arg[2:]
         if '=' in key: key, value = key.split('=', 1)
         elif i + 1 < len(argv) and not argv[i + 1].startswith('--'): value, i = argv[i + 1], i + 1

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config.base import ConfigError
+from electra.config.base import ConfigError, load_json
 from electra.convert.tf_checkpoint import STRING, TFCheckpoint
 from electra.data.tokenizer import load_tokenizer
 from electra.pretraining.init_from import load_init, save_init_checkpoint
@@ -122,9 +122,10 @@ def find_bodies(shapes: dict, where: str) -> tuple[Body, Body | None]:
 def read_hparams(path: str | Path) -> dict:
     "An official run_pretraining.py `--hparams` JSON file, over the configure_pretraining.py defaults that matter here."
     path = Path(path)
-    try: given = json.loads(path.read_text(encoding='utf-8'))
+    try: text = path.read_text(encoding='utf-8')
     except OSError as e: raise ConfigError(f"--hparams {path}: cannot read ({e.strerror})") from None
-    except ValueError as e: raise ConfigError(f"--hparams {path}: not valid JSON ({e})") from None
+    except ValueError as e: raise ConfigError(f"--hparams {path}: not UTF-8 text ({e})") from None
+    given = load_json(text, f'--hparams {path}')
     if not isinstance(given, dict): raise ConfigError(f"--hparams {path}: expected a JSON object of hparams")
     hp = {**HPARAM_DEFAULTS, **given, 'path': str(path), 'given': sorted(given)}
     if hp['model_size'] not in MODEL_SIZES:

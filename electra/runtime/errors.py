@@ -52,7 +52,8 @@ def friendly_errors() -> None:
         elif not issubclass(tp, (ConfigError, TrainingDiverged, TrainingStopped)): return previous(tp, value, tb)
         # fastai prefixes an error raised in a callback with "Exception occured in `Cb` when calling event `e`:\n\t"
         text = str(value).split(chr(10) + chr(9), 1)[-1]
-        rank = os.environ.get('RANK', '0') if int(os.environ.get('WORLD_SIZE', '1') or 1) > 1 else None
+        size = os.environ.get('WORLD_SIZE', '').strip()  # (read as it is: the hook must not fail on a bad one)
+        rank = os.environ.get('RANK', '0') if size.isdigit() and int(size) > 1 else None
         stopped = isinstance(value, TrainingStopped)
         if not (stopped and rank not in (None, '0')):  # every process of a job stops; the main one says so
             print(f"{'stopped' if stopped else f'[rank{rank}] error' if rank else 'error'}: {text}", file=sys.stderr,

@@ -42,7 +42,13 @@ def world() -> World:
         if not value: return default
         try: return int(value)
         except ValueError: raise ConfigError(f"environment: {key}={value!r} is not a number (torchrun sets it).") from None
-    return World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0), read('LOCAL_WORLD_SIZE', 1))
+    w = World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0), read('LOCAL_WORLD_SIZE', 1))
+    for (rank, rank_key), (size, size_key) in (((w.rank, 'RANK'), (w.size, 'WORLD_SIZE')),
+                                               ((w.local_rank, 'LOCAL_RANK'), (w.local_size, 'LOCAL_WORLD_SIZE'))):
+        if size < 1 or not 0 <= rank < size:  # a job of 0 processes, or a rank outside it, cannot be
+            raise ConfigError(f"environment: {rank_key}={rank} with {size_key}={size}: a job has {size_key} >= 1 "
+                              f"processes, ranked 0 to {size_key} - 1 (torchrun sets them; unset them to run one process).")
+    return w
 
 
 def is_main_process() -> bool:

@@ -61,6 +61,7 @@ def init_distributed(device: torch.device, timeout_s: int = DEFAULT_TIMEOUT_S) -
     this process's `World`. Idempotent."""
     w = world()
     if w.size > 1 and not dist.is_initialized():
+        _check_rendezvous()
         backend = 'nccl' if device.type == 'cuda' else 'gloo'
         if device.type == 'cuda': torch.cuda.set_device(device)
         hook = sys.excepthook
@@ -69,6 +70,17 @@ def init_distributed(device: torch.device, timeout_s: int = DEFAULT_TIMEOUT_S) -
         # with a status, as friendly_errors' does: keep that one (it names the rank itself)
         if getattr(hook, 'exits', False): sys.excepthook = hook
     return w
+
+
+def _check_rendezvous() -> None:
+    "The address torch's env:// rendezvous reads (torchrun sets it), checked before it is used: else a traceback there."
+    addr, port = os.environ.get('MASTER_ADDR', '').strip(), os.environ.get('MASTER_PORT', '').strip()
+    if not addr:
+        raise ConfigError('environment: MASTER_ADDR is not set, but WORLD_SIZE says several processes: start the job '
+                          'with torchrun, which sets it, or unset WORLD_SIZE to run one process.')
+    if not (port.isdigit() and 1 <= int(port) <= 65535):
+        raise ConfigError(f"environment: MASTER_PORT={port!r} is not a port number (1 to 65535): start the job with "
+                          "torchrun, which sets it, or give one such as 29500.")
 
 
 def wait_for_all(what: str, timeout_s: int = DEFAULT_TIMEOUT_S) -> None:

@@ -15,6 +15,8 @@ __all__ = ['lr_at_step', 'warmup_decay_sched']
 def lr_at_step(t: float, peak, warmup_steps: float, total_steps: float, power: float = 1.0, mode: str = 'together'):
     "The learning rate at step `t` (0-based); `peak` may be an array of per-group rates."
     t, W, T = float(t), float(warmup_steps), float(total_steps)
+    if not (t >= 0 and T > 0):  # a negative step would give a negative rate, silently (the optimizer climbs the loss)
+        raise ValueError(f"schedule: step {t:g} of a run of {T:g} steps: steps count from 0, and a run has at least one.")
     warm = min(1.0, t / W) if W > 0 else 1.0
     if mode == 'together':
         decay = (1.0 - min(t, T) / T) ** power

@@ -384,3 +384,15 @@ def test_pretraining_continues_from_a_converted_official_checkpoint(converted, t
     assert moved > 1e-3  # the real run trained on from there
     first = [(tmp_path / n / 'ckpt' / f'{n}_11081' / 'eval_metrics.csv').read_text().splitlines()[1] for n in runs]
     assert first[0].startswith('0,') and first[0] == first[1]  # both sources: the same weights at step 0
+
+
+def test_an_hparams_file_that_is_not_one_json_object_is_one_error_line(tmp_path):
+    "A key twice was read last-wins, silently; nesting past Python's recursion was a RecursionError traceback."
+    from electra.convert.tf import read_hparams
+    path = tmp_path / 'hparams.json'
+    for text, said in (('{"model_size": "small", "model_size": "base"}', "key 'model_size' is given twice"),
+                       ('[' * 5000, 'nested deeper than Python can read'), ('{"model_size": ', 'not JSON'),
+                       ('{"vocab_size": ' + '9' * 5000 + '}', 'a whole number of 5000 digits')):
+        path.write_text(text)
+        with pytest.raises(ConfigError) as e: read_hparams(path)
+        assert str(e.value).startswith(f'--hparams {path}: ') and said in str(e.value) and '\n' not in str(e.value)

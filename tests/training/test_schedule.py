@@ -32,3 +32,11 @@ def test_schedule_runs_as_fastai_param_scheduler():
     cb.learn = type('L', (), {'opt': opt, 'pct_train': 0.3})()
     cb.before_batch()
     assert opt.hypers[0]['lr'] == pytest.approx(1.0 * 0.7)
+
+
+def test_a_step_before_the_first_or_a_run_without_steps_is_refused_not_a_negative_rate():
+    "lr_at_step(-5, ...) was -5.25e-4 (a negative rate: the optimizer would climb the loss); total_steps 0 divided by 0."
+    for t, total in ((-5, 100), (-0.5, 100), (0, 0), (3, -10)):
+        with pytest.raises(ValueError, match=r'^schedule: '):
+            lr_at_step(t, 1e-3, 10, total)
+    assert lr_at_step(0, 1e-3, 0, 1) == 1e-3 and lr_at_step(1, 1e-3, 0, 1) == 0.0

@@ -19,6 +19,7 @@ import pandas as pd
 from electra.finetuning.tasks.glue.demo import review_example
 from electra.finetuning.tasks.qa.demo import write_demo_squad
 from electra.finetuning.tasks.tagging.demo import write_demo_tagging
+from electra.runtime.errors import friendly_errors
 
 __all__ = ['write_demo_tasks']
 
@@ -91,5 +92,8 @@ def write_demo_tasks(root: str | Path, sizes: dict[str, int] | None = None, seed
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 2: sys.exit('usage: python -m electra.finetuning.tasks.demo DIR')
+    friendly_errors()  # a folder it cannot write: one `error: ...` line, status 2
+    if len(sys.argv) != 2:
+        print('usage: python -m electra.finetuning.tasks.demo DIR', file=sys.stderr)
+        sys.exit(2)  # a usage error's status, as argparse and the other tools end one
     for path in write_demo_tasks(sys.argv[1]): print(path)

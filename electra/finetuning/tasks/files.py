@@ -27,16 +27,14 @@ named twice, or an id twice in the test file stops the job naming the file and l
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import yaml
 
 from electra.config.base import (ConfigError, compressed, config_from_dict, expand_path, field,
-                                 key_place, load_yaml, read_text, safe_name, yaml_key_lines)
+                                 key_place, load_json, load_yaml, read_text, safe_name, yaml_key_lines)
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.tasks import TASKS, task_named
@@ -107,15 +105,23 @@ def _check_values(path: Path, raw: dict) -> None:
     if unknown: _fail(path, f"unknown key(s) {', '.join(unknown)}; a task file has {', '.join(KEYS)}.")
     for key in ('train', 'dev', 'text', 'label'):
         if not raw.get(key): _fail(path, f"'{key}' is missing: a task file names train and dev files, text and label columns.")
-    if raw.get('kind', 'classification') not in SENTENCE_KIND_METRICS:
-        _fail(path, f"kind must be one of {', '.join(FILE_KIND_REGISTRY)}, got {raw.get('kind')!r}.")
     _check_types(path, raw)
 
 
-def _check_types(path: Path, raw: dict) -> None:
-    "Each value of the kind its key takes: file and column names are strings (the settings: `FileOptions`)."
+def _check_common(path: Path, raw: dict) -> None:
+    """What every kind's reader takes as read, checked before any of them looks at it: keys are names, `kind` is one of
+    the kinds, the files are file names (each kind then checks its own keys)."""
+    odd = next((k for k in raw if not isinstance(k, str)), None)
+    if odd is not None: _fail(path, f"key {odd!r} is not a name: a task file's keys are names such as {', '.join(KEYS)}.")
+    kind = raw.get('kind', 'classification')
+    if not isinstance(kind, str) or kind not in FILE_KIND_REGISTRY:
+        _fail(path, f"kind must be one of {', '.join(FILE_KIND_REGISTRY)}, got {kind!r}.")
     for key in ('train', 'dev', 'test'):
-        if key in raw and not isinstance(raw[key], str): _fail(path, f"{key}: {raw[key]!r} is not a file name.")
+        if raw.get(key) is not None and not isinstance(raw[key], str): _fail(path, f"{key}: {raw[key]!r} is not a file name.")
+
+
+def _check_types(path: Path, raw: dict) -> None:
+    "Each value of the kind its key takes: column names are strings (the settings: `FileOptions`)."
     for key in ('label', 'id'):
         if key in raw and not isinstance(raw[key], str): _fail(path, f"{key}: expected a column name, got {raw[key]!r}.")
     text = [raw['text']] if isinstance(raw['text'], str) else raw['text']
@@ -153,9 +159,9 @@ def read_task_file(path: str | Path):
         _fail(path, "no such task file (tasks: GLUE names or task YAML files). The demo's task files are written by "
                     "`python -m electra.finetuning.tasks.demo cache/demo_tasks`.")
     source = read_text(path)
-    try: raw = load_yaml(source, str(path)) or {}
-    except yaml.YAMLError as e: _fail(path, f"not valid YAML ({str(e).splitlines()[0]}).")
+    raw = load_yaml(source, str(path)) or {}  # (text that is not YAML: one line naming the place)
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
+    _check_common(path, raw)
     raw['name'] = _task_name(path, raw)  # what every kind's spec takes as its name
     if raw['name'] in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
     other = FILE_KIND_REGISTRY.get(raw.get('kind'))
@@ -227,8 +233,7 @@ def _jsonl(path: Path) -> tuple[list[dict], list[int]]:
     rows, lines = [], []
     for n, line in enumerate(read_utf8(path).split('\n'), 1):
         if not line.strip(): continue
-        try: rows.append(json.loads(line))
-        except json.JSONDecodeError as e: _fail(path, f"line {n}: not JSON ({e.msg}).")
+        rows.append(load_json(line, place(path, n)))
         if not isinstance(rows[-1], dict): _fail(path, f"line {n}: a record must be a JSON object of column: value.")
         lines.append(n)
     return rows, lines

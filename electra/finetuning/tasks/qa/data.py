@@ -14,7 +14,6 @@ a broken file (offsets in bytes, answers of another context), not the rare answe
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import warnings
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from electra.config.base import ConfigError, RunWarning, read_text
+from electra.config.base import ConfigError, RunWarning, load_json, read_text
 
 __all__ = ['QAExample', 'is_official_whitespace', 'split_words', 'answer_found', 'squad_version', 'squad_json', 'read_squad', 'read_mrqa',
            'read_qa', 'qa_format', 'gold_answers', 'BAD_ANSWER_MODES', 'MAX_BAD_SHARE']
@@ -212,9 +211,7 @@ def _check_mode(on_bad_answer: str) -> None:
 
 def squad_json(path: Path) -> Any:
     "A SQuAD file's JSON; a ConfigError naming it when it is not UTF-8 JSON text (a compressed one: how to unpack it)."
-    try: return json.loads(read_text(path))
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: cannot read it as SQuAD JSON ({e}). Give the official train/dev JSON file.") from None
+    return load_json(read_text(path), str(path))
 
 
 def read_squad(path: str | Path, on_bad_answer: str = 'error', labeled: bool = True,
@@ -245,9 +242,7 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
         with opener(path, 'rt', encoding='utf-8') as f:
             for n, line in enumerate(f, 1):
                 if not line.strip(): continue
-                try: yield n, json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ConfigError(f"{path}: line {n} is not JSON ({e}). Fix or remove the line.") from e
+                yield n, load_json(line, f'{path}: line {n}')
     except (OSError, UnicodeDecodeError, EOFError) as e:
         raise ConfigError(f"{path}: cannot read it as MRQA JSONL ({e}). Give the official .jsonl(.gz) file.") from e
 

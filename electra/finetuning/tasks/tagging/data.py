@@ -17,13 +17,12 @@ its lenient span reader (tagging_utils.py, `get_span_labels`); here a malformed 
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from electra.config.base import ConfigError, read_text
+from electra.config.base import ConfigError, load_json, read_text
 
 __all__ = ['SCHEMES', 'Sentence', 'TaggedFile', 'TaggingData', 'read_conll', 'read_jsonl', 'read_tagged',
            'detect_scheme', 'check_scheme', 'check_known_tags', 'read_tagging_files', 'entity_types', 'scheme_labels',
@@ -119,8 +118,7 @@ def _jsonl_records(path: str | Path) -> list[tuple[int, dict]]:
     out = []
     for n, line in enumerate(_read_text(path).split('\n'), 1):
         if not line.strip(): continue
-        try: rec = json.loads(line)
-        except json.JSONDecodeError as e: raise ConfigError(f"{path}:{n}: not JSON ({e.msg}, column {e.colno}).") from None
+        rec = load_json(line, f'{path}:{n}')
         if not isinstance(rec, dict): raise ConfigError(f"{path}:{n}: a record must be a JSON object.")
         out.append((n, rec))
     return out

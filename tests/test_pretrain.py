@@ -172,10 +172,11 @@ def assert_held_out_lines(text: str, steps: list[int]) -> None:
 
 @pytest.fixture(scope='module')
 def straight_120(tmp_path_factory):
-    "The state after 120 uninterrupted steps, for the interruption tests to end equal to."
+    """The state after 120 uninterrupted steps, for the interruption tests to end equal to; and its data cache, which
+    their runs reuse rather than build again (the same corpus and tokenizer)."""
     tmp = tmp_path_factory.mktemp('straight_120')
     pretrain(tmp, *TINY, '--steps', '120', '--run_name', 'long', '--checkpoint_at', '1.0')
-    return load_checkpoint(tmp / 'ckpt' / 'long_11081_100%.pth')
+    return tmp / 'cache', load_checkpoint(tmp / 'ckpt' / 'long_11081_100%.pth')
 
 
 def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straight_120, tmp_path):
@@ -210,7 +211,7 @@ def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straigh
     final = load_checkpoint(ckpt / 'long_11081_100%.pth')
     assert final['threads'] == 1  # the threads it ran with, which a resume under `threads: auto` keeps
     for part in ('model', 'opt'):
-        a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[part])
+        a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[1][part])
         assert len(a) == len(b) and all(torch.equal(x, y) if torch.is_tensor(x) else x == y for x, y in zip(a, b)), part
 
 
@@ -240,7 +241,7 @@ def test_sigterm_sighup_sigusr1_stop_as_ctrl_c_and_the_printed_commands_end_bit_
     uninterrupted run's. Before: SIGTERM killed the job (status -15), nothing saved since the last checkpoint."""
     argv = [*TINY, '--steps', '120', '--run_name', 'long', '--checkpoint_at', '1.0']
     ckpt = tmp_path / 'ckpt'
-    cmd = [sys.executable, 'pretrain.py', '--output_dir', str(ckpt), '--cache_dir', str(tmp_path / 'cache'), *argv]
+    cmd = [sys.executable, 'pretrain.py', '--output_dir', str(ckpt), '--cache_dir', str(straight_120[0]), *argv]
     step = 0
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
         at, path, cmd = stop_by_signal(cmd, sig, ckpt / 'long_11081' / 'metrics.csv', step)
@@ -250,7 +251,7 @@ def test_sigterm_sighup_sigusr1_stop_as_ctrl_c_and_the_printed_commands_end_bit_
     assert done.returncode == 0 and f'starting at step {step} of 120' in done.stdout, done.stderr[-3000:]
     final = load_checkpoint(ckpt / 'long_11081_100%.pth')
     for part in ('model', 'opt'):
-        a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[part])
+        a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[1][part])
         assert len(a) == len(b) and all(torch.equal(x, y) if torch.is_tensor(x) else x == y for x, y in zip(a, b)), part
 
 
@@ -274,7 +275,7 @@ def test_the_slurm_script_of_docs_requeues_once_warned_and_its_rerun_finishes(st
     script asks `scontrol requeue` for its job and ends with 130. Run again, as the requeued job, it continues from
     that checkpoint to the end (status 0, no requeue), with the uninterrupted run's weights."""
     ckpt = tmp_path / 'ckpt'
-    argv = ['--output_dir', str(ckpt), '--cache_dir', str(tmp_path / 'cache'), *TINY, '--steps', '120',
+    argv = ['--output_dir', str(ckpt), '--cache_dir', str(straight_120[0]), *TINY, '--steps', '120',
             '--run_name', 'long', '--checkpoint_at', '1.0']
     script = slurm_script(tmp_path, argv)
     env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'SLURM_JOB_ID': '4242', 'SLURM_SUBMIT_DIR': str(ROOT),
@@ -292,7 +293,7 @@ def test_the_slurm_script_of_docs_requeues_once_warned_and_its_rerun_finishes(st
     assert again.returncode == 0 and f'starting at step {m[1]} of 120' in again.stdout, again.stdout[-3000:]
     assert (tmp_path / 'scontrol.txt').read_text() == 'requeue 4242\n'  # finished: not requeued again
     final = load_checkpoint(ckpt / 'long_11081_100%.pth')
-    assert all(torch.equal(final['model'][k], straight_120['model'][k]) for k in final['model'])
+    assert all(torch.equal(final['model'][k], straight_120[1]['model'][k]) for k in final['model'])
 
 
 def test_interrupted_overwrite_then_resume_never_resumes_the_old_run(tmp_path):

@@ -145,12 +145,16 @@ def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: Re
     pad_id, body = pad_token_id(tokenizer), pretrained.electra
     if world().size > 1: say(f'every run is trained by the {world().size} processes of this torchrun job together; '
                              f'batch_size is the global batch')
-    for data, jobs in stacks(cfg, plan, body, device, autocast, say):
-        try: rows = train_jobs(cfg, data, jobs, body, device, autocast, pad_id, say)
-        except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal (`stop_on_signals`)
-            raise TrainingStopped(f"by {stopped_by(e)} during {jobs[0].task} {runs_phrase([j.run for j in jobs])}; the "
-                                  f"{len(results.df)} finished run(s) are kept in {results.path}. {do_the_rest()}") from None
-        for row in rows: _record(results, row)
+    now = []  # the runs in training
+    try:
+        for data, jobs in stacks(cfg, plan, body, device, autocast, say):
+            now = jobs
+            rows, now = train_jobs(cfg, data, jobs, body, device, autocast, pad_id, say), []
+            for row in rows: _record(results, row)
+    except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal (`stop_on_signals`): in a run or between two
+        during = f' during {now[0].task} {runs_phrase([j.run for j in now])}' if now else ''
+        raise TrainingStopped(f"by {stopped_by(e)}{during}; the {len(results.df)} finished run(s) are kept in "
+                              f"{results.path}. {do_the_rest()}") from None
 
 
 def _record(results: ResultsTable, row) -> None:

@@ -56,7 +56,8 @@ def stop_on_signals() -> None:
 
     def handle(signum, frame):
         current = signal.getsignal(signal.SIGINT)
-        if callable(current) and current is not handle: return current(signum, frame)  # StopOnInterrupt's, ...
+        if callable(current) and current not in (handle, signal.default_int_handler):  # StopOnInterrupt's, ...
+            return current(signum, frame)
         if pending and signum != signal.SIGINT: return
         pending.append(signum)
         raise StopSignal(signum)

@@ -207,11 +207,13 @@ def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_o
     assert 70 <= step < 120 and torch.load(path, map_location='cpu', weights_only=False)['step'] == step
 
     # resumed, then what a scheduler sends: SIGTERM to torchrun's process group (its workers, each in a session of its
-    # own, get it from torchrun), then SIGUSR1, which torchrun passes on when told to (TORCHELASTIC_SIGNALS_TO_HANDLE,
-    # as docs/preemption.md's batch script does): each ends as Ctrl-C does, rank 0 checkpoints the step
-    for sig, env in [(signal.SIGTERM, ENV), (signal.SIGUSR1, {**ENV, 'TORCHELASTIC_SIGNALS_TO_HANDLE': TORCHRUN_SIGNALS})]:
-        job = subprocess.Popen(pretrain(tmp_path, '--run_name', 'cut', '--resume'), cwd=tmp_path, env=env,
-                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # own, get it from torchrun), then SIGUSR1, which torchrun passes on when told to (--signals_to_handle, as
+    # docs/preemption.md's batch script does): each ends as Ctrl-C does, rank 0 checkpoints the step
+    for sig, told in [(signal.SIGTERM, []), (signal.SIGUSR1, ['--signals_to_handle', TORCHRUN_SIGNALS])]:
+        cmd = pretrain(tmp_path, '--run_name', 'cut', '--resume')
+        cmd[4:4] = told  # a torchrun option: before the script
+        job = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
         while job.poll() is None and not any(int(r['step']) > step for r in csv.DictReader(metrics.open())):
             time.sleep(0.02)
         workers = children(job.pid)

@@ -4,9 +4,12 @@ import csv
 import json
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -169,10 +172,11 @@ def assert_held_out_lines(text: str, steps: list[int]) -> None:
 
 @pytest.fixture(scope='module')
 def straight_120(tmp_path_factory):
-    "The state after 120 uninterrupted steps, for the interruption tests to end equal to."
+    """The state after 120 uninterrupted steps, for the interruption tests to end equal to; and its data cache, which
+    their runs reuse rather than build again (the same corpus and tokenizer)."""
     tmp = tmp_path_factory.mktemp('straight_120')
     pretrain(tmp, *TINY, '--steps', '120', '--run_name', 'long', '--checkpoint_at', '1.0')
-    return load_checkpoint(tmp / 'ckpt' / 'long_11081_100%.pth')
+    return tmp / 'cache', load_checkpoint(tmp / 'ckpt' / 'long_11081_100%.pth')
 
 
 def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straight_120, tmp_path):
@@ -207,8 +211,89 @@ def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straigh
     final = load_checkpoint(ckpt / 'long_11081_100%.pth')
     assert final['threads'] == 1  # the threads it ran with, which a resume under `threads: auto` keeps
     for part in ('model', 'opt'):
-        a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[part])
+        a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[1][part])
         assert len(a) == len(b) and all(torch.equal(x, y) if torch.is_tensor(x) else x == y for x, y in zip(a, b)), part
+
+
+def stop_by_signal(cmd: list[str], sig: signal.Signals, metrics: Path, past: int) -> tuple[int, str, list[str]]:
+    """`cmd` (pretrain.py, output not a terminal) sent `sig` once it logged a step past `past`: the step it stopped
+    at, the checkpoint its one `stopped:` line names, and the command that line gives to continue."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    rows = lambda: list(csv.DictReader(metrics.open())) if metrics.exists() else []  # noqa: E731
+    while proc.poll() is None and not any(int(r['step']) > past for r in rows()): time.sleep(0.01)
+    proc.send_signal(sig)
+    err = proc.communicate(timeout=120)[1]
+    said = [line for line in err.splitlines() if line.startswith('stopped: ')]
+    assert proc.returncode == 130 and len(said) == 1 and 'Traceback' not in err, err[-3000:]
+    m = re.fullmatch(rf'stopped: at step (\d+) of 120 by {sig.name}; checkpoint (\S+) written\. Continue the run '
+                     r'with: (python pretrain\.py .* --resume)', said[0])
+    assert m and f'\n{sig.name}: stopping after this step, with a checkpoint' in err, err[-3000:]
+    again = shlex.split(m[3])
+    return int(m[1]), m[2], [sys.executable, *again[1:]]
+
+
+def test_sigterm_sighup_sigusr1_stop_as_ctrl_c_and_the_printed_commands_end_bit_identical(straight_120, tmp_path):
+    """What a batch scheduler sends before it preempts or ends a job (SIGTERM, SIGUSR1) and what a closed terminal
+    sends (SIGHUP) end a run as Ctrl-C does: the step finishes and is checkpointed (read back, checksum included),
+    status 130, one line naming the signal, the checkpoint and the command that continues; that command, stopped
+    again by the next signal, then run to the end, ends with every model and optimizer tensor equal to the
+    uninterrupted run's. Before: SIGTERM killed the job (status -15), nothing saved since the last checkpoint."""
+    argv = [*TINY, '--steps', '120', '--run_name', 'long', '--checkpoint_at', '1.0']
+    ckpt = tmp_path / 'ckpt'
+    cmd = [sys.executable, 'pretrain.py', '--output_dir', str(ckpt), '--cache_dir', str(straight_120[0]), *argv]
+    step = 0
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
+        at, path, cmd = stop_by_signal(cmd, sig, ckpt / 'long_11081' / 'metrics.csv', step)
+        assert step < at < 120 and load_checkpoint(path)['step'] == at, (sig, step, at)
+        step = at
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    assert done.returncode == 0 and f'starting at step {step} of 120' in done.stdout, done.stderr[-3000:]
+    final = load_checkpoint(ckpt / 'long_11081_100%.pth')
+    for part in ('model', 'opt'):
+        a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[1][part])
+        assert len(a) == len(b) and all(torch.equal(x, y) if torch.is_tensor(x) else x == y for x, y in zip(a, b)), part
+
+
+def slurm_script(tmp: Path, argv: list[str]) -> Path:
+    """The batch script of docs/preemption.md, its job's flags replaced by `argv` (the tests' tiny run), beside a
+    stand-in `scontrol` that records what it is asked."""
+    text = (ROOT / 'docs' / 'preemption.md').read_text()
+    script = text.split('```bash\n#!/bin/bash\n', 1)[1].split('```', 1)[0]
+    job = re.search(r'^python pretrain\.py .* --resume &$', script, re.M)
+    script = script.replace(job[0], shlex.join([sys.executable, 'pretrain.py', *argv, '--resume']) + ' &')
+    (tmp / 'bin').mkdir()
+    (tmp / 'bin' / 'scontrol').write_text(f'#!/bin/sh\necho "$@" >> {tmp / "scontrol.txt"}\n')
+    (tmp / 'bin' / 'scontrol').chmod(0o755)
+    (tmp / 'job.sh').write_text('#!/bin/bash\n' + script)
+    return tmp / 'job.sh'
+
+
+def test_the_slurm_script_of_docs_requeues_once_warned_and_its_rerun_finishes(straight_120, tmp_path):
+    """docs/preemption.md's batch script, run by bash as SLURM runs it, sent SIGUSR1 as `--signal=B:USR1@...` sends it
+    (to the batch shell alone) once training began: the shell passes it on, the job checkpoints and ends with 130, the
+    script asks `scontrol requeue` for its job and ends with 130. Run again, as the requeued job, it continues from
+    that checkpoint to the end (status 0, no requeue), with the uninterrupted run's weights."""
+    ckpt = tmp_path / 'ckpt'
+    argv = ['--output_dir', str(ckpt), '--cache_dir', str(straight_120[0]), *TINY, '--steps', '120',
+            '--run_name', 'long', '--checkpoint_at', '1.0']
+    script = slurm_script(tmp_path, argv)
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'SLURM_JOB_ID': '4242', 'SLURM_SUBMIT_DIR': str(ROOT),
+           'PATH': f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    shell = subprocess.Popen(['bash', str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    metrics = ckpt / 'long_11081' / 'metrics.csv'
+    while shell.poll() is None and not (metrics.exists() and len(metrics.read_text().splitlines()) > 1): time.sleep(0.01)
+    shell.send_signal(signal.SIGUSR1)
+    out = shell.communicate(timeout=120)[0]
+    assert shell.returncode == 130 and (tmp_path / 'scontrol.txt').read_text() == 'requeue 4242\n', out[-3000:]
+    m = re.search(r'stopped: at step (\d+) of 120 by SIGUSR1; checkpoint (\S+) written', out)
+    assert m and load_checkpoint(m[2])['step'] == int(m[1]) and 'Traceback' not in out, out[-3000:]
+
+    again = subprocess.run(['bash', str(script)], capture_output=True, text=True, env=env)
+    assert again.returncode == 0 and f'starting at step {m[1]} of 120' in again.stdout, again.stdout[-3000:]
+    assert (tmp_path / 'scontrol.txt').read_text() == 'requeue 4242\n'  # finished: not requeued again
+    final = load_checkpoint(ckpt / 'long_11081_100%.pth')
+    assert all(torch.equal(final['model'][k], straight_120[1]['model'][k]) for k in final['model'])
 
 
 def test_interrupted_overwrite_then_resume_never_resumes_the_old_run(tmp_path):

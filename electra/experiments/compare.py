@@ -20,10 +20,10 @@ import yaml
 from electra.config.base import config_from_dict, config_to_dict, load_config, parse_cli
 from electra.config.compare import CompareConfig
 from electra.experiments.plan import Plan, make_plan
-from electra.experiments.runs import (Launcher, RunFailed, finetune_done, pretrain_done, run_finetuning,
+from electra.experiments.runs import (Launcher, RunFailed, finetune_done, go_on, pretrain_done, run_finetuning,
                                       run_pretraining, subprocess_launcher)
 from electra.experiments.table import write_table
-from electra.runtime.errors import TrainingStopped, friendly_errors
+from electra.runtime.errors import TrainingStopped, friendly_errors, stopped_by
 from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir
 from electra.training.checkpoint import find_checkpoints
 
@@ -115,9 +115,9 @@ def _run_jobs(cfg: CompareConfig, plan: Plan, launch: Launcher, log: Callable[[s
         try:
             run_pretraining(run, launch, log)
             if plan.finetune is not None: run_finetuning(plan, run, launch, log)
-        except KeyboardInterrupt:
-            raise TrainingStopped(f'by Ctrl-C during {run.label}; finished runs are kept. Run the same command '
-                                  'again to go on from there.') from None
+        except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal (`stop_on_signals`), which its job got too
+            raise TrainingStopped(f'by {stopped_by(e)} during {run.label}; finished runs are kept, and so is what the '
+                                  f'job it was running saved as it stopped (its log says what). {go_on()}') from None
         write_table(plan)
 
 

@@ -22,11 +22,11 @@ from electra.finetuning.sweep import job_tasks, resolve_data
 from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingStopped
 from electra.runtime.files import atomic_write_text
-from electra.runtime.processes import child_env, library_env
+from electra.runtime.processes import child_env, command_again, library_env
 from electra.training.checkpoint import find_checkpoints
 
 __all__ = ['JOBS', 'RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
-           'finetune_done', 'task_data', 'run_pretraining', 'run_finetuning']
+           'finetune_done', 'task_data', 'run_pretraining', 'run_finetuning', 'go_on']
 
 JOBS = Path(__file__).resolve().parents[1] / 'jobs'  # the package's copies of the drivers, which run from any folder
 RECORD = 'compare.json'  # the record of a job, in its run directory (pretraining) or group directory (fine-tuning)
@@ -47,8 +47,10 @@ class RunFailed(RuntimeError):
 
 def subprocess_launcher() -> Launcher:
     """The real launcher: `cmd` in a subprocess from the current folder, its output appended to `log`. A Ctrl-C reaches
-    the job too (pretrain.py then writes a checkpoint and stops): it is waited for, and a second Ctrl-C kills it. A
-    job ends with this process (`end_with_parent`): a `kill -9` of the comparison does not leave it training unseen."""
+    the job too (pretrain.py then writes a checkpoint and stops): it is waited for, and a second Ctrl-C kills it. A stop
+    signal (`stop_on_signals`) is passed on to the job, which ignores it if its process group got it too, and waited
+    for the same way. A job ends with this process (`end_with_parent`): a `kill -9` of the comparison does not leave
+    it training unseen."""
     env = child_env(library_env({**os.environ, 'PYTHONUNBUFFERED': '1'}))
 
     def launch(cmd: list[str], log: Path) -> int:
@@ -58,7 +60,8 @@ def subprocess_launcher() -> Launcher:
             f.flush()
             proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
             try: return proc.wait()
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as e:
+                if getattr(e, 'signum', signal.SIGINT) != signal.SIGINT: proc.send_signal(e.signum)
                 try: proc.wait(timeout=300)
                 except (KeyboardInterrupt, subprocess.TimeoutExpired):
                     proc.kill()
@@ -95,9 +98,9 @@ def _launch(launch: Launcher, cmd: list[str], log: Path, what: str) -> float:
     start = time.monotonic()
     status = launch(cmd, log)
     seconds = time.monotonic() - start
-    if status == TrainingStopped.exit_status:  # the job stopped on a Ctrl-C (its own, or its process group's)
-        raise TrainingStopped(f"{what} was stopped by Ctrl-C, keeping a checkpoint or its finished runs (its output: "
-                              f"{log}). Run the same command again to go on from there.")
+    if status == TrainingStopped.exit_status:  # the job stopped on a Ctrl-C or a stop signal (its own, or its group's)
+        raise TrainingStopped(f"{what} was stopped by Ctrl-C or a stop signal, keeping a checkpoint or its finished "
+                              f"runs (its output: {log}). {go_on()}")
     if status < 0:  # Popen's status of a process ended by a signal: minus the signal
         name = next((f'{s.name}{_BY.get(s, "")}' for s in signal.Signals if s == -status), 'unknown')
         raise RunFailed(f"{what} was killed by signal {-status} ({name}); its output is in {log}. Run the same command "
@@ -105,6 +108,11 @@ def _launch(launch: Launcher, cmd: list[str], log: Path, what: str) -> float:
     if status != 0:
         raise RunFailed(f"{what} failed (exit status {status}); its output is in {log}. Its last lines:\n{_tail(log)}")
     return seconds
+
+
+def go_on() -> str:
+    "How a stopped comparison goes on: the same command, named (it resumes what was interrupted)."
+    return f"Run the same command again to go on from there: {command_again(module='electra.experiments.compare')}"
 
 
 def pretrain_done(run: RunPlan) -> bool:

@@ -22,9 +22,9 @@ from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import TaskSource
-from electra.finetuning.workers import parallel_runs, run_on_workers
+from electra.finetuning.workers import do_the_rest, parallel_runs, run_on_workers
 from electra.pretrained.export import model_fingerprint
-from electra.runtime.errors import TrainingDiverged, TrainingStopped
+from electra.runtime.errors import TrainingDiverged, TrainingStopped, stopped_by
 from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir
 from electra.runtime.processes import is_main_process, world
 from electra.training.device import resolve_device, resolve_precision
@@ -145,13 +145,16 @@ def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: Re
     pad_id, body = pad_token_id(tokenizer), pretrained.electra
     if world().size > 1: say(f'every run is trained by the {world().size} processes of this torchrun job together; '
                              f'batch_size is the global batch')
-    for data, jobs in stacks(cfg, plan, body, device, autocast, say):
-        try: rows = train_jobs(cfg, data, jobs, body, device, autocast, pad_id, say)
-        except KeyboardInterrupt:
-            raise TrainingStopped(f"by Ctrl-C during {jobs[0].task} {runs_phrase([j.run for j in jobs])}; the "
-                                  f"{len(results.df)} finished run(s) are kept in {results.path}. Run the same "
-                                  f"command again to do the rest.") from None
-        for row in rows: _record(results, row)
+    now = []  # the runs in training
+    try:
+        for data, jobs in stacks(cfg, plan, body, device, autocast, say):
+            now = jobs
+            rows, now = train_jobs(cfg, data, jobs, body, device, autocast, pad_id, say), []
+            for row in rows: _record(results, row)
+    except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal (`stop_on_signals`): in a run or between two
+        during = f' during {now[0].task} {runs_phrase([j.run for j in now])}' if now else ''
+        raise TrainingStopped(f"by {stopped_by(e)}{during}; the {len(results.df)} finished run(s) are kept in "
+                              f"{results.path}. {do_the_rest()}") from None
 
 
 def _record(results: ResultsTable, row) -> None:
@@ -180,9 +183,9 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     if n > 1:
         try:
             for row in run_on_workers(cfg, list(plan), pretrained, tokenizer, n, say): _record(results, row)
-        except KeyboardInterrupt:
-            raise TrainingStopped(f"by Ctrl-C; the {len(results.df)} finished run(s) are kept in {results.path}. Run the "
-                                  f"same command again to do the rest.") from None
+        except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal (`stop_on_signals`)
+            raise TrainingStopped(f"by {stopped_by(e)}; the {len(results.df)} finished run(s) are kept in {results.path}. "
+                                  f"{do_the_rest()}") from None
         return results
     _train_in_turn(cfg, plan, pretrained, tokenizer, results, say)
     return results

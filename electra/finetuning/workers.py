@@ -6,11 +6,13 @@ for the workers to load, then hands out runs and writes every finished run's row
 table is the same as a sequential sweep's (a run's result depends on its seed and settings only, not on which
 process trained it or when), and an interrupted sweep resumes the same way. Workers are fresh Python processes
 (`python -m electra.finetuning.workers`) talking to the main one over a pair of pipes: a worker that dies is seen at
-once (end of its pipe) and stops the sweep with a message; Ctrl-C stops them all, keeping the finished runs.
+once (end of its pipe) and stops the sweep with a message; Ctrl-C or a stop signal (to the sweep, to its process
+group, or to a worker) stops them all, keeping the finished runs.
 """
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,12 +32,12 @@ from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
 from electra.pretrained.export import quiet_transformers
-from electra.runtime.errors import TrainingStopped
-from electra.runtime.processes import library_env
+from electra.runtime.errors import STOP_SIGNALS, TrainingStopped, stop_on_signals
+from electra.runtime.processes import command_again, library_env
 from electra.training.device import cpu_threads
 from electra.training.distributed import one_run_at_a_time
 
-__all__ = ['parallel_runs', 'worker_devices', 'run_on_workers', 'worker_main']
+__all__ = ['parallel_runs', 'worker_devices', 'run_on_workers', 'worker_main', 'do_the_rest']
 
 # torchrun's variables: a worker is a process of its own, not a rank of the job that started it
 _TORCHRUN_VARS = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'GROUP_RANK', 'ROLE_RANK', 'MASTER_ADDR',
@@ -89,21 +91,41 @@ def _start(index: int, device: str, setup: tuple) -> _Worker:
 
 
 def _stop_all(workers: list[_Worker]) -> None:
-    "End every worker still running (Ctrl-C in a notebook reaches the kernel only), then close the pipes."
+    """End every worker still running (Ctrl-C in a notebook reaches the kernel only; a signal to this process alone
+    reaches no worker), then close the pipes. A worker told to stop is waited for: it ends by itself."""
     for w in workers:
-        if w.proc.poll() is None: w.proc.terminate()
+        if w.stopped:
+            try: w.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired: pass
+        if w.proc.poll() is None: w.proc.terminate()  # a stop signal to the worker: it ends as on Ctrl-C
     for w in workers:
         try: w.proc.wait(timeout=20)
         except subprocess.TimeoutExpired: w.proc.kill(); w.proc.wait()
         w.jobs.close(), w.replies.close()
 
 
-def _failed(w: _Worker, what: str, done: int) -> TrainingStopped:
+def do_the_rest() -> str:
+    "How a stopped sweep goes on: the same command (it skips the finished runs), named."
+    again = command_again()
+    return f'Run the same command again to do the rest: {again}' if again else 'Run the same cell again to do the rest.'
+
+
+def _failed(w: _Worker, what: str, done: int, stopped: bool = False) -> TrainingStopped:
+    "The end of a sweep whose worker `w` failed or was `stopped` (then with the status of a stop: 130, else 1)."
     during = f' during {w.jobs_now[0].task} {runs_phrase([j.run for j in w.jobs_now])}' if w.jobs_now else ''
-    err = TrainingStopped(f"fine-tuning worker {w.index} ({w.device}) {what}{during}; the {done} run(s) finished in this "
-                          f"sweep are kept in the results table. Run the same command again to do the rest.")
-    err.exit_status = 1
+    err = TrainingStopped(f"fine-tuning worker {w.index} ({w.device}) {what}{during}; the {done} run(s) finished in "
+                          f"this sweep are kept in the results table. {do_the_rest()}")
+    if not stopped: err.exit_status = 1
     return err
+
+
+def _ended(w: _Worker, done: int) -> TrainingStopped:
+    """A worker gone before it was told to stop: stopped (status 130: Ctrl-C or a stop signal reached it; or a stop
+    signal ended it before its handler was set), or died."""
+    status = w.proc.wait()
+    if status == TrainingStopped.exit_status or -status in [getattr(signal, n) for n in STOP_SIGNALS]:
+        return _failed(w, 'was stopped by a signal', done, stopped=True)
+    return _failed(w, f'died (exit status {status})', done)
 
 
 def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> Iterator[dict]:
@@ -115,7 +137,7 @@ def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> 
             try: msg = conn.recv()
             except (EOFError, OSError):
                 del live[conn]
-                if not w.stopped: raise _failed(w, f'died (exit status {w.proc.wait()})', done) from None
+                if not w.stopped: raise _ended(w, done) from None
                 continue
             if msg[0] == 'ready':
                 w.jobs_now = None
@@ -173,11 +195,13 @@ def worker_main(jobs_fd: int, replies_fd: int) -> int:
             for row in train_jobs(cfg, data, jobs_now, pretrained.electra, device, autocast, pad_id,
                                   lambda line: replies.send(('log', line))):
                 replies.send(('row', row))
-    except KeyboardInterrupt: return 130  # the main process says what was kept
+    except KeyboardInterrupt: return TrainingStopped.exit_status  # Ctrl-C or a stop signal: the main process says
+    # what was kept
     except ConfigError as e: replies.send(('config_error', str(e)))
     except Exception: replies.send(('error', traceback.format_exc().rstrip()))
     return 1
 
 
 if __name__ == '__main__':
+    stop_on_signals()  # a worker ends as the sweep does, whichever of them a signal reaches
     sys.exit(worker_main(int(sys.argv[1]), int(sys.argv[2])))

@@ -20,7 +20,7 @@ from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 
 from electra.config.base import ConfigError
 from electra.pretraining.step import STEP_SUMS, TrainingStep
-from electra.runtime.errors import TrainingDiverged
+from electra.runtime.errors import TrainingDiverged, stopped_by
 from electra.runtime.files import atomic_save, path_inside, release_run_dir
 from electra.runtime.processes import is_main_process, world
 from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
@@ -254,12 +254,13 @@ class Checkpointer(Callback):
 
 
 class StopOnInterrupt(Callback):
-    "On Ctrl-C, finishes the current step, checkpoints it and stops the fit; a second Ctrl-C stops at once."
+    "On Ctrl-C or a stop signal, finishes the current step, checkpoints it and stops the fit; a second Ctrl-C stops at once."
     order, run_valid = 85, False  # after Checkpointer (80): a scheduled checkpoint of this step is not written twice
     REPEAT_WINDOW_S = 5.0
 
     def __init__(self, checkpointer: Checkpointer):
         self.checkpointer, self.requested, self.stopped_at, self.group = checkpointer, False, None, None
+        self.signum = signal.SIGINT  # what asked for the stop: Ctrl-C, or a signal of `stop_on_signals`
 
     def before_fit(self):
         import torch.distributed as dist
@@ -268,16 +269,19 @@ class StopOnInterrupt(Callback):
             self.group = dist.new_group(backend='gloo')
 
     def _agreed(self) -> bool:
-        "Whether any process was asked to stop (Ctrl-C reaches each process of a job at its own moment)."
+        """Whether any process was asked to stop (Ctrl-C reaches each process of a job at its own moment; a signal may
+        reach one alone); each then names the signal one of them got."""
         if not is_distributed(): return self.requested
         import torch.distributed as dist
-        flag = torch.tensor([float(self.requested)])
+        flag = torch.tensor([float(self.signum if self.requested else 0)])
         dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group)
+        if flag.item() and not self.requested: self.signum = int(flag.item())
         return bool(flag.item())
 
     @contextlib.contextmanager
     def handling_sigint(self):
-        "Route SIGINT to this callback while the block runs (the main thread only: Python handles signals there)."
+        """Route SIGINT to this callback while the block runs (the main thread only: Python handles signals there), and
+        with it the stop signals, which `stop_on_signals` hands to SIGINT's handler."""
         self.requested, self.stopped_at = False, None
         if threading.current_thread() is not threading.main_thread():
             yield
@@ -289,14 +293,15 @@ class StopOnInterrupt(Callback):
     def _request(self, signum, frame):
         now = time.monotonic()
         if self.requested:
+            if signum != signal.SIGINT: return  # a stop signal once more (a scheduler's, a parent's): the same request
             # torchrun's agent passes the terminal's Ctrl-C on to its processes, which got it too: a second SIGINT so
             # soon after the first is that one, not the user's second (the agent waits 30 s, then kills them)
             if world().size > 1 and now - self.requested_at < self.REPEAT_WINDOW_S: return
             raise KeyboardInterrupt
-        self.requested, self.requested_at = True, now
+        self.requested, self.requested_at, self.signum = True, now, signum
         if world().rank == 0:
-            print('\nCtrl-C: stopping after this step, with a checkpoint (Ctrl-C again stops at once, keeping only the '
-                  'last checkpoint)', file=sys.stderr, flush=True)
+            print(f'\n{stopped_by(signum)}: stopping after this step, with a checkpoint (Ctrl-C stops at once, keeping '
+                  'only the last checkpoint)', file=sys.stderr, flush=True)
 
     def after_batch(self):
         if not self._agreed(): return

@@ -3,7 +3,6 @@ device and precision, the run directory, the fastai Learner with its callbacks, 
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -34,9 +33,9 @@ from electra.pretraining.callbacks import (
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
 from electra.pretraining.step import TrainingStep
-from electra.runtime.errors import TrainingStopped
+from electra.runtime.errors import TrainingStopped, stopped_by
 from electra.runtime.files import atomic_write_text, lock_run_dir, path_inside, release_run_dir, writable_dir
-from electra.runtime.processes import is_main_process, running_in_notebook, world
+from electra.runtime.processes import cli_args, command_again, is_main_process, running_in_notebook, world
 from electra.training.checkpoint import (
     FORMAT,
     find_checkpoints,
@@ -208,21 +207,18 @@ def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, t
 
 
 def train(learn: Learner) -> None:
-    """Train over the rest of the run. Ctrl-C (SIGINT, also a notebook's interrupt) lets the current step finish,
-    checkpoints it and raises `TrainingStopped` with the command that continues the run; a second Ctrl-C stops at once."""
+    """Train over the rest of the run. Ctrl-C (SIGINT, also a notebook's interrupt) or a stop signal (SIGTERM, SIGHUP,
+    SIGUSR1, SIGUSR2: `stop_on_signals`) lets the current step finish, checkpoints it and raises `TrainingStopped`
+    with the command that continues the run; a second Ctrl-C stops at once."""
     stop = learn.stop_on_interrupt  # fastai names a callback's attribute after its class
     with stop.handling_sigint():
         learn.fit(1)
     if stop.stopped_at is None or stop.stopped_at >= learn.checkpointer.total_steps: return  # it was the last step
-    argv = without_resume(sys.argv)
-    again = 'the same settings and --resume' if running_in_notebook() else \
-        ' '.join(shlex.quote(a) for a in ['python', *argv, '--resume'])
-    if world().size > 1 and not running_in_notebook():
-        again = ' '.join(['torchrun <the same options>', *(shlex.quote(a) for a in [*argv, '--resume'])])
+    again = command_again([*without_resume(cli_args()), '--resume']) or 'the same settings and --resume'
     saved = learn.checkpointer.saved  # its last one is this step's (none outside the main process)
     kept = f"checkpoint {saved[-1]} written" if saved else 'checkpoints are written by the main process'
-    raise TrainingStopped(f"at step {stop.stopped_at} of {learn.checkpointer.total_steps} by Ctrl-C; {kept}. "
-                          f"Continue the run with: {again}")
+    raise TrainingStopped(f"at step {stop.stopped_at} of {learn.checkpointer.total_steps} by {stopped_by(stop.signum)}; "
+                          f"{kept}. Continue the run with: {again}")
 
 
 def without_resume(argv: list[str]) -> list[str]:

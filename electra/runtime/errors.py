@@ -1,21 +1,74 @@
-"""How a job ends when it cannot go on: stopped on request (`TrainingStopped`), its loss diverged
-(`TrainingDiverged`), a full disk (`disk_full`), a bad setting (config's `ConfigError`); and the drivers' report of
-each, one line with no traceback and the exit status a shell tests (`friendly_errors`)."""
+"""How a job ends when it cannot go on: stopped on request (`TrainingStopped`: Ctrl-C, or a stop signal that
+`stop_on_signals` turns into one), its loss diverged (`TrainingDiverged`), a full disk (`disk_full`), a bad setting
+(config's `ConfigError`); and the drivers' report of each, one line with no traceback and the exit status a shell
+tests (`friendly_errors`)."""
 from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
+import threading
 import warnings
 
 from electra.config.base import ConfigError, RunWarning
+from electra.runtime.processes import running_in_notebook
 
-__all__ = ['TrainingStopped', 'TrainingDiverged', 'disk_full', 'friendly_errors']
+__all__ = ['TrainingStopped', 'TrainingDiverged', 'StopSignal', 'STOP_SIGNALS', 'stopped_by', 'stop_on_signals',
+           'disk_full', 'friendly_errors']
+
+# what ends a job politely besides Ctrl-C: batch schedulers and `kill` (SIGTERM), a closed terminal or ssh session
+# (SIGHUP), a scheduler's warning before it preempts (SIGUSR1, SIGUSR2: SLURM's --signal, docs/preemption.md)
+STOP_SIGNALS = ('SIGTERM', 'SIGHUP', 'SIGUSR1', 'SIGUSR2')
 
 
 class TrainingStopped(Exception):
-    "Training stopped on request (Ctrl-C); the message says what was kept and how to continue."
-    exit_status = 130  # the shell's status for a process ended by SIGINT
+    """Training stopped on request (Ctrl-C or a stop signal); the message says what was kept and how to continue.
+    Its status, 130, is the one to requeue on: the job kept what it did and the command it names goes on from there."""
+    exit_status = 130  # the shell's status for a process ended by SIGINT; the same for every stop (docs/preemption.md)
+
+
+class StopSignal(KeyboardInterrupt):
+    "A stop signal, raised where Ctrl-C raises KeyboardInterrupt: whatever handles Ctrl-C handles it the same way."
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def stopped_by(how: BaseException | int | None) -> str:
+    "What stopped a job, for its messages: 'Ctrl-C' (SIGINT, a KeyboardInterrupt), else the signal's name ('SIGTERM')."
+    signum = getattr(how, 'signum', how)
+    return signal.Signals(signum).name if isinstance(signum, int) and signum != signal.SIGINT else 'Ctrl-C'
+
+
+def stop_on_signals() -> None:
+    """Make SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 stop this process as Ctrl-C does: each goes to the handler SIGINT has
+    at that moment (during pretraining's fit `StopOnInterrupt`'s: the step ends and is checkpointed), or is raised as
+    a `StopSignal` where Ctrl-C's KeyboardInterrupt would be. Once a stop is under way the next stop signals are
+    ignored (a scheduler repeating itself, a parent passing on what its process group got too): only Ctrl-C stops at
+    once. Not in a notebook, whose kernel has its handlers, nor off the main thread (Python's rule); a SIGINT that
+    is ignored (a job started in the background by a script) stays ignored. A process forked from this one (a data
+    build's, a DataLoader's) gets Python's own handlers back: its parent ends it."""
+    if running_in_notebook() or threading.current_thread() is not threading.main_thread(): return
+    stops = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]  # (Windows has SIGTERM alone)
+    pending = []  # the signal that started the stop under way, if any
+
+    def handle(signum, frame):
+        current = signal.getsignal(signal.SIGINT)
+        if callable(current) and current not in (handle, signal.default_int_handler):  # StopOnInterrupt's, ...
+            return current(signum, frame)
+        if pending and signum != signal.SIGINT: return
+        pending.append(signum)
+        raise StopSignal(signum)
+
+    def python_handlers():
+        # a forked build process stopped by its parent's SIGTERM would otherwise raise in its exit and print a traceback
+        for sig in stops: signal.signal(sig, signal.SIG_DFL)
+        if signal.getsignal(signal.SIGINT) is handle: signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in stops: signal.signal(sig, handle)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler: signal.signal(signal.SIGINT, handle)
+    if hasattr(os, 'register_at_fork'): os.register_at_fork(after_in_child=python_handlers)
 
 
 class TrainingDiverged(Exception):
@@ -38,7 +91,9 @@ def friendly_errors() -> None:
     """Report what ends a script as one line, no traceback: a `ConfigError` as `error: ...` with exit status 2 (the
     usage-error status of argparse), a full disk and a `TrainingDiverged` the same way, a `TrainingStopped` or a Ctrl-C
     as `stopped: ...` with status 130; other errors are unchanged. A `RunWarning` is one `warning: ...` line (from the
-    main process of a torchrun job). A notebook shows errors its own way."""
+    main process of a torchrun job). A notebook shows errors its own way. The stop signals end the script as Ctrl-C
+    does (`stop_on_signals`)."""
+    stop_on_signals()
     previous, previous_warning = sys.excepthook, warnings.showwarning
 
     def show(message, category, *args, **kwargs):
@@ -46,8 +101,8 @@ def friendly_errors() -> None:
         if os.environ.get('RANK', '0') == '0': print(f'warning: {message}', file=sys.stderr, flush=True)  # once a job
 
     def hook(tp, value, tb):
-        if issubclass(tp, KeyboardInterrupt): value = TrainingStopped('interrupted by Ctrl-C; nothing after the last '
-                                                                      'checkpoint or finished run was kept.')
+        if issubclass(tp, KeyboardInterrupt): value = TrainingStopped(f'interrupted by {stopped_by(value)}; nothing '
+                                                                      'after the last checkpoint or finished run was kept.')
         elif disk_full(value): value = disk_full(value)
         elif not issubclass(tp, (ConfigError, TrainingDiverged, TrainingStopped)): return previous(tp, value, tb)
         # fastai prefixes an error raised in a callback with "Exception occured in `Cb` when calling event `e`:\n\t"

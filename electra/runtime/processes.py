@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shlex
 import signal
 import sys
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from electra.config.base import ConfigError
 
-__all__ = ['World', 'world', 'is_main_process', 'running_in_notebook', 'cli_args', 'PARENT_VAR',
+__all__ = ['World', 'world', 'is_main_process', 'running_in_notebook', 'cli_args', 'command_again', 'PARENT_VAR',
            'die_with_parent', 'end_with_parent', 'child_env', 'library_env']
 
 PARENT_VAR = 'ELECTRA_PARENT_PID'  # set by a parent that waits for its child: the child ends when that process does
@@ -69,6 +70,16 @@ def running_in_notebook() -> bool:
 def cli_args() -> list[str]:
     "The command-line flags of a script; none inside a notebook, whose kernel has its own argv."
     return [] if running_in_notebook() else sys.argv[1:]
+
+
+def command_again(args: list[str] | None = None, module: str | None = None) -> str | None:
+    """The command line that runs this job again, with `args` for its flags (default: its own): `python SCRIPT ...`,
+    `python -m MODULE ...` for a module run with -m, `torchrun <the same options> SCRIPT ...` in a torchrun job. None
+    in a notebook, which is run again by its cells."""
+    if running_in_notebook(): return None
+    words = [*(['-m', module] if module else sys.argv[:1]), *(cli_args() if args is None else args)]
+    if world().size > 1: return ' '.join(['torchrun <the same options>', *map(shlex.quote, words)])
+    return shlex.join(['python', *words])
 
 
 def die_with_parent(parent: int) -> None:

@@ -436,10 +436,10 @@ def test_a_job_killed_by_a_signal_is_named_so_with_how_to_go_on(tmp_path):
 
 def test_ctrl_c_stops_with_the_command_to_go_on_and_a_dry_run_launches_nothing(tmp_path, capsys):
     def interrupted(cmd, log): raise KeyboardInterrupt
-    with pytest.raises(TrainingStopped, match=r'during electra \(seed 1\); finished runs are kept. Run the same command'):
+    with pytest.raises(TrainingStopped, match=r'by Ctrl-C during electra \(seed 1\); finished runs are kept, .*Run the same command'):
         run_comparison(comparison(tmp_path), launch=interrupted, log=lambda s: None)
     # the job alone got the Ctrl-C (pretrain.py checkpoints and exits with 130): a stop too, not a failure
-    with pytest.raises(TrainingStopped, match=r"pretraining of variant 'electra' seed 1 was stopped by Ctrl-C"):
+    with pytest.raises(TrainingStopped, match=r"pretraining of variant 'electra' seed 1 was stopped by Ctrl-C or a stop signal"):
         run_comparison(comparison(tmp_path), launch=lambda cmd, log: 130, log=lambda s: None)
     jobs = FakeJobs()
     plan, table = run_comparison(comparison(tmp_path, dry_run=True), launch=jobs)

@@ -16,6 +16,7 @@ from electra.runtime.files import lock_run_dir, release_run_dir
 from electra.runtime.processes import PARENT_VAR
 from electra.training.checkpoint import checkpoint_name, load_checkpoint
 from tests.support.distributed import ENV, REPO, torchrun
+from tests.support.processes import alive, children, group_members
 
 # a tiny model trained for far longer than a test waits: it is always mid-run when its parent is killed, with its first
 # checkpoint (at 0.00001 of the run: step 1) written
@@ -33,23 +34,6 @@ def long_run(tmp_path_factory) -> dict:
                                                                   else str(v))]
     pretrain(tmp, '--config', 'demo', *args, '--run_name', 'prepared')
     return {**LONG, 'tokenizer': str(tmp / 'ckpt' / 'prepared_11081' / 'tokenizer'), 'cache_dir': str(tmp / 'cache')}
-
-
-def alive(pid: int) -> bool:
-    "Whether process `pid` runs (a zombie, dead but not yet reaped by the process it was handed to, does not)."
-    try: state = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]
-    except OSError: return False  # gone: no file, or ProcessLookupError when it exits while the file is read
-    return state not in ('Z', 'X')
-
-
-def children(pid: int) -> list[int]:
-    "The processes whose parent is `pid`."
-    out = []
-    for stat in Path('/proc').glob('[0-9]*/stat'):
-        try: fields = stat.read_text().rsplit(')', 1)[1].split()
-        except OSError: continue
-        if int(fields[1]) == pid: out.append(int(stat.parent.name))
-    return out
 
 
 def wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
@@ -93,6 +77,40 @@ def test_a_comparison_killed_takes_its_pretraining_job_with_it(tmp_path, long_ru
     finally:
         os.killpg(parent.pid, signal.SIGKILL)  # whatever is left of the parent's process group
     assert_left_whole(run_dir, first)
+
+
+@pytest.mark.parametrize('sig, group', [(signal.SIGTERM, False), (signal.SIGUSR2, True)], ids=['SIGTERM', 'SIGUSR2-group'])
+def test_a_stop_signal_to_the_comparison_or_its_group_stops_its_job_with_a_checkpoint(tmp_path, long_run, sig, group):
+    """SIGTERM to the comparison alone reaches its pretraining job (the comparison passes it on); SIGUSR2 to the
+    comparison's process group reaches both at once (one stop each, not two). Either way the job checkpoints the step
+    it reached and says so in its log, the comparison ends with status 130 and one line naming the signal and the
+    command that goes on, and no process is left. Before: SIGTERM killed the comparison and its job with it."""
+    config = {'name': 'stop', 'output_dir': str(tmp_path / 'out'), 'pretrain_config': 'demo', 'finetune': False,
+              'pretrain_overrides': long_run, 'variants': {'electra': {}}, 'seeds': [11081], 'threads': 1}
+    (tmp_path / 'stop.yaml').write_text(yaml.safe_dump(config))
+    parent = subprocess.Popen([sys.executable, '-m', 'electra.experiments.compare', '--config', str(tmp_path / 'stop.yaml')],
+                              cwd=REPO, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    run_dir = tmp_path / 'out' / 'stop' / 'pretrain' / 'stop_electra_11081'
+    first = run_dir.parent / checkpoint_name('stop_electra', 11081, 0.00001)
+    try:
+        wait_for(first.exists, 240, f'{first.name}', parent)
+        job = int((run_dir / '.lock').read_text().split()[0])  # pretrain.py, the comparison's child, holds the lock
+        os.killpg(parent.pid, sig) if group else parent.send_signal(sig)
+        err = parent.communicate(timeout=120)[1]
+        said = [line for line in err.splitlines() if line.startswith('stopped: ')]
+        assert parent.returncode == 130 and len(said) == 1 and 'Traceback' not in err, err[-3000:]
+        assert said[0].startswith(f'stopped: by {sig.name} during electra (seed 11081); ') and said[0].endswith(
+            f"Run the same command again to go on from there: python -m electra.experiments.compare --config "
+            f"{tmp_path / 'stop.yaml'}"), said[0]
+        assert not alive(job) and not group_members(parent.pid)  # nothing left of the comparison's process group
+    finally:
+        for pid in group_members(parent.pid): os.kill(pid, signal.SIGKILL)
+    log = (run_dir / 'pretrain.log').read_text()
+    job_said = [line for line in log.splitlines() if line.startswith('stopped: ')]
+    assert len(job_said) == 1 and f' by {sig.name}; checkpoint ' in job_said[0], log[-3000:]
+    step = int(job_said[0].split('at step ')[1].split()[0])
+    assert step >= 1 and load_checkpoint(job_said[0].split('checkpoint ')[1].split(' written')[0])['step'] == step
 
 
 def test_a_torchrun_job_whose_agent_is_killed_stops_its_workers(tmp_path, long_run):

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from tests.support.distributed import ENV, REPO, free_port, max_diff, run, torchrun
+from tests.support.processes import alive, children
 
 WORKER = Path(__file__).with_name('ddp_worker.py')
 def rows(metrics: str) -> list[dict]:
@@ -164,6 +165,10 @@ def pretrain(tmp_path: Path, *args) -> list[str]:
                     '--cache_dir', tmp_path / 'cache', *args)
 
 
+# the signals torchrun passes on to its workers when told to (its default: SIGTERM, SIGINT, SIGHUP, SIGQUIT)
+TORCHRUN_SIGNALS = 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2'
+
+
 def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_only_rank_0_writes(tmp_path):
     run(pretrain(tmp_path, '--run_name', 'whole'), tmp_path)
     whole = tmp_path / 'ckpt' / 'whole_11081_100%.pth'
@@ -200,6 +205,28 @@ def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_o
     step = int(said[0].split('at step ')[1].split()[0])
     path = tmp_path / 'ckpt' / said[0].split('checkpoint ')[1].split(' written')[0].split('/')[-1]
     assert 70 <= step < 120 and torch.load(path, map_location='cpu', weights_only=False)['step'] == step
+
+    # resumed, then what a scheduler sends: SIGTERM to torchrun's process group (its workers, each in a session of its
+    # own, get it from torchrun), then SIGUSR1, which torchrun passes on when told to (--signals_to_handle, as
+    # docs/preemption.md's batch script does): each ends as Ctrl-C does, rank 0 checkpoints the step
+    for sig, told in [(signal.SIGTERM, []), (signal.SIGUSR1, ['--signals_to_handle', TORCHRUN_SIGNALS])]:
+        cmd = pretrain(tmp_path, '--run_name', 'cut', '--resume')
+        cmd[4:4] = told  # a torchrun option: before the script
+        job = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+        while job.poll() is None and not any(int(r['step']) > step for r in csv.DictReader(metrics.open())):
+            time.sleep(0.02)
+        workers = children(job.pid)
+        os.killpg(job.pid, sig)
+        err = job.communicate(timeout=120)[1]
+        said = [line for line in err.splitlines() if line.startswith('stopped: ')]
+        assert len(said) == 1 and f' by {sig.name}; checkpoint ' in said[0], err[-3000:]
+        assert 'Continue the run with: torchrun <the same options> ' in said[0] and len(workers) == 2
+        assert not [pid for pid in workers if alive(pid)] and '[rank1]' not in err, err[-3000:]
+        at = int(said[0].split('at step ')[1].split()[0])
+        path = tmp_path / 'ckpt' / said[0].split('checkpoint ')[1].split(' written')[0].split('/')[-1]
+        assert step < at < 120 and torch.load(path, map_location='cpu', weights_only=False)['step'] == at
+        step = at
 
     # resumed once more, the run ends where the uninterrupted one did: weights and every process's random state
     run(pretrain(tmp_path, '--run_name', 'cut', '--resume'), tmp_path)

@@ -68,7 +68,7 @@ class PretrainConfig:
     # -- data
     corpus: list[str] = field(['demo'], "corpora, one per entry: a text file or a directory of them (read as "
                                         "`corpus_format` says), 'demo' (the built-in sample corpus), local table files "
-                                        "(.parquet, .jsonl/.json, .arrow, or a directory of them) or a Hugging Face hub "
+                                        "(.parquet, .jsonl/.json, .csv/.tsv, .arrow, or a directory of them) or a Hugging Face hub "
                                         "dataset hub:<name>[:<config>], e.g. hub:openwebtext, "
                                         "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus", min_items=1)
     corpus_format: str = choice_field('auto', FORMATS, "how text files are read: 'lines' = the official layout (one "

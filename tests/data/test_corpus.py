@@ -1,6 +1,7 @@
-"""electra/data/corpus.py: corpus files and tables found and checked; bad input skipped and counted."""
+"""electra/data/corpus.py: corpus files and tables found and checked; files of other formats refused, naming them;
+bad lines skipped and counted."""
 import json
-import os
+import re
 
 import pytest
 
@@ -67,20 +68,18 @@ def test_bad_input_is_skipped_and_counted(tok, tmp_path):
     d.mkdir()
     docs = (SHARED / 'wikipedia_leads.txt').read_text(encoding='utf-8').split('\n\n')[:6]
     for i, doc in enumerate(docs[:4]): (d / f'doc{i}.txt').write_text(doc)  # one paragraph per line
-    (d / 'image.png').write_bytes(b'\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR' + os.urandom(200))
     (d / 'empty.txt').write_text('  \n\n')
-    (d / 'latin1.txt').write_bytes('Un café très crème, à la française.\n'.encode('latin-1') * 5)
     (d / 'mixed.txt').write_bytes(docs[4].encode() + b'\nUne ligne en latin-1: caf\xe9 cr\xe8me.\n')
     (d / 'minified.txt').write_text(docs[5] + '\n' + 'x=1;' * 5000 + '\n')  # one 20,000-character "sentence"
     (d / 'huge_line.txt').write_text(docs[5] + '\n' + 'word ' * 300_000 + '\n')  # a 1.5 MB line
     ds = build(d, tok, tmp_path / 'cache')
     info = build_summary(ds)
-    assert info['skipped_files'] == {'binary': 1, 'empty': 1, 'not UTF-8': 1}
+    assert info['skipped_files'] == {'empty': 1}
     c = info['counts']
     assert c['undecodable_lines'] == 1 and c['long_sentences'] == 1 and c['long_lines'] == 1
     assert info['n_documents'] == 7 and len(ds) > 7
     summary = format_summary(info)
-    for words in ['1 binary file', '1 empty file', '1 not UTF-8 file', '1 lines not UTF-8', '1 lines over 1 MiB',
+    for words in ['1 empty file', '1 lines not UTF-8', '1 lines over 1 MiB',
                   '1 sentences over max_sentence_chars']:
         assert words in summary, words
 
@@ -100,9 +99,9 @@ def test_nothing_usable_left_is_a_clear_error(tmp_path):
     tokenizer = load_tokenizer(str(vocab))
     d = tmp_path / 'bad'
     d.mkdir()
-    (d / 'a.bin').write_bytes(b'\x00\x01' * 100)
+    (d / 'a.txt').write_text(' \n\n')
     (d / 'b.txt').write_text('')
-    with pytest.raises(ConfigError, match=r'bad has no usable text file \(1 binary, 1 empty\)'):
+    with pytest.raises(ConfigError, match=r'bad has no usable text file \(2 empty\)'):
         resolve_corpus([str(d)], tmp_path)
     (tmp_path / 'long.txt').write_text(('y' * 200 + '\n') * 3)
     with pytest.raises(ConfigError, match=r'no pretraining examples .*3 sentences over max_sentence_chars'):
@@ -146,6 +145,67 @@ def test_a_compressed_corpus_is_refused_naming_the_file_and_how_to_decompress_it
     folder.mkdir()
     (folder / 'a.txt').write_text('A fine sentence.\n')
     (folder / name).write_bytes(data)
-    with pytest.raises(ConfigError, match=rf"corpus directory {folder} holds 1 compressed file \(the first: "
-                                          rf"{folder / name} is {fmt}-compressed"):
+    with pytest.raises(ConfigError, match=rf"corpus directory {folder}: {folder / name} is {fmt}-compressed"):
         resolve_corpus([str(folder)], tmp_path / 'cache')
+
+
+def _zip_of_text(path):
+    import zipfile
+    with zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED) as z: z.writestr('a.txt', 'One sentence.\n' * 20)
+
+
+def _torch_checkpoint(path):
+    import torch
+    torch.save({'weight': torch.zeros(3)}, path)
+
+
+JSON_LINES = ''.join(json.dumps({'id': i, 'text': f'Sentence number {i}.'}) + '\n' for i in range(30))
+# name, content, what the one line says, whether the format is one the user may declare instead
+OTHER_FORMATS = [
+    ('rows.jsonl', JSON_LINES, 'holds JSON lines', True),
+    ('notes.txt', JSON_LINES, 'holds JSON lines', True),
+    ('table.csv', 'id,text,label\n1,A first row of text,0\n2,A second row,1\n3,"Quoted, with a comma",0\n', 'CSV rows',
+     True),
+    ('table.txt', 'id\ttext\tlabel\n1\tA first row.\t0\n2\tA second row.\t1\n', 'tab-separated rows', True),
+    ('c.txt.gz', lambda p: p.write_bytes(__import__('gzip').compress(b'One sentence.\n' * 50)), 'is gzip-compressed',
+     False),
+    ('model.pth', _torch_checkpoint, 'is a PyTorch checkpoint', False),
+    ('image.png', b'\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR' + bytes(range(256)) * 4, 'is a PNG image', False),
+    ('texts.zip', _zip_of_text, 'is zip-compressed', False),
+    ('utf16.txt', 'One sentence.\nAnother one, café.\n'.encode('utf-16'), 'is UTF-16 text', False),
+    ('utf16be.txt', 'One sentence.\nAnother one, café.\n'.encode('utf-16-be'), 'is UTF-16 text', False),
+    ('nul.txt', b'One sentence.\nTwo\x00 words.\nThree.\n', 'holds a NUL byte on line 2', False),
+    ('latin1.txt', 'Un café très crème.\nÀ la française.\n'.encode('latin-1'), 'is not UTF-8 text (line 1', False),
+]
+
+
+@pytest.mark.parametrize('name, content, says, declarable', OTHER_FORMATS, ids=[c[0] for c in OTHER_FORMATS])
+def test_a_file_of_another_format_among_text_files_is_refused_in_one_line_naming_it(name, content, says, declarable,
+                                                                                       tmp_path):
+    """Before, a JSON-lines, CSV or TSV file among text files was read as text (its keys and quotes trained on); a
+    PyTorch checkpoint, an image, UTF-16 text or a file with a NUL byte was skipped, its text (if any) left out with a
+    count in the build record, a latin-1 file too. Each is refused now, before any work, in one line naming the file;
+    where the format is one the user may declare, the line says how, and declaring it reads the file as declared."""
+    folder = tmp_path / 'corpus'
+    (folder / 'sub').mkdir(parents=True)
+    (folder / 'a.txt').write_text('A fine sentence.\nAnother fine one.\n\nA second document.\n')
+    bad = folder / 'sub' / name
+    if callable(content): content(bad)
+    elif isinstance(content, str): bad.write_text(content)
+    else: bad.write_bytes(content)
+    with pytest.raises(ConfigError) as e:
+        resolve_corpus([str(folder)], tmp_path / 'cache')
+    said = str(e.value)
+    assert str(bad) in said and says in said and '\n' not in said, said
+    assert ('corpus_format' in said) == declarable, said
+    if declarable:  # declared as text lines, it is read as text lines
+        [source] = resolve_corpus([str(folder)], tmp_path / 'cache', BuildSettings(corpus_format='lines'))
+        assert source.files == [folder / 'a.txt', bad]
+    # named by itself: a table by its suffix (.jsonl, .csv), else refused the same way
+    if bad.suffix in ('.jsonl', '.csv'):
+        [source] = resolve_corpus([str(bad)], tmp_path / 'cache')
+        first = 'Sentence number 0.' if bad.suffix == '.jsonl' else 'A first row of text'
+        assert source.kind == 'table' and source.dataset[source.text_column][0] == first
+    else:
+        with pytest.raises(ConfigError, match=re.escape(str(bad)) + '.*' + re.escape(says)):
+            resolve_corpus([str(bad)], tmp_path / 'cache')

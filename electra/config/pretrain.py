@@ -22,7 +22,7 @@ OBJECTIVES = ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm',  
 # Refused, naming the key, both values and the fix: they change the model's shapes, the examples and their order, the
 # objective or the optimisation, so the run would not go on as it began.
 RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_column', 'hub_split', 'min_line_chars',
-               'remove_empty_parens', 'max_sentence_chars', 'corpus_weights', 'eval_examples', 'max_length',
+               'remove_empty_parens', 'max_sentence_chars', 'deduplicate', 'corpus_weights', 'eval_examples', 'max_length',
                'hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size', 'embedding_size',
                'generator_size', 'max_position_embeddings', 'tie_weights', 'dropout', 'mask_prob', 'init', 'mask_mode',
                'mask_token_prob', 'random_token_prob', 'mask_unk', 'temperature', 'disallow_correct',
@@ -91,6 +91,10 @@ class PretrainConfig:
     remove_empty_parens: bool = field(False, "delete '()' left where links were stripped (the replication's cleaning)")
     max_sentence_chars: int = field(10_000, 'skip (and count) sentences longer than this: minified code, tables, '
                                             'encoded blobs; lines over 1 MiB are always skipped', gt=0)
+    deduplicate: bool = field(True, "drop text read before, ahead of the held-out split: a file reached twice (a link, "
+                                    "an entry naming it again) or copied, and a document (blank-line separated; a "
+                                    "table's row) repeating an earlier one's text; counted in one line. false: every "
+                                    "copy is trained on, as the official code does")
     corpus_weights: list[float] = field([], 'mix the corpora with these weights (one per corpus entry)', gt=0,
                                         empty='concatenate the corpora, every example equally likely')
     num_proc: int = field(0, 'processes building the examples; the examples do not depend on it', ge=0,

@@ -24,7 +24,7 @@ from electra.data.corpus import BuildSettings, CorpusSource, skipped_in_words
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.runtime.files import file_sha256, owner_gone
 
-__all__ = ['build_corpus', 'build_summary', 'examples_digest', 'format_summary']
+__all__ = ['build_corpus', 'build_summary', 'examples_digest', 'format_duplicates', 'format_summary']
 
 _MARKER = 'electra_build.json'  # written last: a dataset directory without it is incomplete
 _CHECK_BLOCKS, _CHECK_BLOCK, _CHECK_END = 16, 1 << 16, 1 << 20   # what of each shard file the checksum covers
@@ -188,6 +188,17 @@ def format_counts(counts: dict, skipped_files: dict) -> str:
     skipped = [f'{n:,} {reason} file(s)' for reason, n in skipped_files.items() if n]
     skipped += skipped_in_words(c)
     return ', '.join(said) + '; skipped: ' + (', '.join(skipped) or 'nothing')
+
+
+def format_duplicates(source: CorpusSource, info: dict) -> str:
+    "One line about the text read more than once and dropped (`BuildSettings.deduplicate`): files and documents."
+    files = len(source.files) + sum(source.duplicates.values())
+    said = f"corpus {source.entry}: " + (f"{files:,} file{'s' * (files != 1)}, " if source.kind == 'files' else '')
+    if not info['settings'].get('deduplicate'): return said + 'duplicates kept (deduplicate: false)'
+    dropped = sum(source.duplicates.values())
+    repeated = info['counts'].get('repeated_documents', 0)
+    return said + (f"{dropped:,} duplicate file{'s' * (dropped != 1)} and " if source.kind == 'files' else '') + \
+        f"{repeated:,} repeated document{'s' * (repeated != 1)} dropped"
 
 
 def format_summary(info: dict) -> str:

@@ -65,6 +65,7 @@ class BuildSettings:
     text_column: str = 'text'
     hub_split: str = 'train'
     shard_bytes: int = 0              # 0: from the corpus size (see `shard_target_bytes`); not num_proc
+    deduplicate: bool = True          # a file or document whose text was read before is dropped (see `resolve_corpus`)
 
     @classmethod
     def from_config(cls, cfg) -> 'BuildSettings':
@@ -80,6 +81,7 @@ class CorpusSource:
     files: list[Path] = field(default_factory=list)
     in_directory: bool = False          # files found in a directory ('auto' reads them as one document each)
     skipped: dict[str, int] = field(default_factory=dict)   # files left out up front, by reason
+    duplicates: dict[str, int] = field(default_factory=dict)  # files read before, left out: 'links', 'copies'
     dataset: object = None              # kind 'table': a memory-mapped `datasets.Dataset`
     text_column: str = 'text'
 
@@ -319,10 +321,43 @@ def _is_table(entry: str) -> bool:
     return tables
 
 
+def _file_digest(path: Path) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, 'rb') as f:
+        while block := f.read(1 << 20): h.update(block)
+    return h.digest()
+
+
+def _drop_duplicate_files(sources: list[CorpusSource]) -> None:
+    """Each text file of `sources` read once: a file reached again (a link to it, an entry or a linked folder naming
+    it again: the same resolved path) or a copy of one (the same bytes) is dropped where found after the first, and
+    counted in its source's `duplicates`. Only files of a size that occurs twice are read to compare them."""
+    seen, kept = set(), []
+    for source in (s for s in sources if s.kind == 'files'):
+        for f in source.files:
+            if (real := f.resolve()) in seen: source.duplicates['links'] = source.duplicates.get('links', 0) + 1
+            else: kept.append((source, f))
+            seen.add(real)
+    sizes = Counter(f.stat().st_size for _, f in kept)
+    digests, files = set(), {id(s): [] for s in sources}
+    for source, f in kept:
+        if sizes[f.stat().st_size] > 1 and (digest := _file_digest(f)) in digests:
+            source.duplicates['copies'] = source.duplicates.get('copies', 0) + 1
+            continue
+        if sizes[f.stat().st_size] > 1: digests.add(digest)
+        files[id(source)].append(f)
+    for source in (s for s in sources if s.kind == 'files'):
+        if not files[id(source)]:
+            raise ConfigError(f"corpus '{source.entry}': every file of it is read already, through an earlier `corpus` "
+                              "entry (the same files, links to them or copies): give each text once.")
+        source.files = files[id(source)]
+
+
 def resolve_corpus(entries: list[str], cache_dir: Path, settings: BuildSettings = BuildSettings()) -> list[CorpusSource]:
-    """One `CorpusSource` per `corpus` entry (see the module docstring), checked up front: bad files inside
-    directories are skipped and counted, a bad file named explicitly or an entry with nothing usable is a
-    `ConfigError` naming it. Hub datasets are downloaded (or found in the `datasets` cache) here."""
+    """One `CorpusSource` per `corpus` entry (see the module docstring), checked up front: a file that is not text or
+    an entry with nothing usable is a `ConfigError` naming it, empty files inside directories are skipped and counted.
+    With `settings.deduplicate`, a text file read before (linked, named again or copied) is dropped and counted.
+    Hub datasets are downloaded (or found in the `datasets` cache) here."""
     writable_dir(cache_dir, 'cache_dir')  # before any corpus is read: a bad cache_dir fails in seconds, not after a build
     sources = []
     for entry in entries:
@@ -331,6 +366,7 @@ def resolve_corpus(entries: list[str], cache_dir: Path, settings: BuildSettings 
             sources.append(CorpusSource(entry, 'table', dataset=ds, text_column=column))
         else:
             sources.append(_text_files(entry, cache_dir, settings.corpus_format))
+    if settings.deduplicate: _drop_duplicate_files(sources)
     return sources
 
 
@@ -415,7 +451,7 @@ def documents(lines: Iterable[Optional[str]], fmt: str, settings: BuildSettings,
 
 
 # what the readers count as skipped (keys of their `stats`), in words, in the order they are reported
-SKIPPED_IN_WORDS = {'empty_documents': 'empty documents', 'undecodable_lines': 'lines not UTF-8',
+SKIPPED_IN_WORDS = {'repeated_documents': 'repeated documents', 'empty_documents': 'empty documents', 'undecodable_lines': 'lines not UTF-8',
                     'long_lines': 'lines over 1 MiB', 'long_sentences': 'sentences over max_sentence_chars',
                     'short_lines': 'lines under min_line_chars'}
 

@@ -31,6 +31,7 @@ import csv
 import dataclasses
 import hashlib
 import json
+import os
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -165,7 +166,9 @@ def sniff(head: bytes, complete: bool) -> Head:
 
 
 def read_head(path: Path) -> tuple[bytes, bool]:
-    with open(path, 'rb') as f: head = f.read(HEAD_BYTES + 1)
+    try:
+        with open(path, 'rb') as f: head = f.read(HEAD_BYTES + 1)
+    except OSError as e: raise ConfigError(f"corpus file {path}: cannot read it ({e.strerror}).") from None
     return head[:HEAD_BYTES], len(head) <= HEAD_BYTES
 
 
@@ -185,8 +188,16 @@ def resolve_split(split: str, fmt: str, median_chars: int) -> Optional[str]:
 # ---------------------------------------------------------------- resolving `corpus` entries
 
 def _visible_files(p: Path) -> Iterator[Path]:
-    "The files under directory `p`, hidden ones (a name, or a folder on the way, starting with '.') left out."
-    return (f for f in p.rglob('*') if f.is_file() and not any(part.startswith('.') for part in f.relative_to(p).parts))
+    """The entries other than folders under directory `p` (files, links to files, links to nothing, ...), hidden ones
+    (a name, or a folder on the way, starting with '.') left out. Linked folders are followed, except a link back up
+    the tree (a loop); a file reached twice is listed twice (`resolve_corpus` reads it once)."""
+    for root, dirs, names in os.walk(p, followlinks=True):
+        above = {os.path.realpath(a) for a in Path(root).parents if a == p or p in a.parents}
+        if os.path.realpath(root) in above:
+            dirs.clear()
+            continue
+        dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
+        yield from (Path(root) / name for name in names if not name.startswith('.'))
 
 
 def _table_files(p: Path) -> list[Path]:
@@ -275,6 +286,10 @@ def _directory(p: Path, fmt: str) -> CorpusSource:
                           "`corpus`.")
     source, refused = CorpusSource(str(p), 'files', in_directory=True), []
     for f in found:
+        if not f.is_file():  # text meant for the corpus that cannot be read as a file
+            refused.append((f, f"is a link to {os.readlink(f)}, which does not exist" if f.is_symlink() and not
+                            f.exists() else "is not a regular file (a pipe, a socket or a device)"))
+            continue
         head, complete = read_head(f)
         if why := _refusal(f, head, complete, fmt): refused.append((f, why))
         elif sniff(head, complete).problem: source.skipped['empty'] = source.skipped.get('empty', 0) + 1

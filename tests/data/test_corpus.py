@@ -1,9 +1,14 @@
 """electra/data/corpus.py: corpus files and tables found and checked; files of other formats refused, naming them;
 bad lines skipped and counted."""
+import gzip
 import json
 import re
+import tempfile
+from pathlib import Path
 
 import pytest
+import hypothesis
+from hypothesis import HealthCheck, example, given, strategies as st
 
 from electra.config.base import ConfigError
 from electra.data.cache import build_corpus, build_summary, format_summary
@@ -210,3 +215,72 @@ def test_a_file_of_another_format_among_text_files_is_refused_in_one_line_naming
     else:
         with pytest.raises(ConfigError, match=re.escape(str(bad)) + '.*' + re.escape(says)):
             resolve_corpus([str(bad)], tmp_path / 'cache')
+
+
+# ---------------------------------------------------------------- any folder: a corpus or one clear error
+
+WORDS = st.text(st.sampled_from('ab cdé\t,.;"{}[]:\n'), max_size=80)  # text, separators, quotes and braces
+UNICODE = st.text(st.characters(codec='utf-8', exclude_categories=['Cs']), max_size=120)
+CONTENT = st.one_of(
+    st.binary(max_size=300), st.just(b''), UNICODE.map(str.encode), WORDS.map(str.encode),
+    st.lists(WORDS, max_size=6).map(lambda docs: '\n\n'.join(docs).encode()),
+    st.lists(st.fixed_dictionaries({'text': WORDS}), min_size=1, max_size=4).map(
+        lambda rows: ''.join(json.dumps(r) + '\n' for r in rows).encode()),
+    st.lists(st.tuples(WORDS, WORDS), min_size=1, max_size=4).map(
+        lambda rows: 'id,text\n'.join(f'{a!r},{b!r}\n' for a, b in rows).encode()),
+    WORDS.map(lambda t: gzip.compress(t.encode())), WORDS.map(lambda t: t.encode('utf-16')))
+NAMES = st.sampled_from(['a.txt', 'b.txt', 'c.jsonl', 'd.csv', 'e', 'f.parquet', 'sub/g.txt', 'sub/deep/h.txt',
+                         '.hidden.txt', 'i.gz', 'j.tsv', 'k.json'])
+
+
+@given(files=st.dictionaries(NAMES, CONTENT, max_size=4), link=st.sampled_from(['', 'file', 'gone', 'loop', 'up']),
+       alone=st.booleans(),
+       fmt=st.sampled_from(['auto', 'lines', 'documents', 'paragraphs']), dedup=st.booleans())
+@example(files={'a.txt': b'\xff\xfe'}, link='', alone=False, fmt='auto', dedup=True)  # a BOM alone: UTF-16, no text
+@hypothesis.settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_folder_of_files_ends_in_examples_or_one_config_error(files, link, alone, fmt, dedup, tmp_path, words):
+    """Generated folders (random bytes, random unicode, empty files, JSON lines, CSV, compressed and UTF-16 files,
+    nested folders, links to a file of it, to nothing, to itself, to above it) given as the corpus, or one file of it alone: the reader and the build end
+    in examples, or in a ConfigError of one line naming what to fix; never another exception."""
+    tok = words[0]
+    with tempfile.TemporaryDirectory(dir=tmp_path) as tmp:
+        folder = Path(tmp) / 'corpus'
+        folder.mkdir()
+        for name, data in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+        targets = {'file': folder / next(iter(files), 'a.txt'), 'gone': folder / 'moved.txt', 'loop': folder,
+                   'up': folder.parent}
+        if link: (folder / 'link').symlink_to(targets[link])  # to a file of it, to nothing, to itself, to above it
+        entry = folder / next(iter(files)) if alone and files else folder
+        read = BuildSettings(max_length=16, corpus_format=fmt, deduplicate=dedup)
+        try:
+            for source in resolve_corpus([str(entry)], Path(tmp) / 'cache', read):
+                if source.kind == 'files' and entry == folder:  # every file written is read, or said to be left out
+                    written = sum(not name.startswith('.') for name in files) + (link == 'file')
+                    assert len(source.files) + sum(source.duplicates.values()) + sum(source.skipped.values()) == written
+                ds = build_corpus(source, tok, read, Path(tmp) / 'cache', 0, 1, progress=False)
+                assert len(ds) == build_summary(ds)['n_examples'] > 0
+        except ConfigError as e:
+            assert str(e) and '\n' not in str(e), str(e)
+
+
+def test_linked_folders_are_read_once_and_a_dangling_link_is_refused(tmp_path):
+    """A folder linked into the corpus (`ln -s /data/books corpus/books`) was left out unsaid (its files never listed);
+    it is read now, a link back up the tree reads nothing twice, and a link to a file that is gone (text meant for the
+    corpus) is refused naming it, where it was skipped unsaid."""
+    outside = tmp_path / 'books'
+    outside.mkdir()
+    (outside / 'b.txt').write_text('A sentence of a book.\n')
+    folder = tmp_path / 'corpus'
+    folder.mkdir()
+    (folder / 'a.txt').write_text('A sentence of the corpus.\n')
+    (folder / 'books').symlink_to(outside)
+    (folder / 'books_again').symlink_to(outside)
+    (folder / 'loop').symlink_to(folder)
+    [source] = resolve_corpus([str(folder)], tmp_path / 'cache')
+    assert source.files == [folder / 'a.txt', folder / 'books' / 'b.txt'] and source.duplicates == {'links': 1}
+    (folder / 'gone.txt').symlink_to(tmp_path / 'moved.txt')
+    with pytest.raises(ConfigError, match=re.escape(f"corpus directory {folder}: {folder / 'gone.txt'} is a link to "
+                                                    f"{tmp_path / 'moved.txt'}, which does not exist")):
+        resolve_corpus([str(folder)], tmp_path / 'cache')

@@ -44,7 +44,7 @@ from electra.data.examples import ExampleBuilder
 from electra.data.sentences import split_sentences, splitter
 from electra.runtime.processes import die_with_parent
 
-__all__ = ['BUILDER_VERSION', 'COUNTERS', 'FEATURES', 'build_shards']
+__all__ = ['BUILDER_VERSION', 'COUNTERS', 'DOCUMENTS', 'FEATURES', 'HASH', 'build_shards']
 
 
 
@@ -57,6 +57,8 @@ FEATURES = datasets.Features({'input_ids': datasets.List(datasets.Value('int32')
 COUNTERS = ['bytes', 'documents', 'sentences', 'tokens', 'examples', 'empty_documents', 'undecodable_lines',
             'long_lines', 'long_sentences', 'short_lines', 'repeated_documents']
 _DIGEST = 16                    # bytes of a document's hash: two documents of 10**9 taken as one with chance ~1e-21
+HASH = np.dtype([('hi', '<u8'), ('lo', '<u8')])   # a document's hash, as numpy sorts and compares it
+DOCUMENTS = 'documents.npy'     # beside the shards: each kept document's id (`document` column) and hash
 
 # ---------------------------------------------------------------- shards
 
@@ -258,14 +260,17 @@ def _drop_documents(path: Path, documents: np.ndarray) -> int:
     return table.num_rows
 
 
-def _drop_repeated(built: list[tuple[dict, bytes]], out_dir: Path) -> list[dict]:
-    """Each shard's counters, once the examples of every document whose text repeats an earlier one's (in shard
-    order, so the first is kept wherever it lies: in the same shard or another) are dropped from the shard files and
-    counted as its 'repeated_documents'. Examples are built before, so the kept ones are those of a build without
-    de-duplication."""
-    hashes = np.frombuffer(b''.join(h for _, h in built), dtype=[('hi', '<u8'), ('lo', '<u8')])
-    repeated = np.ones(len(hashes), bool)
-    repeated[np.unique(hashes, return_index=True)[1]] = False  # the index of each text's first occurrence
+def _drop_repeated(built: list[tuple[dict, bytes]], out_dir: Path, drop: bool) -> list[dict]:
+    """Each shard's counters; with `drop`, once the examples of every document whose text repeats an earlier one's (in
+    shard order, so the first is kept wherever it lies: in the same shard or another) are dropped from the shard
+    files and counted as its 'repeated_documents'. Examples are built before, so the kept ones are those of a build
+    without de-duplication. The kept documents' ids and hashes are saved as `DOCUMENTS`, for `drop_repeated_across`."""
+    hashes = np.frombuffer(b''.join(h for _, h in built), dtype=HASH)
+    ids = np.concatenate([(i << 32) + np.arange(len(h) // _DIGEST, dtype=np.int64) for i, (_, h) in enumerate(built)])
+    repeated = np.zeros(len(hashes), bool)
+    if drop:
+        repeated[:] = True
+        repeated[np.unique(hashes, return_index=True)[1]] = False  # the index of each text's first occurrence
     out, start = [], 0
     for index, (stats, h) in enumerate(built):
         docs = np.flatnonzero(repeated[start:start + len(h) // _DIGEST])
@@ -274,6 +279,9 @@ def _drop_repeated(built: list[tuple[dict, bytes]], out_dir: Path) -> list[dict]
         if len(docs) and stats.get('examples'):
             stats['examples'] = _drop_documents(out_dir / f'shard-{index:05d}.arrow', (index << 32) + docs)
         out.append(stats)
+    table = np.empty((~repeated).sum(), dtype=[('document', '<i8'), ('hi', '<u8'), ('lo', '<u8')])
+    table['document'], table['hi'], table['lo'] = ids[~repeated], hashes['hi'][~repeated], hashes['lo'][~repeated]
+    np.save(out_dir / DOCUMENTS, table)
     return out
 
 
@@ -369,4 +377,4 @@ def build_shards(source: CorpusSource, tokenizer, settings: BuildSettings, seed:
     bar = _Progress(source.total_bytes(), f'examples of {Path(source.entry).name[:40] or source.entry}', progress)
     try: built = _run_shards(shards, job, out_dir, num_proc, bar)
     finally: bar.close()
-    return _drop_repeated(built, out_dir) if settings.deduplicate else [stats for stats, _ in built]
+    return _drop_repeated(built, out_dir, settings.deduplicate)

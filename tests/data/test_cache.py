@@ -174,3 +174,30 @@ def test_repeated_rows_of_a_table_are_dropped_and_counted(tmp_path):
     assert info['counts']['repeated_documents'] == 3 and info['n_documents'] == 20
     counts = Counter(i for ids in ds['input_ids'] for i in ids if i not in (tok.cls_token_id, tok.sep_token_id))
     assert counts.most_common(1)[0][1] == 1
+
+
+def test_documents_repeated_across_corpus_entries_are_dropped_from_the_later_one(tmp_path):
+    """Two corpus entries, the second holding 20 documents of the first among 10 of its own: each entry is built and
+    cached alone, so its own de-duplication cannot see the other; the held-out examples of one corpus held text
+    trained on in the other. The later entry's copies are dropped now, counted in its line."""
+    from electra.data.batches import held_out_split
+    from electra.data.cache import build_corpus, drop_repeated_across, format_duplicates
+    from electra.data.corpus import resolve_corpus
+    tok, docs = unique_words(tmp_path, 40)
+    a = lines_file(tmp_path / 'a.txt', docs[:30])
+    b = lines_file(tmp_path / 'b.txt', docs[30:] + docs[:20])
+    settings = BuildSettings(max_length=16)
+    sources = resolve_corpus([str(a), str(b)], tmp_path / 'cache', settings)
+    parts = [build_corpus(s, tok, settings, tmp_path / 'cache', 0, 1, progress=False) for s in sources]
+    assert [build_summary(p)['counts']['repeated_documents'] for p in parts] == [0, 0]
+    kept, across = drop_repeated_across(parts)
+    assert across == [0, 20] and len(kept[0]) == len(parts[0])
+    assert format_duplicates(sources[1], build_summary(kept[1]), across[1]) == (f'corpus {b}: 1 file, 0 duplicate files '
+                                                                               'and 20 repeated documents dropped')
+    special = {tok.cls_token_id, tok.sep_token_id}
+    counts = Counter(i for part in kept for ids in part['input_ids'] for i in ids if i not in special)
+    assert counts.most_common(1)[0][1] == 1  # every text once, over both corpora
+    train, held = held_out_split(kept, 10, 0)
+    held_tokens = {i for ids in held['input_ids'] for i in ids} - special
+    trained = {i for part in train for ids in part['input_ids'] for i in ids}
+    assert len(held) == 10 and held_tokens and not held_tokens & trained

@@ -284,3 +284,17 @@ def test_linked_folders_are_read_once_and_a_dangling_link_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=re.escape(f"corpus directory {folder}: {folder / 'gone.txt'} is a link to "
                                                     f"{tmp_path / 'moved.txt'}, which does not exist")):
         resolve_corpus([str(folder)], tmp_path / 'cache')
+
+
+def test_an_entry_whose_every_file_an_earlier_entry_reads_is_refused(tmp_path):
+    "`--corpus a.txt,a.txt` (or a copy, or a folder and a file of it): trained on twice before; now refused, naming it."
+    a = tmp_path / 'a.txt'
+    a.write_text('One sentence.\n')
+    (tmp_path / 'copy.txt').write_bytes(a.read_bytes())
+    for second in (a, tmp_path / 'copy.txt'):
+        with pytest.raises(ConfigError, match=re.escape(f"corpus '{second}': every file of it is read already")):
+            resolve_corpus([str(tmp_path), str(second)], tmp_path / 'cache')
+    [source] = resolve_corpus([str(a)], tmp_path / 'cache')
+    assert source.files == [a]
+    assert [len(s.files) for s in resolve_corpus([str(a), str(a)], tmp_path / 'cache',
+                                                 BuildSettings(deduplicate=False))] == [1, 1]

@@ -263,7 +263,7 @@ def _refusal(path: Path, head: bytes, complete: bool, fmt: str) -> str:
     sentence that starts with its path. Lines that are a table's rows are text only where `fmt` declares how text
     files are read (anything but 'auto')."""
     if what := not_text(path, head): return what
-    if b'\0' in head:
+    if NUL in head:
         return (f"holds a NUL byte on {_line_of(head, head.index(NUL))}: it is not text (binary data, or text in "
                 "UTF-32). Remove it, or write its text as UTF-8")
     found = sniff(head, complete)
@@ -278,13 +278,13 @@ def _refusal(path: Path, head: bytes, complete: bool, fmt: str) -> str:
     return ''
 
 
-def _directory(p: Path, fmt: str) -> CorpusSource:
-    "The text files of directory `p`, empty ones skipped and counted; any other file is refused, naming it."
+def _directory(entry: str, p: Path, fmt: str) -> CorpusSource:
+    "The text files of directory `p` (`entry`), empty ones skipped and counted; any other file is refused, naming it."
     found = sorted(_visible_files(p))
     if not found:
         raise ConfigError(f"corpus directory {p} has no (non-hidden) files. Put text files in it or remove it from "
                           "`corpus`.")
-    source, refused = CorpusSource(str(p), 'files', in_directory=True), []
+    source, refused = CorpusSource(entry, 'files', in_directory=True), []
     for f in found:
         if not f.is_file():  # text meant for the corpus that cannot be read as a file
             refused.append((f, f"is a link to {os.readlink(f)}, which does not exist" if f.is_symlink() and not
@@ -307,10 +307,7 @@ def _text_files(entry: str, cache_dir: Path, fmt: str) -> CorpusSource:
     if entry == 'demo':
         return CorpusSource(entry, 'files', [write_demo_corpus(Path(cache_dir) / 'demo' / 'demo_corpus.txt')])
     p = Path(entry).expanduser()
-    if p.is_dir():
-        source = _directory(p, fmt)
-        source.entry = entry
-        return source
+    if p.is_dir(): return _directory(entry, p, fmt)
     if p.is_file():
         head, complete = read_head(p)
         if why := _refusal(p, head, complete, fmt): raise ConfigError(f"corpus file {p} {why}.")

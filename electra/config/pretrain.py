@@ -22,7 +22,7 @@ OBJECTIVES = ['electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm',  
 # Refused, naming the key, both values and the fix: they change the model's shapes, the examples and their order, the
 # objective or the optimisation, so the run would not go on as it began.
 RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_column', 'hub_split', 'min_line_chars',
-               'remove_empty_parens', 'max_sentence_chars', 'deduplicate', 'corpus_weights', 'eval_examples', 'max_length',
+               'remove_empty_parens', 'max_sentence_chars', 'corpus_weights', 'eval_examples', 'max_length',
                'hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size', 'embedding_size',
                'generator_size', 'max_position_embeddings', 'tie_weights', 'dropout', 'mask_prob', 'init', 'mask_mode',
                'mask_token_prob', 'random_token_prob', 'mask_unk', 'temperature', 'disallow_correct',
@@ -35,9 +35,10 @@ RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_colu
 # which only chooses a new run's first weights (a resumed run continues from its checkpoint's).
 RESUME_SAID = ('steps', 'lr', 'precision', 'init_from')
 # Compared by content, not by the key: the corpus by the examples built from it (a corpus moved or touched is the same
-# one, a file edited in place is not), the tokenizer by its files (`vocab_size`, `lowercase` and `strip_accents` shape it
-# when it is trained on the corpus).
-RESUME_CONTENT = ('corpus', 'tokenizer', 'vocab_size', 'lowercase', 'strip_accents')
+# one, a file edited in place is not; `deduplicate` by the examples it leaves, so a checkpoint older than the key
+# resumes where its corpus repeats nothing), the tokenizer by its files (`vocab_size`, `lowercase` and `strip_accents`
+# shape it when it is trained on the corpus).
+RESUME_CONTENT = ('corpus', 'deduplicate', 'tokenizer', 'vocab_size', 'lowercase', 'strip_accents')
 # Free: where and how the run runs, what it logs, none of what it trains (float rounding aside).
 RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'device', 'threads', 'logger',
                'neptune_project', 'log_every', 'checkpoint_at', 'num_workers', 'num_proc', 'grad_accum_steps',

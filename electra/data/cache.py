@@ -121,16 +121,19 @@ def _shards_sha256(directory: Path, names: list[str]) -> str:
     return h.hexdigest()
 
 
-def examples_digest(parts: list[datasets.Dataset]) -> str:
-    """What a run trains on, by content: a hash of the examples of each corpus's build (`build_corpus`), in order.
-    The same text gives the same examples wherever it lies and whenever it was touched (the shards' random streams
-    are seeded by file names and sizes, not paths or times); a word edited gives others. Read from the build records
-    (hashed once, when built); a build recorded before they held it is hashed now."""
+def examples_digest(parts: list[datasets.Dataset], across: Optional[list[int]] = None) -> str:
+    """What a run trains on, by content: a hash of the examples of each corpus's build (`build_corpus`), in order,
+    and of the documents `drop_repeated_across` dropped from each (`across`: a function of the builds, so its counts
+    tell whether it ran; none dropped hashes as before it existed). The same text gives the same examples wherever it
+    lies and whenever it was touched (the shards' random streams are seeded by file names and sizes, not paths or
+    times); a word edited gives others. Read from the build records (hashed once, when built); a build recorded
+    before they held it is hashed now."""
     h = hashlib.sha256()
     for part in parts:
         info = build_summary(part)
         directory = Path(part.cache_files[0]['filename']).parent
         h.update((info.get('examples_sha256') or _shards_sha256(directory, [s[0] for s in info['shards']])).encode())
+    if any(across or []): h.update(json.dumps(across).encode())
     return h.hexdigest()[:16]
 
 

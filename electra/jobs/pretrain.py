@@ -123,9 +123,9 @@ from electra.data.batches import held_out_split, pretraining_dataloader
 
 with main_process_first('the pretraining data cache', cfg.dist_timeout):  # built once; the others read it
     parts = [build_corpus(source, tokenizer, settings, Path(cfg.cache_dir), cfg.seed, cfg.num_proc) for source in sources]
-corpus_digest = examples_digest(parts)  # the examples by content, recorded in checkpoints
 # each corpus is de-duplicated alone when built; a document an earlier corpus holds is dropped here
 parts, across = drop_repeated_across(parts) if cfg.deduplicate else (parts, [0] * len(parts))
+corpus_digest = examples_digest(parts, across)  # the examples by content, recorded in checkpoints
 for source, part, n in zip(sources, parts, across):  # what was read, then the text read twice and dropped
     print_main(format_summary(build_summary(part)))
     print_main(format_duplicates(source, build_summary(part), n))

@@ -181,7 +181,7 @@ def test_documents_repeated_across_corpus_entries_are_dropped_from_the_later_one
     cached alone, so its own de-duplication cannot see the other; the held-out examples of one corpus held text
     trained on in the other. The later entry's copies are dropped now, counted in its line."""
     from electra.data.batches import held_out_split
-    from electra.data.cache import build_corpus, drop_repeated_across, format_duplicates
+    from electra.data.cache import build_corpus, drop_repeated_across, examples_digest, format_duplicates
     from electra.data.corpus import resolve_corpus
     tok, docs = unique_words(tmp_path, 40)
     a = lines_file(tmp_path / 'a.txt', docs[:30])
@@ -192,6 +192,8 @@ def test_documents_repeated_across_corpus_entries_are_dropped_from_the_later_one
     assert [build_summary(p)['counts']['repeated_documents'] for p in parts] == [0, 0]
     kept, across = drop_repeated_across(parts)
     assert across == [0, 20] and len(kept[0]) == len(parts[0])
+    # what the run trains on, as resumes compare it: other with the drop than without, as before when nothing dropped
+    assert examples_digest(kept, across) != examples_digest(parts, [0, 0]) == examples_digest(parts)
     assert format_duplicates(sources[1], build_summary(kept[1]), across[1]) == (f'corpus {b}: 1 file, 0 duplicate files '
                                                                                'and 20 repeated documents dropped')
     special = {tok.cls_token_id, tok.sep_token_id}

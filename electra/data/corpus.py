@@ -270,8 +270,9 @@ def _refusal(path: Path, head: bytes, complete: bool, fmt: str) -> str:
     if found.problem == 'not UTF-8':
         try: at = len(codecs.getincrementaldecoder('utf-8')().decode(head, final=complete).encode())
         except UnicodeDecodeError as e: at = e.start
-        return (f"is not UTF-8 text ({_line_of(head, at)}: another encoding such as latin-1, or not text): write it "
-                f"as UTF-8 (`iconv -f LATIN1 -t UTF-8 {path} > {path.with_name(f'utf8_{path.name}')}`) or remove it")
+        return (f"is not UTF-8 text ({_line_of(head, at)}: another encoding, or not text): write it as UTF-8 (`iconv "
+                f"-f ENCODING -t UTF-8 {path} > {path.with_name(f'utf8_{path.name}')}`, ENCODING its own: LATIN1, "
+                "CP1252, SHIFT_JIS, GBK, ...) or remove it")
     if found.rows and fmt == 'auto':
         return (f"holds {found.rows}, not text: {TABLES}; or set `corpus_format` (lines, documents or paragraphs) "
                 "to read its lines as text")

@@ -8,8 +8,8 @@ The public API, by concern (each name is imported on first use, so `import elect
   `ElectraForMaskedLM` generator and `ElectraForPreTraining` discriminator, trained together),
   `build_pretraining_model`, `ElectraLoss`; its objectives (`OBJECTIVES`, a row each: docs/objectives.md) and their
   compute, `pretrain_step_flops`
-- data: `resolve_corpus`, `build_corpus`, `held_out_split`, `pretraining_dataloader`, `train_tokenizer`,
-  `load_tokenizer`
+- data: `resolve_corpus`, `build_corpus`, `drop_repeated_across` (several corpora), `held_out_split`,
+  `pretraining_dataloader`, `train_tokenizer`, `load_tokenizer`
 - training: `ElectraAdam`, `electra_opt_func`, `warmup_decay_sched`, `lr_at_step`, `init_distributed`
 - pretraining: `pretraining_learner`, `train`, `export_pretrained`, `load_discriminator`, `load_init`
 - conversion: `convert_tf_checkpoint` (official TensorFlow checkpoints, no TensorFlow needed)
@@ -41,6 +41,7 @@ _HOMES = {
     'ElectraLoss': 'electra.objective.loss', 'OBJECTIVES': 'electra.config.objectives',
     'pretrain_step_flops': 'electra.objective.flops',
     'resolve_corpus': 'electra.data.corpus', 'build_corpus': 'electra.data.cache',
+    'drop_repeated_across': 'electra.data.cache',
     'held_out_split': 'electra.data.batches', 'pretraining_dataloader': 'electra.data.batches',
     'train_tokenizer': 'electra.data.tokenizer', 'load_tokenizer': 'electra.data.tokenizer',
     'ElectraAdam': 'electra.training.optim', 'electra_opt_func': 'electra.training.optim',

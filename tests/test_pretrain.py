@@ -612,3 +612,23 @@ def test_the_readme_demo_preset_warns_of_nothing(tmp_path, recwarn, capsys):
     assert [str(w.message) for w in recwarn if issubclass(w.category, UserWarning)] == []
     out = capsys.readouterr()
     assert 'warning' not in (out.out + out.err).lower() and '225 held out' in out.out
+
+
+def test_a_corpus_s_repeated_text_and_other_formats_in_the_driver(tmp_path, capsys):
+    """pretrain.py on a folder holding a file and a link to it: one line says what was dropped, and the held-out
+    examples share no example with training. The same folder with a PyTorch checkpoint in it: refused before any work
+    (no tokenizer trained, nothing cached), naming the checkpoint."""
+    from electra.data.demo import write_demo_corpus
+    folder = tmp_path / 'corpus'
+    text = write_demo_corpus(folder / 'demo.txt', n_docs=300)
+    (folder / 'again.txt').symlink_to(text)
+    g = pretrain(tmp_path, *TINY, '--steps', '1', '--corpus', str(folder), '--eval_examples', '16')
+    out = capsys.readouterr().out.splitlines()
+    assert f'corpus {folder}: 2 files, 1 duplicate file and 0 repeated documents dropped' in out
+    held = {tuple(ids) for ids in g['held_out']['input_ids']}
+    assert len(held) == 16 and not held & {tuple(ids) for ids in g['dataset']['input_ids']}
+    torch.save({'weight': torch.zeros(2)}, folder / 'model.pth')
+    with pytest.raises(ConfigError, match=re.escape(f"corpus directory {folder}: {folder / 'model.pth'} is a PyTorch "
+                                                    "checkpoint, not text.")):
+        pretrain(tmp_path / 'second', *TINY, '--steps', '1', '--corpus', str(folder))
+    assert [f.name for f in (tmp_path / 'second').rglob('*') if f.is_file()] == ['.lock']  # the run's lock alone

@@ -27,7 +27,7 @@ import yaml
 __all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
            'threads_field', 'threads_setting',
-           'compressed', 'COMPRESSED_SUFFIXES', 'path', 'expand_path', 'load_json', 'MAX_DIGITS']
+           'compressed', 'COMPRESSED_SUFFIXES', 'not_text', 'path', 'expand_path', 'load_json', 'MAX_DIGITS']
 
 
 class ConfigError(ValueError):
@@ -516,6 +516,15 @@ _COMPRESSED = ((re.compile(rb'\x1f\x8b'), 'gzip', 'gzip -dc'),
                (re.compile(rb'\xfd7zXZ\x00'), 'xz', 'xz -dc'), (re.compile(rb'\x28\xb5\x2f\xfd'), 'zstd', 'zstd -dc'),
                (re.compile(rb'PK\x03\x04'), 'zip', 'unzip -p'))
 COMPRESSED_SUFFIXES = ('.gz', '.bz2', '.xz', '.zst', '.zip')
+# A PyTorch checkpoint is a zip archive whose first member is its pickle, `<archive>/data.pkl` (torch.save): told apart
+# from a zip of text files, which `unzip -p` would write out plain.
+_TORCH = re.compile(rb'PK\x03\x04.{26}[^\x00]{0,256}?data\.pkl', re.S)
+# Other formats of files found where text was meant, by their first bytes; none is how UTF-8 text can start.
+_BINARY = ((_TORCH, 'a PyTorch checkpoint'), (re.compile(rb'\x89PNG\r\n\x1a\n'), 'a PNG image'),
+           (re.compile(rb'\xff\xd8\xff'), 'a JPEG image'), (re.compile(rb'GIF8[79]a'), 'a GIF image'),
+           (re.compile(rb'%PDF-'), 'a PDF document'), (re.compile(rb'PAR1'), 'a Parquet table'),
+           (re.compile(rb'ARROW1'), 'an Arrow table'), (re.compile(rb'\x93NUMPY'), 'a NumPy array'),
+           (re.compile(rb'\x80[\x02-\x05]'), 'a Python pickle'), (re.compile(rb'SQLite format 3\x00'), 'an SQLite database'))
 
 
 def compressed(path: str | Path, head: bytes | None = None) -> str:
@@ -525,13 +534,42 @@ def compressed(path: str | Path, head: bytes | None = None) -> str:
     path = Path(path)
     if head is None:
         try:
-            with open(path, 'rb') as f: head = f.read(16)
+            with open(path, 'rb') as f: head = f.read(512)
         except OSError: return ''
+    if _TORCH.match(head): return ''
     for magic, name, command in _COMPRESSED:
         if magic.match(head):
             plain = path.with_suffix('') if path.suffix in COMPRESSED_SUFFIXES else path.with_name(f'plain_{path.name}')
             return (f"is {name}-compressed, not text: write it out plain first (`{command} {path} > {plain}`) and give "
                     f"the plain file")
+    return ''
+
+
+def _utf16(head: bytes) -> str:
+    """The encoding (as iconv names it) of text in UTF-16 or UTF-32, by its byte-order mark or, without one, a NUL in
+    every other byte (the high bytes of Latin-script UTF-16); else ''."""
+    if head.startswith((b'\xff\xfe\x00\x00', b'\x00\x00\xfe\xff')): return 'UTF-32'
+    if head.startswith((b'\xff\xfe', b'\xfe\xff')): return 'UTF-16'
+    even, odd = head[:1024:2], head[1:1024:2]
+    if len(odd) < 2: return ''
+    zeros = even.count(0) / len(even), odd.count(0) / len(odd)
+    if min(zeros) >= 0.1 or max(zeros) <= 0.5: return ''
+    low = even if zeros[1] > 0.5 else odd  # the characters' low bytes: mostly printable, in text
+    if sum(b >= 0x20 or b in b'\t\n\r' for b in low) < 0.9 * len(low): return ''
+    return 'UTF-16LE' if zeros[1] > 0.5 else 'UTF-16BE'
+
+
+
+def not_text(path: str | Path, head: bytes) -> str:
+    """'' for a file whose first bytes `head` may be text; else, as `compressed` says it, what the file is and how to
+    write its text out as UTF-8 where it holds text: compressed, UTF-16/32, or a binary format known by its first
+    bytes (a PyTorch checkpoint, an image, a table, ...)."""
+    if packed := compressed(path, head): return packed
+    for magic, name in _BINARY:
+        if magic.match(head): return f"is {name}, not text"
+    if encoding := _utf16(head):
+        return (f"is {encoding[:6]} text: write it as UTF-8 first (`iconv -f {encoding} -t UTF-8 {path} > "
+                f"{Path(path).with_name(f'utf8_{Path(path).name}')}`) and give that file")
     return ''
 
 

@@ -35,9 +35,10 @@ RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_colu
 # which only chooses a new run's first weights (a resumed run continues from its checkpoint's).
 RESUME_SAID = ('steps', 'lr', 'precision', 'init_from')
 # Compared by content, not by the key: the corpus by the examples built from it (a corpus moved or touched is the same
-# one, a file edited in place is not), the tokenizer by its files (`vocab_size`, `lowercase` and `strip_accents` shape it
-# when it is trained on the corpus).
-RESUME_CONTENT = ('corpus', 'tokenizer', 'vocab_size', 'lowercase', 'strip_accents')
+# one, a file edited in place is not; `deduplicate` by the examples it leaves, so a checkpoint older than the key
+# resumes where its corpus repeats nothing), the tokenizer by its files (`vocab_size`, `lowercase` and `strip_accents`
+# shape it when it is trained on the corpus).
+RESUME_CONTENT = ('corpus', 'deduplicate', 'tokenizer', 'vocab_size', 'lowercase', 'strip_accents')
 # Free: where and how the run runs, what it logs, none of what it trains (float rounding aside).
 RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'device', 'threads', 'logger',
                'neptune_project', 'log_every', 'checkpoint_at', 'num_workers', 'num_proc', 'grad_accum_steps',
@@ -68,7 +69,7 @@ class PretrainConfig:
     # -- data
     corpus: list[path] = field(['demo'], "corpora, one per entry: a text file or a directory of them (read as "
                                         "`corpus_format` says), 'demo' (the built-in sample corpus), local table files "
-                                        "(.parquet, .jsonl/.json, .arrow, or a directory of them) or a Hugging Face hub "
+                                        "(.parquet, .jsonl/.json, .csv/.tsv, .arrow, or a directory of them) or a Hugging Face hub "
                                         "dataset hub:<name>[:<config>], e.g. hub:openwebtext, "
                                         "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus", min_items=1)
     corpus_format: str = choice_field('auto', FORMATS, "how text files are read: 'lines' = the official layout (one "
@@ -91,6 +92,10 @@ class PretrainConfig:
     remove_empty_parens: bool = field(False, "delete '()' left where links were stripped (the replication's cleaning)")
     max_sentence_chars: int = field(10_000, 'skip (and count) sentences longer than this: minified code, tables, '
                                             'encoded blobs; lines over 1 MiB are always skipped', gt=0)
+    deduplicate: bool = field(True, "drop text read before, ahead of the held-out split: a file reached twice (a link, "
+                                    "an entry naming it again) or copied, and a document (blank-line separated; a "
+                                    "table's row) repeating an earlier one's text; counted in one line. false: every "
+                                    "copy is trained on, as the official code does")
     corpus_weights: list[float] = field([], 'mix the corpora with these weights (one per corpus entry)', gt=0,
                                         empty='concatenate the corpora, every example equally likely')
     num_proc: int = field(0, 'processes building the examples; the examples do not depend on it', ge=0,

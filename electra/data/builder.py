@@ -8,6 +8,7 @@ the examples are the same whatever the parallelism; memory per process is one ba
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
 import multiprocessing
 import os
@@ -22,7 +23,9 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import datasets
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from electra.config.base import ConfigError
 from electra.data.corpus import (
@@ -41,18 +44,21 @@ from electra.data.examples import ExampleBuilder
 from electra.data.sentences import split_sentences, splitter
 from electra.runtime.processes import die_with_parent
 
-__all__ = ['BUILDER_VERSION', 'COUNTERS', 'FEATURES', 'build_shards']
+__all__ = ['BUILDER_VERSION', 'COUNTERS', 'DOCUMENTS', 'FEATURES', 'HASH', 'build_shards']
 
 
 
-BUILDER_VERSION = 2  # bump when a change to this module, corpus, sentences or examples changes the examples built
+BUILDER_VERSION = 3  # bump when a change to this module, corpus, sentences or examples changes the examples built
 _BATCH_CHARS = 1 << 20          # text per batched sentence-splitter / tokenizer call
 _WRITE_ROWS = 10_000            # examples per Arrow record batch
 FEATURES = datasets.Features({'input_ids': datasets.List(datasets.Value('int32')),
                               'token_type_ids': datasets.List(datasets.Value('int8')),
                               'document': datasets.Value('int64')})  # (shard << 32) + document number in the shard
 COUNTERS = ['bytes', 'documents', 'sentences', 'tokens', 'examples', 'empty_documents', 'undecodable_lines',
-            'long_lines', 'long_sentences', 'short_lines']
+            'long_lines', 'long_sentences', 'short_lines', 'repeated_documents']
+_DIGEST = 16                    # bytes of a document's hash: two documents of 10**9 taken as one with chance ~1e-21
+HASH = np.dtype([('hi', '<u8'), ('lo', '<u8')])   # a document's hash, as numpy sorts and compares it
+DOCUMENTS = 'documents.npy'     # beside the shards: each kept document's id (`document` column) and hash
 
 # ---------------------------------------------------------------- shards
 
@@ -178,13 +184,28 @@ def _doc_batches(docs: Iterator[tuple[list[str], bool]]) -> Iterator[list[tuple[
     if batch: yield batch
 
 
+def _split_batch(batch: list[tuple[list[str], bool]], lang: Optional[str], settings: BuildSettings,
+                 stats: Counter) -> list[list[str]]:
+    "The sentences of each document piece of `batch`, those over `max_sentence_chars` skipped and counted."
+    split = split_sentences([line for doc, _ in batch for line in doc], lang)
+    doc_sentences, i = [], 0
+    for doc, _ in batch:
+        sentences = [x for line in split[i:i + len(doc)] for x in line]
+        i += len(doc)
+        kept = [x for x in sentences if len(x) <= settings.max_sentence_chars]
+        stats['long_sentences'] += len(sentences) - len(kept)
+        doc_sentences.append(kept)
+    return doc_sentences
+
+
 def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
-                 report: Callable[[int, int], None]) -> dict:
-    """Build shard `index` into the Arrow file `path` (none when it gives no example); returns its counters.
+                 report: Callable[[int, int], None]) -> tuple[dict, bytes]:
+    """Build shard `index` into the Arrow file `path` (none when it gives no example); returns its counters and the
+    hash of each of its documents' text (its cleaned lines), `_DIGEST` bytes each, in document order.
     `report(bytes, examples)` is called after every batch, for the progress bar."""
-    s, stats = job.settings, Counter()
+    s, stats, hashes = job.settings, Counter(), []
     builder = ExampleBuilder(s.max_length, job.cls_id, job.sep_id, random.Random(f'{job.seed}:{job.key}:{index}'))
-    columns, writer, n_doc = {name: [] for name in FEATURES}, None, 0
+    columns, writer, n_doc, digest = {name: [] for name in FEATURES}, None, 0, hashlib.blake2b(digest_size=_DIGEST)
     reported = (0, 0)
 
     def flush():
@@ -206,18 +227,12 @@ def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
     try:
         for fmt, lang, lines in _shard_streams(job, shard, stats):
             for batch in _doc_batches(documents(lines, fmt, s, stats, _BATCH_CHARS)):
-                split = split_sentences([line for doc, _ in batch for line in doc], lang)
-                doc_sentences, i = [], 0
-                for doc, _ in batch:
-                    sentences = [x for line in split[i:i + len(doc)] for x in line]
-                    i += len(doc)
-                    kept = [x for x in sentences if len(x) <= s.max_sentence_chars]
-                    stats['long_sentences'] += len(sentences) - len(kept)
-                    doc_sentences.append(kept)
+                doc_sentences = _split_batch(batch, lang, s, stats)
                 flat = [x for doc in doc_sentences for x in doc]
                 ids = iter([e.ids for e in job.tokenizer.encode_batch_fast(flat, add_special_tokens=False)])
                 stats['sentences'] += len(flat)
-                for sentences, (_, ends) in zip(doc_sentences, batch):
+                for sentences, (doc, ends) in zip(doc_sentences, batch):
+                    digest.update('\n'.join(doc).encode() + b'\n')  # a long document comes in pieces
                     for _ in sentences:
                         sentence = next(ids)
                         stats['tokens'] += len(sentence)
@@ -225,12 +240,49 @@ def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
                     if ends:
                         emit(builder.end_document())  # examples never span documents
                         n_doc += 1
+                        hashes.append(digest.digest())
+                        digest = hashlib.blake2b(digest_size=_DIGEST)
                 report(stats['bytes'] - reported[0], stats['examples'] - reported[1])
                 reported = (stats['bytes'], stats['examples'])
         flush()
     finally:
         if writer is not None: writer.close()
-    return dict(stats)
+    return dict(stats), b''.join(hashes)
+
+
+def _drop_documents(path: Path, documents: np.ndarray) -> int:
+    "Write shard file `path` again without the examples of `documents` (ids of its `document` column); rows left."
+    with pa.ipc.open_stream(str(path)) as reader: table = reader.read_all()
+    table = table.filter(pc.invert(pc.is_in(table['document'], pa.array(documents, pa.int64()))))
+    path.unlink()
+    if table.num_rows:
+        with pa.ipc.new_stream(str(path), FEATURES.arrow_schema) as writer: writer.write_table(table)
+    return table.num_rows
+
+
+def _drop_repeated(built: list[tuple[dict, bytes]], out_dir: Path, drop: bool) -> list[dict]:
+    """Each shard's counters; with `drop`, once the examples of every document whose text repeats an earlier one's (in
+    shard order, so the first is kept wherever it lies: in the same shard or another) are dropped from the shard
+    files and counted as its 'repeated_documents'. Examples are built before, so the kept ones are those of a build
+    without de-duplication. The kept documents' ids and hashes are saved as `DOCUMENTS`, for `drop_repeated_across`."""
+    hashes = np.frombuffer(b''.join(h for _, h in built), dtype=HASH)
+    ids = np.concatenate([(i << 32) + np.arange(len(h) // _DIGEST, dtype=np.int64) for i, (_, h) in enumerate(built)])
+    repeated = np.zeros(len(hashes), bool)
+    if drop:
+        repeated[:] = True
+        repeated[np.unique(hashes, return_index=True)[1]] = False  # the index of each text's first occurrence
+    out, start = [], 0
+    for index, (stats, h) in enumerate(built):
+        docs = np.flatnonzero(repeated[start:start + len(h) // _DIGEST])
+        start += len(h) // _DIGEST
+        stats = {**stats, 'repeated_documents': len(docs), 'documents': stats.get('documents', 0) - len(docs)}
+        if len(docs) and stats.get('examples'):
+            stats['examples'] = _drop_documents(out_dir / f'shard-{index:05d}.arrow', (index << 32) + docs)
+        out.append(stats)
+    table = np.empty((~repeated).sum(), dtype=[('document', '<i8'), ('hi', '<u8'), ('lo', '<u8')])
+    table['document'], table['hi'], table['lo'] = ids[~repeated], hashes['hi'][~repeated], hashes['lo'][~repeated]
+    np.save(out_dir / DOCUMENTS, table)
+    return out
 
 
 def _worker(job: _Job, out_dir: str, tasks, results, parent: int) -> None:
@@ -240,9 +292,9 @@ def _worker(job: _Job, out_dir: str, tasks, results, parent: int) -> None:
     while (task := tasks.get()) is not None:
         index, shard = task
         try:
-            stats = _build_shard(index, shard, job, Path(out_dir) / f'shard-{index:05d}.arrow',
+            built = _build_shard(index, shard, job, Path(out_dir) / f'shard-{index:05d}.arrow',
                                  lambda b, e: results.put(('progress', index, (b, e))))
-            results.put(('done', index, stats))
+            results.put(('done', index, built))
         except ConfigError as e:
             results.put(('error', index, e))
         except BaseException:
@@ -269,8 +321,9 @@ class _Progress:
     def close(self): self.bar.close()
 
 
-def _run_shards(shards: list[list[tuple]], job: _Job, out_dir: Path, num_proc: int, progress: _Progress) -> list[dict]:
-    "Build every shard, in this process or in `num_proc` worker processes; counters in shard order."
+def _run_shards(shards: list[list[tuple]], job: _Job, out_dir: Path, num_proc: int,
+                progress: _Progress) -> list[tuple[dict, bytes]]:
+    "Build every shard, in this process or in `num_proc` worker processes; counters and hashes in shard order."
     if num_proc <= 1 or len(shards) <= 1:
         return [_build_shard(i, shard, job, out_dir / f'shard-{i:05d}.arrow', progress) for i, shard in enumerate(shards)]
     # fork shares the tokenizer and a memory-mapped table without pickling; elsewhere fork is unsafe
@@ -291,7 +344,7 @@ def _run_shards(shards: list[list[tuple]], job: _Job, out_dir: Path, num_proc: i
         gc.unfreeze()
         if saved is None: os.environ.pop('TOKENIZERS_PARALLELISM')
         else: os.environ['TOKENIZERS_PARALLELISM'] = saved
-    done: dict[int, dict] = {}
+    done: dict[int, tuple[dict, bytes]] = {}
     try:
         while len(done) < len(shards):
             try: kind, index, payload = results.get(timeout=1.0)
@@ -313,8 +366,8 @@ def _run_shards(shards: list[list[tuple]], job: _Job, out_dir: Path, num_proc: i
 
 def build_shards(source: CorpusSource, tokenizer, settings: BuildSettings, seed: int, out_dir: Path, num_proc: int,
                  progress: bool = True) -> list[dict]:
-    """Cut `source` into shards and build each into `out_dir/shard-<i>.arrow`, in `num_proc` processes; each shard's
-    counters (`COUNTERS`), in shard order."""
+    """Cut `source` into shards and build each into `out_dir/shard-<i>.arrow`, in `num_proc` processes, the examples of
+    repeated documents dropped (`settings.deduplicate`); each shard's counters (`COUNTERS`), in shard order."""
     shards = _plan_files(source, settings) if source.kind == 'files' else _plan_table(source, settings)
     for lang in _languages(shards, source, settings): splitter(lang)  # fails early on a bad language; forks inherit it
     backend = type(tokenizer.backend_tokenizer).from_str(tokenizer.backend_tokenizer.to_str())
@@ -322,5 +375,6 @@ def build_shards(source: CorpusSource, tokenizer, settings: BuildSettings, seed:
     backend.no_padding()
     job = _Job(source, backend, settings, seed, source.seed_key(), tokenizer.cls_token_id, tokenizer.sep_token_id)
     bar = _Progress(source.total_bytes(), f'examples of {Path(source.entry).name[:40] or source.entry}', progress)
-    try: return _run_shards(shards, job, out_dir, num_proc, bar)
+    try: built = _run_shards(shards, job, out_dir, num_proc, bar)
     finally: bar.close()
+    return _drop_repeated(built, out_dir, settings.deduplicate)

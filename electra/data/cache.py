@@ -17,14 +17,16 @@ from pathlib import Path
 from typing import Optional
 
 import datasets
+import numpy as np
 
 from electra.config.base import ConfigError
-from electra.data.builder import BUILDER_VERSION, COUNTERS, build_shards
+from electra.data.builder import BUILDER_VERSION, COUNTERS, DOCUMENTS, HASH, build_shards
 from electra.data.corpus import BuildSettings, CorpusSource, skipped_in_words
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.runtime.files import file_sha256, owner_gone
 
-__all__ = ['build_corpus', 'build_summary', 'examples_digest', 'format_summary']
+__all__ = ['build_corpus', 'build_summary', 'drop_repeated_across', 'examples_digest', 'format_duplicates',
+           'format_summary']
 
 _MARKER = 'electra_build.json'  # written last: a dataset directory without it is incomplete
 _CHECK_BLOCKS, _CHECK_BLOCK, _CHECK_END = 16, 1 << 16, 1 << 20   # what of each shard file the checksum covers
@@ -63,6 +65,7 @@ def _load_verified(directory: Path, fingerprint: str) -> tuple[Optional[datasets
     except FileNotFoundError: return None, None, 'no build marker (an interrupted build)'
     except (OSError, ValueError) as e: return None, None, f'unreadable build marker ({e})'
     if info.get('fingerprint') != fingerprint: return None, None, 'build marker of another build'
+    if not (directory / DOCUMENTS).is_file(): return None, None, f'{DOCUMENTS} is missing'
     parts = []
     for name, rows, size, crc in info['shards']:
         path = directory / name
@@ -118,16 +121,19 @@ def _shards_sha256(directory: Path, names: list[str]) -> str:
     return h.hexdigest()
 
 
-def examples_digest(parts: list[datasets.Dataset]) -> str:
-    """What a run trains on, by content: a hash of the examples of each corpus's build (`build_corpus`), in order.
-    The same text gives the same examples wherever it lies and whenever it was touched (the shards' random streams
-    are seeded by file names and sizes, not paths or times); a word edited gives others. Read from the build records
-    (hashed once, when built); a build recorded before they held it is hashed now."""
+def examples_digest(parts: list[datasets.Dataset], across: Optional[list[int]] = None) -> str:
+    """What a run trains on, by content: a hash of the examples of each corpus's build (`build_corpus`), in order,
+    and of the documents `drop_repeated_across` dropped from each (`across`: a function of the builds, so its counts
+    tell whether it ran; none dropped hashes as before it existed). The same text gives the same examples wherever it
+    lies and whenever it was touched (the shards' random streams are seeded by file names and sizes, not paths or
+    times); a word edited gives others. Read from the build records (hashed once, when built); a build recorded
+    before they held it is hashed now."""
     h = hashlib.sha256()
     for part in parts:
         info = build_summary(part)
         directory = Path(part.cache_files[0]['filename']).parent
         h.update((info.get('examples_sha256') or _shards_sha256(directory, [s[0] for s in info['shards']])).encode())
+    if any(across or []): h.update(json.dumps(across).encode())
     return h.hexdigest()[:16]
 
 
@@ -188,6 +194,37 @@ def format_counts(counts: dict, skipped_files: dict) -> str:
     skipped = [f'{n:,} {reason} file(s)' for reason, n in skipped_files.items() if n]
     skipped += skipped_in_words(c)
     return ', '.join(said) + '; skipped: ' + (', '.join(skipped) or 'nothing')
+
+
+def drop_repeated_across(parts: list[datasets.Dataset]) -> tuple[list[datasets.Dataset], list[int]]:
+    """The builds of several corpus entries (`build_corpus`, each de-duplicated alone), each without the examples of
+    its documents whose text an earlier one holds; how many documents each lost. A view (an index of the rows kept,
+    in memory): the cached builds stay as they are, each reusable alone."""
+    seen, kept, counts = np.empty(0, HASH), [], []
+    for part in parts:
+        docs = np.load(Path(part.cache_files[0]['filename']).parent / DOCUMENTS)
+        hashes = docs[['hi', 'lo']].astype(HASH)
+        inverse = np.unique(np.concatenate([seen, hashes]), return_inverse=True)[1].ravel()
+        repeated = np.isin(inverse[len(seen):], inverse[:len(seen)])
+        counts.append(int(repeated.sum()))
+        seen = np.concatenate([seen, hashes[~repeated]])
+        if repeated.any():
+            column = part.data.column('document').to_numpy()
+            part = part.select(np.flatnonzero(~np.isin(column, docs['document'][repeated])), keep_in_memory=True)
+        kept.append(part)
+    return kept, counts
+
+
+def format_duplicates(source: CorpusSource, info: dict, across: int = 0) -> str:
+    """One line about the text read more than once and dropped (`BuildSettings.deduplicate`): files and documents,
+    `across` of them found in an earlier corpus entry (`drop_repeated_across`)."""
+    files = len(source.files) + sum(source.duplicates.values())
+    said = f"corpus {source.entry}: " + (f"{files:,} file{'s' * (files != 1)}, " if source.kind == 'files' else '')
+    if not info['settings'].get('deduplicate'): return said + 'duplicates kept (deduplicate: false)'
+    dropped = sum(source.duplicates.values())
+    repeated = info['counts'].get('repeated_documents', 0) + across
+    return said + (f"{dropped:,} duplicate file{'s' * (dropped != 1)} and " if source.kind == 'files' else '') + \
+        f"{repeated:,} repeated document{'s' * (repeated != 1)} dropped"
 
 
 def format_summary(info: dict) -> str:

@@ -1,6 +1,6 @@
 """Raw text in, documents of sentences out: the reading side of the pretraining data pipeline.
 
-A `corpus` entry is a text file, a directory of them, 'demo', a local table (.parquet/.jsonl/.json/.arrow,
+A `corpus` entry is a text file, a directory of them, 'demo', a local table (.parquet/.jsonl/.json/.csv/.tsv/.arrow,
 or a directory of them) or a Hugging Face hub dataset `hub:<name>[:<config>]`. Text is read as:
 
 - `lines`: the official ELECTRA layout, one sentence per line, a blank line between documents;
@@ -17,35 +17,41 @@ Lines that are paragraphs, not sentences, are split into sentences by spaCy's ru
 tables, and `lines` files whose lines are paragraph-long (median over 200 characters); the official
 layout (one sentence per line) is left as it is.
 
-Bad input is skipped and counted, never fatal unless nothing usable is left: binary, empty or non-UTF-8
-files inside a directory, lines that are not valid UTF-8 (mixed encodings), sentences longer than
-`max_sentence_chars` (minified code, tables, encoded blobs), empty documents. A file named explicitly in
-`corpus` that is not text at all is an error naming it: that is a mistake in the config, not noise.
+A file that is not text, named in `corpus` or found in a directory, is refused before any work in one line naming
+it and how to give its text: compressed, UTF-16/32, a binary format (a checkpoint, an image, a table, a NUL byte),
+another encoding; under `corpus_format: auto`, also lines that are a table's rows (JSON lines, CSV, TSV), which a
+declared `corpus_format` reads as text. Empty files in a directory are skipped and counted. Bad input inside a text
+file is skipped and counted, never fatal unless nothing usable is left: lines that are not valid UTF-8 (mixed
+encodings), sentences longer than `max_sentence_chars` (minified code, tables, encoded blobs), empty documents.
 """
 from __future__ import annotations
 
 import codecs
+import csv
 import dataclasses
 import hashlib
 import json
+import os
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
-from electra.config.base import ConfigError, compressed
+from electra.config.base import ConfigError, not_text
 from electra.data.demo import write_demo_corpus
 from electra.data.hub import hub_unreachable
 from electra.runtime.files import writable_dir
 
 __all__ = ['BuildSettings', 'CorpusSource', 'resolve_corpus', 'corpus_text_files', 'source_lines', 'skipped_in_words']
 
-TABLE_SUFFIXES = {'.parquet': 'parquet', '.jsonl': 'json', '.json': 'json', '.arrow': 'arrow'}
+TABLE_SUFFIXES = {'.parquet': 'parquet', '.jsonl': 'json', '.json': 'json', '.arrow': 'arrow', '.csv': 'csv',
+                  '.tsv': 'tsv'}
 HEAD_BYTES = 1 << 16        # what is read of each file up front to check it is text and pick its format
 MAX_LINE_BYTES = 1 << 20    # a longer line is skipped unread (a 1 MiB "paragraph" is not prose)
 PARAGRAPH_CHARS = 200       # median line length above which lines are paragraphs (English sentences: ~100-150)
 _DOC_END = None             # in a line stream: a hard document boundary (end of a file, of a table row)
+NEWLINE, NUL = b'\n', b'\0'
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ class BuildSettings:
     text_column: str = 'text'
     hub_split: str = 'train'
     shard_bytes: int = 0              # 0: from the corpus size (see `shard_target_bytes`); not num_proc
+    deduplicate: bool = True          # a file or document whose text was read before is dropped (see `resolve_corpus`)
 
     @classmethod
     def from_config(cls, cfg) -> 'BuildSettings':
@@ -75,6 +82,7 @@ class CorpusSource:
     files: list[Path] = field(default_factory=list)
     in_directory: bool = False          # files found in a directory ('auto' reads them as one document each)
     skipped: dict[str, int] = field(default_factory=dict)   # files left out up front, by reason
+    duplicates: dict[str, int] = field(default_factory=dict)  # files read before, left out: 'links', 'copies'
     dataset: object = None              # kind 'table': a memory-mapped `datasets.Dataset`
     text_column: str = 'text'
 
@@ -113,6 +121,29 @@ class Head:
     problem: Optional[str]       # None, 'empty', 'binary' or 'not UTF-8'
     blank_lines: bool = False    # a blank line between non-blank ones
     median_chars: int = 0        # median length of its non-blank lines
+    rows: str = ''               # what its lines are when they are a table's rows ('JSON lines', ...), not text
+
+
+def _rows(lines: list[str]) -> str:
+    """'' for lines of text; else what the first 20 non-blank lines are: JSON objects, a JSON document, or rows of one
+    number of fields separated by tabs, or by commas under a header (fields short, none ending a sentence)."""
+    sample = [line for line in lines if line][:20]
+    if not sample: return ''
+    if sample[0][0] in '{[':
+        try:
+            if all(isinstance(json.loads(line), dict) for line in sample): return 'JSON lines'
+        except ValueError:
+            if sample[0] in ('{', '[') or sample[0].startswith(('[{', '{"')): return 'a JSON document'
+    if len(sample) < 2: return ''
+    tabs = {line.count('\t') for line in sample}
+    if len(tabs) == 1 and (k := tabs.pop()):
+        return f'tab-separated rows ({k + 1} fields on each of its first {len(sample)} lines)'
+    rows = list(csv.reader(sample))
+    n = len(rows[0])
+    header = all(0 < len(f.strip()) <= 40 and f.strip()[-1] not in '.!?' for f in rows[0])
+    if n > 1 and header and all(len(r) == n for r in rows):
+        return f'CSV rows ({n} fields on each of its first {len(sample)} lines, under a header)'
+    return ''
 
 
 def sniff(head: bytes, complete: bool) -> Head:
@@ -131,11 +162,13 @@ def sniff(head: bytes, complete: bool) -> Head:
     text = [i for i, line in enumerate(lines) if line]
     if not text: return Head('empty')
     blank = any(not line for line in lines[text[0]:text[-1]])
-    return Head(None, blank, int(statistics.median(len(lines[i]) for i in text)))
+    return Head(None, blank, int(statistics.median(len(lines[i]) for i in text)), _rows(lines))
 
 
 def read_head(path: Path) -> tuple[bytes, bool]:
-    with open(path, 'rb') as f: head = f.read(HEAD_BYTES + 1)
+    try:
+        with open(path, 'rb') as f: head = f.read(HEAD_BYTES + 1)
+    except OSError as e: raise ConfigError(f"corpus file {path}: cannot read it ({e.strerror}).") from None
     return head[:HEAD_BYTES], len(head) <= HEAD_BYTES
 
 
@@ -155,8 +188,16 @@ def resolve_split(split: str, fmt: str, median_chars: int) -> Optional[str]:
 # ---------------------------------------------------------------- resolving `corpus` entries
 
 def _visible_files(p: Path) -> Iterator[Path]:
-    "The files under directory `p`, hidden ones (a name, or a folder on the way, starting with '.') left out."
-    return (f for f in p.rglob('*') if f.is_file() and not any(part.startswith('.') for part in f.relative_to(p).parts))
+    """The entries other than folders under directory `p` (files, links to files, links to nothing, ...), hidden ones
+    (a name, or a folder on the way, starting with '.') left out. Linked folders are followed, except a link back up
+    the tree (a loop); a file reached twice is listed twice (`resolve_corpus` reads it once)."""
+    for root, dirs, names in os.walk(p, followlinks=True):
+        above = {os.path.realpath(a) for a in Path(root).parents if a == p or p in a.parents}
+        if os.path.realpath(root) in above:
+            dirs.clear()
+            continue
+        dirs[:] = sorted(d for d in dirs if not d.startswith('.'))
+        yield from (Path(root) / name for name in names if not name.startswith('.'))
 
 
 def _table_files(p: Path) -> list[Path]:
@@ -186,15 +227,16 @@ def _load_table(entry: str, settings: BuildSettings, cache_dir: Path):
         files = _table_files(Path(entry).expanduser())
         kinds = {TABLE_SUFFIXES[f.suffix] for f in files}
         if len(kinds) != 1:
-            raise ConfigError(f"corpus '{entry}': a table corpus needs files of one kind (.parquet, .jsonl/.json or "
-                              f".arrow), found {', '.join(sorted(kinds)) or 'none'}.")
+            raise ConfigError(f"corpus '{entry}': a table corpus needs files of one kind (.parquet, .jsonl/.json, "
+                              f".csv, .tsv or .arrow), found {', '.join(sorted(kinds)) or 'none'}.")
         (kind,) = kinds
         try:
             if kind == 'arrow':
                 ds = datasets.concatenate_datasets([datasets.Dataset.from_file(str(f)) for f in files])
-            else:
-                ds = datasets.load_dataset(kind, data_files=[str(f) for f in files], split='train',
-                                           cache_dir=str(Path(cache_dir) / 'tables'))
+            else:  # a .tsv is CSV with tabs
+                options = {'delimiter': '\t'} if kind == 'tsv' else {}
+                ds = datasets.load_dataset('csv' if kind == 'tsv' else kind, data_files=[str(f) for f in files],
+                                           split='train', cache_dir=str(Path(cache_dir) / 'tables'), **options)
         except Exception as e:  # pyarrow and datasets raise many kinds for a malformed file
             raise ConfigError(f"corpus '{entry}': cannot read it as {kind} ({type(e).__name__}: {e}).") from None
     column = settings.text_column
@@ -207,40 +249,71 @@ def _load_table(entry: str, settings: BuildSettings, cache_dir: Path):
     return ds, column
 
 
-def _text_files(entry: str, cache_dir: Path) -> CorpusSource:
+TABLES = ("a table is read as a `corpus` entry of its own, by its suffix (.jsonl, .json, .csv, .tsv, .parquet, "
+          ".arrow) and `text_column`")
+
+
+def _line_of(head: bytes, at: int) -> str:
+    "Where byte `at` of a file's first bytes `head` is, in words."
+    return f"line {head.count(NEWLINE, 0, at) + 1} (byte {at})"
+
+
+def _refusal(path: Path, head: bytes, complete: bool, fmt: str) -> str:
+    """'' for a text file (or an empty one); else what it is instead and how to give its text, as the end of a
+    sentence that starts with its path. Lines that are a table's rows are text only where `fmt` declares how text
+    files are read (anything but 'auto')."""
+    if what := not_text(path, head): return what
+    if NUL in head:
+        return (f"holds a NUL byte on {_line_of(head, head.index(NUL))}: it is not text (binary data, or text in "
+                "UTF-32). Remove it, or write its text as UTF-8")
+    found = sniff(head, complete)
+    if found.problem == 'not UTF-8':
+        try: at = len(codecs.getincrementaldecoder('utf-8')().decode(head, final=complete).encode())
+        except UnicodeDecodeError as e: at = e.start
+        return (f"is not UTF-8 text ({_line_of(head, at)}: another encoding, or not text): write it as UTF-8 (`iconv "
+                f"-f ENCODING -t UTF-8 {path} > {path.with_name(f'utf8_{path.name}')}`, ENCODING its own: LATIN1, "
+                "CP1252, SHIFT_JIS, GBK, ...) or remove it")
+    if found.rows and fmt == 'auto':
+        return (f"holds {found.rows}, not text: {TABLES}; or set `corpus_format` (lines, documents or paragraphs) "
+                "to read its lines as text")
+    return ''
+
+
+def _directory(entry: str, p: Path, fmt: str) -> CorpusSource:
+    "The text files of directory `p` (`entry`), empty ones skipped and counted; any other file is refused, naming it."
+    found = sorted(_visible_files(p))
+    if not found:
+        raise ConfigError(f"corpus directory {p} has no (non-hidden) files. Put text files in it or remove it from "
+                          "`corpus`.")
+    source, refused = CorpusSource(entry, 'files', in_directory=True), []
+    for f in found:
+        if not f.is_file():  # text meant for the corpus that cannot be read as a file
+            refused.append((f, f"is a link to {os.readlink(f)}, which does not exist" if f.is_symlink() and not
+                            f.exists() else "is not a regular file (a pipe, a socket or a device)"))
+            continue
+        head, complete = read_head(f)
+        if why := _refusal(f, head, complete, fmt): refused.append((f, why))
+        elif sniff(head, complete).problem: source.skipped['empty'] = source.skipped.get('empty', 0) + 1
+        else: source.files.append(f)
+    if refused:  # its text would be read as something it is not, or left out unseen
+        more = f" ({len(refused) - 1} other file(s) there are not text either)" if len(refused) > 1 else ''
+        raise ConfigError(f"corpus directory {p}: {refused[0][0]} {refused[0][1]}.{more}")
+    if not source.files:
+        raise ConfigError(f"corpus directory {p} has no usable text file ({_counts(source.skipped)}). "
+                          "Give UTF-8 text files.")
+    return source
+
+
+def _text_files(entry: str, cache_dir: Path, fmt: str) -> CorpusSource:
     if entry == 'demo':
         return CorpusSource(entry, 'files', [write_demo_corpus(Path(cache_dir) / 'demo' / 'demo_corpus.txt')])
     p = Path(entry).expanduser()
-    if p.is_dir():
-        found = sorted(_visible_files(p))
-        if not found:
-            raise ConfigError(f"corpus directory {p} has no (non-hidden) files. Put text files in it or "
-                              "remove it from `corpus`.")
-        source, packed = CorpusSource(entry, 'files', in_directory=True), []
-        for f in found:  # files in a directory that are not text are skipped and counted, not fatal
-            head, complete = read_head(f)
-            if compressed(f, head[:16]): packed.append(f)
-            elif problem := sniff(head, complete).problem: source.skipped[problem] = source.skipped.get(problem, 0) + 1
-            else: source.files.append(f)
-        if packed:  # text meant for the corpus, which skipping as binary would leave out unseen
-            raise ConfigError(f"corpus directory {p} holds {len(packed)} compressed file{'s' * (len(packed) > 1)} (the "
-                              f"first: {packed[0]} {compressed(packed[0])}). Keep only plain text files in the "
-                              "directory.")
-        if not source.files:
-            raise ConfigError(f"corpus directory {p} has no usable text file ({_counts(source.skipped)}). "
-                              "Give UTF-8 text files.")
-        return source
+    if p.is_dir(): return _directory(entry, p, fmt)
     if p.is_file():
         head, complete = read_head(p)
-        if packed := compressed(p, head[:16]): raise ConfigError(f"corpus file {p} {packed}.")
-        problem = sniff(head, complete).problem
-        if problem == 'empty':
+        if why := _refusal(p, head, complete, fmt): raise ConfigError(f"corpus file {p} {why}.")
+        if sniff(head, complete).problem:
             raise ConfigError(f"corpus file {p} is empty (or blank). Remove it from `corpus` or put text in it.")
-        if problem == 'binary':
-            raise ConfigError(f"corpus file {p} is not text (it contains NUL bytes: binary, or UTF-16/32). Remove it "
-                              "from `corpus` or convert it to UTF-8.")
-        if problem:
-            raise ConfigError(f"corpus file {p} is not UTF-8 text. Convert it to UTF-8 or remove it from `corpus`.")
         return CorpusSource(entry, 'files', [p])
     if p.exists():
         raise ConfigError(f"corpus path {p} is neither a regular file nor a directory. Give text files "
@@ -261,10 +334,43 @@ def _is_table(entry: str) -> bool:
     return tables
 
 
+def _file_digest(path: Path) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, 'rb') as f:
+        while block := f.read(1 << 20): h.update(block)
+    return h.digest()
+
+
+def _drop_duplicate_files(sources: list[CorpusSource]) -> None:
+    """Each text file of `sources` read once: a file reached again (a link to it, an entry or a linked folder naming
+    it again: the same resolved path) or a copy of one (the same bytes) is dropped where found after the first, and
+    counted in its source's `duplicates`. Only files of a size that occurs twice are read to compare them."""
+    seen, kept = set(), []
+    for source in (s for s in sources if s.kind == 'files'):
+        for f in source.files:
+            if (real := f.resolve()) in seen: source.duplicates['links'] = source.duplicates.get('links', 0) + 1
+            else: kept.append((source, f))
+            seen.add(real)
+    sizes = Counter(f.stat().st_size for _, f in kept)
+    digests, files = set(), {id(s): [] for s in sources}
+    for source, f in kept:
+        if sizes[f.stat().st_size] > 1 and (digest := _file_digest(f)) in digests:
+            source.duplicates['copies'] = source.duplicates.get('copies', 0) + 1
+            continue
+        if sizes[f.stat().st_size] > 1: digests.add(digest)
+        files[id(source)].append(f)
+    for source in (s for s in sources if s.kind == 'files'):
+        if not files[id(source)]:
+            raise ConfigError(f"corpus '{source.entry}': every file of it is read already, through an earlier `corpus` "
+                              "entry (the same files, links to them or copies): give each text once.")
+        source.files = files[id(source)]
+
+
 def resolve_corpus(entries: list[str], cache_dir: Path, settings: BuildSettings = BuildSettings()) -> list[CorpusSource]:
-    """One `CorpusSource` per `corpus` entry (see the module docstring), checked up front: bad files inside
-    directories are skipped and counted, a bad file named explicitly or an entry with nothing usable is a
-    `ConfigError` naming it. Hub datasets are downloaded (or found in the `datasets` cache) here."""
+    """One `CorpusSource` per `corpus` entry (see the module docstring), checked up front: a file that is not text or
+    an entry with nothing usable is a `ConfigError` naming it, empty files inside directories are skipped and counted.
+    With `settings.deduplicate`, a text file read before (linked, named again or copied) is dropped and counted.
+    Hub datasets are downloaded (or found in the `datasets` cache) here."""
     writable_dir(cache_dir, 'cache_dir')  # before any corpus is read: a bad cache_dir fails in seconds, not after a build
     sources = []
     for entry in entries:
@@ -272,7 +378,8 @@ def resolve_corpus(entries: list[str], cache_dir: Path, settings: BuildSettings 
             ds, column = _load_table(entry, settings, cache_dir)
             sources.append(CorpusSource(entry, 'table', dataset=ds, text_column=column))
         else:
-            sources.append(_text_files(entry, cache_dir))
+            sources.append(_text_files(entry, cache_dir, settings.corpus_format))
+    if settings.deduplicate: _drop_duplicate_files(sources)
     return sources
 
 
@@ -357,7 +464,7 @@ def documents(lines: Iterable[Optional[str]], fmt: str, settings: BuildSettings,
 
 
 # what the readers count as skipped (keys of their `stats`), in words, in the order they are reported
-SKIPPED_IN_WORDS = {'empty_documents': 'empty documents', 'undecodable_lines': 'lines not UTF-8',
+SKIPPED_IN_WORDS = {'repeated_documents': 'repeated documents', 'empty_documents': 'empty documents', 'undecodable_lines': 'lines not UTF-8',
                     'long_lines': 'lines over 1 MiB', 'long_sentences': 'sentences over max_sentence_chars',
                     'short_lines': 'lines under min_line_chars'}
 

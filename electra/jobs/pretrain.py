@@ -117,13 +117,18 @@ print_main(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of
 # %%
 import datasets
 
-from electra.data.cache import build_corpus, build_summary, examples_digest, format_summary
+from electra.data.cache import (build_corpus, build_summary, drop_repeated_across, examples_digest, format_duplicates,
+                                format_summary)
 from electra.data.batches import held_out_split, pretraining_dataloader
 
 with main_process_first('the pretraining data cache', cfg.dist_timeout):  # built once; the others read it
     parts = [build_corpus(source, tokenizer, settings, Path(cfg.cache_dir), cfg.seed, cfg.num_proc) for source in sources]
-for part in parts: print_main(format_summary(build_summary(part)))
-corpus_digest = examples_digest(parts)  # the examples by content, recorded in checkpoints
+# each corpus is de-duplicated alone when built; a document an earlier corpus holds is dropped here
+parts, across = drop_repeated_across(parts) if cfg.deduplicate else (parts, [0] * len(parts))
+corpus_digest = examples_digest(parts, across)  # the examples by content, recorded in checkpoints
+for source, part, n in zip(sources, parts, across):  # what was read, then the text read twice and dropped
+    print_main(format_summary(build_summary(part)))
+    print_main(format_duplicates(source, build_summary(part), n))
 if ckpt: check_resume_corpus(ckpt, cfg.corpus, corpus_digest, resume_path)
 weights = cfg.corpus_weights or None
 train_parts, held_out = held_out_split(parts, cfg.eval_examples, cfg.seed, weights)

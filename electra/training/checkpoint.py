@@ -180,7 +180,7 @@ def check_resume_corpus(ckpt: dict, corpus: list[str], digest: str, path: Path) 
     if saved != digest:
         raise ConfigError(f"{path}: cannot resume: the corpus {corpus} is not the one this run was trained on (the "
                           f"examples built from it differ from the checkpoint's, from {was}: a file edited, added or "
-                          "removed). Restore that corpus to continue the run, start another with --run_name NAME, or "
+                          "removed, or `deduplicate` other than the run's). Restore that corpus to continue the run, start another with --run_name NAME, or "
                           "start this one over with --overwrite true.")
     if was != corpus and is_main_process():
         print(f"resume: corpus was {was} in the checkpoint and is {corpus} now: the same examples, so the run goes on.")

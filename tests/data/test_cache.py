@@ -1,11 +1,14 @@
 """electra/data/cache.py: the verified Arrow cache, reused or rebuilt; a corpus with no examples."""
+import dataclasses
 import json
 import logging
 import os
+from collections import Counter
 
 import pytest
 
 from electra.config.base import ConfigError
+from electra.data.cache import build_summary
 from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import load_tokenizer, train_tokenizer
 from tests.support.corpora import build, needs_shared, wiki_slice
@@ -100,3 +103,103 @@ def test_partial_or_corrupted_cache_is_rebuilt(damage, tok, tmp_path, caplog):
     assert 'not usable' in caplog.text and 'reusing' not in caplog.text
     assert again[:] == want
     assert [p.name for p in (tmp_path / 'cache' / 'pretrain_data').iterdir()] == [directory.name]
+
+
+def unique_words(root, n_docs: int, sentences: int = 6, words: int = 8):
+    """A tokenizer of words u0, u1, ... and `n_docs` documents (lists of sentences) in which every word occurs once in
+    the whole corpus: a token of an example tells which text it came from."""
+    vocab = root / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] +
+                               [f'u{i}' for i in range(n_docs * sentences * words)]) + '\n')
+    ids = iter(range(n_docs * sentences * words))
+    docs = [[' '.join(f'u{next(ids)}' for _ in range(words)) for _ in range(sentences)] for _ in range(n_docs)]
+    return load_tokenizer(str(vocab)), docs
+
+
+def lines_file(path, docs):
+    path.write_text('\n\n'.join('\n'.join(doc) for doc in docs) + '\n')
+    return path
+
+
+def test_repeated_text_is_dropped_before_the_held_out_split_and_counted_in_one_line(tmp_path):
+    """A file copied, a link to a file of the folder, documents repeated across files and inside one: before, each
+    copy was built into examples and the held-out blocks held text that was also trained on. Now the second and later
+    copies are dropped (files up front, documents in the build, across shards and processes), counted in one line,
+    and no token of a held-out example occurs in a training example (each word of this corpus occurs once)."""
+    from electra.data.batches import held_out_split
+    from electra.data.cache import build_corpus, format_duplicates
+    from electra.data.corpus import resolve_corpus
+    tok, docs = unique_words(tmp_path, 60)
+    folder = tmp_path / 'corpus'
+    folder.mkdir()
+    a = lines_file(folder / 'a.txt', docs[:30])
+    lines_file(folder / 'b.txt', docs[30:45] + [docs[3], docs[35]] + docs[45:] + [docs[7]])  # 3 repeated documents
+    (folder / 'copy.txt').write_bytes(a.read_bytes())
+    (folder / 'link.txt').symlink_to(a)
+    settings = BuildSettings(max_length=16, shard_bytes=2000)  # several shards, built by two processes
+    [source] = resolve_corpus([str(folder)], tmp_path / 'cache', settings)
+    assert source.files == [a, folder / 'b.txt'] and source.duplicates == {'copies': 1, 'links': 1}
+    ds = build_corpus(source, tok, settings, tmp_path / 'cache', 0, 2, progress=False)
+    info = build_summary(ds)
+    assert info['n_shards'] > 2 and info['counts']['repeated_documents'] == 3 and info['n_documents'] == 60
+    assert format_duplicates(source, info) == (f'corpus {folder}: 4 files, 2 duplicate files and 3 repeated '
+                                               'documents dropped')
+    special = {tok.cls_token_id, tok.sep_token_id}
+    counts = Counter(i for ids in ds['input_ids'] for i in ids if i not in special)
+    assert counts.most_common(1)[0][1] == 1  # every text once
+    train, held = held_out_split([ds], 16, 0)
+    held_tokens = {i for ids in held['input_ids'] for i in ids} - special
+    assert len(held) == 16 and held_tokens and not held_tokens & {i for ids in train[0]['input_ids'] for i in ids}
+    # deduplicate: false reads every file and document as the official code does, in a build of its own
+    official = dataclasses.replace(settings, deduplicate=False)
+    [every] = resolve_corpus([str(folder)], tmp_path / 'cache', official)
+    assert len(every.files) == 4 and every.duplicates == {}
+    info = build_summary(build_corpus(every, tok, official, tmp_path / 'cache', 0, 2, progress=False))
+    assert info['n_documents'] == 3 * 30 + 33 and info['counts']['repeated_documents'] == 0
+    assert format_duplicates(every, info) == f'corpus {folder}: 4 files, duplicates kept (deduplicate: false)'
+
+
+def test_repeated_rows_of_a_table_are_dropped_and_counted(tmp_path):
+    "A table's rows are its documents: a row repeated (as in scraped web text) is dropped and counted."
+    from electra.data.cache import build_corpus
+    from electra.data.corpus import resolve_corpus
+    tok, docs = unique_words(tmp_path, 20)
+    rows = [' '.join(doc) for doc in docs] + [' '.join(docs[4]), ' '.join(docs[4]), ' '.join(docs[9])]
+    table = tmp_path / 'rows.jsonl'
+    table.write_text(''.join(json.dumps({'text': t}) + '\n' for t in rows))
+    settings = BuildSettings(max_length=16, sentence_split='none')
+    [source] = resolve_corpus([str(table)], tmp_path / 'cache', settings)
+    ds = build_corpus(source, tok, settings, tmp_path / 'cache', 0, 1, progress=False)
+    info = build_summary(ds)
+    assert info['counts']['repeated_documents'] == 3 and info['n_documents'] == 20
+    counts = Counter(i for ids in ds['input_ids'] for i in ids if i not in (tok.cls_token_id, tok.sep_token_id))
+    assert counts.most_common(1)[0][1] == 1
+
+
+def test_documents_repeated_across_corpus_entries_are_dropped_from_the_later_one(tmp_path):
+    """Two corpus entries, the second holding 20 documents of the first among 10 of its own: each entry is built and
+    cached alone, so its own de-duplication cannot see the other; the held-out examples of one corpus held text
+    trained on in the other. The later entry's copies are dropped now, counted in its line."""
+    from electra.data.batches import held_out_split
+    from electra.data.cache import build_corpus, drop_repeated_across, examples_digest, format_duplicates
+    from electra.data.corpus import resolve_corpus
+    tok, docs = unique_words(tmp_path, 40)
+    a = lines_file(tmp_path / 'a.txt', docs[:30])
+    b = lines_file(tmp_path / 'b.txt', docs[30:] + docs[:20])
+    settings = BuildSettings(max_length=16)
+    sources = resolve_corpus([str(a), str(b)], tmp_path / 'cache', settings)
+    parts = [build_corpus(s, tok, settings, tmp_path / 'cache', 0, 1, progress=False) for s in sources]
+    assert [build_summary(p)['counts']['repeated_documents'] for p in parts] == [0, 0]
+    kept, across = drop_repeated_across(parts)
+    assert across == [0, 20] and len(kept[0]) == len(parts[0])
+    # what the run trains on, as resumes compare it: other with the drop than without, as before when nothing dropped
+    assert examples_digest(kept, across) != examples_digest(parts, [0, 0]) == examples_digest(parts)
+    assert format_duplicates(sources[1], build_summary(kept[1]), across[1]) == (f'corpus {b}: 1 file, 0 duplicate files '
+                                                                               'and 20 repeated documents dropped')
+    special = {tok.cls_token_id, tok.sep_token_id}
+    counts = Counter(i for part in kept for ids in part['input_ids'] for i in ids if i not in special)
+    assert counts.most_common(1)[0][1] == 1  # every text once, over both corpora
+    train, held = held_out_split(kept, 10, 0)
+    held_tokens = {i for ids in held['input_ids'] for i in ids} - special
+    trained = {i for part in train for ids in part['input_ids'] for i in ids}
+    assert len(held) == 10 and held_tokens and not held_tokens & trained

@@ -1,6 +1,7 @@
 """How a job ends when it cannot go on: stopped on request (`TrainingStopped`), its loss diverged
 (`TrainingDiverged`), a full disk (`disk_full`), a bad setting (config's `ConfigError`); and the drivers' report of
-each, one line with no traceback and the exit status a shell tests (`friendly_errors`)."""
+each, one line with no traceback and the exit status a shell tests (`friendly_errors`), whatever became of the
+standard streams (`streams`)."""
 from __future__ import annotations
 
 import errno
@@ -9,6 +10,7 @@ import sys
 import warnings
 
 from electra.config.base import ConfigError, RunWarning
+from electra.runtime.streams import guard_streams
 
 __all__ = ['TrainingStopped', 'TrainingDiverged', 'disk_full', 'friendly_errors']
 
@@ -38,7 +40,9 @@ def friendly_errors() -> None:
     """Report what ends a script as one line, no traceback: a `ConfigError` as `error: ...` with exit status 2 (the
     usage-error status of argparse), a full disk and a `TrainingDiverged` the same way, a `TrainingStopped` or a Ctrl-C
     as `stopped: ...` with status 130; other errors are unchanged. A `RunWarning` is one `warning: ...` line (from the
-    main process of a torchrun job). A notebook shows errors its own way."""
+    main process of a torchrun job). A notebook shows errors its own way. And a standard stream that closes or fills
+    ends that stream, not the job (`guard_streams`)."""
+    guard_streams()
     previous, previous_warning = sys.excepthook, warnings.showwarning
 
     def show(message, category, *args, **kwargs):

@@ -117,7 +117,7 @@ class _Stream(io.TextIOBase):
     def __init__(self, name: str, stream, log: _Log, fd: int):
         self.name, self.stream, self.log = name, stream, log
         self.fd = fd if stream is None else _descriptor(stream)  # closed at the start: `fd`, now /dev/null
-        self.other: _Stream | None = None  # the other standard stream, told when this one ends
+        self.other: _Stream | None = None  # stdout's: stderr, told when stdout ends
 
     def write(self, text: str) -> int:
         self.log.write(self.name, text)
@@ -194,11 +194,10 @@ def guard_streams() -> None:
     # import puts an open /dev/null in sys.stderr then, so the one to read is sys.__stderr__
     out, err = (_Stream(name, stream if original is not None else None, log, fd) for name, stream, original, fd in
                 (('stdout', sys.stdout, sys.__stdout__, 1), ('stderr', sys.stderr, sys.__stderr__, 2)))
-    out.other, err.other = err, out
+    out.other = err
     sys.stdout, sys.stderr = out, err
     atexit.register(log.close)
-    for s in [s for s in (out, err) if s.stream is None]:  # Python gives None for a descriptor closed at its start
-        s.end('closed when the job started')
+    for s in [s for s in (out, err) if s.stream is None]: s.end('closed when the job started')
 
 
 def log_to(folder: str | Path) -> Path | None:

@@ -14,7 +14,7 @@ trap 'rm -rf "$work"' EXIT
 unset PYTHONPATH  # the checkout must not be importable from the environment
 
 mkdir "$work/src"
-cp -r pyproject.toml setup.py README.md electra configs notebooks pretrain.py finetune.py "$work/src/"
+cp -r pyproject.toml setup.py README.md MANIFEST.in electra configs notebooks pretrain.py finetune.py "$work/src/"
 find "$work/src" -name __pycache__ -prune -exec rm -rf {} +
 python3 -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation --no-index -w "$work/dist" "$work/src"
 wheel=$(echo "$work"/dist/electra-*.whl)

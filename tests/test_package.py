@@ -19,7 +19,8 @@ from packaging.requirements import Requirement
 from electra.jobs import commands
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ('pyproject.toml', 'setup.py', 'README.md', 'electra', 'configs', 'pretrain.py', 'finetune.py')  # what the build reads
+SOURCES = ('pyproject.toml', 'setup.py', 'README.md', 'MANIFEST.in', 'electra', 'configs', 'pretrain.py',
+           'finetune.py')  # what the build reads
 DRIVERS = ('pretrain.py', 'finetune.py')
 COMMANDS = {'electra-pretrain': 'pretrain', 'electra-finetune': 'finetune', 'electra-compare': 'compare',
             'electra-convert': 'convert'}

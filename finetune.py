@@ -9,6 +9,7 @@
 #     language: python
 #     name: python3
 # ---
+# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 baeca9d321fb1d9b3661b1ea3ac5b8eaa2298bc11502ee37f56e76029c35d0e2
 
 # %% [markdown]
 # # Fine-tuning ELECTRA on GLUE

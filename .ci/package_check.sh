@@ -2,8 +2,10 @@
 # The package as another project installs it: the wheel built (offline, from a copy of the sources, so the checkout is
 # left as it is), installed into a virtual environment outside the checkout that reuses what requirements.lock
 # installed (--system-site-packages; --no-deps --no-index: nothing downloaded); then, from an empty folder, the demo
-# pretraining and a one-epoch demo fine-tuning through the console commands, `import electra` (the environment's, not
-# the checkout's) and the exported discriminator loaded with transformers' Auto classes.
+# pretraining (its stdout into a reader that stops after 3 lines, as `| head -3`: it runs on, its output in its log
+# file) and a one-epoch demo fine-tuning through the console commands, `import electra` (the environment's, not the
+# checkout's) and the exported discriminator loaded with transformers' Auto classes. Last, an editable install
+# (`pip install -e`) of the same sources, whose commands run the drivers at the root (a wheel's are in electra/jobs/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -12,7 +14,7 @@ trap 'rm -rf "$work"' EXIT
 unset PYTHONPATH  # the checkout must not be importable from the environment
 
 mkdir "$work/src"
-cp -r pyproject.toml setup.py README.md electra configs "$work/src/"
+cp -r pyproject.toml setup.py README.md MANIFEST.in electra configs notebooks pretrain.py finetune.py "$work/src/"
 find "$work/src" -name __pycache__ -prune -exec rm -rf {} +
 python3 -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation --no-index -w "$work/dist" "$work/src"
 wheel=$(echo "$work"/dist/electra-*.whl)
@@ -37,8 +39,13 @@ logged() {  # run a command with its output in the log file $1; on failure show 
     if ! "$@" > "$log" 2>&1; then echo "failed: $* (its last lines, from $log):"; tail -n 40 "$log"; exit 1; fi
 }
 # the demo preset, fewer steps (its checkpoint at 100% is what the fine-tuning demo reads); one epoch of each task
-logged pretrain.log "$work/venv/bin/electra-pretrain" --steps 40 --warmup_steps 8 --log_every 20
-grep -E '^(run |step 40 held-out|discriminator: |generator: )' pretrain.log
+if ! "$work/venv/bin/electra-pretrain" --steps 40 --warmup_steps 8 --log_every 20 2> pretrain.err | head -3 > /dev/null \
+   || grep -q Traceback pretrain.err; then
+    echo "failed: electra-pretrain | head -3 (its stderr):"; tail -n 40 pretrain.err; exit 1
+fi
+log=checkpoints/pretrain/demo_11081/log.txt
+grep -E '^(run |step 40 held-out|discriminator: |generator: )' "$log"
+grep -E 'stdout: .*; the job goes on' "$log"
 logged finetune.log "$work/venv/bin/electra-finetune" --runs 1 --epochs 1 --task_overrides '{}' --threads 1
 grep -E '^(model: |\| (task|CoLA|STS-B|GLUE score) )' finetune.log
 
@@ -70,4 +77,13 @@ print(f'electra {electra.__version__} from {Path(electra.__file__).parent}; {typ
       f'{[round(p, 2) for p in replaced[0].tolist()]}; cards: {", ".join(str(c.relative_to(here)) for c in cards)}; '
       f'{type(finetuned).__name__} from STS-B_0.pth')
 EOF
+
+# (--without-pip: a venv's own setuptools would be older than the system's, which builds it)
+python3 -m venv --system-site-packages --without-pip "$work/editable"
+python3 -m pip --python "$work/editable/bin/python" install -q --disable-pip-version-check --no-deps --no-index \
+    --no-build-isolation -e "$work/src"
+for command in pretrain finetune; do
+    logged "$command-editable.log" "$work/editable/bin/electra-$command" --help
+    echo "editable install: electra-$command --help: $(head -n 1 "$command-editable.log" | cut -c 1-60)"
+done
 echo "package check passed in $((SECONDS - start)) s"

@@ -19,7 +19,9 @@ from packaging.requirements import Requirement
 from electra.jobs import commands
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ('pyproject.toml', 'setup.py', 'README.md', 'electra', 'configs')  # what the build reads
+SOURCES = ('pyproject.toml', 'setup.py', 'README.md', 'MANIFEST.in', 'electra', 'configs', 'pretrain.py',
+           'finetune.py')  # what the build reads
+DRIVERS = ('pretrain.py', 'finetune.py')
 COMMANDS = {'electra-pretrain': 'pretrain', 'electra-finetune': 'finetune', 'electra-compare': 'compare',
             'electra-convert': 'convert'}
 
@@ -80,14 +82,24 @@ def test_the_wheel_requires_the_runtime_lines_of_requirements_txt_and_its_extras
 def test_the_wheel_holds_the_library_its_presets_and_the_drivers(wheel):
     names = set(wheel.namelist())
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / 'electra').rglob('*.py')}
-    assert {n for n in names if n.endswith('.py')} == modules  # every module, none left from an older build
+    drivers = {f'electra/jobs/{script}' for script in DRIVERS}  # put there by the build (setup.py), not in the repository
+    assert {n for n in names if n.endswith('.py')} == modules | drivers  # every module, none left from an older build
     presets = sorted((ROOT / 'configs').rglob('*.yaml'))
     assert len(presets) > 20
     for preset in presets:
         assert wheel.read(f'electra/{preset.relative_to(ROOT).as_posix()}') == preset.read_bytes()
-    for script in ('pretrain.py', 'finetune.py'):
+    for script in DRIVERS:
         assert wheel.read(f'electra/jobs/{script}') == (ROOT / script).read_bytes()
     assert {n.split('/')[0] for n in names} == {'electra', next(n.split('/')[0] for n in names if '.dist-info/' in n)}
+
+
+def test_the_repository_holds_one_copy_of_each_driver():
+    "The drivers at the root, the notebooks' export, and no other file of the repository with their code."
+    tracked = subprocess.run(['git', 'ls-files', '-z', '*.py'], cwd=ROOT, capture_output=True, text=True, check=True)
+    paths = [ROOT / p for p in tracked.stdout.split('\0') if p]
+    for script in DRIVERS:
+        code = (ROOT / script).read_bytes()
+        assert [p.relative_to(ROOT).as_posix() for p in paths if p.is_file() and p.read_bytes() == code] == [script]
 
 
 def test_the_console_commands_are_the_drivers(wheel):

@@ -368,8 +368,9 @@ def copy_of(finished: Path, tmp: Path) -> Path:
 
 
 def files(root: Path) -> dict[str, bytes]:
-    "Every file under `root` and its bytes."
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob('*')) if p.is_file()}
+    "Every file under `root` and its bytes, but the run's log.txt, to which every start of the run adds its lines."
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob('*'))
+            if p.is_file() and p.name != 'log.txt'}
 
 
 def resume_to_its_end(tmp: Path, capsys) -> str:

@@ -25,6 +25,7 @@ from electra.experiments.runs import (Launcher, RunFailed, finetune_done, go_on,
 from electra.experiments.table import write_table
 from electra.runtime.errors import TrainingStopped, friendly_errors, stopped_by
 from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir
+from electra.runtime.streams import log_to
 from electra.training.checkpoint import find_checkpoints
 
 __all__ = ['load_compare_config', 'plan_text', 'run_comparison', 'main']
@@ -130,6 +131,7 @@ def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Call
         log(plan_text(plan))
         return plan, None
     _check_outputs(plan)
+    log_to(plan.root)  # the comparison's own output (each job's is in its pretrain.log, finetune.log)
     launch = launch or subprocess_launcher()
     if not cfg.table_only:
         # one comparison of a name at a time: a second would launch jobs into the runs the first is training

@@ -22,13 +22,12 @@ from electra.finetuning.sweep import job_tasks, resolve_data
 from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingStopped
 from electra.runtime.files import atomic_write_text
-from electra.runtime.processes import child_env, command_again, library_env
+from electra.runtime.processes import child_env, command_again, driver_path, library_env
 from electra.training.checkpoint import find_checkpoints
 
-__all__ = ['JOBS', 'RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
+__all__ = ['RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
            'finetune_done', 'task_data', 'run_pretraining', 'run_finetuning', 'go_on']
 
-JOBS = Path(__file__).resolve().parents[1] / 'jobs'  # the package's copies of the drivers, which run from any folder
 RECORD = 'compare.json'  # the record of a job, in its run directory (pretraining) or group directory (fine-tuning)
 # keys that may change between a run and its resume without changing what it computes; and the folders, which the
 # records are found in (a comparison moved elsewhere, or named by another path, is the same comparison)
@@ -137,7 +136,7 @@ def _launch_recorded(launch: Launcher, script: str, args: list[str], log: Path, 
     """Run the driver `script` with `args`; its time (and, where the record counts them, an attempt) is added to
     `record`, written to `path` however the job ends."""
     start = time.monotonic()
-    try: return _launch(launch, [sys.executable, str(JOBS / script), *args], log, what)
+    try: return _launch(launch, [sys.executable, str(driver_path(script)), *args], log, what)
     finally:
         record['wall_seconds'] = round(record['wall_seconds'] + time.monotonic() - start, 1)
         if 'attempts' in record: record['attempts'] += 1

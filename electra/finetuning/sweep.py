@@ -27,6 +27,7 @@ from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingDiverged, TrainingStopped, stopped_by
 from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir
 from electra.runtime.processes import is_main_process, world
+from electra.runtime.streams import log_to
 from electra.training.device import resolve_device, resolve_precision
 
 __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'run_sweep', 'write_summary',
@@ -171,12 +172,14 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     content, the task file's settings, the settings that change a result: `inputs.py`) are skipped, the others done
     again with a line saying why. With `parallel_runs` above 1, that many worker processes take the runs from a
     shared queue (`electra.finetuning.workers`); the table is the same as one process's. A run whose loss became NaN or infinite stops with no row;
-    the others go on (`raise_if_diverged` ends the job with it)."""
+    the others go on (`raise_if_diverged` ends the job with it). The job's output goes to `<output_dir>/<group>/log.txt`
+    too (`log_to`)."""
     check_outputs(cfg)
     results = ResultsTable(group_dir(cfg) / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
     cfg.check_task_kinds()
     _check_lengths(cfg, pretrained.config.max_position_embeddings)
+    log_to(writable_dir(group_dir(cfg), 'output_dir'))  # the job's output, also what a closed stdout missed
     precision = resolve_precision(cfg.precision, resolve_device(cfg.device))
     plan = _plan(cfg, tokenizer, source, results, model_fingerprint(cfg.model), precision, say)
     n = parallel_runs(cfg)

@@ -2,14 +2,17 @@
 run as `python -m` runs it: its command line, its `error: ...` lines and exit status, its outputs under the current
 folder.
 
-    electra-pretrain   pretrain.py (its copy in electra/jobs/)
-    electra-finetune   finetune.py (its copy in electra/jobs/)
+    electra-pretrain   pretrain.py (a wheel's copy in electra/jobs/; in a checkout or an editable install, the root one)
+    electra-finetune   finetune.py (the same)
     electra-compare    python -m electra.experiments.compare
     electra-convert    python -m electra.convert
 """
 from __future__ import annotations
 
 import runpy
+
+from electra.runtime.errors import friendly_errors
+from electra.runtime.processes import driver_path
 
 __all__ = ['pretrain', 'finetune', 'compare', 'convert']
 
@@ -19,14 +22,21 @@ def _run(module: str) -> None:
     runpy.run_module(module, run_name='__main__', alter_sys=True)
 
 
+def _run_driver(name: str) -> None:
+    """Run the driver `name` as `python name` does, with this process's command line: a wheel's copy (electra/jobs/),
+    or in a checkout and an editable install the repository's own at its root (`driver_path`)."""
+    friendly_errors()  # the driver's own first line, here for an installation without it
+    runpy.run_path(str(driver_path(name)), run_name='__main__')
+
+
 def pretrain() -> None:
     "`electra-pretrain`: the pretraining driver."
-    _run('electra.jobs.pretrain')
+    _run_driver('pretrain.py')
 
 
 def finetune() -> None:
     "`electra-finetune`: the fine-tuning driver."
-    _run('electra.jobs.finetune')
+    _run_driver('finetune.py')
 
 
 def compare() -> None:

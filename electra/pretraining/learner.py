@@ -36,6 +36,7 @@ from electra.pretraining.step import TrainingStep
 from electra.runtime.errors import TrainingStopped, stopped_by
 from electra.runtime.files import atomic_write_text, lock_run_dir, path_inside, release_run_dir, writable_dir
 from electra.runtime.processes import cli_args, command_again, is_main_process, running_in_notebook, world
+from electra.runtime.streams import log_to
 from electra.training.checkpoint import (
     FORMAT,
     find_checkpoints,
@@ -60,7 +61,8 @@ def prepare_run_dir(cfg: PretrainConfig) -> Path:
     """`<output_dir>/<run_name>_<seed>/`, checked writable up front rather than at the first checkpoint (with the
     folders the run writes in it: the tokenizer it trains, the models it exports), and locked by
     this process (`lock_run_dir`): one run of a name at a time. Holding the lock, it removes the partial checkpoint
-    files a killed write of this run left (`.<checkpoint>.*.tmp`, as large as a checkpoint)."""
+    files a killed write of this run left (`.<checkpoint>.*.tmp`, as large as a checkpoint). The job's output goes to
+    the run's `log.txt` too (`log_to`)."""
     writable_dir(cfg.output_dir, 'output_dir')
     run_dir = writable_dir(path_inside(cfg.output_dir, f'{cfg.run_name}_{cfg.seed}', key='output_dir'), 'output_dir')
     for name in (TOKENIZER_DIR, *EXPORTS):  # made when written (an export after the last step), checked now
@@ -68,6 +70,7 @@ def prepare_run_dir(cfg: PretrainConfig) -> Path:
     if is_main_process():
         lock_run_dir(run_dir)
         remove_partial_checkpoints(cfg.output_dir, cfg.run_name, cfg.seed)
+    log_to(run_dir)  # the job's output, also what a closed stdout missed: log.txt (main process)
     return run_dir
 
 

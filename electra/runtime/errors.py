@@ -1,7 +1,7 @@
 """How a job ends when it cannot go on: stopped on request (`TrainingStopped`: Ctrl-C, or a stop signal that
 `stop_on_signals` turns into one), its loss diverged (`TrainingDiverged`), a full disk (`disk_full`), a bad setting
 (config's `ConfigError`); and the drivers' report of each, one line with no traceback and the exit status a shell
-tests (`friendly_errors`)."""
+tests (`friendly_errors`), whatever became of the standard streams (`streams`)."""
 from __future__ import annotations
 
 import errno
@@ -13,6 +13,7 @@ import warnings
 
 from electra.config.base import ConfigError, RunWarning
 from electra.runtime.processes import running_in_notebook
+from electra.runtime.streams import guard_streams
 
 __all__ = ['TrainingStopped', 'TrainingDiverged', 'StopSignal', 'STOP_SIGNALS', 'stopped_by', 'stop_on_signals',
            'disk_full', 'friendly_errors']
@@ -92,8 +93,10 @@ def friendly_errors() -> None:
     usage-error status of argparse), a full disk and a `TrainingDiverged` the same way, a `TrainingStopped` or a Ctrl-C
     as `stopped: ...` with status 130; other errors are unchanged. A `RunWarning` is one `warning: ...` line (from the
     main process of a torchrun job). A notebook shows errors its own way. The stop signals end the script as Ctrl-C
-    does (`stop_on_signals`)."""
+    does (`stop_on_signals`), and a standard stream that closes or fills ends that stream, not the job
+    (`guard_streams`)."""
     stop_on_signals()
+    guard_streams()
     previous, previous_warning = sys.excepthook, warnings.showwarning
 
     def show(message, category, *args, **kwargs):

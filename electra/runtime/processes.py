@@ -21,7 +21,7 @@ from pathlib import Path
 from electra.config.base import ConfigError
 
 __all__ = ['World', 'world', 'is_main_process', 'running_in_notebook', 'cli_args', 'command_again', 'PARENT_VAR',
-           'die_with_parent', 'end_with_parent', 'child_env', 'library_env']
+           'die_with_parent', 'end_with_parent', 'child_env', 'library_env', 'driver_path']
 
 PARENT_VAR = 'ELECTRA_PARENT_PID'  # set by a parent that waits for its child: the child ends when that process does
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -111,3 +111,17 @@ def library_env(env: dict[str, str]) -> dict[str, str]:
     one runs, a checkout's or an installed package's, from whatever folder it starts in."""
     root = str(Path(__file__).resolve().parents[2])
     return {**env, 'PYTHONPATH': os.pathsep.join(p for p in (root, env.get('PYTHONPATH', '')) if p)}
+
+
+def driver_path(name: str) -> Path:
+    """The driver `name` (pretrain.py, finetune.py) that goes with this `electra`: a wheel's copy, which the build puts
+    in electra/jobs/ (setup.py), else the repository's own at the root of the checkout this `electra` is in (a checkout,
+    an editable install). The repository holds one copy of each, the notebooks' export."""
+    package = Path(__file__).resolve().parents[1]
+    root = package.parent
+    checkout = (root / 'notebooks').is_dir()  # a checkout's root, not the site-packages folder of a wheel
+    path = next((p for p in (package / 'jobs' / name, *([root / name] if checkout else [])) if p.is_file()), None)
+    if path is None:
+        raise ConfigError(f"{name} is neither in {package / 'jobs'} (a wheel's copy) nor in a checkout: this "
+                          "installation is incomplete. Install the package again (`pip install .` from a checkout).")
+    return path

@@ -1,8 +1,8 @@
 """The notebooks are the source of the driver scripts: `notebooks/Pretrain.ipynb` -> `pretrain.py` and
 `notebooks/Finetune_GLUE.ipynb` -> `finetune.py`, exported with jupytext in its "percent" format (`# %%` marks a
-code cell, `# %% [markdown]` a markdown cell), so a script reads top to bottom as its notebook does. Each script is
-also written, byte for byte, to `electra/jobs/`: the copy the installed package ships and its commands
-`electra-pretrain` and `electra-finetune` run (a package cannot hold files of the repository's root).
+code cell, `# %% [markdown]` a markdown cell), so a script reads top to bottom as its notebook does. The repository
+holds one copy of each script, at its root; the package build puts it into the wheel as `electra/jobs/<script>`
+(setup.py), where the commands `electra-pretrain` and `electra-finetune` run it.
 
     python -m electra.tools.notebooks export        # notebooks -> scripts; also strips outputs from every notebook
     python -m electra.tools.notebooks check         # exit 1, naming each script that differs from its notebook's export
@@ -13,12 +13,22 @@ also written, byte for byte, to `electra/jobs/`: the copy the installed package 
 The export is deterministic: a fixed header (no jupytext version), cells with only their `tags` metadata (the
 config cell is tagged `parameters`, as papermill expects), nothing else. Notebooks are stored without outputs,
 execution counts or per-run metadata; `export` removes them after a notebook was run and saved in Jupyter.
+
+The export writes nothing unless every script it would write parses and its imports (every `import` and `from ...
+import` statement, those inside `if` blocks too) import with the library running the export: else one `error:` line
+names the notebook and the cell (its position among the notebook's cells, from 1). And it never overwrites a script
+changed since its last export: the line under each script's header records the sha256 of the code below it, a script
+whose code no longer has it was edited by hand and is refused, naming it and how to bring the edit into the notebook
+(`from-scripts`) or drop it.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import hashlib
+import importlib
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,18 +36,12 @@ from pathlib import Path
 from electra.config.base import ConfigError
 from electra.runtime.errors import friendly_errors
 
-__all__ = ['PAIRS', 'JOBS_DIR', 'script_paths', 'NOTEBOOK_DIR', 'Problem', 'export_text', 'clean_notebook', 'export',
-           'check', 'from_scripts', 'main']
+__all__ = ['PAIRS', 'NOTEBOOK_DIR', 'Problem', 'export_text', 'clean_notebook', 'export', 'check', 'from_scripts',
+           'main']
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = 'notebooks'
 PAIRS = (('notebooks/Pretrain.ipynb', 'pretrain.py'), ('notebooks/Finetune_GLUE.ipynb', 'finetune.py'))
-JOBS_DIR = 'electra/jobs'  # where the package keeps its copy of each script (package data: pyproject.toml)
-
-
-def script_paths(script_rel: str) -> tuple[str, str]:
-    "Where the export writes `script_rel`: the repository root (the user-facing driver) and the package's copy."
-    return script_rel, f'{JOBS_DIR}/{script_rel}'
 
 _HEADER = """\
 # ---
@@ -51,8 +55,10 @@ _HEADER = """\
 #     language: python
 #     name: python3
 # ---
-
 """
+# the line under the header: the notebook and the sha256 of the code below the blank line that follows
+_RECORD = '# exported from {} by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 {}\n'
+_RECORDED = re.compile(r'# exported from .* sha256 ([0-9a-f]{64})\n\n')
 _FORMAT = {'extension': '.py', 'format_name': 'percent', 'notebook_metadata_filter': '-all',
            'cell_metadata_filter': 'tags'}
 _KERNELSPEC = {'display_name': 'Python 3', 'language': 'python', 'name': 'python3'}
@@ -95,11 +101,29 @@ def clean_notebook(nb):
     return nb
 
 
-def export_text(nb) -> str:
-    "The script of notebook `nb`: jupytext percent format under a fixed header."
+def export_text(nb, nb_rel: str) -> str:
+    "The script of notebook `nb` (`nb_rel` in the repository): jupytext percent format under a fixed header and record."
     import jupytext
-    body = jupytext.writes(clean_notebook(nb), fmt=dict(_FORMAT))
-    return _HEADER + body.lstrip('\n')
+    body = jupytext.writes(clean_notebook(nb), fmt=dict(_FORMAT)).lstrip('\n')
+    return _HEADER + _RECORD.format(nb_rel, _sha256(body)) + '\n' + body
+
+
+def _sha256(text: str) -> str: return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+
+def _code(text: str) -> tuple[str | None, str | None]:
+    """A script's recorded sha256 and its code below the record (None, code for a script exported before scripts had
+    a record; None, None for a header not as the export writes it)."""
+    if not text.startswith(_HEADER): return None, None
+    rest = text[len(_HEADER):]
+    if m := _RECORDED.match(rest): return m[1], rest[m.end():]
+    return None, rest[1:] if rest.startswith('\n') else None
+
+
+def _edited_by_hand(text: str, exported: str) -> bool:
+    "Whether the script `text` was changed since its last export, `exported` being its notebook's export now."
+    recorded, code = _code(text)
+    return code is None or (recorded != _sha256(code) and code != _code(exported)[1])
 
 
 def _notebook_text(nb) -> str:
@@ -138,8 +162,8 @@ def check(root: str | Path = ROOT) -> list[Problem]:
                                             f'`git checkout -- {nb_rel}`, or write it from {script_rel} with '
                                             '`python -m electra.tools.notebooks from-scripts`'))
             continue
-        text = export_text(_read(root / nb_rel, nb_rel))
-        problems += [p for path in script_paths(script_rel) if (p := _script_problem(root, path, nb_rel, text))]
+        text = export_text(_read(root / nb_rel, nb_rel), nb_rel)
+        if problem := _script_problem(root, script_rel, nb_rel, text): problems.append(problem)
     return problems
 
 
@@ -148,14 +172,14 @@ def _script_problem(root: Path, script_rel: str, nb_rel: str, text: str) -> Prob
     script = root / script_rel
     if not script.is_file():
         return Problem(script_rel, f'missing: run `python -m electra.tools.notebooks export` to write it from {nb_rel}')
-    if script.read_text(encoding='utf-8') != text and script_rel.startswith(JOBS_DIR):  # a copy: nothing to keep
-        return Problem(script_rel, f'differs from the export of {nb_rel}, of which it is the package\'s copy: run '
-                                   '`python -m electra.tools.notebooks export` (edit the notebook, never this copy)')
-    if script.read_text(encoding='utf-8') != text:
-        return Problem(script_rel, f'differs from the export of {nb_rel}: edit the notebook and run '
-                                   '`python -m electra.tools.notebooks export` (or, to keep the script\'s edit, '
-                                   '`python -m electra.tools.notebooks from-scripts`)')
-    return None
+    current = script.read_text(encoding='utf-8')
+    if current == text: return None
+    if _edited_by_hand(current, text):
+        return Problem(script_rel, f'differs from the export of {nb_rel}: changed by hand since its last export. Bring '
+                                   'the change into the notebook with `python -m electra.tools.notebooks from-scripts`, '
+                                   f'or drop it with `git checkout -- {script_rel}`')
+    return Problem(script_rel, f'differs from the export of {nb_rel}: the notebook changed since; run '
+                               '`python -m electra.tools.notebooks export`')
 
 
 def _write_if_changed(path: Path, text: str) -> bool:
@@ -168,20 +192,66 @@ def _write_if_changed(path: Path, text: str) -> bool:
 
 
 def export(root: str | Path = ROOT) -> list[Path]:
-    "Write each paired script from its notebook and store every notebook cleaned of outputs; returns the files changed."
+    """Write each paired script from its notebook and store every notebook cleaned of outputs; returns the files
+    changed. Nothing is written unless every script parses, imports and was not changed by hand since its export."""
     root = Path(root)
-    changed = []
-    for path in _notebooks(root):
-        if _write_if_changed(path, _notebook_text(clean_notebook(_read(path, str(path.relative_to(root)))))):
-            changed.append(path)
+    texts = {path: _notebook_text(clean_notebook(_read(path, str(path.relative_to(root))))) for path in _notebooks(root)}
     for nb_rel, script_rel in PAIRS:
         nb_path = root / nb_rel
         if not nb_path.is_file():
             raise ConfigError(f'{nb_rel}: missing, cannot export {script_rel}. Restore it with `git checkout -- {nb_rel}`, '
                               f'or write it from {script_rel} with `python -m electra.tools.notebooks from-scripts`.')
-        text = export_text(_read(nb_path, nb_rel))
-        changed += [root / path for path in script_paths(script_rel) if _write_if_changed(root / path, text)]
-    return changed
+        text = texts[root / script_rel] = export_text(_read(nb_path, nb_rel), nb_rel)
+        _check_runs(text, nb_rel, script_rel)
+        _check_not_edited(root / script_rel, text, nb_rel, script_rel)
+    return [path for path, text in texts.items() if _write_if_changed(path, text)]
+
+
+def _cell_at(text: str, line: int) -> tuple[int, int]:
+    "The cell (its position among the notebook's cells, from 1) of line `line` of a script, and the line in that cell."
+    starts = [i + 1 for i, s in enumerate(text.splitlines()) if s.startswith('# %%')]  # a cell's marker line
+    cell = sum(start <= line for start in starts)
+    return cell, line - starts[cell - 1] if cell else line
+
+
+def _check_runs(text: str, nb_rel: str, script_rel: str) -> None:
+    "The script `text` parses and its imports import, else a ConfigError naming the notebook and the cell."
+    try: tree = ast.parse(text, filename=script_rel)
+    except SyntaxError as e:
+        cell, line = _cell_at(text, e.lineno or 0)
+        raise ConfigError(f'{nb_rel}: cell {cell}: its code does not parse ({e.msg}, line {line} of the cell: '
+                          f'`{(e.text or "").strip()}`), so {script_rel} was not written. Fix the cell and export '
+                          'again.') from None
+    for node in (n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))):
+        try: _import(node)
+        except Exception as e:  # an import can fail in any way; the driver would fail there at its first run
+            cell, _ = _cell_at(text, node.lineno)
+            raise ConfigError(f'{nb_rel}: cell {cell}: `{ast.unparse(node)}` fails ({type(e).__name__}: '
+                              f'{str(e).splitlines()[0] if str(e) else ""}), so {script_rel} was not written. Fix the '
+                              'cell (or the library) and export again.') from None
+
+
+def _import(node: ast.Import | ast.ImportFrom) -> None:
+    "Run an import statement's imports here, as the script would: its modules, and the names it takes from them."
+    if isinstance(node, ast.Import):
+        for alias in node.names: importlib.import_module(alias.name)
+        return
+    module = importlib.import_module(node.module)  # the drivers import absolutely (level 0)
+    for name in (a.name for a in node.names if a.name != '*'):
+        if not hasattr(module, name):
+            try: importlib.import_module(f'{node.module}.{name}')  # a submodule, which `from package import` loads
+            except ModuleNotFoundError:
+                raise ImportError(f"cannot import name '{name}' from '{node.module}'") from None
+
+
+def _check_not_edited(path: Path, text: str, nb_rel: str, script_rel: str) -> None:
+    "A ConfigError when the script at `path` was changed by hand since its last export (writing `text` would lose it)."
+    if not path.is_file() or not _edited_by_hand(path.read_text(encoding='utf-8'), text): return
+    raise ConfigError(f'{script_rel}: changed by hand since its last export from {nb_rel} (its code no longer has the '
+                      'sha256 its header records), and export would overwrite the change: nothing was written. To keep '
+                      'the change, bring it into the notebook: `python -m electra.tools.notebooks from-scripts` '
+                      '(rewrites the notebooks from the scripts, then exports), or make the same edit in '
+                      f'{nb_rel}. To drop it: `git checkout -- {script_rel}` (or delete {script_rel}), then export.')
 
 
 def from_scripts(root: str | Path = ROOT) -> list[Path]:
@@ -191,7 +261,9 @@ def from_scripts(root: str | Path = ROOT) -> list[Path]:
     root = Path(root)
     changed = []
     for nb_rel, script_rel in PAIRS:
-        nb = jupytext.reads((root / script_rel).read_text(encoding='utf-8'), fmt='py:percent')
+        text = (root / script_rel).read_text(encoding='utf-8')
+        _, code = _code(text)
+        nb = jupytext.reads(text if code is None else code, fmt='py:percent')  # the cells, without header and record
         (root / nb_rel).parent.mkdir(parents=True, exist_ok=True)
         if _write_if_changed(root / nb_rel, _notebook_text(clean_notebook(nb))): changed.append(root / nb_rel)
     return changed + [p for p in export(root) if p not in changed]
@@ -207,8 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         problems = check(root)
         for p in problems: print(p, file=sys.stderr)
         if problems: return 1
-        print(f"in sync: {', '.join(f'{s} <- {n}' for n, s in PAIRS)} (and their copies in {JOBS_DIR}/); notebooks "
-              "stored without outputs")
+        print(f"in sync: {', '.join(f'{s} <- {n}' for n, s in PAIRS)}; notebooks stored without outputs")
         return 0
     changed = export(root) if args.command == 'export' else from_scripts(root)
     for path in changed: print(f'wrote {path.relative_to(root)}')

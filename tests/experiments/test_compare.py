@@ -481,7 +481,7 @@ def test_a_finished_pretraining_the_comparison_did_not_record_is_left_as_it_is(t
     record = json.loads((run.run_dir / RECORD).read_text())
     (run.run_dir / RECORD).write_text(json.dumps({**record, 'done': False}))  # as if killed before recording it
     written = {p: p.read_bytes() for p in sorted(run.pretrain_dir.rglob('*')) if p.is_file() and p.suffix != '.json'
-               and p.name != 'pretrain.log'}
+               and p.name not in ('pretrain.log', 'log.txt')}  # the logs, which a rerun adds to
     assert any(p.name == 'model.safetensors' for p in written) and any(p.suffix == '.pth' for p in written)
     run_comparison(cfg, launch=pretrain_in_process, log=lambda s: None)
     assert {p: p.read_bytes() for p in written} == written

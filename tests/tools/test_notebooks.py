@@ -1,6 +1,8 @@
 """electra/tools/notebooks.py: the check of scripts against their notebooks, and the export."""
 from __future__ import annotations
 
+import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -20,10 +22,8 @@ def notebooks_cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def repo_copy(tmp_path) -> Path:
-    "The paired scripts (and the package's copies of them) and the notebooks, copied (the real ones are never edited)."
-    for path in (p for _, script in notebooks.PAIRS for p in notebooks.script_paths(script)):
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / path, tmp_path / path)
+    "The paired scripts and the notebooks, copied (the real ones are never edited)."
+    for _, script in notebooks.PAIRS: shutil.copy(REPO / script, tmp_path / script)
     shutil.copytree(NOTEBOOKS, tmp_path / 'notebooks', ignore=shutil.ignore_patterns('.ipynb_checkpoints'))
     return tmp_path
 
@@ -35,35 +35,95 @@ def test_check_passes_on_the_repository():
 
 
 @pytest.mark.parametrize('script', ['pretrain.py', 'finetune.py'])
-def test_check_fails_on_an_edited_script(repo_copy, script, capsys):
+def test_check_fails_on_an_edited_script_and_export_never_overwrites_it(repo_copy, script, capsys):
+    """A driver edited by hand since its export: check names it, and export refuses to overwrite it (before: export put
+    the notebook's version over the edit, which was lost), naming the file and how to bring the edit into the notebook;
+    from-scripts does so, and the edit is then the notebook's."""
+    nb_rel = dict(map(reversed, notebooks.PAIRS))[script]
     path = repo_copy / script
     path.write_text(path.read_text().replace('# %%\n', '# %%\nprint("edited by hand")\n', 1))
+    edited = path.read_text()
     assert notebooks.main(['check', '--root', str(repo_copy)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f'{script}: differs from the export of notebooks/'), err
-    # the notebook is the source: exporting puts the script back as it was
-    assert notebooks.main(['export', '--root', str(repo_copy)]) == 0
-    assert capsys.readouterr().out == f'wrote {script}\n'
-    assert path.read_text() == (REPO / script).read_text()
+    assert 'changed by hand since its last export' in err[0] and 'from-scripts' in err[0], err
+    r = notebooks_cli('export', '--root', str(repo_copy))
+    assert (r.returncode, r.stdout) == (2, ''), r
+    assert r.stderr == (f'error: {script}: changed by hand since its last export from {nb_rel} (its code no longer has '
+                        'the sha256 its header records), and export would overwrite the change: nothing was written. '
+                        f'To keep the change, bring it into the notebook: `python -m electra.tools.notebooks '
+                        f'from-scripts` (rewrites the notebooks from the scripts, then exports), or make the same edit '
+                        f'in {nb_rel}. To drop it: `git checkout -- {script}` (or delete {script}), then export.\n')
+    assert path.read_text() == edited  # the edit kept
+    assert notebooks.main(['from-scripts', '--root', str(repo_copy)]) == 0
+    assert 'print(\\"edited by hand\\")' in (repo_copy / nb_rel).read_text()  # the notebook's now
+    assert path.read_text().split('\n', 12)[12] == edited.split('\n', 12)[12]  # the code below the record as edited
     assert notebooks.check(repo_copy) == []
 
 
-@pytest.mark.parametrize('script', ['pretrain.py', 'finetune.py'])
-def test_the_package_copy_of_a_script_is_checked_and_written_by_the_export(repo_copy, script, capsys):
-    "The copy the installed package runs (`electra-pretrain`) is the driver byte for byte, or check names it."
-    copy = repo_copy / notebooks.JOBS_DIR / script
-    assert copy.read_bytes() == (REPO / script).read_bytes()
-    copy.write_text(copy.read_text().replace('# %%\n', '# %%\nprint("edited by hand")\n', 1))
-    assert [str(p) for p in notebooks.check(repo_copy)] == [
-        f'electra/jobs/{script}: differs from the export of {dict(map(reversed, notebooks.PAIRS))[script]}, of which '
-        'it is the package\'s copy: run `python -m electra.tools.notebooks export` (edit the notebook, never this copy)']
-    copy.unlink()
-    assert [str(p) for p in notebooks.check(repo_copy)] == [
-        f'electra/jobs/{script}: missing: run `python -m electra.tools.notebooks export` to write it from '
-        f'{dict(map(reversed, notebooks.PAIRS))[script]}']
+def test_the_header_records_the_sha256_of_the_exported_code():
+    "Each driver's header line records the sha256 of the code below it (what export compares a driver against)."
+    for nb_rel, script in notebooks.PAIRS:
+        text = (REPO / script).read_text()
+        header, record, body = re.match(r'(# ---\n.*?\n# ---\n)([^\n]*\n)\n(.*)', text, re.S).groups()
+        assert record == (f'# exported from {nb_rel} by `python -m electra.tools.notebooks export` (edit the notebook, '
+                          f'not this file): sha256 {hashlib.sha256(body.encode()).hexdigest()}\n'), record
+
+
+def test_export_replaces_a_driver_as_last_exported_when_its_notebook_changed(repo_copy, capsys):
+    "The usual way: the notebook edited, the driver as last exported: export writes it, with its new record."
+    path = repo_copy / 'notebooks' / 'Pretrain.ipynb'
+    nb = nbformat.read(str(path), as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == 'markdown')
+    cell.source += '\nA line added in the notebook.'
+    nbformat.write(nb, str(path))
     assert notebooks.main(['export', '--root', str(repo_copy)]) == 0
-    assert capsys.readouterr().out == f'wrote electra/jobs/{script}\n'
-    assert copy.read_bytes() == (REPO / script).read_bytes() and notebooks.check(repo_copy) == []
+    assert capsys.readouterr().out == 'wrote notebooks/Pretrain.ipynb\nwrote pretrain.py\n'
+    assert '# A line added in the notebook.\n' in (repo_copy / 'pretrain.py').read_text()
+    assert notebooks.check(repo_copy) == []
+
+
+def code_cell(nb_path: Path, contains: str) -> tuple[object, int]:
+    "The notebook and the 1-based position (among all its cells) of its code cell holding `contains`."
+    nb = nbformat.read(str(nb_path), as_version=4)
+    [number] = [i + 1 for i, c in enumerate(nb.cells) if c.cell_type == 'code' and contains in c.source]
+    return nb, number
+
+
+def test_export_refuses_a_notebook_whose_code_does_not_parse(repo_copy):
+    "A cell that is not Python (a half-typed edit): refused naming the notebook and the cell; no driver written."
+    path = repo_copy / 'notebooks' / 'Pretrain.ipynb'
+    nb, number = code_cell(path, 'device = resolve_device(cfg.device)')
+    cell = nb.cells[number - 1]
+    cell.source = cell.source.replace('device = resolve_device(cfg.device)', 'device = resolve_device(cfg.device')
+    nbformat.write(nb, str(path))
+    line = cell.source.splitlines().index('device = resolve_device(cfg.device') + 1
+    before = (repo_copy / 'pretrain.py').read_text()
+    r = notebooks_cli('export', '--root', str(repo_copy))
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert r.stderr.startswith(f'error: notebooks/Pretrain.ipynb: cell {number}: its code does not parse ('), r.stderr
+    assert f'line {line} of the cell' in r.stderr and 'pretrain.py was not written' in r.stderr, r.stderr
+    assert (repo_copy / 'pretrain.py').read_text() == before and r.stdout == ''
+
+
+@pytest.mark.parametrize('statement, edited, error', [
+    ('from electra.training.checkpoint import check_resume_compatible', 'check_resume_compatibel',
+     "cannot import name 'check_resume_compatibel' from 'electra.training.checkpoint'"),
+    ('import torch\n', 'torhc', "No module named 'torhc'")])
+def test_export_refuses_a_driver_whose_imports_fail(repo_copy, statement, edited, error):
+    "A name or module misspelt in a cell: the driver would fail at its first run; refused, naming notebook and cell."
+    path = repo_copy / 'notebooks' / 'Pretrain.ipynb'
+    nb, number = code_cell(path, statement)
+    old = statement.split()[-1]
+    cell = nb.cells[number - 1]
+    cell.source = cell.source.replace(statement, statement.replace(old, edited), 1)
+    nbformat.write(nb, str(path))
+    before = (repo_copy / 'pretrain.py').read_text()
+    r = notebooks_cli('export', '--root', str(repo_copy))
+    assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
+    assert r.stderr.startswith(f'error: notebooks/Pretrain.ipynb: cell {number}: ') and error in r.stderr, r.stderr
+    assert edited in r.stderr and 'pretrain.py was not written' in r.stderr, r.stderr
+    assert (repo_copy / 'pretrain.py').read_text() == before
 
 
 def test_check_fails_on_an_edited_script_from_the_command_line(repo_copy):

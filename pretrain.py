@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 abfa4ce71dac828c78832f3eec3a62843c1820713a58eeb1d4a137e16cb58595
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 902bf6ead7555c0d3961aded7b2d01ed9cef8f16e20ad0f4bac070e93c52b29a
 
 # %% [markdown]
 # # Pretraining ELECTRA

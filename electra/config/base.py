@@ -30,8 +30,15 @@ __all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 's
            'compressed', 'COMPRESSED_SUFFIXES', 'not_text', 'path', 'expand_path', 'load_json', 'MAX_DIGITS']
 
 
+# the characters str.splitlines breaks a line at: a message that quotes a file's text may hold any of them
+_LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in '\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'})
+
+
 class ConfigError(ValueError):
-    "A bad config key or value; the message names where it came from and how to fix it."
+    """A bad config key or value; the message names where it came from and how to fix it, always on one line (the
+    drivers print it after `error: `): a line break it quotes from a file or a value is shown escaped."""
+    def __init__(self, message: object = '', *args):
+        super().__init__(str(message).translate(_LINE_BREAKS), *args)
 
 
 class RunWarning(UserWarning):

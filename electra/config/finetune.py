@@ -82,6 +82,16 @@ def is_task_file(entry: str) -> bool:
     return entry not in GLUE_TASKS and (Path(entry).exists() or entry.endswith(('.yaml', '.yml')))
 
 
+QA_KINDS = ('squad', 'mrqa')  # the task kinds whose answers come from one run (electra/finetuning/tasks/qa)
+
+
+def qa_no_ensemble(k: int, name: str) -> ConfigError:
+    "The refusal of an ensemble of a QA task's runs, checked before any work (`check_task_kinds`) and by the task."
+    return ConfigError(f"ensemble_k: {k}, but the answers of QA task {name} come from one run: ensembles are for "
+                       f"classification and tagging tasks. Use --ensemble_k 1 (or predict: false), or put the QA task in "
+                       f"a job of its own.")
+
+
 @dataclass
 @optimizer_keys(after='warmup_fraction', weight_decay=0.0,
                 weight_decay_help='decoupled weight decay (0 as in the paper and the replication; the official code '
@@ -290,6 +300,8 @@ class FinetuneConfig:
                 where = f'task_overrides.{name}.' if 'loss_reduction' in self.task_overrides.get(name, {}) else ''
                 raise ConfigError(f"{where}loss_reduction: 'token' averages over a tagging task's labelled words; {name} "
                                   f"is a {kind} task: use sum or mean for it (task_overrides.{name}.loss_reduction).")
+            task_cfg = self.for_task(name)
+            if kind in QA_KINDS and task_cfg.predict and task_cfg.ensemble_k > 1: raise qa_no_ensemble(task_cfg.ensemble_k, name)
 
     def hparams(self) -> dict:
         "The per-task keys and their values (what a run's results depend on, with the model and data)."

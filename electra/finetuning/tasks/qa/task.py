@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from electra.config.base import ConfigError, choice_field, config_to_dict, field
+from electra.config.finetune import qa_no_ensemble
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast, predict_examples
@@ -284,7 +285,6 @@ class QATask(FinetuningTask):
 
     def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
         "The training questions (a fixed subset with `max_train_samples`), trained on window by window, and dev's."
-        if task_cfg.predict and task_cfg.ensemble_k > 1: self._no_ensemble(task_cfg.ensemble_k)
         train = self.read('train')
         if task_cfg.max_train_samples and len(train) > task_cfg.max_train_samples:
             keep = np.sort(np.random.default_rng(0).choice(len(train), task_cfg.max_train_samples, replace=False))
@@ -296,9 +296,7 @@ class QATask(FinetuningTask):
         return f"{len(enc.examples)} {'training' if split == 'train' else split} questions ({len(enc)} windows)"
 
     def _no_ensemble(self, k: int):
-        raise ConfigError(f"ensemble_k: {k}, but the answers of QA task {self.name} come from one run: ensembles are "
-                          f"for classification and tagging tasks. Use --ensemble_k 1 (or predict: false), or put the QA "
-                          f"task in a job of its own.")
+        raise qa_no_ensemble(k, self.name)
 
     def new_model(self, body, task_cfg):
         s = self.spec

@@ -26,6 +26,7 @@ from electra.experiments.table import write_table
 from electra.runtime.errors import TrainingStopped, friendly_errors
 from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir
 from electra.training.checkpoint import find_checkpoints
+from electra.training.trackers import check_trackers
 
 __all__ = ['load_compare_config', 'plan_text', 'run_comparison', 'main']
 
@@ -130,6 +131,7 @@ def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Call
         log(plan_text(plan))
         return plan, None
     _check_outputs(plan)
+    check_trackers(cfg.logger)  # before the first job: each would refuse the same trackers only when it starts
     launch = launch or subprocess_launcher()
     if not cfg.table_only:
         # one comparison of a name at a time: a second would launch jobs into the runs the first is training

@@ -63,8 +63,11 @@ from electra.training.distributed import finish_distributed, init_distributed, m
 overrides = {}  # in the notebook: e.g. {'tasks': ['SST-2', 'MRPC'], 'runs': 3}
 
 # %%
+from electra.training.trackers import check_trackers
+
 cfg = load_config(FinetuneConfig, cli_args(), preset_dir='configs/finetune', default_preset='demo',
                   prog='finetune.py', overrides=overrides)
+check_trackers(cfg.logger)  # each tracker's package installed, an MLflow server answering
 procs = init_distributed(resolve_device(cfg.device), cfg.dist_timeout)  # under torchrun: this process's rank
 print_main('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
 print_main(f'this process: {use_cpu_threads(cfg.threads)}')  # auto: the cores other processes leave free

@@ -36,12 +36,14 @@ from electra.config.pretrain import PretrainConfig
 from electra.runtime.errors import friendly_errors
 from electra.runtime.processes import cli_args, end_with_parent
 from electra.training.distributed import check_batch_split
+from electra.training.trackers import check_trackers
 
 friendly_errors()
 end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included
 cfg = load_config(PretrainConfig, cli_args(), preset_dir='configs/pretrain', default_preset='demo',
                   prog='pretrain.py', overrides=overrides)
 check_batch_split(cfg.batch_size, cfg.grad_accum_steps)  # under torchrun: equal rows for every process
+check_trackers(cfg.logger)  # each tracker's package installed, an MLflow server answering
 cfg
 
 # %% [markdown]
@@ -211,9 +213,11 @@ finish_distributed()  # in a torchrun job the other processes end here: what fol
 
 # %%
 from electra.pretrained.export import export_pretrained
+from electra.pretraining.learner import end_trackers
 
 exported = export_pretrained(model, tokenizer, run_dir)
 for name, path in exported.items(): print(f'{name}: {path}')
+end_trackers(learn, cfg, exported)  # with tracking_artifacts: the export sent to the trackers
 
 # %% [markdown]
 # ## The two networks at work

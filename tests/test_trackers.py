@@ -1,0 +1,146 @@
+"""`--logger`: the trackers read back with their own readers equal the CSV files. A real MLflow tracking server on the
+loopback address (SQLite, a local artifact folder) started and stopped here, read with MLflow's client; TensorBoard's
+event files with TensorBoard's EventAccumulator; W&B's offline run files with wandb's datastore."""
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from electra.config.base import ConfigError
+from tests.support.pretrain import ROOT, TINY, pretrain
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+SHORT = [a for a in TINY]  # 24 steps, a row every 6
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope='module')
+def mlflow_server(tmp_path_factory):
+    "`mlflow server` on 127.0.0.1 (SQLite, artifacts under the test's folder), once for the module: its URI."
+    root, port = tmp_path_factory.mktemp('mlflow'), free_port()
+    env = {**os.environ, 'MLFLOW_SERVER_ENABLE_JOB_EXECUTION': 'false'}
+    proc = subprocess.Popen([sys.executable, '-m', 'mlflow', 'server', '--backend-store-uri',
+                             f'sqlite:///{root}/mlflow.db', '--artifacts-destination', str(root / 'artifacts'),
+                             '--host', '127.0.0.1', '--port', str(port), '--workers', '1'],
+                            stdout=open(root / 'server.log', 'wb'), stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    uri = f'http://127.0.0.1:{port}'
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                urllib.request.urlopen(f'{uri}/health', timeout=5)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (root / 'server.log').read_text()[-2000:]
+                time.sleep(1)
+        yield uri
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+@pytest.fixture
+def trackers_env(monkeypatch, tmp_path, mlflow_server):
+    monkeypatch.setenv('MLFLOW_TRACKING_URI', mlflow_server)
+    monkeypatch.setenv('WANDB_MODE', 'offline')
+    monkeypatch.setenv('WANDB_DIR', str(tmp_path))
+    monkeypatch.setenv('WANDB_PROJECT', 'electra-tests')
+    from mlflow import MlflowClient
+    return MlflowClient(mlflow_server)
+
+
+def csv_columns(path: Path) -> dict[str, list[tuple[int, str]]]:
+    "Each column of a metrics CSV as (step, the value as written)."
+    with path.open(newline='') as f: rows = list(csv.DictReader(f))
+    return {k: [(int(float(r['step'])), r[k]) for r in rows] for k in rows[0] if k != 'step'}
+
+
+def as_written(pairs) -> list[tuple[int, str]]:
+    "(step, value) pairs with each value as the CSV files write it (6 significant digits)."
+    return [(int(step), f'{float(v):.6g}') for step, v in pairs]
+
+
+def mlflow_history(client, run_id: str, key: str):
+    return as_written(sorted((m.step, m.value) for m in client.get_metric_history(run_id, key)))
+
+
+def tensorboard_scalars(folder: Path, key: str):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+    acc = EventAccumulator(str(folder), size_guidance={'tensors': 0})
+    acc.Reload()
+    return as_written((e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in acc.Tensors(key))
+
+
+def wandb_records(wandb_dir: Path):
+    "Every record of the offline runs under `wandb_dir`, in the order they were written (a resume's run last)."
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal import datastore
+    records = []
+    for path in sorted(wandb_dir.glob('wandb/offline-run-*/run-*.wandb')):
+        store = datastore.DataStore()
+        store.open_for_scan(str(path))
+        while (data := store.scan_data()) is not None:
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(data)
+            records.append(record)
+    return records
+
+
+def wandb_history(records, key: str):
+    return as_written((r.history.step.num, json.loads(i.value_json)) for r in records
+                      if r.WhichOneof('record_type') == 'history' for i in r.history.item
+                      if '/'.join([i.key] if i.key else list(i.nested_key)) == key)
+
+
+def test_pretraining_tracked_and_resumed_equals_the_csv_files(tmp_path, trackers_env):
+    client = trackers_env
+    common = ['--logger', 'mlflow,tensorboard,wandb', '--tracking_tags', 'variant=tiny,smoke', '--run_name', 'tracked',
+              '--tracking_artifacts', 'true']
+    first = pretrain(tmp_path, *SHORT, *common, '--steps', '12', '--eval_examples', '16')
+    run_dir = first['run_dir']
+    (exp,) = [e for e in client.search_experiments() if e.name == 'tracked']
+    (run,) = client.search_runs([exp.experiment_id])
+    # the first start's config: config.yaml (before the resume rewrites it) and where each value came from
+    saved = yaml.safe_load((run_dir / 'config.yaml').read_text())
+    assert {k: v for k, v in run.data.params.items() if k in saved} == {k: str(v) for k, v in saved.items()}
+    sources = json.loads(Path(client.download_artifacts(run.info.run_id, 'config.json', str(tmp_path))).read_text())
+    preset = ROOT / 'configs/pretrain/demo.yaml'
+    preset_lines = {line.split(':')[0]: n for n, line in enumerate(preset.read_text().splitlines(), 1)
+                    if line and not line.startswith((' ', '#'))}
+    assert sources['steps'] == {'value': 12, 'from': 'command line'}
+    given = {a[2:] for a in [*SHORT, *common, '--steps', '--eval_examples', '--output_dir', '--cache_dir']
+             if a.startswith('--')}
+    for key, line in preset_lines.items():
+        if key not in given: assert sources[key]['from'] == f'configs/pretrain/demo.yaml: line {line}', key  # from ROOT
+    assert sources['dropout']['from'] == 'default' and 'dropout' not in preset_lines
+    pretrain(tmp_path, *SHORT, *common, '--steps', '24', '--eval_examples', '16', '--resume')
+    run = client.get_run(run.info.run_id)
+    assert len(client.search_runs([exp.experiment_id])) == 1 and run.info.status == 'FINISHED'
+    assert run.info.run_name == 'tracked_11081' and run.data.tags['variant'] == 'tiny' and run.data.tags['smoke'] == 'true'
+    wb = wandb_records(tmp_path)
+    for name, prefix in (('metrics.csv', 'train/'), ('eval_metrics.csv', 'eval/')):
+        for column, values in csv_columns(run_dir / name).items():
+            assert [s for s, _ in values] == [6, 12, 18, 24]
+            assert mlflow_history(client, run.info.run_id, prefix + column) == values, column
+            assert tensorboard_scalars(run_dir / 'tensorboard', prefix + column) == values, column
+            assert wandb_history(wb, prefix + column) == values, column
+    names = {f.path for d in ('discriminator', 'generator') for f in client.list_artifacts(run.info.run_id, d)}
+    assert {'discriminator/README.md', 'discriminator/model.safetensors', 'generator/README.md'} <= names
+    wandb_runs = {r.run.run_id for r in wb if r.WhichOneof('record_type') == 'run'}
+    assert len(wandb_runs) == 1 and {r.run.run_group for r in wb if r.WhichOneof('record_type') == 'run'} == {'tracked'}

@@ -144,3 +144,90 @@ def test_pretraining_tracked_and_resumed_equals_the_csv_files(tmp_path, trackers
     assert {'discriminator/README.md', 'discriminator/model.safetensors', 'generator/README.md'} <= names
     wandb_runs = {r.run.run_id for r in wb if r.WhichOneof('record_type') == 'run'}
     assert len(wandb_runs) == 1 and {r.run.run_group for r in wb if r.WhichOneof('record_type') == 'run'} == {'tracked'}
+
+
+def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, trackers_env, glue_dir, tiny):
+    from electra.finetuning import sweep
+    from electra.finetuning.tasks.glue.sources import open_source
+    from tests.support.finetune import job
+    client, (model, tok) = trackers_env, tiny
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, epochs=2, logger=['mlflow', 'tensorboard'],
+              tracking_group='glue-tracked', tracking_tags=['sweep=one'], lr=1e-3)
+    sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+    with (tmp_path / 'ckpt/t/results.csv').open(newline='') as f: rows = list(csv.DictReader(f))
+    (exp,) = [e for e in client.search_experiments() if e.name == 'glue-tracked']
+    runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+    assert sorted(runs) == ['t/RTE_0', 't/RTE_1'] and len(rows) == 2
+    for row in rows:
+        run = runs[f"t/RTE_{row['run']}"]
+        assert run.info.status == 'FINISHED' and run.data.tags == {**run.data.tags, 'task': 'RTE', 'sweep': 'one'}
+        assert (run.data.params['seed'], run.data.params['lr'], run.data.params['task']) == (row['seed'], '0.001', 'RTE')
+        tb = tmp_path / 'ckpt/t/tensorboard' / f"RTE_{row['run']}"
+        for column in ('score', 'accuracy', 'train_loss', 'steps'):
+            written = [(2, row[column])]
+            as_4 = lambda pairs: [(s, f'{float(v):.4f}' if '.' in row[column] else f'{float(v):g}') for s, v in pairs]
+            assert as_4(mlflow_history(client, run.info.run_id, f'results/{column}')) == written, column
+            assert as_4(tensorboard_scalars(tb, f'results/{column}')) == written, column
+        dev = mlflow_history(client, run.info.run_id, 'dev/accuracy')
+        assert [s for s, _ in dev] == [1, 2] and dev[-1][1] == mlflow_history(client, run.info.run_id, 'results/score')[0][1]
+
+
+def test_a_comparisons_runs_are_one_group_a_run_per_variant_and_seed(tmp_path, trackers_env):
+    from electra.config.base import config_from_dict
+    from electra.config.compare import CompareConfig
+    from electra.experiments.compare import run_comparison
+    from tests.support.pretrain import run_driver
+    client = trackers_env
+    tiny = {k: v for k, v in zip([a[2:] for a in TINY[::2]], TINY[1::2]) if k != 'threads'}  # the comparison's own
+    cfg = config_from_dict(CompareConfig, dict(
+        name='cmp-tracked', output_dir=str(tmp_path / 'out'), pretrain_config='demo', finetune=False, seeds=[1, 2],
+        pretrain_overrides={**tiny, 'steps': 6, 'warmup_steps': 2, 'eval_examples': 0, 'cache_dir': str(tmp_path / 'cache')},
+        variants={'electra': {'config': ''}, 'uniform': {'overrides': {'uniform_generator': True}}},
+        logger=['mlflow'], threads=1))
+
+    def in_process(cmd, log):  # the driver itself, as the launcher runs it, without an interpreter to start
+        run_driver(Path(cmd[1]).name, cmd[2:])
+        return 0
+    run_comparison(cfg, launch=in_process, log=lambda s: None)
+    (exp,) = [e for e in client.search_experiments() if e.name == 'cmp-tracked']
+    runs = client.search_runs([exp.experiment_id])
+    assert sorted((r.data.tags['variant'], r.data.tags['seed'], r.info.run_name) for r in runs) == [
+        ('electra', '1', 'cmp-tracked_electra_1'), ('electra', '2', 'cmp-tracked_electra_2'),
+        ('uniform', '1', 'cmp-tracked_uniform_1'), ('uniform', '2', 'cmp-tracked_uniform_2')]
+    assert {r.data.params['uniform_generator'] for r in runs if r.data.tags['variant'] == 'uniform'} == {'True'}
+
+
+@pytest.mark.parametrize('tracker', ['mlflow', 'tensorboard', 'wandb'])
+def test_a_tracker_not_installed_is_refused_before_any_work(tmp_path, monkeypatch, tracker):
+    monkeypatch.setitem(sys.modules, tracker, None)  # what `import` does without the package: ImportError
+    with pytest.raises(ConfigError, match=rf"^logger: {tracker} is not installed: pip install 'electra\[{tracker}\]', "
+                                          rf"or drop {tracker} from --logger\.$"):
+        pretrain(tmp_path, *TINY, '--logger', f'neptune,{tracker}')
+    assert not (tmp_path / 'ckpt').exists() and not (tmp_path / 'cache').exists()
+
+
+def test_an_mlflow_server_not_there_is_refused_before_any_work_naming_its_address(tmp_path, monkeypatch):
+    uri = f'http://127.0.0.1:{free_port()}'  # nothing listens there
+    monkeypatch.setenv('MLFLOW_TRACKING_URI', uri)
+    for driver, argv in (('pretrain.py', ['--output_dir', str(tmp_path / 'ckpt'), '--cache_dir', str(tmp_path / 'cache')]),
+                         ('finetune.py', ['--output_dir', str(tmp_path / 'ckpt'), '--cache_dir', str(tmp_path / 'cache'),
+                                          '--data', 'demo', '--model', str(tmp_path / 'none.pth')])):
+        from tests.support.pretrain import run_driver
+        with pytest.raises(ConfigError, match=rf"^logger: mlflow: cannot reach the MLflow tracking server at {uri} "
+                                              r"\(MlflowException\)\. Start it, set MLFLOW_TRACKING_URI"):
+            run_driver(driver, [*argv, '--logger', 'mlflow'])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_neptune_run_without_a_token_is_one_line(monkeypatch, tmp_path):
+    """Before: Neptune's 20-line banner (with colour codes) sat inside the error line, between the parentheses."""
+    from electra.training.trackers import TrackedRun, start_trackers
+    monkeypatch.chdir(tmp_path)
+    for key in ('NEPTUNE_MODE', 'NEPTUNE_API_TOKEN', 'NEPTUNE_PROJECT'): monkeypatch.delenv(key, raising=False)
+    with pytest.raises(ConfigError) as e:
+        start_trackers(['neptune'], TrackedRun('run', 'group', (), {}, {}, tmp_path, 'me/electra'))
+    message = str(e.value)
+    assert '\n' not in message and '\x1b' not in message, message
+    assert message.startswith('logger: cannot start a Neptune run (NeptuneMissingApiTokenException')
+    assert message.endswith('Set NEPTUNE_API_TOKEN and --neptune_project, or NEPTUNE_MODE=offline, or drop neptune '
+                            'from --logger.')

@@ -10,7 +10,7 @@ CSV files get, through the same clients those callbacks use (torch's SummaryWrit
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib
 import os
 import time
 import uuid
@@ -50,9 +50,10 @@ def check_trackers(logger: list[str]) -> None:
     """Each tracker's package importable and, for MLflow with a tracking server (an http(s) MLFLOW_TRACKING_URI), the
     server answering; else a ConfigError naming the extra to install or the address tried."""
     for name in tracker_names(logger):
-        if importlib.util.find_spec(_PACKAGES[name]) is None:
+        try: importlib.import_module(_PACKAGES[name])
+        except ImportError:
             raise ConfigError(f"logger: {name} is not installed: pip install 'electra[{name}]', or drop {name} from "
-                              "--logger.")
+                              "--logger.") from None
     if 'mlflow' in logger and is_main_process(): _check_mlflow_server()
 
 

@@ -3,6 +3,7 @@ task stacked (`train_and_save_stack`, `electra.finetuning.stack`), a row of the 
 (`sweep.py`) trains them in its own process, the workers (`workers.py`) in theirs."""
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -113,13 +114,23 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
     return row
 
 
+@contextlib.contextmanager
+def _ended_if_stopped(trackers: list[Trackers]):
+    "Runs' trackers ended as killed when their training stops (Ctrl-C) or fails: the same command does them again."
+    try: yield
+    except BaseException:
+        for t in trackers: t.end('killed')
+        raise
+
+
 def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, device, autocast, pad_id: int,
                    say: Callable[[str], None]) -> dict | Diverged:
     """Train one run, save its weights to `job.checkpoint` (main process), and return its row of the results table;
     or, when its loss became NaN or infinite, nothing saved and its `Diverged` record."""
     start = time.perf_counter()
     report, tracked = _reporter(cfg, data, job, say, start)
-    model, history = train_run(data, cfg.for_task(data.task.name), body, job.seed, device, autocast, pad_id, report)
+    with _ended_if_stopped([tracked]):
+        model, history = train_run(data, cfg.for_task(data.task.name), body, job.seed, device, autocast, pad_id, report)
     if (step := diverged(history)) is not None: return _diverged(cfg, data, job, step, autocast, tracked, say)
     return _save_run(cfg, data, job, model, history, body, tracked, start)
 
@@ -130,8 +141,9 @@ def train_and_save_stack(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob]
     `Diverged` records), as `train_and_save` does each alone; a row's `seconds` is the stack's time."""
     start = time.perf_counter()
     reporters = [_reporter(cfg, data, job, say, start) for job in jobs]
-    stacked, run_model, histories = train_stack(data, cfg.for_task(data.task.name), body, [j.seed for j in jobs], device,
-                                          autocast, pad_id, [report for report, _ in reporters])
+    with _ended_if_stopped([tracked for _, tracked in reporters]):
+        stacked, run_model, histories = train_stack(data, cfg.for_task(data.task.name), body, [j.seed for j in jobs],
+                                                    device, autocast, pad_id, [report for report, _ in reporters])
     out = []
     for r, (job, (_, tracked)) in enumerate(zip(jobs, reporters)):
         step = diverged(histories[r])

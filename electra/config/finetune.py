@@ -47,7 +47,8 @@ INPUT_KEYS = ('model', 'data', 'tasks', 'seed', 'seeds', 'task_overrides')
 # runs left to do; the runs' number, selection and predictions come after the runs.
 JOB_KEYS = ('config', 'runs', 'group', 'output_dir', 'test_output_dir', 'cache_dir', 'predict', 'device', 'num_workers',
             'parallel_runs', 'stack_runs', 'compile', 'compile_mode', 'dist_timeout', 'threads', 'logger',
-            'neptune_project', 'tracking_group', 'tracking_tags', 'tracking_artifacts', 'select', 'ensemble_k', 'eval_batch_size', 'length_buckets')
+            'neptune_project', 'tracking_group', 'tracking_tags', 'tracking_artifacts', 'select', 'ensemble_k',
+            'eval_batch_size', 'length_buckets')
 
 
 @dataclass(frozen=True)

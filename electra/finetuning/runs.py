@@ -36,7 +36,8 @@ def _trackers(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: Fin
     config = {**config_to_dict(task_cfg), 'task': task, 'run': run, 'seed': seed}
     sources = {**value_sources(task_cfg), 'task': 'tasks', 'run': 'runs', 'seed': 'seeds' if cfg.seeds else 'seed + run'}
     tags = (*cfg.tracking_tags, f'task={task}')
-    tracked = TrackedRun(f'{cfg.group}/{task}_{run}', cfg.tracking_group or cfg.group, tags, config, sources, group_dir(cfg) / 'tensorboard' / f'{task}_{run}', cfg.neptune_project)
+    tracked = TrackedRun(f'{cfg.group}/{task}_{run}', cfg.tracking_group or cfg.group, tags, config, sources,
+                         group_dir(cfg) / 'tensorboard' / f'{task}_{run}', cfg.neptune_project)
     return start_trackers(cfg.logger, tracked)
 
 

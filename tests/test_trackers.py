@@ -231,3 +231,18 @@ def test_a_neptune_run_without_a_token_is_one_line(monkeypatch, tmp_path):
     assert message.startswith('logger: cannot start a Neptune run (NeptuneMissingApiTokenException')
     assert message.endswith('Set NEPTUNE_API_TOKEN and --neptune_project, or NEPTUNE_MODE=offline, or drop neptune '
                             'from --logger.')
+
+
+def test_where_each_value_came_from_the_preset_line_the_command_line_the_overrides_the_default():
+    from electra.config.base import load_config, value_sources
+    from electra.config.pretrain import PretrainConfig
+    cfg = load_config(PretrainConfig, ['--config', 'small', '--steps', '5', '--warmup_steps', '1'],
+                      preset_dir='configs/pretrain', overrides={'lr': 1e-4})
+    preset = ROOT / 'configs/pretrain/small.yaml'
+    lines = {line.split(':')[0]: n for n, line in enumerate(preset.read_text().splitlines(), 1)
+             if line and not line.startswith((' ', '#'))}
+    sources = value_sources(cfg)
+    assert sources['config'] == sources['steps'] == 'command line' and sources['lr'] == 'overrides'
+    assert sources['dropout'] == 'default' and 'dropout' not in lines
+    assert {k: sources[k] for k in lines if k not in ('steps', 'warmup_steps', 'lr')} == {
+        k: f'configs/pretrain/small.yaml: line {n}' for k, n in lines.items() if k not in ('steps', 'warmup_steps', 'lr')}

@@ -585,6 +585,7 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     wants_help = '--help' in argv or '-h' in argv
     cli = parse_cli([a for a in argv if a not in ('--help', '-h')])
     overrides = dict(overrides or {})
+    named_by = 'command line' if 'config' in cli else 'overrides' if 'config' in overrides else None
     preset = cli.pop('config', None) or overrides.pop('config', None) or default_preset
     # 'small,bert': presets applied left to right, a size and then an objective variant; the whole config is checked
     # once, after the command line and `overrides`: a preset's task file replaced by --tasks is never read
@@ -593,7 +594,9 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     for name in str(preset).split(','):
         path, lines = resolve_preset(name.strip(), preset_dir), {}
         values.update(_typed_values(cls, _read_yaml(path, lines), str(path), True, lines, origins))
-    if 'config' in _hints(cls): values['config'] = str(preset)
+    if 'config' in _hints(cls):
+        values['config'] = str(preset)
+        if named_by: origins['config'] = (named_by, None)
     given = {**_typed_values(cls, cli, 'command line', False, origins=origins),
              **_typed_values(cls, overrides, 'overrides', False, origins=origins)}
     values.update(given)

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 baeca9d321fb1d9b3661b1ea3ac5b8eaa2298bc11502ee37f56e76029c35d0e2
+# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 dbe801dcc7be64c38680d4f1983330a5a9027ad6d137e8c6af7ae4f6ceb31f08
 
 # %% [markdown]
 # # Fine-tuning ELECTRA on GLUE
@@ -64,8 +64,11 @@ from electra.training.distributed import finish_distributed, init_distributed, m
 overrides = {}  # in the notebook: e.g. {'tasks': ['SST-2', 'MRPC'], 'runs': 3}
 
 # %%
+from electra.training.trackers import check_trackers
+
 cfg = load_config(FinetuneConfig, cli_args(), preset_dir='configs/finetune', default_preset='demo',
                   prog='finetune.py', overrides=overrides)
+check_trackers(cfg.logger)  # each tracker's package installed, an MLflow server answering
 procs = init_distributed(resolve_device(cfg.device), cfg.dist_timeout)  # under torchrun: this process's rank
 print_main('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
 print_main(f'this process: {use_cpu_threads(cfg.threads)}')  # auto: the cores other processes leave free

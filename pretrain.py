@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 902bf6ead7555c0d3961aded7b2d01ed9cef8f16e20ad0f4bac070e93c52b29a
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 ede1e2d023f729d16ec848a2bbd34463b405ad52da774ebc0bc5aacc35f28c1e
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -37,12 +37,14 @@ from electra.config.pretrain import PretrainConfig
 from electra.runtime.errors import friendly_errors
 from electra.runtime.processes import cli_args, end_with_parent
 from electra.training.distributed import check_batch_split
+from electra.training.trackers import check_trackers
 
 friendly_errors()
 end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included
 cfg = load_config(PretrainConfig, cli_args(), preset_dir='configs/pretrain', default_preset='demo',
                   prog='pretrain.py', overrides=overrides)
 check_batch_split(cfg.batch_size, cfg.grad_accum_steps)  # under torchrun: equal rows for every process
+check_trackers(cfg.logger)  # each tracker's package installed, an MLflow server answering
 cfg
 
 # %% [markdown]
@@ -216,9 +218,11 @@ finish_distributed()  # in a torchrun job the other processes end here: what fol
 
 # %%
 from electra.pretrained.export import export_pretrained
+from electra.pretraining.learner import end_trackers
 
 exported = export_pretrained(model, tokenizer, run_dir)
 for name, path in exported.items(): print(f'{name}: {path}')
+end_trackers(learn, cfg, exported)  # with tracking_artifacts: the export sent to the trackers
 
 # %% [markdown]
 # ## The two networks at work

@@ -73,9 +73,11 @@ def test_the_wheel_requires_the_runtime_lines_of_requirements_txt_and_its_extras
         found.setdefault(extra, set()).add(f'{r.name}{r.specifier}')
     groups = requirement_groups((ROOT / 'requirements.txt').read_text())
     assert found == groups
-    assert set(meta.get_all('Provides-Extra')) == set(groups) - {''} == {'neptune', 'explore', 'notebooks', 'tests'}
+    assert set(meta.get_all('Provides-Extra')) == set(groups) - {''} == {
+        'neptune', 'tensorboard', 'mlflow', 'wandb', 'explore', 'notebooks', 'tests'}
     assert {'pytest', 'pytest-xdist'} <= {Requirement(x).name for x in groups['tests']}
-    assert not {'pytest', 'pytest-xdist', 'jupytext', 'neptune', 'hnswlib'} & {Requirement(x).name for x in groups['']}
+    assert not {'pytest', 'pytest-xdist', 'jupytext', 'neptune', 'hnswlib', 'tensorboard', 'mlflow-skinny',
+                'wandb'} & {Requirement(x).name for x in groups['']}
     assert meta['Requires-Python'] == '>=3.10' and meta['Version'] == importlib.import_module('electra').__version__
 
 

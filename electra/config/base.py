@@ -26,7 +26,7 @@ import yaml
 
 __all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
-           'threads_field', 'threads_setting',
+           'threads_field', 'threads_setting', 'TRACKERS', 'LOGGER_HELP', 'check_logger', 'value_sources',
            'compressed', 'COMPRESSED_SUFFIXES', 'not_text', 'path', 'expand_path', 'load_json', 'MAX_DIGITS']
 
 
@@ -72,6 +72,7 @@ class Domain:
         origin, args = typing.get_origin(tp), typing.get_args(tp)
         if origin in (list, tuple):
             least = {0: '', 1: ' non-empty'}.get(self.min_items, f' (at least {self.min_items})')
+            if self.choices: return f"a{least} list of {', '.join(map(str, self.choices))}"
             return f"a{least} list of {self._noun(args[0] if args else str, plural=True)}{self._range(huge)}"
         if origin in (typing.Union, types.UnionType):
             named = sorted((a for a in args if a is not type(None)), key=lambda a: a is not str)  # 'auto or ...'
@@ -177,6 +178,23 @@ THREADS_HELP = ("CPU threads of the job on this machine, shared out among its pr
                 "those other processes keep busy (measured for a quarter of a second at the start), at least 1. "
                 "A thread on a core another process keeps busy stalls every step: all cores with one of them busy run "
                 "many times slower than one thread (BENCHMARKS.md)")
+
+
+# the `logger` key of every job: trackers beside the CSV files, as transformers' `report_to`
+# (electra.training.trackers); 'none' alone: the CSV files only, as before the key was a list
+TRACKERS = ('tensorboard', 'mlflow', 'wandb', 'neptune')
+LOGGER_HELP = ("experiment trackers beside the CSV files, e.g. mlflow,tensorboard: tensorboard (event files in the "
+               "run's tensorboard/ folder), mlflow (MLFLOW_TRACKING_URI, else MLflow's default store), wandb "
+               "(WANDB_PROJECT; WANDB_MODE=offline works without an account), neptune (NEPTUNE_MODE=offline; its "
+               "hosted service closed on 2026-03-05: offline mode and self-hosted installations remain); each needs "
+               "its extra, e.g. pip install 'electra[mlflow]'")
+
+
+def check_logger(logger: list[str]) -> None:
+    "A `logger` list names each tracker once, and 'none' only alone."
+    need('none' not in logger or logger == ['none'], 'logger', f"'none' means the CSV files only: give it alone, or the "
+                                                                f"trackers alone, got {','.join(logger)}.")
+    need(len(set(logger)) == len(logger), 'logger', f"a tracker is listed twice: {','.join(logger)}.")
 
 
 def threads_setting(value: int | str) -> int:
@@ -494,11 +512,13 @@ def _in_domains(cls, values: dict[str, Any], origins: dict) -> None:
                     _in_domain(fields[k], hints[k], _coerce(v, hints[k], where), where)
 
 
-def _checked(cls, values: dict[str, Any], origins: dict):
+def _checked(cls, values: dict[str, Any], origins: dict, base=None):
     """The `cls` of `values` (typed), those given (`origins`) in their domains and its own `validate` checked: what
-    reads files runs here, once."""
+    reads files runs here, once. It keeps where each given value came from (`value_sources`), over `base`'s."""
     _in_domains(cls, values, origins)
     cfg = cls(**values)
+    cfg._sources = {**getattr(base, '_sources', {}),
+                    **{k: _located(source, lines, (k,)) for k, (source, lines) in origins.items()}}
     if hasattr(cfg, 'validate'): cfg.validate()
     return cfg
 
@@ -508,11 +528,18 @@ def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=N
     """Build a `cls` from `values` (over `base` or the defaults), checking every key, type and domain. `from_file`:
     `values` were saved by a file or checkpoint, whose retired keys are skipped; `lines`: the line of each key in it."""
     current, origins = config_to_dict(base) if base is not None else {}, {}
-    return _checked(cls, {**current, **_typed_values(cls, values, source, from_file, lines, origins)}, origins)
+    return _checked(cls, {**current, **_typed_values(cls, values, source, from_file, lines, origins)}, origins, base)
 
 
 def config_to_dict(cfg) -> dict[str, Any]:
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+
+
+def value_sources(cfg) -> dict[str, str]:
+    """Where each value of a config read by `load_config` or `config_from_dict` came from: a preset file and its line,
+    'command line', 'overrides' (a notebook's), 'task_overrides.<task>'; 'default' for the dataclass default."""
+    given = getattr(cfg, '_sources', {})
+    return {f.name: given.get(f.name, 'default') for f in dataclasses.fields(cfg)}
 
 
 # The first bytes of the compressed formats corpora and data sets are shipped in (gzip, bzip2 with its first block or
@@ -698,6 +725,7 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     wants_help = '--help' in argv or '-h' in argv
     cli = parse_cli([a for a in argv if a not in ('--help', '-h')])
     overrides = dict(overrides or {})
+    named_by = 'command line' if 'config' in cli else 'overrides' if 'config' in overrides else None
     preset = cli.pop('config', None) or overrides.pop('config', None) or default_preset
     # 'small,bert': presets applied left to right, a size and then an objective variant; the whole config is checked
     # once, after the command line and `overrides`: a preset's task file replaced by --tasks is never read
@@ -706,7 +734,9 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     for name in str(preset).split(','):
         path, lines = resolve_preset(name.strip(), preset_dir), {}
         values.update(_typed_values(cls, _read_yaml(path, lines), str(path), True, lines, origins))
-    if 'config' in _hints(cls): values['config'] = str(preset)
+    if 'config' in _hints(cls):
+        values['config'] = str(preset)
+        if named_by: origins['config'] = (named_by, None)
     given = {**_typed_values(cls, cli, 'command line', False, origins=origins),
              **_typed_values(cls, overrides, 'overrides', False, origins=origins)}
     values.update(given)

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from electra.config.base import (DIST_TIMEOUT_MAX, SEED_END, ConfigError, RunWarning, choice_field, config_from_dict, did_you_mean,
-                                 field, need, optimizer_keys, path, safe_name, threads_field)
+from electra.config.base import (DIST_TIMEOUT_MAX, LOGGER_HELP, SEED_END, TRACKERS, ConfigError, RunWarning, check_logger,
+                                 choice_field, config_from_dict, did_you_mean, field, need, optimizer_keys, path,
+                                 safe_name, threads_field)
 from electra.config.paths import Owned, check_apart, local_paths
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
@@ -48,7 +49,8 @@ INPUT_KEYS = ('model', 'data', 'tasks', 'seed', 'seeds', 'task_overrides')
 # runs left to do; the runs' number, selection and predictions come after the runs.
 JOB_KEYS = ('config', 'runs', 'group', 'output_dir', 'test_output_dir', 'cache_dir', 'predict', 'device', 'num_workers',
             'parallel_runs', 'stack_runs', 'compile', 'compile_mode', 'dist_timeout', 'threads', 'logger',
-            'neptune_project', 'select', 'ensemble_k', 'eval_batch_size', 'length_buckets')
+            'neptune_project', 'tracking_group', 'tracking_tags', 'tracking_artifacts', 'select', 'ensemble_k',
+            'eval_batch_size', 'length_buckets')
 
 
 @dataclass(frozen=True)
@@ -136,9 +138,16 @@ class FinetuneConfig:
     dist_timeout: int = field(1800, 'seconds a process of a torchrun job waits for the others before it stops the job',
                               gt=0, le=DIST_TIMEOUT_MAX)
     threads: int | str = threads_field()
-    logger: str = choice_field('none', ['none', 'neptune'],
-                           "'neptune' also logs every run to Neptune (NEPTUNE_MODE=offline works without an account)")
+    logger: list[str] = field([], LOGGER_HELP.replace("the run's tensorboard/", '<output_dir>/<group>/tensorboard/') +
+                              '; one tracked run per task, run and seed', choices=('none', *TRACKERS),
+                              empty='the CSV files only')
     neptune_project: str = field('', 'Neptune project, e.g. me/electra-glue (read from NEPTUNE_PROJECT when empty)')
+    tracking_group: str = field('', "the trackers' group of the runs (MLflow's experiment, W&B's group), a comparison "
+                                    'sets its name; empty: group')
+    tracking_tags: list[str] = field([], "the trackers' tags of every run (each also gets task=<task>); MLflow's as "
+                                         'key=value pairs (a bare tag: tag=true)', empty='none')
+    tracking_artifacts: bool = field(False, "also send each run's weights (<task>_<i>.pth) to the trackers that keep "
+                                            'files (mlflow, wandb, neptune)')
     # -- selection
     select: str = choice_field('best', ['best', 'median'],
                            'run used for the test predictions: the best dev score (replication) or the median run')
@@ -216,6 +225,7 @@ class FinetuneConfig:
         need(self.seed + self.runs <= SEED_END or bool(self.seeds), 'seed', f'run i uses seed + i: seed {self.seed} '
              f'with {self.runs} runs goes past numpy\'s seeds (below 2**32). Give a smaller seed.')
         safe_name(self.group, 'group')
+        check_logger(self.logger)
         need(self.model != '', 'model', 'give a .pth checkpoint, a save_pretrained directory or a hub name.')
         need(self.ensemble_k <= self.runs, 'ensemble_k', f'must be at most runs ({self.runs}), got {self.ensemble_k}.')
         self._validate_hparams()

@@ -27,6 +27,7 @@ from electra.runtime.errors import TrainingStopped, friendly_errors, stopped_by
 from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir
 from electra.runtime.streams import log_to
 from electra.training.checkpoint import find_checkpoints
+from electra.training.trackers import check_trackers
 
 __all__ = ['load_compare_config', 'plan_text', 'run_comparison', 'main']
 
@@ -131,6 +132,7 @@ def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Call
         log(plan_text(plan))
         return plan, None
     _check_outputs(plan)
+    check_trackers(cfg.logger)  # before the first job: each would refuse the same trackers only when it starts
     log_to(plan.root)  # the comparison's own output (each job's is in its pretrain.log, finetune.log)
     launch = launch or subprocess_launcher()
     if not cfg.table_only:

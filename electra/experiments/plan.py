@@ -221,18 +221,27 @@ def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
     return plans
 
 
+def _tracking_args(cfg: CompareConfig, tags: list[str]) -> list[str]:
+    "The trackers of a job (none without `logger`): the comparison's name its group, `tags` its tags."
+    if not [t for t in cfg.logger if t != 'none']: return []
+    return ['--logger', ','.join(cfg.logger), '--tracking_group', cfg.name, '--tracking_tags', ','.join(tags),
+            '--tracking_artifacts', cli_value(cfg.tracking_artifacts, 'tracking_artifacts')]
+
+
 def _pretrain_args(cfg: CompareConfig, plan: VariantPlan, run_name: str, seed: int, out: Path) -> list[str]:
     return ['--config', plan.preset, *cli_pairs(plan.overrides), '--steps', str(plan.steps),
             '--warmup_steps', str(plan.warmup_steps), '--run_name', run_name, '--seed', str(seed),
             '--output_dir', str(out), '--threads', str(cfg.threads),
+            *_tracking_args(cfg, [f'variant={plan.name}', f'seed={seed}']),
             '--resume']  # last, bare: pretrain.py's own continue command drops '--resume'
 
 
-def _finetune_args(cfg: CompareConfig, model: Path, group: str, root: Path) -> list[str]:
+def _finetune_args(cfg: CompareConfig, model: Path, group: str, root: Path, tags: list[str]) -> list[str]:
     tasks = ['--tasks', ','.join(cfg.tasks)] if cfg.tasks else []
     return ['--config', cfg.finetune_config, *cli_pairs(cfg.finetune_overrides, 'finetune_overrides'),
             '--model', str(model), *tasks, '--group', group, '--output_dir', str(root / 'finetune'),
-            '--test_output_dir', str(root / 'finetune_predictions'), '--threads', str(cfg.threads)]
+            '--test_output_dir', str(root / 'finetune_predictions'), '--threads', str(cfg.threads),
+            *_tracking_args(cfg, tags)]
 
 
 def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfig, list[str]]:
@@ -264,7 +273,8 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
         group = safe_name(f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{f * 100:g}pct', 'variants')
         step = checkpoint_step(v.steps, f)
         flops = pretrain_flops_to_step(v.config, vocab, step, _frozen_generator(v.config))
-        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, model, group, root)))
+        tags = [f'variant={v.name}', f'seed={seed}', f'at={f:g}']
+        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, model, group, root, tags)))
     return tuple(points)
 
 

@@ -3,6 +3,7 @@ task stacked (`train_and_save_stack`, `electra.finetuning.stack`), a row of the 
 (`sweep.py`) trains them in its own process, the workers (`workers.py`) in theirs."""
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -11,6 +12,7 @@ from typing import Callable, Iterator
 
 import torch
 
+from electra.config.base import config_to_dict, value_sources
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.learner import diverged, train_run
 from electra.finetuning.stack import stack_size, train_stack
@@ -18,7 +20,7 @@ from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.metrics import dev_metric_names, metric_text
 from electra.runtime.files import atomic_save, path_inside
 from electra.runtime.processes import is_main_process
-from electra.training.sinks import start_neptune_run
+from electra.training.trackers import TrackedRun, Trackers, start_trackers
 
 __all__ = ['group_dir', 'RunJob', 'Diverged', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
 
@@ -28,13 +30,15 @@ def group_dir(cfg: FinetuneConfig, key: str = 'output_dir') -> Path:
     return path_inside(getattr(cfg, key), cfg.group, key=key)
 
 
-def _neptune_run(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: FinetuneConfig):
-    "A Neptune run for one fine-tuning run (`logger: neptune`), or None."
-    if cfg.logger != 'neptune' or not is_main_process(): return None
-    nrun = start_neptune_run(cfg.neptune_project, f'{cfg.group}/{task}_{run}', tags=[cfg.group, task])
-    nrun['parameters'] = {'task': task, 'run': run, 'seed': seed, 'model': cfg.model, 'data': cfg.data,
-                          **task_cfg.hparams()}
-    return nrun
+def _trackers(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: FinetuneConfig) -> Trackers:
+    """The trackers of one fine-tuning run (`logger`): its task's config (`for_task`) and where each value came from,
+    with the run's task, index and seed."""
+    config = {**config_to_dict(task_cfg), 'task': task, 'run': run, 'seed': seed}
+    sources = {**value_sources(task_cfg), 'task': 'tasks', 'run': 'runs', 'seed': 'seeds' if cfg.seeds else 'seed + run'}
+    tags = (*cfg.tracking_tags, f'task={task}')
+    tracked = TrackedRun(f'{cfg.group}/{task}_{run}', cfg.tracking_group or cfg.group, tags, config, sources,
+                         group_dir(cfg) / 'tensorboard' / f'{task}_{run}', cfg.neptune_project)
+    return start_trackers(cfg.logger, tracked)
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class Diverged:
     step: int
 
 
-def _diverged(cfg: FinetuneConfig, data: TaskData, job: RunJob, step: int, autocast, nrun,
+def _diverged(cfg: FinetuneConfig, data: TaskData, job: RunJob, step: int, autocast, tracked,
               say: Callable[[str], None]) -> Diverged:
     "The record of a run that diverged at `step`, said in one line with what to try: the rate, the labels, the precision."
     name = data.task.name
@@ -68,7 +72,7 @@ def _diverged(cfg: FinetuneConfig, data: TaskData, job: RunJob, step: int, autoc
                f"{cfg.for_task(name).lr:g}), check the task's labels and inputs{precision}; the same command tries this "
                "run again.")
     say(message)
-    if nrun is not None: nrun.stop()
+    tracked.end('failed')
     return Diverged(name, job.run, job.seed, step)
 
 
@@ -78,36 +82,46 @@ def runs_phrase(runs: list[int]) -> str:
 
 
 def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[str], None], start: float):
-    "A run's epoch report (the log line, Neptune's series) and its Neptune run (or None)."
+    "A run's epoch report (the log line, the trackers' rows at step epoch + 1) and its trackers."
     task, task_cfg = data.task, cfg.for_task(data.task.name)
-    nrun = _neptune_run(cfg, task.name, job.run, job.seed, task_cfg)
+    tracked = _trackers(cfg, task.name, job.run, job.seed, task_cfg)
 
     def report(epoch, loss, metrics):
         shown = ', '.join(f'{m} {metric_text(metrics[m])}' for m in dev_metric_names(task))
         say(f'  {task.name} run {job.run} (seed {job.seed}) epoch {epoch + 1}/{task_cfg.epochs}: train loss {loss:.4f}, '
             f'dev {shown} [{time.perf_counter() - start:.1f}s]')
-        if nrun is not None:
-            nrun['train/loss'].append(loss)
-            for m in dev_metric_names(task): nrun[f'dev/{m}'].append(metrics[m])
-    return report, nrun
+        tracked({'step': epoch + 1, 'train/loss': loss, **{f'dev/{m}': metrics[m] for m in dev_metric_names(task)}})
+    return report, tracked
 
 
-def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: list[dict], body, nrun,
+def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: list[dict], body, tracked,
               start: float) -> dict:
-    "Save a trained run's weights to `job.checkpoint` (main process), close its Neptune run, and return its row."
+    """Save a trained run's weights to `job.checkpoint` (main process), give its trackers its row of the results table
+    (its numbers, as results/<column>; the weights as an artifact with `tracking_artifacts`), and return the row."""
     task, task_cfg, final = data.task, cfg.for_task(data.task.name), history[-1]
     if is_main_process():
         atomic_save({'format': 'electra-finetuned', 'kind': task.kind, 'task': task.name, 'run': job.run, 'seed': job.seed,
                      'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
                      'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final}, job.checkpoint)
-    if nrun is not None:
-        for m in dev_metric_names(task): nrun[f'final/{m}'] = final[m]
-        nrun.stop()
-    return {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
-            'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
-            'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'model_fingerprint': job.model,
-            'checkpoint': str(job.checkpoint),
-            'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')}
+    row = {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
+           'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
+           'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'model_fingerprint': job.model,
+           'checkpoint': str(job.checkpoint),
+           'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')}
+    tracked({'step': task_cfg.epochs, **{f'results/{k}': v for k, v in row.items()
+                                      if isinstance(v, (int, float)) and k not in ('run', 'seed')}})
+    if cfg.tracking_artifacts and is_main_process(): tracked.artifacts([job.checkpoint])
+    tracked.end()
+    return row
+
+
+@contextlib.contextmanager
+def _ended_if_stopped(trackers: list[Trackers]):
+    "Runs' trackers ended as killed when their training stops (Ctrl-C) or fails: the same command does them again."
+    try: yield
+    except BaseException:
+        for t in trackers: t.end('killed')
+        raise
 
 
 def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, device, autocast, pad_id: int,
@@ -115,10 +129,11 @@ def train_and_save(cfg: FinetuneConfig, data: TaskData, job: RunJob, body, devic
     """Train one run, save its weights to `job.checkpoint` (main process), and return its row of the results table;
     or, when its loss became NaN or infinite, nothing saved and its `Diverged` record."""
     start = time.perf_counter()
-    report, nrun = _reporter(cfg, data, job, say, start)
-    model, history = train_run(data, cfg.for_task(data.task.name), body, job.seed, device, autocast, pad_id, report)
-    if (step := diverged(history)) is not None: return _diverged(cfg, data, job, step, autocast, nrun, say)
-    return _save_run(cfg, data, job, model, history, body, nrun, start)
+    report, tracked = _reporter(cfg, data, job, say, start)
+    with _ended_if_stopped([tracked]):
+        model, history = train_run(data, cfg.for_task(data.task.name), body, job.seed, device, autocast, pad_id, report)
+    if (step := diverged(history)) is not None: return _diverged(cfg, data, job, step, autocast, tracked, say)
+    return _save_run(cfg, data, job, model, history, body, tracked, start)
 
 
 def train_and_save_stack(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob], body, device, autocast, pad_id: int,
@@ -127,13 +142,14 @@ def train_and_save_stack(cfg: FinetuneConfig, data: TaskData, jobs: list[RunJob]
     `Diverged` records), as `train_and_save` does each alone; a row's `seconds` is the stack's time."""
     start = time.perf_counter()
     reporters = [_reporter(cfg, data, job, say, start) for job in jobs]
-    stacked, run_model, histories = train_stack(data, cfg.for_task(data.task.name), body, [j.seed for j in jobs], device,
-                                          autocast, pad_id, [report for report, _ in reporters])
+    with _ended_if_stopped([tracked for _, tracked in reporters]):
+        stacked, run_model, histories = train_stack(data, cfg.for_task(data.task.name), body, [j.seed for j in jobs],
+                                                    device, autocast, pad_id, [report for report, _ in reporters])
     out = []
-    for r, (job, (_, nrun)) in enumerate(zip(jobs, reporters)):
+    for r, (job, (_, tracked)) in enumerate(zip(jobs, reporters)):
         step = diverged(histories[r])
-        out.append(_diverged(cfg, data, job, step, autocast, nrun, say) if step is not None else
-                   _save_run(cfg, data, job, stacked.copy_run_to(r, run_model), histories[r], body, nrun, start))
+        out.append(_diverged(cfg, data, job, step, autocast, tracked, say) if step is not None else
+                   _save_run(cfg, data, job, stacked.copy_run_to(r, run_model), histories[r], body, tracked, start))
     return out
 
 

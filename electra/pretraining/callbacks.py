@@ -133,10 +133,6 @@ class MetricsLogger(Callback):
         self.step, self.saved = step, [] if saved is None else saved  # step: its `sums`, what each step adds up
         self.last_row: dict | None = None
 
-    def after_fit(self):
-        for sink in self.sinks:
-            if hasattr(sink, 'stop'): sink.stop()
-
     def before_fit(self):
         self._reset()
         self.t0, self.step0 = time.perf_counter(), self.train_iter

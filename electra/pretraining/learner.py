@@ -6,7 +6,6 @@ import dataclasses
 import shutil
 import sys
 from pathlib import Path
-from typing import Callable
 
 import torch
 import yaml
@@ -14,7 +13,7 @@ from fastai.callback.progress import ProgressCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.learner import Learner, Recorder
 
-from electra.config.base import BOOL_WORDS, ConfigError, config_from_dict, config_to_dict
+from electra.config.base import BOOL_WORDS, ConfigError, config_from_dict, config_to_dict, value_sources
 from electra.config.pretrain import PretrainConfig
 from electra.data.tokenizer import TOKENIZER_DIR
 from electra.pretrained.export import EXPORTS, export_holds, export_pretrained
@@ -48,13 +47,14 @@ from electra.training.checkpoint import (
 from electra.training.distributed import finish_distributed, is_distributed, rank_seed
 from electra.training.optim import electra_opt_func, param_groups
 from electra.training.schedule import warmup_decay_sched
-from electra.training.sinks import neptune_sink, prefixed_sink, print_eval_sink, print_sink, start_neptune_run
+from electra.training.sinks import prefixed_sink, print_eval_sink, print_sink
 from electra.training.speed import DeviceDataLoaders, DevicePrefetcher
 from electra.training.step import one_graph_supported
+from electra.training.trackers import TrackedRun, Trackers, start_trackers
 
 __all__ = ['prepare_run_dir',
            'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'end_if_finished', 'train',
-           'save_run_config']
+           'save_run_config', 'end_trackers']
 
 
 def prepare_run_dir(cfg: PretrainConfig) -> Path:
@@ -74,11 +74,12 @@ def prepare_run_dir(cfg: PretrainConfig) -> Path:
     return run_dir
 
 
-def _neptune(cfg: PretrainConfig) -> Callable[[dict], None]:
-    "The metrics sink of a run logged to Neptune, with the run's resolved config as its parameters."
-    run = start_neptune_run(cfg.neptune_project, f'{cfg.run_name}_{cfg.seed}')
-    run['config'] = {k: str(v) for k, v in config_to_dict(cfg).items()}
-    return neptune_sink(run)
+def _trackers(cfg: PretrainConfig, run_dir: Path, resume: dict | None) -> Trackers:
+    """The run's trackers (`logger`; none outside the main process): a resumed run goes on in the tracked runs its
+    checkpoint names."""
+    run = TrackedRun(f'{cfg.run_name}_{cfg.seed}', cfg.tracking_group or cfg.run_name, tuple(cfg.tracking_tags),
+                     config_to_dict(cfg), value_sources(cfg), run_dir / 'tensorboard', cfg.neptune_project)
+    return start_trackers(cfg.logger, run, (resume or {}).get('trackers'), (resume or {}).get('step', 0))
 
 
 def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminator, tokenizer, train_dl, run_dir: Path,
@@ -91,7 +92,9 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
     # Batches reach the device with non-blocking copies, one batch ahead (fastai's own copy would block every step).
     dls = DeviceDataLoaders(DevicePrefetcher(train_dl, device), [], device=device, n_inp=2)
     live = is_main_process() and (sys.stdout.isatty() or running_in_notebook())
-    sinks = ([] if live else [print_sink]) + ([_neptune(cfg)] if cfg.logger == 'neptune' and is_main_process() else [])
+    trackers = _trackers(cfg, run_dir, resume)
+    sinks = ([] if live else [print_sink]) + [prefixed_sink(trackers, 'train/')]
+    extra = extra_state or dict
     masking = MaskingSettings.from_config(cfg, tokenizer)
     learn = Learner(dls, model, loss_func=ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight, cfg.objective),
                     opt_func=electra_opt_func((cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps, cfg.weight_decay),
@@ -106,7 +109,7 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
                         temperature=TemperatureSchedule.from_config(cfg))
     logger = MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, step, sinks)
     checkpointer = Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at,
-                                extra_state or dict, step, logger)
+                                lambda: {**extra(), 'trackers': trackers.ids}, step, logger)
     cbs = [
         StepCounter(cfg.steps),                  # -9 before_train/after_batch: the run's fraction done, over resumes
         ResumeFromCheckpoint(resume, step) if resume else None,  # -8 before_fit, first before_batch: the checkpoint's
@@ -117,10 +120,11 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
                                                  # 60 before_batch: the official lr at this step
         step,                                    # 65 before_batch: the step, in place of fastai's
         logger,                                  # 70 after_batch: metrics.csv rows
-        _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, sinks),  # 72, main process
+        _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, trackers),  # 72, main process
         ProgressBar(cfg.steps, logger) if live else None,  # 75 after_batch: the live bar in a terminal or notebook
         checkpointer,                            # 80 after_batch: the checkpoints of `checkpoint_at`
         StopOnInterrupt(checkpointer)]           # 85 after_batch: Ctrl-C ends the fit after this step, checkpointed
+    learn.trackers = trackers  # ended by `train` when the fit fails or stops, else by the driver after the export
     return learn.add_cbs([cb for cb in cbs if cb is not None])
 
 
@@ -135,11 +139,11 @@ def _compile_scope(cfg: PretrainConfig, precision: str) -> str | None:
 
 
 def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: MaskingSettings, run_dir: Path,
-                         precision: str, sinks: list) -> HeldOutEvaluation | None:
+                         precision: str, trackers: Trackers) -> HeldOutEvaluation | None:
     "The held-out evaluation of a run with `held_out` examples, logging beside the training metrics."
     if held_out is None or not len(held_out) or not is_main_process(): return None
     # printed in a terminal and a notebook too: the bar's comment shows the training metrics only
-    eval_sinks = [print_eval_sink] + [prefixed_sink(s, 'eval/') for s in sinks if s is not print_sink]
+    eval_sinks = [print_eval_sink, prefixed_sink(trackers, 'eval/')]
     return HeldOutEvaluation(eval_batches(held_out, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id),
                              cfg.log_every, cfg.steps, run_dir / 'eval_metrics.csv', masking, cfg.seed, precision,
                              eval_sinks, at_start=bool(cfg.init_from))
@@ -214,9 +218,14 @@ def train(learn: Learner) -> None:
     SIGUSR1, SIGUSR2: `stop_on_signals`) lets the current step finish, checkpoints it and raises `TrainingStopped`
     with the command that continues the run; a second Ctrl-C stops at once."""
     stop = learn.stop_on_interrupt  # fastai names a callback's attribute after its class
-    with stop.handling_sigint():
-        learn.fit(1)
+    try:
+        with stop.handling_sigint():
+            learn.fit(1)
+    except BaseException:
+        learn.trackers.end('failed')
+        raise
     if stop.stopped_at is None or stop.stopped_at >= learn.checkpointer.total_steps: return  # it was the last step
+    learn.trackers.end('killed')  # stopped: a resume goes on in the same tracked runs
     again = command_again([*without_resume(cli_args()), '--resume']) or 'the same settings and --resume'
     saved = learn.checkpointer.saved  # its last one is this step's (none outside the main process)
     kept = f"checkpoint {saved[-1]} written" if saved else 'checkpoints are written by the main process'
@@ -242,3 +251,9 @@ def save_run_config(cfg: PretrainConfig, run_dir: Path) -> Path:
     data = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ('config', 'resume', 'overwrite')}
     if not is_main_process(): return run_dir / 'config.yaml'
     return atomic_write_text(yaml.safe_dump(data, sort_keys=False), run_dir / 'config.yaml')
+
+
+def end_trackers(learn: Learner, cfg: PretrainConfig, exported: dict[str, Path]) -> None:
+    "The run's tracked runs ended after its export, which they get as artifacts with `tracking_artifacts`."
+    if cfg.tracking_artifacts: learn.trackers.artifacts(exported.values())
+    learn.trackers.end()

@@ -1,18 +1,16 @@
-"""Where metrics go besides the CSV files: one line per row in logs, and Neptune (optional), with one way to start a
-Neptune run for both jobs."""
+"""The CSV files of metrics, and where else their rows go: one line per row in logs (the trackers are
+`electra.training.trackers`)."""
 from __future__ import annotations
 
 import csv
 import math
-import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Callable
 
-from electra.config.base import ConfigError
 
-__all__ = ['CsvLog', 'start_neptune_run', 'neptune_sink', 'prefixed_sink', 'print_sink', 'eval_line', 'print_eval_sink']
+__all__ = ['CsvLog', 'prefixed_sink', 'print_sink', 'eval_line', 'print_eval_sink']
 
 
 class CsvLog:
@@ -35,28 +33,6 @@ class CsvLog:
             w = csv.DictWriter(f, self.columns)
             if new: w.writeheader()
             w.writerows(rows)
-
-
-def start_neptune_run(project: str, name: str, tags: list[str] = ()):
-    """A Neptune run (`logger: neptune`); NEPTUNE_MODE=offline works without an account or a network. A missing package
-    or a refused start is one config error naming the fix."""
-    try: import neptune
-    except ImportError: raise ConfigError("logger: neptune is not installed: pip install neptune, or use --logger none.") from None
-    try:
-        return neptune.init_run(project=project or None, name=name, tags=list(tags),
-                                mode=os.environ.get('NEPTUNE_MODE', 'async'))
-    except Exception as e:  # (Neptune's own messages are banners of 20 lines: its exception's name says which)
-        raise ConfigError(f"logger: cannot start a Neptune run ({type(e).__name__}). Set NEPTUNE_API_TOKEN and "
-                          "--neptune_project, or NEPTUNE_MODE=offline, or use --logger none.") from None
-
-
-def neptune_sink(run) -> Callable[[dict], None]:
-    "A metrics sink appending each row's values to Neptune run `run` at its step; `sink.stop()` ends the run."
-    def sink(row: dict):
-        for k, v in row.items():
-            if k != 'step': run[k if '/' in k else f'train/{k}'].append(v, step=row['step'])  # eval rows: 'eval/...'
-    sink.stop = run.stop
-    return sink
 
 
 def print_sink(row: dict) -> None:

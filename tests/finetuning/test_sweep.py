@@ -5,7 +5,6 @@ import copy
 import csv
 import re
 import shutil
-import sys
 import zipfile
 from pathlib import Path
 
@@ -249,31 +248,6 @@ def test_ctrl_c_in_a_sweep_keeps_the_finished_runs_and_says_how_to_go_on(tmp_pat
     lines = []
     sweep.run_sweep(cfg, model, tok, src, log=lines.append)
     assert lines[0].endswith('2 of 3 runs to do') and calls[2:] == cfg.seed_list[1:]
-
-
-def test_neptune_logger_gets_params_and_metrics(tmp_path, glue_dir, tiny, monkeypatch):
-    import collections
-    import types
-    model, tok = tiny
-    runs = []
-
-    class FakeRun:
-        "Records `run[key] = value`, `run[key].append(value)` and `stop()`."
-        def __init__(self, **kw):
-            self.kw, self.values, self.series, self.stopped = kw, {}, collections.defaultdict(list), False
-            runs.append(self)
-        def __setitem__(self, key, value): self.values[key] = value
-        def __getitem__(self, key): return types.SimpleNamespace(append=self.series[key].append)
-        def stop(self): self.stopped = True
-    monkeypatch.setitem(sys.modules, 'neptune', types.SimpleNamespace(init_run=FakeRun))
-    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, epochs=2, logger='neptune', neptune_project='me/glue')
-    sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
-    assert [r.kw for r in runs] == [{'project': 'me/glue', 'name': f't/RTE_{i}', 'tags': ['t', 'RTE'], 'mode': 'offline'}
-                                    for i in range(2)]
-    assert all(r.stopped for r in runs)
-    assert runs[1].values['parameters']['seed'] == 1 and runs[1].values['parameters']['lr'] == 3e-4
-    assert len(runs[0].series['dev/accuracy']) == 2 and len(runs[0].series['train/loss']) == 2
-    assert runs[0].values['final/accuracy'] == runs[0].series['dev/accuracy'][-1]
 
 
 @pytest.mark.skipif(not (REAL_GLUE / 'STS-B' / 'test.tsv').is_file(), reason='../shared/data/glue/STS-B is absent')

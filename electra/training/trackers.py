@@ -1,0 +1,227 @@
+"""Experiment trackers beside the CSV files (`logger`, as transformers' `report_to`): TensorBoard, MLflow, Weights &
+Biases and Neptune, each through its own client. Every tracker of a run gets its name, group and tags, the config
+(each value and where it came from), every metrics row the CSV files get, and on request files as artifacts; the
+main process alone logs. A tracker whose package is missing or whose server cannot be reached is refused before
+any work (`check_trackers`).
+
+fastai's TensorBoardCallback and WandbCallback log what fastai's Recorder holds (its smoothed loss, its metrics);
+both jobs replace the Recorder by their own sums (no host read per step), so the trackers here take the rows the
+CSV files get, through the same clients those callbacks use (torch's SummaryWriter, wandb)."""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from electra.config.base import TRACKERS, ConfigError
+from electra.runtime.processes import is_main_process
+
+__all__ = ['TrackedRun', 'tracker_names', 'check_trackers', 'Trackers', 'start_trackers']
+
+# the package each tracker imports; the extra that installs it is named as the tracker (`pip install 'electra[mlflow]'`)
+_PACKAGES = {'tensorboard': 'tensorboard', 'mlflow': 'mlflow', 'wandb': 'wandb', 'neptune': 'neptune'}
+_END = {'finished': 'FINISHED', 'failed': 'FAILED', 'killed': 'KILLED'}  # MLflow's run statuses
+
+
+@dataclass(frozen=True)
+class TrackedRun:
+    """What every tracker is told of a run: its name, group (MLflow's experiment, W&B's group), tags, the config's
+    values and where each came from (`value_sources`), TensorBoard's folder, and Neptune's project."""
+    name: str
+    group: str
+    tags: tuple[str, ...]
+    config: dict
+    sources: dict
+    folder: Path
+    neptune_project: str = ''
+
+
+def tracker_names(logger: list[str]) -> list[str]:
+    "The trackers of a `logger` value ('none' alone means the CSV files only)."
+    return [name for name in logger if name != 'none']
+
+
+def check_trackers(logger: list[str]) -> None:
+    """Each tracker's package importable and, for MLflow with a tracking server (an http(s) MLFLOW_TRACKING_URI), the
+    server answering; else a ConfigError naming the extra to install or the address tried."""
+    for name in tracker_names(logger):
+        try: importlib.import_module(_PACKAGES[name])
+        except ImportError:
+            raise ConfigError(f"logger: {name} is not installed: pip install 'electra[{name}]', or drop {name} from "
+                              "--logger.") from None
+    if 'mlflow' in logger and is_main_process(): _check_mlflow_server()
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    "os.environ with `values` set for the block (MLflow reads its request settings from the environment)."
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try: yield
+    finally:
+        for k, v in old.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
+
+
+def _check_mlflow_server() -> None:
+    import mlflow
+    uri = mlflow.get_tracking_uri()
+    if not uri.startswith(('http://', 'https://')): return  # a local store: nothing to reach
+    # one try, a short wait: MLflow's default of 7 retries with backoff waits minutes on a server that is not there
+    with _environ(MLFLOW_HTTP_REQUEST_MAX_RETRIES='0', MLFLOW_HTTP_REQUEST_TIMEOUT='20'):
+        try: mlflow.MlflowClient(uri).search_experiments(max_results=1)
+        except Exception as e:
+            raise ConfigError(f"logger: mlflow: cannot reach the MLflow tracking server at {uri} ({type(e).__name__}). "
+                              "Start it, set MLFLOW_TRACKING_URI to its address, or drop mlflow from --logger.") from None
+
+
+def _tag_pairs(tags: Iterable[str]) -> dict[str, str]:
+    "Tags as MLflow's key-value pairs: 'variant=bert' -> variant: bert, a bare 'RTE' -> RTE: 'true'."
+    return dict(t.split('=', 1) if '=' in t else (t, 'true') for t in tags)
+
+
+class _TensorBoard:
+    "A run's TensorBoard event files (torch's SummaryWriter); the config as a text table. No artifacts."
+    def __init__(self, run: TrackedRun, run_id: str | None, step: int):
+        from torch.utils.tensorboard import SummaryWriter
+        # a resumed run drops the events after its checkpoint's step, as the CSV files drop their rows
+        self.writer = SummaryWriter(str(run.folder), purge_step=step + 1 if run_id else None)
+        self.id = str(run.folder)
+        if run_id: return
+        rows = ''.join(f'| {k} | `{v!r}` | {run.sources.get(k, "")} |\n' for k, v in run.config.items())
+        self.writer.add_text('config', f'| key | value | from |\n|---|---|---|\n{rows}', 0)
+        self.writer.add_text('run', f'{run.name} (group {run.group}; tags {", ".join(run.tags) or "none"})', 0)
+
+    def log(self, metrics: dict, step: int):
+        for k, v in metrics.items(): self.writer.add_scalar(k, v, step, new_style=True, double_precision=True)
+
+    def artifacts(self, paths: list[Path]): pass
+
+    def end(self, status: str): self.writer.close()
+
+
+class _Mlflow:
+    "A run of MLflow's client (MLFLOW_TRACKING_URI): the group its experiment, the config its parameters."
+    def __init__(self, run: TrackedRun, run_id: str | None, step: int):
+        from mlflow import MlflowClient
+        from mlflow.entities import Param
+        self.client = MlflowClient()
+        if run_id:  # its parameters are the first start's (MLflow keeps each parameter's first value)
+            self.id = run_id
+            self.client.update_run(run_id, status='RUNNING')
+            return
+        self.id = self.client.create_run(self._experiment(run.group), run_name=run.name,
+                                         tags=_tag_pairs(run.tags)).info.run_id
+        params = [Param(k, str(v)) for k, v in run.config.items()]
+        for i in range(0, len(params), 100):  # MLflow takes 100 parameters a call
+            self.client.log_batch(self.id, params=params[i:i + 100])
+        self.client.log_dict(self.id, {k: {'value': v, 'from': run.sources.get(k, '')} for k, v in run.config.items()},
+                             'config.json')
+
+    def _experiment(self, name: str) -> str:
+        from mlflow.exceptions import MlflowException
+        found = self.client.get_experiment_by_name(name)
+        if found is not None: return found.experiment_id
+        try: return self.client.create_experiment(name)
+        except MlflowException:  # another process of the group created it meanwhile
+            return self.client.get_experiment_by_name(name).experiment_id
+
+    def log(self, metrics: dict, step: int):
+        from mlflow.entities import Metric
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()])
+
+    def artifacts(self, paths: list[Path]):
+        for p in paths:
+            if p.is_dir(): self.client.log_artifacts(self.id, str(p), p.name)
+            else: self.client.log_artifact(self.id, str(p))
+
+    def end(self, status: str): self.client.set_terminated(self.id, _END[status])
+
+
+class _Wandb:
+    "A Weights & Biases run (WANDB_PROJECT, else 'electra'; WANDB_MODE=offline without an account)."
+    def __init__(self, run: TrackedRun, run_id: str | None, step: int):
+        import wandb
+        self.run = wandb.init(project=os.environ.get('WANDB_PROJECT') or 'electra', group=run.group, name=run.name,
+                              tags=list(run.tags), config=run.config, id=run_id, resume='allow' if run_id else None,
+                              reinit='create_new', settings=wandb.Settings(quiet=True))
+        self.run.config.update({'config_sources': run.sources}, allow_val_change=True)
+        self.id, self.name = self.run.id, run.name
+
+    def log(self, metrics: dict, step: int): self.run.log(metrics, step=step)
+
+    def artifacts(self, paths: list[Path]):
+        import wandb
+        art = wandb.Artifact(f'{self.name}-{self.id}'.replace('/', '-'), type='model')
+        for p in paths:
+            if p.is_dir(): art.add_dir(str(p), name=p.name)
+            else: art.add_file(str(p))
+        self.run.log_artifact(art)
+
+    def end(self, status: str): self.run.finish(exit_code=0 if status == 'finished' else 1)
+
+
+class _Neptune:
+    """A Neptune run (NEPTUNE_MODE, default async). Neptune's hosted service closed on 2026-03-05: its offline mode
+    and self-hosted installations remain. A resumed run is found again by its custom run id."""
+    def __init__(self, run: TrackedRun, run_id: str | None, step: int):
+        import neptune
+        self.id = run_id or uuid.uuid4().hex
+        try:
+            self.run = neptune.init_run(project=run.neptune_project or None, name=run.name,
+                                        tags=[run.group, *run.tags], custom_run_id=self.id,
+                                        mode=os.environ.get('NEPTUNE_MODE', 'async'))
+        except Exception as e:  # (Neptune's own messages are banners of 20 lines: its exception's name says which)
+            raise ConfigError(f"logger: cannot start a Neptune run ({type(e).__name__}). Set NEPTUNE_API_TOKEN and "
+                              "--neptune_project, or NEPTUNE_MODE=offline, or drop neptune from --logger.") from None
+        if not run_id:
+            self.run['config'] = {k: str(v) for k, v in run.config.items()}
+            self.run['config_sources'] = dict(run.sources)
+
+    def log(self, metrics: dict, step: int):
+        for k, v in metrics.items(): self.run[k].append(v, step=step)
+
+    def artifacts(self, paths: list[Path]):
+        for p in paths: self.run[f'artifacts/{p.name}'].upload_files(str(p / '*') if p.is_dir() else str(p))
+
+    def end(self, status: str): self.run.stop()
+
+
+_CLASSES = {'tensorboard': _TensorBoard, 'mlflow': _Mlflow, 'wandb': _Wandb, 'neptune': _Neptune}
+
+
+class Trackers:
+    """The trackers of one run: a metrics sink (`trackers(row)`: every value but `step`, at `step`), their run ids (a
+    checkpoint keeps them, so that a resumed run goes on in the same tracked runs), artifacts, and the end."""
+    def __init__(self, started: dict): self.started, self.ended = started, False
+
+    def __call__(self, row: dict) -> None:
+        metrics = {k: float(v) for k, v in row.items() if k != 'step'}
+        for t in self.started.values(): t.log(metrics, int(row['step']))
+
+    @property
+    def ids(self) -> dict[str, str]: return {name: t.id for name, t in self.started.items()}
+
+    def artifacts(self, paths: Iterable[str | Path]) -> None:
+        for t in self.started.values(): t.artifacts([Path(p) for p in paths])
+
+    def end(self, status: str = 'finished') -> None:
+        "End each tracked run once: 'finished', 'failed' or 'killed' (stopped, to be resumed)."
+        if self.ended: return
+        self.ended = True
+        for t in self.started.values(): t.end(status)
+
+
+def start_trackers(logger: list[str], run: TrackedRun, ids: dict | None = None, step: int = 0) -> Trackers:
+    """The trackers of `logger` started for `run` in the main process (none elsewhere); `ids`: a checkpoint's, whose
+    tracked runs go on (from `step`, where TensorBoard drops later events)."""
+    if not is_main_process(): return Trackers({})
+    ids = ids or {}
+    return Trackers({name: _CLASSES[name](run, ids.get(name), step) for name in tracker_names(logger)})

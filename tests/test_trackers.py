@@ -1,0 +1,248 @@
+"""`--logger`: the trackers read back with their own readers equal the CSV files. A real MLflow tracking server on the
+loopback address (SQLite, a local artifact folder) started and stopped here, read with MLflow's client; TensorBoard's
+event files with TensorBoard's EventAccumulator; W&B's offline run files with wandb's datastore."""
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from electra.config.base import ConfigError
+from tests.support.pretrain import ROOT, TINY, pretrain
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+SHORT = [a for a in TINY]  # 24 steps, a row every 6
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope='module')
+def mlflow_server(tmp_path_factory):
+    "`mlflow server` on 127.0.0.1 (SQLite, artifacts under the test's folder), once for the module: its URI."
+    root, port = tmp_path_factory.mktemp('mlflow'), free_port()
+    env = {**os.environ, 'MLFLOW_SERVER_ENABLE_JOB_EXECUTION': 'false'}
+    proc = subprocess.Popen([sys.executable, '-m', 'mlflow', 'server', '--backend-store-uri',
+                             f'sqlite:///{root}/mlflow.db', '--artifacts-destination', str(root / 'artifacts'),
+                             '--host', '127.0.0.1', '--port', str(port), '--workers', '1'],
+                            stdout=open(root / 'server.log', 'wb'), stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    uri = f'http://127.0.0.1:{port}'
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                urllib.request.urlopen(f'{uri}/health', timeout=5)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (root / 'server.log').read_text()[-2000:]
+                time.sleep(1)
+        yield uri
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+@pytest.fixture
+def trackers_env(monkeypatch, tmp_path, mlflow_server):
+    monkeypatch.setenv('MLFLOW_TRACKING_URI', mlflow_server)
+    monkeypatch.setenv('WANDB_MODE', 'offline')
+    monkeypatch.setenv('WANDB_DIR', str(tmp_path))
+    monkeypatch.setenv('WANDB_PROJECT', 'electra-tests')
+    from mlflow import MlflowClient
+    return MlflowClient(mlflow_server)
+
+
+def csv_columns(path: Path) -> dict[str, list[tuple[int, str]]]:
+    "Each column of a metrics CSV as (step, the value as written)."
+    with path.open(newline='') as f: rows = list(csv.DictReader(f))
+    return {k: [(int(float(r['step'])), r[k]) for r in rows] for k in rows[0] if k != 'step'}
+
+
+def as_written(pairs) -> list[tuple[int, str]]:
+    "(step, value) pairs with each value as the CSV files write it (6 significant digits)."
+    return [(int(step), f'{float(v):.6g}') for step, v in pairs]
+
+
+def mlflow_history(client, run_id: str, key: str):
+    return as_written(sorted((m.step, m.value) for m in client.get_metric_history(run_id, key)))
+
+
+def tensorboard_scalars(folder: Path, key: str):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+    acc = EventAccumulator(str(folder), size_guidance={'tensors': 0})
+    acc.Reload()
+    return as_written((e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in acc.Tensors(key))
+
+
+def wandb_records(wandb_dir: Path):
+    "Every record of the offline runs under `wandb_dir`, in the order they were written (a resume's run last)."
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal import datastore
+    records = []
+    for path in sorted(wandb_dir.glob('wandb/offline-run-*/run-*.wandb')):
+        store = datastore.DataStore()
+        store.open_for_scan(str(path))
+        while (data := store.scan_data()) is not None:
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(data)
+            records.append(record)
+    return records
+
+
+def wandb_history(records, key: str):
+    return as_written((r.history.step.num, json.loads(i.value_json)) for r in records
+                      if r.WhichOneof('record_type') == 'history' for i in r.history.item
+                      if '/'.join([i.key] if i.key else list(i.nested_key)) == key)
+
+
+def test_pretraining_tracked_and_resumed_equals_the_csv_files(tmp_path, trackers_env):
+    client = trackers_env
+    common = ['--logger', 'mlflow,tensorboard,wandb', '--tracking_tags', 'variant=tiny,smoke', '--run_name', 'tracked',
+              '--tracking_artifacts', 'true']
+    first = pretrain(tmp_path, *SHORT, *common, '--steps', '12', '--eval_examples', '16')
+    run_dir = first['run_dir']
+    (exp,) = [e for e in client.search_experiments() if e.name == 'tracked']
+    (run,) = client.search_runs([exp.experiment_id])
+    # the first start's config: config.yaml (before the resume rewrites it) and where each value came from
+    saved = yaml.safe_load((run_dir / 'config.yaml').read_text())
+    assert {k: v for k, v in run.data.params.items() if k in saved} == {k: str(v) for k, v in saved.items()}
+    sources = json.loads(Path(client.download_artifacts(run.info.run_id, 'config.json', str(tmp_path))).read_text())
+    preset = ROOT / 'configs/pretrain/demo.yaml'
+    preset_lines = {line.split(':')[0]: n for n, line in enumerate(preset.read_text().splitlines(), 1)
+                    if line and not line.startswith((' ', '#'))}
+    assert sources['steps'] == {'value': 12, 'from': 'command line'}
+    given = {a[2:] for a in [*SHORT, *common, '--steps', '--eval_examples', '--output_dir', '--cache_dir']
+             if a.startswith('--')}
+    for key, line in preset_lines.items():
+        if key not in given: assert sources[key]['from'] == f'configs/pretrain/demo.yaml: line {line}', key  # from ROOT
+    assert sources['dropout']['from'] == 'default' and 'dropout' not in preset_lines
+    pretrain(tmp_path, *SHORT, *common, '--steps', '24', '--eval_examples', '16', '--resume')
+    run = client.get_run(run.info.run_id)
+    assert len(client.search_runs([exp.experiment_id])) == 1 and run.info.status == 'FINISHED'
+    assert run.info.run_name == 'tracked_11081' and run.data.tags['variant'] == 'tiny' and run.data.tags['smoke'] == 'true'
+    wb = wandb_records(tmp_path)
+    for name, prefix in (('metrics.csv', 'train/'), ('eval_metrics.csv', 'eval/')):
+        for column, values in csv_columns(run_dir / name).items():
+            assert [s for s, _ in values] == [6, 12, 18, 24]
+            assert mlflow_history(client, run.info.run_id, prefix + column) == values, column
+            assert tensorboard_scalars(run_dir / 'tensorboard', prefix + column) == values, column
+            assert wandb_history(wb, prefix + column) == values, column
+    names = {f.path for d in ('discriminator', 'generator') for f in client.list_artifacts(run.info.run_id, d)}
+    assert {'discriminator/README.md', 'discriminator/model.safetensors', 'generator/README.md'} <= names
+    wandb_runs = {r.run.run_id for r in wb if r.WhichOneof('record_type') == 'run'}
+    assert len(wandb_runs) == 1 and {r.run.run_group for r in wb if r.WhichOneof('record_type') == 'run'} == {'tracked'}
+
+
+def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, trackers_env, glue_dir, tiny):
+    from electra.finetuning import sweep
+    from electra.finetuning.tasks.glue.sources import open_source
+    from tests.support.finetune import job
+    client, (model, tok) = trackers_env, tiny
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, epochs=2, logger=['mlflow', 'tensorboard'],
+              tracking_group='glue-tracked', tracking_tags=['sweep=one'], lr=1e-3)
+    sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+    with (tmp_path / 'ckpt/t/results.csv').open(newline='') as f: rows = list(csv.DictReader(f))
+    (exp,) = [e for e in client.search_experiments() if e.name == 'glue-tracked']
+    runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+    assert sorted(runs) == ['t/RTE_0', 't/RTE_1'] and len(rows) == 2
+    for row in rows:
+        run = runs[f"t/RTE_{row['run']}"]
+        assert run.info.status == 'FINISHED' and run.data.tags == {**run.data.tags, 'task': 'RTE', 'sweep': 'one'}
+        assert (run.data.params['seed'], run.data.params['lr'], run.data.params['task']) == (row['seed'], '0.001', 'RTE')
+        tb = tmp_path / 'ckpt/t/tensorboard' / f"RTE_{row['run']}"
+        for column in ('score', 'accuracy', 'train_loss', 'steps'):
+            written = [(2, row[column])]
+            as_4 = lambda pairs: [(s, f'{float(v):.4f}' if '.' in row[column] else f'{float(v):g}') for s, v in pairs]
+            assert as_4(mlflow_history(client, run.info.run_id, f'results/{column}')) == written, column
+            assert as_4(tensorboard_scalars(tb, f'results/{column}')) == written, column
+        dev = mlflow_history(client, run.info.run_id, 'dev/accuracy')
+        assert [s for s, _ in dev] == [1, 2] and dev[-1][1] == mlflow_history(client, run.info.run_id, 'results/score')[0][1]
+
+
+def test_a_comparisons_runs_are_one_group_a_run_per_variant_and_seed(tmp_path, trackers_env):
+    from electra.config.base import config_from_dict
+    from electra.config.compare import CompareConfig
+    from electra.experiments.compare import run_comparison
+    from tests.support.pretrain import run_driver
+    client = trackers_env
+    tiny = {k: v for k, v in zip([a[2:] for a in TINY[::2]], TINY[1::2]) if k != 'threads'}  # the comparison's own
+    cfg = config_from_dict(CompareConfig, dict(
+        name='cmp-tracked', output_dir=str(tmp_path / 'out'), pretrain_config='demo', finetune=False, seeds=[1, 2],
+        pretrain_overrides={**tiny, 'steps': 6, 'warmup_steps': 2, 'eval_examples': 0, 'cache_dir': str(tmp_path / 'cache')},
+        variants={'electra': {'config': ''}, 'uniform': {'overrides': {'uniform_generator': True}}},
+        logger=['mlflow'], threads=1))
+
+    def in_process(cmd, log):  # the driver itself, as the launcher runs it, without an interpreter to start
+        run_driver(Path(cmd[1]).name, cmd[2:])
+        return 0
+    run_comparison(cfg, launch=in_process, log=lambda s: None)
+    (exp,) = [e for e in client.search_experiments() if e.name == 'cmp-tracked']
+    runs = client.search_runs([exp.experiment_id])
+    assert sorted((r.data.tags['variant'], r.data.tags['seed'], r.info.run_name) for r in runs) == [
+        ('electra', '1', 'cmp-tracked_electra_1'), ('electra', '2', 'cmp-tracked_electra_2'),
+        ('uniform', '1', 'cmp-tracked_uniform_1'), ('uniform', '2', 'cmp-tracked_uniform_2')]
+    assert {r.data.params['uniform_generator'] for r in runs if r.data.tags['variant'] == 'uniform'} == {'True'}
+
+
+@pytest.mark.parametrize('tracker', ['mlflow', 'tensorboard', 'wandb'])
+def test_a_tracker_not_installed_is_refused_before_any_work(tmp_path, monkeypatch, tracker):
+    monkeypatch.setitem(sys.modules, tracker, None)  # what `import` does without the package: ImportError
+    with pytest.raises(ConfigError, match=rf"^logger: {tracker} is not installed: pip install 'electra\[{tracker}\]', "
+                                          rf"or drop {tracker} from --logger\.$"):
+        pretrain(tmp_path, *TINY, '--logger', f'neptune,{tracker}')
+    assert not (tmp_path / 'ckpt').exists() and not (tmp_path / 'cache').exists()
+
+
+def test_an_mlflow_server_not_there_is_refused_before_any_work_naming_its_address(tmp_path, monkeypatch):
+    uri = f'http://127.0.0.1:{free_port()}'  # nothing listens there
+    monkeypatch.setenv('MLFLOW_TRACKING_URI', uri)
+    for driver, argv in (('pretrain.py', ['--output_dir', str(tmp_path / 'ckpt'), '--cache_dir', str(tmp_path / 'cache')]),
+                         ('finetune.py', ['--output_dir', str(tmp_path / 'ckpt'), '--cache_dir', str(tmp_path / 'cache'),
+                                          '--data', 'demo', '--model', str(tmp_path / 'none.pth')])):
+        from tests.support.pretrain import run_driver
+        with pytest.raises(ConfigError, match=rf"^logger: mlflow: cannot reach the MLflow tracking server at {uri} "
+                                              r"\(MlflowException\)\. Start it, set MLFLOW_TRACKING_URI"):
+            run_driver(driver, [*argv, '--logger', 'mlflow'])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_neptune_run_without_a_token_is_one_line(monkeypatch, tmp_path):
+    """Before: Neptune's 20-line banner (with colour codes) sat inside the error line, between the parentheses."""
+    from electra.training.trackers import TrackedRun, start_trackers
+    monkeypatch.chdir(tmp_path)
+    for key in ('NEPTUNE_MODE', 'NEPTUNE_API_TOKEN', 'NEPTUNE_PROJECT'): monkeypatch.delenv(key, raising=False)
+    with pytest.raises(ConfigError) as e:
+        start_trackers(['neptune'], TrackedRun('run', 'group', (), {}, {}, tmp_path, 'me/electra'))
+    message = str(e.value)
+    assert '\n' not in message and '\x1b' not in message, message
+    assert message.startswith('logger: cannot start a Neptune run (NeptuneMissingApiTokenException')
+    assert message.endswith('Set NEPTUNE_API_TOKEN and --neptune_project, or NEPTUNE_MODE=offline, or drop neptune '
+                            'from --logger.')
+
+
+def test_where_each_value_came_from_the_preset_line_the_command_line_the_overrides_the_default():
+    from electra.config.base import load_config, value_sources
+    from electra.config.pretrain import PretrainConfig
+    cfg = load_config(PretrainConfig, ['--config', 'small', '--steps', '5', '--warmup_steps', '1'],
+                      preset_dir='configs/pretrain', overrides={'lr': 1e-4})
+    preset = ROOT / 'configs/pretrain/small.yaml'
+    lines = {line.split(':')[0]: n for n, line in enumerate(preset.read_text().splitlines(), 1)
+             if line and not line.startswith((' ', '#'))}
+    sources = value_sources(cfg)
+    assert sources['config'] == sources['steps'] == 'command line' and sources['lr'] == 'overrides'
+    assert sources['dropout'] == 'default' and 'dropout' not in lines
+    assert {k: sources[k] for k in lines if k not in ('steps', 'warmup_steps', 'lr')} == {
+        k: f'configs/pretrain/small.yaml: line {n}' for k, n in lines.items() if k not in ('steps', 'warmup_steps', 'lr')}

@@ -19,6 +19,7 @@ from transformers.utils import logging as transformers_logging
 
 from electra.config.base import ConfigError
 from electra.config.pretrain import saved_config
+from electra.config.version import __version__
 from electra.data.hub import hub_unreachable
 from electra.data.tokenizer import has_tokenizer_files, tokenizer_from_state
 from electra.objective.model import (
@@ -33,7 +34,7 @@ from electra.runtime.files import file_sha256
 from electra.runtime.processes import is_main_process
 from electra.training.checkpoint import load_checkpoint
 
-__all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',
+__all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'save_model', 'export_holds', 'load_discriminator', 'model_fingerprint',
            'quiet_transformers']
 
 EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
@@ -79,10 +80,18 @@ def export_pretrained(model: ElectraGeneratorDiscriminator, tokenizer: PreTraine
     if not is_main_process(): return {name: Path(run_dir) / name for name in _net_names(model)}
     nets = _exported_nets(model, run_dir)
     for path, net in nets.items():
-        with quiet_transformers(): net.save_pretrained(path)
+        save_model(net, path)
         _with_model_length(copy.deepcopy(tokenizer), net.config).save_pretrained(path)
         write_pretrained_card(path, path.name, net, run_dir)  # README.md: what it is, how it was made and does
     return {path.name: path for path in nets}
+
+
+def save_model(net: nn.Module, path: str | Path) -> Path:
+    """`net.save_pretrained(path)`, quietly, its `config.json` naming the library that wrote it (`electra_version`,
+    beside transformers' own `transformers_version`); every model this library writes goes through here."""
+    net.config.electra_version = __version__
+    with quiet_transformers(): net.save_pretrained(path)
+    return Path(path)
 
 
 def _with_model_length(tokenizer: PreTrainedTokenizerBase, config) -> PreTrainedTokenizerBase:

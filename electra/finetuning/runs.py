@@ -3,6 +3,7 @@ task stacked (`train_and_save_stack`, `electra.finetuning.stack`), a row of the 
 (`sweep.py`) trains them in its own process, the workers (`workers.py`) in theirs."""
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -12,6 +13,7 @@ from typing import Callable, Iterator
 import torch
 
 from electra.config.finetune import FinetuneConfig
+from electra.config.version import __version__
 from electra.finetuning.learner import diverged, train_run
 from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
@@ -20,12 +22,18 @@ from electra.runtime.files import atomic_save, path_inside
 from electra.runtime.processes import is_main_process
 from electra.training.sinks import start_neptune_run
 
-__all__ = ['group_dir', 'RunJob', 'Diverged', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
+__all__ = ['group_dir', 'transformers_folder', 'RunJob', 'Diverged', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
 
 
 def group_dir(cfg: FinetuneConfig, key: str = 'output_dir') -> Path:
     "`<output_dir>/<group>` (`key` test_output_dir: `<test_output_dir>/<group>`), checked to be inside that folder."
     return path_inside(getattr(cfg, key), cfg.group, key=key)
+
+
+def transformers_folder(checkpoint: Path) -> Path:
+    """Where a run's weights `<task>_<i>.pth` are also written as a transformers folder, `<task>_<i>/` beside them
+    (`electra.finetuning.export`)."""
+    return checkpoint.with_suffix('')
 
 
 def _neptune_run(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: FinetuneConfig):
@@ -97,8 +105,11 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
     "Save a trained run's weights to `job.checkpoint` (main process), close its Neptune run, and return its row."
     task, task_cfg, final = data.task, cfg.for_task(data.task.name), history[-1]
     if is_main_process():
-        atomic_save({'format': 'electra-finetuned', 'kind': task.kind, 'task': task.name, 'run': job.run, 'seed': job.seed,
-                     'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
+        # a transformers folder of the run this one replaces is of other weights: gone before the new weights are saved
+        shutil.rmtree(transformers_folder(job.checkpoint), ignore_errors=True)
+        atomic_save({'format': 'electra-finetuned', 'electra_version': __version__, 'kind': task.kind, 'task': task.name,
+                     'run': job.run, 'seed': job.seed, 'labels': list(task.info.label_names),
+                     'multilabel': task.info.multilabel, 'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
                      'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final}, job.checkpoint)
     if nrun is not None:
         for m in dev_metric_names(task): nrun[f'final/{m}'] = final[m]

@@ -10,6 +10,7 @@ from electra.config.base import ConfigError
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
+from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
@@ -168,7 +169,8 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     content, the task file's settings, the settings that change a result: `inputs.py`) are skipped, the others done
     again with a line saying why. With `parallel_runs` above 1, that many worker processes take the runs from a
     shared queue (`electra.finetuning.workers`); the table is the same as one process's. A run whose loss became NaN or infinite stops with no row;
-    the others go on (`raise_if_diverged` ends the job with it)."""
+    the others go on (`raise_if_diverged` ends the job with it). Then the runs `save_pretrained` names are written as
+    transformers folders too (`electra.finetuning.export`)."""
     check_outputs(cfg)
     results = ResultsTable(group_dir(cfg) / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
@@ -183,8 +185,8 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
         except KeyboardInterrupt:
             raise TrainingStopped(f"by Ctrl-C; the {len(results.df)} finished run(s) are kept in {results.path}. Run the "
                                   f"same command again to do the rest.") from None
-        return results
-    _train_in_turn(cfg, plan, pretrained, tokenizer, results, say)
+    else: _train_in_turn(cfg, plan, pretrained, tokenizer, results, say)
+    save_runs(cfg, results, tokenizer, say)  # the picked runs as transformers folders (`save_pretrained`)
     return results
 
 

@@ -34,7 +34,8 @@ from electra.runtime.files import file_sha256
 from electra.runtime.processes import is_main_process
 from electra.training.checkpoint import load_checkpoint
 
-__all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'save_model', 'export_holds', 'load_discriminator', 'model_fingerprint',
+__all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'save_model', 'with_model_length',
+           'export_holds', 'load_discriminator', 'model_fingerprint',
            'quiet_transformers']
 
 EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
@@ -81,7 +82,7 @@ def export_pretrained(model: ElectraGeneratorDiscriminator, tokenizer: PreTraine
     nets = _exported_nets(model, run_dir)
     for path, net in nets.items():
         save_model(net, path)
-        _with_model_length(copy.deepcopy(tokenizer), net.config).save_pretrained(path)
+        with_model_length(copy.deepcopy(tokenizer), net.config).save_pretrained(path)
         write_pretrained_card(path, path.name, net, run_dir)  # README.md: what it is, how it was made and does
     return {path.name: path for path in nets}
 
@@ -94,7 +95,7 @@ def save_model(net: nn.Module, path: str | Path) -> Path:
     return Path(path)
 
 
-def _with_model_length(tokenizer: PreTrainedTokenizerBase, config) -> PreTrainedTokenizerBase:
+def with_model_length(tokenizer: PreTrainedTokenizerBase, config) -> PreTrainedTokenizerBase:
     """`tokenizer` cutting inputs at the model's position table (`model_max_length`), where transformers' Auto classes
     and pipelines truncate. A tokenizer read from a vocab.txt or trained has no length of its own (1e30): with it
     `truncation=True` kept every token, and a long input failed inside the model."""
@@ -224,7 +225,7 @@ def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreT
         disc, tokenizer = _from_checkpoint(Path(source))
     else:
         disc, tokenizer = _from_pretrained(source)
-    _with_model_length(tokenizer, disc.config)
+    with_model_length(tokenizer, disc.config)
     if disc.config.vocab_size < len(tokenizer):
         raise ConfigError(f"{source}: the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
                           f"{disc.config.vocab_size}: they do not belong together. Use the tokenizer saved with the model.")

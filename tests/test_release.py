@@ -60,3 +60,9 @@ def test_the_changelog_has_an_entry_for_this_version():
     text = (ROOT / 'CHANGELOG.md').read_text(encoding='utf-8')
     versions = re.findall(r'^## \[?(\d+\.\d+\.\d+)\]?', text, re.M)
     assert versions[0] == electra.__version__, versions
+
+
+def test_version_is_answered_before_the_config_is_read(capsys):
+    "A preset that does not exist beside --version: the version all the same (what a bug report asks first)."
+    with pytest.raises(SystemExit) as e: run_driver('finetune.py', ['--config', 'no_such_preset', '--version'])
+    assert e.value.code == 0 and capsys.readouterr().out == f'finetune.py (electra {electra.__version__})\n'

@@ -159,5 +159,7 @@ def save_runs(cfg: FinetuneConfig, results: ResultsTable, tokenizer, say: Callab
         if cfg.save_pretrained == 'none' or rows.empty: continue
         picked = rows if cfg.save_pretrained == 'all' else select_runs(rows, cfg.select, cfg.ensemble_k)
         for r in picked.sort_values('run').to_dict('records'):
-            if (folder := save_run(cfg, Path(str(r['checkpoint'])), tokenizer, say)) is not None: written.append(folder)
+            if (folder := save_run(cfg, Path(str(r['checkpoint'])), tokenizer, say)) is not None:
+                say(f"{task} run {r['run']}: also a transformers folder, {folder}")
+                written.append(folder)
     return written

@@ -156,3 +156,20 @@ def test_every_run_on_request_none_and_a_run_trained_again_loses_its_folder(swep
     sweep.run_sweep(again, *tiny, None, log=lambda s: None)
     assert not (out / 'reviews_0').exists() and not (out / 'reviews_1').exists()
     assert (out / 'SST-2_0' / 'config.json').is_file()
+
+
+def test_a_head_transformers_cannot_hold_and_a_run_without_labels_get_no_folder_with_the_reason(tiny):
+    "transformers' classification head holds our C outputs in 2C of its H dense units; a run of 0.2 names no labels."
+    from electra.finetuning.classifier import ElectraClassifier
+
+    def ckpt(n, **kw):
+        model = ElectraClassifier(tiny[0].electra, n)
+        return {'format': 'electra-finetuned', 'kind': 'classification', 'labels': [f'c{i}' for i in range(n)],
+                'head': {'n_outputs': n, 'dropout': 0.1, 'target_scale': 1.0}, 'model': model.state_dict(),
+                'electra_config': tiny[0].config.to_dict(), **kw}
+    assert to_transformers(ckpt(16))[0] is not None  # 2 x 16 = the hidden size, 32
+    assert to_transformers(ckpt(17)) == (None, "its 17 outputs need a hidden size of at least twice as many in "
+                                               "transformers' head (the model's is 32)")
+    old = ckpt(2)
+    del old['labels']
+    assert to_transformers(old) == (None, 'its checkpoint (of an earlier version) does not name its labels')

@@ -72,10 +72,10 @@ def _classification_head(head, ours: nn.Linear, scale: float) -> None:
 
 def to_transformers(ckpt: dict) -> tuple[nn.Module | None, str]:
     """The run of `ckpt` (`read_finetuned`) as its transformers class with our weights, or None and why not."""
-    if ckpt['kind'] not in TRANSFORMERS_CLASSES:
-        return None, f"its {ckpt['kind']} head has no transformers class that computes it"
+    kind = ckpt.get('kind', 'classification')  # runs saved before the task kinds ('electra-glue') are classifiers
+    if kind not in TRANSFORMERS_CLASSES: return None, f'its {kind} head has no transformers class that computes it'
     if 'labels' not in ckpt: return None, 'its checkpoint (of an earlier version) does not name its labels'
-    cls, _ = TRANSFORMERS_CLASSES[ckpt['kind']]
+    cls, _ = TRANSFORMERS_CLASSES[kind]
     ours = finetuned_model(ckpt)
     config = _config(ckpt, cls)
     if cls is ElectraForSequenceClassification and 2 * ours.classifier.out_features > config.hidden_size:

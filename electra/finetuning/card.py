@@ -98,16 +98,19 @@ def _labels_section(tasks: dict[str, TaskInfo], kinds: dict[str, str]) -> str:
     return '## Labels\n\n' + '\n'.join(lines)
 
 
-def _folders_section(cfg: FinetuneConfig, df: pd.DataFrame) -> str:
-    "The runs also written as transformers folders (`electra.finetuning.export`), those there now."
+def _folders_section(cfg: FinetuneConfig, df: pd.DataFrame, kinds: dict[str, str]) -> str:
+    "The runs also written as transformers folders (`electra.finetuning.export`), those there now; QA runs never are."
     out = group_dir(cfg)
     found = [f"`{Path(str(c)).stem}/`" for c in df.sort_values(['task', 'run'])['checkpoint'] if
              (out / Path(str(c)).stem / 'config.json').is_file()] if not df.empty else []
-    if not found: return ('## transformers folders\n\nNone: the runs are `.pth` files (`save_pretrained` is '
-                          f"`{cfg.save_pretrained}`, or their heads have no transformers class).")
-    return (f"## transformers folders\n\n{', '.join(found)}: runs also written as `save_pretrained` folders of "
-            "transformers' own class (the key `save_pretrained`), each with its tokenizer, its card and the task's label "
-            "names, read by `pipeline(...)` and `from_pretrained` without this library.")
+    qa = [name for name, kind in kinds.items() if kind in ('squad', 'mrqa')]
+    text = (f"{', '.join(found)}: runs also written as `save_pretrained` folders of transformers' own class (the key "
+            "`save_pretrained`), each with its tokenizer, its card and the task's label names, read by `pipeline(...)` "
+            "and `from_pretrained` without this library." if found else
+            f"None (`save_pretrained` is `{cfg.save_pretrained}`): the runs are the `.pth` files.")
+    if qa: text += (f" The runs of {', '.join(qa)} stay `.pth` files: the official QA head (the end predicted given the "
+                    "start, the answerability classifier) has no transformers class.")
+    return f'## transformers folders\n\n{text}'
 
 
 def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str, TaskInfo], summary_text: str) -> Path:
@@ -127,7 +130,7 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
         f"## Dev scores\n\nOver the runs of each task (`summary.md`):\n\n{summary_text}",
         f"## Runs\n\n{_runs_table(df)}",
         _labels_section(tasks, _kinds(cfg.file_tasks(), tasks)),
-        _folders_section(cfg, df),
+        _folders_section(cfg, df, _kinds(cfg.file_tasks(), tasks)),
         f"## Settings\n\nThe job's config (`finetune.py --config` takes it again):\n\n"
         f"{details(yaml_block(config_to_dict(cfg)))}",
         "## How to use\n\nEach run is a PyTorch module (`ElectraClassifier`, `ElectraTagger` or `ElectraQA`) over "

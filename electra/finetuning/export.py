@@ -127,13 +127,15 @@ def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, t
 
 
 def save_run(cfg: FinetuneConfig, checkpoint: Path, tokenizer, say: Callable[[str], None]) -> Path | None:
-    """Write the run of `checkpoint` as `<task>_<i>/` beside it (main process), whole or not at all; None, said in
-    one line, where its head has no transformers class."""
+    """Write the run of `checkpoint` as `<task>_<i>/` beside it (main process), whole or not at all; None where
+    transformers cannot hold it (`to_transformers`), said in one line unless its kind has no transformers class (QA:
+    the group's card says so, not every job's log)."""
     ckpt = read_finetuned(checkpoint)
     model, why = to_transformers(ckpt)
     if model is None:
-        say(f"{ckpt['task']} run {ckpt['run']}: no transformers folder: {why}; the run is {checkpoint.name} "
-            '(electra.load_finetuned reads it)')
+        if ckpt.get('kind', 'classification') in TRANSFORMERS_CLASSES:
+            say(f"{ckpt['task']} run {ckpt['run']}: no transformers folder: {why}; the run is {checkpoint.name} "
+                '(electra.load_finetuned reads it)')
         return None
     cls, tag = TRANSFORMERS_CLASSES[ckpt['kind']]
     folder = path_inside(group_dir(cfg), transformers_folder(checkpoint).name, key='output_dir')
@@ -148,18 +150,20 @@ def save_run(cfg: FinetuneConfig, checkpoint: Path, tokenizer, say: Callable[[st
 
 
 def save_runs(cfg: FinetuneConfig, results: ResultsTable, tokenizer, say: Callable[[str], None] = print) -> list[Path]:
-    """Write the runs `cfg.save_pretrained` asks for as transformers folders (`save_run`), each task's in turn; returns
-    the folders written. Others already there stay: each is of its run's weights (a run trained again loses its folder
-    when its new weights are saved, `runs.transformers_folder`)."""
-    if not is_main_process(): return []
-    written = []
+    """The transformers folders of the runs `cfg.save_pretrained` asks for, each task's in turn: those there already
+    (a folder is of its run's weights: a run trained again loses it when its new weights are saved,
+    `runs.transformers_folder`) and those written now (`save_run`, said in a line). Runs of kinds with no
+    transformers class stay `.pth` files, as the group's card says."""
+    if not is_main_process() or cfg.save_pretrained == 'none': return []
+    found = []
     for task in cfg.task_names:
         rows = results.task_rows(task)
         rows = rows[rows['run'] < cfg.runs]
-        if cfg.save_pretrained == 'none' or rows.empty: continue
-        picked = rows if cfg.save_pretrained == 'all' else select_runs(rows, cfg.select, cfg.ensemble_k)
+        picked = rows if cfg.save_pretrained == 'all' or rows.empty else select_runs(rows, cfg.select, cfg.ensemble_k)
         for r in picked.sort_values('run').to_dict('records'):
-            if (folder := save_run(cfg, Path(str(r['checkpoint'])), tokenizer, say)) is not None:
+            checkpoint = Path(str(r['checkpoint']))
+            if transformers_folder(checkpoint).is_dir(): found.append(transformers_folder(checkpoint))
+            elif (folder := save_run(cfg, checkpoint, tokenizer, say)) is not None:
                 say(f"{task} run {r['run']}: also a transformers folder, {folder}")
-                written.append(folder)
-    return written
+                found.append(folder)
+    return found

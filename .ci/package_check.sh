@@ -14,7 +14,7 @@ trap 'rm -rf "$work"' EXIT
 unset PYTHONPATH  # the checkout must not be importable from the environment
 
 mkdir "$work/src"
-cp -r pyproject.toml setup.py README.md MANIFEST.in electra configs notebooks pretrain.py finetune.py "$work/src/"
+cp -r pyproject.toml setup.py README.md LICENSE MANIFEST.in electra configs notebooks pretrain.py finetune.py "$work/src/"
 find "$work/src" -name __pycache__ -prune -exec rm -rf {} +
 python3 -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation --no-index -w "$work/dist" "$work/src"
 wheel=$(echo "$work"/dist/electra-*.whl)
@@ -48,6 +48,7 @@ grep -E '^(run |step 40 held-out|discriminator: |generator: )' "$log"
 grep -E 'stdout: .*; the job goes on' "$log"
 logged finetune.log "$work/venv/bin/electra-finetune" --runs 1 --epochs 1 --task_overrides '{}' --threads 1
 grep -E '^(model: |\| (task|CoLA|STS-B|GLUE score) )' finetune.log
+[ "$("$work/venv/bin/electra-convert" --version)" = "python -m electra.convert (electra $("$work/venv/bin/python" -c 'import electra; print(electra.__version__)'))" ]
 
 "$work/venv/bin/python" - "$work/venv" <<'EOF'
 import sys
@@ -72,10 +73,13 @@ assert replaced.shape == batch['input_ids'].shape and torch.isfinite(replaced).a
 cards = [run / 'discriminator' / 'README.md', run / 'generator' / 'README.md', here / 'checkpoints/glue/demo/README.md']
 assert all(card.read_text().startswith('---\n') for card in cards), cards
 finetuned = electra.load_finetuned(here / 'checkpoints/glue/demo/STS-B_0.pth')
+from transformers import pipeline
+sst2 = pipeline('text-classification', model=str(here / 'checkpoints/glue/demo/SST-2_0'))('a moving film')[0]
+assert sst2['label'] in ('negative', 'positive'), sst2  # the task's label names, not LABEL_1
 print(f'electra {electra.__version__} from {Path(electra.__file__).parent}; {type(discriminator).__name__} and '
       f'{type(generator).__name__} loaded with the Auto classes, p(replaced) of "{tokenizer.decode(batch["input_ids"][0])}": '
       f'{[round(p, 2) for p in replaced[0].tolist()]}; cards: {", ".join(str(c.relative_to(here)) for c in cards)}; '
-      f'{type(finetuned).__name__} from STS-B_0.pth')
+      f'{type(finetuned).__name__} from STS-B_0.pth; SST-2_0/ in a transformers pipeline: {sst2}')
 EOF
 
 # (--without-pip: a venv's own setuptools would be older than the system's, which builds it)

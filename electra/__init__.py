@@ -28,7 +28,7 @@ import warnings
 # imports it (the drivers, the fine-tuning workers, a notebook's kernel). Set here, before anything imports fastai.
 warnings.filterwarnings('ignore', message='`torch.jit.script` is deprecated', category=FutureWarning)
 
-__version__ = '0.2.0'
+from electra.config.version import __version__  # the one source: electra/config/version.py
 
 # public name -> the module that defines it
 _HOMES = {

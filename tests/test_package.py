@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 from electra.jobs import commands
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ('pyproject.toml', 'setup.py', 'README.md', 'MANIFEST.in', 'electra', 'configs', 'pretrain.py',
+SOURCES = ('pyproject.toml', 'setup.py', 'README.md', 'LICENSE', 'MANIFEST.in', 'electra', 'configs', 'pretrain.py',
            'finetune.py')  # what the build reads
 DRIVERS = ('pretrain.py', 'finetune.py')
 COMMANDS = {'electra-pretrain': 'pretrain', 'electra-finetune': 'finetune', 'electra-compare': 'compare',
@@ -79,6 +79,12 @@ def test_the_wheel_requires_the_runtime_lines_of_requirements_txt_and_its_extras
     assert not {'pytest', 'pytest-xdist', 'jupytext', 'neptune', 'hnswlib', 'tensorboard', 'mlflow-skinny',
                 'wandb'} & {Requirement(x).name for x in groups['']}
     assert meta['Requires-Python'] == '>=3.10' and meta['Version'] == importlib.import_module('electra').__version__
+
+
+def test_the_wheel_states_the_apache_2_license_and_holds_its_text(wheel):
+    meta = email.parser.Parser().parsestr(dist_info(wheel, 'METADATA'))
+    assert meta['License-Expression'] == 'Apache-2.0' and meta.get_all('License-File') == ['LICENSE']
+    assert dist_info(wheel, 'licenses/LICENSE') == (ROOT / 'LICENSE').read_text(encoding='utf-8')
 
 
 def test_the_wheel_holds_the_library_its_presets_and_the_drivers(wheel):

@@ -24,6 +24,8 @@ from typing import Annotated, Any, Literal, Sequence, Union
 import pydantic
 import yaml
 
+from electra.config.version import version_line
+
 __all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
            'threads_field', 'threads_setting', 'TRACKERS', 'LOGGER_HELP', 'check_logger', 'value_sources',
@@ -685,7 +687,7 @@ def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool 
     """Every key of `cls` with its value in `cfg` (what the job runs with: `preset`, then the command line's other
     flags when `flags`), its dataclass default beside it where that differs, its domain and its help text."""
     given = ' and the flags given' if flags else ''
-    lines = [f"usage: {prog} [--config PRESET_OR_YAML[,PRESET ...]] [--key value ...]", '',
+    lines = [f"usage: {prog} [--config PRESET_OR_YAML[,PRESET ...]] [--key value ...] [--version]", '',
              f"Presets in {preset_dir}: {', '.join(sorted(p.stem for p in preset_dir.glob('*.yaml')))}", '',
              f'keys (their value with --config {preset}{given}; the default where it differs):']
     hints = _hints(cls)
@@ -719,9 +721,13 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
                 default_preset: str = 'demo', prog: str = 'job', overrides: dict | None = None):
     """The job's config: `cls` defaults, then the presets named by `--config` (or `default_preset`; several, comma-separated,
     apply left to right), then the other
-    flags in `argv`, then `overrides` (a dict, as a notebook's config cell gives). `--help` prints and exits."""
+    flags in `argv`, then `overrides` (a dict, as a notebook's config cell gives). `--help` and `--version` print
+    and exit."""
     preset_dir = project_dir(preset_dir)
     argv = sys.argv[1:] if argv is None else list(argv)
+    if '--version' in argv:  # before the config is read: a broken preset still says which library it meets
+        print(version_line(prog))
+        raise SystemExit(0)
     wants_help = '--help' in argv or '-h' in argv
     cli = parse_cli([a for a in argv if a not in ('--help', '-h')])
     overrides = dict(overrides or {})

@@ -50,7 +50,7 @@ INPUT_KEYS = ('model', 'data', 'tasks', 'seed', 'seeds', 'task_overrides')
 JOB_KEYS = ('config', 'runs', 'group', 'output_dir', 'test_output_dir', 'cache_dir', 'predict', 'device', 'num_workers',
             'parallel_runs', 'stack_runs', 'compile', 'compile_mode', 'dist_timeout', 'threads', 'logger',
             'neptune_project', 'tracking_group', 'tracking_tags', 'tracking_artifacts', 'select', 'ensemble_k',
-            'eval_batch_size', 'length_buckets')
+            'eval_batch_size', 'length_buckets', 'save_pretrained')
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,10 @@ class FinetuneConfig:
                            'run used for the test predictions: the best dev score (replication) or the median run')
     ensemble_k: int = field(1, 'average the logits of the top k runs by dev score for the test predictions (1: no '
                                 'ensemble)', ge=1)
+    save_pretrained: str = choice_field('picked', ['picked', 'all', 'none'],
+                                        "runs also written as a transformers folder (save_pretrained, <task>_<i>/ beside "
+                                        "<task>_<i>.pth) where the head is transformers' own: the runs `select` and "
+                                        "`ensemble_k` pick, every run, or none")
     # -- hyperparameters (the paper's Table 7; configure_finetuning.py); each may be set per task in `task_overrides`
     lr: float = field(3e-4, 'peak learning rate of the head (small 3e-4, base 1e-4, large 5e-5)', gt=0)
     layer_lr_decay: float = field(0.8, 'layer-wise learning-rate decay d (0.9 for large, 1 disables)', gt=0, le=1)

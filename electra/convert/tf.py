@@ -34,8 +34,11 @@ import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
 from electra.config.base import ConfigError, load_json
+from electra.config.version import __version__
+from electra.convert.card import write_conversion_card
 from electra.convert.tf_checkpoint import STRING, TFCheckpoint
 from electra.data.tokenizer import load_tokenizer
+from electra.pretrained.export import save_model
 from electra.pretraining.init_from import load_init, save_init_checkpoint
 from electra.runtime.files import writable_dir
 
@@ -436,7 +439,8 @@ def _report(ckpt, vocab, lowercase, hp, planned, paths, checked) -> dict:
         for tf, hf, transpose in planned[r]['plan']:
             mapped.setdefault(tf, []).append(f"{r}.{hf}{' (transposed)' * transpose}")
     gen = planned.get('generator')
-    return {'source': str(ckpt.prefix.resolve()), 'vocab': str(Path(vocab).resolve()), 'do_lower_case': lowercase,
+    return {'electra_version': __version__, 'source': str(ckpt.prefix.resolve()), 'crc32c_verified': ckpt.verify,
+            'vocab': str(Path(vocab).resolve()), 'do_lower_case': lowercase,
             'hparams': hp['path'] if hp else None,
             'heads_from': (f"hparams {hp['path']}" if hp else "the official rule max(1, hidden // 64) "
                            "(util/training_utils.py get_bert_config, run_pretraining.py get_generator_config)"),
@@ -472,8 +476,7 @@ def convert_tf_checkpoint(src: str | Path, out: str | Path, hparams: str | Path 
     for role in ('discriminator', 'generator'):
         if role not in planned: continue
         load_weights(planned[role]['model'], planned[role]['plan'], ckpt)
-        paths[role] = out / role
-        planned[role]['model'].save_pretrained(paths[role])
+        paths[role] = save_model(planned[role]['model'], out / role)
         tokenizer.save_pretrained(paths[role])
         planned[role]['model'] = None  # free it before the next one is read
     checked = verify_conversion(paths, {r: planned[r]['plan'] for r in paths}, ckpt)
@@ -481,4 +484,6 @@ def convert_tf_checkpoint(src: str | Path, out: str | Path, hparams: str | Path 
         paths['pretraining'] = save_init_checkpoint(load_init(str(out)), out / 'pretraining.pth')
     report = _report(ckpt, vocab, lowercase, hp, planned, paths, checked)
     (out / 'conversion.json').write_text(json.dumps(report, indent=1) + '\n', encoding='utf-8')
+    for role in ('discriminator', 'generator'):
+        if role in paths: write_conversion_card(paths[role], role, report)  # README.md: source, config, checks
     return paths

@@ -1,8 +1,9 @@
 """The model card of a fine-tuning group: `README.md` in `<output_dir>/<group>/`, beside the runs' weights
 (`<task>_<i>.pth`), its results table and summary. Its metadata's `model-index` holds each task's dev score over the
 runs (median, mean, best: the summary's numbers, from `results.csv`); the text says what the models are, the model they
-were fine-tuned from, the settings, every run, and how to load one. The runs are PyTorch modules saved by `run_sweep`
-(`load_finetuned` reads them), not `save_pretrained` folders: the card names no `library_name`."""
+were fine-tuned from, the settings, every run, each task's labels, the runs also written as transformers folders
+(`<task>_<i>/`, each with a card of its own: `electra.finetuning.export`), and how to load one. The runs themselves are
+PyTorch modules saved by `run_sweep` (`load_finetuned` reads them): the group's card names no `library_name`."""
 from __future__ import annotations
 
 import math
@@ -84,6 +85,34 @@ def _runs_table(df: pd.DataFrame) -> str:
     return '\n'.join(lines)
 
 
+# what a head predicts where it has no classes
+_PREDICTS = {'regression': 'one score, on the task\'s scale', 'squad': 'an answer span of the context (start and end '
+             'tokens; SQuAD 2.0: or no answer)', 'mrqa': 'an answer span of the context (start and end tokens)'}
+
+
+def _labels_section(tasks: dict[str, TaskInfo], kinds: dict[str, str]) -> str:
+    "What each task's runs predict: its label names by class id (`id2label` of its transformers folders)."
+    lines = ['| task | kind | labels (by class id) |', '|---|---|---|']
+    for name, info in tasks.items():
+        lines.append(f"| {name} | {kinds[name]} | {_PREDICTS.get(kinds[name]) or ', '.join(info.label_names)} |")
+    return '## Labels\n\n' + '\n'.join(lines)
+
+
+def _folders_section(cfg: FinetuneConfig, df: pd.DataFrame, kinds: dict[str, str]) -> str:
+    "The runs also written as transformers folders (`electra.finetuning.export`), those there now; QA runs never are."
+    out = group_dir(cfg)
+    found = [f"`{Path(str(c)).stem}/`" for c in df.sort_values(['task', 'run'])['checkpoint'] if
+             (out / Path(str(c)).stem / 'config.json').is_file()] if not df.empty else []
+    qa = [name for name, kind in kinds.items() if kind in ('squad', 'mrqa')]
+    text = (f"{', '.join(found)}: runs also written as `save_pretrained` folders of transformers' own class (the key "
+            "`save_pretrained`), each with its tokenizer, its card and the task's label names, read by `pipeline(...)` "
+            "and `from_pretrained` without this library." if found else
+            f"None (`save_pretrained` is `{cfg.save_pretrained}`): the runs are the `.pth` files.")
+    if qa: text += (f" The runs of {', '.join(qa)} stay `.pth` files: the official QA head (the end predicted given the "
+                    "start, the answerability classifier) has no transformers class.")
+    return f'## transformers folders\n\n{text}'
+
+
 def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str, TaskInfo], summary_text: str) -> Path:
     """Write the card of the fine-tuning group of `cfg` from `df`, this job's rows of its results table, `tasks` (the
     description of each task, the job's among them) and `summary_text` (the summary as `summary.md` has it); returns
@@ -100,6 +129,8 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
         f"`summary.md`. Tasks: {', '.join(tasks)}; GLUE data: {cfg.data} (a task file names its own).",
         f"## Dev scores\n\nOver the runs of each task (`summary.md`):\n\n{summary_text}",
         f"## Runs\n\n{_runs_table(df)}",
+        _labels_section(tasks, _kinds(cfg.file_tasks(), tasks)),
+        _folders_section(cfg, df, _kinds(cfg.file_tasks(), tasks)),
         f"## Settings\n\nThe job's config (`finetune.py --config` takes it again):\n\n"
         f"{details(yaml_block(config_to_dict(cfg)))}",
         "## How to use\n\nEach run is a PyTorch module (`ElectraClassifier`, `ElectraTagger` or `ElectraQA`) over "

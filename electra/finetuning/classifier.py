@@ -16,7 +16,8 @@ from electra.finetuning.loss import FinetuningLoss
 from electra.pretrained.export import load_discriminator
 from electra.training.optim import param_groups
 
-__all__ = ['load_pretrained', 'tf_dense', 'ElectraClassifier', 'ClassifierLoss', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned', 'read_finetuned']
+__all__ = ['load_pretrained', 'tf_dense', 'ElectraClassifier', 'ClassifierLoss', 'layer_lrs', 'layer_groups', 'optimizer_groups', 'load_finetuned', 'read_finetuned',
+           'finetuned_model']
 
 
 # -- the pretrained model
@@ -135,13 +136,17 @@ def read_finetuned(path: str | Path) -> dict:
 HEAD_MODELS: dict[str, type[nn.Module]] = {}
 
 
-def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> nn.Module:
-    "A fine-tuned model saved by `run_sweep`, of any task kind (`ElectraClassifier`, `ElectraTagger`, `ElectraQA`)."
+def finetuned_model(ckpt: dict) -> nn.Module:
+    "The model of a fine-tuned run's checkpoint (`read_finetuned`), of any task kind, on the CPU, in eval mode."
     from transformers import ElectraConfig, ElectraModel
-    ckpt = read_finetuned(path)
     body = ElectraModel(ElectraConfig.from_dict(ckpt['electra_config']))
     if ckpt['format'] == 'electra-glue':  # runs saved before the `target_scale` key learned raw targets
         model = ElectraClassifier(body, ckpt['n_outputs'], ckpt['dropout'], ckpt.get('target_scale', 1.0))
     else: model = HEAD_MODELS.get(ckpt['kind'], ElectraClassifier)(body, **ckpt['head'])
     model.load_state_dict(ckpt['model'])
-    return model.to(device).eval()
+    return model.eval()
+
+
+def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> nn.Module:
+    "A fine-tuned model saved by `run_sweep`, of any task kind (`ElectraClassifier`, `ElectraTagger`, `ElectraQA`)."
+    return finetuned_model(read_finetuned(path)).to(device)

@@ -4,6 +4,7 @@ task stacked (`train_and_save_stack`, `electra.finetuning.stack`), a row of the 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -14,6 +15,7 @@ import torch
 
 from electra.config.base import config_to_dict, value_sources
 from electra.config.finetune import FinetuneConfig
+from electra.config.version import __version__
 from electra.finetuning.learner import diverged, train_run
 from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
@@ -22,7 +24,7 @@ from electra.runtime.files import atomic_save, path_inside
 from electra.runtime.processes import is_main_process
 from electra.training.trackers import TrackedRun, Trackers, start_trackers
 
-__all__ = ['group_dir', 'RunJob', 'Diverged', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
+__all__ = ['group_dir', 'transformers_folder', 'RunJob', 'Diverged', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
 
 
 def group_dir(cfg: FinetuneConfig, key: str = 'output_dir') -> Path:
@@ -39,6 +41,12 @@ def _trackers(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: Fin
     tracked = TrackedRun(f'{cfg.group}/{task}_{run}', cfg.tracking_group or cfg.group, tags, config, sources,
                          group_dir(cfg) / 'tensorboard' / f'{task}_{run}', cfg.neptune_project)
     return start_trackers(cfg.logger, tracked)
+
+
+def transformers_folder(checkpoint: Path) -> Path:
+    """Where a run's weights `<task>_<i>.pth` are also written as a transformers folder, `<task>_<i>/` beside them
+    (`electra.finetuning.export`)."""
+    return checkpoint.with_suffix('')
 
 
 @dataclass(frozen=True)
@@ -100,8 +108,11 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
     (its numbers, as results/<column>; the weights as an artifact with `tracking_artifacts`), and return the row."""
     task, task_cfg, final = data.task, cfg.for_task(data.task.name), history[-1]
     if is_main_process():
-        atomic_save({'format': 'electra-finetuned', 'kind': task.kind, 'task': task.name, 'run': job.run, 'seed': job.seed,
-                     'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
+        # a transformers folder of the run this one replaces is of other weights: gone before the new weights are saved
+        shutil.rmtree(transformers_folder(job.checkpoint), ignore_errors=True)
+        atomic_save({'format': 'electra-finetuned', 'electra_version': __version__, 'kind': task.kind, 'task': task.name,
+                     'run': job.run, 'seed': job.seed, 'labels': list(task.info.label_names),
+                     'multilabel': task.info.multilabel, 'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
                      'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final}, job.checkpoint)
     row = {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
            'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),

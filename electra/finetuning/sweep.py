@@ -10,6 +10,7 @@ from electra.config.base import ConfigError
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
+from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
@@ -173,7 +174,8 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     again with a line saying why. With `parallel_runs` above 1, that many worker processes take the runs from a
     shared queue (`electra.finetuning.workers`); the table is the same as one process's. A run whose loss became NaN or infinite stops with no row;
     the others go on (`raise_if_diverged` ends the job with it). The job's output goes to `<output_dir>/<group>/log.txt`
-    too (`log_to`)."""
+    too (`log_to`). Then the runs `save_pretrained` names are written as transformers folders too
+    (`electra.finetuning.export`)."""
     check_outputs(cfg)
     results = ResultsTable(group_dir(cfg) / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
@@ -189,8 +191,8 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
         except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal (`stop_on_signals`)
             raise TrainingStopped(f"by {stopped_by(e)}; the {len(results.df)} finished run(s) are kept in {results.path}. "
                                   f"{do_the_rest()}") from None
-        return results
-    _train_in_turn(cfg, plan, pretrained, tokenizer, results, say)
+    else: _train_in_turn(cfg, plan, pretrained, tokenizer, results, say)
+    save_runs(cfg, results, tokenizer, say)  # the picked runs as transformers folders (`save_pretrained`)
     return results
 
 

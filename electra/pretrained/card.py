@@ -17,6 +17,7 @@ import yaml
 from huggingface_hub import EvalResult, ModelCardData
 from torch import nn
 
+from electra.config.version import __version__
 from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import is_main_process
 
@@ -32,10 +33,10 @@ CITATION = """\
   year      = {2020},
   url       = {https://openreview.net/forum?id=r1xMH1BtvB}
 }"""
-# a run has no license of its own: its data's terms apply, and whoever shares the model states them
-LICENSE = 'unknown'
-LICENSE_NOTE = ("The license is `unknown`: a trained model carries its training data's terms. Set `license` in the "
-                "metadata above before you share it.")
+# the library's license (LICENSE, as the official code's, google-research/electra), which its models are shared under
+LICENSE = 'apache-2.0'
+LICENSE_NOTE = ("The license is Apache-2.0, the library's and the official ELECTRA code's; the terms of the data the "
+                "model was trained on apply as well, so check them before you share it.")
 _CORPUS_LANGUAGE = {'demo': 'en'}  # corpora whose language is known: the project's own generated English text
 
 # the held-out metrics of each network (eval_metrics.csv): column -> (model-index metric type, its name)
@@ -61,9 +62,12 @@ _ROLES = {
 
 
 def card_text(data: ModelCardData, body: str) -> str:
-    "A card: the metadata block, `body` (markdown), the citation."
-    return (f'---\n{data.to_yaml()}\n---\n\n{body.rstrip()}\n\n## Citation\n\nThe method is ELECTRA (Clark et al., '
-            f'ICLR 2020):\n\n```bibtex\n{CITATION}\n```\n')
+    """A card: the metadata block (with `electra_version`, the library that wrote it), `body` (markdown), the line
+    naming the library's version, the citation."""
+    data.electra_version = __version__
+    return (f'---\n{data.to_yaml()}\n---\n\n{body.rstrip()}\n\nWritten by the electra library {__version__} '
+            f'(`electra_version` in the metadata above and in `config.json`).\n\n## Citation\n\nThe method is ELECTRA '
+            f'(Clark et al., ICLR 2020):\n\n```bibtex\n{CITATION}\n```\n')
 
 
 def write_card(folder: str | Path, data: ModelCardData, body: str) -> Path:

@@ -19,6 +19,7 @@ from transformers.utils import logging as transformers_logging
 
 from electra.config.base import ConfigError, need
 from electra.config.pretrain import saved_config
+from electra.config.version import __version__
 from electra.data.hub import hub_unreachable
 from electra.data.tokenizer import has_tokenizer_files, tokenizer_from_state
 from electra.objective.model import (
@@ -33,7 +34,8 @@ from electra.runtime.files import file_sha256, saved_by_torch
 from electra.runtime.processes import is_main_process
 from electra.training.checkpoint import load_checkpoint
 
-__all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'export_holds', 'load_discriminator', 'model_fingerprint',
+__all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'save_model', 'with_model_length',
+           'export_holds', 'load_discriminator', 'model_fingerprint',
            'quiet_transformers']
 
 EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
@@ -77,13 +79,21 @@ def export_pretrained(model: ElectraGeneratorDiscriminator, tokenizer: PreTraine
     if not is_main_process(): return {name: Path(run_dir) / name for name in _net_names(model)}
     nets = _exported_nets(model, run_dir)
     for path, net in nets.items():
-        with quiet_transformers(): net.save_pretrained(path)
-        _with_model_length(copy.deepcopy(tokenizer), net.config).save_pretrained(path)
+        save_model(net, path)
+        with_model_length(copy.deepcopy(tokenizer), net.config).save_pretrained(path)
         write_pretrained_card(path, path.name, net, run_dir)  # README.md: what it is, how it was made and does
     return {path.name: path for path in nets}
 
 
-def _with_model_length(tokenizer: PreTrainedTokenizerBase, config) -> PreTrainedTokenizerBase:
+def save_model(net: nn.Module, path: str | Path) -> Path:
+    """`net.save_pretrained(path)`, quietly, its `config.json` naming the library that wrote it (`electra_version`,
+    beside transformers' own `transformers_version`); every model this library writes goes through here."""
+    net.config.electra_version = __version__
+    with quiet_transformers(): net.save_pretrained(path)
+    return Path(path)
+
+
+def with_model_length(tokenizer: PreTrainedTokenizerBase, config) -> PreTrainedTokenizerBase:
     """`tokenizer` cutting inputs at the model's position table (`model_max_length`), where transformers' Auto classes
     and pipelines truncate. A tokenizer read from a vocab.txt or trained has no length of its own (1e30): with it
     `truncation=True` kept every token, and a long input failed inside the model."""
@@ -215,7 +225,7 @@ def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreT
         disc, tokenizer = _from_checkpoint(Path(source))
     else:
         disc, tokenizer = _from_pretrained(source)
-    _with_model_length(tokenizer, disc.config)
+    with_model_length(tokenizer, disc.config)
     if disc.config.vocab_size < len(tokenizer):
         raise ConfigError(f"{source}: the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
                           f"{disc.config.vocab_size}: they do not belong together. Use the tokenizer saved with the model.")

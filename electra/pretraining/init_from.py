@@ -19,6 +19,7 @@ from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTrainin
 from electra.config.base import ConfigError, config_to_dict
 from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import PretrainConfig, saved_config
+from electra.config.version import __version__
 from electra.data.tokenizer import load_tokenizer, tokenizer_fingerprint, tokenizer_from_state, tokenizer_state
 from electra.pretrained.export import load_saved
 from electra.objective.model import ElectraGeneratorDiscriminator, discriminator_config, generator_config
@@ -211,7 +212,7 @@ def save_init_checkpoint(init: InitWeights, path: str | Path) -> Path:
                               generator_size=g.hidden_size / d.hidden_size, tie_weights=shared_weights(init),
                               lowercase=bool(getattr(init.tokenizer, 'do_lower_case', True)))
     model = ElectraGeneratorDiscriminator(init.generator, init.discriminator, cfg.tie_weights)
-    state = {'format': FORMAT, 'step': 0, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(init.tokenizer),
-             'model': model.state_dict(), 'source': init.source}
+    state = {'format': FORMAT, 'electra_version': __version__, 'step': 0, 'config': config_to_dict(cfg),
+             'tokenizer': tokenizer_state(init.tokenizer), 'model': model.state_dict(), 'source': init.source}
     state['checksum'] = state_checksum(state)
     return atomic_save(state, Path(path))

@@ -15,6 +15,7 @@ from fastai.learner import Learner, Recorder
 
 from electra.config.base import BOOL_WORDS, ConfigError, config_from_dict, config_to_dict, value_sources
 from electra.config.pretrain import PretrainConfig
+from electra.config.version import __version__
 from electra.data.tokenizer import TOKENIZER_DIR
 from electra.pretrained.export import EXPORTS, export_holds, export_pretrained
 from electra.objective.loss import ElectraLoss
@@ -151,10 +152,11 @@ def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: Mask
 
 def checkpoint_extra(cfg: PretrainConfig, tokenizer_state: dict[str, str], corpus_digest: str):
     """What every checkpoint carries besides the training state: format, resolved config, tokenizer files, the
-    corpus's examples by content (`electra.data.cache.examples_digest`, which a resume checks), and the CPU threads
-    the run uses (a resume with `threads: auto` keeps them: the same sums in the same order)."""
-    return lambda: {'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state,
-                    'corpus_digest': corpus_digest, 'threads': torch.get_num_threads()}
+    corpus's examples by content (`electra.data.cache.examples_digest`, which a resume checks), the CPU threads
+    the run uses (a resume with `threads: auto` keeps them: the same sums in the same order) and the library's version
+    that wrote it."""
+    return lambda: {'format': FORMAT, 'electra_version': __version__, 'config': config_to_dict(cfg),
+                    'tokenizer': tokenizer_state, 'corpus_digest': corpus_digest, 'threads': torch.get_num_threads()}
 
 
 def existing_run_guard(cfg: PretrainConfig) -> Path | None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra.config.base import ConfigError
+from electra.config.version import version_line
 from electra.runtime.errors import friendly_errors
 
 __all__ = ['PAIRS', 'NOTEBOOK_DIR', 'Problem', 'export_text', 'clean_notebook', 'export', 'check', 'from_scripts',
@@ -271,6 +272,7 @@ def from_scripts(root: str | Path = ROOT) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog='python -m electra.tools.notebooks', description=__doc__.split('\n\n')[0])
+    parser.add_argument('--version', action='version', version=version_line(parser.prog))
     parser.add_argument('command', choices=['export', 'check', 'from-scripts'])
     parser.add_argument('--root', default=str(ROOT), help='repository root (default: this checkout)')
     args = parser.parse_args(argv)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
+import electra
 from electra.finetuning import sweep
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.demo import write_demo_tasks
@@ -42,6 +43,7 @@ def test_the_card_of_a_group_holds_each_task_s_dev_scores_from_its_results_table
     text = (tmp_path / 'ckpt' / 'g' / 'README.md').read_text(encoding='utf-8')
     meta = metadata(text)
     assert meta['language'] == 'en' and meta['pipeline_tag'] == 'text-classification' and 'library_name' not in meta
+    assert meta['license'] == 'apache-2.0' and meta['electra_version'] == electra.__version__
     assert meta['base_model'] == 'google/electra-small-discriminator'
     assert meta.get('datasets') == (['nyu-mll/glue'] if data == 'hub' else None)
     rows = pd.read_csv(tmp_path / 'ckpt' / 'g' / 'results.csv')

@@ -4,6 +4,7 @@ config.yaml, loadable with the Auto classes it names; an export without run file
 from __future__ import annotations
 
 import csv
+import json
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import yaml
 from huggingface_hub import ModelCard
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
 
+import electra
 from electra.data.tokenizer import load_tokenizer
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
@@ -50,7 +52,11 @@ def test_the_card_of_a_demo_export_holds_the_run_s_numbers_and_settings(run_dir,
     folder = run_dir / role
     text = (folder / 'README.md').read_text(encoding='utf-8')
     meta = metadata(text)
-    assert meta['library_name'] == 'transformers' and meta['language'] == 'en' and meta['license'] == 'unknown'
+    assert meta['library_name'] == 'transformers' and meta['language'] == 'en' and meta['license'] == 'apache-2.0'
+    assert meta['electra_version'] == electra.__version__ and f'the electra library {electra.__version__}' in text
+    assert json.loads((folder / 'config.json').read_text())['electra_version'] == electra.__version__
+    [ckpt] = run_dir.parent.glob(f'{run_dir.name}_100%.pth')  # the run's checkpoint says which library wrote it too
+    assert torch.load(ckpt, map_location='cpu', weights_only=True)['electra_version'] == electra.__version__
     assert meta['pipeline_tag'] == {'discriminator': 'feature-extraction', 'generator': 'fill-mask'}[role]
     assert {'electra', role, 'objective-electra'} <= set(meta['tags'])
     [model] = meta['model-index']
@@ -91,7 +97,7 @@ def test_an_export_without_run_files_gets_a_card_and_editing_a_card_changes_no_f
     assert 'model-index' not in meta and meta['library_name'] == 'transformers'
     assert "The run's settings were not found beside this export (no `config.yaml`)." in card.read_text()
     before = model_fingerprint(paths['discriminator'])
-    card.write_text(card.read_text().replace('license: unknown', 'license: apache-2.0'))
+    card.write_text(card.read_text().replace('license: apache-2.0', 'license: mit'))
     assert model_fingerprint(paths['discriminator']) == before and export_holds(model, tok, tmp_path / 'run')
     card.unlink()  # an export cut short before its card is not whole: a finished run's resume writes it again
     assert not export_holds(model, tok, tmp_path / 'run')

@@ -39,9 +39,15 @@ class TaskInfo:
     predicted_by: str = ''                     # test-only task predicted with another task's model (AX)
     target_scale: float | None = None          # regression: targets learned divided by this (None: `stsb_scale`)
     multilabel: bool = False                   # any number of `labels` per example (a task from files)
+    names: tuple[str, ...] = ()                # what a person reads of each class id, where `labels` are codes (GLUE's)
 
     @property
     def is_regression(self) -> bool: return not self.labels
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        "The name of each class id, as a fine-tuned model's `id2label` gives it: `names`, else the labels themselves."
+        return self.names or self.labels
 
     @property
     def n_outputs(self) -> int: return len(self.labels) or 1

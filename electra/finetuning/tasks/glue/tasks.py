@@ -6,6 +6,7 @@ back to the strings the GLUE site expects.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from electra.config.base import ConfigError, did_you_mean
@@ -33,6 +34,11 @@ class TsvLayout:
 _BIN = ('0', '1')
 _NLI3 = ('entailment', 'neutral', 'contradiction')
 _NLI2 = ('entailment', 'not_entailment')
+# the names of the binary tasks' classes 0 and 1, as the hub's nyu-mll/glue names them (its `label` ClassLabel), for
+# a fine-tuned model's id2label; the GLUE site's files keep the codes '0' and '1'
+_NAMES = {'CoLA': ('unacceptable', 'acceptable'), 'SST-2': ('negative', 'positive'),
+          'MRPC': ('not_equivalent', 'equivalent'), 'QQP': ('not_duplicate', 'duplicate'),
+          'WNLI': ('not_entailment', 'entailment')}
 
 
 def _pair(name, a, b, label, test_index='index'):
@@ -76,6 +82,7 @@ TASKS: dict[str, TaskInfo] = {t.name: t for t in [
         'test': TsvLayout('diagnostic/diagnostic.tsv', 'sentence1', 'sentence2', None, 'index')},
              test_files=(('test', 'AX'),), predicted_by='MNLI'),
 ]}
+TASKS = {name: dataclasses.replace(t, names=_NAMES.get(name, ())) for name, t in TASKS.items()}
 ALL_TASKS = list(TASKS)
 
 

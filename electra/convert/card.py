@@ -1,0 +1,62 @@
+"""The model card (`README.md`) of each folder a conversion writes (`discriminator/`, `generator/`): the official
+checkpoint it came from, its config, and what the conversion checked, from the conversion's report
+(`conversion.json`, `electra.convert.tf`) and the folder's `config.json`."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from huggingface_hub import ModelCardData
+
+from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block
+
+__all__ = ['write_conversion_card']
+
+_ROLES = {'discriminator': ('ElectraForPreTraining', 'AutoModelForPreTraining', 'feature-extraction',
+                            'the model to fine-tune (replaced-token detection)'),
+          'generator': ('ElectraForMaskedLM', 'AutoModelForMaskedLM', 'fill-mask',
+                        'the small masked language model trained beside the discriminator')}
+
+
+def _step(source: str) -> str:
+    "The training step in an official checkpoint's name (`model.ckpt-1000000` -> 'step 1000000'), or ''."
+    m = re.search(r'\.ckpt-(\d+)$', source)
+    return f', step {m[1]}' if m else ''
+
+
+def _checks(report: dict, role: str) -> str:
+    "What the conversion verified, in words, with the tensors compared after saving."
+    compared = [c.split(': ', 1)[1] for c in report['checked'] if c.startswith(f'{role}: ')]
+    crc = ('CRC-32C of every tensor verified against the checkpoint while reading it' if report['crc32c_verified']
+           else 'CRC-32C checks skipped (`--no-verify`)')
+    return '\n'.join([
+        f"- {len(report['mapped'])} variables mapped and {len(report['skipped'])} skipped (optimizer slots, training "
+        "bookkeeping and what has no transformers counterpart), each listed with its reason in `conversion.json`; a "
+        "variable that fits nothing, or a shape that does not fit, stops the conversion;",
+        f'- {crc};',
+        "- after saving, this folder read back with `from_pretrained` and these tensors compared with the checkpoint's, "
+        'exactly:', *(f'  - `{c}`' for c in compared)])
+
+
+def write_conversion_card(folder: str | Path, role: str, report: dict) -> Path:
+    "Write `folder/README.md` for the `role` network of the conversion described by `report`; returns its path."
+    folder = Path(folder)
+    cls, auto, pipeline_tag, what = _ROLES[role]
+    config = json.loads((folder / 'config.json').read_text(encoding='utf-8'))
+    data = ModelCardData(license=LICENSE, library_name='transformers', pipeline_tag=pipeline_tag,
+                         tags=['electra', role, 'converted'], model_name=f'{Path(report["source"]).parent.name} {role}')
+    body = '\n\n'.join([
+        f"# ELECTRA {role}, converted from an official TensorFlow checkpoint",
+        f"The {role} of the official ELECTRA checkpoint `{report['source']}`{_step(report['source'])} (google-research/"
+        f"electra), {what}, as transformers' `{cls}`, converted without TensorFlow by `electra-convert tf` "
+        f"(`python -m electra.convert tf`). Vocabulary: `{report['vocab']}` (lower-cased: {report['do_lower_case']}); "
+        f"attention heads from {report['heads_from']}; generator: {report['generator']}.",
+        f"## Config\n\nThe sizes read from the checkpoint's tensors:\n\n{yaml_block(report['sizes'][role])}\n\n"
+        f"{details(yaml_block(config), 'config.json')}",
+        f"## How it was checked\n\n{_checks(report, role)}",
+        f"## How to use\n\n```python\nfrom transformers import {auto}, AutoTokenizer\n\n"
+        f"model = {auto}.from_pretrained('{folder.name}')  # this folder\ntokenizer = AutoTokenizer.from_pretrained("
+        f"'{folder.name}')\n```\n\nTo fine-tune it: `electra-finetune --model PATH`.",
+        LICENSE_NOTE])
+    return write_card(folder, data, body)

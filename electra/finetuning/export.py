@@ -1,0 +1,169 @@
+"""Fine-tuned runs for transformers users: a run's `.pth` also written as a `save_pretrained` folder of transformers'
+own class, `<output_dir>/<group>/<task>_<i>/` beside `<task>_<i>.pth`, with its tokenizer, a model card and the task's
+label names as `id2label`/`label2id`, so that `pipeline(...)` prints them. Only where that class computes our logits:
+
+- classification, regression, multi-label (`ElectraClassifier`): `ElectraForSequenceClassification`, whose head
+  (`ElectraClassificationHead`) adds a dense layer and a GELU before its output layer; they are set so that the logits
+  are ours (`_classification_head`), a regression's times its `target_scale` (the task's own scale);
+- tagging (`ElectraTagger`): `ElectraForTokenClassification`, the same dropout and linear layer on every token;
+- QA (`ElectraQA`): none. The official head masks the question's positions, predicts the end given the start and the
+  answerability from its own layers (`tasks/qa/heads.py`); `ElectraForQuestionAnswering` is one linear layer. Its runs
+  stay `.pth` files, which name what they predict (`labels`), as the group's card does.
+
+`config.save_pretrained` says which runs: those `select` and `ensemble_k` pick (the test predictions' runs), all, or
+none. A folder is written whole or not at all (a temporary folder renamed); a run trained again loses its folder when
+its new weights are saved (`runs.transformers_folder`), so that no folder outlives the weights it was made from."""
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import torch
+from huggingface_hub import ModelCardData
+from torch import nn
+from transformers import ElectraConfig, ElectraForSequenceClassification, ElectraForTokenClassification
+
+from electra.config.finetune import FinetuneConfig
+from electra.finetuning.classifier import finetuned_model, read_finetuned
+from electra.finetuning.results import ResultsTable, select_runs
+from electra.finetuning.runs import group_dir, transformers_folder
+from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block
+from electra.pretrained.export import save_model, with_model_length
+from electra.runtime.files import path_inside
+from electra.runtime.processes import is_main_process
+
+__all__ = ['TRANSFORMERS_CLASSES', 'to_transformers', 'save_run', 'save_runs']
+
+# the transformers class of each task kind whose head it computes (module docstring); the pipeline that reads it
+TRANSFORMERS_CLASSES = {'classification': (ElectraForSequenceClassification, 'text-classification'),
+                        'tagging': (ElectraForTokenClassification, 'token-classification')}
+
+
+def _problem_type(ckpt: dict) -> str:
+    "transformers' name of what a classification head learnt: its loss, and the pipeline's softmax or sigmoid."
+    if not ckpt['labels']: return 'regression'
+    return 'multi_label_classification' if ckpt.get('multilabel') else 'single_label_classification'
+
+
+def _config(ckpt: dict, cls: type) -> ElectraConfig:
+    "The run's ELECTRA config with its labels by name (a regression's one output named `score`) and its head's dropout."
+    names = ckpt['labels'] or ['score']
+    extra = dict(id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)},
+                 classifier_dropout=ckpt['head']['dropout'], architectures=[cls.__name__])
+    if cls is ElectraForSequenceClassification: extra['problem_type'] = _problem_type(ckpt)
+    return ElectraConfig.from_dict({**ckpt['electra_config'], **extra})
+
+
+@torch.no_grad()
+def _classification_head(head, ours: nn.Linear, scale: float) -> None:
+    """Set transformers' `ElectraClassificationHead` (out_proj(gelu(dense(h))), dropout aside) to compute our head,
+    `scale` * (W h + b) with W [C, H]. gelu(u) - gelu(-u) = u (Phi(u) + Phi(-u)) = u exactly, so dense = [W; -W; 0]
+    [H, H] with no bias and out_proj = [I, -I, 0] [C, H] with bias b give W h + b, to float rounding. Needs 2C <= H."""
+    w, b = ours.weight * scale, ours.bias * scale  # [C, H], [C]
+    c, eye = w.shape[0], torch.eye(w.shape[0], dtype=w.dtype)
+    head.dense.weight.zero_(), head.dense.bias.zero_(), head.out_proj.weight.zero_()
+    head.dense.weight[:c], head.dense.weight[c:2 * c] = w, -w
+    head.out_proj.weight[:, :c], head.out_proj.weight[:, c:2 * c] = eye, -eye
+    head.out_proj.bias.copy_(b)
+
+
+def to_transformers(ckpt: dict) -> tuple[nn.Module | None, str]:
+    """The run of `ckpt` (`read_finetuned`) as its transformers class with our weights, or None and why not."""
+    kind = ckpt.get('kind', 'classification')  # runs saved before the task kinds ('electra-glue') are classifiers
+    if kind not in TRANSFORMERS_CLASSES: return None, f'its {kind} head has no transformers class that computes it'
+    if 'labels' not in ckpt: return None, 'its checkpoint (of an earlier version) does not name its labels'
+    cls, _ = TRANSFORMERS_CLASSES[kind]
+    ours = finetuned_model(ckpt)
+    config = _config(ckpt, cls)
+    if cls is ElectraForSequenceClassification and 2 * ours.classifier.out_features > config.hidden_size:
+        return None, (f'its {ours.classifier.out_features} outputs need a hidden size of at least twice as many in '
+                      f"transformers' head (the model's is {config.hidden_size})")
+    model = cls(config).eval()
+    model.electra.load_state_dict(ours.electra.state_dict())
+    if cls is ElectraForSequenceClassification:
+        _classification_head(model.classifier, ours.classifier, ours.target_scale if not ckpt['labels'] else 1.0)
+    else: model.classifier.load_state_dict(ours.classifier.state_dict())
+    return model, ''
+
+
+def _labels_table(names: list[str]) -> str:
+    return '\n'.join(['| id | label |', '|---|---|', *(f'| {i} | {n} |' for i, n in enumerate(names))])
+
+
+def _usage(name: str, ckpt: dict, tag: str) -> str:
+    "How to run the folder with transformers' pipeline (a regression's raw score, a multi-label's every label)."
+    kw = {'regression': ", function_to_apply='none'", 'multi_label_classification': ', top_k=None'}.get(
+        _problem_type(ckpt), '') if tag == 'text-classification' else ", aggregation_strategy='first'"
+    return (f"```python\nfrom transformers import pipeline\n\nrun = pipeline('{tag}', model='{name}'{kw})  "
+            f"# this folder\nprint(run('...'))\n```")
+
+
+def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, tag: str) -> Path:
+    "`folder`'s README.md (the folder `name` once complete): the run, its labels, dev scores, settings, how to use it."
+    names = ckpt['labels'] or ['score']
+    on_hub = not Path(cfg.model).exists() and not cfg.model.endswith('.pth')
+    data = ModelCardData(license=LICENSE, library_name='transformers', pipeline_tag=tag,
+                         base_model=cfg.model if on_hub else None, model_name=f"{cfg.group} {ckpt['task']} run {ckpt['run']}",
+                         tags=['electra', 'fine-tuned', ckpt['kind'], ckpt['task']])
+    head = ("whose head, `ElectraClassificationHead`, puts a dense layer and a GELU before its output layer where the "
+            "official head has none: they are set so that its logits are this run's, as gelu(u) - gelu(-u) = u"
+            if cls is ElectraForSequenceClassification else 'the same dropout and linear layer on every token')
+    scale = ", its score on the task's own scale" if not ckpt['labels'] else ''
+    body = '\n\n'.join([
+        f"# ELECTRA fine-tuned: {ckpt['task']}, run {ckpt['run']}",
+        f"ELECTRA (Clark et al. 2020) fine-tuned from `{cfg.model}` on the {ckpt['kind']} task `{ckpt['task']}`, run "
+        f"{ckpt['run']} (seed {ckpt['seed']}) of the group `{cfg.group}`, as transformers' `{cls.__name__}`, {head}. "
+        f"Its logits equal those of the run's `{ckpt['task']}_{ckpt['run']}.pth` read by this library "
+        f"(`electra.load_finetuned`){scale}.",
+        f"## Labels\n\n`config.json`'s `id2label`, from the task's label names:\n\n{_labels_table(names)}",
+        f"## Dev scores\n\n{yaml_block({k: v for k, v in ckpt['dev'].items() if k != 'epoch'})}",
+        f"## How to use\n\n{_usage(name, ckpt, tag)}",
+        f"## Settings\n\n{details(yaml_block(ckpt['hparams']), 'the settings of the run')}",
+        LICENSE_NOTE])
+    return write_card(folder, data, body)
+
+
+def save_run(cfg: FinetuneConfig, checkpoint: Path, tokenizer, say: Callable[[str], None]) -> Path | None:
+    """Write the run of `checkpoint` as `<task>_<i>/` beside it (main process), whole or not at all; None where
+    transformers cannot hold it (`to_transformers`), said in one line unless its kind has no transformers class (QA:
+    the group's card says so, not every job's log)."""
+    ckpt = read_finetuned(checkpoint)
+    model, why = to_transformers(ckpt)
+    if model is None:
+        if ckpt.get('kind', 'classification') in TRANSFORMERS_CLASSES:
+            say(f"{ckpt['task']} run {ckpt['run']}: no transformers folder: {why}; the run is {checkpoint.name} "
+                '(electra.load_finetuned reads it)')
+        return None
+    cls, tag = TRANSFORMERS_CLASSES[ckpt['kind']]
+    folder = path_inside(group_dir(cfg), transformers_folder(checkpoint).name, key='output_dir')
+    tmp = folder.with_name(f'.{folder.name}.tmp')
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_model(model, tmp)
+    with_model_length(copy.deepcopy(tokenizer), model.config).save_pretrained(tmp)
+    _card(tmp, folder.name, cfg, ckpt, cls, tag)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    return folder
+
+
+def save_runs(cfg: FinetuneConfig, results: ResultsTable, tokenizer, say: Callable[[str], None] = print) -> list[Path]:
+    """The transformers folders of the runs `cfg.save_pretrained` asks for, each task's in turn: those there already
+    (a folder is of its run's weights: a run trained again loses it when its new weights are saved,
+    `runs.transformers_folder`) and those written now (`save_run`, said in a line). Runs of kinds with no
+    transformers class stay `.pth` files, as the group's card says."""
+    if not is_main_process() or cfg.save_pretrained == 'none': return []
+    found = []
+    for task in cfg.task_names:
+        rows = results.task_rows(task)
+        rows = rows[rows['run'] < cfg.runs]
+        picked = rows if cfg.save_pretrained == 'all' or rows.empty else select_runs(rows, cfg.select, cfg.ensemble_k)
+        for r in picked.sort_values('run').to_dict('records'):
+            checkpoint = Path(str(r['checkpoint']))
+            if transformers_folder(checkpoint).is_dir(): found.append(transformers_folder(checkpoint))
+            elif (folder := save_run(cfg, checkpoint, tokenizer, say)) is not None:
+                say(f"{task} run {r['run']}: also a transformers folder, {folder}")
+                found.append(folder)
+    return found

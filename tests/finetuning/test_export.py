@@ -1,0 +1,175 @@
+"""Fine-tuned runs as transformers models (electra/finetuning/export.py): the run each task picks written as a
+`save_pretrained` folder of transformers' own class, read back by transformers alone. Its logits equal this library's
+model's on the same input; its labels are the task's names, so `pipeline` prints them; a head with no transformers
+class (QA) gets none; every run names the library's version and its labels."""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+import torch
+import yaml
+from transformers import (AutoTokenizer, ElectraForSequenceClassification, ElectraForTokenClassification,
+                          pipeline)
+
+import electra
+from electra.finetuning import sweep
+from electra.finetuning.classifier import load_finetuned, read_finetuned
+from electra.finetuning.export import save_runs, to_transformers
+from electra.finetuning.tasks.demo import write_demo_tasks
+from tests.support.finetune import job
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+TEXTS = ['a wonderful and moving film , truly great', 'dull , boring and far too long .']
+
+
+@pytest.fixture(scope='module')
+def swept(tmp_path_factory, tiny, glue_dir):
+    "Two runs each of the demo reviews task (negative/positive), SST-2, STS-B (regression) and NER (tags)."
+    tmp = tmp_path_factory.mktemp('export')
+    reviews, ner, _ = write_demo_tasks(tmp / 'tasks', sizes={'train': 16, 'dev': 8, 'test': 4})
+    cfg = job(tmp, glue_dir, tasks=[str(reviews), 'SST-2', 'STS-B', str(ner)], runs=2, epochs=1, batch_size=8,
+              lr=1e-3, max_length=64, max_train_samples=16,
+              task_overrides={'ner': {'max_length': 64}, 'STS-B': {'double_unordered': False}})
+    results = sweep.run_sweep(cfg, *tiny, sweep.resolve_data(str(glue_dir), cfg.cache_dir), log=lambda s: None)
+    return cfg, results
+
+
+def _picked(results, task: str) -> int:
+    rows = results.task_rows(task)
+    return int(rows.sort_values(['score', 'run'], ascending=[False, True]).iloc[0]['run'])
+
+
+def _inputs(tokenizer, texts):
+    return tokenizer(texts, padding=True, return_tensors='pt')
+
+
+def test_the_picked_run_of_each_task_is_a_transformers_folder_and_the_others_are_not(swept):
+    cfg, results = swept
+    out = sweep.group_dir(cfg)
+    for task in ('reviews', 'SST-2', 'STS-B', 'ner'):
+        picked = _picked(results, task)
+        assert (out / f'{task}_{picked}' / 'config.json').is_file(), task
+        assert not (out / f'{task}_{1 - picked}').exists(), task
+    # GLUE's binary tasks are named as the hub's nyu-mll/glue names them, not by the GLUE site's codes '0' and '1'
+    sst2 = ElectraForSequenceClassification.from_pretrained(out / f"SST-2_{_picked(results, 'SST-2')}").config
+    assert sst2.id2label == {0: 'negative', 1: 'positive'}
+
+
+def test_pipeline_prints_the_task_s_label_names_and_the_logits_equal_ours(swept):
+    cfg, results = swept
+    run = _picked(results, 'reviews')
+    folder = sweep.group_dir(cfg) / f'reviews_{run}'
+    hf = ElectraForSequenceClassification.from_pretrained(folder).eval()
+    assert hf.config.id2label == {0: 'negative', 1: 'positive'} and hf.config.label2id == {'negative': 0, 'positive': 1}
+    ours = load_finetuned(sweep.group_dir(cfg) / f'reviews_{run}.pth')
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    x = _inputs(tokenizer, TEXTS)
+    with torch.no_grad():
+        theirs, mine = hf(**x).logits, ours(x['input_ids'], x['attention_mask'], x['token_type_ids'])
+    torch.testing.assert_close(theirs, mine, atol=1e-5, rtol=1e-5)
+    found = pipeline('text-classification', model=str(folder))(TEXTS)
+    assert [f['label'] for f in found] == [['negative', 'positive'][i] for i in mine.argmax(-1).tolist()]
+    assert [round(f['score'], 5) for f in found] == [round(p, 5) for p in mine.softmax(-1).max(-1).values.tolist()]
+
+
+def test_a_regression_folder_gives_scores_on_the_task_s_own_scale(swept):
+    cfg, results = swept
+    run = _picked(results, 'STS-B')
+    folder = sweep.group_dir(cfg) / f'STS-B_{run}'
+    hf = ElectraForSequenceClassification.from_pretrained(folder).eval()
+    assert hf.config.problem_type == 'regression' and hf.config.num_labels == 1
+    ours = load_finetuned(sweep.group_dir(cfg) / f'STS-B_{run}.pth')
+    x = AutoTokenizer.from_pretrained(folder)(TEXTS, TEXTS[::-1], padding=True, return_tensors='pt')
+    with torch.no_grad():
+        theirs, mine = hf(**x).logits[:, 0], ours(x['input_ids'], x['attention_mask'], x['token_type_ids'])
+    assert ours.target_scale == 5.0  # the official STS-B scale: the head learnt scores / 5
+    torch.testing.assert_close(theirs, mine * ours.target_scale, atol=1e-5, rtol=1e-5)
+
+
+def test_a_tagging_folder_names_the_tags_and_gives_our_logits(swept):
+    cfg, results = swept
+    run = _picked(results, 'ner')
+    folder = sweep.group_dir(cfg) / f'ner_{run}'
+    ckpt = read_finetuned(sweep.group_dir(cfg) / f'ner_{run}.pth')
+    hf = ElectraForTokenClassification.from_pretrained(folder).eval()
+    tags = ckpt['labels']
+    assert len(tags) == ckpt['head']['n_labels'] and 'O' in tags and any(t.startswith('B-') for t in tags)
+    assert hf.config.id2label == dict(enumerate(tags)) and hf.config.label2id == {t: i for i, t in enumerate(tags)}
+    ours = load_finetuned(sweep.group_dir(cfg) / f'ner_{run}.pth')
+    x = _inputs(AutoTokenizer.from_pretrained(folder), TEXTS)
+    with torch.no_grad():
+        torch.testing.assert_close(hf(**x).logits, ours(x['input_ids'], x['attention_mask'], x['token_type_ids']),
+                                   atol=1e-5, rtol=1e-5)
+
+
+def _card(path) -> tuple[dict, str]:
+    text = path.read_text(encoding='utf-8')
+    return yaml.safe_load(re.match(r'---\n(.*?)\n---\n', text, re.S)[1]), text
+
+
+def test_cards_checkpoints_and_exports_name_the_version_license_and_labels(swept):
+    cfg, results = swept
+    out = sweep.group_dir(cfg)
+    run = _picked(results, 'reviews')
+    meta, text = _card(out / f'reviews_{run}' / 'README.md')
+    assert meta['license'] == 'apache-2.0' and meta['library_name'] == 'transformers'
+    assert meta['pipeline_tag'] == 'text-classification' and meta['electra_version'] == electra.__version__
+    assert '| 0 | negative |' in text and '| 1 | positive |' in text
+    assert f"pipeline('text-classification', model='reviews_{run}')" in text
+    for task in ('reviews', 'STS-B', 'ner'):
+        for r in (0, 1):
+            assert read_finetuned(out / f'{task}_{r}.pth')['electra_version'] == electra.__version__
+    assert read_finetuned(out / 'reviews_0.pth')['labels'] == ['negative', 'positive']
+    assert read_finetuned(out / 'STS-B_0.pth')['labels'] == []  # a regression: one score, no classes
+    # the group's card names each task's labels, the QA task's what its head predicts, and the folders written
+    sweep.write_summary(cfg, results)
+    _, group = _card(out / 'README.md')
+    assert '| reviews | classification | negative, positive |' in group and '| SST-2 | classification | negative, ' \
+        'positive |' in group and '| STS-B | regression | one score' in group
+    assert f'`reviews_{run}/`' in group and f'`reviews_{1 - run}/`' not in group
+
+
+def test_a_qa_run_has_no_transformers_class_and_says_so(tiny):
+    "The official QA head (end given start, answerability, masked question) is not ElectraForQuestionAnswering's."
+    from electra.finetuning.tasks.qa.heads import ElectraQA
+    model = ElectraQA(tiny[0].electra)
+    ckpt = {'format': 'electra-finetuned', 'kind': 'qa', 'labels': ['answer'], 'head': {}, 'model': model.state_dict(),
+            'electra_config': tiny[0].config.to_dict()}
+    assert to_transformers(ckpt) == (None, 'its qa head has no transformers class that computes it')
+
+
+def test_every_run_on_request_none_and_a_run_trained_again_loses_its_folder(swept, tiny):
+    cfg, results = swept
+    out, run = sweep.group_dir(cfg), _picked(results, 'reviews')
+    tokenizer = AutoTokenizer.from_pretrained(out / f'reviews_{run}')
+    assert save_runs(dataclasses.replace(cfg, save_pretrained='none'), results, tokenizer, say=lambda s: None) == []
+    assert (out / f'reviews_{run}' / 'config.json').is_file()  # 'none' writes nothing and removes nothing
+    written = save_runs(dataclasses.replace(cfg, save_pretrained='all'), results, tokenizer, say=lambda s: None)
+    assert sorted(p.name for p in written) == ['SST-2_0', 'SST-2_1', 'STS-B_0', 'STS-B_1', 'ner_0', 'ner_1', 'reviews_0',
+                                               'reviews_1']
+    # the same run trained again (its inputs changed): its old folder goes when its new weights are saved
+    again = dataclasses.replace(cfg, tasks=[cfg.tasks[0]], save_pretrained='none', task_overrides={
+        **cfg.task_overrides, 'reviews': {'lr': 2e-3}})
+    sweep.run_sweep(again, *tiny, None, log=lambda s: None)
+    assert not (out / 'reviews_0').exists() and not (out / 'reviews_1').exists()
+    assert (out / 'SST-2_0' / 'config.json').is_file()
+
+
+def test_a_head_transformers_cannot_hold_and_a_run_without_labels_get_no_folder_with_the_reason(tiny):
+    "transformers' classification head holds our C outputs in 2C of its H dense units; a run of 0.2 names no labels."
+    from electra.finetuning.classifier import ElectraClassifier
+
+    def ckpt(n, **kw):
+        model = ElectraClassifier(tiny[0].electra, n)
+        return {'format': 'electra-finetuned', 'kind': 'classification', 'labels': [f'c{i}' for i in range(n)],
+                'head': {'n_outputs': n, 'dropout': 0.1, 'target_scale': 1.0}, 'model': model.state_dict(),
+                'electra_config': tiny[0].config.to_dict(), **kw}
+    assert to_transformers(ckpt(16))[0] is not None  # 2 x 16 = the hidden size, 32
+    assert to_transformers(ckpt(17)) == (None, "its 17 outputs need a hidden size of at least twice as many in "
+                                               "transformers' head (the model's is 32)")
+    old = ckpt(2)
+    del old['labels']
+    assert to_transformers(old) == (None, 'its checkpoint (of an earlier version) does not name its labels')

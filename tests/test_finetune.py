@@ -167,7 +167,7 @@ def test_sigterm_then_the_printed_command_and_a_signal_to_the_group_of_workers_e
     assert not [pid for pid in kids if alive(pid)]  # the workers ended with the sweep
     # SIGTERM to one worker alone (its run lost): the sweep stops as on Ctrl-C, the other worker too
     said, again, kids = stop_sweep(again, signal.SIGTERM, results, to='worker')
-    assert re.match(r'stopped: fine-tuning worker \d \(cpu\) was stopped by a signal during RTE run \d; ', said)
+    assert re.match(r'stopped: fine-tuning worker \d \(cpu\) was stopped by a signal( during RTE run \d)?; ', said)
     assert len(kids) == 2 and not [pid for pid in kids if alive(pid)], said
     r = subprocess.run(again, cwd=REPO, capture_output=True, text=True, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
     assert r.returncode == 0, r.stderr[-3000:]

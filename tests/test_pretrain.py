@@ -632,4 +632,5 @@ def test_a_corpus_s_repeated_text_and_other_formats_in_the_driver(tmp_path, caps
     with pytest.raises(ConfigError, match=re.escape(f"corpus directory {folder}: {folder / 'model.pth'} is a PyTorch "
                                                     "checkpoint, not text.")):
         pretrain(tmp_path / 'second', *TINY, '--steps', '1', '--corpus', str(folder))
-    assert [f.name for f in (tmp_path / 'second').rglob('*') if f.is_file()] == ['.lock']  # the run's lock alone
+    # the run's lock, and its log holding the refusal: no checkpoint, no cache
+    assert sorted(f.name for f in (tmp_path / 'second').rglob('*') if f.is_file()) == ['.lock', 'log.txt']

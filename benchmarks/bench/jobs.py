@@ -67,7 +67,7 @@ def _pretrain_cfg(args) -> PretrainConfig:
     cfg = load_config(PretrainConfig, ['--config', args.preset], preset_dir=PRESET_DIR)
     over = {'batch_size': args.batch_size, 'max_length': args.max_length, 'compile': args.compile,
             'compile_mode': args.compile_mode, 'compile_scope': args.compile_scope,
-            'pad_vocab_multiple': args.pad_vocab_multiple, 'checkpoint_at': [], 'log_every': 100, 'logger': 'none'}
+            'pad_vocab_multiple': args.pad_vocab_multiple, 'checkpoint_at': [], 'log_every': 100, 'logger': ['none']}
     cfg = dataclasses.replace(cfg, **{k: v for k, v in over.items() if v is not None})
     cfg.validate()
     return cfg

@@ -43,7 +43,8 @@ def world() -> World:
         if not value: return default
         try: return int(value)
         except ValueError: raise ConfigError(f"environment: {key}={value!r} is not a number (torchrun sets it).") from None
-    w = World(read('RANK', 0), read('WORLD_SIZE', 1), read('LOCAL_RANK', 0), read('LOCAL_WORLD_SIZE', 1))
+    size = read('WORLD_SIZE', 1)  # without LOCAL_WORLD_SIZE (set by hand, not by torchrun): the job is on one machine
+    w = World(read('RANK', 0), size, read('LOCAL_RANK', 0), read('LOCAL_WORLD_SIZE', size))
     for (rank, rank_key), (size, size_key) in (((w.rank, 'RANK'), (w.size, 'WORLD_SIZE')),
                                                ((w.local_rank, 'LOCAL_RANK'), (w.local_size, 'LOCAL_WORLD_SIZE'))):
         if size < 1 or not 0 <= rank < size:  # a job of 0 processes, or a rank outside it, cannot be

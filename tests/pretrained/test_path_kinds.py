@@ -12,6 +12,7 @@ from electra.config.base import ConfigError, config_to_dict
 from electra.data.tokenizer import load_tokenizer, tokenizer_state
 from electra.finetuning import classifier
 from electra.objective.model import build_pretraining_model
+from electra.objective.masking import MaskingSettings
 from electra.pretraining.init_from import init_sources, load_init
 from electra.runtime.files import atomic_save
 from electra.training.checkpoint import FORMAT
@@ -31,7 +32,7 @@ def checkpoint(tmp_path_factory):
     torch.manual_seed(0)
     path = root / 'run_1_100%.pth'
     atomic_save({'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(tok),
-                 'model': build_pretraining_model(cfg, len(tok), tok.pad_token_id).state_dict()}, path)
+                 'model': build_pretraining_model(cfg, MaskingSettings.for_tokenizer(tok)).state_dict()}, path)
     return path
 
 

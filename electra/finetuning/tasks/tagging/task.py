@@ -19,6 +19,7 @@ Entity scores are seqeval's. Predictions are written in the input's format (a co
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,16 +123,20 @@ class TaggingTask(FinetuningTask):
         super().__init__(TaskInfo(spec.name, '', tuple(self.data.labels), metrics, metrics[0], ('tokens', None),
                                   test_files=(('test', spec.name),) if 'test' in spec.files else ()))
 
-    def split(self, name: str, tokenizer, max_length: int) -> TaggingSplit:
-        "A file's windows; a file without tags (a test file) gets no labels."
+    def split(self, name: str, tokenizer, max_length: int, keep: int = 0) -> TaggingSplit:
+        "A file's windows (of `keep` of its sentences, a fixed random subset, where given); a test file gets no labels."
         f = self.data.splits[name]
+        if keep and len(f.sentences) > keep:
+            chosen = np.sort(np.random.default_rng(0).choice(len(f.sentences), keep, replace=False))
+            f = dataclasses.replace(f, sentences=[f.sentences[i] for i in chosen])
         tags = [s.tags for s in f.sentences] if f.labeled else None
         return TaggingSplit(f, encode_tagging([s.words for s in f.sentences], tags, tokenizer, self.data.labels,
                                               max_length, self.spec.stride))
 
     def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
-        return TaskData(self, self.split('train', tokenizer, task_cfg.max_length),
-                        {'dev': self.split('dev', tokenizer, task_cfg.max_length)})
+        "The training sentences (a fixed subset with `max_train_samples`, chosen as classification's) and dev's."
+        train = self.split('train', tokenizer, task_cfg.max_length, task_cfg.max_train_samples)
+        return TaskData(self, train, {'dev': self.split('dev', tokenizer, task_cfg.max_length)})
 
     def count(self, enc: TaggingSplit, split: str) -> str:
         n, what = len(enc.file.sentences), 'training' if split == 'train' else split

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from electra.config.base import ConfigError, config_from_dict
@@ -132,3 +133,15 @@ def test_a_task_longer_than_the_models_positions_stops_before_any_run(tmp_path, 
                                           r"Set task_overrides.ner.max_length"):
         sweep.run_sweep(cfg, *tiny, None, log=lambda s: None)
     assert not (tmp_path / 'ckpt').exists()
+
+
+def test_max_train_samples_trains_on_a_fixed_random_subset_of_the_sentences(tmp_path, tiny):
+    "As classification and QA (`--help`: a fixed random subset); before, every training sentence was trained on."
+    spec = demo_task(tmp_path, 'scheme: IOB2\n')
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)], runs=1, max_train_samples=7)
+    task = sweep.job_tasks(cfg, None)['ner']
+    every = task.data.splits['train'].sentences
+    data = task.prepare(cfg.for_task('ner'), tiny[1], cfg.cache_dir, False)
+    chosen = np.sort(np.random.default_rng(0).choice(len(every), 7, replace=False))
+    assert len(every) == 40 and [s.words for s in data.train.file.sentences] == [every[i].words for i in chosen]
+    assert task.count(data.train, 'train').startswith('7 training sentences')

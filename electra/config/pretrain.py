@@ -12,7 +12,7 @@ from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
 from electra.config.paths import Owned, check_apart, local_paths
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
-           'RESUME_CONTENT', 'RESUME_FREE', 'saved_config']
+           'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
@@ -40,6 +40,7 @@ RESUME_SAID = ('steps', 'lr', 'precision', 'init_from')
 # resumes where its corpus repeats nothing), the tokenizer by its files (`vocab_size`, `lowercase` and `strip_accents`
 # shape it when it is trained on the corpus).
 RESUME_CONTENT = ('corpus', 'deduplicate', 'tokenizer', 'vocab_size', 'lowercase', 'strip_accents')
+TOKENIZER_KEYS = ('vocab_size', 'lowercase', 'strip_accents')  # what shapes a tokenizer trained on the corpus
 # Free: where and how the run runs, what it logs, none of what it trains (float rounding aside).
 RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'device', 'threads', 'logger',
                'neptune_project', 'tracking_group', 'tracking_tags', 'tracking_artifacts', 'log_every', 'checkpoint_at',

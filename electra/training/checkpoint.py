@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from electra.config.base import ConfigError
-from electra.config.pretrain import RESUME_SAID, RESUME_SAME, PretrainConfig
+from electra.config.pretrain import RESUME_SAID, RESUME_SAME, TOKENIZER_KEYS, PretrainConfig
 from electra.runtime.files import atomic_write_text, path_inside
 from electra.runtime.processes import is_main_process
 
@@ -153,7 +153,10 @@ def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[st
     naming the key, both values and the fix; say in one line which of `RESUME_SAID` changed. The corpus is compared
     once its examples are built (`check_resume_corpus`)."""
     saved = ckpt['config']
-    refused = [(k, _saved_value(saved, k), cfg_dict.get(k)) for k in RESUME_SAME
+    # the run's own tokenizer, trained at its start, is reused whatever these say now: changed, the saved config (and
+    # the model card) would describe a tokenizer the run does not have
+    shaped = TOKENIZER_KEYS if not cfg_dict.get('tokenizer') else ()
+    refused = [(k, _saved_value(saved, k), cfg_dict.get(k)) for k in (*RESUME_SAME, *shaped)
                if _saved_value(saved, k) != cfg_dict.get(k)]
     if refused:
         raise ConfigError(f"{path}: cannot resume: " + '; '.join(f"'{k}' was {a!r} in the checkpoint but is {b!r} now"

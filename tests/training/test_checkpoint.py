@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from electra.config.base import ConfigError
-from electra.training.checkpoint import FORMAT, check_resume_corpus, load_checkpoint, state_checksum
+from electra.training.checkpoint import FORMAT, check_resume_compatible, check_resume_corpus, load_checkpoint, state_checksum
 
 
 @pytest.mark.parametrize('damage', [lambda b: b'not a checkpoint\n', lambda b: b[:len(b) // 2]], ids=['text', 'truncated'])
@@ -27,3 +27,18 @@ def test_a_checkpoint_older_than_corpus_records_is_resumed_saying_its_corpus_is_
     check_resume_corpus({'config': {'corpus': ['a.txt']}, 'step': 3}, ['a.txt'], '0123456789abcdef', path)
     assert capsys.readouterr().out == (f'resume: {path} does not record its corpus (a checkpoint of an earlier version): '
                                        'the corpus is not checked.\n')
+
+
+@pytest.mark.parametrize('key, now', [('lowercase', False), ('vocab_size', 1500), ('strip_accents', True)])
+def test_a_resume_that_changes_what_shaped_the_runs_own_tokenizer_is_refused(tmp_path, key, now):
+    """The run's trained tokenizer is reused on resume whatever `lowercase`, `vocab_size` and `strip_accents` say: a
+    changed one was accepted, and config.yaml and the model card then described a tokenizer the run does not have.
+    With a tokenizer of the user's (`tokenizer` given) the tokenizer's own files are compared instead."""
+    from electra.config.base import config_to_dict
+    from electra.config.pretrain import PretrainConfig
+    was = config_to_dict(PretrainConfig())
+    ckpt = {'config': was, 'tokenizer': {'vocab.txt': 'x'}, 'step': 5}
+    with pytest.raises(ConfigError, match=f"'{key}' was {was[key]!r} in the checkpoint but is {now!r} now"):
+        check_resume_compatible(ckpt, {**was, key: now}, {'vocab.txt': 'x'}, tmp_path / 'run.pth')
+    mine = {**was, 'tokenizer': 'my_vocab.txt'}
+    check_resume_compatible({**ckpt, 'config': mine}, {**mine, key: now}, {'vocab.txt': 'x'}, tmp_path / 'run.pth')

@@ -10,21 +10,18 @@ def alive(pid: int) -> bool:
     return state not in ('Z', 'X')
 
 
+def _stats():
+    "(pid, the fields of /proc/<pid>/stat after the command's name: state, parent, group, ...) of every process."
+    for stat in Path('/proc').glob('[0-9]*/stat'):
+        try: yield int(stat.parent.name), stat.read_text().rsplit(')', 1)[1].split()
+        except OSError: continue  # gone while the folder was read
+
+
 def children(pid: int) -> list[int]:
     "The processes whose parent is `pid`."
-    out = []
-    for stat in Path('/proc').glob('[0-9]*/stat'):
-        try: fields = stat.read_text().rsplit(')', 1)[1].split()
-        except OSError: continue
-        if int(fields[1]) == pid: out.append(int(stat.parent.name))
-    return out
+    return [p for p, fields in _stats() if int(fields[1]) == pid]
 
 
 def group_members(pgid: int) -> list[int]:
     "The running processes of process group `pgid` (zombies left out)."
-    out = []
-    for stat in Path('/proc').glob('[0-9]*/stat'):
-        try: fields = stat.read_text().rsplit(')', 1)[1].split()
-        except OSError: continue
-        if int(fields[2]) == pgid and fields[0] not in ('Z', 'X'): out.append(int(stat.parent.name))
-    return out
+    return [p for p, fields in _stats() if int(fields[2]) == pgid and fields[0] not in ('Z', 'X')]

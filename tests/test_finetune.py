@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from tests.support.finetune import finetune_in_process, saved_as_bert
 from tests.support.processes import alive, children
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 from transformers import ElectraForPreTraining
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.training.checkpoint import load_checkpoint
 from tests.support.corpora import needs_shared, sotu_slice
 from tests.support.pretrain import ROOT, TINY, pretrain

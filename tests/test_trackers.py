@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from tests.support.pretrain import ROOT, TINY, pretrain
 
 pytestmark = pytest.mark.usefixtures('one_thread')

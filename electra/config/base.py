@@ -9,7 +9,6 @@ What relates several keys (max_length within max_position_embeddings, ...) is ea
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import json
 import os
@@ -24,27 +23,13 @@ from typing import Annotated, Any, Literal, Sequence, Union
 import pydantic
 import yaml
 
+from electra.config.errors import ConfigError, did_you_mean, need
 from electra.config.version import version_line
 
-__all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean', 'NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
+__all__ = ['NAME_BYTES', 'safe_name', 'read_text', 'load_yaml', 'config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'yaml_key_lines', 'key_place', 'THREADS_HELP',
            'threads_field', 'threads_setting', 'TRACKERS', 'LOGGER_HELP', 'check_logger', 'value_sources',
            'compressed', 'COMPRESSED_SUFFIXES', 'not_text', 'path', 'expand_path', 'load_json', 'MAX_DIGITS']
-
-
-# the characters str.splitlines breaks a line at: a message that quotes a file's text may hold any of them
-_LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in '\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'})
-
-
-class ConfigError(ValueError):
-    """A bad config key or value; the message names where it came from and how to fix it, always on one line (the
-    drivers print it after `error: `): a line break it quotes from a file or a value is shown escaped."""
-    def __init__(self, message: object = '', *args):
-        super().__init__(str(message).translate(_LINE_BREAKS), *args)
-
-
-class RunWarning(UserWarning):
-    "Something in a job's settings or environment the user should know about; the job goes on."
 
 
 INT64_MAX = 2 ** 63 - 1  # what torch and numpy hold of a whole number: the bound of every int key without its own
@@ -215,12 +200,6 @@ def _hints(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def did_you_mean(name: str, valid: Sequence[str]) -> str:
-    "\" Did you mean 'x'?\" for the closest of `valid` to a misspelt `name`, or ''."
-    close = difflib.get_close_matches(name, valid, n=1)
-    return f" Did you mean '{close[0]}'?" if close else ''
-
-
 # A name's UTF-8 bytes at most: 255 per file name on ext4, APFS and NTFS, less room for what the library adds to it
 # (`<run_name>_<seed>_<percent>.pth`, `<task>_<run>.pth`, `<task>-<split>-<key>.npz`, and `.<file>.<random>.tmp` while
 # a file is written atomically).
@@ -264,11 +243,6 @@ def safe_name(value: Any, key: str, where: str = '') -> str:
     shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else f'{value[:40]!r}... ({len(value)} characters)'
     raise ConfigError(f"{f'{where}: ' if where else ''}{key}: {shown} {problem}. It names files and folders: give one "
                       "name of letters, digits, spaces and _ - . + (any script), such as 'my_task_v2'.")
-
-
-def need(ok: bool, key: str, msg: str) -> None:
-    "A config check: `ConfigError('<key>: <msg>')` unless `ok`."
-    if not ok: raise ConfigError(f"{key}: {msg}")
 
 
 _TRUE, _FALSE = {'true', 'yes', '1', 'on'}, {'false', 'no', '0', 'off'}
@@ -593,7 +567,6 @@ def _utf16(head: bytes) -> str:
     low = even if zeros[1] > 0.5 else odd  # the characters' low bytes: mostly printable, in text
     if sum(b >= 0x20 or b in b'\t\n\r' for b in low) < 0.9 * len(low): return ''
     return 'UTF-16LE' if zeros[1] > 0.5 else 'UTF-16BE'
-
 
 
 def not_text(path: str | Path, head: bytes) -> str:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.config.base import (LOGGER_HELP, SEED_END, THREADS_HELP, TRACKERS, ConfigError, check_logger,
-                                 choice_field, field, need, path, safe_name, threads_field)
+from electra.config.base import (LOGGER_HELP, SEED_END, THREADS_HELP, TRACKERS, check_logger, choice_field, field, path,
+                                 safe_name, threads_field)
+from electra.config.errors import ConfigError, need
 
 __all__ = ['CompareConfig', 'VariantSpec', 'TRACKING_KEYS', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 

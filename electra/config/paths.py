@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 
 __all__ = ['Owned', 'check_apart', 'local_paths']
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.config.base import ConfigError, did_you_mean
+from electra.config.errors import ConfigError, did_you_mean
 from electra.convert.crc32c import crc32c, masked_crc32c, unmask_crc32c
 
 __all__ = ['CheckpointFormatError', 'TensorEntry', 'TFCheckpoint', 'resolve_prefix', 'list_variables',

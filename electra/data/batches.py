@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader
 
-from electra.config.base import RunWarning
+from electra.config.errors import RunWarning
 
 __all__ = ['held_out_split', 'pad_examples', 'PretrainingBatches', 'pretraining_dataloader']
 

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.corpus import (
     PARAGRAPH_CHARS,
     BuildSettings,

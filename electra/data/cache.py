@@ -19,7 +19,7 @@ from typing import Optional
 import datasets
 import numpy as np
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.builder import BUILDER_VERSION, COUNTERS, DOCUMENTS, HASH, build_shards
 from electra.data.corpus import BuildSettings, CorpusSource, skipped_in_words
 from electra.data.tokenizer import tokenizer_fingerprint

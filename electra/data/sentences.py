@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Optional
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.corpus import MAX_LINE_BYTES
 
 __all__ = ['sentencizer', 'SentenceSplitter', 'splitter', 'split_sentences']

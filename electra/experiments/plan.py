@@ -9,8 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from electra.config.base import ConfigError, RunWarning, load_config, need, read_text, safe_name
+from electra.config.base import load_config, read_text, safe_name
 from electra.config.compare import CompareConfig, VariantSpec
+from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.finetune import FinetuneConfig
 from electra.config.paths import Owned, check_apart
 from electra.config.pretrain import PretrainConfig

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning.loss import FinetuningLoss
 from electra.pretrained.export import load_discriminator
 from electra.training.optim import param_groups

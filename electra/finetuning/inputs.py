@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.config.finetune import RESULT_KEYS, FinetuneConfig
 from electra.finetuning.tasks.base import FinetuningTask
 from electra.runtime.files import FileDigests

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, glue_score
 from electra.finetuning.tasks.glue.tasks import TASKS

@@ -13,7 +13,7 @@ import torch
 from fastai.callback.core import CancelBatchException
 from fastai.torch_core import to_float
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.training.distributed import is_distributed
 from electra.training.step import StepCallback, apply_gradients, clip_by_global_norm_
 

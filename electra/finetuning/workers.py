@@ -24,7 +24,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_pretrained

@@ -19,7 +19,7 @@ from transformers import BertForMaskedLM, ElectraConfig, ElectraForMaskedLM, Ele
 from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
 from transformers.utils import ModelOutput
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.config.objectives import OBJECTIVES
 from electra.objective.masking import MaskingSettings, candidates_mask, positions_mask, write_at_positions
 from electra.objective.sampling import sample_tokens

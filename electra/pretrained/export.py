@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
-from electra.config.base import ConfigError, need
+from electra.config.errors import ConfigError, need
 from electra.config.pretrain import saved_config
 from electra.config.version import __version__
 from electra.data.hub import hub_unreachable

@@ -9,7 +9,7 @@ from pathlib import Path
 from torch import nn
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.data.tokenizer import has_tokenizer_files
 from electra.objective.model import FROZEN_GENERATORS

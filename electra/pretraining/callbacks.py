@@ -18,7 +18,7 @@ import torch
 from fastai.callback.core import Callback, CancelFitException
 from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.pretraining.step import STEP_SUMS, TrainingStep
 from electra.runtime.errors import TrainingDiverged, stopped_by
 from electra.runtime.files import atomic_save, path_inside, release_run_dir

@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 
-from electra.config.base import ConfigError, config_to_dict
+from electra.config.base import config_to_dict
+from electra.config.errors import ConfigError
 from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import PretrainConfig, saved_config
 from electra.config.version import __version__

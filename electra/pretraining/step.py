@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from fastai.callback.core import CancelBatchException
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.objective.loss import batch_statistics, loss_counts
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import fp32

@@ -11,7 +11,7 @@ import sys
 import threading
 import warnings
 
-from electra.config.base import ConfigError, RunWarning
+from electra.config.errors import ConfigError, RunWarning
 from electra.runtime.processes import running_in_notebook
 from electra.runtime.streams import guard_streams
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 
 __all__ = ['path_inside', 'writable_dir', 'saved_by_torch', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
            'FileDigests', 'owner_gone', 'lock_run_dir', 'release_run_dir']

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 
 __all__ = ['World', 'world', 'is_main_process', 'running_in_notebook', 'cli_args', 'command_again', 'PARENT_VAR',
            'die_with_parent', 'end_with_parent', 'child_env', 'library_env', 'driver_path']

@@ -33,7 +33,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.config.version import version_line
 from electra.runtime.errors import friendly_errors
 

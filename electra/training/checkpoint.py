@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.config.pretrain import RESUME_SAID, RESUME_SAME, TOKENIZER_KEYS, PretrainConfig
 from electra.runtime.files import atomic_write_text, path_inside
 from electra.runtime.processes import is_main_process

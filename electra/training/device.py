@@ -10,7 +10,8 @@ from typing import Callable, Mapping
 
 import torch
 
-from electra.config.base import ConfigError, threads_setting
+from electra.config.base import threads_setting
+from electra.config.errors import ConfigError
 from electra.runtime.processes import world
 
 __all__ = ['AUTOCAST_DTYPES', 'cpu_bf16_supported', 'resolve_device', 'resolve_precision', 'CpuThreads', 'cpu_threads',

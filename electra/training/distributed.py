@@ -16,7 +16,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.runtime.processes import World, world
 
 __all__ = ['check_batch_split', 'one_run_at_a_time', 'init_distributed', 'is_distributed', 'main_process_first',

@@ -15,7 +15,7 @@ from fastai.data.core import DataLoaders
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from electra.config.base import RunWarning
+from electra.config.errors import RunWarning
 
 __all__ = ['try_compile', 'compile_failure', 'uncompile', 'DevicePrefetcher', 'DeviceDataLoaders', 'HostSyncCounter', 'SYNC_OPS']
 

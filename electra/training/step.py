@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from fastai.callback.core import Callback
 
-from electra.config.base import RunWarning
+from electra.config.errors import RunWarning
 from electra.training.distributed import is_distributed, rank_seed
 from electra.training.speed import compile_failure
 

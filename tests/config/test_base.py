@@ -1,7 +1,8 @@
 """electra/config/base.py: presets, typed CLI overrides, unknown keys, wrong types, --help, retired keys."""
 import pytest
 
-from electra.config.base import ConfigError, config_from_dict, load_config
+from electra.config.base import config_from_dict, load_config
+from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
 from tests.support.config import load
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from electra.config.base import ConfigError, RunWarning, config_from_dict, load_config
+from electra.config.base import config_from_dict, load_config
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import INPUT_KEYS, JOB_KEYS, RESULT_KEYS, TASK_KEYS, FinetuneConfig
 from electra.finetuning.tasks.glue.tasks import TASKS
 

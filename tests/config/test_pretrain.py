@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from electra.config.base import ConfigError, RunWarning, load_config
+from electra.config.base import load_config
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RESUME_SAME, PretrainConfig
 from electra.data.corpus import BuildSettings
 from electra.objective.model import build_pretraining_model

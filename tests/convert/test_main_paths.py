@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.convert.__main__ import main
 
 FIXTURES = Path(__file__).resolve().parents[1] / 'fixtures' / 'official_tf'

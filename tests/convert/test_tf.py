@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.convert import tf as convert_tf
 from electra.convert.tf import convert_tf_checkpoint
 from electra.convert.tf_checkpoint import TFCheckpoint

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from electra.config.base import RunWarning
+from electra.config.errors import RunWarning
 from electra.data.batches import PretrainingBatches, held_out_split, pretraining_dataloader
 from tests.support.data import build_pretraining_dataset
 

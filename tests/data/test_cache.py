@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.cache import build_summary
 from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import load_tokenizer, train_tokenizer

@@ -10,7 +10,7 @@ import pytest
 import hypothesis
 from hypothesis import HealthCheck, example, given, strategies as st
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.cache import build_corpus, build_summary, format_summary
 from electra.data.corpus import BuildSettings, resolve_corpus
 from electra.data.demo import demo_corpus_text

@@ -1,7 +1,7 @@
 """electra/data/sentences.py: the sentence splitter's language."""
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 
 
 def test_unknown_sentence_split_language_is_a_config_error(tmp_path):

@@ -5,7 +5,7 @@ import logging
 import pytest
 from transformers import AutoTokenizer, ElectraTokenizerFast
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.demo import write_demo_corpus
 from electra.data.tokenizer import (
     SPECIAL_TOKENS,

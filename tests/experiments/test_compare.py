@@ -19,8 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from electra.config.base import ConfigError, config_from_dict, load_config, parse_cli
+from electra.config.base import config_from_dict, load_config, parse_cli
 from electra.config.compare import CompareConfig
+from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
 from electra.experiments.compare import load_compare_config, main, run_comparison

@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from electra.config.base import ConfigError, RunWarning
+from electra.config.errors import ConfigError, RunWarning
 import electra.finetuning.step as step_module
 from electra.finetuning import learner, stack
 from electra.finetuning.step import FinetuningStep

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from electra.config.base import ConfigError, config_from_dict
+from electra.config.base import config_from_dict
+from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning import classifier, learner
 from electra.finetuning.tasks.classification import ClassificationTask

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning.results import ResultsTable, select_runs, summarize, summary_markdown
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning import classifier, learner, stack, sweep
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source

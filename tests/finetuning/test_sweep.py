@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from electra.config.base import ConfigError, config_from_dict
+from electra.config.base import config_from_dict
+from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning import classifier, learner, runs, sweep
 from electra.finetuning.results import ResultsTable

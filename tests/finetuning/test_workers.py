@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning import sweep, workers
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS as GLUE_TASKS

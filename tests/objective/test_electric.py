@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from benchmarks.bench.baseline import Batches
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.convert.tf import convert_tf_checkpoint, electric_state
 from electra.convert.tf_checkpoint import TFCheckpoint

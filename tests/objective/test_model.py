@@ -4,7 +4,8 @@ import dataclasses
 import pytest
 import torch
 
-from electra.config.base import ConfigError, load_config
+from electra.config.base import load_config
+from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import mask_tokens
 from electra.objective.model import build_pretraining_model, generator_config, padded_vocab_size

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from electra.config.base import ConfigError, config_from_dict, load_config
+from electra.config.base import config_from_dict, load_config
+from electra.config.errors import ConfigError
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS
 from electra.config.pretrain import PretrainConfig
 from electra.objective.flops import pretrain_flops, pretrain_flops_to_step, pretrain_step_flops

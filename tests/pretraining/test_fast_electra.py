@@ -11,7 +11,7 @@ from transformers import (BertConfig, BertForMaskedLM, ElectraConfig, ElectraFor
 
 import electra.objective.model as model_module
 from benchmarks.bench import baseline, runners
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.tokenizer import load_tokenizer
 from electra.objective.flops import pretrain_flops
 from electra.objective.masking import MaskingSettings, max_predictions

@@ -6,7 +6,7 @@ import pytest
 import torch
 import transformers
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.init_from import check_init_config, init_model_, init_sources, load_init

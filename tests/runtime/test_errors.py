@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.runtime import errors
 from electra.runtime.processes import world
 from tests.support.distributed import ENV, REPO

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.runtime import files
 from electra.runtime.errors import TrainingDiverged, friendly_errors
 

@@ -4,7 +4,7 @@ import yaml
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 
 
 def bounded(examples: int):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.tools.explore import (
     CosineIndex,
     ExampleIndex,

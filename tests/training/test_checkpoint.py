@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.training.checkpoint import FORMAT, check_resume_compatible, check_resume_corpus, load_checkpoint, state_checksum
 
 

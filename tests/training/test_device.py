@@ -1,8 +1,9 @@
 """electra/training/device.py: the CPU threads a job takes (`threads: auto`), from its cores and the load on them."""
 import pytest
 
-from electra.config.base import ConfigError, load_config, threads_setting
+from electra.config.base import load_config, threads_setting
 from electra.config.compare import CompareConfig
+from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
 from electra.training import device

@@ -248,7 +248,7 @@ def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_o
      'of 8: every process takes the same number of rows of the global batch, in equal micro-batches).')])
 def test_a_batch_the_processes_cannot_share_is_refused_before_anything_is_read(tmp_path, monkeypatch, argv, message):
     "Checked as the job starts, before joining the process group (the environment of rank 0 of a two-process job)."
-    from electra.config.base import ConfigError
+    from electra.config.errors import ConfigError
     from tests.support.pretrain import TINY, pretrain as pretrain_in_process
     monkeypatch.setenv('WORLD_SIZE', '2')
     monkeypatch.setenv('RANK', '0')

@@ -4,7 +4,7 @@ import pytest
 import torch
 from fastai.callback.core import Callback
 
-from electra.config.base import ConfigError, RunWarning
+from electra.config.errors import ConfigError, RunWarning
 from benchmarks.bench import runners
 from benchmarks.bench.baseline import BERT_IDS, BenchTokenizer
 from electra.objective.masking import MaskingSettings

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from electra.config.base import RunWarning
+from electra.config.errors import RunWarning
 from electra.training.speed import DevicePrefetcher, try_compile
 
 pytestmark = pytest.mark.usefixtures('one_thread')

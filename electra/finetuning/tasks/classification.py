@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier, load_finetuned

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.sources import Examples
 from electra.runtime.files import atomic_write_bytes, path_inside

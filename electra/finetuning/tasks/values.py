@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 
 __all__ = ['place', 'holds_parquet', 'is_missing', 'label_column', 'id_column']
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning import sweep
 from electra.finetuning.tasks.demo import write_demo_tasks
 from electra.finetuning.tasks.files import file_task, make_task, read_task_file

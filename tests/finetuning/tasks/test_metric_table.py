@@ -13,7 +13,7 @@ import pytest
 import scipy.stats
 import sklearn.metrics
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning import sweep
 from electra.finetuning.results import METRIC_COLUMNS, ResultsTable, select_runs, summarize, summary_markdown
 from electra.finetuning.tasks.files import file_task, make_task, read_task_file

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.config.finetune import TASK_KEYS
 from electra.finetuning.tasks.files import KEYS, FileSource, FileTaskSpec, file_task, make_task, read_task_file
 from electra.finetuning.tasks.glue.sources import TsvSource

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning import sweep
 from electra.finetuning.tasks.files import file_task, read_task_file
 from tests.support.finetune import job

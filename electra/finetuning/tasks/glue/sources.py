@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.config.base import RunWarning
+from electra.config.errors import RunWarning
 from electra.data.hub import hub_unreachable
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.tasks import GlueDataError, TASKS

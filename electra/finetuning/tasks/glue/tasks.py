@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from electra.config.base import ConfigError, did_you_mean
+from electra.config.errors import ConfigError, did_you_mean
 from electra.finetuning.tasks.base import TaskInfo
 
 __all__ = ['GlueDataError', 'TsvLayout', 'TASKS', 'ALL_TASKS', 'task_named']

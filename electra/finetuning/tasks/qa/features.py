@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.tokenizer import tokenizer_fingerprint
 from electra.finetuning.tasks.encoding import NPZ_DAMAGED
 from electra.finetuning.tasks.qa.data import QAExample, answer_found, split_words

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.hub import hub_offline, hub_unreachable
 from electra.runtime.errors import friendly_errors
 from electra.runtime.files import atomic_write_text

@@ -40,7 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from electra.config.base import ConfigError, choice_field, config_to_dict, field
+from electra.config.base import choice_field, config_to_dict, field
+from electra.config.errors import ConfigError
 from electra.config.finetune import qa_no_ensemble
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned

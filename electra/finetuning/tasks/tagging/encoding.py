@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 
 __all__ = ['IGNORE_INDEX', 'EncodedTagging', 'word_pieces', 'plan_windows', 'encode_tagging', 'word_predictions',

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from electra.config.base import ConfigError, RunWarning
+from electra.config.errors import ConfigError, RunWarning
 from electra.finetuning.tasks.glue.sources import HubSource, SavedSource, TsvSource, open_source
 from electra.finetuning.tasks.glue.tasks import TASKS, GlueDataError
 from electra.finetuning.tasks.sources import double_unordered, drop_empty

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from electra.config.base import ConfigError, RunWarning
+from electra.config.errors import ConfigError, RunWarning
 from electra.finetuning.tasks.qa.data import (QAExample, answer_found, gold_answers, read_mrqa, read_qa, read_squad,
                                               split_words)
 from tests.finetuning.tasks.qa.conftest import squad_file

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning.tasks.qa.data import QAExample
 from electra.finetuning.tasks.qa.features import collate_windows, doc_windows, featurize, max_context_windows
 from electra.finetuning.tasks.qa.heads import decode

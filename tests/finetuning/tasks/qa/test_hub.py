@@ -9,7 +9,7 @@ import sys
 import pandas as pd
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning.tasks.qa.data import read_squad
 from electra.finetuning.tasks.qa.demo import write_demo_squad
 from electra.finetuning.tasks.qa import hub

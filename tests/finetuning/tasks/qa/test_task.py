@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning import sweep
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.tasks.files import make_task, read_task_file

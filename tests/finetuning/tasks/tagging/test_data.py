@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning.tasks.tagging import data
 from tests.finetuning.tasks.tagging.conftest import random_iob2
 

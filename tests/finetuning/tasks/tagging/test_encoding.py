@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, encode_tagging, make_tagging_loader, plan_windows,
                                                        word_pieces, word_predictions)
 from tests.finetuning.tasks.tagging.conftest import random_iob2, random_word

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from electra.config.base import ConfigError, config_from_dict
+from electra.config.base import config_from_dict
+from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning import sweep
 from electra.finetuning.classifier import load_finetuned

@@ -1,0 +1,35 @@
+"""How the config machinery refuses a value: `ConfigError` (one line naming where the value came from, the key and the
+fix; the drivers print it after `error: `), `RunWarning` (the job goes on), and the helpers every check uses (`need`,
+`did_you_mean`)."""
+from __future__ import annotations
+
+import difflib
+from typing import Sequence
+
+__all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean']
+
+
+# the characters str.splitlines breaks a line at: a message that quotes a file's text may hold any of them
+_LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in '\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'})
+
+
+class ConfigError(ValueError):
+    """A bad config key or value; the message names where it came from and how to fix it, always on one line (the
+    drivers print it after `error: `): a line break it quotes from a file or a value is shown escaped."""
+    def __init__(self, message: object = '', *args):
+        super().__init__(str(message).translate(_LINE_BREAKS), *args)
+
+
+class RunWarning(UserWarning):
+    "Something in a job's settings or environment the user should know about; the job goes on."
+
+
+def did_you_mean(name: str, valid: Sequence[str]) -> str:
+    "\" Did you mean 'x'?\" for the closest of `valid` to a misspelt `name`, or ''."
+    close = difflib.get_close_matches(name, valid, n=1)
+    return f" Did you mean '{close[0]}'?" if close else ''
+
+
+def need(ok: bool, key: str, msg: str) -> None:
+    "A config check: `ConfigError('<key>: <msg>')` unless `ok`."
+    if not ok: raise ConfigError(f"{key}: {msg}")

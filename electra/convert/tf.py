@@ -33,8 +33,8 @@ import numpy as np
 import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config.base import load_json
 from electra.config.errors import ConfigError
+from electra.config.text_files import load_json
 from electra.config.version import __version__
 from electra.convert.card import write_conversion_card
 from electra.convert.tf_checkpoint import STRING, TFCheckpoint

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
-from electra.config.base import not_text
 from electra.config.errors import ConfigError
+from electra.config.text_files import not_text
 from electra.data.demo import write_demo_corpus
 from electra.data.hub import hub_unreachable
 from electra.runtime.files import writable_dir

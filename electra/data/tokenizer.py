@@ -22,8 +22,8 @@ from typing import Iterable, Optional
 from tokenizers import BertWordPieceTokenizer
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerFast
 
-from electra.config.base import compressed
 from electra.config.errors import ConfigError
+from electra.config.text_files import compressed
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import yaml
 
-from electra.config.base import load_config, read_text, safe_name
+from electra.config.base import load_config, safe_name
 from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.finetune import FinetuneConfig
 from electra.config.paths import Owned, check_apart
 from electra.config.pretrain import PretrainConfig
+from electra.config.text_files import read_text
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.objective.flops import pretrain_flops_to_step, pretrain_step_flops

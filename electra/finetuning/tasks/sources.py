@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.config.base import compressed
 from electra.config.errors import ConfigError
+from electra.config.text_files import compressed
 from electra.finetuning.tasks.base import TaskInfo
 
 __all__ = ['Examples', 'TaskSource', 'read_utf8', 'read_delimited', 'drop_empty', 'double_unordered']

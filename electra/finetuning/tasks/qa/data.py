@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from electra.config.base import load_json, read_text
 from electra.config.errors import ConfigError, RunWarning
+from electra.config.text_files import load_json, read_text
 
 __all__ = ['QAExample', 'is_official_whitespace', 'split_words', 'answer_found', 'squad_version', 'squad_json', 'read_squad', 'read_mrqa',
            'read_qa', 'qa_format', 'gold_answers', 'BAD_ANSWER_MODES', 'MAX_BAD_SHARE']

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from electra.config.base import load_json, read_text
 from electra.config.errors import ConfigError
+from electra.config.text_files import load_json, read_text
 
 __all__ = ['SCHEMES', 'Sentence', 'TaggedFile', 'TaggingData', 'read_conll', 'read_jsonl', 'read_tagged',
            'detect_scheme', 'check_scheme', 'check_known_tags', 'read_tagging_files', 'entity_types', 'scheme_labels',

@@ -33,10 +33,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from electra.config.base import config_from_dict, expand_path, field, key_place, load_yaml, safe_name, yaml_key_lines
+from electra.config.base import config_from_dict, expand_path, field, safe_name
 from electra.config.errors import ConfigError
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.config.text_files import compressed, load_json, read_text
+from electra.config.yaml_reader import key_place, load_yaml, yaml_key_lines
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.tasks import TASKS, task_named
 from electra.finetuning.tasks.metrics import check_metrics, metric_names

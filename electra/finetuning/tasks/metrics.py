@@ -24,8 +24,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from electra.config.base import key_place
 from electra.config.errors import ConfigError, did_you_mean
+from electra.config.yaml_reader import key_place
 from electra.finetuning.tasks.base import TaskInfo
 
 __all__ = ['MetricFit', 'FITS', 'METRIC_NAMES', 'fitting', 'metric_names', 'check_metrics', 'metric_text', 'accuracy', 'f1',

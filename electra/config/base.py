@@ -15,7 +15,6 @@ import re
 import sys
 import types
 import typing
-import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
 
@@ -26,7 +25,7 @@ from electra.config.text_files import read_text
 from electra.config.version import version_line
 from electra.config.yaml_reader import load_yaml
 
-__all__ = ['NAME_BYTES', 'safe_name', 'config_help', 'load_config',
+__all__ = ['config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'THREADS_HELP',
            'threads_field', 'threads_setting', 'TRACKERS', 'LOGGER_HELP', 'check_logger', 'value_sources',
            'path', 'expand_path']
@@ -198,51 +197,6 @@ def threads_field(help: str = THREADS_HELP):
 
 def _hints(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
-
-
-# A name's UTF-8 bytes at most: 255 per file name on ext4, APFS and NTFS, less room for what the library adds to it
-# (`<run_name>_<seed>_<percent>.pth`, `<task>_<run>.pth`, `<task>-<split>-<key>.npz`, and `.<file>.<random>.tmp` while
-# a file is written atomically).
-NAME_BYTES = 200
-_WINDOWS_RESERVED = '<>:"|?*'  # characters Windows refuses in a file name, besides the separators
-_WINDOWS_DEVICES = {'CON', 'PRN', 'AUX', 'NUL', *(f'{d}{i}' for d in ('COM', 'LPT') for i in range(1, 10))}
-# text direction overrides and isolates: a name that shows one way and is another ("Trojan Source", CVE-2021-42574)
-_BIDI_CONTROLS = set('\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069')
-
-
-def _name_problem(value: Any) -> str | None:
-    "What makes `value` unsafe as one file or folder name, or None."
-    if not isinstance(value, str): return f'is not text but {type(value).__name__}'
-    if not value: return 'is empty'
-    if value.startswith(('/', '\\')) or re.match(r'[A-Za-z]:[/\\]', value): return 'is an absolute path, not a name'
-    if sep := next((c for c in value if c in '/\\'), None): return f"holds {sep!r}, which separates folders"
-    if value in ('.', '..'): return 'names a folder itself or its parent'
-    if value.startswith('-'): return "starts with '-', which commands read as an option"
-    if value.startswith('.'): return "starts with '.': a hidden file, as the library's own temporary files are"
-    odd = next((c for c in value if unicodedata.category(c) in ('Cc', 'Cs', 'Zl', 'Zp') or c in _BIDI_CONTROLS), None)
-    if odd is not None: return f'holds the control character {odd!r}'
-    if reserved := next((c for c in value if c in _WINDOWS_RESERVED), None):
-        return f'holds {reserved!r}, which Windows does not allow in a file name'
-    if value != value.strip() or value.endswith('.'):
-        return "begins or ends with a space or ends with '.', which Windows drops"
-    if value.split('.')[0].upper() in _WINDOWS_DEVICES: return 'is the name of a device on Windows'
-    size = len(value.encode('utf-8'))
-    if size > NAME_BYTES:
-        return f'is {size} bytes long (UTF-8); at most {NAME_BYTES}: a file name has 255 and the library adds to it'
-    return None
-
-
-def safe_name(value: Any, key: str, where: str = '') -> str:
-    """`value`, a user's name that becomes a file or folder name (a task, run, group or variant), as given, once it is
-    safe as one on common file systems: one name, not a path (no separator, not `.` or `..`, not absolute), not
-    hidden or read as an option (no leading `.` or `-`), no control character, none that Windows refuses, at most
-    `NAME_BYTES` bytes. Letters and digits of any script are names. Otherwise a one-line ConfigError naming `where`
-    (a file and line) and `key`, the value, what is wrong and the fix."""
-    problem = _name_problem(value)
-    if problem is None: return value
-    shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else f'{value[:40]!r}... ({len(value)} characters)'
-    raise ConfigError(f"{f'{where}: ' if where else ''}{key}: {shown} {problem}. It names files and folders: give one "
-                      "name of letters, digits, spaces and _ - . + (any script), such as 'my_task_v2'.")
 
 
 _TRUE, _FALSE = {'true', 'yes', '1', 'on'}, {'false', 'no', '0', 'off'}

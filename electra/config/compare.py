@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from electra.config.base import (LOGGER_HELP, SEED_END, THREADS_HELP, TRACKERS, check_logger, choice_field, field, path,
-                                 safe_name, threads_field)
+                                 threads_field)
 from electra.config.errors import ConfigError, need
+from electra.config.file_names import safe_name
 
 __all__ = ['CompareConfig', 'VariantSpec', 'TRACKING_KEYS', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 

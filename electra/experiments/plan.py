@@ -9,9 +9,10 @@ from pathlib import Path
 
 import yaml
 
-from electra.config.base import load_config, safe_name
+from electra.config.base import load_config
 from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.errors import ConfigError, RunWarning, need
+from electra.config.file_names import safe_name
 from electra.config.finetune import FinetuneConfig
 from electra.config.paths import Owned, check_apart
 from electra.config.pretrain import PretrainConfig

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from electra.config.base import NAME_BYTES, safe_name
 from electra.config.errors import ConfigError
+from electra.config.file_names import NAME_BYTES, safe_name
 from electra.experiments.compare import load_compare_config, run_comparison
 from electra.finetuning.tasks.demo import write_demo_tasks
 from electra.runtime.files import path_inside

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import re
 import sys
 import types
 import typing
@@ -21,14 +19,14 @@ from typing import Annotated, Any, Literal, Sequence, Union
 import pydantic
 
 from electra.config.errors import ConfigError, did_you_mean, need
+from electra.config.paths import expand_path, path
 from electra.config.text_files import read_text
 from electra.config.version import version_line
 from electra.config.yaml_reader import load_yaml
 
 __all__ = ['config_help', 'load_config',
            'config_to_dict', 'config_from_dict', 'field', 'choice_field', 'Domain', 'THREADS_HELP',
-           'threads_field', 'threads_setting', 'TRACKERS', 'LOGGER_HELP', 'check_logger', 'value_sources',
-           'path', 'expand_path']
+           'threads_field', 'threads_setting', 'TRACKERS', 'LOGGER_HELP', 'check_logger', 'value_sources']
 
 
 INT64_MAX = 2 ** 63 - 1  # what torch and numpy hold of a whole number: the bound of every int key without its own
@@ -201,37 +199,6 @@ def _hints(cls) -> dict[str, Any]:
 
 _TRUE, _FALSE = {'true', 'yes', '1', 'on'}, {'false', 'no', '0', 'off'}
 BOOL_WORDS = _TRUE | _FALSE  # how a bool may be written on the command line
-
-
-# The type of a key whose value is a path (or a name that may be one: a model, a corpus, a task): written as people write
-# paths, `~`, `~user`, `$VAR` and `${VAR}` are expanded where the value is read, in a preset, a task file, the command
-# line or a notebook's overrides alike, as a shell expands them (a shell expands none of them in a YAML file, nor `~`
-# after a comma). `--help` shows its type as `path`.
-path = typing.NewType('path', str)
-_VARIABLE = re.compile(r'\$(\w+|\{([^}]*)\})')
-
-
-def expand_path(value: str, where: str) -> str:
-    """`value` with `~` and `~user` at the start of it or of any of its comma-separated parts (corpora, a generator and
-    a discriminator) and every `$VAR` and `${VAR}` expanded; a variable that is not set, or a user without a home
-    folder, is a ConfigError naming `where`: left as written it would name a folder `$SCRATCH` in the current one."""
-    def variable(m: re.Match) -> str:
-        name = m.group(2) if m.group(2) is not None else m.group(1)
-        if name not in os.environ:
-            raise ConfigError(f"{where}: {value!r} names the environment variable {name!r}, which is not set: set it "
-                              f"(export {name}=...) or write the path out.")
-        return os.environ[name]
-    parts = []
-    for part in _VARIABLE.sub(variable, value).split(','):
-        head = part.strip()
-        if head.startswith('~'):
-            expanded = os.path.expanduser(head)
-            if expanded.startswith('~'):
-                raise ConfigError(f"{where}: {value!r}: there is no user {head[1:].split('/')[0]!r} whose home folder "
-                                  f"`{head.split('/')[0]}` names. Write ~/ for yours, or the path out.")
-            part = part[:len(part) - len(part.lstrip())] + expanded
-        parts.append(part)
-    return ','.join(parts)
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.config.base import (LOGGER_HELP, SEED_END, THREADS_HELP, TRACKERS, check_logger, choice_field, field, path,
+from electra.config.base import (LOGGER_HELP, SEED_END, THREADS_HELP, TRACKERS, check_logger, choice_field, field,
                                  threads_field)
 from electra.config.errors import ConfigError, need
 from electra.config.file_names import safe_name
+from electra.config.paths import path
 
 __all__ = ['CompareConfig', 'VariantSpec', 'TRACKING_KEYS', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 

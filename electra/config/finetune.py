@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from electra.config.base import (DIST_TIMEOUT_MAX, LOGGER_HELP, SEED_END, TRACKERS, check_logger, choice_field,
-                                 config_from_dict, field, optimizer_keys, path, threads_field)
+                                 config_from_dict, field, optimizer_keys, threads_field)
 from electra.config.errors import ConfigError, RunWarning, did_you_mean, need
 from electra.config.file_names import safe_name
-from electra.config.paths import Owned, check_apart, local_paths
+from electra.config.paths import Owned, check_apart, local_paths, path
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
            'is_task_file', 'TaskCatalogue', 'register_task_catalogue']

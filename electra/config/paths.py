@@ -1,9 +1,10 @@
-"""The folders a job writes kept apart from the files and folders it reads, checked when its config is read, before any
-work: an output folder inside an input folder (checkpoints written into the corpus folder, read back as text by the next
-run; a cache inside a tokenizer or a model folder) and an input inside what the job itself writes (a run's folder, its
-checkpoints, a sweep's group folder, which `--overwrite` empties or a rerun replaces) are refused in one line naming
-both keys and the fix. Paths are compared as the operating system sees them: relative to the current folder, `..` and
-symbolic links resolved.
+"""Paths in a config. A path key's value is written as people write paths (`path`, its type): `~` and `$VAR` are
+expanded where it is read (`expand_path`). The folders a job writes are kept apart from the files and folders it reads,
+checked when its config is read, before any work: an output folder inside an input folder (checkpoints written into the
+corpus folder, read back as text by the next run; a cache inside a tokenizer or a model folder) and an input inside
+what the job itself writes (a run's folder, its checkpoints, a sweep's group folder, which `--overwrite` empties or a
+rerun replaces) are refused in one line naming both keys and the fix. Paths are compared as the operating system sees
+them: relative to the current folder, `..` and symbolic links resolved.
 
 What counts, for every job alike (docs/robustness.md):
 - an input is a local file or folder the job reads that exists: a hub name, `demo` or `hub:...` is none;
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 import os
 import re
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 from electra.config.errors import ConfigError
 
-__all__ = ['Owned', 'check_apart', 'local_paths']
+__all__ = ['path', 'expand_path', 'Owned', 'check_apart', 'local_paths']
 
 
 @dataclass(frozen=True)
@@ -72,3 +74,36 @@ def check_apart(writes: list[tuple[str, str | Path]], owns: list[Owned], reads: 
                 raise ConfigError(f"{k}: {given} ({real}) {where} {own.shown()}, which this job writes ({own.key}) and "
                                   f"may replace: copy it elsewhere and give that to {k}, or give another --{own.key} "
                                   f"or {own.other}.")
+
+
+# The type of a key whose value is a path (or a name that may be one: a model, a corpus, a task): written as people write
+# paths, `~`, `~user`, `$VAR` and `${VAR}` are expanded where the value is read, in a preset, a task file, the command
+# line or a notebook's overrides alike, as a shell expands them (a shell expands none of them in a YAML file, nor `~`
+# after a comma). `--help` shows its type as `path`.
+path = typing.NewType('path', str)
+
+
+_VARIABLE = re.compile(r'\$(\w+|\{([^}]*)\})')
+
+
+def expand_path(value: str, where: str) -> str:
+    """`value` with `~` and `~user` at the start of it or of any of its comma-separated parts (corpora, a generator and
+    a discriminator) and every `$VAR` and `${VAR}` expanded; a variable that is not set, or a user without a home
+    folder, is a ConfigError naming `where`: left as written it would name a folder `$SCRATCH` in the current one."""
+    def variable(m: re.Match) -> str:
+        name = m.group(2) if m.group(2) is not None else m.group(1)
+        if name not in os.environ:
+            raise ConfigError(f"{where}: {value!r} names the environment variable {name!r}, which is not set: set it "
+                              f"(export {name}=...) or write the path out.")
+        return os.environ[name]
+    parts = []
+    for part in _VARIABLE.sub(variable, value).split(','):
+        head = part.strip()
+        if head.startswith('~'):
+            expanded = os.path.expanduser(head)
+            if expanded.startswith('~'):
+                raise ConfigError(f"{where}: {value!r}: there is no user {head[1:].split('/')[0]!r} whose home folder "
+                                  f"`{head.split('/')[0]}` names. Write ~/ for yours, or the path out.")
+            part = part[:len(part) - len(part.lstrip())] + expanded
+        parts.append(part)
+    return ','.join(parts)

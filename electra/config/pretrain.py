@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from electra.config.base import (DIST_TIMEOUT_MAX, LOGGER_HELP, SEED_END, TRACKERS, check_logger, choice_field,
-                                 config_from_dict, field, optimizer_keys, path, threads_field)
+                                 config_from_dict, field, optimizer_keys, threads_field)
 from electra.config.errors import RunWarning, need
 from electra.config.file_names import safe_name
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
-from electra.config.paths import Owned, check_apart, local_paths
+from electra.config.paths import Owned, check_apart, local_paths, path
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
            'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config']

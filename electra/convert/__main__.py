@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from electra.config.base import expand_path
+from electra.config.paths import expand_path
 from electra.config.version import version_line
 from electra.convert.tf import convert_tf_checkpoint
 from electra.convert.tf_checkpoint import TFCheckpoint

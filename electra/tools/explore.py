@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from electra.config.base import SEED_END, config_from_dict, field, path
+from electra.config.base import SEED_END, config_from_dict, field
+from electra.config.paths import path
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned, read_finetuned
 from electra.finetuning.learner import predict_outputs

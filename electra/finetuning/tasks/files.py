@@ -33,10 +33,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from electra.config.base import config_from_dict, expand_path, field
+from electra.config.base import config_from_dict, field
 from electra.config.errors import ConfigError
 from electra.config.file_names import safe_name
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
+from electra.config.paths import expand_path
 from electra.config.text_files import compressed, load_json, read_text
 from electra.config.yaml_reader import key_place, load_yaml, yaml_key_lines
 from electra.finetuning.tasks.base import TaskInfo

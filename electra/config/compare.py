@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.config.base import (LOGGER_HELP, SEED_END, THREADS_HELP, TRACKERS, check_logger, choice_field, field,
-                                 threads_field)
+from electra.config.base import LOGGER_HELP, THREADS_HELP, TRACKERS, check_logger, threads_field
 from electra.config.errors import ConfigError, need
+from electra.config.fields import SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.paths import path
 

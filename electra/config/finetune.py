@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from electra.config.base import (DIST_TIMEOUT_MAX, LOGGER_HELP, SEED_END, TRACKERS, check_logger, choice_field,
-                                 config_from_dict, field, optimizer_keys, threads_field)
+from electra.config.base import LOGGER_HELP, TRACKERS, check_logger, config_from_dict, optimizer_keys, threads_field
 from electra.config.errors import ConfigError, RunWarning, did_you_mean, need
+from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.paths import Owned, check_apart, local_paths, path
 

@@ -33,8 +33,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from electra.config.base import config_from_dict, field
+from electra.config.base import config_from_dict
 from electra.config.errors import ConfigError
+from electra.config.fields import field
 from electra.config.file_names import safe_name
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.config.paths import expand_path

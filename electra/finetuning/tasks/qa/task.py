@@ -40,8 +40,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from electra.config.base import choice_field, config_to_dict, field
+from electra.config.base import config_to_dict
 from electra.config.errors import ConfigError
+from electra.config.fields import choice_field, field
 from electra.config.finetune import qa_no_ensemble
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned

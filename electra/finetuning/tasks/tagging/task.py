@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from electra.config.base import field
 from electra.config.errors import ConfigError
+from electra.config.fields import field
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from electra.config.base import LOGGER_HELP, THREADS_HELP, TRACKERS, check_logger, threads_field
 from electra.config.errors import ConfigError, need
 from electra.config.fields import SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.paths import path
+from electra.config.shared_keys import LOGGER_HELP, THREADS_HELP, TRACKERS, check_logger, threads_field
 
 __all__ = ['CompareConfig', 'VariantSpec', 'TRACKING_KEYS', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 

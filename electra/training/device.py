@@ -10,8 +10,8 @@ from typing import Callable, Mapping
 
 import torch
 
-from electra.config.base import threads_setting
 from electra.config.errors import ConfigError
+from electra.config.shared_keys import threads_setting
 from electra.runtime.processes import world
 
 __all__ = ['AUTOCAST_DTYPES', 'cpu_bf16_supported', 'resolve_device', 'resolve_precision', 'CpuThreads', 'cpu_threads',

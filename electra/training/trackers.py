@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from electra.config.base import TRACKERS
 from electra.config.errors import ConfigError
+from electra.config.shared_keys import TRACKERS
 from electra.runtime.processes import is_main_process
 
 __all__ = ['TrackedRun', 'tracker_names', 'check_trackers', 'Trackers', 'start_trackers']

@@ -1,11 +1,12 @@
 """electra/training/device.py: the CPU threads a job takes (`threads: auto`), from its cores and the load on them."""
 import pytest
 
-from electra.config.base import load_config, threads_setting
+from electra.config.base import load_config
 from electra.config.compare import CompareConfig
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
+from electra.config.shared_keys import threads_setting
 from electra.training import device
 from electra.training.device import auto_threads, busy_cores, cpu_threads
 from tests.support.config import load

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 dbe801dcc7be64c38680d4f1983330a5a9027ad6d137e8c6af7ae4f6ceb31f08
+# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 2bffc06d4dc25342cf53e9df0097076ea4f2444a984d382f087848641882cd2e
 
 # %% [markdown]
 # # Fine-tuning ELECTRA on GLUE
@@ -37,8 +37,9 @@ if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir
     os.chdir('..')  # Jupyter starts the kernel in notebooks/; the job runs from the repository root, as the script does
 
 # %%
-from electra.config.base import config_to_dict, load_config
+from electra.config.cli import load_config
 from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_to_dict
 from electra.runtime.errors import friendly_errors
 from electra.runtime.processes import cli_args, end_with_parent
 

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 ede1e2d023f729d16ec848a2bbd34463b405ad52da774ebc0bc5aacc35f28c1e
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 bf350aae065b266c93c81ce42be37445bf860e4bdfe79b5276b7af739bfbb25a
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -32,8 +32,9 @@ if 'ipykernel' in sys.modules and not os.path.isdir('electra') and os.path.isdir
 overrides = {}  # in a notebook: e.g. {'config': 'demo', 'steps': 200}
 
 # %%
-from electra.config.base import config_to_dict, load_config
+from electra.config.cli import load_config
 from electra.config.pretrain import PretrainConfig
+from electra.config.values import config_to_dict
 from electra.runtime.errors import friendly_errors
 from electra.runtime.processes import cli_args, end_with_parent
 from electra.training.distributed import check_batch_split

@@ -1,5 +1,5 @@
 """What pyproject.toml's tables cannot say: the presets of configs/ ship inside the package, as electra/configs/
-(where `electra.config.base.project_dir` finds them once installed), beside the packages of electra/; and the drivers
+(where `electra.config.cli.project_dir` finds them once installed), beside the packages of electra/; and the drivers
 pretrain.py and finetune.py, which the repository holds once, at its root (the notebooks' export), are copied by the
 build into the package as electra/jobs/pretrain.py and electra/jobs/finetune.py, where the console commands run them
 (`electra.jobs.commands`). An editable install (`pip install -e .`) has no copies: its commands run the root ones."""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from electra.config.base import load_config
+from electra.config.cli import load_config
 from electra.config.finetune import FinetuneConfig
 from electra.finetuning.classifier import load_pretrained
 from electra.finetuning.sweep import resolve_data, run_sweep

@@ -33,7 +33,7 @@ from electra.config.version import __version__  # the one source: electra/config
 # public name -> the module that defines it
 _HOMES = {
     'PretrainConfig': 'electra.config.pretrain', 'FinetuneConfig': 'electra.config.finetune',
-    'load_config': 'electra.config.base', 'CompareConfig': 'electra.config.compare',
+    'load_config': 'electra.config.cli', 'CompareConfig': 'electra.config.compare',
     'run_comparison': 'electra.experiments.compare',
     'mask_tokens': 'electra.objective.masking', 'MaskingSettings': 'electra.objective.masking',
     'sample_tokens': 'electra.objective.sampling',

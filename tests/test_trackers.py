@@ -173,8 +173,8 @@ def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, tracke
 
 
 def test_a_comparisons_runs_are_one_group_a_run_per_variant_and_seed(tmp_path, trackers_env):
-    from electra.config.base import config_from_dict
     from electra.config.compare import CompareConfig
+    from electra.config.values import config_from_dict
     from electra.experiments.compare import run_comparison
     from tests.support.pretrain import run_driver
     client = trackers_env
@@ -234,8 +234,9 @@ def test_a_neptune_run_without_a_token_is_one_line(monkeypatch, tmp_path):
 
 
 def test_where_each_value_came_from_the_preset_line_the_command_line_the_overrides_the_default():
-    from electra.config.base import load_config, value_sources
+    from electra.config.cli import load_config
     from electra.config.pretrain import PretrainConfig
+    from electra.config.values import value_sources
     cfg = load_config(PretrainConfig, ['--config', 'small', '--steps', '5', '--warmup_steps', '1'],
                       preset_dir='configs/pretrain', overrides={'lr': 1e-4})
     preset = ROOT / 'configs/pretrain/small.yaml'

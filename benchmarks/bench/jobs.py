@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from electra.config.base import load_config
+from electra.config.cli import load_config
 from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import max_predictions
 from electra.objective.model import build_pretraining_model, padded_vocab_size

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from electra.config.base import load_config, parse_cli
+from electra.config.cli import load_config, parse_cli
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.data.demo import demo_corpus_text

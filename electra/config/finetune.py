@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from electra.config.base import config_from_dict
 from electra.config.errors import ConfigError, RunWarning, did_you_mean, need
 from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.paths import Owned, check_apart, local_paths, path
 from electra.config.shared_keys import LOGGER_HELP, TRACKERS, check_logger, optimizer_keys, threads_field
+from electra.config.values import config_from_dict
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
            'is_task_file', 'TaskCatalogue', 'register_task_catalogue']

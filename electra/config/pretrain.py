@@ -5,13 +5,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra.config.base import config_from_dict
 from electra.config.errors import RunWarning, need
 from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
 from electra.config.paths import Owned, check_apart, local_paths, path
 from electra.config.shared_keys import LOGGER_HELP, TRACKERS, check_logger, optimizer_keys, threads_field
+from electra.config.values import config_from_dict
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
            'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config']

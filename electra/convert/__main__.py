@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    for key in ('src', 'out', 'hparams', 'vocab'):  # written as the jobs' paths are: `~`, `$VAR` (config/base.py)
+    for key in ('src', 'out', 'hparams', 'vocab'):  # written as the jobs' paths are: `~`, `$VAR` (config/paths.py)
         if getattr(args, key, None):
             setattr(args, key, expand_path(getattr(args, key), key if key == 'src' else f'--{key}'))
     if args.command == 'ls':

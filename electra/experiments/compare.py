@@ -17,8 +17,9 @@ from typing import Callable, Sequence
 
 import yaml
 
-from electra.config.base import config_from_dict, config_to_dict, load_config, parse_cli
+from electra.config.cli import load_config, parse_cli
 from electra.config.compare import CompareConfig
+from electra.config.values import config_from_dict, config_to_dict
 from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (Launcher, RunFailed, finetune_done, go_on, pretrain_done, run_finetuning,
                                       run_pretraining, subprocess_launcher)

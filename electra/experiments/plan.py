@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from electra.config.base import load_config
+from electra.config.cli import load_config
 from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.file_names import safe_name
@@ -28,7 +28,7 @@ __all__ = ['cli_value', 'cli_pairs', 'VariantPlan', 'FinetunePoint', 'RunPlan', 
 
 
 def cli_value(value, key: str) -> str:
-    "A config value written as the command line of pretrain.py / finetune.py reads it back (`base._coerce`)."
+    "A config value written as the command line of pretrain.py / finetune.py reads it back (`values._coerce`)."
     if isinstance(value, bool): return 'true' if value else 'false'
     if value is None: return 'none'
     if isinstance(value, dict): return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).strip()

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from electra.config.base import parse_cli
+from electra.config.cli import parse_cli
 from electra.config.errors import ConfigError
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
 from electra.finetuning.inputs import data_digests

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 from huggingface_hub import EvalResult, ModelCardData
 
-from electra.config.base import config_to_dict
 from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_to_dict
 from electra.finetuning.results import summarize
 from electra.finetuning.runs import group_dir
 from electra.finetuning.tasks.base import TaskInfo

@@ -13,8 +13,8 @@ from typing import Callable, Iterator
 
 import torch
 
-from electra.config.base import config_to_dict, value_sources
 from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_to_dict, value_sources
 from electra.config.version import __version__
 from electra.finetuning.learner import diverged, train_run
 from electra.finetuning.stack import stack_size, train_stack

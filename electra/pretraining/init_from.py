@@ -16,10 +16,10 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 
-from electra.config.base import config_to_dict
 from electra.config.errors import ConfigError
 from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import PretrainConfig, saved_config
+from electra.config.values import config_to_dict
 from electra.config.version import __version__
 from electra.data.tokenizer import load_tokenizer, tokenizer_fingerprint, tokenizer_from_state, tokenizer_state
 from electra.pretrained.export import load_saved

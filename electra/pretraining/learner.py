@@ -13,9 +13,9 @@ from fastai.callback.progress import ProgressCallback
 from fastai.callback.schedule import ParamScheduler
 from fastai.learner import Learner, Recorder
 
-from electra.config.base import BOOL_WORDS, config_from_dict, config_to_dict, value_sources
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
+from electra.config.values import BOOL_WORDS, config_from_dict, config_to_dict, value_sources
 from electra.config.version import __version__
 from electra.data.tokenizer import TOKENIZER_DIR
 from electra.pretrained.export import EXPORTS, export_holds, export_pretrained

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from electra.config.base import config_from_dict
 from electra.config.fields import SEED_END, field
 from electra.config.paths import path
+from electra.config.values import config_from_dict
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned, read_finetuned
 from electra.finetuning.learner import predict_outputs

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from electra.config.base import load_config
+from electra.config.cli import load_config
 from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import max_predictions
 from benchmarks.bench import cli, flops

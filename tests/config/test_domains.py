@@ -1,4 +1,4 @@
-"""Every config key's declared domain (electra/config/base.py `field`, `Domain`): walked for every key of every job and
+"""Every config key's declared domain (electra/config/fields.py `field`, `Domain`): walked for every key of every job and
 task file, each value outside it refused in one line naming where it came from, the key, the value and the domain."""
 import dataclasses
 import typing
@@ -6,11 +6,12 @@ import typing
 import pytest
 
 import electra.finetuning  # noqa: F401  (fills the task catalogue that FinetuneConfig checks its tasks with)
-from electra.config.base import config_from_dict, load_config
+from electra.config.cli import load_config
 from electra.config.compare import CompareConfig
 from electra.config.errors import ConfigError
 from electra.config.finetune import TASK_KEYS, FinetuneConfig
 from electra.config.pretrain import PretrainConfig
+from electra.config.values import config_from_dict
 from electra.finetuning.tasks.files import FileOptions
 from electra.finetuning.tasks.qa.task import QAOptions
 from electra.finetuning.tasks.tagging.task import TaggingOptions

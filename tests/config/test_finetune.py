@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from electra.config.base import config_from_dict, load_config
+from electra.config.cli import load_config
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import INPUT_KEYS, JOB_KEYS, RESULT_KEYS, TASK_KEYS, FinetuneConfig
+from electra.config.values import config_from_dict
 from electra.finetuning.tasks.glue.tasks import TASKS
 
 REPO = Path(__file__).resolve().parents[2]

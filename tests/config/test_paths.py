@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 import electra.finetuning  # noqa: F401  (fills the task catalogue that FinetuneConfig checks its tasks with)
-from electra.config.base import config_from_dict, load_config
+from electra.config.cli import load_config
 from electra.config.compare import CompareConfig
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
+from electra.config.values import config_from_dict
 from electra.finetuning.tasks.files import read_task_file
 from electra.experiments.plan import make_plan
 

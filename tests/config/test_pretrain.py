@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from electra.config.base import load_config
+from electra.config.cli import load_config
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RESUME_SAME, PretrainConfig
 from electra.data.corpus import BuildSettings
@@ -67,8 +67,8 @@ def test_presets_hold_paper_recipes():
 
 
 def test_config_keys_are_validated():
-    from electra.config.base import config_from_dict
     from electra.config.pretrain import PretrainConfig
+    from electra.config.values import config_from_dict
     with pytest.raises(ConfigError, match='corpus_weights: give one weight per corpus entry'):
         config_from_dict(PretrainConfig, {'corpus': ['a', 'b'], 'corpus_weights': [1.0]})
     with pytest.raises(ConfigError, match='corpus_format'):

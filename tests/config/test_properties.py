@@ -1,4 +1,4 @@
-"""Property-based tests (Hypothesis) of the config readers (electra/config/base.py `load_config`, the job configs of
+"""Property-based tests (Hypothesis) of the config readers (electra/config/cli.py `load_config`, the job configs of
 pretrain.py, finetune.py and the comparison): a preset file of any content (wrong types, values out of their domain,
 NaN, huge numbers, unicode, keys missing, unknown or twice, nested junk, random bytes, cut short, a byte-order mark,
 CRLF), a command line of any flags and a notebook's overrides of any values end in a config or in one `ConfigError`
@@ -10,7 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import electra.finetuning  # noqa: F401  (fills the task catalogue that FinetuneConfig checks its tasks with)
-from electra.config.base import load_config
+from electra.config.cli import load_config
 from electra.config.compare import CompareConfig
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig

@@ -54,7 +54,7 @@ def test_unreachable_hub_fails_at_once_and_the_cache_still_serves(silent_hub, tm
     script = '''
 import json
 from pathlib import Path
-from electra.config.base import ConfigError
+from electra.config.errors import ConfigError
 from electra.data.corpus import BuildSettings, resolve_corpus
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.glue.sources import open_source

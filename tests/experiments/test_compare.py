@@ -19,11 +19,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from electra.config.base import config_from_dict, load_config, parse_cli
+from electra.config.cli import load_config, parse_cli
 from electra.config.compare import CompareConfig
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
+from electra.config.values import config_from_dict
 from electra.experiments.compare import load_compare_config, main, run_comparison
 from electra.experiments.plan import make_plan
 from electra.experiments.runs import RECORD, RunFailed, finetune_done, subprocess_launcher

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import transformers
 
-from electra.config.base import config_from_dict
 from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_from_dict
 from electra.finetuning.learner import train_run
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.classification import ClassificationTask

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from electra.config.base import config_from_dict
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_from_dict
 from electra.finetuning import classifier, learner
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source

@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.config.base import config_from_dict
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_from_dict
 from electra.finetuning import learner
 from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier
 from electra.finetuning.tasks.classification import ClassificationTask

@@ -8,8 +8,8 @@ import torch
 
 import electra.finetuning.step as step_module
 from benchmarks.bench.baseline import LoopAdam
-from electra.config.base import config_from_dict
 from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_from_dict
 from electra.finetuning import learner, stack
 from electra.finetuning.classifier import ElectraClassifier
 from electra.finetuning.tasks.classification import ClassificationTask

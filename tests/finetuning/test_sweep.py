@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 import torch
 
-from electra.config.base import config_from_dict
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_from_dict
 from electra.finetuning import classifier, learner, runs, sweep
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.classification import ClassificationTask

@@ -4,7 +4,7 @@ import dataclasses
 import pytest
 import torch
 
-from electra.config.base import load_config
+from electra.config.cli import load_config
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import mask_tokens

@@ -7,10 +7,11 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from electra.config.base import config_from_dict, load_config
+from electra.config.cli import load_config
 from electra.config.errors import ConfigError
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS
 from electra.config.pretrain import PretrainConfig
+from electra.config.values import config_from_dict
 from electra.objective.flops import pretrain_flops, pretrain_flops_to_step, pretrain_step_flops
 from electra.objective.loss import ElectraLoss, loss_counts
 from electra.objective.masking import MaskingSettings, max_predictions

@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-from electra.config.base import config_from_dict, config_to_dict
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.pretrain import PretrainConfig
+from electra.config.values import config_from_dict, config_to_dict
 from electra.data.tokenizer import load_tokenizer, tokenizer_state
 from electra.finetuning import classifier
 from electra.pretrained.export import load_discriminator

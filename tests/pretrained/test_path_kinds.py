@@ -8,8 +8,8 @@ import shutil
 import pytest
 import torch
 
-from electra.config.base import config_to_dict
 from electra.config.errors import ConfigError
+from electra.config.values import config_to_dict
 from electra.data.tokenizer import load_tokenizer, tokenizer_state
 from electra.finetuning import classifier
 from electra.objective.model import build_pretraining_model

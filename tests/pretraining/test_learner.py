@@ -76,7 +76,7 @@ def test_the_continue_command_drops_every_form_of_the_resume_flag():
 
 def test_a_preset_named_like_a_folder_is_the_preset(tmp_path, monkeypatch):
     "From the repository root `electra` is the package folder and the preset: --config small,electra is the preset."
-    from electra.config.base import load_config
+    from electra.config.cli import load_config
     from electra.config.pretrain import PretrainConfig
     (tmp_path / 'electra').mkdir()
     monkeypatch.chdir(tmp_path)

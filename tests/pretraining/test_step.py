@@ -9,7 +9,7 @@ import torch
 
 import electra.pretraining.step as step_module
 from benchmarks.bench import baseline, runners
-from electra.config.base import load_config
+from electra.config.cli import load_config
 from electra.config.pretrain import PretrainConfig
 from electra.objective.reference import reference_losses
 from tests.support.tiny import TINY, batches, tiny_model

@@ -1,5 +1,5 @@
 """A pretraining config loaded from command-line arguments, with the presets in configs/pretrain."""
-from electra.config.base import load_config
+from electra.config.cli import load_config
 from electra.config.pretrain import PretrainConfig
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from electra.config.base import config_from_dict
 from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_from_dict
 from tests.support.pretrain import run_driver
 
 

@@ -34,8 +34,8 @@ def test_a_resume_that_changes_what_shaped_the_runs_own_tokenizer_is_refused(tmp
     """The run's trained tokenizer is reused on resume whatever `lowercase`, `vocab_size` and `strip_accents` say: a
     changed one was accepted, and config.yaml and the model card then described a tokenizer the run does not have.
     With a tokenizer of the user's (`tokenizer` given) the tokenizer's own files are compared instead."""
-    from electra.config.base import config_to_dict
     from electra.config.pretrain import PretrainConfig
+    from electra.config.values import config_to_dict
     was = config_to_dict(PretrainConfig())
     ckpt = {'config': was, 'tokenizer': {'vocab.txt': 'x'}, 'step': 5}
     with pytest.raises(ConfigError, match=f"'{key}' was {was[key]!r} in the checkpoint but is {now!r} now"):

@@ -1,7 +1,7 @@
 """electra/training/device.py: the CPU threads a job takes (`threads: auto`), from its cores and the load on them."""
 import pytest
 
-from electra.config.base import load_config
+from electra.config.cli import load_config
 from electra.config.compare import CompareConfig
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig

@@ -33,13 +33,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from electra.config.base import config_from_dict
 from electra.config.errors import ConfigError
 from electra.config.fields import field
 from electra.config.file_names import safe_name
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.config.paths import expand_path
 from electra.config.text_files import compressed, load_json, read_text
+from electra.config.values import config_from_dict
 from electra.config.yaml_reader import key_place, load_yaml, yaml_key_lines
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.tasks import TASKS, task_named

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 import electra.finetuning  # noqa: F401  (fills the task catalogue)
-from electra.config.base import config_from_dict
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig, is_task_file
+from electra.config.values import config_from_dict
 from electra.finetuning.tasks.files import FileSource, read_task_file
 from electra.finetuning.tasks.qa.data import read_mrqa, read_qa, read_squad
 from electra.finetuning.tasks.tagging.data import read_tagged

@@ -40,10 +40,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from electra.config.base import config_to_dict
 from electra.config.errors import ConfigError
 from electra.config.fields import choice_field, field
 from electra.config.finetune import qa_no_ensemble
+from electra.config.values import config_to_dict
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast, predict_examples

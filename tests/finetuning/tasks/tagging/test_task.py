@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from electra.config.base import config_from_dict
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_from_dict
 from electra.finetuning import sweep
 from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.tasks.files import read_task_file

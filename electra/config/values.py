@@ -1,31 +1,27 @@
-"""One explicit config object per job: dataclass defaults < YAML preset < `--key value` overrides.
-
-Every key is typed and declares its domain beside its default (`field(..., gt=0)`, `choice_field`): when the config
-is read, before any job starts, each value is converted to its key's type and checked against its domain (with
-pydantic), and refused in one line that names where it came from (the file and line, the command line), the key, the
-value, the domain and what the key means. `--help` lists every key with its value, its domain and its help text.
-What relates several keys (max_length within max_position_embeddings, ...) is each job config's own `validate`.
+"""A config's values: each converted to its key's type and checked against the domain the key declares beside its
+default (`config/fields.py`, with pydantic), and refused in one line that names where it came from (the file and line,
+the command line), the key, the value, the domain and what the key means; then the job config's own `validate`, for
+what relates several keys (max_length within max_position_embeddings, ...). `config_from_dict` builds a config from
+saved values (a run's config.yaml, a checkpoint's), `config_to_dict` is its inverse and `value_sources` says where each
+value came from.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 import types
 import typing
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pydantic
 
 from electra.config.errors import ConfigError, did_you_mean
 from electra.config.fields import Domain
 from electra.config.paths import expand_path, path
-from electra.config.text_files import read_text
-from electra.config.version import version_line
 from electra.config.yaml_reader import load_yaml
 
-__all__ = ['config_help', 'load_config', 'config_to_dict', 'config_from_dict', 'value_sources']
+__all__ = ['config_from_dict', 'config_to_dict', 'value_sources', 'typed_values', 'checked_config', 'key_types',
+           'BOOL_WORDS', 'RETIRED_KEYS']
 
 
 @functools.lru_cache(maxsize=None)
@@ -33,7 +29,8 @@ def _adapter(tp, domain: Domain) -> pydantic.TypeAdapter:
     return pydantic.TypeAdapter(domain.annotated(tp))
 
 
-def _hints(cls) -> dict[str, Any]:
+def key_types(cls) -> dict[str, Any]:
+    "The type of each key of the config class `cls`, by name."
     return typing.get_type_hints(cls)
 
 
@@ -121,12 +118,12 @@ def _in_domain(f: dataclasses.Field, tp, value: Any, where: str) -> None:
                           + (f" ({'; '.join(about)})" if about else '')) from None
 
 
-def _typed_values(cls, values: dict[str, Any], source: str, from_file: bool, lines: dict | None = None,
+def typed_values(cls, values: dict[str, Any], source: str, from_file: bool, lines: dict | None = None,
                   origins: dict | None = None) -> dict[str, Any]:
     """`values` with every key checked against `cls` and every value converted to its type; `source` names them in
     errors, with the line of each key when `lines` has it (`load_yaml`). `origins`: filled with each key's source and
     lines, for `_in_domains`."""
-    hints, names, typed = _hints(cls), [f.name for f in dataclasses.fields(cls)], {}
+    hints, names, typed = key_types(cls), [f.name for f in dataclasses.fields(cls)], {}
     for key, value in values.items():
         if from_file and key in RETIRED_KEYS: continue
         where = _located(source, lines, (str(key),))
@@ -142,7 +139,7 @@ def _in_domains(cls, values: dict[str, Any], origins: dict) -> None:
     """Each value of `values` that a file, the command line or overrides gave (`origins`: its source and lines) in its
     key's domain, and each entry of a key with `entries` (task_overrides) in the domain of its own key. Checked on the
     config's final values: a preset's value that a later preset or the command line replaces is not judged."""
-    hints, fields = _hints(cls), {f.name: f for f in dataclasses.fields(cls)}
+    hints, fields = key_types(cls), {f.name: f for f in dataclasses.fields(cls)}
     for key, (source, lines) in origins.items():
         _in_domain(fields[key], hints[key], values[key], f"{_located(source, lines, (key,))}: key '{key}'")
         for name, entry in (values[key].items() if fields[key].metadata.get('entries') else ()):
@@ -152,7 +149,7 @@ def _in_domains(cls, values: dict[str, Any], origins: dict) -> None:
                     _in_domain(fields[k], hints[k], _coerce(v, hints[k], where), where)
 
 
-def _checked(cls, values: dict[str, Any], origins: dict, base=None):
+def checked_config(cls, values: dict[str, Any], origins: dict, base=None):
     """The `cls` of `values` (typed), those given (`origins`) in their domains and its own `validate` checked: what
     reads files runs here, once. It keeps where each given value came from (`value_sources`), over `base`'s."""
     _in_domains(cls, values, origins)
@@ -168,7 +165,7 @@ def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=N
     """Build a `cls` from `values` (over `base` or the defaults), checking every key, type and domain. `from_file`:
     `values` were saved by a file or checkpoint, whose retired keys are skipped; `lines`: the line of each key in it."""
     current, origins = config_to_dict(base) if base is not None else {}, {}
-    return _checked(cls, {**current, **_typed_values(cls, values, source, from_file, lines, origins)}, origins, base)
+    return checked_config(cls, {**current, **typed_values(cls, values, source, from_file, lines, origins)}, origins, base)
 
 
 def config_to_dict(cfg) -> dict[str, Any]:
@@ -181,109 +178,3 @@ def value_sources(cfg) -> dict[str, str]:
     given = getattr(cfg, '_sources', {})
     return {f.name: given.get(f.name, 'default') for f in dataclasses.fields(cfg)}
 
-
-def _read_yaml(path: Path, lines: dict) -> dict[str, Any]:
-    "The mapping of a YAML config file; `lines` filled with the line of each key."
-    text = read_text(path)
-    data = load_yaml(text, str(path), lines) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of key: value at the top level.")
-    return data
-
-
-def project_dir(preset_dir: str | Path) -> Path:
-    """A relative `preset_dir` as given if it exists from here, else inside this project, so a job runs from any folder:
-    beside the package in a checkout (`configs/`), inside it once installed (pyproject.toml ships `configs/` as
-    `electra/configs/`)."""
-    path = Path(preset_dir)
-    if path.is_absolute() or path.is_dir(): return path
-    package = Path(__file__).resolve().parents[1]
-    return (package if (package / path).is_dir() else package.parent) / path
-
-
-def resolve_preset(name: str, preset_dir: Path) -> Path:
-    """A preset name (`small`) in `preset_dir`, or a path to a YAML file: a file whatever its name ends with, a folder
-    never (whatever its name ends with), unless a preset has its name (`electra` is a preset and the package)."""
-    path = Path(expand_path(name, '--config'))
-    if path.is_file(): return path
-    if path.is_dir() and not (preset_dir / f'{name}.yaml').is_file():
-        raise ConfigError(f"--config: '{name}' is a folder, not a YAML file: give a preset file in it, or a preset name.")
-    if path.suffix in ('.yaml', '.yml'): raise ConfigError(f"--config: no such file '{name}'.")
-    path = preset_dir / f'{name}.yaml'
-    if not path.is_file():
-        names = sorted(p.stem for p in preset_dir.glob('*.yaml'))
-        raise ConfigError(f"--config: unknown preset '{name}'.{did_you_mean(name, names)} "
-                          f"Choose one of {', '.join(names)} or give a path to a YAML file.")
-    return path
-
-
-def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool = False) -> str:
-    """Every key of `cls` with its value in `cfg` (what the job runs with: `preset`, then the command line's other
-    flags when `flags`), its dataclass default beside it where that differs, its domain and its help text."""
-    given = ' and the flags given' if flags else ''
-    lines = [f"usage: {prog} [--config PRESET_OR_YAML[,PRESET ...]] [--key value ...] [--version]", '',
-             f"Presets in {preset_dir}: {', '.join(sorted(p.stem for p in preset_dir.glob('*.yaml')))}", '',
-             f'keys (their value with --config {preset}{given}; the default where it differs):']
-    hints = _hints(cls)
-    for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        tp = getattr(hints[f.name], '__name__', str(hints[f.name]).replace('typing.', ''))
-        value, domain = getattr(cfg, f.name), f.metadata.get('domain')
-        takes = f": {'; '.join([domain.words(hints[f.name]), *domain.meanings()])}" if domain else ''
-        lines.append(f"  --{f.name} ({tp}, {value!r}{'' if value == default else f'; default {default!r}'}){takes}")
-        if f.metadata.get('help'): lines.append(f"      {f.metadata['help']}")
-    return '\n'.join(lines)
-
-
-def parse_cli(argv: Sequence[str]) -> dict[str, str]:
-    "`--key value` / `--key=value` pairs into a dict; a bare `--flag` means true."
-    out, i, argv = {}, 0, list(argv)
-    while i < len(argv):
-        arg = argv[i]
-        if not arg.startswith('--'):
-            raise ConfigError(f"unexpected argument {arg!r}: options are written --key value.")
-        key = arg[2:]
-        if '=' in key: key, value = key.split('=', 1)
-        elif i + 1 < len(argv) and not argv[i + 1].startswith('--'): value, i = argv[i + 1], i + 1
-        else: value = 'true'
-        out[key.replace('-', '_')] = value
-        i += 1
-    return out
-
-
-def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path = 'configs',
-                default_preset: str = 'demo', prog: str = 'job', overrides: dict | None = None):
-    """The job's config: `cls` defaults, then the presets named by `--config` (or `default_preset`; several, comma-separated,
-    apply left to right), then the other
-    flags in `argv`, then `overrides` (a dict, as a notebook's config cell gives). `--help` and `--version` print
-    and exit."""
-    preset_dir = project_dir(preset_dir)
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if '--version' in argv:  # before the config is read: a broken preset still says which library it meets
-        print(version_line(prog))
-        raise SystemExit(0)
-    wants_help = '--help' in argv or '-h' in argv
-    cli = parse_cli([a for a in argv if a not in ('--help', '-h')])
-    overrides = dict(overrides or {})
-    named_by = 'command line' if 'config' in cli else 'overrides' if 'config' in overrides else None
-    preset = cli.pop('config', None) or overrides.pop('config', None) or default_preset
-    # 'small,bert': presets applied left to right, a size and then an objective variant; the whole config is checked
-    # once, after the command line and `overrides`: a preset's task file replaced by --tasks is never read
-    values: dict[str, Any] = {}
-    origins: dict[str, tuple] = {}  # where each value came from (the last to set it), for the domains' messages
-    for name in str(preset).split(','):
-        path, lines = resolve_preset(name.strip(), preset_dir), {}
-        values.update(_typed_values(cls, _read_yaml(path, lines), str(path), True, lines, origins))
-    if 'config' in _hints(cls):
-        values['config'] = str(preset)
-        if named_by: origins['config'] = (named_by, None)
-    given = {**_typed_values(cls, cli, 'command line', False, origins=origins),
-             **_typed_values(cls, overrides, 'overrides', False, origins=origins)}
-    values.update(given)
-    if hasattr(cls, 'command_line_wins'): values = cls.command_line_wins(values, set(given))
-    cfg = _checked(cls, values, origins)
-    if wants_help:  # the values this very command would run with
-        print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
-        raise SystemExit(0)
-    if hasattr(cfg, 'check_folders'): cfg.check_folders()  # a job's outputs apart from its inputs (config/paths.py)
-    return cfg

@@ -1,9 +1,10 @@
-"""electra/config/base.py: presets, typed CLI overrides, unknown keys, wrong types, --help, retired keys."""
+"""electra/config/cli.py and values.py: presets, typed CLI overrides, unknown keys, wrong types, --help, retired keys."""
 import pytest
 
-from electra.config.base import config_from_dict, load_config
+from electra.config.cli import load_config
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
+from electra.config.values import config_from_dict
 from tests.support.config import load
 
 

@@ -1,0 +1,126 @@
+"""One explicit config object per job, read from the command line: dataclass defaults < YAML presets (`--config`) <
+`--key value` flags < a notebook's overrides (`load_config`). `--help` lists every key with the value this command
+would run with, its domain and its help text; `--version` names the library. Every value is checked as
+`config/values.py` checks it, before any job starts."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from electra.config.errors import ConfigError, did_you_mean
+from electra.config.paths import expand_path
+from electra.config.text_files import read_text
+from electra.config.values import checked_config, key_types, typed_values
+from electra.config.version import version_line
+from electra.config.yaml_reader import load_yaml
+
+__all__ = ['load_config', 'parse_cli', 'config_help', 'project_dir', 'resolve_preset']
+
+
+def _read_yaml(path: Path, lines: dict) -> dict[str, Any]:
+    "The mapping of a YAML config file; `lines` filled with the line of each key."
+    text = read_text(path)
+    data = load_yaml(text, str(path), lines) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of key: value at the top level.")
+    return data
+
+
+def project_dir(preset_dir: str | Path) -> Path:
+    """A relative `preset_dir` as given if it exists from here, else inside this project, so a job runs from any folder:
+    beside the package in a checkout (`configs/`), inside it once installed (pyproject.toml ships `configs/` as
+    `electra/configs/`)."""
+    path = Path(preset_dir)
+    if path.is_absolute() or path.is_dir(): return path
+    package = Path(__file__).resolve().parents[1]
+    return (package if (package / path).is_dir() else package.parent) / path
+
+
+def resolve_preset(name: str, preset_dir: Path) -> Path:
+    """A preset name (`small`) in `preset_dir`, or a path to a YAML file: a file whatever its name ends with, a folder
+    never (whatever its name ends with), unless a preset has its name (`electra` is a preset and the package)."""
+    path = Path(expand_path(name, '--config'))
+    if path.is_file(): return path
+    if path.is_dir() and not (preset_dir / f'{name}.yaml').is_file():
+        raise ConfigError(f"--config: '{name}' is a folder, not a YAML file: give a preset file in it, or a preset name.")
+    if path.suffix in ('.yaml', '.yml'): raise ConfigError(f"--config: no such file '{name}'.")
+    path = preset_dir / f'{name}.yaml'
+    if not path.is_file():
+        names = sorted(p.stem for p in preset_dir.glob('*.yaml'))
+        raise ConfigError(f"--config: unknown preset '{name}'.{did_you_mean(name, names)} "
+                          f"Choose one of {', '.join(names)} or give a path to a YAML file.")
+    return path
+
+
+def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool = False) -> str:
+    """Every key of `cls` with its value in `cfg` (what the job runs with: `preset`, then the command line's other
+    flags when `flags`), its dataclass default beside it where that differs, its domain and its help text."""
+    given = ' and the flags given' if flags else ''
+    lines = [f"usage: {prog} [--config PRESET_OR_YAML[,PRESET ...]] [--key value ...] [--version]", '',
+             f"Presets in {preset_dir}: {', '.join(sorted(p.stem for p in preset_dir.glob('*.yaml')))}", '',
+             f'keys (their value with --config {preset}{given}; the default where it differs):']
+    hints = key_types(cls)
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        tp = getattr(hints[f.name], '__name__', str(hints[f.name]).replace('typing.', ''))
+        value, domain = getattr(cfg, f.name), f.metadata.get('domain')
+        takes = f": {'; '.join([domain.words(hints[f.name]), *domain.meanings()])}" if domain else ''
+        lines.append(f"  --{f.name} ({tp}, {value!r}{'' if value == default else f'; default {default!r}'}){takes}")
+        if f.metadata.get('help'): lines.append(f"      {f.metadata['help']}")
+    return '\n'.join(lines)
+
+
+def parse_cli(argv: Sequence[str]) -> dict[str, str]:
+    "`--key value` / `--key=value` pairs into a dict; a bare `--flag` means true."
+    out, i, argv = {}, 0, list(argv)
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith('--'):
+            raise ConfigError(f"unexpected argument {arg!r}: options are written --key value.")
+        key = arg[2:]
+        if '=' in key: key, value = key.split('=', 1)
+        elif i + 1 < len(argv) and not argv[i + 1].startswith('--'): value, i = argv[i + 1], i + 1
+        else: value = 'true'
+        out[key.replace('-', '_')] = value
+        i += 1
+    return out
+
+
+def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path = 'configs',
+                default_preset: str = 'demo', prog: str = 'job', overrides: dict | None = None):
+    """The job's config: `cls` defaults, then the presets named by `--config` (or `default_preset`; several, comma-separated,
+    apply left to right), then the other
+    flags in `argv`, then `overrides` (a dict, as a notebook's config cell gives). `--help` and `--version` print
+    and exit."""
+    preset_dir = project_dir(preset_dir)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if '--version' in argv:  # before the config is read: a broken preset still says which library it meets
+        print(version_line(prog))
+        raise SystemExit(0)
+    wants_help = '--help' in argv or '-h' in argv
+    cli = parse_cli([a for a in argv if a not in ('--help', '-h')])
+    overrides = dict(overrides or {})
+    named_by = 'command line' if 'config' in cli else 'overrides' if 'config' in overrides else None
+    preset = cli.pop('config', None) or overrides.pop('config', None) or default_preset
+    # 'small,bert': presets applied left to right, a size and then an objective variant; the whole config is checked
+    # once, after the command line and `overrides`: a preset's task file replaced by --tasks is never read
+    values: dict[str, Any] = {}
+    origins: dict[str, tuple] = {}  # where each value came from (the last to set it), for the domains' messages
+    for name in str(preset).split(','):
+        path, lines = resolve_preset(name.strip(), preset_dir), {}
+        values.update(typed_values(cls, _read_yaml(path, lines), str(path), True, lines, origins))
+    if 'config' in key_types(cls):
+        values['config'] = str(preset)
+        if named_by: origins['config'] = (named_by, None)
+    given = {**typed_values(cls, cli, 'command line', False, origins=origins),
+             **typed_values(cls, overrides, 'overrides', False, origins=origins)}
+    values.update(given)
+    if hasattr(cls, 'command_line_wins'): values = cls.command_line_wins(values, set(given))
+    cfg = checked_config(cls, values, origins)
+    if wants_help:  # the values this very command would run with
+        print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
+        raise SystemExit(0)
+    if hasattr(cfg, 'check_folders'): cfg.check_folders()  # a job's outputs apart from its inputs (config/paths.py)
+    return cfg

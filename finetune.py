@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 2bffc06d4dc25342cf53e9df0097076ea4f2444a984d382f087848641882cd2e
+# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 4a6706d004f35a7fe2e8fdd2f728b5753e25c4d42237e77dd514cc816b8cfa0d
 
 # %% [markdown]
 # # Fine-tuning ELECTRA on GLUE
@@ -46,7 +46,7 @@ from electra.runtime.processes import cli_args, end_with_parent
 friendly_errors()  # a bad setting or input file ends the script with one `error: ...` line and status 2
 end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included
 
-from electra.finetuning.classifier import load_pretrained
+from electra.finetuning.loading import load_pretrained
 from electra.finetuning.sweep import (data_description, raise_if_diverged, resolve_data, run_sweep, write_summary,
                                      write_test_predictions)
 from electra.training.device import resolve_device, use_cpu_threads

@@ -28,7 +28,7 @@ import torch
 
 from electra.config.cli import load_config
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.classifier import load_pretrained
+from electra.finetuning.loading import load_pretrained
 from electra.finetuning.sweep import resolve_data, run_sweep
 from benchmarks.bench.jobs import environment
 from electra.training.device import use_cpu_threads

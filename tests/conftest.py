@@ -17,7 +17,7 @@ import torch
 
 from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import train_tokenizer
-from electra.finetuning import classifier
+from electra.finetuning import loading
 from electra.finetuning.tasks.glue.demo import write_demo_glue
 from tests.support.corpora import SHARED, build, sotu_slice, wiki_slice
 
@@ -76,7 +76,7 @@ def tiny_dir(tmp_path_factory, glue_dir):
 
 @pytest.fixture(scope='module')
 def tiny(tiny_dir):
-    return classifier.load_pretrained(str(tiny_dir))
+    return loading.load_pretrained(str(tiny_dir))
 
 
 @pytest.fixture(scope='module')

@@ -122,7 +122,7 @@ def test_config_imports_no_job_and_the_task_kinds_register_from_above():
     code = ('import sys; from electra.config.finetune import FinetuneConfig, _CATALOGUE; '
             'print(any(m.startswith("electra.finetuning") for m in sys.modules), len(_CATALOGUE)); '
             'import electra.finetuning; from electra.finetuning.tasks.files import FILE_KIND_REGISTRY; '
-            'from electra.finetuning.classifier import HEAD_MODELS; '
+            'from electra.finetuning.loading import HEAD_MODELS; '
             'print(len(_CATALOGUE), sorted(FILE_KIND_REGISTRY), sorted(HEAD_MODELS))')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,
                          cwd=ROOT.parent).stdout.split('\n')

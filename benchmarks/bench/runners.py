@@ -181,7 +181,8 @@ class FinetuneBaselineRunner(Runner):
 
     def __init__(self, name, body, batches, device, lr=3e-4, layer_decay=0.8, n_outputs=2):
         super().__init__(device)
-        from electra.finetuning.classifier import ElectraClassifier, optimizer_groups
+        from electra.finetuning.classifier import ElectraClassifier
+        from electra.finetuning.layerwise import optimizer_groups
         self.name, self.batches, self.i = name, [tuple(t.to(device) for t in b) for b in batches], 0
         self.model = ElectraClassifier(copy.deepcopy(body), n_outputs).to(device).train()
         groups, lrs = optimizer_groups(self.model, lr, layer_decay, 'official')

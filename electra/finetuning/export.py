@@ -27,7 +27,7 @@ from torch import nn
 from transformers import ElectraConfig, ElectraForSequenceClassification, ElectraForTokenClassification
 
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.classifier import finetuned_model, read_finetuned
+from electra.finetuning.loading import finetuned_model, read_finetuned
 from electra.finetuning.results import ResultsTable, select_runs
 from electra.finetuning.runs import group_dir, transformers_folder
 from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block

@@ -12,7 +12,8 @@ import torch.distributed as dist
 from torch import nn
 
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.classifier import ElectraClassifier, optimizer_groups
+from electra.finetuning.classifier import ElectraClassifier
+from electra.finetuning.layerwise import optimizer_groups
 from electra.finetuning.step import FinetuningStep
 from electra.finetuning.tasks.base import TaskData
 from electra.training.device import AUTOCAST_DTYPES, resolve_device, resolve_precision

@@ -27,8 +27,8 @@ import torch
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.data.tokenizer import pad_token_id
-from electra.finetuning.classifier import load_pretrained
 from electra.finetuning.learner import device_and_autocast
+from electra.finetuning.loading import load_pretrained
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
 from electra.pretrained.export import quiet_transformers

@@ -23,8 +23,8 @@ from electra.config.fields import SEED_END, field
 from electra.config.paths import path
 from electra.config.values import config_from_dict
 from electra.data.tokenizer import pad_token_id
-from electra.finetuning.classifier import load_finetuned, read_finetuned
 from electra.finetuning.learner import predict_outputs
+from electra.finetuning.loading import load_finetuned, read_finetuned
 from electra.finetuning.tasks.encoding import encode, make_loader
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import Examples

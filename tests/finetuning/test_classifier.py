@@ -1,4 +1,5 @@
-"""electra/finetuning/classifier.py: the pretrained model, the head, layer-wise learning rates."""
+"""electra/finetuning/loading.py (the pretrained model, a fine-tuned run read back), classifier.py (the head),
+layerwise.py (layer-wise learning rates)."""
 from __future__ import annotations
 
 import collections
@@ -8,26 +9,26 @@ import pytest
 import torch
 
 from electra.config.errors import ConfigError
-from electra.finetuning import classifier
+from electra.finetuning import classifier, layerwise, loading
 
 
 @pytest.mark.usefixtures('one_thread')
 def test_load_pretrained_bad_sources(tmp_path, tiny_dir, tiny):
     import transformers
     with pytest.raises(ConfigError, match=r'run `python pretrain.py` first'):
-        classifier.load_pretrained(str(tmp_path / 'demo_11081_100%.pth'))
+        loading.load_pretrained(str(tmp_path / 'demo_11081_100%.pth'))
     model, tok = tiny
     gen = transformers.ElectraForMaskedLM(model.config)
     gen.save_pretrained(tmp_path / 'generator')  # a generator directory loads as a discriminator with a new head ...
     tok.save_pretrained(tmp_path / 'generator')
     with pytest.raises(ConfigError, match='holds a ElectraForMaskedLM .*, not an ELECTRA discriminator'):
-        classifier.load_pretrained(str(tmp_path / 'generator'))  # ... but is still refused
+        loading.load_pretrained(str(tmp_path / 'generator'))  # ... but is still refused
     small = transformers.ElectraForPreTraining(transformers.ElectraConfig(vocab_size=20, hidden_size=32, num_hidden_layers=1,
                                                                           num_attention_heads=2, intermediate_size=32))
     small.save_pretrained(tmp_path / 'small')
     tok.save_pretrained(tmp_path / 'small')
     with pytest.raises(ConfigError, match=f'the tokenizer has {len(tok)} tokens but the model.s vocabulary only 20'):
-        classifier.load_pretrained(str(tmp_path / 'small'))
+        loading.load_pretrained(str(tmp_path / 'small'))
 
 
 @pytest.mark.usefixtures('one_thread')
@@ -44,7 +45,7 @@ def test_head_and_layer_groups(tiny):
     ids = torch.tensor([[2, 20, 21, 3, 0]]); mask = torch.tensor([[1, 1, 1, 1, 0]]); types = torch.zeros_like(ids)
     h = model.electra(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state[:, 0]
     assert torch.allclose(clf(ids, mask, types), clf.classifier(h), atol=1e-6)  # [CLS] -> linear (no pooler, no tanh)
-    groups, lrs = classifier.optimizer_groups(clf, 1e-3, 0.5, 'official')
+    groups, lrs = layerwise.optimizer_groups(clf, 1e-3, 0.5, 'official')
     names = [n for g in groups for n in g['names']]
     assert sorted(names) == sorted(n for n, _ in clf.named_parameters())  # every parameter exactly once
     by_name = {n: (lr, g['no_decay']) for g, lr in zip(groups, lrs) for n in g['names']}
@@ -67,7 +68,7 @@ def official_layer_lrs(learning_rate, layer_decay, n_layers):
 
 @pytest.mark.parametrize('n_layers, lr, d', [(12, 3e-4, 0.8), (12, 1e-4, 0.8), (24, 5e-5, 0.9)])
 def test_layer_lrs_official_mode_matches_the_official_code(n_layers, lr, d):
-    from electra.finetuning.classifier import layer_lrs
+    from electra.finetuning.layerwise import layer_lrs
     got = layer_lrs(lr, d, n_layers, 'official')
     ref = official_layer_lrs(lr, d, n_layers)
     assert len(got) == n_layers + 2
@@ -80,7 +81,7 @@ def test_layer_lrs_official_mode_matches_the_official_code(n_layers, lr, d):
 
 
 def test_layer_lrs_by_hand_for_12_and_24_layers():
-    from electra.finetuning.classifier import layer_lrs
+    from electra.finetuning.layerwise import layer_lrs
     off12, int12 = layer_lrs(3e-4, 0.8, 12, 'official'), layer_lrs(3e-4, 0.8, 12, 'intended')
     assert off12[-1] == pytest.approx(3e-4) and int12[-1] == pytest.approx(3e-4)
     assert off12[12] == pytest.approx(1.92e-4) and int12[12] == pytest.approx(2.4e-4)   # top layer: 3e-4 * .8^2 / * .8
@@ -103,4 +104,4 @@ def test_a_damaged_finetuned_run_is_named_with_the_fix(tmp_path, tiny, data):
     path.write_bytes(data if data is not None else path.read_bytes()[:5000])
     with pytest.raises(ConfigError, match=r'RTE_0.pth: cannot read this fine-tuned run \(.*\)\. Delete it and its row in '
                                           r'results.csv, and run the same command again to redo the run'):
-        classifier.read_finetuned(path)
+        loading.read_finetuned(path)

@@ -15,8 +15,8 @@ from transformers import (AutoTokenizer, ElectraForSequenceClassification, Elect
 
 import electra
 from electra.finetuning import sweep
-from electra.finetuning.classifier import load_finetuned, read_finetuned
 from electra.finetuning.export import save_runs, to_transformers
+from electra.finetuning.loading import load_finetuned, read_finetuned
 from electra.finetuning.tasks.demo import write_demo_tasks
 from tests.support.finetune import job
 

@@ -8,7 +8,7 @@ import torch
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_from_dict
-from electra.finetuning import classifier, learner
+from electra.finetuning import classifier, layerwise, learner, loading
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
@@ -32,7 +32,7 @@ def test_layerwise_schedule_reaches_the_optimizer(tmp_path, glue_dir, tiny):
     spy = Spy()
     _, history = learner.train_run(data, cfg, model.electra, 0, torch.device('cpu'), None, 0, extra_cbs=(spy,))
     clf = classifier.ElectraClassifier(model.electra, 2)
-    _, peaks = classifier.optimizer_groups(clf, 1e-3, 0.5, 'official')
+    _, peaks = layerwise.optimizer_groups(clf, 1e-3, 0.5, 'official')
     total = 2 * 4  # 32 examples, batch 8, 2 epochs
     assert len(spy.seen) == total and len(history) == 2
     for t, lrs in enumerate(spy.seen):  # warm-up and decay together, per layer: lr(t) = peak_g * min(1, t/W) * (1 - t/T)
@@ -96,8 +96,8 @@ def test_sts_b_targets_learned_on_the_official_scale(tiny, tmp_path, scale):
     path = tmp_path / 'run.pth'
     torch.save({'format': 'electra-glue', 'n_outputs': 1, 'dropout': 0.0, 'target_scale': scale,
                 'electra_config': model.electra.config.to_dict(), 'model': clf.state_dict()}, path)
-    assert np.allclose(learner.predict_outputs(classifier.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
+    assert np.allclose(learner.predict_outputs(loading.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
     torch.save({'format': 'electra-finetuned', 'kind': 'classification', 'electra_config': model.electra.config.to_dict(),
                 'head': ClassificationTask(TASKS['STS-B'], None).head(clf), 'model': clf.state_dict()}, path)
-    assert np.allclose(learner.predict_outputs(classifier.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
+    assert np.allclose(learner.predict_outputs(loading.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
     assert FinetuneConfig().stsb_scale == 5.0

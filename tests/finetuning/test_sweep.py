@@ -16,7 +16,7 @@ import torch
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_from_dict
-from electra.finetuning import classifier, learner, runs, sweep
+from electra.finetuning import learner, loading, runs, sweep
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
@@ -95,14 +95,14 @@ def test_interrupted_sweep_resumes_and_ensemble_averages_logits(tmp_path, glue_d
     top = results.task_rows('RTE').sort_values(['score', 'run'], ascending=[False, True]).head(2)
     from electra.finetuning.tasks.encoding import encode, make_loader
     enc = encode(src.load(TASKS['RTE'], 'test'), tok, 64)
-    logits = [learner.predict_outputs(classifier.load_finetuned(p), make_loader(enc, 5, False, 0)) for p in top['checkpoint']]
+    logits = [learner.predict_outputs(loading.load_finetuned(p), make_loader(enc, 5, False, 0)) for p in top['checkpoint']]
     expected = [TASKS['RTE'].labels[i] for i in np.mean(logits, axis=0).argmax(-1)]
     assert [r[1] for r in parse(tmp_path / 'out/t/RTE.tsv')[1]] == expected
 
 
 def finetune_from(cfg, lines):
     "What finetune.py does: the model loaded from `cfg.model`, then the sweep."
-    model, tok = classifier.load_pretrained(cfg.model)
+    model, tok = loading.load_pretrained(cfg.model)
     return sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
 
 
@@ -120,7 +120,7 @@ def test_a_model_written_again_at_its_path_is_fine_tuned_again_and_an_unchanged_
     finetune_from(cfg, [])
     assert torch.equal(mask_row(torch.load(tmp_path / 'ckpt/t/RTE_1.pth')['model'], tok), mask_row(model.state_dict(), tok))
     # pretrained again (pretrain.py --overwrite): other weights at the same path
-    other = classifier.load_pretrained(str(path))[0]
+    other = loading.load_pretrained(str(path))[0]
     with torch.no_grad():
         for w in other.parameters(): w.mul_(0.5)
     other.save_pretrained(path)
@@ -255,7 +255,7 @@ def test_ctrl_c_in_a_sweep_keeps_the_finished_runs_and_says_how_to_go_on(tmp_pat
 def test_real_sts_b_two_short_runs(tmp_path, tiny_dir):
     "From the demo checkpoint when it exists (else the tiny model): 2 short runs on the real STS-B."
     source = str(DEMO_CHECKPOINT) if DEMO_CHECKPOINT.is_file() else str(tiny_dir)
-    model, tok = classifier.load_pretrained(source)
+    model, tok = loading.load_pretrained(source)
     cfg = job(tmp_path, REAL_GLUE, tasks=['STS-B'], runs=2, max_train_samples=64, epochs=1, model=source, batch_size=16)
     src = open_source(cfg.data)
     results = sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
@@ -268,7 +268,7 @@ def test_real_sts_b_two_short_runs(tmp_path, tiny_dir):
     from electra.finetuning.tasks.encoding import make_loader
     dev = ClassificationTask(TASKS['STS-B'], src).prepare(cfg.for_task('STS-B'), tok, cfg.cache_dir, True).dev['dev']
     for r in rows.to_dict('records'):
-        pred = learner.predict_outputs(classifier.load_finetuned(r['checkpoint']), make_loader(dev, cfg.eval_batch_size, False, 0))
+        pred = learner.predict_outputs(loading.load_finetuned(r['checkpoint']), make_loader(dev, cfg.eval_batch_size, False, 0))
         assert r['spearman'] == pytest.approx(100 * scipy.stats.spearmanr(pred, dev.label)[0], rel=1e-4)
         assert r['pearson'] == pytest.approx(100 * scipy.stats.pearsonr(pred, dev.label)[0], rel=1e-4)
     summary = sweep.write_summary(cfg, results)

@@ -11,7 +11,7 @@ from electra.config.errors import ConfigError, RunWarning
 from electra.config.pretrain import PretrainConfig
 from electra.config.values import config_from_dict, config_to_dict
 from electra.data.tokenizer import load_tokenizer, tokenizer_state
-from electra.finetuning import classifier
+from electra.finetuning import loading
 from electra.pretrained.export import load_discriminator
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
@@ -85,19 +85,19 @@ def test_model_directories_that_cannot_work_are_refused(tiny, tmp_path):
     no_tok = tmp_path / 'no_tokenizer'
     model.save_pretrained(no_tok)
     with pytest.raises(ConfigError, match='no tokenizer files .neither tokenizer.json nor vocab.txt.'):
-        classifier.load_pretrained(str(no_tok))
+        loading.load_pretrained(str(no_tok))
     no_config = tmp_path / 'no_config'
     shutil.copytree(good, no_config)
     (no_config / 'config.json').unlink()
     with pytest.raises(ConfigError, match='no config.json, so not a save_pretrained directory'):
-        classifier.load_pretrained(str(no_config))
+        loading.load_pretrained(str(no_config))
     with pytest.raises(ConfigError, match='a bert model, not ELECTRA'):
-        classifier.load_pretrained(str(saved_as_bert(tiny, tmp_path / 'bert')))
-    assert classifier.load_pretrained(str(good))[0].config.model_type == 'electra'
+        loading.load_pretrained(str(saved_as_bert(tiny, tmp_path / 'bert')))
+    assert loading.load_pretrained(str(good))[0].config.model_type == 'electra'
     # a file of the directory, not the directory: transformers read it as pickled weights (a traceback of
     # UnpicklingError, the sweep's F11)
     for name in ('tokenizer.json', 'config.json'):
-        with pytest.raises(ConfigError) as e: classifier.load_pretrained(str(good / name))
+        with pytest.raises(ConfigError) as e: loading.load_pretrained(str(good / name))
         assert str(e.value) == (f'model: {good / name} is a file but not a checkpoint of pretrain.py (torch.save writes '
                                 f'a zip archive): give a pretrain.py checkpoint (any name), a save_pretrained folder '
                                 f'(here perhaps {good}) or a hub name.')

@@ -11,7 +11,7 @@ import torch
 from electra.config.errors import ConfigError
 from electra.config.values import config_to_dict
 from electra.data.tokenizer import load_tokenizer, tokenizer_state
-from electra.finetuning import classifier
+from electra.finetuning import loading
 from electra.objective.model import build_pretraining_model
 from electra.objective.masking import MaskingSettings
 from electra.pretraining.init_from import init_sources, load_init
@@ -44,14 +44,14 @@ def same_weights(a, b) -> bool:
 def test_a_save_pretrained_folder_named_like_a_file_loads_as_the_folder(tiny_dir, tmp_path):
     named = tmp_path / 'my_model.pth'
     shutil.copytree(tiny_dir, named)
-    disc, tok = classifier.load_pretrained(str(named))
-    assert same_weights(disc, classifier.load_pretrained(str(tiny_dir))[0]) and len(tok) == disc.config.vocab_size
+    disc, tok = loading.load_pretrained(str(named))
+    assert same_weights(disc, loading.load_pretrained(str(tiny_dir))[0]) and len(tok) == disc.config.vocab_size
 
 
 def test_a_checkpoint_named_like_a_folder_loads_as_the_checkpoint(checkpoint, tmp_path):
     named = tmp_path / 'my_model'
     shutil.copyfile(checkpoint, named)
-    assert same_weights(classifier.load_pretrained(str(named))[0], classifier.load_pretrained(str(checkpoint))[0])
+    assert same_weights(loading.load_pretrained(str(named))[0], loading.load_pretrained(str(checkpoint))[0])
     assert init_sources(str(named)) == named and load_init(str(named)).discriminator.config.hidden_size == 32
 
 
@@ -59,7 +59,7 @@ def test_a_checkpoint_named_like_a_folder_loads_as_the_checkpoint(checkpoint, tm
 def test_a_pth_that_is_text_is_refused_naming_the_key(tmp_path, content):
     lying = tmp_path / 'model.pth'
     lying.write_bytes(content)
-    for load, key in ((classifier.load_pretrained, 'model'), (init_sources, 'init_from')):
+    for load, key in ((loading.load_pretrained, 'model'), (init_sources, 'init_from')):
         with pytest.raises(ConfigError) as e:
             load(str(lying))
         message = str(e.value)

@@ -68,7 +68,7 @@ def test_recall_counts_ties_and_catches_a_bad_index():
 @pytest.fixture(scope='module')
 def pretrained(tmp_path_factory):
     "The discriminator and tokenizer of the demo preset pretrained for 20 steps by pretrain.py (shared with test_notebooks)."
-    from electra.finetuning.classifier import load_pretrained
+    from electra.finetuning.loading import load_pretrained
     return load_pretrained(tiny_pretraining(tmp_path_factory)['checkpoint'])
 
 
@@ -80,7 +80,7 @@ def real_checkpoints():
 
 @pytest.mark.parametrize('source', real_checkpoints())
 def test_recall_on_word_embeddings(source, pretrained):
-    from electra.finetuning.classifier import load_pretrained
+    from electra.finetuning.loading import load_pretrained
     model, tokenizer = pretrained if source == 'tiny' else load_pretrained(source)
     tokens = TokenIndex.from_model(model, tokenizer)
     assert not_degenerate(tokens.vectors) < 0.9

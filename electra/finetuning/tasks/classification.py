@@ -12,8 +12,9 @@ from torch import nn
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.data.tokenizer import pad_token_id
-from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier, load_finetuned
+from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier
 from electra.finetuning.learner import device_and_autocast, predict_outputs
+from electra.finetuning.loading import load_finetuned
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.encoding import encode_cached, make_loader
 from electra.finetuning.tasks.files import SENTENCE_KIND_METRICS, FileKind, file_task, register_file_kind, write_file_predictions

@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.finetuning.classifier import HEAD_MODELS, tf_dense
+from electra.finetuning.classifier import tf_dense
+from electra.finetuning.loading import HEAD_MODELS
 from electra.finetuning.loss import FinetuningLoss
 from electra.finetuning.tasks.qa.data import QAExample
 from electra.finetuning.tasks.qa.features import Window
@@ -104,7 +105,7 @@ class QAHead(nn.Module):
 
 class ElectraQA(nn.Module):
     """The ELECTRA body (an HF `ElectraModel`) and the QA head. The head is named `classifier`, so
-    `electra.finetuning.classifier.layer_groups` / `optimizer_groups` give it the head's layer-wise rate."""
+    `electra.finetuning.layerwise.layer_groups` / `optimizer_groups` give it the head's layer-wise rate."""
 
     def __init__(self, electra: nn.Module, **head_options):
         super().__init__()

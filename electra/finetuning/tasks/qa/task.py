@@ -45,8 +45,8 @@ from electra.config.fields import choice_field, field
 from electra.config.finetune import qa_no_ensemble
 from electra.config.values import config_to_dict
 from electra.data.tokenizer import pad_token_id
-from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast, predict_examples
+from electra.finetuning.loading import load_finetuned
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings

@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra.finetuning.classifier import HEAD_MODELS, tf_dense
+from electra.finetuning.classifier import tf_dense
 from electra.finetuning.learner import predict_examples
+from electra.finetuning.loading import HEAD_MODELS
 from electra.finetuning.loss import LOSS_REDUCTIONS, FinetuningLoss
 from electra.finetuning.tasks.tagging.encoding import IGNORE_INDEX
 
@@ -26,7 +27,7 @@ class ElectraTagger(nn.Module):
     """The ELECTRA body (an HF `ElectraModel`, as `ElectraClassifier` takes) and the official tagging head: final
     hidden states [B, T, H] -> (dropout, none by default as the official head) -> linear -> logits [B, T, n_labels].
     The layer starts as TF1's dense default, xavier-uniform weights and zero bias, and is named `classifier` so that
-    `electra.finetuning.classifier.optimizer_groups` gives it the head's layer-wise rate."""
+    `electra.finetuning.layerwise.optimizer_groups` gives it the head's layer-wise rate."""
 
     def __init__(self, electra: nn.Module, n_labels: int, dropout: float = 0.0):
         super().__init__()

@@ -28,8 +28,8 @@ import numpy as np
 from electra.config.errors import ConfigError
 from electra.config.fields import field
 from electra.data.tokenizer import pad_token_id
-from electra.finetuning.classifier import load_finetuned
 from electra.finetuning.learner import device_and_autocast
+from electra.finetuning.loading import load_finetuned
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names

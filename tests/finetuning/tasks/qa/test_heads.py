@@ -163,7 +163,7 @@ def test_null_odds_hand_computed():
 def test_head_init_and_electra_qa_layer_groups():
     import transformers
 
-    from electra.finetuning.classifier import layer_groups
+    from electra.finetuning.layerwise import layer_groups
     cfg = transformers.ElectraConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
     model = ElectraQA(transformers.ElectraModel(cfg))

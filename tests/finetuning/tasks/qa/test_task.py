@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from electra.config.errors import ConfigError
 from electra.finetuning import sweep
-from electra.finetuning.classifier import load_finetuned
+from electra.finetuning.loading import load_finetuned
 from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.qa.data import gold_answers, read_squad
 from electra.finetuning.tasks.qa.demo import write_demo_squad

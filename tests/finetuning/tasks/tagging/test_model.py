@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from electra.finetuning.classifier import optimizer_groups
+from electra.finetuning.layerwise import optimizer_groups
 from electra.finetuning.tasks.tagging.encoding import IGNORE_INDEX, encode_tagging, make_tagging_loader
 from electra.finetuning.tasks.tagging.model import ElectraTagger, TaggingLoss, predict_windows
 from tests.support.distributed import as_if_in_a_job

@@ -11,7 +11,7 @@ from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_from_dict
 from electra.finetuning import sweep
-from electra.finetuning.classifier import load_finetuned
+from electra.finetuning.loading import load_finetuned
 from electra.finetuning.tasks.files import read_task_file
 from electra.finetuning.tasks.tagging.demo import write_demo_tagging
 from electra.finetuning.tasks.tagging.model import ElectraTagger, predict_windows

@@ -7,7 +7,6 @@ masked input -> generator (vocab projection at the masked positions only) -> Gum
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,8 +26,8 @@ from electra.objective.sampling import sample_tokens
 if TYPE_CHECKING:
     from electra.config.pretrain import PretrainConfig
 
-__all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'unpadded_copy', 'ElectraGeneratorDiscriminator',
-           'MaskedLMHead', 'DisentangledEmbedding', 'official_init_', 'build_pretraining_model', 'discriminator_state',
+__all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'ElectraGeneratorDiscriminator',
+           'MaskedLMHead', 'DisentangledEmbedding', 'official_init_', 'build_pretraining_model',
            'TwoTowerClozeGenerator', 'electric_logits', 'FROZEN_GENERATORS', 'mlm_head',
            'ElectraGeneratorDiscriminatorOutput', 'fp32']
 
@@ -64,22 +63,6 @@ def fp32(pred: ElectraGeneratorDiscriminatorOutput) -> ElectraGeneratorDiscrimin
 def padded_vocab_size(vocab_size: int, multiple: int) -> int:
     "`vocab_size` rounded up to a multiple of `multiple` (0: unchanged), e.g. 30522 -> 30528 for 64."
     return -(-vocab_size // multiple) * multiple if multiple > 0 else vocab_size
-
-
-VOCAB_PARAMS = ('embeddings.word_embeddings.weight', 'generator_lm_head.weight', 'generator_lm_head.bias')
-
-
-def unpadded_copy(net: ElectraForMaskedLM | ElectraForPreTraining, vocab_size: int, state: dict | None = None):
-    """`net` itself when its vocabulary has `vocab_size` rows and `state` is not given; otherwise a plain copy holding
-    `state` (default: `net`'s own), with the padding rows (`pad_vocab_multiple`) cut off, so `save_pretrained` writes
-    what a model of the tokenizer's size holds."""
-    if net.config.vocab_size == vocab_size and state is None: return net
-    config = copy.deepcopy(net.config)
-    config.vocab_size = vocab_size
-    out = type(net)(config)
-    state = net.state_dict() if state is None else state
-    out.load_state_dict({k: v[:vocab_size] if k.endswith(VOCAB_PARAMS) else v for k, v in state.items()})
-    return out.to(net.device)
 
 
 FROZEN_GENERATORS = (ElectraForMaskedLM, BertForMaskedLM)  # the masked LMs a frozen generator (kind 'frozen') may be
@@ -454,13 +437,3 @@ def build_pretraining_model(cfg: PretrainConfig, masking: MaskingSettings,
         nn.init.zeros_(model.mlm_head.projection.bias)
     return model
 
-
-def discriminator_state(model_state: dict[str, torch.Tensor], tie_weights: str) -> dict[str, torch.Tensor]:
-    """The plain `ElectraForPreTraining` weights in a pretraining model's `state_dict`: its `discriminator.` entries,
-    with the tables of gradient-disentangled sharing ('gdes') made whole, the generator's + the residual."""
-    state = {k[len('discriminator.'):]: v for k, v in model_state.items() if k.startswith('discriminator.')}
-    if tie_weights == 'gdes':
-        for name in EMBEDDING_TABLES:
-            key = f'electra.embeddings.{name}.weight'
-            state[key] = model_state[f'generator.{key}'] + state[key]
-    return state

@@ -1,6 +1,8 @@
 """From a pretraining run to plain transformers models, and back: `export_pretrained` writes the discriminator and the
 generator with `save_pretrained` (tokenizer included) so `from_pretrained` loads them; `load_discriminator` reads any
-of the three sources fine-tuning accepts (a pretrain `.pth`, a `save_pretrained` directory, a hub name)."""
+of the three sources fine-tuning accepts (a pretrain `.pth`, a `save_pretrained` directory, a hub name). Both sides
+read a pretraining model's weights as the plain networks hold them: `discriminator_state` (the discriminator's own, its
+embedding tables made whole under 'gdes' sharing) and `unpadded_copy` (the vocabulary's padding rows cut off)."""
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +16,7 @@ from huggingface_hub import try_to_load_from_cache
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
-from transformers import AutoTokenizer, ElectraForPreTraining, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
 from electra.config.errors import ConfigError, need
@@ -23,11 +25,10 @@ from electra.config.version import __version__
 from electra.data.hub import hub_unreachable
 from electra.data.tokenizer import has_tokenizer_files, tokenizer_from_state
 from electra.objective.model import (
+    EMBEDDING_TABLES,
     ElectraGeneratorDiscriminator,
     discriminator_config,
-    discriminator_state,
     padded_vocab_size,
-    unpadded_copy,
 )
 from electra.pretrained.card import CARD, write_pretrained_card
 from electra.runtime.files import file_sha256, saved_by_torch
@@ -36,7 +37,7 @@ from electra.training.checkpoint import load_checkpoint
 
 __all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'save_model', 'with_model_length',
            'export_holds', 'load_discriminator', 'model_fingerprint',
-           'quiet_transformers']
+           'quiet_transformers', 'unpadded_copy', 'discriminator_state']
 
 EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
 
@@ -256,3 +257,30 @@ def model_fingerprint(source: str | Path) -> str:
         digest.update(f'{name}\0'.encode())
         digest.update(file_sha256(f))
     return digest.hexdigest()[:16]
+
+
+VOCAB_PARAMS = ('embeddings.word_embeddings.weight', 'generator_lm_head.weight', 'generator_lm_head.bias')
+
+
+def unpadded_copy(net: ElectraForMaskedLM | ElectraForPreTraining, vocab_size: int, state: dict | None = None):
+    """`net` itself when its vocabulary has `vocab_size` rows and `state` is not given; otherwise a plain copy holding
+    `state` (default: `net`'s own), with the padding rows (`pad_vocab_multiple`) cut off, so `save_pretrained` writes
+    what a model of the tokenizer's size holds."""
+    if net.config.vocab_size == vocab_size and state is None: return net
+    config = copy.deepcopy(net.config)
+    config.vocab_size = vocab_size
+    out = type(net)(config)
+    state = net.state_dict() if state is None else state
+    out.load_state_dict({k: v[:vocab_size] if k.endswith(VOCAB_PARAMS) else v for k, v in state.items()})
+    return out.to(net.device)
+
+
+def discriminator_state(model_state: dict[str, torch.Tensor], tie_weights: str) -> dict[str, torch.Tensor]:
+    """The plain `ElectraForPreTraining` weights in a pretraining model's `state_dict`: its `discriminator.` entries,
+    with the tables of gradient-disentangled sharing ('gdes') made whole, the generator's + the residual."""
+    state = {k[len('discriminator.'):]: v for k, v in model_state.items() if k.startswith('discriminator.')}
+    if tie_weights == 'gdes':
+        for name in EMBEDDING_TABLES:
+            key = f'electra.embeddings.{name}.weight'
+            state[key] = model_state[f'generator.{key}'] + state[key]
+    return state

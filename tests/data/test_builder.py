@@ -8,9 +8,9 @@ import pytest
 from electra.data.cache import build_summary
 from electra.data.corpus import BuildSettings
 from electra.data.sentences import split_sentences
-from electra.tools.data_views import example_statistics
 from tests.support.corpora import build, needs_shared, wiki_slice
 from tests.support.data import build_pretraining_dataset, check_layout, corpus_files
+from tests.support.data_statistics import example_statistics
 
 
 def test_build_never_crosses_documents_or_files(words, tmp_path):

@@ -14,7 +14,7 @@ from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.config.values import config_from_dict
 from electra.finetuning.tasks.files import FileSource, read_task_file
-from electra.finetuning.tasks.qa.data import read_mrqa, read_qa, read_squad
+from electra.finetuning.tasks.qa.data import qa_format, read_mrqa, read_squad
 from electra.finetuning.tasks.tagging.data import read_tagged
 
 ROWS = [{'sentence': 'a good film', 'label': 'pos'}, {'sentence': 'a bad, bad plot', 'label': 'neg'}]
@@ -85,9 +85,9 @@ def test_qa_files_are_read_by_what_they_hold(tmp_path):
     assert read_task_file(tmp_path / 'squad.yaml').files['train'] == tmp_path / 'squad.txt'
     assert read_task_file(tmp_path / 'mrqa.yaml').files['dev'] == tmp_path / 'packed.jsonl'
     answers = lambda exs: [(e.id, e.gold_texts) for e in exs]
-    assert answers(read_squad(tmp_path / 'squad.txt')) == answers(read_qa(tmp_path / 'squad.txt')) == [('q1', ('France',))]
+    assert answers(read_squad(tmp_path / 'squad.txt')) == [('q1', ('France',))] and qa_format(tmp_path / 'squad.txt') == 'squad'
     for f in ('plain.jsonl.gz', 'packed.jsonl'):
-        assert answers(read_mrqa(tmp_path / f)) == answers(read_qa(tmp_path / f)) == [('q1', ('France',))]
+        assert answers(read_mrqa(tmp_path / f)) == [('q1', ('France',))] and qa_format(tmp_path / f) == 'mrqa'
     (tmp_path / 'lying.yaml').write_text('kind: squad\ntrain: packed.jsonl\ndev: squad.txt\n', encoding='utf-8')
     with pytest.raises(ConfigError, match=r'lying.yaml: train: packed.jsonl holds MRQA JSON lines, but kind is squad: '
                                           r'set kind: mrqa, or give a squad file\.$'):

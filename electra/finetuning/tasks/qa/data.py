@@ -25,7 +25,7 @@ from electra.config.errors import ConfigError, RunWarning
 from electra.config.text_files import load_json, read_text
 
 __all__ = ['QAExample', 'is_official_whitespace', 'split_words', 'answer_found', 'squad_version', 'squad_json', 'read_squad', 'read_mrqa',
-           'read_qa', 'qa_format', 'gold_answers', 'BAD_ANSWER_MODES', 'MAX_BAD_SHARE']
+           'qa_format', 'gold_answers', 'BAD_ANSWER_MODES', 'MAX_BAD_SHARE']
 
 BAD_ANSWER_MODES = ('error', 'skip', 'keep')
 
@@ -296,13 +296,6 @@ def qa_format(path: Path) -> str | None:
     first = re.match(rb'\s*\{\s*"([^"]*)"', head.removeprefix(b'\xef\xbb\xbf'))
     if first is None: return None
     return 'squad' if first.group(1) in (b'data', b'version') else 'mrqa'
-
-
-def read_qa(path: str | Path, on_bad_answer: str = 'error', labeled: bool = True) -> list[QAExample]:
-    "`read_squad` or `read_mrqa`, by what the file holds (`qa_format`), whatever its name."
-    path = Path(path)
-    if not path.is_file(): raise ConfigError(f"{path}: no such file; give a SQuAD JSON or an MRQA JSONL file.")
-    return (read_mrqa if qa_format(path) == 'mrqa' else read_squad)(path, on_bad_answer, labeled)
 
 
 def gold_answers(examples: list[QAExample]) -> dict[str, list[str]]:

@@ -26,8 +26,7 @@ from electra.config.errors import ConfigError
 from electra.config.text_files import load_json, read_text
 
 __all__ = ['SCHEMES', 'Sentence', 'TaggedFile', 'TaggingData', 'read_conll', 'read_jsonl', 'read_tagged',
-           'detect_scheme', 'check_scheme', 'check_known_tags', 'read_tagging_files', 'entity_types', 'scheme_labels',
-           'to_scheme']
+           'detect_scheme', 'check_scheme', 'check_known_tags', 'read_tagging_files', 'entity_types']
 
 SCHEMES = ('IOB2', 'IOBES', 'IOB1', 'plain')
 _PREFIXED = re.compile(r'([BIES])-(.+)\Z', re.S)
@@ -247,35 +246,8 @@ def read_tagging_files(train: str | Path, scheme: str = 'auto', **others: str | 
 
 # -- entity spans and scheme conversion
 
-def _spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
-    "(type, first word, last word) of each entity, read by seqeval as conlleval reads them."
-    from seqeval.metrics.sequence_labeling import get_entities
-    return get_entities(list(tags))
-
 
 def entity_types(tag_lists: Iterable[Sequence[str]]) -> list[str]:
     "The entity types of prefixed tags (B-PER -> PER), sorted."
     return sorted({_split(t)[1] for tags in tag_lists for t in tags if _split(t)[0] in ('B', 'I', 'E', 'S')})
 
-
-def scheme_labels(types: Iterable[str], scheme: str) -> list[str]:
-    """Every tag of `scheme` for the entity `types`, sorted: the label set of a model trained in another scheme than
-    its files' (as the official code trains NER in BIOES, tagging_tasks.py `LABEL_ENCODING`)."""
-    prefixes = {'IOB2': 'BI', 'IOB1': 'BI', 'IOBES': 'BIES'}.get(scheme)
-    if prefixes is None: raise ConfigError(f"scheme: {scheme!r} has no entity prefixes (IOB2, IOB1 or IOBES).")
-    return sorted({'O', *(f'{p}-{t}' for t in types for p in prefixes)})
-
-
-def to_scheme(tags: Sequence[str], scheme: str) -> list[str]:
-    """`tags` (a well-formed IOB1, IOB2 or IOBES sentence) rewritten in `scheme` ('IOB2' or 'IOBES') with the same
-    entities. The official code trains NER on BIOES tags made this way from the file's spans (tagging_tasks.py,
-    `TaggingExample`: `get_span_labels` then `get_tags(..., 'BIOES')`)."""
-    if scheme not in ('IOB2', 'IOBES'): raise ConfigError(f"scheme: can convert to IOB2 or IOBES, not {scheme!r}.")
-    out = ['O'] * len(tags)
-    for typ, a, b in _spans(tags):
-        out[a:b + 1] = [f'I-{typ}'] * (b - a + 1)
-        if scheme == 'IOBES' and a == b: out[a] = f'S-{typ}'
-        else:
-            out[a] = f'B-{typ}'
-            if scheme == 'IOBES': out[b] = f'E-{typ}'
-    return out

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from electra.config.errors import ConfigError, RunWarning
-from electra.finetuning.tasks.qa.data import (QAExample, answer_found, gold_answers, read_mrqa, read_qa, read_squad,
+from electra.finetuning.tasks.qa.data import (QAExample, answer_found, gold_answers, qa_format, read_mrqa, read_squad,
                                               split_words)
 from tests.finetuning.tasks.qa.conftest import squad_file
 
@@ -41,7 +41,7 @@ def test_read_squad_v1(tmp_path):
     assert ex == [QAExample('q1', 'When was he born?', CTX, (('1895', 27), ('1895-1943', 27)), False, ('1895', '1895-1943')),
                   QAExample('q2', 'Where?', CTX, (('New\u00a0York', 52),), False, ('New\u00a0York',))]
     assert gold_answers(ex) == {'q1': ['1895', '1895-1943'], 'q2': ['New\u00a0York']}
-    assert read_qa(path) == ex
+    assert qa_format(path) == 'squad'
 
 
 def test_read_squad_v2_unanswerable(tmp_path):
@@ -65,7 +65,8 @@ def test_read_mrqa_jsonl_and_gz(tmp_path):
     with gzip.open(tmp_path / 'dev.jsonl.gz', 'wt', encoding='utf-8') as f: f.write(text)
     want = [QAExample('n1', 'Who led?', CTX, (('John Smith', 15), ('Smith', 20), ('Smith', 20)), False,
                       ('John Smith', 'Smith'))]
-    assert read_mrqa(tmp_path / 'dev.jsonl') == want == read_qa(tmp_path / 'dev.jsonl.gz')
+    assert read_mrqa(tmp_path / 'dev.jsonl') == want == read_mrqa(tmp_path / 'dev.jsonl.gz')
+    assert qa_format(tmp_path / 'dev.jsonl') == qa_format(tmp_path / 'dev.jsonl.gz') == 'mrqa'
 
 
 def _one(tmp_path, qa: dict, context: str = CTX, version: str = '1.1'):
@@ -144,7 +145,6 @@ def test_duplicate_ids_and_bad_json(tmp_path):
     with pytest.raises(ConfigError, match="'d' appears twice"): read_squad(path)
     (tmp_path / 'broken.json').write_text('{"data": [', encoding='utf-8')
     with pytest.raises(ConfigError, match='broken.json: not JSON'): read_squad(tmp_path / 'broken.json')
-    with pytest.raises(ConfigError, match='x.txt: no such file'): read_qa(tmp_path / 'x.txt')
 
 
 def test_mrqa_errors_name_file_line_and_id(tmp_path):

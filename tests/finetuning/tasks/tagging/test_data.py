@@ -1,14 +1,12 @@
-"""electra/finetuning/tasks/tagging/data.py: CoNLL and JSONL readers, scheme checks and conversion."""
+"""electra/finetuning/tasks/tagging/data.py: CoNLL and JSONL readers, scheme checks."""
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 
 from electra.config.errors import ConfigError
 from electra.finetuning.tasks.tagging import data
-from tests.finetuning.tasks.tagging.conftest import random_iob2
 
 CONLL = """-DOCSTART- -X- -X- O
 
@@ -111,7 +109,6 @@ def test_schemes_are_detected_and_iob1_is_read_when_named(tmp_path):
         data.read_tagging_files(iob1)
     got = data.read_tagging_files(iob1, scheme='IOB1')
     assert got.scheme == 'IOB1' and got.labels == ['B-PER', 'I-LOC', 'I-PER', 'O']
-    assert data.to_scheme(got.splits['train'].sentences[0].tags, 'IOB2') == ['B-PER', 'I-PER', 'B-PER', 'O', 'B-LOC']
     with pytest.raises(ConfigError, match="scheme: 'BIO' is not one of"):
         data.read_tagging_files(iob1, scheme='BIO')
 
@@ -129,33 +126,8 @@ def test_dev_and_test_tags_must_occur_in_training(tmp_path):
     assert ok.scheme == 'IOB2' and ok.labels == ['B-LOC', 'B-PER', 'I-PER', 'O'] and list(ok.splits) == ['train', 'dev']
 
 
-def test_scheme_conversion_keeps_entities(tmp_path):
-    rng = random.Random(0)
-    for _ in range(300):
-        tags = random_iob2(rng, rng.randint(1, 15))
-        iobes = data.to_scheme(tags, 'IOBES')
-        f = data.TaggedFile('mem', 'jsonl', [data.Sentence('0', ['w'] * len(tags), iobes, 1)])
-        data.check_scheme(f, 'IOBES')  # well-formed
-        assert data.to_scheme(iobes, 'IOB2') == tags
-        # an independent reading of the entities: an IOBES entity is S-x alone, or B-x I-x* E-x
-        ents, start = [], None
-        for i, t in enumerate(iobes):
-            if t[0] == 'S': ents.append((t[2:], i, i))
-            if t[0] == 'B': start = i
-            if t[0] == 'E': ents.append((t[2:], start, i))
-        iob2 = [(t[2:], i, next((j - 1 for j in range(i + 1, len(tags)) if tags[j] != 'I-' + t[2:]), len(tags) - 1))
-                for i, t in enumerate(tags) if t[0] == 'B']
-        assert sorted(ents) == sorted(iob2)
-    assert data.to_scheme(['B-PER', 'I-PER', 'B-PER', 'O'], 'IOBES') == ['B-PER', 'E-PER', 'S-PER', 'O']
-
-
-def test_scheme_labels_and_entity_types():
+def test_entity_types():
     assert data.entity_types([['B-PER', 'O'], ['I-LOC', 'S-ORG', 'E-ORG']]) == ['LOC', 'ORG', 'PER']
-    assert data.scheme_labels(['PER', 'LOC'], 'IOBES') == ['B-LOC', 'B-PER', 'E-LOC', 'E-PER', 'I-LOC', 'I-PER', 'O',
-                                                           'S-LOC', 'S-PER']
-    assert data.scheme_labels(['PER'], 'IOB2') == ['B-PER', 'I-PER', 'O']
-    with pytest.raises(ConfigError):
-        data.scheme_labels(['PER'], 'plain')
 
 
 def test_a_test_file_may_have_no_tags_but_a_dev_file_must(tmp_path):

@@ -15,7 +15,7 @@ import torch
 if TYPE_CHECKING:
     from electra.config.pretrain import PretrainConfig
 
-__all__ = ['gumbel_noise', 'sample_tokens', 'replaced_labels', 'TemperatureSchedule']
+__all__ = ['gumbel_noise', 'sample_tokens', 'TemperatureSchedule']
 
 
 def gumbel_noise(shape, device, generator: torch.Generator | None = None, draws: torch.Tensor | None = None):
@@ -45,11 +45,6 @@ def sample_tokens(logits: torch.Tensor, labels: torch.Tensor | None = None, temp
     noise = gumbel_noise(logits.shape, logits.device, generator, noise_draws)
     scaled = logits / temperature if isinstance(temperature, torch.Tensor) or temperature != 1 else logits
     return noise.add_(scaled).argmax(-1)
-
-
-def replaced_labels(sampled: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    "True where a chosen position (label >= 0) got a token other than its original."
-    return (labels >= 0) & (sampled != labels)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from electra.objective.sampling import gumbel_noise, replaced_labels, sample_tokens
+from electra.objective.sampling import gumbel_noise, sample_tokens
 
 
 def test_gumbel_sampler_matches_softmax_with_temperature():
@@ -30,9 +30,3 @@ def test_disallow_correct_and_uniform():
     assert not (sample_tokens(logits, labels, disallow_correct=True, generator=g) == 2).any()
     freq = torch.bincount(sample_tokens(logits, labels, uniform=True, generator=g), minlength=4).float() / 50_000
     assert torch.allclose(freq, torch.full((4,), 0.25), atol=0.01)
-
-
-def test_replaced_is_false_where_sample_equals_original():
-    sampled = torch.tensor([[5, 6, 7], [8, 9, 10]])
-    labels = torch.tensor([[5, 0, -100], [8, 1, 10]])
-    assert replaced_labels(sampled, labels).tolist() == [[False, True, False], [False, True, False]]

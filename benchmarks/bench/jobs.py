@@ -15,7 +15,7 @@ from electra.config.cli import load_config
 from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import max_predictions
 from electra.objective.model import build_pretraining_model, padded_vocab_size
-from benchmarks.bench.baseline import BERT_IDS, bert_ids, loss_check, padded_like, synthetic_batches
+from tests.support.baseline import BERT_IDS, bert_ids, loss_check, padded_like, synthetic_batches
 from benchmarks.bench.flops import GLUE_TRAIN, device_peak_tflops, finetune_flops, pretrain_flops
 from benchmarks.bench.runners import (
     FinetuneBaselineRunner,

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.objective.loss import ElectraLoss
-from benchmarks.bench.baseline import (
+from tests.support.baseline import (
     Batches,
     BenchTokenizer,
     LoopAdam,

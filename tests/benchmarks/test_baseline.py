@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from benchmarks.bench import baseline
+from tests.support import baseline
 from tests.support.tiny import batches, tiny_cfg, tiny_model
 
 pytestmark = pytest.mark.usefixtures('one_thread')

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import electra.finetuning.step as step_module
-from benchmarks.bench.baseline import LoopAdam
+from tests.support.baseline import LoopAdam
 from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_from_dict
 from electra.finetuning import learner, stack

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.bench.baseline import Batches
+from tests.support.baseline import Batches
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.convert.tf import convert_tf_checkpoint, electric_state

@@ -10,7 +10,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import mask_tokens
 from electra.objective.model import build_pretraining_model, generator_config, padded_vocab_size
 from electra.objective.sampling import sample_tokens
-from benchmarks.bench import baseline
+from tests.support import baseline
 from tests.support.tiny import V, batches, tiny_cfg, token_ids
 from tests.support.tiny import tiny_model as tiny_model_of
 

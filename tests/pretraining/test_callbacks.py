@@ -16,7 +16,8 @@ def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
     from electra.runtime.errors import TrainingDiverged
-    from benchmarks.bench import baseline, runners
+    from benchmarks.bench import runners
+    from tests.support import baseline
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=16, log_every=8,
                          warmup_steps=2, checkpoint_at=[0.25, 0.5, 1.0], output_dir=str(tmp_path), run_name='nan')
@@ -47,7 +48,8 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
     those steps per row and the run goes on (torch autocasts fp16 on the CPU too, so the real step runs here)."""
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
-    from benchmarks.bench import baseline, runners
+    from benchmarks.bench import runners
+    from tests.support import baseline
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=8, log_every=4,
                          warmup_steps=2, checkpoint_at=[], output_dir=str(tmp_path))

@@ -4,7 +4,7 @@ import torch
 from electra.config.pretrain import PretrainConfig
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
-from benchmarks.bench import baseline
+from tests.support import baseline
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, embedding_size=24,
             generator_size=0.5, batch_size=4, max_length=16, checkpoint_at=[], steps=1000, warmup_steps=10)

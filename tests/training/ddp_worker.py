@@ -22,7 +22,7 @@ from electra.data.batches import pretraining_dataloader
 from electra.objective.masking import MaskedInputs
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.learner import pretraining_learner
-from benchmarks.bench.baseline import BenchTokenizer
+from tests.support.baseline import BenchTokenizer
 from electra.training.distributed import finish_distributed, init_distributed
 from tests.support.tiny import token_ids
 import electra.pretraining.step as step_module

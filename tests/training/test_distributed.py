@@ -62,7 +62,7 @@ def test_under_torchrun_the_step_function_ran_and_its_steps_are_the_plain_refere
     """The 4 steps of two gloo processes each ran through `pretraining_step`, and their weights are those of 4 plain
     reference steps on the whole global batches (the same masks and noise: `reference_losses`, `.backward()`, torch's
     clipping, a Python loop of the official Adam at the schedule's rate)."""
-    from benchmarks.bench.baseline import BenchTokenizer, LoopAdam, unique_named_parameters
+    from tests.support.baseline import BenchTokenizer, LoopAdam, unique_named_parameters
     from electra.data.batches import pretraining_dataloader
     from electra.objective.masking import MaskingSettings
     from electra.objective.reference import reference_losses

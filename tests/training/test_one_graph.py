@@ -6,7 +6,7 @@ from fastai.callback.core import Callback
 
 from electra.config.errors import ConfigError, RunWarning
 from benchmarks.bench import runners
-from benchmarks.bench.baseline import BERT_IDS, BenchTokenizer
+from tests.support.baseline import BERT_IDS, BenchTokenizer
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.step import learn_from

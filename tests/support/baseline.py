@@ -1,6 +1,7 @@
-"""The benchmark's inputs and its baseline: synthetic batches shaped like the official example builder's, a tokenizer
-stand-in, the plain objective of the HF classes with a Python-loop Adam, and the check that it and the project's step
-compute the same loss."""
+"""The inputs and the baseline that the tests and the benchmark (`python -m benchmarks.bench`) share: synthetic batches
+shaped like the official example builder's, a tokenizer stand-in, the plain objective of the HF classes with a
+Python-loop Adam, and the check that it and the project's step compute the same loss. It lives where the tests live;
+the benchmark imports it from here."""
 from __future__ import annotations
 
 import copy

@@ -129,3 +129,20 @@ def test_config_imports_no_job_and_the_task_kinds_register_from_above():
     assert out[0] == 'False 0'
     assert out[1] == ("1 ['classification', 'mrqa', 'multilabel', 'regression', 'squad', 'tagging'] "
                       "['qa', 'tagging']")
+
+
+def _imported_tops(path: Path) -> set[str]:
+    "The top-level packages a file imports (absolute imports, at the top or inside functions)."
+    tree = ast.parse(path.read_text(encoding='utf-8'))
+    return ({a.name.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+            | {n.module.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level})
+
+
+def test_the_library_imports_no_tests_or_benchmarks_and_the_tests_no_benchmark():
+    "The benchmarks' baseline and runners that tests use live in tests/support; only tests/benchmarks/ test the programs."
+    repo = ROOT.parent
+    wrong = [f'{p.relative_to(repo)} imports {t}' for p in sorted(ROOT.rglob('*.py'))
+             for t in sorted(_imported_tops(p) & {'tests', 'benchmarks'})]
+    wrong += [f'{p.relative_to(repo)} imports benchmarks' for p in sorted((repo / 'tests').rglob('*.py'))
+              if 'benchmarks' in _imported_tops(p) and p.parent.name != 'benchmarks']
+    assert not wrong, '\n'.join(wrong)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from electra.objective.masking import mask_tokens
-from benchmarks.bench import runners
+from tests.support import runners
 from tests.support import baseline
 from electra.training.speed import DevicePrefetcher
 from tests.support.tiny import token_ids

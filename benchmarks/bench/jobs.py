@@ -17,17 +17,9 @@ from electra.objective.masking import max_predictions
 from electra.objective.model import build_pretraining_model, padded_vocab_size
 from tests.support.baseline import BERT_IDS, bert_ids, loss_check, padded_like, synthetic_batches
 from benchmarks.bench.flops import GLUE_TRAIN, device_peak_tflops, finetune_flops, pretrain_flops
-from benchmarks.bench.runners import (
-    FinetuneBaselineRunner,
-    FinetuneLearnerRunner,
-    LearnerRunner,
-    PretrainLoopRunner,
-    Runner,
-    interleaved,
-    profile_steps,
-    ratio_per_round,
-    sync_check,
-)
+from benchmarks.bench.runners import (FinetuneBaselineRunner, FinetuneLearnerRunner, PretrainLoopRunner, interleaved,
+                                      profile_steps, ratio_per_round, sync_check)
+from tests.support.runners import LearnerRunner, Runner
 from electra.training.device import AUTOCAST_DTYPES, resolve_precision
 
 __all__ = ['environment', 'ablation_runners', 'pretrain_summary', 'bench_pretrain', 'bench_finetune', 'PRESET_DIR',

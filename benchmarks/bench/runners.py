@@ -1,14 +1,13 @@
-"""The steps being timed (`Runner`s), interleaved round by round, and what is measured besides time: host syncs, profiles."""
+"""The steps being timed (`Runner`s: the real pretraining step's, `LearnerRunner`, and `Runner` itself are in
+tests/support/runners.py, which the tests share), interleaved round by round, and what is measured besides time: host
+syncs, profiles."""
 from __future__ import annotations
 
 import copy
 import dataclasses
 import statistics
-import tempfile
 import time
 import warnings
-from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +16,6 @@ from torch import nn
 from electra.objective.loss import ElectraLoss
 from tests.support.baseline import (
     Batches,
-    BenchTokenizer,
     LoopAdam,
     baseline_pretrain_loss,
     fast_pretrain_loss,
@@ -25,107 +23,11 @@ from tests.support.baseline import (
     unique_named_parameters,
 )
 from electra.training.optim import ElectraAdam, param_groups
-from electra.training.speed import HostSyncCounter, try_compile, uncompile
+from electra.training.speed import try_compile, uncompile
+from tests.support.runners import FitRunner, LearnerRunner, Runner, count_host_syncs, step_timer, sync_device
 
-__all__ = ['count_host_syncs', 'Runner', 'step_timer', 'FitRunner', 'LearnerRunner', 'PretrainLoopRunner',
-           'FinetuneBaselineRunner', 'FinetuneLearnerRunner', 'interleaved', 'ratio_per_round', 'profile_steps',
+__all__ = ['PretrainLoopRunner', 'FinetuneBaselineRunner', 'FinetuneLearnerRunner', 'interleaved', 'ratio_per_round', 'profile_steps',
            'sync_check']
-
-
-def count_host_syncs(learn, n_steps: int) -> HostSyncCounter:
-    "Run `n_steps` steps of a Learner (eager) under `HostSyncCounter`; returns the counter."
-    loader = learn.dls.train.loader
-    old = loader.n
-    loader.n = n_steps
-    counter = HostSyncCounter()
-    try:
-        with counter: learn.fit(1)
-    finally:
-        loader.n = old
-    return counter
-
-
-
-
-def _sync(device: torch.device):
-    if device.type == 'cuda': torch.cuda.synchronize(device)
-
-
-class Runner:
-    "A training step to time: `run(k)` runs k steps and returns (wall seconds, process CPU seconds)."
-    name = ''
-    peak_mem: int | None = None
-
-    def __init__(self, device: torch.device): self.device = device
-
-    def steps(self, k: int): raise NotImplementedError
-
-    def run(self, k: int) -> tuple[float, float]:
-        if self.device.type == 'cuda': torch.cuda.reset_peak_memory_stats(self.device)
-        _sync(self.device)
-        t, c = time.perf_counter(), time.process_time()
-        self.steps(k)
-        _sync(self.device)
-        wall, cpu = time.perf_counter() - t, time.process_time() - c
-        if self.device.type == 'cuda':
-            self.peak_mem = max(self.peak_mem or 0, torch.cuda.max_memory_allocated(self.device))
-        return wall, cpu
-
-
-def step_timer(runner: 'Runner', n_steps: Callable[[], int]):
-    """A callback that times a Learner's fit from the end of its first batch (untimed: the loader and callbacks
-    start up) to the end of its last, between two device synchronisations, into `runner.timed`."""
-    from fastai.callback.core import Callback
-
-    class StepTimer(Callback):
-        "Times the steps after the first one of a fit."
-        order, run_valid = 100, False  # after every other callback: a step ends here
-
-        def before_fit(self): self.n = 0
-
-        def after_batch(self):
-            self.n += 1
-            if self.n == 1:
-                _sync(runner.device)
-                if runner.device.type == 'cuda': torch.cuda.reset_peak_memory_stats(runner.device)
-                self.t, self.c = time.perf_counter(), time.process_time()
-            elif self.n == n_steps():
-                _sync(runner.device)
-                runner.timed = (time.perf_counter() - self.t, time.process_time() - self.c)
-    return StepTimer()
-
-
-class FitRunner(Runner):
-    """A step inside a fastai Learner (`self.learn`, over the loader `self.loader`): each `run` is one `fit` of k + 1
-    batches, the first untimed (`step_timer`); `fit_kwargs` go to `fit`."""
-    fit_kwargs: dict = {}
-
-    def run(self, k: int) -> tuple[float, float]:
-        self.loader.n = k + 1
-        self.learn.fit(1, **self.fit_kwargs)
-        if self.device.type == 'cuda':
-            self.peak_mem = max(self.peak_mem or 0, torch.cuda.max_memory_allocated(self.device))
-        return self.timed
-
-
-class LearnerRunner(FitRunner):
-    "The real pretraining step: `electra.pretraining.learner.pretraining_learner`'s Learner."
-
-    def __init__(self, name, cfg, model, batches, device, precision):
-        super().__init__(device)
-        from electra.pretraining.callbacks import ProgressBar
-        from electra.pretraining.learner import pretraining_learner
-        self.name, self.loader = name, Batches(batches)
-        self._tmp = tempfile.TemporaryDirectory(prefix='electra_bench_')  # removed with the runner, or at exit
-        self.run_dir = Path(self._tmp.name)
-        self.learn = pretraining_learner(cfg, model, BenchTokenizer(model.vocab_size), self.loader, self.run_dir, device,
-                                   precision)
-        self.learn.remove_cbs([cb for cb in self.learn.cbs if isinstance(cb, ProgressBar)])
-        self.learn.metrics_logger.sinks = []
-        self.learn.add_cb(step_timer(self, lambda: self.loader.n))
-
-    @property
-    def compiled(self): return self.learn.training_step.compiled
 
 
 class PretrainLoopRunner(Runner):
@@ -256,7 +158,6 @@ def ratio_per_round(res: dict, num: str, den: str) -> tuple[float, list[float]]:
     return statistics.median(ratios), ratios
 
 
-
 def profile_steps(runner: Runner, k: int, device: torch.device, rows: int = 20) -> str:
     """torch.profiler's table of the ops that took the most time (device time on a GPU) in `k` more steps of `runner`;
     on a GPU also the kernels launched per step and how busy the GPU was: kernel time / wall time near 100% means
@@ -265,7 +166,7 @@ def profile_steps(runner: Runner, k: int, device: torch.device, rows: int = 20) 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == 'cuda' else [])
     with profile(activities=activities) as prof:
         wall, _ = runner.run(k)
-        _sync(device)
+        sync_device(device)
     key = 'self_cuda_time_total' if device.type == 'cuda' else 'self_cpu_time_total'
     head = f'\nprofile of {runner.name} ({k} step(s) after warm-up; top {rows} by {key}):\n'
     table = prof.key_averages().table(sort_by=key, row_limit=rows)
@@ -278,7 +179,6 @@ def profile_steps(runner: Runner, k: int, device: torch.device, rows: int = 20) 
     busy_ms, wall_ms = sum(e.self_device_time_total for e in kernels) / 1e3 / n, 1e3 * wall / k
     return (head + table + f'\nGPU busy: {len(kernels) / n:.0f} kernels per step, kernel time {busy_ms:.3f} ms of '
             f'{wall_ms:.3f} ms wall per step ({100 * busy_ms / wall_ms:.0f}%)')
-
 
 
 def sync_check(cfg, model, batches, device, precision, log=print, n_steps: int = 3) -> dict:

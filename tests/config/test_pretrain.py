@@ -12,7 +12,7 @@ from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RE
 from electra.data.corpus import BuildSettings
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.step import TrainingStep
-from benchmarks.bench import runners
+from tests.support import runners
 from tests.support import baseline
 from tests.support.config import load
 from tests.support.tiny import token_ids

@@ -232,7 +232,7 @@ def test_two_stage_trains_the_generator_then_the_discriminator_from_it_with_the_
     pretraining Learner; 'per_stage' restarts the warm-up and decay at the switch."""
     from fastai.callback.core import Callback
 
-    from benchmarks.bench import runners
+    from tests.support import runners
     from tests.support import baseline
     from electra.training.schedule import lr_at_step
     cfg = tiny_cfg(dropout=0.0, generator_size=1.0, tie_weights='none', two_stage=0.5, steps=8, warmup_steps=1,

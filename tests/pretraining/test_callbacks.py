@@ -5,7 +5,7 @@ import warnings
 import pytest
 import torch
 
-from benchmarks.bench import runners
+from tests.support import runners
 from tests.support.tiny import batches, tiny_cfg, tiny_model, token_ids
 
 
@@ -16,7 +16,7 @@ def test_nan_loss_stops_the_run_and_keeps_the_good_checkpoints(tmp_path):
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
     from electra.runtime.errors import TrainingDiverged
-    from benchmarks.bench import runners
+    from tests.support import runners
     from tests.support import baseline
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=16, log_every=8,
@@ -48,7 +48,7 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
     those steps per row and the run goes on (torch autocasts fp16 on the CPU too, so the real step runs here)."""
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
-    from benchmarks.bench import runners
+    from tests.support import runners
     from tests.support import baseline
     cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
                          embedding_size=16, generator_size=1.0, batch_size=2, max_length=16, steps=8, log_every=4,

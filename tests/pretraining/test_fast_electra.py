@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import (BertConfig, BertForMaskedLM, ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining)
 
 import electra.objective.model as model_module
-from benchmarks.bench import runners
+from tests.support import runners
 from tests.support import baseline
 from electra.config.errors import ConfigError
 from electra.data.tokenizer import load_tokenizer

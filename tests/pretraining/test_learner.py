@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from electra.objective.masking import mask_tokens
-from benchmarks.bench import runners
+from tests.support import runners
 from tests.support import baseline
 from electra.training.speed import HostSyncCounter
 from tests.support.tiny import V, batches, tiny_cfg, tiny_model

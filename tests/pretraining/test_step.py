@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import electra.pretraining.step as step_module
-from benchmarks.bench import runners
+from tests.support import runners
 from tests.support import baseline
 from electra.config.cli import load_config
 from electra.config.pretrain import PretrainConfig

@@ -5,7 +5,7 @@ import torch
 from fastai.callback.core import Callback
 
 from electra.config.errors import ConfigError, RunWarning
-from benchmarks.bench import runners
+from tests.support import runners
 from tests.support.baseline import BERT_IDS, BenchTokenizer
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model

@@ -191,10 +191,52 @@ def test_a_comparisons_runs_are_one_group_a_run_per_variant_and_seed(tmp_path, t
     run_comparison(cfg, launch=in_process, log=lambda s: None)
     (exp,) = [e for e in client.search_experiments() if e.name == 'cmp-tracked']
     runs = client.search_runs([exp.experiment_id])
+    assert sorted(r.info.run_name for r in runs if 'variant' not in r.data.tags) == ['cmp-tracked']  # the table's
+    runs = [r for r in runs if 'variant' in r.data.tags]
     assert sorted((r.data.tags['variant'], r.data.tags['seed'], r.info.run_name) for r in runs) == [
         ('electra', '1', 'cmp-tracked_electra_1'), ('electra', '2', 'cmp-tracked_electra_2'),
         ('uniform', '1', 'cmp-tracked_uniform_1'), ('uniform', '2', 'cmp-tracked_uniform_2')]
     assert {r.data.params['uniform_generator'] for r in runs if r.data.tags['variant'] == 'uniform'} == {'True'}
+
+
+
+def tensorboard_text(folder: Path, tag: str) -> str:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+    acc = EventAccumulator(str(folder), size_guidance={'tensors': 0})
+    acc.Reload()
+    return tensor_util.make_ndarray(acc.Tensors(f'{tag}/text_summary')[-1].tensor_proto).item().decode()
+
+
+def test_a_comparisons_table_curve_and_plot_go_to_a_run_of_its_own_in_its_group(tmp_path, trackers_env):
+    """The comparison's own run in its group (MLflow: its experiment) holds table.csv, curve.csv and plot.png as the
+    comparison wrote them; TensorBoard each table as a markdown table of the CSV's cells and the plot as an image; a
+    second start (nothing left to launch) goes on in the same run."""
+    from electra.experiments.compare import run_comparison
+    from tests.experiments.test_compare import FakeCheckpointJobs, comparison
+    client = trackers_env
+    cfg = comparison(tmp_path, name='cmp-table', finetune_at=[0.5, 1.0], logger=['mlflow', 'tensorboard'],
+                     tracking_tags=['sweep=b'])
+    root = tmp_path / 'out' / 'cmp-table'
+    for start in range(2):
+        run_comparison(cfg, launch=FakeCheckpointJobs(), log=lambda s: None)  # the jobs are stand-ins: no runs of theirs
+        (exp,) = [e for e in client.search_experiments() if e.name == 'cmp-table']
+        (run,) = client.search_runs([exp.experiment_id])
+        assert (run.info.run_name, run.info.status, run.data.tags['sweep']) == ('cmp-table', 'FINISHED', 'b')
+        assert run.data.params['finetune_at'] == '[0.5, 1.0]'
+        for name in ('table.csv', 'curve.csv', 'plot.png'):
+            got = Path(client.download_artifacts(run.info.run_id, name, str(tmp_path / f'got{start}')))
+            assert got.read_bytes() == (root / name).read_bytes(), name
+        for name in ('table', 'curve'):
+            with (root / f'{name}.csv').open(newline='') as f: cells = list(csv.reader(f))
+            md = [line.strip('|').split('|') for line in tensorboard_text(root / 'tensorboard', name).splitlines()]
+            assert [[c.strip() for c in row] for row in md[:1] + md[2:]] == cells, name
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(root / 'tensorboard'), size_guidance={'images': 0})
+    acc.Reload()
+    import matplotlib.image
+    image, (height, width, _) = acc.Images('plot')[-1], matplotlib.image.imread(root / 'plot.png').shape
+    assert image.encoded_image_string[:4] == b'\x89PNG' and (image.height, image.width) == (height, width)
 
 
 @pytest.mark.parametrize('tracker', ['mlflow', 'tensorboard', 'wandb'])

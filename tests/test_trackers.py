@@ -172,6 +172,42 @@ def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, tracke
         assert [s for s, _ in dev] == [1, 2] and dev[-1][1] == mlflow_history(client, run.info.run_id, 'results/score')[0][1]
 
 
+
+def test_fine_tuning_artifacts_are_each_runs_weights_its_folder_and_the_model_card(tmp_path, trackers_env, glue_dir, tiny):
+    """With tracking_artifacts, every run's tracked run holds its .pth and the group's model card (README.md), and the
+    run picked for save_pretrained its transformers folder with the folder's own card, read back equal to the files."""
+    from electra.finetuning import sweep
+    from electra.finetuning.runs import transformers_folder
+    from electra.finetuning.tasks.glue.sources import open_source
+    from tests.support.finetune import job
+    client, (model, tok) = trackers_env, tiny
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, logger=['mlflow'], tracking_group='glue-artifacts',
+              tracking_artifacts=True, save_pretrained='picked', predict=False)
+    results = sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+    sweep.write_summary(cfg, results)
+    group = tmp_path / 'ckpt/t'
+    (exp,) = [e for e in client.search_experiments() if e.name == 'glue-artifacts']
+    runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+    assert sorted(runs) == ['t/RTE_0', 't/RTE_1']
+    folders = [i for i in range(2) if transformers_folder(group / f'RTE_{i}.pth').is_dir()]
+    assert len(folders) == 1  # the run `select` picks
+    for i in range(2):
+        run_id = runs[f't/RTE_{i}'].info.run_id
+        assert client.get_run(run_id).info.status == 'FINISHED'
+        files = {f.path for f in client.list_artifacts(run_id)}
+        expected = {'config.json', f'RTE_{i}.pth', 'README.md', *([f'RTE_{i}'] if i in folders else [])}
+        assert files == expected, i
+        local = [group / 'README.md', group / f'RTE_{i}.pth']
+        if i in folders:
+            inside = {f.path for f in client.list_artifacts(run_id, f'RTE_{i}')}
+            assert inside == {f'RTE_{i}/{p.name}' for p in (group / f'RTE_{i}').iterdir()}
+            assert {f'RTE_{i}/README.md', f'RTE_{i}/model.safetensors', f'RTE_{i}/config.json'} <= inside
+            local.append(group / f'RTE_{i}' / 'README.md')
+        for path in local:
+            name = str(path.relative_to(group))
+            got = Path(client.download_artifacts(run_id, name, str(tmp_path / f'got{i}')))
+            assert got.read_bytes() == path.read_bytes(), name
+
 def test_a_comparisons_runs_are_one_group_a_run_per_variant_and_seed(tmp_path, trackers_env):
     from electra.config.base import config_from_dict
     from electra.config.compare import CompareConfig

@@ -6,7 +6,8 @@
 Every variant (a pretrain preset chain plus overrides) is resolved and checked first, then pretrained once per seed
 with `pretrain.py` (steps set by the budget: equal FLOPs or equal steps) and fine-tuned with `finetune.py`; the table
 (`table.csv`, `table.md`; `curve.csv` when `finetune_at` names checkpoints along the runs) and the plot
-(`plot.png`) go to `<output_dir>/<name>/`. Run again, it skips what is done,
+(`plot.png`) go to `<output_dir>/<name>/`, and with `logger` to a tracked run of the comparison's own in its jobs'
+group. Run again, it skips what is done,
 resumes what was interrupted, and rebuilds the table from what is on disk. `--help` lists every key."""
 from __future__ import annotations
 

@@ -246,12 +246,13 @@ def tensorboard_text(folder: Path, tag: str) -> str:
 
 def test_a_comparisons_table_curve_and_plot_go_to_a_run_of_its_own_in_its_group(tmp_path, trackers_env):
     """The comparison's own run in its group (MLflow: its experiment) holds table.csv, curve.csv and plot.png as the
-    comparison wrote them; TensorBoard each table as a markdown table of the CSV's cells and the plot as an image; a
-    second start (nothing left to launch) goes on in the same run."""
+    comparison wrote them; TensorBoard each table as a markdown table of the CSV's cells and the plot as an image; W&B
+    each table as a Table of the CSV's values and the plot as an Image; a second start (nothing left to launch) goes
+    on in the same run."""
     from electra.experiments.compare import run_comparison
     from tests.experiments.test_compare import FakeCheckpointJobs, comparison
     client = trackers_env
-    cfg = comparison(tmp_path, name='cmp-table', finetune_at=[0.5, 1.0], logger=['mlflow', 'tensorboard'],
+    cfg = comparison(tmp_path, name='cmp-table', finetune_at=[0.5, 1.0], logger=['mlflow', 'tensorboard', 'wandb'],
                      tracking_tags=['sweep=b'])
     root = tmp_path / 'out' / 'cmp-table'
     for start in range(2):
@@ -267,6 +268,15 @@ def test_a_comparisons_table_curve_and_plot_go_to_a_run_of_its_own_in_its_group(
             with (root / f'{name}.csv').open(newline='') as f: cells = list(csv.reader(f))
             md = [line.strip('|').split('|') for line in tensorboard_text(root / 'tensorboard', name).splitlines()]
             assert [[c.strip() for c in row] for row in md[:1] + md[2:]] == cells, name
+    import pandas as pd
+    for name in ('table', 'curve'):  # W&B's Tables, one per start, as its offline run files hold them
+        found = sorted(tmp_path.glob(f'wandb/offline-run-*/files/media/table/{name}_*.table.json'))
+        assert len(found) == 2, name
+        for path in found:
+            table = json.loads(path.read_text())
+            pd.testing.assert_frame_equal(pd.DataFrame(table['data'], columns=table['columns']),
+                                          pd.read_csv(root / f'{name}.csv'), check_dtype=False)
+    assert len(list(tmp_path.glob('wandb/offline-run-*/files/media/images/plot_*.png'))) == 2
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(str(root / 'tensorboard'), size_guidance={'images': 0})
     acc.Reload()

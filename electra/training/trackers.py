@@ -114,7 +114,8 @@ class _TensorBoard:
     def summary(self, tables: list[Path], figures: list[Path]):
         import matplotlib.image
         for t in tables: self.writer.add_text(t.stem, _csv_markdown(t), 0)
-        for f in figures: self.writer.add_image(f.stem, matplotlib.image.imread(f)[..., :3], 0, dataformats='HWC')
+        for f in figures:  # a PNG as matplotlib reads it, (height, width, RGBA) in [0, 1]: its RGB
+            self.writer.add_image(f.stem, matplotlib.image.imread(f)[..., :3], 0, dataformats='HWC')
 
     def end(self, status: str): self.writer.close()
 

@@ -60,6 +60,8 @@ def trackers_env(monkeypatch, tmp_path, mlflow_server):
     monkeypatch.setenv('WANDB_MODE', 'offline')
     monkeypatch.setenv('WANDB_DIR', str(tmp_path))
     monkeypatch.setenv('WANDB_PROJECT', 'electra-tests')
+    import wandb
+    wandb.teardown()  # wandb reads WANDB_DIR once a process: this test's runs go to its own folder
     from mlflow import MlflowClient
     return MlflowClient(mlflow_server)
 

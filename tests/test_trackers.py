@@ -60,6 +60,8 @@ def trackers_env(monkeypatch, tmp_path, mlflow_server):
     monkeypatch.setenv('WANDB_MODE', 'offline')
     monkeypatch.setenv('WANDB_DIR', str(tmp_path))
     monkeypatch.setenv('WANDB_PROJECT', 'electra-tests')
+    import wandb
+    wandb.teardown()  # wandb reads WANDB_DIR once a process: this test's runs go to its own folder
     from mlflow import MlflowClient
     return MlflowClient(mlflow_server)
 
@@ -172,6 +174,42 @@ def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, tracke
         assert [s for s, _ in dev] == [1, 2] and dev[-1][1] == mlflow_history(client, run.info.run_id, 'results/score')[0][1]
 
 
+
+def test_fine_tuning_artifacts_are_each_runs_weights_its_folder_and_the_model_card(tmp_path, trackers_env, glue_dir, tiny):
+    """With tracking_artifacts, every run's tracked run holds its .pth and the group's model card (README.md), and the
+    run picked for save_pretrained its transformers folder with the folder's own card, read back equal to the files."""
+    from electra.finetuning import sweep
+    from electra.finetuning.runs import transformers_folder
+    from electra.finetuning.tasks.glue.sources import open_source
+    from tests.support.finetune import job
+    client, (model, tok) = trackers_env, tiny
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, logger=['mlflow'], tracking_group='glue-artifacts',
+              tracking_artifacts=True, save_pretrained='picked', predict=False)
+    results = sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+    sweep.write_summary(cfg, results)
+    group = tmp_path / 'ckpt/t'
+    (exp,) = [e for e in client.search_experiments() if e.name == 'glue-artifacts']
+    runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+    assert sorted(runs) == ['t/RTE_0', 't/RTE_1']
+    folders = [i for i in range(2) if transformers_folder(group / f'RTE_{i}.pth').is_dir()]
+    assert len(folders) == 1  # the run `select` picks
+    for i in range(2):
+        run_id = runs[f't/RTE_{i}'].info.run_id
+        assert client.get_run(run_id).info.status == 'FINISHED'
+        files = {f.path for f in client.list_artifacts(run_id)}
+        expected = {'config.json', f'RTE_{i}.pth', 'README.md', *([f'RTE_{i}'] if i in folders else [])}
+        assert files == expected, i
+        local = [group / 'README.md', group / f'RTE_{i}.pth']
+        if i in folders:
+            inside = {f.path for f in client.list_artifacts(run_id, f'RTE_{i}')}
+            assert inside == {f'RTE_{i}/{p.name}' for p in (group / f'RTE_{i}').iterdir()}
+            assert {f'RTE_{i}/README.md', f'RTE_{i}/model.safetensors', f'RTE_{i}/config.json'} <= inside
+            local.append(group / f'RTE_{i}' / 'README.md')
+        for path in local:
+            name = str(path.relative_to(group))
+            got = Path(client.download_artifacts(run_id, name, str(tmp_path / f'got{i}')))
+            assert got.read_bytes() == path.read_bytes(), name
+
 def test_a_comparisons_runs_are_one_group_a_run_per_variant_and_seed(tmp_path, trackers_env):
     from electra.config.compare import CompareConfig
     from electra.config.values import config_from_dict
@@ -191,10 +229,62 @@ def test_a_comparisons_runs_are_one_group_a_run_per_variant_and_seed(tmp_path, t
     run_comparison(cfg, launch=in_process, log=lambda s: None)
     (exp,) = [e for e in client.search_experiments() if e.name == 'cmp-tracked']
     runs = client.search_runs([exp.experiment_id])
+    assert sorted(r.info.run_name for r in runs if 'variant' not in r.data.tags) == ['cmp-tracked']  # the table's
+    runs = [r for r in runs if 'variant' in r.data.tags]
     assert sorted((r.data.tags['variant'], r.data.tags['seed'], r.info.run_name) for r in runs) == [
         ('electra', '1', 'cmp-tracked_electra_1'), ('electra', '2', 'cmp-tracked_electra_2'),
         ('uniform', '1', 'cmp-tracked_uniform_1'), ('uniform', '2', 'cmp-tracked_uniform_2')]
     assert {r.data.params['uniform_generator'] for r in runs if r.data.tags['variant'] == 'uniform'} == {'True'}
+
+
+
+def tensorboard_text(folder: Path, tag: str) -> str:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+    acc = EventAccumulator(str(folder), size_guidance={'tensors': 0})
+    acc.Reload()
+    return tensor_util.make_ndarray(acc.Tensors(f'{tag}/text_summary')[-1].tensor_proto).item().decode()
+
+
+def test_a_comparisons_table_curve_and_plot_go_to_a_run_of_its_own_in_its_group(tmp_path, trackers_env):
+    """The comparison's own run in its group (MLflow: its experiment) holds table.csv, curve.csv and plot.png as the
+    comparison wrote them; TensorBoard each table as a markdown table of the CSV's cells and the plot as an image; W&B
+    each table as a Table of the CSV's values and the plot as an Image; a second start (nothing left to launch) goes
+    on in the same run."""
+    from electra.experiments.compare import run_comparison
+    from tests.experiments.test_compare import FakeCheckpointJobs, comparison
+    client = trackers_env
+    cfg = comparison(tmp_path, name='cmp-table', finetune_at=[0.5, 1.0], logger=['mlflow', 'tensorboard', 'wandb'],
+                     tracking_tags=['sweep=b'])
+    root = tmp_path / 'out' / 'cmp-table'
+    for start in range(2):
+        run_comparison(cfg, launch=FakeCheckpointJobs(), log=lambda s: None)  # the jobs are stand-ins: no runs of theirs
+        (exp,) = [e for e in client.search_experiments() if e.name == 'cmp-table']
+        (run,) = client.search_runs([exp.experiment_id])
+        assert (run.info.run_name, run.info.status, run.data.tags['sweep']) == ('cmp-table', 'FINISHED', 'b')
+        assert run.data.params['finetune_at'] == '[0.5, 1.0]'
+        for name in ('table.csv', 'curve.csv', 'plot.png'):
+            got = Path(client.download_artifacts(run.info.run_id, name, str(tmp_path / f'got{start}')))
+            assert got.read_bytes() == (root / name).read_bytes(), name
+        for name in ('table', 'curve'):
+            with (root / f'{name}.csv').open(newline='') as f: cells = list(csv.reader(f))
+            md = [line.strip('|').split('|') for line in tensorboard_text(root / 'tensorboard', name).splitlines()]
+            assert [[c.strip() for c in row] for row in md[:1] + md[2:]] == cells, name
+    import pandas as pd
+    for name in ('table', 'curve'):  # W&B's Tables, one per start, as its offline run files hold them
+        found = sorted(tmp_path.glob(f'wandb/offline-run-*/files/media/table/{name}_*.table.json'))
+        assert len(found) == 2, name
+        for path in found:
+            table = json.loads(path.read_text())
+            pd.testing.assert_frame_equal(pd.DataFrame(table['data'], columns=table['columns']),
+                                          pd.read_csv(root / f'{name}.csv'), check_dtype=False)
+    assert len(list(tmp_path.glob('wandb/offline-run-*/files/media/images/plot_*.png'))) == 2
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(root / 'tensorboard'), size_guidance={'images': 0})
+    acc.Reload()
+    import matplotlib.image
+    image, (height, width, _) = acc.Images('plot')[-1], matplotlib.image.imread(root / 'plot.png').shape
+    assert image.encoded_image_string[:4] == b'\x89PNG' and (image.height, image.width) == (height, width)
 
 
 @pytest.mark.parametrize('tracker', ['mlflow', 'tensorboard', 'wandb'])

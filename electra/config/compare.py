@@ -9,14 +9,13 @@ from electra.config.errors import ConfigError, need
 from electra.config.fields import SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.paths import path
-from electra.config.shared_keys import LOGGER_HELP, THREADS_HELP, TRACKERS, check_logger, threads_field
+from electra.config.shared_keys import THREADS_HELP, TRACKER_KEYS, check_logger, threads_field, tracker_keys
 
-__all__ = ['CompareConfig', 'VariantSpec', 'TRACKING_KEYS', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
+__all__ = ['CompareConfig', 'VariantSpec', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 
 # keys the comparison sets on every pretraining and fine-tuning command itself
-TRACKING_KEYS = ('logger', 'tracking_group', 'tracking_tags', 'tracking_artifacts')
-PRETRAIN_RESERVED = ('config', 'run_name', 'seed', 'output_dir', 'resume', 'overwrite', 'threads', *TRACKING_KEYS)
-FINETUNE_RESERVED = ('config', 'model', 'tasks', 'group', 'output_dir', 'test_output_dir', 'threads', *TRACKING_KEYS)
+PRETRAIN_RESERVED = ('config', 'run_name', 'seed', 'output_dir', 'resume', 'overwrite', 'threads', *TRACKER_KEYS)
+FINETUNE_RESERVED = ('config', 'model', 'tasks', 'group', 'output_dir', 'test_output_dir', 'threads', *TRACKER_KEYS)
 
 
 @dataclass(frozen=True)
@@ -50,10 +49,17 @@ def _check_reserved(overrides: dict, reserved: tuple, where: str) -> None:
     taken = [k for k in overrides if k in reserved]
     need(not taken, where, f"{', '.join(map(str, taken))} is set by the comparison itself (run names, seeds, output "
                            "folders, the step budget, CPU threads and trackers: see the keys name, seeds, output_dir, "
-                           "budget, steps, tasks, threads, logger, tracking_artifacts).")
+                           f"budget, steps, tasks, threads, {', '.join(TRACKER_KEYS)}).")
 
 
 @dataclass
+@tracker_keys(after='threads', tensorboard="each job's folder, and <output_dir>/<name>/tensorboard/ for the table and "
+                                           'plot', runs="every job's runs in one group (MLflow: one experiment), tagged "
+                                                        'variant=<variant> and seed=<seed> (fine-tuning: also '
+                                                        "at=<fraction>), beside a run of the comparison's own with its "
+                                                        'table and plot', group='name',
+              tags=" (each job's runs also get variant=<variant> and seed=<seed>)",
+              artifacts="each job's exports, fine-tuned weights and model cards (--tracking_artifacts of every job)")
 class CompareConfig:
     # -- job
     config: str = field('demo', 'preset name in configs/compare/ or a path to a YAML file')
@@ -89,11 +95,6 @@ class CompareConfig:
                                    gt=0, le=1, min_items=1)
     # -- running
     threads: int | str = threads_field(f'--threads of every job it launches, one at a time: {THREADS_HELP}')
-    logger: list[str] = field([], LOGGER_HELP + "; every job's runs in one group, the comparison's name (MLflow: one "
-                                  'experiment), tagged variant=<variant> and seed=<seed> (fine-tuning: also at=<fraction>)',
-                              choices=('none', *TRACKERS), empty='the CSV files only')
-    tracking_artifacts: bool = field(False, "--tracking_artifacts of every job: the exports and fine-tuned weights to the "
-                                            'trackers that keep files')
     dry_run: bool = field(False, 'print the plan (variants, steps, FLOPs per step, total FLOPs, status) and stop')
     table_only: bool = field(False, 'launch nothing: rebuild the table and plot from what is on disk')
 

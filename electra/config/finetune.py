@@ -16,7 +16,7 @@ from electra.config.errors import ConfigError, RunWarning, did_you_mean, need
 from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.paths import Owned, check_apart, local_paths, path
-from electra.config.shared_keys import LOGGER_HELP, TRACKERS, check_logger, optimizer_keys, threads_field
+from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
 from electra.config.values import config_from_dict
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
@@ -50,8 +50,8 @@ INPUT_KEYS = ('model', 'data', 'tasks', 'seed', 'seeds', 'task_overrides')
 # run is the run with another draw of its dropout masks (docs/fidelity.md) and which stack a run joins depends on the
 # runs left to do; the runs' number, selection and predictions come after the runs.
 JOB_KEYS = ('config', 'runs', 'group', 'output_dir', 'test_output_dir', 'cache_dir', 'predict', 'device', 'num_workers',
-            'parallel_runs', 'stack_runs', 'compile', 'compile_mode', 'dist_timeout', 'threads', 'logger',
-            'neptune_project', 'tracking_group', 'tracking_tags', 'tracking_artifacts', 'select', 'ensemble_k',
+            'parallel_runs', 'stack_runs', 'compile', 'compile_mode', 'dist_timeout', 'threads', *TRACKER_KEYS,
+            'select', 'ensemble_k',
             'eval_batch_size', 'length_buckets', 'save_pretrained')
 
 
@@ -100,6 +100,11 @@ def qa_no_ensemble(k: int, name: str) -> ConfigError:
 @optimizer_keys(after='warmup_fraction', weight_decay=0.0,
                 weight_decay_help='decoupled weight decay (0 as in the paper and the replication; the official code '
                                   'uses 0.01)')
+@tracker_keys(after='threads', tensorboard='<output_dir>/<group>/tensorboard/',
+              runs='one tracked run per task, run and seed', group='group (a comparison sets its name)',
+              tags=' (each run also gets task=<task>)',
+              artifacts="each run's weights (<task>_<i>.pth), its save_pretrained folder where one is written and the "
+                        "group's model card")
 class FinetuneConfig:
     # -- job
     config: str = field('demo', 'preset name in configs/finetune/ or a path to a YAML file')
@@ -140,16 +145,6 @@ class FinetuneConfig:
     dist_timeout: int = field(1800, 'seconds a process of a torchrun job waits for the others before it stops the job',
                               gt=0, le=DIST_TIMEOUT_MAX)
     threads: int | str = threads_field()
-    logger: list[str] = field([], LOGGER_HELP.replace("the run's tensorboard/", '<output_dir>/<group>/tensorboard/') +
-                              '; one tracked run per task, run and seed', choices=('none', *TRACKERS),
-                              empty='the CSV files only')
-    neptune_project: str = field('', 'Neptune project, e.g. me/electra-glue (read from NEPTUNE_PROJECT when empty)')
-    tracking_group: str = field('', "the trackers' group of the runs (MLflow's experiment, W&B's group), a comparison "
-                                    'sets its name; empty: group')
-    tracking_tags: list[str] = field([], "the trackers' tags of every run (each also gets task=<task>); MLflow's as "
-                                         'key=value pairs (a bare tag: tag=true)', empty='none')
-    tracking_artifacts: bool = field(False, "also send each run's weights (<task>_<i>.pth) to the trackers that keep "
-                                            'files (mlflow, wandb, neptune)')
     # -- selection
     select: str = choice_field('best', ['best', 'median'],
                            'run used for the test predictions: the best dev score (replication) or the median run')

@@ -10,7 +10,7 @@ from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, fiel
 from electra.config.file_names import safe_name
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
 from electra.config.paths import Owned, check_apart, local_paths, path
-from electra.config.shared_keys import LOGGER_HELP, TRACKERS, check_logger, optimizer_keys, threads_field
+from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
 from electra.config.values import config_from_dict
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
@@ -44,15 +44,17 @@ RESUME_SAID = ('steps', 'lr', 'precision', 'init_from')
 RESUME_CONTENT = ('corpus', 'deduplicate', 'tokenizer', 'vocab_size', 'lowercase', 'strip_accents')
 TOKENIZER_KEYS = ('vocab_size', 'lowercase', 'strip_accents')  # what shapes a tokenizer trained on the corpus
 # Free: where and how the run runs, what it logs, none of what it trains (float rounding aside).
-RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'device', 'threads', 'logger',
-               'neptune_project', 'tracking_group', 'tracking_tags', 'tracking_artifacts', 'log_every', 'checkpoint_at',
-               'num_workers', 'num_proc', 'grad_accum_steps',
+RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'device', 'threads', *TRACKER_KEYS,
+               'log_every', 'checkpoint_at', 'num_workers', 'num_proc', 'grad_accum_steps',
                'dist_timeout', 'compile', 'compile_mode', 'compile_scope')
 
 
 @dataclass
 @optimizer_keys(after='warmup_steps', weight_decay=0.01,
                 weight_decay_help='decoupled weight decay (not on LayerNorm weights or biases)')
+@tracker_keys(after='threads', tensorboard="the run's tensorboard/ folder", runs='',
+              group='run_name (a comparison sets its name)', tags='',
+              artifacts='the export (the discriminator and the generator, each with its model card)')
 class PretrainConfig:
     # -- job
     config: str = field('demo', 'preset name in configs/pretrain/ or a path to a YAML file')
@@ -65,14 +67,6 @@ class PretrainConfig:
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
     precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'], 'auto: bf16 on GPUs that have it, else fp16 on GPU; fp32 on CPU')
     threads: int | str = threads_field()
-    logger: list[str] = field([], LOGGER_HELP, choices=('none', *TRACKERS), empty='the CSV files only')
-    neptune_project: str = field('', 'Neptune project, e.g. me/electra (read from NEPTUNE_PROJECT when empty)')
-    tracking_group: str = field('', "the trackers' group of this run (MLflow's experiment, W&B's group), a comparison "
-                                    "sets its name; empty: run_name")
-    tracking_tags: list[str] = field([], "the trackers' tags of this run; MLflow's as key=value pairs (a bare tag: "
-                                         'tag=true)', empty='none')
-    tracking_artifacts: bool = field(False, 'also send the export (the discriminator and the generator, each with its '
-                                            'model card) to the trackers that keep files (mlflow, wandb, neptune)')
     log_every: int = field(100, 'write a metrics row (and read metrics off the device) every N steps', gt=0)
     checkpoint_at: list[float] = field(CHECKPOINT_FRACTIONS, 'fractions of `steps` at which to save a checkpoint', gt=0,
                                        le=1, empty='no checkpoints, only the export at the end')

@@ -44,7 +44,8 @@ from electra.data.examples import ExampleBuilder
 from electra.data.sentences import split_sentences, splitter
 from electra.runtime.processes import die_with_parent
 
-__all__ = ['BUILDER_VERSION', 'COUNTERS', 'DOCUMENTS', 'FEATURES', 'HASH', 'build_shards']
+__all__ = ['BUILDER_VERSION', 'COUNTERS', 'DOCUMENTS', 'FEATURES', 'HASH', 'build_shards', 'encoding_backend',
+           'read_batches']
 
 
 
@@ -127,6 +128,11 @@ def _plan_table(source: CorpusSource, settings: BuildSettings) -> list[list[tupl
     return [[(a, min(a + rows, n), fmt, lang)] for a in range(0, n, rows)]
 
 
+def _plan(source: CorpusSource, settings: BuildSettings) -> list[list[tuple]]:
+    "The shards of `source`, a text corpus or a table."
+    return _plan_files(source, settings) if source.kind == 'files' else _plan_table(source, settings)
+
+
 def _languages(shards: list[list[tuple]], source: CorpusSource, settings: BuildSettings) -> set[str]:
     "The sentence-splitting languages a build will use, as far as the plan and the first whole file tell."
     langs = {piece[-1] for shard in shards for piece in shard if piece[-1]}
@@ -150,12 +156,12 @@ class _Job:
     sep_id: int
 
 
-def _shard_streams(job: _Job, shard: list[tuple], stats: Counter) -> Iterator[tuple[str, Optional[str], Iterator]]:
+def _shard_streams(source: CorpusSource, settings: BuildSettings, shard: list[tuple],
+                  stats: Counter) -> Iterator[tuple[str, Optional[str], Iterator]]:
     "(format, language, line stream) for each piece of a shard."
-    s = job.settings
-    if job.source.kind == 'table':
+    if source.kind == 'table':
         (start, end, fmt, lang), = shard
-        column = job.source.dataset.data.column(job.source.text_column).slice(start, end - start)
+        column = source.dataset.data.column(source.text_column).slice(start, end - start)
 
         def rows():
             for chunk in range(0, len(column), 1000):
@@ -167,8 +173,8 @@ def _shard_streams(job: _Job, shard: list[tuple], stats: Counter) -> Iterator[tu
     for path, start, end, fmt, lang in shard:
         if fmt is None:  # a whole small file: its own head decides (see electra.corpus)
             head = sniff(*read_head(Path(path)))
-            fmt = resolve_format(s.corpus_format, head, job.source.in_directory)
-            lang = resolve_split(s.sentence_split, fmt, head.median_chars)
+            fmt = resolve_format(settings.corpus_format, head, source.in_directory)
+            lang = resolve_split(settings.sentence_split, fmt, head.median_chars)
         yield fmt, lang, text_lines(path, start, end, stats)
 
 
@@ -182,6 +188,20 @@ def _doc_batches(docs: Iterator[tuple[list[str], bool]]) -> Iterator[list[tuple[
             yield batch
             batch, chars = [], 0
     if batch: yield batch
+
+
+def _shard_batches(source: CorpusSource, settings: BuildSettings, shard: list[tuple],
+                   stats: Counter) -> Iterator[tuple[Optional[str], list[tuple[list[str], bool]]]]:
+    "(sentence-splitting language, batch of (document piece, ends)) of a shard, in order: what a build splits."
+    for fmt, lang, lines in _shard_streams(source, settings, shard, stats):
+        for batch in _doc_batches(documents(lines, fmt, settings, stats, _BATCH_CHARS)): yield lang, batch
+
+
+def read_batches(source: CorpusSource,
+                 settings: BuildSettings) -> Iterator[tuple[Optional[str], list[tuple[list[str], bool]]]]:
+    """Every shard's batches of document pieces with their sentence-splitting language, in build order: the build's
+    reading alone (benchmarks/data_bench.py times its parts with it)."""
+    for shard in _plan(source, settings): yield from _shard_batches(source, settings, shard, Counter())
 
 
 def _split_batch(batch: list[tuple[list[str], bool]], lang: Optional[str], settings: BuildSettings,
@@ -225,25 +245,24 @@ def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
         if len(columns['document']) >= _WRITE_ROWS: flush()
 
     try:
-        for fmt, lang, lines in _shard_streams(job, shard, stats):
-            for batch in _doc_batches(documents(lines, fmt, s, stats, _BATCH_CHARS)):
-                doc_sentences = _split_batch(batch, lang, s, stats)
-                flat = [x for doc in doc_sentences for x in doc]
-                ids = iter([e.ids for e in job.tokenizer.encode_batch_fast(flat, add_special_tokens=False)])
-                stats['sentences'] += len(flat)
-                for sentences, (doc, ends) in zip(doc_sentences, batch):
-                    digest.update('\n'.join(doc).encode() + b'\n')  # a long document comes in pieces
-                    for _ in sentences:
-                        sentence = next(ids)
-                        stats['tokens'] += len(sentence)
-                        emit(builder.add_sentence(sentence))
-                    if ends:
-                        emit(builder.end_document())  # examples never span documents
-                        n_doc += 1
-                        hashes.append(digest.digest())
-                        digest = hashlib.blake2b(digest_size=_DIGEST)
-                report(stats['bytes'] - reported[0], stats['examples'] - reported[1])
-                reported = (stats['bytes'], stats['examples'])
+        for lang, batch in _shard_batches(job.source, s, shard, stats):
+            doc_sentences = _split_batch(batch, lang, s, stats)
+            flat = [x for doc in doc_sentences for x in doc]
+            ids = iter([e.ids for e in job.tokenizer.encode_batch_fast(flat, add_special_tokens=False)])
+            stats['sentences'] += len(flat)
+            for sentences, (doc, ends) in zip(doc_sentences, batch):
+                digest.update('\n'.join(doc).encode() + b'\n')  # a long document comes in pieces
+                for _ in sentences:
+                    sentence = next(ids)
+                    stats['tokens'] += len(sentence)
+                    emit(builder.add_sentence(sentence))
+                if ends:
+                    emit(builder.end_document())  # examples never span documents
+                    n_doc += 1
+                    hashes.append(digest.digest())
+                    digest = hashlib.blake2b(digest_size=_DIGEST)
+            report(stats['bytes'] - reported[0], stats['examples'] - reported[1])
+            reported = (stats['bytes'], stats['examples'])
         flush()
     finally:
         if writer is not None: writer.close()
@@ -364,16 +383,22 @@ def _run_shards(shards: list[list[tuple]], job: _Job, out_dir: Path, num_proc: i
     return [done[i] for i in range(len(shards))]
 
 
+def encoding_backend(tokenizer):
+    "A copy of a transformers tokenizer's `tokenizers.Tokenizer` without truncation or padding (what builds encode)."
+    backend = type(tokenizer.backend_tokenizer).from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()  # a transformers call with truncation=True leaves it switched on in the backend
+    backend.no_padding()
+    return backend
+
+
 def build_shards(source: CorpusSource, tokenizer, settings: BuildSettings, seed: int, out_dir: Path, num_proc: int,
                  progress: bool = True) -> list[dict]:
     """Cut `source` into shards and build each into `out_dir/shard-<i>.arrow`, in `num_proc` processes, the examples of
     repeated documents dropped (`settings.deduplicate`); each shard's counters (`COUNTERS`), in shard order."""
-    shards = _plan_files(source, settings) if source.kind == 'files' else _plan_table(source, settings)
+    shards = _plan(source, settings)
     for lang in _languages(shards, source, settings): splitter(lang)  # fails early on a bad language; forks inherit it
-    backend = type(tokenizer.backend_tokenizer).from_str(tokenizer.backend_tokenizer.to_str())
-    backend.no_truncation()  # a transformers call with truncation=True leaves it switched on in the backend
-    backend.no_padding()
-    job = _Job(source, backend, settings, seed, source.seed_key(), tokenizer.cls_token_id, tokenizer.sep_token_id)
+    job = _Job(source, encoding_backend(tokenizer), settings, seed, source.seed_key(), tokenizer.cls_token_id,
+               tokenizer.sep_token_id)
     bar = _Progress(source.total_bytes(), f'examples of {Path(source.entry).name[:40] or source.entry}', progress)
     try: built = _run_shards(shards, job, out_dir, num_proc, bar)
     finally: bar.close()

@@ -6,10 +6,12 @@
 Every variant (a pretrain preset chain plus overrides) is resolved and checked first, then pretrained once per seed
 with `pretrain.py` (steps set by the budget: equal FLOPs or equal steps) and fine-tuned with `finetune.py`; the table
 (`table.csv`, `table.md`; `curve.csv` when `finetune_at` names checkpoints along the runs) and the plot
-(`plot.png`) go to `<output_dir>/<name>/`. Run again, it skips what is done,
+(`plot.png`) go to `<output_dir>/<name>/`, and with `logger` to a tracked run of the comparison's own in its jobs'
+group. Run again, it skips what is done,
 resumes what was interrupted, and rebuilds the table from what is on disk. `--help` lists every key."""
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -19,7 +21,7 @@ import yaml
 
 from electra.config.cli import load_config, parse_cli
 from electra.config.compare import CompareConfig
-from electra.config.values import config_from_dict, config_to_dict
+from electra.config.values import config_from_dict, config_to_dict, value_sources
 from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (Launcher, RunFailed, finetune_done, go_on, pretrain_done, run_finetuning,
                                       run_pretraining, subprocess_launcher)
@@ -28,11 +30,12 @@ from electra.runtime.errors import TrainingStopped, friendly_errors, stopped_by
 from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir
 from electra.runtime.streams import log_to
 from electra.training.checkpoint import find_checkpoints
-from electra.training.trackers import check_trackers
+from electra.training.trackers import TrackedRun, check_trackers, start_trackers, tracker_names
 
 __all__ = ['load_compare_config', 'plan_text', 'run_comparison', 'main']
 
 PROG = 'python -m electra.experiments.compare'
+TRACKING_IDS = 'tracking.json'  # the comparison's own tracked run: its id in each tracker
 # --pretrain.KEY VALUE and --finetune.KEY VALUE: one key of pretrain_overrides / finetune_overrides, over the preset's
 _NESTED = {'pretrain.': 'pretrain_overrides', 'finetune.': 'finetune_overrides'}
 
@@ -124,6 +127,21 @@ def _run_jobs(cfg: CompareConfig, plan: Plan, launch: Launcher, log: Callable[[s
         write_table(plan)
 
 
+def _track_summary(cfg: CompareConfig, plan: Plan) -> None:
+    """The table, curve and plot to the comparison's own tracked run, named as the comparison, in its jobs' group (no
+    trackers: nothing). Its ids are kept in `tracking.json`, so that a later start goes on in the same run."""
+    if not tracker_names(cfg.logger): return
+    ids_file = plan.root / TRACKING_IDS
+    ids = json.loads(ids_file.read_text()) if ids_file.is_file() else None
+    run = TrackedRun(cfg.name, cfg.tracking_group or cfg.name, tuple(cfg.tracking_tags), config_to_dict(cfg),
+                     value_sources(cfg), plan.root / 'tensorboard', cfg.neptune_project)
+    tracked = start_trackers(cfg.logger, run, ids)
+    atomic_write_text(json.dumps(tracked.ids), ids_file)
+    tables = ['table.csv', *(['curve.csv'] if plan.finetune is not None and len(cfg.finetune_at) > 1 else [])]
+    tracked.summary([plan.root / t for t in tables], [f for f in [plan.root / 'plot.png'] if f.is_file()])
+    tracked.end()
+
+
 def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Callable[[str], None] = print):
     """Plan (every config resolved and checked before anything runs), then pretrain and fine-tune each variant and
     seed not done yet (seed by seed, so that every variant has a result early), rebuilding the table after each.
@@ -142,6 +160,7 @@ def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Call
         try: _run_jobs(cfg, plan, launch, log)
         finally: release_run_dir(plan.root)
     table, text = write_table(plan)
+    _track_summary(cfg, plan)
     log(f'\n{text}\n\ntable: {plan.root / "table.csv"}, {plan.root / "table.md"}; plot: {plan.root / "plot.png"}')
     return plan, table
 

@@ -225,9 +225,12 @@ def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
 
 
 def _tracking_args(cfg: CompareConfig, tags: list[str]) -> list[str]:
-    "The trackers of a job (none without `logger`): the comparison's name its group, `tags` its tags."
+    """The trackers of a job (none without `logger`): the comparison's group (tracking_group, else its name), its
+    tracking_tags and `tags`, its neptune_project and tracking_artifacts."""
     if not [t for t in cfg.logger if t != 'none']: return []
-    return ['--logger', ','.join(cfg.logger), '--tracking_group', cfg.name, '--tracking_tags', ','.join(tags),
+    return ['--logger', ','.join(cfg.logger), '--neptune_project', cfg.neptune_project,
+            '--tracking_group', cfg.tracking_group or cfg.name, '--tracking_tags',
+            cli_value([*cfg.tracking_tags, *tags], 'tracking_tags'),
             '--tracking_artifacts', cli_value(cfg.tracking_artifacts, 'tracking_artifacts')]
 
 

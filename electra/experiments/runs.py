@@ -16,6 +16,7 @@ from typing import Callable
 
 from electra.config.cli import parse_cli
 from electra.config.errors import ConfigError
+from electra.config.shared_keys import TRACKER_KEYS
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
 from electra.finetuning.inputs import data_digests
 from electra.finetuning.results import ResultsTable
@@ -32,9 +33,8 @@ __all__ = ['RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_recor
 RECORD = 'compare.json'  # the record of a job, in its run directory (pretraining) or group directory (fine-tuning)
 # keys that may change between a run and its resume without changing what it computes; and the folders, which the
 # records are found in (a comparison moved elsewhere, or named by another path, is the same comparison)
-IGNORED_CHANGES = ('device', 'num_workers', 'num_proc', 'logger', 'neptune_project', 'tracking_group', 'tracking_tags',
-                   'tracking_artifacts', 'cache_dir', 'dist_timeout',
-                   'compile', 'compile_mode', 'log_every', 'output_dir', 'test_output_dir', 'model', 'threads')
+IGNORED_CHANGES = ('device', 'num_workers', 'num_proc', *TRACKER_KEYS, 'cache_dir', 'dist_timeout', 'compile',
+                   'compile_mode', 'log_every', 'output_dir', 'test_output_dir', 'model', 'threads')
 
 # who sends a job a signal that ends it without a word of its own
 _BY = {signal.SIGKILL: ': kill -9, or the system out of memory'}

@@ -22,9 +22,10 @@ from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.metrics import dev_metric_names, metric_text
 from electra.runtime.files import atomic_save, path_inside
 from electra.runtime.processes import is_main_process
-from electra.training.trackers import TrackedRun, Trackers, start_trackers
+from electra.training.trackers import TrackedRun, Trackers, start_trackers, tracker_names
 
-__all__ = ['group_dir', 'transformers_folder', 'RunJob', 'Diverged', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks']
+__all__ = ['group_dir', 'transformers_folder', 'RunJob', 'Diverged', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks',
+           'track_exports']
 
 
 def group_dir(cfg: FinetuneConfig, key: str = 'output_dir') -> Path:
@@ -32,15 +33,32 @@ def group_dir(cfg: FinetuneConfig, key: str = 'output_dir') -> Path:
     return path_inside(getattr(cfg, key), cfg.group, key=key)
 
 
-def _trackers(cfg: FinetuneConfig, task: str, run: int, seed: int, task_cfg: FinetuneConfig) -> Trackers:
-    """The trackers of one fine-tuning run (`logger`): its task's config (`for_task`) and where each value came from,
-    with the run's task, index and seed."""
+def _tracked_run(cfg: FinetuneConfig, task: str, run: int, seed: int) -> TrackedRun:
+    """What the trackers are told of one fine-tuning run: its task's config (`for_task`) and where each value came
+    from, with the run's task, index and seed."""
+    task_cfg = cfg.for_task(task)
     config = {**config_to_dict(task_cfg), 'task': task, 'run': run, 'seed': seed}
     sources = {**value_sources(task_cfg), 'task': 'tasks', 'run': 'runs', 'seed': 'seeds' if cfg.seeds else 'seed + run'}
     tags = (*cfg.tracking_tags, f'task={task}')
-    tracked = TrackedRun(f'{cfg.group}/{task}_{run}', cfg.tracking_group or cfg.group, tags, config, sources,
-                         group_dir(cfg) / 'tensorboard' / f'{task}_{run}', cfg.neptune_project)
-    return start_trackers(cfg.logger, tracked)
+    return TrackedRun(f'{cfg.group}/{task}_{run}', cfg.tracking_group or cfg.group, tags, config, sources,
+                      group_dir(cfg) / 'tensorboard' / f'{task}_{run}', cfg.neptune_project)
+
+
+def track_exports(cfg: FinetuneConfig, rows: list[dict], card: Path) -> None:
+    """With `tracking_artifacts`, the files written after the runs go to each run's tracked runs (their ids are in its
+    .pth), in the trackers that keep files: the group's model card `card`, and the run's transformers folder (with
+    its own card) where one is written (`save_pretrained`)."""
+    keep = [t for t in tracker_names(cfg.logger) if t != 'tensorboard']
+    if not cfg.tracking_artifacts or not keep or not is_main_process(): return
+    for r in rows:
+        checkpoint = Path(str(r['checkpoint']))
+        if not checkpoint.is_file(): continue  # a row whose weights were removed since (the card says so)
+        ids = torch.load(checkpoint, map_location='cpu', weights_only=True, mmap=True).get('trackers', {})
+        if not ids: continue  # a run of a job without trackers
+        tracked = start_trackers(keep, _tracked_run(cfg, r['task'], int(r['run']), int(r['seed'])), ids)
+        folder = transformers_folder(checkpoint)
+        tracked.artifacts([card, *([folder] if folder.is_dir() else [])])
+        tracked.end()
 
 
 def transformers_folder(checkpoint: Path) -> Path:
@@ -92,7 +110,7 @@ def runs_phrase(runs: list[int]) -> str:
 def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[str], None], start: float):
     "A run's epoch report (the log line, the trackers' rows at step epoch + 1) and its trackers."
     task, task_cfg = data.task, cfg.for_task(data.task.name)
-    tracked = _trackers(cfg, task.name, job.run, job.seed, task_cfg)
+    tracked = start_trackers(cfg.logger, _tracked_run(cfg, task.name, job.run, job.seed))
 
     def report(epoch, loss, metrics):
         shown = ', '.join(f'{m} {metric_text(metrics[m])}' for m in dev_metric_names(task))
@@ -113,7 +131,8 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
         atomic_save({'format': 'electra-finetuned', 'electra_version': __version__, 'kind': task.kind, 'task': task.name,
                      'run': job.run, 'seed': job.seed, 'labels': list(task.info.label_names),
                      'multilabel': task.info.multilabel, 'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
-                     'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final}, job.checkpoint)
+                     'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final,
+                     'trackers': tracked.ids}, job.checkpoint)  # `track_exports` goes on in its tracked runs
     row = {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
            'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
            'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'model_fingerprint': job.model,

@@ -14,7 +14,7 @@ from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
-from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
+from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, track_exports, train_jobs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.files import make_task, read_task_file
@@ -197,7 +197,9 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
 
 
 def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
-    "The per-task summary as markdown, saved with a plot of the spread over runs as `summary.md` and `summary.png`."
+    """The per-task summary as markdown, saved with a plot of the spread over runs as `summary.md` and `summary.png`,
+    and the group's model card; with `tracking_artifacts` the card and the runs' transformers folders go to their
+    tracked runs (`track_exports`)."""
     out = group_dir(cfg)
     tasks = {**TASKS, **_file_task_infos(cfg)}
     df = results.df[results.df['task'].isin(cfg.task_names) & (results.df['run'] < cfg.runs)]
@@ -207,7 +209,8 @@ def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
             f'{d.task} run {d.run} (seed {d.seed}) at step {d.step}' for d in results.diverged) + '.'
     if is_main_process():
         atomic_write_text(f'# Dev results of {cfg.group} ({cfg.model})\n\n{text}\n', out / 'summary.md')
-    write_finetuned_card(cfg, df, tasks, text)  # README.md of the group's models: the dev scores, settings, how to load
+    card = write_finetuned_card(cfg, df, tasks, text)  # README.md of the group's models: scores, settings, how to load
+    track_exports(cfg, df.to_dict('records'), card)  # with tracking_artifacts: the card and folders to each run's trackers
     if not df.empty: plot_summary(df, out / 'summary.png', title=f'{cfg.group}: dev score per run (bar: median)', tasks=tasks)
     return text
 

@@ -1,7 +1,7 @@
 """Experiment trackers beside the CSV files (`logger`, as transformers' `report_to`): TensorBoard, MLflow, Weights &
 Biases and Neptune, each through its own client. Every tracker of a run gets its name, group and tags, the config
-(each value and where it came from), every metrics row the CSV files get, and on request files as artifacts; the
-main process alone logs. A tracker whose package is missing or whose server cannot be reached is refused before
+(each value and where it came from), every metrics row the CSV files get, on request files as artifacts, and a
+summary's tables and figures (the comparison's); the main process alone logs. A tracker whose package is missing or whose server cannot be reached is refused before
 any work (`check_trackers`).
 
 fastai's TensorBoardCallback and WandbCallback log what fastai's Recorder holds (its smoothed loss, its metrics);
@@ -10,6 +10,7 @@ CSV files get, through the same clients those callbacks use (torch's SummaryWrit
 from __future__ import annotations
 
 import contextlib
+import csv
 import importlib
 import os
 import time
@@ -87,6 +88,13 @@ def _tag_pairs(tags: Iterable[str]) -> dict[str, str]:
     return dict(t.split('=', 1) if '=' in t else (t, 'true') for t in tags)
 
 
+def _csv_markdown(path: Path) -> str:
+    "A CSV file as a markdown table of its cells as written (TensorBoard shows text as markdown)."
+    with path.open(newline='') as f: rows = list(csv.reader(f))
+    lines = ['| ' + ' | '.join(row) + ' |' for row in rows]
+    return '\n'.join(lines[:1] + ['|' + '---|' * len(rows[0])] + lines[1:])
+
+
 class _TensorBoard:
     "A run's TensorBoard event files (torch's SummaryWriter); the config as a text table. No artifacts."
     def __init__(self, run: TrackedRun, run_id: str | None, step: int):
@@ -103,6 +111,12 @@ class _TensorBoard:
         for k, v in metrics.items(): self.writer.add_scalar(k, v, step, new_style=True, double_precision=True)
 
     def artifacts(self, paths: list[Path]): pass
+
+    def summary(self, tables: list[Path], figures: list[Path]):
+        import matplotlib.image
+        for t in tables: self.writer.add_text(t.stem, _csv_markdown(t), 0)
+        for f in figures:  # a PNG as matplotlib reads it, (height, width, RGBA) in [0, 1]: its RGB
+            self.writer.add_image(f.stem, matplotlib.image.imread(f)[..., :3], 0, dataformats='HWC')
 
     def end(self, status: str): self.writer.close()
 
@@ -143,6 +157,10 @@ class _Mlflow:
             if p.is_dir(): self.client.log_artifacts(self.id, str(p), p.name)
             else: self.client.log_artifact(self.id, str(p))
 
+    def summary(self, tables: list[Path], figures: list[Path]):
+        # the CSV files, not `log_table`, which appends to the table a rebuilt summary would replace
+        self.artifacts([*tables, *figures])
+
     def end(self, status: str): self.client.set_terminated(self.id, _END[status])
 
 
@@ -165,6 +183,12 @@ class _Wandb:
             if p.is_dir(): art.add_dir(str(p), name=p.name)
             else: art.add_file(str(p))
         self.run.log_artifact(art)
+
+    def summary(self, tables: list[Path], figures: list[Path]):
+        import pandas as pd
+        import wandb
+        self.run.log({**{t.stem: wandb.Table(dataframe=pd.read_csv(t)) for t in tables},
+                      **{f.stem: wandb.Image(str(f)) for f in figures}})
 
     def end(self, status: str): self.run.finish(exit_code=0 if status == 'finished' else 1)
 
@@ -192,6 +216,9 @@ class _Neptune:
     def artifacts(self, paths: list[Path]):
         for p in paths: self.run[f'artifacts/{p.name}'].upload_files(str(p / '*') if p.is_dir() else str(p))
 
+    def summary(self, tables: list[Path], figures: list[Path]):
+        for p in [*tables, *figures]: self.run[f'summary/{p.stem}'].upload(str(p))
+
     def end(self, status: str): self.run.stop()
 
 
@@ -212,6 +239,11 @@ class Trackers:
 
     def artifacts(self, paths: Iterable[str | Path]) -> None:
         for t in self.started.values(): t.artifacts([Path(p) for p in paths])
+
+    def summary(self, tables: Iterable[str | Path], figures: Iterable[str | Path]) -> None:
+        """A summary's CSV tables and PNG figures, each as its tracker shows one: MLflow the files as artifacts,
+        TensorBoard a markdown table and an image, W&B a Table and an Image, Neptune the files."""
+        for t in self.started.values(): t.summary([Path(p) for p in tables], [Path(p) for p in figures])
 
     def end(self, status: str = 'finished') -> None:
         "End each tracked run once: 'finished', 'failed' or 'killed' (stopped, to be resumed)."

@@ -148,3 +148,27 @@ def test_a_list_on_the_command_line_is_comma_separated_or_a_yaml_list():
         parse('--length_buckets', '[32, a]')
     with pytest.raises(ConfigError, match=r"key 'length_buckets': expected a list, got '\[32, 64'"):
         parse('--length_buckets', '[32, 64')
+
+
+def test_the_three_jobs_declare_the_trackers_keys_alike():
+    """logger, neptune_project, tracking_group, tracking_tags, tracking_artifacts: in pretraining, fine-tuning and the
+    comparison the same type, default and domain, read alike (a bad value refused with the same message); the jobs'
+    help texts differ only in the words each job gives (its runs, folder, group, tags and files)."""
+    import dataclasses
+    import typing
+
+    from electra.config.shared_keys import TRACKER_KEYS
+    from electra.config.compare import CompareConfig
+    from electra.config.finetune import FinetuneConfig
+    jobs = (PretrainConfig, FinetuneConfig, CompareConfig)
+    for key in TRACKER_KEYS:
+        fields = [next(f for f in dataclasses.fields(cls) if f.name == key) for cls in jobs]
+        declared = {(str(typing.get_type_hints(cls)[key]), repr(f.metadata.get('domain')),
+                     repr(f.default if f.default is not dataclasses.MISSING else f.default_factory()))
+                    for cls, f in zip(jobs, fields)}
+        assert len(declared) == 1, (key, declared)
+        names = [[f.name for f in dataclasses.fields(cls)] for cls in jobs]
+        assert all(n[n.index('threads') + 1:n.index('threads') + 1 + len(TRACKER_KEYS)] == list(TRACKER_KEYS) for n in names)
+    for cls in jobs:
+        with pytest.raises(ConfigError, match=r"^logger: 'none' means the CSV files only: give it alone"):
+            config_from_dict(cls, {'logger': ['none', 'mlflow']}).validate()

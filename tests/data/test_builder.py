@@ -165,3 +165,21 @@ def test_one_file_is_cut_into_shards_and_num_proc_does_not_change_the_examples(t
 def dataclasses_replace(settings, **kw):
     import dataclasses
     return dataclasses.replace(settings, **kw)
+
+
+def test_read_batches_are_what_the_build_splits_and_tokenizes(demo, tmp_path):
+    """The build's reading alone (benchmarks/data_bench.py times the sentencizer and the tokenizer on it): its
+    documents, their sentences and tokens are the build's counts."""
+    from electra.data.builder import encoding_backend, read_batches
+    from electra.data.corpus import resolve_corpus
+    corpus, tok = demo
+    settings = BuildSettings(max_length=64, shard_bytes=8_000)
+    counts = build_summary(build(corpus, tok, tmp_path / 'cache', settings))['counts']
+    source = resolve_corpus([str(corpus)], tmp_path / 'entries', settings)[0]
+    batches = list(read_batches(source, settings))
+    assert len(batches) > 1 and sum(ends for _, batch in batches for _, ends in batch) == counts['documents']
+    sentences = [x for lang, batch in batches for line in split_sentences([x for doc, _ in batch for x in doc], lang)
+                 for x in line]
+    assert len(sentences) == counts['sentences']
+    ids = encoding_backend(tok).encode_batch_fast(sentences, add_special_tokens=False)
+    assert sum(len(e.ids) for e in ids) == counts['tokens']

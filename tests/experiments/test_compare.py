@@ -97,6 +97,23 @@ def test_the_commands_read_back_as_the_planned_configs(tmp_path):
     assert [r.label for r in plan.runs] == ['electra (seed 1)', 'uniform (seed 1)', 'electra (seed 2)', 'uniform (seed 2)']
 
 
+
+@pytest.mark.parametrize('keys, group, tags', [
+    ({}, 't', []),
+    ({'tracking_group': 'g', 'tracking_tags': ['sweep=a', 'smoke'], 'neptune_project': 'me/x',
+      'tracking_artifacts': True}, 'g', ['sweep=a', 'smoke'])])
+def test_every_job_gets_the_comparison_s_tracker_keys(tmp_path, keys, group, tags):
+    """The trackers' keys are the same five in the three configs: the comparison's go to each job, its group (else the
+    comparison's name), its tags before the job's own, its Neptune project and artifacts."""
+    plan = make_plan(comparison(tmp_path, logger=['mlflow'], **keys))
+    run = plan.runs_of('uniform')[1]
+    pre, ft = pretrain_cfg(*run.pretrain_args), load_config(FinetuneConfig, run.finetune_args, preset_dir='configs/finetune')
+    for got in (pre, ft):
+        assert (got.logger, got.tracking_group, got.neptune_project, got.tracking_artifacts) == (
+            ['mlflow'], group, keys.get('neptune_project', ''), keys.get('tracking_artifacts', False))
+    assert pre.tracking_tags == [*tags, 'variant=uniform', 'seed=2'] and ft.tracking_tags[:len(tags) + 2] == [
+        *tags, 'variant=uniform', 'seed=2']
+
 def test_the_comparison_s_tasks_replace_its_fine_tuning_preset_s_task_file_unread(tmp_path, monkeypatch):
     "The preset demo_tasks names cache/demo_tasks/reviews.yaml, absent from an empty folder; the comparison's tasks win."
     monkeypatch.chdir(tmp_path)

@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides, notebook = _overrides(args.overrides), Path(args.notebook)
     if not notebook.is_file(): raise ConfigError(f'--notebook: {notebook} not found; give a .ipynb file.')
     try: nb, seconds = execute_notebook(notebook, overrides, notebook.parent)
-    except CellExecutionError as e:  # the cell's own error, its last line: what to fix is in the notebook's config
-        raise ConfigError(f'{notebook} failed: {str(e).strip().splitlines()[-1]}') from None
+    except CellExecutionError as e:  # the cell's own error (its traceback is coloured for a terminal: left out)
+        raise ConfigError(f'{notebook} failed: {e.ename}: {e.evalue}') from None
     paths = save_figures(nb, args.out)
     if not paths: raise ConfigError(f'{notebook} has no cell tagged "{TAG}<name>" that displayed a picture.')
     for p in paths: print(f'wrote {p}')

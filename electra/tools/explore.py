@@ -1,4 +1,5 @@
-"""Exploring a trained ELECTRA with nearest-neighbour search (hnswlib, cosine similarity), for `notebooks/Explore.ipynb`:
+"""Exploring a trained ELECTRA with nearest-neighbour search (hnswlib, cosine similarity), for `notebooks/Explore.ipynb`
+(its pictures: `electra.tools.token_view`, `electra.tools.pictures`):
 
 - `TokenIndex`: the discriminator's word embeddings; `nearest_tokens('cow')` lists the tokens whose embeddings are
   closest to a word's.
@@ -6,6 +7,8 @@
   model, centred on their mean; `nearest_examples(text_a, text_b)` lists the training examples the model represents
   most like a given input, e.g. a misclassified dev example from `find_misclassified`, for error analysis.
 - `recall_at_k` measures an index against exact cosine search (`exact_cosine_knn`, numpy).
+- `model_outputs` and `predictions`: a fine-tuned classifier's outputs and predictions on examples, which
+  `find_misclassified` and the notebook's confusion matrix read.
 
 Indexes are deterministic: single-threaded insertion with a fixed `random_seed` and fixed `M`, `ef_construction`
 and `ef` give the same graph and the same answers every time.
@@ -28,7 +31,8 @@ from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import Examples
 
 __all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
-           'cls_embeddings', 'ExampleIndex', 'model_outputs', 'predictions', 'find_misclassified', 'ExploreConfig', 'explore_config', 'open_finetuned']
+           'cls_embeddings', 'ExampleIndex', 'model_outputs', 'predictions', 'find_misclassified', 'ExploreConfig',
+           'explore_config', 'open_finetuned']
 
 
 # -- approximate and exact cosine search

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from electra.tools.figures import execute_notebook as execute
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / 'notebooks'
 
@@ -54,7 +56,6 @@ def execute_notebook(path: Path, overrides: dict, time_bound: float, cwd: Path =
     """Execute notebook `path` top to bottom in a fresh kernel (`electra.tools.figures.execute_notebook`: `overrides`
     after the cell tagged `parameters`, `epilogue` as a last cell), within `time_bound` seconds, as a user runs it.
     Returns the executed notebook and the seconds it took."""
-    from electra.tools.figures import execute_notebook as execute
     return execute(path, overrides, cwd, time_bound, ENV, epilogue)
 
 

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 bf350aae065b266c93c81ce42be37445bf860e4bdfe79b5276b7af739bfbb25a
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 f86b74b39aaac965f324c14561472085c4490201446ff17d2d1edb448b93fb6a
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -231,14 +231,16 @@ end_trackers(learn, cfg, exported)  # with tracking_artifacts: the export sent t
 # on a GPU the positions differ from the ones above); a sample equal to the original counts as original.
 
 # %%
-from electra.tools.walkthrough import discriminator_verdict, generator_samples, replaced_token_detection, verdict_line
+from electra.tools.walkthrough import detection_view, generator_samples, replaced_token_detection
 
 rtd = replaced_token_detection(model, batch_ids[:2], batch_types[:2], tokenizer, cfg, seed=cfg.seed)
 show(generator_samples(rtd, tokenizer, n=1), "the generator's samples at the masked positions")
 
 # %% [markdown]
-# The discriminator's verdict on every token of that example: a replaced token is written [sample/original], a token
-# it flags as replaced (probability above 0.5) is starred; the table lists the replaced and the flagged ones.
+# The discriminator's verdict on every token of that example. In a notebook each token is shaded red by its probability
+# of "replaced" (hover for the number), a replaced token followed by the original struck through, a flagged one
+# (probability above 0.5) outlined; in a terminal a replaced token is written [sample/original] and a flagged one starred
+# with its probability. The table lists the replaced and the flagged ones.
 #
 # On the demo the discriminator flags few tokens. The generator has learned the corpus's word frequencies and samples
 # frequent words, which only the syntax of the sentence gives away, and 200 steps of a 2-layer model learn little of
@@ -247,9 +249,10 @@ show(generator_samples(rtd, tokenizer, n=1), "the generator's samples at the mas
 # are what make ELECTRA's task hard, and what a longer run on real text learns to detect.
 
 # %%
-verdict = discriminator_verdict(rtd, tokenizer, example=0)
-print(verdict_line(verdict))
-show(verdict[verdict['replaced'] | verdict['flagged']], 'p(replaced) of the replaced and the flagged tokens')
+verdict = detection_view(rtd, tokenizer, example=0)
+show(verdict)
+rows = verdict.frame()
+show(rows[rows['replaced'] | rows['flagged']], 'p(replaced) of the replaced and the flagged tokens')
 
 # %% [markdown]
 # ## Loss curves

@@ -3,13 +3,17 @@ to bottom on the demo config cut small (nbclient, a fresh kernel, a time bound),
 flags. The export check itself (`electra.tools.notebooks`) is tested in tests/tools/test_notebooks.py."""
 from __future__ import annotations
 
+import html
 import importlib
 import importlib.util
+import json
 import re
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
+import torch
 
 from electra.tools import notebooks
 from tests.support.notebook_runs import NOTEBOOKS, REPO, execute_notebook, has_image, outputs_text, tiny_pretraining
@@ -107,12 +111,111 @@ def test_finetune_notebook_executes(finetune_notebook):
     assert (tmp / 'glue/nb/results.csv').is_file() and (tmp / 'test_outputs/nb/glue_submission.zip').is_file()
 
 
-def test_explore_notebook_executes(tmp_path, finetune_notebook):
+# run in the executed Explore notebook's kernel: what its figures drew, read off the figures themselves, and the vectors
+# they were drawn from, for the test to check against its own computation
+EXPLORE_EPILOGUE = """
+import json
+offsets = lambda fig: {c.get_label(): c.get_offsets().tolist() for c in fig.axes[0].collections}
+with open(DUMP, 'w') as f:
+    json.dump({'example_map': offsets(map_figure), 'train_vectors': examples.vectors.tolist(),
+               'dev_vectors': dev_vectors.tolist(), 'mean': examples.mean.tolist(), 'examined': examined,
+               'token_map': offsets(token_figure), 'token_vectors': tokens.vectors.tolist(),
+               'confusion': [t.get_text() for t in outcome.axes[0].texts],
+               'confusion_labels': [t.get_text() for t in outcome.axes[0].get_yticklabels()],
+               'max_length': max_length}, f)
+"""
+
+
+def view_spans(nb, name: str) -> list[tuple[str, float]]:
+    "The tokens of the token view a cell tagged figure:<name> displayed, with the opacity of the red of each."
+    [cell] = [c for c in nb.cells if f'figure:{name}' in c.metadata.get('tags', [])]
+    [html] = [o['data']['text/html'] for o in cell.outputs if 'text/html' in o.get('data', {})]
+    spans = re.findall(r'<span class="token" [^>]*rgba\(214, 39, 40, ([\d.]+)\)[^>]*>([^<]*)', html)
+    return [(token, float(alpha)) for alpha, token in spans]
+
+
+def pca_2d(x) -> np.ndarray:
+    from sklearn.decomposition import PCA
+    return PCA(n_components=2, svd_solver='full').fit_transform(np.asarray(x, dtype=np.float64))
+
+
+@torch.no_grad()
+def check_token_colours(nb, disc_dir: Path, text: str) -> None:
+    "Each token view's colours are transformers' ElectraForPreTraining's probabilities on the very tokens shown."
+    import transformers
+    disc = transformers.ElectraForPreTraining.from_pretrained(disc_dir).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(disc_dir)
+    for name in ('view_text', 'view_replaced', 'view_generated'):
+        spans = view_spans(nb, name)
+        ids = torch.tensor([tok.convert_tokens_to_ids([html.unescape(t) for t, _ in spans])])
+        p = torch.sigmoid(disc(input_ids=ids).logits)[0].numpy()
+        assert np.allclose([a for _, a in spans], p, atol=5e-4), name
+    assert [html.unescape(t) for t, _ in view_spans(nb, 'view_text')] == tok.convert_ids_to_tokens(tok(text)['input_ids'])
+
+
+@torch.no_grad()
+def dev_confusion(finetuned: str, tok, dev, max_length: int) -> np.ndarray:
+    "The fine-tuned classifier run here on each dev example alone (tokenized by transformers), its counts by numpy."
+    from electra.finetuning.loading import load_finetuned
+    clf = load_finetuned(finetuned).eval()
+    counts = np.zeros((2, 2), int)
+    for a, b, gold in zip(dev.text_a, dev.text_b, dev.label):
+        enc = tok(a, b, truncation=True, max_length=max_length, return_tensors='pt')
+        counts[int(gold), int(clf(enc['input_ids'], enc['attention_mask'], enc['token_type_ids']).argmax())] += 1
+    return counts
+
+
+def test_explore_notebook_executes(tmp_path, finetune_notebook, pretrained):
+    """Explore.ipynb on the tiny pretraining and its MRPC run: every section ran without a warning, and its figures show
+    what an independent computation gives (the maps scikit-learn's PCA of the vectors, the confusion matrix the
+    classifier's own dev predictions, the token colours transformers' discriminator's probabilities)."""
+    import transformers
+
+    from electra.finetuning.sweep import resolve_data
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    from electra.tools.figures import save_figures
     tmp, _, _ = finetune_notebook
-    overrides = {'finetuned': str(tmp / 'glue/nb/MRPC_0.pth'), 'cache_dir': str(tmp / 'cache'), 'k': 5}
-    nb, seconds = execute_notebook(NOTEBOOKS / 'Explore.ipynb', overrides, TIME_BOUND_S)
+    finetuned, dump = str(tmp / 'glue/nb/MRPC_0.pth'), tmp_path / 'drawn.json'
+    overrides = {'finetuned': finetuned, 'cache_dir': str(tmp / 'cache'), 'k': 5}
+    nb, seconds = execute_notebook(NOTEBOOKS / 'Explore.ipynb', overrides, TIME_BOUND_S,
+                                   epilogue=f'DUMP = {str(dump)!r}\n{EXPLORE_EPILOGUE}')
     assert seconds < TIME_BOUND_S
     text = outputs_text(nb)
-    assert 'MRPC, fine-tuned from' in text and 'nearest tokens' in text
+    assert 'MRPC, fine-tuned from' in text and 'nearest tokens' in text and 'generator: ElectraForMaskedLM' in text
     assert 'token index: recall@10' in text and 'training examples indexed; recall@10' in text
     assert 'dev examples of MRPC predicted wrong' in text
+    outputs = [o for c in nb.cells for o in c.get('outputs', [])]
+    assert not [o for o in outputs if o.get('name') == 'stderr' or o.get('output_type') == 'error']
+    assert not re.search(r'warn', text, re.IGNORECASE)                         # IProgress, deprecations, ...
+    names = ['view_text', 'view_replaced', 'view_generated', 'token_map', 'dev_outcome', 'example_map']
+    assert [p.name for p in save_figures(nb, tmp_path / 'figures')] == [f'{n}.png' for n in names]
+    assert all((tmp_path / 'figures' / f'{n}.png').read_bytes().startswith(b'\x89PNG') for n in names)
+    drawn = json.loads(dump.read_text())
+    disc_dir = Path(pretrained['run_dir']) / 'discriminator'
+    tok = transformers.AutoTokenizer.from_pretrained(disc_dir)
+    check_token_colours(nb, disc_dir, 'the teacher reads three books in the classroom .')
+    # the map of [CLS] vectors: scikit-learn's PCA of the training and dev vectors, split by label as drawn
+    train, dev = (resolve_data('demo', str(tmp / 'cache')).load(TASKS['MRPC'], s) for s in ('train', 'dev'))
+    ref, n = pca_2d(drawn['train_vectors'] + drawn['dev_vectors']), len(train)
+    m = drawn['example_map']
+    for label in (0, 1):
+        assert np.allclose(m[f'train: {label}'], ref[:n][train.label == label], atol=1e-5)
+        assert np.allclose(m[f'dev: {label}'], ref[n:][dev.label == label], atol=1e-5)
+    assert np.allclose(m['the examined example'], ref[[n + drawn['examined']]], atol=1e-5)
+    # ... of the vectors the classifier reads: its body's [CLS] state, here by transformers' own ElectraModel
+    from electra.finetuning.loading import load_finetuned
+    enc = tok(dev.text_a[3], dev.text_b[3], truncation=True, max_length=drawn['max_length'], return_tensors='pt')
+    with torch.no_grad(): cls = load_finetuned(finetuned).eval().electra(**enc).last_hidden_state[0, 0].numpy()
+    assert np.allclose(np.array(drawn['dev_vectors'][3]) + drawn['mean'], cls, atol=1e-4)
+    # the confusion matrix: the counts of the classifier's own dev predictions, rows and columns by label name
+    shown = np.array([int(t) for t in drawn['confusion']]).reshape(2, 2)
+    assert np.array_equal(shown, dev_confusion(finetuned, tok, dev, drawn['max_length']))
+    assert drawn['confusion_labels'] == list(TASKS['MRPC'].labels) and shown.sum() == len(dev)
+    # the token map: scikit-learn's PCA of every token's embedding; each looked-up word at its own row's projection
+    from sklearn.decomposition import PCA
+    pca = PCA(n_components=2, svd_solver='full').fit(np.asarray(drawn['token_vectors'], dtype=np.float64))
+    assert np.allclose(drawn['token_map']['all tokens'], pca.transform(np.asarray(drawn['token_vectors'])), atol=1e-5)
+    emb = transformers.ElectraForPreTraining.from_pretrained(disc_dir).electra.embeddings.word_embeddings.weight
+    for w in ('cow', 'teacher'):
+        vec = emb[tok(w, add_special_tokens=False)['input_ids']].mean(0).detach().numpy()[None].astype(np.float64)
+        assert np.allclose(drawn['token_map'][f'word: {w}'], pca.transform(vec), atol=1e-5)

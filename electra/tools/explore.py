@@ -1,4 +1,5 @@
-"""Exploring a trained ELECTRA with nearest-neighbour search (hnswlib, cosine similarity), for `notebooks/Explore.ipynb`:
+"""Exploring a trained ELECTRA with nearest-neighbour search (hnswlib, cosine similarity), for `notebooks/Explore.ipynb`
+(its pictures: `electra.tools.token_view`, `electra.tools.pictures`):
 
 - `TokenIndex`: the discriminator's word embeddings; `nearest_tokens('cow')` lists the tokens whose embeddings are
   closest to a word's.
@@ -6,6 +7,8 @@
   model, centred on their mean; `nearest_examples(text_a, text_b)` lists the training examples the model represents
   most like a given input, e.g. a misclassified dev example from `find_misclassified`, for error analysis.
 - `recall_at_k` measures an index against exact cosine search (`exact_cosine_knn`, numpy).
+- `model_outputs` and `predictions`: a fine-tuned classifier's outputs and predictions on examples, which
+  `find_misclassified` and the notebook's confusion matrix read.
 
 Indexes are deterministic: single-threaded insertion with a fixed `random_seed` and fixed `M`, `ef_construction`
 and `ef` give the same graph and the same answers every time.
@@ -30,7 +33,8 @@ from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import Examples
 
 __all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
-           'cls_embeddings', 'ExampleIndex', 'find_misclassified', 'ExploreConfig', 'explore_config', 'open_finetuned']
+           'cls_embeddings', 'ExampleIndex', 'model_outputs', 'predictions', 'find_misclassified', 'ExploreConfig',
+           'explore_config', 'open_finetuned']
 
 
 # -- approximate and exact cosine search
@@ -198,14 +202,24 @@ class ExampleIndex:
         return pd.DataFrame(out)
 
 
+def model_outputs(classifier, tokenizer, examples, max_length: int = 128, batch_size: int = 128) -> np.ndarray:
+    """A fine-tuned `ElectraClassifier`'s outputs for `examples`, in their order, encoded as fine-tuning encodes them:
+    logits [N, classes], or scores [N] of a regression task (on the task's own scale)."""
+    enc = encode(examples, tokenizer, max_length)
+    return predict_outputs(classifier, make_loader(enc, batch_size, False, pad_token_id(tokenizer)))
+
+
+def predictions(task, outputs: np.ndarray) -> np.ndarray:
+    "The predicted class id of each example (the largest logit), or its score for a regression task."
+    return outputs if task.is_regression else outputs.argmax(-1)
+
+
 def find_misclassified(classifier, tokenizer, task, examples, max_length: int = 128, batch_size: int = 128,
                        tolerance: float = 1.0) -> pd.DataFrame:
     """The examples (e.g. a dev set) that a fine-tuned `ElectraClassifier` gets wrong, most confident mistakes first:
     index, text(s), label, prediction and the probability it gave its prediction. For a regression task (STS-B),
     the examples predicted more than `tolerance` off, largest error first."""
-    enc = encode(examples, tokenizer, max_length)
-    loader = make_loader(enc, batch_size, False, pad_token_id(tokenizer))
-    out = predict_outputs(classifier, loader)
+    out = model_outputs(classifier, tokenizer, examples, max_length, batch_size)
     df = pd.DataFrame({'idx': examples.idx, 'text_a': examples.text_a})
     if examples.text_b is not None: df['text_b'] = examples.text_b
     if task.is_regression:
@@ -213,7 +227,7 @@ def find_misclassified(classifier, tokenizer, task, examples, max_length: int = 
         df['error'] = (df['prediction'] - df['label']).abs().round(3)
         return df[df['error'] > tolerance].sort_values('error', ascending=False, kind='stable')
     probs = torch.softmax(torch.from_numpy(out), -1).numpy()
-    pred = probs.argmax(-1)
+    pred = predictions(task, out)
     df['label'] = [task.labels[int(i)] for i in examples.label]
     df['prediction'] = [task.labels[int(i)] for i in pred]
     df['p(prediction)'] = probs.max(-1).round(3)
@@ -232,6 +246,14 @@ class ExploreConfig:
                            "examples are indexed and its dev mistakes analysed")
     data: path = field('demo', "the GLUE data the run was fine-tuned on: 'hub', 'demo' or a directory")
     cache_dir: path = field('cache', 'where the demo GLUE data is written')
+    generator: path = field('', "the generator whose replacements and candidates to show (a save_pretrained directory or a hub "
+                               "name of a masked LM); empty: the one trained with the pretrained discriminator")
+    text: str = field('the teacher reads three books in the classroom .', "a text to show the discriminator's view of")
+    replace: str = field('books', 'a word of `text` to replace')
+    replace_with: str = field('chalks', 'what to put in its place')
+    generate: list[str] = field(['reads', 'classroom'], "words of `text` the generator fills in (masked, then sampled)",
+                                min_items=1)
+    threshold: float = field(0.5, 'a token is flagged as replaced above this probability', gt=0, lt=1)
     words: list[str] = field(['cow', 'ship', 'bread', 'teacher', 'yesterday', 'three'], 'words whose nearest tokens to list')
     k: int = field(10, 'neighbours per query', gt=0)
     mistake: int = field(0, 'which misclassified dev example to analyse, by confidence', ge=0,

@@ -1,7 +1,8 @@
 """What the driver notebooks show between their steps, besides the decoded examples and masked batches of
-`electra.tools.data_views`: the generator's samples, the discriminator's verdict on every token, the loss curves, and the
-fine-tuning results. Each function returns a pandas DataFrame or a matplotlib Figure; `show` displays it in a
-notebook and prints it (tables) in a script, so the same cells run in both.
+`electra.tools.data_views`: the generator's samples, the discriminator's verdict on every token (an
+`electra.tools.token_view.TokenView`), the loss curves, and the fine-tuning results. Each function returns a pandas
+DataFrame, a `TokenView` or a matplotlib Figure; `show` displays it in a notebook and prints it (tables, token views)
+in a script, so the same cells run in both.
 
 Nothing here changes a run: masking and sampling use their own seeded generators, the model is put back in the
 mode (train/eval) and with the sampling generator it had.
@@ -21,9 +22,10 @@ from electra.finetuning.results import METRIC_COLUMNS
 from electra.objective.masking import MaskingSettings
 from electra.runtime.processes import is_main_process, running_in_notebook
 from electra.tools.data_views import mask_batch
+from electra.tools.token_view import TokenView
 
 __all__ = ['show', 'show_image', 'example_batch', 'ReplacedTokenDetection', 'replaced_token_detection', 'generator_samples',
-           'discriminator_verdict', 'verdict_line', 'plot_losses', 'runs_table']
+           'detection_view', 'plot_losses', 'runs_table']
 
 
 # -- showing things in a notebook and in a script
@@ -123,26 +125,15 @@ def generator_samples(rtd: ReplacedTokenDetection, tokenizer, n: int = 2) -> pd.
     return pd.DataFrame(rows)
 
 
-def discriminator_verdict(rtd: ReplacedTokenDetection, tokenizer, example: int = 0, threshold: float = 0.5) -> pd.DataFrame:
-    """Every real token of one example as the discriminator saw it, with the truth (replaced or original), the
-    discriminator's probability that it was replaced, and its verdict (flagged: probability > `threshold`)."""
-    r, rows = example, []
-    for p in range(int(rtd.real[r].sum())):
-        prob = float(rtd.p_replaced[r, p])
-        rows.append({'position': p, 'token': tokenizer.convert_ids_to_tokens(int(rtd.corrupted[r, p])),
-                     'original': tokenizer.convert_ids_to_tokens(int(rtd.original[r, p])),
-                     'replaced': bool(rtd.is_replaced[r, p]), 'p(replaced)': round(prob, 3), 'flagged': prob > threshold})
-    return pd.DataFrame(rows)
-
-
-def verdict_line(verdict: pd.DataFrame) -> str:
-    """A verdict table as one line of text: a replaced token is written [sample/original], a token the
-    discriminator flags is starred: *[x/y]* is a replacement caught, *x* a false alarm, [x/y] a miss."""
-    parts = []
-    for row in verdict.to_dict('records'):
-        t = f"[{row['token']}/{row['original']}]" if row['replaced'] else row['token']
-        parts.append(f'*{t}*' if row['flagged'] else t)
-    return ' '.join(parts)
+def detection_view(rtd: ReplacedTokenDetection, tokenizer, example: int = 0, threshold: float = 0.5) -> TokenView:
+    """Every real token of one example as the discriminator saw it, with the original where the generator's sample
+    replaced it and the discriminator's probability that it was replaced (flagged: above `threshold`): a `TokenView`,
+    shown as coloured tokens in a notebook and as plain marks in a terminal."""
+    r, n = example, int(rtd.real[example].sum())
+    tokens = tokenizer.convert_ids_to_tokens(rtd.corrupted[r, :n].tolist())
+    originals = [o if bool(rtd.is_replaced[r, p]) else None
+                 for p, o in enumerate(tokenizer.convert_ids_to_tokens(rtd.original[r, :n].tolist()))]
+    return TokenView(tokens, rtd.p_replaced[r, :n].float().numpy(), originals, threshold=threshold)
 
 
 # -- training curves

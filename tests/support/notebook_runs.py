@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from electra.tools.figures import execute_notebook as execute
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / 'notebooks'
 
@@ -50,22 +52,11 @@ def tiny_pretraining(tmp_path_factory) -> dict:
         return info
 
 
-def execute_notebook(path: Path, overrides: dict, time_bound: float, cwd: Path = NOTEBOOKS):
-    """Execute notebook `path` top to bottom in a fresh `python3` kernel started in `cwd` (Jupyter starts it in the
-    notebook's folder), with `overrides = {...}` run right after the cell tagged `parameters` (as papermill
-    injects parameters). Every cell's timeout is what is left of `time_bound` seconds, so the whole notebook runs
-    within it or fails. Returns the executed notebook and the seconds it took."""
-    import nbformat
-    from nbclient import NotebookClient
-    nb = nbformat.read(str(path), as_version=4)
-    at = [i for i, c in enumerate(nb.cells) if 'parameters' in c.metadata.get('tags', [])]
-    assert len(at) == 1, f'{path.name}: expected one cell tagged "parameters", found {len(at)}'
-    nb.cells.insert(at[0] + 1, nbformat.v4.new_code_cell(f'overrides = {overrides!r}  # injected by the test'))
-    start = time.monotonic()
-    client = NotebookClient(nb, kernel_name='python3', resources={'metadata': {'path': str(cwd)}}, startup_timeout=120,
-                            timeout_func=lambda cell: max(1, int(time_bound - (time.monotonic() - start))))
-    client.execute(env={**os.environ, **ENV})
-    return nb, time.monotonic() - start
+def execute_notebook(path: Path, overrides: dict, time_bound: float, cwd: Path = NOTEBOOKS, epilogue: str = ''):
+    """Execute notebook `path` top to bottom in a fresh kernel (`electra.tools.figures.execute_notebook`: `overrides`
+    after the cell tagged `parameters`, `epilogue` as a last cell), within `time_bound` seconds, as a user runs it.
+    Returns the executed notebook and the seconds it took."""
+    return execute(path, overrides, cwd, time_bound, ENV, epilogue)
 
 
 def outputs_text(nb) -> str:

@@ -59,13 +59,13 @@ def test_every_preset_trains_through_the_step_and_its_step_is_the_reference_step
     ref = tiny_model(cfg)
     runner = runners.LearnerRunner('t', cfg, model, data, torch.device('cpu'), precision)
     if precision == 'fp16':  # a scale that overflows nothing: torch's default 2^16 skips the first steps here
-        runner.learn.training_step.scaler = torch.amp.GradScaler('cpu', init_scale=16.0)
+        runner.learn.pretraining_step.scaler = torch.amp.GradScaler('cpu', init_scale=16.0)
     runner.loader.n = 1
     runner.learn.fit(1)
     assert calls == [1]  # the one step ran through `pretraining_step`
     lr = runner.learn.opt.hypers[0]['lr']
     gen, disc = reference_step(cfg, ref.train(), *data[0], lr, cfg.grad_accum_steps, stage=1 if cfg.two_stage else 0)
-    sums = runner.learn.training_step.sums
+    sums = runner.learn.pretraining_step.sums
     tol = dict(rtol=1e-2, atol=1e-3) if precision == 'fp16' else dict(rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(sums[1].float(), gen.detach(), **tol)
     if not cfg.two_stage: torch.testing.assert_close(sums[2].float(), disc.detach(), **tol)
@@ -83,15 +83,15 @@ def test_an_fp16_overflow_changes_nothing_halves_the_scale_and_reads_nothing_to_
     from electra.training.speed import HostSyncCounter
     cfg = preset('small')
     runner = runners.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg, n=2), torch.device('cpu'), 'fp16')
-    step, reads = runner.learn.training_step, []
+    step, reads = runner.learn.pretraining_step, []
     step.scaler = torch.amp.GradScaler('cpu', init_scale=16.0)
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         with HostSyncCounter() as c:
-            out = step_module.learn_from(*args)
+            out = step_module.learn_from(*args, **kwargs)
         reads.append(dict(c.counts))
         return out
-    step.step_fn = step.plain = counted
+    step.step_function = counted
 
     class Overflow(Callback):
         "Before the second step: the state the first left, and a loss scale its gradients overflow at."

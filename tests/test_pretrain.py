@@ -82,27 +82,6 @@ def test_half_then_resume_equals_straight(straight, tmp_path):
     assert [int(r['step']) for r in rows] == [6, 12, 18, 24]        # no duplicated rows after the resume
 
 
-def test_two_stage_resumed_at_or_after_the_switch_ends_as_the_straight_run(tmp_path):
-    """Two-stage training (4 steps of the generator alone, then 4 of the discriminator from its weights), resumed
-    from its checkpoint at the switch (the discriminator's start still to come) and from one past it (the generator
-    frozen already): the step's stage comes back from the step count, and each run ends as the straight one."""
-    argv = [*TINY, '--steps', '8', '--log_every', '2', '--two_stage', '0.5', '--generator_size', '1.0', '--tie_weights',
-            'none', '--run_name', 'stages', '--checkpoint_at', '0.5,0.75,1.0']
-    straight = pretrain(tmp_path / 'straight', *argv)
-    metrics = lambda d: [{k: v for k, v in r.items() if k != 'steps_per_s'}  # noqa: E731
-                         for r in csv.DictReader((d / 'ckpt' / 'stages_11081' / 'metrics.csv').open())]
-    for cut, start in (('50%', 4), ('75%', 6)):
-        d = tmp_path / cut
-        shutil.copytree(tmp_path / 'straight', d)
-        for later in ('75%', '100%')[('50%', '75%').index(cut):]: (d / 'ckpt' / f'stages_11081_{later}.pth').unlink()
-        resumed = pretrain(d, *argv, '--resume')
-        assert resumed['start_step'] == start
-        final = resumed['model'].state_dict()
-        for k, v in straight['model'].state_dict().items():
-            assert torch.allclose(final[k], v, rtol=0, atol=1e-6), (cut, k)
-        assert metrics(d) == metrics(tmp_path / 'straight') and len(metrics(d)) == 4
-
-
 def flip_one_bit_in_the_largest_tensor(path: Path) -> None:
     "Damage a checkpoint as a bad disk would: one bit of tensor data flipped; the file still unpickles."
     import zipfile

@@ -190,8 +190,9 @@ class PretrainingStep(StepCallback):
             self.step_temperature = torch.zeros((), device=device)
             torch._dynamo.mark_static_address(self.step_temperature)
         # two-stage training: a run resumed past the switch has the discriminator's weights in its checkpoint already
-        self.current_stage = 0 if not self.switch_step else 2 if self.train_iter > self.switch_step else 1
-        self.model.stage = self.current_stage
+        stage = 0 if not self.switch_step else 2 if self.train_iter > self.switch_step else 1
+        if stage != self.current_stage: self.update = None  # another fit of this Learner, in another stage
+        self.current_stage = self.model.stage = stage
 
     def before_batch(self):
         if self.current_stage == 1 and self.train_iter >= self.switch_step: self.next_stage()

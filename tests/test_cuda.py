@@ -73,7 +73,7 @@ def loss_log(out):
 
         def after_batch(self):
             if not self.training: return
-            out.append(tuple(float(x) for x in self.learn.training_step.sums[1:3]))  # the step's gen_loss, disc_loss
+            out.append(tuple(float(x) for x in self.learn.pretraining_step.sums[1:3]))  # the step's gen_loss, disc_loss
             self.learn.max_sampled = int(self.sampled)
     return LossLog()
 
@@ -88,7 +88,7 @@ def test_cuda_bf16_learner_step_close_to_fp32_baseline():
     "bf16 autocast in the step changes rounding only."
     losses, (gen, disc), runner = learner_losses(cfg_of(dropout=0.0), 'bf16')
     assert losses[0][0] == pytest.approx(gen, rel=1e-2) and losses[0][1] == pytest.approx(disc, rel=2e-2)
-    assert runner.learn.training_step.sums.dtype == torch.float64  # summed from the fp32 losses
+    assert runner.learn.pretraining_step.sums.dtype == torch.float64  # summed from the fp32 losses
 
 
 def sync_errors(start: int):
@@ -138,7 +138,7 @@ def test_cuda_fp16_step_never_waits_for_the_host():
         runner.run(5)
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    assert runner.learn.training_step.scaler is not None
+    assert runner.learn.pretraining_step.scaler is not None
 
 
 def test_cuda_compiled_training_equals_eager():

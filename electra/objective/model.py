@@ -216,7 +216,7 @@ class ElectraGeneratorDiscriminator(nn.Module):
     without one (generator kind 'none', BERT) and for the uniform generator, whose replacements are drawn uniformly
     from the vocabulary (official `uniform_generator`: no network, no generator loss).
     `stage`: 0 joint training; with two-stage training 1 (the generator alone), then 2 (the discriminator alone, the
-    generator frozen; `TwoStageTraining` switches)."""
+    generator frozen; the `PretrainingStep` callback switches)."""
 
     def __init__(self, generator: ElectraForMaskedLM | None, discriminator: ElectraForPreTraining,
                  tie_weights: str = 'embeddings', temperature: float = 1.0, disallow_correct: bool = False,

@@ -19,7 +19,7 @@ from fastai.callback.core import Callback, CancelFitException
 from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 
 from electra.config.errors import ConfigError
-from electra.pretraining.step import STEP_SUMS, TrainingStep
+from electra.pretraining.step import STEP_SUMS, PretrainingStep
 from electra.runtime.errors import TrainingDiverged, stopped_by
 from electra.runtime.files import atomic_save, path_inside, release_run_dir
 from electra.runtime.processes import is_main_process, world
@@ -27,7 +27,7 @@ from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overw
 from electra.training.distributed import all_reduce_sum, gather_objects, is_distributed, rank_seed
 from electra.training.sinks import CsvLog
 
-__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'TwoStageTraining', 'MetricsLogger', 'ProgressBar', 'Checkpointer',
+__all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MetricsLogger', 'ProgressBar', 'Checkpointer',
            'StopOnInterrupt', 'METRIC_NAMES']
 
 
@@ -45,12 +45,10 @@ class StepCounter(Callback):
 
 
 class ResumeFromCheckpoint(Callback):
-    """Puts a checkpoint's whole training state back, each part at the first event it can go: the step, model, optimizer
-    and masking generator before fit; the loss scaler and the global RNGs (dropout) just before the first resumed step,
-    after fit set-up and the loader's iterator have drawn what they draw."""
+    "Puts a checkpoint's training state back, each part at the first event it can go (the step's through its own method)."
     order, run_valid = -8, False  # after TrainEvalCallback (-10) moved the model to the device and set the step to 0
 
-    def __init__(self, ckpt: dict, step: TrainingStep):
+    def __init__(self, ckpt: dict, step: PretrainingStep):
         self.ckpt, self.step = ckpt, step  # ckpt None once restored: a later fit of this Learner goes on from there
 
     def before_fit(self):
@@ -58,9 +56,11 @@ class ResumeFromCheckpoint(Callback):
         self.learn.train_iter = self.ckpt['step']
         self.model.load_state_dict(self.ckpt['model'])
         self.opt.load_state_dict(self.ckpt['opt'])  # torch puts each state tensor on its parameter's device
+        # the step's masking generator and loss scale, which the step (65) puts back as its fit starts; the global
+        # RNGs (dropout) just before the first resumed step, after fit set-up and the loader's iterator drew theirs
         rng = own_random_states(self.ckpt)
-        if rng is not None: self.step.rng_state = rng['masking']  # the step (65) makes its generator next
-        else: self.step.seed = self._fresh_seed()
+        self.step.load_state(None if rng is None else rng['masking'], self.ckpt['scaler'],
+                             None if rng is not None else self._fresh_seed())
 
     def _fresh_seed(self) -> int:
         "This process's seed when the checkpoint has no random states of its own (another number of processes)."
@@ -68,9 +68,7 @@ class ResumeFromCheckpoint(Callback):
 
     def before_batch(self):
         if self.ckpt is None: return
-        ckpt, rng = self.ckpt, own_random_states(self.ckpt)
-        if ckpt['scaler'] and self.step.scaler is not None:
-            self.step.scaler.load_state_dict(ckpt['scaler'])  # the step made its scaler in before_fit
+        rng = own_random_states(self.ckpt)
         if rng is None: torch.manual_seed(self._fresh_seed())
         else:
             torch.set_rng_state(rng['torch'])
@@ -86,34 +84,6 @@ def own_random_states(ckpt: dict) -> dict | None:
     return ranks[w.rank] if len(ranks) == w.size else None
 
 
-class TwoStageTraining(Callback):
-    """Two-stage training (the paper, section 3.2): the generator alone for `switch_step` steps, then the discriminator,
-    initialised from the generator's encoder, with the generator frozen."""
-    order, run_valid = -7, False  # after ResumeFromCheckpoint (-8) put the step and the weights back
-
-    def __init__(self, switch_step: int): self.switch_step = switch_step
-
-    def before_fit(self):
-        if is_distributed():
-            raise ConfigError('two_stage: two-stage training runs in one process (its switch from one network to '
-                              'the other mid-run is not verified across the processes of a torchrun job).')
-        # a run resumed after the switch has the discriminator's weights in its checkpoint already: freeze only
-        if self.train_iter > self.switch_step: self._freeze_generator()
-        else: self.model.stage = 1
-
-    def before_batch(self):
-        if self.model.stage != 1 or self.train_iter < self.switch_step: return
-        # the paper: "initialize the weights of the discriminator with the weights of the generator"
-        self.model.discriminator.electra.load_state_dict(self.model.generator.electra.state_dict())
-        self._freeze_generator()
-
-    def _freeze_generator(self):
-        for p in self.model.generator.parameters():
-            p.requires_grad_(False)
-            p.grad = None  # fastai's optimizer steps (and decays) only parameters holding a gradient
-        self.model.stage = 2
-
-
 # gen_*: the generator; disc_*: the discriminator (in the MLM objectives its MLM loss and token
 # accuracy); replaced_precision / recall: replaced-token detection only (0 otherwise). replaced_fraction: share of real
 # tokens replaced; answering "original" everywhere scores 1 - replaced_fraction.
@@ -126,7 +96,7 @@ class MetricsLogger(Callback):
     "Accumulates losses and accuracies on the device; every `log_every` steps writes a CSV row and calls `sinks`."
     order, run_valid = 70, False
 
-    def __init__(self, path: str | Path, log_every: int, total_steps: int, step: TrainingStep,
+    def __init__(self, path: str | Path, log_every: int, total_steps: int, step: PretrainingStep,
                  sinks: list[Callable[[dict], None]] = (), saved: list[Path] | None = None):
         "`saved`: the checkpoints written so far (the `Checkpointer`'s list, which it fills), for a divergence's message."
         self.csv, self.log_every, self.total_steps, self.sinks = CsvLog(path, METRIC_NAMES), log_every, total_steps, list(sinks)
@@ -213,7 +183,7 @@ class Checkpointer(Callback):
     order, run_valid = 80, False
 
     def __init__(self, output_dir: str | Path, run_name: str, seed: int, total_steps: int, fractions: list[float],
-                 extra: Callable[[], dict], step: TrainingStep, logger: MetricsLogger):
+                 extra: Callable[[], dict], step: PretrainingStep, logger: MetricsLogger):
         self.output_dir, self.run_name, self.seed, self.total_steps = Path(output_dir), run_name, seed, total_steps
         self.at, self.extra, self.step, self.logger = checkpoint_steps(total_steps, fractions), extra, step, logger
         self.saved: list[Path] = logger.saved  # the logger names the last of them when the loss diverged
@@ -227,13 +197,14 @@ class Checkpointer(Callback):
     def save(self, fractions: list[float]) -> list[Path]:
         """Write the training state after the current step as the checkpoints of `fractions` of the run. Every process
         calls it at the same step and hands over its random states; the main process writes."""
+        step = self.step.state()  # its masking generator's (this process's) and loss scale
         rng = {'torch': torch.get_rng_state(), 'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-               'masking': self.step.state()}
+               'masking': step['masking']}
         ranks = gather_objects(rng)  # [one per process]
         if not is_main_process(): return []
         self.logger.check_finite()
         state = {'step': self.train_iter, 'model': self.model.state_dict(), 'opt': self.opt.state_dict(),
-                 'scaler': self.step.scaler.state_dict() if self.step.scaler is not None else None,
+                 'scaler': step['scaler'],
                  'rng': rng, **({'rng_ranks': ranks} if len(ranks) > 1 else {}), **self.extra()}
         state['checksum'] = state_checksum(state)
         paths = []

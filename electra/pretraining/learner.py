@@ -30,10 +30,9 @@ from electra.pretraining.callbacks import (
     ResumeFromCheckpoint,
     StepCounter,
     StopOnInterrupt,
-    TwoStageTraining,
 )
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
-from electra.pretraining.step import TrainingStep
+from electra.pretraining.step import PretrainingStep
 from electra.runtime.errors import TrainingStopped, stopped_by
 from electra.runtime.files import atomic_write_text, lock_run_dir, path_inside, release_run_dir, writable_dir
 from electra.runtime.processes import cli_args, command_again, is_main_process, running_in_notebook, world
@@ -103,24 +102,24 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
                     splitter=param_groups, lr=cfg.lr, path=run_dir, model_dir='.')
     # fastai's Recorder keeps a loss tensor per step and its ProgressCallback reads the loss every step: replaced below.
     learn.remove_cbs([Recorder, ProgressCallback])
-    # The step is one callback (65: `TrainingStep`, electra/pretraining/step.py); the others, in the order they run
+    # The step is one callback (65: `PretrainingStep`, electra/pretraining/step.py); the others, in the order they run
     # (fastai's TrainEvalCallback, -10, counts and moves the model), do what is not the step.
-    step = TrainingStep(masking, rank_seed(cfg.seed, world().rank), tokenizer.pad_token_id,
-                        cfg.grad_accum_steps, cfg.loss_mean, cfg.clip_grad, precision, _compile_scope(cfg, precision),
-                        None if cfg.compile_mode == 'default' else cfg.compile_mode,
-                        temperature=TemperatureSchedule.from_config(cfg))
+    step = PretrainingStep(masking, rank_seed(cfg.seed, world().rank), tokenizer.pad_token_id,
+                           cfg.grad_accum_steps, cfg.loss_mean, cfg.clip_grad, precision, _compile_scope(cfg, precision),
+                           None if cfg.compile_mode == 'default' else cfg.compile_mode,
+                           temperature=TemperatureSchedule.from_config(cfg),
+                           switch_step=cfg.two_stage_switch if cfg.two_stage else 0)
     logger = MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, step, sinks)
     checkpointer = Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at,
                                 lambda: {**extra(), 'trackers': trackers.ids}, step, logger)
     cbs = [
         StepCounter(cfg.steps),                  # -9 before_train/after_batch: the run's fraction done, over resumes
         ResumeFromCheckpoint(resume, step) if resume else None,  # -8 before_fit, first before_batch: the checkpoint's
-        TwoStageTraining(cfg.two_stage_switch) if cfg.two_stage else None,  # -7: generator, then
-                                                 # the discriminator from its weights, the generator frozen
         ParamScheduler({'lr': warmup_decay_sched(cfg.lr, cfg.warmup_steps, cfg.steps, cfg.decay_power, cfg.schedule,
                                                  cfg.two_stage_switch if cfg.two_stage_schedule == 'per_stage' else 0)}),
                                                  # 60 before_batch: the official lr at this step
-        step,                                    # 65 before_batch: the step, in place of fastai's
+        step,                                    # 65 before_batch: the step, in place of fastai's (two-stage
+                                                 # training's switch too: the discriminator from the generator)
         logger,                                  # 70 after_batch: metrics.csv rows
         _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, trackers),  # 72, main process
         ProgressBar(cfg.steps, logger) if live else None,  # 75 after_batch: the live bar in a terminal or notebook

@@ -1,15 +1,20 @@
-"""The pretraining step, read top to bottom: `pretraining_step` masks the batch and draws the sampling noise, and
-`learn_from` runs the generator, the sampling and the discriminator, takes the objective's losses and their gradients,
-averages them over the processes of a torchrun job, clips them and updates the weights. Every preset and option
-trains through these two functions, run by the Learner's one `TrainingStep` callback: eager or compiled (the model,
-or with `compile_scope` step the whole of `learn_from` as one graph, CUDA graphs included), fp32, bf16 or fp16,
-micro-batches, two-stage training, every objective variant, one process or several.
+"""The pretraining step, read top to bottom: `pretraining_step` masks the batch and draws the sampling noise, and the
+step function `learn_from` runs the generator, the sampling and the discriminator, takes the objective's losses and
+their gradients, averages them over the processes of a torchrun job, clips them and updates the weights. Every preset
+and option trains through these two functions, run by the Learner's one `PretrainingStep` callback: eager or compiled
+(the model, or with `compile_scope` step the whole of `learn_from` as one graph, CUDA graphs included), fp32, bf16 or
+fp16, micro-batches, two-stage training, every objective variant, one process or several. What they read is explicit:
+the run's constants (`PretrainingConstants`), this step's state (`StepState`), the batch; they return what they
+computed.
 
 Official code: google-research/electra, run_pretraining.py (`PretrainingModel`) and model/optimization.py; the paper,
 section 2 and equation 1. `electra/objective/reference.py` is the same step's losses without the options, and
 `tests/pretraining/test_step.py` holds the two equal.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import torch
 from fastai.callback.core import CancelBatchException
@@ -21,71 +26,118 @@ from electra.objective.model import fp32
 from electra.objective.sampling import TemperatureSchedule
 from electra.training.distributed import is_distributed, loss_divisors
 from electra.training.speed import try_compile
-from electra.training.step import StepCallback, apply_gradients
+from electra.training.step import StepCallback, StepConstants, Update, apply_gradients
 
-__all__ = ['STEP_SUMS', 'pretraining_step', 'learn_from', 'TrainingStep']
+__all__ = ['STEP_SUMS', 'PretrainingConstants', 'StepState', 'MicroBatch', 'pretraining_step', 'sampling_noise',
+           'learn_from', 'part_gradients', 'PretrainingStep']
 
 # what a step sums for the metrics, in this order (`batch_statistics` and the losses), summed over its micro-batches
 STEP_SUMS = ('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total', 'disc_correct', 'disc_total', 'tp', 'fp', 'fn',
              'replaced', 'real', 'skipped')
 
 
-def pretraining_step(s: TrainingStep, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-    """One optimizer step on this process's batch `input_ids`, `token_type_ids` [B, L]; returns its `STEP_SUMS` [13]
-    on the device (nothing is read to the host)."""
+@dataclass(frozen=True, kw_only=True)
+class PretrainingConstants(StepConstants):
+    """What the pretraining step reads that stays the same for the whole run, beside autocast's dtype and the clipping
+    norm: the `masking` settings, the padding id, the `micro_batches` a batch runs in (grad_accum_steps) and
+    `loss_mean` ('global': the losses divide by the whole step's counts over the processes; 'per_process')."""
+    masking: MaskingSettings
+    pad_token_id: int
+    micro_batches: int = 1
+    loss_mean: str = 'global'
+
+
+@dataclass(frozen=True)
+class StepState:
+    """What one pretraining step reads that changes over the run (`PretrainingStep` keeps it): the generator `rng` of
+    its masks and noise (its draws move it on), the `update` (the weights this step trains, their groups and rates),
+    fp16's loss `scaler` (else None), and the sampling `temperature` at this step (0-d; None: the model's constant)."""
+    rng: torch.Generator
+    update: Update
+    scaler: torch.amp.GradScaler | None
+    temperature: torch.Tensor | None
+
+
+class MicroBatch(NamedTuple):
+    """One part of a step's masked batch, as the step function reads it: `input_ids`, `token_type_ids` [b, L], the
+    masked `positions` and their `labels` [b, P], the sampling's U(0, 1) `noise` [b, P, V] (None: nothing sampled), and
+    the step's loss `divisors` [2] and sampling `temperature` (0-d or None)."""
+    input_ids: torch.Tensor
+    token_type_ids: torch.Tensor
+    positions: torch.Tensor
+    labels: torch.Tensor
+    noise: torch.Tensor | None
+    divisors: torch.Tensor
+    temperature: torch.Tensor | None
+
+
+def pretraining_step(c: PretrainingConstants, s: StepState, model, loss_func, input_ids: torch.Tensor,
+                     token_type_ids: torch.Tensor, learn_from: Callable) -> torch.Tensor:
+    """One optimizer step on this process's batch `input_ids`, `token_type_ids` [B, L], its constants `c` and this
+    step's state `s`; `learn_from`: the step function (`learn_from`, or its graph with `compile_scope` step). Returns
+    the step's `STEP_SUMS` [13] on the device (nothing is read to the host)."""
     # 1. Masking, on the device: the official number of positions per row, 85% of them [MASK] (objective/masking.py).
     #    Here and not in a compiled graph: the draws come from the run's seeded torch.Generator, which breaks a graph.
-    m = s.masking(input_ids, s.mask_rng)             # m.input_ids [B, L]; m.positions, m.labels [B, P] (-100: unused)
+    m = c.masking(input_ids, s.rng)                  # m.input_ids [B, L]; m.positions, m.labels [B, P] (-100: unused)
     # 2. What the two losses divide by: the whole step's counts (chosen positions, positions of the discriminator's
     #    loss), summed over the processes with loss_mean 'global', so the step is the global batch's in one process.
-    counts = loss_counts(s.model.objective, m.input_ids, m.positions, m.labels, s.pad_token_id,
-                         s.masking.special_tensor(input_ids.device))                                        # [2]
-    divisors = loss_divisors(counts, s.loss_mean)                                                            # [2]
+    counts = loss_counts(model.objective, m.input_ids, m.positions, m.labels, c.pad_token_id,
+                         c.masking.special_tensor(input_ids.device))                                        # [2]
+    divisors = loss_divisors(counts, c.loss_mean)                                                            # [2]
     # 3. The batch in `micro_batches` (grad_accum_steps) parts of b = B / n rows, run one after another: their
     #    gradients add up to the whole batch's, and the last one updates the weights.
-    parts = list(zip(*(t.chunk(s.micro_batches) for t in (m.input_ids, token_type_ids, m.positions, m.labels))))
-    # the generator's sampling temperature at this step, annealed by the schedule's formula (Fast-ELECTRA's
-    # curriculum, objective/sampling.py `TemperatureSchedule`) at the steps taken; None: the constant `temperature`
-    temperature = s.sampling_temperature(s.train_iter)
+    parts = list(zip(*(t.chunk(c.micro_batches) for t in (m.input_ids, token_type_ids, m.positions, m.labels))))
     grads, sums = None, 0
-    for i, part in enumerate(parts):
-        # the U(0, 1) draws of the sampling's Gumbel noise [b, P, V], next in the same stream (per part: [B, P, V]
-        # at once is large); none for BERT's objective, which samples nothing
-        shape = s.model.noise_shape(part[2])
-        noise = None if shape is None else s.noise(shape, input_ids.device)
-        last = i == len(parts) - 1
-        grads, part_sums = s.step_fn(s.model, s.loss_func, part, noise, divisors, s.params, grads, s.dtype, s.scaler,
-                                     (s.opt.opt, s.groups, s.lrs, s.max_norm) if last else None, temperature)
+    for i, (ids, types, positions, labels) in enumerate(parts):
+        # 4. The sampling's noise, next in the same stream after the masks (per part: [B, P, V] at once is large).
+        noise = sampling_noise(model, positions, s.rng)                                          # [b, P, V] or None
+        part = MicroBatch(ids, types, positions, labels, noise, divisors, s.temperature)
+        grads, part_sums = learn_from(model, loss_func, c, part, s.update, s.scaler, grads, last=i == len(parts) - 1)
         sums = sums + part_sums
     return sums
 
 
-def learn_from(model, loss_func, part: tuple, noise, divisors, params: list, grads, dtype, scaler, update,
-               temperature=None):
-    """Forward, losses and gradients of one part of the step's batch, added to `grads` (those of its earlier parts,
-    or None); with `update` (the last part: the optimizer, its groups as (indices into `params`, settings), their
-    rates, the clipping norm) the update of the weights; `temperature` this step's annealed sampling temperature (0-d)
-    or None. Returns (the gradients, the part's `STEP_SUMS`)."""
-    ids, token_type_ids, positions, labels = part                      # [b, L], [b, L], [b, P], [b, P]
-    with torch.autocast(ids.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-        # 4. The generator at the chosen positions, Gumbel-max sampling of replacements, the discriminator on the
-        #    corrupted input (objective/model.py; what the objective changes is its row of config/objectives.py).
-        pred = fp32(model(ids, token_type_ids, positions, labels, noise, temperature))  # the losses read fp32
-        # 5. The objective's losses (objective/loss.py): L_gen + lambda L_disc, equation 1 (lambda = 50).
-        gen_loss, disc_loss = loss_func.losses(pred, labels, divisors)                                   # 0-d
-        loss = loss_func.gen_weight * gen_loss + loss_func.disc_weight * disc_loss
-    # 6. The gradients of the trainable weights, in fp32 outside autocast (None: a weight this step did not use, as
-    #    the discriminator in two-stage training's first stage); fp16 scales the loss first (loss scaling).
-    new = torch.autograd.grad(loss if scaler is None else scaler.scale(loss), params, allow_unused=True)
+def sampling_noise(model, positions: torch.Tensor, rng: torch.Generator) -> torch.Tensor | None:
+    """The U(0, 1) draws of the sampling's Gumbel noise [b, P, V] for the masked `positions` [b, P], next in `rng`'s
+    stream; None for an objective that samples nothing (BERT's)."""
+    shape = model.noise_shape(positions)
+    return None if shape is None else torch.rand(shape, device=positions.device, generator=rng)
+
+
+def learn_from(model, loss_func, c: PretrainingConstants, part: MicroBatch, update: Update, scaler,
+               grads: list | None = None, last: bool = True) -> tuple[list, torch.Tensor]:
+    """The step function: forward, losses and gradients of one micro-batch `part`, added to `grads` (those of the
+    step's earlier parts; None: the first), and after the `last` part the `update` of the weights (fp16: by the loss
+    `scaler`'s rules). Returns (the gradients, the part's `STEP_SUMS`)."""
+    new, stats = part_gradients(model, loss_func, c, part, update.params, scaler)
     grads = list(new) if grads is None else [a if b is None else b if a is None else a + b for a, b in zip(grads, new)]
-    with torch.no_grad():
-        stats = {**batch_statistics(pred, labels, loss_func.objective.head), 'loss': loss, 'gen_loss': gen_loss, 'disc_loss': disc_loss}
-    if update is None: return grads, stacked({**stats, 'skipped': loss.new_zeros(())})
-    # 7.-10. training/step.py: under torchrun the average of the processes' gradients (a collective: never in a
+    if not last: return grads, stacked({**stats, 'skipped': stats['loss'].new_zeros(())})
+    # 8.-11. training/step.py: under torchrun the average of the processes' gradients (a collective: never in a
     # graph); fp16's unscaling by GradScaler's rules, an overflow's update masked on the device (no host read);
     # clipping by the global norm (official: 1.0); ElectraAdam's update, the official Adam without bias correction
-    stats['skipped'] = apply_gradients(grads, params, *update, scaler)
+    stats['skipped'] = apply_gradients(grads, update, c, scaler)
     return grads, stacked(stats)
+
+
+def part_gradients(model, loss_func, c: PretrainingConstants, part: MicroBatch, params: list,
+                   scaler) -> tuple[tuple, dict[str, torch.Tensor]]:
+    """The gradients of `params` by one micro-batch's loss (None: a weight it did not use), and what the metrics count
+    of it (0-d tensors, `STEP_SUMS` but 'skipped')."""
+    with torch.autocast(part.input_ids.device.type, dtype=c.dtype or torch.float32, enabled=c.dtype is not None):
+        # 5. The generator at the chosen positions, Gumbel-max sampling of replacements, the discriminator on the
+        #    corrupted input (objective/model.py; what the objective changes is its row of config/objectives.py).
+        pred = fp32(model(part.input_ids, part.token_type_ids, part.positions, part.labels, part.noise,
+                          part.temperature))                                                   # the losses read fp32
+        # 6. The objective's losses (objective/loss.py): L_gen + lambda L_disc, equation 1 (lambda = 50).
+        gen_loss, disc_loss = loss_func.losses(pred, part.labels, part.divisors)                         # 0-d
+        loss = loss_func.gen_weight * gen_loss + loss_func.disc_weight * disc_loss
+    # 7. The gradients of the trainable weights, in fp32 outside autocast (None: a weight this step did not use);
+    #    fp16 scales the loss first (loss scaling).
+    grads = torch.autograd.grad(loss if scaler is None else scaler.scale(loss), params, allow_unused=True)
+    with torch.no_grad():
+        stats = {**batch_statistics(pred, part.labels, loss_func.objective.head), 'loss': loss, 'gen_loss': gen_loss,
+                 'disc_loss': disc_loss}
+    return grads, stats
 
 
 def stacked(stats: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -93,39 +145,81 @@ def stacked(stats: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.stack([stats[k].double() for k in STEP_SUMS]).detach()
 
 
-class TrainingStep(StepCallback):
-    """Runs every training step as `pretraining_step`, in place of fastai's forward, backward and optimizer step; holds
-    what the step keeps from one to the next: the masking generator, the loss scale, the compiled `learn_from`."""
+class PretrainingStep(StepCallback):
+    "Runs every training step as `pretraining_step` in place of fastai's, holding the step's state between steps."
+    order = 65  # after every callback that prepares the step: the rate (ParamScheduler, 60)
 
     def __init__(self, masking: MaskingSettings, seed: int, pad_token_id: int, micro_batches: int = 1,
                  loss_mean: str = 'global', max_norm: float = 1.0, precision: str = 'fp32', compile: str | None = None,
-                 mode: str | None = None, backend='inductor', temperature: TemperatureSchedule | None = None):
+                 mode: str | None = None, backend='inductor', temperature: TemperatureSchedule | None = None,
+                 switch_step: int = 0):
         """`compile`: None (eager), 'model' (the model compiled) or 'step' (`learn_from` as one graph). `temperature`:
-        the sampling temperature's schedule (None: constant)."""
+        the sampling temperature's schedule (None: constant). `switch_step`: two-stage training's first step of the
+        discriminator (0: joint training)."""
         if compile == 'step' and (precision == 'fp16' or is_distributed()):
             raise ConfigError("compile_scope: 'step' runs bf16 or fp32 in one process (fp16's loss scaler is not "
                               'traced, torchrun averages gradients between the backward and the update). Use '
                               '--compile_scope model (or auto).')
         super().__init__(learn_from, seed, precision, compile == 'step', mode, backend)
-        self.masking, self.pad_token_id = masking, pad_token_id
-        self.micro_batches, self.loss_mean, self.max_norm, self.scope = micro_batches, loss_mean, max_norm, compile
-        self.mask_rng, self.rng_state = None, None
-        self.schedule, self.step_temperature = temperature, None  # the schedule; this step's value (a tensor)
+        self.constants = PretrainingConstants(dtype=self.dtype, max_norm=max_norm, masking=masking,
+                                              pad_token_id=pad_token_id, micro_batches=micro_batches,
+                                              loss_mean=loss_mean)
+        self.scope, self.schedule, self.switch_step = compile, temperature, switch_step
+        # the state: the masks' and noise's generator, this step's temperature (a tensor), two-stage training's stage
+        self.mask_rng, self.step_temperature, self.current_stage, self.loaded = None, None, 0, None
+
+    def load_state(self, masking: torch.Tensor | None, scaler: dict | None, seed: int | None = None):
+        """A checkpoint's step state, put back as the fit starts: the masking generator's state (None: a fresh stream
+        from `seed`) and fp16's loss scale (None: none). The stage follows from the step the checkpoint restores."""
+        self.loaded = {'masking': masking, 'scaler': scaler}
+        if seed is not None: self.seed = seed
+
+    def state(self) -> dict:
+        "The step's state for a checkpoint: the masking generator's, fp16's loss scale (None where there is none)."
+        return {'masking': self.mask_rng.get_state() if self.mask_rng is not None else None,
+                'scaler': self.scaler.state_dict() if self.scaler is not None else None}
 
     def before_fit(self):
-        device = next(self.model.parameters()).device
+        device, loaded = next(self.model.parameters()).device, self.loaded or {}
         self.mask_rng = torch.Generator(device=device).manual_seed(self.seed)
-        if self.rng_state is not None: self.mask_rng.set_state(self.rng_state)  # put back from a checkpoint
+        if loaded.get('masking') is not None: self.mask_rng.set_state(loaded['masking'])
         super().before_fit()
+        if loaded.get('scaler') and self.scaler is not None: self.scaler.load_state_dict(loaded['scaler'])
+        self.loaded = None
         if self.schedule is not None and self.schedule.annealed:  # filled every step, read where it is (static)
             self.step_temperature = torch.zeros((), device=device)
             torch._dynamo.mark_static_address(self.step_temperature)
+        # two-stage training: a run resumed past the switch has the discriminator's weights in its checkpoint already
+        stage = 0 if not self.switch_step else 2 if self.train_iter > self.switch_step else 1
+        if stage != self.current_stage: self.update = None  # another fit of this Learner, in another stage
+        self.current_stage = self.model.stage = stage
 
     def before_batch(self):
+        if self.current_stage == 1 and self.train_iter >= self.switch_step: self.next_stage()
         state = self.mask_rng.get_state() if self.one_graph else None  # after a failed compilation: the same draws
-        self.sums = self.run_step(lambda: pretraining_step(self, *self.xb), lambda: self.mask_rng.set_state(state))
+        self.sums = self.run_step(lambda f: pretraining_step(self.constants, self.step_state(), self.model,
+                                                             self.loss_func, *self.xb, f),
+                                  lambda: self.mask_rng.set_state(state))
         self.learn.loss = self.sums[0]
         raise CancelBatchException  # fastai's own forward, backward and step are skipped; after_batch runs as usual
+
+    def step_state(self) -> StepState:
+        "This step's state, its weights and rates prepared (`run_step`): the temperature of the schedule at this step."
+        return StepState(self.mask_rng, self.update, self.scaler, self.temperature_at(self.train_iter))
+
+    def next_stage(self):
+        """Two-stage training's switch: the discriminator starts from the generator's weights (the paper, section
+        3.2: "initialize the weights of the discriminator with the weights of the generator"), which stay frozen."""
+        self.model.discriminator.electra.load_state_dict(self.model.generator.electra.state_dict())
+        self.current_stage = self.model.stage = 2
+        self.update = None  # the weights the step trains, listed again
+
+    def trainable(self) -> list:
+        "The weights this step trains: two-stage training's generator alone (stage 1), then all but the generator's."
+        params = super().trainable()
+        if not self.current_stage: return params
+        generator = {id(p) for p in self.model.generator.parameters()}
+        return [p for p in params if (id(p) in generator) == (self.current_stage == 1)]
 
     def compile(self):
         "The model compiled in place (scope 'model'), or `learn_from` as one graph ('step'), else a one-line warning."
@@ -134,26 +228,20 @@ class TrainingStep(StepCallback):
 
     def _trial(self):
         "One forward and backward that compiles the model, leaving no trace (random states restored, no update)."
-        state, device = self.mask_rng.get_state(), self.mask_rng.device
+        c, rng, model, (input_ids, token_type_ids) = self.constants, self.mask_rng, self.model, self.xb
+        state = rng.get_state()
         try:
-            with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
-                m = self.masking(self.xb[0], self.mask_rng)
-                shape = self.model.noise_shape(m.positions)
-                noise = None if shape is None else self.noise(shape, device)
-                params = [p for p in self.model.parameters() if p.requires_grad]
-                learn_from(self.model, self.loss_func, (m.input_ids, self.xb[1], m.positions, m.labels), noise, None,
-                           params, None, self.dtype, None, None, self.sampling_temperature(self.train_iter))
-        finally: self.mask_rng.set_state(state)
+            with torch.random.fork_rng(devices=[rng.device] if rng.device.type == 'cuda' else []):
+                m = c.masking(input_ids, rng)
+                # this process's own counts: the trial joins no collective
+                divisors = loss_counts(model.objective, m.input_ids, m.positions, m.labels, c.pad_token_id,
+                                       c.masking.special_tensor(input_ids.device)) + 1e-6
+                part = MicroBatch(m.input_ids, token_type_ids, m.positions, m.labels,
+                                  sampling_noise(model, m.positions, rng), divisors, self.temperature_at(self.train_iter))
+                part_gradients(model, self.loss_func, c, part, self.trainable(), self.scaler)
+        finally: rng.set_state(state)
 
-    def sampling_temperature(self, step: int) -> torch.Tensor | None:
+    def temperature_at(self, step: int) -> torch.Tensor | None:
         "The schedule's temperature at `step` (steps taken) in the step's tensor, filled in place; None: constant."
         if self.step_temperature is None: return None
         return self.step_temperature.fill_(self.schedule(step))
-
-    def noise(self, shape: tuple, device: torch.device) -> torch.Tensor:
-        "U(0, 1) draws of `shape`, next in the masking generator's stream."
-        return torch.rand(shape, device=device, generator=self.mask_rng)
-
-    def state(self) -> torch.Tensor | None:
-        "The masking generator's state, for a checkpoint."
-        return self.mask_rng.get_state() if self.mask_rng is not None else None

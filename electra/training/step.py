@@ -1,15 +1,17 @@
 """What the library's two steps share (pretraining's `pretraining_step`, electra/pretraining/step.py, and fine-tuning's
-`finetuning_step`, electra/finetuning/step.py): `apply_gradients`, the way from a step's gradients to its update
-(the average over the processes of a torchrun job, fp16's unscaling, clipping, ElectraAdam's update), and
-`StepCallback`, the base of the one callback that runs each job's step in place of fastai's forward, backward and
-optimizer step: eager, or compiled as one graph (dynamo's `trace_autograd_ops`, `torch.autograd.grad` in place of
-`.backward()`, so the whole step is one graph and `mode='reduce-overhead'` replays it as one CUDA graph), with a
-one-line warning and the plain function where that cannot run.
+`finetuning_step`, electra/finetuning/step.py): their constants (`StepConstants`), the named value of an update
+(`Update`), `apply_gradients`, the way from a step's gradients to its update (the average over the processes of a
+torchrun job, fp16's unscaling, clipping, ElectraAdam's update), and `StepCallback`, the base of the one callback that
+runs each job's step function in place of fastai's forward, backward and optimizer step: eager, or compiled as one
+graph (dynamo's `trace_autograd_ops`, `torch.autograd.grad` in place of `.backward()`, so the whole step is one graph
+and `mode='reduce-overhead'` replays it as one CUDA graph), with a one-line warning and the step function itself
+where that cannot run.
 """
 from __future__ import annotations
 
 import contextlib
 import warnings
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -20,7 +22,7 @@ from electra.config.errors import RunWarning
 from electra.training.distributed import is_distributed, rank_seed
 from electra.training.speed import compile_failure
 
-__all__ = ['one_graph_supported', 'clip_by_global_norm_', 'apply_gradients', 'StepCallback']
+__all__ = ['one_graph_supported', 'clip_by_global_norm_', 'StepConstants', 'Update', 'apply_gradients', 'StepCallback']
 
 
 def one_graph_supported() -> bool:
@@ -36,12 +38,31 @@ def clip_by_global_norm_(grads: list[torch.Tensor], max_norm: float) -> torch.Te
     return norm
 
 
-def apply_gradients(grads: list, params: list, opt, groups: list, lrs: list, max_norm: float, scaler=None,
-                    clip_fn=clip_by_global_norm_) -> torch.Tensor:
-    """The update of `params` by their gradients `grads` (None: a weight the step did not use), in place: averaged over
-    the processes under torchrun, unscaled by fp16's `scaler`, clipped to `max_norm` (0: none) by `clip_fn(grads,
-    max_norm)`, then ElectraAdam's (`opt`) update of each group (indices into `params`, settings) at its rate in `lrs`.
-    Returns 1.0 where fp16's gradients overflowed (the step then changes no weight and no moment), else 0 [0-d]."""
+@dataclass(frozen=True, kw_only=True)
+class StepConstants:
+    """What a step reads that stays the same for the whole run: autocast's `dtype` (None: fp32), the clipping norm
+    `max_norm` (0: none) and `clip_fn(grads, max_norm)`, which clips by it (fine-tuning's stack: each run's own)."""
+    dtype: torch.dtype | None = None
+    max_norm: float = 1.0
+    clip_fn: Callable[[list, float], torch.Tensor] = clip_by_global_norm_
+
+
+@dataclass(frozen=True)
+class Update:
+    """What a step's gradients update: the optimizer `opt` (`ElectraAdam`), the weights the step trains `params`, the
+    optimizer's groups as (indices into `params`, constant settings) and their rates `lrs` (floats, or 0-d tensors
+    that a step compiled as one graph reads where they are)."""
+    opt: object
+    params: list
+    groups: list
+    lrs: list
+
+
+def apply_gradients(grads: list, update: Update, c: StepConstants, scaler=None) -> torch.Tensor:
+    """The update of `update.params` by their gradients `grads` (None: a weight the step did not use), in place:
+    averaged over the processes under torchrun, unscaled by fp16's `scaler`, clipped to `c.max_norm` (0: none) by
+    `c.clip_fn`, then ElectraAdam's update of each group at its rate. Returns 1.0 where fp16's gradients overflowed
+    (the step then changes no weight and no moment), else 0 [0-d]."""
     present = [g for g in grads if g is not None]
     if is_distributed():  # torchrun: the average of the processes' gradients (a collective: never in a graph)
         flat = torch.cat([g.flatten() for g in present])
@@ -54,28 +75,30 @@ def apply_gradients(grads: list, params: list, opt, groups: list, lrs: list, max
         torch._amp_update_scale_(scaler._scale, scaler._growth_tracker, found_inf, scaler._growth_factor,
                                  scaler._backoff_factor, scaler._growth_interval)
         for g in present: g.masked_fill_(found_inf.bool(), 0)  # an overflow's gradients all 0, its update masked
-    if max_norm > 0: clip_fn(present, max_norm)
+    if c.max_norm > 0: c.clip_fn(present, c.max_norm)
     with torch.no_grad():  # ElectraAdam's update (training/optim.py): the official Adam, no bias correction
-        for (index, group), lr in zip(groups, lrs):
+        for (index, group), lr in zip(update.groups, update.lrs):
             index = [i for i in index if grads[i] is not None]
-            if index: opt.update(group, [params[i] for i in index], [grads[i] for i in index], lr,
-                                 found_inf if scaler is not None else None)
+            if index: update.opt.update(group, [update.params[i] for i in index], [grads[i] for i in index], lr,
+                                        found_inf if scaler is not None else None)
     return found_inf[0]
 
 
 class StepCallback(Callback):
-    """Base of the callback that runs a job's step function (`plain`) in place of fastai's: holds what the step keeps
-    from one to the next (the loss scale, the compiled step, the trainable weights and their groups and rates) and,
-    under torchrun, starts every process from rank 0's weights with a dropout stream of its own."""
+    "Base of the callback that runs a job's step function in place of fastai's and keeps its state between steps."
     order, run_valid = 65, False  # after every callback that prepares the step: the rate (ParamScheduler, 60)
 
-    def __init__(self, plain: Callable, seed: int, precision: str = 'fp32', one_graph: bool = False,
+    def __init__(self, step_function: Callable, seed: int, precision: str = 'fp32', one_graph: bool = False,
                  mode: str | None = None, backend='inductor', key: str = 'compile_scope step'):
-        "`one_graph`: `plain` compiled as one graph; `key`: the setting that asked for it, named in its warnings."
-        self.plain, self.seed, self.precision, self.one_graph = plain, seed, precision, one_graph
+        """`step_function`: the job's (pretraining's `learn_from`, fine-tuning's `finetuning_step`); `one_graph`: it
+        runs compiled as one graph; `key`: the setting that asked for that, named in its warnings. The state kept: fp16's
+        loss `scaler`, the step function's `graph` (`compiled`: None until tried) and the `update` (the trainable
+        weights, their groups and rates). Under torchrun every process starts from rank 0's weights, with a dropout
+        stream of its own."""
+        self.step_function, self.seed, self.precision, self.one_graph = step_function, seed, precision, one_graph
         self.mode, self.backend, self.key = mode, backend, key
         self.dtype = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(precision)
-        self.step_fn, self.scaler, self.compiled, self.params = plain, None, None, None  # compiled: None until tried
+        self.graph, self.scaler, self.compiled, self.update = None, None, None, None
 
     def before_fit(self):
         device = next(self.model.parameters()).device
@@ -84,27 +107,27 @@ class StepCallback(Callback):
             for t in self.model.state_dict().values(): dist.broadcast(t, 0)
         if self.precision == 'fp16' and self.scaler is None: self.scaler = torch.amp.GradScaler(device.type)
 
-    def run_step(self, step: Callable, again: Callable[[], None] = lambda: None):
-        """`step()`, which calls `self.step_fn`, after this step's weights and rates are prepared; a failed compilation
+    def run_step(self, step: Callable[[Callable], object], again: Callable[[], None] = lambda: None):
+        """`step(f)`, `f` the step function or its graph, after this step's `update` is prepared; a failed compilation
         (while tracing, before the update changes anything) warns in one line, calls `again()` (to draw the same
-        random numbers again) and runs `step()` with the plain function."""
+        random numbers again) and runs `step` with the step function itself."""
         if self.compiled is None: self.compile()
         self.prepare()
         if self.compiled and self.mode and 'reduce-overhead' in self.mode: torch.compiler.cudagraph_mark_step_begin()
         one_graph = self.compiled and self.one_graph
         try:
             with torch._dynamo.config.patch(trace_autograd_ops=True) if one_graph else contextlib.nullcontext():
-                return step()
+                return step(self.graph if one_graph else self.step_function)
         except Exception as e:
             if not one_graph: raise
             warnings.warn(f'{self.key}: torch.compile of the whole step failed ({compile_failure(e)}); the step '
                           'runs eagerly.', RunWarning, stacklevel=3)
-            self.step_fn, self.compiled = self.plain, False
+            self.compiled = False
             again()
-            return step()
+            return step(self.step_function)
 
     def compile(self):
-        "The step function as one graph, or the plain one with a one-line warning where this torch cannot."
+        "The step function as one graph, or the step function itself with a one-line warning where this torch cannot."
         if not self.one_graph: return  # eager: `compiled` stays None
         self.compiled = one_graph_supported()
         if not self.compiled:
@@ -112,23 +135,33 @@ class StepCallback(Callback):
                           'torch >= 2.11); the whole step runs eagerly.', RunWarning, stacklevel=3)
             return
         kwargs = {'dynamic': False, **({} if self.mode is None else {'mode': self.mode})}
-        self.step_fn = torch.compile(self.plain, fullgraph=True, backend=self.backend, **kwargs)
+        self.graph = torch.compile(self.step_function, fullgraph=True, backend=self.backend, **kwargs)
+
+    def trainable(self) -> list:
+        "The weights the step trains (those that take a gradient), in the model's order."
+        return [p for p in self.model.parameters() if p.requires_grad]
 
     def prepare(self):
-        "This step's trainable weights (two-stage training freezes the generator), their optimizer groups and rates."
-        groups, one_graph = self.opt.opt.param_groups, self.compiled and self.one_graph
-        if one_graph and self.params is not None:
-            for lr, g in zip(self.lrs, groups): lr.fill_(g['lr'])  # this step's rate: no new graph, no host read
-            return
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        where = {id(p): i for i, p in enumerate(self.params)}
+        """This step's `update`: the trainable weights and their groups, listed when there is none yet (or a new
+        optimizer), and this step's rates."""
+        opt, one_graph = self.opt.opt, self.compiled and self.one_graph
+        if self.update is None or self.update.opt is not opt: self.update = self.new_update(self.trainable())
+        elif one_graph:  # this step's rates where the graph reads them: no new graph, no host read
+            for lr, g in zip(self.update.lrs, opt.param_groups): lr.fill_(g['lr'])
+        else: self.update = replace(self.update, lrs=[g['lr'] for g in opt.param_groups])
+
+    def new_update(self, params: list) -> Update:
+        "The `Update` of `params`: the optimizer's groups as indices into them, and the groups' rates now."
+        opt = self.opt.opt
+        where = {id(p): i for i, p in enumerate(params)}
         # each group as indices into `params` and its constant settings (a compiled graph guards on what it reads)
-        self.groups = [([where[id(p)] for p in g['params'] if id(p) in where],
-                        {k: v for k, v in g.items() if k not in ('params', 'names', 'lr')}) for g in groups]
-        self.lrs = [g['lr'] for g in groups]
-        if one_graph:
+        groups = [([where[id(p)] for p in g['params'] if id(p) in where],
+                   {k: v for k, v in g.items() if k not in ('params', 'names', 'lr')}) for g in opt.param_groups]
+        lrs = [g['lr'] for g in opt.param_groups]
+        if self.compiled and self.one_graph:
             # the graph updates the moments in place and reads the rates where they are: static inputs for CUDA graphs
-            self.opt.opt.init_state(self.params)
-            self.lrs = [torch.tensor(lr, dtype=torch.float32, device=self.params[0].device) for lr in self.lrs]
-            for t in [*self.lrs, *(t for st in self.opt.opt.state.values() for t in st.values())]:
+            opt.init_state(params)
+            lrs = [torch.tensor(lr, dtype=torch.float32, device=params[0].device) for lr in lrs]
+            for t in [*lrs, *(t for st in opt.state.values() for t in st.values())]:
                 torch._dynamo.mark_static_address(t)
+        return Update(opt, params, groups, lrs)

@@ -11,7 +11,7 @@ from electra.config.errors import ConfigError, RunWarning
 from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RESUME_SAME, PretrainConfig
 from electra.data.corpus import BuildSettings
 from electra.objective.model import build_pretraining_model
-from electra.pretraining.step import TrainingStep
+from electra.pretraining.step import PretrainingStep
 from tests.support import runners
 from tests.support import baseline
 from tests.support.config import load
@@ -100,8 +100,8 @@ def test_default_corruption_is_85_mask_15_kept_0_random():
     "Official: of the chosen positions 85% become [MASK], 15% keep their token, none becomes a random token."
     cfg, learn = default_learner(batch_size=256)
     (ids, types), = baseline.synthetic_batches(1, 256, cfg.max_length, V, seed=2)
-    step = next(cb for cb in learn.cbs if isinstance(cb, TrainingStep))  # the masking the Learner's step runs
-    masked, positions, labels = step.masking(ids, torch.Generator().manual_seed(cfg.seed))
+    step = next(cb for cb in learn.cbs if isinstance(cb, PretrainingStep))  # the masking the Learner's step runs
+    masked, positions, labels = step.constants.masking(ids, torch.Generator().manual_seed(cfg.seed))
     chosen = labels >= 0
     got = masked.gather(1, positions)[chosen]
     original = labels[chosen]

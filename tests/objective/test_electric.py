@@ -2,6 +2,7 @@
 sampling noise (tests/fixtures/official_tf/electric, written by make_electric_fixture.py from a checkpoint the
 official code trained 5 steps), reproduced by this library's model, its loss and its training step; the conversion of
 that checkpoint; the two-tower generator's view of the input."""
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -18,6 +19,7 @@ from electra.convert.tf_checkpoint import TFCheckpoint
 from electra.objective.loss import ElectraLoss, batch_statistics
 from electra.objective.masking import MaskedInputs, MaskingSettings, write_at_positions
 from electra.objective.model import ElectraGeneratorDiscriminator, build_pretraining_model
+import electra.pretraining.step as step_module
 from tests.support.tiny import TINY, token_ids
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -124,7 +126,7 @@ class FedMasking:
     def __call__(self, input_ids, rng): return self.fixed
 
 
-def test_the_training_step_takes_the_official_losses():
+def test_the_training_step_takes_the_official_losses(monkeypatch):
     "One step of the real Learner, its masks and noise the fixture's: the step's losses are the official ones."
     rec, (cfg, model) = official(), official_model(warmup_steps=0, compile=False)
     from electra.pretraining.learner import pretraining_learner
@@ -133,9 +135,9 @@ def test_the_training_step_takes_the_official_losses():
     with tempfile.TemporaryDirectory() as run_dir:
         learn = pretraining_learner(cfg, model, tokenizer, loader, Path(run_dir), torch.device('cpu'), 'fp32')
         learn.metrics_logger.sinks = []
-        step = learn.training_step
-        step.masking = FedMasking(step.masking, masked(rec))
-        step.noise = lambda shape, device: rec['noise_draws']
+        step = learn.pretraining_step
+        step.constants = dataclasses.replace(step.constants, masking=FedMasking(step.constants.masking, masked(rec)))
+        monkeypatch.setattr(step_module, 'sampling_noise', lambda model, positions, rng: rec['noise_draws'])
         learn.fit(1)
     torch.testing.assert_close(step.sums[1].float(), rec['cloze_loss'], atol=1e-5, rtol=0)
     torch.testing.assert_close(step.sums[2].float(), rec['disc_loss'], atol=1e-5, rtol=0)

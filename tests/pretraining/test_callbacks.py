@@ -55,7 +55,7 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
                          warmup_steps=2, checkpoint_at=[], output_dir=str(tmp_path))
     runner = runners.LearnerRunner('t', cfg, build_pretraining_model(cfg, token_ids(120)), baseline.synthetic_batches(2, 2, 16, 120),
                                    torch.device('cpu'), 'fp16')
-    step = runner.learn.training_step
+    step = runner.learn.pretraining_step
     step.scaler = torch.amp.GradScaler('cpu', init_scale=2.0 ** 12)  # overflows until halved enough
     rows = []
     runner.learn.metrics_logger.sinks = [rows.append]
@@ -78,7 +78,7 @@ def _trained_params(cfg, backend=None, steps=2):
     "Parameters after `steps` steps of the real Learner; `backend`: the compiler's backend (cfg.compile on)."
     model = tiny_model(cfg)
     runner = runners.LearnerRunner('t', cfg, model, batches(cfg), torch.device('cpu'), 'fp32')
-    if backend is not None: runner.learn.training_step.backend = backend
+    if backend is not None: runner.learn.pretraining_step.backend = backend
     torch.manual_seed(0)
     runner.loader.n = steps
     runner.learn.fit(1)
@@ -118,7 +118,7 @@ def test_cuda_graph_mode_marks_every_step_and_trains_as_eager(monkeypatch):
     _, eager = _trained_params(tiny_cfg(num_hidden_layers=1, dropout=0.0), steps=3)
     runner, graphed = _trained_params(tiny_cfg(num_hidden_layers=1, compile=True, compile_scope='model',
                                                compile_mode='reduce-overhead', dropout=0.0), backend='eager', steps=3)
-    assert runner.learn.training_step.mode == 'reduce-overhead' and runner.compiled is True and len(marks) == 3
+    assert runner.learn.pretraining_step.mode == 'reduce-overhead' and runner.compiled is True and len(marks) == 3
     for k in eager: assert torch.allclose(eager[k], graphed[k], atol=1e-6), k
 
 

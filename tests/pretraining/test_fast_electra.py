@@ -94,7 +94,7 @@ def test_the_generator_is_never_trained_and_holds_no_optimizer_state(generators,
     assert not any(id(p) in frozen for g in opt.param_groups for p in g['params'])
     assert not any(id(p) in frozen for p in opt.opt.state) and len(opt.opt.state) > 0
     assert all(p.grad is None and not p.requires_grad for p in model.generator.parameters())
-    sums = dict(zip(('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total'), runner.learn.training_step.sums))
+    sums = dict(zip(('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total'), runner.learn.pretraining_step.sums))
     assert sums['gen_loss'] == 0 and sums['gen_total'] == 0 and sums['disc_loss'] > 0
     assert sums['loss'] == pytest.approx(cfg.disc_loss_weight * float(sums['disc_loss']))  # no generator term
     assert any(not torch.equal(v, disc_before[k]) for k, v in model.discriminator.state_dict().items())
@@ -218,9 +218,9 @@ def test_the_step_compiled_as_one_graph_reads_each_steps_temperature_without_com
     for compiled in (False, True):
         _, model, runner = fast_runner(generators / 'electra', steps=3, compile=compiled, compile_scope='step')
         backend = CountingBackend()
-        runner.learn.training_step.backend = backend
+        runner.learn.pretraining_step.backend = backend
         runner.learn.fit(1)
-        assert runner.learn.training_step.compiled is (True if compiled else None)
+        assert runner.learn.pretraining_step.compiled is (True if compiled else None)
         assert backend.graphs == compiled
         weights.append(model.state_dict())
     for k, v in weights[0].items(): torch.testing.assert_close(weights[1][k], v, rtol=0, atol=1e-6, msg=k)

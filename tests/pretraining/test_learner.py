@@ -30,7 +30,7 @@ def first_step_losses(cfg, precision: str):
                     cfg.mask_token_prob, cfg.random_token_prob, rng)
     with torch.no_grad():
         _, gen, disc = baseline.baseline_pretrain_loss(ref.generator.train(), ref.discriminator.train(), cfg, m, tt, rng)
-    return runner.learn.training_step.sums[1:3].float(), (gen, disc)  # the step's sums: loss, gen_loss, disc_loss, ...
+    return runner.learn.pretraining_step.sums[1:3].float(), (gen, disc)  # the step's sums: loss, gen_loss, disc_loss, ...
 
 
 def test_real_learner_step_loss_equals_baseline():

@@ -13,7 +13,7 @@ from tests.support import baseline
 from electra.config.cli import load_config
 from electra.config.pretrain import PretrainConfig
 from electra.objective.reference import reference_losses
-from tests.support.tiny import TINY, batches, tiny_model
+from tests.support.tiny import TINY, batches, tiny_cfg, tiny_model
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 PRESETS = Path(__file__).parents[2] / 'configs' / 'pretrain'
@@ -60,13 +60,13 @@ def test_every_preset_trains_through_the_step_and_its_step_is_the_reference_step
     ref = tiny_model(cfg)
     runner = runners.LearnerRunner('t', cfg, model, data, torch.device('cpu'), precision)
     if precision == 'fp16':  # a scale that overflows nothing: torch's default 2^16 skips the first steps here
-        runner.learn.training_step.scaler = torch.amp.GradScaler('cpu', init_scale=16.0)
+        runner.learn.pretraining_step.scaler = torch.amp.GradScaler('cpu', init_scale=16.0)
     runner.loader.n = 1
     runner.learn.fit(1)
     assert calls == [1]  # the one step ran through `pretraining_step`
     lr = runner.learn.opt.hypers[0]['lr']
     gen, disc = reference_step(cfg, ref.train(), *data[0], lr, cfg.grad_accum_steps, stage=1 if cfg.two_stage else 0)
-    sums = runner.learn.training_step.sums
+    sums = runner.learn.pretraining_step.sums
     tol = dict(rtol=1e-2, atol=1e-3) if precision == 'fp16' else dict(rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(sums[1].float(), gen.detach(), **tol)
     if not cfg.two_stage: torch.testing.assert_close(sums[2].float(), disc.detach(), **tol)
@@ -84,15 +84,15 @@ def test_an_fp16_overflow_changes_nothing_halves_the_scale_and_reads_nothing_to_
     from electra.training.speed import HostSyncCounter
     cfg = preset('small')
     runner = runners.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg, n=2), torch.device('cpu'), 'fp16')
-    step, reads = runner.learn.training_step, []
+    step, reads = runner.learn.pretraining_step, []
     step.scaler = torch.amp.GradScaler('cpu', init_scale=16.0)
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         with HostSyncCounter() as c:
-            out = step_module.learn_from(*args)
+            out = step_module.learn_from(*args, **kwargs)
         reads.append(dict(c.counts))
         return out
-    step.step_fn = step.plain = counted
+    step.step_function = counted
 
     class Overflow(Callback):
         "Before the second step: the state the first left, and a loss scale its gradients overflow at."
@@ -111,3 +111,32 @@ def test_an_fp16_overflow_changes_nothing_halves_the_scale_and_reads_nothing_to_
     assert over.moments and all(torch.equal(a, b) for a, b in
                                 zip(over.moments, [t for st in runner.learn.opt.opt.state.values() for t in st.values()]))
     for k, v in runner.learn.model.state_dict().items(): assert torch.equal(v, over.weights[k]), k
+
+
+def test_two_stage_resumed_at_or_after_the_switch_ends_as_the_straight_run(tmp_path):
+    """Two-stage training (4 steps of the generator alone, then 4 of the discriminator from its weights) resumed from
+    its checkpoint at the switch (the discriminator's start still to come) and from one past it (the generator frozen
+    already): the step's stage comes back from the step count, and each run ends as the straight one, bit for bit."""
+    import csv
+    from electra.pretraining.learner import pretraining_learner
+    cfg = tiny_cfg(dropout=0.0, generator_size=1.0, tie_weights='none', two_stage=0.5, steps=8, warmup_steps=1,
+                   log_every=2, batch_size=2, checkpoint_at=[0.5, 0.75, 1.0], output_dir=str(tmp_path), run_name='st')
+    data = batches(cfg, n=8)
+
+    def fit(name: str, start: int = 0, resume: dict | None = None):
+        "The run from step `start` (the checkpoint `resume`): its weights and metrics.csv rows (steps_per_s aside)."
+        model, run_dir = tiny_model(cfg), tmp_path / name
+        learn = pretraining_learner(cfg, model, baseline.BenchTokenizer(model.vocab_size),
+                                    baseline.Batches(data[start:], n=8 - start), run_dir, torch.device('cpu'), 'fp32',
+                                    resume)
+        learn.metrics_logger.sinks = []
+        learn.fit(1)
+        rows = [{k: v for k, v in r.items() if k != 'steps_per_s'} for r in csv.DictReader((run_dir / 'metrics.csv').open())]
+        return model.state_dict(), rows
+    weights, rows = fit('straight')
+    saved = {cut: torch.load(tmp_path / f'st_{cfg.seed}_{cut}%.pth', weights_only=False) for cut in ('50', '75')}
+    for cut, start in (('50', 4), ('75', 6)):
+        assert saved[cut]['step'] == start
+        resumed, resumed_rows = fit(cut, start, saved[cut])
+        for k, v in weights.items(): assert torch.equal(resumed[k], v), (cut, k)
+        assert resumed_rows == rows[start // 2:] and len(rows) == 4

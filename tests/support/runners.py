@@ -108,4 +108,4 @@ class LearnerRunner(FitRunner):
         self.learn.add_cb(step_timer(self, lambda: self.loader.n))
 
     @property
-    def compiled(self): return self.learn.training_step.compiled
+    def compiled(self): return self.learn.pretraining_step.compiled

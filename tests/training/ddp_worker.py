@@ -5,7 +5,7 @@ split of the batch over processes must give the same parameters. Each FIT is one
 rank 0 saves each model's state and metrics to its OUT. Several fits share one job: starting the processes costs
 more than the fits.
 
-    python ddp_worker.py OUT,BATCH_SIZE,LOSS_MEAN,GRAD_ACCUM_STEPS[,OBJECTIVE] ...   # one process
+    python ddp_worker.py OUT,BATCH_SIZE,LOSS_MEAN,GRAD_ACCUM_STEPS[,OBJECTIVE[,TWO_STAGE]] ...   # one process
     python -m torch.distributed.run --nproc_per_node 2 ddp_worker.py FIT ...         # two
 """
 import dataclasses
@@ -31,6 +31,8 @@ VOCAB, LENGTH = 160, 32
 STEP_CALLS = []  # one entry per call of `pretraining_step`: the step function is what ran
 _real_step = step_module.pretraining_step
 step_module.pretraining_step = lambda *args: STEP_CALLS.append(1) or _real_step(*args)
+# constant sampling noise: the samples are the generator's argmax, whatever process a row is in
+step_module.sampling_noise = lambda model, positions, rng: torch.full(model.noise_shape(positions), 0.5)
 
 
 def examples(n: int = 64, seed: int = 0) -> datasets.Dataset:
@@ -52,12 +54,15 @@ class PerExample:
         return MaskedInputs(*(torch.cat(parts) for parts in zip(*rows)))
 
 
-def config(batch_size: int, loss_mean: str = 'global', grad_accum_steps: int = 1, objective: str = 'electra'):
+def config(batch_size: int, loss_mean: str = 'global', grad_accum_steps: int = 1, objective: str = 'electra',
+           two_stage: float = 0.0):
+    # two-stage training: the generator the discriminator's size, nothing tied (the config's rule)
+    stages = dict(two_stage=two_stage, generator_size=1.0, tie_weights='none') if two_stage else {}
     return dataclasses.replace(PretrainConfig(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                intermediate_size=64, embedding_size=32, max_length=LENGTH, batch_size=batch_size,
                                steps=4, warmup_steps=0, lr=1e-3, dropout=0.0, log_every=2, checkpoint_at=[],
                                loss_mean=loss_mean, grad_accum_steps=grad_accum_steps, vocab_size=VOCAB,
-                               objective=objective)
+                               objective=objective, **stages)
 
 
 def initial_model(cfg):
@@ -65,16 +70,17 @@ def initial_model(cfg):
     return build_pretraining_model(cfg, token_ids(VOCAB, mask=103))
 
 
-def fit(procs, batch_size: int, loss_mean: str, grad_accum_steps: int, objective: str = 'electra') -> dict:
+def fit(procs, batch_size: int, loss_mean: str, grad_accum_steps: int, objective: str = 'electra',
+        two_stage: float = 0.0) -> dict:
     "One fit of 4 steps from seed 0: the model's state, (rank 0) its metrics.csv, this process's step calls."
-    cfg = config(batch_size, loss_mean, grad_accum_steps, objective)
+    cfg = config(batch_size, loss_mean, grad_accum_steps, objective, two_stage)
     model, calls = initial_model(cfg), len(STEP_CALLS)
     dl = pretraining_dataloader(examples(), cfg.batch_size, LENGTH, 0, 0, cfg.steps, rank=procs.rank,
                                 world_size=procs.size)
     with tempfile.TemporaryDirectory(prefix=f'ddp_worker_{procs.rank}_') as tmp:  # removed before the process ends
         learn = pretraining_learner(cfg, model, BenchTokenizer(VOCAB), dl, Path(tmp), torch.device('cpu'), 'fp32')
-        step = learn.training_step
-        step.masking, step.noise = PerExample(step.masking), lambda shape, device: torch.full(shape, 0.5)
+        step = learn.pretraining_step
+        step.constants = dataclasses.replace(step.constants, masking=PerExample(step.constants.masking))
         learn.fit(1)
         metrics = (Path(tmp) / 'metrics.csv').read_text() if procs.rank == 0 else ''
     return {'model': model.state_dict(), 'metrics': metrics, 'step_calls': len(STEP_CALLS) - calls}
@@ -84,8 +90,9 @@ def main(fits: list[str]) -> None:
     procs = init_distributed(torch.device('cpu'))
     done = []
     for spec in fits:
-        out, batch_size, loss_mean, grad_accum_steps, *objective = spec.split(',')
-        done.append((out, fit(procs, int(batch_size), loss_mean, int(grad_accum_steps), *objective)))
+        out, batch_size, loss_mean, grad_accum_steps, *rest = spec.split(',')
+        objective, two_stage = (*rest, *['electra', '0'][len(rest):])  # the defaults of what is not given
+        done.append((out, fit(procs, int(batch_size), loss_mean, int(grad_accum_steps), objective, float(two_stage))))
     finish_distributed()  # every process leaves the group before any exits; the others end here
     if procs.rank == 0:
         for out, state in done: torch.save(state, out)

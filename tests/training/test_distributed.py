@@ -24,9 +24,10 @@ def rows(metrics: str) -> list[dict]:
 
 
 # every fit of these tests in two jobs, one process and a torchrun job of two: starting a job costs more than its fits
-ONE_PROCESS = {'whole': '8,global,1', 'micro': '8,global,2', 'mlm': '8,global,1,replace_mlm'}
+ONE_PROCESS = {'whole': '8,global,1', 'micro': '8,global,2', 'mlm': '8,global,1,replace_mlm',
+               'two_stage': '8,global,1,electra,0.5'}
 TWO_PROCESSES = {'split': '8,global,1', 'split_micro': '8,global,2', 'mlm_split_micro': '8,global,2,replace_mlm',
-                 'per_process': '8,per_process,1'}
+                 'per_process': '8,per_process,1', 'two_stage_split': '8,global,1,electra,0.5'}
 
 
 def fits(d: Path, specs: dict[str, str], procs: int) -> dict[str, dict]:
@@ -92,6 +93,16 @@ def test_an_mlm_objective_splits_over_processes_and_micro_batches_as_the_whole_b
     one, split = one_process['mlm'], two_processes['mlm_split_micro']
     assert max_diff(one['model'], split['model']) < 2e-6 and rows(split['metrics']) == rows(one['metrics'])
     assert 'mlm_head.projection.bias' in one['model'] and float(rows(one['metrics'])[0]['disc_loss']) > 0
+
+
+def test_two_stage_training_splits_over_processes_as_the_whole_batch(one_process, two_processes):
+    """Two-stage training (2 steps of the generator alone, then 2 of the discriminator from its weights, the generator
+    frozen) over two gloo processes: the one-process run's weights and metrics."""
+    one, split = one_process['two_stage'], two_processes['two_stage_split']
+    assert max_diff(one['model'], split['model']) < 2e-6 and rows(split['metrics']) == rows(one['metrics'])
+    # both stages ran: the generator's loss alone in the first row, the discriminator's in the second
+    first, second = rows(one['metrics'])
+    assert float(first['disc_loss']) == 0 and float(second['gen_loss']) == 0 and float(second['disc_loss']) > 0
 
 
 def test_per_process_means_differ_from_the_global_mean_on_uneven_tokens(one_process, two_processes):

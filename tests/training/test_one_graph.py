@@ -1,4 +1,4 @@
-"""The pretraining step's `learn_from` (electra/pretraining/step.py: forward, loss, backward, clipping, optimizer)
+"""The pretraining step function `learn_from` (electra/pretraining/step.py: forward, loss, backward, clipping, optimizer)
 compiled as one graph (`compile_scope` step, electra/training/step.py's `StepCallback`) is the eager step."""
 import pytest
 import torch
@@ -9,7 +9,7 @@ from tests.support import runners
 from tests.support.baseline import BERT_IDS, BenchTokenizer
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
-from electra.pretraining.step import learn_from
+from electra.pretraining.step import MicroBatch, learn_from
 from electra.training.step import one_graph_supported
 from tests.support.tiny import V, batches, tiny_cfg, tiny_model, token_ids
 
@@ -22,7 +22,7 @@ class LossLog(Callback):
 
     def before_fit(self): self.losses = []
 
-    def after_batch(self): self.losses.append(self.learn.training_step.sums[1:3].tolist())  # gen_loss, disc_loss
+    def after_batch(self): self.losses.append(self.learn.pretraining_step.sums[1:3].tolist())  # gen_loss, disc_loss
 
 
 class CountingBackend:
@@ -41,7 +41,7 @@ def run_steps(cfg, precision='fp32', n=4, backend=None, compiled=None, model=tin
     whole step (`compile_scope: step`), compiled with `backend` (None: eager). Returns (losses, weights)."""
     torch.manual_seed(1)  # dropout
     runner = runners.LearnerRunner('t', cfg, model(cfg), batches(cfg, n=n), torch.device('cpu'), precision)
-    cb = runner.learn.training_step
+    cb = runner.learn.pretraining_step
     if cb.scope == 'step':
         cb.scope, cb.backend = cb.scope if backend is not None else None, backend
         cb.one_graph = backend is not None
@@ -76,17 +76,16 @@ def test_the_whole_step_traces_as_one_graph_without_a_break():
     "dynamo finds one graph and no break in the whole step: forward, loss, backward, clipping, update."
     cfg = tiny_cfg(dropout=0.0, compile=True, compile_scope='step')
     runner = runners.LearnerRunner('t', cfg, tiny_model(cfg), batches(cfg), torch.device('cpu'), 'fp32')
-    learn, cb = runner.learn, runner.learn.training_step
+    learn, cb = runner.learn, runner.learn.pretraining_step
     learn.create_opt()
     cb.learn, cb.compiled = learn, True
     cb.prepare()
     ids, tt = batches(cfg)[0]
-    m = cb.masking(ids, torch.Generator().manual_seed(0))
+    m = cb.constants.masking(ids, torch.Generator().manual_seed(0))
     noise = torch.rand(learn.model.noise_shape(m.positions))
+    part = MicroBatch(m.input_ids, tt, m.positions, m.labels, noise, torch.tensor([3.0, 40.0]), None)
     with torch._dynamo.config.patch(trace_autograd_ops=True):
-        explained = torch._dynamo.explain(learn_from)(
-            learn.model, learn.loss_func, (m.input_ids, tt, m.positions, m.labels), noise, torch.tensor([3.0, 40.0]),
-            cb.params, None, None, None, (learn.opt.opt, cb.groups, cb.lrs, 1.0))
+        explained = torch._dynamo.explain(learn_from)(learn.model, learn.loss_func, cb.constants, part, cb.update, None)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
 
 

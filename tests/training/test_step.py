@@ -9,7 +9,7 @@ from torch import nn
 
 from electra.training.optim import ElectraAdam, param_groups
 from electra.training.speed import HostSyncCounter
-from electra.training.step import apply_gradients
+from electra.training.step import StepConstants, Update, apply_gradients
 
 
 def model() -> nn.Module:
@@ -46,7 +46,7 @@ def test_fp16_steps_are_grad_scalers_rules_and_an_overflow_changes_nothing(fused
         ref_opt.zero_grad()
         opt, params, groups, lrs = mine_opt
         grads = list(torch.autograd.grad(scaler.scale(loss_of(mine, seed)), params))
-        assert apply_gradients(grads, params, opt, groups, lrs, 0.5, scaler).item() == 0
+        assert apply_gradients(grads, Update(opt, params, groups, lrs), StepConstants(max_norm=0.5), scaler).item() == 0
         assert scaler.get_scale() == ref_scaler.get_scale()
         for p, q in zip(mine.parameters(), ref.parameters()): assert torch.equal(p, q)
     assert scaler.get_scale() == 2.0 ** 9
@@ -54,7 +54,7 @@ def test_fp16_steps_are_grad_scalers_rules_and_an_overflow_changes_nothing(fused
     grads = list(torch.autograd.grad(scaler.scale(loss_of(mine, 5)), params))
     grads[0][0, 0] = float('inf')  # one overflowing gradient
     with HostSyncCounter() as reads:
-        skipped = apply_gradients(grads, params, opt, groups, lrs, 0.5, scaler)
+        skipped = apply_gradients(grads, Update(opt, params, groups, lrs), StepConstants(max_norm=0.5), scaler)
     assert reads.total == 0 and skipped.item() == 1 and scaler.get_scale() == 2.0 ** 8  # halved, on the device
     for k, v in mine.state_dict().items(): assert torch.equal(v, before[0][k]), k
     assert all(torch.equal(a, b) for a, b in zip(before[1], [t for st in opt.state.values() for t in st.values()]))

@@ -24,7 +24,9 @@ from tests.support.corpora import SHARED, build, sotu_slice, wiki_slice
 
 # The test files that start processes (drivers, torchrun jobs, workers), costliest first: the suite's two workers
 # (pytest.ini) take these first and the many quick files fill in around them, so that both end together.
-COSTLIEST_FIRST = ['tests/training/test_distributed.py', 'tests/test_pretrain.py', 'tests/test_finetune.py',
+COSTLIEST_FIRST = ['tests/test_finetune_signals.py', 'tests/training/test_distributed_resume.py',
+                   'tests/test_pretrain_signals.py', 'tests/training/test_distributed.py', 'tests/test_pretrain.py',
+                   'tests/test_finetune.py',
                    'tests/finetuning/test_workers.py', 'tests/experiments/test_compare.py', 'tests/test_trackers.py',
                    'tests/finetuning/test_diverged.py',
                    'tests/benchmarks/test_scaling.py', 'tests/finetuning/test_parallel_run.py',

@@ -2,20 +2,14 @@
 from __future__ import annotations
 
 import os
-import re
-import shlex
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from electra.config.errors import ConfigError
 from tests.support.finetune import finetune_in_process, saved_as_bert
-from tests.support.processes import alive, children
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -101,77 +95,6 @@ def test_driver_spreads_runs_over_workers_or_trains_each_run_over_torchrun_proce
     pd.testing.assert_frame_equal(tables['workers'].drop(columns=varying), tables['seq'].drop(columns=varying))
     # each run trained by both processes: its steps count global batches, as one process's
     assert list(tables['ddp']['steps']) == list(tables['seq']['steps']) and tables['ddp']['train_loss'].notna().all()
-
-
-def sweep_preset(tmp_path: Path, glue_dir: Path, tiny_dir: Path) -> Path:
-    "RTE, six runs of 10 epochs of the tiny model: a fraction of a second a run, enough for a signal to land mid-sweep."
-    preset = tmp_path / 'sweep.yaml'
-    preset.write_text(f'model: {tiny_dir}\ndata: {glue_dir}\ntasks: [RTE]\nruns: 6\nepochs: 10\nbatch_size: 8\n'
-                      f'task_overrides: {{}}\npredict: false\ncache_dir: {tmp_path / "cache"}\nthreads: 1\ndevice: cpu\n'
-                      f'output_dir: {tmp_path / "ckpt"}\n')
-    return preset
-
-
-def stop_sweep(cmd: list[str], sig: signal.Signals, results: Path, to: str = 'job') -> tuple[str, list[str], list[int]]:
-    """`cmd` (finetune.py, in a session of its own) sent `sig` once a run more than `results` held is in it: `to` the
-    job alone, its whole process group ('group') or its first worker process ('worker'). Its `stopped:` line, the
-    command that line gives, and the PIDs of its children while it ran."""
-    rows = lambda: len(results.read_text().splitlines()) if results.exists() else 0  # noqa: E731
-    before = max(rows(), 1)
-    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1'})
-    while proc.poll() is None and rows() <= before: time.sleep(0.01)
-    kids = sorted(children(proc.pid))
-    if to == 'group': os.killpg(proc.pid, sig)
-    else: os.kill(kids[0] if to == 'worker' else proc.pid, sig)
-    err = proc.communicate(timeout=120)[1]
-    said = [line for line in err.splitlines() if line.startswith('stopped: ')]
-    assert proc.returncode == 130 and len(said) == 1 and 'Traceback' not in err, err[-3000:]
-    m = re.search(r'Run the same command again to do the rest: (python .*finetune\.py .*)$', said[0])
-    assert m, said[0]
-    return said[0], [sys.executable, *shlex.split(m[1])[1:]], kids
-
-
-def assert_same_weights(a: Path, b: Path) -> None:
-    "Every run's saved weights in folder `a` equal those in `b`, bit for bit."
-    names = sorted(p.name for p in a.glob('*.pth'))
-    assert names == sorted(p.name for p in b.glob('*.pth')) and len(names) == 6, names
-    for name in names:
-        x, y = (torch.load(d / name, map_location='cpu', weights_only=False)['model'] for d in (a, b))
-        assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x), name
-
-
-def test_sigterm_then_the_printed_command_and_a_signal_to_the_group_of_workers_end_with_the_weights_of_one_sweep(
-        tmp_path, glue_dir, tiny_dir):
-    """SIGTERM (a scheduler's) to a fine-tuning mid-sweep ends it as Ctrl-C does: status 130, one line naming the
-    signal, the finished runs kept and the exact command that does the rest; run, it ends with every run's weights
-    equal to an uninterrupted sweep's. SIGUSR1 to the process group of a sweep on two worker processes (every worker
-    gets it too) ends the same way, one line and no process left; so does SIGTERM to one of its workers alone; the
-    command then finishes it with the same weights. Before: SIGTERM killed the job (status -15)."""
-    preset = sweep_preset(tmp_path, glue_dir, tiny_dir)
-    finetune_in_process('--config', str(preset), '--group', 'straight')
-    straight = tmp_path / 'ckpt' / 'straight'
-
-    driver = [sys.executable, str(REPO / 'finetune.py'), '--config', str(preset)]
-    said, again, _ = stop_sweep([*driver, '--group', 'cut'], signal.SIGTERM, tmp_path / 'ckpt' / 'cut' / 'results.csv')
-    assert re.match(r'stopped: by SIGTERM( during RTE run \d)?; the \d finished run\(s\) are kept in '
-                    rf'{re.escape(str(tmp_path / "ckpt" / "cut" / "results.csv"))}\. ', said), said
-    r = subprocess.run(again, cwd=REPO, capture_output=True, text=True, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert_same_weights(tmp_path / 'ckpt' / 'cut', straight)
-
-    results = tmp_path / 'ckpt' / 'workers' / 'results.csv'
-    said, again, kids = stop_sweep([*driver, '--group', 'workers', '--parallel_runs', '2'], signal.SIGUSR1, results,
-                                   to='group')
-    assert len(kids) == 2 and said.startswith('stopped: by SIGUSR1; '), (kids, said)
-    assert not [pid for pid in kids if alive(pid)]  # the workers ended with the sweep
-    # SIGTERM to one worker alone (its run lost): the sweep stops as on Ctrl-C, the other worker too
-    said, again, kids = stop_sweep(again, signal.SIGTERM, results, to='worker')
-    assert re.match(r'stopped: fine-tuning worker \d \(cpu\) was stopped by a signal( during RTE run \d)?; ', said)
-    assert len(kids) == 2 and not [pid for pid in kids if alive(pid)], said
-    r = subprocess.run(again, cwd=REPO, capture_output=True, text=True, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert_same_weights(tmp_path / 'ckpt' / 'workers', straight)
 
 
 def test_driver_runs_a_task_of_each_kind_from_files_and_writes_its_predictions(tmp_path, tiny_dir):

@@ -99,8 +99,10 @@ def test_the_job_runs_warmup_plus_steps_with_a_row_at_the_end_of_the_warmup(tmp_
     assert cmd[cmd.index('--eval_examples') + 1] == '0' and cmd[cmd.index('--tokenizer') + 1] == str(tmp_path / 'v.txt')
 
 
-def test_scaling_command_runs_one_and_two_processes_on_the_cpu(tmp_path, capsys):
-    # a check of the plumbing on gloo, not of any speed: 2 processes on 2 shared cores do not scale
+def test_scaling_command_runs_one_and_two_processes_on_the_cpu(tmp_path, capsys, monkeypatch):
+    # a check of the plumbing on gloo, not of any speed: 2 processes on 2 shared cores do not scale. One thread per
+    # process, as OMP_NUM_THREADS says: the suite's other worker has the other core (threads waiting on a busy core spin)
+    monkeypatch.setenv('OMP_NUM_THREADS', '1')
     out = tmp_path / 's.json'
     cli.main(['scaling', '--device', 'cpu', '--preset', 'demo', '--procs', '1,2', '--steps', '6', '--warmup', '2',
               '--workdir', str(tmp_path / 'work'), '--json', str(out)])
@@ -110,7 +112,7 @@ def test_scaling_command_runs_one_and_two_processes_on_the_cpu(tmp_path, capsys)
     assert one['steps_per_s'] > 0 and two['steps_per_s'] > 0 and one['timed_steps'] == two['timed_steps'] == 6
     assert two['examples_per_s'] == pytest.approx(64 * two['steps_per_s'], rel=1e-12)
     assert two['tokens_per_s'] == pytest.approx(64 * 64 * two['steps_per_s'], rel=1e-12)
-    assert one['efficiency'] == 1.0
+    assert one['efficiency'] == 1.0 and one['threads_per_process'] == two['threads_per_process'] == 1
     assert two['efficiency'] == pytest.approx(two['examples_per_s'] / (2 * one['examples_per_s']), rel=1e-12)
     assert res['env']['torch'] == torch.__version__ and res['env']['backend'] == 'gloo'
     # the rate comes from the job's own metrics.csv: two steps of warm-up, then rows every 2 steps

@@ -1,5 +1,5 @@
 """Running torchrun jobs in tests: the environment (offline, one thread, the repository importable), a free port, the
-command, and comparing the state dicts the jobs save."""
+command (a tiny pretraining's among them), and comparing the state dicts the jobs save."""
 import os
 import socket
 import subprocess
@@ -20,6 +20,20 @@ def free_port() -> int:
 def torchrun(*args, n: int = 2) -> list[str]:
     # --standalone: a rendezvous on a free local port of torchrun's own choosing
     return [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', str(n), *map(str, args)]
+
+
+# the demo's corpus with the tests' tiny model (tests/support/pretrain.py): a step takes milliseconds, so what these
+# jobs cost is mostly starting the processes
+TINY_MODEL = ['--max_length', 32, '--hidden_size', 32, '--num_hidden_layers', 2, '--num_attention_heads', 2,
+              '--intermediate_size', 64, '--embedding_size', 32, '--generator_size', 0.5, '--vocab_size', 500,
+              '--batch_size', 8, '--warmup_steps', 4, '--lr', '5e-4', '--eval_examples', 16]
+
+
+def torchrun_pretrain(tmp_path: Path, *args) -> list[str]:
+    "The torchrun command of a two-process pretraining of the tiny model, 120 steps, checkpoints at 50% and 100%."
+    return torchrun(REPO / 'pretrain.py', '--config', 'demo', *TINY_MODEL, '--device', 'cpu', '--steps', 120,
+                    '--log_every', 10, '--checkpoint_at', '0.5,1.0', '--output_dir', tmp_path / 'ckpt',
+                    '--cache_dir', tmp_path / 'cache', *args)
 
 
 def run(cmd: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:

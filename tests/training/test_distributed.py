@@ -1,11 +1,9 @@
 """Data-parallel training on torchrun (electra/training/distributed.py, the step's average of the processes'
 gradients, electra/training/step.py), on the CPU with gloo: every step runs through `pretraining_step`, and any split
 of the global batch over processes and micro-batches takes the step of the whole batch, which is the plain reference
-step; only rank 0 writes; a run killed after a checkpoint resumes to the end of an uninterrupted one; a
-missing process stops the job with a message."""
+step; a missing process stops the job with a message; a batch the processes cannot share is refused. A torchrun
+pretraining killed or stopped by a signal and resumed: tests/training/test_distributed_resume.py."""
 import csv
-import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -15,8 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.support.distributed import ENV, REPO, free_port, max_diff, run, torchrun
-from tests.support.processes import alive, children
+from tests.support.distributed import ENV, free_port, max_diff, run, torchrun, torchrun_pretrain
 
 WORKER = Path(__file__).with_name('ddp_worker.py')
 def rows(metrics: str) -> list[dict]:
@@ -163,90 +160,6 @@ def test_a_missing_process_stops_the_others_with_a_message_not_a_hang(tmp_path):
     assert '1' in out.split("'the data cache'")[1]  # gloo names the missing rank
 
 
-# the demo's corpus with the tests' tiny model (tests/support/pretrain.py): a step takes milliseconds, so what these
-# jobs cost is mostly starting the processes
-TINY_MODEL = ['--max_length', 32, '--hidden_size', 32, '--num_hidden_layers', 2, '--num_attention_heads', 2,
-              '--intermediate_size', 64, '--embedding_size', 32, '--generator_size', 0.5, '--vocab_size', 500,
-              '--batch_size', 8, '--warmup_steps', 4, '--lr', '5e-4', '--eval_examples', 16]
-
-
-def pretrain(tmp_path: Path, *args) -> list[str]:
-    return torchrun(REPO / 'pretrain.py', '--config', 'demo', *TINY_MODEL, '--device', 'cpu', '--steps', 120,
-                    '--log_every', 10, '--checkpoint_at', '0.5,1.0', '--output_dir', tmp_path / 'ckpt',
-                    '--cache_dir', tmp_path / 'cache', *args)
-
-
-# the signals torchrun passes on to its workers when told to (its default: SIGTERM, SIGINT, SIGHUP, SIGQUIT)
-TORCHRUN_SIGNALS = 'SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2'
-
-
-def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_only_rank_0_writes(tmp_path):
-    run(pretrain(tmp_path, '--run_name', 'whole'), tmp_path)
-    whole = tmp_path / 'ckpt' / 'whole_11081_100%.pth'
-    # files: those of a one-process run, written once (no second tokenizer, config or metrics from rank 1)
-    written = sorted(p.relative_to(tmp_path / 'ckpt').as_posix() for p in (tmp_path / 'ckpt').rglob('*') if p.is_file())
-    assert [p for p in written if not p.startswith('whole_11081/discriminator/') and
-            not p.startswith('whole_11081/generator/') and not p.startswith('whole_11081/tokenizer/')] == [
-        'whole_11081/config.yaml', 'whole_11081/eval_metrics.csv', 'whole_11081/log.txt', 'whole_11081/losses.png',
-        'whole_11081/metrics.csv', 'whole_11081_100%.pth', 'whole_11081_50%.pth']
-    assert len(list(csv.DictReader((tmp_path / 'ckpt' / 'whole_11081' / 'metrics.csv').open()))) == 12
-    ckpt = torch.load(whole, map_location='cpu', weights_only=False)
-    assert len(ckpt['rng_ranks']) == 2 and not torch.equal(ckpt['rng_ranks'][0]['masking'], ckpt['rng_ranks'][1]['masking'])
-
-    # the same run killed (SIGKILL to torchrun and both workers) once its 50% checkpoint exists
-    job = subprocess.Popen(pretrain(tmp_path, '--run_name', 'cut'), cwd=tmp_path, env=ENV, start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    half, end = tmp_path / 'ckpt' / 'cut_11081_50%.pth', tmp_path / 'ckpt' / 'cut_11081_100%.pth'
-    deadline = time.time() + 240
-    while not half.exists() and job.poll() is None and time.time() < deadline: time.sleep(0.02)
-    os.killpg(job.pid, signal.SIGKILL)
-    job.wait()
-    assert half.exists() and not end.exists(), 'the run ended before it could be killed after its 50% checkpoint'
-
-    # resumed, then Ctrl-C in the terminal (SIGINT to torchrun and its processes; torchrun passes it on to them once
-    # more) once it logged a step past its start: the step ends, rank 0 checkpoints it and says how to go on
-    job = subprocess.Popen(pretrain(tmp_path, '--run_name', 'cut', '--resume'), cwd=tmp_path, env=ENV,
-                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    metrics = tmp_path / 'ckpt' / 'cut_11081' / 'metrics.csv'
-    while job.poll() is None and not any(int(r['step']) > 60 for r in csv.DictReader(metrics.open())): time.sleep(0.02)
-    os.killpg(job.pid, signal.SIGINT)
-    err = job.communicate(timeout=120)[1]
-    said = [line for line in err.splitlines() if line.startswith('stopped: ')]
-    assert len(said) == 1 and 'Continue the run with: torchrun <the same options> ' in said[0], err[-3000:]
-    step = int(said[0].split('at step ')[1].split()[0])
-    path = tmp_path / 'ckpt' / said[0].split('checkpoint ')[1].split(' written')[0].split('/')[-1]
-    assert 70 <= step < 120 and torch.load(path, map_location='cpu', weights_only=False)['step'] == step
-
-    # resumed, then what a scheduler sends: SIGTERM to torchrun's process group (its workers, each in a session of its
-    # own, get it from torchrun), then SIGUSR1, which torchrun passes on when told to (--signals_to_handle, as
-    # docs/preemption.md's batch script does): each ends as Ctrl-C does, rank 0 checkpoints the step
-    for sig, told in [(signal.SIGTERM, []), (signal.SIGUSR1, ['--signals_to_handle', TORCHRUN_SIGNALS])]:
-        cmd = pretrain(tmp_path, '--run_name', 'cut', '--resume')
-        cmd[4:4] = told  # a torchrun option: before the script
-        job = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-        while job.poll() is None and not any(int(r['step']) > step for r in csv.DictReader(metrics.open())):
-            time.sleep(0.02)
-        workers = children(job.pid)
-        os.killpg(job.pid, sig)
-        err = job.communicate(timeout=120)[1]
-        said = [line for line in err.splitlines() if line.startswith('stopped: ')]
-        assert len(said) == 1 and f' by {sig.name}; checkpoint ' in said[0], err[-3000:]
-        assert 'Continue the run with: torchrun <the same options> ' in said[0] and len(workers) == 2
-        assert not [pid for pid in workers if alive(pid)] and '[rank1]' not in err, err[-3000:]
-        at = int(said[0].split('at step ')[1].split()[0])
-        path = tmp_path / 'ckpt' / said[0].split('checkpoint ')[1].split(' written')[0].split('/')[-1]
-        assert step < at < 120 and torch.load(path, map_location='cpu', weights_only=False)['step'] == at
-        step = at
-
-    # resumed once more, the run ends where the uninterrupted one did: weights and every process's random state
-    run(pretrain(tmp_path, '--run_name', 'cut', '--resume'), tmp_path)
-    resumed = torch.load(end, map_location='cpu', weights_only=False)
-    assert all(torch.equal(ckpt['model'][k], resumed['model'][k]) for k in ckpt['model'])
-    for a, b in zip(ckpt['rng_ranks'], resumed['rng_ranks']):
-        assert torch.equal(a['masking'], b['masking']) and torch.equal(a['torch'], b['torch'])
-
-
 @pytest.mark.parametrize('argv, message', [
     (['--batch_size', '5'], 'batch_size: 5 cannot be split over 2 processes; use 4 or 6 (a multiple of 2: every '
                             'process takes the same number of rows of the global batch).'),
@@ -271,7 +184,7 @@ def test_a_batch_the_processes_cannot_share_is_refused_before_anything_is_read(t
 
 
 def test_a_batch_two_processes_cannot_share_stops_the_torchrun_job_with_one_line_each(tmp_path):
-    res = subprocess.run(pretrain(tmp_path, '--batch_size', '5'), cwd=tmp_path, env=ENV, capture_output=True,
+    res = subprocess.run(torchrun_pretrain(tmp_path, '--batch_size', '5'), cwd=tmp_path, env=ENV, capture_output=True,
                          text=True, timeout=300)
     # each process says it, unless torchrun stopped it first, on seeing the other one's end
     ours = [line.split('] ', 1)[1] for line in res.stderr.splitlines() if 'batch_size' in line]

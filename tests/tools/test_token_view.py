@@ -84,6 +84,10 @@ def test_view_replaced_marks_the_word_and_lists_the_generators_candidates(nets):
     assert longer.tokens[2:4] == ['good', 'teacher'] and longer.originals[1:5] == [None, 'cow', 'cow', None]
     with pytest.raises(ConfigError, match="'ship' is not a word of the text"):
         view_replaced(disc, tok, 'the cow eats bread .', 'ship', 'cow')
+    # a replacement that replaces nothing (deleted, or the same tokens) would show a view with no token marked
+    for same in ('', '  ', 'COW'):
+        with pytest.raises(ConfigError, match='replace_with: .* no token of the text changes'):
+            view_replaced(disc, tok, 'the cow eats bread .', 'cow', same)
 
 
 def test_view_generated_samples_the_masked_words_and_the_discriminator_judges_them(nets):

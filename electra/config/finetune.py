@@ -222,10 +222,11 @@ class FinetuneConfig:
         files = self.file_tasks()  # reads and checks each task file
         for name in self.tasks:
             if not is_task_file(name): _catalogue().named(name)
-        need(len(set(self.task_names)) == len(self.tasks), 'tasks', 'a task is listed twice.')
+        self._check_each_task_once()
         need('AX' not in self.tasks or 'MNLI' in self.tasks, 'tasks', 'AX is predicted with the MNLI model: add MNLI to tasks.')
         need(not self.seeds or len(self.seeds) >= self.runs, 'seeds', f'give at least `runs` ({self.runs}) seeds, or none.')
-        need(len(set(self.seed_list)) == len(self.seed_list), 'seeds', 'seeds must differ.')
+        twice = next((s for i, s in enumerate(self.seed_list) if s in self.seed_list[:i]), None)
+        need(twice is None, 'seeds', f'{twice} is listed twice ({self.seed_list}); seeds must differ.')
         need(self.seed + self.runs <= SEED_END or bool(self.seeds), 'seed', f'run i uses seed + i: seed {self.seed} '
              f'with {self.runs} runs goes past numpy\'s seeds (below 2**32). Give a smaller seed.')
         safe_name(self.group, 'group')
@@ -234,6 +235,22 @@ class FinetuneConfig:
         need(self.ensemble_k <= self.runs, 'ensemble_k', f'must be at most runs ({self.runs}), got {self.ensemble_k}.')
         self._validate_hparams()
         self._validate_overrides(files)
+
+    def _check_each_task_once(self) -> None:
+        """Each task once, named with what gives it twice: a GLUE name listed twice, one task file by two paths, or two
+        task files of one `name` (their runs, results rows and test files would be one)."""
+        seen: dict[str, str] = {}  # task name -> the entry of `tasks` that gave it
+        for entry, name in zip(self.tasks, self.task_names):
+            if name not in seen:
+                seen[name] = entry
+                continue
+            first = seen[name]
+            if not is_task_file(entry): raise ConfigError(f'tasks: {name} is listed twice; list each task once.')
+            if Path(first).resolve() == Path(entry).resolve():
+                raise ConfigError(f'tasks: the task file {Path(entry).resolve()} is listed twice ({first}, {entry}); '
+                                  'list each task once.')
+            raise ConfigError(f"tasks: the task files {first} and {entry} both name the task {name!r}; give each its "
+                              "own `name`.")
 
     def inputs(self) -> list[tuple[str, str]]:
         """(key, path) of every local file and folder the job reads: the model, the GLUE data folder, each task file

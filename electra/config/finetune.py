@@ -15,7 +15,7 @@ from typing import Any, Callable
 from electra.config.base import (DIST_TIMEOUT_MAX, LOGGER_HELP, SEED_END, TRACKERS, ConfigError, RunWarning, check_logger,
                                  choice_field, config_from_dict, did_you_mean, field, need, optimizer_keys, path,
                                  safe_name, threads_field)
-from electra.config.paths import Owned, check_apart, local_paths
+from electra.config.paths import Owned, check_apart, check_case_apart, local_paths
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
            'is_task_file', 'TaskCatalogue', 'register_task_catalogue']
@@ -237,14 +237,19 @@ class FinetuneConfig:
         self._validate_overrides(files)
 
     def _check_each_task_once(self) -> None:
-        """Each task once, named with what gives it twice: a GLUE name listed twice, one task file by two paths, or two
-        task files of one `name` (their runs, results rows and test files would be one)."""
-        seen: dict[str, str] = {}  # task name -> the entry of `tasks` that gave it
+        """Each task once, named with what gives it twice: a GLUE name listed twice, one task file by two paths, two
+        task files of one `name`, or two names that differ only in case (their runs, results rows and test files would
+        be one; on macOS and Windows, whatever the case)."""
+        seen: dict[str, tuple[str, str]] = {}  # task name in lower case -> the name and the entry of `tasks` giving it
         for entry, name in zip(self.tasks, self.task_names):
-            if name not in seen:
-                seen[name] = entry
+            if name.casefold() not in seen:
+                seen[name.casefold()] = name, entry
                 continue
-            first = seen[name]
+            other, first = seen[name.casefold()]
+            if other != name:
+                raise ConfigError(f"tasks: the task names {other!r} ({first}) and {name!r} ({entry}) differ only in case: "
+                                  "their files (<task>_<i>.pth, <task>.tsv) would be one on a case-insensitive file "
+                                  "system (macOS, Windows); rename one.")
             if not is_task_file(entry): raise ConfigError(f'tasks: {name} is listed twice; list each task once.')
             if Path(first).resolve() == Path(entry).resolve():
                 raise ConfigError(f'tasks: the task file {Path(entry).resolve()} is listed twice ({first}, {entry}); '
@@ -267,6 +272,7 @@ class FinetuneConfig:
         groups = [('output_dir', Path(self.output_dir) / self.group)]
         if self.predict: groups.append(('test_output_dir', Path(self.test_output_dir) / self.group))
         check_apart([*groups, ('cache_dir', self.cache_dir)], [Owned(k, f, '--group') for k, f in groups], self.inputs())
+        for _, folder in groups: check_case_apart('group', folder.parent, self.group, 'group', str)
 
     def _validate_overrides(self, files: dict) -> None:
         "`task_overrides`: tasks of this job (GLUE names or task files' names) with per-task keys, checked."

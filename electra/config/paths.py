@@ -19,10 +19,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from electra.config.base import ConfigError
 
-__all__ = ['Owned', 'check_apart', 'local_paths']
+__all__ = ['Owned', 'check_apart', 'check_case_apart', 'local_paths']
 
 
 @dataclass(frozen=True)
@@ -72,3 +73,16 @@ def check_apart(writes: list[tuple[str, str | Path]], owns: list[Owned], reads: 
                 raise ConfigError(f"{k}: {given} ({real}) {where} {own.shown()}, which this job writes ({own.key}) and "
                                   f"may replace: copy it elsewhere and give that to {k}, or give another --{own.key} "
                                   f"or {own.other}.")
+
+
+def check_case_apart(key: str, parent: str | Path, folder: str, what: str, named: Callable[[str], str]) -> None:
+    """A ConfigError when `parent` holds a folder whose name differs from `folder` only in case: on a case-insensitive
+    file system (macOS, Windows) the two are one, and the job would write into (resume, replace) the other's. `named`:
+    the value of `key` that gives the folder there."""
+    try: there = sorted(os.listdir(parent))
+    except OSError: return  # not made yet (nothing to meet), or not readable: the writable check names it
+    twin = next((n for n in there if n != folder and n.casefold() == folder.casefold()), None)
+    if twin is not None:
+        raise ConfigError(f"{key}: the {what} folder {folder!r} differs only in case from {Path(parent) / twin}, there "
+                          f"already: on a case-insensitive file system (macOS, Windows) they are one folder. Give "
+                          f"--{key} {named(twin)} to continue that {what}, or another name.")

@@ -9,7 +9,7 @@ from electra.config.base import (DIST_TIMEOUT_MAX, LOGGER_HELP, SEED_END, TRACKE
                                  check_logger, config_from_dict, field, need, optimizer_keys, path, safe_name,
                                  threads_field)
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
-from electra.config.paths import Owned, check_apart, local_paths
+from electra.config.paths import Owned, check_apart, check_case_apart, local_paths
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
            'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config']
@@ -303,6 +303,7 @@ class PretrainConfig:
         owns = [Owned('output_dir', Path(self.output_dir) / run, '--run_name'),
                 Owned('output_dir', self.output_dir, '--run_name', f'{run}_*%.pth')]
         check_apart([('output_dir', self.output_dir), ('cache_dir', self.cache_dir)], owns, self.inputs())
+        check_case_apart('run_name', self.output_dir, run, 'run', lambda twin: twin[:len(self.run_name)])
 
     @property
     def two_stage_switch(self) -> int:

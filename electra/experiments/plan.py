@@ -12,7 +12,7 @@ import yaml
 from electra.config.base import ConfigError, RunWarning, load_config, need, read_text, safe_name
 from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.finetune import FinetuneConfig
-from electra.config.paths import Owned, check_apart
+from electra.config.paths import Owned, check_apart, check_case_apart
 from electra.config.pretrain import PretrainConfig
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
@@ -281,6 +281,7 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
 def make_plan(cfg: CompareConfig) -> Plan:
     """The whole comparison, resolved and checked: raises a ConfigError naming the variant and key before any launch."""
     root = path_inside(cfg.output_dir, cfg.name, key='output_dir')
+    check_case_apart('name', cfg.output_dir, cfg.name, 'comparison', str)
     variants, runs = _variant_plans(cfg), []
     for seed in cfg.seeds:
         for v in variants:

@@ -163,7 +163,6 @@ def read_task_file(path: str | Path):
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
     _check_common(path, raw)
     raw['name'] = _task_name(path, raw)  # what every kind's spec takes as its name
-    if raw['name'] in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
     other = FILE_KIND_REGISTRY.get(raw.get('kind'))
     if other is not None and other.read_spec is not None: return other.read_spec(path, raw)
     hparams = task_hparams(path, raw)
@@ -190,9 +189,28 @@ def _task_name(path: Path, raw: dict) -> str:
     """A task file's `name` (its file name's stem when it gives none; a number as written), checked as a file name
     (`safe_name`), for the task's checkpoints, token caches and test files are named by it."""
     name = raw.get('name')
-    if name is None: return safe_name(path.stem, "name (none given, so the file's)", str(path))
+    if name is None: return _not_glue(safe_name(path.stem, "name (none given, so the file's)", str(path)), path,
+                                      "name {!r} (none given, so the file's)")
     if isinstance(name, (int, float)) and not isinstance(name, bool): name = str(name)
-    return safe_name(name, 'name', key_place(path, 'name'))  # no line: a name from a merged anchor
+    # no line: a name from a merged anchor
+    return _not_glue(safe_name(name, 'name', key_place(path, 'name')), key_place(path, 'name'), 'name {!r}')
+
+
+# what GLUE's tasks name files by, in lower case: each task (its runs <task>_<i>.pth) and each test file (MNLI's
+# MNLI-m.tsv and MNLI-mm.tsv): a task file's name is none of them, in any case (one file on macOS and Windows)
+_GLUE_NAMES = {n.casefold(): (task, n) for task, t in TASKS.items() for n in (task, *(stem for _, stem in t.test_files))}
+
+
+def _not_glue(name: str, where, shown: str) -> str:
+    "`name`, unless GLUE's files are named by it or by it in another case (`shown`: how the message names it)."
+    glue = _GLUE_NAMES.get(name.casefold())
+    if glue is None: return name
+    task, stem = glue
+    if name == task: _fail(where, f"{shown.format(name)} is a GLUE task's; choose another.")
+    what = f"task {task}" if stem == task else f"test file {stem}.tsv (of {task})"
+    if name == stem: _fail(where, f"{shown.format(name)} is GLUE's {what}: their files would be one; choose another.")
+    _fail(where, f"{shown.format(name)} differs only in case from GLUE's {what}: their files would be one on a "
+                 "case-insensitive file system (macOS, Windows); choose another.")
 
 
 def make_task(spec):

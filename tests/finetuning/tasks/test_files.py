@@ -344,3 +344,21 @@ def test_a_task_given_twice_is_refused_naming_the_name_and_both_entries(tmp_path
         job(tmp_path, 'demo', tasks=[str(first), first.name])
     with pytest.raises(ConfigError, match=r"^seeds: 5 is listed twice \(\[4, 5, 5\]\); seeds must differ\.$"):
         job(tmp_path, 'demo', tasks=['RTE'], runs=3, seeds=[4, 5, 5])
+
+
+def test_task_names_that_differ_only_in_case_are_refused_naming_both(tmp_path):
+    "A task file `sst-2` beside GLUE's SST-2 was accepted: their files (SST-2_0.pth, sst-2_0.pth) are one on macOS."
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    body = 'train: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n'
+    with pytest.raises(ConfigError, match=rf"^{tmp_path / 'sst-2.yaml'}: name 'sst-2' \(none given, so the file's\) "
+                                          r"differs only in case from GLUE's task SST-2: their files would be one on a "
+                                          r"case-insensitive file system \(macOS, Windows\); choose another\.$"):
+        job(tmp_path, 'demo', tasks=['SST-2', str(write(tmp_path / 'sst-2.yaml', body))])
+    with pytest.raises(ConfigError, match=r"name 'MNLI-mm' is GLUE's test file MNLI-mm\.tsv \(of MNLI\): their files "
+                                          r"would be one; choose another\.$"):
+        read_task_file(write(tmp_path / 'm.yaml', f'name: MNLI-mm\n{body}'))
+    lower, upper = write(tmp_path / 'a.yaml', f'name: mine\n{body}'), write(tmp_path / 'b.yaml', f'name: Mine\n{body}')
+    with pytest.raises(ConfigError, match=rf"^tasks: the task names 'mine' \({lower}\) and 'Mine' \({upper}\) differ only "
+                                          r"in case: their files \(<task>_<i>\.pth, <task>\.tsv\) would be one on a "
+                                          r"case-insensitive file system \(macOS, Windows\); rename one\.$"):
+        job(tmp_path, 'demo', tasks=[str(lower), str(upper)])

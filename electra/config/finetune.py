@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from electra.config.base import (DIST_TIMEOUT_MAX, LOGGER_HELP, SEED_END, TRACKERS, ConfigError, RunWarning, check_logger,
-                                 choice_field, config_from_dict, did_you_mean, field, need, optimizer_keys, path,
-                                 safe_name, threads_field)
+                                 choice_field, config_from_dict, did_you_mean, field, key_place, need, optimizer_keys,
+                                 path, safe_name, threads_field, value_sources)
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
@@ -83,6 +83,9 @@ def is_task_file(entry: str) -> bool:
     entry = str(entry)
     return entry not in GLUE_TASKS and (Path(entry).exists() or entry.endswith(('.yaml', '.yml')))
 
+
+# where a value typed for this invocation comes from (`value_sources`): the command line, a notebook's overrides
+TYPED = ('command line', 'overrides')
 
 QA_KINDS = ('squad', 'mrqa')  # the task kinds whose answers come from one run (electra/finetuning/tasks/qa)
 
@@ -192,7 +195,8 @@ class FinetuneConfig:
                                    ge=0, zero='all of them')
     task_overrides: dict = field({'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}},
                                  f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}. A key "
-                                 "given on the command line replaces the preset's per-task values of it (said)",
+                                 "given on the command line replaces the preset's per-task values of it and a task "
+                                 "file's (said)",
                                  entries=TASK_KEYS)
 
     @classmethod
@@ -322,11 +326,31 @@ class FinetuneConfig:
         return list(self.seeds[:self.runs]) if self.seeds else [self.seed + i for i in range(self.runs)]
 
     def for_task(self, name: str) -> 'FinetuneConfig':
-        """This config with the task's own hyperparameters (those of its task file, or its kind's defaults: QA and
-        tagging take the official sequence lengths) and then `task_overrides[name]` applied."""
-        own = getattr(self.file_tasks().get(name), 'hparams', {}) if any(map(is_task_file, self.tasks)) else {}
-        values = {**own, **self.task_overrides.get(name, {})}
-        return config_from_dict(FinetuneConfig, {**values, 'task_overrides': {}}, source=f'task_overrides.{name}', base=self)
+        """This config with the task's own values, each by one rule (README, "Tasks beyond GLUE"): what this invocation
+        typed (the command line, a notebook's overrides; its `task_overrides` first) wins over the preset's
+        `task_overrides`, which win over the task file's own values, which win over the preset's keys; the task kind's
+        defaults (QA and tagging: the official lengths) fill only the keys nobody set. `value_sources` of the result
+        says where each value came from (a task file's with its line)."""
+        spec = self.file_tasks().get(name) if any(map(is_task_file, self.tasks)) else None
+        sources = value_sources(self)
+        kind = {k: v for k, v in getattr(spec, 'defaults', {}).items() if sources[k] == 'default'}
+        own = {k: v for k, v in getattr(spec, 'hparams', {}).items() if sources[k] not in TYPED}
+        overrides = self.task_overrides.get(name, {})
+        cfg = config_from_dict(FinetuneConfig, {**kind, **own, **overrides, 'task_overrides': {}},
+                               source=f'task_overrides.{name}', base=self)
+        cfg._sources.update({k: f"the {spec.kind} kind's default" for k in kind if k not in {**own, **overrides}})
+        cfg._sources.update({k: key_place(spec.path, k) for k in own if k not in overrides})
+        return cfg
+
+    def command_line_over_task_files(self) -> list[str]:
+        "A line for the log of each task file whose own values this invocation's typed keys replace (`for_task`)."
+        sources, lines = value_sources(self), []
+        for name, spec in self.file_tasks().items():
+            hit = [k for k in spec.hparams if sources[k] in TYPED and k not in self.task_overrides.get(name, {})]
+            if hit: lines.append(f'{name}: ' + '; '.join(f'{k} {getattr(self, k)} from the {sources[k]} replaces {k}: '
+                                                         f'{spec.hparams[k]} of its task file ({key_place(spec.path, k)})'
+                                                         for k in hit))
+        return lines
 
     def check_task_kinds(self) -> None:
         "Settings that only some task kinds take, checked against each task (a task's own config cannot: it lacks the others)."

@@ -29,7 +29,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -93,7 +93,8 @@ class FileTaskSpec:
     unordered_pair: bool
     target_scale: float
     label_separator: str              # multilabel: between the labels of one example in CSV, TSV
-    hparams: dict                     # the task's own hyperparameters (keys of TASK_KEYS), under task_overrides
+    hparams: dict                     # the task's own hyperparameters (keys of TASK_KEYS): `FinetuneConfig.for_task`
+    defaults: ClassVar[dict] = {}     # its kind's hyperparameters where nobody sets them (none for these kinds)
 
 
 def _fail(path, msg: str):
@@ -129,12 +130,12 @@ def _check_types(path: Path, raw: dict) -> None:
         _fail(path, f"text: expected a column name or a list of two, got {raw['text']!r}.")
 
 
-def task_hparams(path: Path, raw: dict, defaults: dict | None = None) -> dict:
-    """The hyperparameters a task file sets for its task (any per-task key of the job: epochs, max_length, ...), over
-    its kind's `defaults`; removed from `raw`. The job's `task_overrides` still override them."""
+def task_hparams(path: Path, raw: dict) -> dict:
+    """The hyperparameters a task file sets for its task (any per-task key of the job: epochs, max_length, ...),
+    checked; removed from `raw`. Which of them a run takes is `FinetuneConfig.for_task`'s rule."""
     own = {k: raw.pop(k) for k in list(raw) if k in TASK_KEYS}
     task_settings(FinetuneConfig, path, own)
-    return {**(defaults or {}), **own}
+    return own
 
 
 def task_settings(cls, path: Path, values: dict):

@@ -118,7 +118,9 @@ class PretrainConfig:
                                "and discriminator/ (an export, a converted TF checkpoint), GENERATOR,DISCRIMINATOR, or a "
                                "pretrain.py .pth; the optimizer and step start fresh. Empty: a fresh initialisation")
     vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus', ge=100)
-    lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer')
+    lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer or reading a vocab.txt (a '
+                                  "save_pretrained folder follows its own do_lower_case); a vocabulary of another case "
+                                  'is refused')
     strip_accents: bool = field(False, "also drop combining marks when training a tokenizer, as BERT's uncased rule "
                                        "does with lowercase (google-research/bert tokenization.py `_run_strip_accents`): "
                                        "cafe = cafe with an accent in English, but in other scripts the marks are "

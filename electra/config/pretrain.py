@@ -12,7 +12,7 @@ from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
-           'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config']
+           'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config', 'percent']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
@@ -222,6 +222,7 @@ class PretrainConfig:
     def validate(self) -> None:
         "The rules that relate several keys (each key's own domain is declared beside it, and checked when read)."
         safe_name(self.run_name, 'run_name')
+        self._check_checkpoint_names()
         check_logger(self.logger)
         need(self.max_length <= self.max_position_embeddings, 'max_length',
              f'must be at most max_position_embeddings ({self.max_position_embeddings}), got {self.max_length}.')
@@ -248,6 +249,16 @@ class PretrainConfig:
                  '(grad_accum_steps) or switch networks mid-run (two_stage). Use --compile_scope model.')
             need(self.precision != 'fp16', 'compile_scope', "'step' runs bf16 or fp32; fp16 needs loss scaling, which "
                                                             'skips steps on the host. Use --precision bf16, or --compile_scope model.')
+
+    def _check_checkpoint_names(self) -> None:
+        "Each fraction of `checkpoint_at` once, and each its own file: `<run>_<seed>_<percent>%.pth` (`percent`)."
+        seen: dict[str, float] = {}
+        for f in self.checkpoint_at:
+            first = seen.setdefault(percent(f), f)
+            need(first == f, 'checkpoint_at', f"{first} and {f} are one checkpoint file (<run_name>_<seed>_"
+                                              f"{percent(f)}%.pth); give fractions that differ in their first six digits.")
+        twice = next((f for i, f in enumerate(self.checkpoint_at) if f in self.checkpoint_at[:i]), None)
+        need(twice is None, 'checkpoint_at', f'{twice} is listed twice; list each fraction once.')
 
     def _validate_objective(self) -> None:
         "The settings the objective's row (config/objectives.py) allows."
@@ -311,6 +322,11 @@ class PretrainConfig:
     def two_stage_switch(self) -> int:
         "The step after which two-stage training switches from the generator to the discriminator (0: joint training)."
         return round(self.two_stage * self.steps)
+
+
+def percent(fraction: float) -> str:
+    "How a checkpoint's fraction of the run names its file: '12.5' for 0.125 (six significant digits)."
+    return f'{fraction * 100:g}'
 
 
 def saved_config(values: dict, source: str) -> PretrainConfig:

@@ -13,7 +13,7 @@ from electra.config.base import ConfigError, RunWarning, load_config, need, read
 from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.finetune import FinetuneConfig
 from electra.config.paths import Owned, check_apart, check_case_apart
-from electra.config.pretrain import PretrainConfig
+from electra.config.pretrain import PretrainConfig, percent
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.objective.flops import pretrain_flops_to_step, pretrain_step_flops
@@ -270,7 +270,7 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
         final = f == 1.0
         model = (pretrain_dir / f'{run_name}_{seed}' / 'discriminator' if final
                  else pretrain_dir / checkpoint_name(run_name, seed, f))
-        group = safe_name(f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{f * 100:g}pct', 'variants')
+        group = safe_name(f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{percent(f)}pct', 'variants')
         step = checkpoint_step(v.steps, f)
         flops = pretrain_flops_to_step(v.config, vocab, step, _frozen_generator(v.config))
         tags = [f'variant={v.name}', f'seed={seed}', f'at={f:g}']

@@ -15,9 +15,10 @@ from typing import Any, Callable
 from electra.config.errors import ConfigError, RunWarning, did_you_mean, need
 from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, field
 from electra.config.file_names import safe_name
-from electra.config.paths import Owned, check_apart, local_paths, path
+from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
-from electra.config.values import config_from_dict
+from electra.config.values import config_from_dict, value_sources
+from electra.config.yaml_reader import key_place
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
            'is_task_file', 'TaskCatalogue', 'register_task_catalogue']
@@ -85,6 +86,9 @@ def is_task_file(entry: str) -> bool:
     entry = str(entry)
     return entry not in GLUE_TASKS and (Path(entry).exists() or entry.endswith(('.yaml', '.yml')))
 
+
+# where a value typed for this invocation comes from (`value_sources`): the command line, a notebook's overrides
+TYPED = ('command line', 'overrides')
 
 QA_KINDS = ('squad', 'mrqa')  # the task kinds whose answers come from one run (electra/finetuning/tasks/qa)
 
@@ -189,7 +193,8 @@ class FinetuneConfig:
                                    ge=0, zero='all of them')
     task_overrides: dict = field({'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}},
                                  f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}. A key "
-                                 "given on the command line replaces the preset's per-task values of it (said)",
+                                 "given on the command line replaces the preset's per-task values of it and a task "
+                                 "file's (said)",
                                  entries=TASK_KEYS)
 
     @classmethod
@@ -219,10 +224,11 @@ class FinetuneConfig:
         files = self.file_tasks()  # reads and checks each task file
         for name in self.tasks:
             if not is_task_file(name): _catalogue().named(name)
-        need(len(set(self.task_names)) == len(self.tasks), 'tasks', 'a task is listed twice.')
+        self._check_each_task_once()
         need('AX' not in self.tasks or 'MNLI' in self.tasks, 'tasks', 'AX is predicted with the MNLI model: add MNLI to tasks.')
         need(not self.seeds or len(self.seeds) >= self.runs, 'seeds', f'give at least `runs` ({self.runs}) seeds, or none.')
-        need(len(set(self.seed_list)) == len(self.seed_list), 'seeds', 'seeds must differ.')
+        twice = next((s for i, s in enumerate(self.seed_list) if s in self.seed_list[:i]), None)
+        need(twice is None, 'seeds', f'{twice} is listed twice ({self.seed_list}); seeds must differ.')
         need(self.seed + self.runs <= SEED_END or bool(self.seeds), 'seed', f'run i uses seed + i: seed {self.seed} '
              f'with {self.runs} runs goes past numpy\'s seeds (below 2**32). Give a smaller seed.')
         safe_name(self.group, 'group')
@@ -231,6 +237,27 @@ class FinetuneConfig:
         need(self.ensemble_k <= self.runs, 'ensemble_k', f'must be at most runs ({self.runs}), got {self.ensemble_k}.')
         self._validate_hparams()
         self._validate_overrides(files)
+
+    def _check_each_task_once(self) -> None:
+        """Each task once, named with what gives it twice: a GLUE name listed twice, one task file by two paths, two
+        task files of one `name`, or two names that differ only in case (their runs, results rows and test files would
+        be one; on macOS and Windows, whatever the case)."""
+        seen: dict[str, tuple[str, str]] = {}  # task name in lower case -> the name and the entry of `tasks` giving it
+        for entry, name in zip(self.tasks, self.task_names):
+            if name.casefold() not in seen:
+                seen[name.casefold()] = name, entry
+                continue
+            other, first = seen[name.casefold()]
+            if other != name:
+                raise ConfigError(f"tasks: the task names {other!r} ({first}) and {name!r} ({entry}) differ only in case: "
+                                  "their files (<task>_<i>.pth, <task>.tsv) would be one on a case-insensitive file "
+                                  "system (macOS, Windows); rename one.")
+            if not is_task_file(entry): raise ConfigError(f'tasks: {name} is listed twice; list each task once.')
+            if Path(first).resolve() == Path(entry).resolve():
+                raise ConfigError(f'tasks: the task file {Path(entry).resolve()} is listed twice ({first}, {entry}); '
+                                  'list each task once.')
+            raise ConfigError(f"tasks: the task files {first} and {entry} both name the task {name!r}; give each its "
+                              "own `name`.")
 
     def inputs(self) -> list[tuple[str, str]]:
         """(key, path) of every local file and folder the job reads: the model, the GLUE data folder, each task file
@@ -247,6 +274,7 @@ class FinetuneConfig:
         groups = [('output_dir', Path(self.output_dir) / self.group)]
         if self.predict: groups.append(('test_output_dir', Path(self.test_output_dir) / self.group))
         check_apart([*groups, ('cache_dir', self.cache_dir)], [Owned(k, f, '--group') for k, f in groups], self.inputs())
+        for _, folder in groups: check_case_apart('group', folder.parent, self.group, 'group', str)
 
     def _validate_overrides(self, files: dict) -> None:
         "`task_overrides`: tasks of this job (GLUE names or task files' names) with per-task keys, checked."
@@ -296,11 +324,31 @@ class FinetuneConfig:
         return list(self.seeds[:self.runs]) if self.seeds else [self.seed + i for i in range(self.runs)]
 
     def for_task(self, name: str) -> 'FinetuneConfig':
-        """This config with the task's own hyperparameters (those of its task file, or its kind's defaults: QA and
-        tagging take the official sequence lengths) and then `task_overrides[name]` applied."""
-        own = getattr(self.file_tasks().get(name), 'hparams', {}) if any(map(is_task_file, self.tasks)) else {}
-        values = {**own, **self.task_overrides.get(name, {})}
-        return config_from_dict(FinetuneConfig, {**values, 'task_overrides': {}}, source=f'task_overrides.{name}', base=self)
+        """This config with the task's own values, each by one rule (README, "Tasks beyond GLUE"): what this invocation
+        typed (the command line, a notebook's overrides; its `task_overrides` first) wins over the preset's
+        `task_overrides`, which win over the task file's own values, which win over the preset's keys; the task kind's
+        defaults (QA and tagging: the official lengths) fill only the keys nobody set. `value_sources` of the result
+        says where each value came from (a task file's with its line)."""
+        spec = self.file_tasks().get(name) if any(map(is_task_file, self.tasks)) else None
+        sources = value_sources(self)
+        kind = {k: v for k, v in getattr(spec, 'defaults', {}).items() if sources[k] == 'default'}
+        own = {k: v for k, v in getattr(spec, 'hparams', {}).items() if sources[k] not in TYPED}
+        overrides = self.task_overrides.get(name, {})
+        cfg = config_from_dict(FinetuneConfig, {**kind, **own, **overrides, 'task_overrides': {}},
+                               source=f'task_overrides.{name}', base=self)
+        cfg._sources.update({k: f"the {spec.kind} kind's default" for k in kind if k not in {**own, **overrides}})
+        cfg._sources.update({k: key_place(spec.path, k) for k in own if k not in overrides})
+        return cfg
+
+    def command_line_over_task_files(self) -> list[str]:
+        "A line for the log of each task file whose own values this invocation's typed keys replace (`for_task`)."
+        sources, lines = value_sources(self), []
+        for name, spec in self.file_tasks().items():
+            hit = [k for k in spec.hparams if sources[k] in TYPED and k not in self.task_overrides.get(name, {})]
+            if hit: lines.append(f'{name}: ' + '; '.join(f'{k} {getattr(self, k)} from the {sources[k]} replaces {k}: '
+                                                         f'{spec.hparams[k]} of its task file ({key_place(spec.path, k)})'
+                                                         for k in hit))
+        return lines
 
     def check_task_kinds(self) -> None:
         "Settings that only some task kinds take, checked against each task (a task's own config cannot: it lacks the others)."

@@ -21,10 +21,11 @@ import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from electra.config.errors import ConfigError
 
-__all__ = ['path', 'expand_path', 'Owned', 'check_apart', 'local_paths']
+__all__ = ['path', 'expand_path', 'Owned', 'check_apart', 'check_case_apart', 'local_paths']
 
 
 @dataclass(frozen=True)
@@ -107,3 +108,15 @@ def expand_path(value: str, where: str) -> str:
             part = part[:len(part) - len(part.lstrip())] + expanded
         parts.append(part)
     return ','.join(parts)
+
+def check_case_apart(key: str, parent: str | Path, folder: str, what: str, named: Callable[[str], str]) -> None:
+    """A ConfigError when `parent` holds a folder whose name differs from `folder` only in case: on a case-insensitive
+    file system (macOS, Windows) the two are one, and the job would write into (resume, replace) the other's. `named`:
+    the value of `key` that gives the folder there."""
+    try: there = sorted(os.listdir(parent))
+    except OSError: return  # not made yet (nothing to meet), or not readable: the writable check names it
+    twin = next((n for n in there if n != folder and n.casefold() == folder.casefold()), None)
+    if twin is not None:
+        raise ConfigError(f"{key}: the {what} folder {folder!r} differs only in case from {Path(parent) / twin}, there "
+                          f"already: on a case-insensitive file system (macOS, Windows) they are one folder. Give "
+                          f"--{key} {named(twin)} to continue that {what}, or another name.")

@@ -9,12 +9,12 @@ from electra.config.errors import RunWarning, need
 from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
-from electra.config.paths import Owned, check_apart, local_paths, path
+from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
 from electra.config.values import config_from_dict
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
-           'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config']
+           'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config', 'percent']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
@@ -114,7 +114,9 @@ class PretrainConfig:
                                "and discriminator/ (an export, a converted TF checkpoint), GENERATOR,DISCRIMINATOR, or a "
                                "pretrain.py .pth; the optimizer and step start fresh. Empty: a fresh initialisation")
     vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus', ge=100)
-    lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer')
+    lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer or reading a vocab.txt (a '
+                                  "save_pretrained folder follows its own do_lower_case); a vocabulary of another case "
+                                  'is refused')
     strip_accents: bool = field(False, "also drop combining marks when training a tokenizer, as BERT's uncased rule "
                                        "does with lowercase (google-research/bert tokenization.py `_run_strip_accents`): "
                                        "cafe = cafe with an accent in English, but in other scripts the marks are "
@@ -216,6 +218,7 @@ class PretrainConfig:
     def validate(self) -> None:
         "The rules that relate several keys (each key's own domain is declared beside it, and checked when read)."
         safe_name(self.run_name, 'run_name')
+        self._check_checkpoint_names()
         check_logger(self.logger)
         need(self.max_length <= self.max_position_embeddings, 'max_length',
              f'must be at most max_position_embeddings ({self.max_position_embeddings}), got {self.max_length}.')
@@ -242,6 +245,16 @@ class PretrainConfig:
                  '(grad_accum_steps) or switch networks mid-run (two_stage). Use --compile_scope model.')
             need(self.precision != 'fp16', 'compile_scope', "'step' runs bf16 or fp32; fp16 needs loss scaling, which "
                                                             'skips steps on the host. Use --precision bf16, or --compile_scope model.')
+
+    def _check_checkpoint_names(self) -> None:
+        "Each fraction of `checkpoint_at` once, and each its own file: `<run>_<seed>_<percent>%.pth` (`percent`)."
+        seen: dict[str, float] = {}
+        for f in self.checkpoint_at:
+            first = seen.setdefault(percent(f), f)
+            need(first == f, 'checkpoint_at', f"{first} and {f} are one checkpoint file (<run_name>_<seed>_"
+                                              f"{percent(f)}%.pth); give fractions that differ in their first six digits.")
+        twice = next((f for i, f in enumerate(self.checkpoint_at) if f in self.checkpoint_at[:i]), None)
+        need(twice is None, 'checkpoint_at', f'{twice} is listed twice; list each fraction once.')
 
     def _validate_objective(self) -> None:
         "The settings the objective's row (config/objectives.py) allows."
@@ -299,11 +312,17 @@ class PretrainConfig:
         owns = [Owned('output_dir', Path(self.output_dir) / run, '--run_name'),
                 Owned('output_dir', self.output_dir, '--run_name', f'{run}_*%.pth')]
         check_apart([('output_dir', self.output_dir), ('cache_dir', self.cache_dir)], owns, self.inputs())
+        check_case_apart('run_name', self.output_dir, run, 'run', lambda twin: twin[:len(self.run_name)])
 
     @property
     def two_stage_switch(self) -> int:
         "The step after which two-stage training switches from the generator to the discriminator (0: joint training)."
         return round(self.two_stage * self.steps)
+
+
+def percent(fraction: float) -> str:
+    "How a checkpoint's fraction of the run names its file: '12.5' for 0.125 (six significant digits)."
+    return f'{fraction * 100:g}'
 
 
 def saved_config(values: dict, source: str) -> PretrainConfig:

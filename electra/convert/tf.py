@@ -38,7 +38,7 @@ from electra.config.text_files import load_json
 from electra.config.version import __version__
 from electra.convert.card import write_conversion_card
 from electra.convert.tf_checkpoint import STRING, TFCheckpoint
-from electra.data.tokenizer import load_tokenizer
+from electra.data.tokenizer import CaseSetting, load_tokenizer
 from electra.pretrained.export import save_model
 from electra.pretraining.init_from import load_init, save_init_checkpoint
 from electra.runtime.files import writable_dir
@@ -366,9 +366,15 @@ def _check_vocab_lines(vocab: Path, rows: int) -> None:
                           f"([unused{n}] ... [unused{rows - 1}]) to a copy of it and give that")
 
 
+# how the converter's setting of lower-casing is named: the run's do_lower_case (configure_pretraining.py)
+DO_LOWER_CASE = CaseSetting("do_lower_case is true (--hparams, or the released models' uncased default)",
+                            'do_lower_case is false (--hparams)', 'give --hparams a JSON with "do_lower_case": false',
+                            'give --hparams a JSON with "do_lower_case": true')
+
+
 def _tokenizer(vocab: Path, lowercase: bool, vocab_rows: int, positions: int):
     _check_vocab_lines(Path(vocab), vocab_rows)
-    tokenizer = load_tokenizer(str(vocab), lowercase)
+    tokenizer = load_tokenizer(str(vocab), lowercase, DO_LOWER_CASE)
     tokenizer.model_max_length = positions  # the position table's length
     return tokenizer
 

@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -26,7 +27,8 @@ from electra.config.errors import ConfigError
 from electra.config.text_files import compressed
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
-__all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
+__all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
+           'upper_entries', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
            'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
 
 TOKENIZER_DIR = 'tokenizer'  # in a pretraining run's folder: the tokenizer trained for it
@@ -50,6 +52,66 @@ def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTraine
     ids = [vocab[getattr(tok, n)] for n in names]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"tokenizer {where}: {', '.join(names)} must be distinct tokens, got ids {ids}.")
+    return tok
+
+
+@dataclass(frozen=True)
+class CaseSetting:
+    "How a reader's setting of lower-casing is named in the refusals of `check_case`: its state on and off, each fix."
+    on: str
+    off: str
+    to_off: str
+    to_on: str
+
+
+# a vocab.txt has no setting of its own: the job's `lowercase` key lower-cases its input or not
+LOWERCASE_KEY = CaseSetting('lowercase is true (the text is lower-cased first)', 'lowercase is false',
+                            'give --lowercase false', 'give --lowercase true')
+
+
+# a save_pretrained folder follows its own saved setting, do_lower_case of its tokenizer_config.json (a cased
+# tokenizer trained on text without capitals is one: only its upper-case entries that no input reaches are refused)
+FOLDER_SETTING = CaseSetting('its tokenizer_config.json lower-cases the text (do_lower_case: true)', '',
+                             'set do_lower_case to false there', '')
+
+
+def _lowers(tok: PreTrainedTokenizerFast) -> bool:
+    "Whether `tok` lower-cases its input: what its normalizer does, whatever its config says."
+    norm = tok.backend_tokenizer.normalizer
+    return norm is not None and norm.normalize_str('A') == 'a'
+
+
+def _entries(tok: PreTrainedTokenizerFast) -> list[str]:
+    "The vocabulary's entries by id, special tokens (`[CLS]`, `[unused0]`) aside."
+    return [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+            if t not in tok.all_special_tokens and not (t.startswith('[') and t.endswith(']'))]
+
+
+def upper_entries(upper: list[str]) -> str:
+    "'3 upper-case entries ('The', 'Paris', 'I')', for a message."
+    return (f"{len(upper)} upper-case entr{'y' if len(upper) == 1 else 'ies'} "
+            f"({', '.join(repr(t) for t in upper[:3])}{', ...' if len(upper) > 3 else ''})")
+
+
+def unreachable(tok: PreTrainedTokenizerFast) -> list[str]:
+    "The upper-case entries of `tok`'s vocabulary that no input reaches, as it lower-cases its input."
+    return [t for t in _entries(tok) if t != t.lower()] if _lowers(tok) else []
+
+
+def check_case(tok: PreTrainedTokenizerFast, where: str, setting: CaseSetting) -> PreTrainedTokenizerFast:
+    """`tok`, unless its lower-casing and its vocabulary disagree (a cased BERT vocab.txt read uncased by default left
+    'The' and 'Paris' unreachable, silently): upper-case entries that no input reaches, or, where `setting.to_on`,
+    a vocabulary with letters of a cased script and none upper case read without lower-casing (a capital: [UNK]).
+    Special tokens (`[CLS]`, `[unused0]`) aside. A ConfigError naming `where` and the setting's fix."""
+    lowers, entries = _lowers(tok), _entries(tok)
+    upper = [t for t in entries if t != t.lower()]
+    if lowers and upper:
+        raise ConfigError(f"{where}: the vocabulary holds {upper_entries(upper)}, which no input reaches while "
+                          f"{setting.on}. For a cased vocabulary {setting.to_off}.")
+    if setting.to_on and not lowers and not upper and any(c.lower() != c.upper() for t in entries for c in t):
+        raise ConfigError(f"{where}: no entry of the vocabulary is upper case (an uncased vocabulary), but "
+                          f"{setting.off}: a word with a capital letter would be [UNK]. For an uncased vocabulary "
+                          f"{setting.to_on}.")
     return tok
 
 
@@ -89,12 +151,13 @@ def has_tokenizer_files(directory: Path) -> bool:
     return any((directory / name).is_file() for name in TOKENIZER_FILES)
 
 
-def load_tokenizer(path: str, lowercase: bool = True) -> PreTrainedTokenizerFast:
-    """Load a WordPiece `vocab.txt` (lowercasing input when `lowercase`) or a directory written by
-    `save_pretrained` (its own settings apply). Raises `ConfigError` when it is missing or unusable."""
+def load_tokenizer(path: str, lowercase: bool = True, setting: CaseSetting = LOWERCASE_KEY) -> PreTrainedTokenizerFast:
+    """Load a WordPiece `vocab.txt` (lowercasing input when `lowercase`, the key `setting` names) or a directory
+    written by `save_pretrained` (its own settings apply). Raises `ConfigError` when it is missing or unusable, or
+    when its lower-casing and its vocabulary disagree (`check_case`)."""
     p = Path(path).expanduser()
     if p.is_file():
-        tok = _load_vocab_txt(p, lowercase)
+        tok = check_case(_load_vocab_txt(p, lowercase), f'tokenizer {p}', setting)
     elif p.is_dir():
         if not has_tokenizer_files(p):
             found = sorted(f.name for f in p.iterdir())[:8]
@@ -109,6 +172,7 @@ def load_tokenizer(path: str, lowercase: bool = True) -> PreTrainedTokenizerFast
         if not isinstance(tok, PreTrainedTokenizerFast):
             raise ConfigError(f"tokenizer {p}: loads as {type(tok).__name__}, a slow tokenizer; a fast "
                               "(`tokenizers`-backed) one is needed. Add its tokenizer.json to the directory.")
+        check_case(tok, f'tokenizer {p}', FOLDER_SETTING)
     else:
         raise ConfigError(f"tokenizer {p} does not exist. Give a WordPiece vocab.txt or a tokenizer directory, "
                           "or leave `tokenizer` empty to train one on the corpus.")

@@ -14,8 +14,8 @@ from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.file_names import safe_name
 from electra.config.finetune import FinetuneConfig
-from electra.config.paths import Owned, check_apart
-from electra.config.pretrain import PretrainConfig
+from electra.config.paths import Owned, check_apart, check_case_apart
+from electra.config.pretrain import PretrainConfig, percent
 from electra.config.text_files import read_text
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
@@ -276,7 +276,7 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
         final = f == 1.0
         model = (pretrain_dir / f'{run_name}_{seed}' / 'discriminator' if final
                  else pretrain_dir / checkpoint_name(run_name, seed, f))
-        group = safe_name(f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{f * 100:g}pct', 'variants')
+        group = safe_name(f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{percent(f)}pct', 'variants')
         step = checkpoint_step(v.steps, f)
         flops = pretrain_flops_to_step(v.config, vocab, step, _frozen_generator(v.config))
         tags = [f'variant={v.name}', f'seed={seed}', f'at={f:g}']
@@ -287,6 +287,7 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
 def make_plan(cfg: CompareConfig) -> Plan:
     """The whole comparison, resolved and checked: raises a ConfigError naming the variant and key before any launch."""
     root = path_inside(cfg.output_dir, cfg.name, key='output_dir')
+    check_case_apart('name', cfg.output_dir, cfg.name, 'comparison', str)
     variants, runs = _variant_plans(cfg), []
     for seed in cfg.seeds:
         for v in variants:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 from huggingface_hub import EvalResult, ModelCardData
 
-from electra.config.finetune import FinetuneConfig
-from electra.config.values import config_to_dict
+from electra.config.finetune import TASK_KEYS, FinetuneConfig
+from electra.config.values import config_to_dict, value_sources
 from electra.finetuning.results import summarize
 from electra.finetuning.runs import group_dir
 from electra.finetuning.tasks.base import TaskInfo
@@ -113,6 +113,19 @@ def _folders_section(cfg: FinetuneConfig, df: pd.DataFrame, kinds: dict[str, str
     return f'## transformers folders\n\n{text}'
 
 
+def _task_settings_section(cfg: FinetuneConfig, tasks: dict[str, TaskInfo]) -> str:
+    """The values each task's runs used where they are not the job's config (`for_task`: a task file's own, a task
+    kind's defaults, `task_overrides`), each with where it came from."""
+    job, lines = config_to_dict(cfg), ['| task | key | value | from |', '|---|---|---|---|']
+    for name in tasks:
+        task_cfg = cfg.for_task(name)
+        sources = value_sources(task_cfg)
+        lines += [f"| {name} | `{k}` | {getattr(task_cfg, k)} | {sources[k]} |" for k in TASK_KEYS
+                  if getattr(task_cfg, k) != job[k]]
+    text = ('\n'.join(lines) if len(lines) > 2 else "None: every task's runs used the job's config (below).")
+    return f"## Each task's settings\n\nWhere a task's runs used other values than the job's config below:\n\n{text}"
+
+
 def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str, TaskInfo], summary_text: str) -> Path:
     """Write the card of the fine-tuning group of `cfg` from `df`, this job's rows of its results table, `tasks` (the
     description of each task, the job's among them) and `summary_text` (the summary as `summary.md` has it); returns
@@ -131,6 +144,7 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
         f"## Runs\n\n{_runs_table(df)}",
         _labels_section(tasks, _kinds(cfg.file_tasks(), tasks)),
         _folders_section(cfg, df, _kinds(cfg.file_tasks(), tasks)),
+        _task_settings_section(cfg, tasks),
         f"## Settings\n\nThe job's config (`finetune.py --config` takes it again):\n\n"
         f"{details(yaml_block(config_to_dict(cfg)))}",
         "## How to use\n\nEach run is a PyTorch module (`ElectraClassifier`, `ElectraTagger` or `ElectraQA`) over "

@@ -11,7 +11,8 @@ label names as `id2label`/`label2id`, so that `pipeline(...)` prints them. Only 
   stay `.pth` files, which name what they predict (`labels`), as the group's card does.
 
 `config.save_pretrained` says which runs: those `select` and `ensemble_k` pick (the test predictions' runs), all, or
-none. A folder is written whole or not at all (a temporary folder renamed); a run trained again loses its folder when
+none. With `picked`, the folder of a run no longer picked (another `select` or `ensemble_k` than an earlier job's) is
+removed, said in a line, so that the group's card lists exactly the runs picked now. A folder is written whole or not at all (a temporary folder renamed); a run trained again loses its folder when
 its new weights are saved (`runs.transformers_folder`), so that no folder outlives the weights it was made from."""
 from __future__ import annotations
 
@@ -149,6 +150,18 @@ def save_run(cfg: FinetuneConfig, checkpoint: Path, tokenizer, say: Callable[[st
     return folder
 
 
+def _drop_unpicked(cfg: FinetuneConfig, rows, say: Callable[[str], None]) -> None:
+    """The folders of runs `select` and `ensemble_k` no longer pick (`rows`), removed, each said in a line: a folder
+    left from an earlier pick would be listed as current by the group's card. Their weights, the `.pth`, stay."""
+    for r in rows.sort_values('run').to_dict('records'):
+        checkpoint = Path(str(r['checkpoint']))
+        folder = transformers_folder(checkpoint)
+        if not folder.is_dir(): continue
+        shutil.rmtree(path_inside(group_dir(cfg), folder.name, key='output_dir'))
+        say(f"{r['task']} run {r['run']}: its transformers folder {folder} removed: the run is no longer picked "
+            f"(select {cfg.select}, ensemble_k {cfg.ensemble_k}); its weights stay {checkpoint.name}")
+
+
 def save_runs(cfg: FinetuneConfig, results: ResultsTable, tokenizer, say: Callable[[str], None] = print) -> list[Path]:
     """The transformers folders of the runs `cfg.save_pretrained` asks for, each task's in turn: those there already
     (a folder is of its run's weights: a run trained again loses it when its new weights are saved,
@@ -160,6 +173,7 @@ def save_runs(cfg: FinetuneConfig, results: ResultsTable, tokenizer, say: Callab
         rows = results.task_rows(task)
         rows = rows[rows['run'] < cfg.runs]
         picked = rows if cfg.save_pretrained == 'all' or rows.empty else select_runs(rows, cfg.select, cfg.ensemble_k)
+        _drop_unpicked(cfg, rows[~rows['run'].isin(picked['run'])], say)
         for r in picked.sort_values('run').to_dict('records'):
             checkpoint = Path(str(r['checkpoint']))
             if transformers_folder(checkpoint).is_dir(): found.append(transformers_folder(checkpoint))

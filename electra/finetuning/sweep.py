@@ -182,6 +182,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     cfg.check_task_kinds()
     _check_lengths(cfg, pretrained.config.max_position_embeddings)
     log_to(writable_dir(group_dir(cfg), 'output_dir'))  # the job's output, also what a closed stdout missed
+    for line in cfg.command_line_over_task_files(): say(line)  # the typed value wins (`FinetuneConfig.for_task`)
     precision = resolve_precision(cfg.precision, resolve_device(cfg.device))
     plan = _plan(cfg, tokenizer, source, results, model_fingerprint(cfg.model), precision, say)
     n = parallel_runs(cfg)

@@ -9,6 +9,7 @@ import contextlib
 import copy
 import hashlib
 import json
+import warnings
 from pathlib import Path
 
 import torch
@@ -19,11 +20,11 @@ from torch import nn
 from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
-from electra.config.errors import ConfigError, need
+from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.pretrain import saved_config
 from electra.config.version import __version__
 from electra.data.hub import hub_unreachable
-from electra.data.tokenizer import has_tokenizer_files, tokenizer_from_state
+from electra.data.tokenizer import has_tokenizer_files, tokenizer_from_state, unreachable, upper_entries
 from electra.objective.model import (
     EMBEDDING_TABLES,
     ElectraGeneratorDiscriminator,
@@ -227,6 +228,11 @@ def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreT
     else:
         disc, tokenizer = _from_pretrained(source)
     with_model_length(tokenizer, disc.config)
+    if upper := unreachable(tokenizer):  # kept: the model was pretrained with it (`data.tokenizer.check_case`)
+        warnings.warn(f"model {source}: its tokenizer lower-cases the text, but its vocabulary holds "
+                      f"{upper_entries(upper)} that no input reaches. Fine-tuning uses the tokenizer as saved, the one "
+                      "the model was pretrained with; if it read cased text in pretraining, save its cased tokenizer "
+                      "(do_lower_case: false) with it.", RunWarning, stacklevel=2)
     if disc.config.vocab_size < len(tokenizer):
         raise ConfigError(f"{source}: the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
                           f"{disc.config.vocab_size}: they do not belong together. Use the tokenizer saved with the model.")

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from electra.config.errors import ConfigError
-from electra.config.pretrain import RESUME_SAID, RESUME_SAME, TOKENIZER_KEYS, PretrainConfig
+from electra.config.pretrain import RESUME_SAID, RESUME_SAME, TOKENIZER_KEYS, PretrainConfig, percent
 from electra.runtime.files import atomic_write_text, path_inside
 from electra.runtime.processes import is_main_process
 
@@ -55,7 +55,7 @@ def state_checksum(state: dict) -> str:
 
 def checkpoint_name(run_name: str, seed: int, fraction: float) -> str:
     "`vanilla_11081_12.5%.pth` for fraction 0.125."
-    return f'{run_name}_{seed}_{fraction * 100:g}%.pth'
+    return f'{run_name}_{seed}_{percent(fraction)}%.pth'
 
 
 def checkpoint_step(total_steps: int, fraction: float) -> int:

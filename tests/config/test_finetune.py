@@ -9,7 +9,7 @@ import pytest
 from electra.config.cli import load_config
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import INPUT_KEYS, JOB_KEYS, RESULT_KEYS, TASK_KEYS, FinetuneConfig
-from electra.config.values import config_from_dict
+from electra.config.values import config_from_dict, value_sources
 from electra.finetuning.tasks.glue.tasks import TASKS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,3 +115,41 @@ def test_every_key_is_declared_as_changing_a_run_s_result_or_not():
     keys = [f.name for f in dataclasses.fields(FinetuneConfig)]
     assert sorted(k for g in groups for k in g) == sorted(keys)  # each key once, none unknown
     assert set(TASK_KEYS) <= set(RESULT_KEYS) | {'eval_batch_size', 'length_buckets'}  # per-task keys change results
+
+
+def _tasks_with_own_values(tmp_path) -> tuple[Path, Path]:
+    "The demo's tagging and SQuAD task files, the tagging one setting its own epochs and lr (lines 8 and 9)."
+    from electra.finetuning.tasks.demo import write_demo_tasks
+    _, ner, squad = write_demo_tasks(tmp_path / 'tasks', sizes={'train': 8, 'dev': 4, 'test': 4})
+    lines = ner.read_text(encoding='utf-8').splitlines()
+    ner.write_text('\n'.join([*lines[:7], 'epochs: 5', 'lr: 0.002', *lines[7:]]) + '\n', encoding='utf-8')
+    return ner, squad
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_the_command_line_wins_over_task_files_and_kinds_a_task_file_over_the_preset_the_kind_fills_the_rest(tmp_path):
+    """R1-1: `--max_length 32` with a tagging task trained at the kind's 256, `--epochs 1` with demo_squad at the kind's
+    2 epochs, `--epochs 1` with a task file's `epochs: 5` at 5, all with status 0 and the command line's value recorded.
+    The rule: the command line > task_overrides > a task file > the preset's keys > the kind's defaults > the defaults."""
+    ner, squad = _tasks_with_own_values(tmp_path)
+    preset = tmp_path / 'mine.yaml'
+    preset.write_text('max_length: 64\nepochs: 3\nlr: 0.001\ntask_overrides: {}\n', encoding='utf-8')
+    load = lambda *argv: load_config(FinetuneConfig, ['--config', str(preset), '--tasks', f'{ner},{squad}', *argv],
+                                     preset_dir=REPO / 'configs/finetune')
+    values = lambda cfg, task: tuple(getattr(cfg.for_task(task), k) for k in ('epochs', 'lr', 'max_length', 'dropout'))
+    cfg = load()  # nobody typed: the task file's over the preset's, the preset's over the kind's, the kind's over none
+    assert values(cfg, 'ner') == (5, 0.002, 64, 0.0) and values(cfg, 'squad') == (3, 0.001, 64, 0.1)
+    assert cfg.for_task('squad').eval_batch_size == 32 and cfg.command_line_over_task_files() == []
+    sources = value_sources(cfg.for_task('ner'))
+    assert (sources['epochs'], sources['lr']) == (f'{ner.resolve()}: line 8', f'{ner.resolve()}: line 9')
+    assert (sources['max_length'], sources['dropout']) == (f'{preset}: line 1', "the tagging kind's default")
+    cfg = load('--max_length', '32', '--epochs', '1')  # the command line over all
+    assert values(cfg, 'ner') == (1, 0.002, 32, 0.0) and values(cfg, 'squad') == (1, 0.001, 32, 0.1)
+    assert value_sources(cfg.for_task('ner'))['epochs'] == 'command line'
+    assert cfg.command_line_over_task_files() == [
+        f"ner: epochs 1 from the command line replaces epochs: 5 of its task file ({ner.resolve()}: line 8)"]
+    cfg = load_config(FinetuneConfig, ['--config', 'demo_squad', '--tasks', str(squad), '--epochs', '1'],
+                      preset_dir=REPO / 'configs/finetune')  # its task_overrides' 8 epochs replaced, said at load
+    assert (cfg.for_task('squad').epochs, cfg.for_task('squad').max_length) == (1, 128)
+    cfg = load('--epochs', '1', '--task_overrides', '{ner: {epochs: 7}}')  # a per-task value typed too: it wins
+    assert values(cfg, 'ner')[0] == 7 and cfg.command_line_over_task_files() == []

@@ -231,3 +231,26 @@ def test_the_driver_refuses_an_overlap_before_any_work_in_one_line_with_status_2
                            f"({corpus}): the job would write among what it reads. Give --output_dir a folder outside "
                            "it.\n")
     assert sorted(p.name for p in corpus.iterdir()) == ['a.txt'] and not (tmp_path / 'cache').exists()
+
+
+def test_a_run_group_or_comparison_folder_differing_only_in_case_from_one_there_is_refused(tmp_path, monkeypatch,
+                                                                                          tiny_dir):
+    "On macOS and Windows `Demo_0/` is `demo_0/`: the job would write into (and resume, replace) the other's folder."
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'ckpt' / 'demo_0').mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"^run_name: the run folder 'Demo_0' differs only in case from ckpt/demo_0, "
+                                          r"there already: on a case-insensitive file system \(macOS, Windows\) they "
+                                          r"are one folder\. Give --run_name demo to continue that run, or another "
+                                          r"name\.$"):
+        pretrain('--output_dir', 'ckpt', '--run_name', 'Demo', '--seed', '0')
+    assert pretrain('--output_dir', 'ckpt', '--run_name', 'demo', '--seed', '0').run_name == 'demo'
+    (tmp_path / 'out' / 'mine').mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"^group: the group folder 'Mine' differs only in case from out/mine, "
+                                          r"there already: .* Give --group mine to continue that group, or another "
+                                          r"name\.$"):
+        load_config(FinetuneConfig, ['--config', 'demo', '--model', str(tiny_dir), '--tasks', 'RTE', '--group', 'Mine',
+                                     '--output_dir', 'out'], preset_dir='configs/finetune')
+    (tmp_path / 'cmp' / 'first').mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"^name: the comparison folder 'First' differs only in case from cmp/first"):
+        make_plan(config_from_dict(CompareConfig, {'output_dir': 'cmp', 'name': 'First', 'variants': {'electra': ''},
+                                                   'pretrain_config': 'demo', 'finetune': False}, from_file=False))

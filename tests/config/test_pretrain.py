@@ -182,3 +182,15 @@ def test_every_key_is_declared_by_what_a_resume_does_when_it_differs():
     "A key added to the job must be placed: one that changes training but is left out would be resumed over silently."
     groups = [RESUME_SAME, RESUME_SAID, RESUME_CONTENT, RESUME_FREE]
     assert sorted(k for g in groups for k in g) == sorted(f.name for f in dataclasses.fields(PretrainConfig))
+
+
+def test_two_checkpoint_fractions_of_one_file_name_are_refused_naming_both():
+    "0.3333333 and 0.33333334 both wrote `<run>_<seed>_33.3333%.pth`: the second replaced the first, silently."
+    from electra.training.checkpoint import checkpoint_name
+    assert checkpoint_name('r', 0, 0.3333333) == checkpoint_name('r', 0, 0.33333334) == 'r_0_33.3333%.pth'
+    with pytest.raises(ConfigError, match=r"^checkpoint_at: 0\.3333333 and 0\.33333334 are one checkpoint file "
+                                          r"\(<run_name>_<seed>_33\.3333%\.pth\); give fractions that differ in their "
+                                          r"first six digits\.$"):
+        load_config(PretrainConfig, ['--checkpoint_at', '[0.3333333, 0.33333334, 1.0]'], preset_dir='configs/pretrain')
+    with pytest.raises(ConfigError, match=r"^checkpoint_at: 0\.5 is listed twice; list each fraction once\.$"):
+        load_config(PretrainConfig, ['--checkpoint_at', '[0.5, 1.0, 0.5]'], preset_dir='configs/pretrain')

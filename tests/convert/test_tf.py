@@ -396,3 +396,22 @@ def test_an_hparams_file_that_is_not_one_json_object_is_one_error_line(tmp_path)
         path.write_text(text)
         with pytest.raises(ConfigError) as e: read_hparams(path)
         assert str(e.value).startswith(f'--hparams {path}: ') and said in str(e.value) and '\n' not in str(e.value)
+
+
+def test_a_cased_vocabulary_is_converted_cased_only_when_the_hparams_say_so(tmp_path):
+    """R1-4 on the converter: an official checkpoint with a cased vocab.txt and no do_lower_case in its hparams was
+    written with a lower-casing tokenizer (the released models' setting), its upper-case entries unreachable."""
+    vocab = (FIXTURES / 'tied' / 'vocab.txt').read_text(encoding='utf-8').splitlines()
+    vocab[5:7] = ['The', 'A']  # 'the', 'a' in upper case: a cased vocabulary of the same size
+    (tmp_path / 'cased.txt').write_text('\n'.join(vocab) + '\n', encoding='utf-8')
+    hp = json.loads((FIXTURES / 'tied' / 'hparams.json').read_text(encoding='utf-8'))
+    with pytest.raises(ConfigError, match=rf"^tokenizer {tmp_path / 'cased.txt'}: the vocabulary holds 2 upper-case "
+                                          r"entries \('The', 'A'\), which no input reaches while do_lower_case is true "
+                                          r"\(--hparams, or the released models' uncased default\)\. For a cased "
+                                          r"vocabulary give --hparams a JSON with \"do_lower_case\": false\.$"):
+        convert_tf_checkpoint(FIXTURES / 'tied', tmp_path / 'out', FIXTURES / 'tied' / 'hparams.json', tmp_path / 'cased.txt')
+    (tmp_path / 'hparams.json').write_text(json.dumps({**hp, 'do_lower_case': False}), encoding='utf-8')
+    paths = convert_tf_checkpoint(FIXTURES / 'tied', tmp_path / 'out', tmp_path / 'hparams.json', tmp_path / 'cased.txt')
+    from electra.data.tokenizer import load_tokenizer
+    tok = load_tokenizer(str(paths['discriminator']))
+    assert tok.convert_ids_to_tokens(tok('The')['input_ids']) == ['[CLS]', 'The', '[SEP]']

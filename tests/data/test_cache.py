@@ -47,8 +47,9 @@ def test_cache_reuse_and_rebuild(words, tmp_path, caplog):
     assert not reused and marker.is_file() and not (marker.parent / 'junk.arrow').exists() and third[:] == first[:]
     # other max_length, other tokenizer, touched corpus file: each a new build in its own directory
     assert not build(max_length=48)[1]
-    cased = load_tokenizer(str(corpus_dir.parent / 'vocab.txt'), lowercase=False)
-    assert not build(tokenizer=cased)[1]
+    other = corpus_dir.parent / 'other_vocab.txt'  # a word more (a cased reading of this uncased one is refused)
+    other.write_text((corpus_dir.parent / 'vocab.txt').read_text() + 'extra\n')
+    assert not build(tokenizer=load_tokenizer(str(other)))[1]
     os.utime(files[0], ns=(files[0].stat().st_atime_ns, files[0].stat().st_mtime_ns + 10**9))
     assert not build()[1]
     assert len(list((cache / 'pretrain_data').glob('*/electra_build.json'))) == 4

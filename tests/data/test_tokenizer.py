@@ -70,8 +70,11 @@ def test_load_bert_style_vocab_txt(tmp_path):
     assert (tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id) == \
         (0, 100, 101, 102, 103)
     assert tok('The cats sat on the mat.')['input_ids'] == [101, 104, 105, 109, 106, 107, 104, 108, 110, 102]
-    cased = load_tokenizer(str(vocab), lowercase=False)
-    assert cased('The cat')['input_ids'] == [101, 100, 105, 102]
+    # lowercase false on a vocabulary without an upper-case entry made every capitalised word [UNK]: now refused
+    with pytest.raises(ConfigError, match=rf"^tokenizer {vocab}: no entry of the vocabulary is upper case \(an uncased "
+                                          r"vocabulary\), but lowercase is false: a word with a capital letter would "
+                                          r"be \[UNK\]\. For an uncased vocabulary give --lowercase true\.$"):
+        load_tokenizer(str(vocab), lowercase=False)
 
 
 def test_load_errors_name_the_path(tmp_path):
@@ -186,3 +189,25 @@ def test_a_script_of_thousands_of_characters_keeps_its_rarer_ones(tmp_path):
     english = tmp_path / 'en.txt'
     english.write_text(' '.join(SENTENCES) * 30)
     assert '##s' in train_tokenizer([english], 300, True, tmp_path / 'en').get_vocab()  # other scripts keep theirs
+
+
+def test_a_cased_vocabulary_read_lower_cased_is_refused_naming_the_key_and_a_folder_follows_its_own_setting(tmp_path):
+    """R1-4: a vocab.txt with upper-case entries was read with lowercase on by default: 'Paris' and 'The' unreachable,
+    silently. A vocab.txt follows `lowercase` (it has no setting of its own) and is refused where the two disagree; a
+    save_pretrained folder follows its own saved do_lower_case, refused where its entries contradict it."""
+    vocab = bert_style_vocab(tmp_path / 'cased.txt', ['The', 'the', 'Paris', 'went', '##s', '.', 'I'])
+    with pytest.raises(ConfigError, match=rf"^tokenizer {vocab}: the vocabulary holds 3 upper-case entries \('The', "
+                                          r"'Paris', 'I'\), which no input reaches while lowercase is true \(the text is "
+                                          r"lower-cased first\)\. For a cased vocabulary give --lowercase false\.$"):
+        load_tokenizer(str(vocab))
+    cased = load_tokenizer(str(vocab), lowercase=False)
+    assert cased('The Paris')['input_ids'] == [101, 104, 106, 102] and cased('the')['input_ids'] == [101, 105, 102]
+    cased.save_pretrained(tmp_path / 'folder')
+    assert load_tokenizer(str(tmp_path / 'folder'))('The')['input_ids'] == [101, 104, 102]  # its own setting: cased
+    config = tmp_path / 'folder' / 'tokenizer_config.json'
+    config.write_text(json.dumps({**json.loads(config.read_text()), 'do_lower_case': True}))
+    with pytest.raises(ConfigError, match=rf"^tokenizer {tmp_path / 'folder'}: the vocabulary holds 3 upper-case "
+                                          r"entries \('The', 'Paris', 'I'\), which no input reaches while its "
+                                          r"tokenizer_config\.json lower-cases the text \(do_lower_case: true\)\. For a "
+                                          r"cased vocabulary set do_lower_case to false there\.$"):
+        load_tokenizer(str(tmp_path / 'folder'))

@@ -173,3 +173,25 @@ def test_a_head_transformers_cannot_hold_and_a_run_without_labels_get_no_folder_
     old = ckpt(2)
     del old['labels']
     assert to_transformers(old) == (None, 'its checkpoint (of an earlier version) does not name its labels')
+
+
+def test_a_run_no_longer_picked_loses_its_folder_and_the_card_lists_what_is_picked_now(swept, tiny):
+    "R1-6: after --ensemble_k 2, a rerun with --select median kept the other run's folder, listed in the group's README."
+    from electra.finetuning.results import select_runs
+    cfg, results = swept
+    out, tasks = sweep.group_dir(cfg), ('reviews', 'SST-2', 'STS-B', 'ner')
+    save_runs(dataclasses.replace(cfg, ensemble_k=2), results, tiny[1], say=lambda s: None)
+    assert all((out / f'{t}_{i}' / 'config.json').is_file() for t in tasks for i in (0, 1))
+    median, said = dataclasses.replace(cfg, select='median'), []
+    picked = {t: int(select_runs(results.task_rows(t), 'median', 1)['run'].iloc[0]) for t in tasks}
+    kept = save_runs(median, results, tiny[1], say=said.append)
+    want = sorted(f'{t}_{i}' for t, i in picked.items())
+    assert sorted(p.name for p in kept) == want
+    assert sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith(('.', 'tensorboard'))) == want
+    other = 1 - picked['reviews']
+    assert (f"reviews run {other}: its transformers folder {out / f'reviews_{other}'} removed: the run is no longer "
+            f"picked (select median, ensemble_k 1); its weights stay reviews_{other}.pth") in said
+    assert (out / f'reviews_{other}.pth').is_file()
+    sweep.write_summary(median, results)
+    section = (out / 'README.md').read_text(encoding='utf-8').split('## transformers folders\n\n', 1)[1].split('\n## ')[0]
+    assert sorted(re.findall(r'`([^`/]+)/`', section)) == want

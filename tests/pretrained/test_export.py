@@ -215,3 +215,23 @@ def test_init_from_refuses_a_checkpoint_without_a_masked_lm_generator_in_one_lin
     with pytest.raises(ConfigError, match=rf"^init_from: .*run_1_100%\.pth is a {kind} run's.*, whose generator is "
                                           r"not a masked LM it trained: continuing from it is not supported"):
         load_init(str(ckpt))
+
+
+def test_a_model_whose_tokenizer_cannot_reach_its_upper_case_entries_is_fine_tuned_as_saved_and_said(tmp_path, tiny_dir):
+    """R1-4 on fine-tuning's tokenizer, the model's own: it was pretrained with it, so it is kept as saved (refusing
+    would block a model that is what it is), and one warning names the entries its lower-casing leaves unreachable."""
+    import shutil
+    from transformers import ElectraTokenizerFast
+    folder = shutil.copytree(tiny_dir, tmp_path / 'model')
+    vocab = ElectraTokenizerFast.from_pretrained(folder).get_vocab()
+    words = sorted(vocab, key=vocab.get)
+    words[10] = words[10].capitalize()
+    ElectraTokenizerFast(vocab={w: i for i, w in enumerate(words)}, do_lower_case=True).save_pretrained(folder)
+    with pytest.warns(RunWarning, match=rf"^model {folder}: its tokenizer lower-cases the text, but its vocabulary "
+                                        rf"holds 1 upper-case entry \('{words[10]}'\) that no input reaches\. Fine-tuning "
+                                        r"uses the tokenizer as saved, the one the model was pretrained with"):
+        _, tok = load_discriminator(folder)
+    assert tok.convert_tokens_to_ids(words[10]) == 10 and tok.backend_tokenizer.normalizer.normalize_str('A') == 'a'
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        load_discriminator(tiny_dir)  # its entries all reachable: no word

@@ -10,10 +10,11 @@ from tests.support.pretrain import run_driver
 
 
 def job(tmp_path, data, **kw) -> FinetuneConfig:
+    "A job's config of these values (a value None: the key not set, so that a task kind's default fills it)."
     values = dict(model='tiny', data=str(data), runs=1, epochs=1, group='t', output_dir=str(tmp_path / 'ckpt'),
                   test_output_dir=str(tmp_path / 'out'), cache_dir=str(tmp_path / 'cache'), task_overrides={},
                   device='cpu', max_length=64)
-    return config_from_dict(FinetuneConfig, {**values, **kw})
+    return config_from_dict(FinetuneConfig, {k: v for k, v in {**values, **kw}.items() if v is not None})
 
 
 def saved_as_bert(tiny, path: Path) -> Path:

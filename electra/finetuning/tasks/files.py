@@ -29,7 +29,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -98,7 +98,8 @@ class FileTaskSpec:
     unordered_pair: bool
     target_scale: float
     label_separator: str              # multilabel: between the labels of one example in CSV, TSV
-    hparams: dict                     # the task's own hyperparameters (keys of TASK_KEYS), under task_overrides
+    hparams: dict                     # the task's own hyperparameters (keys of TASK_KEYS): `FinetuneConfig.for_task`
+    defaults: ClassVar[dict] = {}     # its kind's hyperparameters where nobody sets them (none for these kinds)
 
 
 def _fail(path, msg: str):
@@ -134,12 +135,12 @@ def _check_types(path: Path, raw: dict) -> None:
         _fail(path, f"text: expected a column name or a list of two, got {raw['text']!r}.")
 
 
-def task_hparams(path: Path, raw: dict, defaults: dict | None = None) -> dict:
-    """The hyperparameters a task file sets for its task (any per-task key of the job: epochs, max_length, ...), over
-    its kind's `defaults`; removed from `raw`. The job's `task_overrides` still override them."""
+def task_hparams(path: Path, raw: dict) -> dict:
+    """The hyperparameters a task file sets for its task (any per-task key of the job: epochs, max_length, ...),
+    checked; removed from `raw`. Which of them a run takes is `FinetuneConfig.for_task`'s rule."""
     own = {k: raw.pop(k) for k in list(raw) if k in TASK_KEYS}
     task_settings(FinetuneConfig, path, own)
-    return {**(defaults or {}), **own}
+    return own
 
 
 def task_settings(cls, path: Path, values: dict):
@@ -168,7 +169,6 @@ def read_task_file(path: str | Path):
     if not isinstance(raw, dict): _fail(path, 'expected a mapping of key: value.')
     _check_common(path, raw)
     raw['name'] = _task_name(path, raw)  # what every kind's spec takes as its name
-    if raw['name'] in TASKS: _fail(path, f"name {raw['name']!r} is a GLUE task's; choose another.")
     other = FILE_KIND_REGISTRY.get(raw.get('kind'))
     if other is not None and other.read_spec is not None: return other.read_spec(path, raw)
     hparams = task_hparams(path, raw)
@@ -195,9 +195,28 @@ def _task_name(path: Path, raw: dict) -> str:
     """A task file's `name` (its file name's stem when it gives none; a number as written), checked as a file name
     (`safe_name`), for the task's checkpoints, token caches and test files are named by it."""
     name = raw.get('name')
-    if name is None: return safe_name(path.stem, "name (none given, so the file's)", str(path))
+    if name is None: return _not_glue(safe_name(path.stem, "name (none given, so the file's)", str(path)), path,
+                                      "name {!r} (none given, so the file's)")
     if isinstance(name, (int, float)) and not isinstance(name, bool): name = str(name)
-    return safe_name(name, 'name', key_place(path, 'name'))  # no line: a name from a merged anchor
+    # no line: a name from a merged anchor
+    return _not_glue(safe_name(name, 'name', key_place(path, 'name')), key_place(path, 'name'), 'name {!r}')
+
+
+# what GLUE's tasks name files by, in lower case: each task (its runs <task>_<i>.pth) and each test file (MNLI's
+# MNLI-m.tsv and MNLI-mm.tsv): a task file's name is none of them, in any case (one file on macOS and Windows)
+_GLUE_NAMES = {n.casefold(): (task, n) for task, t in TASKS.items() for n in (task, *(stem for _, stem in t.test_files))}
+
+
+def _not_glue(name: str, where, shown: str) -> str:
+    "`name`, unless GLUE's files are named by it or by it in another case (`shown`: how the message names it)."
+    glue = _GLUE_NAMES.get(name.casefold())
+    if glue is None: return name
+    task, stem = glue
+    if name == task: _fail(where, f"{shown.format(name)} is a GLUE task's; choose another.")
+    what = f"task {task}" if stem == task else f"test file {stem}.tsv (of {task})"
+    if name == stem: _fail(where, f"{shown.format(name)} is GLUE's {what}: their files would be one; choose another.")
+    _fail(where, f"{shown.format(name)} differs only in case from GLUE's {what}: their files would be one on a "
+                 "case-insensitive file system (macOS, Windows); choose another.")
 
 
 def make_task(spec):

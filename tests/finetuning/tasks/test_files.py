@@ -326,3 +326,39 @@ def test_a_compressed_data_file_is_named_with_how_to_decompress_it(tmp_path):
     (tmp_path / 'task.yaml').write_text('train: train.csv.gz\ndev: dev.csv\ntext: sentence\nlabel: label\n')
     with pytest.raises(ConfigError, match=r"train: train.csv.gz is gzip-compressed.*`gzip -dc .*train.csv.gz > "):
         read_task_file(tmp_path / 'task.yaml')
+
+
+def test_a_task_given_twice_is_refused_naming_the_name_and_both_entries(tmp_path, monkeypatch):
+    "Two task files of one `name` were refused as 'a task is listed twice.', naming neither the name nor the files."
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    first = write(tmp_path / 'first.yaml', 'name: mine\ntrain: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n')
+    second = write(tmp_path / 'second.yaml', 'name: mine\ntrain: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n')
+    with pytest.raises(ConfigError, match=rf"^tasks: the task files {first} and {second} both name the task 'mine'; "
+                                          r"give each its own `name`\.$"):
+        job(tmp_path, 'demo', tasks=[str(first), 'RTE', str(second)])
+    with pytest.raises(ConfigError, match=r"^tasks: RTE is listed twice; list each task once\.$"):
+        job(tmp_path, 'demo', tasks=['RTE', 'MRPC', 'RTE'])
+    with pytest.raises(ConfigError, match=rf"^tasks: the task file {first} is listed twice \({first}, "
+                                          r"first\.yaml\); list each task once\.$"):
+        monkeypatch.chdir(tmp_path)
+        job(tmp_path, 'demo', tasks=[str(first), first.name])
+    with pytest.raises(ConfigError, match=r"^seeds: 5 is listed twice \(\[4, 5, 5\]\); seeds must differ\.$"):
+        job(tmp_path, 'demo', tasks=['RTE'], runs=3, seeds=[4, 5, 5])
+
+
+def test_task_names_that_differ_only_in_case_are_refused_naming_both(tmp_path):
+    "A task file `sst-2` beside GLUE's SST-2 was accepted: their files (SST-2_0.pth, sst-2_0.pth) are one on macOS."
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    body = 'train: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n'
+    with pytest.raises(ConfigError, match=rf"^{tmp_path / 'sst-2.yaml'}: name 'sst-2' \(none given, so the file's\) "
+                                          r"differs only in case from GLUE's task SST-2: their files would be one on a "
+                                          r"case-insensitive file system \(macOS, Windows\); choose another\.$"):
+        job(tmp_path, 'demo', tasks=['SST-2', str(write(tmp_path / 'sst-2.yaml', body))])
+    with pytest.raises(ConfigError, match=r"name 'MNLI-mm' is GLUE's test file MNLI-mm\.tsv \(of MNLI\): their files "
+                                          r"would be one; choose another\.$"):
+        read_task_file(write(tmp_path / 'm.yaml', f'name: MNLI-mm\n{body}'))
+    lower, upper = write(tmp_path / 'a.yaml', f'name: mine\n{body}'), write(tmp_path / 'b.yaml', f'name: Mine\n{body}')
+    with pytest.raises(ConfigError, match=rf"^tasks: the task names 'mine' \({lower}\) and 'Mine' \({upper}\) differ only "
+                                          r"in case: their files \(<task>_<i>\.pth, <task>\.tsv\) would be one on a "
+                                          r"case-insensitive file system \(macOS, Windows\); rename one\.$"):
+        job(tmp_path, 'demo', tasks=[str(lower), str(upper)])

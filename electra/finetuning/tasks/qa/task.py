@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 
 import numpy as np
@@ -96,7 +97,8 @@ class QASpec:
     name: str
     kind: str                   # 'squad' or 'mrqa'
     files: dict[str, Path]      # split -> file
-    hparams: dict               # the task's own hyperparameters, under task_overrides
+    hparams: dict               # the task file's own hyperparameters (`FinetuneConfig.for_task`)
+    defaults: ClassVar[dict] = DEFAULTS  # the kind's hyperparameters where nobody sets them
     max_query_length: int = 64
     doc_stride: int = 128
     n_best_size: int = 20
@@ -122,7 +124,7 @@ def read_qa_spec(path: Path, raw: dict) -> QASpec:
     """The QA task a YAML file describes (`raw`: its mapping), checked: keys, kind, options, files present and of the
     kind's format. Cheap (no data is read): the job's config reads it whenever it needs a task's settings."""
     path = Path(path)
-    hparams = task_hparams(path, raw, DEFAULTS)
+    hparams = task_hparams(path, raw)
     unknown = sorted(set(map(str, raw)) - set(KEYS))
     if unknown:
         _fail(path, f"unknown key(s) {', '.join(unknown)}; a QA task file has {', '.join(KEYS)} and per-task "

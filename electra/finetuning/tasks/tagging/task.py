@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 
 import numpy as np
@@ -65,8 +66,9 @@ class TaggingSpec:
     metrics: tuple[str, ...]
     strict: bool
     stride: int
-    hparams: dict
+    hparams: dict                # the task file's own hyperparameters (`FinetuneConfig.for_task`)
     metrics_named: bool = False  # named in the file (else the default: entity scores where the data have entities)
+    defaults: ClassVar[dict] = DEFAULTS  # the kind's hyperparameters where nobody sets them
 
 
 def _fail(path, msg: str):
@@ -84,7 +86,7 @@ def _metrics(path: Path, raw: dict) -> tuple[str, ...]:
 def read_tagging_spec(path: Path, raw: dict) -> TaggingSpec:
     "The tagging task a YAML file describes (`raw`: its mapping), checked: keys, scheme, metrics, files present."
     if 'loss' in raw: _fail(path, "loss: now the job's per-task key loss_reduction: sum (official), mean or token.")
-    hparams = task_hparams(path, raw, DEFAULTS)
+    hparams = task_hparams(path, raw)
     unknown = sorted(set(raw) - set(KEYS))
     if unknown: _fail(path, f"unknown key(s) {', '.join(unknown)}; a tagging task file has {', '.join(KEYS)} and per-task hyperparameters.")
     for key in ('train', 'dev'):

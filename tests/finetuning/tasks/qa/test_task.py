@@ -65,14 +65,15 @@ def test_task_file_defaults_overrides_and_errors(tmp_path):
     assert (spec.name, spec.kind, sorted(spec.files)) == ('demo_squad', 'squad', ['dev', 'test', 'train'])
     assert spec.files['dev'] == (tmp_path / 'squad' / 'dev.json').resolve()
     assert spec.options() == OPTIONS and spec.na_threshold == -2.75 and spec.on_bad_answer == 'error'
-    assert spec.hparams == DEFAULTS == {'max_length': 512, 'epochs': 2, 'eval_batch_size': 32}  # official QA values
+    assert spec.hparams == {} and spec.defaults == DEFAULTS == {'max_length': 512, 'epochs': 2, 'eval_batch_size': 32}  # official
     spec = read_task_file(demo_task(tmp_path, 'name: sq\nmax_length: 96\nlr: 0.001\ndoc_stride: 32\njoint_prediction: false\n'
                                               'na_threshold: 0\non_bad_answer: skip\n'))
-    assert spec.name == 'sq' and spec.hparams == {'max_length': 96, 'epochs': 2, 'eval_batch_size': 32, 'lr': 0.001}
+    assert spec.name == 'sq' and spec.hparams == {'max_length': 96, 'lr': 0.001}
     assert (spec.doc_stride, spec.joint_prediction, spec.na_threshold, spec.on_bad_answer) == (32, False, 0.0, 'skip')
-    # the job's config takes the task file's hyperparameters, under its task_overrides
+    # the kind's defaults fill what nobody set (the job sets max_length 64, not eval_batch_size), under task_overrides
     cfg = job(tmp_path, 'demo', tasks=[str(demo_task(tmp_path))], task_overrides={'demo_squad': {'epochs': 5}})
-    assert (cfg.for_task('demo_squad').max_length, cfg.for_task('demo_squad').epochs) == (512, 5)
+    task_cfg = cfg.for_task('demo_squad')
+    assert (task_cfg.max_length, task_cfg.epochs, task_cfg.eval_batch_size) == (64, 5, 32)
     cases = [('colour: red\n', r"unknown key\(s\) colour; a QA task file has name, kind, train.*beam_size"),
              ('doc_stride: 0\n', r"line 5: key 'doc_stride': 0 is not a whole number >= 1 \(context tokens between"),
              ('beam_size: 2.5\n', r"line 5: key 'beam_size': expected an integer, got 2\.5\.$"),
@@ -337,4 +338,4 @@ def test_sweep_trains_scores_resumes_and_writes_the_official_files(tmp_path, qa_
 def test_a_task_longer_than_the_models_positions_stops_before_any_run(tmp_path, qa_model):
     spec = demo_task(tmp_path, test=False)  # the QA default, 512 tokens; the tiny model has 128 positions
     with pytest.raises(ConfigError, match=r"max_length: demo_squad takes 512 tokens, but the model tiny has 128 positions"):
-        sweep.run_sweep(job(tmp_path, 'demo', tasks=[str(spec)]), *qa_model, None, log=lambda s: None)
+        sweep.run_sweep(job(tmp_path, 'demo', tasks=[str(spec)], max_length=None), *qa_model, None, log=lambda s: None)

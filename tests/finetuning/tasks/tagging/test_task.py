@@ -47,9 +47,9 @@ def test_task_file_defaults_and_errors(tmp_path):
     spec = read_task_file(demo_task(tmp_path))
     assert (spec.name, spec.kind, spec.scheme, spec.metrics, spec.stride, spec.strict) == \
         ('ner', 'tagging', 'auto', ('f1', 'precision', 'recall', 'accuracy'), 32, False)
-    assert spec.hparams == {'max_length': 256, 'dropout': 0.0}  # official chunking length, the head's no dropout
+    assert spec.hparams == {} and spec.defaults == {'max_length': 256, 'dropout': 0.0}  # official length, no dropout
     assert read_task_file(demo_task(tmp_path, 'max_length: 96\nepochs: 4\nloss_reduction: token\n')).hparams == \
-        {'max_length': 96, 'dropout': 0.0, 'epochs': 4, 'loss_reduction': 'token'}
+        {'max_length': 96, 'epochs': 4, 'loss_reduction': 'token'}
     cases = [('colour: red\n', "unknown key.*colour"), ('scheme: BIO\n', "scheme: 'BIO'"),
              ('loss: mean\n', 'loss: now .*loss_reduction'),
              ('loss_reduction: avg\n', r"line 5: key 'loss_reduction': 'avg' is not one of sum, mean, token$"),
@@ -128,8 +128,8 @@ def test_an_ensemble_averages_the_runs_logits(tmp_path, tiny):
 
 
 def test_a_task_longer_than_the_models_positions_stops_before_any_run(tmp_path, tiny):
-    spec = demo_task(tmp_path)  # the tagging default, 256 tokens; the tiny model has 128 positions
-    cfg = job(tmp_path, 'demo', tasks=[str(spec)])
+    spec = demo_task(tmp_path)  # the tagging default, 256 tokens (max_length set nowhere); the tiny model has 128 positions
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)], max_length=None)
     with pytest.raises(ConfigError, match=r"max_length: ner takes 256 tokens, but the model tiny has 128 positions. "
                                           r"Set task_overrides.ner.max_length"):
         sweep.run_sweep(cfg, *tiny, None, log=lambda s: None)
@@ -146,3 +146,26 @@ def test_max_train_samples_trains_on_a_fixed_random_subset_of_the_sentences(tmp_
     chosen = np.sort(np.random.default_rng(0).choice(len(every), 7, replace=False))
     assert len(every) == 40 and [s.words for s in data.train.file.sentences] == [every[i].words for i in chosen]
     assert task.count(data.train, 'train').startswith('7 training sentences')
+
+
+def test_every_record_holds_the_values_a_task_s_runs_used(tmp_path, tiny):
+    """R1-1: the group's README said the command line's max_length while the runs used the kind's 256. Now the values
+    used are the ones recorded: the log says the command line's replacing the task file's, the row holds them, the
+    card lists each task's values where they differ from the job's config."""
+    import json
+    import re
+    spec = demo_task(tmp_path, 'scheme: IOB2\nepochs: 2\nlr: 0.002\n', sizes={'train': 8, 'dev': 4, 'test': 4})
+    values = dict(model='tiny', data='demo', runs=1, group='t', output_dir=str(tmp_path / 'ckpt'), device='cpu',
+                  test_output_dir=str(tmp_path / 'out'), cache_dir=str(tmp_path / 'cache'), task_overrides={},
+                  tasks=[str(spec)], epochs=1, max_length=32, predict=False)
+    cfg = config_from_dict(FinetuneConfig, values, source='command line', from_file=False)
+    said = []
+    results = sweep.run_sweep(cfg, *tiny, None, log=said.append)
+    assert f"ner: epochs 1 from the command line replaces epochs: 2 of its task file ({spec.resolve()}: line 6)" in said
+    row = json.loads(results.task_rows('ner')['settings'].iloc[0])['run']
+    assert (row['epochs'], row['lr'], row['max_length'], row['dropout']) == (1, 0.002, 32, 0.0)
+    sweep.write_summary(cfg, results)
+    card = (tmp_path / 'ckpt' / 't' / 'README.md').read_text(encoding='utf-8')
+    section = card.split("## Each task's settings\n", 1)[1].split('\n## ', 1)[0]
+    rows = re.findall(r'^\| (\w+) \| `(\w+)` \| (\S+) \| (.+) \|$', section, re.M)
+    assert rows == [('ner', 'lr', '0.002', f'{spec.resolve()}: line 7'), ('ner', 'dropout', '0.0', "the tagging kind's default")]

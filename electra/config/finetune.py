@@ -326,12 +326,14 @@ class FinetuneConfig:
     def for_task(self, name: str) -> 'FinetuneConfig':
         """This config with the task's own values, each by one rule (README, "Tasks beyond GLUE"): what this invocation
         typed (the command line, a notebook's overrides; its `task_overrides` first) wins over the preset's
-        `task_overrides`, which win over the task file's own values, which win over the preset's keys; the task kind's
-        defaults (QA and tagging: the official lengths) fill only the keys nobody set. `value_sources` of the result
+        `task_overrides`, which win over the task file's own values, which win over the task kind's defaults (QA and
+        tagging: the official lengths), which win over the preset's keys and the defaults: as the official
+        configure_finetuning.py `FinetuningConfig`, where a task's defaults (squad: max_seq_length 512, 2 epochs;
+        chunk: 256) replace the general ones and only passed-in hparams replace them. `value_sources` of the result
         says where each value came from (a task file's with its line)."""
         spec = self.file_tasks().get(name) if any(map(is_task_file, self.tasks)) else None
         sources = value_sources(self)
-        kind = {k: v for k, v in getattr(spec, 'defaults', {}).items() if sources[k] == 'default'}
+        kind = {k: v for k, v in getattr(spec, 'defaults', {}).items() if sources[k] not in TYPED}
         own = {k: v for k, v in getattr(spec, 'hparams', {}).items() if sources[k] not in TYPED}
         overrides = self.task_overrides.get(name, {})
         cfg = config_from_dict(FinetuneConfig, {**kind, **own, **overrides, 'task_overrides': {}},

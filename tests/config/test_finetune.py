@@ -130,19 +130,21 @@ def _tasks_with_own_values(tmp_path) -> tuple[Path, Path]:
 def test_the_command_line_wins_over_task_files_and_kinds_a_task_file_over_the_preset_the_kind_fills_the_rest(tmp_path):
     """R1-1: `--max_length 32` with a tagging task trained at the kind's 256, `--epochs 1` with demo_squad at the kind's
     2 epochs, `--epochs 1` with a task file's `epochs: 5` at 5, all with status 0 and the command line's value recorded.
-    The rule: the command line > task_overrides > a task file > the preset's keys > the kind's defaults > the defaults."""
+    The rule: the command line > task_overrides > a task file > the kind's defaults > the preset's keys > the defaults
+    (official configure_finetuning.py: a task's defaults over the general ones, passed-in hparams over both)."""
     ner, squad = _tasks_with_own_values(tmp_path)
     preset = tmp_path / 'mine.yaml'
     preset.write_text('max_length: 64\nepochs: 3\nlr: 0.001\ntask_overrides: {}\n', encoding='utf-8')
     load = lambda *argv: load_config(FinetuneConfig, ['--config', str(preset), '--tasks', f'{ner},{squad}', *argv],
                                      preset_dir=REPO / 'configs/finetune')
     values = lambda cfg, task: tuple(getattr(cfg.for_task(task), k) for k in ('epochs', 'lr', 'max_length', 'dropout'))
-    cfg = load()  # nobody typed: the task file's over the preset's, the preset's over the kind's, the kind's over none
-    assert values(cfg, 'ner') == (5, 0.002, 64, 0.0) and values(cfg, 'squad') == (3, 0.001, 64, 0.1)
+    cfg = load()  # nobody typed: the task file's over the kind's, the kind's over the preset's (official: squad 512)
+    assert values(cfg, 'ner') == (5, 0.002, 256, 0.0) and values(cfg, 'squad') == (2, 0.001, 512, 0.1)
     assert cfg.for_task('squad').eval_batch_size == 32 and cfg.command_line_over_task_files() == []
     sources = value_sources(cfg.for_task('ner'))
     assert (sources['epochs'], sources['lr']) == (f'{ner.resolve()}: line 8', f'{ner.resolve()}: line 9')
-    assert (sources['max_length'], sources['dropout']) == (f'{preset}: line 1', "the tagging kind's default")
+    assert (sources['max_length'], sources['dropout']) == ("the tagging kind's default",) * 2
+    assert value_sources(cfg.for_task('squad'))['lr'] == f'{preset}: line 3'  # a key no kind sets: the preset's
     cfg = load('--max_length', '32', '--epochs', '1')  # the command line over all
     assert values(cfg, 'ner') == (1, 0.002, 32, 0.0) and values(cfg, 'squad') == (1, 0.001, 32, 0.1)
     assert value_sources(cfg.for_task('ner'))['epochs'] == 'command line'

@@ -70,10 +70,11 @@ def test_task_file_defaults_overrides_and_errors(tmp_path):
                                               'na_threshold: 0\non_bad_answer: skip\n'))
     assert spec.name == 'sq' and spec.hparams == {'max_length': 96, 'lr': 0.001}
     assert (spec.doc_stride, spec.joint_prediction, spec.na_threshold, spec.on_bad_answer) == (32, False, 0.0, 'skip')
-    # the kind's defaults fill what nobody set (the job sets max_length 64, not eval_batch_size), under task_overrides
+    # the kind's defaults over the job's general keys (its max_length 64; official configure_finetuning.py: squad's
+    # 512 over the general 128), under task_overrides and what is typed
     cfg = job(tmp_path, 'demo', tasks=[str(demo_task(tmp_path))], task_overrides={'demo_squad': {'epochs': 5}})
     task_cfg = cfg.for_task('demo_squad')
-    assert (task_cfg.max_length, task_cfg.epochs, task_cfg.eval_batch_size) == (64, 5, 32)
+    assert (task_cfg.max_length, task_cfg.epochs, task_cfg.eval_batch_size) == (512, 5, 32)
     cases = [('colour: red\n', r"unknown key\(s\) colour; a QA task file has name, kind, train.*beam_size"),
              ('doc_stride: 0\n', r"line 5: key 'doc_stride': 0 is not a whole number >= 1 \(context tokens between"),
              ('beam_size: 2.5\n', r"line 5: key 'beam_size': expected an integer, got 2\.5\.$"),

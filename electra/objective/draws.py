@@ -95,6 +95,7 @@ class GeneratorDraws:
         return torch.randint(high, shape, device=device, generator=self.generator)
 
 
-def as_draws(source: torch.Generator | CounterDraws | None) -> CounterDraws | GeneratorDraws:
-    "A random source as an object with `uniform` and `integers`: counter draws as they are, a generator (or None) wrapped."
-    return source if isinstance(source, CounterDraws) else GeneratorDraws(source)
+def as_draws(source):
+    """A random source as an object with `uniform` and `integers`: a torch.Generator (or None) wrapped, counter draws
+    (or any object with those two methods) as they are."""
+    return source if hasattr(source, 'uniform') else GeneratorDraws(source)

@@ -15,6 +15,7 @@ import torch
 from fastai.callback.core import CancelBatchException
 
 from electra.config.base import ConfigError
+from electra.objective.draws import CounterDraws
 from electra.objective.loss import batch_statistics, loss_counts
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import fp32
@@ -33,9 +34,10 @@ STEP_SUMS = ('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total', 'disc_
 def pretraining_step(s: TrainingStep, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
     """One optimizer step on this process's batch `input_ids`, `token_type_ids` [B, L]; returns its `STEP_SUMS` [13]
     on the device (nothing is read to the host)."""
-    # 1. Masking, on the device: the official number of positions per row, 85% of them [MASK] (objective/masking.py).
-    #    Here and not in a compiled graph: the draws come from the run's seeded torch.Generator, which breaks a graph.
-    m = s.masking(input_ids, s.mask_rng)             # m.input_ids [B, L]; m.positions, m.labels [B, P] (-100: unused)
+    # 1. Masking, on the device: the official number of positions per row, 85% of them [MASK] (objective/masking.py),
+    #    its draws from the run's seeded torch.Generator (outside any graph: a generator breaks one), or with
+    #    random_draws 'counter' computed from the seed and the step, in a compiled graph of its own (objective/draws.py)
+    m = s.mask(input_ids)                            # m.input_ids [B, L]; m.positions, m.labels [B, P] (-100: unused)
     # 2. What the two losses divide by: the whole step's counts (chosen positions, positions of the discriminator's
     #    loss), summed over the processes with loss_mean 'global', so the step is the global batch's in one process.
     counts = loss_counts(s.model.objective, m.input_ids, m.positions, m.labels, s.pad_token_id,
@@ -50,9 +52,9 @@ def pretraining_step(s: TrainingStep, input_ids: torch.Tensor, token_type_ids: t
     grads, sums = None, 0
     for i, part in enumerate(parts):
         # the U(0, 1) draws of the sampling's Gumbel noise [b, P, V], next in the same stream (per part: [B, P, V]
-        # at once is large); none for BERT's objective, which samples nothing
+        # at once is large), or counter draws of part i that compute them inside the step; none for BERT's objective
         shape = s.model.noise_shape(part[2])
-        noise = None if shape is None else s.noise(shape, input_ids.device)
+        noise = None if shape is None else s.noise(shape, input_ids.device, i)
         last = i == len(parts) - 1
         grads, part_sums = s.step_fn(s.model, s.loss_func, part, noise, divisors, s.params, grads, s.dtype, s.scaler,
                                      (s.opt.opt, s.groups, s.lrs, s.max_norm) if last else None, temperature)
@@ -99,9 +101,11 @@ class TrainingStep(StepCallback):
 
     def __init__(self, masking: MaskingSettings, seed: int, pad_token_id: int, micro_batches: int = 1,
                  loss_mean: str = 'global', max_norm: float = 1.0, precision: str = 'fp32', compile: str | None = None,
-                 mode: str | None = None, backend='inductor', temperature: TemperatureSchedule | None = None):
+                 mode: str | None = None, backend='inductor', temperature: TemperatureSchedule | None = None,
+                 random_draws: str = 'generator'):
         """`compile`: None (eager), 'model' (the model compiled) or 'step' (`learn_from` as one graph). `temperature`:
-        the sampling temperature's schedule (None: constant)."""
+        the sampling temperature's schedule (None: constant). `random_draws`: 'generator' (the masking generator) or
+        'counter' (`CounterDraws` of this process's `seed` and the step, inside the compiled step)."""
         if compile == 'step' and (precision == 'fp16' or is_distributed()):
             raise ConfigError("compile_scope: 'step' runs bf16 or fp32 in one process (fp16's loss scaler is not "
                               'traced, torchrun averages gradients between the backward and the update). Use '
@@ -111,6 +115,7 @@ class TrainingStep(StepCallback):
         self.micro_batches, self.loss_mean, self.max_norm, self.scope = micro_batches, loss_mean, max_norm, compile
         self.mask_rng, self.rng_state = None, None
         self.schedule, self.step_temperature = temperature, None  # the schedule; this step's value (a tensor)
+        self.random_draws, self.step_number, self.mask_fn = random_draws, None, None  # mask_fn: the compiled masking
 
     def before_fit(self):
         device = next(self.model.parameters()).device
@@ -120,26 +125,41 @@ class TrainingStep(StepCallback):
         if self.schedule is not None and self.schedule.annealed:  # filled every step, read where it is (static)
             self.step_temperature = torch.zeros((), device=device)
             torch._dynamo.mark_static_address(self.step_temperature)
+        if self.random_draws == 'counter':  # the counter draws' step in a compiled graph: filled, read where it is
+            self.step_number = torch.zeros((), dtype=torch.int64, device=device)
+            torch._dynamo.mark_static_address(self.step_number)
 
     def before_batch(self):
         state = self.mask_rng.get_state() if self.one_graph else None  # after a failed compilation: the same draws
-        self.sums = self.run_step(lambda: pretraining_step(self, *self.xb), lambda: self.mask_rng.set_state(state))
+        self.sums = self.run_step(lambda: pretraining_step(self, *self.xb), lambda: self._eager(state))
         self.learn.loss = self.sums[0]
         raise CancelBatchException  # fastai's own forward, backward and step are skipped; after_batch runs as usual
 
     def compile(self):
-        "The model compiled in place (scope 'model'), or `learn_from` as one graph ('step'), else a one-line warning."
-        if self.scope != 'model': return super().compile()  # nothing to compile without a scope
+        """The model compiled in place (scope 'model'), or `learn_from` as one graph ('step'), else a one-line warning;
+        with counter draws and scope 'step', the masking as a graph of its own (one CUDA graph with reduce-overhead)."""
+        if self.scope != 'model':  # nothing to compile without a scope
+            super().compile()
+            if self.compiled and self.random_draws == 'counter':
+                self.masking.special_tensor(self.xb[0].device)  # made before tracing: an input of the graph, not a new one
+                kwargs = {'dynamic': False, **({} if self.mode is None else {'mode': self.mode})}
+                self.mask_fn = torch.compile(self.masking.__call__, fullgraph=True, backend=self.backend, **kwargs)
+            return
         self.compiled = try_compile([self.model], self._trial, self.backend, self.mode)
+
+    def _eager(self, state: torch.Tensor | None):
+        "After a failed compilation: the masking eager, the generator back where the failed step began."
+        self.mask_fn = None
+        if state is not None: self.mask_rng.set_state(state)
 
     def _trial(self):
         "One forward and backward that compiles the model, leaving no trace (random states restored, no update)."
         state, device = self.mask_rng.get_state(), self.mask_rng.device
         try:
             with torch.random.fork_rng(devices=[device] if device.type == 'cuda' else []):
-                m = self.masking(self.xb[0], self.mask_rng)
+                m = self.mask(self.xb[0])
                 shape = self.model.noise_shape(m.positions)
-                noise = None if shape is None else self.noise(shape, device)
+                noise = None if shape is None else self.noise(shape, device, 0)
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 learn_from(self.model, self.loss_func, (m.input_ids, self.xb[1], m.positions, m.labels), noise, None,
                            params, None, self.dtype, None, None, self.sampling_temperature(self.train_iter))
@@ -150,10 +170,23 @@ class TrainingStep(StepCallback):
         if self.step_temperature is None: return None
         return self.step_temperature.fill_(self.schedule(step))
 
-    def noise(self, shape: tuple, device: torch.device) -> torch.Tensor:
-        "U(0, 1) draws of `shape`, next in the masking generator's stream."
+    def counter(self, part: int, in_graph: bool) -> CounterDraws:
+        """This step's counter draws for micro-batch `part`: the step an int, or for a compiled graph (`in_graph`) the
+        tensor filled in place, so that the graph compiles once for every step."""
+        return CounterDraws(self.seed, self.step_number.fill_(self.train_iter) if in_graph else self.train_iter, part)
+
+    def mask(self, input_ids: torch.Tensor):
+        "This step's masking of `input_ids` [B, L], its draws from the masking generator or the counter."
+        if self.random_draws == 'generator': return self.masking(input_ids, self.mask_rng)
+        if self.mask_fn is None: return self.masking(input_ids, self.counter(0, False))
+        return self.mask_fn(input_ids, self.counter(0, True))
+
+    def noise(self, shape: tuple, device: torch.device, part: int) -> torch.Tensor | CounterDraws:
+        """U(0, 1) draws of `shape` for micro-batch `part`, next in the masking generator's stream; or counter draws,
+        which compute them where the noise is used (inside the compiled model or step)."""
+        if self.random_draws == 'counter': return self.counter(part, self.scope is not None)
         return torch.rand(shape, device=device, generator=self.mask_rng)
 
     def state(self) -> torch.Tensor | None:
-        "The masking generator's state, for a checkpoint."
-        return self.mask_rng.get_state() if self.mask_rng is not None else None
+        "The masking generator's state, for a checkpoint (None with counter draws: they follow from the step)."
+        return self.mask_rng.get_state() if self.mask_rng is not None and self.random_draws == 'generator' else None

@@ -1,5 +1,6 @@
 """electra/objective/draws.py: the counter-based random source against Random123's published Philox answers, a pure
-function of (seed, step, stream, part, index), its U(0, 1) and integer statistics, and the same bits compiled."""
+function of (seed, step, stream, part, index), its U(0, 1) and integer statistics (compiled: tests/pretraining/
+test_random_draws.py)."""
 import math
 
 import pytest
@@ -71,11 +72,3 @@ def test_gumbel_noise_of_counter_draws_has_the_gumbel_moments():
     # the sample variance's sd: sqrt((mu4 - sigma^4) / n), mu4 = 5.4 sigma^4 (the Gumbel's excess kurtosis is 12/5)
     assert abs(g.var() - math.pi ** 2 / 6) < 5 * math.sqrt(4.4 * (math.pi ** 2 / 6) ** 2 / N)
 
-
-def test_compiled_counter_draws_are_the_eager_bits():
-    "inductor's code for the hashing (a 0-d step tensor, read where it is) gives the eager draws' bits, at every step."
-    step = torch.zeros((), dtype=torch.int64)
-    fn = torch.compile(lambda s: CounterDraws(5, s, 1).uniform((64, 1000), 'cpu', STREAMS['sampling_noise']),
-                       fullgraph=True, dynamic=False)
-    for t in (0, 1, 2**32 + 3):
-        assert torch.equal(fn(step.fill_(t)), CounterDraws(5, t, 1).uniform((64, 1000), 'cpu', STREAMS['sampling_noise']))

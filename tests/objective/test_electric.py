@@ -135,7 +135,7 @@ def test_the_training_step_takes_the_official_losses():
         learn.metrics_logger.sinks = []
         step = learn.training_step
         step.masking = FedMasking(step.masking, masked(rec))
-        step.noise = lambda shape, device: rec['noise_draws']
+        step.noise = lambda shape, device, part: rec['noise_draws']
         learn.fit(1)
     torch.testing.assert_close(step.sums[1].float(), rec['cloze_loss'], atol=1e-5, rtol=0)
     torch.testing.assert_close(step.sums[2].float(), rec['disc_loss'], atol=1e-5, rtol=0)

@@ -10,6 +10,7 @@ import torch
 from fastai.callback.core import Callback
 
 from benchmarks.bench.baseline import BenchTokenizer, Batches
+from electra.config.base import RunWarning
 from electra.objective.draws import STREAMS, CounterDraws
 from electra.objective.masking import MaskingSettings, max_predictions
 from electra.pretraining.learner import pretraining_learner
@@ -142,3 +143,14 @@ def masks_of_rank(cfg, rank, run_dir, monkeypatch):
     assert learn.training_step.seed == rank_seed(cfg.seed, rank)
     learn.train_iter = 5
     return learn.training_step.mask(batches(cfg)[0][0])
+
+
+def test_a_failed_compilation_with_counter_draws_runs_the_eager_step_untouched(tmp_path):
+    "A compiler that fails (on the masking's graph, the first it meets): one line, then the eager run, bit for bit."
+    def broken(gm, inputs): raise RuntimeError('simulated compiler failure')
+    cfg = tiny_cfg(clip_grad=0.05, lr=1e-3, compile=True, compile_scope='step', random_draws='counter')
+    _, eager_losses, eager = fit(cfg, tmp_path / 'eager')
+    with pytest.warns(RunWarning, match=r'^compile_scope step: torch.compile of the whole step failed \(.*simulated'):
+        learn, losses, weights = fit(cfg, tmp_path / 'failed', backend=broken)
+    assert learn.training_step.compiled is False and torch.equal(losses, eager_losses)
+    for k in eager: assert torch.equal(weights[k], eager[k]), k

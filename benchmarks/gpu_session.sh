@@ -7,7 +7,9 @@
 # one_graph_tests (the CUDA tests and the one-graph step's tests), one_graph (the whole step as one CUDA graph beside
 # the model-scope fast step), wiki_step (the small recipe's driver with the whole step as one graph), stack (10
 # stacked fine-tuning runs of a Small model on the real STS-B against runs one by one), stack_compiled (the same
-# 10 stacked runs on length buckets, eager against the whole step compiled as CUDA graphs),
+# 10 stacked runs on length buckets, eager against the whole step compiled as CUDA graphs), draws (the one-graph step
+# with its masking and sampling noise from the run's generator beside the same step with `random_draws: counter`, its
+# noise computed inside the graph, interleaved in one run; the Gumbel sampling alone by source; the CUDA test),
 # scaling (data-parallel pretraining over the visible GPUs; on a machine of several);
 # session: what one lent device's window measures, in one call of at most 8 minutes (the step budgets below sum to
 # 460 s): the CUDA tests of the training step, the pretraining step of Small beside the HF baseline in one run, and
@@ -131,6 +133,18 @@ stack_compiled() {  # the same 10 stacked STS-B runs, eager and then with the wh
   step compile_cuda_test 90 python3 -m pytest -q -p no:cacheprovider tests/finetuning/test_compile.py -k cuda
 }
 
+draws() {  # the two random sources side by side in one run: generator (the fast step) and counter (counter_draws)
+  local dev=cuda compile=(--compile --compile_mode reduce-overhead --compile_scope step) preset=small timing=(--rounds 3)
+  local noise=(--shape 128 19 30522 --rounds 20)
+  if [ -n "${DRY_RUN:-}" ]; then  # on the CPU at toy size, eager (inductor's CPU compilation takes minutes)
+    dev=cpu compile=() preset=demo timing=(--steps 1 --warmup 1 --rounds 1) noise=(--shape 2 19 30522 --rounds 1)
+  fi
+  step noise_draws 120 python3 -m benchmarks.draws_bench --device "$dev" "${noise[@]}"
+  step bench_draws 240 python3 -m benchmarks.bench pretrain --preset "$preset" --device "$dev" "${compile[@]}" \
+    "${timing[@]}" --ablations --variants counter_draws --json "$out/pretrain_${preset}_draws.json"
+  step draws_cuda_test 90 python3 -m pytest -q -n 0 -p no:cacheprovider tests/test_cuda.py -k counter_draws
+}
+
 wiki_step() {  # the real driver, small recipe, whole step as one graph: its own steps/s in metrics.csv
   step wiki_small_step 110 python3 pretrain.py --config small --corpus "$data/wikipedia_leads.txt" --sentence_split none \
     --device cuda --output_dir "$work/ck" --cache_dir "$work/cache" --run_name wiki_small_step --eval_examples 512 \
@@ -173,7 +187,7 @@ session() {  # one device window: CUDA tests, pretraining beside the baseline, s
 }
 
 parts=(session tests demos wiki bench ablations finetune_bench scaling one_graph_tests one_graph wiki_step stack
-       stack_compiled)
+       stack_compiled draws)
 for arg in "$@"; do
   [ "$arg" = check ] && arg=tests+demos+wiki
   for p in ${arg//+/ }; do   # parts joined by + run at once (the GPU has room for all); the rest one after another

@@ -206,3 +206,22 @@ def test_cuda_pretrain_driver_resume_and_export(tmp_path):
     with torch.no_grad():
         ours = straight['model'].discriminator.eval()(ids.to(CUDA)).logits.cpu()
         assert torch.allclose(disc(ids).logits, ours, atol=1e-4)
+
+
+def test_cuda_counter_draws_are_the_cpus_bits_eager_and_compiled():
+    """`random_draws: counter` on the GPU: the counter's U(0, 1) and integer draws, eager and as inductor's Triton code
+    compiles them (the step a 0-d tensor), and the masking of a batch with them, are the CPU's bit for bit."""
+    from electra.objective.draws import STREAMS, CounterDraws
+    shape, noise = (64, 19, 30522), STREAMS['sampling_noise']
+    step = torch.zeros((), dtype=torch.int64, device=CUDA)
+    fn = torch.compile(lambda s: CounterDraws(11081, s, 1).uniform(shape, CUDA, noise), fullgraph=True, dynamic=False)
+    for t in (0, 7, 2**32 + 3):
+        cpu = CounterDraws(11081, t, 1).uniform(shape, 'cpu', noise)
+        assert torch.equal(CounterDraws(11081, t, 1).uniform(shape, CUDA, noise).cpu(), cpu)
+        assert torch.equal(fn(step.fill_(t)).cpu(), cpu)
+    k = CounterDraws(3, 5).integers(30522, (4096,), CUDA, STREAMS['mask_tokens'])
+    assert torch.equal(k.cpu(), CounterDraws(3, 5).integers(30522, (4096,), 'cpu', STREAMS['mask_tokens']))
+    ids = baseline.synthetic_batches(1, 128, 128, 30522, seed=2)[0][0]
+    special = torch.tensor([101, 102, 103, 0])
+    on = mask_tokens(ids.to(CUDA), special.to(CUDA), 0, 103, 30522, draws=CounterDraws(11081, 9))
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(on, mask_tokens(ids, special, 0, 103, 30522, draws=CounterDraws(11081, 9))))

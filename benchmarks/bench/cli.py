@@ -44,7 +44,7 @@ def parse_args(argv=None):
     p.add_argument('--ablations', action='store_true', help='also time the in-between steps (per-item breakdown)')
     p.add_argument('--variants', default=None, help='with --ablations: only these in-between steps, comma-separated '
                    '(+masked_head, +fused_adam, +no_sync, +bf16, learner_fp32, learner_eager, learner_compiled, '
-                   'fast_model_scope)')
+                   'fast_model_scope, counter_draws)')
     p.add_argument('--check_sync', action='store_true', help='count host synchronisations in the real step')
     p.add_argument('--profile', action='store_true', help='after timing, print torch.profiler\'s top ops of the fast step')
     p.add_argument('--peak_tflops', type=float, default=None, help='peak FLOP/s for MFU (default: known GPUs only)')

@@ -98,6 +98,10 @@ def ablation_runners(args, cfg: PretrainConfig, base_model, model, batches, devi
     if cfg.compile and cfg.compile_scope != 'model':  # the model and loss compiled, the rest on the host, as before
         runners.append(LearnerRunner('fast_model_scope', dataclasses.replace(cfg, compile_scope='model'),
                                      copy.deepcopy(model), batches, device, precision))
+    # the fast step with its masking and sampling noise drawn from the seed and the step (`random_draws: counter`):
+    # inside the compiled step rather than from the run's generator outside it
+    runners.append(LearnerRunner('counter_draws', dataclasses.replace(cfg, random_draws='counter'),
+                                 copy.deepcopy(model), batches, device, precision))
     if args.variants:  # keep only the named in-between steps (baseline and fast always run)
         keep = set(args.variants.split(','))
         runners = [r for r in runners if r.name in keep or r.name == 'baseline']

@@ -32,7 +32,7 @@ RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_colu
                'uniform_generator', 'generator', 'temperature_start', 'temperature_schedule', 'objective', 'two_stage',
                'two_stage_schedule', 'gen_loss_weight', 'disc_loss_weight', 'batch_size', 'warmup_steps', 'schedule',
                'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps', 'clip_grad', 'loss_mean',
-               'pad_vocab_multiple')
+               'pad_vocab_multiple', 'random_draws')
 # Allowed and said in one line: more (or fewer) steps, the schedule stretched to them; a lower learning rate after a
 # divergence (what the divergence message advises); another precision (a resume on another machine); `init_from`,
 # which only chooses a new run's first weights (a resumed run continues from its checkpoint's).
@@ -211,6 +211,12 @@ class PretrainConfig:
                                       "process, bf16 or fp32, no grad_accum_steps or two_stage); 'model' compiles the model "
                                       "and the loss, the rest staying on the host; 'auto': 'step' where it can run, else "
                                       "'model'")
+    random_draws: str = choice_field('generator', ['generator', 'counter'],
+                                     "where masking's and the sampling noise's random numbers come from: 'generator', "
+                                     "the run's seeded torch.Generator (masking outside the compiled step, the noise "
+                                     "drawn beforehand and copied in); 'counter', each draw a pure function of the "
+                                     'seed, the step and its place, computed inside the compiled step (no copy, no '
+                                     'generator state; other numbers, the same distribution: docs/fidelity.md)')
     pad_vocab_multiple: int = field(0, 'pad the word-embedding rows (and generator vocab) to a multiple of N, e.g. 64 '
                                        'for tensor cores; padded ids are never predicted or sampled, exports are '
                                        'unpadded', ge=0, zero='no padding')

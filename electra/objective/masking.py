@@ -14,6 +14,8 @@ twice: 19 draws among ~125 candidates repeat one in about three rows out of four
   - 'bernoulli': the replication's independent per-token draw (then P = L).
 Of the chosen positions 85% become [MASK] and 15% keep their token; none become a random token (not BERT's 80/10/10,
 which `random_token_prob` gives: a random draw of a special id keeps the original token instead).
+The random numbers come from a source (objective/draws.py): the run's torch.Generator, or counter draws computed from
+the seed and the step, which run inside a compiled graph; the masking is the same code for both.
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
+
+from electra.objective.draws import STREAMS, CounterDraws, as_draws
 
 __all__ = ['MaskedInputs', 'MaskingSettings', 'max_predictions', 'mask_tokens', 'write_at_positions', 'positions_mask',
            'repeat_probability', 'candidates_mask']
@@ -67,15 +71,17 @@ def candidates_mask(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: 
 
 def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int, mask_id: int, vocab_size: int,
                 mask_prob: float = 0.15, mode: str = 'fixed', mask_token_prob: float = 0.85,
-                random_token_prob: float = 0.0, generator: torch.Generator | None = None) -> MaskedInputs:
+                random_token_prob: float = 0.0, draws: torch.Generator | CounterDraws | None = None) -> MaskedInputs:
     """Choose positions of `input_ids` [B, L] to predict, and corrupt them.
-    `special_ids`: 1-D tensor of ids never chosen ([CLS], [SEP], [MASK], [PAD], and [UNK] if excluded)."""
+    `special_ids`: 1-D tensor of ids never chosen ([CLS], [SEP], [MASK], [PAD], and [UNK] if excluded).
+    `draws`: where the random numbers come from (objective/draws.py): a torch.Generator (None: torch's global one),
+    drawn in turn, or counter draws, pure functions of the seed and the step (they trace into a compiled graph)."""
     B, L = input_ids.shape
-    device = input_ids.device
+    device, draws = input_ids.device, as_draws(draws)
     real = input_ids != pad_id                                        # [B, L]
     candidates = candidates_mask(input_ids, special_ids, pad_id)      # [B, L]
     if mode in ('fixed', 'bernoulli'):
-        scores = torch.rand(B, L, device=device, generator=generator)  # random priorities, one per position
+        scores = draws.uniform((B, L), device, STREAMS['mask_positions'])  # random priorities, one per position
     if mode in ('fixed', 'with_replacement'):
         P = min(max_predictions(mask_prob, L), L)
         # The official count counts every real token, [CLS] and [SEP] included (input_mask).
@@ -89,7 +95,7 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
         # official: P independent uniform draws among the candidates (`tf.random.categorical` of log(1/n)). Slot j
         # takes the k-th candidate, k = floor(u * n): the first position whose running candidate count reaches k + 1.
         n = candidates.sum(1, keepdim=True)                                                 # [B, 1]
-        u = torch.rand(B, P, device=device, generator=generator)
+        u = draws.uniform((B, P), device, STREAMS['mask_positions'])
         k = (u * n).long().clamp(max=(n - 1).clamp(min=0))                                 # [B, P]
         positions = torch.searchsorted(candidates.long().cumsum(1), k + 1).clamp(max=L - 1)  # [B, P]
         chosen = (torch.arange(P, device=device) < count[:, None]) & (n > 0)
@@ -102,12 +108,12 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
         raise ValueError(f"mask_mode must be 'fixed', 'with_replacement' or 'bernoulli', got {mode!r}")
     originals = input_ids.gather(1, positions)                                          # [B, P]
     labels = originals.masked_fill(~chosen, -100)
-    action = torch.rand(positions.shape, device=device, generator=generator)
+    action = draws.uniform(positions.shape, device, STREAMS['mask_actions'])
     to_mask = chosen & (action < mask_token_prob)
     to_random = chosen & (action >= mask_token_prob) & (action < mask_token_prob + random_token_prob)
     replacement = torch.where(to_mask, torch.full_like(originals, mask_id), originals)
     if random_token_prob > 0:
-        random_ids = torch.randint(vocab_size, positions.shape, device=device, generator=generator)
+        random_ids = draws.integers(vocab_size, positions.shape, device, STREAMS['mask_tokens'])
         # a special id drawn keeps the original token: a random [PAD] would hide the position from attention
         to_random = to_random & ~torch.isin(random_ids, special_ids)
         replacement = torch.where(to_random, random_ids, replacement)
@@ -153,7 +159,7 @@ class MaskingSettings:
         if device not in self._special: self._special[device] = torch.tensor(self.special_ids, device=device)
         return self._special[device]
 
-    def __call__(self, input_ids: torch.Tensor, generator: torch.Generator | None = None) -> MaskedInputs:
-        "`mask_tokens` of `input_ids` [B, L] with these settings."
+    def __call__(self, input_ids: torch.Tensor, draws: torch.Generator | CounterDraws | None = None) -> MaskedInputs:
+        "`mask_tokens` of `input_ids` [B, L] with these settings, its random numbers from `draws`."
         return mask_tokens(input_ids, self.special_tensor(input_ids.device), self.pad_id, self.mask_id, self.vocab_size,
-                           self.mask_prob, self.mode, self.mask_token_prob, self.random_token_prob, generator)
+                           self.mask_prob, self.mode, self.mask_token_prob, self.random_token_prob, draws)

@@ -284,8 +284,9 @@ class ElectraGeneratorDiscriminator(nn.Module):
     def forward(self, input_ids, token_type_ids, positions, labels, noise_draws=None,
                 temperature: torch.Tensor | None = None) -> ElectraGeneratorDiscriminatorOutput:
         """`input_ids` [B, L] masked input; `positions`, `labels` [B, P] from `mask_tokens`; `noise_draws` [B, P, V rows]
-        the U(0, 1) draws of the Gumbel noise, or None to draw them here from `self.rng`. The training step draws them
-        with the masks, so a compiled forward holds no random generator (a generator breaks the graph in pieces).
+        the U(0, 1) draws of the Gumbel noise, or counter draws that compute them here (objective/draws.py), or None to
+        draw them here from `self.rng`. The training step draws them with the masks, or hands in counter draws, so a
+        compiled forward holds no random generator (a generator breaks the graph in pieces).
         `temperature`: this step's sampling temperature (0-d, `TemperatureSchedule`), else the constant `self.temperature`.
         A frozen generator runs without gradient and gives no `gen_logits`: it has no loss."""
         attention_mask = input_ids != self.pad_token_id

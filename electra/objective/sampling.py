@@ -12,29 +12,36 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from electra.objective.draws import STREAMS, CounterDraws
+
 if TYPE_CHECKING:
     from electra.config.pretrain import PretrainConfig
 
 __all__ = ['gumbel_noise', 'sample_tokens', 'TemperatureSchedule']
 
 
-def gumbel_noise(shape, device, generator: torch.Generator | None = None, draws: torch.Tensor | None = None):
-    "-log(-log(u + 1e-9) + 1e-9) of `draws` u [..., V] (float32 U(0, 1)), or of fresh draws from `generator`."
+def gumbel_noise(shape, device, generator: torch.Generator | None = None,
+                 draws: torch.Tensor | CounterDraws | None = None):
+    """-log(-log(u + 1e-9) + 1e-9) of U(0, 1) draws u [shape] (float32): `draws` made beforehand, or counter draws
+    (objective/draws.py: computed here, inside a compiled graph when this runs in one), or fresh ones from `generator`."""
     if draws is None:
         u = torch.rand(shape, device=device, dtype=torch.float32, generator=generator)
         return u.add_(1e-9).log_().neg_().add_(1e-9).log_().neg_()  # in place: one buffer, no copies
-    return -torch.log(-torch.log(draws + 1e-9) + 1e-9)
+    u = draws if isinstance(draws, torch.Tensor) else draws.uniform(shape, device, STREAMS['sampling_noise'])
+    return -torch.log(-torch.log(u + 1e-9) + 1e-9)
 
 
 @torch.no_grad()
 def sample_tokens(logits: torch.Tensor, labels: torch.Tensor | None = None, temperature: float | torch.Tensor = 1.0,
                   disallow_correct: bool = False, uniform: bool = False,
-                  generator: torch.Generator | None = None, noise_draws: torch.Tensor | None = None) -> torch.Tensor:
+                  generator: torch.Generator | None = None,
+                  noise_draws: torch.Tensor | CounterDraws | None = None) -> torch.Tensor:
     """Sample one token per row of `logits` [..., V] from softmax(logits / T). `labels` [...] are the originals,
     needed for `disallow_correct` (entries < 0 are ignored). No gradient flows through the sample.
     Tokens whose logit is -inf (padded vocabulary rows) are never sampled, also by the uniform generator.
-    `noise_draws` [..., V]: the noise's U(0, 1) draws made beforehand (see `ElectraGeneratorDiscriminator.forward`), else drawn
-    here from `generator`; the same draws give the same samples either way. `temperature` may be a 0-d tensor (an
+    `noise_draws` [..., V]: the noise's U(0, 1) draws made beforehand (see `ElectraGeneratorDiscriminator.forward`), or
+    counter draws that compute them here (`random_draws: counter`), else drawn here from `generator`; the same draws give
+    the same samples either way. `temperature` may be a 0-d tensor (an
     annealed one, `TemperatureSchedule`), so that a compiled step reads it where it is rather than compiling anew."""
     logits = logits.float()
     if uniform:  # the paper's uniform-generator ablation: uniform over the tokens the model can predict

@@ -108,7 +108,7 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
                            cfg.grad_accum_steps, cfg.loss_mean, cfg.clip_grad, precision, _compile_scope(cfg, precision),
                            None if cfg.compile_mode == 'default' else cfg.compile_mode,
                            temperature=TemperatureSchedule.from_config(cfg),
-                           switch_step=cfg.two_stage_switch if cfg.two_stage else 0)
+                           switch_step=cfg.two_stage_switch if cfg.two_stage else 0, random_draws=cfg.random_draws)
     logger = MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, step, sinks)
     checkpointer = Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at,
                                 lambda: {**extra(), 'trackers': trackers.ids}, step, logger)

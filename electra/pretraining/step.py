@@ -20,6 +20,7 @@ import torch
 from fastai.callback.core import CancelBatchException
 
 from electra.config.errors import ConfigError
+from electra.objective.draws import CounterDraws
 from electra.objective.loss import batch_statistics, loss_counts
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import fp32
@@ -49,10 +50,13 @@ class PretrainingConstants(StepConstants):
 
 @dataclass(frozen=True)
 class StepState:
-    """What one pretraining step reads that changes over the run (`PretrainingStep` keeps it): the generator `rng` of
-    its masks and noise (its draws move it on), the `update` (the weights this step trains, their groups and rates),
-    fp16's loss `scaler` (else None), and the sampling `temperature` at this step (0-d; None: the model's constant)."""
-    rng: torch.Generator
+    """What one pretraining step reads that changes over the run (`PretrainingStep` keeps it): its `mask` of the batch
+    (the masking with this step's draws), the `draws` of micro-batch i's sampling noise (the run's generator, whose
+    draws move it on, or with random_draws 'counter' the `CounterDraws` of the seed, the step and i), the `update`
+    (the weights this step trains, their groups and rates), fp16's loss `scaler` (else None), and the sampling
+    `temperature` at this step (0-d; None: the model's constant)."""
+    mask: Callable
+    draws: Callable[[int], torch.Generator | CounterDraws]
     update: Update
     scaler: torch.amp.GradScaler | None
     temperature: torch.Tensor | None
@@ -76,9 +80,10 @@ def pretraining_step(c: PretrainingConstants, s: StepState, model, loss_func, in
     """One optimizer step on this process's batch `input_ids`, `token_type_ids` [B, L], its constants `c` and this
     step's state `s`; `learn_from`: the step function (`learn_from`, or its graph with `compile_scope` step). Returns
     the step's `STEP_SUMS` [13] on the device (nothing is read to the host)."""
-    # 1. Masking, on the device: the official number of positions per row, 85% of them [MASK] (objective/masking.py).
-    #    Here and not in a compiled graph: the draws come from the run's seeded torch.Generator, which breaks a graph.
-    m = c.masking(input_ids, s.rng)                  # m.input_ids [B, L]; m.positions, m.labels [B, P] (-100: unused)
+    # 1. Masking, on the device: the official number of positions per row, 85% of them [MASK] (objective/masking.py),
+    #    its draws from the run's seeded torch.Generator (outside any graph: a generator breaks one), or with
+    #    random_draws 'counter' computed from the seed and the step, in a compiled graph of its own (objective/draws.py)
+    m = s.mask(input_ids)                            # m.input_ids [B, L]; m.positions, m.labels [B, P] (-100: unused)
     # 2. What the two losses divide by: the whole step's counts (chosen positions, positions of the discriminator's
     #    loss), summed over the processes with loss_mean 'global', so the step is the global batch's in one process.
     counts = loss_counts(model.objective, m.input_ids, m.positions, m.labels, c.pad_token_id,
@@ -89,19 +94,22 @@ def pretraining_step(c: PretrainingConstants, s: StepState, model, loss_func, in
     parts = list(zip(*(t.chunk(c.micro_batches) for t in (m.input_ids, token_type_ids, m.positions, m.labels))))
     grads, sums = None, 0
     for i, (ids, types, positions, labels) in enumerate(parts):
-        # 4. The sampling's noise, next in the same stream after the masks (per part: [B, P, V] at once is large).
-        noise = sampling_noise(model, positions, s.rng)                                          # [b, P, V] or None
+        # 4. The sampling's noise, next in the same stream after the masks (per part: [B, P, V] at once is large), or
+        #    counter draws of part i that compute it where it is used, inside the compiled model or step.
+        noise = sampling_noise(model, positions, s.draws(i))                    # [b, P, V], CounterDraws or None
         part = MicroBatch(ids, types, positions, labels, noise, divisors, s.temperature)
         grads, part_sums = learn_from(model, loss_func, c, part, s.update, s.scaler, grads, last=i == len(parts) - 1)
         sums = sums + part_sums
     return sums
 
 
-def sampling_noise(model, positions: torch.Tensor, rng: torch.Generator) -> torch.Tensor | None:
-    """The U(0, 1) draws of the sampling's Gumbel noise [b, P, V] for the masked `positions` [b, P], next in `rng`'s
-    stream; None for an objective that samples nothing (BERT's)."""
+def sampling_noise(model, positions: torch.Tensor, draws: torch.Generator | CounterDraws):
+    """The U(0, 1) draws of the sampling's Gumbel noise [b, P, V] for the masked `positions` [b, P], next in the
+    generator `draws`' stream, or the `CounterDraws` that compute them inside the model; None for an objective that
+    samples nothing (BERT's)."""
     shape = model.noise_shape(positions)
-    return None if shape is None else torch.rand(shape, device=positions.device, generator=rng)
+    if shape is None or isinstance(draws, CounterDraws): return None if shape is None else draws
+    return torch.rand(shape, device=positions.device, generator=draws)
 
 
 def learn_from(model, loss_func, c: PretrainingConstants, part: MicroBatch, update: Update, scaler,
@@ -152,10 +160,11 @@ class PretrainingStep(StepCallback):
     def __init__(self, masking: MaskingSettings, seed: int, pad_token_id: int, micro_batches: int = 1,
                  loss_mean: str = 'global', max_norm: float = 1.0, precision: str = 'fp32', compile: str | None = None,
                  mode: str | None = None, backend='inductor', temperature: TemperatureSchedule | None = None,
-                 switch_step: int = 0):
+                 switch_step: int = 0, random_draws: str = 'generator'):
         """`compile`: None (eager), 'model' (the model compiled) or 'step' (`learn_from` as one graph). `temperature`:
         the sampling temperature's schedule (None: constant). `switch_step`: two-stage training's first step of the
-        discriminator (0: joint training)."""
+        discriminator (0: joint training). `random_draws`: 'generator' (the masking generator) or 'counter'
+        (`CounterDraws` of this process's `seed` and the step, inside the compiled step)."""
         if compile == 'step' and (precision == 'fp16' or is_distributed()):
             raise ConfigError("compile_scope: 'step' runs bf16 or fp32 in one process (fp16's loss scaler is not "
                               'traced, torchrun averages gradients between the backward and the update). Use '
@@ -167,6 +176,7 @@ class PretrainingStep(StepCallback):
         self.scope, self.schedule, self.switch_step = compile, temperature, switch_step
         # the state: the masks' and noise's generator, this step's temperature (a tensor), two-stage training's stage
         self.mask_rng, self.step_temperature, self.current_stage, self.loaded = None, None, 0, None
+        self.random_draws, self.step_number, self.mask_fn = random_draws, None, None  # mask_fn: the compiled masking
 
     def load_state(self, masking: torch.Tensor | None, scaler: dict | None, seed: int | None = None):
         """A checkpoint's step state, put back as the fit starts: the masking generator's state (None: a fresh stream
@@ -175,8 +185,10 @@ class PretrainingStep(StepCallback):
         if seed is not None: self.seed = seed
 
     def state(self) -> dict:
-        "The step's state for a checkpoint: the masking generator's, fp16's loss scale (None where there is none)."
-        return {'masking': self.mask_rng.get_state() if self.mask_rng is not None else None,
+        """The step's state for a checkpoint: the masking generator's (None with counter draws: they follow from the
+        step), fp16's loss scale (None where there is none)."""
+        generator = self.mask_rng is not None and self.random_draws == 'generator'
+        return {'masking': self.mask_rng.get_state() if generator else None,
                 'scaler': self.scaler.state_dict() if self.scaler is not None else None}
 
     def before_fit(self):
@@ -189,6 +201,9 @@ class PretrainingStep(StepCallback):
         if self.schedule is not None and self.schedule.annealed:  # filled every step, read where it is (static)
             self.step_temperature = torch.zeros((), device=device)
             torch._dynamo.mark_static_address(self.step_temperature)
+        if self.random_draws == 'counter':  # the counter draws' step in a compiled graph: filled, read where it is
+            self.step_number = torch.zeros((), dtype=torch.int64, device=device)
+            torch._dynamo.mark_static_address(self.step_number)
         # two-stage training: a run resumed past the switch has the discriminator's weights in its checkpoint already
         stage = 0 if not self.switch_step else 2 if self.train_iter > self.switch_step else 1
         if stage != self.current_stage: self.update = None  # another fit of this Learner, in another stage
@@ -199,13 +214,13 @@ class PretrainingStep(StepCallback):
         state = self.mask_rng.get_state() if self.one_graph else None  # after a failed compilation: the same draws
         self.sums = self.run_step(lambda f: pretraining_step(self.constants, self.step_state(), self.model,
                                                              self.loss_func, *self.xb, f),
-                                  lambda: self.mask_rng.set_state(state))
+                                  lambda: self._eager(state))
         self.learn.loss = self.sums[0]
         raise CancelBatchException  # fastai's own forward, backward and step are skipped; after_batch runs as usual
 
     def step_state(self) -> StepState:
         "This step's state, its weights and rates prepared (`run_step`): the temperature of the schedule at this step."
-        return StepState(self.mask_rng, self.update, self.scaler, self.temperature_at(self.train_iter))
+        return StepState(self.mask, self.part_draws, self.update, self.scaler, self.temperature_at(self.train_iter))
 
     def next_stage(self):
         """Two-stage training's switch: the discriminator starts from the generator's weights (the paper, section
@@ -222,9 +237,22 @@ class PretrainingStep(StepCallback):
         return [p for p in params if (id(p) in generator) == (self.current_stage == 1)]
 
     def compile(self):
-        "The model compiled in place (scope 'model'), or `learn_from` as one graph ('step'), else a one-line warning."
-        if self.scope != 'model': return super().compile()  # nothing to compile without a scope
+        """The model compiled in place (scope 'model'), or `learn_from` as one graph ('step'), else a one-line warning;
+        with counter draws and scope 'step', the masking as a graph of its own (one CUDA graph with reduce-overhead)."""
+        if self.scope != 'model':  # nothing to compile without a scope
+            super().compile()
+            if self.compiled and self.random_draws == 'counter':
+                self.constants.masking.special_tensor(self.xb[0].device)  # made before tracing: a graph input
+                kwargs = {'dynamic': False, **({} if self.mode is None else {'mode': self.mode})}
+                self.mask_fn = torch.compile(self.constants.masking.__call__, fullgraph=True, backend=self.backend,
+                                             **kwargs)
+            return
         self.compiled = try_compile([self.model], self._trial, self.backend, self.mode)
+
+    def _eager(self, state: torch.Tensor | None):
+        "After a failed compilation: the masking eager, the generator back where the failed step began."
+        self.mask_fn = None
+        if state is not None: self.mask_rng.set_state(state)
 
     def _trial(self):
         "One forward and backward that compiles the model, leaving no trace (random states restored, no update)."
@@ -232,12 +260,13 @@ class PretrainingStep(StepCallback):
         state = rng.get_state()
         try:
             with torch.random.fork_rng(devices=[rng.device] if rng.device.type == 'cuda' else []):
-                m = c.masking(input_ids, rng)
+                m = self.mask(input_ids)
                 # this process's own counts: the trial joins no collective
                 divisors = loss_counts(model.objective, m.input_ids, m.positions, m.labels, c.pad_token_id,
                                        c.masking.special_tensor(input_ids.device)) + 1e-6
                 part = MicroBatch(m.input_ids, token_type_ids, m.positions, m.labels,
-                                  sampling_noise(model, m.positions, rng), divisors, self.temperature_at(self.train_iter))
+                                  sampling_noise(model, m.positions, self.part_draws(0)), divisors,
+                                  self.temperature_at(self.train_iter))
                 part_gradients(model, self.loss_func, c, part, self.trainable(), self.scaler)
         finally: rng.set_state(state)
 
@@ -245,3 +274,20 @@ class PretrainingStep(StepCallback):
         "The schedule's temperature at `step` (steps taken) in the step's tensor, filled in place; None: constant."
         if self.step_temperature is None: return None
         return self.step_temperature.fill_(self.schedule(step))
+
+    def counter(self, part: int, in_graph: bool) -> CounterDraws:
+        """This step's counter draws for micro-batch `part`: the step an int, or for a compiled graph (`in_graph`) the
+        tensor filled in place, so that the graph compiles once for every step."""
+        return CounterDraws(self.seed, self.step_number.fill_(self.train_iter) if in_graph else self.train_iter, part)
+
+    def mask(self, input_ids: torch.Tensor):
+        "This step's masking of `input_ids` [B, L], its draws from the masking generator or the counter."
+        if self.random_draws == 'generator': return self.constants.masking(input_ids, self.mask_rng)
+        if self.mask_fn is None: return self.constants.masking(input_ids, self.counter(0, False))
+        return self.mask_fn(input_ids, self.counter(0, True))
+
+    def part_draws(self, part: int) -> torch.Generator | CounterDraws:
+        """The draws of micro-batch `part`'s sampling noise: the masking generator (next in its stream), or counter
+        draws, which compute the noise where it is used (inside the compiled model or step)."""
+        if self.random_draws == 'counter': return self.counter(part, self.scope is not None)
+        return self.mask_rng

@@ -24,7 +24,7 @@ def batch(B=512, L=128, seed=0, min_len=10):
 
 def run_mask(ids, mode='fixed', special=(PAD, CLS, SEP, MASK), mask_prob=0.15, seed=1, **kw):
     return mask_tokens(ids, torch.tensor(special), PAD, MASK, VOCAB, mask_prob, mode,
-                       generator=torch.Generator().manual_seed(seed), **kw)
+                       draws=torch.Generator().manual_seed(seed), **kw)
 
 
 def test_max_predictions_official_cap():
@@ -162,10 +162,67 @@ def test_random_tokens_never_write_a_special_id():
     special = torch.tensor([0, 1, 2, 3])
     ids = torch.randint(4, 8, (400, 32), generator=torch.Generator().manual_seed(0))  # ids 4..7; vocabulary of 8
     m = mask_tokens(ids, special, 0, 3, 8, mask_prob=0.5, mask_token_prob=0.0, random_token_prob=1.0,
-                    generator=torch.Generator().manual_seed(1))
+                    draws=torch.Generator().manual_seed(1))
     chosen = m.labels >= 0
     written = m.input_ids.gather(1, m.positions)[chosen]
     assert not torch.isin(written, special).any()
     # half of the 8 ids are special: about half the chosen positions keep their token, the rest get a random word
     changed = float((written != m.labels[chosen]).float().mean())
     assert changed == pytest.approx(0.5 * 3 / 4, abs=0.02)  # a random word 4..7 differs from the original 3 times in 4
+
+
+class Replay:
+    "A random source that hands out given draws, one tensor per stream: what the masking reads, and nothing else."
+
+    def __init__(self, by_stream: dict): self.by_stream = by_stream
+
+    def uniform(self, shape, device, stream):
+        assert self.by_stream[stream].shape == shape
+        return self.by_stream[stream]
+
+    def integers(self, high, shape, device, stream): return self.uniform(shape, device, stream)
+
+
+@pytest.mark.parametrize('mode', ['fixed', 'with_replacement', 'bernoulli'])
+def test_the_masking_of_a_generator_is_the_masking_of_its_draws_handed_in(mode):
+    """One masking, whatever the source: the run's generator gives the masking of the draws it makes in the order the
+    masking has always drawn them (the positions' [B, L] or [B, P] U(0, 1), the actions' [B, P], the random ids' [B, P])
+    handed in as a source; the counter's draws, handed in, give the counter's masking."""
+    from electra.objective.draws import STREAMS, CounterDraws
+    ids, _ = batch(B=256)
+    B, L = ids.shape
+    P = L if mode == 'bernoulli' else max_predictions(0.15, L)
+    kw = dict(mask_token_prob=0.8, random_token_prob=0.1)
+    g = torch.Generator().manual_seed(4)
+    drawn = {STREAMS['mask_positions']: torch.rand((B, L) if mode != 'with_replacement' else (B, P), generator=g),
+             STREAMS['mask_actions']: torch.rand(B, P, generator=g), STREAMS['mask_tokens']: torch.randint(VOCAB, (B, P), generator=g)}
+    assert all(torch.equal(a, b) for a, b in zip(run_mask(ids, mode, seed=4, **kw), run_mask_of(ids, mode, Replay(drawn), **kw)))
+    counter = CounterDraws(11081, 5)
+    shapes = {s: (B, P) for s in drawn} | ({} if mode == 'with_replacement' else {STREAMS['mask_positions']: (B, L)})
+    drawn = {s: counter.integers(VOCAB, shape, 'cpu', s) if s == STREAMS['mask_tokens'] else counter.uniform(shape, 'cpu', s)
+             for s, shape in shapes.items()}
+    assert all(torch.equal(a, b) for a, b in zip(run_mask_of(ids, mode, counter, **kw), run_mask_of(ids, mode, Replay(drawn), **kw)))
+
+
+def run_mask_of(ids, mode, draws, **kw):
+    return mask_tokens(ids, torch.tensor((PAD, CLS, SEP, MASK)), PAD, MASK, VOCAB, 0.15, mode, draws=draws, **kw)
+
+
+def test_counter_masking_chooses_the_official_count_and_splits_85_10_5():
+    """With the counter's draws: every row's official count round(n * 0.15) (at least 1, at most 19) of distinct
+    candidates, and of the chosen positions 85% [MASK], 10% a random id (seen as changed unless it drew a special id or
+    the original: 10% x (1 - 5 / 1000)), the rest kept, each within 5 binomial standard deviations."""
+    from electra.objective.draws import CounterDraws
+    ids, lengths = batch(B=4096)
+    m = run_mask_of(ids, 'fixed', CounterDraws(11081, 3), mask_token_prob=0.85, random_token_prob=0.10)
+    chosen = m.labels >= 0
+    assert torch.equal(chosen.sum(1), torch.clamp(torch.round(lengths.float() * 0.15), 1, 19).long())
+    assert all(len(set(row[c].tolist())) == int(c.sum()) for row, c in zip(m.positions, chosen))
+    assert not torch.isin(ids.gather(1, m.positions)[chosen], torch.tensor([PAD, CLS, SEP, MASK])).any()
+    new, old = m.input_ids.gather(1, m.positions)[chosen], m.labels[chosen]
+    n = new.numel()
+    rates = {'mask': 0.85, 'random': 0.10 * (1 - 5 / VOCAB)}
+    rates['keep'] = 1 - rates['mask'] - rates['random']
+    seen = {'mask': (new == MASK).float().mean(), 'random': ((new != MASK) & (new != old)).float().mean(),
+            'keep': (new == old).float().mean()}
+    for k, p in rates.items(): assert abs(seen[k] - p) < 5 * math.sqrt(p * (1 - p) / n), (k, seen[k], p)

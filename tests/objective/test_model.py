@@ -160,7 +160,7 @@ def test_padded_vocab_equals_unpadded_and_never_samples_padding():
     padded = baseline.padded_like(plain, dataclasses.replace(cfg, pad_vocab_multiple=64), V).eval()
     assert padded_vocab_size(V, 64) == 128 and padded.generator.config.vocab_size == 128 and padded.vocab_size == V
     (ids, tt), _ = batches(cfg)
-    m = mask_tokens(ids, torch.tensor([0, 101, 102, 103]), 0, 103, V, generator=torch.Generator().manual_seed(0))
+    m = mask_tokens(ids, torch.tensor([0, 101, 102, 103]), 0, 103, V, draws=torch.Generator().manual_seed(0))
     attn = ids != 0
     with torch.no_grad():
         a = plain.generator_logits(m.input_ids, attn, tt, m.positions)

@@ -30,3 +30,16 @@ def test_disallow_correct_and_uniform():
     assert not (sample_tokens(logits, labels, disallow_correct=True, generator=g) == 2).any()
     freq = torch.bincount(sample_tokens(logits, labels, uniform=True, generator=g), minlength=4).float() / 50_000
     assert torch.allclose(freq, torch.full((4,), 0.25), atol=0.01)
+
+
+def test_counter_draws_sample_the_softmax_and_are_their_uniforms_handed_in():
+    """The noise of counter draws (`random_draws: counter`), computed inside the sampling, samples softmax(logits / T);
+    the same draws made beforehand and handed in as a tensor give the same samples (one Gumbel-max, two sources)."""
+    from electra.objective.draws import STREAMS, CounterDraws
+    logits = torch.tensor([2.0, 1.0, 0.0, -1.0, 0.5])
+    n, T, draws = 200_000, 1.5, CounterDraws(11081, 12, 1)
+    s = sample_tokens(logits.expand(n, -1), temperature=T, noise_draws=draws)
+    freq = torch.bincount(s, minlength=5).float() / n
+    assert torch.allclose(freq, torch.softmax(logits / T, -1), atol=4 * math.sqrt(0.25 / n))
+    u = draws.uniform((n, 5), 'cpu', STREAMS['sampling_noise'])
+    assert torch.equal(s, sample_tokens(logits.expand(n, -1), temperature=T, noise_draws=u))

@@ -9,7 +9,7 @@ import pytest
 import torch
 from fastai.callback.core import Callback
 
-from benchmarks.bench.baseline import BenchTokenizer, Batches
+from tests.support.baseline import BenchTokenizer, Batches
 from electra.config.errors import RunWarning
 from electra.objective.draws import STREAMS, CounterDraws
 from electra.objective.masking import MaskingSettings, max_predictions

@@ -21,7 +21,7 @@ from electra.config.pretrain import RESUME_SAID, RESUME_SAME, TOKENIZER_KEYS, Pr
 from electra.runtime.files import atomic_write_text, path_inside
 from electra.runtime.processes import is_main_process
 
-__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint',
+__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'by_step', 'recorded', 'name_by_total', 'load_checkpoint', 'latest_checkpoint',
            'check_resume_compatible', 'check_resume_corpus']
 
 
@@ -53,9 +53,26 @@ def state_checksum(state: dict) -> str:
     return h.hexdigest()
 
 
-def checkpoint_name(run_name: str, seed: int, fraction: float) -> str:
-    "`vanilla_11081_12.5%.pth` for fraction 0.125."
-    return f'{run_name}_{seed}_{fraction * 100:g}%.pth'
+def checkpoint_name(run_name: str, seed: int, fraction: float, of: int | None = None) -> str:
+    """`vanilla_11081_12.5%.pth` for fraction 0.125 of the run's steps; `vanilla_11081_12.5%_of_1000.pth` for
+    fraction 0.125 of 1000 steps, the name a checkpoint takes when its run is extended past the steps it was written
+    under (`name_by_total`), so that no name claims a fraction of the new total that it does not hold."""
+    return f"{run_name}_{seed}_{fraction * 100:g}%{f'_of_{of}' if of else ''}.pth"
+
+
+def _name_pattern(run_name: str, seed: int) -> re.Pattern:
+    "A checkpoint name of the run: (percent, the total it is of when it is not the run's steps now)."
+    return re.compile(rf'^{re.escape(run_name)}_{seed}_([0-9.]+)%(?:_of_(\d+))?\.pth$')
+
+
+def recorded(path: Path) -> dict | None:
+    """`{'step', 'steps'}` a checkpoint records (read memory-mapped: not its tensors), None when it cannot be read;
+    the step orders a run's checkpoints, never the percent in a name."""
+    try:
+        ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
+        return {'step': int(ckpt['step']), 'steps': (ckpt.get('config') or {}).get('steps')}
+    except Exception:
+        return None
 
 
 def checkpoint_step(total_steps: int, fraction: float) -> int:
@@ -93,10 +110,29 @@ def remove_partial_checkpoints(output_dir: str | Path, run_name: str, seed: int)
 
 
 def find_checkpoints(output_dir: str | Path, run_name: str, seed: int) -> list[Path]:
-    "This run's checkpoints, by increasing fraction."
-    pattern = re.compile(rf'^{re.escape(run_name)}_{seed}_([0-9.]+)%\.pth$')
-    found = [(float(m.group(1)), p) for p in Path(output_dir).glob('*.pth') if (m := pattern.match(p.name))]
-    return [p for _, p in sorted(found)]
+    "This run's checkpoints, by increasing name."
+    pattern = _name_pattern(run_name, seed)
+    return sorted(p for p in Path(output_dir).glob('*.pth') if pattern.match(p.name))
+
+
+def by_step(paths: list[Path]) -> list[tuple[int | None, Path]]:
+    "`paths` with the step each records (None: unreadable, first), by increasing step."
+    steps = [((r or {}).get('step'), p) for p in paths for r in [recorded(p)]]
+    return sorted(steps, key=lambda sp: (-1 if sp[0] is None else sp[0], sp[1].name))
+
+
+def name_by_total(output_dir: str | Path, run_name: str, seed: int, total: int) -> list[tuple[Path, Path]]:
+    """Rename the run's checkpoints written under another number of steps than `total` (a run extended with
+    `--resume --steps`) to `checkpoint_name(..., of=<their steps>)`: a percent of the new total would be false.
+    Returns (old, new) for each renamed."""
+    pattern, renamed = _name_pattern(run_name, seed), []
+    for p in find_checkpoints(output_dir, run_name, seed):
+        m, r = pattern.match(p.name), recorded(p)
+        if m.group(2) or r is None or r['steps'] in (None, total): continue
+        new = p.with_name(checkpoint_name(run_name, seed, float(m.group(1)) / 100, of=r['steps']))
+        p.replace(new)
+        renamed.append((p, new))
+    return renamed
 
 
 def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
@@ -121,16 +157,22 @@ def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
 
 def _previous_hint(path: Path) -> str:
     "' The run's previous checkpoint is ...' when `path` is one of a run's checkpoints and an earlier one exists."
-    m = re.match(r'^(.*)_(\d+)_[0-9.]+%\.pth$', path.name)
+    m = re.match(r'^(.*)_(\d+)_[0-9.]+%(?:_of_\d+)?\.pth$', path.name)
     if not m: return ''
-    names = [p.name for p in find_checkpoints(path.parent, m.group(1), int(m.group(2)))]
-    earlier = names[:names.index(path.name)] if path.name in names else names
-    return f" The run's previous checkpoint is {path.parent / earlier[-1]}." if earlier else ''
+    at = (recorded(path) or {}).get('step')
+    readable = [p for step, p in by_step(find_checkpoints(path.parent, m.group(1), int(m.group(2))))
+                if step is not None and p.name != path.name and (at is None or step < at)]
+    return f" The run's previous checkpoint is {readable[-1]}." if readable else ''
 
 
 def latest_checkpoint(output_dir: str | Path, run_name: str, seed: int) -> Path | None:
-    found = find_checkpoints(output_dir, run_name, seed)
-    return found[-1] if found else None
+    """The run's checkpoint of the highest step it records (not of the highest percent in its name: after a run was
+    extended, an old end named `100%` holds fewer steps than a later stop). One that cannot be read is refused, naming
+    it: its step is unknown."""
+    found = by_step(find_checkpoints(output_dir, run_name, seed))
+    for step, p in found:
+        if step is None: load_checkpoint(p)  # raises, saying what it is and what to do
+    return found[-1][1] if found else None
 
 
 def _saved_value(saved: dict, key: str):
@@ -156,6 +198,10 @@ def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[st
     # the run's own tokenizer, trained at its start, is reused whatever these say now: changed, the saved config (and
     # the model card) would describe a tokenizer the run does not have
     shaped = TOKENIZER_KEYS if not cfg_dict.get('tokenizer') else ()
+    if cfg_dict.get('steps', ckpt['step']) < ckpt['step']:  # before any line says the run goes on
+        raise ConfigError(f"{path}: run {saved['run_name']}_{saved['seed']} is at step {ckpt['step']}, past --steps "
+                          f"{cfg_dict['steps']}: nothing to resume. Give --steps {ckpt['step']} (the run is finished) "
+                          "or more to continue it, or start another run with --run_name NAME.")
     refused = [(k, _saved_value(saved, k), cfg_dict.get(k)) for k in (*RESUME_SAME, *shaped)
                if _saved_value(saved, k) != cfg_dict.get(k)]
     if refused:

@@ -110,9 +110,11 @@ def remove_partial_checkpoints(output_dir: str | Path, run_name: str, seed: int)
 
 
 def find_checkpoints(output_dir: str | Path, run_name: str, seed: int) -> list[Path]:
-    "This run's checkpoints, by increasing name."
+    "This run's checkpoints, by increasing percent in their names (those of another total last); `by_step` orders by step."
     pattern = _name_pattern(run_name, seed)
-    return sorted(p for p in Path(output_dir).glob('*.pth') if pattern.match(p.name))
+    found = [((int(m.group(2) or 0), float(m.group(1))), p) for p in Path(output_dir).glob('*.pth')
+             if (m := pattern.match(p.name))]
+    return [p for _, p in sorted(found)]
 
 
 def by_step(paths: list[Path]) -> list[tuple[int | None, Path]]:

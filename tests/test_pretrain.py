@@ -686,4 +686,5 @@ def test_an_extended_run_stopped_by_ctrl_c_resumes_from_its_latest_step_with_tru
     # a shorter --steps than the run reached is refused before any line says the run goes on
     with pytest.raises(ConfigError, match=r'is at step 24, past --steps 6'):
         pretrain(tmp_path, *argv[:1], '6', *argv[2:], '--resume')
-    assert 'goes on' not in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert 'goes on' not in said and 'starting at step' not in said, said

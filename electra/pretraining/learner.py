@@ -42,6 +42,8 @@ from electra.training.checkpoint import (
     find_checkpoints,
     latest_checkpoint,
     overwrite_marker,
+    recorded,
+    refuse_past,
     remove_old_run,
     remove_partial_checkpoints,
 )
@@ -187,6 +189,8 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
                       f"the old run's checkpoints are not resumed ({len(old)} more removed); starting at step 0.")
             return None
         path = latest_checkpoint(cfg.output_dir, cfg.run_name, cfg.seed)
+        # fewer steps than the run reached: refused before any line says where it starts or goes on
+        if path is not None: refuse_past(path, f'{cfg.run_name}_{cfg.seed}', recorded(path)['step'], cfg.steps)
         if path is None and is_main_process():
             print(f"resume: no checkpoint of {cfg.run_name}_{cfg.seed} in {cfg.output_dir}; starting at step 0.")
         return path
@@ -209,7 +213,7 @@ def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, t
     export, or an export of other weights) writing the export from it.
     `generator`: the run's frozen generator, when its objective has one (`load_generator`'s net)."""
     if ckpt is None or ckpt['step'] < cfg.steps: return
-    name, step = f'{cfg.run_name}_{cfg.seed}', ckpt['step']  # (past `steps`: refused by `check_resume_compatible`)
+    name, step = f'{cfg.run_name}_{cfg.seed}', ckpt['step']  # (past `steps`: refused by `existing_run_guard`)
     if is_main_process():
         run_cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
         model = build_pretraining_model(run_cfg, MaskingSettings.from_config(run_cfg, tokenizer), generator)

@@ -21,7 +21,7 @@ from electra.config.pretrain import RESUME_SAID, RESUME_SAME, TOKENIZER_KEYS, Pr
 from electra.runtime.files import atomic_write_text, path_inside
 from electra.runtime.processes import is_main_process
 
-__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'by_step', 'recorded', 'name_by_total', 'load_checkpoint', 'latest_checkpoint',
+__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'by_step', 'recorded', 'name_by_total', 'refuse_past', 'load_checkpoint', 'latest_checkpoint',
            'check_resume_compatible', 'check_resume_corpus']
 
 
@@ -167,6 +167,14 @@ def _previous_hint(path: Path) -> str:
     return f" The run's previous checkpoint is {readable[-1]}." if readable else ''
 
 
+def refuse_past(path: Path, name: str, step: int, steps: int) -> None:
+    "A resume whose checkpoint (at `path`, of run `name`) is at `step`, past the `steps` asked for, is refused."
+    if step > steps:
+        raise ConfigError(f"{path}: run {name} is at step {step}, past --steps {steps}: nothing to resume. Give "
+                          f"--steps {step} (the run is finished) or more to continue it, or start another run with "
+                          "--run_name NAME.")
+
+
 def latest_checkpoint(output_dir: str | Path, run_name: str, seed: int) -> Path | None:
     """The run's checkpoint of the highest step it records (not of the highest percent in its name: after a run was
     extended, an old end named `100%` holds fewer steps than a later stop). One that cannot be read is refused, naming
@@ -200,10 +208,6 @@ def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[st
     # the run's own tokenizer, trained at its start, is reused whatever these say now: changed, the saved config (and
     # the model card) would describe a tokenizer the run does not have
     shaped = TOKENIZER_KEYS if not cfg_dict.get('tokenizer') else ()
-    if cfg_dict.get('steps', ckpt['step']) < ckpt['step']:  # before any line says the run goes on
-        raise ConfigError(f"{path}: run {saved['run_name']}_{saved['seed']} is at step {ckpt['step']}, past --steps "
-                          f"{cfg_dict['steps']}: nothing to resume. Give --steps {ckpt['step']} (the run is finished) "
-                          "or more to continue it, or start another run with --run_name NAME.")
     refused = [(k, _saved_value(saved, k), cfg_dict.get(k)) for k in (*RESUME_SAME, *shaped)
                if _saved_value(saved, k) != cfg_dict.get(k)]
     if refused:

@@ -1,8 +1,10 @@
-"""Checkpoints: atomic writes, naming, finding the latest one of a run, and checking that a resume fits.
+"""Checkpoints: atomic writes, naming, finding the latest one of a run (by the step each records), and checking that a
+resume fits.
 
 A pretraining checkpoint is one `.pth` dict holding everything needed to continue bit-for-bit:
 `{'format', 'electra_version', 'step', 'config', 'model', 'opt', 'scaler', 'rng', 'tokenizer', 'corpus_digest',
-'checksum'}` (`electra_version`: the library that wrote it); it loads with
+'schedules', 'checksum'}` (`electra_version`: the library that wrote it; `schedules`: the learning-rate schedules the
+run followed, more than one after a resume changed `steps` or `lr`); it loads with
 `torch.load(..., weights_only=True)` (tensors, numbers, strings and containers only). `checksum` is the SHA-256 of
 everything else (`state_checksum`): a file whose bytes were damaged but still unpickle fails it on load.
 """

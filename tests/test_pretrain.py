@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -449,3 +450,57 @@ def test_a_corpus_s_repeated_text_and_other_formats_in_the_driver(tmp_path, caps
         pretrain(tmp_path / 'second', *TINY, '--steps', '1', '--corpus', str(folder))
     # the run's lock, and its log holding the refusal: no checkpoint, no cache
     assert sorted(f.name for f in (tmp_path / 'second').rglob('*') if f.is_file()) == ['.lock', 'log.txt']
+
+
+def _checkpoint_names_hold_their_steps(folder: Path, total: int) -> dict[str, int]:
+    """Each checkpoint of `folder` by name -> the step it records; asserting that its name is true: the percent in a
+    plain name is of `total` (the run's steps now), that of a `_of_<N>` name of the N steps it was written under."""
+    out = {}
+    for p in sorted(folder.glob('*.pth')):
+        m = re.fullmatch(r'.*_([0-9.]+)%(?:_of_(\d+))?\.pth', p.name)
+        step = load_checkpoint(p)['step']
+        of = int(m[2]) if m[2] else total
+        assert max(1, round(float(m[1]) / 100 * of)) == step, (p.name, step)
+        assert load_checkpoint(p)['config']['steps'] == of, p.name
+        out[p.name] = step
+    return out
+
+
+def test_an_extended_run_stopped_by_ctrl_c_resumes_from_its_latest_step_with_true_names_and_card(tmp_path, monkeypatch,
+                                                                                                  capsys):
+    """A finished 12-step run extended to 24 (--resume --steps 24) and stopped by Ctrl-C at step 18: the printed
+    command went back to the old end (step 12, its `100%` file named higher than the stop's `75%`) and trained steps
+    12-24 again, dropping the 6 done; the old `50%` file then held 25% of the run. Now the resume takes the latest
+    checkpoint by the step it records, the checkpoints written under 12 steps are renamed `..._of_12.pth` (the old
+    end is kept, loadable), and the card and schedule record say both schedules trained."""
+    from electra.pretraining.callbacks import StopOnInterrupt
+    from electra.runtime.errors import TrainingStopped
+    argv = [*TINY, '--run_name', 'ext', '--checkpoint_at', '0.5,1.0']
+    pretrain(tmp_path, *argv[:1], '12', *argv[2:])
+    plain = StopOnInterrupt.after_batch
+
+    def ctrl_c_at_18(self):
+        if self.train_iter == 18: self._request(signal.SIGINT, None)
+        return plain(self)
+    monkeypatch.setattr(StopOnInterrupt, 'after_batch', ctrl_c_at_18)
+    with pytest.raises(TrainingStopped, match=r'at step 18 of 24 by Ctrl-C; checkpoint \S+ext_11081_75%\.pth written'):
+        pretrain(tmp_path, *argv, '--resume')
+    monkeypatch.setattr(StopOnInterrupt, 'after_batch', plain)
+    capsys.readouterr()
+    resumed = pretrain(tmp_path, *argv, '--resume')
+    assert resumed['start_step'] == 18 and 'starting at step 18 of 24' in capsys.readouterr().out
+    steps = _checkpoint_names_hold_their_steps(tmp_path / 'ckpt', 24)
+    assert steps == {'ext_11081_50%_of_12.pth': 6, 'ext_11081_100%_of_12.pth': 12, 'ext_11081_75%.pth': 18,
+                     'ext_11081_50%.pth': 12, 'ext_11081_100%.pth': 24} or steps == {
+                     'ext_11081_50%_of_12.pth': 6, 'ext_11081_100%_of_12.pth': 12, 'ext_11081_75%.pth': 18,
+                     'ext_11081_100%.pth': 24}
+    card = (tmp_path / 'ckpt' / 'ext_11081' / 'discriminator' / 'README.md').read_text()
+    assert ("so its learning rate followed more than one schedule (`schedules.yaml`): steps 0 to 12 under a schedule "
+            "of 12 steps (peak 0.0005, 4 warm-up steps; it ran to the schedule's end), then steps 12 to 24 under a "
+            "schedule of 24 steps (peak 0.0005, 4 warm-up steps; it ran to the schedule's end).") in card
+    assert [s['steps'] for s in load_checkpoint(tmp_path / 'ckpt' / 'ext_11081_100%.pth')['schedules']] == [12, 24]
+    # a shorter --steps than the run reached is refused before any line says the run goes on
+    with pytest.raises(ConfigError, match=r'is at step 24, past --steps 6'):
+        pretrain(tmp_path, *argv[:1], '6', *argv[2:], '--resume')
+    said = capsys.readouterr().out
+    assert 'goes on' not in said and 'starting at step' not in said, said

@@ -316,7 +316,7 @@ class PretrainConfig:
         output_dir is an input like any other (continued pretraining, the README's --init_from)."""
         run = f'{self.run_name}_{self.seed}'
         owns = [Owned('output_dir', Path(self.output_dir) / run, '--run_name'),
-                Owned('output_dir', self.output_dir, '--run_name', f'{run}_*%.pth')]
+                Owned('output_dir', self.output_dir, '--run_name', f'{run}_*%*.pth')]
         check_apart([('output_dir', self.output_dir), ('cache_dir', self.cache_dir)], owns, self.inputs())
         check_case_apart('run_name', self.output_dir, run, 'run', lambda twin: twin[:len(self.run_name)])
 

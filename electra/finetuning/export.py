@@ -90,14 +90,50 @@ def to_transformers(ckpt: dict) -> tuple[nn.Module | None, str]:
     return model, ''
 
 
+def run_length(tokenizer, config, max_length: int):
+    """`tokenizer` cutting at the run's `max_length` (`model_max_length`), not the position table: the run never saw
+    positions past it, so a longer input would give other logits than the run's."""
+    tokenizer = with_model_length(tokenizer, config)
+    tokenizer.model_max_length = min(tokenizer.model_max_length, max_length)
+    return tokenizer
+
+
+def _exact_recipe(name: str, ckpt: dict, tag: str) -> str:
+    """The run's encoding in transformers' terms, for a text pair longer than `max_length`: BERT's `_truncate_seq_pair`
+    (google-research/electra, finetune/classification/classification_tasks.py), which drops the last token of the
+    longer segment, of the second on a tie, one at a time. transformers' `longest_first` splits the tokens otherwise
+    (69 + 69 at 64: 30 + 31, the run's 31 + 30), so it is spelt out here."""
+    if tag != 'text-classification': return ''
+    return (f"A text pair longer than the run's `max_length` ({ckpt['hparams']['max_length']} tokens, the tokenizer's "
+            "`model_max_length`) is cut as the run cut it (BERT's `_truncate_seq_pair`, google-research/electra "
+            "`finetune/classification/classification_tasks.py`: the last token of the longer segment, of the second "
+            "on a tie, one at a time); transformers' `truncation='longest_first'` differs (it splits the tokens "
+            "otherwise: 69 + 69 tokens at 64, the run keeps 31 + 30, transformers 30 + 31), so its logits can differ from the run's. These are the run's logits exactly:\n\n"
+            "```python\nimport torch\nfrom transformers import AutoModelForSequenceClassification, AutoTokenizer\n\n"
+            f"tok = AutoTokenizer.from_pretrained('{name}')\n"
+            f"model = AutoModelForSequenceClassification.from_pretrained('{name}').eval()\n\n\n"
+            "def logits(text, text_pair=None):\n"
+            "    a = tok(text, add_special_tokens=False)['input_ids']\n"
+            "    b = tok(text_pair, add_special_tokens=False)['input_ids'] if text_pair is not None else []\n"
+            "    while len(a) + len(b) > tok.model_max_length - (3 if text_pair is not None else 2):\n"
+            "        (a if len(a) > len(b) else b).pop()  # BERT's _truncate_seq_pair\n"
+            "    second = [*b, tok.sep_token_id] if text_pair is not None else []\n"
+            "    ids = [tok.cls_token_id, *a, tok.sep_token_id, *second]\n"
+            "    types = [0] * (len(a) + 2) + [1] * len(second)\n"
+            "    with torch.no_grad():\n"
+            "        return model(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([types])).logits\n```")
+
+
 def _labels_table(names: list[str]) -> str:
     return '\n'.join(['| id | label |', '|---|---|', *(f'| {i} | {n} |' for i, n in enumerate(names))])
 
 
 def _usage(name: str, ckpt: dict, tag: str) -> str:
     "How to run the folder with transformers' pipeline (a regression's raw score, a multi-label's every label)."
+    # truncation=True: a text longer than the run's max_length cut as the run cut it (one text; a pair: `_exact_recipe`)
     kw = {'regression': ", function_to_apply='none'", 'multi_label_classification': ', top_k=None'}.get(
-        _problem_type(ckpt), '') if tag == 'text-classification' else ", aggregation_strategy='first'"
+        _problem_type(ckpt), '') + ', truncation=True' if tag == 'text-classification' else \
+        ", aggregation_strategy='first'"
     return (f"```python\nfrom transformers import pipeline\n\nrun = pipeline('{tag}', model='{name}'{kw})  "
             f"# this folder\nprint(run('...'))\n```")
 
@@ -121,7 +157,7 @@ def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, t
         f"(`electra.load_finetuned`){scale}.",
         f"## Labels\n\n`config.json`'s `id2label`, from the task's label names:\n\n{_labels_table(names)}",
         f"## Dev scores\n\n{yaml_block({k: v for k, v in ckpt['dev'].items() if k != 'epoch'})}",
-        f"## How to use\n\n{_usage(name, ckpt, tag)}",
+        f"## How to use\n\n{_usage(name, ckpt, tag)}\n\n{_exact_recipe(name, ckpt, tag)}".rstrip(),
         f"## Settings\n\n{details(yaml_block(ckpt['hparams']), 'the settings of the run')}",
         LICENSE_NOTE])
     return write_card(folder, data, body)
@@ -143,7 +179,7 @@ def save_run(cfg: FinetuneConfig, checkpoint: Path, tokenizer, say: Callable[[st
     tmp = folder.with_name(f'.{folder.name}.tmp')
     shutil.rmtree(tmp, ignore_errors=True)
     save_model(model, tmp)
-    with_model_length(copy.deepcopy(tokenizer), model.config).save_pretrained(tmp)
+    run_length(copy.deepcopy(tokenizer), model.config, ckpt['hparams']['max_length']).save_pretrained(tmp)
     _card(tmp, folder.name, cfg, ckpt, cls, tag)
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)

@@ -132,13 +132,21 @@ def check_outputs(cfg: FinetuneConfig) -> None:
     if cfg.predict: writable_dir(group_dir(cfg, 'test_output_dir'), 'test_output_dir', create=False)
 
 
-def _check_lengths(cfg: FinetuneConfig, positions: int) -> None:
-    "Every task's `max_length` within the model's position embeddings (QA takes 512 by default), before any run."
+def _check_lengths(cfg: FinetuneConfig, config, say: Callable[[str], None]) -> None:
+    """Every task's `max_length` within the model's position embeddings (QA takes 512 by default), before any run; one
+    line for the lengths past the one the model was pretrained at (`pretraining_max_length` in its config, where this
+    library pretrained it), whose position rows were never trained."""
+    positions, trained, past = config.max_position_embeddings, getattr(config, 'pretraining_max_length', None), {}
     for name in cfg.task_names:
         n = cfg.for_task(name).max_length
         if n > positions:
             raise ConfigError(f"max_length: {name} takes {n} tokens, but the model {cfg.model} has {positions} positions. "
                               f"Set task_overrides.{name}.max_length (or max_length in its task file) to at most {positions}.")
+        if trained and n > trained: past.setdefault(n, []).append(name)
+    for n, names in past.items():
+        say(f"warning: max_length {n} ({', '.join(names)}) is past the {trained} tokens the model {cfg.model} was "
+            f"pretrained at: positions {trained} to {n - 1} were never trained, so longer inputs go through untrained "
+            f"position embeddings. Set max_length to at most {trained} to fine-tune as it was pretrained.")
 
 
 def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: ResultsTable, say) -> None:
@@ -180,7 +188,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     results = ResultsTable(group_dir(cfg) / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
     cfg.check_task_kinds()
-    _check_lengths(cfg, pretrained.config.max_position_embeddings)
+    _check_lengths(cfg, pretrained.config, say)
     log_to(writable_dir(group_dir(cfg), 'output_dir'))  # the job's output, also what a closed stdout missed
     for line in cfg.command_line_over_task_files(): say(line)  # the typed value wins (`FinetuneConfig.for_task`)
     precision = resolve_precision(cfg.precision, resolve_device(cfg.device))

@@ -89,7 +89,9 @@ def _electra_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, hid
         vocab_size=vocab_size, embedding_size=cfg.embedding_size, hidden_size=hidden, num_hidden_layers=cfg.num_hidden_layers,
         num_attention_heads=heads, intermediate_size=ffn, hidden_act='gelu', hidden_dropout_prob=cfg.dropout,
         attention_probs_dropout_prob=cfg.dropout, max_position_embeddings=cfg.max_position_embeddings,
-        type_vocab_size=2, pad_token_id=pad_token_id, attn_implementation='sdpa')
+        type_vocab_size=2, pad_token_id=pad_token_id, attn_implementation='sdpa',
+        # the length it is pretrained at: position rows past it stay at their initial values (fine-tuning says so)
+        pretraining_max_length=cfg.max_length)
 
 
 def discriminator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraConfig:

@@ -120,7 +120,19 @@ def _metrics_table(row: dict[str, str], columns: list[str]) -> str:
                       f"| {' | '.join(row[c] for c in shown)} |"])
 
 
-def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str], role: str) -> str:
+def _schedules_text(schedules: list[dict], cfg: dict) -> str:
+    "The learning-rate schedules an extended run (`--resume` with more `steps` or another `lr`) trained under, in order."
+    ends = [s['start'] for s in schedules[1:]] + [cfg.get('steps')]
+    parts = [f"steps {s['start']} to {end} under a schedule of {s['steps']} steps (peak {s['lr']}, "
+             f"{cfg.get('warmup_steps')} warm-up steps; "
+             + ('it ran to the schedule\'s end)' if end == s['steps'] else f'followed from its step {s["start"]} to its step {end})')
+             for s, end in zip(schedules, ends)]
+    return ("### Schedules\n\nThe run was continued under other settings (`--resume` with another `steps` or `lr`), "
+            "so its learning rate followed more than one schedule (`schedules.yaml`): " + ', then '.join(parts) + '.')
+
+
+def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str], role: str,
+                 schedules: list[dict] = ()) -> str:
     "How the run trained and how its network does: the settings in words, the last rows of its metrics files."
     if not cfg: return "## Training\n\nThe run's settings were not found beside this export (no `config.yaml`)."
     corpus, init = ', '.join(cfg.get('corpus', [])) or 'not recorded', cfg.get('init_from')
@@ -129,6 +141,7 @@ def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str],
             f"{cfg.get('max_length')} tokens, objective `{cfg.get('objective')}`, peak learning rate {cfg.get('lr')} "
             f"({cfg.get('warmup_steps')} warm-up steps), seed {cfg.get('seed')}. Corpus: {corpus}; tokenizer: "
             f"{tokenizer}{f'; continued from the weights of {init}' if init else ''}."]
+    if len(schedules) > 1: text.append(_schedules_text(schedules, cfg))
     if eval_row:
         shown = ['step', *_HELD_OUT[role], *(f'{c}_baseline' for c in ('gen_accuracy', 'disc_accuracy')
                                               if c in _HELD_OUT[role]), 'examples']
@@ -153,6 +166,8 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
     try: cfg = yaml.safe_load((run_dir / 'config.yaml').read_text(encoding='utf-8')) or {}
     except OSError: cfg = {}
     train_row, eval_row = last_row(run_dir / 'metrics.csv'), last_row(run_dir / 'eval_metrics.csv')
+    try: schedules = yaml.safe_load((run_dir / 'schedules.yaml').read_text(encoding='utf-8')) or []
+    except OSError: schedules = []
     corpus = cfg.get('corpus', [])
     languages = {_CORPUS_LANGUAGE.get(c) for c in corpus}
     data = ModelCardData(
@@ -166,7 +181,7 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
             f"{c.hidden_size}, {c.num_attention_heads} attention heads, feed-forward {c.intermediate_size}, embeddings "
             f"{c.embedding_size}, a vocabulary of {c.vocab_size} tokens, "
             f"{sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters.\n\n"
-            f"{_run_section(cfg, train_row, eval_row, role)}\n\n{_usage(folder, role)}\n\n{LICENSE_NOTE}")
+            f"{_run_section(cfg, train_row, eval_row, role, schedules)}\n\n{_usage(folder, role)}\n\n{LICENSE_NOTE}")
     return write_card(folder, data, body)
 
 

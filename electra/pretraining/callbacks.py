@@ -23,7 +23,7 @@ from electra.pretraining.step import STEP_SUMS, PretrainingStep
 from electra.runtime.errors import TrainingDiverged, stopped_by
 from electra.runtime.files import atomic_save, path_inside, release_run_dir
 from electra.runtime.processes import is_main_process, world
-from electra.training.checkpoint import checkpoint_name, checkpoint_steps, overwrite_marker, state_checksum
+from electra.training.checkpoint import checkpoint_name, checkpoint_steps, name_by_total, overwrite_marker, state_checksum
 from electra.training.distributed import all_reduce_sum, gather_objects, is_distributed, rank_seed
 from electra.training.sinks import CsvLog
 
@@ -179,7 +179,8 @@ class ProgressBar(Callback):
 
 class Checkpointer(Callback):
     """Writes `<run_name>_<seed>_<percent>.pth` atomically at the configured fractions of the run, with a checksum, and
-    reads each one back to verify it; never after a NaN or infinite loss."""
+    reads each one back to verify it; never after a NaN or infinite loss. Before the first, it renames the run's
+    checkpoints written under another number of steps (an extended run) `..._<percent>%_of_<steps>.pth`."""
     order, run_valid = 80, False
 
     def __init__(self, output_dir: str | Path, run_name: str, seed: int, total_steps: int, fractions: list[float],
@@ -187,6 +188,13 @@ class Checkpointer(Callback):
         self.output_dir, self.run_name, self.seed, self.total_steps = Path(output_dir), run_name, seed, total_steps
         self.at, self.extra, self.step, self.logger = checkpoint_steps(total_steps, fractions), extra, step, logger
         self.saved: list[Path] = logger.saved  # the logger names the last of them when the loss diverged
+
+    def before_fit(self):
+        if not is_main_process(): return
+        # a run extended (--resume --steps more): its checkpoints' percents are of the old total, said in their names
+        renamed = name_by_total(self.output_dir, self.run_name, self.seed, self.total_steps)
+        if renamed: print(f"resume: the run now has {self.total_steps} steps; its checkpoints written under fewer keep "
+                          f"their percent of those, renamed {', '.join(new.name for _, new in renamed)}")
 
     def after_fit(self):
         if is_main_process(): release_run_dir(self.learn.path)  # training is over: another process may take the run

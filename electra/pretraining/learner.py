@@ -42,6 +42,8 @@ from electra.training.checkpoint import (
     find_checkpoints,
     latest_checkpoint,
     overwrite_marker,
+    recorded,
+    refuse_past,
     remove_old_run,
     remove_partial_checkpoints,
 )
@@ -54,7 +56,7 @@ from electra.training.step import one_graph_supported
 from electra.training.trackers import TrackedRun, Trackers, start_trackers
 
 __all__ = ['prepare_run_dir',
-           'pretraining_learner', 'checkpoint_extra', 'existing_run_guard', 'end_if_finished', 'train',
+           'pretraining_learner', 'record_schedules', 'checkpoint_extra', 'existing_run_guard', 'end_if_finished', 'train',
            'save_run_config', 'end_trackers']
 
 
@@ -110,8 +112,9 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
                            temperature=TemperatureSchedule.from_config(cfg),
                            switch_step=cfg.two_stage_switch if cfg.two_stage else 0, random_draws=cfg.random_draws)
     logger = MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, step, sinks)
+    schedules = record_schedules(cfg, resume, run_dir)
     checkpointer = Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at,
-                                lambda: {**extra(), 'trackers': trackers.ids}, step, logger)
+                                lambda: {**extra(), 'trackers': trackers.ids, 'schedules': schedules}, step, logger)
     cbs = [
         StepCounter(cfg.steps),                  # -9 before_train/after_batch: the run's fraction done, over resumes
         ResumeFromCheckpoint(resume, step) if resume else None,  # -8 before_fit, first before_batch: the checkpoint's
@@ -127,6 +130,20 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
         StopOnInterrupt(checkpointer)]           # 85 after_batch: Ctrl-C ends the fit after this step, checkpointed
     learn.trackers = trackers  # ended by `train` when the fit fails or stops, else by the driver after the export
     return learn.add_cbs([cb for cb in cbs if cb is not None])
+
+
+def record_schedules(cfg: PretrainConfig, resume: dict | None, run_dir: Path) -> list[dict]:
+    """The learning-rate schedules the run trained under, in order: `{'start', 'steps', 'lr'}` each, a schedule of
+    `steps` steps peaking at `lr`, followed from step `start` on. One, unless a resume changed `steps` (an extended
+    run: the official schedule is of the new total, so the rate rises again) or `lr`; the checkpoints carry the list,
+    and `<run_dir>/schedules.yaml` holds it for the model card."""
+    saved = (resume or {}).get('config', {})
+    schedules = (resume or {}).get('schedules') or ([{'start': 0, 'steps': saved['steps'], 'lr': saved['lr']}]
+                                                    if resume else [])
+    if not schedules or (schedules[-1]['steps'], schedules[-1]['lr']) != (cfg.steps, cfg.lr):
+        schedules = [*schedules, {'start': (resume or {}).get('step', 0), 'steps': cfg.steps, 'lr': cfg.lr}]
+    if is_main_process(): atomic_write_text(yaml.safe_dump(schedules, sort_keys=False), run_dir / 'schedules.yaml')
+    return schedules
 
 
 def _compile_scope(cfg: PretrainConfig, precision: str) -> str | None:
@@ -172,6 +189,8 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
                       f"the old run's checkpoints are not resumed ({len(old)} more removed); starting at step 0.")
             return None
         path = latest_checkpoint(cfg.output_dir, cfg.run_name, cfg.seed)
+        # fewer steps than the run reached: refused before any line says where it starts or goes on
+        if path is not None: refuse_past(path, f'{cfg.run_name}_{cfg.seed}', recorded(path)['step'], cfg.steps)
         if path is None and is_main_process():
             print(f"resume: no checkpoint of {cfg.run_name}_{cfg.seed} in {cfg.output_dir}; starting at step 0.")
         return path
@@ -191,14 +210,10 @@ def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, t
                     generator=None) -> None:
     """A --resume whose latest checkpoint `ckpt` (at `path`) is at the run's last step has nothing to train: the job
     ends here, status 0, writing nothing when the run's export holds that checkpoint's weights, else (a kill during the
-    export, or an export of other weights) writing the export from it. A checkpoint past `steps` is refused.
+    export, or an export of other weights) writing the export from it.
     `generator`: the run's frozen generator, when its objective has one (`load_generator`'s net)."""
     if ckpt is None or ckpt['step'] < cfg.steps: return
-    name, step = f'{cfg.run_name}_{cfg.seed}', ckpt['step']
-    if step > cfg.steps:
-        raise ConfigError(f"{path}: run {name} is at step {step}, past --steps {cfg.steps}: nothing to resume. Give "
-                          f"--steps {step} (the run is finished) or more to continue it, or start another run with "
-                          "--run_name NAME.")
+    name, step = f'{cfg.run_name}_{cfg.seed}', ckpt['step']  # (past `steps`: refused by `existing_run_guard`)
     if is_main_process():
         run_cfg = config_from_dict(PretrainConfig, ckpt['config'], source=str(path))
         model = build_pretraining_model(run_cfg, MaskingSettings.from_config(run_cfg, tokenizer), generator)

@@ -1,8 +1,10 @@
-"""Checkpoints: atomic writes, naming, finding the latest one of a run, and checking that a resume fits.
+"""Checkpoints: atomic writes, naming, finding the latest one of a run (by the step each records), and checking that a
+resume fits.
 
 A pretraining checkpoint is one `.pth` dict holding everything needed to continue bit-for-bit:
 `{'format', 'electra_version', 'step', 'config', 'model', 'opt', 'scaler', 'rng', 'tokenizer', 'corpus_digest',
-'checksum'}` (`electra_version`: the library that wrote it); it loads with
+'schedules', 'checksum'}` (`electra_version`: the library that wrote it; `schedules`: the learning-rate schedules the
+run followed, more than one after a resume changed `steps` or `lr`); it loads with
 `torch.load(..., weights_only=True)` (tensors, numbers, strings and containers only). `checksum` is the SHA-256 of
 everything else (`state_checksum`): a file whose bytes were damaged but still unpickle fails it on load.
 """
@@ -21,7 +23,7 @@ from electra.config.pretrain import RESUME_SAID, RESUME_SAME, TOKENIZER_KEYS, Pr
 from electra.runtime.files import atomic_write_text, path_inside
 from electra.runtime.processes import is_main_process
 
-__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'load_checkpoint', 'latest_checkpoint',
+__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'by_step', 'recorded', 'name_by_total', 'refuse_past', 'load_checkpoint', 'latest_checkpoint',
            'check_resume_compatible', 'check_resume_corpus']
 
 
@@ -53,9 +55,26 @@ def state_checksum(state: dict) -> str:
     return h.hexdigest()
 
 
-def checkpoint_name(run_name: str, seed: int, fraction: float) -> str:
-    "`vanilla_11081_12.5%.pth` for fraction 0.125."
-    return f'{run_name}_{seed}_{percent(fraction)}%.pth'
+def checkpoint_name(run_name: str, seed: int, fraction: float, of: int | None = None) -> str:
+    """`vanilla_11081_12.5%.pth` for fraction 0.125 of the run's steps; `vanilla_11081_12.5%_of_1000.pth` for
+    fraction 0.125 of 1000 steps, the name a checkpoint takes when its run is extended past the steps it was written
+    under (`name_by_total`), so that no name claims a fraction of the new total that it does not hold."""
+    return f"{run_name}_{seed}_{percent(fraction)}%{f'_of_{of}' if of else ''}.pth"
+
+
+def _name_pattern(run_name: str, seed: int) -> re.Pattern:
+    "A checkpoint name of the run: (percent, the total it is of when it is not the run's steps now)."
+    return re.compile(rf'^{re.escape(run_name)}_{seed}_([0-9.]+)%(?:_of_(\d+))?\.pth$')
+
+
+def recorded(path: Path) -> dict | None:
+    """`{'step', 'steps'}` a checkpoint records (read memory-mapped: not its tensors), None when it cannot be read;
+    the step orders a run's checkpoints, never the percent in a name."""
+    try:
+        ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
+        return {'step': int(ckpt['step']), 'steps': (ckpt.get('config') or {}).get('steps')}
+    except Exception:
+        return None
 
 
 def checkpoint_step(total_steps: int, fraction: float) -> int:
@@ -93,10 +112,31 @@ def remove_partial_checkpoints(output_dir: str | Path, run_name: str, seed: int)
 
 
 def find_checkpoints(output_dir: str | Path, run_name: str, seed: int) -> list[Path]:
-    "This run's checkpoints, by increasing fraction."
-    pattern = re.compile(rf'^{re.escape(run_name)}_{seed}_([0-9.]+)%\.pth$')
-    found = [(float(m.group(1)), p) for p in Path(output_dir).glob('*.pth') if (m := pattern.match(p.name))]
+    "This run's checkpoints, by increasing percent in their names (those of another total last); `by_step` orders by step."
+    pattern = _name_pattern(run_name, seed)
+    found = [((int(m.group(2) or 0), float(m.group(1))), p) for p in Path(output_dir).glob('*.pth')
+             if (m := pattern.match(p.name))]
     return [p for _, p in sorted(found)]
+
+
+def by_step(paths: list[Path]) -> list[tuple[int | None, Path]]:
+    "`paths` with the step each records (None: unreadable, first), by increasing step."
+    steps = [((r or {}).get('step'), p) for p in paths for r in [recorded(p)]]
+    return sorted(steps, key=lambda sp: (-1 if sp[0] is None else sp[0], sp[1].name))
+
+
+def name_by_total(output_dir: str | Path, run_name: str, seed: int, total: int) -> list[tuple[Path, Path]]:
+    """Rename the run's checkpoints written under another number of steps than `total` (a run extended with
+    `--resume --steps`) to `checkpoint_name(..., of=<their steps>)`: a percent of the new total would be false.
+    Returns (old, new) for each renamed."""
+    pattern, renamed = _name_pattern(run_name, seed), []
+    for p in find_checkpoints(output_dir, run_name, seed):
+        m, r = pattern.match(p.name), recorded(p)
+        if m.group(2) or r is None or r['steps'] in (None, total): continue
+        new = p.with_name(checkpoint_name(run_name, seed, float(m.group(1)) / 100, of=r['steps']))
+        p.replace(new)
+        renamed.append((p, new))
+    return renamed
 
 
 def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
@@ -121,16 +161,30 @@ def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
 
 def _previous_hint(path: Path) -> str:
     "' The run's previous checkpoint is ...' when `path` is one of a run's checkpoints and an earlier one exists."
-    m = re.match(r'^(.*)_(\d+)_[0-9.]+%\.pth$', path.name)
+    m = re.match(r'^(.*)_(\d+)_[0-9.]+%(?:_of_\d+)?\.pth$', path.name)
     if not m: return ''
-    names = [p.name for p in find_checkpoints(path.parent, m.group(1), int(m.group(2)))]
-    earlier = names[:names.index(path.name)] if path.name in names else names
-    return f" The run's previous checkpoint is {path.parent / earlier[-1]}." if earlier else ''
+    at = (recorded(path) or {}).get('step')
+    readable = [p for step, p in by_step(find_checkpoints(path.parent, m.group(1), int(m.group(2))))
+                if step is not None and p.name != path.name and (at is None or step < at)]
+    return f" The run's previous checkpoint is {readable[-1]}." if readable else ''
+
+
+def refuse_past(path: Path, name: str, step: int, steps: int) -> None:
+    "A resume whose checkpoint (at `path`, of run `name`) is at `step`, past the `steps` asked for, is refused."
+    if step > steps:
+        raise ConfigError(f"{path}: run {name} is at step {step}, past --steps {steps}: nothing to resume. Give "
+                          f"--steps {step} (the run is finished) or more to continue it, or start another run with "
+                          "--run_name NAME.")
 
 
 def latest_checkpoint(output_dir: str | Path, run_name: str, seed: int) -> Path | None:
-    found = find_checkpoints(output_dir, run_name, seed)
-    return found[-1] if found else None
+    """The run's checkpoint of the highest step it records (not of the highest percent in its name: after a run was
+    extended, an old end named `100%` holds fewer steps than a later stop). One that cannot be read is refused, naming
+    it: its step is unknown."""
+    found = by_step(find_checkpoints(output_dir, run_name, seed))
+    for step, p in found:
+        if step is None: load_checkpoint(p)  # raises, saying what it is and what to do
+    return found[-1][1] if found else None
 
 
 def _saved_value(saved: dict, key: str):

@@ -110,7 +110,7 @@ def _card(path) -> tuple[dict, str]:
     return yaml.safe_load(re.match(r'---\n(.*?)\n---\n', text, re.S)[1]), text
 
 
-def test_cards_checkpoints_and_exports_name_the_version_license_and_labels(swept):
+def test_cards_checkpoints_and_exports_name_the_version_license_and_labels(swept, monkeypatch):
     cfg, results = swept
     out = sweep.group_dir(cfg)
     run = _picked(results, 'reviews')
@@ -118,7 +118,9 @@ def test_cards_checkpoints_and_exports_name_the_version_license_and_labels(swept
     assert meta['license'] == 'apache-2.0' and meta['library_name'] == 'transformers'
     assert meta['pipeline_tag'] == 'text-classification' and meta['electra_version'] == electra.__version__
     assert '| 0 | negative |' in text and '| 1 | positive |' in text
-    assert f"pipeline('text-classification', model='reviews_{run}')" in text
+    assert f"pipeline('text-classification', model='reviews_{run}', truncation=True)" in text
+    monkeypatch.chdir(out)
+    exec(re.findall(r'```python\n(.*?)```', text, re.S)[0].replace("'...'", repr(' '.join(TEXTS * 20))), {})  # runs
     for task in ('reviews', 'STS-B', 'ner'):
         for r in (0, 1):
             assert read_finetuned(out / f'{task}_{r}.pth')['electra_version'] == electra.__version__
@@ -195,3 +197,32 @@ def test_a_run_no_longer_picked_loses_its_folder_and_the_card_lists_what_is_pick
     sweep.write_summary(median, results)
     section = (out / 'README.md').read_text(encoding='utf-8').split('## transformers folders\n\n', 1)[1].split('\n## ')[0]
     assert sorted(re.findall(r'`([^`/]+)/`', section)) == want
+
+def test_a_pair_longer_than_max_length_through_the_cards_recipe_gives_the_runs_logits(swept, monkeypatch):
+    """The folder's tokenizer cut at 512 (the position table), so a pipeline fed pairs longer than the run's
+    max_length whole, through positions never trained; and transformers' `longest_first` gives a tie's token to the
+    other segment than BERT's `_truncate_seq_pair` the run uses. Now `model_max_length` is the run's max_length and the
+    card's recipe, run as written, reproduces the run's logits on a pair longer than it."""
+    from electra.finetuning.tasks.encoding import encode
+    from electra.finetuning.tasks.sources import Examples
+    import numpy as np
+    cfg, results = swept
+    run = _picked(results, 'STS-B')
+    folder = sweep.group_dir(cfg) / f'STS-B_{run}'
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert tokenizer.model_max_length == 64
+    a, b = ' '.join(['a wonderful film'] * 23), ' '.join(['dull and long'] * 23)  # 69 tokens each: a tie at the cut
+    enc = encode(Examples(np.array([0]), [a], [b], np.array([0.0])), tokenizer, 64)
+    ids = torch.tensor(enc.ids[None].astype('int64'))
+    types = (torch.arange(ids.shape[1]) >= int(enc.n_first[0])).long()[None]
+    ours = load_finetuned(sweep.group_dir(cfg) / f'STS-B_{run}.pth')
+    with torch.no_grad(): mine = ours(ids, torch.ones_like(ids), types) * ours.target_scale
+    hf = tokenizer(a, b, truncation='longest_first', max_length=64)['input_ids']
+    assert ids.shape[1] == 64 and hf != ids[0].tolist()  # transformers' own rule differs here, as the card says
+    _, body = _card(folder / 'README.md')
+    assert "transformers' `truncation='longest_first'` differs" in body
+    recipe = re.findall(r'```python\n(.*?)```', body, re.S)[-1]
+    monkeypatch.chdir(folder.parent)
+    scope = {}
+    exec(recipe, scope)
+    torch.testing.assert_close(scope['logits'](a, b)[:, 0], mine, atol=1e-5, rtol=1e-5)

@@ -355,3 +355,23 @@ def test_a_glue_file_missing_is_named_before_any_run(tmp_path, glue_dir, tiny):
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(data / 'dev.tsv'))}: file not found\. RTE needs"):
         sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=lambda s: None)
     assert not list(tmp_path.rglob('*.pth'))
+
+
+def test_a_max_length_past_the_length_the_model_was_pretrained_at_is_said_in_one_line(tmp_path, glue_dir):
+    """`finetune.py --max_length 128` on a model pretrained at 64 ran with status 0 and no word that positions
+    64..127 were never trained. The pretraining length is in the discriminator's config (its export's config.json
+    too); a fine-tuning max_length past it is said in one line naming both; within it, nothing is said."""
+    from transformers import ElectraConfig
+    from electra.config.pretrain import PretrainConfig
+    from electra.finetuning.sweep import _check_lengths
+    from electra.objective.model import discriminator_config
+    discriminator_config(PretrainConfig(max_length=64), 100, 0).save_pretrained(tmp_path / 'm')
+    config = ElectraConfig.from_pretrained(tmp_path / 'm')
+    assert config.pretraining_max_length == 64
+    said = []
+    _check_lengths(job(tmp_path, glue_dir, tasks=['STS-B', 'SST-2'], max_length=64), config, said.append)
+    assert said == []
+    _check_lengths(job(tmp_path, glue_dir, tasks=['STS-B', 'SST-2'], max_length=128), config, said.append)
+    assert said == ["warning: max_length 128 (STS-B, SST-2) is past the 64 tokens the model tiny was pretrained at: "
+                    "positions 64 to 127 were never trained, so longer inputs go through untrained position "
+                    "embeddings. Set max_length to at most 64 to fine-tune as it was pretrained."]

@@ -23,7 +23,7 @@ def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_o
     assert [p for p in written if not p.startswith('whole_11081/discriminator/') and
             not p.startswith('whole_11081/generator/') and not p.startswith('whole_11081/tokenizer/')] == [
         'whole_11081/config.yaml', 'whole_11081/eval_metrics.csv', 'whole_11081/log.txt', 'whole_11081/losses.png',
-        'whole_11081/metrics.csv', 'whole_11081_100%.pth', 'whole_11081_50%.pth']
+        'whole_11081/metrics.csv', 'whole_11081/schedules.yaml', 'whole_11081_100%.pth', 'whole_11081_50%.pth']
     assert len(list(csv.DictReader((tmp_path / 'ckpt' / 'whole_11081' / 'metrics.csv').open()))) == 12
     ckpt = torch.load(whole, map_location='cpu', weights_only=False)
     assert len(ckpt['rng_ranks']) == 2 and not torch.equal(ckpt['rng_ranks'][0]['masking'], ckpt['rng_ranks'][1]['masking'])

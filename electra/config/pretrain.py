@@ -1,6 +1,7 @@
 "The pretraining job's config: every key `pretrain.py` takes, with the paper's small-model recipe as defaults."
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,8 +116,8 @@ class PretrainConfig:
                                "pretrain.py .pth; the optimizer and step start fresh. Empty: a fresh initialisation")
     vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus', ge=100)
     lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer or reading a vocab.txt (a '
-                                  "save_pretrained folder follows its own do_lower_case); a vocabulary of another case "
-                                  'is refused')
+                                  "save_pretrained folder follows its own do_lower_case, recorded here); a vocabulary "
+                                  'of another case is refused')
     strip_accents: bool = field(False, "also drop combining marks when training a tokenizer, as BERT's uncased rule "
                                        "does with lowercase (google-research/bert tokenization.py `_run_strip_accents`): "
                                        "cafe = cafe with an accent in English, but in other scripts the marks are "
@@ -233,6 +234,7 @@ class PretrainConfig:
         need(self.hidden_size % self.num_attention_heads == 0, 'num_attention_heads',
              f'hidden_size {self.hidden_size} is not divisible by {self.num_attention_heads} heads.')
         self._validate_objective()
+        self._follow_tokenizer_case()
         need(self.tie_weights != 'all' or self.generator_size == 1, 'tie_weights',
              "'all' needs a generator as large as the discriminator (generator_size: 1.0).")
         need(not self.corpus_weights or len(self.corpus_weights) == len(self.corpus), 'corpus_weights',
@@ -251,6 +253,27 @@ class PretrainConfig:
                  '(grad_accum_steps) or switch networks mid-run (two_stage). Use --compile_scope model.')
             need(self.precision != 'fp16', 'compile_scope', "'step' runs bf16 or fp32; fp16 needs loss scaling, which "
                                                             'skips steps on the host. Use --precision bf16, or --compile_scope model.')
+
+    def _follow_tokenizer_case(self) -> None:
+        """A save_pretrained `tokenizer` folder is read with its own do_lower_case (tokenizer_config.json), so that is
+        the `lowercase` the run uses and records (config.yaml, model card, trackers); a value typed that contradicts it
+        is refused, one from a file (a preset, an older run's config) is replaced, with a warning."""
+        saved = Path(self.tokenizer).expanduser() / 'tokenizer_config.json' if self.tokenizer else None
+        if not (saved and saved.is_file()): return
+        try: folder_case = json.loads(saved.read_text(encoding='utf-8')).get('do_lower_case')
+        except (OSError, ValueError, AttributeError): return  # unreadable: loading the tokenizer says so, naming it
+        if not isinstance(folder_case, bool): return
+        sources = getattr(self, '_sources', {})
+        given, place = self.lowercase, sources.get('lowercase', 'default')
+        said = f"the tokenizer folder {saved.parent}, whose tokenizer_config.json has do_lower_case: {str(folder_case).lower()}"
+        need(given == folder_case or place not in ('command line', 'overrides'), 'lowercase',
+             f"{str(given).lower()} ({place}) contradicts {said}, the setting it is read with. Drop --lowercase, or set "
+             "do_lower_case there.")
+        if given != folder_case and place != 'default':
+            warnings.warn(f"lowercase: {str(given).lower()} ({place}) is replaced by {said}, the setting it is read "
+                          "with.", RunWarning, stacklevel=2)
+        self.lowercase = folder_case
+        self._sources = {**sources, 'lowercase': f'tokenizer {saved.parent}: tokenizer_config.json do_lower_case'}
 
     def _check_checkpoint_names(self) -> None:
         "Each fraction of `checkpoint_at` once, and each its own file: `<run>_<seed>_<percent>%.pth` (`percent`)."

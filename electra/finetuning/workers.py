@@ -86,8 +86,16 @@ def _start(index: int, device: str, setup: tuple) -> _Worker:
                             pass_fds=(to_r, from_w), env=env)
     os.close(to_r), os.close(from_w)
     w = _Worker(index, device, proc, Connection(to_w, readable=False), Connection(from_r, writable=False))
-    w.jobs.send(('setup', index, device, *setup))
+    _send(w, ('setup', index, device, *setup))
     return w
+
+
+def _send(w: _Worker, msg: tuple) -> bool:
+    """Send `msg` to worker `w`; False when `w` is gone already (a stop signal to the process group reaches it and
+    the sweep at once): the end of its replies pipe then tells `_serve` whether it was stopped or died."""
+    try: w.jobs.send(msg)
+    except (BrokenPipeError, ConnectionResetError): return False
+    return True
 
 
 def _stop_all(workers: list[_Worker]) -> None:
@@ -141,8 +149,8 @@ def _serve(workers: list[_Worker], queue: deque, say: Callable[[str], None]) -> 
                 continue
             if msg[0] == 'ready':
                 w.jobs_now = None
-                if queue: data, w.jobs_now = queue.popleft(); w.jobs.send(('run', data, w.jobs_now))
-                else: w.stopped = True; w.jobs.send(('stop',))
+                if queue: data, w.jobs_now = queue.popleft(); _send(w, ('run', data, w.jobs_now))
+                else: w.stopped = _send(w, ('stop',))  # a worker gone before it was told is not one that ended well
             elif msg[0] == 'log': say(f'[worker {w.index}] {msg[1]}')
             elif msg[0] == 'row': done += isinstance(msg[1], dict); yield msg[1]  # or a run's `Diverged` record
             elif msg[0] == 'config_error': raise ConfigError(msg[1])

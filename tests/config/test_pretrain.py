@@ -194,3 +194,38 @@ def test_two_checkpoint_fractions_of_one_file_name_are_refused_naming_both():
         load_config(PretrainConfig, ['--checkpoint_at', '[0.3333333, 0.33333334, 1.0]'], preset_dir='configs/pretrain')
     with pytest.raises(ConfigError, match=r"^checkpoint_at: 0\.5 is listed twice; list each fraction once\.$"):
         load_config(PretrainConfig, ['--checkpoint_at', '[0.5, 1.0, 0.5]'], preset_dir='configs/pretrain')
+
+
+def test_a_tokenizer_folder_s_own_lower_casing_is_the_one_recorded_and_a_contradicting_lowercase_is_refused(tmp_path):
+    """A save_pretrained folder lower-cases as its tokenizer_config.json says (do_lower_case), whatever `lowercase`
+    is: the run's config.yaml recorded `lowercase: true` (the default) for a cased folder, a record of a setting
+    the run did not use. It records the folder's, sourced to the folder; a typed --lowercase contradicting it is refused."""
+    import json
+
+    import yaml
+
+    from electra.config.values import value_sources
+    from electra.data.tokenizer import load_tokenizer
+    from electra.pretraining.learner import save_run_config
+    from tests.data.test_tokenizer import bert_style_vocab
+
+    folder = tmp_path / 'cased'
+    load_tokenizer(str(bert_style_vocab(tmp_path / 'v.txt', ['The', 'the'])), lowercase=False).save_pretrained(folder)
+    assert json.loads((folder / 'tokenizer_config.json').read_text())['do_lower_case'] is False
+    assert load_tokenizer(str(folder))('The')['input_ids'] == [101, 104, 102]  # the folder's setting applies: cased
+    cfg = load_config(PretrainConfig, ['--tokenizer', str(folder)], preset_dir='configs/pretrain')
+    saved = yaml.safe_load(save_run_config(cfg, tmp_path).read_text())
+    assert saved['lowercase'] is False and cfg.lowercase is False
+    assert value_sources(cfg)['lowercase'] == f'tokenizer {folder}: tokenizer_config.json do_lower_case'
+    assert load_config(PretrainConfig, ['--tokenizer', str(folder), '--lowercase', 'false'],
+                       preset_dir='configs/pretrain').lowercase is False  # agreeing: nothing to say
+    with pytest.raises(ConfigError, match=rf"^lowercase: true \(command line\) contradicts the tokenizer folder {folder}"
+                                          r", whose tokenizer_config\.json has do_lower_case: false, the setting it is "
+                                          r"read with\. Drop --lowercase, or set do_lower_case there\.$"):
+        load_config(PretrainConfig, ['--tokenizer', str(folder), '--lowercase', 'true'], preset_dir='configs/pretrain')
+    (tmp_path / 'old.yaml').write_text('lowercase: true\n')  # a file's value (an older run's config.yaml): followed no more
+    with pytest.warns(RunWarning, match=rf"^lowercase: true \({tmp_path / 'old.yaml'}: line 1\) is replaced by the tokenizer "
+                                        rf"folder {folder}, whose tokenizer_config\.json has do_lower_case: false"):
+        cfg = load_config(PretrainConfig, ['--config', str(tmp_path / 'old.yaml'), '--tokenizer', str(folder)],
+                          preset_dir='configs/pretrain')
+    assert cfg.lowercase is False

@@ -6,6 +6,10 @@ import dataclasses
 import os
 import re
 import signal
+import subprocess
+import sys
+from collections import deque
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +18,7 @@ import torch
 
 from electra.config.errors import ConfigError
 from electra.finetuning import sweep, workers
+from electra.finetuning.runs import RunJob
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS as GLUE_TASKS
 from electra.runtime.errors import TrainingStopped
@@ -134,3 +139,31 @@ def test_devices_and_counts(monkeypatch, tmp_path):
     monkeypatch.setenv('RANK', '0'), monkeypatch.setenv('WORLD_SIZE', '2')  # under torchrun: data-parallel runs instead
     assert count(device='auto') == 1
     with pytest.raises(ConfigError, match='parallel_runs: 2 under torchrun'): count(parallel_runs=2)
+
+
+def _gone_worker(ends: str) -> workers._Worker:
+    """A worker that said 'ready' and then ended (`ends`: Python code run after its 'ready') before the main process
+    answered it: the race of a stop signal reaching a worker and the sweep at once. It has ended before `_serve` sends."""
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    code = ("import os, signal, sys; from multiprocessing.connection import Connection; "
+            f"Connection({from_w}, readable=False).send(('ready',)); {ends}")
+    proc = subprocess.Popen([sys.executable, '-c', code], pass_fds=(to_r, from_w))
+    os.close(to_r), os.close(from_w)
+    proc.wait()  # gone: its end of the jobs pipe is closed, so sending to it raises BrokenPipeError
+    return workers._Worker(0, 'cpu', proc, Connection(to_w, readable=False), Connection(from_r, writable=False))
+
+
+@pytest.mark.parametrize('queue', [[('data', [RunJob('cola', 3, 0, '', '', Path('w.pt'))])], []],
+                         ids=['a-run-to-send', 'stop-to-send'])
+@pytest.mark.parametrize('ends, stopped', [('os.kill(os.getpid(), signal.SIGTERM)', True), ('sys.exit(130)', True),
+                                           ('sys.exit(3)', False)], ids=['sigterm', 'status-130', 'died'])
+def test_a_worker_gone_before_it_is_answered_ends_the_sweep_as_a_stop_or_a_death(queue, ends, stopped):
+    w = _gone_worker(ends)
+    try:
+        with pytest.raises(TrainingStopped) as e: list(workers._serve([w], deque(queue), lambda s: None))
+    finally: workers._stop_all([w])  # as `run_on_workers` does on the way out: the worker is gone already
+    assert e.value.exit_status == (130 if stopped else 1)
+    during = ' during cola run 3' if queue else ''  # the run it was sent, which it never began
+    assert str(e.value).startswith('fine-tuning worker 0 (cpu) ' +
+                                   ('was stopped by a signal' if stopped else 'died (exit status 3)') + during + '; ')

@@ -155,3 +155,8 @@ def test_explore_config_checks_keys():
     assert explore_config({'k': 3}).k == 3 and explore_config().model == ''
     with pytest.raises(ConfigError, match="unknown key 'word'. Did you mean 'words'"):
         explore_config({'word': ['cow']})
+    with pytest.raises(ConfigError, match=r"^overrides: key 'generate': \[\] is not a non-empty list of strings \(words of "
+                                          r"`text` the generator fills in"):
+        explore_config({'generate': []})  # nothing to sample: the list's own domain (numbers: tests/config/test_domains.py)
+    with pytest.raises(ConfigError, match=r"^overrides: key 'replace_with': expected a string, got \['a'\]"):
+        explore_config({'replace_with': ['a']})

@@ -35,6 +35,7 @@ from electra.finetuning.tasks.encoding import encode, make_loader
 from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import Examples, TaskSource
+from electra.pretrained.export import model_fingerprint
 
 __all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
            'cls_embeddings', 'ExampleIndex', 'model_outputs', 'predictions', 'find_misclassified', 'ExploreConfig',
@@ -330,11 +331,23 @@ def open_finetuned(path: str | Path, data: str = '', cache_dir: str | Path = 'ca
         raise ConfigError(f"{path}: a {'multi-label' if kind == 'classification' else kind} run: the Explore helpers "
                           "analyse classification and regression runs (GLUE tasks and task files of those kinds).")
     task, source, where = _run_source(path, ckpt, data, cache_dir)
-    model = finetuned_model(ckpt)
-    started_from = str(ckpt['pretrained'])
+    model, started_from = finetuned_model(ckpt), str(ckpt['pretrained'])
+    return FinetunedRun(model, task, int(ckpt['hparams']['max_length']), started_from,
+                        _run_tokenizer(path, ckpt, model), source, where)
+
+
+def _run_tokenizer(path: Path, ckpt: dict, model):
+    """The tokenizer of the model a run started from, which its classifier was trained to read: refused when that model
+    is no longer the one the run records (by `model_fingerprint`; its tokenizer may be another), or, for a run that
+    records none, when it has more tokens than the classifier has embedding rows."""
+    started_from, recorded = str(ckpt['pretrained']), ckpt.get('pretrained_fingerprint')
+    if recorded is not None and model_fingerprint(started_from) != recorded:
+        raise ConfigError(f"{path}: {started_from} is not the model this run was fine-tuned from (its files changed "
+                          "since), so its tokenizer may not be the one the classifier reads: put back that model, or "
+                          "fine-tune again.")
     _, tokenizer = load_pretrained(started_from)
     if len(tokenizer) > model.electra.config.vocab_size:
         raise ConfigError(f"{path}: the tokenizer of {started_from} ({len(tokenizer)} tokens) is not the one this run was "
                           f"fine-tuned with ({model.electra.config.vocab_size} rows of embeddings): {started_from} was "
                           "changed since; fine-tune again, or put back the model it started from.")
-    return FinetunedRun(model, task, int(ckpt['hparams']['max_length']), started_from, tokenizer, source, where)
+    return tokenizer

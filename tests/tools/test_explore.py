@@ -1,6 +1,7 @@
 """electra/tools/explore.py: nearest-neighbour search and its token and example helpers."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -188,6 +189,10 @@ def test_open_finetuned_scores_with_the_runs_own_tokenizer_and_data(tmp_path, gl
     assert str(e.value) == (f"data: demo ({(tmp_path / 'cache2' / 'demo_glue').resolve()}) is not what {ckpt} was "
                             f"fine-tuned on ({glue_dir.resolve()}); leave `data` empty to read the run's own.")
     assert open_finetuned(ckpt, data=str(glue_dir)).data == str(glue_dir.resolve())
+    torch.save({**torch.load(ckpt, weights_only=True), 'pretrained_fingerprint': '0' * 16}, tmp_path / 'moved.pth')
+    with pytest.raises(ConfigError, match=re.escape(f"{tmp_path / 'moved.pth'}: {tiny_dir} is not the model this run was "
+                                                    "fine-tuned from (its files changed since)")):
+        open_finetuned(tmp_path / 'moved.pth')  # its tokenizer may be another: the classifier's ids would mean other tokens
 
 
 def test_open_finetuned_runs_of_a_task_file_and_refuses_other_kinds_in_one_line(tmp_path, tiny, tiny_dir):

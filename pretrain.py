@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 f86b74b39aaac965f324c14561472085c4490201446ff17d2d1edb448b93fb6a
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 e64c4cd031d6f43ee4b84295309b54d890e9d6568d08be1937287c065690afbc
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -108,7 +108,6 @@ with main_process_first('the corpus and the tokenizer', cfg.dist_timeout):  # ma
 if frozen: check_generator(cfg, frozen, tokenizer)  # its vocabulary and length against the run's
 tok_state = tokenizer_state(tokenizer)
 if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)
-end_if_finished(cfg, ckpt, resume_path, tokenizer, run_dir, frozen and frozen.net)  # at its last step: the job ends
 print_main(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len(tokenizer)}')
 
 # %% [markdown]
@@ -134,6 +133,8 @@ for source, part, n in zip(sources, parts, across):  # what was read, then the t
     print_main(format_summary(build_summary(part)))
     print_main(format_duplicates(source, build_summary(part), n))
 if ckpt: check_resume_corpus(ckpt, cfg.corpus, corpus_digest, resume_path)
+# a run at its last step ends here, once its corpus is known to be the checkpoint's (a changed one is refused above)
+end_if_finished(cfg, ckpt, resume_path, tokenizer, run_dir, frozen and frozen.net)
 weights = cfg.corpus_weights or None
 train_parts, held_out = held_out_split(parts, cfg.eval_examples, cfg.seed, weights)
 dataset = datasets.concatenate_datasets(train_parts) if len(train_parts) > 1 else train_parts[0]

@@ -329,6 +329,25 @@ def test_a_resume_checks_its_corpus_by_content_and_says_what_it_may_change(on_a_
         pretrain(tmp_path, *ON_A_FILE, '--corpus', str(corpus), '--resume', '--steps', '4')
 
 
+def test_a_finished_run_resumed_on_an_edited_corpus_is_refused_as_an_unfinished_one(on_a_file, tmp_path, capsys):
+    """Fresh eyes round 3 (R3-2): a --resume of a finished run ended 'finished at step 2; nothing to do', status 0,
+    before its corpus was compared with the checkpoint's, so a comparison over a corpus edited since went on, its old
+    runs beside new ones on the new text. Now refused as the resume of an unfinished run is; the same corpus: nothing to do."""
+    for name in ('ckpt', 'cache', 'text'): shutil.copytree(on_a_file / name, tmp_path / name)
+    corpus = tmp_path / 'text' / 'corpus.txt'
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        pretrain(tmp_path, *ON_A_FILE, '--corpus', str(corpus), '--resume')
+    assert done.value.code == 0 and 'run file_11081 finished at step 2; nothing to do' in capsys.readouterr().out
+    corpus.write_text(corpus.read_text().replace(' the ', ' a ', 1))
+    before = {p: p.read_bytes() for p in (tmp_path / 'ckpt').rglob('*') if p.is_file() and p.name not in ('.lock', 'log.txt')}
+    with pytest.raises(ConfigError, match=re.escape(f"file_11081_100%.pth: cannot resume: the corpus ['{corpus}'] is "
+                                                    "not the one this run was trained on") + r'.*Restore that corpus'):
+        pretrain(tmp_path, *ON_A_FILE, '--corpus', str(corpus), '--resume')
+    assert 'nothing to do' not in capsys.readouterr().out
+    assert {p: p.read_bytes() for p in before} == before
+
+
 @pytest.mark.parametrize('make,match', [
     (lambda d: d / 'missing.txt', 'missing.txt'),
     (lambda d: (d / 'empty.txt').write_text('') and None or d / 'empty.txt', 'empty.txt'),

@@ -23,13 +23,13 @@ from electra.config.cli import load_config, parse_cli
 from electra.config.compare import CompareConfig
 from electra.config.values import config_from_dict, config_to_dict, value_sources
 from electra.experiments.plan import Plan, make_plan
-from electra.experiments.runs import (Launcher, RunFailed, finetune_done, go_on, pretrain_done, run_finetuning,
-                                      run_pretraining, subprocess_launcher)
+from electra.experiments.runs import (RECORD, Launcher, RunFailed, changed_keys, corpus_data, finetune_done, go_on,
+                                      pretrain_done, read_record, run_finetuning, run_pretraining, subprocess_launcher)
 from electra.experiments.table import write_table
 from electra.runtime.errors import TrainingStopped, friendly_errors, stopped_by
 from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir
 from electra.runtime.streams import log_to
-from electra.training.checkpoint import find_checkpoints
+from electra.training.checkpoint import checkpoint_name, find_checkpoints
 from electra.training.trackers import TrackedRun, check_trackers, start_trackers, tracker_names
 
 __all__ = ['load_compare_config', 'plan_text', 'run_comparison', 'main']
@@ -62,9 +62,18 @@ def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | Non
 
 
 def _status(plan: Plan, run) -> str:
-    if pretrain_done(run):
+    "What a run of the plan is, as the real comparison would find it: done, to do, or refused (and by what)."
+    if pretrain_done(plan, run):
         return 'fine-tuned' if plan.finetune is None or finetune_done(plan, run) else 'pretrained'
-    return 'interrupted' if find_checkpoints(run.pretrain_dir, run.run_name, run.seed) else 'to do'
+    record, started = read_record(run.run_dir / RECORD), find_checkpoints(run.pretrain_dir, run.run_name, run.seed)
+    last = run.pretrain_dir / checkpoint_name(run.run_name, run.seed, 1.0)
+    state = 'finished' if record.get('done') or last.is_file() else 'interrupted'
+    keys = changed_keys(record['args'], run.pretrain_args) if record.get('args') else []
+    if keys and (record.get('done') or started): return f"{state} with other {', '.join(keys)}: refused"
+    if record.get('corpus') is not None and record['corpus'] != corpus_data(plan, run):
+        return f'{state} on a corpus edited since: refused (pretrain.py --resume)'
+    if state == 'finished': return 'finished: checked again (pretrain.py --resume)'  # an export gone, an older record
+    return 'interrupted' if started else 'to do'
 
 
 def plan_text(plan: Plan) -> str:
@@ -119,7 +128,7 @@ def _run_jobs(cfg: CompareConfig, plan: Plan, launch: Launcher, log: Callable[[s
     _save_config(cfg, plan.root)
     for run in (r for r in plan.runs if not cfg.only or r.variant.name in cfg.only):
         try:
-            run_pretraining(run, launch, log)
+            run_pretraining(plan, run, launch, log)
             if plan.finetune is not None: run_finetuning(plan, run, launch, log)
         except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal (`stop_on_signals`), which its job got too
             raise TrainingStopped(f'by {stopped_by(e)} during {run.label}; finished runs are kept, and so is what the '

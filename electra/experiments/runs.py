@@ -27,7 +27,7 @@ from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import child_env, command_again, driver_path, library_env
 from electra.training.checkpoint import find_checkpoints
 
-__all__ = ['RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'pretrain_done',
+__all__ = ['RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'changed_keys', 'corpus_data', 'pretrain_done',
            'finetune_done', 'task_data', 'run_pretraining', 'run_finetuning', 'go_on']
 
 RECORD = 'compare.json'  # the record of a job, in its run directory (pretraining) or group directory (fine-tuning)
@@ -81,11 +81,16 @@ def _write_record(path: Path, record: dict) -> None:
     atomic_write_text(json.dumps(record, indent=2) + '\n', path)
 
 
-def _changes(old: list[str], new: list[str]) -> list[str]:
+def changed_keys(old: list[str], new: list[str]) -> list[str]:
     "The keys whose values differ between two command lines (those that cannot change what a run computes left out)."
     a, b = parse_cli(old), parse_cli(new)
-    return [f"{k} {a.get(k, '(unset)')!r} then, {b.get(k, '(unset)')!r} now" for k in sorted(set(a) | set(b))
-            if a.get(k) != b.get(k) and k not in IGNORED_CHANGES]
+    return [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and k not in IGNORED_CHANGES]
+
+
+def _changes(old: list[str], new: list[str]) -> list[str]:
+    "Each changed key (`changed_keys`) with its value then and now."
+    a, b = parse_cli(old), parse_cli(new)
+    return [f"{k} {a.get(k, '(unset)')!r} then, {b.get(k, '(unset)')!r} now" for k in changed_keys(old, new)]
 
 
 def _tail(log: Path, n: int = 15) -> str:
@@ -106,9 +111,18 @@ def _launch(launch: Launcher, cmd: list[str], log: Path, what: str) -> float:
         name = next((f'{s.name}{_BY.get(s, "")}' for s in signal.Signals if s == -status), 'unknown')
         raise RunFailed(f"{what} was killed by signal {-status} ({name}); its output is in {log}. Run the same command "
                         f"again to go on from its last checkpoint or finished runs. Its last lines:\n{_tail(log)}")
+    refusal = _refusal(log) if status == 2 else None  # a driver's bad input: its one `error:` line
+    if refusal: raise RunFailed(f"{what} was refused (its output: {log}): {refusal}")
     if status != 0:
         raise RunFailed(f"{what} failed (exit status {status}); its output is in {log}. Its last lines:\n{_tail(log)}")
     return seconds
+
+
+def _refusal(log: Path) -> str | None:
+    "The last `error:` line of a job's output (a driver's refusal of its input, exit status 2), without the prefix."
+    try: lines = log.read_text(encoding='utf-8', errors='replace').splitlines()
+    except OSError: return None
+    return next((line[len('error: '):] for line in reversed(lines) if line.startswith('error: ')), None)
 
 
 def go_on() -> str:
@@ -116,11 +130,28 @@ def go_on() -> str:
     return f"Run the same command again to go on from there: {command_again(module='electra.experiments.compare')}"
 
 
-def pretrain_done(run: RunPlan) -> bool:
-    "Finished: its record says so for this very command, and its exported discriminator exists."
+def corpus_data(plan: Plan, run: RunPlan) -> dict[str, str]:
+    """The local files of a run's corpus by content (sha256; a folder's visible files), kept in the record of a
+    finished pretraining: a corpus edited since is launched again, and its `pretrain.py --resume` refuses it (the
+    examples differ from the checkpoint's). The demo corpus and hub datasets count by name."""
+    out = {}
+    for entry in run.variant.config.corpus:
+        p = Path(entry)
+        if entry == 'demo' or entry.startswith('hub:') or not p.exists(): out[entry] = ''
+        elif p.is_file(): out[entry] = plan.digests(p).hex()
+        else:
+            for f in sorted(f for f in p.rglob('*') if f.is_file() and not any(
+                    part.startswith('.') for part in f.relative_to(p).parts)):
+                out[str(f)] = plan.digests(f).hex()
+    return out
+
+
+def pretrain_done(plan: Plan, run: RunPlan) -> bool:
+    """Finished: its record says so for this very command and for its corpus as it is now (by content, `corpus_data`),
+    and its exported discriminator exists."""
     record = read_record(run.run_dir / RECORD)
     return bool(record.get('done')) and not _changes(record.get('args', []), run.pretrain_args) \
-        and (run.model / 'config.json').is_file()
+        and record.get('corpus') == corpus_data(plan, run) and (run.model / 'config.json').is_file()
 
 
 def _check_unchanged(run: RunPlan, record: dict) -> None:
@@ -150,10 +181,11 @@ def _finish_record(record: dict, path: Path) -> None:
     _write_record(path, record)
 
 
-def run_pretraining(run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> dict:
-    "Pretrain one variant and seed unless done (`pretrain.py --resume true`: from its latest checkpoint if any)."
+def run_pretraining(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> dict:
+    """Pretrain one variant and seed unless done (`pretrain.py --resume true`: from its latest checkpoint if any; a
+    finished run whose record is of an earlier version, or whose corpus changed, is launched again to be checked)."""
     path, v = run.run_dir / RECORD, run.variant
-    if pretrain_done(run):
+    if pretrain_done(plan, run):
         say(f'pretrain {run.label}: done before; skipped')
         return read_record(path)
     old = read_record(path)
@@ -162,8 +194,9 @@ def run_pretraining(run: RunPlan, launch: Launcher, say: Callable[[str], None]) 
     log = run.run_dir / 'pretrain.log'
     record = {'variant': v.name, 'seed': run.seed, 'preset': v.preset, 'steps': v.steps, 'warmup_steps': v.warmup_steps,
               'flops_per_step': v.flops_per_step, 'total_flops': v.total_flops, 'args': run.pretrain_args,
-              'log': str(log), 'wall_seconds': float(old.get('wall_seconds', 0.0)), 'attempts': old.get('attempts', 0),
+              'corpus': old.get('corpus'), 'log': str(log), 'wall_seconds': float(old.get('wall_seconds', 0.0)), 'attempts': old.get('attempts', 0),
               'done': False}
+    corpus = corpus_data(plan, run)  # recorded once the job ends well (until then, what the run was trained on)
     run.run_dir.mkdir(parents=True, exist_ok=True)
     _write_record(path, record)
     say(f'pretrain {run.label}: {v.steps:,} steps, {v.total_flops:.3g} FLOPs (log: {log})')
@@ -172,6 +205,7 @@ def run_pretraining(run: RunPlan, launch: Launcher, say: Callable[[str], None]) 
     if not (run.model / 'config.json').is_file():
         raise RunFailed(f"pretraining of variant '{v.name}' seed {run.seed} ended without exporting {run.model}; "
                         f"see {log}.")
+    record['corpus'] = corpus
     _finish_record(record, path)
     say(f'pretrain {run.label}: finished in {seconds:.0f} s')
     return record

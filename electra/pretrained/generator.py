@@ -15,7 +15,7 @@ from electra.data.tokenizer import has_tokenizer_files
 from electra.objective.model import FROZEN_GENERATORS
 from electra.pretrained.export import load_saved
 
-__all__ = ['FrozenGenerator', 'load_generator', 'generator_net_config', 'check_generator']
+__all__ = ['FrozenGenerator', 'load_generator', 'generator_net_config', 'first_difference', 'check_generator']
 
 GENERATOR_LOCAL = 'a save_pretrained directory of the masked LM and its tokenizer (e.g. a run\'s exported generator/)'
 
@@ -49,13 +49,18 @@ def load_generator(source: str) -> FrozenGenerator:
     return FrozenGenerator(net, tokenizer, source)
 
 
+def first_difference(theirs: dict[str, int], ours: dict[str, int]) -> str:
+    "The first token (in sorted order) whose id differs between two vocabularies, ours searched first."
+    return next((t for t in sorted(ours) if theirs.get(t) != ours[t]), None) or \
+        next(t for t in sorted(theirs) if theirs[t] != ours.get(t))
+
+
 def check_generator(cfg: PretrainConfig, frozen: FrozenGenerator, tokenizer: PreTrainedTokenizerBase) -> None:
     """Refuse a frozen generator whose vocabulary is not the run's tokenizer's (token by token), whose weights do not
     have one row per token, or whose positions are fewer than `max_length`."""
     theirs, ours = frozen.tokenizer.get_vocab(), tokenizer.get_vocab()
     if theirs != ours:
-        diff = next((t for t in sorted(ours) if theirs.get(t) != ours[t]), None) or \
-            next(t for t in sorted(theirs) if theirs[t] != ours.get(t))
+        diff = first_difference(theirs, ours)
         raise ConfigError(f"generator: {frozen.source}'s vocabulary ({len(theirs)} tokens) is not the run's tokenizer's "
                           f"({len(ours)} tokens; {diff!r} is {theirs.get(diff)} there, {ours.get(diff)} here): its "
                           "samples would be other words. Leave --tokenizer empty, to tokenize with the generator's.")

@@ -27,14 +27,19 @@ from electra.config.paths import path
 from electra.config.values import config_from_dict
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import predict_outputs
-from electra.finetuning.loading import load_finetuned, read_finetuned
+from electra.config.errors import ConfigError
+from electra.finetuning.loading import finetuned_model, load_pretrained, read_finetuned
+from electra.finetuning.sweep import resolve_data
+from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.encoding import encode, make_loader
+from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.glue.tasks import TASKS
-from electra.finetuning.tasks.sources import Examples
+from electra.finetuning.tasks.sources import Examples, TaskSource
+from electra.pretrained.export import model_fingerprint
 
 __all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
            'cls_embeddings', 'ExampleIndex', 'model_outputs', 'predictions', 'find_misclassified', 'ExploreConfig',
-           'explore_config', 'open_finetuned']
+           'explore_config', 'FinetunedRun', 'open_finetuned']
 
 
 # -- approximate and exact cosine search
@@ -244,7 +249,8 @@ class ExploreConfig:
     finetuned: path = field('checkpoints/glue/demo/MRPC_0.pth',
                            "a fine-tuned run of finetune.py (<output_dir>/<group>/<task>_<i>.pth): its task's training "
                            "examples are indexed and its dev mistakes analysed")
-    data: path = field('demo', "the GLUE data the run was fine-tuned on: 'hub', 'demo' or a directory")
+    data: path = field('', "the data the run was fine-tuned on: 'hub', 'demo', a GLUE directory or its task file; "
+                          "empty: what its .pth records (given: checked to be the same)")
     cache_dir: path = field('cache', 'where the demo GLUE data is written')
     generator: path = field('', "the generator whose replacements and candidates to show (a save_pretrained directory or a hub "
                                "name of a masked LM); empty: the one trained with the pretrained discriminator")
@@ -266,8 +272,82 @@ def explore_config(overrides: dict | None = None) -> ExploreConfig:
     return config_from_dict(ExploreConfig, overrides or {}, source='overrides')
 
 
-def open_finetuned(path: str | Path):
-    """A fine-tuned run of `finetune.py`: (the `ElectraClassifier`, its `TaskInfo`, its max_length, the pretrained
-    model it started from)."""
+@dataclass
+class FinetunedRun:
+    """A fine-tuned run of `finetune.py`, as the Explore notebook analyses it: the classifier, its task, the
+    `max_length` it was trained with, the model it started from and that model's tokenizer (the one the classifier
+    reads, whatever other model the notebook's `model` searches), and the source of its examples (`data`)."""
+    model: torch.nn.Module
+    task: TaskInfo
+    max_length: int
+    started_from: str
+    tokenizer: object
+    source: TaskSource
+    data: str
+
+    def load(self, split: str) -> Examples:
+        "The examples of one of its task's splits ('train', or a dev split), from the data it was fine-tuned on."
+        return self.source.load(self.task, split)
+
+
+def _glue_source(data: str, cache_dir: str | Path) -> tuple[TaskSource, str]:
+    "The GLUE source named as the `data` key names one, and the folder it reads (resolved) or 'hub'."
+    source = resolve_data(data, cache_dir)
+    root = getattr(source, 'root', None)
+    return source, 'hub' if root is None else str(Path(root).resolve())
+
+
+def _run_source(path: Path, ckpt: dict, data: str, cache_dir: str | Path) -> tuple[TaskInfo, TaskSource, str]:
+    """The task of a run and the source of its examples: what its checkpoint records it was fine-tuned on (a task
+    file, a GLUE folder or 'hub'); `data`, when given, must name the same."""
+    recorded = ckpt.get('data')
+    if recorded is None and not data:
+        raise ConfigError(f"{path} does not record the data it was fine-tuned on (a run of an earlier version): set "
+                          "`data` to it ('hub', 'demo', a GLUE directory, or the run's task file).")
+    if ckpt['task'] in TASKS:
+        source, root = _glue_source(recorded or data, cache_dir)
+        if data and recorded is not None and _glue_source(data, cache_dir)[1] != recorded:
+            raise ConfigError(f"data: {data} ({_glue_source(data, cache_dir)[1]}) is not what {path} was fine-tuned on "
+                              f"({recorded}); leave `data` empty to read the run's own.")
+        return TASKS[ckpt['task']], source, root
+    spec = read_task_file(recorded or data)
+    if data and recorded is not None and str(spec.path) != recorded:
+        raise ConfigError(f"data: {data} ({spec.path}) is not what {path} was fine-tuned on ({recorded}); leave "
+                          "`data` empty to read the run's own.")
+    task = make_task(spec)
+    if task.name != ckpt['task']:
+        raise ConfigError(f"data: {spec.path} describes task {task.name}, but {path} is a run of {ckpt['task']}.")
+    return task.info, task.source, str(spec.path)
+
+
+def open_finetuned(path: str | Path, data: str = '', cache_dir: str | Path = 'cache') -> FinetunedRun:
+    """A fine-tuned classification or regression run of `finetune.py` (a GLUE task or a task file), with the tokenizer
+    of the model it started from and the examples it was fine-tuned on (`data` empty: those its checkpoint records;
+    given: checked to be the same; `cache_dir`: where 'demo' is written)."""
+    path = Path(path)
     ckpt = read_finetuned(path)
-    return load_finetuned(path), TASKS[ckpt['task']], int(ckpt['hparams']['max_length']), str(ckpt['pretrained'])
+    kind = ckpt.get('kind', 'classification')
+    if kind != 'classification' or ckpt.get('multilabel'):
+        raise ConfigError(f"{path}: a {'multi-label' if kind == 'classification' else kind} run: the Explore helpers "
+                          "analyse classification and regression runs (GLUE tasks and task files of those kinds).")
+    task, source, where = _run_source(path, ckpt, data, cache_dir)
+    model, started_from = finetuned_model(ckpt), str(ckpt['pretrained'])
+    return FinetunedRun(model, task, int(ckpt['hparams']['max_length']), started_from,
+                        _run_tokenizer(path, ckpt, model), source, where)
+
+
+def _run_tokenizer(path: Path, ckpt: dict, model):
+    """The tokenizer of the model a run started from, which its classifier was trained to read: refused when that model
+    is no longer the one the run records (by `model_fingerprint`; its tokenizer may be another), or, for a run that
+    records none, when it has more tokens than the classifier has embedding rows."""
+    started_from, recorded = str(ckpt['pretrained']), ckpt.get('pretrained_fingerprint')
+    if recorded is not None and model_fingerprint(started_from) != recorded:
+        raise ConfigError(f"{path}: {started_from} is not the model this run was fine-tuned from (its files changed "
+                          "since), so its tokenizer may not be the one the classifier reads: put back that model, or "
+                          "fine-tune again.")
+    _, tokenizer = load_pretrained(started_from)
+    if len(tokenizer) > model.electra.config.vocab_size:
+        raise ConfigError(f"{path}: the tokenizer of {started_from} ({len(tokenizer)} tokens) is not the one this run was "
+                          f"fine-tuned with ({model.electra.config.vocab_size} rows of embeddings): {started_from} was "
+                          "changed since; fine-tune again, or put back the model it started from.")
+    return tokenizer

@@ -29,7 +29,7 @@ from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import saved_config
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
-from electra.pretrained.generator import load_generator
+from electra.pretrained.generator import first_difference, load_generator
 from electra.runtime.files import saved_by_torch
 from electra.training.checkpoint import load_checkpoint
 
@@ -228,7 +228,7 @@ def generator_of(source: str, tokenizer, generator: str = ''):
     trained generator, from an exported `discriminator` folder the `generator` folder beside it; `generator`, when
     given, names a masked LM itself (a `save_pretrained` folder or a hub name). None when there is none (a hub
     discriminator, an objective without a generator network)."""
-    if generator: return load_generator(generator).net
+    if generator: return _same_vocabulary(load_generator(generator), tokenizer)
     path = Path(source)
     if path.is_file() and saved_by_torch(str(path)):
         ckpt = load_checkpoint(path)
@@ -238,4 +238,17 @@ def generator_of(source: str, tokenizer, generator: str = ''):
         model.load_state_dict(ckpt['model'])
         return model.generator
     beside = path.parent / 'generator'
-    return load_generator(str(beside)).net if path.is_dir() and (beside / 'config.json').is_file() else None
+    return _same_vocabulary(load_generator(str(beside)), tokenizer) if path.is_dir() and (beside / 'config.json').is_file() else None
+
+
+def _same_vocabulary(frozen, tokenizer):
+    """The generator's net, when its vocabulary is the discriminator's tokenizer's token by token: the views feed it
+    the discriminator's ids (another vocabulary: other words as candidates, or ids past its rows)."""
+    theirs, ours = frozen.tokenizer.get_vocab(), tokenizer.get_vocab()
+    if theirs != ours:
+        diff = first_difference(theirs, ours)
+        raise ConfigError(f"generator: {frozen.source}'s vocabulary ({len(theirs)} tokens) is not the discriminator's "
+                          f"tokenizer's ({len(ours)} tokens; {diff!r} is {theirs.get(diff)} there, {ours.get(diff)} "
+                          "here): its candidates would be other words. Give the generator trained with this "
+                          "discriminator, or leave `generator` empty.")
+    return frozen.net

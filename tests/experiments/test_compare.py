@@ -508,6 +508,51 @@ def test_a_finished_pretraining_the_comparison_did_not_record_is_left_as_it_is(t
     assert json.loads((run.run_dir / RECORD).read_text())['done']
 
 
+def pretrain_as_a_user_runs_it(cmd: list[str], log: Path) -> int:
+    "`pretrain_in_process`, with a refusal ended as the driver's `main` ends it: its `error:` line in the log, status 2."
+    try: return pretrain_in_process(cmd, log)
+    except ConfigError as e:
+        log.write_text(f'error: {e}\n')
+        return 2
+
+
+def test_a_finished_pretraining_whose_corpus_was_edited_since_stops_the_comparison_in_one_line(tmp_path):
+    """Fresh eyes round 3 (R3-2): the corpus file edited (same path, other text), the rerun said 'pretrain electra
+    (seed 1): done before; skipped' and tabled the old run beside runs of the new text. Now the finished run is
+    launched again and its --resume refuses the corpus, which stops the comparison with that line; the dry run says so,
+    as it says what a changed setting does (it said 'interrupted')."""
+    from electra.data.demo import write_demo_corpus
+    corpus = write_demo_corpus(tmp_path / 'text' / 'corpus.txt', n_docs=300)
+    cfg = comparison(tmp_path, variants={'electra': {'config': ''}}, seeds=[1], finetune=False,
+                     pretrain_overrides={**TINY, 'steps': 4, 'warmup_steps': 1, 'batch_size': 8, 'max_length': 32,
+                                         'vocab_size': 500, 'checkpoint_at': [1.0], 'corpus': [str(corpus)],
+                                         'cache_dir': str(tmp_path / 'cache')})
+    run_comparison(cfg, launch=pretrain_as_a_user_runs_it, log=lambda s: None)
+    said = []
+    run_comparison(cfg, launch=pretrain_as_a_user_runs_it, log=said.append)
+    assert 'pretrain electra (seed 1): done before; skipped' in said
+    corpus.write_text(corpus.read_text().replace(' the ', ' a ', 1))
+    dry = []
+    run_comparison(config_from_dict(CompareConfig, {'dry_run': True}, base=cfg), log=dry.append)
+    assert re.search(r'^electra .*  1: finished on a corpus edited since: refused \(pretrain\.py --resume\)$',
+                     '\n'.join(dry), re.M), dry
+    with pytest.raises(RunFailed) as e:
+        run_comparison(cfg, launch=pretrain_as_a_user_runs_it, log=lambda s: None)
+    dry = []  # the refused job's record still holds the corpus the run was trained on
+    run_comparison(config_from_dict(CompareConfig, {'dry_run': True}, base=cfg), log=dry.append)
+    assert re.search(r'  1: finished on a corpus edited since: refused \(pretrain\.py --resume\)$', '\n'.join(dry), re.M)
+    run = make_plan(cfg).runs[0]
+    assert str(e.value) == (f"pretraining of variant 'electra' seed 1 was refused (its output: {run.run_dir / 'pretrain.log'}): "
+                            f"{run.pretrain_dir / 't_electra_1_100%.pth'}: cannot resume: the corpus ['{corpus}'] is not "
+                            "the one this run was trained on (the examples built from it differ from the checkpoint's, "
+                            f"from ['{corpus}']: a file edited, added or removed, or `deduplicate` other than the run's). "
+                            "Restore that corpus to continue the run, start another with --run_name NAME, or start this "
+                            "one over with --overwrite true.")
+    dry = []
+    run_comparison(config_from_dict(CompareConfig, {'dry_run': True, 'steps': 6}, base=cfg), log=dry.append)
+    assert re.search(r'^electra .*  1: finished with other steps, warmup_steps: refused$', '\n'.join(dry), re.M), dry
+
+
 # -- the real thing
 
 def test_a_real_comparison_through_the_drivers_and_a_rerun_that_launches_nothing(tmp_path):

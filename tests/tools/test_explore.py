@@ -1,6 +1,9 @@
 """electra/tools/explore.py: nearest-neighbour search and its token and example helpers."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -14,6 +17,7 @@ from electra.tools.explore import (
     exact_cosine_knn,
     explore_config,
     find_misclassified,
+    open_finetuned,
     recall_at_k,
     word_embeddings,
 )
@@ -160,3 +164,59 @@ def test_explore_config_checks_keys():
         explore_config({'generate': []})  # nothing to sample: the list's own domain (numbers: tests/config/test_domains.py)
     with pytest.raises(ConfigError, match=r"^overrides: key 'replace_with': expected a string, got \['a'\]"):
         explore_config({'replace_with': ['a']})
+
+
+
+# -- a fine-tuned run opened for the notebook: its own tokenizer, its own data, its task from its task file
+
+def _finetuned(tmp_path, data, tiny, tiny_dir, task: str) -> tuple:
+    "One run of `task` fine-tuned from the tiny discriminator (saved in `tiny_dir`), and its results row."
+    from electra.finetuning import sweep
+    from electra.finetuning.tasks.glue.sources import open_source
+    from tests.support.finetune import job
+    cfg = job(tmp_path, data, model=str(tiny_dir), tasks=[task], epochs=2, lr=1e-3, predict=False)
+    row = sweep.run_sweep(cfg, *tiny, open_source(str(data)) if data != 'none' else None, log=lambda s: None).df.iloc[0]
+    return Path(row['checkpoint']), row
+
+
+def test_open_finetuned_scores_with_the_runs_own_tokenizer_and_data(tmp_path, glue_dir, tiny, tiny_dir):
+    """R3-1, R3-3 of fresh eyes round 3: the classifier was fed the tokenizer of the `model` setting (another model's:
+    wrong predictions, or an IndexError) and the dev set of the `data` setting (the demo's, whatever the run was
+    fine-tuned on). Now its mistakes are those its own dev accuracy counts, whatever `model` says."""
+    ckpt, row = _finetuned(tmp_path, glue_dir, tiny, tiny_dir, 'SST-2')
+    run = open_finetuned(ckpt)
+    assert run.tokenizer.get_vocab() == tiny[1].get_vocab() and run.data == str(glue_dir.resolve())
+    dev = run.load('dev')
+    assert list(dev.text_a) == [l.split('\t')[0] for l in (glue_dir / 'SST-2' / 'dev.tsv').read_text().splitlines()[1:]]
+    wrong = find_misclassified(run.model, run.tokenizer, run.task, dev, run.max_length)
+    assert len(wrong) == round((100 - row['accuracy']) / 100 * len(dev))  # the sweep's own dev accuracy, counted again
+    with pytest.raises(ConfigError) as e:
+        open_finetuned(ckpt, data='demo', cache_dir=tmp_path / 'cache2')
+    assert str(e.value) == (f"data: demo ({(tmp_path / 'cache2' / 'demo_glue').resolve()}) is not what {ckpt} was "
+                            f"fine-tuned on ({glue_dir.resolve()}); leave `data` empty to read the run's own.")
+    assert open_finetuned(ckpt, data=str(glue_dir)).data == str(glue_dir.resolve())
+    torch.save({**torch.load(ckpt, weights_only=True), 'pretrained_fingerprint': '0' * 16}, tmp_path / 'moved.pth')
+    with pytest.raises(ConfigError, match=re.escape(f"{tmp_path / 'moved.pth'}: {tiny_dir} is not the model this run was "
+                                                    "fine-tuned from (its files changed since)")):
+        open_finetuned(tmp_path / 'moved.pth')  # its tokenizer may be another: the classifier's ids would mean other tokens
+
+
+def test_open_finetuned_runs_of_a_task_file_and_refuses_other_kinds_in_one_line(tmp_path, tiny, tiny_dir):
+    "R3-4: a task-file run ended in `KeyError: 'myml'` (its task looked up among GLUE's)."
+    rows = 'sentence,label\n' + ''.join(f'the {w} film,{"good" if i % 2 else "bad"}\n'
+                                        for i, w in enumerate(['good', 'bad', 'cow', 'ship', 'bread', 'three'] * 3))
+    (tmp_path / 'train.csv').write_text(rows), (tmp_path / 'dev.csv').write_text(rows)
+    spec = tmp_path / 'myml.yaml'
+    spec.write_text('train: train.csv\ndev: dev.csv\ntext: sentence\nlabel: label\n')
+    ckpt, row = _finetuned(tmp_path, 'none', tiny, tiny_dir, str(spec))
+    run = open_finetuned(ckpt)
+    assert (run.task.name, run.task.labels, run.data) == ('myml', ('bad', 'good'), str(spec.resolve()))
+    dev = run.load('dev')
+    assert list(dev.text_a) == [l.split(',')[0] for l in rows.splitlines()[1:]]
+    wrong = find_misclassified(run.model, run.tokenizer, run.task, dev, run.max_length)
+    assert len(wrong) == round((100 - row['accuracy']) / 100 * len(dev))
+    saved = torch.load(ckpt, weights_only=True)
+    torch.save({**saved, 'kind': 'tagging'}, tmp_path / 'tagged.pth')
+    with pytest.raises(ConfigError, match=r"^[^\n]*tagged\.pth: a tagging run: the Explore helpers analyse classification "
+                                          r"and regression runs \(GLUE tasks and task files of those kinds\)\.$"):
+        open_finetuned(tmp_path / 'tagged.pth')

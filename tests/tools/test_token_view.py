@@ -156,3 +156,23 @@ def test_generator_of_a_checkpoint_is_the_exported_generator(pretraining):
         gen = generator_of(source, tok).eval()
         with torch.no_grad(): assert torch.allclose(gen(input_ids=ids).logits[..., :len(tok)], ref, atol=1e-5)
     assert generator_of(str(Path(pretraining['run_dir']).parent), tok) is None   # a folder with no generator beside
+
+
+def test_a_generator_of_another_vocabulary_is_refused_naming_both(tmp_path, tiny):
+    """Fresh eyes round 3, R3-1's kind on the Explore notebook's other model setting: `generator` naming a masked LM of
+    another vocabulary was fed the discriminator's token ids (its candidates other words, or an IndexError). Refused
+    in one line, as pretraining refuses such a frozen generator; one of the same vocabulary is taken."""
+    _, tok = tiny
+    other = transformers.ElectraTokenizerFast(vocab={w: i for i, w in enumerate(
+        ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'cow', 'ship'])})
+    for folder, t in (('other', other), ('same', tok)):
+        cfg = transformers.ElectraConfig(vocab_size=len(t), embedding_size=16, hidden_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+        transformers.ElectraForMaskedLM(cfg).save_pretrained(tmp_path / folder)
+        t.save_pretrained(tmp_path / folder)
+    with pytest.raises(ConfigError, match=re.escape(f"generator: {tmp_path / 'other'}'s vocabulary (7 tokens) is not the "
+                                                    f"discriminator's tokenizer's ({len(tok)} tokens; ") + r".*its "
+                                                    r"candidates would be other words\. Give the generator trained "
+                                                    r"with this discriminator, or leave `generator` empty\.$"):
+        generator_of('unused', tok, str(tmp_path / 'other'))
+    assert generator_of('unused', tok, str(tmp_path / 'same')).config.vocab_size == len(tok)

@@ -107,6 +107,10 @@ class FinetuningTask:
         if self.spec is None: return {}
         return {k: v for k, v in dataclasses.asdict(self.spec).items() if k not in ('path', 'files', 'hparams')}
 
+    def data_source(self) -> str:
+        "What a run reads its examples from, recorded in its checkpoint (the Explore notebook reads them back): the task file."
+        return str(self.spec.path)
+
     def data_files(self) -> dict[str, list[Path]]:
         "The files a run reads, by split (training and dev): what its result depends on, by their bytes."
         return {split: [self.spec.files[split]] for split in ('train', *self.dev_splits)}

@@ -33,6 +33,12 @@ class ClassificationTask(FinetuningTask):
         super().__init__(info)
         self.source, self.spec = source, getattr(source, 'spec', None)  # a task file's spec, or None (GLUE)
 
+    def data_source(self) -> str:
+        "The task file; for a GLUE task the folder its source reads (the demo's written one included), or 'hub'."
+        if self.spec is not None: return str(self.spec.path)
+        root = getattr(self.source, 'root', None)
+        return 'hub' if root is None else str(Path(root).resolve())
+
     def data_files(self) -> dict[str, list[Path]]:
         return {split: self.source.files(self.info, split) for split in ('train', *self.dev_splits)}
 

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 f86b74b39aaac965f324c14561472085c4490201446ff17d2d1edb448b93fb6a
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 c4c55d6487d7a57e3afbf77711d26b4434264ae00144a5a24bcc476f209ff4f9
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -45,7 +45,7 @@ end_with_parent()  # a job the comparison command or torchrun started ends when 
 cfg = load_config(PretrainConfig, cli_args(), preset_dir='configs/pretrain', default_preset='demo',
                   prog='pretrain.py', overrides=overrides)
 check_batch_split(cfg.batch_size, cfg.grad_accum_steps)  # under torchrun: equal rows for every process
-check_trackers(cfg.logger)  # each tracker's package installed, an MLflow server answering
+check_trackers(cfg.logger)  # each tracker's package installed, MLflow's store (a server, a local store) answering
 cfg
 
 # %% [markdown]

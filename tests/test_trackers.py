@@ -309,6 +309,29 @@ def test_an_mlflow_server_not_there_is_refused_before_any_work_naming_its_addres
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_mlflow_file_store_refused_by_mlflow_is_one_error_line_before_any_work(tmp_path, monkeypatch):
+    """Before: MLflow 3's refusal of a file store (MLFLOW_TRACKING_URI=file://...) came as a traceback after the data
+    build; now the preflight opens the store as it reaches a server, and names the URI and the fixes."""
+    uri = f'file://{tmp_path}/mlruns'
+    monkeypatch.setenv('MLFLOW_TRACKING_URI', uri)
+    monkeypatch.delenv('MLFLOW_ALLOW_FILE_STORE', raising=False)
+    from tests.support.pretrain import run_driver
+    for driver, argv in (('pretrain.py', ['--output_dir', str(tmp_path / 'ckpt'), '--cache_dir', str(tmp_path / 'cache')]),
+                         ('finetune.py', ['--output_dir', str(tmp_path / 'ckpt'), '--cache_dir', str(tmp_path / 'cache'),
+                                          '--data', 'demo', '--model', str(tmp_path / 'none.pth')])):
+        with pytest.raises(ConfigError) as e: run_driver(driver, [*argv, '--logger', 'mlflow'])
+        assert '\n' not in str(e.value)
+        assert str(e.value).startswith(f'logger: mlflow: cannot open the MLflow tracking store at {uri} (MlflowException: '
+                                       'The filesystem tracking backend'), str(e.value)
+        assert str(e.value).endswith('Set MLFLOW_ALLOW_FILE_STORE=true, or use a database store (e.g. '
+                                     'MLFLOW_TRACKING_URI=sqlite:///mlflow.db), or drop mlflow from --logger.')
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv('MLFLOW_ALLOW_FILE_STORE', 'true')  # the opt-out MLflow names: the store opens, the check passes
+    from electra.training.trackers import check_trackers
+    check_trackers(['mlflow'])
+    assert (tmp_path / 'mlruns').is_dir()
+
+
 def test_a_neptune_run_without_a_token_is_one_line(monkeypatch, tmp_path):
     """Before: Neptune's 20-line banner (with colour codes) sat inside the error line, between the parentheses."""
     from electra.training.trackers import TrackedRun, start_trackers

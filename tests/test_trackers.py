@@ -346,6 +346,24 @@ def test_a_neptune_run_without_a_token_is_one_line(monkeypatch, tmp_path):
                             'from --logger.')
 
 
+def test_a_fine_tuning_runs_tracked_task_overrides_are_the_jobs_with_their_preset_line():
+    """Before: each run's tracked config said task_overrides {} 'from' task_overrides.MRPC (its task's config, which
+    has applied them); now the job's mapping, from configs/finetune/demo.yaml's line of the key. A run's own values
+    that the overrides set still say task_overrides.<task>."""
+    from electra.config.cli import load_config
+    from electra.config.finetune import FinetuneConfig
+    from electra.finetuning.runs import _tracked_run
+    cfg = load_config(FinetuneConfig, ['--tasks', 'MRPC,STS-B'], preset_dir='configs/finetune', default_preset='demo')
+    lines = (ROOT / 'configs/finetune/demo.yaml').read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if text.startswith('task_overrides:'))
+    for task, epochs, source in (('MRPC', 3, f'configs/finetune/demo.yaml: line {lines.index("epochs: 3") + 1}'),
+                                 ('STS-B', 10, 'task_overrides.STS-B')):
+        run = _tracked_run(cfg, task, 0, 11081)
+        assert run.config['task_overrides'] == {'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}}
+        assert run.sources['task_overrides'] == f'configs/finetune/demo.yaml: line {line}'
+        assert (run.config['epochs'], run.sources['epochs']) == (epochs, source)
+
+
 def test_where_each_value_came_from_the_preset_line_the_command_line_the_overrides_the_default():
     from electra.config.cli import load_config
     from electra.config.pretrain import PretrainConfig

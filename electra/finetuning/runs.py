@@ -35,10 +35,12 @@ def group_dir(cfg: FinetuneConfig, key: str = 'output_dir') -> Path:
 
 def _tracked_run(cfg: FinetuneConfig, task: str, run: int, seed: int) -> TrackedRun:
     """What the trackers are told of one fine-tuning run: its task's config (`for_task`) and where each value came
-    from, with the run's task, index and seed."""
+    from, with the run's task, index and seed; its task_overrides the job's, from where the job's came (the task's
+    config has applied them and holds none)."""
     task_cfg = cfg.for_task(task)
-    config = {**config_to_dict(task_cfg), 'task': task, 'run': run, 'seed': seed}
-    sources = {**value_sources(task_cfg), 'task': 'tasks', 'run': 'runs', 'seed': 'seeds' if cfg.seeds else 'seed + run'}
+    config = {**config_to_dict(task_cfg), 'task_overrides': cfg.task_overrides, 'task': task, 'run': run, 'seed': seed}
+    sources = {**value_sources(task_cfg), 'task_overrides': value_sources(cfg)['task_overrides'], 'task': 'tasks',
+               'run': 'runs', 'seed': 'seeds' if cfg.seeds else 'seed + run'}
     tags = (*cfg.tracking_tags, f'task={task}')
     return TrackedRun(f'{cfg.group}/{task}_{run}', cfg.tracking_group or cfg.group, tags, config, sources,
                       group_dir(cfg) / 'tensorboard' / f'{task}_{run}', cfg.neptune_project)

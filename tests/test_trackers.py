@@ -172,6 +172,9 @@ def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, tracke
             assert as_4(tensorboard_scalars(tb, f'results/{column}')) == written, column
         dev = mlflow_history(client, run.info.run_id, 'dev/accuracy')
         assert [s for s, _ in dev] == [1, 2] and dev[-1][1] == mlflow_history(client, run.info.run_id, 'results/score')[0][1]
+        # results/<column>: the row's numeric columns of results.csv and nothing else (before: a results/epoch, from 0)
+        numeric = {c for c, v in row.items() if c not in ('run', 'seed') and v and v.lstrip('-').replace('.', '', 1).isdigit()}
+        assert {k for k in run.data.metrics if k.startswith('results/')} == {f'results/{c}' for c in numeric}
 
 
 

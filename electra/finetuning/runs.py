@@ -17,6 +17,7 @@ from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_to_dict, value_sources
 from electra.config.version import __version__
 from electra.finetuning.learner import diverged, train_run
+from electra.finetuning.results import RESULT_COLUMNS
 from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.metrics import dev_metric_names, metric_text
@@ -140,8 +141,9 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
            'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'model_fingerprint': job.model,
            'checkpoint': str(job.checkpoint),
            'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')}
-    tracked({'step': task_cfg.epochs, **{f'results/{k}': v for k, v in row.items()
-                                      if isinstance(v, (int, float)) and k not in ('run', 'seed')}})
+    # the numbers of its results.csv row: not the history's `epoch` (fastai's, from 0), which the table has not
+    tracked({'step': task_cfg.epochs, **{f'results/{k}': v for k, v in row.items() if k in RESULT_COLUMNS
+                                      and isinstance(v, (int, float)) and k not in ('run', 'seed')}})
     if cfg.tracking_artifacts and is_main_process(): tracked.artifacts([job.checkpoint])
     tracked.end()
     return row

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 4a6706d004f35a7fe2e8fdd2f728b5753e25c4d42237e77dd514cc816b8cfa0d
+# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 f32f9304266cf6afceb063d1b63d4e81c9bf3be7f8ff3fd74ef12f858dbe1092
 
 # %% [markdown]
 # # Fine-tuning ELECTRA on GLUE
@@ -69,7 +69,7 @@ from electra.training.trackers import check_trackers
 
 cfg = load_config(FinetuneConfig, cli_args(), preset_dir='configs/finetune', default_preset='demo',
                   prog='finetune.py', overrides=overrides)
-check_trackers(cfg.logger)  # each tracker's package installed, an MLflow server answering
+check_trackers(cfg.logger)  # each tracker's package installed, MLflow's store (a server, a local store) answering
 procs = init_distributed(resolve_device(cfg.device), cfg.dist_timeout)  # under torchrun: this process's rank
 print_main('\n'.join(f'{k}: {v}' for k, v in config_to_dict(cfg).items()))
 print_main(f'this process: {use_cpu_threads(cfg.threads)}')  # auto: the cores other processes leave free

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 e64c4cd031d6f43ee4b84295309b54d890e9d6568d08be1937287c065690afbc
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 b6268028638aecd1594f0d06bc6bfd7a1a91c6e29e73844b329c9bdca75f4e5d
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -45,7 +45,7 @@ end_with_parent()  # a job the comparison command or torchrun started ends when 
 cfg = load_config(PretrainConfig, cli_args(), preset_dir='configs/pretrain', default_preset='demo',
                   prog='pretrain.py', overrides=overrides)
 check_batch_split(cfg.batch_size, cfg.grad_accum_steps)  # under torchrun: equal rows for every process
-check_trackers(cfg.logger)  # each tracker's package installed, an MLflow server answering
+check_trackers(cfg.logger)  # each tracker's package installed, MLflow's store (a server, a local store) answering
 cfg
 
 # %% [markdown]

@@ -172,6 +172,9 @@ def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, tracke
             assert as_4(tensorboard_scalars(tb, f'results/{column}')) == written, column
         dev = mlflow_history(client, run.info.run_id, 'dev/accuracy')
         assert [s for s, _ in dev] == [1, 2] and dev[-1][1] == mlflow_history(client, run.info.run_id, 'results/score')[0][1]
+        # results/<column>: the row's numeric columns of results.csv and nothing else (before: a results/epoch, from 0)
+        numeric = {c for c, v in row.items() if c not in ('run', 'seed') and v and v.lstrip('-').replace('.', '', 1).isdigit()}
+        assert {k for k in run.data.metrics if k.startswith('results/')} == {f'results/{c}' for c in numeric}
 
 
 
@@ -309,6 +312,29 @@ def test_an_mlflow_server_not_there_is_refused_before_any_work_naming_its_addres
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_mlflow_file_store_refused_by_mlflow_is_one_error_line_before_any_work(tmp_path, monkeypatch):
+    """Before: MLflow 3's refusal of a file store (MLFLOW_TRACKING_URI=file://...) came as a traceback after the data
+    build; now the preflight opens the store as it reaches a server, and names the URI and the fixes."""
+    uri = f'file://{tmp_path}/mlruns'
+    monkeypatch.setenv('MLFLOW_TRACKING_URI', uri)
+    monkeypatch.delenv('MLFLOW_ALLOW_FILE_STORE', raising=False)
+    from tests.support.pretrain import run_driver
+    for driver, argv in (('pretrain.py', ['--output_dir', str(tmp_path / 'ckpt'), '--cache_dir', str(tmp_path / 'cache')]),
+                         ('finetune.py', ['--output_dir', str(tmp_path / 'ckpt'), '--cache_dir', str(tmp_path / 'cache'),
+                                          '--data', 'demo', '--model', str(tmp_path / 'none.pth')])):
+        with pytest.raises(ConfigError) as e: run_driver(driver, [*argv, '--logger', 'mlflow'])
+        assert '\n' not in str(e.value)
+        assert str(e.value).startswith(f'logger: mlflow: cannot open the MLflow tracking store at {uri} (MlflowException: '
+                                       'The filesystem tracking backend'), str(e.value)
+        assert str(e.value).endswith('Set MLFLOW_ALLOW_FILE_STORE=true, or use a database store (e.g. '
+                                     'MLFLOW_TRACKING_URI=sqlite:///mlflow.db), or drop mlflow from --logger.')
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv('MLFLOW_ALLOW_FILE_STORE', 'true')  # the opt-out MLflow names: the store opens, the check passes
+    from electra.training.trackers import check_trackers
+    check_trackers(['mlflow'])
+    assert (tmp_path / 'mlruns').is_dir()
+
+
 def test_a_neptune_run_without_a_token_is_one_line(monkeypatch, tmp_path):
     """Before: Neptune's 20-line banner (with colour codes) sat inside the error line, between the parentheses."""
     from electra.training.trackers import TrackedRun, start_trackers
@@ -321,6 +347,24 @@ def test_a_neptune_run_without_a_token_is_one_line(monkeypatch, tmp_path):
     assert message.startswith('logger: cannot start a Neptune run (NeptuneMissingApiTokenException')
     assert message.endswith('Set NEPTUNE_API_TOKEN and --neptune_project, or NEPTUNE_MODE=offline, or drop neptune '
                             'from --logger.')
+
+
+def test_a_fine_tuning_runs_tracked_task_overrides_are_the_jobs_with_their_preset_line():
+    """Before: each run's tracked config said task_overrides {} 'from' task_overrides.MRPC (its task's config, which
+    has applied them); now the job's mapping, from configs/finetune/demo.yaml's line of the key. A run's own values
+    that the overrides set still say task_overrides.<task>."""
+    from electra.config.cli import load_config
+    from electra.config.finetune import FinetuneConfig
+    from electra.finetuning.runs import _tracked_run
+    cfg = load_config(FinetuneConfig, ['--tasks', 'MRPC,STS-B'], preset_dir='configs/finetune', default_preset='demo')
+    lines = (ROOT / 'configs/finetune/demo.yaml').read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if text.startswith('task_overrides:'))
+    for task, epochs, source in (('MRPC', 3, f'configs/finetune/demo.yaml: line {lines.index("epochs: 3") + 1}'),
+                                 ('STS-B', 10, 'task_overrides.STS-B')):
+        run = _tracked_run(cfg, task, 0, 11081)
+        assert run.config['task_overrides'] == {'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}}
+        assert run.sources['task_overrides'] == f'configs/finetune/demo.yaml: line {line}'
+        assert (run.config['epochs'], run.sources['epochs']) == (epochs, source)
 
 
 def test_where_each_value_came_from_the_preset_line_the_command_line_the_overrides_the_default():

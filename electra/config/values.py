@@ -20,8 +20,8 @@ from electra.config.fields import Domain
 from electra.config.paths import expand_path, path
 from electra.config.yaml_reader import load_yaml
 
-__all__ = ['config_from_dict', 'config_to_dict', 'value_sources', 'typed_values', 'checked_config', 'key_types',
-           'BOOL_WORDS', 'RETIRED_KEYS']
+__all__ = ['config_from_dict', 'config_to_dict', 'value_sources', 'with_entries', 'typed_values', 'checked_config',
+           'key_types', 'BOOL_WORDS', 'RETIRED_KEYS']
 
 
 @functools.lru_cache(maxsize=None)
@@ -156,8 +156,22 @@ def checked_config(cls, values: dict[str, Any], origins: dict, base=None):
     cfg = cls(**values)
     cfg._sources = {**getattr(base, '_sources', {}),
                     **{k: _located(source, lines, (k,)) for k, (source, lines) in origins.items()}}
+    # each entry of a mapping given (its own line in a file), for `with_entries` to keep when it merges others in
+    cfg._entry_sources = {**getattr(base, '_entry_sources', {}),
+                          **{k: {e: _located(source, lines, (k, e)) for e in values[k]}
+                             for k, (source, lines) in origins.items() if isinstance(values[k], dict)}}
     if hasattr(cfg, 'validate'): cfg.validate()
     return cfg
+
+
+def with_entries(cfg, key: str, entries: dict, source: str):
+    """`cfg` with `entries` (given by `source`) merged into its mapping `key`, checked; each entry keeps where it came
+    from, and `value_sources` gives the key's entries each with its own source when they came from several places."""
+    was, whole = getattr(cfg, '_entry_sources', {}).get(key, {}), value_sources(cfg)[key]
+    out = config_from_dict(type(cfg), {key: {**getattr(cfg, key), **entries}}, source=source, base=cfg, from_file=False)
+    out._entry_sources[key] = each = {e: source if e in entries else was.get(e, whole) for e in getattr(out, key)}
+    if len(set(each.values())) > 1: out._sources[key] = '; '.join(f'{e}: {where}' for e, where in each.items())
+    return out
 
 
 def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=None, from_file: bool = True,
@@ -174,7 +188,8 @@ def config_to_dict(cfg) -> dict[str, Any]:
 
 def value_sources(cfg) -> dict[str, str]:
     """Where each value of a config read by `load_config` or `config_from_dict` came from: a preset file and its line,
-    'command line', 'overrides' (a notebook's), 'task_overrides.<task>'; 'default' for the dataclass default."""
+    'command line', 'overrides' (a notebook's), 'task_overrides.<task>'; 'default' for the dataclass default; a mapping
+    merged from several places (`with_entries`) 'entry: source; ...'."""
     given = getattr(cfg, '_sources', {})
     return {f.name: given.get(f.name, 'default') for f in dataclasses.fields(cfg)}
 

@@ -21,7 +21,7 @@ import yaml
 
 from electra.config.cli import load_config, parse_cli
 from electra.config.compare import CompareConfig
-from electra.config.values import config_from_dict, config_to_dict, value_sources
+from electra.config.values import config_to_dict, value_sources, with_entries
 from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (RECORD, Launcher, RunFailed, changed_keys, corpus_data, finetune_done, go_on,
                                       pretrain_done, read_record, run_finetuning, run_pretraining, subprocess_launcher)
@@ -57,8 +57,9 @@ def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | Non
         i += 1 + has_value
     cfg = load_config(CompareConfig, plain, preset_dir='configs/compare', default_preset='demo', prog=PROG,
                       overrides=overrides)
-    merged = {key: {**getattr(cfg, key), **values} for key, values in nested.items() if values}
-    return config_from_dict(CompareConfig, merged, source='command line', base=cfg, from_file=False) if merged else cfg
+    for key, values in nested.items():  # each entry keeps its source: the preset's line, or the command line
+        if values: cfg = with_entries(cfg, key, values, 'command line')
+    return cfg
 
 
 def _status(plan: Plan, run) -> str:

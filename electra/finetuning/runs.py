@@ -17,6 +17,7 @@ from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_to_dict, value_sources
 from electra.config.version import __version__
 from electra.finetuning.learner import diverged, train_run
+from electra.finetuning.results import RESULT_COLUMNS
 from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.metrics import dev_metric_names, metric_text
@@ -35,10 +36,12 @@ def group_dir(cfg: FinetuneConfig, key: str = 'output_dir') -> Path:
 
 def _tracked_run(cfg: FinetuneConfig, task: str, run: int, seed: int) -> TrackedRun:
     """What the trackers are told of one fine-tuning run: its task's config (`for_task`) and where each value came
-    from, with the run's task, index and seed."""
+    from, with the run's task, index and seed; its task_overrides the job's, from where the job's came (the task's
+    config has applied them and holds none)."""
     task_cfg = cfg.for_task(task)
-    config = {**config_to_dict(task_cfg), 'task': task, 'run': run, 'seed': seed}
-    sources = {**value_sources(task_cfg), 'task': 'tasks', 'run': 'runs', 'seed': 'seeds' if cfg.seeds else 'seed + run'}
+    config = {**config_to_dict(task_cfg), 'task_overrides': cfg.task_overrides, 'task': task, 'run': run, 'seed': seed}
+    sources = {**value_sources(task_cfg), 'task_overrides': value_sources(cfg)['task_overrides'], 'task': 'tasks',
+               'run': 'runs', 'seed': 'seeds' if cfg.seeds else 'seed + run'}
     tags = (*cfg.tracking_tags, f'task={task}')
     return TrackedRun(f'{cfg.group}/{task}_{run}', cfg.tracking_group or cfg.group, tags, config, sources,
                       group_dir(cfg) / 'tensorboard' / f'{task}_{run}', cfg.neptune_project)
@@ -138,8 +141,9 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
            'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'model_fingerprint': job.model,
            'checkpoint': str(job.checkpoint),
            'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')}
-    tracked({'step': task_cfg.epochs, **{f'results/{k}': v for k, v in row.items()
-                                      if isinstance(v, (int, float)) and k not in ('run', 'seed')}})
+    # the numbers of its results.csv row: not the history's `epoch` (fastai's, from 0), which the table has not
+    tracked({'step': task_cfg.epochs, **{f'results/{k}': v for k, v in row.items() if k in RESULT_COLUMNS
+                                      and isinstance(v, (int, float)) and k not in ('run', 'seed')}})
     if cfg.tracking_artifacts and is_main_process(): tracked.artifacts([job.checkpoint])
     tracked.end()
     return row

@@ -97,14 +97,17 @@ class MetricsLogger(Callback):
     order, run_valid = 70, False
 
     def __init__(self, path: str | Path, log_every: int, total_steps: int, step: PretrainingStep,
-                 sinks: list[Callable[[dict], None]] = (), saved: list[Path] | None = None):
-        "`saved`: the checkpoints written so far (the `Checkpointer`'s list, which it fills), for a divergence's message."
+                 sinks: list[Callable[[dict], None]] = (), saved: list[Path] | None = None, window: dict | None = None):
+        """`saved`: the checkpoints written so far (the `Checkpointer`'s list, which it fills), for a divergence's message;
+        `window`: a resumed checkpoint's `window_state`, the steps since its last row, which the first row averages in."""
         self.csv, self.log_every, self.total_steps, self.sinks = CsvLog(path, METRIC_NAMES), log_every, total_steps, list(sinks)
         self.step, self.saved = step, [] if saved is None else saved  # step: its `sums`, what each step adds up
-        self.last_row: dict | None = None
+        self.last_row, self.window = None, window
 
     def before_fit(self):
         self._reset()
+        if self.window is not None: self._restore_window(self.window)
+        self.window = None  # a later fit of this Learner goes on from its own sums
         self.t0, self.step0 = time.perf_counter(), self.train_iter
         # the first step whose loss was NaN or infinite (-1: none), kept on the device: no read per step
         self.first_bad = torch.full((), -1, dtype=torch.int64, device=self.acc.device)
@@ -112,7 +115,23 @@ class MetricsLogger(Callback):
 
     def _reset(self):
         self.acc = torch.zeros(len(STEP_SUMS), dtype=torch.float64, device=next(self.model.parameters()).device)
-        self.batches = 0
+        self.batches, self.carried = 0, 0  # carried: batches (of all processes) summed in before a resume
+
+    def window_state(self) -> dict:
+        """The sums of the steps since the last row, over the processes (every process calls it at the same step), and
+        their batches; skipped steps per process, so that a resume under another number of processes counts them."""
+        sums = self.acc.clone()
+        all_reduce_sum(sums)
+        sums[STEP_SUMS.index('skipped')] /= world().size
+        return {'sums': sums.cpu(), 'batches': self.batches * world().size + self.carried}
+
+    def _restore_window(self, window: dict):
+        "Sum a checkpoint's `window_state` in (on the main process: the row's all-reduce adds it to the others')."
+        if is_main_process():
+            sums = window['sums'].to(self.acc)
+            sums[STEP_SUMS.index('skipped')] *= world().size
+            self.acc += sums
+        self.carried = window['batches']
 
     def check_finite(self):
         "Raise `TrainingDiverged` if a loss since the start of the fit was NaN or infinite (reads one number)."
@@ -136,7 +155,7 @@ class MetricsLogger(Callback):
         self.check_finite()
         all_reduce_sum(self.acc)  # over the processes: every one logs at the same steps
         a = dict(zip(STEP_SUMS, self.acc.tolist()))  # with check_finite, the only device reads, every `log_every` steps
-        n, tp = max(self.batches * world().size, 1), a['tp']  # the losses are summed over the processes' batches
+        n, tp = max(self.batches * world().size + self.carried, 1), a['tp']  # the losses are summed over the processes' batches
         now = time.perf_counter()
         row = {'step': self.train_iter, 'loss': a['loss'] / n, 'gen_loss': a['gen_loss'] / n, 'disc_loss': a['disc_loss'] / n,
                'lr': self.opt.hypers[0]['lr'], 'gen_accuracy': a['gen_correct'] / max(a['gen_total'], 1),
@@ -206,13 +225,14 @@ class Checkpointer(Callback):
         """Write the training state after the current step as the checkpoints of `fractions` of the run. Every process
         calls it at the same step and hands over its random states; the main process writes."""
         step = self.step.state()  # its masking generator's (this process's) and loss scale
+        window = self.logger.window_state()  # the next row's partial sums: a resume's first row averages all its steps
         rng = {'torch': torch.get_rng_state(), 'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
                'masking': step['masking']}
         ranks = gather_objects(rng)  # [one per process]
         if not is_main_process(): return []
         self.logger.check_finite()
         state = {'step': self.train_iter, 'model': self.model.state_dict(), 'opt': self.opt.state_dict(),
-                 'scaler': step['scaler'],
+                 'scaler': step['scaler'], 'metrics_window': window,
                  'rng': rng, **({'rng_ranks': ranks} if len(ranks) > 1 else {}), **self.extra()}
         state['checksum'] = state_checksum(state)
         paths = []

@@ -111,7 +111,8 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
                            None if cfg.compile_mode == 'default' else cfg.compile_mode,
                            temperature=TemperatureSchedule.from_config(cfg),
                            switch_step=cfg.two_stage_switch if cfg.two_stage else 0, random_draws=cfg.random_draws)
-    logger = MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, step, sinks)
+    logger = MetricsLogger(run_dir / 'metrics.csv', cfg.log_every, cfg.steps, step, sinks,
+                           window=(resume or {}).get('metrics_window'))
     schedules = record_schedules(cfg, resume, run_dir)
     checkpointer = Checkpointer(cfg.output_dir, cfg.run_name, cfg.seed, cfg.steps, cfg.checkpoint_at,
                                 lambda: {**extra(), 'trackers': trackers.ids, 'schedules': schedules}, step, logger)

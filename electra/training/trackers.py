@@ -49,8 +49,8 @@ def tracker_names(logger: list[str]) -> list[str]:
 
 
 def check_trackers(logger: list[str]) -> None:
-    """Each tracker's package importable and, for MLflow with a tracking server (an http(s) MLFLOW_TRACKING_URI), the
-    server answering; else a ConfigError naming the extra to install or the address tried."""
+    """Each tracker's package importable and, for MLflow, its tracking store (MLFLOW_TRACKING_URI: a server or a local
+    store) answering; else a ConfigError naming the extra to install or the address tried."""
     for name in tracker_names(logger):
         try: importlib.import_module(_PACKAGES[name])
         except ImportError:
@@ -72,15 +72,25 @@ def _environ(**values):
 
 
 def _check_mlflow_server() -> None:
+    """The tracking store of MLFLOW_TRACKING_URI opened (a server reached, a local store opened: MLflow 3 refuses a file
+    store unless told otherwise) by one search, before any work; else a ConfigError naming the URI and the fix."""
     import mlflow
     uri = mlflow.get_tracking_uri()
-    if not uri.startswith(('http://', 'https://')): return  # a local store: nothing to reach
-    # one try, a short wait: MLflow's default of 7 retries with backoff waits minutes on a server that is not there
-    with _environ(MLFLOW_HTTP_REQUEST_MAX_RETRIES='0', MLFLOW_HTTP_REQUEST_TIMEOUT='20'):
-        try: mlflow.MlflowClient(uri).search_experiments(max_results=1)
-        except Exception as e:
-            raise ConfigError(f"logger: mlflow: cannot reach the MLflow tracking server at {uri} ({type(e).__name__}). "
-                              "Start it, set MLFLOW_TRACKING_URI to its address, or drop mlflow from --logger.") from None
+    if uri.startswith(('http://', 'https://')):
+        # one try, a short wait: MLflow's default of 7 retries with backoff waits minutes on a server that is not there
+        with _environ(MLFLOW_HTTP_REQUEST_MAX_RETRIES='0', MLFLOW_HTTP_REQUEST_TIMEOUT='20'):
+            try: mlflow.MlflowClient(uri).search_experiments(max_results=1)
+            except Exception as e:
+                raise ConfigError(f"logger: mlflow: cannot reach the MLflow tracking server at {uri} ({type(e).__name__}). "
+                                  "Start it, set MLFLOW_TRACKING_URI to its address, or drop mlflow from --logger.") from None
+        return
+    try: mlflow.MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as e:
+        said = str(e).split('\n')[0].split('. ')[0]  # MLflow's first sentence: its whole message runs to lines
+        fix = ('Set MLFLOW_ALLOW_FILE_STORE=true, or use a database store (e.g. MLFLOW_TRACKING_URI=sqlite:///mlflow.db)'
+               if '://' not in uri or uri.startswith('file:') else 'Set MLFLOW_TRACKING_URI to a store MLflow can open')
+        raise ConfigError(f"logger: mlflow: cannot open the MLflow tracking store at {uri} ({type(e).__name__}: {said}). "
+                          f"{fix}, or drop mlflow from --logger.") from None
 
 
 def _tag_pairs(tags: Iterable[str]) -> dict[str, str]:

@@ -616,3 +616,18 @@ def test_a_comparison_reads_each_data_file_of_its_fine_tuning_once(tmp_path, mon
     monkeypatch.setattr(files, 'file_sha256', lambda path: hashed.append(Path(path).resolve()) or real(path))
     run_comparison(cfg, launch=FakeJobs(), log=lambda s: None)  # two variants: each checked, then launched
     assert len(hashed) == len(set(hashed)) and (cache / 'demo_glue' / 'STS-B' / 'train.tsv').resolve() in hashed
+
+
+def test_the_nested_overrides_say_where_each_entry_came_from(tmp_path):
+    """Before: --pretrain.cache_dir made all of pretrain_overrides 'command line', its steps, warmup_steps and
+    eval_examples too (configs/compare/demo.yaml's). Now each entry's own source: the preset's with its line, the flag's."""
+    from electra.config.values import value_sources
+    preset = Path('configs/compare/demo.yaml').read_text().splitlines()
+    line = {k: next(n for n, text in enumerate(preset, 1) if text.startswith(f'  {k}:'))
+            for k in ('steps', 'warmup_steps', 'eval_examples')}
+    cfg = load_compare_config(['--output_dir', str(tmp_path / 'cmp'), '--pretrain.cache_dir', str(tmp_path / 'cache')])
+    assert cfg.pretrain_overrides == {'steps': 300, 'warmup_steps': 30, 'eval_examples': 0, 'cache_dir': str(tmp_path / 'cache')}
+    assert value_sources(cfg)['pretrain_overrides'] == '; '.join(
+        [*(f'{k}: configs/compare/demo.yaml: line {n}' for k, n in line.items()), 'cache_dir: command line'])
+    finetune_key = next(n for n, text in enumerate(preset, 1) if text.startswith('finetune_overrides:'))
+    assert value_sources(cfg)['finetune_overrides'] == f'configs/compare/demo.yaml: line {finetune_key}'  # untouched

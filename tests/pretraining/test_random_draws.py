@@ -2,6 +2,7 @@
 and the sampling noise computed inside the compiled step equal the eager step's, no noise is copied into the step's
 graph, a run resumed from its checkpoint is the uninterrupted run bit for bit, and each micro-batch and each torchrun
 rank draws its own numbers."""
+import csv
 import dataclasses
 from pathlib import Path
 
@@ -154,3 +155,20 @@ def test_a_failed_compilation_with_counter_draws_runs_the_eager_step_untouched(t
         learn, losses, weights = fit(cfg, tmp_path / 'failed', backend=broken)
     assert learn.pretraining_step.compiled is False and torch.equal(losses, eager_losses)
     for k in eager: assert torch.equal(weights[k], eager[k]), k
+
+
+def test_the_first_row_after_a_resume_averages_the_whole_window_as_the_uninterrupted_run(tmp_path):
+    """log_every 4, a checkpoint after step 2: the resumed run's row at step 4 averages steps 1-4 (the window's partial
+    sums and its count come back from the checkpoint), equal to the uninterrupted run's rows, not steps 3-4 alone."""
+    cfg = tiny_cfg(steps=8, log_every=4, checkpoint_at=[0.25, 1.0], random_draws='counter',
+                   output_dir=str(tmp_path / 'ckpt'))
+    straight, straight_losses, _ = fit(cfg, tmp_path / 'straight', n=8)
+    ckpt = torch.load(tmp_path / 'ckpt' / f'{cfg.run_name}_{cfg.seed}_25%.pth', weights_only=True)
+    assert ckpt['step'] == 2
+    resumed, _, _ = fit(cfg, tmp_path / 'resumed', n=6, resume=ckpt, start=2)
+    rows = [list(csv.DictReader((learn.path / 'metrics.csv').open())) for learn in (straight, resumed)]
+    assert [r['step'] for r in rows[1]] == ['4', '8']
+    # the row at step 4 by hand: the mean of the uninterrupted run's (generator, discriminator) losses of steps 1-4
+    assert float(rows[1][0]['gen_loss']) == pytest.approx(straight_losses[:4, 0].mean().item(), rel=1e-5)
+    for key in ('loss', 'gen_loss', 'disc_loss', 'gen_accuracy', 'disc_accuracy', 'replaced_fraction'):
+        assert [float(r[key]) for r in rows[1]] == [float(r[key]) for r in rows[0]], key

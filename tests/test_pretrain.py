@@ -321,8 +321,12 @@ def test_a_resume_checks_its_corpus_by_content_and_says_what_it_may_change(on_a_
     assert said == ["resume: steps was 2 in the checkpoint and is 3 now; lr was 0.0005 in the checkpoint and is 0.00025 "
                     "now: the run goes on from step 2 with the new values.",
                     f"resume: corpus was ['{on_a_file / 'text' / 'corpus.txt'}'] in the checkpoint and is ['{corpus}'] "
-                    "now: the same examples, so the run goes on."]
+                    "now: the same examples, so the run goes on.",
+                    # an extended run: its old end keeps its percent of the 2 steps it was written under
+                    "resume: the run now has 3 steps; its checkpoints written under fewer keep their percent of those, "
+                    "renamed file_11081_100%_of_2.pth"]
     assert g['start_step'] == 2 and load_checkpoint(tmp_path / 'ckpt' / 'file_11081_100%.pth')['step'] == 3
+    assert load_checkpoint(tmp_path / 'ckpt' / 'file_11081_100%_of_2.pth')['step'] == 2
     corpus.write_text(corpus.read_text().replace(' the ', ' a ', 1))
     with pytest.raises(ConfigError, match=re.escape(f"file_11081_100%.pth: cannot resume: the corpus ['{corpus}'] is "
                                                     "not the one this run was trained on") + r'.*Restore that corpus'):

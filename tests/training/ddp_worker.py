@@ -29,10 +29,15 @@ import electra.pretraining.step as step_module
 
 VOCAB, LENGTH = 160, 32
 STEP_CALLS = []  # one entry per call of `pretraining_step`: the step function is what ran
-_real_step = step_module.pretraining_step
-step_module.pretraining_step = lambda *args: STEP_CALLS.append(1) or _real_step(*args)
-# constant sampling noise: the samples are the generator's argmax, whatever process a row is in
-step_module.sampling_noise = lambda model, positions, rng: torch.full(model.noise_shape(positions), 0.5)
+
+
+def patch_step() -> None:
+    """In the worker process only (never on import: tests import this module in the pytest process, whose other tests
+    need the real step): count `pretraining_step`'s calls, and constant sampling noise, so that the samples are the
+    generator's argmax, whatever process a row is in."""
+    real = step_module.pretraining_step
+    step_module.pretraining_step = lambda *args: STEP_CALLS.append(1) or real(*args)
+    step_module.sampling_noise = lambda model, positions, rng: torch.full(model.noise_shape(positions), 0.5)
 
 
 def examples(n: int = 64, seed: int = 0) -> datasets.Dataset:
@@ -99,4 +104,5 @@ def main(fits: list[str]) -> None:
 
 
 if __name__ == '__main__':
+    patch_step()
     main(sys.argv[1:])

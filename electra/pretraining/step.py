@@ -108,7 +108,8 @@ def sampling_noise(model, positions: torch.Tensor, draws: torch.Generator | Coun
     generator `draws`' stream, or the `CounterDraws` that compute them inside the model; None for an objective that
     samples nothing (BERT's)."""
     shape = model.noise_shape(positions)
-    if shape is None or isinstance(draws, CounterDraws): return None if shape is None else draws
+    if shape is None: return None
+    if isinstance(draws, CounterDraws): return draws
     return torch.rand(shape, device=positions.device, generator=draws)
 
 

@@ -187,12 +187,12 @@ def view_replaced(discriminator, tokenizer, text: str, word: str, replacement: s
     start = next((i for i in range(n) if a[i] != b[i]), n)      # the common start, then the common end after it
     end = next((i for i in range(n - start) if a[-1 - i] != b[-1 - i]), n - start)
     span, was = list(range(start, len(b) - end)), ' '.join(tokenizer.convert_ids_to_tokens(a[start:len(a) - end]))
-    if not span or a == b:  # deleted, or the same tokens (e.g. another case under an uncased vocabulary): nothing to see
+    if not span:  # deleted, or the same tokens (e.g. another case under an uncased vocabulary): nothing to see
         raise ConfigError(f'replace_with: {replacement!r} in place of {word!r}: no token of the text changes (a '
                           'deletion or the same tokens); give a word the tokenizer reads differently.')
     view = TokenView(tokenizer.convert_ids_to_tokens(b), replaced_probabilities(discriminator, ids, types)[0],
                      [was if i in span else None for i in range(len(b))], threshold=threshold)
-    if generator is not None and span:
+    if generator is not None:
         probs = generator_probabilities(generator, _masked(tokenizer, ids, span), types, span, len(tokenizer))
         view.candidates = _top(tokenizer, probs, span, k)
     return view

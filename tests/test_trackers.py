@@ -238,6 +238,12 @@ def test_a_comparisons_runs_are_one_group_a_run_per_variant_and_seed(tmp_path, t
         ('electra', '1', 'cmp-tracked_electra_1'), ('electra', '2', 'cmp-tracked_electra_2'),
         ('uniform', '1', 'cmp-tracked_uniform_1'), ('uniform', '2', 'cmp-tracked_uniform_2')]
     assert {r.data.params['uniform_generator'] for r in runs if r.data.tags['variant'] == 'uniform'} == {'True'}
+    # each value's source as the comparison had it (this config: 'config'), not the job's 'command line'
+    (run,) = [r for r in runs if r.info.run_name == 'cmp-tracked_uniform_1']
+    sources = json.loads(Path(client.download_artifacts(run.info.run_id, 'config.json', str(tmp_path))).read_text())
+    assert {k: sources[k]['from'] for k in ('uniform_generator', 'steps', 'tracking_group')} == {
+        'uniform_generator': 'config (through the comparison cmp-tracked)',
+        'steps': 'the comparison cmp-tracked: its budget (flops)', 'tracking_group': 'the comparison cmp-tracked: its name'}
 
 
 

@@ -5,6 +5,8 @@ would run with, its domain and its help text; `--version` names the library. Eve
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,7 +18,10 @@ from electra.config.values import checked_config, key_types, typed_values
 from electra.config.version import version_line
 from electra.config.yaml_reader import load_yaml
 
-__all__ = ['load_config', 'parse_cli', 'config_help', 'project_dir', 'resolve_preset']
+__all__ = ['load_config', 'parse_cli', 'config_help', 'project_dir', 'resolve_preset', 'SOURCES_VAR']
+
+# set by the comparison for each job it launches: where each value it passes on the job's command line came from
+SOURCES_VAR = 'ELECTRA_VALUE_SOURCES'
 
 
 def _read_yaml(path: Path, lines: dict) -> dict[str, Any]:
@@ -88,6 +93,18 @@ def parse_cli(argv: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _handed_sources() -> dict[str, str]:
+    """Where each value of this job's command line came from, as the comparison that launched it says (SOURCES_VAR, a
+    JSON mapping of key to source); {} for a job started otherwise."""
+    text = os.environ.get(SOURCES_VAR, '')
+    try: handed = json.loads(text) if text else {}
+    except ValueError: handed = None
+    if not (isinstance(handed, dict) and all(isinstance(v, str) for v in handed.values())):
+        raise ConfigError(f"environment: {SOURCES_VAR}={text[:80]!r} is not a JSON mapping of key to source (a "
+                          "comparison sets it for each job it launches): unset it.")
+    return handed
+
+
 def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path = 'configs',
                 default_preset: str = 'demo', prog: str = 'job', overrides: dict | None = None):
     """The job's config: `cls` defaults, then the presets named by `--config` (or `default_preset`; several, comma-separated,
@@ -118,7 +135,7 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
              **typed_values(cls, overrides, 'overrides', False, origins=origins)}
     values.update(given)
     if hasattr(cls, 'command_line_wins'): values = cls.command_line_wins(values, set(given))
-    cfg = checked_config(cls, values, origins)
+    cfg = checked_config(cls, values, origins, handed=_handed_sources())
     if wants_help:  # the values this very command would run with
         print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
         raise SystemExit(0)

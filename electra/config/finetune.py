@@ -17,7 +17,7 @@ from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, fiel
 from electra.config.file_names import safe_name
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
-from electra.config.values import config_from_dict, value_sources
+from electra.config.values import config_from_dict, typed_keys, value_sources
 from electra.config.yaml_reader import key_place
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
@@ -86,9 +86,6 @@ def is_task_file(entry: str) -> bool:
     entry = str(entry)
     return entry not in GLUE_TASKS and (Path(entry).exists() or entry.endswith(('.yaml', '.yml')))
 
-
-# where a value typed for this invocation comes from (`value_sources`): the command line, a notebook's overrides
-TYPED = ('command line', 'overrides')
 
 QA_KINDS = ('squad', 'mrqa')  # the task kinds whose answers come from one run (electra/finetuning/tasks/qa)
 
@@ -332,9 +329,9 @@ class FinetuneConfig:
         chunk: 256) replace the general ones and only passed-in hparams replace them. `value_sources` of the result
         says where each value came from (a task file's with its line)."""
         spec = self.file_tasks().get(name) if any(map(is_task_file, self.tasks)) else None
-        sources = value_sources(self)
-        kind = {k: v for k, v in getattr(spec, 'defaults', {}).items() if sources[k] not in TYPED}
-        own = {k: v for k, v in getattr(spec, 'hparams', {}).items() if sources[k] not in TYPED}
+        typed = typed_keys(self)
+        kind = {k: v for k, v in getattr(spec, 'defaults', {}).items() if k not in typed}
+        own = {k: v for k, v in getattr(spec, 'hparams', {}).items() if k not in typed}
         overrides = self.task_overrides.get(name, {})
         cfg = config_from_dict(FinetuneConfig, {**kind, **own, **overrides, 'task_overrides': {}},
                                source=f'task_overrides.{name}', base=self)
@@ -344,9 +341,9 @@ class FinetuneConfig:
 
     def command_line_over_task_files(self) -> list[str]:
         "A line for the log of each task file whose own values this invocation's typed keys replace (`for_task`)."
-        sources, lines = value_sources(self), []
+        sources, typed, lines = value_sources(self), typed_keys(self), []
         for name, spec in self.file_tasks().items():
-            hit = [k for k in spec.hparams if sources[k] in TYPED and k not in self.task_overrides.get(name, {})]
+            hit = [k for k in spec.hparams if k in typed and k not in self.task_overrides.get(name, {})]
             if hit: lines.append(f'{name}: ' + '; '.join(f'{k} {getattr(self, k)} from the {sources[k]} replaces {k}: '
                                                          f'{spec.hparams[k]} of its task file ({key_place(spec.path, k)})'
                                                          for k in hit))

@@ -12,7 +12,7 @@ from electra.config.file_names import safe_name
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
-from electra.config.values import config_from_dict
+from electra.config.values import config_from_dict, typed_keys
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
            'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config', 'percent']
@@ -266,7 +266,7 @@ class PretrainConfig:
         sources = getattr(self, '_sources', {})
         given, place = self.lowercase, sources.get('lowercase', 'default')
         said = f"the tokenizer folder {saved.parent}, whose tokenizer_config.json has do_lower_case: {str(folder_case).lower()}"
-        need(given == folder_case or place not in ('command line', 'overrides'), 'lowercase',
+        need(given == folder_case or 'lowercase' not in typed_keys(self), 'lowercase',
              f"{str(given).lower()} ({place}) contradicts {said}, the setting it is read with. Drop --lowercase, or set "
              "do_lower_case there.")
         if given != folder_case and place != 'default':

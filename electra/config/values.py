@@ -20,8 +20,8 @@ from electra.config.fields import Domain
 from electra.config.paths import expand_path, path
 from electra.config.yaml_reader import load_yaml
 
-__all__ = ['config_from_dict', 'config_to_dict', 'value_sources', 'with_entries', 'typed_values', 'checked_config',
-           'key_types', 'BOOL_WORDS', 'RETIRED_KEYS']
+__all__ = ['config_from_dict', 'config_to_dict', 'value_sources', 'entry_sources', 'typed_keys', 'with_entries',
+           'typed_values', 'checked_config', 'key_types', 'BOOL_WORDS', 'RETIRED_KEYS']
 
 
 @functools.lru_cache(maxsize=None)
@@ -95,6 +95,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 # Keys that earlier versions wrote into presets, run configs and checkpoints and that nothing ever read: skipped in
 # files, so those still load; typed on the command line they are unknown keys. ('size' named the preset.)
 RETIRED_KEYS = ('size',)
+# where a value typed for this invocation comes from: the command line, a notebook's overrides (`typed_keys`)
+_TYPED = ('command line', 'overrides')
 
 
 def _located(source: str, lines: dict | None, path: tuple) -> str:
@@ -149,11 +151,17 @@ def _in_domains(cls, values: dict[str, Any], origins: dict) -> None:
                     _in_domain(fields[k], hints[k], _coerce(v, hints[k], where), where)
 
 
-def checked_config(cls, values: dict[str, Any], origins: dict, base=None):
+def checked_config(cls, values: dict[str, Any], origins: dict, base=None, handed: dict | None = None):
     """The `cls` of `values` (typed), those given (`origins`) in their domains and its own `validate` checked: what
-    reads files runs here, once. It keeps where each given value came from (`value_sources`), over `base`'s."""
+    reads files runs here, once. It keeps where each given value came from (`value_sources`), over `base`'s, and which
+    this invocation typed (`typed_keys`). `handed`: for a job a comparison launched, where each value its command line
+    got came from (the comparison's preset line, its command line), recorded instead of 'command line'."""
+    typed = {k for k, (source, _) in origins.items() if source in _TYPED}
+    origins = {k: (handed[k], None) if source == 'command line' and k in (handed or {}) else (source, lines)
+               for k, (source, lines) in origins.items()}
     _in_domains(cls, values, origins)
     cfg = cls(**values)
+    cfg._typed = (getattr(base, '_typed', frozenset()) - origins.keys()) | typed
     cfg._sources = {**getattr(base, '_sources', {}),
                     **{k: _located(source, lines, (k,)) for k, (source, lines) in origins.items()}}
     # each entry of a mapping given (its own line in a file), for `with_entries` to keep when it merges others in
@@ -167,11 +175,23 @@ def checked_config(cls, values: dict[str, Any], origins: dict, base=None):
 def with_entries(cfg, key: str, entries: dict, source: str):
     """`cfg` with `entries` (given by `source`) merged into its mapping `key`, checked; each entry keeps where it came
     from, and `value_sources` gives the key's entries each with its own source when they came from several places."""
-    was, whole = getattr(cfg, '_entry_sources', {}).get(key, {}), value_sources(cfg)[key]
+    was = entry_sources(cfg, key)
     out = config_from_dict(type(cfg), {key: {**getattr(cfg, key), **entries}}, source=source, base=cfg, from_file=False)
-    out._entry_sources[key] = each = {e: source if e in entries else was.get(e, whole) for e in getattr(out, key)}
+    out._entry_sources[key] = each = {e: source if e in entries else was[e] for e in getattr(out, key)}
     if len(set(each.values())) > 1: out._sources[key] = '; '.join(f'{e}: {where}' for e, where in each.items())
     return out
+
+
+def entry_sources(cfg, key: str) -> dict[str, str]:
+    "Where each entry of the mapping `key` of `cfg` came from: its own line in a file, else the key's source."
+    own, whole = getattr(cfg, '_entry_sources', {}).get(key, {}), value_sources(cfg)[key]
+    return {e: own.get(e, whole) for e in getattr(cfg, key)}
+
+
+def typed_keys(cfg) -> frozenset[str]:
+    """The keys of `cfg` this invocation typed (the command line, a notebook's overrides; a comparison's job: what the
+    comparison passed, whatever source it records): they win over a task file's own values (`for_task`)."""
+    return getattr(cfg, '_typed', frozenset())
 
 
 def config_from_dict(cls, values: dict[str, Any], source: str = 'config', base=None, from_file: bool = True,

@@ -17,12 +17,14 @@ from electra.config.finetune import FinetuneConfig
 from electra.config.paths import Owned, check_apart, check_case_apart
 from electra.config.pretrain import PretrainConfig, percent
 from electra.config.text_files import read_text
+from electra.config.values import entry_sources, value_sources
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.objective.flops import pretrain_flops_to_step, pretrain_step_flops
 from electra.pretrained.generator import generator_net_config
 from electra.runtime.files import FileDigests, path_inside
 from electra.training.checkpoint import checkpoint_name, checkpoint_step
+from electra.training.trackers import tracker_names
 
 __all__ = ['cli_value', 'cli_pairs', 'VariantPlan', 'FinetunePoint', 'RunPlan', 'Plan', 'steps_at_budget', 'make_plan']
 
@@ -60,6 +62,7 @@ class VariantPlan:
     warmup_steps: int
     flops_per_step: float
     config: PretrainConfig  # the resolved config of its first seed's run
+    sources: dict          # where `preset` and each of `overrides` came from, as its jobs record it (`_through`)
 
     @property
     def total_flops(self) -> float: return self.steps * self.flops_per_step
@@ -74,6 +77,7 @@ class FinetunePoint:
     model: Path            # the exported discriminator (1.0) or the checkpoint <run_name>_<seed>_<pct>.pth
     group: str             # finetune.py's group: <finetune_dir>/<group>/results.csv
     args: list[str]        # finetune.py's command line
+    sources: dict          # where each of its values came from, as finetune.py records it (`SOURCES_VAR`)
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,7 @@ class RunPlan:
     pretrain_dir: Path     # pretrain.py's output_dir (checkpoints <run_name>_<seed>_<pct>.pth)
     pretrain_args: list[str]
     points: tuple[FinetunePoint, ...]  # by fraction; the last is 1.0
+    pretrain_sources: dict  # where each of `pretrain_args` came from, as pretrain.py records it (`SOURCES_VAR`)
 
     @property
     def run_dir(self) -> Path: return path_inside(self.pretrain_dir, f'{self.run_name}_{self.seed}', key='output_dir')
@@ -204,7 +209,8 @@ def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
     common = _resolve(['--config', cfg.pretrain_config, *cli_pairs(cfg.pretrain_overrides, 'pretrain_overrides')],
                       'pretrain_config / pretrain_overrides')  # a typo there is named as such, not as a variant's
     _check_paths(common, 'pretrain_config / pretrain_overrides')
-    bases = {s.name: _variant_base(cfg, s) for s in cfg.variant_specs()}
+    specs = {s.name: s for s in cfg.variant_specs()}
+    bases = {name: _variant_base(cfg, spec) for name, spec in specs.items()}
     flops = {name: pretrain_step_flops(base, _vocab_estimate(base), _frozen_generator(base))
              for name, (_, _, base) in bases.items()}
     ref = bases[cfg.reference_name][2]
@@ -214,24 +220,55 @@ def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
         steps = steps_at_budget(cfg.budget, ref_steps, flops[cfg.reference_name], flops[name])
         warmup = round(base.warmup_steps * steps / base.steps)  # the same fraction of the run as its presets give
         kept = {k: v for k, v in overrides.items() if k not in ('steps', 'warmup_steps')}  # the budget's instead
+        sources = _variant_sources(cfg, specs[name], kept)
         if cfg.finetune and not set(cfg.finetune_at) <= set(base.checkpoint_at):  # checkpoints to fine-tune
             kept['checkpoint_at'] = sorted(set(base.checkpoint_at) | set(cfg.finetune_at))
+            sources['checkpoint_at'] = _made(cfg, "its finetune_at and the variant's checkpoint_at")
         argv = ['--config', preset, *cli_pairs(kept), '--steps', str(steps), '--warmup_steps', str(warmup),
                 '--seed', str(cfg.seeds[0])]
         resolved = _resolve(argv, f"variant '{name}' (--config {preset})", quiet=False)
         _check_paths(resolved, f"variant '{name}'")
-        plans.append(VariantPlan(name, preset, kept, steps, warmup, flops[name], resolved))
+        plans.append(VariantPlan(name, preset, kept, steps, warmup, flops[name], resolved, sources))
     return plans
+
+
+def _through(cfg: CompareConfig, key: str, entry: str | None = None) -> str:
+    "Where the comparison's `key` (its `entry`) came from, as a job it passes the value to records it."
+    where = value_sources(cfg)[key] if entry is None else entry_sources(cfg, key)[entry]
+    return f'{where} (through the comparison {cfg.name})'
+
+
+def _made(cfg: CompareConfig, what: str) -> str:
+    "The source a job records of a value the comparison makes for it from `what` of its own."
+    return f'the comparison {cfg.name}: {what}'
+
+
+def _variant_sources(cfg: CompareConfig, spec: VariantSpec, overrides: dict) -> dict[str, str]:
+    "Where a variant's preset chain and each of its `overrides` came from: the variant's own entry, or the common keys."
+    own, common = _through(cfg, 'variants', spec.name), {k: _through(cfg, 'pretrain_overrides', k)
+                                                         for k in cfg.pretrain_overrides}
+    return {'config': _made(cfg, f'its pretrain_config and variant {spec.name}') if spec.config
+            else _through(cfg, 'pretrain_config'),
+            **{k: own if k in spec.overrides else common[k] for k in overrides}}
 
 
 def _tracking_args(cfg: CompareConfig, tags: list[str]) -> list[str]:
     """The trackers of a job (none without `logger`): the comparison's group (tracking_group, else its name), its
     tracking_tags and `tags`, its neptune_project and tracking_artifacts."""
-    if not [t for t in cfg.logger if t != 'none']: return []
+    if not tracker_names(cfg.logger): return []
     return ['--logger', ','.join(cfg.logger), '--neptune_project', cfg.neptune_project,
             '--tracking_group', cfg.tracking_group or cfg.name, '--tracking_tags',
             cli_value([*cfg.tracking_tags, *tags], 'tracking_tags'),
             '--tracking_artifacts', cli_value(cfg.tracking_artifacts, 'tracking_artifacts')]
+
+
+def _tracking_sources(cfg: CompareConfig) -> dict[str, str]:
+    "Where each of `_tracking_args` came from."
+    if not tracker_names(cfg.logger): return {}
+    return {'logger': _through(cfg, 'logger'), 'neptune_project': _through(cfg, 'neptune_project'),
+            'tracking_group': _through(cfg, 'tracking_group') if cfg.tracking_group else _made(cfg, 'its name'),
+            'tracking_tags': _made(cfg, 'its tracking_tags, variant and seed'),
+            'tracking_artifacts': _through(cfg, 'tracking_artifacts')}
 
 
 def _pretrain_args(cfg: CompareConfig, plan: VariantPlan, run_name: str, seed: int, out: Path) -> list[str]:
@@ -242,12 +279,31 @@ def _pretrain_args(cfg: CompareConfig, plan: VariantPlan, run_name: str, seed: i
             '--resume']  # last, bare: pretrain.py's own continue command drops '--resume'
 
 
+def _pretrain_sources(cfg: CompareConfig, plan: VariantPlan) -> dict[str, str]:
+    "Where each of `_pretrain_args` came from."
+    budget = _made(cfg, f'its budget ({cfg.budget})')
+    return {**plan.sources, 'steps': budget, 'warmup_steps': budget, 'run_name': _made(cfg, 'its name and variant'),
+            'seed': _through(cfg, 'seeds'), 'output_dir': _made(cfg, 'its output_dir and name'),
+            'threads': _through(cfg, 'threads'), **_tracking_sources(cfg),
+            'resume': _made(cfg, 'it resumes an interrupted run')}
+
+
 def _finetune_args(cfg: CompareConfig, model: Path, group: str, root: Path, tags: list[str]) -> list[str]:
     tasks = ['--tasks', ','.join(cfg.tasks)] if cfg.tasks else []
     return ['--config', cfg.finetune_config, *cli_pairs(cfg.finetune_overrides, 'finetune_overrides'),
             '--model', str(model), *tasks, '--group', group, '--output_dir', str(root / 'finetune'),
             '--test_output_dir', str(root / 'finetune_predictions'), '--threads', str(cfg.threads),
             *_tracking_args(cfg, tags)]
+
+
+def _finetune_sources(cfg: CompareConfig, model: str) -> dict[str, str]:
+    "Where each of `_finetune_args` came from; `model`: which pretraining of the comparison made the model."
+    folders = _made(cfg, 'its output_dir and name')
+    return {'config': _through(cfg, 'finetune_config'),
+            **{k: _through(cfg, 'finetune_overrides', k) for k in cfg.finetune_overrides},
+            'model': _made(cfg, model), **({'tasks': _through(cfg, 'tasks')} if cfg.tasks else {}),
+            'group': _made(cfg, 'its variant and seed'), 'output_dir': folders, 'test_output_dir': folders,
+            'threads': _through(cfg, 'threads'), **_tracking_sources(cfg)}
 
 
 def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfig, list[str]]:
@@ -280,7 +336,9 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
         step = checkpoint_step(v.steps, f)
         flops = pretrain_flops_to_step(v.config, vocab, step, _frozen_generator(v.config))
         tags = [f'variant={v.name}', f'seed={seed}', f'at={f:g}']
-        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, model, group, root, tags)))
+        made = f'its pretraining of {v.name}, seed {seed}' + ('' if final else f', at {f:g} of its steps')
+        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, model, group, root, tags),
+                                    _finetune_sources(cfg, made)))
     return tuple(points)
 
 
@@ -293,7 +351,7 @@ def make_plan(cfg: CompareConfig) -> Plan:
         for v in variants:
             run_name, pretrain_dir = safe_name(f'{cfg.name}_{v.name}', 'name, variants'), root / 'pretrain'
             runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(cfg, v, run_name, seed, pretrain_dir),
-                                _points(cfg, v, run_name, seed, pretrain_dir, root)))
+                                _points(cfg, v, run_name, seed, pretrain_dir, root), _pretrain_sources(cfg, v)))
     fcfg, tasks = _finetune_config(cfg, runs[0].finetune_args) if cfg.finetune else (None, [])
     _check_apart(root, variants, fcfg)
     return Plan(cfg, root, variants, runs, fcfg, tasks)

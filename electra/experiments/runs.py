@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from electra.config.cli import parse_cli
+from electra.config.cli import SOURCES_VAR, parse_cli
 from electra.config.errors import ConfigError
 from electra.config.shared_keys import TRACKER_KEYS
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
@@ -24,7 +24,7 @@ from electra.finetuning.sweep import job_tasks, resolve_data
 from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingStopped
 from electra.runtime.files import atomic_write_text
-from electra.runtime.processes import child_env, command_again, driver_path, library_env
+from electra.runtime.processes import child_env, command_again, driver_path, environment, library_env
 from electra.training.checkpoint import find_checkpoints
 
 __all__ = ['RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'changed_keys', 'corpus_data', 'pretrain_done',
@@ -51,10 +51,10 @@ def subprocess_launcher() -> Launcher:
     the job too (pretrain.py then writes a checkpoint and stops): it is waited for, and a second Ctrl-C kills it. A stop
     signal (`stop_on_signals`) is passed on to the job, which ignores it if its process group got it too, and waited
     for the same way. A job ends with this process (`end_with_parent`): a `kill -9` of the comparison does not leave
-    it training unseen."""
-    env = child_env(library_env({**os.environ, 'PYTHONUNBUFFERED': '1'}))
-
+    it training unseen. It gets this process's environment as it is at its launch (`SOURCES_VAR`: where its values
+    came from)."""
     def launch(cmd: list[str], log: Path) -> int:
+        env = child_env(library_env({**os.environ, 'PYTHONUNBUFFERED': '1'}))
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, 'a', encoding='utf-8') as f:
             f.write(f"\n$ {shlex.join(cmd)}   # {datetime.now().isoformat(timespec='seconds')}\n")
@@ -164,12 +164,15 @@ def _check_unchanged(run: RunPlan, record: dict) -> None:
                           f"and its checkpoints {run.pretrain_dir / (run.run_name + '_' + str(run.seed))}_*.pth to redo it.")
 
 
-def _launch_recorded(launch: Launcher, script: str, args: list[str], log: Path, what: str, record: dict,
-                     path: Path) -> float:
-    """Run the driver `script` with `args`; its time (and, where the record counts them, an attempt) is added to
-    `record`, written to `path` however the job ends."""
+def _launch_recorded(launch: Launcher, script: str, args: list[str], sources: dict, log: Path, what: str,
+                     record: dict, path: Path) -> float:
+    """Run the driver `script` with `args`, told where each came from (`sources`, in SOURCES_VAR: it records those,
+    not 'command line'); its time (and, where the record counts them, an attempt) is added to `record`, written to
+    `path` however the job ends."""
     start = time.monotonic()
-    try: return _launch(launch, [sys.executable, str(driver_path(script)), *args], log, what)
+    try:
+        with environment(**{SOURCES_VAR: json.dumps(sources)}):
+            return _launch(launch, [sys.executable, str(driver_path(script)), *args], log, what)
     finally:
         record['wall_seconds'] = round(record['wall_seconds'] + time.monotonic() - start, 1)
         if 'attempts' in record: record['attempts'] += 1
@@ -200,7 +203,7 @@ def run_pretraining(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[s
     run.run_dir.mkdir(parents=True, exist_ok=True)
     _write_record(path, record)
     say(f'pretrain {run.label}: {v.steps:,} steps, {v.total_flops:.3g} FLOPs (log: {log})')
-    seconds = _launch_recorded(launch, 'pretrain.py', run.pretrain_args, log,
+    seconds = _launch_recorded(launch, 'pretrain.py', run.pretrain_args, run.pretrain_sources, log,
                                f"pretraining of variant '{v.name}' seed {run.seed}", record, path)
     if not (run.model / 'config.json').is_file():
         raise RunFailed(f"pretraining of variant '{v.name}' seed {run.seed} ended without exporting {run.model}; "
@@ -263,7 +266,7 @@ def _finetune_point(plan: Plan, run: RunPlan, point: FinetunePoint, launch: Laun
     group.mkdir(parents=True, exist_ok=True)
     _write_record(path, record)
     say(f"fine-tune {run.label}{at}: {', '.join(plan.tasks)}, {plan.finetune.runs} run(s) each (log: {log})")
-    seconds = _launch_recorded(launch, 'finetune.py', point.args, log,
+    seconds = _launch_recorded(launch, 'finetune.py', point.args, point.sources, log,
                                f"fine-tuning of variant '{run.variant.name}' seed {run.seed}{at}", record, path)
     _finish_record(record, path)
     say(f'fine-tune {run.label}{at}: finished in {seconds:.0f} s')

@@ -10,6 +10,7 @@ Light on purpose (no torch): a driver binds itself to its parent in its first li
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shlex
@@ -21,7 +22,7 @@ from pathlib import Path
 from electra.config.errors import ConfigError
 
 __all__ = ['World', 'world', 'is_main_process', 'running_in_notebook', 'cli_args', 'command_again', 'PARENT_VAR',
-           'die_with_parent', 'end_with_parent', 'child_env', 'library_env', 'driver_path']
+           'die_with_parent', 'end_with_parent', 'child_env', 'library_env', 'environment', 'driver_path']
 
 PARENT_VAR = 'ELECTRA_PARENT_PID'  # set by a parent that waits for its child: the child ends when that process does
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -112,6 +113,18 @@ def library_env(env: dict[str, str]) -> dict[str, str]:
     one runs, a checkout's or an installed package's, from whatever folder it starts in."""
     root = str(Path(__file__).resolve().parents[2])
     return {**env, 'PYTHONPATH': os.pathsep.join(p for p in (root, env.get('PYTHONPATH', '')) if p)}
+
+
+@contextlib.contextmanager
+def environment(**values: str):
+    "os.environ with `values` set for the block, as it was after (a client that reads its settings there, a child)."
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try: yield
+    finally:
+        for k, v in old.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
 
 
 def driver_path(name: str) -> Path:

@@ -9,7 +9,6 @@ both jobs replace the Recorder by their own sums (no host read per step), so the
 CSV files get, through the same clients those callbacks use (torch's SummaryWriter, wandb)."""
 from __future__ import annotations
 
-import contextlib
 import csv
 import importlib
 import os
@@ -21,7 +20,7 @@ from typing import Iterable
 
 from electra.config.errors import ConfigError
 from electra.config.shared_keys import TRACKERS
-from electra.runtime.processes import is_main_process
+from electra.runtime.processes import environment, is_main_process
 
 __all__ = ['TrackedRun', 'tracker_names', 'check_trackers', 'Trackers', 'start_trackers']
 
@@ -59,18 +58,6 @@ def check_trackers(logger: list[str]) -> None:
     if 'mlflow' in logger and is_main_process(): _check_mlflow_server()
 
 
-@contextlib.contextmanager
-def _environ(**values):
-    "os.environ with `values` set for the block (MLflow reads its request settings from the environment)."
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try: yield
-    finally:
-        for k, v in old.items():
-            if v is None: os.environ.pop(k, None)
-            else: os.environ[k] = v
-
-
 def _check_mlflow_server() -> None:
     """The tracking store of MLFLOW_TRACKING_URI opened (a server reached, a local store opened: MLflow 3 refuses a file
     store unless told otherwise) by one search, before any work; else a ConfigError naming the URI and the fix."""
@@ -78,7 +65,7 @@ def _check_mlflow_server() -> None:
     uri = mlflow.get_tracking_uri()
     if uri.startswith(('http://', 'https://')):
         # one try, a short wait: MLflow's default of 7 retries with backoff waits minutes on a server that is not there
-        with _environ(MLFLOW_HTTP_REQUEST_MAX_RETRIES='0', MLFLOW_HTTP_REQUEST_TIMEOUT='20'):
+        with environment(MLFLOW_HTTP_REQUEST_MAX_RETRIES='0', MLFLOW_HTTP_REQUEST_TIMEOUT='20'):
             try: mlflow.MlflowClient(uri).search_experiments(max_results=1)
             except Exception as e:
                 raise ConfigError(f"logger: mlflow: cannot reach the MLflow tracking server at {uri} ({type(e).__name__}). "

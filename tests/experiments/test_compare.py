@@ -631,3 +631,58 @@ def test_the_nested_overrides_say_where_each_entry_came_from(tmp_path):
         [*(f'{k}: configs/compare/demo.yaml: line {n}' for k, n in line.items()), 'cache_dir: command line'])
     finetune_key = next(n for n, text in enumerate(preset, 1) if text.startswith('finetune_overrides:'))
     assert value_sources(cfg)['finetune_overrides'] == f'configs/compare/demo.yaml: line {finetune_key}'  # untouched
+
+
+def test_a_job_the_comparison_launches_says_where_each_value_came_from(tmp_path, monkeypatch):
+    """Before: a job got the comparison's values as its own command line and recorded each as `command line` (its
+    trackers' config, its card), though configs/compare/demo.yaml gave most. Now each value's source in the comparison
+    (its preset's line, its command line), or what of the comparison made it; the job's own presets keep their lines.
+    Each job's process (the real launcher's) gets them, and its config loaded from its command line with them says so."""
+    from electra.config.cli import SOURCES_VAR
+    from electra.config.values import value_sources
+    preset = Path('configs/compare/demo.yaml').read_text().splitlines()
+
+    def at(key):  # the first line of the comparison's preset that sets `key` (a variant's: its own line)
+        line = next(n for n, text in enumerate(preset, 1) if text.lstrip().startswith(f'{key}:'))
+        return f'configs/compare/demo.yaml: line {line} (through the comparison demo)'
+    typed, real, seen = 'command line (through the comparison demo)', subprocess_launcher(), {}
+
+    class Jobs(FakeJobs):
+        def scores(self, group): return {'STS-B': [80, 82]}
+
+        def __call__(self, cmd, log):
+            real([sys.executable, '-c', f'import os; print(os.environ.get({SOURCES_VAR!r}, "{{}}"))'], log)
+            handed = log.read_text().splitlines()[-1]  # what the job's own process gets
+            pre, args = Path(cmd[1]).name == 'pretrain.py', parse_cli(cmd[2:])
+            with monkeypatch.context() as m:
+                m.setenv(SOURCES_VAR, handed)
+                cfg = load_config(PretrainConfig if pre else FinetuneConfig, cmd[2:],
+                                  preset_dir='configs/pretrain' if pre else 'configs/finetune')
+            seen[args.get('run_name', args.get('group'))] = (args, value_sources(cfg))
+            return super().__call__(cmd, log)
+    cfg = load_compare_config(['--output_dir', str(tmp_path / 'cmp'), '--pretrain.cache_dir', str(tmp_path / 'cache'),
+                               '--finetune.cache_dir', str(tmp_path / 'cache')])
+    run_comparison(cfg, launch=Jobs(), log=lambda s: None)
+    assert sorted(seen) == ['demo_electra', 'demo_uniform_generator', 'electra_1', 'uniform_generator_1']
+    made = lambda what: f'the comparison demo: {what}'
+    pretrain = {'config': at('pretrain_config'), 'eval_examples': at('eval_examples'), 'cache_dir': typed,
+                'steps': made('its budget (flops)'), 'warmup_steps': made('its budget (flops)'),
+                'run_name': made('its name and variant'), 'seed': at('seeds'), 'output_dir': made('its output_dir and name'),
+                'threads': at('threads'), 'resume': made('it resumes an interrupted run')}
+    args, sources = seen['demo_uniform_generator']
+    assert {k: sources[k] for k in args} == {**pretrain, 'uniform_generator': at('uniform_generator')}
+    args, sources = seen['demo_electra']
+    assert {k: sources[k] for k in args} == pretrain
+    lines = Path('configs/pretrain/demo.yaml').read_text().splitlines()  # the job's own preset: its lines
+    assert sources['hidden_size'] == f"configs/pretrain/demo.yaml: line {next(n for n, t in enumerate(lines, 1) if t.startswith('hidden_size:'))}"
+    args, sources = seen['uniform_generator_1']
+    assert {k: sources[k] for k in args} == {
+        'config': at('finetune_config'), 'runs': at('runs'), 'predict': at('predict'),
+        'task_overrides': at('task_overrides'), 'cache_dir': typed,
+        'model': made('its pretraining of uniform_generator, seed 1'), 'tasks': at('tasks'),
+        'group': made('its variant and seed'), 'output_dir': made('its output_dir and name'),
+        'test_output_dir': made('its output_dir and name'), 'threads': at('threads')}
+    monkeypatch.setenv(SOURCES_VAR, '["steps"]')  # set by hand, and wrong: one line saying so
+    with pytest.raises(ConfigError) as e: load_config(PretrainConfig, [], preset_dir='configs/pretrain')
+    assert str(e.value) == (f"""environment: {SOURCES_VAR}='["steps"]' is not a JSON mapping of key to source (a """
+                            "comparison sets it for each job it launches): unset it.")

@@ -296,6 +296,43 @@ def test_a_comparisons_table_curve_and_plot_go_to_a_run_of_its_own_in_its_group(
     assert image.encoded_image_string[:4] == b'\x89PNG' and (image.height, image.width) == (height, width)
 
 
+def neptune_operations(folder: Path) -> list[dict]:
+    "Every operation of the Neptune offline runs under `folder`/.neptune, in order, each with its run's folder."
+    return [{**json.loads(line)['obj'], 'run': log.parent} for log in sorted(folder.glob('.neptune/offline/*/data-*.log'))
+            for line in log.read_text().splitlines() if line]
+
+
+def test_a_comparisons_table_curve_and_plot_reach_its_neptune_offline_run(tmp_path, monkeypatch):
+    """The comparison's summary in Neptune's offline run files (NEPTUNE_MODE=offline, as tests/conftest.py sets), read
+    back as Neptune stores them: each file under summary/<name>, its bytes those the comparison wrote. Before: the run
+    held only each file's path, read when the run is synced: a table rebuilt since, or a folder moved, was lost."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from electra.training.trackers import TrackedRun, start_trackers
+    monkeypatch.chdir(tmp_path)  # Neptune's offline runs go to ./.neptune
+    monkeypatch.setenv('NEPTUNE_MODE', 'offline')
+    (tmp_path / 'table.csv').write_text('variant,steps,STS-B\nelectra,20,81.5\nuniform,31,71.0\n')
+    (tmp_path / 'curve.csv').write_text('variant,fraction,step,STS-B\nelectra,0.5,10,70.25\nelectra,1.0,20,81.5\n')
+    plt.plot([10, 20], [70.25, 81.5])
+    plt.savefig(tmp_path / 'plot.png')
+    plt.close()
+    sent = {name: (tmp_path / name).read_bytes() for name in ('table.csv', 'curve.csv', 'plot.png')}
+    tracked = start_trackers(['neptune'], TrackedRun('cmp', 'cmp', ('sweep=b',), {'seeds': [1]}, {'seeds': 'default'},
+                                                     tmp_path / 'tensorboard'))
+    tracked.summary([tmp_path / 'table.csv', tmp_path / 'curve.csv'], [tmp_path / 'plot.png'])
+    tracked.end()
+    for name in sent: (tmp_path / name).write_text('rebuilt since')  # a later start rewrites them
+    ops = neptune_operations(tmp_path)
+    assert [o['value'] for o in ops if o['path'] == ['sys', 'name']] == ['cmp']
+    uploads = {o['path'][1]: o for o in ops if o['type'] == 'UploadFile' and o['path'][0] == 'summary'}
+    assert sorted(uploads) == ['curve', 'plot', 'table']
+    for name, data in sent.items():
+        op = uploads[Path(name).stem]
+        assert op['ext'] == Path(name).suffix[1:] and op['tmp_file_name'], op  # a copy the run holds, not a path
+        assert (op['run'] / 'upload_path' / op['tmp_file_name']).read_bytes() == data, name
+
+
 @pytest.mark.parametrize('tracker', ['mlflow', 'tensorboard', 'wandb'])
 def test_a_tracker_not_installed_is_refused_before_any_work(tmp_path, monkeypatch, tracker):
     monkeypatch.setitem(sys.modules, tracker, None)  # what `import` does without the package: ImportError

@@ -214,7 +214,11 @@ class _Neptune:
         for p in paths: self.run[f'artifacts/{p.name}'].upload_files(str(p / '*') if p.is_dir() else str(p))
 
     def summary(self, tables: list[Path], figures: list[Path]):
-        for p in [*tables, *figures]: self.run[f'summary/{p.stem}'].upload(str(p))
+        from neptune.types import File
+        # the files' bytes, which the run keeps: an upload of a path keeps only the path, read when an offline run is
+        # synced (a table a later start rebuilt, or a folder moved, by then)
+        for p in [*tables, *figures]:
+            self.run[f'summary/{p.stem}'].upload(File.from_content(p.read_bytes(), extension=p.suffix.lstrip('.')))
 
     def end(self, status: str): self.run.stop()
 
@@ -239,7 +243,7 @@ class Trackers:
 
     def summary(self, tables: Iterable[str | Path], figures: Iterable[str | Path]) -> None:
         """A summary's CSV tables and PNG figures, each as its tracker shows one: MLflow the files as artifacts,
-        TensorBoard a markdown table and an image, W&B a Table and an Image, Neptune the files."""
+        TensorBoard a markdown table and an image, W&B a Table and an Image, Neptune a copy of the files."""
         for t in self.started.values(): t.summary([Path(p) for p in tables], [Path(p) for p in figures])
 
     def end(self, status: str = 'finished') -> None:

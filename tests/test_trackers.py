@@ -333,6 +333,21 @@ def test_a_comparisons_table_curve_and_plot_reach_its_neptune_offline_run(tmp_pa
         assert (op['run'] / 'upload_path' / op['tmp_file_name']).read_bytes() == data, name
 
 
+def test_only_the_main_process_of_a_torchrun_job_tracks(tmp_path, monkeypatch):
+    "Rank 1 of a two-process job starts no tracked run and writes nothing; rank 0 logs every row, read back."
+    from electra.training.trackers import TrackedRun, start_trackers
+    monkeypatch.setenv('WORLD_SIZE', '2')
+    for rank in ('1', '0'):
+        monkeypatch.setenv('RANK', rank)
+        tracked = start_trackers(['tensorboard'], TrackedRun('r', 'g', (), {'steps': 2}, {'steps': 'default'},
+                                                             tmp_path / f'rank{rank}'))
+        for step, loss in ((1, 0.5), (2, 0.25)): tracked({'step': step, 'loss': loss})
+        tracked.end()
+        assert sorted(tracked.ids) == ([] if rank == '1' else ['tensorboard'])
+    assert not (tmp_path / 'rank1').exists()
+    assert tensorboard_scalars(tmp_path / 'rank0', 'loss') == [(1, '0.5'), (2, '0.25')]
+
+
 @pytest.mark.parametrize('tracker', ['mlflow', 'tensorboard', 'wandb'])
 def test_a_tracker_not_installed_is_refused_before_any_work(tmp_path, monkeypatch, tracker):
     monkeypatch.setitem(sys.modules, tracker, None)  # what `import` does without the package: ImportError

@@ -209,7 +209,9 @@ def config_to_dict(cfg) -> dict[str, Any]:
 def value_sources(cfg) -> dict[str, str]:
     """Where each value of a config read by `load_config` or `config_from_dict` came from: a preset file and its line,
     'command line', 'overrides' (a notebook's), 'task_overrides.<task>'; 'default' for the dataclass default; a mapping
-    merged from several places (`with_entries`) 'entry: source; ...'."""
+    merged from several places (`with_entries`) 'entry: source; ...'; in a job a comparison launched, what the comparison
+    passed as the comparison says (`checked_config`'s `handed`: 'configs/compare/demo.yaml: line 8 (through the
+    comparison demo)', 'the comparison demo: its budget (flops)')."""
     given = getattr(cfg, '_sources', {})
     return {f.name: given.get(f.name, 'default') for f in dataclasses.fields(cfg)}
 

@@ -13,26 +13,34 @@ In the same run, the build's parts alone, in this one process on each corpus's b
 (`electra.data.builder.read_batches`): the reading, spaCy's sentencizer, the WordPiece tokenizer; beside the
 one-process build, whose time is their sum plus building, writing and checksumming examples. On a machine shared
 with other work, compare the ratios within one run, not seconds across runs.
+
+`--breakdown N`: then N rounds per corpus of the one-process build (`build_corpus`, as above) with timers around its
+calls of the sentencizer and the tokenizer, each beside the parts alone (the order flipped every other round): where
+the build's CPU-seconds go, and its own work (reading, building the examples, writing and hashing the shards,
+planning, fingerprinting and checking the build) as what is left.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import resource
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import electra.data.builder as builder
 from electra.data.builder import encoding_backend, read_batches
 from electra.data.cache import build_corpus, build_summary
 from electra.data.corpus import BuildSettings, resolve_corpus
 from electra.data.sentences import split_sentences
 from electra.data.tokenizer import load_tokenizer, train_tokenizer
 
-__all__ = ['SHARED_CORPORA', 'OWT_BYTES', 'OWT_DOCUMENTS', 'bench', 'parts', 'project', 'main']
+__all__ = ['SHARED_CORPORA', 'OWT_BYTES', 'OWT_DOCUMENTS', 'bench', 'parts', 'breakdown', 'project', 'main']
 
 SHARED_CORPORA = Path(__file__).resolve().parents[2] / 'shared' / 'data' / 'corpus'
 OWT_BYTES, OWT_DOCUMENTS = 40e9, 8_000_000
@@ -90,6 +98,79 @@ def parts(corpus: str, tokenizer, settings: BuildSettings, repeat: int, work: Pa
             'read_cpu_s': read_cpu, 'sentencizer_cpu_s': split_cpu, 'tokenizer_cpu_s': tok_cpu}
 
 
+class _Timed:
+    "Calls of `fn` with their wall-clock and CPU seconds added up in `took` under `name`."
+
+    def __init__(self, fn, name: str, took: dict):
+        self.fn, self.name, self.took = fn, name, took
+
+    def __call__(self, *args, **kwargs):
+        cpu, start = _cpu_seconds(), time.perf_counter()
+        try: return self.fn(*args, **kwargs)
+        finally:
+            wall, c = self.took.get(self.name, (0.0, 0.0))
+            self.took[self.name] = (wall + time.perf_counter() - start, c + _cpu_seconds() - cpu)
+
+
+class _TimedBackend:
+    "A tokenizer backend whose `encode_batch_fast` calls are timed (`_Timed`)."
+
+    def __init__(self, backend, took: dict):
+        self.encode_batch_fast = _Timed(backend.encode_batch_fast, 'tokenizer', took)
+
+
+@contextlib.contextmanager
+def _build_timers(took: dict):
+    "The builder's sentencizer and tokenizer calls timed into `took` while inside (in this process's builds only)."
+    split, backend = builder.split_sentences, builder.encoding_backend
+    builder.split_sentences = _Timed(split, 'sentencizer', took)
+    builder.encoding_backend = lambda tokenizer: _TimedBackend(backend(tokenizer), took)
+    try: yield
+    finally: builder.split_sentences, builder.encoding_backend = split, backend
+
+
+def breakdown(corpus: str, tokenizer, settings: BuildSettings, rounds: int, work: Path) -> list[dict]:
+    """`rounds` rounds of the one-process build of `corpus` with its sentencizer and tokenizer calls timed, each beside
+    the parts alone (`parts`, once), the order flipped every other round: per round, the build's CPU-seconds in all, in
+    each call, and in the rest (its own work), and the parts' CPU-seconds."""
+    out = []
+    for i in range(rounds):
+        row = {}
+        for what in ('build', 'parts') if i % 2 == 0 else ('parts', 'build'):
+            if what == 'parts':
+                row['parts'] = parts(corpus, tokenizer, settings, 1, work)
+                continue
+            took, cache = {}, work / f'breakdown-{i}'
+            source = resolve_corpus([corpus], work / 'entries', settings)[0]
+            cpu, start = _cpu_seconds(), time.perf_counter()
+            with _build_timers(took): build_corpus(source, tokenizer, settings, cache, seed=0, num_proc=1, progress=False)
+            cpu, wall = _cpu_seconds() - cpu, time.perf_counter() - start
+            shutil.rmtree(cache, ignore_errors=True)
+            row.update(cpu_s=cpu, wall_s=wall, sentencizer_cpu_s=took['sentencizer'][1],
+                       tokenizer_cpu_s=took['tokenizer'][1], rest_cpu_s=cpu - took['sentencizer'][1] - took['tokenizer'][1])
+        out.append({'corpus': Path(corpus).name, 'round': i, **row})
+    return out
+
+
+def _breakdown_lines(found: list[dict]) -> list[str]:
+    "Per corpus, the medians over its rounds: the build's CPU-seconds by call beside the parts', and the ratio."
+    lines = ['the one-process build by call, beside the parts alone, in rounds (CPU s, median of the rounds)',
+             f"{'corpus':<22}{'round':>6}{'build':>8}{'in sentencizer':>16}{'in tokenizer':>14}{'rest':>7}"
+             f"{'parts':>8}{'sentencizer':>13}{'tokenizer':>11}{'read':>7}{'build/parts':>13}"]
+    keys = ('cpu_s', 'sentencizer_cpu_s', 'tokenizer_cpu_s', 'rest_cpu_s')
+    part_keys = ('sentencizer_cpu_s', 'tokenizer_cpu_s', 'read_cpu_s')
+    for corpus in dict.fromkeys(r['corpus'] for r in found):
+        rows = [r for r in found if r['corpus'] == corpus]
+        cells = [[r[k] for k in keys] + [sum(r['parts'][k] for k in part_keys)] + [r['parts'][k] for k in part_keys]
+                 for r in rows]
+        for r, c in zip(rows, cells): c.append(c[0] / c[4])
+        cells.append([statistics.median(col) for col in zip(*cells)])
+        for label, c in zip([str(r['round']) for r in rows] + ['median'], cells):
+            lines.append(f'{corpus:<22}{label:>6}{c[0]:>8.2f}{c[1]:>16.2f}{c[2]:>14.2f}{c[3]:>7.2f}{c[4]:>8.2f}'
+                         f'{c[5]:>13.2f}{c[6]:>11.2f}{c[7]:>7.2f}{c[8]:>13.2f}')
+    return lines
+
+
 def _parts_lines(found: list[dict], rows: list[dict]) -> list[str]:
     "Each corpus's parts beside its one-process build: seconds, and the build over the parts' sum."
     lines = ['the parts alone, in one process, beside the one-process build (wall-clock s; CPU s in brackets)',
@@ -135,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument('--cores', default='2,8,16,64', help='core counts for the OpenWebText projection')
     p.add_argument('--parts', type=int, default=1, help='1: also time the build\'s parts alone (reading, sentencizer, '
                                                        'tokenizer) beside the one-process build; 0: builds only')
+    p.add_argument('--breakdown', type=int, default=0, help='then this many rounds per corpus of the one-process '
+                                                             'build with its sentencizer and tokenizer calls timed, '
+                                                             'each beside the parts alone (0: none)')
     p.add_argument('--json', default='', help='also write the rows and projection to this file')
     args = p.parse_args(argv)
     missing = [c for c in args.corpus if not Path(c).exists()]
@@ -160,12 +244,14 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['examples']:>10,}{r['seconds']:>9.1f}{r['examples_per_s']:>12,.0f}{r['tokens_per_s']:>11,.0f}"
                       f"{r['MB_per_s']:>7.2f}{r['MB_per_cpu_s']:>10.2f}{r['load_average']:>6.1f}", flush=True)
         found = [parts(corpus, tokenizer, settings, args.repeat, work) for corpus in args.corpus] if args.parts else []
+        rounds = [r for corpus in args.corpus for r in breakdown(corpus, tokenizer, settings, args.breakdown, work)]
     lines = project(rows, [int(x) for x in args.cores.split(',')], args.sentence_split)
     print('\n'.join(lines))
     if found and any(r['num_proc'] == 1 for r in rows): print('\n'.join(_parts_lines(found, rows)))
+    if rounds: print('\n'.join(_breakdown_lines(rounds)))
     if args.json:
         Path(args.json).write_text(json.dumps({'settings': dataclasses.asdict(settings), 'rows': rows, 'parts': found,
-                                               'projection': lines}, indent=1))
+                                               'breakdown': rounds, 'projection': lines}, indent=1))
     return 0
 
 

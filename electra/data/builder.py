@@ -171,7 +171,7 @@ def _shard_streams(source: CorpusSource, settings: BuildSettings, shard: list[tu
         yield fmt, lang, table_lines(rows(), fmt, stats)
         return
     for path, start, end, fmt, lang in shard:
-        if fmt is None:  # a whole small file: its own head decides (see electra.corpus)
+        if fmt is None:  # a whole small file: its own head decides (see electra.data.corpus)
             head = sniff(*read_head(Path(path)))
             fmt = resolve_format(settings.corpus_format, head, source.in_directory)
             lang = resolve_split(settings.sentence_split, fmt, head.median_chars)

@@ -40,7 +40,7 @@ def layer_groups(model: nn.Module) -> list[list[str]]:
 
 
 def optimizer_groups(model: nn.Module, lr: float, decay: float, mode: str) -> tuple[list[dict], np.ndarray]:
-    "`electra.optim.param_groups` per layer (each split into decayed and no-decay parameters) and each group's peak lr."
+    "`electra.training.optim.param_groups` per layer (each split into decayed and no-decay parameters) and each group's peak lr."
     names = layer_groups(model)
     rates = layer_lrs(lr, decay, len(names) - 2, mode)
     layer_of = {n: g for g, ns in enumerate(names) for n in ns}

@@ -169,3 +169,48 @@ def test_every_record_holds_the_values_a_task_s_runs_used(tmp_path, tiny):
     section = card.split("## Each task's settings\n", 1)[1].split('\n## ', 1)[0]
     rows = re.findall(r'^\| (\w+) \| `(\w+)` \| (\S+) \| (.+) \|$', section, re.M)
     assert rows == [('ner', 'lr', '0.002', f'{spec.resolve()}: line 7'), ('ner', 'dropout', '0.0', "the tagging kind's default")]
+
+
+def _first_piece_tags(logits_of, tokenizer, sentences: list[list[str]], labels: list[str]) -> list[list[str]]:
+    "Each word's tag, read off its first piece's logits of `logits_of(encoding)` [1, T, C], one sentence at a time."
+    import torch
+    out = []
+    for words in sentences:
+        enc = tokenizer(words, is_split_into_words=True, return_tensors='pt')
+        with torch.no_grad(): logits = logits_of(enc)[0]
+        first = {}
+        for i, w in enumerate(enc.word_ids()):
+            if w is not None: first.setdefault(w, i)
+        out.append([labels[int(logits[first[w]].argmax())] for w in range(len(words))])
+    return out
+
+
+def test_the_tags_and_scores_a_job_writes_are_those_of_its_saved_weights(tmp_path, tiny):
+    """R5b-1: the job fed token type 1 (official) and wrote tags and scores that its saved run, read with
+    transformers' tokenizer (type 0 for one text), did not give. Recomputed here from the .pth (`load_finetuned`) and
+    from the transformers folder (`ElectraForTokenClassification`), word by word at first pieces, scored by seqeval."""
+    from seqeval.metrics import accuracy_score, f1_score, precision_score
+    from transformers import AutoTokenizer, ElectraForTokenClassification
+    spec = demo_task(tmp_path, 'max_length: 64\n')  # every sentence in one window
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)], epochs=2, batch_size=8, lr=1e-3)
+    results = sweep.run_sweep(cfg, *tiny, None, log=lambda s: None)
+    files = sweep.write_test_predictions(cfg, results, tiny[1], None, log=lambda s: None)
+    row = results.task_rows('ner').iloc[0]
+    folder = sweep.group_dir(cfg) / 'ner_0'
+    tok, ours = AutoTokenizer.from_pretrained(folder), load_finetuned(row['checkpoint'])
+    theirs = ElectraForTokenClassification.from_pretrained(folder).eval()
+    labels = [theirs.config.id2label[i] for i in range(theirs.config.num_labels)]
+    for path in files:
+        sentences = read_columns(path)
+        words, written = [[c[0] for c in s] for s in sentences], [[c[-1] for c in s] for s in sentences]
+        assert max(len(tok(w, is_split_into_words=True)['input_ids']) for w in words) <= 64
+        by_pth = _first_piece_tags(lambda x: ours(x['input_ids'], x['attention_mask'], x['token_type_ids']), tok,
+                                   words, labels)
+        by_folder = _first_piece_tags(lambda x: theirs(**x).logits, tok, words, labels)
+        assert by_pth == written, path.name
+        assert by_folder == written, path.name
+        if path.name == 'dev.txt':
+            gold = [[c[1] for c in s] for s in sentences]
+            assert 100 * f1_score(gold, by_pth) == pytest.approx(row['f1'], abs=5e-5)
+            assert 100 * precision_score(gold, by_pth) == pytest.approx(row['precision'], abs=5e-5)
+            assert 100 * accuracy_score(gold, by_pth) == pytest.approx(row['accuracy'], abs=5e-5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -120,7 +121,6 @@ def test_the_test_files_and_dev_scores_of_classification_and_regression_are_thos
     from scipy.stats import pearsonr, spearmanr
     from sklearn.metrics import accuracy_score
     from electra.finetuning.tasks.glue.tasks import TASKS
-    from tests.finetuning.test_sweep import parse
     cfg, results = swept
     src = sweep.resolve_data(str(glue_dir), cfg.cache_dir)
     sweep.write_test_predictions(cfg, results, tiny[1], src, log=lambda s: None)
@@ -128,7 +128,9 @@ def test_the_test_files_and_dev_scores_of_classification_and_regression_are_thos
         run = _picked(results, name)
         row, folder = results.get(name, run), sweep.group_dir(cfg) / f'{name}_{run}'
         dev, test = src.load(TASKS[name], 'dev'), src.load(TASKS[name], 'test')
-        written = parse(f'{cfg.test_output_dir}/{cfg.group}/{name}.tsv')[1]
+        lines = (Path(cfg.test_output_dir) / cfg.group / f'{name}.tsv').read_text(encoding='utf-8').splitlines()
+        assert lines[0] == 'index\tprediction'
+        written = [ln.split('\t') for ln in lines[1:]]
         assert [int(r[0]) for r in written] == test.idx.tolist()
         if name == 'SST-2':
             assert [r[1] for r in written] == [TASKS[name].labels[i] for i in _folder_outputs(folder, test).argmax(-1)]

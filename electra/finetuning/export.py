@@ -99,11 +99,15 @@ def run_length(tokenizer, config, max_length: int):
 
 
 def _exact_recipe(name: str, ckpt: dict, tag: str) -> str:
+    "The run's encoding in transformers' terms where the pipeline's differs: a long text pair's cut, a long sentence's windows."
+    return _exact_pair_recipe(name, ckpt) if tag == 'text-classification' else _exact_tagging_recipe(name, ckpt)
+
+
+def _exact_pair_recipe(name: str, ckpt: dict) -> str:
     """The run's encoding in transformers' terms, for a text pair longer than `max_length`: BERT's `_truncate_seq_pair`
     (google-research/electra, finetune/classification/classification_tasks.py), which drops the last token of the
     longer segment, of the second on a tie, one at a time. transformers' `longest_first` splits the tokens otherwise
     (69 + 69 at 64: 30 + 31, the run's 31 + 30), so it is spelt out here."""
-    if tag != 'text-classification': return ''
     return (f"A text pair longer than the run's `max_length` ({ckpt['hparams']['max_length']} tokens, the tokenizer's "
             "`model_max_length`) is cut as the run cut it (BERT's `_truncate_seq_pair`, google-research/electra "
             "`finetune/classification/classification_tasks.py`: the last token of the longer segment, of the second "
@@ -122,6 +126,79 @@ def _exact_recipe(name: str, ckpt: dict, tag: str) -> str:
             "    types = [0] * (len(a) + 2) + [1] * len(second)\n"
             "    with torch.no_grad():\n"
             "        return model(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([types])).logits\n```")
+
+
+# the run's windows (`electra.finetuning.tasks.tagging.encoding`: `word_pieces`, `plan_windows`, `encode_tagging`) and
+# its tags (`word_predictions`) in transformers' terms, for the tagging card
+_TAGGING_RECIPE = """import torch
+from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+tok = AutoTokenizer.from_pretrained('{name}')
+model = AutoModelForTokenClassification.from_pretrained('{name}').eval()
+BUDGET, STRIDE = tok.model_max_length - 2, {stride}  # pieces between [CLS] and [SEP]; context the windows share
+
+
+def windows(counts):
+    "(start, end, first scored, end of scored) words of each window, for words of counts[i] pieces."
+    spans, start, n = [], 0, len(counts)
+    while n:
+        end, used = start, 0
+        while end < n and used + counts[end] <= BUDGET:
+            used += counts[end]
+            end += 1
+        spans.append((start, end))
+        if end == n:
+            break
+        s, ctx = end, 0  # back over whole words that fit in STRIDE and leave room for word `end`
+        while s - 1 > start and ctx + counts[s - 1] <= STRIDE and ctx + counts[s - 1] + counts[end] <= BUDGET:
+            s -= 1
+            ctx += counts[s]
+        start = s
+    cuts = [0]
+    for (_, end), (nxt, _) in zip(spans, spans[1:]):
+        cuts.append(max((nxt + end + 1) // 2, cuts[-1]))  # an overlap split at its middle
+    return [(a, b, c, d) for (a, b), c, d in zip(spans, cuts, cuts[1:] + [n])]
+
+
+def tags(words):
+    "The run's tag of each word of a sentence, a list of words."
+    enc = tok(words, is_split_into_words=True, add_special_tokens=False)
+    pieces = [[] for _ in words]
+    for i, w in zip(enc['input_ids'], enc.word_ids()):
+        if w is not None:
+            pieces[w].append(i)
+    pieces = [(p or [tok.unk_token_id])[:BUDGET] for p in pieces]
+    out = [None] * len(words)
+    for start, end, a, b in windows([len(p) for p in pieces]):
+        ids = [tok.cls_token_id, *(i for p in pieces[start:end] for i in p), tok.sep_token_id]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits[0]
+        pos = 1
+        for w in range(start, end):
+            if a <= w < b:
+                out[w] = model.config.id2label[int(logits[pos].argmax())]
+            pos += len(pieces[w])
+    return out
+"""
+
+
+def _exact_tagging_recipe(name: str, ckpt: dict) -> str:
+    """How the run tags a sentence longer than its `max_length`, how transformers' pipeline differs, and the run's tags
+    exactly (`_TAGGING_RECIPE`, with the task's stride as the run clamped it: at most half a window)."""
+    settings, length = ckpt.get('task_settings') or {}, ckpt['hparams']['max_length']
+    text = (f"A sentence longer than the run's `max_length` ({length} word pieces with [CLS] and [SEP], the tokenizer's "
+            "`model_max_length`): the pipeline above cuts it there, so the words after the cut get no tag. The run cut "
+            "it into windows that never split a word, each next one starting up to `stride` pieces of whole words "
+            "before the end of the one before, and tagged every word in one window: where two overlap, the first half "
+            "of the shared words in the window before, the rest in the window after. The pipeline's own `stride=` "
+            "windows otherwise: its windows are cut between pieces, not words, share exactly `stride` pieces, and "
+            "where windows overlap it keeps, of entities that overlap, the longest (on a tie the more confident one) "
+            "and every other entity of either window, so its entities there can differ from the run's.")
+    if 'stride' not in settings:  # runs saved before the checkpoint named the task's settings
+        return text + " The run's checkpoint does not name its stride (it was saved by an earlier version)."
+    stride = max(0, min(settings['stride'], (length - 2) // 2))
+    return (f"{text} These are the run's tags exactly (its stride {stride}), for a sentence given as its words:\n\n"
+            f"```python\n{_TAGGING_RECIPE.format(name=name, stride=stride)}```")
 
 
 def _labels_table(names: list[str]) -> str:

@@ -133,8 +133,8 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
         shutil.rmtree(transformers_folder(job.checkpoint), ignore_errors=True)
         atomic_save({'format': 'electra-finetuned', 'electra_version': __version__, 'kind': task.kind, 'task': task.name,
                      'run': job.run, 'seed': job.seed, 'labels': list(task.info.label_names),
-                     'multilabel': task.info.multilabel, 'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': model.state_dict(),
-                     'data': task.data_source(), 'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final,
+                     'multilabel': task.info.multilabel, 'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': task.saved_state(model),
+                     'data': task.data_source(), 'task_settings': task.settings(), 'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final,
                      'trackers': tracked.ids}, job.checkpoint)  # `track_exports` goes on in its tracked runs
     row = {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
            'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -103,6 +104,46 @@ def test_a_tagging_folder_names_the_tags_and_gives_our_logits(swept):
     with torch.no_grad():
         torch.testing.assert_close(hf(**x).logits, ours(x['input_ids'], x['attention_mask'], x['token_type_ids']),
                                    atol=1e-5, rtol=1e-5)
+
+
+def _folder_outputs(folder, examples) -> torch.Tensor:
+    "The folder's logits [N, C] of `examples` (transformers' tokenizer: one text type 0, a pair 0 then 1), none cut."
+    tok, model = AutoTokenizer.from_pretrained(folder), ElectraForSequenceClassification.from_pretrained(folder).eval()
+    x = tok(examples.text_a, examples.text_b, padding=True, return_tensors='pt')
+    assert x['input_ids'].shape[1] <= tok.model_max_length  # the run's max_length: no text was cut
+    with torch.no_grad(): return model(**x).logits
+
+
+def test_the_test_files_and_dev_scores_of_classification_and_regression_are_those_of_the_saved_folders(swept, glue_dir,
+                                                                                                     tiny):
+    """R5b-1's check for the sentence kinds: each test file and dev score the job wrote, recomputed by transformers alone
+    from the picked run's folder (its tokenizer, `ElectraForSequenceClassification`), scored by scikit-learn / scipy."""
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    cfg, results = swept
+    src = sweep.resolve_data(str(glue_dir), cfg.cache_dir)
+    sweep.write_test_predictions(cfg, results, tiny[1], src, log=lambda s: None)
+    for name in ('SST-2', 'STS-B'):
+        run = _picked(results, name)
+        row, folder = results.get(name, run), sweep.group_dir(cfg) / f'{name}_{run}'
+        dev, test = src.load(TASKS[name], 'dev'), src.load(TASKS[name], 'test')
+        lines = (Path(cfg.test_output_dir) / cfg.group / f'{name}.tsv').read_text(encoding='utf-8').splitlines()
+        assert lines[0] == 'index\tprediction'
+        written = [ln.split('\t') for ln in lines[1:]]
+        assert [int(r[0]) for r in written] == test.idx.tolist()
+        if name == 'SST-2':
+            assert [r[1] for r in written] == [TASKS[name].labels[i] for i in _folder_outputs(folder, test).argmax(-1)]
+            got = 100 * accuracy_score(dev.label, _folder_outputs(folder, dev).argmax(-1).numpy())
+            assert got == pytest.approx(row['accuracy'], abs=5e-5)
+        else:
+            scores = _folder_outputs(folder, test)[:, 0].clamp(0, 5).numpy()
+            assert [float(r[1]) for r in written] == pytest.approx(scores.tolist(), abs=5e-4 + 1e-5)  # 3 decimals
+            dev_scores = _folder_outputs(folder, dev)[:, 0].double().numpy()
+            # the tiny run's dev scores spread by about 0.01 around 14.3, where float32 steps by 1e-6 (the job's output
+            # times 5, the folder's head computing it otherwise): Pearson's r moves by some 1e-3 points, ranks not at all
+            assert 100 * pearsonr(dev_scores, dev.label)[0] == pytest.approx(row['pearson'], abs=1e-2)
+            assert 100 * spearmanr(dev_scores, dev.label)[0] == pytest.approx(row['spearman'], abs=5e-4)
 
 
 def _card(path) -> tuple[dict, str]:

@@ -131,6 +131,10 @@ class FinetuningTask:
         "The head's settings, saved in the checkpoint so that `load_finetuned` rebuilds the model."
         raise NotImplementedError
 
+    def saved_state(self, model: nn.Module) -> dict:
+        "The weights a trained run is saved with (`load_finetuned` reads them back): by default the model's own."
+        return model.state_dict()
+
     def loss_func(self, model: nn.Module, task_cfg: FinetuneConfig):
         "The loss: called as loss(outputs, *targets[, weight]); has `local_sum`, `local_count`."
         raise NotImplementedError

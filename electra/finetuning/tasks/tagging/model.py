@@ -20,7 +20,9 @@ from electra.finetuning.loading import HEAD_MODELS
 from electra.finetuning.loss import LOSS_REDUCTIONS, FinetuningLoss
 from electra.finetuning.tasks.tagging.encoding import IGNORE_INDEX
 
-__all__ = ['ElectraTagger', 'TaggingLoss', 'predict_windows']
+__all__ = ['ElectraTagger', 'TaggingLoss', 'one_token_type', 'predict_windows']
+
+TOKEN_TYPES = 'electra.embeddings.token_type_embeddings.weight'  # [2, H]
 
 
 class ElectraTagger(nn.Module):
@@ -53,6 +55,15 @@ class TaggingLoss(FinetuningLoss):
         per = F.cross_entropy(out.float().reshape(b * t, c), target.reshape(b * t), reduction='none',
                               ignore_index=IGNORE_INDEX).view(b, t)  # 0 where ignored
         return self.reduce(per.sum(1), weight, counts=(target != IGNORE_INDEX).sum(1))
+
+
+def one_token_type(state: dict) -> dict:
+    """An `ElectraTagger`'s weights `state` with every token-type row [2, H] set to type 1's, the only type a tagging
+    run is trained and scored with (official inputs: type 1 on every token, `encoding.py`); type 0's row never gets a
+    gradient. Saved so, the run gives its own logits whatever types a caller passes: transformers' tokenizer and
+    token-classification pipeline give one text type 0, whose pretrained row gave other tags than the job's."""
+    rows = state[TOKEN_TYPES]
+    return {**state, TOKEN_TYPES: rows[1:2].expand_as(rows).clone()}
 
 
 def predict_windows(model: ElectraTagger, loader, autocast: torch.dtype | None = None) -> list[np.ndarray]:

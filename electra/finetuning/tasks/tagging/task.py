@@ -38,7 +38,7 @@ from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, entity_ty
 from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagging, encode_tagging, make_tagging_loader,
                                                       word_predictions)
 from electra.finetuning.tasks.tagging.metrics import tagging_metrics, write_predictions
-from electra.finetuning.tasks.tagging.model import ElectraTagger, TaggingLoss, predict_windows
+from electra.finetuning.tasks.tagging.model import ElectraTagger, TaggingLoss, one_token_type, predict_windows
 
 __all__ = ['TaggingSpec', 'TaggingOptions', 'read_tagging_spec', 'TaggingSplit', 'TaggingTask']
 
@@ -149,6 +149,8 @@ class TaggingTask(FinetuningTask):
         return ElectraTagger(body, len(self.data.labels), task_cfg.dropout)
 
     def head(self, model) -> dict: return {'n_labels': model.n_labels, 'dropout': model.dropout.p}
+
+    def saved_state(self, model) -> dict: return one_token_type(model.state_dict())
 
     def loss_func(self, model, task_cfg):
         return TaggingLoss(task_cfg.loss_reduction)

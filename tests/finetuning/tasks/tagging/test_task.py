@@ -169,3 +169,82 @@ def test_every_record_holds_the_values_a_task_s_runs_used(tmp_path, tiny):
     section = card.split("## Each task's settings\n", 1)[1].split('\n## ', 1)[0]
     rows = re.findall(r'^\| (\w+) \| `(\w+)` \| (\S+) \| (.+) \|$', section, re.M)
     assert rows == [('ner', 'lr', '0.002', f'{spec.resolve()}: line 7'), ('ner', 'dropout', '0.0', "the tagging kind's default")]
+
+
+def _first_piece_tags(logits_of, tokenizer, sentences: list[list[str]], labels: list[str]) -> list[list[str]]:
+    "Each word's tag, read off its first piece's logits of `logits_of(encoding)` [1, T, C], one sentence at a time."
+    import torch
+    out = []
+    for words in sentences:
+        enc = tokenizer(words, is_split_into_words=True, return_tensors='pt')
+        with torch.no_grad(): logits = logits_of(enc)[0]
+        first = {}
+        for i, w in enumerate(enc.word_ids()):
+            if w is not None: first.setdefault(w, i)
+        out.append([labels[int(logits[first[w]].argmax())] for w in range(len(words))])
+    return out
+
+
+def test_the_tags_and_scores_a_job_writes_are_those_of_its_saved_weights(tmp_path, tiny):
+    """R5b-1: the job fed token type 1 (official) and wrote tags and scores that its saved run, read with
+    transformers' tokenizer (type 0 for one text), did not give. Recomputed here from the .pth (`load_finetuned`) and
+    from the transformers folder (`ElectraForTokenClassification`), word by word at first pieces, scored by seqeval."""
+    from seqeval.metrics import accuracy_score, f1_score, precision_score
+    from transformers import AutoTokenizer, ElectraForTokenClassification
+    spec = demo_task(tmp_path, 'max_length: 64\n')  # every sentence in one window
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)], epochs=2, batch_size=8, lr=1e-3)
+    results = sweep.run_sweep(cfg, *tiny, None, log=lambda s: None)
+    files = sweep.write_test_predictions(cfg, results, tiny[1], None, log=lambda s: None)
+    row = results.task_rows('ner').iloc[0]
+    folder = sweep.group_dir(cfg) / 'ner_0'
+    tok, ours = AutoTokenizer.from_pretrained(folder), load_finetuned(row['checkpoint'])
+    theirs = ElectraForTokenClassification.from_pretrained(folder).eval()
+    labels = [theirs.config.id2label[i] for i in range(theirs.config.num_labels)]
+    for path in files:
+        sentences = read_columns(path)
+        words, written = [[c[0] for c in s] for s in sentences], [[c[-1] for c in s] for s in sentences]
+        assert max(len(tok(w, is_split_into_words=True)['input_ids']) for w in words) <= 64
+        by_pth = _first_piece_tags(lambda x: ours(x['input_ids'], x['attention_mask'], x['token_type_ids']), tok,
+                                   words, labels)
+        by_folder = _first_piece_tags(lambda x: theirs(**x).logits, tok, words, labels)
+        assert by_pth == written, path.name
+        assert by_folder == written, path.name
+        if path.name == 'dev.txt':
+            gold = [[c[1] for c in s] for s in sentences]
+            assert 100 * f1_score(gold, by_pth) == pytest.approx(row['f1'], abs=5e-5)
+            assert 100 * precision_score(gold, by_pth) == pytest.approx(row['precision'], abs=5e-5)
+            assert 100 * accuracy_score(gold, by_pth) == pytest.approx(row['accuracy'], abs=5e-5)
+
+
+def test_the_cards_recipe_tags_sentences_longer_than_a_window_as_the_job_did(tmp_path, tiny, monkeypatch):
+    """R5b-2: the tagging card's pipeline cut a sentence longer than the run's max_length (the words after it got no
+    tag) where the job tagged it in overlapping windows; the card said nothing. Now it says how the pipeline differs,
+    and its exact recipe, run as written from the folder, gives the job's tags; within one window the pipeline does."""
+    import re
+    from seqeval.metrics.sequence_labeling import get_entities
+    from transformers import AutoTokenizer, pipeline
+    spec = demo_task(tmp_path, 'max_length: 10\n')  # 8 pieces a window, stride 32 clamped to 4: most sentences need several
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)], epochs=2, batch_size=8, lr=1e-3)
+    results = sweep.run_sweep(cfg, *tiny, None, log=lambda s: None)
+    dev = read_columns(sweep.write_test_predictions(cfg, results, tiny[1], None, log=lambda s: None)[0])
+    folder = sweep.group_dir(cfg) / 'ner_0'
+    tok = AutoTokenizer.from_pretrained(folder)
+    assert tok.model_max_length == 10
+    body = (folder / 'README.md').read_text(encoding='utf-8')
+    assert "the pipeline above cuts it there" in body and "(its stride 4)" in body
+    monkeypatch.chdir(folder.parent)
+    scope = {}
+    exec(re.findall(r'```python\n(.*?)```', body, re.S)[-1], scope)
+    words, written = [[c[0] for c in s] for s in dev], [[c[2] for c in s] for s in dev]
+    n_pieces = [len(tok(w, is_split_into_words=True)['input_ids']) for w in words]
+    assert sum(n > 10 for n in n_pieces) > len(words) // 2  # most sentences take several windows
+    assert [scope['tags'](w) for w in words] == written
+    run = pipeline('token-classification', model=str(folder), aggregation_strategy='first')
+    for w, tags, n in zip(words, written, n_pieces):
+        starts = np.cumsum([0] + [len(x) + 1 for x in w])  # each word's first character in ' '.join(w)
+        found = {(e['entity_group'], e['start'], e['end']) for e in run(' '.join(w))}
+        if n > 10:  # cut after 8 pieces: no entity ends past the word of the 8th
+            last = tok(w, is_split_into_words=True).word_ids()[8]
+            assert all(end <= starts[last] + len(w[last]) for _, _, end in found), w
+            continue
+        assert found == {(t, int(starts[a]), int(starts[b] + len(w[b]))) for t, a, b in get_entities(tags)}, w

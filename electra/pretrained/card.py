@@ -17,6 +17,7 @@ import yaml
 from huggingface_hub import EvalResult, ModelCardData
 from torch import nn
 
+from electra.config.objectives import OBJECTIVES, Objective
 from electra.config.version import __version__
 from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import is_main_process
@@ -51,14 +52,40 @@ _HELD_OUT = {
 # what each network is, for transformers' Auto classes and the Hub
 _ROLES = {
     'discriminator': dict(auto='AutoModelForPreTraining', pipeline_tag='feature-extraction',
-                          task=('token-classification', 'Replaced token detection'),
-                          what='the model to fine-tune: it learnt to tell the tokens its generator replaced from the '
-                               'original ones (replaced-token detection)'),
+                          task=('token-classification', 'Replaced token detection')),
     'generator': dict(auto='AutoModelForMaskedLM', pipeline_tag='fill-mask',
-                      task=('fill-mask', 'Masked language modelling'),
-                      what='a small masked language model trained with the discriminator, whose samples were '
-                           'the replacements the discriminator learnt to detect'),
+                      task=('fill-mask', 'Masked language modelling')),
 }
+# what the discriminator learnt and what its exported replaced-token-detection head (`discriminator_predictions`) is,
+# by its objective's loss head (config/objectives.py HEADS): the 'mlm' head leaves that head out of the loss (no
+# gradient: objective/model.py), and the MLM heads are not part of an ElectraForPreTraining, so only the .pth has them
+_DISC_HEADS = {
+    'rtd': 'it learnt to tell {fake} from the original ones ({task}) with the replaced-token-detection head '
+           '(`discriminator_predictions`) exported here',
+    'mlm': "it learnt to predict the original tokens at the masked positions with an MLM head that only the run's "
+           'checkpoints (`.pth`) hold; the replaced-token-detection head exported here (`discriminator_predictions`) '
+           'had no part in its loss: it is {rtd_head}',
+    'copy': "it learnt every token's identity through a copy gate, whose weight D is the replaced-token-detection "
+            "head exported here (`discriminator_predictions`) and whose other part is an MLM head that only the run's "
+            'checkpoints (`.pth`) hold',
+}
+# which tokens the discriminator learnt as fake (Objective.fake) and the name of that task
+_FAKE = {'replaced': ('the tokens its generator replaced', 'replaced-token detection'),
+         'masked': ('the tokens its generator sampled at the masked positions', 'noise-contrastive estimation')}
+
+
+def _what(role: str, objective: Objective | None, init_from: str) -> str:
+    """What the network of `role` is, by the run's `objective` row (None: not known) and the weights it started from
+    (`init_from`, '' none)."""
+    if role == 'generator':
+        learnt = ('where the discriminator learnt to predict the original tokens' if objective and objective.mlm else
+                  'which the discriminator learnt to detect')
+        return f'a small masked language model trained with the discriminator, whose samples it read, {learnt}'
+    if objective is None: return 'the model to fine-tune (the objective it was trained with was not found)'
+    fake, task = _FAKE[objective.fake]
+    rtd_head = (f'carried over unchanged from {init_from}, the weights the run started from' if init_from else
+                'untrained (as initialised)')
+    return 'the model to fine-tune: ' + _DISC_HEADS[objective.head].format(fake=fake, task=task, rtd_head=rtd_head)
 
 
 def card_text(data: ModelCardData, body: str) -> str:
@@ -157,18 +184,19 @@ def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str],
     return '\n\n'.join(text)
 
 
-def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir: str | Path) -> Path:
+def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir: str | Path,
+                          objective: Objective | None = None) -> Path:
     """Write the card of `net`, the `role` ('discriminator' or 'generator') of the pretraining run in `run_dir`,
-    exported to `folder`: its metadata (with the held-out metrics as the model-index), what it is, how it was trained,
-    its metrics, how to load it. Reads the run's `config.yaml`, `metrics.csv` and `eval_metrics.csv`, those that
-    exist."""
+    exported to `folder`: its metadata (with the held-out metrics as the model-index), what it is (by its `objective`'s
+    row, else the one its config names), how it was trained, its metrics, how to load it. Reads the run's `config.yaml`,
+    `metrics.csv` and `eval_metrics.csv`, those that exist."""
     folder, run_dir, about = Path(folder), Path(run_dir), _ROLES[role]
     try: cfg = yaml.safe_load((run_dir / 'config.yaml').read_text(encoding='utf-8')) or {}
     except OSError: cfg = {}
     train_row, eval_row = last_row(run_dir / 'metrics.csv'), last_row(run_dir / 'eval_metrics.csv')
     try: schedules = yaml.safe_load((run_dir / 'schedules.yaml').read_text(encoding='utf-8')) or []
     except OSError: schedules = []
-    corpus = cfg.get('corpus', [])
+    corpus, objective = cfg.get('corpus', []), objective or OBJECTIVES.get(cfg.get('objective'))
     languages = {_CORPUS_LANGUAGE.get(c) for c in corpus}
     data = ModelCardData(
         language=languages.pop() if len(languages) == 1 and None not in languages else None, license=LICENSE,
@@ -177,7 +205,7 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
         eval_results=_held_out(role, eval_row, ', '.join(corpus) or 'corpus') or None)
     c = net.config
     body = (f"# ELECTRA {role}: {run_dir.name}\n\nThe {role} of the ELECTRA pretraining run `{run_dir.name}` (Clark "
-            f"et al. 2020), {about['what']}. {type(net).__name__}: {c.num_hidden_layers} layers, hidden size "
+            f"et al. 2020), {_what(role, objective, cfg.get('init_from') or '')}. {type(net).__name__}: {c.num_hidden_layers} layers, hidden size "
             f"{c.hidden_size}, {c.num_attention_heads} attention heads, feed-forward {c.intermediate_size}, embeddings "
             f"{c.embedding_size}, a vocabulary of {c.vocab_size} tokens, "
             f"{sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters.\n\n"

@@ -538,7 +538,7 @@ def test_a_run_folder_holding_an_export_without_checkpoints_is_refused_not_repla
     run = tmp_path / 'ckpt' / 'keep_11081'
     (run / 'discriminator').mkdir(parents=True)
     for name, text in [('discriminator/model.safetensors', 'weights'), ('config.yaml', 'steps: 4\n'),
-                       ('metrics.csv', 'step,loss\n4,1.0\n')]:
+                       ('metrics.csv', 'step,loss\n4,1.0\n'), ('log.txt', 'the first run\n')]:
         (run / name).write_text(text)
     with pytest.raises(ConfigError) as e:
         pretrain(tmp_path, *TINY, '--run_name', 'keep', *flags)
@@ -547,3 +547,4 @@ def test_a_run_folder_holding_an_export_without_checkpoints_is_refused_not_repla
     assert 'no checkpoint' in str(e.value) and 'discriminator' in str(e.value)
     assert (run / 'discriminator' / 'model.safetensors').read_text() == 'weights'
     assert (run / 'metrics.csv').read_text() == 'step,loss\n4,1.0\n' and not (tmp_path / 'cache').exists()
+    assert (run / 'config.yaml').read_text() == 'steps: 4\n' and (run / 'log.txt').read_text().startswith('the first run\n')

@@ -142,3 +142,7 @@ def test_a_tying_the_weights_do_not_have_is_refused_before_the_data_is_built(tmp
     save_pair(tmp_path / 'apart', tiny_cfg(), tied=False)
     with pytest.raises(ConfigError, match=r"tie_weights 'embeddings' .* --tie_weights none"):
         check_init_config(tiny_cfg(), load_init(str(tmp_path / 'apart')))
+    save_pair(tmp_path / 'tied', tiny_cfg())
+    with pytest.raises(ConfigError, match=r"tie_weights 'gdes' keeps .* --tie_weights embeddings or none"):
+        check_init_config(tiny_cfg(tie_weights='gdes'), load_init(str(tmp_path / 'tied')))
+    check_init_config(tiny_cfg(objective='mlm'), load_init(str(tmp_path / 'apart')))  # BERT takes no generator: no tying

@@ -78,9 +78,9 @@ def _what(role: str, objective: Objective | None, init_from: str) -> str:
     """What the network of `role` is, by the run's `objective` row (None: not known) and the weights it started from
     (`init_from`, '' none)."""
     if role == 'generator':
-        learnt = ('where the discriminator learnt to predict the original tokens' if objective and objective.mlm else
-                  'which the discriminator learnt to detect')
-        return f'a small masked language model trained with the discriminator, whose samples it read, {learnt}'
+        read = ("filled the masked positions of the discriminator's input, where it learnt to predict the original "
+                'tokens' if objective and objective.mlm else 'were the replacements the discriminator learnt to detect')
+        return f'a small masked language model trained with the discriminator, whose samples {read}'
     if objective is None: return 'the model to fine-tune (the objective it was trained with was not found)'
     fake, task = _FAKE[objective.fake]
     rtd_head = (f'carried over unchanged from {init_from}, the weights the run started from' if init_from else

@@ -49,6 +49,10 @@ _HELD_OUT = {
     'generator': {'gen_accuracy': ('accuracy', 'accuracy at the masked positions'),
                   'gen_loss': ('loss', 'generator MLM loss')},
 }
+# a discriminator whose loss head predicts tokens (Objective.mlm): its accuracy and loss are of those predictions
+# (objective/loss.py `batch_statistics`), its replaced-token-detection AUCs undefined
+_HELD_OUT_MLM = {'disc_accuracy': ('accuracy', "accuracy of the discriminator's token predictions"),
+                 'disc_loss': ('loss', 'discriminator token-prediction loss')}
 # what each network is, for transformers' Auto classes and the Hub
 _ROLES = {
     'discriminator': dict(auto='AutoModelForPreTraining', pipeline_tag='feature-extraction',
@@ -127,11 +131,18 @@ def hub_datasets(entries: list[str]) -> list[str]:
     return [e.split(':')[1] for e in entries if e.startswith('hub:') and len(e.split(':')) > 1]
 
 
-def _held_out(role: str, row: dict[str, str], corpus: str) -> list[EvalResult]:
+def _held_out_columns(role: str, objective: Objective | None) -> tuple[tuple[str, str], dict]:
+    "The model-index task of `role` and its eval_metrics.csv columns -> (metric type, name), by its objective's head."
+    if role == 'discriminator' and objective and objective.mlm:
+        return ('fill-mask', 'Masked language modelling'), _HELD_OUT_MLM
+    return _ROLES[role]['task'], _HELD_OUT[role]
+
+
+def _held_out(role: str, row: dict[str, str], corpus: str, objective: Objective | None) -> list[EvalResult]:
     "The model-index results of `role` on the held-out examples (`row` of eval_metrics.csv); undefined ones left out."
-    task_type, task_name = _ROLES[role]['task']
+    (task_type, task_name), columns = _held_out_columns(role, objective)
     results = []
-    for column, (metric, name) in _HELD_OUT[role].items():
+    for column, (metric, name) in columns.items():
         value = float(row.get(column) or 'nan')
         if math.isnan(value): continue
         results.append(EvalResult(task_type=task_type, task_name=task_name, dataset_type=corpus,
@@ -159,7 +170,7 @@ def _schedules_text(schedules: list[dict], cfg: dict) -> str:
 
 
 def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str], role: str,
-                 schedules: list[dict] = ()) -> str:
+                 objective: Objective | None, schedules: list[dict] = ()) -> str:
     "How the run trained and how its network does: the settings in words, the last rows of its metrics files."
     if not cfg: return "## Training\n\nThe run's settings were not found beside this export (no `config.yaml`)."
     corpus, init = ', '.join(cfg.get('corpus', [])) or 'not recorded', cfg.get('init_from')
@@ -170,8 +181,9 @@ def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str],
             f"{tokenizer}{f'; continued from the weights of {init}' if init else ''}."]
     if len(schedules) > 1: text.append(_schedules_text(schedules, cfg))
     if eval_row:
-        shown = ['step', *_HELD_OUT[role], *(f'{c}_baseline' for c in ('gen_accuracy', 'disc_accuracy')
-                                              if c in _HELD_OUT[role]), 'examples']
+        columns = _held_out_columns(role, objective)[1]
+        shown = ['step', *columns, *(f'{c}_baseline' for c in ('gen_accuracy', 'disc_accuracy') if c in columns),
+                 'examples']
         text.append(f"### Held-out evaluation\n\nOn {eval_row.get('examples')} examples held out from training "
                     f"(`eval_metrics.csv`, its last row); a baseline is what always the most frequent token "
                     f"(generator) or always \"original\" (discriminator) scores.\n\n{_metrics_table(eval_row, shown)}")
@@ -202,14 +214,14 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
         language=languages.pop() if len(languages) == 1 and None not in languages else None, license=LICENSE,
         library_name='transformers', pipeline_tag=about['pipeline_tag'], datasets=hub_datasets(corpus) or None,
         tags=['electra', role, f"objective-{cfg.get('objective', 'unknown')}"], model_name=f'{run_dir.name} {role}',
-        eval_results=_held_out(role, eval_row, ', '.join(corpus) or 'corpus') or None)
+        eval_results=_held_out(role, eval_row, ', '.join(corpus) or 'corpus', objective) or None)
     c = net.config
     body = (f"# ELECTRA {role}: {run_dir.name}\n\nThe {role} of the ELECTRA pretraining run `{run_dir.name}` (Clark "
             f"et al. 2020), {_what(role, objective, cfg.get('init_from') or '')}. {type(net).__name__}: {c.num_hidden_layers} layers, hidden size "
             f"{c.hidden_size}, {c.num_attention_heads} attention heads, feed-forward {c.intermediate_size}, embeddings "
             f"{c.embedding_size}, a vocabulary of {c.vocab_size} tokens, "
             f"{sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters.\n\n"
-            f"{_run_section(cfg, train_row, eval_row, role, schedules)}\n\n{_usage(folder, role)}\n\n{LICENSE_NOTE}")
+            f"{_run_section(cfg, train_row, eval_row, role, objective, schedules)}\n\n{_usage(folder, role)}\n\n{LICENSE_NOTE}")
     return write_card(folder, data, body)
 
 

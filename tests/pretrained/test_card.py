@@ -118,6 +118,7 @@ def test_the_discriminator_card_says_what_its_exported_head_is_for_each_objectiv
     run = tmp_path / f'{name}_11081'
     run.mkdir()
     (run / 'config.yaml').write_text(yaml.safe_dump({'objective': name, 'init_from': init_from, 'steps': 4}))
+    (run / 'eval_metrics.csv').write_text('step,disc_loss,disc_accuracy,disc_auc,examples\n4,6.5,0.25,nan,32\n')
     exported = export_pretrained(model, tok, run)
     text = exported['discriminator'].joinpath('README.md').read_text()
     about = text.split('## Training')[0]
@@ -126,6 +127,12 @@ def test_the_discriminator_card_says_what_its_exported_head_is_for_each_objectiv
     assert (f'carried over unchanged from {init_from}' in about) == (not trained and bool(init_from))
     assert ('copy gate' in about) == (OBJECTIVES[name].head == 'copy')
     assert ('.pth' in about) == OBJECTIVES[name].mlm  # its MLM head, which the export leaves out
+    # the held-out numbers are named for what the discriminator's loss head did: token prediction or detection
+    [result] = metadata(text)['model-index'][0]['results']
+    accuracy, loss = (("accuracy of the discriminator's token predictions", 'discriminator token-prediction loss')
+                      if OBJECTIVES[name].mlm else ('accuracy of replaced-token detection', 'discriminator loss'))
+    assert {m['name']: m['value'] for m in result['metrics']} == {accuracy: 0.25, loss: 6.5}
+    assert result['task']['type'] == ('fill-mask' if OBJECTIVES[name].mlm else 'token-classification')
     if 'generator' in exported:
         assert ('learnt to detect' in exported['generator'].joinpath('README.md').read_text()) == (not OBJECTIVES[name].mlm)
 

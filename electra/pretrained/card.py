@@ -69,9 +69,9 @@ _DISC_HEADS = {
     'mlm': "it learnt to predict the original tokens at the masked positions with an MLM head that only the run's "
            'checkpoints (`.pth`) hold; the replaced-token-detection head exported here (`discriminator_predictions`) '
            'had no part in its loss: it is {rtd_head}',
-    'copy': "it learnt every token's identity through a copy gate, whose weight D is the replaced-token-detection "
-            "head exported here (`discriminator_predictions`) and whose other part is an MLM head that only the run's "
-            'checkpoints (`.pth`) hold',
+    'copy': "it learnt every token's identity through a copy gate D x [the input token] + (1 - D) x an MLM head's "
+            'prediction, D the sigmoid of the replaced-token-detection head exported here (`discriminator_predictions`); '
+            "that MLM head only the run's checkpoints (`.pth`) hold',
 }
 # which tokens the discriminator learnt as fake (Objective.fake) and the name of that task
 _FAKE = {'replaced': ('the tokens its generator replaced', 'replaced-token detection'),

@@ -69,9 +69,9 @@ _DISC_HEADS = {
     'mlm': "it learnt to predict the original tokens at the masked positions with an MLM head that only the run's "
            'checkpoints (`.pth`) hold; the replaced-token-detection head exported here (`discriminator_predictions`) '
            'had no part in its loss: it is {rtd_head}',
-    'copy': "it learnt every token's identity through a copy gate D x [the input token] + (1 - D) x an MLM head's "
-            'prediction, D the sigmoid of the replaced-token-detection head exported here (`discriminator_predictions`); '
-            "that MLM head only the run's checkpoints (`.pth`) hold',
+    'copy': "it learnt every token's identity through a copy gate, D x [the input token] + (1 - D) x an MLM head's "
+            'prediction, D the sigmoid of the replaced-token-detection head exported here '
+            "(`discriminator_predictions`); that MLM head only the run's checkpoints (`.pth`) hold",
 }
 # which tokens the discriminator learnt as fake (Objective.fake) and the name of that task
 _FAKE = {'replaced': ('the tokens its generator replaced', 'replaced-token detection'),
@@ -215,13 +215,14 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
         library_name='transformers', pipeline_tag=about['pipeline_tag'], datasets=hub_datasets(corpus) or None,
         tags=['electra', role, f"objective-{cfg.get('objective', 'unknown')}"], model_name=f'{run_dir.name} {role}',
         eval_results=_held_out(role, eval_row, ', '.join(corpus) or 'corpus', objective) or None)
-    c = net.config
+    c, what = net.config, _what(role, objective, cfg.get('init_from') or '')
     body = (f"# ELECTRA {role}: {run_dir.name}\n\nThe {role} of the ELECTRA pretraining run `{run_dir.name}` (Clark "
-            f"et al. 2020), {_what(role, objective, cfg.get('init_from') or '')}. {type(net).__name__}: {c.num_hidden_layers} layers, hidden size "
+            f"et al. 2020), {what}. {type(net).__name__}: {c.num_hidden_layers} layers, hidden size "
             f"{c.hidden_size}, {c.num_attention_heads} attention heads, feed-forward {c.intermediate_size}, embeddings "
             f"{c.embedding_size}, a vocabulary of {c.vocab_size} tokens, "
             f"{sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters.\n\n"
-            f"{_run_section(cfg, train_row, eval_row, role, objective, schedules)}\n\n{_usage(folder, role)}\n\n{LICENSE_NOTE}")
+            f"{_run_section(cfg, train_row, eval_row, role, objective, schedules)}\n\n{_usage(folder, role)}\n\n"
+            f"{LICENSE_NOTE}")
     return write_card(folder, data, body)
 
 

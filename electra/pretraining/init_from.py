@@ -128,7 +128,8 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
     max(1, hidden // 64)."""
     bad = _size_mismatches(cfg, init)
     if bad:
-        hint = ' '.join(f'--{k} {v:g}' if isinstance(v, float) else f'--{k} {v}' for k, v in _fitting(cfg, init).items())
+        hint = ' '.join(f'--{k} {v:g}' if isinstance(v, float) else f'--{k} {v}'
+                        for k, v in _fitting(cfg, init).items())
         raise ConfigError(f"init_from: {init.source} does not fit this run's config: {'; '.join(bad)}. Choose the "
                           f"preset of those weights (e.g. --config small for google/electra-small-*) or set: {hint}")
     _check_tying(init, cfg.tie_weights if _has_generator(cfg) else 'none')

@@ -527,3 +527,24 @@ def test_an_extended_run_stopped_by_ctrl_c_resumes_from_its_latest_step_with_tru
         pretrain(tmp_path, *argv[:1], '6', *argv[2:], '--resume')
     said = capsys.readouterr().out
     assert 'goes on' not in said and 'starting at step' not in said, said
+
+
+@pytest.mark.parametrize('flags', [['--overwrite', 'false'], ['--resume'], ['--resume', '--overwrite', 'true']])
+def test_a_run_folder_holding_an_export_without_checkpoints_is_refused_not_replaced(tmp_path, flags):
+    """A finished run whose .pth files were removed keeps its export (the run's main product): starting the run again
+    is refused before any data is built, naming the folder and the fix; nothing changes. With --resume (the demo
+    preset sets overwrite: true) too: there is nothing to resume. Before: it trained from step 0 and replaced the
+    export, status 0."""
+    run = tmp_path / 'ckpt' / 'keep_11081'
+    (run / 'discriminator').mkdir(parents=True)
+    for name, text in [('discriminator/model.safetensors', 'weights'), ('config.yaml', 'steps: 4\n'),
+                       ('metrics.csv', 'step,loss\n4,1.0\n'), ('log.txt', 'the first run\n')]:
+        (run / name).write_text(text)
+    with pytest.raises(ConfigError) as e:
+        pretrain(tmp_path, *TINY, '--run_name', 'keep', *flags)
+    assert str(run) in str(e.value) and '--overwrite true' in str(e.value) and '--run_name' in str(e.value)
+    assert ('without --resume' in str(e.value)) == ('--resume' in flags)
+    assert 'no checkpoint' in str(e.value) and 'discriminator' in str(e.value)
+    assert (run / 'discriminator' / 'model.safetensors').read_text() == 'weights'
+    assert (run / 'metrics.csv').read_text() == 'step,loss\n4,1.0\n' and not (tmp_path / 'cache').exists()
+    assert (run / 'config.yaml').read_text() == 'steps: 4\n' and (run / 'log.txt').read_text().startswith('the first run\n')

@@ -17,6 +17,7 @@ import yaml
 from huggingface_hub import EvalResult, ModelCardData
 from torch import nn
 
+from electra.config.objectives import OBJECTIVES, Objective
 from electra.config.version import __version__
 from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import is_main_process
@@ -48,17 +49,47 @@ _HELD_OUT = {
     'generator': {'gen_accuracy': ('accuracy', 'accuracy at the masked positions'),
                   'gen_loss': ('loss', 'generator MLM loss')},
 }
+# a discriminator whose loss head predicts tokens (Objective.mlm): its accuracy and loss are of those predictions
+# (objective/loss.py `batch_statistics`), its replaced-token-detection AUCs undefined
+_HELD_OUT_MLM = {'disc_accuracy': ('accuracy', "accuracy of the discriminator's token predictions"),
+                 'disc_loss': ('loss', 'discriminator token-prediction loss')}
 # what each network is, for transformers' Auto classes and the Hub
 _ROLES = {
     'discriminator': dict(auto='AutoModelForPreTraining', pipeline_tag='feature-extraction',
-                          task=('token-classification', 'Replaced token detection'),
-                          what='the model to fine-tune: it learnt to tell the tokens its generator replaced from the '
-                               'original ones (replaced-token detection)'),
+                          task=('token-classification', 'Replaced token detection')),
     'generator': dict(auto='AutoModelForMaskedLM', pipeline_tag='fill-mask',
-                      task=('fill-mask', 'Masked language modelling'),
-                      what='a small masked language model trained with the discriminator, whose samples were '
-                           'the replacements the discriminator learnt to detect'),
+                      task=('fill-mask', 'Masked language modelling')),
 }
+# what the discriminator learnt and what its exported replaced-token-detection head (`discriminator_predictions`) is,
+# by its objective's loss head (config/objectives.py HEADS): the 'mlm' head leaves that head out of the loss (no
+# gradient: objective/model.py), and the MLM heads are not part of an ElectraForPreTraining, so only the .pth has them
+_DISC_HEADS = {
+    'rtd': 'it learnt to tell {fake} from the original ones ({task}) with the replaced-token-detection head '
+           '(`discriminator_predictions`) exported here',
+    'mlm': "it learnt to predict the original tokens at the masked positions with an MLM head that only the run's "
+           'checkpoints (`.pth`) hold; the replaced-token-detection head exported here (`discriminator_predictions`) '
+           'had no part in its loss: it is {rtd_head}',
+    'copy': "it learnt every token's identity through a copy gate, D x [the input token] + (1 - D) x an MLM head's "
+            'prediction, D the sigmoid of the replaced-token-detection head exported here '
+            "(`discriminator_predictions`); that MLM head only the run's checkpoints (`.pth`) hold",
+}
+# which tokens the discriminator learnt as fake (Objective.fake) and the name of that task
+_FAKE = {'replaced': ('the tokens its generator replaced', 'replaced-token detection'),
+         'masked': ('the tokens its generator sampled at the masked positions', 'noise-contrastive estimation')}
+
+
+def _what(role: str, objective: Objective | None, init_from: str) -> str:
+    """What the network of `role` is, by the run's `objective` row (None: not known) and the weights it started from
+    (`init_from`, '' none)."""
+    if role == 'generator':
+        read = ("filled the masked positions of the discriminator's input, where it learnt to predict the original "
+                'tokens' if objective and objective.mlm else 'were the replacements the discriminator learnt to detect')
+        return f'a small masked language model trained with the discriminator, whose samples {read}'
+    if objective is None: return 'the model to fine-tune (the objective it was trained with was not found)'
+    fake, task = _FAKE[objective.fake]
+    rtd_head = (f'carried over unchanged from {init_from}, the weights the run started from' if init_from else
+                'untrained (as initialised)')
+    return 'the model to fine-tune: ' + _DISC_HEADS[objective.head].format(fake=fake, task=task, rtd_head=rtd_head)
 
 
 def card_text(data: ModelCardData, body: str) -> str:
@@ -100,11 +131,18 @@ def hub_datasets(entries: list[str]) -> list[str]:
     return [e.split(':')[1] for e in entries if e.startswith('hub:') and len(e.split(':')) > 1]
 
 
-def _held_out(role: str, row: dict[str, str], corpus: str) -> list[EvalResult]:
+def _held_out_columns(role: str, objective: Objective | None) -> tuple[tuple[str, str], dict]:
+    "The model-index task of `role` and its eval_metrics.csv columns -> (metric type, name), by its objective's head."
+    if role == 'discriminator' and objective and objective.mlm:
+        return ('fill-mask', 'Masked language modelling'), _HELD_OUT_MLM
+    return _ROLES[role]['task'], _HELD_OUT[role]
+
+
+def _held_out(role: str, row: dict[str, str], corpus: str, objective: Objective | None) -> list[EvalResult]:
     "The model-index results of `role` on the held-out examples (`row` of eval_metrics.csv); undefined ones left out."
-    task_type, task_name = _ROLES[role]['task']
+    (task_type, task_name), columns = _held_out_columns(role, objective)
     results = []
-    for column, (metric, name) in _HELD_OUT[role].items():
+    for column, (metric, name) in columns.items():
         value = float(row.get(column) or 'nan')
         if math.isnan(value): continue
         results.append(EvalResult(task_type=task_type, task_name=task_name, dataset_type=corpus,
@@ -132,7 +170,7 @@ def _schedules_text(schedules: list[dict], cfg: dict) -> str:
 
 
 def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str], role: str,
-                 schedules: list[dict] = ()) -> str:
+                 objective: Objective | None, schedules: list[dict] = ()) -> str:
     "How the run trained and how its network does: the settings in words, the last rows of its metrics files."
     if not cfg: return "## Training\n\nThe run's settings were not found beside this export (no `config.yaml`)."
     corpus, init = ', '.join(cfg.get('corpus', [])) or 'not recorded', cfg.get('init_from')
@@ -143,8 +181,9 @@ def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str],
             f"{tokenizer}{f'; continued from the weights of {init}' if init else ''}."]
     if len(schedules) > 1: text.append(_schedules_text(schedules, cfg))
     if eval_row:
-        shown = ['step', *_HELD_OUT[role], *(f'{c}_baseline' for c in ('gen_accuracy', 'disc_accuracy')
-                                              if c in _HELD_OUT[role]), 'examples']
+        columns = _held_out_columns(role, objective)[1]
+        shown = ['step', *columns, *(f'{c}_baseline' for c in ('gen_accuracy', 'disc_accuracy') if c in columns),
+                 'examples']
         text.append(f"### Held-out evaluation\n\nOn {eval_row.get('examples')} examples held out from training "
                     f"(`eval_metrics.csv`, its last row); a baseline is what always the most frequent token "
                     f"(generator) or always \"original\" (discriminator) scores.\n\n{_metrics_table(eval_row, shown)}")
@@ -157,31 +196,33 @@ def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str],
     return '\n\n'.join(text)
 
 
-def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir: str | Path) -> Path:
+def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir: str | Path,
+                          objective: Objective | None = None) -> Path:
     """Write the card of `net`, the `role` ('discriminator' or 'generator') of the pretraining run in `run_dir`,
-    exported to `folder`: its metadata (with the held-out metrics as the model-index), what it is, how it was trained,
-    its metrics, how to load it. Reads the run's `config.yaml`, `metrics.csv` and `eval_metrics.csv`, those that
-    exist."""
+    exported to `folder`: its metadata (with the held-out metrics as the model-index), what it is (by its `objective`'s
+    row, else the one its config names), how it was trained, its metrics, how to load it. Reads the run's `config.yaml`,
+    `metrics.csv` and `eval_metrics.csv`, those that exist."""
     folder, run_dir, about = Path(folder), Path(run_dir), _ROLES[role]
     try: cfg = yaml.safe_load((run_dir / 'config.yaml').read_text(encoding='utf-8')) or {}
     except OSError: cfg = {}
     train_row, eval_row = last_row(run_dir / 'metrics.csv'), last_row(run_dir / 'eval_metrics.csv')
     try: schedules = yaml.safe_load((run_dir / 'schedules.yaml').read_text(encoding='utf-8')) or []
     except OSError: schedules = []
-    corpus = cfg.get('corpus', [])
+    corpus, objective = cfg.get('corpus', []), objective or OBJECTIVES.get(cfg.get('objective'))
     languages = {_CORPUS_LANGUAGE.get(c) for c in corpus}
     data = ModelCardData(
         language=languages.pop() if len(languages) == 1 and None not in languages else None, license=LICENSE,
         library_name='transformers', pipeline_tag=about['pipeline_tag'], datasets=hub_datasets(corpus) or None,
         tags=['electra', role, f"objective-{cfg.get('objective', 'unknown')}"], model_name=f'{run_dir.name} {role}',
-        eval_results=_held_out(role, eval_row, ', '.join(corpus) or 'corpus') or None)
-    c = net.config
+        eval_results=_held_out(role, eval_row, ', '.join(corpus) or 'corpus', objective) or None)
+    c, what = net.config, _what(role, objective, cfg.get('init_from') or '')
     body = (f"# ELECTRA {role}: {run_dir.name}\n\nThe {role} of the ELECTRA pretraining run `{run_dir.name}` (Clark "
-            f"et al. 2020), {about['what']}. {type(net).__name__}: {c.num_hidden_layers} layers, hidden size "
+            f"et al. 2020), {what}. {type(net).__name__}: {c.num_hidden_layers} layers, hidden size "
             f"{c.hidden_size}, {c.num_attention_heads} attention heads, feed-forward {c.intermediate_size}, embeddings "
             f"{c.embedding_size}, a vocabulary of {c.vocab_size} tokens, "
             f"{sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters.\n\n"
-            f"{_run_section(cfg, train_row, eval_row, role, schedules)}\n\n{_usage(folder, role)}\n\n{LICENSE_NOTE}")
+            f"{_run_section(cfg, train_row, eval_row, role, objective, schedules)}\n\n{_usage(folder, role)}\n\n"
+            f"{LICENSE_NOTE}")
     return write_card(folder, data, body)
 
 

@@ -83,7 +83,7 @@ def export_pretrained(model: ElectraGeneratorDiscriminator, tokenizer: PreTraine
     for path, net in nets.items():
         save_model(net, path)
         with_model_length(copy.deepcopy(tokenizer), net.config).save_pretrained(path)
-        write_pretrained_card(path, path.name, net, run_dir)  # README.md: what it is, how it was made and does
+        write_pretrained_card(path, path.name, net, run_dir, model.objective)  # README.md: what it is, how it was made and does
     return {path.name: path for path in nets}
 
 

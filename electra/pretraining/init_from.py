@@ -123,16 +123,16 @@ def _size_mismatches(cfg: PretrainConfig, init: InitWeights) -> list[str]:
 
 
 def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
-    """Refuse a run whose config does not fit the weights it starts from (sizes, tokenizer), naming what differs.
-    The generator's size follows `generator_size` (hidden and FFN) and its heads max(1, hidden // 64)."""
+    """Refuse a run whose config does not fit the weights it starts from (sizes, tying, tokenizer), naming what differs,
+    before any data is built. The generator's size follows `generator_size` (hidden and FFN) and its heads
+    max(1, hidden // 64)."""
     bad = _size_mismatches(cfg, init)
     if bad:
-        d, g = init.discriminator.config, init.generator.config
-        hint = (f"--hidden_size {d.hidden_size} --num_hidden_layers {d.num_hidden_layers} --num_attention_heads "
-                f"{d.num_attention_heads} --intermediate_size {d.intermediate_size} --embedding_size {d.embedding_size} "
-                f"--max_position_embeddings {d.max_position_embeddings} --generator_size {g.hidden_size / d.hidden_size:g}")
+        hint = ' '.join(f'--{k} {v:g}' if isinstance(v, float) else f'--{k} {v}'
+                        for k, v in _fitting(cfg, init).items())
         raise ConfigError(f"init_from: {init.source} does not fit this run's config: {'; '.join(bad)}. Choose the "
                           f"preset of those weights (e.g. --config small for google/electra-small-*) or set: {hint}")
+    _check_tying(init, cfg.tie_weights if _has_generator(cfg) else 'none')
     if len(init.tokenizer) > init.discriminator.config.vocab_size:
         raise ConfigError(f"init_from: {init.source}: its tokenizer has {len(init.tokenizer)} tokens, its weights "
                           f"{init.discriminator.config.vocab_size} rows: they do not belong together.")
@@ -140,6 +140,28 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
         if tokenizer_fingerprint(load_tokenizer(cfg.tokenizer, cfg.lowercase)) != tokenizer_fingerprint(init.tokenizer):
             raise ConfigError(f"tokenizer: {cfg.tokenizer} is not the vocabulary {init.source} was trained with; a run "
                               f"that continues from weights tokenizes with theirs. Leave --tokenizer empty.")
+
+
+def _has_generator(cfg: PretrainConfig) -> bool:
+    "Whether the run builds a generator network, which takes the source's generator (not BERT, not the uniform one)."
+    return OBJECTIVES[cfg.objective].exports_generator and not cfg.uniform_generator
+
+
+def _fitting(cfg: PretrainConfig, init: InitWeights) -> dict[str, int | float | str]:
+    """The config keys and values that fit the weights of `init`: their sizes, and what the checks that follow then
+    ask too: a `max_length` within their position embeddings (`PretrainConfig.validate`), a `tie_weights` their
+    tying holds and the objective allows ('all' only with a generator as large as the discriminator)."""
+    d, g = init.discriminator.config, init.generator.config
+    out = {k: getattr(d, k) for k in ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size',
+                                      'embedding_size', 'max_position_embeddings')}
+    out['generator_size'] = g.hidden_size / d.hidden_size
+    if cfg.max_length > d.max_position_embeddings: out['max_length'] = d.max_position_embeddings
+    if not _has_generator(cfg): return out
+    allowed = [t for t in OBJECTIVES[cfg.objective].tie_weights if t != 'all' or out['generator_size'] == 1]
+    if cfg.tie_weights not in allowed or not _tie_fits(init, cfg.tie_weights):
+        out['tie_weights'] = next((t for t in (shared_weights(init), 'embeddings', 'none')
+                                   if t in allowed and _tie_fits(init, t)), cfg.tie_weights)
+    return out
 
 
 def _max_diff(a: dict, b: dict, keys) -> float:
@@ -153,29 +175,40 @@ def _same_weights(init: InitWeights, prefix: str) -> bool:
     return all(k in gen and gen[k].shape == disc[k].shape for k in keys) and (not keys or _max_diff(gen, disc, keys) == 0)
 
 
+def _tied_part(tie_weights: str) -> str:
+    "The prefix of the weights `tie_weights` keeps one copy of for both networks ('all', 'embeddings')."
+    return 'electra.' if tie_weights == 'all' else 'electra.embeddings.'
+
+
+def _tie_fits(init: InitWeights, tie_weights: str) -> bool:
+    "Whether the source holds the weights `tie_weights` shares equal in both networks: one tensor is kept for both."
+    if tie_weights == 'none': return True
+    if tie_weights == 'gdes': return False  # released weights do not hold the shared tables and the residual apart
+    part = _tied_part(tie_weights)
+    return not any(k.startswith(part) for k in init.discriminator.state_dict()) or _same_weights(init, part)
+
+
 def _check_tying(init: InitWeights, tie_weights: str) -> None:
     "The weights `tie_weights` shares must be equal in the source: one tensor is kept for both networks."
-    gen = init.generator.state_dict()
-    part = 'electra.' if tie_weights == 'all' else 'electra.embeddings.'
+    if tie_weights == 'gdes':
+        raise ConfigError(f"init_from: {init.source}: tie_weights 'gdes' keeps the discriminator's embeddings as the "
+                          "generator's plus a residual, which released weights do not hold apart. Continue with "
+                          "--tie_weights embeddings or none.")
+    part = _tied_part(tie_weights)
     if tie_weights == 'none' or not any(k.startswith(part) for k in init.discriminator.state_dict()): return
-    if not _same_weights(init, part):
+    if not _tie_fits(init, tie_weights):
         raise ConfigError(f"init_from: {init.source}: the generator's and the discriminator's {part[:-1]} weights "
                           f"differ, but tie_weights '{tie_weights}' keeps one copy for both. Set --tie_weights none to "
                           f"continue training them apart.")
-    words = 'electra.embeddings.word_embeddings.weight'
+    gen, words = init.generator.state_dict(), 'electra.embeddings.word_embeddings.weight'
     if _max_diff(gen, {words: gen['generator_lm_head.weight']}, [words]) > 0:
         raise ConfigError(f"init_from: {init.source}: the generator's output layer is not its word-embedding matrix, "
                           f"which this library ties (as the official code does).")
 
 
-@torch.no_grad()
 def init_model_(model: ElectraGeneratorDiscriminator, init: InitWeights) -> ElectraGeneratorDiscriminator:
     """Copy the weights of `init` into `model` (built from a config checked by `check_init_config`), re-establishing
     and checking its tying (a model without a generator network takes the discriminator's only); rows of a padded vocabulary (`pad_vocab_multiple`) past the source's keep their init."""
-    if model.tie_weights == 'gdes' and model.generator is not None:
-        raise ConfigError(f"init_from: {init.source}: tie_weights 'gdes' keeps the discriminator's embeddings as the "
-                          "generator's plus a residual, which released weights do not hold apart. Continue with "
-                          "--tie_weights embeddings or none.")
     _check_tying(init, model.tie_weights if model.generator is not None else 'none')
     for net, src in ((model.generator, init.generator), (model.discriminator, init.discriminator)):
         if net is None: continue  # BERT and the uniform generator: the discriminator alone

@@ -56,7 +56,8 @@ from electra.training.step import one_graph_supported
 from electra.training.trackers import TrackedRun, Trackers, start_trackers
 
 __all__ = ['prepare_run_dir',
-           'pretraining_learner', 'record_schedules', 'checkpoint_extra', 'existing_run_guard', 'end_if_finished', 'train',
+           'pretraining_learner', 'record_schedules', 'checkpoint_extra', 'existing_run_guard', 'refuse_over_export',
+           'end_if_finished', 'train',
            'save_run_config', 'end_trackers']
 
 
@@ -181,7 +182,8 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
     """The checkpoint to resume from (None: start at step 0). Refuses to start over a run that already has
     checkpoints unless asked to, so a forgotten --resume never overwrites work. --overwrite removes the old run's
     checkpoints first (behind `overwrite_marker`), and the tokenizer trained for it; a --resume after an overwrite that stopped before its first
-    checkpoint finishes that removal and starts at step 0, never from the old run."""
+    checkpoint finishes that removal and starts at step 0, never from the old run. A folder holding the run's export
+    without checkpoints is refused too, with --resume or not (`refuse_over_export`)."""
     if cfg.resume:
         if overwrite_marker(cfg.output_dir, cfg.run_name, cfg.seed).exists():
             old = remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
@@ -192,6 +194,7 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
         path = latest_checkpoint(cfg.output_dir, cfg.run_name, cfg.seed)
         # fewer steps than the run reached: refused before any line says where it starts or goes on
         if path is not None: refuse_past(path, f'{cfg.run_name}_{cfg.seed}', recorded(path)['step'], cfg.steps)
+        if path is None: refuse_over_export(cfg)  # even with overwrite (the demo preset's): --resume asks to go on
         if path is None and is_main_process():
             print(f"resume: no checkpoint of {cfg.run_name}_{cfg.seed} in {cfg.output_dir}; starting at step 0.")
         return path
@@ -200,11 +203,25 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
         raise ConfigError(f"{found[-1]}: run '{cfg.run_name}' (seed {cfg.seed}) already has checkpoints in "
                           f"{cfg.output_dir}. Continue it with --resume, start another with --run_name NAME, "
                           "or replace it with --overwrite true.")
+    if not cfg.overwrite: refuse_over_export(cfg)
     remove_old_run(cfg.output_dir, cfg.run_name, cfg.seed)
     if cfg.overwrite and is_main_process():  # the old run's trained tokenizer goes too: the new run trains its own
         shutil.rmtree(path_inside(cfg.output_dir, f'{cfg.run_name}_{cfg.seed}', 'tokenizer', key='output_dir'),
                       ignore_errors=True)
     return None
+
+
+def refuse_over_export(cfg: PretrainConfig) -> None:
+    """Refuse to start at step 0 in a run folder that holds an export (a finished run whose checkpoints were removed):
+    the export, config.yaml and metrics.csv are the run's product, which the new run would replace."""
+    run_dir = path_inside(cfg.output_dir, f'{cfg.run_name}_{cfg.seed}', key='output_dir')
+    held = [f'{name}/' for name in EXPORTS if (run_dir / name).is_dir() and any((run_dir / name).iterdir())]
+    if not held: return
+    replace = 'run it without --resume, with --overwrite true' if cfg.resume else 'give --overwrite true'
+    raise ConfigError(f"{run_dir}: run '{cfg.run_name}' (seed {cfg.seed}) has no checkpoint"
+                      f"{' to resume' if cfg.resume else ''} in {cfg.output_dir}, but its folder holds its export "
+                      f"({', '.join(held)}), which a run from step 0 would replace. Keep it and start another with "
+                      f"--run_name NAME, or to replace it {replace}.")
 
 
 def end_if_finished(cfg: PretrainConfig, ckpt: dict | None, path: Path | None, tokenizer, run_dir: Path,

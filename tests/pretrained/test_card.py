@@ -15,6 +15,7 @@ from huggingface_hub import ModelCard
 from transformers import AutoModelForMaskedLM, AutoModelForPreTraining, AutoTokenizer
 
 import electra
+from electra.config.objectives import OBJECTIVES
 from electra.data.tokenizer import load_tokenizer
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
@@ -101,3 +102,43 @@ def test_an_export_without_run_files_gets_a_card_and_editing_a_card_changes_no_f
     assert model_fingerprint(paths['discriminator']) == before and export_holds(model, tok, tmp_path / 'run')
     card.unlink()  # an export cut short before its card is not whole: a finished run's resume writes it again
     assert not export_holds(model, tok, tmp_path / 'run')
+
+
+@pytest.mark.parametrize('init_from', ['', 'runs/src_11081'])
+@pytest.mark.parametrize('name', [n for n, o in OBJECTIVES.items() if o.generator not in ('frozen', 'two_tower')])
+def test_the_discriminator_card_says_what_its_exported_head_is_for_each_objective(tmp_path, name, init_from):
+    """The card says what the exported replaced-token-detection head (`discriminator_predictions`) is, as the model
+    trains it: the objectives whose loss leaves it without gradient (BERT, Replace MLM) have it untrained, or with
+    --init_from the source's, unchanged; their MLM head lives in the .pth alone. Before: every card said the
+    discriminator learnt replaced-token detection."""
+    tok = token_ids_tokenizer(tmp_path)
+    cfg = tiny_cfg(objective=name, tie_weights=OBJECTIVES[name].tie_weights[0])
+    model = build_pretraining_model(cfg, MaskingSettings.for_tokenizer(tok))
+    trained = model.discriminator.discriminator_predictions.dense.weight.requires_grad  # the model's own answer
+    run = tmp_path / f'{name}_11081'
+    run.mkdir()
+    (run / 'config.yaml').write_text(yaml.safe_dump({'objective': name, 'init_from': init_from, 'steps': 4}))
+    (run / 'eval_metrics.csv').write_text('step,disc_loss,disc_accuracy,disc_auc,examples\n4,6.5,0.25,nan,32\n')
+    exported = export_pretrained(model, tok, run)
+    text = exported['discriminator'].joinpath('README.md').read_text()
+    about = text.split('## Training')[0]
+    assert ('(replaced-token detection)' in about) == (trained and not OBJECTIVES[name].mlm)
+    assert ('untrained' in about) == (not trained and not init_from)
+    assert (f'carried over unchanged from {init_from}' in about) == (not trained and bool(init_from))
+    assert ('copy gate' in about) == (OBJECTIVES[name].head == 'copy')
+    assert ('.pth' in about) == OBJECTIVES[name].mlm  # its MLM head, which the export leaves out
+    # the held-out numbers are named for what the discriminator's loss head did: token prediction or detection
+    [result] = metadata(text)['model-index'][0]['results']
+    accuracy, loss = (("accuracy of the discriminator's token predictions", 'discriminator token-prediction loss')
+                      if OBJECTIVES[name].mlm else ('accuracy of replaced-token detection', 'discriminator loss'))
+    assert {m['name']: m['value'] for m in result['metrics']} == {accuracy: 0.25, loss: 6.5}
+    assert result['task']['type'] == ('fill-mask' if OBJECTIVES[name].mlm else 'token-classification')
+    if 'generator' in exported:
+        assert ('learnt to detect' in exported['generator'].joinpath('README.md').read_text()) == (not OBJECTIVES[name].mlm)
+
+
+def token_ids_tokenizer(tmp_path: Path):
+    "A tokenizer of the tiny vocabulary (V tokens, the specials first)."
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
+    return load_tokenizer(str(vocab))

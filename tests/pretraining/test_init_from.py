@@ -1,15 +1,18 @@
 """electra/pretraining/init_from.py: where `init_from` points, loading the weights into the run's model with their
 tying checked, and each refusal with its message."""
 import dataclasses
+import re
 
 import pytest
 import torch
 import transformers
 
+from electra.config.cli import load_config
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.init_from import check_init_config, init_model_, init_sources, load_init
+from tests.support.pretrain import ROOT
 from tests.support.tiny import token_ids
 
 WORDS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', *[f'w{i}' for i in range(95)]]
@@ -110,3 +113,36 @@ def test_a_local_folder_that_does_not_load_is_named(tmp_path, damage, match):
     damage(tmp_path / 'run' / 'generator')
     with pytest.raises(ConfigError, match=match):
         load_init(str(tmp_path / 'run'))
+
+
+def test_the_flags_a_size_mismatch_prints_are_all_the_run_needs(tmp_path):
+    """The refusal of weights of other sizes prints the flags that fit them, every key included that a later check
+    applies (max_length against their max_position_embeddings, tie_weights against their tying): the run's command
+    with exactly those flags added is accepted by the config and by the weights' checks, before any data is built.
+    Before: the sizes alone, then a max_length error, then (after the data build) a tie_weights one."""
+    source = dataclasses.replace(tiny_cfg(), max_position_embeddings=32, tie_weights='none')
+    save_pair(tmp_path / 'run', source, tied=False)  # trained apart: tying the embeddings does not fit them
+    init = load_init(str(tmp_path / 'run'))
+    argv = ['--config', 'demo', '--init_from', str(tmp_path / 'run'), '--output_dir', str(tmp_path / 'out')]
+    read = lambda args: load_config(PretrainConfig, args, preset_dir=ROOT / 'configs' / 'pretrain', prog='pretrain.py')
+    with pytest.raises(ConfigError, match=r'discriminator hidden_size: config 64, weights 32') as e:
+        check_init_config(read(argv), init)
+    flags = re.search(r' or set: (--.*)$', str(e.value))[1].split()
+    assert {'--max_length', '--tie_weights'} <= set(flags[::2])
+    fixed = read([*argv, *flags])
+    assert (fixed.max_length, fixed.tie_weights) == (32, 'none')
+    check_init_config(fixed, init)
+    model = init_model_(build_pretraining_model(fixed, token_ids(len(WORDS))), init)
+    assert torch.equal(model.generator.electra.embeddings.word_embeddings.weight,
+                       init.generator.electra.embeddings.word_embeddings.weight)
+
+
+def test_a_tying_the_weights_do_not_have_is_refused_before_the_data_is_built(tmp_path):
+    "Sizes that fit but a tie_weights the source's weights do not have: refused by check_init_config, naming the fix."
+    save_pair(tmp_path / 'apart', tiny_cfg(), tied=False)
+    with pytest.raises(ConfigError, match=r"tie_weights 'embeddings' .* --tie_weights none"):
+        check_init_config(tiny_cfg(), load_init(str(tmp_path / 'apart')))
+    save_pair(tmp_path / 'tied', tiny_cfg())
+    with pytest.raises(ConfigError, match=r"tie_weights 'gdes' keeps .* --tie_weights embeddings or none"):
+        check_init_config(tiny_cfg(tie_weights='gdes'), load_init(str(tmp_path / 'tied')))
+    check_init_config(tiny_cfg(objective='mlm'), load_init(str(tmp_path / 'apart')))  # BERT takes no generator: no tying

@@ -254,3 +254,12 @@ def test_a_run_group_or_comparison_folder_differing_only_in_case_from_one_there_
     with pytest.raises(ConfigError, match=r"^name: the comparison folder 'First' differs only in case from cmp/first"):
         make_plan(config_from_dict(CompareConfig, {'output_dir': 'cmp', 'name': 'First', 'variants': {'electra': ''},
                                                    'pretrain_config': 'demo', 'finetune': False}, from_file=False))
+
+
+@pytest.mark.parametrize('given', ['demo,', 'demo,,bert', ',demo', 'demo, ,bert'])
+def test_an_empty_preset_name_in_config_is_refused_as_such(tmp_path, monkeypatch, given):
+    "A trailing or double comma in --config names no preset (nor the current folder), on the command line and in overrides."
+    monkeypatch.chdir(tmp_path)
+    for make in (lambda: pretrain('--config', given), lambda: pretrain(config=given)):
+        message = refused(make, '--config', repr(given), 'an empty preset name (a trailing or double comma)')
+        assert 'folder' not in message

@@ -32,7 +32,7 @@ __all__ = ['path', 'expand_path', 'Owned', 'check_apart', 'check_case_apart', 'l
 class Owned:
     """What a job alone writes: `folder` and everything in it, or the files in `folder` whose names match `names`
     (`*` any characters: no name the library writes holds one); `key` places it, `other` is the flag that moves it
-    besides `--key`."""
+    besides `--key` ('' for none)."""
     key: str
     folder: str | Path
     other: str
@@ -72,9 +72,10 @@ def check_apart(writes: list[tuple[str, str | Path]], owns: list[Owned], reads: 
         for k, given, real in inputs:
             if own.holds(real) or own.holds(_location(given)):  # a link held there, or what it points to
                 where = 'is one of' if own.names else 'is inside'
+                other = f' or {own.other}' if own.other else ''
                 raise ConfigError(f"{k}: {given} ({real}) {where} {own.shown()}, which this job writes ({own.key}) and "
-                                  f"may replace: copy it elsewhere and give that to {k}, or give another --{own.key} "
-                                  f"or {own.other}.")
+                                  f"may replace: copy it elsewhere and give that to {k}, or give another "
+                                  f"--{own.key}{other}.")
 
 
 # The type of a key whose value is a path (or a name that may be one: a model, a corpus, a task): written as people write

@@ -56,14 +56,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 _UniqueKeyLoader.add_constructor('tag:yaml.org,2002:int', _UniqueKeyLoader.construct_yaml_int)
-# YAML 1.1's implicit types replaced by the forms a flag reads alike (the module's docstring); the others are text
+# YAML 1.1's implicit types replaced by the forms a flag reads alike (the module's docstring); the others are text.
+# Each form is one YAML 1.1 reads alike too, so what yaml.safe_dump writes (a run's config.yaml) reads back the same.
 _UniqueKeyLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(':', 1)[1] not in ('bool', 'int', 'float', 'timestamp', 'value')]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 for _tag, _pattern, _first in (
         ('bool', r'true|True|TRUE|false|False|FALSE', 'tTfF'),
         ('int', r'0|-?[1-9][0-9]*', '-0123456789'),
-        ('float', r'[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?', '-+.0123456789')):
+        ('float', r'(?:[-+]?[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?', '-+.0123456789')):
     _UniqueKeyLoader.add_implicit_resolver(f'tag:yaml.org,2002:{_tag}', re.compile(f'^(?:{_pattern})$'), list(_first))
 
 

@@ -94,3 +94,15 @@ def test_a_task_named_or_labelled_by_a_yaml_1_1_word_keeps_the_word(tmp_path):
     task.write_text('name: off\ntrain: t.csv\ndev: d.csv\ntext: on\nlabel: no\n', encoding='utf-8')
     spec = read_task_file(task)
     assert (spec.name, spec.text, spec.label) == ('off', ('on',), 'no')
+
+
+def test_what_yaml_safe_dump_writes_a_run_s_config_yaml_with_reads_back_the_same():
+    "A run's config.yaml (yaml.safe_dump, YAML 1.1 quoting) given back to --config: every value as it was saved."
+    import yaml
+    from electra.config.yaml_reader import load_yaml
+    values = ['1.0e5', '-.5', '010', 'no', 'on', '1:30', '1_000', '.inf', '2026-11-28', '0x10', '+3', '-0', 'true',
+              10, -3, 0, 1.5, 1e-05, 1e20, -0.25, True, False, None, [1, 'no', 2.5], {'RTE': {'epochs': 10, 'lr': 2e-05}}]
+    saved = yaml.safe_dump({f'k{i}': v for i, v in enumerate(values)})
+    read = load_yaml(saved, 'config.yaml')
+    assert [read[f'k{i}'] for i in range(len(values))] == values
+    assert [type(read[f'k{i}']) for i in range(len(values))] == [type(v) for v in values]

@@ -106,3 +106,12 @@ def test_what_yaml_safe_dump_writes_a_run_s_config_yaml_with_reads_back_the_same
     read = load_yaml(saved, 'config.yaml')
     assert [read[f'k{i}'] for i in range(len(values))] == values
     assert [type(read[f'k{i}']) for i in range(len(values))] == [type(v) for v in values]
+
+
+def test_a_task_named_by_a_fraction_asks_for_quotes(tmp_path):
+    "`name: 1.50` is 1.5 to YAML: the task would silently be named `1.5`."
+    task = tmp_path / 'task.yaml'
+    task.write_text('name: 1.50\ntrain: t.csv\ndev: d.csv\ntext: s\nlabel: l\n', encoding='utf-8')
+    refused(lambda: read_task_file(task), f'{task}: line 1', 'quote it')
+    task.write_text("name: '1.50'\ntrain: t.csv\ndev: d.csv\ntext: s\nlabel: l\n", encoding='utf-8')
+    refused(lambda: read_task_file(task), 't.csv')  # the name taken, the next check reached: the data file is missing

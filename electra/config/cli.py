@@ -125,8 +125,12 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     # once, after the command line and `overrides`: a preset's task file replaced by --tasks is never read
     values: dict[str, Any] = {}
     origins: dict[str, tuple] = {}  # where each value came from (the last to set it), for the domains' messages
-    for name in str(preset).split(','):
-        path, lines = resolve_preset(name.strip(), preset_dir), {}
+    names = [name.strip() for name in str(preset).split(',')]
+    if '' in names:  # (an empty name would be the current folder's path)
+        fix = f"give {','.join(n for n in names if n)!r}" if any(names) else 'give a preset name or a YAML file'
+        raise ConfigError(f"--config: {str(preset)!r} holds an empty preset name (a trailing or double comma): {fix}.")
+    for name in names:
+        path, lines = resolve_preset(name, preset_dir), {}
         values.update(typed_values(cls, _read_yaml(path, lines), str(path), True, lines, origins))
     if 'config' in key_types(cls):
         values['config'] = str(preset)

@@ -32,7 +32,7 @@ __all__ = ['path', 'expand_path', 'Owned', 'check_apart', 'check_case_apart', 'l
 class Owned:
     """What a job alone writes: `folder` and everything in it, or the files in `folder` whose names match `names`
     (`*` any characters: no name the library writes holds one); `key` places it, `other` is the flag that moves it
-    besides `--key`."""
+    besides `--key` ('' for none)."""
     key: str
     folder: str | Path
     other: str
@@ -72,33 +72,79 @@ def check_apart(writes: list[tuple[str, str | Path]], owns: list[Owned], reads: 
         for k, given, real in inputs:
             if own.holds(real) or own.holds(_location(given)):  # a link held there, or what it points to
                 where = 'is one of' if own.names else 'is inside'
+                other = f' or {own.other}' if own.other else ''
                 raise ConfigError(f"{k}: {given} ({real}) {where} {own.shown()}, which this job writes ({own.key}) and "
-                                  f"may replace: copy it elsewhere and give that to {k}, or give another --{own.key} "
-                                  f"or {own.other}.")
+                                  f"may replace: copy it elsewhere and give that to {k}, or give another "
+                                  f"--{own.key}{other}.")
 
 
 # The type of a key whose value is a path (or a name that may be one: a model, a corpus, a task): written as people write
-# paths, `~`, `~user`, `$VAR` and `${VAR}` are expanded where the value is read, in a preset, a task file, the command
-# line or a notebook's overrides alike, as a shell expands them (a shell expands none of them in a YAML file, nor `~`
-# after a comma). `--help` shows its type as `path`.
+# paths, `~`, `~user`, `$VAR`, `${VAR}`, `${VAR:-default}` and `${VAR-default}` are expanded where the value is read, in
+# a preset, a task file, the command line or a notebook's overrides alike, as bash expands them (a shell expands none
+# of them in a YAML file, nor `~` after a comma). `--help` shows its type as `path`.
 path = typing.NewType('path', str)
 
 
-_VARIABLE = re.compile(r'\$(\w+|\{([^}]*)\})')
+_NAME = re.compile(r'\w+')
+_PARAMETER = re.compile(r'(\w+)(?:(:?-)(.*))?', re.S)  # ${VAR}, ${VAR:-word} (unset or empty), ${VAR-word} (unset)
+_SUPPORTED = '$X, ${X}, ${X:-default} and ${X-default}'
+
+
+def _closing(text: str, i: int) -> int | None:
+    "The index of the `}` that closes a `${` whose body starts at `i` (a `${...}` inside it nested), or None."
+    depth = 1
+    while i < len(text):
+        if text.startswith('${', i): depth, i = depth + 1, i + 2
+        elif text[i] == '}':
+            depth -= 1
+            if depth == 0: return i
+            i += 1
+        else: i += 1
+    return None
+
+
+def _variables(text: str, value: str, where: str) -> str:
+    """`text` (part of `value`) with every `$VAR` and `${...}` of `_SUPPORTED` expanded as bash does; a variable that is
+    not set and has no default, or a `${...}` bash would read otherwise (`${X:?}`, `${#X}`, ...), a ConfigError."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] != '$':
+            out.append(text[i])
+            i += 1
+            continue
+        if not text.startswith('${', i):
+            name = _NAME.match(text, i + 1)
+            out.append(_variable(name.group(), value, where) if name else '$')
+            i = name.end() if name else i + 1
+            continue
+        end = _closing(text, i + 2)
+        m = _PARAMETER.fullmatch(text[i + 2:end]) if end is not None else None
+        if m is None:
+            shown = text[i:end + 1] if end is not None else text[i:]
+            raise ConfigError(f"{where}: {value!r}: {shown} is a shell expansion this reader does not do: it expands "
+                              f"{_SUPPORTED}; write the path out, or one of those (e.g. ${{X:-default}}).")
+        name, op, word = m.groups()
+        unset = name not in os.environ or (op == ':-' and not os.environ[name])
+        out.append(_variables(word, value, where) if op and unset else _variable(name, value, where))
+        i = end + 1
+    return ''.join(out)
+
+
+def _variable(name: str, value: str, where: str) -> str:
+    "The environment variable `name`'s value; a ConfigError naming `where` when it is not set."
+    if name not in os.environ:
+        raise ConfigError(f"{where}: {value!r} names the environment variable {name!r}, which is not set: set it "
+                          f"(export {name}=...), give a default (${{{name}:-default}}) or write the path out.")
+    return os.environ[name]
 
 
 def expand_path(value: str, where: str) -> str:
     """`value` with `~` and `~user` at the start of it or of any of its comma-separated parts (corpora, a generator and
-    a discriminator) and every `$VAR` and `${VAR}` expanded; a variable that is not set, or a user without a home
-    folder, is a ConfigError naming `where`: left as written it would name a folder `$SCRATCH` in the current one."""
-    def variable(m: re.Match) -> str:
-        name = m.group(2) if m.group(2) is not None else m.group(1)
-        if name not in os.environ:
-            raise ConfigError(f"{where}: {value!r} names the environment variable {name!r}, which is not set: set it "
-                              f"(export {name}=...) or write the path out.")
-        return os.environ[name]
+    a discriminator) and every `$VAR`, `${VAR}`, `${VAR:-default}` and `${VAR-default}` expanded as bash does; a
+    variable that is not set (without a default), a `${...}` bash reads otherwise, or a user without a home folder is a
+    ConfigError naming `where`: left as written it would name a folder `$SCRATCH` in the current one."""
     parts = []
-    for part in _VARIABLE.sub(variable, value).split(','):
+    for part in _variables(value, value, where).split(','):
         head = part.strip()
         if head.startswith('~'):
             expanded = os.path.expanduser(head)

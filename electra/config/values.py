@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import types
 import typing
 from typing import Any
@@ -18,6 +19,7 @@ import pydantic
 from electra.config.errors import ConfigError, did_you_mean
 from electra.config.fields import Domain
 from electra.config.paths import expand_path, path
+from electra.config.text_files import MAX_DIGITS
 from electra.config.yaml_reader import load_yaml
 
 __all__ = ['config_from_dict', 'config_to_dict', 'value_sources', 'entry_sources', 'typed_keys', 'with_entries',
@@ -36,6 +38,27 @@ def key_types(cls) -> dict[str, Any]:
 
 _TRUE, _FALSE = {'true', 'yes', '1', 'on'}, {'false', 'no', '0', 'off'}
 BOOL_WORDS = _TRUE | _FALSE  # how a bool may be written on the command line
+
+
+# a whole number YAML 1.1 reads in another base (`010` octal, `0x10`, `0b10`, `1:30` base 60) or Python in hexadecimal,
+# octal or binary (`0o10`): one value on one surface and another (or none) on the next, so refused on all of them
+_OTHER_BASE = re.compile(r'[-+]?(0[0-9_]+|0[xXoObB][0-9a-fA-F_]+|[0-9][0-9_]*(:[0-9_]+)+)')
+
+
+def _other_base(text: str, where: str) -> None:
+    "A ConfigError naming the decimal to write when `text` is a whole number in a form of `_OTHER_BASE`."
+    if not _OTHER_BASE.fullmatch(text.strip()): return
+    sign, digits = ('-' if text.strip().startswith('-') else ''), text.strip().lstrip('+-').replace('_', '')
+    if ':' in digits: meant, how = functools.reduce(lambda n, d: n * 60 + int(d or 0), digits.split(':'), 0), 'base 60'
+    elif digits[1:2].isdigit() or len(digits) == 1: meant, how = int(digits), 'octal'
+    else: meant, how = int(digits, 0), {'x': 'hexadecimal', 'o': 'octal', 'b': 'binary'}[digits[1].lower()]
+    decimal = sign + str(meant) if len(digits) <= MAX_DIGITS else 'it'  # (no setting takes more digits: `MAX_DIGITS`)
+    raise ConfigError(f"{where}: {text[:40]!r} is a whole number in a form that YAML 1.1 reads in {how} and a flag "
+                      f"otherwise: write {decimal} in decimal digits without a leading zero, or quote it where text "
+                      "is meant.")
+
+
+_SPECIAL = re.compile(r'[-+]?\.(inf|Inf|INF|nan|NaN|NAN)')  # YAML's infinity and NaN: a number key's domain judges them
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
@@ -67,6 +90,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if isinstance(value, int): return value
         if isinstance(value, float) and value.is_integer(): return int(value)
         if isinstance(value, str):
+            _other_base(value, where)
             try: return int(value)
             except ValueError: pass
             try: number = float(value)  # '1e6' is a fine way to write a step count
@@ -77,12 +101,16 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if isinstance(value, bool): raise ConfigError(f"{where}: expected a number, got {value!r}.")
         if isinstance(value, (int, float)): return float(value)
         if isinstance(value, str):
-            try: return float(value)
+            _other_base(value, where)
+            try: return float(value.replace('.', '', 1) if _SPECIAL.fullmatch(value) else value)
             except ValueError: pass
         raise ConfigError(f"{where}: expected a number, got {value!r}.")
     if tp is path: return expand_path(_coerce(value, str, where), where)
-    if tp is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool): return str(value)
+    if tp is str:  # (a YAML fraction: `1.50` was read as 1.5, what was written is lost)
+        if isinstance(value, float):
+            raise ConfigError(f"{where}: expected a string, got the number {value!r} (YAML reads a fraction such as "
+                              "1.50 as a number, 1.5): quote it to keep the characters written.")
+        if isinstance(value, (str, int)) and not isinstance(value, bool): return str(value)
         raise ConfigError(f"{where}: expected a string, got {value!r}.")
     if tp is dict or origin is dict:
         if isinstance(value, str): value = load_yaml(value, where)  # a command-line mapping is YAML: '{RTE: {epochs: 10}}'

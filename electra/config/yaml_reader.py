@@ -1,10 +1,18 @@
 """YAML read strictly, with the line of each key: a key given twice in one mapping (which PyYAML resolves silently) and
 a whole number longer than any setting takes are refused in one line naming the file and both lines; `lines` and
-`key_place` give the messages of the config and of task files the line of the key they name."""
+`key_place` give the messages of the config and of task files the line of the key they name.
+
+The same characters mean the same value in a YAML file and on the command line: of YAML 1.1's implicit types the
+reader keeps only the forms a flag reads alike (`true`/`false`, a decimal whole number without a leading zero, a
+decimal fraction with a point, null). Every other plain scalar stays the text written (`010`, `0x10`, `1:30`, `1_000`,
+`yes`/`no`/`on`/`off`, `.inf`, a date), and its key's declared type makes of it what it makes of the flag
+(`values._coerce`: `no` is false for a true/false key and the word for a string key; `010` is refused everywhere)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import re
 
 import yaml
 
@@ -48,6 +56,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 _UniqueKeyLoader.add_constructor('tag:yaml.org,2002:int', _UniqueKeyLoader.construct_yaml_int)
+# YAML 1.1's implicit types replaced by the forms a flag reads alike (the module's docstring); the others are text.
+# Each form is one YAML 1.1 reads alike too, so what yaml.safe_dump writes (a run's config.yaml) reads back the same.
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag.rsplit(':', 1)[1] not in ('bool', 'int', 'float', 'timestamp', 'value')]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+for _tag, _pattern, _first in (
+        ('bool', r'true|True|TRUE|false|False|FALSE', 'tTfF'),
+        ('int', r'0|-?[1-9][0-9]*', '-0123456789'),
+        ('float', r'(?:[-+]?[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?', '-+.0123456789')):
+    _UniqueKeyLoader.add_implicit_resolver(f'tag:yaml.org,2002:{_tag}', re.compile(f'^(?:{_pattern})$'), list(_first))
 
 
 def _yaml_problem(e: Exception) -> str:

@@ -34,6 +34,7 @@ import torch
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
 from electra.config.errors import ConfigError
+from electra.config.paths import Owned, check_apart, local_paths
 from electra.config.text_files import load_json
 from electra.config.version import __version__
 from electra.convert.card import write_conversion_card
@@ -426,9 +427,27 @@ def verify_conversion(paths: dict[str, Path], plans: dict[str, list], ckpt: TFCh
     return checked
 
 
+OUTPUTS = ('discriminator', 'generator', 'conversion.json', 'pretraining.pth')  # what a conversion writes: 2 folders, 2 files
+
+
+def _check_apart(src, out: Path, hparams, vocab) -> None:
+    """--out outside the checkpoint's folder and the other inputs, and no input among the outputs a conversion replaces,
+    as every job keeps them apart (`check_apart`), before the checkpoint is read."""
+    src = Path(src)
+    reads = [*local_paths('src', [src if src.is_dir() else src.parent]), *local_paths('--hparams', [hparams]),
+             *local_paths('--vocab', [vocab])]
+    owns = [*(Owned('out', out / n, '') for n in OUTPUTS[:2]), *(Owned('out', out, '', n) for n in OUTPUTS[2:])]
+    check_apart([('out', out)], owns, reads)
+
+
 def _prepare_out(out: Path, overwrite: bool) -> None:
-    "Refuse to mix a new conversion into an old one; with `overwrite`, remove the old one's three outputs first."
-    old = [out / n for n in ('discriminator', 'generator', 'conversion.json') if (out / n).exists()]
+    """Refuse to mix a new conversion into an old one, or into what another job wrote (a pretraining run's export);
+    with `overwrite`, remove an old conversion's outputs first."""
+    old = [out / n for n in OUTPUTS if (out / n).exists()]
+    if old and not (out / 'conversion.json').is_file():  # not a conversion: --overwrite would delete another job's work
+        what = "a pretraining run's export (config.yaml beside it)" if (out / 'config.yaml').is_file() else 'models'
+        raise ConfigError(f"--out {out}: already holds {what}: {', '.join(p.name for p in old)}, which no conversion "
+                          "wrote (no conversion.json) and --overwrite does not replace; choose another directory")
     if old and not overwrite:
         raise ConfigError(f"--out {out}: already holds a conversion ({', '.join(p.name for p in old)}); choose another "
                           "directory or pass --overwrite")
@@ -469,6 +488,7 @@ def convert_tf_checkpoint(src: str | Path, out: str | Path, hparams: str | Path 
     `pretrain.py --init_from` starts from (as it does from `out` itself). An `hparams.json` beside the checkpoint is
     read when `hparams` is not given. Returns the paths by role ('discriminator', 'generator', 'pretraining')."""
     out = writable_dir(out, 'out', create=False)  # before the checkpoint is read and verified, not after
+    _check_apart(src, out, hparams, vocab)
     ckpt = TFCheckpoint(src, verify=verify)
     beside = ckpt.prefix.parent / 'hparams.json'  # where a run's hparams are usually kept with its checkpoint
     if hparams is None and beside.is_file(): hparams = beside

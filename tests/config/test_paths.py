@@ -254,3 +254,38 @@ def test_a_run_group_or_comparison_folder_differing_only_in_case_from_one_there_
     with pytest.raises(ConfigError, match=r"^name: the comparison folder 'First' differs only in case from cmp/first"):
         make_plan(config_from_dict(CompareConfig, {'output_dir': 'cmp', 'name': 'First', 'variants': {'electra': ''},
                                                    'pretrain_config': 'demo', 'finetune': False}, from_file=False))
+
+
+@pytest.mark.parametrize('given', ['demo,', 'demo,,bert', ',demo', 'demo, ,bert'])
+def test_an_empty_preset_name_in_config_is_refused_as_such(tmp_path, monkeypatch, given):
+    "A trailing or double comma in --config names no preset (nor the current folder), on the command line and in overrides."
+    monkeypatch.chdir(tmp_path)
+    for make in (lambda: pretrain('--config', given), lambda: pretrain(config=given)):
+        message = refused(make, '--config', repr(given), 'an empty preset name (a trailing or double comma)')
+        assert 'folder' not in message
+
+
+SHELL_DEFAULTS = ['${ELECTRA_NOT_SET_ANYWHERE:-/d}/x', '${ELECTRA_NOT_SET_ANYWHERE-/d}/x', '${ELECTRA_TEST_EMPTY:-/d}/x',
+                  '${ELECTRA_TEST_EMPTY-/d}/x', '${ELECTRA_TEST_SCRATCH:-/d}/x', '${ELECTRA_TEST_SCRATCH-/d}/x',
+                  '${ELECTRA_NOT_SET_ANYWHERE:-$ELECTRA_TEST_SCRATCH}/x',
+                  '${ELECTRA_NOT_SET_ANYWHERE:-${ELECTRA_TEST_SCRATCH}/y}/x', '${ELECTRA_NOT_SET_ANYWHERE:-~/d}/x']
+
+
+@pytest.mark.parametrize('written', SHELL_DEFAULTS)
+def test_a_variable_with_a_default_is_what_bash_makes_of_it_on_every_surface(home, tmp_path, monkeypatch, written):
+    """`${X:-default}` and `${X-default}` as bash expands them written unquoted (bash itself is the reference: a `~` in
+    the default too), in each place a path is given."""
+    monkeypatch.setenv('ELECTRA_TEST_EMPTY', '')
+    bash = subprocess.run(['bash', '-c', f'printf %s {written}'], capture_output=True, text=True, check=True).stdout
+    preset = tmp_path / 'p.yaml'
+    preset.write_text(f"output_dir: '{written}'\n", encoding='utf-8')
+    assert pretrain('--output_dir', written).output_dir == bash
+    assert pretrain('--config', f'demo,{preset}').output_dir == bash
+    assert pretrain(output_dir=written).output_dir == bash
+
+
+@pytest.mark.parametrize('written', ['${ELECTRA_TEST_SCRATCH:?not set}', '${ELECTRA_TEST_SCRATCH:+/a}', '${#ELECTRA_TEST_SCRATCH}',
+                                     '${ELECTRA_TEST_SCRATCH/a/b}', '${ELECTRA_TEST_SCRATCH', '${}'])
+def test_a_shell_expansion_this_reader_does_not_do_is_refused_with_a_fix_bash_takes(home, written):
+    message = refused(lambda: pretrain('--output_dir', written), "command line: key 'output_dir'", repr(written))
+    assert 'export' not in message and '${X:-default}' in message

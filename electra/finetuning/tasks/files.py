@@ -197,7 +197,10 @@ def _task_name(path: Path, raw: dict) -> str:
     name = raw.get('name')
     if name is None: return _not_glue(safe_name(path.stem, "name (none given, so the file's)", str(path)), path,
                                       "name {!r} (none given, so the file's)")
-    if isinstance(name, (int, float)) and not isinstance(name, bool): name = str(name)
+    if isinstance(name, float):  # (`1.50` read as 1.5: what was written is lost)
+        _fail(key_place(path, 'name'), f"name: {name!r} is a number to YAML (a fraction such as 1.50 is read as 1.5): "
+                                       "quote it to keep the characters written.")
+    if isinstance(name, int) and not isinstance(name, bool): name = str(name)
     # no line: a name from a merged anchor
     return _not_glue(safe_name(name, 'name', key_place(path, 'name')), key_place(path, 'name'), 'name {!r}')
 

@@ -67,21 +67,23 @@ def test_driver_refuses_bad_model_directories_in_one_line(tmp_path, tiny, capfd)
 
 
 def test_driver_spreads_runs_over_workers_or_trains_each_run_over_torchrun_processes(tmp_path, glue_dir, tiny_dir,
-                                                                                     capsys):
-    "The same sweep three ways: one process; two worker processes (the same table); a torchrun job of two processes."
+                                                                                     capfd):
+    """The same sweep three ways: one process; two worker processes (the same table); a torchrun job of two processes.
+    The first two drivers run in this process (a process to start costs seconds; the workers are processes of their
+    own all the same), what it and its workers print read from its file descriptors."""
     import pandas as pd
     preset = tmp_path / 'mine.yaml'
     preset.write_text(f'model: {tiny_dir}\ndata: {glue_dir}\ntasks: [RTE, STS-B]\nruns: 2\nepochs: 1\ntask_overrides: {{}}\n'
                       f'test_output_dir: {tmp_path / "out"}\ncache_dir: {tmp_path / "cache"}\nthreads: 1\ndevice: cpu\n')
     tables = {}
-    for group, launch in [('seq', None), ('workers', [sys.executable]),
+    for group, launch in [('seq', None), ('workers', None),
                           ('ddp', [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2'])]:
         argv = ['--config', str(preset), '--group', group, '--output_dir', str(tmp_path / 'ckpt'),
                 *(['--parallel_runs', '2'] if group == 'workers' else [])]
-        if launch is None:  # one process: this one
-            capsys.readouterr()
+        if launch is None:  # the driver in this process
+            capfd.readouterr()
             finetune_in_process(*argv)
-            stdout = capsys.readouterr().out
+            stdout = capfd.readouterr().out
         else:
             r = subprocess.run([*launch, str(REPO / 'finetune.py'), *argv], cwd=REPO, capture_output=True, text=True,
                                timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1'})

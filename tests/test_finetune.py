@@ -10,6 +10,7 @@ import pytest
 
 from electra.config.errors import ConfigError
 from tests.support.finetune import finetune_in_process, saved_as_bert
+from tests.support.script_end import script_exit
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -66,21 +67,23 @@ def test_driver_refuses_bad_model_directories_in_one_line(tmp_path, tiny, capfd)
 
 
 def test_driver_spreads_runs_over_workers_or_trains_each_run_over_torchrun_processes(tmp_path, glue_dir, tiny_dir,
-                                                                                     capsys):
-    "The same sweep three ways: one process; two worker processes (the same table); a torchrun job of two processes."
+                                                                                     capfd):
+    """The same sweep three ways: one process; two worker processes (the same table); a torchrun job of two processes.
+    The first two drivers run in this process (a process to start costs seconds; the workers are processes of their
+    own all the same), what it and its workers print read from its file descriptors."""
     import pandas as pd
     preset = tmp_path / 'mine.yaml'
     preset.write_text(f'model: {tiny_dir}\ndata: {glue_dir}\ntasks: [RTE, STS-B]\nruns: 2\nepochs: 1\ntask_overrides: {{}}\n'
                       f'test_output_dir: {tmp_path / "out"}\ncache_dir: {tmp_path / "cache"}\nthreads: 1\ndevice: cpu\n')
     tables = {}
-    for group, launch in [('seq', None), ('workers', [sys.executable]),
+    for group, launch in [('seq', None), ('workers', None),
                           ('ddp', [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', '2'])]:
         argv = ['--config', str(preset), '--group', group, '--output_dir', str(tmp_path / 'ckpt'),
                 *(['--parallel_runs', '2'] if group == 'workers' else [])]
-        if launch is None:  # one process: this one
-            capsys.readouterr()
+        if launch is None:  # the driver in this process
+            capfd.readouterr()
             finetune_in_process(*argv)
-            stdout = capsys.readouterr().out
+            stdout = capfd.readouterr().out
         else:
             r = subprocess.run([*launch, str(REPO / 'finetune.py'), *argv], cwd=REPO, capture_output=True, text=True,
                                timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1'})
@@ -97,19 +100,24 @@ def test_driver_spreads_runs_over_workers_or_trains_each_run_over_torchrun_proce
     assert list(tables['ddp']['steps']) == list(tables['seq']['steps']) and tables['ddp']['train_loss'].notna().all()
 
 
-def test_driver_runs_a_task_of_each_kind_from_files_and_writes_its_predictions(tmp_path, tiny_dir):
-    "The demo's three task files (classification from CSV, NER from CoNLL, SQuAD 2.0) in one job through finetune.py."
+def test_driver_runs_a_task_of_each_kind_from_files_and_writes_its_predictions(tmp_path, tiny_dir, capfd, monkeypatch):
+    """The demo's three task files (classification from CSV, NER from CoNLL, SQuAD 2.0) in one job through finetune.py,
+    in this process (a process to start costs seconds; the script's own run is test_driver_end_to_end's): status 0,
+    nothing on stderr and no warning."""
     from electra.finetuning.tasks.demo import write_demo_tasks
     files = write_demo_tasks(tmp_path / 'tasks', sizes={'train': 24, 'dev': 8, 'test': 6})
     preset = tmp_path / 'kinds.yaml'
     preset.write_text(f'model: {tiny_dir}\ntasks: [{", ".join(map(str, files))}]\nruns: 1\nepochs: 1\ngroup: kinds\n'
                       f'output_dir: {tmp_path / "ckpt"}\ntest_output_dir: {tmp_path / "out"}\ncache_dir: {tmp_path / "cache"}\n'
                       'task_overrides: {ner: {max_length: 64}, squad: {max_length: 128}}\n')
-    r = run_cli('--config', str(preset), '--device', 'cpu')
-    assert r.returncode == 0, r.stderr
-    for row in ('| reviews | accuracy | 1 |', '| ner | f1 | 1 |', '| squad | f1 | 1 |'): assert row in r.stdout
-    assert f"\ntask data: the task files {', '.join(map(str, files))}\n" in r.stdout  # not the GLUE source (the hub)
-    assert 'hub' not in r.stdout.replace('data: hub\n', '') and not r.stderr, r.stdout  # the config key's value aside
+    monkeypatch.setenv('OMP_NUM_THREADS', '1')  # as `run_cli`
+    capfd.readouterr()
+    status, caught = script_exit(lambda: finetune_in_process('--config', str(preset), '--device', 'cpu'))
+    stdout, stderr = capfd.readouterr()
+    assert (status, caught) == (0, []), stderr
+    for row in ('| reviews | accuracy | 1 |', '| ner | f1 | 1 |', '| squad | f1 | 1 |'): assert row in stdout
+    assert f"\ntask data: the task files {', '.join(map(str, files))}\n" in stdout  # not the GLUE source (the hub)
+    assert 'hub' not in stdout.replace('data: hub\n', '') and not stderr, stdout  # the config key's value aside
     out = tmp_path / 'out' / 'kinds'
     assert len((out / 'reviews.tsv').read_text().splitlines()) == 1 + 6
     assert len([ln for ln in (out / 'ner' / 'test.txt').read_text().splitlines() if len(ln.split()) == 2]) > 6 * 3

@@ -1,7 +1,6 @@
 """One fine-tuning run over the processes of a torchrun job (electra/finetuning/step.py averaging the gradients, the
 sharded loaders and ClassifierLoss), on the CPU with gloo: the same parameters, train loss and dev metrics as one
 process, down to a last batch smaller than the job."""
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +19,20 @@ KINDS = ['MNLI', 'STS-B', 'tagging', 'qa']  # classes (two dev sets), regression
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
-    "The run of each kind trained by one process and by a torchrun job of two: one launch each, as a sweep trains."
-    from tests.finetuning.ddp_finetune_worker import qa_files, tagging_files
+    """The run of each kind trained by one process (this one, on one thread as the job's processes are: a process to
+    start costs more than the runs) and by a torchrun job of two: one launch each, as a sweep trains."""
+    from tests.finetuning.ddp_finetune_worker import main, qa_files, tagging_files
     root = tmp_path_factory.mktemp('ddp_finetune')
     # tagging: windows of 16, seqeval on gathered tags; QA: QALoss with weights, the beam's rows gathered, decoded
     tasks = ['MNLI', 'STS-B', str(tagging_files(root / 'tagging')), str(qa_files(root / 'qa'))]
-    for name, cmd in (('one', [sys.executable, str(WORKER)]), ('two', torchrun(WORKER))):
-        (root / name).mkdir()
-        run([*cmd, str(root / name), *tasks], root)
+    for name in ('one', 'two'): (root / name).mkdir()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        main(str(root / 'one'), *tasks)
+    finally:
+        torch.set_num_threads(threads)
+    run([*torchrun(WORKER), str(root / 'two'), *tasks], root)
     return root
 
 

@@ -4,7 +4,9 @@ processes share), and executing a
 notebook with nbclient under a time bound, its config cell's `overrides` set by the test."""
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import io
 import json
 import os
 import subprocess
@@ -12,7 +14,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+import torch
+
 from electra.tools.figures import execute_notebook as execute
+from tests.support.pretrain import run_driver
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / 'notebooks'
@@ -31,10 +37,22 @@ def run_script(script: str, *args: str, timeout: int = 300) -> subprocess.Comple
                           text=True, env=env, timeout=timeout)
 
 
+def run_in_process(script: str, *args) -> str:
+    """`python <script> <args>` from the repository root run in this process (`run_driver`: its imports are done here
+    already, a process would spend seconds on them), in `run_script`'s environment, this process's threads put back
+    afterwards: what it printed."""
+    threads = torch.get_num_threads()
+    with pytest.MonkeyPatch.context() as m, contextlib.redirect_stdout(io.StringIO()) as printed:
+        for k, v in ENV.items(): m.setenv(k, v)
+        try: run_driver(script, list(map(str, args)))
+        finally: torch.set_num_threads(threads)
+    return printed.getvalue()
+
+
 def tiny_pretraining(tmp_path_factory) -> dict:
-    """`pretrain.py --config demo` cut to 20 steps, run as a script with command-line flags; once per session, by
-    whichever worker process (pytest-xdist) asks first, under a lock the others wait on. Returns the checkpoint, run
-    directory, cache directory, stdout and run time."""
+    """`pretrain.py --config demo` cut to 20 steps, run as a script with command-line flags (in this process:
+    `run_in_process`); once per session, by whichever worker process (pytest-xdist) asks first, under a lock the others
+    wait on. Returns the checkpoint, run directory, cache directory, stdout and run time."""
     base = tmp_path_factory.getbasetemp()
     if os.environ.get('PYTEST_XDIST_WORKER'): base = base.parent  # the session's folder, above each worker's own
     out = base / 'tiny_pretraining'
@@ -44,10 +62,9 @@ def tiny_pretraining(tmp_path_factory) -> dict:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if record.is_file(): return json.loads(record.read_text())
         start = time.monotonic()
-        r = run_script('pretrain.py', '--output_dir', out / 'ckpt', '--cache_dir', out / 'cache', *TINY_PRETRAIN)
-        assert r.returncode == 0, f'pretrain.py failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}'
+        stdout = run_in_process('pretrain.py', '--output_dir', out / 'ckpt', '--cache_dir', out / 'cache', *TINY_PRETRAIN)
         info = {'checkpoint': str(out / 'ckpt' / 'tiny_11081_100%.pth'), 'run_dir': str(out / 'ckpt' / 'tiny_11081'),
-                'cache_dir': str(out / 'cache'), 'stdout': r.stdout, 'seconds': round(time.monotonic() - start, 1)}
+                'cache_dir': str(out / 'cache'), 'stdout': stdout, 'seconds': round(time.monotonic() - start, 1)}
         record.write_text(json.dumps(info))
         return info
 

@@ -28,8 +28,23 @@ TWO_PROCESSES = {'split': '8,global,1', 'split_micro': '8,global,2', 'mlm_split_
 
 
 def fits(d: Path, specs: dict[str, str], procs: int) -> dict[str, dict]:
+    """The fits of `specs` by a torchrun job of `procs` processes, or (one) by the worker's `main` in this process, on
+    one thread as a job's processes are, its step patched as in the worker process and restored after: a process to
+    start costs more than the fits."""
+    from tests.training import ddp_worker
     args = [f'{d / name}.pt,{spec}' for name, spec in specs.items()]
-    run(torchrun(WORKER, *args, n=procs) if procs > 1 else [sys.executable, str(WORKER), *args], d)
+    if procs > 1: run(torchrun(WORKER, *args, n=procs), d)
+    else:
+        threads = torch.get_num_threads()
+        with pytest.MonkeyPatch.context() as m:
+            for name in ('pretraining_step', 'sampling_noise'):  # what `patch_step` replaces, put back on leaving
+                m.setattr(ddp_worker.step_module, name, getattr(ddp_worker.step_module, name))
+            torch.set_num_threads(1)
+            try:
+                ddp_worker.patch_step()
+                ddp_worker.main(args)
+            finally:
+                torch.set_num_threads(threads)
     return {name: torch.load(d / f'{name}.pt', weights_only=False) for name in specs}
 
 

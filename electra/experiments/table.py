@@ -36,7 +36,8 @@ def finetune_scores(plan: Plan, variant: str, fraction: float = 1.0) -> pd.DataF
 
 
 def _std(values: pd.Series) -> float:
-    return float(values.std(ddof=1)) if len(values) > 1 else (0.0 if len(values) else math.nan)
+    "The sample std; NaN (written empty) for fewer than two values, where it is undefined."
+    return float(values.std(ddof=1)) if len(values) > 1 else math.nan
 
 
 def _task_columns(scores: pd.DataFrame, task: str) -> dict:

@@ -686,3 +686,19 @@ def test_a_job_the_comparison_launches_says_where_each_value_came_from(tmp_path,
     with pytest.raises(ConfigError) as e: load_config(PretrainConfig, [], preset_dir='configs/pretrain')
     assert str(e.value) == (f"""environment: {SOURCES_VAR}='["steps"]' is not a JSON mapping of key to source (a """
                             "comparison sets it for each job it launches): unset it.")
+
+
+# -- fresh eyes, round 6
+
+def test_a_std_over_one_run_is_written_empty(tmp_path):
+    """R6b-5: one pretraining seed and one fine-tuning run: a sample std is undefined, so table.csv leaves it empty
+    (as every undefined value), not 0; table.md shows no ±."""
+    cfg = comparison(tmp_path, seeds=[1], finetune_overrides={'runs': 1, 'predict': False, 'device': 'cpu',
+                                                               'task_overrides': {}})
+    run_comparison(cfg, launch=FakeJobs(), log=lambda s: None)
+    rows = {r['variant']: r for r in pd.read_csv(tmp_path / 'out/t/table.csv', dtype=str, keep_default_na=False)
+            .to_dict('records')}
+    e = rows['electra']  # STS-B 80, MRPC 76 (run 0 of seed 1): average 78
+    assert (e['STS-B'], e['STS-B_runs'], e['MRPC'], e['average']) == ('80', '1', '76', '78')
+    assert (e['STS-B_std'], e['MRPC_std'], e['average_std']) == ('', '', '')
+    assert '| 80.00 | 76.00 | 78.00 |' in (tmp_path / 'out/t/table.md').read_text()

@@ -65,7 +65,8 @@ def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | Non
 def _status(plan: Plan, run) -> str:
     "What a run of the plan is, as the real comparison would find it: done, to do, or refused (and by what)."
     if pretrain_done(plan, run):
-        return 'fine-tuned' if plan.finetune is None or finetune_done(plan, run) else 'pretrained'
+        if plan.finetune is None: return 'pretrained (no fine-tuning)'
+        return 'fine-tuned' if finetune_done(plan, run) else 'pretrained'
     record, started = read_record(run.run_dir / RECORD), find_checkpoints(run.pretrain_dir, run.run_name, run.seed)
     last = run.pretrain_dir / checkpoint_name(run.run_name, run.seed, 1.0)
     state = 'finished' if record.get('done') or last.is_file() else 'interrupted'

@@ -702,3 +702,14 @@ def test_a_std_over_one_run_is_written_empty(tmp_path):
     assert (e['STS-B'], e['STS-B_runs'], e['MRPC'], e['average']) == ('80', '1', '76', '78')
     assert (e['STS-B_std'], e['MRPC_std'], e['average_std']) == ('', '', '')
     assert '| 80.00 | 76.00 | 78.00 |' in (tmp_path / 'out/t/table.md').read_text()
+
+
+def test_the_dry_run_never_says_fine_tuned_without_fine_tuning(tmp_path):
+    "R6b-6: with `finetune: false` a finished run is pretrained, and nothing more; the dry run said '1: fine-tuned'."
+    cfg = comparison(tmp_path, seeds=[1], finetune=False)
+    run_comparison(cfg, launch=FakeJobs(), log=lambda s: None)
+    dry = []
+    run_comparison(config_from_dict(CompareConfig, {'dry_run': True}, base=cfg), log=dry.append)
+    text = '\n'.join(dry)
+    assert 'fine-tuned' not in text
+    assert re.search(r'^electra .*  1: pretrained \(no fine-tuning\)$', text, re.M), text

@@ -25,7 +25,7 @@ from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingStopped
 from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import child_env, command_again, driver_path, environment, library_env
-from electra.training.checkpoint import find_checkpoints
+from electra.training.checkpoint import checkpoint_name, find_checkpoints
 
 __all__ = ['RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'changed_keys', 'corpus_data', 'pretrain_done',
            'finetune_done', 'task_data', 'run_pretraining', 'run_finetuning', 'go_on']
@@ -165,16 +165,16 @@ def _check_unchanged(run: RunPlan, record: dict) -> None:
 
 
 def _launch_recorded(launch: Launcher, script: str, args: list[str], sources: dict, log: Path, what: str,
-                     record: dict, path: Path) -> float:
+                     record: dict, path: Path, trains: bool = True) -> float:
     """Run the driver `script` with `args`, told where each came from (`sources`, in SOURCES_VAR: it records those,
-    not 'command line'); its time (and, where the record counts them, an attempt) is added to `record`, written to
-    `path` however the job ends."""
+    not 'command line'); its time (unless it `trains` nothing: the table's wall time is the training's) and, where the
+    record counts them, an attempt are added to `record`, written to `path` however the job ends."""
     start = time.monotonic()
     try:
         with environment(**{SOURCES_VAR: json.dumps(sources)}):
             return _launch(launch, [sys.executable, str(driver_path(script)), *args], log, what)
     finally:
-        record['wall_seconds'] = round(record['wall_seconds'] + time.monotonic() - start, 1)
+        if trains: record['wall_seconds'] = round(record['wall_seconds'] + time.monotonic() - start, 1)
         if 'attempts' in record: record['attempts'] += 1
         _write_record(path, record)
 
@@ -203,8 +203,10 @@ def run_pretraining(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[s
     run.run_dir.mkdir(parents=True, exist_ok=True)
     _write_record(path, record)
     say(f'pretrain {run.label}: {v.steps:,} steps, {v.total_flops:.3g} FLOPs (log: {log})')
+    # its last checkpoint there: the run finished (its --resume checks the export and trains nothing)
+    trains = not (run.pretrain_dir / checkpoint_name(run.run_name, run.seed, 1.0)).is_file()
     seconds = _launch_recorded(launch, 'pretrain.py', run.pretrain_args, run.pretrain_sources, log,
-                               f"pretraining of variant '{v.name}' seed {run.seed}", record, path)
+                               f"pretraining of variant '{v.name}' seed {run.seed}", record, path, trains)
     if not (run.model / 'config.json').is_file():
         raise RunFailed(f"pretraining of variant '{v.name}' seed {run.seed} ended without exporting {run.model}; "
                         f"see {log}.")

@@ -131,7 +131,7 @@ def table_markdown(plan: Plan, table: pd.DataFrame, curve: pd.DataFrame | None =
               f"seed){'; average: the mean over tasks' if len(tasks) > 1 else ''}." if plan.finetune else 'No fine-tuning.')
     lines = [f'# Comparison {cfg.name}', '',
              f"Budget: {budget}; {len(cfg.seeds)} pretraining seed(s) per variant; wall time: the mean per pretraining "
-             f"run. {scores}", '']
+             f"run (its attempts that trained; one that found it finished adds none). {scores}", '']
     task_heads = [f'{t} ({_metric(plan, t)})' for t in tasks] + (['average'] if len(tasks) > 1 else [])
     head = ['variant', 'steps', 'pretrain FLOPs', 'wall time', *task_heads]
     lines += ['| ' + ' | '.join(head) + ' |', '|---|' + '---:|' * (len(head) - 1)]

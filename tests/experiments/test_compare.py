@@ -713,3 +713,24 @@ def test_the_dry_run_never_says_fine_tuned_without_fine_tuning(tmp_path):
     text = '\n'.join(dry)
     assert 'fine-tuned' not in text
     assert re.search(r'^electra .*  1: pretrained \(no fine-tuning\)$', text, re.M), text
+
+
+def test_an_attempt_that_found_the_run_finished_adds_no_wall_time(tmp_path):
+    """R6b-4: the comparison stopped after its pretraining job finished (its last checkpoint written) but before it
+    recorded it; the rerun's `pretrain.py --resume` trains nothing ('finished at step N; nothing to do'), yet its
+    seconds were added to the run's wall time, which table.md calls the time of a pretraining run."""
+    import time
+    cfg = comparison(tmp_path, variants={'electra': {'config': ''}}, seeds=[1], finetune=False)
+    plan, _ = run_comparison(cfg, launch=FakeCheckpointJobs(), log=lambda s: None)
+    path = plan.runs[0].run_dir / RECORD
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, 'done': False}))  # as if stopped before recording it
+
+    def finds_it_finished(cmd, log):
+        time.sleep(0.5)  # loading the data and checkpoint, to say there is nothing to do
+        return 0
+    run_comparison(cfg, launch=finds_it_finished, log=lambda s: None)
+    again = json.loads(path.read_text())
+    assert (again['done'], again['attempts'], again['wall_seconds']) == (True, 2, record['wall_seconds'])
+    table = pd.read_csv(tmp_path / 'out/t/table.csv')
+    assert table.loc[0, 'wall_seconds'] == record['wall_seconds']

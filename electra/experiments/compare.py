@@ -24,7 +24,7 @@ from electra.config.compare import CompareConfig
 from electra.config.values import config_to_dict, value_sources, with_entries
 from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (RECORD, Launcher, RunFailed, changed_keys, corpus_data, finetune_done, go_on,
-                                      pretrain_done, read_record, run_finetuning, run_pretraining, subprocess_launcher)
+                                      pretrain_done, read_record, settings, run_finetuning, run_pretraining, subprocess_launcher)
 from electra.experiments.table import write_table
 from electra.runtime.errors import TrainingStopped, friendly_errors, stopped_by
 from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir
@@ -70,7 +70,7 @@ def _status(plan: Plan, run) -> str:
     record, started = read_record(run.run_dir / RECORD), find_checkpoints(run.pretrain_dir, run.run_name, run.seed)
     last = run.pretrain_dir / checkpoint_name(run.run_name, run.seed, 1.0)
     state = 'finished' if record.get('done') or last.is_file() else 'interrupted'
-    keys = changed_keys(record['args'], run.pretrain_args) if record.get('args') else []
+    keys = changed_keys(record, run.pretrain_args, settings(run.variant.config)) if record.get('args') else []
     if keys and (record.get('done') or started): return f"{state} with other {', '.join(keys)}: refused"
     if record.get('corpus') is not None and record['corpus'] != corpus_data(plan, run):
         return f'{state} on a corpus edited since: refused (pretrain.py --resume)'

@@ -17,6 +17,7 @@ from typing import Callable
 from electra.config.cli import SOURCES_VAR, parse_cli
 from electra.config.errors import ConfigError
 from electra.config.shared_keys import TRACKER_KEYS
+from electra.config.values import config_to_dict
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
 from electra.finetuning.inputs import data_digests
 from electra.finetuning.results import ResultsTable
@@ -27,7 +28,7 @@ from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import child_env, command_again, driver_path, environment, library_env
 from electra.training.checkpoint import checkpoint_name, find_checkpoints
 
-__all__ = ['RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'changed_keys', 'corpus_data', 'pretrain_done',
+__all__ = ['RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'settings', 'changed_keys', 'corpus_data', 'pretrain_done',
            'finetune_done', 'task_data', 'run_pretraining', 'run_finetuning', 'go_on']
 
 RECORD = 'compare.json'  # the record of a job, in its run directory (pretraining) or group directory (fine-tuning)
@@ -81,16 +82,38 @@ def _write_record(path: Path, record: dict) -> None:
     atomic_write_text(json.dumps(record, indent=2) + '\n', path)
 
 
-def changed_keys(old: list[str], new: list[str]) -> list[str]:
-    "The keys whose values differ between two command lines (those that cannot change what a run computes left out)."
-    a, b = parse_cli(old), parse_cli(new)
-    return [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and k not in IGNORED_CHANGES]
+def settings(cfg) -> dict:
+    """The values of a job's resolved config that can change what it computes (`IGNORED_CHANGES`, the preset chain's
+    text, the run's name, seed and group left out: those are its command line's), as JSON keeps them. A preset file
+    edited since gives other values under the same command line."""
+    left_out = {*IGNORED_CHANGES, 'config', 'run_name', 'seed', 'group', 'resume'}
+    values = {k: v for k, v in config_to_dict(cfg).items() if k not in left_out}
+    return json.loads(json.dumps(values, default=str))
 
 
-def _changes(old: list[str], new: list[str]) -> list[str]:
+def _value_changes(record: dict, values: dict) -> dict[str, tuple]:
+    "Each setting whose value differs from the record's (none for a record of an earlier version, without them)."
+    old = record.get('values')
+    if old is None: return {}
+    return {k: (old.get(k, '(unset)'), values.get(k, '(unset)')) for k in sorted(set(old) | set(values))
+            if old.get(k) != values.get(k)}
+
+
+def changed_keys(record: dict, args: list[str], values: dict) -> list[str]:
+    """The keys whose values differ between a job's record and its command line `args` and resolved `values` now
+    (those that cannot change what a run computes left out): a flag changed, or a preset file edited."""
+    a, b = parse_cli(record.get('args', [])), parse_cli(args)
+    flags = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and k not in IGNORED_CHANGES]
+    return [*flags, *(k for k in _value_changes(record, values) if k not in flags)]
+
+
+def _changes(record: dict, args: list[str], values: dict) -> list[str]:
     "Each changed key (`changed_keys`) with its value then and now."
-    a, b = parse_cli(old), parse_cli(new)
-    return [f"{k} {a.get(k, '(unset)')!r} then, {b.get(k, '(unset)')!r} now" for k in changed_keys(old, new)]
+    a, b = parse_cli(record.get('args', [])), parse_cli(args)
+    by_value = _value_changes(record, values)
+    return [f"{k} {a.get(k, '(unset)')!r} then, {b.get(k, '(unset)')!r} now" if k in a or k in b
+            else f"{k} {by_value[k][0]!r} then, {by_value[k][1]!r} now (from its preset files)"
+            for k in changed_keys(record, args, values)]
 
 
 def _tail(log: Path, n: int = 15) -> str:
@@ -150,14 +173,14 @@ def pretrain_done(plan: Plan, run: RunPlan) -> bool:
     """Finished: its record says so for this very command and for its corpus as it is now (by content, `corpus_data`),
     and its exported discriminator exists."""
     record = read_record(run.run_dir / RECORD)
-    return bool(record.get('done')) and not _changes(record.get('args', []), run.pretrain_args) \
+    return bool(record.get('done')) and not _changes(record, run.pretrain_args, settings(run.variant.config)) \
         and record.get('corpus') == corpus_data(plan, run) and (run.model / 'config.json').is_file()
 
 
 def _check_unchanged(run: RunPlan, record: dict) -> None:
     "Refuse to continue or reuse a run made with other settings: the comparison would mix two experiments."
     started = record.get('done') or find_checkpoints(run.pretrain_dir, run.run_name, run.seed)
-    changes = _changes(record.get('args', []), run.pretrain_args) if record.get('args') else []
+    changes = _changes(record, run.pretrain_args, settings(run.variant.config)) if record.get('args') else []
     if started and changes:
         raise ConfigError(f"variant '{run.variant.name}' seed {run.seed} was pretrained in {run.run_dir} with other "
                           f"settings ({'; '.join(changes)}). Give the comparison another name, or delete that folder "
@@ -193,11 +216,12 @@ def run_pretraining(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[s
         return read_record(path)
     old = read_record(path)
     _check_unchanged(run, old)
-    if not old.get('args') or _changes(old['args'], run.pretrain_args): old = {}  # a new run: its time starts at 0
+    values = settings(v.config)
+    if not old.get('args') or _changes(old, run.pretrain_args, values): old = {}  # a new run: its time starts at 0
     log = run.run_dir / 'pretrain.log'
     record = {'variant': v.name, 'seed': run.seed, 'preset': v.preset, 'steps': v.steps, 'warmup_steps': v.warmup_steps,
               'flops_per_step': v.flops_per_step, 'total_flops': v.total_flops, 'args': run.pretrain_args,
-              'corpus': old.get('corpus'), 'log': str(log), 'wall_seconds': float(old.get('wall_seconds', 0.0)), 'attempts': old.get('attempts', 0),
+              'values': values, 'corpus': old.get('corpus'), 'log': str(log), 'wall_seconds': float(old.get('wall_seconds', 0.0)), 'attempts': old.get('attempts', 0),
               'done': False}
     corpus = corpus_data(plan, run)  # recorded once the job ends well (until then, what the run was trained on)
     run.run_dir.mkdir(parents=True, exist_ok=True)
@@ -224,7 +248,7 @@ def finetune_done(plan: Plan, run: RunPlan, point: FinetunePoint | None = None) 
     if point is None: return all(finetune_done(plan, run, p) for p in run.points)
     group = plan.group_dir(point)
     record = read_record(group / RECORD)
-    if not record.get('done') or _changes(record.get('args', []), point.args): return False
+    if not record.get('done') or _changes(record, point.args, settings(plan.finetune)): return False
     if record.get('data') is None or record['data'] != task_data(plan): return False
     df = ResultsTable(group / 'results.csv').df
     if point.model.exists(): df = df[df['model_fingerprint'] == model_fingerprint(point.model)]
@@ -260,10 +284,10 @@ def _finetune_point(plan: Plan, run: RunPlan, point: FinetunePoint, launch: Laun
     if not point.model.exists():
         raise RunFailed(f"fine-tuning of variant '{run.variant.name}' seed {run.seed}{at}: its checkpoint {point.model} "
                         f"is missing (deleted, or the run was made without it in checkpoint_at).")
-    old = read_record(path)
-    same = not _changes(old.get('args', []), point.args)
+    old, values = read_record(path), settings(plan.finetune)
+    same = not _changes(old, point.args, values)
     record = {'variant': run.variant.name, 'seed': run.seed, 'fraction': point.fraction, 'step': point.step,
-              'model': str(point.model), 'args': point.args, 'data': task_data(plan), 'log': str(log),
+              'model': str(point.model), 'args': point.args, 'values': values, 'data': task_data(plan), 'log': str(log),
               'wall_seconds': float(old.get('wall_seconds', 0.0)) if same else 0.0, 'done': False}
     group.mkdir(parents=True, exist_ok=True)
     _write_record(path, record)

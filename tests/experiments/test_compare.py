@@ -734,3 +734,35 @@ def test_an_attempt_that_found_the_run_finished_adds_no_wall_time(tmp_path):
     assert (again['done'], again['attempts'], again['wall_seconds']) == (True, 2, record['wall_seconds'])
     table = pd.read_csv(tmp_path / 'out/t/table.csv')
     assert table.loc[0, 'wall_seconds'] == record['wall_seconds']
+
+
+def test_a_preset_file_edited_since_is_a_changed_setting_as_a_flag_is(tmp_path):
+    """R6b-1: a variant's own preset file (`config: /path/mine.yaml`) or the fine-tuning preset file edited after the
+    runs finished: the rerun said 'done before; skipped' and tabled runs of the old values. The values the files give
+    now count as the flags do: the pretraining is refused (dry run: 'finished with other lr: refused'), the
+    fine-tuning done again (dry run: 'pretrained')."""
+    mine, ft = tmp_path / 'mine.yaml', tmp_path / 'ft.yaml'
+    mine.write_text('lr: 0.0002\ntemperature: 3.0\n')
+    ft.write_text('lr: 0.0001\n')
+    cfg = comparison(tmp_path, variants={'mine': {'config': str(mine)}}, seeds=[1], finetune_config=f'demo,{ft}')
+    jobs = FakeJobs()
+    jobs.scores = lambda group: SCORES[('electra', 1)]
+    run_comparison(cfg, launch=jobs, log=lambda s: None)
+
+    def status() -> str:
+        dry = []
+        run_comparison(config_from_dict(CompareConfig, {'dry_run': True}, base=cfg), log=dry.append)
+        return re.search(r'^mine .*  (1: .*)$', '\n'.join(dry), re.M)[1]
+    assert status() == '1: fine-tuned'
+    ft.write_text('lr: 0.0003\n')
+    assert status() == '1: pretrained'
+    again = FakeJobs()
+    again.scores = lambda group: SCORES[('electra', 1)]
+    run_comparison(cfg, launch=again, log=lambda s: None)
+    assert launched(again) == ['finetune.py:mine_1:']
+    mine.write_text('lr: 0.0003\ntemperature: 3.0\n')
+    assert status() == '1: finished with other lr: refused'
+    with pytest.raises(ConfigError, match=r"variant 'mine' seed 1 was pretrained .* with other settings \(lr 0\.0002 "
+                                          r"then, 0\.0003 now \(from its preset files\)\)"):
+        run_comparison(cfg, launch=again, log=lambda s: None)
+    assert len(again.calls) == 1

@@ -142,6 +142,21 @@ def test_overwrite_trains_a_new_tokenizer_for_new_settings(tmp_path):
     assert len(saved['model']['vocab']) == 600
 
 
+
+def test_overwrite_removes_the_old_runs_tensorboard_events(tmp_path):
+    """--overwrite replaces the run's TensorBoard events with its checkpoints: read back, train/loss is the new run's
+    metrics.csv alone. Before: the old run's 4 points stayed beside the new run's 2 (steps 2, 4 twice)."""
+    from tests.test_trackers import as_written, csv_columns, tensorboard_scalars
+    argv = [*TINY, '--run_name', 'ow', '--checkpoint_at', '1.0', '--eval_examples', '0', '--log_every', '2',
+            '--logger', 'tensorboard']
+    pretrain(tmp_path, *argv, '--steps', '8')
+    g = pretrain(tmp_path, *argv, '--steps', '4', '--lr', '1e-3', '--overwrite', 'true')
+    folder = g['run_dir'] / 'tensorboard'
+    assert len(list(folder.glob('events.out.tfevents.*'))) == 1
+    new = csv_columns(g['run_dir'] / 'metrics.csv')['loss']
+    assert [s for s, _ in new] == [2, 4]
+    assert tensorboard_scalars(folder, 'train/loss') == as_written(new)
+
 def test_one_process_per_run_and_a_dead_ones_lock_taken_over(tmp_path):
     """A second process of the same run is refused, naming the holder; once the holder is killed, its lock is taken
     over, and the partial checkpoint files of this run (a killed write) are removed."""

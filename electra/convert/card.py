@@ -25,6 +25,15 @@ def _step(source: str) -> str:
     return f', step {m[1]}' if m else ''
 
 
+def _length(report: dict) -> str:
+    "The length it was pretrained at, from the run's hparams (fine-tuning past it warns), or that it is unknown."
+    n = report['pretraining_max_length']
+    if n is None: return ("Pretraining length unknown (no hparams): fine-tuning cannot say when max_length passes it "
+                          "(the released models were pretrained at 128 tokens, configure_pretraining.py).")
+    return (f"It was pretrained at max_seq_length {n} tokens (`pretraining_max_length` in its config): position rows "
+            f"past it were never trained, and fine-tuning past it warns.")
+
+
 def _checks(report: dict, role: str) -> str:
     "What the conversion verified, in words, with the tensors compared after saving."
     compared = [c.split(': ', 1)[1] for c in report['checked'] if c.startswith(f'{role}: ')]
@@ -51,7 +60,7 @@ def write_conversion_card(folder: str | Path, role: str, report: dict) -> Path:
         f"The {role} of the official ELECTRA checkpoint `{report['source']}`{_step(report['source'])} (google-research/"
         f"electra), {what}, as transformers' `{cls}`, converted without TensorFlow by `electra-convert tf` "
         f"(`python -m electra.convert tf`). Vocabulary: `{report['vocab']}` (lower-cased: {report['do_lower_case']}); "
-        f"attention heads from {report['heads_from']}; generator: {report['generator']}.",
+        f"attention heads from {report['heads_from']}; generator: {report['generator']}. {_length(report)}",
         f"## Config\n\nThe sizes read from the checkpoint's tensors:\n\n{yaml_block(report['sizes'][role])}\n\n"
         f"{details(yaml_block(config), 'config.json')}",
         f"## How it was checked\n\n{_checks(report, role)}",

@@ -64,7 +64,7 @@ MODEL_SIZES = {'small': (256, 12), 'base': (768, 12), 'large': (1024, 24)}  # tr
 HPARAM_DEFAULTS = {'model_size': 'small', 'model_hparam_overrides': {}, 'embedding_size': None, 'vocab_size': 30522,
                    'do_lower_case': True, 'debug': False, 'untied_generator': True,
                    'untied_generator_embeddings': False, 'generator_hidden_size': 0.25, 'generator_layers': 1.0,
-                   'electric_objective': False, 'two_tower_generator': False}
+                   'electric_objective': False, 'two_tower_generator': False, 'max_seq_length': 128}
 
 
 @dataclass
@@ -138,6 +138,9 @@ def read_hparams(path: str | Path) -> dict:
                           "(as util/training_utils.py get_bert_config requires)")
     if not isinstance(hp['model_hparam_overrides'], dict):
         raise ConfigError(f"--hparams {path}: model_hparam_overrides must be a JSON object")
+    n = hp['max_seq_length']
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"--hparams {path}: max_seq_length {n!r} is not a positive whole number of tokens")
     return hp
 
 
@@ -204,12 +207,25 @@ def model_settings(body: Body, hp: dict | None, cfg: dict | None, role: str, whe
                                 'attention_probs_dropout_prob')}
 
 
-def electra_config(body: Body, settings: dict, pad_token_id: int) -> ElectraConfig:
-    # layer_norm_eps 1e-12: the epsilon of tf.contrib.layers.layer_norm (official modeling.py `layer_norm`)
+def pretraining_length(hp: dict | None, disc: Body, where: str) -> int | None:
+    """The length the run pretrained at: the hparams' max_seq_length (configure_pretraining.py, default 128), which
+    must fit the position table (modeling.py `embedding_postprocessor` asserts it); unknown (None) without hparams."""
+    if hp is None: return None
+    n = hp['max_seq_length']
+    if n > disc.positions:
+        source = '' if 'max_seq_length' in hp['given'] else ' (the official default)'
+        raise ConfigError(f"--hparams {hp['path']}: max_seq_length {n}{source} is past the checkpoint's {disc.positions} "
+                          f"position embeddings ({where}), so these hparams are not its run's; give its max_seq_length")
+    return n
+
+
+def electra_config(body: Body, settings: dict, pad_token_id: int, length: int | None) -> ElectraConfig:
+    # layer_norm_eps 1e-12: the epsilon of tf.contrib.layers.layer_norm (official modeling.py `layer_norm`);
+    # pretraining_max_length: position rows past it were never trained (fine-tuning warns, as for our own exports)
     return ElectraConfig(vocab_size=body.vocab, embedding_size=body.embedding, hidden_size=body.hidden,
                          num_hidden_layers=body.layers, intermediate_size=body.intermediate,
                          max_position_embeddings=body.positions, type_vocab_size=body.types, layer_norm_eps=1e-12,
-                         pad_token_id=pad_token_id, **settings)
+                         pad_token_id=pad_token_id, pretraining_max_length=length, **settings)
 
 
 # --- variable plans: (TF name, HF parameter, transpose?) -----------------------------------------------------------
@@ -386,6 +402,7 @@ def plan_models(ckpt: TFCheckpoint, hp: dict | None, pad_token_id: int) -> dict:
     disc, gen = find_bodies(shapes, where)
     configs = official_configs(hp) if hp else (None, None)
     if hp: check_hparams(hp, configs, disc, gen, where)
+    length = pretraining_length(hp, disc, where)
     roles = {'discriminator': (disc, ElectraForPreTraining, body_plan(disc) + DISC_HEAD, configs[0])}
     if gen is not None:
         roles['generator'] = (gen, ElectraForMaskedLM, body_plan(gen) + GEN_HEAD, configs[0] if gen is disc else configs[1])
@@ -396,16 +413,17 @@ def plan_models(ckpt: TFCheckpoint, hp: dict | None, pad_token_id: int) -> dict:
             # run_pretraining.py `get_token_logits` applies hidden_act; transformers' generator head is always gelu
             raise ConfigError(f"{where}: hidden_act {settings['hidden_act']!r}: transformers' ElectraForMaskedLM "
                               "applies gelu in its prediction head, so the generator cannot be converted exactly")
-        model = cls(electra_config(body, settings, pad_token_id)).eval()
+        model = cls(electra_config(body, settings, pad_token_id, length)).eval()
         check_plan(model, plan, shapes, role, where)
         out[role] = {'body': body, 'model': model, 'plan': plan, 'settings': settings}
+    out['pretraining_max_length'] = length
     # an Electric checkpoint (no ELECTRA generator, both towers): its generator checked whole, then left out
     electric = set()
     if gen is None and any(n.startswith(ELECTRIC_SCOPES[0]) for n in shapes):
         electric = {tf for tf, hf, _ in electric_plan(shapes, where) if hf.startswith('generator.')}
         missing = sorted(n for n in electric if n not in shapes)
         if missing: raise ConfigError(f"{where}: an Electric checkpoint without the variable '{missing[0]}'")
-    out['skipped'] = unmapped(ckpt, [v['plan'] for v in out.values()], electric)
+    out['skipped'] = unmapped(ckpt, [out[r]['plan'] for r in roles], electric)
     return out
 
 
@@ -467,7 +485,7 @@ def _report(ckpt, vocab, lowercase, hp, planned, paths, checked) -> dict:
     gen = planned.get('generator')
     return {'electra_version': __version__, 'source': str(ckpt.prefix.resolve()), 'crc32c_verified': ckpt.verify,
             'vocab': str(Path(vocab).resolve()), 'do_lower_case': lowercase,
-            'hparams': hp['path'] if hp else None,
+            'hparams': hp['path'] if hp else None, 'pretraining_max_length': planned['pretraining_max_length'],
             'heads_from': (f"hparams {hp['path']}" if hp else "the official rule max(1, hidden // 64) "
                            "(util/training_utils.py get_bert_config, run_pretraining.py get_generator_config)"),
             'generator': (('none: ' + ELECTRIC_SKIPPED if ELECTRIC_SKIPPED in planned['skipped'].values() else 'none')

@@ -113,7 +113,12 @@ def runs_phrase(runs: list[int]) -> str:
 def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[str], None], start: float):
     "A run's epoch report (the log line, the trackers' rows at step epoch + 1) and its trackers."
     task, task_cfg = data.task, cfg.for_task(data.task.name)
-    tracked = start_trackers(cfg.logger, _tracked_run(cfg, task.name, job.run, job.seed))
+    run = _tracked_run(cfg, task.name, job.run, job.seed)
+    # a run trains from its first epoch: the events of a run it replaces (trained again) go, as its row does
+    if is_main_process(): shutil.rmtree(run.folder, ignore_errors=True)
+    tracked = start_trackers(cfg.logger, run)
+    if is_main_process() and job.checkpoint.is_file():  # its tracked runs (ids in its .pth) marked replaced by this one
+        tracked.replaces(torch.load(job.checkpoint, map_location='cpu', weights_only=True, mmap=True).get('trackers', {}))
 
     def report(epoch, loss, metrics):
         shown = ', '.join(f'{m} {metric_text(metrics[m])}' for m in dev_metric_names(task))

@@ -182,7 +182,8 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
     """The checkpoint to resume from (None: start at step 0). Refuses to start over a run that already has
     checkpoints unless asked to, so a forgotten --resume never overwrites work. --overwrite removes the old run's
     checkpoints first (behind `overwrite_marker`), and the tokenizer trained for it; a --resume after an overwrite that stopped before its first
-    checkpoint finishes that removal and starts at step 0, never from the old run. A folder holding the run's export
+    checkpoint finishes that removal and starts at step 0, never from the old run; a start at step 0 removes the run's
+    old TensorBoard events (`remove_old_events`). A folder holding the run's export
     without checkpoints is refused too, with --resume or not (`refuse_over_export`)."""
     if cfg.resume:
         if overwrite_marker(cfg.output_dir, cfg.run_name, cfg.seed).exists():
@@ -190,14 +191,14 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
             if is_main_process():
                 print(f"resume: the --overwrite of {cfg.run_name}_{cfg.seed} stopped before its first checkpoint; "
                       f"the old run's checkpoints are not resumed ({len(old)} more removed); starting at step 0.")
-            return None
+            return remove_old_events(cfg)
         path = latest_checkpoint(cfg.output_dir, cfg.run_name, cfg.seed)
         # fewer steps than the run reached: refused before any line says where it starts or goes on
         if path is not None: refuse_past(path, f'{cfg.run_name}_{cfg.seed}', recorded(path)['step'], cfg.steps)
         if path is None: refuse_over_export(cfg)  # even with overwrite (the demo preset's): --resume asks to go on
         if path is None and is_main_process():
             print(f"resume: no checkpoint of {cfg.run_name}_{cfg.seed} in {cfg.output_dir}; starting at step 0.")
-        return path
+        return path or remove_old_events(cfg)
     found = find_checkpoints(cfg.output_dir, cfg.run_name, cfg.seed)
     if found and not cfg.overwrite:
         raise ConfigError(f"{found[-1]}: run '{cfg.run_name}' (seed {cfg.seed}) already has checkpoints in "
@@ -208,7 +209,15 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
     if cfg.overwrite and is_main_process():  # the old run's trained tokenizer goes too: the new run trains its own
         shutil.rmtree(path_inside(cfg.output_dir, f'{cfg.run_name}_{cfg.seed}', 'tokenizer', key='output_dir'),
                       ignore_errors=True)
-    return None
+    return remove_old_events(cfg)
+
+
+def remove_old_events(cfg: PretrainConfig) -> None:
+    """A run starting at step 0 removes the TensorBoard events an earlier start of it left (an --overwrite's old run,
+    a start killed before its first checkpoint), as metrics.csv is rewritten: the new run's events are the only ones."""
+    if is_main_process():
+        shutil.rmtree(path_inside(cfg.output_dir, f'{cfg.run_name}_{cfg.seed}', 'tensorboard', key='output_dir'),
+                      ignore_errors=True)
 
 
 def refuse_over_export(cfg: PretrainConfig) -> None:

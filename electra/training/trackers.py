@@ -109,6 +109,8 @@ class _TensorBoard:
 
     def artifacts(self, paths: list[Path]): pass
 
+    def replaces(self, old_id: str): pass  # the replaced run's folder is this one's: its events removed before the start
+
     def summary(self, tables: list[Path], figures: list[Path]):
         import matplotlib.image
         for t in tables: self.writer.add_text(t.stem, _csv_markdown(t), 0)
@@ -154,6 +156,12 @@ class _Mlflow:
             if p.is_dir(): self.client.log_artifacts(self.id, str(p), p.name)
             else: self.client.log_artifact(self.id, str(p))
 
+    def replaces(self, old_id: str):
+        from mlflow.exceptions import MlflowException
+        try: self.client.set_tag(old_id, 'replaced_by', self.id)
+        except MlflowException: return  # the old run deleted, or kept by another tracking server: nothing to mark
+        self.client.set_tag(self.id, 'replaces', old_id)
+
     def summary(self, tables: list[Path], figures: list[Path]):
         # the CSV files, not `log_table`, which appends to the table a rebuilt summary would replace
         self.artifacts([*tables, *figures])
@@ -180,6 +188,8 @@ class _Wandb:
             if p.is_dir(): art.add_dir(str(p), name=p.name)
             else: art.add_file(str(p))
         self.run.log_artifact(art)
+
+    def replaces(self, old_id: str): pass  # W&B and Neptune: the replaced run stays as it was (README, "Trackers")
 
     def summary(self, tables: list[Path], figures: list[Path]):
         import pandas as pd
@@ -209,6 +219,8 @@ class _Neptune:
 
     def log(self, metrics: dict, step: int):
         for k, v in metrics.items(): self.run[k].append(v, step=step)
+
+    def replaces(self, old_id: str): pass
 
     def artifacts(self, paths: list[Path]):
         for p in paths: self.run[f'artifacts/{p.name}'].upload_files(str(p / '*') if p.is_dir() else str(p))
@@ -240,6 +252,11 @@ class Trackers:
 
     def artifacts(self, paths: Iterable[str | Path]) -> None:
         for t in self.started.values(): t.artifacts([Path(p) for p in paths])
+
+    def replaces(self, old: dict[str, str]) -> None:
+        "Mark the tracked runs `old` (a replaced run's ids, from its checkpoint) as replaced by these, where a tracker can."
+        for name, t in self.started.items():
+            if name in old: t.replaces(old[name])
 
     def summary(self, tables: Iterable[str | Path], figures: Iterable[str | Path]) -> None:
         """A summary's CSV tables and PNG figures, each as its tracker shows one: MLflow the files as artifacts,

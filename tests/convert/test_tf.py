@@ -419,3 +419,32 @@ def test_a_cased_vocabulary_is_converted_cased_only_when_the_hparams_say_so(tmp_
     from electra.data.tokenizer import load_tokenizer
     tok = load_tokenizer(str(paths['discriminator']))
     assert tok.convert_ids_to_tokens(tok('The')['input_ids']) == ['[CLS]', 'The', '[SEP]']
+
+
+def test_the_hparams_max_seq_length_is_recorded_as_the_pretraining_length(tmp_path):
+    """The run's max_seq_length (configure_pretraining.py, default 128) becomes `pretraining_max_length`, the key our own
+    exports carry, so fine-tuning past it warns; without hparams the length is unknown (None)."""
+    from electra.finetuning.sweep import _check_lengths
+    given = json.loads((FIXTURES / 'tied' / 'hparams.json').read_text())
+    (tmp_path / 'h16.json').write_text(json.dumps({**given, 'max_seq_length': 16}))
+    convert_tf_checkpoint(FIXTURES / 'tied', tmp_path / 'c16', hparams=tmp_path / 'h16.json')
+    for role in ('discriminator', 'generator'):
+        config = ElectraConfig.from_pretrained(tmp_path / 'c16' / role)
+        assert (config.pretraining_max_length, config.max_position_embeddings) == (16, 32)
+        assert 'pretrained at max_seq_length 16 tokens' in (tmp_path / 'c16' / role / 'README.md').read_text()
+    assert json.loads((tmp_path / 'c16' / 'conversion.json').read_text())['pretraining_max_length'] == 16
+    said = []
+    cfg = type('Cfg', (), {'task_names': ['t'], 'model': 'm',
+                           'for_task': lambda self, n: type('T', (), {'max_length': 32})()})()
+    _check_lengths(cfg, ElectraConfig.from_pretrained(tmp_path / 'c16' / 'discriminator'), said.append)
+    assert len(said) == 1 and said[0].startswith('warning: max_length 32 (t) is past the 16 tokens')
+    # the official default, 128, is past the fixture's 32 positions: the official code could not have run with them
+    (tmp_path / 'hdef.json').write_text(json.dumps({k: v for k, v in given.items() if k != 'max_seq_length'}))
+    with pytest.raises(ConfigError, match=r"max_seq_length 128 \(the official default\) is past the checkpoint's 32 "
+                                          r"position embeddings"):
+        convert_tf_checkpoint(FIXTURES / 'tied', tmp_path / 'cdef', hparams=tmp_path / 'hdef.json')
+    src = tmp_path / 'bare'
+    shutil.copytree(FIXTURES / 'tied', src, ignore=shutil.ignore_patterns('hparams.json'))
+    convert_tf_checkpoint(src, tmp_path / 'c')
+    assert ElectraConfig.from_pretrained(tmp_path / 'c' / 'discriminator').pretraining_max_length is None
+    assert json.loads((tmp_path / 'c' / 'conversion.json').read_text())['pretraining_max_length'] is None

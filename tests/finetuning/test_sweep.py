@@ -375,3 +375,37 @@ def test_a_max_length_past_the_length_the_model_was_pretrained_at_is_said_in_one
     assert said == ["warning: max_length 128 (STS-B, SST-2) is past the 64 tokens the model tiny was pretrained at: "
                     "positions 64 to 127 were never trained, so longer inputs go through untrained position "
                     "embeddings. Set max_length to at most 64 to fine-tune as it was pretrained."]
+
+
+def test_a_run_fine_tuned_again_replaces_its_tensorboard_events(tmp_path, glue_dir, tiny):
+    """A finished run trained again (lr changed) replaces its TensorBoard events with its row: read back, its dev
+    score per epoch is the new run's alone. Before: the old run's points stayed beside the new ones (steps 1, 2 twice)."""
+    from tests.test_trackers import tensorboard_scalars
+    model, tok = tiny
+    src = open_source(str(glue_dir))
+    for lr in (3e-4, 1e-4):
+        cfg = job(tmp_path, glue_dir, tasks=['RTE'], epochs=2, lr=lr, logger=['tensorboard'])
+        sweep.run_sweep(cfg, model, tok, src, log=lambda line: None)
+    folder = tmp_path / 'ckpt/t/tensorboard/RTE_0'
+    assert len(list(folder.glob('events.out.tfevents.*'))) == 1
+    row = ResultsTable(tmp_path / 'ckpt/t/results.csv').get('RTE', 0)
+    scores = tensorboard_scalars(folder, 'results/score')
+    assert scores == [(2, f"{float(row['score']):.6g}")]
+    assert [s for s, _ in tensorboard_scalars(folder, 'dev/accuracy')] == [1, 2]
+
+
+def test_a_run_fine_tuned_again_marks_its_replaced_mlflow_run(tmp_path, glue_dir, tiny, monkeypatch):
+    "The MLflow run of a replaced run is tagged `replaced_by` the new run's id, which is tagged `replaces` it."
+    from mlflow import MlflowClient
+    monkeypatch.setenv('MLFLOW_TRACKING_URI', (tmp_path / 'mlruns').as_uri())
+    monkeypatch.setenv('MLFLOW_ALLOW_FILE_STORE', 'true')  # a local store, no server to start
+    model, tok = tiny
+    src, ids = open_source(str(glue_dir)), []
+    for lr in (3e-4, 1e-4):
+        cfg = job(tmp_path, glue_dir, tasks=['RTE'], lr=lr, logger=['mlflow'])
+        sweep.run_sweep(cfg, model, tok, src, log=lambda line: None)
+        ids.append(torch.load(tmp_path / 'ckpt/t/RTE_0.pth', weights_only=True)['trackers']['mlflow'])
+    client = MlflowClient()
+    old, new = (client.get_run(i).data.tags for i in ids)
+    assert ids[0] != ids[1] and old['replaced_by'] == ids[1] and new['replaces'] == ids[0]
+    assert 'replaced_by' not in new

@@ -112,7 +112,7 @@ class HeldOutEvaluation(Callback):
                 with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels, noise)
                 for k, v in _losses_and_counts(pred, m.labels, model.objective.head).items():
                     sums[k] = sums.get(k, 0.0) + float(v)
-                if pred.gen_logits is not None: seen['labels'].append(m.labels[m.labels >= 0])
+                if pred.gen_preds is not None: seen['labels'].append(m.labels[m.labels >= 0])  # a generator predicts
                 if pred.disc_logits is None: continue
                 seen['auc'].append(_detection(pred))  # over the positions of its loss
                 with autocast:

@@ -268,3 +268,5 @@ def test_the_frozen_generators_accuracy_is_its_recount_and_its_loss_nan(generato
     correct, total = recount(m.input_ids, types, m.positions, m.labels)
     row = evaluation.last_row
     assert 0 < correct < total and row['gen_accuracy'] == correct / total and math.isnan(row['gen_loss'])
+    chosen = m.labels[m.labels >= 0]  # its baseline: always the most frequent masked token
+    assert row['gen_accuracy_baseline'] == chosen.bincount().max().item() / total

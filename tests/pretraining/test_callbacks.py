@@ -160,3 +160,13 @@ def test_a_two_stage_row_spanning_the_switch_averages_each_column_over_the_steps
             measured = [rows[1][t][col] for t in window if exists(t)]
             expected = sum(measured) / len(measured) if measured else math.nan
             assert rows[4][end][col] == pytest.approx(expected, rel=1e-5, nan_ok=True), (end, col)  # the CSV: 6 digits
+
+
+def test_a_window_checkpointed_before_the_steps_were_counted_counts_each_loss_it_holds_on_all_its_batches():
+    "An older checkpoint's 13 sums: a loss with a sum (the generator's here) existed on each of the window's 4 batches."
+    from electra.pretraining.callbacks import MetricsLogger
+    from electra.pretraining.step import STEP_SUMS
+    old = torch.arange(1.0, 14.0, dtype=torch.float64)
+    old[STEP_SUMS.index('disc_loss')] = 0  # two-stage training's first stage: no discriminator loss
+    sums = MetricsLogger._steps_counted(old, 4)
+    assert torch.equal(sums[:13], old) and dict(zip(STEP_SUMS[13:], sums[13:].tolist())) == {'gen_steps': 4, 'disc_steps': 0}

@@ -142,7 +142,7 @@ def test_each_process_resumes_its_own_random_states_or_fresh_ones(monkeypatch, s
 def test_a_two_stage_row_spanning_the_switch_averages_each_column_over_the_steps_it_exists(tmp_path):
     """Two-stage training, 12 steps switching after step 6, rows every 4 steps (the row of step 8 spans the switch):
     each loss column is the mean of the log_every 1 run's per-step values over the steps of its network (the
-    generator's through the switch, the discriminator's after), as gen_accuracy already is over the generator's steps."""
+    generator's through the switch, the discriminator's after), as gen_accuracy already was over its positions."""
     from tests.support.pretrain import TINY, pretrain
     argv = [*TINY, '--steps', '12', '--eval_examples', '0', '--config', 'demo', '--two_stage', '0.5',
             '--generator_size', '1.0', '--tie_weights', 'none', '--seed', '1']
@@ -169,4 +169,5 @@ def test_a_window_checkpointed_before_the_steps_were_counted_counts_each_loss_it
     old = torch.arange(1.0, 14.0, dtype=torch.float64)
     old[STEP_SUMS.index('disc_loss')] = 0  # two-stage training's first stage: no discriminator loss
     sums = MetricsLogger._steps_counted(old, 4)
-    assert torch.equal(sums[:13], old) and dict(zip(STEP_SUMS[13:], sums[13:].tolist())) == {'gen_steps': 4, 'disc_steps': 0}
+    counted = dict(zip(STEP_SUMS[13:], sums[13:].tolist()))
+    assert torch.equal(sums[:13], old) and counted == {'gen_steps': 4, 'disc_steps': 0}

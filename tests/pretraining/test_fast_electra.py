@@ -243,7 +243,8 @@ def test_the_frozen_generators_accuracy_is_its_recount_and_its_loss_nan(generato
                                    torch.device('cpu'), 'fp32')
     runner.loader.n = 3
     seen = []
-    model.register_forward_hook(lambda m, args, out: seen.append(args[:4]))  # input_ids, token_type_ids, positions, labels
+    # each step's input_ids, token_type_ids, positions, labels
+    model.register_forward_hook(lambda m, args, out: seen.append(args[:4]))
     rows = []
     runner.learn.metrics_logger.sinks = [rows.append]
     held_out = baseline.synthetic_batches(1, 4, 16, 110, seed=5)

@@ -115,7 +115,8 @@ def test_two_stage_training_splits_over_processes_as_the_whole_batch(one_process
     assert max_diff(one['model'], split['model']) < 2e-6 and rows(split['metrics']) == rows(one['metrics'])
     # both stages ran: the generator's loss alone in the first row, the discriminator's in the second (NaN: not there)
     first, second = rows(one['metrics'])
-    assert math.isnan(float(first['disc_loss'])) and math.isnan(float(second['gen_loss'])) and float(second['disc_loss']) > 0
+    assert math.isnan(float(first['disc_loss'])) and math.isnan(float(second['gen_loss']))
+    assert float(second['disc_loss']) > 0
 
 
 def test_per_process_means_differ_from_the_global_mean_on_uneven_tokens(one_process, two_processes):

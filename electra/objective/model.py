@@ -43,7 +43,8 @@ class ElectraGeneratorDiscriminatorOutput(ModelOutput):
     gen_targets: torch.Tensor | None = None  # what `gen_logits` predict: the labels [B, P], or the cloze targets [B, L]
                                              # (the input's ids where masking may choose, -100 elsewhere)
     gen_preds: torch.Tensor | None = None    # [B, P] its most probable token at the chosen slots (official
-                                             # `masked_lm_preds`, which `masked_lm_accuracy` counts)
+                                             # `masked_lm_preds`, which `masked_lm_accuracy` counts); a frozen
+                                             # generator's too
     sampled: torch.Tensor | None = None      # [B, P] the samples written at the chosen slots
     is_replaced: torch.Tensor | None = None  # [B, L] bool, the tokens the discriminator is to call fake
     disc_mask: torch.Tensor | None = None    # where the discriminator's loss is taken: [B, L] or [B, P] bool; None when
@@ -290,7 +291,7 @@ class ElectraGeneratorDiscriminator(nn.Module):
         draw them here from `self.rng`. The training step draws them with the masks, or hands in counter draws, so a
         compiled forward holds no random generator (a generator breaks the graph in pieces).
         `temperature`: this step's sampling temperature (0-d, `TemperatureSchedule`), else the constant `self.temperature`.
-        A frozen generator runs without gradient and gives no `gen_logits`: it has no loss."""
+        A frozen generator runs without gradient and gives no `gen_logits`: it has no loss, only its `gen_preds`."""
         attention_mask = input_ids != self.pad_token_id
         kind, gen = self.objective.generator, {}  # gen: the trained generator's outputs
         if kind == 'none':  # BERT: the discriminator reads the masked input itself
@@ -305,7 +306,8 @@ class ElectraGeneratorDiscriminator(nn.Module):
             trained = self.stage != 2 and kind != 'frozen'  # two-stage's second stage: frozen too
             with contextlib.nullcontext() if trained else torch.no_grad():
                 gen_logits = self.generator_logits(input_ids, attention_mask, token_type_ids, positions)
-            if trained: gen = dict(gen_logits=gen_logits, gen_targets=labels, gen_preds=gen_logits.detach().argmax(-1))
+            gen = dict(gen_preds=gen_logits.detach().argmax(-1))  # a frozen generator predicts too: its accuracy
+            if trained: gen.update(gen_logits=gen_logits, gen_targets=labels)
         if self.stage == 1:  # two-stage, first stage: the generator's MLM alone
             return ElectraGeneratorDiscriminatorOutput(attention_mask=attention_mask, **gen)
         if self.objective.no_mask_samples:  # the input is to hold no [MASK]: never sample it

@@ -7,6 +7,7 @@ Nothing here reads a value off the device every step: metrics accumulate on the 
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import sys
 import threading
@@ -129,9 +130,17 @@ class MetricsLogger(Callback):
         "Sum a checkpoint's `window_state` in (on the main process: the row's all-reduce adds it to the others')."
         if is_main_process():
             sums = window['sums'].to(self.acc)
+            if len(sums) < len(STEP_SUMS): sums = self._steps_counted(sums, window['batches'])
             sums[STEP_SUMS.index('skipped')] *= world().size
             self.acc += sums
         self.carried = window['batches']
+
+    @staticmethod
+    def _steps_counted(sums: torch.Tensor, batches: int) -> torch.Tensor:
+        """A window written before the sums counted each loss's steps: a loss it holds (a nonzero sum) counted on each
+        of its `batches` (a run resumed across two-stage training's switch may have had it on some only)."""
+        counts = [batches * float(sums[STEP_SUMS.index(k)] != 0) for k in ('gen_loss', 'disc_loss')]
+        return torch.cat([sums, sums.new_tensor(counts)])
 
     def check_finite(self):
         "Raise `TrainingDiverged` if a loss since the start of the fit was NaN or infinite (reads one number)."
@@ -157,9 +166,11 @@ class MetricsLogger(Callback):
         a = dict(zip(STEP_SUMS, self.acc.tolist()))  # with check_finite, the only device reads, every `log_every` steps
         n, tp = max(self.batches * world().size + self.carried, 1), a['tp']  # the losses are summed over the processes' batches
         now = time.perf_counter()
-        row = {'step': self.train_iter, 'loss': a['loss'] / n, 'gen_loss': a['gen_loss'] / n, 'disc_loss': a['disc_loss'] / n,
-               'lr': self.opt.hypers[0]['lr'], 'gen_accuracy': a['gen_correct'] / max(a['gen_total'], 1),
-               'disc_accuracy': a['disc_correct'] / max(a['disc_total'], 1),
+        # each column a mean over the steps (positions) where it exists: NaN where none of the row's has it
+        row = {'step': self.train_iter, 'loss': a['loss'] / n, 'gen_loss': mean(a['gen_loss'], a['gen_steps']),
+               'disc_loss': mean(a['disc_loss'], a['disc_steps']), 'lr': self.opt.hypers[0]['lr'],
+               'gen_accuracy': mean(a['gen_correct'], a['gen_total']),
+               'disc_accuracy': mean(a['disc_correct'], a['disc_total']),
                'replaced_precision': tp / max(tp + a['fp'], 1), 'replaced_recall': tp / max(tp + a['fn'], 1),
                'replaced_fraction': a['replaced'] / max(a['real'], 1),
                'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9),
@@ -169,6 +180,11 @@ class MetricsLogger(Callback):
         if not is_main_process(): return
         self.csv.append(row)
         for sink in self.sinks: sink(row)
+
+
+def mean(total: float, count: float) -> float:
+    "`total` / `count`; NaN over nothing (a quantity not measured), never 0."
+    return total / count if count else math.nan
 
 
 class ProgressBar(Callback):

@@ -23,6 +23,7 @@ from electra.data.batches import pad_examples
 from electra.objective.loss import batch_statistics, disc_loss_terms, generator_loss_sum
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import ElectraGeneratorDiscriminatorOutput
+from electra.pretraining.callbacks import mean
 from electra.runtime.processes import is_main_process
 from electra.training.device import AUTOCAST_DTYPES
 from electra.training.sinks import CsvLog
@@ -111,7 +112,7 @@ class HeldOutEvaluation(Callback):
                 with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels, noise)
                 for k, v in _losses_and_counts(pred, m.labels, model.objective.head).items():
                     sums[k] = sums.get(k, 0.0) + float(v)
-                if pred.gen_logits is not None: seen['labels'].append(m.labels[m.labels >= 0])
+                if pred.gen_preds is not None: seen['labels'].append(m.labels[m.labels >= 0])  # a generator predicts
                 if pred.disc_logits is None: continue
                 seen['auc'].append(_detection(pred))  # over the positions of its loss
                 with autocast:
@@ -124,11 +125,13 @@ class HeldOutEvaluation(Callback):
         return self.last_row
 
     def _row(self, sums: dict[str, float], seen: dict[str, list]) -> dict:
-        chosen_n, disc_n = max(sums['gen_total'], 1), max(sums['disc_total'], 1)
+        disc_n = max(sums['disc_total'], 1)
         auc = {k: roc_auc(*map(torch.cat, zip(*seen[k]))) if seen[k] else float('nan') for k in ('auc', 'uniform')}
-        gen_loss = sums['gen_loss'] / max(sums['gen_targets'], 1)  # the mean over its targets (the cloze model's: more)
-        return {'step': self.train_iter, 'gen_loss': gen_loss, 'disc_loss': sums['disc_loss'] / disc_n,
-                'gen_accuracy': sums['gen_correct'] / chosen_n, 'disc_accuracy': sums['disc_correct'] / disc_n,
+        # each a mean where it exists, NaN where not measured (a frozen generator's loss, a network not there)
+        gen_loss = mean(sums['gen_loss'], sums['gen_targets'])  # the mean over its targets (the cloze model's: more)
+        return {'step': self.train_iter, 'gen_loss': gen_loss, 'disc_loss': mean(sums['disc_loss'], sums['disc_total']),
+                'gen_accuracy': mean(sums['gen_correct'], sums['gen_total']),
+                'disc_accuracy': mean(sums['disc_correct'], sums['disc_total']),
                 'disc_auc': auc['auc'], 'replaced_fraction': sums['replaced'] / max(sums['real'], 1),
                 'gen_accuracy_baseline': most_frequent_share(torch.cat(seen['labels'])) if seen['labels'] else float('nan'),
                 'disc_accuracy_baseline': 1 - (sums['tp'] + sums['fn']) / disc_n if seen['auc'] else float('nan'),

@@ -32,9 +32,11 @@ from electra.training.step import StepCallback, StepConstants, Update, apply_gra
 __all__ = ['STEP_SUMS', 'PretrainingConstants', 'StepState', 'MicroBatch', 'pretraining_step', 'sampling_noise',
            'learn_from', 'part_gradients', 'PretrainingStep']
 
-# what a step sums for the metrics, in this order (`batch_statistics` and the losses), summed over its micro-batches
+# what a step sums for the metrics, in this order (`batch_statistics` and the losses), summed over its micro-batches;
+# gen_steps / disc_steps: 1 where the step has that loss (two-stage training has each in one stage), for its mean
 STEP_SUMS = ('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total', 'disc_correct', 'disc_total', 'tp', 'fp', 'fn',
-             'replaced', 'real', 'skipped')
+             'replaced', 'real', 'skipped', 'gen_steps', 'disc_steps')
+PER_STEP = ('skipped', 'gen_steps', 'disc_steps')  # counted once per step: at its last micro-batch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +81,7 @@ def pretraining_step(c: PretrainingConstants, s: StepState, model, loss_func, in
                      token_type_ids: torch.Tensor, learn_from: Callable) -> torch.Tensor:
     """One optimizer step on this process's batch `input_ids`, `token_type_ids` [B, L], its constants `c` and this
     step's state `s`; `learn_from`: the step function (`learn_from`, or its graph with `compile_scope` step). Returns
-    the step's `STEP_SUMS` [13] on the device (nothing is read to the host)."""
+    the step's `STEP_SUMS` [15] on the device (nothing is read to the host)."""
     # 1. Masking, on the device: the official number of positions per row, 85% of them [MASK] (objective/masking.py),
     #    its draws from the run's seeded torch.Generator (outside any graph: a generator breaks one), or with
     #    random_draws 'counter' computed from the seed and the step, in a compiled graph of its own (objective/draws.py)
@@ -120,7 +122,7 @@ def learn_from(model, loss_func, c: PretrainingConstants, part: MicroBatch, upda
     `scaler`'s rules). Returns (the gradients, the part's `STEP_SUMS`)."""
     new, stats = part_gradients(model, loss_func, c, part, update.params, scaler)
     grads = list(new) if grads is None else [a if b is None else b if a is None else a + b for a, b in zip(grads, new)]
-    if not last: return grads, stacked({**stats, 'skipped': stats['loss'].new_zeros(())})
+    if not last: return grads, stacked({**stats, **dict.fromkeys(PER_STEP, stats['loss'].new_zeros(()))})
     # 8.-11. training/step.py: under torchrun the average of the processes' gradients (a collective: never in a
     # graph); fp16's unscaling by GradScaler's rules, an overflow's update masked on the device (no host read);
     # clipping by the global norm (official: 1.0); ElectraAdam's update, the official Adam without bias correction
@@ -144,13 +146,14 @@ def part_gradients(model, loss_func, c: PretrainingConstants, part: MicroBatch, 
     #    fp16 scales the loss first (loss scaling).
     grads = torch.autograd.grad(loss if scaler is None else scaler.scale(loss), params, allow_unused=True)
     with torch.no_grad():
+        present = lambda t: loss.new_tensor(float(t is not None))  # noqa: E731  whether the network's loss exists
         stats = {**batch_statistics(pred, part.labels, loss_func.objective.head), 'loss': loss, 'gen_loss': gen_loss,
-                 'disc_loss': disc_loss}
+                 'disc_loss': disc_loss, 'gen_steps': present(pred.gen_logits), 'disc_steps': present(pred.disc_mask)}
     return grads, stats
 
 
 def stacked(stats: dict[str, torch.Tensor]) -> torch.Tensor:
-    "The `STEP_SUMS` of `stats` (0-d tensors) as one float64 vector [13], added up on the device."
+    "The `STEP_SUMS` of `stats` (0-d tensors) as one float64 vector [15], added up on the device."
     return torch.stack([stats[k].double() for k in STEP_SUMS]).detach()
 
 

@@ -1,4 +1,5 @@
 """electra/pretraining/callbacks.py: divergence, fp16 overflow steps, compilation and its fallback."""
+import math
 import csv
 import warnings
 
@@ -136,3 +137,37 @@ def test_each_process_resumes_its_own_random_states_or_fresh_ones(monkeypatch, s
     monkeypatch.setenv('WORLD_SIZE', str(world_size))
     monkeypatch.setenv('RANK', str(rank))
     assert own_random_states(ckpt) == expected
+
+
+def test_a_two_stage_row_spanning_the_switch_averages_each_column_over_the_steps_it_exists(tmp_path):
+    """Two-stage training, 12 steps switching after step 6, rows every 4 steps (the row of step 8 spans the switch):
+    each loss column is the mean of the log_every 1 run's per-step values over the steps of its network (the
+    generator's through the switch, the discriminator's after), as gen_accuracy already was over its positions."""
+    from tests.support.pretrain import TINY, pretrain
+    argv = [*TINY, '--steps', '12', '--eval_examples', '0', '--config', 'demo', '--two_stage', '0.5',
+            '--generator_size', '1.0', '--tie_weights', 'none', '--seed', '1']
+    rows = {}
+    for every in (1, 4):
+        out = pretrain(tmp_path / str(every), *argv, '--log_every', str(every), '--run_name', 'ts')
+        switch = out['learn'].pretraining_step.switch_step  # the discriminator's first step is switch + 1
+        rows[every] = {int(r['step']): {k: float(v) for k, v in r.items()}
+                       for r in csv.DictReader((out['run_dir'] / 'metrics.csv').open())}
+    assert switch == 6 and sorted(rows[4]) == [4, 8, 12]
+    steps = {'gen_loss': lambda t: t <= switch, 'disc_loss': lambda t: t > switch, 'loss': lambda t: True}
+    for end in (4, 8, 12):
+        window = range(end - 3, end + 1)
+        for col, exists in steps.items():
+            measured = [rows[1][t][col] for t in window if exists(t)]
+            expected = sum(measured) / len(measured) if measured else math.nan
+            assert rows[4][end][col] == pytest.approx(expected, rel=1e-5, nan_ok=True), (end, col)  # the CSV: 6 digits
+
+
+def test_a_window_checkpointed_before_the_steps_were_counted_counts_each_loss_it_holds_on_all_its_batches():
+    "An older checkpoint's 13 sums: a loss with a sum (the generator's here) existed on each of the window's 4 batches."
+    from electra.pretraining.callbacks import MetricsLogger
+    from electra.pretraining.step import STEP_SUMS
+    old = torch.arange(1.0, 14.0, dtype=torch.float64)
+    old[STEP_SUMS.index('disc_loss')] = 0  # two-stage training's first stage: no discriminator loss
+    sums = MetricsLogger._steps_counted(old, 4)
+    counted = dict(zip(STEP_SUMS[13:], sums[13:].tolist()))
+    assert torch.equal(sums[:13], old) and counted == {'gen_steps': 4, 'disc_steps': 0}

@@ -95,7 +95,7 @@ def test_the_generator_is_never_trained_and_holds_no_optimizer_state(generators,
     assert not any(id(p) in frozen for p in opt.opt.state) and len(opt.opt.state) > 0
     assert all(p.grad is None and not p.requires_grad for p in model.generator.parameters())
     sums = dict(zip(('loss', 'gen_loss', 'disc_loss', 'gen_correct', 'gen_total'), runner.learn.pretraining_step.sums))
-    assert sums['gen_loss'] == 0 and sums['gen_total'] == 0 and sums['disc_loss'] > 0
+    assert sums['gen_loss'] == 0 and sums['gen_total'] > 0 and sums['disc_loss'] > 0  # no loss; its accuracy counted
     assert sums['loss'] == pytest.approx(cfg.disc_loss_weight * float(sums['disc_loss']))  # no generator term
     assert any(not torch.equal(v, disc_before[k]) for k, v in model.discriminator.state_dict().items())
     ids, tt = baseline.synthetic_batches(1, 8, 16, V, seed=5)[0]
@@ -224,3 +224,50 @@ def test_the_step_compiled_as_one_graph_reads_each_steps_temperature_without_com
         assert backend.graphs == compiled
         weights.append(model.state_dict())
     for k, v in weights[0].items(): torch.testing.assert_close(weights[1][k], v, rtol=0, atol=1e-6, msg=k)
+
+
+def test_the_frozen_generators_accuracy_is_its_recount_and_its_loss_nan(generators, tmp_path):
+    """The frozen generator still predicts: metrics.csv's and the held-out evaluation's gen_accuracy equal a recount by
+    transformers' ElectraForMaskedLM on the same masked inputs; its loss, not computed, is NaN (never 0). The generator
+    favours the words 104-106 and the batches hold the words 104-109: it is right at some masked positions only."""
+    from electra.pretraining.evaluation import HeldOutEvaluation
+    folder, net = tmp_path / 'gen', ElectraForMaskedLM.from_pretrained(generators / 'electra')
+    with torch.no_grad(): net.generator_lm_head.bias[104:107] += 20.0
+    net.save_pretrained(folder)
+    load_generator(str(generators / 'electra')).tokenizer.save_pretrained(folder)
+    cfg = fast_cfg(folder, steps=3, warmup_steps=0, log_every=3)
+    frozen = load_generator(str(folder))
+    torch.manual_seed(0)
+    model = build_pretraining_model(cfg, token_ids(V, mask=103), generator=frozen.net)
+    runner = runners.LearnerRunner('t', cfg, model, baseline.synthetic_batches(3, 4, 16, 110, seed=3),
+                                   torch.device('cpu'), 'fp32')
+    runner.loader.n = 3
+    seen = []
+    # each step's input_ids, token_type_ids, positions, labels
+    model.register_forward_hook(lambda m, args, out: seen.append(args[:4]))
+    rows = []
+    runner.learn.metrics_logger.sinks = [rows.append]
+    held_out = baseline.synthetic_batches(1, 4, 16, 110, seed=5)
+    masking = runner.learn.pretraining_step.constants.masking
+    evaluation = HeldOutEvaluation(held_out, 3, 3, runner.run_dir / 'eval.csv', masking, seed=7)
+    runner.learn.add_cb(evaluation)
+    runner.learn.fit(1)
+    net = ElectraForMaskedLM.from_pretrained(folder).eval()
+
+    def recount(input_ids, token_type_ids, positions, labels) -> tuple[int, int]:
+        with torch.no_grad():
+            logits = net(input_ids, attention_mask=input_ids != 0, token_type_ids=token_type_ids).logits
+        preds = logits.gather(1, positions[..., None].expand(-1, -1, logits.size(-1))).argmax(-1)       # [B, P]
+        return int(((preds == labels) & (labels >= 0)).sum()), int((labels >= 0).sum())
+
+    counts = [recount(*args) for args in seen[:3]]  # the 3 training steps (the evaluation's forward is not hooked)
+    assert 0 < sum(c for c, _ in counts) < sum(n for _, n in counts)
+    assert len(rows) == 1 and rows[0]['gen_accuracy'] == sum(c for c, _ in counts) / sum(n for _, n in counts)
+    assert math.isnan(rows[0]['gen_loss']) and rows[0]['disc_loss'] > 0
+    ids, types = held_out[0]
+    m = masking(ids, torch.Generator().manual_seed(7))  # the evaluation's masks: its first draws from its seed
+    correct, total = recount(m.input_ids, types, m.positions, m.labels)
+    row = evaluation.last_row
+    assert 0 < correct < total and row['gen_accuracy'] == correct / total and math.isnan(row['gen_loss'])
+    chosen = m.labels[m.labels >= 0]  # its baseline: always the most frequent masked token
+    assert row['gen_accuracy_baseline'] == chosen.bincount().max().item() / total

@@ -125,7 +125,8 @@ def stop_by_signal(cmd: list[str], sig: signal.Signals, metrics: Path, past: int
     at, the checkpoint its one `stopped:` line names, and the command that line gives to continue."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, 'HF_HUB_OFFLINE': '1'})
-    rows = lambda: list(csv.DictReader(metrics.open())) if metrics.exists() else []  # noqa: E731
+    rows = lambda: ([r for r in csv.DictReader(metrics.open()) if (r.get('step') or '').isdigit()]  # noqa: E731
+                    if metrics.exists() else [])
     while proc.poll() is None and not any(int(r['step']) > past for r in rows()): time.sleep(0.01)
     proc.send_signal(sig)
     err = proc.communicate(timeout=120)[1]
@@ -179,7 +180,8 @@ def test_sigterm_sighup_and_the_slurm_script_s_sigusr1_stop_as_ctrl_c_and_the_pr
     env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'SLURM_JOB_ID': '4242', 'SLURM_SUBMIT_DIR': str(ROOT),
            'PATH': f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     shell = subprocess.Popen(['bash', str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    rows = lambda: list(csv.DictReader(metrics.open()))  # noqa: E731
+    # rows with a step: the resumed job rewrites the file, which a read can catch half-written
+    rows = lambda: [r for r in csv.DictReader(metrics.open()) if (r.get('step') or '').isdigit()]  # noqa: E731
     while shell.poll() is None and not any(int(r['step']) > step for r in rows()): time.sleep(0.01)
     shell.send_signal(signal.SIGUSR1)
     out = shell.communicate(timeout=120)[0]

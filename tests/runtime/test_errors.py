@@ -50,6 +50,9 @@ def test_a_rendezvous_address_that_cannot_be_is_refused_before_joining(monkeypat
 STOPS = """
 import os, signal, sys, time
 from electra.runtime.errors import StopSignal, stop_on_signals, stopped_by
+# SIGINT as a process started from a terminal has it (a test runner's worker may pass it on blocked or ignored)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+signal.signal(signal.SIGINT, signal.default_int_handler)
 stop_on_signals()
 sig = getattr(signal, sys.argv[1])
 try:

@@ -18,6 +18,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.config.values import config_from_dict
 from electra.finetuning.tasks.files import read_task_file
 from electra.experiments.plan import make_plan
+from tests.support.config import refused
 
 
 @pytest.fixture
@@ -109,13 +110,6 @@ def test_tilde_in_the_environment_variables_the_libraries_read_as_paths(home, tm
 
 # -- outputs never inside inputs, inputs never inside outputs
 
-def refused(make, *keys):
-    "The one-line ConfigError `make()` raises, checked to name each of `keys`."
-    with pytest.raises(ConfigError) as e:
-        make()
-    message = str(e.value)
-    assert '\n' not in message and all(k in message for k in keys), message
-    return message
 
 
 def job(tmp_path, data, **kw) -> FinetuneConfig:

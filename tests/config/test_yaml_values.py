@@ -9,10 +9,10 @@ import pytest
 
 import electra.finetuning  # noqa: F401  (fills the task catalogue that FinetuneConfig checks its tasks with)
 from electra.config.cli import load_config
-from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
 from electra.finetuning.tasks.files import read_task_file
+from tests.support.config import refused
 
 
 def pretrain(*argv, **overrides) -> PretrainConfig:
@@ -23,13 +23,6 @@ def finetune(*argv, **overrides) -> FinetuneConfig:
     return load_config(FinetuneConfig, ['--tasks', 'RTE', *argv], preset_dir='configs/finetune', overrides=overrides)
 
 
-def refused(make, *parts) -> str:
-    "The one-line ConfigError `make()` raises, checked to hold each of `parts`."
-    with pytest.raises(ConfigError) as e:
-        make()
-    message = str(e.value)
-    assert '\n' not in message and all(p in message for p in parts), message
-    return message
 
 
 # (written, the decimal a user is told to write: what YAML 1.1 reads it as, the leading zero's as the flags read it)

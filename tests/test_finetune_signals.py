@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support import forked
 from tests.support.finetune import finetune_in_process
 from tests.support.processes import alive, children
 
@@ -42,8 +43,8 @@ def stop_sweep(cmd: list[str], sig: signal.Signals, results: Path, to: str = 'jo
     command that line gives, and the PIDs of its children while it ran."""
     rows = lambda: len(results.read_text().splitlines()) if results.exists() else 0  # noqa: E731
     before = max(rows(), 1)
-    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1'})
+    proc = forked.Popen(cmd, cwd=REPO, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                        text=True, env={**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1'})
     while proc.poll() is None and rows() <= before: time.sleep(0.01)
     kids = sorted(children(proc.pid))
     if to == 'group': os.killpg(proc.pid, sig)

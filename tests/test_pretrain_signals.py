@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from electra.training.checkpoint import load_checkpoint
+from tests.support import forked
 from tests.support.pretrain import ROOT, TINY, pretrain
 
 
@@ -24,14 +25,12 @@ class Terminal:
     tty (the live progress bar runs) and a Ctrl-C typed there reaches the job's whole process group."""
 
     def __init__(self, tmp: Path, *argv: str):
-        import fcntl
-        import termios
         import threading
         self.leader, follower = os.openpty()
-        self.proc = subprocess.Popen(
+        self.proc = forked.Popen(
             [sys.executable, 'pretrain.py', '--output_dir', str(tmp / 'ckpt'), '--cache_dir', str(tmp / 'cache'), *argv],
-            cwd=ROOT, stdin=follower, stdout=follower, stderr=follower, start_new_session=True,
-            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0), env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+            cwd=ROOT, stdin=follower, stdout=follower, stderr=follower, start_new_session=True, controlling_tty=True,
+            env={**os.environ, 'HF_HUB_OFFLINE': '1'})
         os.close(follower)
         self.out = b''
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -123,8 +122,8 @@ def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straigh
 def stop_by_signal(cmd: list[str], sig: signal.Signals, metrics: Path, past: int) -> tuple[int, str, list[str]]:
     """`cmd` (pretrain.py, output not a terminal) sent `sig` once it logged a step past `past`: the step it stopped
     at, the checkpoint its one `stopped:` line names, and the command that line gives to continue."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    proc = forked.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                        env={**os.environ, 'HF_HUB_OFFLINE': '1'})
     rows = lambda: ([r for r in csv.DictReader(metrics.open()) if (r.get('step') or '').isdigit()]  # noqa: E731
                     if metrics.exists() else [])
     while proc.poll() is None and not any(int(r['step']) > past for r in rows()): time.sleep(0.01)

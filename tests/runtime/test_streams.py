@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from electra.data.demo import write_demo_corpus
+from tests.support import forked
 from tests.support.notebook_runs import tiny_pretraining
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,20 +21,18 @@ TINY = ['--steps', '4', '--batch_size', '8', '--max_length', '32', '--hidden_siz
         '--num_attention_heads', '1', '--intermediate_size', '64', '--embedding_size', '32', '--vocab_size', '300',
         '--log_every', '2', '--warmup_steps', '1', '--eval_examples', '0', '--checkpoint_at', '1.0', '--device', 'cpu',
         '--threads', '1']
-# how the shell sets up each stream: a closed one, one into a full device
-SHELL = {'closed': '&-', 'full': '/dev/full'}
 
 
 def run(cmd: list[str], tmp: Path, stdout: str, stderr: str = 'captured', head: int = 3) -> tuple[int, str, list[str]]:
     """`cmd` from `tmp` with its stdout and stderr set up as named: 'head' (a pipe whose reader takes `head` lines
-    and closes it, as `| head -3`), 'closed' (`>&-`), 'full' (`>/dev/full`), 'captured'. Its status, stderr (when
-    captured) and the lines the reader took."""
-    redirect = ' '.join(f'{fd}>{SHELL[how]}' for fd, how in ((1, stdout), (2, stderr)) if how in SHELL)
+    and closes it, as `| head -3`), 'closed' (as the shell's `>&-`), 'full' (`>/dev/full`), 'captured'. Its status,
+    stderr (when captured) and the lines the reader took."""
     err = tmp / 'stderr.txt'
-    with open(err, 'w') as f:
-        proc = subprocess.Popen(['bash', '-c', f'exec "$@" {redirect}', 'bash', *cmd], cwd=tmp, env=ENV, text=True,
-                                stdout=subprocess.PIPE if stdout in ('head', 'captured') else None,
-                                stderr=f if stderr == 'captured' else None)
+    with open(err, 'w') as f, open('/dev/full', 'w') as full:
+        streams = {'head': subprocess.PIPE, 'captured': subprocess.PIPE, 'full': full, 'closed': None}
+        proc = forked.Popen(cmd, cwd=tmp, env=ENV, text=True, stdout=streams[stdout],
+                            stderr=f if stderr == 'captured' else streams[stderr],
+                            closed=tuple(fd for fd, how in ((1, stdout), (2, stderr)) if how == 'closed'))
         lines = []
         if stdout == 'head':
             lines = [proc.stdout.readline() for _ in range(head)]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from electra.config.errors import ConfigError
+from tests.support import forked
 from tests.support.finetune import finetune_in_process, saved_as_bert
 from tests.support.script_end import script_exit
 
@@ -19,8 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_cli(*args, cwd=REPO):
     env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1', 'PYTHONPATH': str(REPO)}
-    return subprocess.run([sys.executable, str(REPO / 'finetune.py'), *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=300)
+    return forked.run([sys.executable, str(REPO / 'finetune.py'), *args], cwd=cwd, capture_output=True, text=True,
+                      env=env, timeout=300)
 
 
 def test_driver_help_and_errors(tmp_path, capsys):

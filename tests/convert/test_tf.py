@@ -18,6 +18,7 @@ from electra.config.errors import ConfigError
 from electra.convert import tf as convert_tf
 from electra.convert.tf import convert_tf_checkpoint
 from electra.convert.tf_checkpoint import TFCheckpoint
+from tests.support import forked
 from tests.support.tf_bundle import write_bundle
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -256,8 +257,8 @@ def test_a_vocabulary_that_does_not_fill_the_embedding_table_is_refused(tmp_path
 
 
 def run_cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, '-m', 'electra.convert', *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    return forked.run([sys.executable, '-m', 'electra.convert', *map(str, args)], cwd=ROOT, capture_output=True,
+                      text=True, timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
 
 
 def test_cli_converts_and_refuses_a_corrupt_index_in_one_line(tmp_path, capsys):

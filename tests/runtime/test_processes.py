@@ -15,6 +15,7 @@ import yaml
 from electra.runtime.files import lock_run_dir, release_run_dir
 from electra.runtime.processes import PARENT_VAR
 from electra.training.checkpoint import checkpoint_name, load_checkpoint
+from tests.support import forked
 from tests.support.distributed import ENV, REPO, torchrun
 from tests.support.processes import alive, children, group_members
 
@@ -64,9 +65,9 @@ def test_a_comparison_killed_takes_its_pretraining_job_with_it(tmp_path, long_ru
     config = {'name': 'kill', 'output_dir': str(tmp_path / 'out'), 'pretrain_config': 'demo', 'finetune': False,
               'pretrain_overrides': long_run, 'variants': {'electra': {}}, 'seeds': [11081], 'threads': 1}
     (tmp_path / 'kill.yaml').write_text(yaml.safe_dump(config))
-    parent = subprocess.Popen([sys.executable, '-m', 'electra.experiments.compare', '--config', str(tmp_path / 'kill.yaml')],
-                              cwd=REPO, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    parent = forked.Popen([sys.executable, '-m', 'electra.experiments.compare', '--config', str(tmp_path / 'kill.yaml')],
+                          cwd=REPO, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
     run_dir = tmp_path / 'out' / 'kill' / 'pretrain' / 'kill_electra_11081'
     first = run_dir.parent / checkpoint_name('kill_electra', 11081, 0.00001)
     try:
@@ -88,9 +89,9 @@ def test_a_stop_signal_to_the_comparison_or_its_group_stops_its_job_with_a_check
     config = {'name': 'stop', 'output_dir': str(tmp_path / 'out'), 'pretrain_config': 'demo', 'finetune': False,
               'pretrain_overrides': long_run, 'variants': {'electra': {}}, 'seeds': [11081], 'threads': 1}
     (tmp_path / 'stop.yaml').write_text(yaml.safe_dump(config))
-    parent = subprocess.Popen([sys.executable, '-m', 'electra.experiments.compare', '--config', str(tmp_path / 'stop.yaml')],
-                              cwd=REPO, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+    parent = forked.Popen([sys.executable, '-m', 'electra.experiments.compare', '--config', str(tmp_path / 'stop.yaml')],
+                          cwd=REPO, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
     run_dir = tmp_path / 'out' / 'stop' / 'pretrain' / 'stop_electra_11081'
     first = run_dir.parent / checkpoint_name('stop_electra', 11081, 0.00001)
     try:

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from electra.tools.figures import execute_notebook as execute
+from tests.support import forked
 from tests.support.pretrain import run_driver
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,8 +34,8 @@ ENV = {'HF_HUB_OFFLINE': '1', 'HF_DATASETS_OFFLINE': '1', 'OMP_NUM_THREADS': '1'
 def run_script(script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     "`python <script> <args>` from the repository root, as a user runs it."
     env = {**os.environ, **ENV, 'PYTHONPATH': str(REPO)}
-    return subprocess.run([sys.executable, str(REPO / script), *map(str, args)], cwd=REPO, capture_output=True,
-                          text=True, env=env, timeout=timeout)
+    return forked.run([sys.executable, str(REPO / script), *map(str, args)], cwd=REPO, capture_output=True,
+                      text=True, env=env, timeout=timeout)
 
 
 def run_in_process(script: str, *args) -> str:

@@ -13,13 +13,14 @@ import pytest
 
 from electra.runtime.errors import friendly_errors
 from electra.tools import notebooks
+from tests.support import forked
 from tests.support.notebook_runs import NOTEBOOKS, REPO
 from tests.support.script_end import script_exit
 
 
 def notebooks_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, '-m', 'electra.tools.notebooks', *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    return forked.run([sys.executable, '-m', 'electra.tools.notebooks', *args], cwd=REPO, capture_output=True, text=True,
+                      timeout=300)
 
 
 def notebooks_in_process(capsys, *args: str) -> tuple[object, str, str]:

@@ -1,12 +1,12 @@
 """electra/finetuning/tasks/demo.py as a command: its usage error ends as the other tools' do."""
-import subprocess
 import sys
 
+from tests.support import forked
 from tests.support.distributed import REPO
 
 
 def test_the_command_without_its_folder_prints_its_usage_with_status_2():
     "It ended with status 1, where argparse and the other tools of the project end a usage error with 2."
-    res = subprocess.run([sys.executable, '-m', 'electra.finetuning.tasks.demo'], cwd=REPO, capture_output=True,
-                         text=True, timeout=120)
+    res = forked.run([sys.executable, '-m', 'electra.finetuning.tasks.demo'], cwd=REPO, capture_output=True,
+                     text=True, timeout=120)
     assert (res.returncode, res.stdout, res.stderr) == (2, '', 'usage: python -m electra.finetuning.tasks.demo DIR\n')

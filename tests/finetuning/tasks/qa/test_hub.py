@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pandas as pd
@@ -14,6 +13,7 @@ from electra.finetuning.tasks.qa.data import read_squad
 from electra.finetuning.tasks.qa.demo import write_demo_squad
 from electra.finetuning.tasks.qa import hub
 from electra.finetuning.tasks.qa.hub import write_hub_squad
+from tests.support import forked
 
 
 def hub_rows(path) -> list[dict]:
@@ -57,8 +57,8 @@ def test_offline_names_the_local_alternative(tmp_path, monkeypatch):
 def test_the_command_line_ends_a_bad_source_with_one_line_and_status_2(tmp_path, capsys):
     "Before: the same line with status 1, which the project keeps for failures that are not bad input (E08 of the sweep)."
     cmd = [sys.executable, '-m', 'electra.finetuning.tasks.qa.hub']
-    r = subprocess.run([*cmd, 'rajpurkar/squad_v2', str(tmp_path / 'out')], capture_output=True, text=True,
-                       env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    r = forked.run([*cmd, 'rajpurkar/squad_v2', str(tmp_path / 'out')], capture_output=True, text=True,
+                   env={**os.environ, 'HF_HUB_OFFLINE': '1'})
     assert r.returncode == 2 and r.stderr.count('\n') == 1, r.stderr
     assert r.stderr.startswith('error: rajpurkar/squad_v2: the hub cannot be reached (HF_HUB_OFFLINE is set).')
     assert not (tmp_path / 'out').exists()

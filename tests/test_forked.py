@@ -1,0 +1,73 @@
+"""tests/support/forked.py: a process forked from the fork server is what `python` would have started. A probe
+prints what a fresh interpreter sets up (argv, sys.path, folder, environment, standard streams, descriptors, session,
+signal dispositions and mask, `__main__`, warnings filters, flags, whether its parent is this process) and ends in
+each way a script ends; run both ways, every line it prints and its status are the same."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import forked
+
+pytestmark = pytest.mark.skipif(not forked.forking(), reason='processes are not forked here (Linux only, or switched off)')
+
+PROBE = r'''
+import json, os, signal, sys, warnings
+def stream(s):
+    return None if s is None else [s.encoding, s.errors, s.line_buffering, s.write_through, s.isatty(),
+                                   type(s.buffer).__name__, s.mode, s.name]
+main = sys.modules['__main__']
+print(json.dumps({
+    'argv': sys.argv, 'path': sys.path, 'cwd': os.getcwd(), 'env': os.environ.get('PROBE_VALUE'),
+    'parent': os.getppid() == int(os.environ['PROBE_PARENT']), 'session': os.getsid(0) == os.getpid(),
+    'group': os.getpgid(0) == os.getpid(),
+    'signals': {int(s): str(signal.getsignal(s)) for s in signal.valid_signals() if s not in (9, 19)},
+    'mask': sorted(map(int, signal.pthread_sigmask(signal.SIG_BLOCK, []))),
+    'streams': [stream(sys.stdin), stream(sys.stdout), stream(sys.stderr)],
+    'main': sorted(k for k in vars(main) if k.startswith('__')), 'file': getattr(main, '__file__', None),
+    'loader': type(getattr(main, '__loader__', None)).__name__, 'fds': sorted(map(int, os.listdir('/proc/self/fd'))),
+    'flags': str(sys.flags), 'filters': [str(f[:3]) for f in warnings.filters], 'library': 'electra' in sys.modules,
+    'name': __name__}, sort_keys=True), file=sys.stderr)
+end = os.environ['PROBE_END']
+if end == 'raise': raise ValueError('an uncaught error')
+if end == 'ctrl-c': raise KeyboardInterrupt
+if end == 'hook':  # a hook that exits, as the library's friendly_errors does
+    sys.excepthook = lambda *a: sys.exit(130)
+    raise RuntimeError('stopped')
+if end == 'thread':
+    import atexit, threading, time
+    threading.Thread(target=lambda: (time.sleep(0.2), print('thread', flush=True))).start()
+    atexit.register(lambda: print('atexit', flush=True))
+sys.exit(int(end) if end.isdigit() else 0)
+'''
+
+
+@pytest.fixture(scope='module')
+def probe(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('probe')
+    (folder / 'probe.py').write_text(PROBE)
+    return folder
+
+
+@pytest.mark.parametrize('how', ['script', 'relative script', 'module', 'code', 'session', 'devnull stdin',
+                                 'pythonpath', 'closed stdout', 'missing script'])
+def test_a_forked_process_is_the_process_python_starts(probe, how):
+    argv = {'script': [str(probe / 'probe.py'), 'a', '--b'], 'module': ['-m', 'probe', 'x'],
+            'code': ['-c', PROBE, 'y'], 'missing script': ['missing.py']}.get(how, ['probe.py'])
+    kwargs = {'session': {'start_new_session': True}, 'devnull stdin': {'stdin': subprocess.DEVNULL},
+              'closed stdout': {'closed': (1,)}}.get(how, {})
+    env = {**os.environ, 'PROBE_PARENT': str(os.getpid()), 'PROBE_VALUE': 'v'}
+    if how == 'pythonpath': env['PYTHONPATH'] = f'{probe}{os.pathsep}relative'
+    for end in ['0', '3', 'raise', 'ctrl-c', 'hook', 'thread']:
+        ran = []
+        for popen in (forked._real_popen, forked.Popen):
+            proc = popen([sys.executable, *argv], cwd=probe, env={**env, 'PROBE_END': end}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, **kwargs)
+            out, err = proc.communicate(timeout=120)
+            # the addresses of the objects the module spec of `-m` names differ between any two processes
+            ran.append((type(proc) is forked._ForkedPopen, proc.returncode, out, re.sub(r'0x[0-9a-f]+', '0x', err)))
+        (real, *a), (was_forked, *b) = ran
+        assert not real and was_forked and a == b, (end, a, b)
+        if how == 'missing script': break

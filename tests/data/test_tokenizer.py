@@ -15,6 +15,7 @@ from electra.data.tokenizer import (
     tokenizer_state,
     train_tokenizer,
 )
+from tests.support.config import refused
 
 SENTENCES = ["The muddy cows fed Alba's tractor near the pond.", 'Does Quilla like a stormy harbor?',
              'In 1909 they planned a sharp kettle.', 'Zebras x-ray 42 quixotic naïve façades!']
@@ -211,3 +212,36 @@ def test_a_cased_vocabulary_read_lower_cased_is_refused_naming_the_key_and_a_fol
                                           r"tokenizer_config\.json lower-cases the text \(do_lower_case: true\)\. For a "
                                           r"cased vocabulary set do_lower_case to false there\.$"):
         load_tokenizer(str(tmp_path / 'folder'))
+
+
+def test_a_vocab_txt_with_a_repeated_line_is_refused_naming_its_lines_and_token(tmp_path):
+    """A vocab.txt gives line i the id i (the official tokenization.py `load_vocab`); transformers keeps a repeated
+    token's last line, so the first line's id has no token while the last line's id lies past a table sized to the
+    vocabulary (a model that crashes on that token): refused, as the converter refuses it, for a file and a folder."""
+    vocab = bert_style_vocab(tmp_path / 'vocab.txt', ['the', 'cat', 'the', 'sat'])
+    theirs = ElectraTokenizerFast.from_pretrained(tmp_path)  # transformers' own reading: 108 lines, 107 tokens
+    assert theirs.convert_tokens_to_ids('the') == 106 and len(theirs) == 107 and theirs.convert_tokens_to_ids('sat') == 107
+    message = refused(lambda: load_tokenizer(str(vocab)), f'tokenizer {vocab}: ', "line 107 repeats the token 'the' "
+                      "of line 105: each line is one id, so id 104 would have no token")
+    assert message.endswith('Remove the repeated line, or give the vocab.txt the model was trained with.')
+    refused(lambda: load_tokenizer(str(tmp_path)), f'tokenizer {vocab}: line 107 repeats the token')  # a folder of it
+
+
+def test_a_vocab_txt_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
+    """Windows editors save UTF-8 with a byte-order mark: transformers read it into the first entry ('\\ufeffthe'
+    never produced; a '\\ufeff[PAD]' made the vocabulary lack [PAD]). A vocab.txt is read as UTF-8 with the mark
+    dropped; a folder holding only a vocab.txt (transformers reads it as it is) with one is refused naming it."""
+    words = ['the', 'cat', 'sat', '##s']
+    plain = bert_style_vocab(tmp_path / 'plain.txt', words)
+    marked = tmp_path / 'marked.txt'
+    marked.write_text(plain.read_text(encoding='utf-8'), encoding='utf-8-sig')
+    assert load_tokenizer(str(marked)).get_vocab() == load_tokenizer(str(plain)).get_vocab()
+    first = tmp_path / 'first.txt'  # the mark before an ordinary entry
+    lines = plain.read_text(encoding='utf-8').splitlines()
+    first.write_text('\n'.join(['the'] + [t for t in lines if t != 'the']) + '\n', encoding='utf-8-sig')
+    tok = load_tokenizer(str(first))
+    assert tok.convert_ids_to_tokens(0) == 'the' and tok.tokenize('the cats') == ['the', 'cat', '##s']
+    (tmp_path / 'folder').mkdir()
+    marked.rename(tmp_path / 'folder' / 'vocab.txt')
+    refused(lambda: load_tokenizer(str(tmp_path / 'folder')), f"tokenizer {tmp_path / 'folder' / 'vocab.txt'}: ",
+            'byte-order mark', 'save it as UTF-8 without')

@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from tokenizers import BertWordPieceTokenizer
-from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerFast
+from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from electra.config.errors import ConfigError
 from electra.config.text_files import compressed
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
-           'upper_entries', 'vocab_entries', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
-           'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
+           'upper_entries', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer',
+           'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
 
 TOKENIZER_DIR = 'tokenizer'  # in a pretraining run's folder: the tokenizer trained for it
 
@@ -140,15 +140,16 @@ def vocab_entries(path: Path, where: str, fix: str = _REPEATED_FIX, bom: bool = 
     the first line's id has no token, and the last's lies past a table sized to the vocabulary."""
     text = _vocab_text(path, where)
     if text.startswith(_BOM) and not bom:
-        raise ConfigError(f"{where}: it starts with a byte-order mark (U+FEFF), which transformers reads as part of its "
-                          f"first token ({text[:8].splitlines()[0]!r}): save it as UTF-8 without a byte-order mark.")
+        raise ConfigError(f"{where}: it starts with a byte-order mark (U+FEFF), which transformers reads as part of "
+                          f"its first token ({text[:8].splitlines()[0]!r}): save it as UTF-8 without a byte-order "
+                          "mark.")
     lines = text.removeprefix(_BOM).replace('\r\n', '\n').replace('\r', '\n').split('\n')
     if lines[-1] == '': lines.pop()  # the last line's end
     first = {}
     for i, token in enumerate(lines):
         if (j := first.setdefault(token, i)) != i:
-            raise ConfigError(f"{where}: line {i + 1} repeats the token {token!r} of line {j + 1}: each line is one id, "
-                              f"so id {j} would have no token. {fix}")
+            raise ConfigError(f"{where}: line {i + 1} repeats the token {token!r} of line {j + 1}: each line is one "
+                              f"id, so id {j} would have no token. {fix}")
     return lines
 
 
@@ -172,11 +173,16 @@ def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
         return ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase)
 
 
-def _check_folder_vocab(folder: Path) -> None:
-    "A folder whose tokenizer is its vocab.txt alone (transformers reads it as it is): checked as `vocab_entries` does."
-    vocab = folder / 'vocab.txt'
-    if vocab.is_file() and not (folder / 'tokenizer.json').is_file():
-        vocab_entries(vocab, f'tokenizer {vocab}', bom=False)
+class SavedTokenizer:
+    """AutoTokenizer as the library reads a saved tokenizer (a `save_pretrained` folder, a hub name, a checkpoint's
+    state): a folder whose tokenizer is its vocab.txt alone, which transformers reads as it is, is checked as
+    `vocab_entries` checks a vocab.txt, a byte-order mark refused."""
+    @staticmethod
+    def from_pretrained(name: str | Path, **kwargs) -> PreTrainedTokenizerBase:
+        vocab = Path(name) / 'vocab.txt'
+        if vocab.is_file() and not (Path(name) / 'tokenizer.json').is_file():
+            vocab_entries(vocab, f'tokenizer {vocab}', bom=False)
+        return AutoTokenizer.from_pretrained(name, **kwargs)
 
 
 TOKENIZER_FILES = ('tokenizer.json', 'vocab.txt')  # what a save_pretrained directory needs, either one
@@ -199,8 +205,8 @@ def load_tokenizer(path: str, lowercase: bool = True, setting: CaseSetting = LOW
             raise ConfigError(f"tokenizer {p}: the directory holds no tokenizer files: neither tokenizer.json nor "
                               f"vocab.txt (it holds: {', '.join(found) or 'nothing'}). Give a directory written by "
                               "save_pretrained, a WordPiece vocab.txt, or leave `tokenizer` empty to train one.")
-        _check_folder_vocab(p)
-        try: tok = AutoTokenizer.from_pretrained(str(p))
+        try: tok = SavedTokenizer.from_pretrained(str(p))
+        except ConfigError: raise
         except Exception as e:  # transformers raises many kinds (OSError, ValueError, KeyError on a bad json...)
             raise ConfigError(f"tokenizer {p}: not a loadable tokenizer directory ({type(e).__name__}: {e}). Give a "
                               "directory written by save_pretrained, a WordPiece vocab.txt, or leave `tokenizer` "
@@ -312,7 +318,7 @@ def tokenizer_from_state(state: dict[str, str]) -> PreTrainedTokenizerFast:
     "The tokenizer saved by `tokenizer_state`."
     with tempfile.TemporaryDirectory() as tmp:
         for name, text in state.items(): (Path(tmp) / name).write_text(text, encoding='utf-8')
-        return AutoTokenizer.from_pretrained(tmp)
+        return SavedTokenizer.from_pretrained(tmp)
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torch import nn
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedTokenizerBase
 
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
-from electra.data.tokenizer import has_tokenizer_files
+from electra.data.tokenizer import SavedTokenizer, has_tokenizer_files
 from electra.objective.model import FROZEN_GENERATORS
 from electra.pretrained.export import load_saved
 
@@ -40,7 +40,7 @@ def load_generator(source: str) -> FrozenGenerator:
         raise ConfigError(f"generator: {source} has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
                           "them its ids mean nothing. Save its tokenizer beside it (save_pretrained writes both).")
     net, tokenizer = load_saved(source, 'generator', GENERATOR_LOCAL, (AutoModelForMaskedLM, 'generator'),
-                                (AutoTokenizer, 'tokenizer of'))
+                                (SavedTokenizer, 'tokenizer of'))
     saved_as = getattr(net.config, 'architectures', None) or [type(net).__name__]
     if not isinstance(net, FROZEN_GENERATORS) or type(net).__name__ not in saved_as:  # else a fresh random head
         raise ConfigError(f"generator: {source} holds a {' / '.join(saved_as)}, not one of "

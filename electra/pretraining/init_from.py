@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
+from transformers import ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 
 from electra.config.errors import ConfigError
 from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import PretrainConfig, saved_config
 from electra.config.values import config_to_dict
 from electra.config.version import __version__
-from electra.data.tokenizer import load_tokenizer, tokenizer_fingerprint, tokenizer_from_state, tokenizer_state
+from electra.data.tokenizer import (SavedTokenizer, load_tokenizer, tokenizer_fingerprint, tokenizer_from_state,
+                                    tokenizer_state)
 from electra.pretrained.export import load_saved
 from electra.objective.model import ElectraGeneratorDiscriminator, discriminator_config, generator_config
 from electra.runtime.files import atomic_save, saved_by_torch
@@ -102,7 +103,7 @@ def load_init(source: str) -> InitWeights:
     gen_src, disc_src = where
     gen, = load_saved(gen_src, 'init_from', INIT_LOCAL, (ElectraForMaskedLM, 'generator'))
     disc, tokenizer = load_saved(disc_src, 'init_from', INIT_LOCAL, (ElectraForPreTraining, 'discriminator'),
-                                 (AutoTokenizer, 'tokenizer of'))
+                                 (SavedTokenizer, 'tokenizer of'))
     for net, src, cls in ((gen, gen_src, 'ElectraForMaskedLM'), (disc, disc_src, 'ElectraForPreTraining')):
         saved_as = getattr(net.config, 'architectures', None) or [cls]
         if cls not in saved_as:  # from_pretrained would give the wrong class a fresh random head

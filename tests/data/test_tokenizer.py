@@ -3,18 +3,20 @@ import json
 import logging
 
 import pytest
-from transformers import AutoTokenizer, ElectraTokenizerFast
+from transformers import AutoTokenizer, ElectraConfig, ElectraTokenizerFast
 
 from electra.config.errors import ConfigError
 from electra.data.demo import write_demo_corpus
 from electra.data.tokenizer import (
     SPECIAL_TOKENS,
+    SavedTokenizer,
     get_tokenizer,
     load_tokenizer,
     tokenizer_from_state,
     tokenizer_state,
     train_tokenizer,
 )
+from electra.pretrained.export import load_saved
 from tests.support.config import refused
 
 SENTENCES = ["The muddy cows fed Alba's tractor near the pond.", 'Does Quilla like a stormy harbor?',
@@ -220,7 +222,8 @@ def test_a_vocab_txt_with_a_repeated_line_is_refused_naming_its_lines_and_token(
     vocabulary (a model that crashes on that token): refused, as the converter refuses it, for a file and a folder."""
     vocab = bert_style_vocab(tmp_path / 'vocab.txt', ['the', 'cat', 'the', 'sat'])
     theirs = ElectraTokenizerFast.from_pretrained(tmp_path)  # transformers' own reading: 108 lines, 107 tokens
-    assert theirs.convert_tokens_to_ids('the') == 106 and len(theirs) == 107 and theirs.convert_tokens_to_ids('sat') == 107
+    assert theirs.convert_tokens_to_ids('the') == 106 and len(theirs) == 107
+    assert theirs.convert_tokens_to_ids('sat') == 107  # past a table of 107 rows
     message = refused(lambda: load_tokenizer(str(vocab)), f'tokenizer {vocab}: ', "line 107 repeats the token 'the' "
                       "of line 105: each line is one id, so id 104 would have no token")
     assert message.endswith('Remove the repeated line, or give the vocab.txt the model was trained with.')
@@ -243,5 +246,9 @@ def test_a_vocab_txt_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
     assert tok.convert_ids_to_tokens(0) == 'the' and tok.tokenize('the cats') == ['the', 'cat', '##s']
     (tmp_path / 'folder').mkdir()
     marked.rename(tmp_path / 'folder' / 'vocab.txt')
-    refused(lambda: load_tokenizer(str(tmp_path / 'folder')), f"tokenizer {tmp_path / 'folder' / 'vocab.txt'}: ",
-            'byte-order mark', 'save it as UTF-8 without')
+    refused(lambda: load_tokenizer(str(tmp_path / 'folder')), f"tokenizer {tmp_path / 'folder' / 'vocab.txt'}: it "
+            "starts with a byte-order mark (U+FEFF), which transformers reads as part of its first token "
+            "('\\ufeff[PAD]'): save it as UTF-8 without a byte-order mark.")
+    ElectraConfig().save_pretrained(tmp_path / 'folder')  # as a model folder (fine-tuning's --model, --init_from)
+    refused(lambda: load_saved(str(tmp_path / 'folder'), 'model', 'a folder', (SavedTokenizer, 'tokenizer of')),
+            f"model: tokenizer {tmp_path / 'folder' / 'vocab.txt'}: it starts with a byte-order mark")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from tokenizers import BertWordPieceTokenizer
+from tokenizers.models import WordPiece
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from electra.config.errors import ConfigError
@@ -39,6 +40,18 @@ SPECIAL_TOKENS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
 _TRAIN_MARKER = 'electra_tokenizer.json'  # settings of a tokenizer trained by `get_tokenizer`
 _ALPHABET_LIMIT = 1000  # the `tokenizers` default: rarer characters become [UNK]
 _UNCOVERED = 1e-4       # the share of a corpus's characters left to [UNK] when more than the 1000 are needed
+# the longest word WordPiece reads, longer ones being one [UNK]: the official 200 (google-research/electra
+# model/tokenization.py `WordpieceTokenizer.__init__`, max_input_chars_per_word=200); `tokenizers` builds WordPiece
+# with 100, and transformers 5 rebuilds it with 100 from a tokenizer.json whatever the file says
+OFFICIAL_WORD_CHARS = 200
+
+
+def _official_word_length(tok: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    "`tok`, its WordPiece model (if it has one) reading words of up to `OFFICIAL_WORD_CHARS` characters."
+    backend = getattr(tok, 'backend_tokenizer', None)  # None: a slow (Python) tokenizer
+    if backend is not None and isinstance(backend.model, WordPiece):
+        backend.model.max_input_chars_per_word = OFFICIAL_WORD_CHARS
+    return tok
 
 
 def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTrainedTokenizerFast:
@@ -170,19 +183,20 @@ def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
     # entries as read above (no byte-order mark, no \r), one a line
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / 'vocab.txt').write_text(''.join(t + '\n' for t in lines), encoding='utf-8')
-        return ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase)
+        return _official_word_length(ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase))
 
 
 class SavedTokenizer:
     """AutoTokenizer as the library reads a saved tokenizer (a `save_pretrained` folder, a hub name, a checkpoint's
-    state): a folder whose tokenizer is its vocab.txt alone, which transformers reads as it is, is checked as
-    `vocab_entries` checks a vocab.txt, a byte-order mark refused."""
+    state), its WordPiece reading the official word length (`OFFICIAL_WORD_CHARS`); a folder whose tokenizer is its
+    vocab.txt alone, which transformers reads as it is, is checked as `vocab_entries` checks a vocab.txt, a byte-order
+    mark refused."""
     @staticmethod
     def from_pretrained(name: str | Path, **kwargs) -> PreTrainedTokenizerBase:
         vocab = Path(name) / 'vocab.txt'
         if vocab.is_file() and not (Path(name) / 'tokenizer.json').is_file():
             vocab_entries(vocab, f'tokenizer {vocab}', bom=False)
-        return AutoTokenizer.from_pretrained(name, **kwargs)
+        return _official_word_length(AutoTokenizer.from_pretrained(name, **kwargs))
 
 
 TOKENIZER_FILES = ('tokenizer.json', 'vocab.txt')  # what a save_pretrained directory needs, either one
@@ -274,7 +288,8 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     vocab = sorted(wp.get_vocab().items(), key=lambda kv: kv[1])
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / 'vocab.txt').write_text(''.join(w + '\n' for w, _ in vocab), encoding='utf-8')
-        tok = ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase, strip_accents=strip_accents)
+        tok = _official_word_length(ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase,
+                                                                         strip_accents=strip_accents))
     Path(save_dir).mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(str(save_dir))
     return tok

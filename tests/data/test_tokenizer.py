@@ -12,6 +12,7 @@ from electra.data.tokenizer import (
     SavedTokenizer,
     get_tokenizer,
     load_tokenizer,
+    tokenizer_fingerprint,
     tokenizer_from_state,
     tokenizer_state,
     train_tokenizer,
@@ -252,3 +253,38 @@ def test_a_vocab_txt_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
     ElectraConfig().save_pretrained(tmp_path / 'folder')  # as a model folder (fine-tuning's --model, --init_from)
     refused(lambda: load_saved(str(tmp_path / 'folder'), 'model', 'a folder', (SavedTokenizer, 'tokenizer of')),
             f"model: tokenizer {tmp_path / 'folder' / 'vocab.txt'}: it starts with a byte-order mark")
+
+
+def official_wordpiece(word: str, vocab, unk: str = '[UNK]', max_chars: int = 200) -> list[str]:
+    "The official greedy longest-match-first WordPiece (google-research/electra model/tokenization.py `WordpieceTokenizer`)."
+    if len(word) > max_chars: return [unk]
+    out, start = [], 0
+    while start < len(word):
+        end = len(word)
+        while start < end and ('##' * (start > 0) + word[start:end]) not in vocab: end -= 1
+        if start == end: return [unk]
+        out.append('##' * (start > 0) + word[start:end])
+        start = end
+    return out
+
+
+def test_wordpiece_reads_words_of_up_to_200_characters_as_the_official_tokenizer(tmp_path):
+    """The official WordpieceTokenizer makes a word [UNK] only past 200 characters (`max_input_chars_per_word=200`);
+    `tokenizers` and transformers build WordPiece with 100, which made a 101-character run without a space (unspaced
+    Thai, a URL) one [UNK]. Every tokenizer the library builds reads 200, and its fingerprint (the key of the data
+    caches) is not a tokenizer's of 100."""
+    words = ['ab' * 50 + 'a', 'x' * 200, 'x' * 201, 'ab' * 100, 'ab' * 100 + 'x']
+    vocab = bert_style_vocab(tmp_path / 'vocab.txt', ['ab', '##ab', 'x', '##x', '##a'])
+    tok = load_tokenizer(str(vocab))
+    tok.save_pretrained(tmp_path / 'folder')
+    corpus = tmp_path / 'th.txt'
+    corpus.write_text(' '.join(['กินข้าว' * 20] * 10 + ['the cat'] * 10) + '\n', encoding='utf-8')
+    trained = train_tokenizer([corpus], 200, True, tmp_path / 'trained')
+    for loaded in (tok, load_tokenizer(str(tmp_path / 'folder')), tokenizer_from_state(tokenizer_state(tok)),
+                   SavedTokenizer.from_pretrained(tmp_path / 'folder')):
+        for w in words:
+            assert loaded.tokenize(w) == official_wordpiece(w, loaded.get_vocab()), len(w)
+    assert trained.tokenize('กินข้าว' * 20) == official_wordpiece('กินข้าว' * 20, trained.get_vocab()) != ['[UNK]']
+    plain = ElectraTokenizerFast.from_pretrained(tmp_path / 'folder')  # transformers' own: 100
+    assert plain.tokenize('ab' * 100) == ['[UNK]'] and plain.get_vocab() == tok.get_vocab()
+    assert tokenizer_fingerprint(plain) != tokenizer_fingerprint(tok)

@@ -21,9 +21,10 @@ from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import PretrainConfig, saved_config
 from electra.config.values import config_to_dict
 from electra.config.version import __version__
-from electra.data.tokenizer import (SavedTokenizer, load_tokenizer, tokenizer_fingerprint, tokenizer_from_state,
-                                    tokenizer_state)
+from electra.data.tokenizer import (SavedTokenizer, has_tokenizer_files, load_tokenizer, tokenizer_fingerprint,
+                                    tokenizer_from_state, tokenizer_state)
 from electra.pretrained.export import load_saved
+from electra.pretrained.generator import vocabulary_mismatch
 from electra.objective.model import ElectraGeneratorDiscriminator, discriminator_config, generator_config
 from electra.runtime.files import atomic_save, saved_by_torch
 from electra.training.checkpoint import FORMAT, load_checkpoint, state_checksum
@@ -116,9 +117,18 @@ def load_init(source: str) -> InitWeights:
     where = init_sources(source)
     if isinstance(where, Path): return _from_checkpoint(where)
     gen_src, disc_src = where
-    gen, = load_saved(gen_src, 'init_from', INIT_LOCAL, (ElectraForMaskedLM, 'generator'))
+    for src in where:
+        if Path(src).is_dir() and not has_tokenizer_files(Path(src)):
+            raise ConfigError(f"init_from: {src} has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
+                              "them its ids mean nothing. Save its tokenizer beside it (save_pretrained writes both).")
+    gen, gen_tokenizer = load_saved(gen_src, 'init_from', INIT_LOCAL, (ElectraForMaskedLM, 'generator'),
+                                    (SavedTokenizer, 'tokenizer of'))
     disc, tokenizer = load_saved(disc_src, 'init_from', INIT_LOCAL, (ElectraForPreTraining, 'discriminator'),
                                  (SavedTokenizer, 'tokenizer of'))
+    # the run tokenizes with the discriminator's: a generator of another vocabulary would read other tokens' ids
+    if differs := vocabulary_mismatch(gen_tokenizer, tokenizer, "the discriminator's tokenizer's"):
+        raise ConfigError(f"init_from: {gen_src}'s vocabulary {differs}: it would read ids that mean other tokens to "
+                          "it. Give a generator and a discriminator trained together (one tokenizer).")
     for net, src, cls in ((gen, gen_src, 'ElectraForMaskedLM'), (disc, disc_src, 'ElectraForPreTraining')):
         saved_as = getattr(net.config, 'architectures', None) or [cls]
         if cls not in saved_as:  # from_pretrained would give the wrong class a fresh random head

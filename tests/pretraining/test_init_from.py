@@ -202,3 +202,18 @@ def test_every_field_of_an_electra_config_is_checked_or_the_run_s_own():
     fields = set(transformers.ElectraConfig().to_dict())
     classified = set(SIZE_KEYS) | set(FIXED_KEYS) | set(RUN_OWN_KEYS)
     assert fields == classified, fields ^ classified
+
+
+def test_a_generator_and_discriminator_of_two_tokenizers_are_refused_naming_the_first_differing_token(tmp_path):
+    """`--init_from GEN,DISC` read the discriminator's tokenizer alone: a generator whose tokenizer orders two tokens
+    otherwise (self-consistent with its own) was fed ids meaning other tokens to it, silently. Refused as a
+    mismatched frozen generator is (`vocabulary_mismatch`), naming the first token whose id differs."""
+    cfg = tiny_cfg()
+    save_pair(tmp_path / 'run', cfg)
+    gen = tmp_path / 'run' / 'generator'
+    words = list(WORDS)
+    words[10], words[11] = words[11], words[10]  # w5 and w6 swapped in the generator's tokenizer
+    transformers.ElectraTokenizerFast(vocab={w: i for i, w in enumerate(words)}).save_pretrained(gen)
+    refused(lambda: load_init(f"{gen},{tmp_path / 'run' / 'discriminator'}"),
+            f"init_from: {gen}'s vocabulary (100 tokens) is not the discriminator's tokenizer's (100 tokens; 'w5' is 11 "
+            "there, 10 here)", 'trained together')

@@ -47,9 +47,9 @@ FIXED_KEYS = ('type_vocab_size', 'hidden_act', 'layer_norm_eps', 'is_decoder', '
 RUN_OWN_KEYS = ('vocab_size', 'pad_token_id', 'hidden_dropout_prob', 'attention_probs_dropout_prob',
                 'tie_word_embeddings', 'initializer_range', 'summary_type', 'summary_use_proj', 'summary_activation',
                 'summary_last_dropout', 'classifier_dropout', 'use_cache', 'bos_token_id', 'eos_token_id',
-                'is_encoder_decoder', 'chunk_size_feed_forward', 'output_hidden_states', 'output_attentions', 'return_dict', 'dtype',
-                'id2label', 'label2id', 'problem_type', 'architectures', 'transformers_version', '_name_or_path',
-                'model_type')
+                'is_encoder_decoder', 'chunk_size_feed_forward', 'output_hidden_states', 'output_attentions',
+                'return_dict', 'dtype', 'id2label', 'label2id', 'problem_type', 'architectures', 'transformers_version',
+                '_name_or_path', 'model_type')
 
 
 @dataclass
@@ -119,8 +119,9 @@ def load_init(source: str) -> InitWeights:
     gen_src, disc_src = where
     for src in where:
         if Path(src).is_dir() and not has_tokenizer_files(Path(src)):
-            raise ConfigError(f"init_from: {src} has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
-                              "them its ids mean nothing. Save its tokenizer beside it (save_pretrained writes both).")
+            raise ConfigError(f"init_from: {src} has no tokenizer files (neither tokenizer.json nor vocab.txt); "
+                              "without them its ids mean nothing. Save its tokenizer beside it (save_pretrained writes "
+                              "both).")
     gen, gen_tokenizer = load_saved(gen_src, 'init_from', INIT_LOCAL, (ElectraForMaskedLM, 'generator'),
                                     (SavedTokenizer, 'tokenizer of'))
     disc, tokenizer = load_saved(disc_src, 'init_from', INIT_LOCAL, (ElectraForPreTraining, 'discriminator'),

@@ -256,7 +256,8 @@ def test_a_vocab_txt_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
 
 
 def official_wordpiece(word: str, vocab, unk: str = '[UNK]', max_chars: int = 200) -> list[str]:
-    "The official greedy longest-match-first WordPiece (google-research/electra model/tokenization.py `WordpieceTokenizer`)."
+    """The official greedy longest-match-first WordPiece (google-research/electra model/tokenization.py
+    `WordpieceTokenizer`): a word past `max_chars` characters, or one with a part no entry matches, is one [UNK]."""
     if len(word) > max_chars: return [unk]
     out, start = [], 0
     while start < len(word):

@@ -215,5 +215,5 @@ def test_a_generator_and_discriminator_of_two_tokenizers_are_refused_naming_the_
     words[10], words[11] = words[11], words[10]  # w5 and w6 swapped in the generator's tokenizer
     transformers.ElectraTokenizerFast(vocab={w: i for i, w in enumerate(words)}).save_pretrained(gen)
     refused(lambda: load_init(f"{gen},{tmp_path / 'run' / 'discriminator'}"),
-            f"init_from: {gen}'s vocabulary (100 tokens) is not the discriminator's tokenizer's (100 tokens; 'w5' is 11 "
-            "there, 10 here)", 'trained together')
+            f"init_from: {gen}'s vocabulary (100 tokens) is not the discriminator's tokenizer's (100 tokens; 'w5' is "
+            "11 there, 10 here)", 'trained together')

@@ -39,7 +39,7 @@ from electra.config.text_files import load_json
 from electra.config.version import __version__
 from electra.convert.card import write_conversion_card
 from electra.convert.tf_checkpoint import STRING, TFCheckpoint
-from electra.data.tokenizer import CaseSetting, load_tokenizer
+from electra.data.tokenizer import CaseSetting, load_tokenizer, vocab_entries
 from electra.pretrained.export import save_model
 from electra.pretraining.init_from import load_init, save_init_checkpoint
 from electra.runtime.files import writable_dir
@@ -364,14 +364,7 @@ def _check_vocab_lines(vocab: Path, rows: int) -> None:
     """One token per line, one line per row of the embedding table (the official tokenization.py `load_vocab` gives
     line i the id i). Fewer lines would leave the upper rows without a token the tokenizer could ever produce; a
     repeated line, an id without one (the tokenizer keeps the last line's)."""
-    try: lines = vocab.read_text(encoding='utf-8').splitlines()
-    except (OSError, UnicodeDecodeError) as e: raise ConfigError(f"{vocab}: cannot read it as a UTF-8 vocab.txt ({e})") from None
-    first = {}
-    for i, token in enumerate(lines):
-        j = first.setdefault(token, i)
-        if j != i:
-            raise ConfigError(f"{vocab}: line {i + 1} repeats the token {token!r} of line {j + 1}: each line is one id, so "
-                              f"id {j} would have no token. Give the vocab.txt the checkpoint was trained with (--vocab FILE)")
+    lines = vocab_entries(vocab, str(vocab), 'Give the vocab.txt the checkpoint was trained with (--vocab FILE)')
     if len(lines) > rows:
         raise ConfigError(f"{vocab}: {len(lines)} tokens, but the checkpoint's embedding table has {rows} rows: not the "
                           "vocabulary of this checkpoint; give the right one with --vocab")

@@ -21,15 +21,16 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from tokenizers import BertWordPieceTokenizer
-from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerFast
+from tokenizers.models import WordPiece
+from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from electra.config.errors import ConfigError
 from electra.config.text_files import compressed
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
-           'upper_entries', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
-           'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
+           'upper_entries', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer',
+           'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
 
 TOKENIZER_DIR = 'tokenizer'  # in a pretraining run's folder: the tokenizer trained for it
 
@@ -39,6 +40,18 @@ SPECIAL_TOKENS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
 _TRAIN_MARKER = 'electra_tokenizer.json'  # settings of a tokenizer trained by `get_tokenizer`
 _ALPHABET_LIMIT = 1000  # the `tokenizers` default: rarer characters become [UNK]
 _UNCOVERED = 1e-4       # the share of a corpus's characters left to [UNK] when more than the 1000 are needed
+# the longest word WordPiece reads, longer ones being one [UNK]: the official 200 (google-research/electra
+# model/tokenization.py `WordpieceTokenizer.__init__`, max_input_chars_per_word=200); `tokenizers` builds WordPiece
+# with 100, and transformers 5 rebuilds it with 100 from a tokenizer.json whatever the file says
+OFFICIAL_WORD_CHARS = 200
+
+
+def _official_word_length(tok: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    "`tok`, its WordPiece model (if it has one) reading words of up to `OFFICIAL_WORD_CHARS` characters."
+    backend = getattr(tok, 'backend_tokenizer', None)  # None: a slow (Python) tokenizer
+    if backend is not None and isinstance(backend.model, WordPiece):
+        backend.model.max_input_chars_per_word = OFFICIAL_WORD_CHARS
+    return tok
 
 
 def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTrainedTokenizerFast:
@@ -122,26 +135,68 @@ def _json_object(text: str) -> bool:
     except ValueError: return False
 
 
+_BOM = '\ufeff'
+_REPEATED_FIX = 'Remove the repeated line, or give the vocab.txt the model was trained with.'
+
+
+def _vocab_text(path: Path, where: str) -> str:
+    try: return path.read_bytes().decode('utf-8')
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{where}: cannot read it as a UTF-8 vocab.txt ({e}).") from e
+
+
+def vocab_entries(path: Path, where: str, fix: str = _REPEATED_FIX, bom: bool = True) -> list[str]:
+    """The entries of the WordPiece vocabulary file `path`, line i being id i (the official tokenization.py
+    `load_vocab`), its lines ending as transformers' `load_vocab` reads them (at \\n, \\r\\n or \\r). A byte-order mark
+    (Windows editors write one) is dropped where `bom`, else refused (a folder's file, which transformers reads as it
+    is: '\\ufeff[PAD]'). A repeated line is refused, naming `where` and `fix`: transformers keeps its last line, so
+    the first line's id has no token, and the last's lies past a table sized to the vocabulary."""
+    text = _vocab_text(path, where)
+    if text.startswith(_BOM) and not bom:
+        raise ConfigError(f"{where}: it starts with a byte-order mark (U+FEFF), which transformers reads as part of "
+                          f"its first token ({text[:8].splitlines()[0]!r}): save it as UTF-8 without a byte-order "
+                          "mark.")
+    lines = text.removeprefix(_BOM).replace('\r\n', '\n').replace('\r', '\n').split('\n')
+    if lines[-1] == '': lines.pop()  # the last line's end
+    first = {}
+    for i, token in enumerate(lines):
+        if (j := first.setdefault(token, i)) != i:
+            raise ConfigError(f"{where}: line {i + 1} repeats the token {token!r} of line {j + 1}: each line is one "
+                              f"id, so id {j} would have no token. {fix}")
+    return lines
+
+
 def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
     "An ElectraTokenizerFast from a WordPiece vocabulary file of any name."
     if packed := compressed(path): raise ConfigError(f"tokenizer {path} {packed}.")
-    try: text = path.read_text(encoding='utf-8')
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"tokenizer {path}: cannot read it as a UTF-8 vocab.txt ({e}).") from e
-    if _json_object(text):  # by content, whatever its name
+    if _json_object(_vocab_text(path, f'tokenizer {path}')):  # by content, whatever its name
         raise ConfigError(f"tokenizer {path}: it holds JSON (a tokenizer.json), not a WordPiece vocab.txt (a token a "
                           f"line): give the folder that holds it with its tokenizer_config.json ({path.parent}), or a "
                           "vocab.txt.")
-    lines = set(text.splitlines())
+    lines = vocab_entries(path, f'tokenizer {path}')
     missing = [t for t in ['[CLS]', '[SEP]', '[MASK]', '[PAD]'] if t not in lines]
     if missing:
         # transformers would silently add them as extra tokens, out of range of a model sized to the vocab
         raise ConfigError(f"tokenizer {path}: the vocabulary has no {', '.join(missing)} line. ELECTRA needs "
                           "[CLS], [SEP], [MASK] and [PAD]: use a BERT-style vocab.txt.")
-    # Loading the directory form is the one spelling transformers 4 and 5 both accept (5 ignores `vocab_file=`).
+    # Loading the directory form is the one spelling transformers 4 and 5 both accept (5 ignores `vocab_file=`); the
+    # entries as read above (no byte-order mark, no \r), one a line
     with tempfile.TemporaryDirectory() as tmp:
-        shutil.copyfile(path, Path(tmp) / 'vocab.txt')
-        return ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase)
+        (Path(tmp) / 'vocab.txt').write_text(''.join(t + '\n' for t in lines), encoding='utf-8')
+        return _official_word_length(ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase))
+
+
+class SavedTokenizer:
+    """AutoTokenizer as the library reads a saved tokenizer (a `save_pretrained` folder, a hub name, a checkpoint's
+    state), its WordPiece reading the official word length (`OFFICIAL_WORD_CHARS`); a folder whose tokenizer is its
+    vocab.txt alone, which transformers reads as it is, is checked as `vocab_entries` checks a vocab.txt, a byte-order
+    mark refused."""
+    @staticmethod
+    def from_pretrained(name: str | Path, **kwargs) -> PreTrainedTokenizerBase:
+        vocab = Path(name) / 'vocab.txt'
+        if vocab.is_file() and not (Path(name) / 'tokenizer.json').is_file():
+            vocab_entries(vocab, f'tokenizer {vocab}', bom=False)
+        return _official_word_length(AutoTokenizer.from_pretrained(name, **kwargs))
 
 
 TOKENIZER_FILES = ('tokenizer.json', 'vocab.txt')  # what a save_pretrained directory needs, either one
@@ -164,7 +219,8 @@ def load_tokenizer(path: str, lowercase: bool = True, setting: CaseSetting = LOW
             raise ConfigError(f"tokenizer {p}: the directory holds no tokenizer files: neither tokenizer.json nor "
                               f"vocab.txt (it holds: {', '.join(found) or 'nothing'}). Give a directory written by "
                               "save_pretrained, a WordPiece vocab.txt, or leave `tokenizer` empty to train one.")
-        try: tok = AutoTokenizer.from_pretrained(str(p))
+        try: tok = SavedTokenizer.from_pretrained(str(p))
+        except ConfigError: raise
         except Exception as e:  # transformers raises many kinds (OSError, ValueError, KeyError on a bad json...)
             raise ConfigError(f"tokenizer {p}: not a loadable tokenizer directory ({type(e).__name__}: {e}). Give a "
                               "directory written by save_pretrained, a WordPiece vocab.txt, or leave `tokenizer` "
@@ -232,7 +288,8 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     vocab = sorted(wp.get_vocab().items(), key=lambda kv: kv[1])
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / 'vocab.txt').write_text(''.join(w + '\n' for w, _ in vocab), encoding='utf-8')
-        tok = ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase, strip_accents=strip_accents)
+        tok = _official_word_length(ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase,
+                                                                         strip_accents=strip_accents))
     Path(save_dir).mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(str(save_dir))
     return tok
@@ -276,7 +333,7 @@ def tokenizer_from_state(state: dict[str, str]) -> PreTrainedTokenizerFast:
     "The tokenizer saved by `tokenizer_state`."
     with tempfile.TemporaryDirectory() as tmp:
         for name, text in state.items(): (Path(tmp) / name).write_text(text, encoding='utf-8')
-        return AutoTokenizer.from_pretrained(tmp)
+        return SavedTokenizer.from_pretrained(tmp)
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -16,8 +16,8 @@ from electra.config.file_names import safe_name
 from electra.config.finetune import FinetuneConfig
 from electra.config.paths import Owned, check_apart, check_case_apart
 from electra.config.pretrain import PretrainConfig, percent
-from electra.config.text_files import read_text
 from electra.config.values import entry_sources, value_sources
+from electra.data.tokenizer import vocab_entries
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.objective.flops import pretrain_flops_to_step, pretrain_step_flops
@@ -185,7 +185,7 @@ def _vocab_estimate(cfg: PretrainConfig) -> int:
     path = Path(cfg.tokenizer) if cfg.tokenizer else None
     if path is not None and path.is_dir(): path = path / 'vocab.txt'
     if path is not None and path.is_file():
-        return sum(1 for line in read_text(path).splitlines() if line.strip())
+        return len(vocab_entries(path, f'tokenizer {path}'))
     return cfg.vocab_size
 
 

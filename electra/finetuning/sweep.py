@@ -99,12 +99,12 @@ def _todo(cfg: FinetuneConfig, task: FinetuningTask, results: ResultsTable, out:
     return todo, [_redo_line(task.name, runs, *why, out) for why, runs in again.items()]
 
 
-def _plan(cfg: FinetuneConfig, tokenizer, source: TaskSource, results: ResultsTable, model: str, precision: str,
-          say) -> Iterator[tuple[TaskData, list[RunJob]]]:
+def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], results: ResultsTable, model: str,
+          precision: str, say) -> Iterator[tuple[TaskData, list[RunJob]]]:
     """Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a
     time. Each task's data files are hashed once (`FileDigests`), its runs' inputs made from them."""
     out, digests = group_dir(cfg), FileDigests()
-    for name, task in ((n, t) for n, t in job_tasks(cfg, source).items() if not t.predicted_by):
+    for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):
         task_cfg = cfg.for_task(name)
         doubled = _doubled(task, cfg, task_cfg)
         files = task.data_files()
@@ -149,6 +149,16 @@ def _check_lengths(cfg: FinetuneConfig, config, say: Callable[[str], None]) -> N
             f"position embeddings. Set max_length to at most {trained} to fine-tune as it was pretrained.")
 
 
+def _check_token_types(cfg: FinetuneConfig, config, tasks: dict[str, FinetuningTask]) -> None:
+    "A model of one token type (type_vocab_size 1) refused, before any run, for a task whose inputs hold type 1."
+    if config.type_vocab_size > 1: return
+    for name, task in tasks.items():
+        if task.type_one:
+            raise ConfigError(f"model: {cfg.model} has one token type (type_vocab_size 1 in its config), but {name} "
+                              f"feeds two ({task.type_one}): fine-tune it on single-text tasks only, or give a model "
+                              "with type_vocab_size 2 (as ELECTRA's and BERT's).")
+
+
 def _train_in_turn(cfg: FinetuneConfig, plan, pretrained, tokenizer, results: ResultsTable, say) -> None:
     "The runs of every task in this process, a stack at a time (`stacks`), each finished run's row written at once."
     device, autocast = device_and_autocast(cfg.device, cfg.precision)
@@ -191,8 +201,10 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     _check_lengths(cfg, pretrained.config, say)
     log_to(writable_dir(group_dir(cfg), 'output_dir'))  # the job's output, also what a closed stdout missed
     for line in cfg.command_line_over_task_files(): say(line)  # the typed value wins (`FinetuneConfig.for_task`)
+    tasks = job_tasks(cfg, source)  # (a task file's data read and checked once)
+    _check_token_types(cfg, pretrained.config, tasks)
     precision = resolve_precision(cfg.precision, resolve_device(cfg.device))
-    plan = _plan(cfg, tokenizer, source, results, model_fingerprint(cfg.model), precision, say)
+    plan = _plan(cfg, tokenizer, tasks, results, model_fingerprint(cfg.model), precision, say)
     n = parallel_runs(cfg)
     if n > 1:
         try:

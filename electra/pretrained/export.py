@@ -17,14 +17,14 @@ from huggingface_hub import try_to_load_from_cache
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
-from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
+from transformers import ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
 from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.pretrain import saved_config
 from electra.config.version import __version__
 from electra.data.hub import hub_unreachable
-from electra.data.tokenizer import has_tokenizer_files, tokenizer_from_state, unreachable, upper_entries
+from electra.data.tokenizer import SavedTokenizer, has_tokenizer_files, tokenizer_from_state, unreachable, upper_entries
 from electra.objective.model import (
     EMBEDDING_TABLES,
     ElectraGeneratorDiscriminator,
@@ -111,7 +111,7 @@ def export_holds(model: ElectraGeneratorDiscriminator, tokenizer: PreTrainedToke
         try:
             config = json.loads((path / 'config.json').read_text(encoding='utf-8'))
             saved = load_file(path / 'model.safetensors')
-            vocab = AutoTokenizer.from_pretrained(path).get_vocab()
+            vocab = SavedTokenizer.from_pretrained(path).get_vocab()
         except (OSError, ValueError, SafetensorError):  # missing, cut short
             return False
         if config.get('model_type') != 'electra' or vocab != tokenizer.get_vocab() or \
@@ -170,6 +170,7 @@ def load_saved(name: str, key: str, instead: str, *loads: tuple[type, str]) -> l
         try:
             with quiet_transformers() if local else contextlib.nullcontext():  # a download's progress is worth seeing
                 out.append(cls.from_pretrained(name, local_files_only=bool(unreachable)))
+        except ConfigError as e: raise ConfigError(f'{key}: {e}') from None  # the library's own check of a tokenizer
         except RuntimeError:  # transformers: weights of other sizes than the config's (its report is logged, not raised)
             raise ConfigError(f"{key}: cannot load the {what} '{name}' (its weights do not fit its config.json: a "
                               "size was edited, or the weights are another model's). Export the model again with "
@@ -205,7 +206,7 @@ MODEL_LOCAL = ('a save_pretrained directory (e.g. checkpoints/pretrain/<run>_<se
 def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
     if Path(source).is_dir(): _check_model_dir(Path(source))
     disc, tokenizer = load_saved(source, 'model', MODEL_LOCAL, (ElectraForPreTraining, 'discriminator'),
-                                 (AutoTokenizer, 'tokenizer of'))
+                                 (SavedTokenizer, 'tokenizer of'))
     # save_pretrained records the class; a generator directory would otherwise load with a fresh random head.
     saved_as = getattr(disc.config, 'architectures', None) or ['ElectraForPreTraining']
     if disc.config.model_type != 'electra' or 'ElectraForPreTraining' not in saved_as:

@@ -7,15 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torch import nn
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedTokenizerBase
 
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
-from electra.data.tokenizer import has_tokenizer_files
+from electra.data.tokenizer import SavedTokenizer, has_tokenizer_files
 from electra.objective.model import FROZEN_GENERATORS
 from electra.pretrained.export import load_saved
 
-__all__ = ['FrozenGenerator', 'load_generator', 'generator_net_config', 'first_difference', 'check_generator']
+__all__ = ['FrozenGenerator', 'load_generator', 'generator_net_config', 'first_difference', 'vocabulary_mismatch',
+           'check_generator']
 
 GENERATOR_LOCAL = 'a save_pretrained directory of the masked LM and its tokenizer (e.g. a run\'s exported generator/)'
 
@@ -40,7 +41,7 @@ def load_generator(source: str) -> FrozenGenerator:
         raise ConfigError(f"generator: {source} has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
                           "them its ids mean nothing. Save its tokenizer beside it (save_pretrained writes both).")
     net, tokenizer = load_saved(source, 'generator', GENERATOR_LOCAL, (AutoModelForMaskedLM, 'generator'),
-                                (AutoTokenizer, 'tokenizer of'))
+                                (SavedTokenizer, 'tokenizer of'))
     saved_as = getattr(net.config, 'architectures', None) or [type(net).__name__]
     if not isinstance(net, FROZEN_GENERATORS) or type(net).__name__ not in saved_as:  # else a fresh random head
         raise ConfigError(f"generator: {source} holds a {' / '.join(saved_as)}, not one of "
@@ -55,15 +56,22 @@ def first_difference(theirs: dict[str, int], ours: dict[str, int]) -> str:
         next(t for t in sorted(theirs) if theirs[t] != ours.get(t))
 
 
+def vocabulary_mismatch(theirs: PreTrainedTokenizerBase, ours: PreTrainedTokenizerBase, whose: str) -> str | None:
+    """None where two tokenizers give every token the same id; else, for a refusal, "(N tokens) is not `whose` (M
+    tokens; 'x' is i there, j here)", naming the first token that differs (`first_difference`)."""
+    theirs, ours = theirs.get_vocab(), ours.get_vocab()
+    if theirs == ours: return None
+    diff = first_difference(theirs, ours)
+    return (f"({len(theirs)} tokens) is not {whose} ({len(ours)} tokens; {diff!r} is {theirs.get(diff)} there, "
+            f"{ours.get(diff)} here)")
+
+
 def check_generator(cfg: PretrainConfig, frozen: FrozenGenerator, tokenizer: PreTrainedTokenizerBase) -> None:
     """Refuse a frozen generator whose vocabulary is not the run's tokenizer's (token by token), whose weights do not
-    have one row per token, or whose positions are fewer than `max_length`."""
-    theirs, ours = frozen.tokenizer.get_vocab(), tokenizer.get_vocab()
-    if theirs != ours:
-        diff = first_difference(theirs, ours)
-        raise ConfigError(f"generator: {frozen.source}'s vocabulary ({len(theirs)} tokens) is not the run's tokenizer's "
-                          f"({len(ours)} tokens; {diff!r} is {theirs.get(diff)} there, {ours.get(diff)} here): its "
-                          "samples would be other words. Leave --tokenizer empty, to tokenize with the generator's.")
+    have one row per token, whose positions are fewer than `max_length`, or that reads one token type."""
+    if differs := vocabulary_mismatch(frozen.tokenizer, tokenizer, "the run's tokenizer's"):
+        raise ConfigError(f"generator: {frozen.source}'s vocabulary {differs}: its samples would be other words. "
+                          "Leave --tokenizer empty, to tokenize with the generator's.")
     rows, positions = frozen.net.config.vocab_size, frozen.net.config.max_position_embeddings
     if rows != len(tokenizer):
         raise ConfigError(f"generator: {frozen.source} has {rows} vocabulary rows for {len(tokenizer)} tokens of its "
@@ -71,3 +79,7 @@ def check_generator(cfg: PretrainConfig, frozen: FrozenGenerator, tokenizer: Pre
     if positions < cfg.max_length:
         raise ConfigError(f"generator: {frozen.source} reads at most {positions} tokens, fewer than max_length "
                           f"{cfg.max_length}: set --max_length {positions} or less.")
+    if frozen.net.config.type_vocab_size < 2:  # the examples are the official [CLS] A [SEP] B [SEP], B of type 1
+        raise ConfigError(f"generator: {frozen.source} has one token type (type_vocab_size 1 in its config), but "
+                          "every example is a sentence pair, segment B token type 1: give a masked LM with "
+                          "type_vocab_size 2 (as google/electra-*-generator and bert-base-uncased have).")

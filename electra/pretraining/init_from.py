@@ -14,15 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
+from transformers import ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 
 from electra.config.errors import ConfigError
 from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import PretrainConfig, saved_config
 from electra.config.values import config_to_dict
 from electra.config.version import __version__
-from electra.data.tokenizer import load_tokenizer, tokenizer_fingerprint, tokenizer_from_state, tokenizer_state
+from electra.data.tokenizer import (SavedTokenizer, has_tokenizer_files, load_tokenizer, tokenizer_fingerprint,
+                                    tokenizer_from_state, tokenizer_state)
 from electra.pretrained.export import load_saved
+from electra.pretrained.generator import vocabulary_mismatch
 from electra.objective.model import ElectraGeneratorDiscriminator, discriminator_config, generator_config
 from electra.runtime.files import atomic_save, saved_by_torch
 from electra.training.checkpoint import FORMAT, load_checkpoint, state_checksum
@@ -30,9 +32,24 @@ from electra.training.checkpoint import FORMAT, load_checkpoint, state_checksum
 __all__ = ['InitWeights', 'init_sources', 'load_init', 'check_init_config', 'init_model_', 'init_tokenizer',
            'shared_weights', 'save_init_checkpoint']
 
-# the config fields that fix the shapes of the weights, as HF names them
+# Every field of transformers' ElectraConfig, by what a run continuing from weights does with it
+# (tests/pretraining/test_init_from.py checks that none is left out).
+# The sizes the run's config sets, as HF names them: a mismatch is refused with the flags that fit.
 SIZE_KEYS = ('embedding_size', 'hidden_size', 'num_hidden_layers', 'num_attention_heads', 'intermediate_size',
-             'max_position_embeddings', 'type_vocab_size')
+             'max_position_embeddings')
+# What no key of the run's config sets: its networks have two token types, GELU, LayerNorm epsilon 1e-12 and no
+# decoder's attention, as the official code's (objective/model.py `_electra_config`; google-research/electra
+# model/modeling.py `BertConfig`): weights of other values would be trained and exported as another function, refused.
+FIXED_KEYS = ('type_vocab_size', 'hidden_act', 'layer_norm_eps', 'is_decoder', 'add_cross_attention')
+# The run's own: the tokenizer's (vocab_size, checked against the rows; pad_token_id), its `dropout`, its tying
+# (checked against the weights), its initialisation (padded rows only); and what pretraining's networks never read
+# (fine-tuning's heads: summary_*, classifier_dropout; generation; a model's outputs and metadata).
+RUN_OWN_KEYS = ('vocab_size', 'pad_token_id', 'hidden_dropout_prob', 'attention_probs_dropout_prob',
+                'tie_word_embeddings', 'initializer_range', 'summary_type', 'summary_use_proj', 'summary_activation',
+                'summary_last_dropout', 'classifier_dropout', 'use_cache', 'bos_token_id', 'eos_token_id',
+                'is_encoder_decoder', 'chunk_size_feed_forward', 'output_hidden_states', 'output_attentions',
+                'return_dict', 'dtype', 'id2label', 'label2id', 'problem_type', 'architectures', 'transformers_version',
+                '_name_or_path', 'model_type')
 
 
 @dataclass
@@ -100,9 +117,19 @@ def load_init(source: str) -> InitWeights:
     where = init_sources(source)
     if isinstance(where, Path): return _from_checkpoint(where)
     gen_src, disc_src = where
-    gen, = load_saved(gen_src, 'init_from', INIT_LOCAL, (ElectraForMaskedLM, 'generator'))
+    for src in where:
+        if Path(src).is_dir() and not has_tokenizer_files(Path(src)):
+            raise ConfigError(f"init_from: {src} has no tokenizer files (neither tokenizer.json nor vocab.txt); "
+                              "without them its ids mean nothing. Save its tokenizer beside it (save_pretrained writes "
+                              "both).")
+    gen, gen_tokenizer = load_saved(gen_src, 'init_from', INIT_LOCAL, (ElectraForMaskedLM, 'generator'),
+                                    (SavedTokenizer, 'tokenizer of'))
     disc, tokenizer = load_saved(disc_src, 'init_from', INIT_LOCAL, (ElectraForPreTraining, 'discriminator'),
-                                 (AutoTokenizer, 'tokenizer of'))
+                                 (SavedTokenizer, 'tokenizer of'))
+    # the run tokenizes with the discriminator's: a generator of another vocabulary would read other tokens' ids
+    if differs := vocabulary_mismatch(gen_tokenizer, tokenizer, "the discriminator's tokenizer's"):
+        raise ConfigError(f"init_from: {gen_src}'s vocabulary {differs}: it would read ids that mean other tokens to "
+                          "it. Give a generator and a discriminator trained together (one tokenizer).")
     for net, src, cls in ((gen, gen_src, 'ElectraForMaskedLM'), (disc, disc_src, 'ElectraForPreTraining')):
         saved_as = getattr(net.config, 'architectures', None) or [cls]
         if cls not in saved_as:  # from_pretrained would give the wrong class a fresh random head
@@ -111,22 +138,29 @@ def load_init(source: str) -> InitWeights:
     return InitWeights(gen, disc, tokenizer, source)
 
 
-def _size_mismatches(cfg: PretrainConfig, init: InitWeights) -> list[str]:
-    "Each size the run's config gives the networks that the weights do not have: 'network key: config x, weights y'."
+def _mismatches(cfg: PretrainConfig, init: InitWeights, keys: tuple[str, ...], said: str) -> list[str]:
+    """Each of `keys` the run's config gives the networks that the weights do not have, `said` with `what` (the
+    network), `k`, `mine` (the run's value) and `theirs` in it."""
     rows, pad = init.discriminator.config.vocab_size, init.tokenizer.pad_token_id
     out = []
     for what, mine, theirs in (('discriminator', discriminator_config(cfg, rows, pad), init.discriminator.config),
                                ('generator', generator_config(cfg, rows, pad), init.generator.config)):
-        out += [f'{what} {k}: config {getattr(mine, k)}, weights {getattr(theirs, k)}' for k in SIZE_KEYS
-                if getattr(mine, k) != getattr(theirs, k)]
+        out += [said.format(what=what, k=k, mine=getattr(mine, k), theirs=getattr(theirs, k, None)) for k in keys
+                if getattr(mine, k) != getattr(theirs, k, None)]
     return out
 
 
 def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
-    """Refuse a run whose config does not fit the weights it starts from (sizes, tying, tokenizer), naming what differs,
-    before any data is built. The generator's size follows `generator_size` (hidden and FFN) and its heads
+    """Refuse a run whose config does not fit the weights it starts from (their architecture, sizes, tying, tokenizer),
+    naming what differs, before any data is built: an architecture no setting gives with no flags to try, sizes with
+    the flags that fit. The generator's size follows `generator_size` (hidden and FFN) and its heads
     max(1, hidden // 64)."""
-    bad = _size_mismatches(cfg, init)
+    if fixed := _mismatches(cfg, init, FIXED_KEYS, '{what} {k}: {theirs} (this run: {mine})'):
+        raise ConfigError(f"init_from: {init.source}: {'; '.join(fixed)}: no setting of this run gives these (it "
+                          "builds the official architecture: two token types, GELU, LayerNorm epsilon 1e-12, an "
+                          "encoder), so it cannot continue from these weights. Fine-tuning reads a model's config as "
+                          "it is: fine-tune its discriminator (--model).")
+    bad = _mismatches(cfg, init, SIZE_KEYS, '{what} {k}: config {mine}, weights {theirs}')
     if bad:
         hint = ' '.join(f'--{k} {v:g}' if isinstance(v, float) else f'--{k} {v}'
                         for k, v in _fitting(cfg, init).items())

@@ -29,7 +29,7 @@ from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import saved_config
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
-from electra.pretrained.generator import first_difference, load_generator
+from electra.pretrained.generator import load_generator, vocabulary_mismatch
 from electra.runtime.files import saved_by_torch
 from electra.training.checkpoint import load_checkpoint
 
@@ -244,11 +244,7 @@ def generator_of(source: str, tokenizer, generator: str = ''):
 def _same_vocabulary(frozen, tokenizer):
     """The generator's net, when its vocabulary is the discriminator's tokenizer's token by token: the views feed it
     the discriminator's ids (another vocabulary: other words as candidates, or ids past its rows)."""
-    theirs, ours = frozen.tokenizer.get_vocab(), tokenizer.get_vocab()
-    if theirs != ours:
-        diff = first_difference(theirs, ours)
-        raise ConfigError(f"generator: {frozen.source}'s vocabulary ({len(theirs)} tokens) is not the discriminator's "
-                          f"tokenizer's ({len(ours)} tokens; {diff!r} is {theirs.get(diff)} there, {ours.get(diff)} "
-                          "here): its candidates would be other words. Give the generator trained with this "
-                          "discriminator, or leave `generator` empty.")
+    if differs := vocabulary_mismatch(frozen.tokenizer, tokenizer, "the discriminator's tokenizer's"):
+        raise ConfigError(f"generator: {frozen.source}'s vocabulary {differs}: its candidates would be other words. "
+                          "Give the generator trained with this discriminator, or leave `generator` empty.")
     return frozen.net

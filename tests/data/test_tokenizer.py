@@ -3,18 +3,22 @@ import json
 import logging
 
 import pytest
-from transformers import AutoTokenizer, ElectraTokenizerFast
+from transformers import AutoTokenizer, ElectraConfig, ElectraTokenizerFast
 
 from electra.config.errors import ConfigError
 from electra.data.demo import write_demo_corpus
 from electra.data.tokenizer import (
     SPECIAL_TOKENS,
+    SavedTokenizer,
     get_tokenizer,
     load_tokenizer,
+    tokenizer_fingerprint,
     tokenizer_from_state,
     tokenizer_state,
     train_tokenizer,
 )
+from electra.pretrained.export import load_saved
+from tests.support.config import refused
 
 SENTENCES = ["The muddy cows fed Alba's tractor near the pond.", 'Does Quilla like a stormy harbor?',
              'In 1909 they planned a sharp kettle.', 'Zebras x-ray 42 quixotic naïve façades!']
@@ -211,3 +215,77 @@ def test_a_cased_vocabulary_read_lower_cased_is_refused_naming_the_key_and_a_fol
                                           r"tokenizer_config\.json lower-cases the text \(do_lower_case: true\)\. For a "
                                           r"cased vocabulary set do_lower_case to false there\.$"):
         load_tokenizer(str(tmp_path / 'folder'))
+
+
+def test_a_vocab_txt_with_a_repeated_line_is_refused_naming_its_lines_and_token(tmp_path):
+    """A vocab.txt gives line i the id i (the official tokenization.py `load_vocab`); transformers keeps a repeated
+    token's last line, so the first line's id has no token while the last line's id lies past a table sized to the
+    vocabulary (a model that crashes on that token): refused, as the converter refuses it, for a file and a folder."""
+    vocab = bert_style_vocab(tmp_path / 'vocab.txt', ['the', 'cat', 'the', 'sat'])
+    theirs = ElectraTokenizerFast.from_pretrained(tmp_path)  # transformers' own reading: 108 lines, 107 tokens
+    assert theirs.convert_tokens_to_ids('the') == 106 and len(theirs) == 107
+    assert theirs.convert_tokens_to_ids('sat') == 107  # past a table of 107 rows
+    message = refused(lambda: load_tokenizer(str(vocab)), f'tokenizer {vocab}: ', "line 107 repeats the token 'the' "
+                      "of line 105: each line is one id, so id 104 would have no token")
+    assert message.endswith('Remove the repeated line, or give the vocab.txt the model was trained with.')
+    refused(lambda: load_tokenizer(str(tmp_path)), f'tokenizer {vocab}: line 107 repeats the token')  # a folder of it
+
+
+def test_a_vocab_txt_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
+    """Windows editors save UTF-8 with a byte-order mark: transformers read it into the first entry ('\\ufeffthe'
+    never produced; a '\\ufeff[PAD]' made the vocabulary lack [PAD]). A vocab.txt is read as UTF-8 with the mark
+    dropped; a folder holding only a vocab.txt (transformers reads it as it is) with one is refused naming it."""
+    words = ['the', 'cat', 'sat', '##s']
+    plain = bert_style_vocab(tmp_path / 'plain.txt', words)
+    marked = tmp_path / 'marked.txt'
+    marked.write_text(plain.read_text(encoding='utf-8'), encoding='utf-8-sig')
+    assert load_tokenizer(str(marked)).get_vocab() == load_tokenizer(str(plain)).get_vocab()
+    first = tmp_path / 'first.txt'  # the mark before an ordinary entry
+    lines = plain.read_text(encoding='utf-8').splitlines()
+    first.write_text('\n'.join(['the'] + [t for t in lines if t != 'the']) + '\n', encoding='utf-8-sig')
+    tok = load_tokenizer(str(first))
+    assert tok.convert_ids_to_tokens(0) == 'the' and tok.tokenize('the cats') == ['the', 'cat', '##s']
+    (tmp_path / 'folder').mkdir()
+    marked.rename(tmp_path / 'folder' / 'vocab.txt')
+    refused(lambda: load_tokenizer(str(tmp_path / 'folder')), f"tokenizer {tmp_path / 'folder' / 'vocab.txt'}: it "
+            "starts with a byte-order mark (U+FEFF), which transformers reads as part of its first token "
+            "('\\ufeff[PAD]'): save it as UTF-8 without a byte-order mark.")
+    ElectraConfig().save_pretrained(tmp_path / 'folder')  # as a model folder (fine-tuning's --model, --init_from)
+    refused(lambda: load_saved(str(tmp_path / 'folder'), 'model', 'a folder', (SavedTokenizer, 'tokenizer of')),
+            f"model: tokenizer {tmp_path / 'folder' / 'vocab.txt'}: it starts with a byte-order mark")
+
+
+def official_wordpiece(word: str, vocab, unk: str = '[UNK]', max_chars: int = 200) -> list[str]:
+    """The official greedy longest-match-first WordPiece (google-research/electra model/tokenization.py
+    `WordpieceTokenizer`): a word past `max_chars` characters, or one with a part no entry matches, is one [UNK]."""
+    if len(word) > max_chars: return [unk]
+    out, start = [], 0
+    while start < len(word):
+        end = len(word)
+        while start < end and ('##' * (start > 0) + word[start:end]) not in vocab: end -= 1
+        if start == end: return [unk]
+        out.append('##' * (start > 0) + word[start:end])
+        start = end
+    return out
+
+
+def test_wordpiece_reads_words_of_up_to_200_characters_as_the_official_tokenizer(tmp_path):
+    """The official WordpieceTokenizer makes a word [UNK] only past 200 characters (`max_input_chars_per_word=200`);
+    `tokenizers` and transformers build WordPiece with 100, which made a 101-character run without a space (unspaced
+    Thai, a URL) one [UNK]. Every tokenizer the library builds reads 200, and its fingerprint (the key of the data
+    caches) is not a tokenizer's of 100."""
+    words = ['ab' * 50 + 'a', 'x' * 200, 'x' * 201, 'ab' * 100, 'ab' * 100 + 'x']
+    vocab = bert_style_vocab(tmp_path / 'vocab.txt', ['ab', '##ab', 'x', '##x', '##a'])
+    tok = load_tokenizer(str(vocab))
+    tok.save_pretrained(tmp_path / 'folder')
+    corpus = tmp_path / 'th.txt'
+    corpus.write_text(' '.join(['กินข้าว' * 20] * 10 + ['the cat'] * 10) + '\n', encoding='utf-8')
+    trained = train_tokenizer([corpus], 200, True, tmp_path / 'trained')
+    for loaded in (tok, load_tokenizer(str(tmp_path / 'folder')), tokenizer_from_state(tokenizer_state(tok)),
+                   SavedTokenizer.from_pretrained(tmp_path / 'folder')):
+        for w in words:
+            assert loaded.tokenize(w) == official_wordpiece(w, loaded.get_vocab()), len(w)
+    assert trained.tokenize('กินข้าว' * 20) == official_wordpiece('กินข้าว' * 20, trained.get_vocab()) != ['[UNK]']
+    plain = ElectraTokenizerFast.from_pretrained(tmp_path / 'folder')  # transformers' own: 100
+    assert plain.tokenize('ab' * 100) == ['[UNK]'] and plain.get_vocab() == tok.get_vocab()
+    assert tokenizer_fingerprint(plain) != tokenizer_fingerprint(tok)

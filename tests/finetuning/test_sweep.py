@@ -24,6 +24,7 @@ from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.metrics import dev_metric_names
 from electra.runtime.errors import TrainingStopped
+from tests.support.config import refused
 from tests.support.finetune import job
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -409,3 +410,31 @@ def test_a_run_fine_tuned_again_marks_its_replaced_mlflow_run(tmp_path, glue_dir
     old, new = (client.get_run(i).data.tags for i in ids)
     assert ids[0] != ids[1] and old['replaced_by'] == ids[1] and new['replaces'] == ids[0]
     assert 'replaced_by' not in new
+
+
+def one_token_type(model):
+    "A copy of `model` with one token-type row, as a model saved with type_vocab_size 1 is."
+    model = copy.deepcopy(model)
+    types = model.electra.embeddings.token_type_embeddings
+    types.weight = torch.nn.Parameter(types.weight.data[:1].clone())
+    types.num_embeddings = model.config.type_vocab_size = 1
+    return model
+
+
+def test_a_model_of_one_token_type_is_refused_before_any_run_for_the_tasks_that_feed_two(tmp_path, glue_dir, tiny):
+    """A model with type_vocab_size 1 given for MRPC ended in an IndexError after the data build (segment B is token
+    type 1; tagging feeds type 1 on every token, QA on the context): refused in one line naming the key, the task and
+    what works. A single-text task feeds type 0 only, which such a model reads (transformers' own class)."""
+    model, tok = tiny
+    one = one_token_type(model)
+    enc = tok('a dog', 'the cat', return_tensors='pt')
+    with pytest.raises(IndexError): one.electra(**enc)  # what the runs met
+    one.electra(**tok('a dog', return_tensors='pt'))  # one text: type 0
+    refused(lambda: sweep.run_sweep(job(tmp_path, glue_dir, tasks=['SST-2', 'MRPC']), one, tok,
+                                    open_source(str(glue_dir)), log=lambda s: None),
+            'model: tiny has one token type (type_vocab_size 1 in its config), but MRPC feeds two (segment B is token '
+            'type 1)', 'single-text tasks only', 'type_vocab_size 2')
+    assert not list(tmp_path.rglob('*.pth'))
+    results = sweep.run_sweep(job(tmp_path, glue_dir, tasks=['SST-2']), one, tok, open_source(str(glue_dir)),
+                              log=lambda s: None)
+    assert list(results.df['task']) == ['SST-2']

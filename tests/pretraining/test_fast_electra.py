@@ -22,6 +22,7 @@ from electra.pretrained.generator import check_generator, load_generator
 from electra.pretraining.init_from import load_init
 from electra.training.checkpoint import load_checkpoint
 from electra.training.step import one_graph_supported
+from tests.support.config import refused
 from tests.support.pretrain import TINY as DRIVER_TINY, pretrain
 from tests.support.tiny import tiny_cfg, token_ids
 
@@ -271,3 +272,20 @@ def test_the_frozen_generators_accuracy_is_its_recount_and_its_loss_nan(generato
     assert 0 < correct < total and row['gen_accuracy'] == correct / total and math.isnan(row['gen_loss'])
     chosen = m.labels[m.labels >= 0]  # its baseline: always the most frequent masked token
     assert row['gen_accuracy_baseline'] == chosen.bincount().max().item() / total
+
+
+@pytest.mark.parametrize('kind', ['electra', 'bert'])
+def test_a_generator_of_one_token_type_is_refused_before_the_data_is_built(generators, tmp_path, kind):
+    """A masked LM with type_vocab_size 1 (BERT-style models saved so) as `--generator` ended in an IndexError after the
+    data build: every example is a pair with segment B of token type 1 (the official `[CLS] A [SEP] B [SEP]`),
+    which transformers' own class cannot read. Refused in one line naming the key and what works."""
+    cls, config = ((ElectraForMaskedLM, ElectraConfig(embedding_size=16, type_vocab_size=1, **SIZES))
+                   if kind == 'electra' else (BertForMaskedLM, BertConfig(type_vocab_size=1, **SIZES)))
+    cls(config).save_pretrained(tmp_path / kind)
+    load_tokenizer(str(generators / kind)).save_pretrained(tmp_path / kind)
+    frozen = load_generator(str(tmp_path / kind))
+    with pytest.raises(IndexError):  # what the run met
+        frozen.net(torch.tensor([[2, 110, 3, 111, 3]]), token_type_ids=torch.tensor([[0, 0, 0, 1, 1]]))
+    refused(lambda: check_generator(fast_cfg(tmp_path / kind), frozen, frozen.tokenizer),
+            f'generator: {tmp_path / kind} has one token type (type_vocab_size 1 in its config), but every example '
+            'is a sentence pair, segment B token type 1', 'type_vocab_size 2')

@@ -11,7 +11,16 @@ from electra.config.cli import load_config
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
 from electra.objective.model import build_pretraining_model
-from electra.pretraining.init_from import check_init_config, init_model_, init_sources, load_init
+from electra.pretraining.init_from import (
+    FIXED_KEYS,
+    RUN_OWN_KEYS,
+    SIZE_KEYS,
+    check_init_config,
+    init_model_,
+    init_sources,
+    load_init,
+)
+from tests.support.config import refused
 from tests.support.pretrain import ROOT
 from tests.support.tiny import token_ids
 
@@ -146,3 +155,65 @@ def test_a_tying_the_weights_do_not_have_is_refused_before_the_data_is_built(tmp
     with pytest.raises(ConfigError, match=r"tie_weights 'gdes' keeps .* --tie_weights embeddings or none"):
         check_init_config(tiny_cfg(tie_weights='gdes'), load_init(str(tmp_path / 'tied')))
     check_init_config(tiny_cfg(objective='mlm'), load_init(str(tmp_path / 'apart')))  # BERT takes no generator: no tying
+
+
+@pytest.mark.parametrize('values, named', [
+    ({'hidden_act': 'relu'},
+     'discriminator hidden_act: relu (this run: gelu); generator hidden_act: relu (this run: gelu)'),
+    ({'layer_norm_eps': 0.001},
+     'discriminator layer_norm_eps: 0.001 (this run: 1e-12); generator layer_norm_eps: 0.001'),
+    ({'type_vocab_size': 1}, 'discriminator type_vocab_size: 1 (this run: 2); generator type_vocab_size: 1')],
+    ids=['hidden_act', 'layer_norm_eps', 'type_vocab_size'])
+def test_weights_of_an_architecture_no_setting_gives_are_refused_naming_the_keys(tmp_path, values, named):
+    """The run builds its networks with fields no key of its config sets (GELU, LayerNorm epsilon 1e-12, two token
+    types, as the official code): a source of a relu activation was trained and exported as a GELU model, silently (its
+    logits 0.15 off); a source of one token type got an "or set: ..." fix that could not work. Refused in one line,
+    before any data, with no flags offered; weights of the run's architecture start the run as transformers' own
+    classes compute them."""
+    cfg = tiny_cfg()
+    save_pair(tmp_path / 'run', cfg)
+    for net in ('generator', 'discriminator'):
+        source = getattr(transformers, f"ElectraFor{'MaskedLM' if net == 'generator' else 'PreTraining'}")
+        model = source.from_pretrained(tmp_path / 'run' / net)
+        if 'type_vocab_size' in values:  # its one token-type row, as such a model is saved
+            types = model.electra.embeddings.token_type_embeddings
+            types.weight.data = types.weight.data[:1]
+        model.config.update(values)
+        model.save_pretrained(tmp_path / 'other' / net)
+        tok = transformers.ElectraTokenizerFast.from_pretrained(tmp_path / 'run' / net)
+        tok.save_pretrained(tmp_path / 'other' / net)
+    message = refused(lambda: check_init_config(cfg, load_init(str(tmp_path / 'other'))),
+                      f'init_from: {tmp_path / "other"}: ', named, 'no setting of this run gives',
+                      'fine-tune its discriminator')
+    assert ' or set: ' not in message and '--hidden_size' not in message  # no flags that cannot fix it
+    init = load_init(str(tmp_path / 'run'))  # the run's own architecture: accepted, the same function
+    check_init_config(cfg, init)
+    model = init_model_(build_pretraining_model(cfg, token_ids(len(WORDS))), init).eval()
+    ids = torch.tensor([[2, 10, 11, 12, 3]])
+    theirs = transformers.ElectraForPreTraining.from_pretrained(tmp_path / 'run' / 'discriminator',
+                                                                attn_implementation='sdpa').eval()  # as the run's
+    with torch.no_grad():
+        # to float rounding (attention sums in another order), where a relu source's logits were 0.15 off
+        torch.testing.assert_close(model.discriminator(ids).logits, theirs(ids).logits, rtol=0, atol=1e-6)
+
+
+def test_every_field_of_an_electra_config_is_checked_or_the_run_s_own():
+    "A field transformers adds to ElectraConfig is classified before `init_from` ignores it."
+    fields = set(transformers.ElectraConfig().to_dict())
+    classified = set(SIZE_KEYS) | set(FIXED_KEYS) | set(RUN_OWN_KEYS)
+    assert fields == classified, fields ^ classified
+
+
+def test_a_generator_and_discriminator_of_two_tokenizers_are_refused_naming_the_first_differing_token(tmp_path):
+    """`--init_from GEN,DISC` read the discriminator's tokenizer alone: a generator whose tokenizer orders two tokens
+    otherwise (self-consistent with its own) was fed ids meaning other tokens to it, silently. Refused as a
+    mismatched frozen generator is (`vocabulary_mismatch`), naming the first token whose id differs."""
+    cfg = tiny_cfg()
+    save_pair(tmp_path / 'run', cfg)
+    gen = tmp_path / 'run' / 'generator'
+    words = list(WORDS)
+    words[10], words[11] = words[11], words[10]  # w5 and w6 swapped in the generator's tokenizer
+    transformers.ElectraTokenizerFast(vocab={w: i for i, w in enumerate(words)}).save_pretrained(gen)
+    refused(lambda: load_init(f"{gen},{tmp_path / 'run' / 'discriminator'}"),
+            f"init_from: {gen}'s vocabulary (100 tokens) is not the discriminator's tokenizer's (100 tokens; 'w5' is "
+            "11 there, 10 here)", 'trained together')

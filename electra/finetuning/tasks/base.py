@@ -91,6 +91,7 @@ class FinetuningTask:
     n_inp = 3
     pad_target = 0  # a token-level target's value at the positions that even out stacked runs' batches (tagging: ignored)
     spec = None     # a task file's checked spec (its `files` by split, its settings); None for a GLUE task
+    type_one: str | None = None  # where its inputs hold token type 1, which needs a model of two token types
 
     def __init__(self, info: TaskInfo): self.info = info
 

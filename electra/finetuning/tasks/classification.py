@@ -28,6 +28,7 @@ __all__ = ['ClassificationTask']
 class ClassificationTask(FinetuningTask):
     "A GLUE task, or a classification, regression or multi-label task from files: its examples come from `source`."
     kind = 'classification'
+    type_one = property(lambda self: 'segment B is token type 1' if self.info.hf_text[1] else None)
 
     def __init__(self, info: TaskInfo, source: TaskSource):
         super().__init__(info)

@@ -246,6 +246,7 @@ class QATask(FinetuningTask):
     """A SQuAD 1.1 / 2.0 or MRQA task from files. The dev file's SQuAD version is read when the task is made, as the
     metrics depend on it; the questions are read by `prepare`."""
     kind = 'qa'
+    type_one = 'the context is token type 1'
     n_inp = 4  # input_ids, attention_mask, token_type_ids, start_positions (see `_Collate`)
 
     def __init__(self, spec: QASpec):

@@ -114,6 +114,7 @@ class TaggingSplit:
 class TaggingTask(FinetuningTask):
     "A token tagging task from files; its files are read and checked when it is made (scheme, tags known in training)."
     kind = 'tagging'
+    type_one = 'every token of a window is token type 1, as the official segment_ids'
     pad_target = IGNORE_INDEX  # labels of the positions that even out stacked runs' batches: not scored
 
     def __init__(self, spec: TaggingSpec):

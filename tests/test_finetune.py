@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -86,8 +85,8 @@ def test_driver_spreads_runs_over_workers_or_trains_each_run_over_torchrun_proce
             finetune_in_process(*argv)
             stdout = capfd.readouterr().out
         else:
-            r = subprocess.run([*launch, str(REPO / 'finetune.py'), *argv], cwd=REPO, capture_output=True, text=True,
-                               timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1'})
+            r = forked.run([*launch, str(REPO / 'finetune.py'), *argv], cwd=REPO, capture_output=True, text=True,
+                           timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1'})
             assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
             stdout = r.stdout
         assert stdout.count(f'group: {group}\n') == 1 and stdout.count('| RTE | accuracy | 2 |') == 1  # said once

@@ -116,9 +116,9 @@ def test_a_stop_signal_to_the_comparison_or_its_group_stops_its_job_with_a_check
 
 def test_a_torchrun_job_whose_agent_is_killed_stops_its_workers(tmp_path, long_run):
     args = [a for k, v in long_run.items() for a in (f'--{k}', ','.join(map(str, v)) if isinstance(v, list) else v)]
-    agent = subprocess.Popen(torchrun(REPO / 'pretrain.py', '--config', 'demo', *args, '--output_dir', tmp_path / 'ckpt'),
-                             cwd=tmp_path, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    agent = forked.Popen(torchrun(REPO / 'pretrain.py', '--config', 'demo', *args, '--output_dir', tmp_path / 'ckpt'),
+                         cwd=tmp_path, env=ENV, start_new_session=True, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
     run_dir, first = tmp_path / 'ckpt' / 'demo_11081', tmp_path / 'ckpt' / checkpoint_name('demo', 11081, 0.00001)
     workers = []
     try:

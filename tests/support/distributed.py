@@ -5,6 +5,8 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from tests.support import forked
+
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, 'HF_HUB_OFFLINE': '1', 'HF_DATASETS_OFFLINE': '1', 'OMP_NUM_THREADS': '1',
@@ -37,7 +39,7 @@ def torchrun_pretrain(tmp_path: Path, *args) -> list[str]:
 
 
 def run(cmd: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    res = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    res = forked.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return res
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support import forked
 from tests.support.distributed import ENV, free_port, max_diff, run, torchrun, torchrun_pretrain
 
 WORKER = Path(__file__).with_name('ddp_worker.py')
@@ -143,10 +144,10 @@ def start_ranks(body: str, tmp_path: Path, n: int = 2) -> list[subprocess.Popen]
     "`n` processes joined in one gloo group (the environment torchrun would give them), each running `body`."
     port, script = free_port(), tmp_path / 'ranks.py'
     script.write_text(RANKS.format(body=textwrap.dedent(body)))
-    return [subprocess.Popen([sys.executable, str(script), str(tmp_path / 'mark')], cwd=tmp_path, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             env={**ENV, 'RANK': str(r), 'LOCAL_RANK': str(r), 'WORLD_SIZE': str(n),
-                                  'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': str(port)}) for r in range(n)]
+    return [forked.Popen([sys.executable, str(script), str(tmp_path / 'mark')], cwd=tmp_path, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         env={**ENV, 'RANK': str(r), 'LOCAL_RANK': str(r), 'WORLD_SIZE': str(n),
+                              'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': str(port)}) for r in range(n)]
 
 
 def test_the_main_process_makes_the_cache_before_the_others_read_it(tmp_path):
@@ -201,8 +202,8 @@ def test_a_batch_the_processes_cannot_share_is_refused_before_anything_is_read(t
 
 
 def test_a_batch_two_processes_cannot_share_stops_the_torchrun_job_with_one_line_each(tmp_path):
-    res = subprocess.run(torchrun_pretrain(tmp_path, '--batch_size', '5'), cwd=tmp_path, env=ENV, capture_output=True,
-                         text=True, timeout=300)
+    res = forked.run(torchrun_pretrain(tmp_path, '--batch_size', '5'), cwd=tmp_path, env=ENV, capture_output=True,
+                     text=True, timeout=300)
     # each process says it, unless torchrun stopped it first, on seeing the other one's end
     ours = [line.split('] ', 1)[1] for line in res.stderr.splitlines() if 'batch_size' in line]
     assert res.returncode != 0 and ours and set(ours) == {

@@ -11,6 +11,7 @@ import time
 
 import torch
 
+from tests.support import forked
 from tests.support.distributed import ENV, run, torchrun, torchrun_pretrain as pretrain
 from tests.support.processes import alive, children
 
@@ -29,8 +30,8 @@ def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_o
     assert len(ckpt['rng_ranks']) == 2 and not torch.equal(ckpt['rng_ranks'][0]['masking'], ckpt['rng_ranks'][1]['masking'])
 
     # the same run killed (SIGKILL to torchrun and both workers) once its 50% checkpoint exists
-    job = subprocess.Popen(pretrain(tmp_path, '--run_name', 'cut'), cwd=tmp_path, env=ENV, start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job = forked.Popen(pretrain(tmp_path, '--run_name', 'cut'), cwd=tmp_path, env=ENV, start_new_session=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     half, end = tmp_path / 'ckpt' / 'cut_11081_50%.pth', tmp_path / 'ckpt' / 'cut_11081_100%.pth'
     deadline = time.time() + 240
     while not half.exists() and job.poll() is None and time.time() < deadline: time.sleep(0.02)
@@ -40,8 +41,8 @@ def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_o
 
     # resumed, then Ctrl-C in the terminal (SIGINT to torchrun and its processes; torchrun passes it on to them once
     # more) once it logged a step past its start: the step ends, rank 0 checkpoints it and says how to go on
-    job = subprocess.Popen(pretrain(tmp_path, '--run_name', 'cut', '--resume'), cwd=tmp_path, env=ENV,
-                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    job = forked.Popen(pretrain(tmp_path, '--run_name', 'cut', '--resume'), cwd=tmp_path, env=ENV,
+                       start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     metrics = tmp_path / 'ckpt' / 'cut_11081' / 'metrics.csv'
     while job.poll() is None and not any(int(r['step']) > 60 for r in csv.DictReader(metrics.open())): time.sleep(0.02)
     os.killpg(job.pid, signal.SIGINT)
@@ -55,8 +56,8 @@ def test_killed_or_ctrl_c_two_process_run_resumes_to_the_uninterrupted_end_and_o
     # resumed, then what a scheduler sends: SIGTERM to torchrun's process group (its workers, each in a session of its
     # own, get it from torchrun): it ends as Ctrl-C does, rank 0 checkpoints the step (the other stop signals take
     # the same way in each process: tests/runtime/test_errors.py; torchrun passing on SIGUSR1: the test below)
-    job = subprocess.Popen(pretrain(tmp_path, '--run_name', 'cut', '--resume'), cwd=tmp_path, env=ENV,
-                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    job = forked.Popen(pretrain(tmp_path, '--run_name', 'cut', '--resume'), cwd=tmp_path, env=ENV,
+                       start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     while job.poll() is None and not any(int(r['step']) > step for r in csv.DictReader(metrics.open())):
         time.sleep(0.02)
     workers = children(job.pid)
@@ -101,8 +102,8 @@ def test_sigusr1_to_torchrun_told_to_pass_it_on_reaches_every_process_as_a_stop(
     (tmp_path / 'waiting.py').write_text(WAITING)
     cmd = torchrun('waiting.py', tmp_path)
     cmd[4:4] = ['--signals_to_handle', TORCHRUN_SIGNALS]  # a torchrun option: before the script
-    job = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, start_new_session=True, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    job = forked.Popen(cmd, cwd=tmp_path, env=ENV, start_new_session=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
     while len(list(tmp_path.glob('ready*'))) < 2 and job.poll() is None and time.time() < deadline: time.sleep(0.02)
     workers = children(job.pid)

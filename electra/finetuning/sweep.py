@@ -99,7 +99,7 @@ def _todo(cfg: FinetuneConfig, task: FinetuningTask, results: ResultsTable, out:
     return todo, [_redo_line(task.name, runs, *why, out) for why, runs in again.items()]
 
 
-def _plan(cfg: FinetuneConfig, tokenizer, source: TaskSource, results: ResultsTable, model: str, precision: str,
+def _plan(cfg: FinetuneConfig, tokenizer, source: TaskSource, results: ResultsTable, model: str, resolved: dict,
           say) -> Iterator[tuple[TaskData, list[RunJob]]]:
     """Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a
     time. Each task's data files are hashed once (`FileDigests`), its runs' inputs made from them."""
@@ -109,7 +109,7 @@ def _plan(cfg: FinetuneConfig, tokenizer, source: TaskSource, results: ResultsTa
         doubled = _doubled(task, cfg, task_cfg)
         files = task.data_files()
         content = data_digests(files, digests)
-        inputs = [run_inputs(task_cfg, task, model, content, seed, doubled, precision) for seed in cfg.seed_list]
+        inputs = [run_inputs(task_cfg, task, model, content, seed, doubled, resolved) for seed in cfg.seed_list]
         todo, again = _todo(cfg, task, results, out, inputs, files)
         if not todo:
             say(f'{name}: all {cfg.runs} runs finished before; skipped')
@@ -191,8 +191,9 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     _check_lengths(cfg, pretrained.config, say)
     log_to(writable_dir(group_dir(cfg), 'output_dir'))  # the job's output, also what a closed stdout missed
     for line in cfg.command_line_over_task_files(): say(line)  # the typed value wins (`FinetuneConfig.for_task`)
-    precision = resolve_precision(cfg.precision, resolve_device(cfg.device))
-    plan = _plan(cfg, tokenizer, source, results, model_fingerprint(cfg.model), precision, say)
+    device = resolve_device(cfg.device)
+    resolved = {'precision': resolve_precision(cfg.precision, device), 'device': device.type, 'processes': world().size}
+    plan = _plan(cfg, tokenizer, source, results, model_fingerprint(cfg.model), resolved, say)
     n = parallel_runs(cfg)
     if n > 1:
         try:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import json
 import re
 import shutil
 import zipfile
@@ -206,6 +207,35 @@ def test_each_input_of_a_finished_run_edited_does_it_again_and_an_unchanged_reru
     # the run of the new model started from its weights
     assert torch.equal(mask_row(last, tok), mask_row(other.state_dict(), tok))
     assert not torch.equal(mask_row(first, tok), mask_row(last, tok))
+
+
+def test_a_finished_run_padded_to_other_buckets_or_compiled_otherwise_is_done_again(tmp_path, glue_dir, tiny,
+                                                                                      monkeypatch):
+    """`length_buckets` and `compile` change a run's result with dropout on (the masks follow the padded shape;
+    inductor draws its own): a row records both, so another value trains the run again, saying so, and a row of an
+    earlier version that records neither is done again as such a row."""
+    model, tok = tiny
+    monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
+        data.task.new_model(copy.deepcopy(body), task_cfg), [{m: 50.0 for m in dev_metric_names(data.task)}]))
+
+    def again(**kw) -> list[str]:
+        lines, cfg = [], job(tmp_path, glue_dir, tasks=['RTE'], **kw)
+        sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
+        return lines[:next((k for k, line in enumerate(lines) if line.endswith('runs to do')), len(lines))]
+    redone = 'RTE run 0: since its row was written, {}; fine-tuning it again, replacing its row and checkpoint'.format
+    again()
+    assert again(length_buckets=[64]) == [redone('length_buckets changed (was [], now [64])')]
+    assert again(length_buckets=[64]) == ['RTE: all 1 runs finished before; skipped']
+    assert again(length_buckets=[64], compile=True) == [redone('compile changed (was False, now True)')]
+    table = tmp_path / 'ckpt/t/results.csv'
+    old = pd.read_csv(table, dtype=str)
+    settings = json.loads(old.loc[0, 'settings'])
+    for key in ('length_buckets', 'compile'): del settings['run'][key]
+    old.loc[0, 'settings'] = json.dumps(settings)
+    old.to_csv(table, index=False)  # a row written before these keys were recorded
+    assert again(length_buckets=[64], compile=True) == [
+        'RTE run 0: its row does not record length_buckets or compile (a results table of an earlier version); '
+        'fine-tuning it again, replacing its row and checkpoint']
 
 
 def test_rows_of_a_table_written_before_models_were_fingerprinted_are_done_again(tmp_path, glue_dir, tiny):

@@ -28,7 +28,7 @@ from electra.config.text_files import compressed
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
-           'upper_entries', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
+           'upper_entries', 'applied_case', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer', 'tokenizer_state',
            'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
 
 TOKENIZER_DIR = 'tokenizer'  # in a pretraining run's folder: the tokenizer trained for it
@@ -75,10 +75,23 @@ FOLDER_SETTING = CaseSetting('its tokenizer_config.json lower-cases the text (do
                              'set do_lower_case to false there', '')
 
 
+# what a normalizer does to its input, tried on one letter each: the keys `lowercase` and `strip_accents`
+_PROBES = {'lowercase': ('A', 'a'), 'strip_accents': ('\u00e9', 'e')}
+
+
+def applied_case(tok) -> dict[str, bool]:
+    """What `tok` does to its input, whatever its config says, as the keys `lowercase` and `strip_accents`: whether its
+    normalizer lower-cases ('A' becomes 'a') and strips accents ('é' becomes 'e'); {} for a slow tokenizer (no
+    normalizer to try)."""
+    backend = getattr(tok, 'backend_tokenizer', None)
+    if backend is None: return {}
+    norm = backend.normalizer
+    return {key: norm is not None and norm.normalize_str(given) == made for key, (given, made) in _PROBES.items()}
+
+
 def _lowers(tok: PreTrainedTokenizerFast) -> bool:
     "Whether `tok` lower-cases its input: what its normalizer does, whatever its config says."
-    norm = tok.backend_tokenizer.normalizer
-    return norm is not None and norm.normalize_str('A') == 'a'
+    return applied_case(tok).get('lowercase', False)
 
 
 def _entries(tok: PreTrainedTokenizerFast) -> list[str]:
@@ -122,8 +135,8 @@ def _json_object(text: str) -> bool:
     except ValueError: return False
 
 
-def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
-    "An ElectraTokenizerFast from a WordPiece vocabulary file of any name."
+def _load_vocab_txt(path: Path, lowercase: bool, strip_accents: bool | None) -> PreTrainedTokenizerFast:
+    "An ElectraTokenizerFast from a WordPiece vocabulary file of any name (`strip_accents` None: BERT's rule)."
     if packed := compressed(path): raise ConfigError(f"tokenizer {path} {packed}.")
     try: text = path.read_text(encoding='utf-8')
     except (OSError, UnicodeDecodeError) as e:
@@ -141,7 +154,7 @@ def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
     # Loading the directory form is the one spelling transformers 4 and 5 both accept (5 ignores `vocab_file=`).
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copyfile(path, Path(tmp) / 'vocab.txt')
-        return ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase)
+        return ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase, strip_accents=strip_accents)
 
 
 TOKENIZER_FILES = ('tokenizer.json', 'vocab.txt')  # what a save_pretrained directory needs, either one
@@ -151,13 +164,15 @@ def has_tokenizer_files(directory: Path) -> bool:
     return any((directory / name).is_file() for name in TOKENIZER_FILES)
 
 
-def load_tokenizer(path: str, lowercase: bool = True, setting: CaseSetting = LOWERCASE_KEY) -> PreTrainedTokenizerFast:
-    """Load a WordPiece `vocab.txt` (lowercasing input when `lowercase`, the key `setting` names) or a directory
-    written by `save_pretrained` (its own settings apply). Raises `ConfigError` when it is missing or unusable, or
-    when its lower-casing and its vocabulary disagree (`check_case`)."""
+def load_tokenizer(path: str, lowercase: bool = True, setting: CaseSetting = LOWERCASE_KEY,
+                   strip_accents: bool | None = None) -> PreTrainedTokenizerFast:
+    """Load a WordPiece `vocab.txt` (lowercasing input when `lowercase`, the key `setting` names; stripping accents
+    when `strip_accents`, None: BERT's rule, stripped with lowercasing, google-research/bert tokenization.py) or a
+    directory written by `save_pretrained` (its own settings apply). Raises `ConfigError` when it is missing or
+    unusable, or when its lower-casing and its vocabulary disagree (`check_case`)."""
     p = Path(path).expanduser()
     if p.is_file():
-        tok = check_case(_load_vocab_txt(p, lowercase), f'tokenizer {p}', setting)
+        tok = check_case(_load_vocab_txt(p, lowercase, strip_accents), f'tokenizer {p}', setting)
     elif p.is_dir():
         if not has_tokenizer_files(p):
             found = sorted(f.name for f in p.iterdir())[:8]
@@ -239,11 +254,13 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
 
 
 def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase: bool, run_dir: Path,
-                  sources: Optional[list[CorpusSource]] = None, strip_accents: bool = False) -> PreTrainedTokenizerFast:
-    """The run's tokenizer: `tokenizer` when given; else the one trained earlier in `run_dir/tokenizer`
-    (kept so a resumed run tokenizes exactly as before); else train one on `files` (or on `sources`, which
-    may include tables) and save it there."""
-    if tokenizer: return load_tokenizer(tokenizer, lowercase)
+                  sources: Optional[list[CorpusSource]] = None,
+                  strip_accents: bool | None = None) -> PreTrainedTokenizerFast:
+    """The run's tokenizer: `tokenizer` when given (a vocab.txt read with `lowercase` and `strip_accents`, None:
+    BERT's rule; a trained one strips with `strip_accents` true only); else the one trained earlier in `run_dir/tokenizer` (kept so a resumed run tokenizes exactly as
+    before); else train one on `files` (or on `sources`, which may include tables) and save it there."""
+    if tokenizer: return load_tokenizer(tokenizer, lowercase, strip_accents=strip_accents)
+    strip_accents = bool(strip_accents)
     save_dir = Path(run_dir) / TOKENIZER_DIR
     settings = {'files': [str(Path(f).resolve()) for f in files], 'vocab_size': vocab_size, 'lowercase': lowercase,
                 'strip_accents': strip_accents}

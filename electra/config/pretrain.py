@@ -267,13 +267,15 @@ class PretrainConfig:
         the value recorded (config.yaml, model card, trackers)."""
         if not self.tokenizer or 'strip_accents' in typed_keys(self): return
         if Path(self.tokenizer).expanduser().is_file():
-            self._record('strip_accents', self.lowercase, "BERT's rule for a vocab.txt (accents stripped with lowercase)")
+            self._record('strip_accents', self.lowercase,
+                         "BERT's rule for a vocab.txt (accents stripped with lowercase)")
 
     def follow_tokenizer(self, applied: dict[str, bool], where: str) -> None:
         """Record what the run's own tokenizer (`where`: the one given, or that of the weights it starts from) does to
         its input (`applied`: `electra.data.tokenizer.applied_case`, tried on probes) as `lowercase` and
         `strip_accents`, so that config.yaml, the model card and the trackers say what the run did: a typed value it
-        contradicts is refused in one line, one from a file (a preset, an older run's config) replaced, with a warning."""
+        contradicts is refused in one line, one from a file (a preset, an older run's config) replaced, with a
+        warning."""
         for key, does in applied.items():
             what = _TOKENIZER_DOES[key][does]
             if key in typed_keys(self):
@@ -283,7 +285,7 @@ class PretrainConfig:
             else: self._record(key, does, f'what {where} does: it {what}', f'{where}: what it does to its input')
 
     def _record(self, key: str, value: bool, by: str, source: str = '') -> None:
-        "`key` set to `value`, the one `by` applies, sourced to it; a value from a file it replaces is said in a warning."
+        "`key` set to `value`, the one `by` applies, sourced to it; a file's value it replaces is said in a warning"
         place = value_sources(self)[key]
         if getattr(self, key) != value and place != 'default':
             warnings.warn(f"{key}: {str(getattr(self, key)).lower()} ({place}) is replaced by {by}.", RunWarning,

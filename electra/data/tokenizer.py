@@ -257,8 +257,9 @@ def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase:
                   sources: Optional[list[CorpusSource]] = None,
                   strip_accents: bool | None = None) -> PreTrainedTokenizerFast:
     """The run's tokenizer: `tokenizer` when given (a vocab.txt read with `lowercase` and `strip_accents`, None:
-    BERT's rule; a trained one strips with `strip_accents` true only); else the one trained earlier in `run_dir/tokenizer` (kept so a resumed run tokenizes exactly as
-    before); else train one on `files` (or on `sources`, which may include tables) and save it there."""
+    BERT's rule; a trained one strips with `strip_accents` true only); else the one trained earlier in
+    `run_dir/tokenizer` (kept so a resumed run tokenizes exactly as before); else train one on `files` (or on
+    `sources`, which may include tables) and save it there."""
     if tokenizer: return load_tokenizer(tokenizer, lowercase, strip_accents=strip_accents)
     strip_accents = bool(strip_accents)
     save_dir = Path(run_dir) / TOKENIZER_DIR

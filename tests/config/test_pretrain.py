@@ -223,7 +223,7 @@ def followed(tmp_path, *argv):
     return cfg, tok, yaml.safe_load(save_run_config(cfg, tmp_path / 'run').read_text())
 
 
-def test_what_the_run_s_tokenizer_does_is_recorded_and_a_typed_lowercase_or_strip_accents_it_contradicts_refused(tmp_path):
+def test_what_the_run_s_tokenizer_does_is_recorded_and_a_typed_case_or_accent_rule_it_contradicts_refused(tmp_path):
     """R1-4, R7a-6: a tokenizer folder applies its own normalizer whatever `lowercase` and `strip_accents` say (a cased
     save_pretrained folder, a BPE without a normalizer, a Unigram that lower-cases): config.yaml recorded the keys'
     values, not what was applied. What the tokenizer does to the probes 'A' and 'é' is recorded, sourced to it; a typed
@@ -246,17 +246,18 @@ def test_what_the_run_s_tokenizer_does_is_recorded_and_a_typed_lowercase_or_stri
             assert value_sources(cfg)['lowercase'] == f'the tokenizer {folder}: what it does to its input'
         typed = str(not lowers).lower()
         does = "lower-cases its input ('A' becomes 'a')" if lowers else "keeps the case of its input ('A' stays 'A')"
-        with pytest.raises(ConfigError, match=re.escape(f'lowercase: {typed} (command line) contradicts the tokenizer '
-                                                        f'{folder}, which {does}. Drop --lowercase, or give a tokenizer '
-                                                        f'that does what you ask.') + '$'):
+        refusal = (f'lowercase: {typed} (command line) contradicts the tokenizer {folder}, which {does}. Drop '
+                   '--lowercase, or give a tokenizer that does what you ask.')
+        with pytest.raises(ConfigError, match=re.escape(refusal) + '$'):
             followed(tmp_path, '--tokenizer', str(folder), '--lowercase', typed)
-    with pytest.raises(ConfigError, match=re.escape(f"strip_accents: true (command line) contradicts the tokenizer {bpe}, "
-                                                    "which keeps accents ('é' stays 'é'). Drop --strip_accents, or give a "
-                                                    "tokenizer that does what you ask.") + '$'):
+    refusal = (f"strip_accents: true (command line) contradicts the tokenizer {bpe}, which keeps accents ('é' stays "
+               "'é'). Drop --strip_accents, or give a tokenizer that does what you ask.")
+    with pytest.raises(ConfigError, match=re.escape(refusal) + '$'):
         followed(tmp_path, '--tokenizer', str(bpe), '--strip_accents', 'true')
     (tmp_path / 'old.yaml').write_text('lowercase: true\n')  # a file's value (an older run's config.yaml): replaced
-    with pytest.warns(RunWarning, match=re.escape(f"lowercase: true ({tmp_path / 'old.yaml'}: line 1) is replaced by what "
-                                                  f"the tokenizer {cased} does: it keeps the case of its input")):
+    replaced = (f"lowercase: true ({tmp_path / 'old.yaml'}: line 1) is replaced by what the tokenizer {cased} does: "
+                "it keeps the case of its input")
+    with pytest.warns(RunWarning, match=re.escape(replaced)):
         cfg, _, _ = followed(tmp_path, '--config', str(tmp_path / 'old.yaml'), '--tokenizer', str(cased))
     assert cfg.lowercase is False
 

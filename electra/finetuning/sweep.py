@@ -17,6 +17,7 @@ from electra.finetuning.results import ResultsTable, plot_summary, select_runs, 
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, track_exports, train_jobs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.classification import ClassificationTask
+from electra.finetuning.tasks.encoding import unknown_share_warning
 from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.glue.demo import write_demo_glue
 from electra.finetuning.tasks.glue.sources import open_source
@@ -116,6 +117,7 @@ def _plan(cfg: FinetuneConfig, tokenizer, source: TaskSource, results: ResultsTa
             continue
         for line in again: say(line)
         data = task.prepare(task_cfg, tokenizer, cfg.cache_dir, doubled)
+        if unknown := unknown_share_warning(name, data.train_text, tokenizer): say(unknown)
         say(f'{name}: {task.count(data.train, "train")}{" (both segment orders)" if doubled else ""}, '
             f'{", ".join(task.count(e, s) for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
             f'max_length {task_cfg.max_length}, '

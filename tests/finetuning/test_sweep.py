@@ -238,6 +238,31 @@ def test_a_finished_run_padded_to_other_buckets_or_compiled_otherwise_is_done_ag
         'fine-tuning it again, replacing its row and checkpoint']
 
 
+def test_a_task_whose_training_text_is_mostly_unknown_to_the_vocabulary_is_said_once(tmp_path, glue_dir, tiny,
+                                                                                       monkeypatch):
+    """RTE's tiny files as a task file, their letters written in Cyrillic: most of the text is [UNK] to the tiny
+    model's vocabulary, and the job says so in one line for that task before its runs; RTE itself, in English, not."""
+    from electra.finetuning.tasks.encoding import unknown_share_warning
+    model, tok = tiny
+    monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
+        data.task.new_model(copy.deepcopy(body), task_cfg), [{m: 50.0 for m in dev_metric_names(data.task)}]))
+    task = shutil.copytree(glue_dir / 'RTE', tmp_path / 'task')
+    cyrillic = str.maketrans('aeiopckxyABEHKMOPCTX', 'аеіорсkхуАВЕНКМОРСТХ')
+    for name in ('train.tsv', 'dev.tsv'):  # the texts in Cyrillic, the header and the labels as they are
+        head, *rows = [line.split('\t') for line in (task / name).read_text().splitlines()]
+        rows = [[*(c.translate(cyrillic) for c in r[:-1]), r[-1]] for r in rows]
+        (task / name).write_text(''.join('\t'.join(r) + '\n' for r in [head, *rows]))
+    (task / 'ru.yaml').write_text(TASK_FILE)
+    lines, cfg = [], job(tmp_path, glue_dir, tasks=['RTE', str(task / 'ru.yaml')])
+    sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
+    said = [line for line in lines if line.startswith('warning: ')]
+    assert len(said) == 1 and said[0].startswith('warning: ru: ') and ' are [UNK] (e.g. ' in said[0]
+    rows = [l.split('\t') for l in (task / 'train.tsv').read_text().splitlines()[1:]]
+    assert said[0] == unknown_share_warning('ru', [r[1] for r in rows] + [r[2] for r in rows], tok)
+    share = float(said[0].split('% of')[0].split()[-1])
+    assert share > 50 and lines.index(said[0]) < next(k for k, l in enumerate(lines) if l.startswith('ru: '))
+
+
 def test_rows_of_a_table_written_before_models_were_fingerprinted_are_done_again(tmp_path, glue_dir, tiny):
     "Such a row does not say which model it came from: it is trained again rather than trusted."
     model, tok = tiny

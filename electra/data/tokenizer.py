@@ -16,6 +16,8 @@ import logging
 import os
 import shutil
 import tempfile
+import unicodedata
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
@@ -23,7 +25,7 @@ from typing import Iterable, Optional
 from tokenizers import BertWordPieceTokenizer
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerFast
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.text_files import compressed
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
@@ -57,16 +59,20 @@ def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTraine
 
 @dataclass(frozen=True)
 class CaseSetting:
-    "How a reader's setting of lower-casing is named in the refusals of `check_case`: its state on and off, each fix."
+    """How a reader's setting of lower-casing is named in the refusals of `check_case`: its state on and off, each fix;
+    and, where a key sets it, its stripping of accents on and the fix that keeps them (`_say_stripped_entries`)."""
     on: str
     off: str
     to_off: str
     to_on: str
+    strips: str = ''
+    to_keep_accents: str = ''
 
 
 # a vocab.txt has no setting of its own: the job's `lowercase` key lower-cases its input or not
 LOWERCASE_KEY = CaseSetting('lowercase is true (the text is lower-cased first)', 'lowercase is false',
-                            'give --lowercase false', 'give --lowercase true')
+                            'give --lowercase false', 'give --lowercase true', 'strip_accents: true',
+                            'give --strip_accents false')
 
 
 # a save_pretrained folder follows its own saved setting, do_lower_case of its tokenizer_config.json (a cased
@@ -128,6 +134,19 @@ def check_case(tok: PreTrainedTokenizerFast, where: str, setting: CaseSetting) -
     return tok
 
 
+def _say_stripped_entries(tok: PreTrainedTokenizerFast, where: str, setting: CaseSetting) -> None:
+    """One warning line when `tok` strips accents (BERT's `_run_strip_accents`: NFD, then the marks dropped) and its
+    vocabulary holds entries with them, which no input then reaches (a vocab.txt built on text with accents). A
+    warning, not a refusal: a released vocabulary may hold a few such entries."""
+    if not setting.strips or not applied_case(tok).get('strip_accents'): return
+    marked = [t for t in _entries(tok) if any(unicodedata.category(c) == 'Mn' for c in unicodedata.normalize('NFD', t))]
+    if marked:
+        warnings.warn(f"{where}: {len(marked)} entr{'y' if len(marked) == 1 else 'ies'} of the vocabulary hold accents "
+                      f"({', '.join(map(repr, marked[:3]))}{', ...' if len(marked) > 3 else ''}), which no input "
+                      f"reaches while accents are stripped ({setting.strips}). For a vocabulary with accents "
+                      f"{setting.to_keep_accents}.", RunWarning, stacklevel=3)
+
+
 def _json_object(text: str) -> bool:
     "Whether `text` is a JSON object (a tokenizer.json), not lines of tokens (of which `{` may be one)."
     if not text.lstrip().startswith('{'): return False
@@ -173,6 +192,7 @@ def load_tokenizer(path: str, lowercase: bool = True, setting: CaseSetting = LOW
     p = Path(path).expanduser()
     if p.is_file():
         tok = check_case(_load_vocab_txt(p, lowercase, strip_accents), f'tokenizer {p}', setting)
+        _say_stripped_entries(tok, f'tokenizer {p}', setting)
     elif p.is_dir():
         if not has_tokenizer_files(p):
             found = sorted(f.name for f in p.iterdir())[:8]

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 b6268028638aecd1594f0d06bc6bfd7a1a91c6e29e73844b329c9bdca75f4e5d
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 70fd49e8bbb33dc3435aab539240891613520e545ea60dddeda1746bf466405b
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -87,7 +87,7 @@ from pathlib import Path
 
 from electra.data.corpus import corpus_text_files, resolve_corpus
 from electra.data.corpus import BuildSettings
-from electra.data.tokenizer import get_tokenizer, tokenizer_state
+from electra.data.tokenizer import applied_case, get_tokenizer, tokenizer_state
 
 from electra.pretrained.generator import check_generator, load_generator
 from electra.pretraining.init_from import check_init_config, init_tokenizer, load_init
@@ -106,6 +106,10 @@ with main_process_first('the corpus and the tokenizer', cfg.dist_timeout):  # ma
                  get_tokenizer(cfg.tokenizer, files, cfg.vocab_size, cfg.lowercase, run_dir, sources,
                                cfg.strip_accents))
 if frozen: check_generator(cfg, frozen, tokenizer)  # its vocabulary and length against the run's
+own = (f'the tokenizer of init_from {cfg.init_from}' if cfg.init_from else
+       f'the tokenizer of the generator {cfg.generator}' if frozen and not cfg.tokenizer else
+       f'the tokenizer {cfg.tokenizer}' if cfg.tokenizer else '')
+if own: cfg.follow_tokenizer(applied_case(tokenizer), own)  # what it does to its input is what the run records
 tok_state = tokenizer_state(tokenizer)
 if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)
 print_main(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len(tokenizer)}')

@@ -36,24 +36,27 @@ TASK_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'e
 
 # Every key of the job by what a finished run's row is matched on when the sweep runs again (`finetuning/inputs.py`):
 # each key is in exactly one of these three (tests/config/test_finetune.py). A row is reused only when the run's
-# values of RESULT_KEYS (`precision` as it resolves on this device, `double_unordered` as it applies to the task) are
-# the row's ...
+# values of RESULT_KEYS (`precision` as it resolves on this device, `device` as its type, `double_unordered` as it
+# applies to the task) and the torchrun job's number of processes are the row's. `length_buckets`, `compile`,
+# `device` and the processes are among them although with every dropout 0 a run is the same with any of them (to
+# float rounding): with dropout on, its masks follow the padded shape, a compiled step draws them from inductor's own
+# stream, a GPU from its own generator, each process for its own rows: another draw (docs/fidelity.md) ...
 RESULT_KEYS = ('lr', 'layer_lr_decay', 'layer_lr_mode', 'epochs', 'batch_size', 'max_length', 'warmup_fraction',
                'schedule', 'decay_power', 'weight_decay', 'adam_beta1', 'adam_beta2', 'adam_eps', 'clip_grad', 'dropout',
                'double_unordered', 'drop_empty', 'max_train_samples', 'stsb_scale', 'length_bucketing',
-               'loss_reduction', 'precision')
+               'length_buckets', 'compile', 'loss_reduction', 'precision', 'device')
 # ... and what these give the run is the row's: the model and the task's data by content (a copy elsewhere is the
 # same), a task file by its settings (not its path or formatting), `seed` or `seeds` as the run's own seed,
 # `task_overrides` as the task's values of RESULT_KEYS.
 INPUT_KEYS = ('model', 'data', 'tasks', 'seed', 'seeds', 'task_overrides')
-# The rest change where and how a job runs, not a run's numbers beyond float rounding: the device, threads, worker
-# processes, compiled steps, padding to `length_buckets` (masked), the evaluation batch; `stack_runs` too, as a stacked
-# run is the run with another draw of its dropout masks (docs/fidelity.md) and which stack a run joins depends on the
-# runs left to do; the runs' number, selection and predictions come after the runs.
-JOB_KEYS = ('config', 'runs', 'group', 'output_dir', 'test_output_dir', 'cache_dir', 'predict', 'device', 'num_workers',
-            'parallel_runs', 'stack_runs', 'compile', 'compile_mode', 'dist_timeout', 'threads', *TRACKER_KEYS,
-            'select', 'ensemble_k',
-            'eval_batch_size', 'length_buckets', 'save_pretrained')
+# The rest change where and how a job runs, not a run's numbers beyond float rounding: the GPU's index, threads, worker
+# processes (`num_workers`, `parallel_runs`: each run whole in one process, tests/finetuning/test_workers.py), the
+# compile mode of a compiled step, the evaluation batch (dev scoring has no dropout; padding is masked); `stack_runs`
+# too, as a stacked run is the run with another draw of its dropout masks (docs/fidelity.md) and which stack a run
+# joins depends on the runs left to do; the runs' number, selection and predictions come after the runs.
+JOB_KEYS = ('config', 'runs', 'group', 'output_dir', 'test_output_dir', 'cache_dir', 'predict', 'num_workers',
+            'parallel_runs', 'stack_runs', 'compile_mode', 'dist_timeout', 'threads', *TRACKER_KEYS,
+            'select', 'ensemble_k', 'eval_batch_size', 'save_pretrained')
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,8 @@ class FinetuneConfig:
                             zero='all runs of a task on a GPU as far as its free memory holds them, 1 on the CPU')
     compile: bool = field(False, "each training step (forward, loss, backward, each run's clipping, Adam) as one graph, "
                                  'torch.compile(fullgraph=True) (torch >= 2.11; one process, fp32 or bf16); needs '
-                                 'length_buckets, so that a few shapes compile; a stack pads every step to batch_size rows')
+                                 'length_buckets, so that a few shapes compile; a stack pads every step to batch_size '
+                                 "rows; with dropout on, inductor's own draw of the masks (docs/fidelity.md)")
     compile_mode: str = choice_field('default', ['default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs'],
                                      "torch.compile mode with `compile`: 'reduce-overhead' replays each step as a CUDA "
                                      'graph (GPU), without the per-kernel launch cost of a small model')
@@ -178,7 +182,8 @@ class FinetuneConfig:
                                           'differ from the official random ones: docs/fidelity.md)')
     length_buckets: list[int] = field([], 'pad every batch up to the smallest of these lengths that holds it, e.g. '
                                           '[32, 64, 128]: a few fixed shapes for compiled code instead of one per '
-                                          'batch length (padding is masked: the same results)', gt=0,
+                                          'batch length (padding is masked: the same results with every dropout '
+                                          "0, another draw of the dropout masks otherwise; a row records it)", gt=0,
                                       empty='each batch padded to its longest example')
     stsb_scale: float = field(5.0, 'STS-B scores are learned divided by this: 5 as the official code (targets in [0, 1]); '
                                    '1 learns the raw 0-5 scores as the replication does. Predictions are always 0-5',

@@ -1,7 +1,6 @@
 "The pretraining job's config: every key `pretrain.py` takes, with the paper's small-model recipe as defaults."
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ from electra.config.file_names import safe_name
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
-from electra.config.values import config_from_dict, typed_keys
+from electra.config.values import config_from_dict, typed_keys, value_sources
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
            'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config', 'percent']
@@ -48,6 +47,13 @@ TOKENIZER_KEYS = ('vocab_size', 'lowercase', 'strip_accents')  # what shapes a t
 RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'device', 'threads', *TRACKER_KEYS,
                'log_every', 'checkpoint_at', 'num_workers', 'num_proc', 'grad_accum_steps',
                'dist_timeout', 'compile', 'compile_mode', 'compile_scope')
+
+
+# what a tokenizer does to its input, in words, by the key and what it does (`PretrainConfig.follow_tokenizer`)
+_TOKENIZER_DOES = {'lowercase': {True: "lower-cases its input ('A' becomes 'a')",
+                                 False: "keeps the case of its input ('A' stays 'A')"},
+                   'strip_accents': {True: "strips accents ('é' becomes 'e')",
+                                     False: "keeps accents ('é' stays 'é')"}}
 
 
 @dataclass
@@ -116,13 +122,14 @@ class PretrainConfig:
                                "pretrain.py .pth; the optimizer and step start fresh. Empty: a fresh initialisation")
     vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus', ge=100)
     lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer or reading a vocab.txt (a '
-                                  "save_pretrained folder follows its own do_lower_case, recorded here); a vocabulary "
-                                  'of another case is refused')
+                                  "folder or init_from's tokenizer does what it does, recorded here, a typed value it "
+                                  'contradicts refused); a vocabulary of another case is refused')
     strip_accents: bool = field(False, "also drop combining marks when training a tokenizer, as BERT's uncased rule "
                                        "does with lowercase (google-research/bert tokenization.py `_run_strip_accents`): "
                                        "cafe = cafe with an accent in English, but in other scripts the marks are "
                                        "letters (Devanagari vowel signs, Japanese dakuten, Arabic hamza) and words "
-                                       "merge; false keeps them (docs/fidelity.md)")
+                                       "merge; false keeps them (docs/fidelity.md). A vocab.txt: as typed, else BERT's "
+                                       "rule; a folder or init_from: what its tokenizer does, recorded here")
     max_length: int = field(128, 'tokens per example, [CLS] and [SEP] included', ge=8)
     # -- model (the paper's Table 6; configure_pretraining.py); the presets fill these in
     hidden_size: int = field(256, 'discriminator hidden size', gt=0)
@@ -234,7 +241,7 @@ class PretrainConfig:
         need(self.hidden_size % self.num_attention_heads == 0, 'num_attention_heads',
              f'hidden_size {self.hidden_size} is not divisible by {self.num_attention_heads} heads.')
         self._validate_objective()
-        self._follow_tokenizer_case()
+        self._vocab_txt_accents()
         need(self.tie_weights != 'all' or self.generator_size == 1, 'tie_weights',
              "'all' needs a generator as large as the discriminator (generator_size: 1.0).")
         need(not self.corpus_weights or len(self.corpus_weights) == len(self.corpus), 'corpus_weights',
@@ -254,26 +261,37 @@ class PretrainConfig:
             need(self.precision != 'fp16', 'compile_scope', "'step' runs bf16 or fp32; fp16 needs loss scaling, which "
                                                             'skips steps on the host. Use --precision bf16, or --compile_scope model.')
 
-    def _follow_tokenizer_case(self) -> None:
-        """A save_pretrained `tokenizer` folder is read with its own do_lower_case (tokenizer_config.json), so that is
-        the `lowercase` the run uses and records (config.yaml, model card, trackers); a value typed that contradicts it
-        is refused, one from a file (a preset, an older run's config) is replaced, with a warning."""
-        saved = Path(self.tokenizer).expanduser() / 'tokenizer_config.json' if self.tokenizer else None
-        if not (saved and saved.is_file()): return
-        try: folder_case = json.loads(saved.read_text(encoding='utf-8')).get('do_lower_case')
-        except (OSError, ValueError, AttributeError): return  # unreadable: loading the tokenizer says so, naming it
-        if not isinstance(folder_case, bool): return
-        sources = getattr(self, '_sources', {})
-        given, place = self.lowercase, sources.get('lowercase', 'default')
-        said = f"the tokenizer folder {saved.parent}, whose tokenizer_config.json has do_lower_case: {str(folder_case).lower()}"
-        need(given == folder_case or 'lowercase' not in typed_keys(self), 'lowercase',
-             f"{str(given).lower()} ({place}) contradicts {said}, the setting it is read with. Drop --lowercase, or set "
-             "do_lower_case there.")
-        if given != folder_case and place != 'default':
-            warnings.warn(f"lowercase: {str(given).lower()} ({place}) is replaced by {said}, the setting it is read "
-                          "with.", RunWarning, stacklevel=2)
-        self.lowercase = folder_case
-        self._sources = {**sources, 'lowercase': f'tokenizer {saved.parent}: tokenizer_config.json do_lower_case'}
+    def _vocab_txt_accents(self) -> None:
+        """A vocab.txt `tokenizer` has no setting of its own: a typed `strip_accents` is applied to it, otherwise BERT's
+        rule (google-research/bert tokenization.py `BasicTokenizer`: accents stripped with lowercasing), which is then
+        the value recorded (config.yaml, model card, trackers)."""
+        if not self.tokenizer or 'strip_accents' in typed_keys(self): return
+        if Path(self.tokenizer).expanduser().is_file():
+            self._record('strip_accents', self.lowercase,
+                         "BERT's rule for a vocab.txt (accents stripped with lowercase)")
+
+    def follow_tokenizer(self, applied: dict[str, bool], where: str) -> None:
+        """Record what the run's own tokenizer (`where`: the one given, or that of the weights it starts from) does to
+        its input (`applied`: `electra.data.tokenizer.applied_case`, tried on probes) as `lowercase` and
+        `strip_accents`, so that config.yaml, the model card and the trackers say what the run did: a typed value it
+        contradicts is refused in one line, one from a file (a preset, an older run's config) replaced, with a
+        warning."""
+        for key, does in applied.items():
+            what = _TOKENIZER_DOES[key][does]
+            if key in typed_keys(self):
+                need(getattr(self, key) == does, key, f"{str(getattr(self, key)).lower()} ({value_sources(self)[key]}) "
+                                                      f"contradicts {where}, which {what}. Drop --{key}, or give a "
+                                                      "tokenizer that does what you ask.")
+            else: self._record(key, does, f'what {where} does: it {what}', f'{where}: what it does to its input')
+
+    def _record(self, key: str, value: bool, by: str, source: str = '') -> None:
+        "`key` set to `value`, the one `by` applies, sourced to it; a file's value it replaces is said in a warning"
+        place = value_sources(self)[key]
+        if getattr(self, key) != value and place != 'default':
+            warnings.warn(f"{key}: {str(getattr(self, key)).lower()} ({place}) is replaced by {by}.", RunWarning,
+                          stacklevel=3)
+        setattr(self, key, value)
+        self._sources = {**getattr(self, '_sources', {}), key: source or by}
 
     def _check_checkpoint_names(self) -> None:
         "Each fraction of `checkpoint_at` once, and each its own file: `<run>_<seed>_<percent>%.pth` (`percent`)."

@@ -16,6 +16,8 @@ import logging
 import os
 import shutil
 import tempfile
+import unicodedata
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
@@ -24,13 +26,13 @@ from tokenizers import BertWordPieceTokenizer
 from tokenizers.models import WordPiece
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.text_files import compressed
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
-           'upper_entries', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer', 'get_tokenizer',
-           'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
+           'upper_entries', 'applied_case', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer',
+           'get_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
 
 TOKENIZER_DIR = 'tokenizer'  # in a pretraining run's folder: the tokenizer trained for it
 
@@ -70,16 +72,20 @@ def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTraine
 
 @dataclass(frozen=True)
 class CaseSetting:
-    "How a reader's setting of lower-casing is named in the refusals of `check_case`: its state on and off, each fix."
+    """How a reader's setting of lower-casing is named in the refusals of `check_case`: its state on and off, each fix;
+    and, where a key sets it, its stripping of accents on and the fix that keeps them (`_say_stripped_entries`)."""
     on: str
     off: str
     to_off: str
     to_on: str
+    strips: str = ''
+    to_keep_accents: str = ''
 
 
 # a vocab.txt has no setting of its own: the job's `lowercase` key lower-cases its input or not
 LOWERCASE_KEY = CaseSetting('lowercase is true (the text is lower-cased first)', 'lowercase is false',
-                            'give --lowercase false', 'give --lowercase true')
+                            'give --lowercase false', 'give --lowercase true', 'strip_accents: true',
+                            'give --strip_accents false')
 
 
 # a save_pretrained folder follows its own saved setting, do_lower_case of its tokenizer_config.json (a cased
@@ -88,10 +94,23 @@ FOLDER_SETTING = CaseSetting('its tokenizer_config.json lower-cases the text (do
                              'set do_lower_case to false there', '')
 
 
+# what a normalizer does to its input, tried on one letter each: the keys `lowercase` and `strip_accents`
+_PROBES = {'lowercase': ('A', 'a'), 'strip_accents': ('\u00e9', 'e')}
+
+
+def applied_case(tok) -> dict[str, bool]:
+    """What `tok` does to its input, whatever its config says, as the keys `lowercase` and `strip_accents`: whether its
+    normalizer lower-cases ('A' becomes 'a') and strips accents ('é' becomes 'e'); {} for a slow tokenizer (no
+    normalizer to try)."""
+    backend = getattr(tok, 'backend_tokenizer', None)
+    if backend is None: return {}
+    norm = backend.normalizer
+    return {key: norm is not None and norm.normalize_str(given) == made for key, (given, made) in _PROBES.items()}
+
+
 def _lowers(tok: PreTrainedTokenizerFast) -> bool:
     "Whether `tok` lower-cases its input: what its normalizer does, whatever its config says."
-    norm = tok.backend_tokenizer.normalizer
-    return norm is not None and norm.normalize_str('A') == 'a'
+    return applied_case(tok).get('lowercase', False)
 
 
 def _entries(tok: PreTrainedTokenizerFast) -> list[str]:
@@ -126,6 +145,19 @@ def check_case(tok: PreTrainedTokenizerFast, where: str, setting: CaseSetting) -
                           f"{setting.off}: a word with a capital letter would be [UNK]. For an uncased vocabulary "
                           f"{setting.to_on}.")
     return tok
+
+
+def _say_stripped_entries(tok: PreTrainedTokenizerFast, where: str, setting: CaseSetting) -> None:
+    """One warning line when `tok` strips accents (BERT's `_run_strip_accents`: NFD, then the marks dropped) and its
+    vocabulary holds entries with them, which no input then reaches (a vocab.txt built on text with accents). A
+    warning, not a refusal: a released vocabulary may hold a few such entries."""
+    if not setting.strips or not applied_case(tok).get('strip_accents'): return
+    marked = [t for t in _entries(tok) if any(unicodedata.category(c) == 'Mn' for c in unicodedata.normalize('NFD', t))]
+    if marked:
+        warnings.warn(f"{where}: {len(marked)} entr{'y' if len(marked) == 1 else 'ies'} of the vocabulary hold accents "
+                      f"({', '.join(map(repr, marked[:3]))}{', ...' if len(marked) > 3 else ''}), which no input "
+                      f"reaches while accents are stripped ({setting.strips}). For a vocabulary with accents "
+                      f"{setting.to_keep_accents}.", RunWarning, stacklevel=3)
 
 
 def _json_object(text: str) -> bool:
@@ -166,8 +198,8 @@ def vocab_entries(path: Path, where: str, fix: str = _REPEATED_FIX, bom: bool = 
     return lines
 
 
-def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
-    "An ElectraTokenizerFast from a WordPiece vocabulary file of any name."
+def _load_vocab_txt(path: Path, lowercase: bool, strip_accents: bool | None) -> PreTrainedTokenizerFast:
+    "An ElectraTokenizerFast from a WordPiece vocabulary file of any name (`strip_accents` None: BERT's rule)."
     if packed := compressed(path): raise ConfigError(f"tokenizer {path} {packed}.")
     if _json_object(_vocab_text(path, f'tokenizer {path}')):  # by content, whatever its name
         raise ConfigError(f"tokenizer {path}: it holds JSON (a tokenizer.json), not a WordPiece vocab.txt (a token a "
@@ -183,7 +215,8 @@ def _load_vocab_txt(path: Path, lowercase: bool) -> PreTrainedTokenizerFast:
     # entries as read above (no byte-order mark, no \r), one a line
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / 'vocab.txt').write_text(''.join(t + '\n' for t in lines), encoding='utf-8')
-        return _official_word_length(ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase))
+        tok = ElectraTokenizerFast.from_pretrained(tmp, do_lower_case=lowercase, strip_accents=strip_accents)
+        return _official_word_length(tok)
 
 
 class SavedTokenizer:
@@ -206,13 +239,16 @@ def has_tokenizer_files(directory: Path) -> bool:
     return any((directory / name).is_file() for name in TOKENIZER_FILES)
 
 
-def load_tokenizer(path: str, lowercase: bool = True, setting: CaseSetting = LOWERCASE_KEY) -> PreTrainedTokenizerFast:
-    """Load a WordPiece `vocab.txt` (lowercasing input when `lowercase`, the key `setting` names) or a directory
-    written by `save_pretrained` (its own settings apply). Raises `ConfigError` when it is missing or unusable, or
-    when its lower-casing and its vocabulary disagree (`check_case`)."""
+def load_tokenizer(path: str, lowercase: bool = True, setting: CaseSetting = LOWERCASE_KEY,
+                   strip_accents: bool | None = None) -> PreTrainedTokenizerFast:
+    """Load a WordPiece `vocab.txt` (lowercasing input when `lowercase`, the key `setting` names; stripping accents
+    when `strip_accents`, None: BERT's rule, stripped with lowercasing, google-research/bert tokenization.py) or a
+    directory written by `save_pretrained` (its own settings apply). Raises `ConfigError` when it is missing or
+    unusable, or when its lower-casing and its vocabulary disagree (`check_case`)."""
     p = Path(path).expanduser()
     if p.is_file():
-        tok = check_case(_load_vocab_txt(p, lowercase), f'tokenizer {p}', setting)
+        tok = check_case(_load_vocab_txt(p, lowercase, strip_accents), f'tokenizer {p}', setting)
+        _say_stripped_entries(tok, f'tokenizer {p}', setting)
     elif p.is_dir():
         if not has_tokenizer_files(p):
             found = sorted(f.name for f in p.iterdir())[:8]
@@ -296,11 +332,14 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
 
 
 def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase: bool, run_dir: Path,
-                  sources: Optional[list[CorpusSource]] = None, strip_accents: bool = False) -> PreTrainedTokenizerFast:
-    """The run's tokenizer: `tokenizer` when given; else the one trained earlier in `run_dir/tokenizer`
-    (kept so a resumed run tokenizes exactly as before); else train one on `files` (or on `sources`, which
-    may include tables) and save it there."""
-    if tokenizer: return load_tokenizer(tokenizer, lowercase)
+                  sources: Optional[list[CorpusSource]] = None,
+                  strip_accents: bool | None = None) -> PreTrainedTokenizerFast:
+    """The run's tokenizer: `tokenizer` when given (a vocab.txt read with `lowercase` and `strip_accents`, None:
+    BERT's rule; a trained one strips with `strip_accents` true only); else the one trained earlier in
+    `run_dir/tokenizer` (kept so a resumed run tokenizes exactly as before); else train one on `files` (or on
+    `sources`, which may include tables) and save it there."""
+    if tokenizer: return load_tokenizer(tokenizer, lowercase, strip_accents=strip_accents)
+    strip_accents = bool(strip_accents)
     save_dir = Path(run_dir) / TOKENIZER_DIR
     settings = {'files': [str(Path(f).resolve()) for f in files], 'vocab_size': vocab_size, 'lowercase': lowercase,
                 'strip_accents': strip_accents}

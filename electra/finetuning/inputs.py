@@ -54,11 +54,11 @@ def _as_read_back(values: dict) -> dict:
 
 
 def run_inputs(task_cfg: FinetuneConfig, task: FinetuningTask, model: str, data: dict[str, str], seed: int,
-               doubled: bool, precision: str) -> RunInputs:
-    """The inputs of one run: `precision` as it resolves on this device ('auto' is not a number format),
-    `double_unordered` as it applies to the task (`doubled`)."""
-    run = {k: getattr(task_cfg, k) for k in RESULT_KEYS} | {'seed': seed, 'double_unordered': doubled,
-                                                            'precision': precision}
+               doubled: bool, resolved: dict[str, str]) -> RunInputs:
+    """The inputs of one run: `resolved` the `precision` as it resolves on this device ('auto' is not a number
+    format), the `device`'s type (cpu, cuda: not which GPU) and the torchrun job's `processes` (with dropout on, each
+    draws its rows' masks), `double_unordered` as it applies to the task (`doubled`)."""
+    run = {k: getattr(task_cfg, k) for k in RESULT_KEYS} | {'seed': seed, 'double_unordered': doubled, **resolved}
     return RunInputs(model, data, _as_read_back(task.settings()), _as_read_back(run))
 
 
@@ -84,7 +84,9 @@ def what_changed(row: dict, new: RunInputs, files: dict[str, list[Path]], model:
     if old is None: return changed, unrecorded + ['the data and settings']
     for split, digest in new.data.items():
         if old['data'].get(split) != digest: changed.append(f'the {split} file changed ({_files_phrase(files[split])})')
-    for where, was, now in (("the task file's ", old['task'], new.task), ('', old['run'], new.run)):
+    unrecorded += [k for k in new.run if k not in old['run']]  # a key recorded since the row was written
+    recorded = {k: v for k, v in new.run.items() if k in old['run']}
+    for where, was, now in (("the task file's ", old['task'], new.task), ('', old['run'], recorded)):
         for key in [*now, *(k for k in was if k not in now)]:
             if was.get(key) != now.get(key):
                 changed.append(f'{where}{key} changed (was {was.get(key)!r}, now {now.get(key)!r})')

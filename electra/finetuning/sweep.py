@@ -17,6 +17,7 @@ from electra.finetuning.results import ResultsTable, plot_summary, select_runs, 
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, track_exports, train_jobs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.classification import ClassificationTask
+from electra.finetuning.tasks.encoding import unknown_share_warning
 from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.glue.demo import write_demo_glue
 from electra.finetuning.tasks.glue.sources import open_source
@@ -100,7 +101,7 @@ def _todo(cfg: FinetuneConfig, task: FinetuningTask, results: ResultsTable, out:
 
 
 def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], results: ResultsTable, model: str,
-          precision: str, say) -> Iterator[tuple[TaskData, list[RunJob]]]:
+          resolved: dict, say) -> Iterator[tuple[TaskData, list[RunJob]]]:
     """Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a
     time. Each task's data files are hashed once (`FileDigests`), its runs' inputs made from them."""
     out, digests = group_dir(cfg), FileDigests()
@@ -109,13 +110,14 @@ def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], resu
         doubled = _doubled(task, cfg, task_cfg)
         files = task.data_files()
         content = data_digests(files, digests)
-        inputs = [run_inputs(task_cfg, task, model, content, seed, doubled, precision) for seed in cfg.seed_list]
+        inputs = [run_inputs(task_cfg, task, model, content, seed, doubled, resolved) for seed in cfg.seed_list]
         todo, again = _todo(cfg, task, results, out, inputs, files)
         if not todo:
             say(f'{name}: all {cfg.runs} runs finished before; skipped')
             continue
         for line in again: say(line)
         data = task.prepare(task_cfg, tokenizer, cfg.cache_dir, doubled)
+        if unknown := unknown_share_warning(name, data.train_text, tokenizer): say(unknown)
         say(f'{name}: {task.count(data.train, "train")}{" (both segment orders)" if doubled else ""}, '
             f'{", ".join(task.count(e, s) for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
             f'max_length {task_cfg.max_length}, '
@@ -203,8 +205,9 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     for line in cfg.command_line_over_task_files(): say(line)  # the typed value wins (`FinetuneConfig.for_task`)
     tasks = job_tasks(cfg, source)  # (a task file's data read and checked once)
     _check_token_types(cfg, pretrained.config, tasks)
-    precision = resolve_precision(cfg.precision, resolve_device(cfg.device))
-    plan = _plan(cfg, tokenizer, tasks, results, model_fingerprint(cfg.model), precision, say)
+    device = resolve_device(cfg.device)
+    resolved = {'precision': resolve_precision(cfg.precision, device), 'device': device.type, 'processes': world().size}
+    plan = _plan(cfg, tokenizer, tasks, results, model_fingerprint(cfg.model), resolved, say)
     n = parallel_runs(cfg)
     if n > 1:
         try:

@@ -2,7 +2,8 @@
 
 The official code (google-research/electra, pretrain/pretrain_helpers.py `mask`) chooses a FIXED number of
 positions per sequence, round(n_real_tokens * mask_prob), at least 1 and at most
-`max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length)`, and returns them as a static
+`max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length)` (of the config's length, not the batch's width:
+`max_length`), and returns them as a static
 [B, P] block of positions with weights: only those P hidden states reach the generator's vocabulary
 projection. It draws the P positions with replacement (`tf.random.categorical`), so a row can choose one position
 twice: 19 draws among ~125 candidates repeat one in about three rows out of four (`repeat_probability`). Modes:
@@ -71,11 +72,15 @@ def candidates_mask(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: 
 
 def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int, mask_id: int, vocab_size: int,
                 mask_prob: float = 0.15, mode: str = 'fixed', mask_token_prob: float = 0.85,
-                random_token_prob: float = 0.0, draws: torch.Generator | CounterDraws | None = None) -> MaskedInputs:
+                random_token_prob: float = 0.0, draws: torch.Generator | CounterDraws | None = None,
+                max_length: int | None = None) -> MaskedInputs:
     """Choose positions of `input_ids` [B, L] to predict, and corrupt them.
     `special_ids`: 1-D tensor of ids never chosen ([CLS], [SEP], [MASK], [PAD], and [UNK] if excluded).
     `draws`: where the random numbers come from (objective/draws.py): a torch.Generator (None: torch's global one),
-    drawn in turn, or counter draws, pure functions of the seed and the step (they trace into a compiled graph)."""
+    drawn in turn, or counter draws, pure functions of the seed and the step (they trace into a compiled graph).
+    `max_length`: the config's, whose `max_predictions` caps the count, as the official N = max_predictions_per_seq
+    whatever the batch's width; None: the width L of `input_ids`, so a batch padded short of max_length masks fewer.
+    Either way the cap is at least 1, so that every row with a candidate masks at least one token."""
     B, L = input_ids.shape
     device, draws = input_ids.device, as_draws(draws)
     real = input_ids != pad_id                                        # [B, L]
@@ -83,12 +88,13 @@ def mask_tokens(input_ids: torch.Tensor, special_ids: torch.Tensor, pad_id: int,
     if mode in ('fixed', 'bernoulli'):
         scores = draws.uniform((B, L), device, STREAMS['mask_positions'])  # random priorities, one per position
     if mode in ('fixed', 'with_replacement'):
-        P = min(max_predictions(mask_prob, L), L)
+        P = max(max_predictions(mask_prob, max_length or L), 1)
         # The official count counts every real token, [CLS] and [SEP] included (input_mask).
         count = (real.sum(1).float() * mask_prob).round().long().clamp(min=1, max=P)   # [B]
     if mode == 'fixed':
         # Top-P random scores among candidates is a uniform sample of distinct positions, static shape [B, P]
-        # (the official draw, with replacement, is `with_replacement`).
+        # (the official draw, with replacement, is `with_replacement`); distinct positions are at most L.
+        P = min(P, L)
         top, positions = scores.masked_fill(~candidates, -1.0).topk(P, dim=1)
         chosen = (torch.arange(P, device=device) < count[:, None]) & (top >= 0)         # [B, P]
     elif mode == 'with_replacement':
@@ -139,6 +145,7 @@ class MaskingSettings:
     mode: str = 'fixed'
     mask_token_prob: float = 0.85
     random_token_prob: float = 0.0
+    max_length: int | None = None  # the config's: its `max_predictions` is the cap (None: each batch's width)
     _special: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # device -> special_ids
 
     @classmethod
@@ -152,7 +159,8 @@ class MaskingSettings:
     def from_config(cls, cfg, tokenizer) -> 'MaskingSettings':
         "The settings of a `PretrainConfig` and its tokenizer."
         return cls.for_tokenizer(tokenizer, cfg.mask_unk, mask_prob=cfg.mask_prob, mode=cfg.mask_mode,
-                                 mask_token_prob=cfg.mask_token_prob, random_token_prob=cfg.random_token_prob)
+                                 mask_token_prob=cfg.mask_token_prob, random_token_prob=cfg.random_token_prob,
+                                 max_length=cfg.max_length)
 
     def special_tensor(self, device: torch.device) -> torch.Tensor:
         "`special_ids` as a tensor on `device`, made once per device: no host-to-device copy per batch."
@@ -162,4 +170,5 @@ class MaskingSettings:
     def __call__(self, input_ids: torch.Tensor, draws: torch.Generator | CounterDraws | None = None) -> MaskedInputs:
         "`mask_tokens` of `input_ids` [B, L] with these settings, its random numbers from `draws`."
         return mask_tokens(input_ids, self.special_tensor(input_ids.device), self.pad_id, self.mask_id, self.vocab_size,
-                           self.mask_prob, self.mode, self.mask_token_prob, self.random_token_prob, draws)
+                           self.mask_prob, self.mode, self.mask_token_prob, self.random_token_prob, draws,
+                           self.max_length)

@@ -21,8 +21,8 @@ from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import PretrainConfig, saved_config
 from electra.config.values import config_to_dict
 from electra.config.version import __version__
-from electra.data.tokenizer import (SavedTokenizer, has_tokenizer_files, load_tokenizer, tokenizer_fingerprint,
-                                    tokenizer_from_state, tokenizer_state)
+from electra.data.tokenizer import (SavedTokenizer, applied_case, has_tokenizer_files, load_tokenizer,
+                                    tokenizer_fingerprint, tokenizer_from_state, tokenizer_state)
 from electra.pretrained.export import load_saved
 from electra.pretrained.generator import vocabulary_mismatch
 from electra.objective.model import ElectraGeneratorDiscriminator, discriminator_config, generator_config
@@ -171,7 +171,8 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
         raise ConfigError(f"init_from: {init.source}: its tokenizer has {len(init.tokenizer)} tokens, its weights "
                           f"{init.discriminator.config.vocab_size} rows: they do not belong together.")
     if cfg.tokenizer:
-        if tokenizer_fingerprint(load_tokenizer(cfg.tokenizer, cfg.lowercase)) != tokenizer_fingerprint(init.tokenizer):
+        given = load_tokenizer(cfg.tokenizer, cfg.lowercase, strip_accents=cfg.strip_accents)
+        if tokenizer_fingerprint(given) != tokenizer_fingerprint(init.tokenizer):
             raise ConfigError(f"tokenizer: {cfg.tokenizer} is not the vocabulary {init.source} was trained with; a run "
                               f"that continues from weights tokenizes with theirs. Leave --tokenizer empty.")
 
@@ -278,7 +279,7 @@ def save_init_checkpoint(init: InitWeights, path: str | Path) -> Path:
                               embedding_size=d.embedding_size, max_position_embeddings=d.max_position_embeddings,
                               max_length=min(PretrainConfig.max_length, d.max_position_embeddings),
                               generator_size=g.hidden_size / d.hidden_size, tie_weights=shared_weights(init),
-                              lowercase=bool(getattr(init.tokenizer, 'do_lower_case', True)))
+                              **applied_case(init.tokenizer))  # what its tokenizer does, as a run records it
     model = ElectraGeneratorDiscriminator(init.generator, init.discriminator, cfg.tie_weights)
     state = {'format': FORMAT, 'electra_version': __version__, 'step': 0, 'config': config_to_dict(cfg),
              'tokenizer': tokenizer_state(init.tokenizer), 'model': model.state_dict(), 'source': init.source}

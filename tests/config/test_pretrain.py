@@ -196,36 +196,90 @@ def test_two_checkpoint_fractions_of_one_file_name_are_refused_naming_both():
         load_config(PretrainConfig, ['--checkpoint_at', '[0.5, 1.0, 0.5]'], preset_dir='configs/pretrain')
 
 
-def test_a_tokenizer_folder_s_own_lower_casing_is_the_one_recorded_and_a_contradicting_lowercase_is_refused(tmp_path):
-    """A save_pretrained folder lower-cases as its tokenizer_config.json says (do_lower_case), whatever `lowercase`
-    is: the run's config.yaml recorded `lowercase: true` (the default) for a cased folder, a record of a setting
-    the run did not use. It records the folder's, sourced to the folder; a typed --lowercase contradicting it is refused."""
-    import json
+def own_tokenizer(path, entries, normalizer=None):
+    "A WordLevel tokenizer folder of `entries` (after the special tokens) with `normalizer`, as a BPE or Unigram one."
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    specials = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
+    tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate([*specials, *entries])}, unk_token='[UNK]'))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    if normalizer is not None: tok.normalizer = normalizer
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token='[UNK]', cls_token='[CLS]', sep_token='[SEP]',
+                            mask_token='[MASK]', pad_token='[PAD]').save_pretrained(path)
+    return path
 
+
+def followed(tmp_path, *argv):
+    """The config of `argv` once it follows what its `--tokenizer` does (as pretrain.py does after loading it), with
+    the tokenizer and config.yaml as saved."""
     import yaml
+
+    from electra.data.tokenizer import applied_case, get_tokenizer
+    from electra.pretraining.learner import save_run_config
+    cfg = load_config(PretrainConfig, list(argv), preset_dir='configs/pretrain')
+    tok = get_tokenizer(cfg.tokenizer, [], cfg.vocab_size, cfg.lowercase, tmp_path, None, cfg.strip_accents)
+    cfg.follow_tokenizer(applied_case(tok), f'the tokenizer {cfg.tokenizer}')
+    (tmp_path / 'run').mkdir(exist_ok=True)
+    return cfg, tok, yaml.safe_load(save_run_config(cfg, tmp_path / 'run').read_text())
+
+
+def test_what_the_run_s_tokenizer_does_is_recorded_and_a_typed_case_or_accent_rule_it_contradicts_refused(tmp_path):
+    """R1-4, R7a-6: a tokenizer folder applies its own normalizer whatever `lowercase` and `strip_accents` say (a cased
+    save_pretrained folder, a BPE without a normalizer, a Unigram that lower-cases): config.yaml recorded the keys'
+    values, not what was applied. What the tokenizer does to the probes 'A' and 'é' is recorded, sourced to it; a typed
+    value it contradicts is refused in one line, one from a file replaced with a warning."""
+    from tokenizers import normalizers
 
     from electra.config.values import value_sources
     from electra.data.tokenizer import load_tokenizer
-    from electra.pretraining.learner import save_run_config
     from tests.data.test_tokenizer import bert_style_vocab
-
-    folder = tmp_path / 'cased'
-    load_tokenizer(str(bert_style_vocab(tmp_path / 'v.txt', ['The', 'the'])), lowercase=False).save_pretrained(folder)
-    assert json.loads((folder / 'tokenizer_config.json').read_text())['do_lower_case'] is False
-    assert load_tokenizer(str(folder))('The')['input_ids'] == [101, 104, 102]  # the folder's setting applies: cased
-    cfg = load_config(PretrainConfig, ['--tokenizer', str(folder)], preset_dir='configs/pretrain')
-    saved = yaml.safe_load(save_run_config(cfg, tmp_path).read_text())
-    assert saved['lowercase'] is False and cfg.lowercase is False
-    assert value_sources(cfg)['lowercase'] == f'tokenizer {folder}: tokenizer_config.json do_lower_case'
-    assert load_config(PretrainConfig, ['--tokenizer', str(folder), '--lowercase', 'false'],
-                       preset_dir='configs/pretrain').lowercase is False  # agreeing: nothing to say
-    with pytest.raises(ConfigError, match=rf"^lowercase: true \(command line\) contradicts the tokenizer folder {folder}"
-                                          r", whose tokenizer_config\.json has do_lower_case: false, the setting it is "
-                                          r"read with\. Drop --lowercase, or set do_lower_case there\.$"):
-        load_config(PretrainConfig, ['--tokenizer', str(folder), '--lowercase', 'true'], preset_dir='configs/pretrain')
-    (tmp_path / 'old.yaml').write_text('lowercase: true\n')  # a file's value (an older run's config.yaml): followed no more
-    with pytest.warns(RunWarning, match=rf"^lowercase: true \({tmp_path / 'old.yaml'}: line 1\) is replaced by the tokenizer "
-                                        rf"folder {folder}, whose tokenizer_config\.json has do_lower_case: false"):
-        cfg = load_config(PretrainConfig, ['--config', str(tmp_path / 'old.yaml'), '--tokenizer', str(folder)],
-                          preset_dir='configs/pretrain')
+    cased = tmp_path / 'cased'
+    load_tokenizer(str(bert_style_vocab(tmp_path / 'v.txt', ['The', 'the'])), lowercase=False).save_pretrained(cased)
+    bpe = own_tokenizer(tmp_path / 'bpe', ['The', 'the', 'café'])  # no normalizer: the text as it is
+    lower = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    uni = own_tokenizer(tmp_path / 'uni', ['the', 'café'], lower)
+    for folder, lowers in ((cased, False), (bpe, False), (uni, True)):
+        cfg, tok, saved = followed(tmp_path, '--tokenizer', str(folder))
+        assert (saved['lowercase'], saved['strip_accents']) == (lowers, False) == (cfg.lowercase, cfg.strip_accents)
+        assert (tok.tokenize('The')[0] == 'the') is lowers
+        if lowers is False:
+            assert value_sources(cfg)['lowercase'] == f'the tokenizer {folder}: what it does to its input'
+        typed = str(not lowers).lower()
+        does = "lower-cases its input ('A' becomes 'a')" if lowers else "keeps the case of its input ('A' stays 'A')"
+        refusal = (f'lowercase: {typed} (command line) contradicts the tokenizer {folder}, which {does}. Drop '
+                   '--lowercase, or give a tokenizer that does what you ask.')
+        with pytest.raises(ConfigError, match=re.escape(refusal) + '$'):
+            followed(tmp_path, '--tokenizer', str(folder), '--lowercase', typed)
+    refusal = (f"strip_accents: true (command line) contradicts the tokenizer {bpe}, which keeps accents ('é' stays "
+               "'é'). Drop --strip_accents, or give a tokenizer that does what you ask.")
+    with pytest.raises(ConfigError, match=re.escape(refusal) + '$'):
+        followed(tmp_path, '--tokenizer', str(bpe), '--strip_accents', 'true')
+    (tmp_path / 'old.yaml').write_text('lowercase: true\n')  # a file's value (an older run's config.yaml): replaced
+    replaced = (f"lowercase: true ({tmp_path / 'old.yaml'}: line 1) is replaced by what the tokenizer {cased} does: "
+                "it keeps the case of its input")
+    with pytest.warns(RunWarning, match=re.escape(replaced)):
+        cfg, _, _ = followed(tmp_path, '--config', str(tmp_path / 'old.yaml'), '--tokenizer', str(cased))
     assert cfg.lowercase is False
+
+
+def test_a_vocab_txt_applies_a_typed_strip_accents_and_records_bert_s_rule_otherwise(tmp_path):
+    """R7a-4: `--tokenizer vocab.txt --strip_accents false` stripped accents anyway (BERT's rule: strip with lowercase),
+    its accented entries unreachable, while config.yaml said false. A typed value is applied; without one BERT's
+    rule applies and is what config.yaml records."""
+    from tests.data.test_tokenizer import bert_style_vocab
+    vocab = bert_style_vocab(tmp_path / 'fr.txt', ['élève', 'eleve', 'é', '##é'])
+    cfg, tok, saved = followed(tmp_path, '--tokenizer', str(vocab), '--strip_accents', 'false')
+    assert tok.tokenize('Élève') == ['élève'] and saved['strip_accents'] is False
+    unreached = (f"tokenizer {vocab}: 3 entries of the vocabulary hold accents ('élève', 'é', '##é'), which no input "
+                 "reaches while accents are stripped (strip_accents: true). For a vocabulary with accents give "
+                 "--strip_accents false.")
+    with pytest.warns(RunWarning, match=re.escape(unreached) + '$'):
+        cfg, tok, saved = followed(tmp_path, '--tokenizer', str(vocab))
+    assert tok.tokenize('Élève') == ['eleve'] and saved['strip_accents'] is True and saved['lowercase'] is True
+    vocab = bert_style_vocab(tmp_path / 'cased.txt', ['Élève', 'élève', 'eleve'])  # cased: read with lowercase false
+    with pytest.warns(RunWarning, match=r"2 entries of the vocabulary hold accents \('Élève', 'élève'\)"):
+        cfg, tok, saved = followed(tmp_path, '--tokenizer', str(vocab), '--lowercase', 'false',
+                                   '--strip_accents', 'true')
+    assert tok.tokenize('élève') == ['eleve'] and (saved['lowercase'], saved['strip_accents']) == (False, True)
+    cfg, tok, saved = followed(tmp_path, '--tokenizer', str(vocab), '--lowercase', 'false')
+    assert tok.tokenize('élève') == ['élève'] and saved['strip_accents'] is False  # BERT's rule: no lowercase, no strip

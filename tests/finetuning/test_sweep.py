@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import json
 import re
 import shutil
 import zipfile
@@ -207,6 +208,60 @@ def test_each_input_of_a_finished_run_edited_does_it_again_and_an_unchanged_reru
     # the run of the new model started from its weights
     assert torch.equal(mask_row(last, tok), mask_row(other.state_dict(), tok))
     assert not torch.equal(mask_row(first, tok), mask_row(last, tok))
+
+
+def test_a_finished_run_padded_to_other_buckets_or_compiled_otherwise_is_done_again(tmp_path, glue_dir, tiny,
+                                                                                      monkeypatch):
+    """`length_buckets` and `compile` change a run's result with dropout on (the masks follow the padded shape;
+    inductor draws its own): a row records both, so another value trains the run again, saying so, and a row of an
+    earlier version that records neither is done again as such a row."""
+    model, tok = tiny
+    monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
+        data.task.new_model(copy.deepcopy(body), task_cfg), [{m: 50.0 for m in dev_metric_names(data.task)}]))
+
+    def again(**kw) -> list[str]:
+        lines, cfg = [], job(tmp_path, glue_dir, tasks=['RTE'], **kw)
+        sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
+        return lines[:next((k for k, line in enumerate(lines) if line.endswith('runs to do')), len(lines))]
+    redone = 'RTE run 0: since its row was written, {}; fine-tuning it again, replacing its row and checkpoint'.format
+    again()
+    assert again(length_buckets=[64]) == [redone('length_buckets changed (was [], now [64])')]
+    assert again(length_buckets=[64]) == ['RTE: all 1 runs finished before; skipped']
+    assert again(length_buckets=[64], compile=True) == [redone('compile changed (was False, now True)')]
+    table = tmp_path / 'ckpt/t/results.csv'
+    old = pd.read_csv(table, dtype=str)
+    settings = json.loads(old.loc[0, 'settings'])
+    for key in ('length_buckets', 'compile'): del settings['run'][key]
+    old.loc[0, 'settings'] = json.dumps(settings)
+    old.to_csv(table, index=False)  # a row written before these keys were recorded
+    assert again(length_buckets=[64], compile=True) == [
+        'RTE run 0: its row does not record length_buckets or compile (a results table of an earlier version); '
+        'fine-tuning it again, replacing its row and checkpoint']
+
+
+def test_a_task_whose_training_text_is_mostly_unknown_to_the_vocabulary_is_said_once(tmp_path, glue_dir, tiny,
+                                                                                       monkeypatch):
+    """RTE's tiny files as a task file, their letters written in Cyrillic: most of the text is [UNK] to the tiny
+    model's vocabulary, and the job says so in one line for that task before its runs; RTE itself, in English, not."""
+    from electra.finetuning.tasks.encoding import unknown_share_warning
+    model, tok = tiny
+    monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
+        data.task.new_model(copy.deepcopy(body), task_cfg), [{m: 50.0 for m in dev_metric_names(data.task)}]))
+    task = shutil.copytree(glue_dir / 'RTE', tmp_path / 'task')
+    cyrillic = str.maketrans('aeiopckxyABEHKMOPCTX', 'аеіорсkхуАВЕНКМОРСТХ')
+    for name in ('train.tsv', 'dev.tsv'):  # the texts in Cyrillic, the header and the labels as they are
+        head, *rows = [line.split('\t') for line in (task / name).read_text().splitlines()]
+        rows = [[*(c.translate(cyrillic) for c in r[:-1]), r[-1]] for r in rows]
+        (task / name).write_text(''.join('\t'.join(r) + '\n' for r in [head, *rows]))
+    (task / 'ru.yaml').write_text(TASK_FILE)
+    lines, cfg = [], job(tmp_path, glue_dir, tasks=['RTE', str(task / 'ru.yaml')])
+    sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
+    said = [line for line in lines if line.startswith('warning: ')]
+    assert len(said) == 1 and said[0].startswith('warning: ru: ') and ' are [UNK] (e.g. ' in said[0]
+    rows = [l.split('\t') for l in (task / 'train.tsv').read_text().splitlines()[1:]]
+    assert said[0] == unknown_share_warning('ru', [r[1] for r in rows] + [r[2] for r in rows], tok)
+    share = float(said[0].split('% of')[0].split()[-1])
+    assert share > 50 and lines.index(said[0]) < next(k for k, l in enumerate(lines) if l.startswith('ru: '))
 
 
 def test_rows_of_a_table_written_before_models_were_fingerprinted_are_done_again(tmp_path, glue_dir, tiny):

@@ -43,6 +43,39 @@ def test_fixed_count_is_rounded_rate_capped():
     assert count.max() == 19  # long rows hit the cap
 
 
+@pytest.mark.parametrize('mode', ['fixed', 'with_replacement'])
+def test_the_cap_is_the_settings_not_the_batch_s_padded_width(mode):
+    """Official `mask`: N = max_predictions_per_seq from the config, whatever width the batch has. Rows of 10 real
+    tokens mask round(1.5) = 2 whether padded to 10 or 64, and 8 rows of 6 tokens padded to 6 mask round(0.9) = 1
+    each, under the cap of max_length 128 (19); the settings take it from a config's max_length."""
+    from types import SimpleNamespace
+    from electra.objective.masking import MaskingSettings
+    from tests.support.baseline import BenchTokenizer
+    row = torch.tensor([CLS, *range(10, 18), SEP])
+    for width in (10, 64):
+        ids = torch.cat([row, torch.full((width - 10,), PAD)])[None].repeat(4, 1)
+        assert ((run_mask(ids, mode, max_length=128).labels >= 0).sum(1) == 2).all()
+    six = torch.tensor([[CLS, 10, 11, 12, 13, SEP]] * 8)
+    m = run_mask(six, mode, max_length=128)
+    assert ((m.labels >= 0).sum(1) == 1).all() and ((m.input_ids == MASK).sum(1) <= 1).all()
+    tok = BenchTokenizer(120)
+    cfg = SimpleNamespace(mask_unk=True, mask_prob=0.15, mask_mode=mode, mask_token_prob=0.85, random_token_prob=0.0,
+                          max_length=128)
+    masking = MaskingSettings.from_config(cfg, tok)
+    assert masking.max_length == 128
+    short = torch.tensor([[tok.cls_token_id, 10, 11, 12, 13, tok.sep_token_id]] * 8)
+    assert ((masking(short, torch.Generator().manual_seed(0)).labels >= 0).sum(1) == 1).all()
+
+
+def test_without_a_max_length_the_cap_is_the_width_and_at_least_one_position():
+    "No max_length: the cap follows the width (pad batches to max_length for the official count), never 0 slots."
+    six = torch.tensor([[CLS, 10, 11, 12, 13, SEP]] * 8)
+    m = run_mask(six)
+    assert m.positions.shape == (8, 1) and ((m.labels >= 0).sum(1) == 1).all()
+    ten = torch.tensor([[CLS, *range(10, 18), SEP]] * 4)
+    assert run_mask(ten).positions.shape == (4, 1)  # int(0.155 * 10) = 1: a batch padded short masks fewer
+
+
 def test_fixed_mode_chooses_distinct_candidates_only():
     ids, _ = batch()
     m = run_mask(ids)

@@ -9,6 +9,7 @@ and the summary read; a checkpoint names its kind and its head's settings, so `l
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -59,10 +60,12 @@ class TaskInfo:
 
 @dataclass
 class TaskData:
-    "A task's encoded training set and dev splits (the encodings are the task kind's own)."
+    """A task's encoded training set and dev splits (the encodings are the task kind's own), and its training text as
+    read, which the sweep checks for [UNK]s (`encoding.unknown_share_warning`)."""
     task: 'FinetuningTask'
     train: Any
     dev: dict[str, Any]
+    train_text: Sequence[str] = ()
 
 
 @dataclass

@@ -61,8 +61,10 @@ class ClassificationTask(FinetuningTask):
         before the runs rather than after them."""
         for split, _ in self.info.test_files if task_cfg.predict else ():
             if self.source.has(self.info, split): self.source.load(self.info, split)
-        train = self.encoded(self.info, 'train', task_cfg, tokenizer, cache_dir, self._train_examples(task_cfg, doubled))
-        return TaskData(self, train, {s: self.encoded(self.info, s, task_cfg, tokenizer, cache_dir) for s in self.dev_splits})
+        ex = self._train_examples(task_cfg, doubled)
+        train = self.encoded(self.info, 'train', task_cfg, tokenizer, cache_dir, ex)
+        dev = {s: self.encoded(self.info, s, task_cfg, tokenizer, cache_dir) for s in self.dev_splits}
+        return TaskData(self, train, dev, ex.text_a + (ex.text_b or []))
 
     def new_model(self, body: nn.Module, task_cfg: FinetuneConfig) -> ElectraClassifier:
         scale = (self.info.target_scale or task_cfg.stsb_scale) if self.info.is_regression else 1.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import unicodedata
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from electra.runtime.files import atomic_write_bytes, path_inside
 from electra.runtime.processes import is_main_process
 
 __all__ = ['padded_length', 'truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
-           'make_loader', 'NPZ_DAMAGED']
+           'make_loader', 'NPZ_DAMAGED', 'UNKNOWN_SHARE', 'unknown_share_warning']
 
 _CACHE_VERSION = 1
 
@@ -62,6 +63,45 @@ def _special_ids(tokenizer) -> tuple[int, int]:
     if cls is None or sep is None:
         raise ConfigError("model: the tokenizer has no [CLS]/[SEP] tokens; an ELECTRA (BERT WordPiece) tokenizer is needed.")
     return cls, sep
+
+
+UNKNOWN_SHARE = 0.05    # a task whose training text is more [UNK] tokens than this is said (`unknown_share_warning`)
+_UNKNOWN_SAMPLE = 2000  # the texts counted for it, evenly spread over the training set
+
+
+def _ids(texts: list[str], tokenizer) -> list[list[int]]:
+    return tokenizer(texts, add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False,
+                     verbose=False)['input_ids']
+
+
+def _unknown_share(texts: list[str], tokenizer) -> tuple[float, list[list[int]]]:
+    "The share of [UNK] among the tokens of `texts`, and their ids."
+    ids = _ids(texts, tokenizer)
+    total = sum(map(len, ids))
+    return (sum(row.count(tokenizer.unk_token_id) for row in ids) / total if total else 0.0), ids
+
+
+def unknown_share_warning(name: str, texts: Sequence[str], tokenizer) -> str:
+    """A `warning:` line when over 5% of the tokens of task `name`'s training `texts` are [UNK]: text the model's
+    vocabulary does not cover (another script; accents in another Unicode form, NFD text on a vocabulary of NFC
+    words), of which a run learns next to nothing, ending at the majority class without a word. With the share, a
+    word made [UNK] and, where the text in NFC would be covered, that fix; '' otherwise. Counted over up to 2,000 of
+    the texts, evenly spread (the same each time)."""
+    if getattr(tokenizer, 'unk_token_id', None) is None or not texts: return ''
+    sample = [t for t in texts[::max(1, len(texts) // _UNKNOWN_SAMPLE)][:_UNKNOWN_SAMPLE] if t]
+    share, ids = _unknown_share(sample, tokenizer)
+    if share <= UNKNOWN_SHARE: return ''
+    unk = tokenizer.unk_token_id
+    word = next((w for t, row in zip(sample, ids) if unk in row for w in t.split() if unk in _ids([w], tokenizer)[0]),
+                None)
+    nfc, _ = _unknown_share([unicodedata.normalize('NFC', t) for t in sample], tokenizer)
+    fix = (f"in NFC (unicodedata.normalize) {nfc:.1%} would be: normalise the text to NFC, as the model's vocabulary is"
+           if nfc <= UNKNOWN_SHARE else
+           "the model's vocabulary does not cover this text: fine-tune a model pretrained on text like it")
+    of = 'its training text' if len(sample) == len(texts) else f'{len(sample):,} of its {len(texts):,} training texts'
+    example = f' (e.g. {word!r})' if word else ''
+    return (f'warning: {name}: {share:.1%} of the tokens of {of} are [UNK]{example}, so a run learns little from it; '
+            f'{fix}.')
 
 
 def encode(ex: Examples, tokenizer, max_length: int) -> Encoded:

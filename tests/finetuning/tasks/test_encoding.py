@@ -135,3 +135,29 @@ def test_encoders_that_cut_inputs_themselves_do_not_warn_that_a_text_is_too_long
     featurize([QAExample('q', 'the cat', long, ((4, 7),), False, ('cat',))], tok, 16, 4, 4)
     word_pieces([long.split()], tok)
     assert not tok.deprecation_warnings.get('sequence-length-is-longer-than-the-specified-maximum')
+
+
+def test_a_training_text_mostly_unknown_to_the_vocabulary_is_said_with_its_share_a_word_and_the_fix(tmp_path):
+    """Text in NFD on a vocabulary of NFC words, or in a script the vocabulary lacks, is [UNK] for the most part and a
+    run learns the majority class, silently. Counted by hand on a vocabulary of six words: "l'élève the cat" is
+    l ' élève the cat in NFC (5 tokens, none [UNK]) and l ' [UNK] the cat in NFD; with "the cat sat", 1 of 8 tokens."""
+    import unicodedata
+
+    from electra.data.tokenizer import load_tokenizer
+    from electra.finetuning.tasks.encoding import unknown_share_warning
+    from tests.data.test_tokenizer import bert_style_vocab
+    tok = load_tokenizer(str(bert_style_vocab(tmp_path / 'v.txt', ['the', 'cat', 'sat', 'élève', 'l', "'"])),
+                         strip_accents=False)
+    nfc = ["l'élève the cat", 'the cat sat']
+    nfd = [unicodedata.normalize('NFD', t) for t in nfc]
+    assert nfd[0] != nfc[0] and tok.tokenize(nfd[0]) == ['l', "'", '[UNK]', 'the', 'cat']
+    assert unknown_share_warning('fr', nfc, tok) == ''
+    word = nfd[0].split()[0]
+    assert unknown_share_warning('fr', nfd, tok) == (
+        f"warning: fr: 12.5% of the tokens of its training text are [UNK] (e.g. {word!r}), so a run learns "
+        "little from it; in NFC (unicodedata.normalize) 0.0% would be: normalise the text to NFC, as the model's "
+        "vocabulary is.")
+    assert unknown_share_warning('ru', ['кот the cat sat'], tok) == (
+        "warning: ru: 25.0% of the tokens of its training text are [UNK] (e.g. 'кот'), so a run learns little from it; "
+        "the model's vocabulary does not cover this text: fine-tune a model pretrained on text like it.")
+    assert unknown_share_warning('en', ['кот'] + ['the cat sat'] * 7, tok) == ''  # 1 of 22 tokens: 4.5%

@@ -295,7 +295,8 @@ class QATask(FinetuningTask):
             keep = np.sort(np.random.default_rng(0).choice(len(train), task_cfg.max_train_samples, replace=False))
             train = [train[i] for i in keep]
         return TaskData(self, self.split('train', tokenizer, task_cfg, cache_dir, train),
-                        {'dev': self.split('dev', tokenizer, task_cfg, cache_dir)})
+                        {'dev': self.split('dev', tokenizer, task_cfg, cache_dir)},
+                        [*(e.question for e in train), *dict.fromkeys(e.context for e in train)])
 
     def count(self, enc: QASplit, split: str) -> str:
         return f"{len(enc.examples)} {'training' if split == 'train' else split} questions ({len(enc)} windows)"

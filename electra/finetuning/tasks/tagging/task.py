@@ -140,7 +140,8 @@ class TaggingTask(FinetuningTask):
     def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
         "The training sentences (a fixed subset with `max_train_samples`, chosen as classification's) and dev's."
         train = self.split('train', tokenizer, task_cfg.max_length, task_cfg.max_train_samples)
-        return TaskData(self, train, {'dev': self.split('dev', tokenizer, task_cfg.max_length)})
+        return TaskData(self, train, {'dev': self.split('dev', tokenizer, task_cfg.max_length)},
+                        [' '.join(s.words) for s in train.file.sentences])
 
     def count(self, enc: TaggingSplit, split: str) -> str:
         n, what = len(enc.file.sentences), 'training' if split == 'train' else split

@@ -28,7 +28,7 @@ from torch import nn
 from transformers import ElectraConfig, ElectraForSequenceClassification, ElectraForTokenClassification
 
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.loading import finetuned_model, read_finetuned
+from electra.finetuning.loading import finetuned_model, read_run
 from electra.finetuning.results import ResultsTable, select_runs
 from electra.finetuning.runs import group_dir, transformers_folder
 from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block
@@ -240,11 +240,13 @@ def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, t
     return write_card(folder, data, body)
 
 
-def save_run(cfg: FinetuneConfig, checkpoint: Path, tokenizer, say: Callable[[str], None]) -> Path | None:
-    """Write the run of `checkpoint` as `<task>_<i>/` beside it (main process), whole or not at all; None where
-    transformers cannot hold it (`to_transformers`), said in one line unless its kind has no transformers class (QA:
-    the group's card says so, not every job's log)."""
-    ckpt = read_finetuned(checkpoint)
+def save_run(cfg: FinetuneConfig, row: dict, tokenizer, say: Callable[[str], None]) -> Path | None:
+    """Write the run of the results row `row` as `<task>_<i>/` beside its checkpoint (main process), whole or not at
+    all; refused when the checkpoint is not that run (`loading.read_run`); None where transformers cannot hold it
+    (`to_transformers`), said in one line unless its kind has no transformers class (QA: the group's card says so, not
+    every job's log)."""
+    checkpoint = Path(str(row['checkpoint']))
+    ckpt = read_run(row)
     model, why = to_transformers(ckpt)
     if model is None:
         if ckpt.get('kind', 'classification') in TRANSFORMERS_CLASSES:
@@ -290,7 +292,7 @@ def save_runs(cfg: FinetuneConfig, results: ResultsTable, tokenizer, say: Callab
         for r in picked.sort_values('run').to_dict('records'):
             checkpoint = Path(str(r['checkpoint']))
             if transformers_folder(checkpoint).is_dir(): found.append(transformers_folder(checkpoint))
-            elif (folder := save_run(cfg, checkpoint, tokenizer, say)) is not None:
+            elif (folder := save_run(cfg, r, tokenizer, say)) is not None:
                 say(f"{task} run {r['run']}: also a transformers folder, {folder}")
                 found.append(folder)
     return found

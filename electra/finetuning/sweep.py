@@ -12,6 +12,7 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
+from electra.finetuning.loading import read_finetuned, run_mismatch
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, track_exports, train_jobs
@@ -83,17 +84,28 @@ def _redo_line(name: str, runs: list[int], changed: tuple, unrecorded: tuple, ou
     return f"{name} {runs_phrase(runs)}: {'; '.join(why)}; fine-tuning {again}"
 
 
+def _replaced(ckpt: Path, row: dict) -> str:
+    """'' when the checkpoint `ckpt` is the run its results row records (`loading.run_mismatch`); else why not, for
+    `_redo_line`: a file copied over it (a backup restored, files moved between groups) or damaged is trained again,
+    never predicted from under the row's name."""
+    try: why = run_mismatch(read_finetuned(ckpt, mmap=True), row)
+    except ConfigError: return f'its checkpoint {ckpt} was damaged (it cannot be read as a fine-tuned run)'
+    return f'its checkpoint {ckpt} was replaced: {why}' if why else ''
+
+
 def _todo(cfg: FinetuneConfig, task: FinetuningTask, results: ResultsTable, out: Path, inputs: list[RunInputs],
           files: dict[str, list[Path]]) -> tuple[list[RunJob], list[str]]:
     """The runs of `task` to train (`inputs`: each run's), and a line for each group of finished runs among them that
-    are done again for one reason: a row is reused only when the run's inputs are the ones it records and its
-    checkpoint is there (`inputs.what_changed`)."""
+    are done again for one reason: a row is reused only when the run's inputs are the ones it records
+    (`inputs.what_changed`) and its checkpoint is there and is that run (`_replaced`)."""
     todo, again = [], {}
     for i, (seed, run) in enumerate(zip(cfg.seed_list, inputs)):
         ckpt, row = path_inside(out, f'{task.name}_{i}.pth', key='output_dir'), results.get(task.name, i)
         if row is not None:
             changed, unrecorded = what_changed(row, run, files, cfg.model)
-            if not changed and not unrecorded and ckpt.is_file(): continue
+            if not changed and not unrecorded and ckpt.is_file():
+                if not (why := _replaced(ckpt, row)): continue
+                changed.append(why)
             again.setdefault((tuple(changed), tuple(unrecorded)), []).append(i)
         todo.append(RunJob(task.name, i, seed, run.settings, run.model, ckpt))
     return todo, [_redo_line(task.name, runs, *why, out) for why, runs in again.items()]

@@ -16,7 +16,7 @@ import torch
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_from_dict
-from electra.finetuning import learner, loading, runs, sweep
+from electra.finetuning import export, learner, loading, runs, sweep
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
@@ -24,6 +24,7 @@ from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.metrics import dev_metric_names
 from electra.runtime.errors import TrainingStopped
+from tests.support.config import refused
 from tests.support.finetune import job
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -409,3 +410,51 @@ def test_a_run_fine_tuned_again_marks_its_replaced_mlflow_run(tmp_path, glue_dir
     old, new = (client.get_run(i).data.tags for i in ids)
     assert ids[0] != ids[1] and old['replaced_by'] == ids[1] and new['replaces'] == ids[0]
     assert 'replaced_by' not in new
+
+
+def test_a_checkpoint_replaced_by_another_runs_is_fine_tuned_again_and_never_predicted_from(tmp_path, glue_dir, tiny):
+    """RTE_1.pth copied over RTE_0.pth (a backup restored, files copied between groups): what the .pth records (task,
+    run, seed, dev scores) is not run 0's row, so the sweep trains run 0 again, saying why, rather than predict from
+    run 1's weights under run 0's name; predicting or exporting from the table as it was refuses in one line."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'ckpt/t'
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, save_pretrained='none')
+    results = sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    run1 = results.get('RTE', 1)
+    shutil.copy(out / 'RTE_1.pth', out / 'RTE_0.pth')
+    stale = ResultsTable(out / 'results.csv')
+    run0 = results.get('RTE', 0)
+    holds = (f"it holds RTE run 1 (seed 1, dev accuracy {run1['score']:.2f}), not RTE run 0 (seed 0, dev accuracy "
+             f"{run0['score']:.2f}) as its row records")
+    both = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, ensemble_k=2)  # run 0 picked, whatever the scores
+    refused(lambda: sweep.write_test_predictions(both, stale, tok, src, log=lambda s: None),
+            str(out / 'RTE_0.pth'), holds, 'run the same command again')
+    refused(lambda: export.save_runs(job(tmp_path, glue_dir, tasks=['RTE'], runs=2, save_pretrained='all'), stale, tok,
+                                     lambda s: None), str(out / 'RTE_0.pth'), holds)
+    lines = []
+    results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+    assert lines[0] == (f"RTE run 0: since its row was written, its checkpoint {out / 'RTE_0.pth'} was replaced: "
+                        f"{holds}; fine-tuning it again, replacing its row and checkpoint")
+    assert lines[1].endswith('1 of 2 runs to do')
+    ckpt = torch.load(out / 'RTE_0.pth', weights_only=True)
+    assert (ckpt['task'], ckpt['run'], ckpt['seed']) == ('RTE', 0, 0)
+    assert ckpt['settings'] == results.get('RTE', 0)['settings']
+    again = []
+    sweep.run_sweep(cfg, model, tok, src, log=again.append)
+    assert again == ['RTE: all 2 runs finished before; skipped']
+
+
+def test_what_a_checkpoint_records_against_its_row():
+    "`run_mismatch` by hand: the run itself matches to the table's 4 decimals; another model's, or another score, not."
+    row = {'task': 'RTE', 'run': 0, 'seed': 0, 'accuracy': 62.5, 'train_loss': 0.6931, 'model_fingerprint': 'ab',
+           'settings': '{"s": 1}', 'score': 62.5}
+    ckpt = {'task': 'RTE', 'run': 0, 'seed': 0, 'pretrained_fingerprint': 'ab', 'settings': '{"s": 1}',
+            'dev': {'epoch': 0, 'train_loss': 0.693147, 'accuracy': 62.5}}
+    assert loading.run_mismatch(ckpt, row) == ''
+    assert loading.run_mismatch({**ckpt, 'pretrained_fingerprint': 'cd'}, row) == (
+        'it holds RTE run 0 (seed 0, dev accuracy 62.50) of another model, not RTE run 0 (seed 0, dev accuracy 62.50) '
+        'as its row records')
+    assert loading.run_mismatch({**ckpt, 'dev': {**ckpt['dev'], 'accuracy': 56.25}}, row).startswith(
+        'it holds RTE run 0 (seed 0, dev accuracy 56.25), not')
+    old = {k: v for k, v in ckpt.items() if k not in ('settings', 'pretrained_fingerprint')}  # an earlier version's
+    assert loading.run_mismatch(old, row) == ''

@@ -12,6 +12,7 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
+from electra.finetuning.made_by import check_test_folder, drop_stale, models_line, record
 from electra.finetuning.loading import read_finetuned, run_mismatch
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
@@ -139,9 +140,12 @@ def check_outputs(cfg: FinetuneConfig) -> None:
     """The folders the job writes, checked before its first run rather than when a run's weights, the results table or
     the test predictions are first written (and made then, so a job refused before its first run leaves nothing):
     `<output_dir>/<group>/` (the runs, results.csv, summary.md and .png) and, with `predict`,
-    `<test_output_dir>/<group>/`. The token cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
+    `<test_output_dir>/<group>/`, refused when it holds test files of another group folder (`made_by`). The token
+    cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
     writable_dir(group_dir(cfg), 'output_dir', create=False)
-    if cfg.predict: writable_dir(group_dir(cfg, 'test_output_dir'), 'test_output_dir', create=False)
+    if cfg.predict:
+        writable_dir(group_dir(cfg, 'test_output_dir'), 'test_output_dir', create=False)
+        check_test_folder(group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve())
 
 
 def _check_lengths(cfg: FinetuneConfig, config, say: Callable[[str], None]) -> None:
@@ -246,10 +250,14 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
     """Predict the test sets with the selected run of each task (`select`), or the top `ensemble_k` runs together,
     each kind in its own format under `<test_output_dir>/<group>/`: GLUE the site's TSV files and
     `glue_submission.zip` (AX with MNLI's model), a task from files `id<TAB>prediction`, tagging the input's format,
-    QA the official `predictions.json` (and `null_odds.json`)."""
-    out = group_dir(cfg, 'test_output_dir')
+    QA the official `predictions.json` (and `null_odds.json`). Each file written is recorded with what wrote it
+    (`made_by`: refused in a test folder of another group folder); a test-only task's file the folder holds is
+    predicted again with its task's runs (AX with MNLI's) though not in `tasks`; a recorded file of runs fine-tuned
+    again since is removed."""
+    out, group = group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve()
+    check_test_folder(out, group)
     say = log if is_main_process() else (lambda *_: None)
-    tasks, written = job_tasks(cfg, source), []
+    tasks, written = _with_test_only_tasks(job_tasks(cfg, source), source, out, say), []
     for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):
         rows = results.task_rows(name)
         rows = rows[rows['run'] < cfg.runs]  # this job's runs, not later ones left by a larger sweep
@@ -261,9 +269,27 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
             say(f"{name}: {undefined} of {len(rows)} runs have an undefined dev {task.score_metric}; "
                 f"{'no test predictions' if picked.empty else 'they are not picked'}")
         if picked.empty: continue
-        written += task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
-    if any(p.name in SUBMISSION_FILES for p in written): written.append(zip_submission(out))
+        files = task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
+        record(out, files, name, picked, group)
+        written += files
+    removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say)
+    if any(p.name in SUBMISSION_FILES for p in written) or removed: written.append(zip_submission(out))
+    if line := models_line(out): say(line)
     return written
+
+
+def _with_test_only_tasks(tasks: dict[str, FinetuningTask], source: TaskSource, out: Path,
+                          say) -> dict[str, FinetuningTask]:
+    """`tasks` and the test-only GLUE tasks (AX) whose file `out` holds, predicted by a task of `tasks` (MNLI): its
+    runs may have changed, and the file is made from them, so it is written again with that task's."""
+    extra = {name: ClassificationTask(info, source) for name, info in TASKS.items() if info.predicted_by in tasks
+             and name not in tasks and any((out / f'{stem}.tsv').is_file() for _, stem in info.test_files)}
+    for name, task in extra.items():
+        files = ', '.join(f'{stem}.tsv' for _, stem in task.info.test_files)
+        by = task.predicted_by
+        say(f"{files}: predicted again with {by}'s runs: the folder holds it, and {name} is predicted by {by}'s model "
+            f"({name} is not in tasks)")
+    return {**tasks, **extra}
 
 
 def raise_if_diverged(results: ResultsTable) -> None:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
+import json
 import re
 import shutil
 import zipfile
@@ -458,3 +460,80 @@ def test_what_a_checkpoint_records_against_its_row():
         'it holds RTE run 0 (seed 0, dev accuracy 56.25), not')
     old = {k: v for k, v in ckpt.items() if k not in ('settings', 'pretrained_fingerprint')}  # an earlier version's
     assert loading.run_mismatch(old, row) == ''
+
+
+def zipped(folder: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(folder / 'glue_submission.zip') as z: return {n: z.read(n) for n in sorted(z.namelist())}
+
+
+def test_mnli_fine_tuned_again_without_ax_in_tasks_predicts_ax_again_and_a_replaced_runs_files_go(tmp_path, glue_dir,
+                                                                                                 tiny):
+    """AX is predicted by MNLI's runs: MNLI fine-tuned again (max_length 16, then 64) by a job without AX rewrites the
+    folder's AX.tsv from the new run, as a job of both writes it; a task's files whose runs were fine-tuned again by a
+    job that did not predict (`--predict false`) leave the folder and the zip, said in a line."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'out/t'
+    short = job(tmp_path, glue_dir, tasks=['MNLI', 'AX', 'RTE'], task_overrides={'MNLI': {'max_length': 16}})
+    sweep.write_test_predictions(short, sweep.run_sweep(short, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    # the length-16 run's predictions told apart from the next run's (the tiny runs predict one class): another class
+    before = re.sub(r'\t(entailment|neutral)$', '\tcontradiction', (out / 'AX.tsv').read_text(), flags=re.M)
+    (out / 'AX.tsv').write_text(before)
+    before = before.encode()
+    cfg, lines = job(tmp_path, glue_dir, tasks=['MNLI']), []
+    results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+    assert lines[0].startswith('MNLI run 0: since its row was written, max_length changed (was 16, now 64)')
+    sweep.write_test_predictions(cfg, results, tok, src, log=lines.append)
+    # the reference: the same table predicted by a job of MNLI and AX, into another folder
+    both = job(tmp_path, glue_dir, tasks=['MNLI', 'AX'], test_output_dir=str(tmp_path / 'ref'))
+    sweep.write_test_predictions(both, results, tok, src, log=lambda s: None)
+    assert (out / 'AX.tsv').read_bytes() == (tmp_path / 'ref/t/AX.tsv').read_bytes() != before
+    assert zipped(out)['AX.tsv'] == (out / 'AX.tsv').read_bytes() and 'RTE.tsv' in zipped(out)
+    assert ('AX.tsv: predicted again with MNLI\'s runs: the folder holds it, and AX is predicted by MNLI\'s model '
+            '(AX is not in tasks)') in lines
+    # RTE fine-tuned again without predicting, then a job predicting MNLI only: RTE.tsv is of a replaced run
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], lr=1e-4, predict=False), model, tok, src, log=lambda s: None)
+    lines = []
+    sweep.write_test_predictions(cfg, ResultsTable(tmp_path / 'ckpt/t/results.csv'), tok, src, log=lines.append)
+    assert not (out / 'RTE.tsv').exists() and 'RTE.tsv' not in zipped(out) and 'MNLI-m.tsv' in zipped(out)
+    assert (f'RTE.tsv removed from {out} and its zip: it was predicted by RTE run 0 (seed 0), fine-tuned again since; '
+            'predict RTE again (put it in tasks) to write it') in lines
+
+
+def test_another_group_folder_writing_into_the_same_test_folder_is_refused_before_any_run(tmp_path, glue_dir, tiny):
+    """Two sweeps that share a group name and test_output_dir but not output_dir (two results tables, maybe two models):
+    the second would zip its files with the first's. The test folder records which group folder and model wrote each
+    file (`made_by.json`); the second job is refused in one line before its first run."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'out/t'
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'])
+    sweep.write_test_predictions(cfg, sweep.run_sweep(cfg, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    made_by = json.loads((out / 'made_by.json').read_text())
+    assert made_by['RTE.tsv']['group'] == str((tmp_path / 'ckpt/t').resolve())
+    row = ResultsTable(tmp_path / 'ckpt/t/results.csv').get('RTE', 0)
+    assert made_by['RTE.tsv']['by'] == 'RTE' and made_by['RTE.tsv']['model'] == row['model_fingerprint']
+    inputs = hashlib.sha256(f"{row['settings']}|{row['model_fingerprint']}".encode()).hexdigest()[:16]
+    assert made_by['RTE.tsv']['runs'] == [{'run': 0, 'seed': 0, 'inputs': inputs, 'finished_at': row['finished_at']}]
+    other = job(tmp_path, glue_dir, tasks=['MRPC'], output_dir=str(tmp_path / 'other'))
+    refused(lambda: sweep.run_sweep(other, model, tok, src, log=lambda s: None), str(out),
+            f"RTE.tsv of the group folder {(tmp_path / 'ckpt/t').resolve()}", str((tmp_path / 'other/t').resolve()),
+            '--test_output_dir')
+    assert not (tmp_path / 'other/t/results.csv').exists()
+    refused(lambda: sweep.write_test_predictions(other, ResultsTable(tmp_path / 'ckpt/t/results.csv'), tok, src,
+                                                 log=lambda s: None), 'RTE.tsv of the group folder')
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['MRPC'], output_dir=str(tmp_path / 'other'), predict=False), model,
+                    tok, src, log=lambda s: None)  # without predictions the test folder is not its business
+    # the same group folder, another task from another model: both in the zip, said in one line
+    m2 = tmp_path / 'm2'
+    model.save_pretrained(m2)
+    tok.save_pretrained(m2)
+    two, lines = job(tmp_path, glue_dir, tasks=['MRPC'], model=str(m2)), []
+    sweep.write_test_predictions(two, sweep.run_sweep(two, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lines.append)
+    fingerprints = ResultsTable(tmp_path / 'ckpt/t/results.csv').df.set_index('task')['model_fingerprint']
+    assert lines[-1] == (f"warning: the test files of {out} come from runs of 2 models (MRPC.tsv from runs of the "
+                         f"model {fingerprints['MRPC']}; RTE.tsv from runs of the model {fingerprints['RTE']}; by "
+                         "fingerprint): "
+                         "the results table holds rows of each. Fine-tune the other tasks again from this job's model "
+                         "(put them in tasks) for a submission of one model.")

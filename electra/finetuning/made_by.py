@@ -37,7 +37,8 @@ def read_made_by(folder: Path) -> dict[str, dict]:
     entries = load_json(read_text(path), str(path))
     if not isinstance(entries, dict) or not all(isinstance(e, dict) and _KEYS <= set(e) for e in entries.values()):
         raise ConfigError(f"{path}: not the record of finetune.py's test files (each file's group folder, task, runs "
-                          "and model). Move it away with the test files beside it, or choose another --test_output_dir.")
+                          "and model). Move it away with the test files beside it, or choose another "
+                          "--test_output_dir.")
     return entries
 
 

@@ -537,3 +537,12 @@ def test_another_group_folder_writing_into_the_same_test_folder_is_refused_befor
                          "fingerprint): "
                          "the results table holds rows of each. Fine-tune the other tasks again from this job's model "
                          "(put them in tasks) for a submission of one model.")
+
+
+def test_a_damaged_record_of_the_test_files_is_refused_in_one_line(tmp_path):
+    from electra.finetuning import made_by
+    (tmp_path / 'made_by.json').write_text('{"RTE.tsv": {"task": "RTE"}}')
+    refused(lambda: made_by.check_test_folder(tmp_path, tmp_path / 'g'), str(tmp_path / 'made_by.json'),
+            "not the record of finetune.py's test files", 'Move it away')
+    (tmp_path / 'made_by.json').write_text('{"RTE.tsv": ')
+    refused(lambda: made_by.check_test_folder(tmp_path, tmp_path / 'g'), str(tmp_path / 'made_by.json'))

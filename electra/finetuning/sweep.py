@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterator
 
+import pandas as pd
+
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
@@ -221,21 +223,39 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     return results
 
 
+def _group_rows(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, TaskInfo]) -> tuple[pd.DataFrame, str]:
+    """The rows the summary and the card describe, the whole group as its results table holds it: this job's tasks
+    over its `runs`, the other tasks (of earlier jobs) over all their rows; and a line naming those other tasks and
+    the ones left out (task files this job does not name: their metrics are not known to it)."""
+    df = results.df
+    mine = df['task'].isin(cfg.task_names)
+    others = df[~mine & df['task'].isin(tasks)]
+    left = sorted(set(df.loc[~mine, 'task']) - set(tasks))
+    earlier = [n for n in tasks if n in set(others['task'])]
+    note = ' '.join(([f"Tasks of earlier jobs of this group, over all their rows of results.csv: {', '.join(earlier)}."]
+                     if earlier else []) +
+                    ([f"Left out: {', '.join(left)}, task files of earlier jobs (rows in results.csv) that this job "
+                      "does not name; name them in tasks to summarise them."] if left else []))
+    return pd.concat([df[mine & (df['run'] < cfg.runs)], others]), note
+
+
 def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
     """The per-task summary as markdown, saved with a plot of the spread over runs as `summary.md` and `summary.png`,
-    and the group's model card; with `tracking_artifacts` the card and the runs' transformers folders go to their
-    tracked runs (`track_exports`)."""
+    and the group's model card, both of the whole group (`_group_rows`); with `tracking_artifacts` the card and this
+    job's runs' transformers folders go to their tracked runs (`track_exports`)."""
     out = group_dir(cfg)
     tasks = {**TASKS, **_file_task_infos(cfg)}
-    df = results.df[results.df['task'].isin(cfg.task_names) & (results.df['run'] < cfg.runs)]
+    df, note = _group_rows(cfg, results, tasks)
     text = summary_markdown(summarize(df, tasks)) if not df.empty else 'no finished runs'
+    if note: text += f'\n\n{note}'
     if results.diverged:
         text += '\n\nDiverged, no score (not summarised, never picked): ' + '; '.join(
             f'{d.task} run {d.run} (seed {d.seed}) at step {d.step}' for d in results.diverged) + '.'
     if is_main_process():
         atomic_write_text(f'# Dev results of {cfg.group} ({cfg.model})\n\n{text}\n', out / 'summary.md')
     card = write_finetuned_card(cfg, df, tasks, text)  # README.md of the group's models: scores, settings, how to load
-    track_exports(cfg, df.to_dict('records'), card)  # with tracking_artifacts: the card and folders to each run's trackers
+    mine = df[df['task'].isin(cfg.task_names)]  # this job's runs: its config is theirs
+    track_exports(cfg, mine.to_dict('records'), card)  # with tracking_artifacts: the card and folders to each run's trackers
     if not df.empty: plot_summary(df, out / 'summary.png', title=f'{cfg.group}: dev score per run (bar: median)', tasks=tasks)
     return text
 

@@ -546,3 +546,33 @@ def test_a_damaged_record_of_the_test_files_is_refused_in_one_line(tmp_path):
             "not the record of finetune.py's test files", 'Move it away')
     (tmp_path / 'made_by.json').write_text('{"RTE.tsv": ')
     refused(lambda: made_by.check_test_folder(tmp_path, tmp_path / 'g'), str(tmp_path / 'made_by.json'))
+
+
+def card_folders(group: Path) -> list[str]:
+    "The folders the group card's 'transformers folders' section names."
+    section = (group / 'README.md').read_text(encoding='utf-8').split('## transformers folders\n\n', 1)[1].split('\n## ')[0]
+    return sorted(re.findall(r'`([^`/]+)/`', section))
+
+
+def test_a_later_job_of_other_tasks_or_fewer_runs_leaves_a_summary_and_card_of_the_whole_group(tmp_path, glue_dir, tiny):
+    """RTE and MRPC, 2 runs each, both picked (ensemble_k 2), then RTE alone with 1 run: the summary and the card
+    describe the group on disk, MRPC's 2 runs beside RTE's one (said to be of an earlier job), the card lists exactly
+    the transformers folders there, and RTE run 1, outside this job's runs, loses its folder, said in a line."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'ckpt/t'
+    first = job(tmp_path, glue_dir, tasks=['RTE', 'MRPC'], runs=2, ensemble_k=2, predict=False)
+    sweep.write_summary(first, sweep.run_sweep(first, model, tok, src, log=lambda s: None))
+    assert card_folders(out) == ['MRPC_0', 'MRPC_1', 'RTE_0', 'RTE_1']
+    cfg, lines = job(tmp_path, glue_dir, tasks=['RTE'], runs=1, predict=False), []
+    results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+    assert (f"RTE run 1: its transformers folder {out / 'RTE_1'} removed: the run is outside this job's 1 run(s); "
+            "its weights stay RTE_1.pth") in lines
+    text = sweep.write_summary(cfg, results)
+    mrpc = results.task_rows('MRPC')['score'].astype(float)
+    assert f"| MRPC | accuracy | 2 | {mrpc.mean():.2f} |" in text and '| RTE | accuracy | 1 |' in text
+    assert 'GLUE score (2 of 8 tasks)' in text
+    assert 'Tasks of earlier jobs of this group, over all their rows of results.csv: MRPC.' in text
+    assert text in (out / 'summary.md').read_text() and text in (out / 'README.md').read_text()
+    on_disk = sorted(p.name for p in out.iterdir() if (p / 'config.json').is_file())
+    assert card_folders(out) == on_disk == ['MRPC_0', 'MRPC_1', 'RTE_0']
+    assert '| MRPC | 1 |' in (out / 'README.md').read_text()  # the runs table lists MRPC's runs too

@@ -576,3 +576,14 @@ def test_a_later_job_of_other_tasks_or_fewer_runs_leaves_a_summary_and_card_of_t
     on_disk = sorted(p.name for p in out.iterdir() if (p / 'config.json').is_file())
     assert card_folders(out) == on_disk == ['MRPC_0', 'MRPC_1', 'RTE_0']
     assert '| MRPC | 1 |' in (out / 'README.md').read_text()  # the runs table lists MRPC's runs too
+
+
+def test_the_summary_names_the_tasks_of_earlier_jobs_and_the_task_files_it_leaves_out(tmp_path, glue_dir):
+    "`_group_rows` by hand: this job's task over its runs, a GLUE task of an earlier job whole, a task file named left out."
+    from types import SimpleNamespace
+    df = pd.DataFrame([{'task': t, 'run': r} for t, runs in (('RTE', 3), ('MRPC', 3), ('entail', 1)) for r in range(runs)])
+    rows, note = sweep._group_rows(job(tmp_path, glue_dir, tasks=['RTE'], runs=2), SimpleNamespace(df=df), TASKS)
+    assert sorted(zip(rows['task'], rows['run'])) == [('MRPC', 0), ('MRPC', 1), ('MRPC', 2), ('RTE', 0), ('RTE', 1)]
+    assert note == ('Tasks of earlier jobs of this group, over all their rows of results.csv: MRPC. Left out: entail, '
+                    'task files of earlier jobs (rows in results.csv) that this job does not name; name them in tasks '
+                    'to summarise them.')

@@ -152,7 +152,8 @@ class FinetuneConfig:
     threads: int | str = threads_field()
     # -- selection
     select: str = choice_field('best', ['best', 'median'],
-                           'run used for the test predictions: the best dev score (replication) or the median run')
+                           'run used for the test predictions: the best dev score (replication) or the median run '
+                           '(with ensemble_k above 1 the top k, whatever it says: said in a warning)')
     ensemble_k: int = field(1, 'average the logits of the top k runs by dev score for the test predictions (1: no '
                                 'ensemble)', ge=1)
     save_pretrained: str = choice_field('picked', ['picked', 'all', 'none'],
@@ -237,6 +238,11 @@ class FinetuneConfig:
         check_logger(self.logger)
         need(self.model != '', 'model', 'give a .pth checkpoint, a save_pretrained directory or a hub name.')
         need(self.ensemble_k <= self.runs, 'ensemble_k', f'must be at most runs ({self.runs}), got {self.ensemble_k}.')
+        if self.ensemble_k > 1 and self.select != 'best':  # `select_runs`: an ensemble is the top k, whatever select says
+            warnings.warn(f"select: {self.select} does not apply with ensemble_k {self.ensemble_k}: the test predictions "
+                          f"average the top {self.ensemble_k} runs by dev score whatever select says, and "
+                          f"save_pretrained's picked runs are those {self.ensemble_k}. Set ensemble_k 1 to submit the "
+                          f"{self.select} run.", RunWarning, stacklevel=2)
         self._validate_hparams()
         self._validate_overrides(files)
 
@@ -338,8 +344,10 @@ class FinetuneConfig:
         kind = {k: v for k, v in getattr(spec, 'defaults', {}).items() if k not in typed}
         own = {k: v for k, v in getattr(spec, 'hparams', {}).items() if k not in typed}
         overrides = self.task_overrides.get(name, {})
-        cfg = config_from_dict(FinetuneConfig, {**kind, **own, **overrides, 'task_overrides': {}},
-                               source=f'task_overrides.{name}', base=self)
+        with warnings.catch_warnings():  # the job's keys' warnings were said when the job's config was read
+            warnings.simplefilter('ignore', RunWarning)
+            cfg = config_from_dict(FinetuneConfig, {**kind, **own, **overrides, 'task_overrides': {}},
+                                   source=f'task_overrides.{name}', base=self)
         cfg._sources.update({k: f"the {spec.kind} kind's default" for k in kind if k not in {**own, **overrides}})
         cfg._sources.update({k: key_place(spec.path, k) for k in own if k not in overrides})
         return cfg

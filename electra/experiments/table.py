@@ -14,7 +14,7 @@ import pandas as pd
 
 from electra.experiments.plan import Plan, VariantPlan
 from electra.experiments.runs import RECORD, read_record
-from electra.finetuning.results import METRIC_COLUMNS, ResultsTable
+from electra.finetuning.results import METRIC_COLUMNS, ResultsTable, sample_std
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.runtime.files import atomic_write_bytes, atomic_write_text
 
@@ -35,16 +35,11 @@ def finetune_scores(plan: Plan, variant: str, fraction: float = 1.0) -> pd.DataF
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=['pretrain_seed', 'task', 'run', 'score'])
 
 
-def _std(values: pd.Series) -> float:
-    "The sample std; NaN (written empty) for fewer than two values, where it is undefined."
-    return float(values.std(ddof=1)) if len(values) > 1 else math.nan
-
-
 def _task_columns(scores: pd.DataFrame, task: str) -> dict:
     "A task's mean, sample std and count of the score, and the means of its other reported metrics."
     part = scores[scores['task'] == task]
     s = part['score'].astype(float).dropna()  # a run whose score is undefined counts for neither the mean nor the runs
-    out = {task: float(s.mean()) if len(s) else math.nan, f'{task}_std': _std(s), f'{task}_runs': len(s)}
+    out = {task: float(s.mean()) if len(s) else math.nan, f'{task}_std': sample_std(s), f'{task}_runs': len(s)}
     for m in METRIC_COLUMNS:
         if m in part and part[m].notna().any(): out[f'{task}_{m}'] = float(part[m].astype(float).mean())
     return out
@@ -57,7 +52,7 @@ def _average(scores: pd.DataFrame, tasks: list[str]) -> tuple[float, float]:
     mean = float(np.mean([scores.loc[scores['task'] == t, 'score'].astype(float).mean() for t in tasks]))
     wide = scores.pivot_table(index=['pretrain_seed', 'run'], columns='task', values='score', aggfunc='mean')
     complete = wide.reindex(columns=tasks).dropna()
-    return mean, _std(complete.mean(axis=1)) if len(complete) else math.nan
+    return mean, sample_std(complete.mean(axis=1)) if len(complete) else math.nan
 
 
 def variant_row(plan: Plan, v: VariantPlan) -> dict:

@@ -98,11 +98,12 @@ def _labels_section(tasks: dict[str, TaskInfo], kinds: dict[str, str]) -> str:
     return '## Labels\n\n' + '\n'.join(lines)
 
 
-def _folders_section(cfg: FinetuneConfig, df: pd.DataFrame, kinds: dict[str, str]) -> str:
-    "The runs also written as transformers folders (`electra.finetuning.export`), those there now; QA runs never are."
+def _folders_section(cfg: FinetuneConfig, kinds: dict[str, str]) -> str:
+    """The runs also written as transformers folders (`electra.finetuning.export`): exactly those on disk now, a
+    run's `<task>_<i>/` beside its `<task>_<i>.pth`, whichever job wrote it; QA runs never are."""
     out = group_dir(cfg)
-    found = [f"`{Path(str(c)).stem}/`" for c in df.sort_values(['task', 'run'])['checkpoint'] if
-             (out / Path(str(c)).stem / 'config.json').is_file()] if not df.empty else []
+    found = [f"`{p.name}/`" for p in sorted(out.iterdir()) if (p / 'config.json').is_file() and
+             (out / f'{p.name}.pth').is_file()] if out.is_dir() else []
     qa = [name for name, kind in kinds.items() if kind in ('squad', 'mrqa')]
     text = (f"{', '.join(found)}: runs also written as `save_pretrained` folders of transformers' own class (the key "
             "`save_pretrained`), each with its tokenizer, its card and the task's label names, read by `pipeline(...)` "
@@ -127,24 +128,28 @@ def _task_settings_section(cfg: FinetuneConfig, tasks: dict[str, TaskInfo]) -> s
 
 
 def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str, TaskInfo], summary_text: str) -> Path:
-    """Write the card of the fine-tuning group of `cfg` from `df`, this job's rows of its results table, `tasks` (the
-    description of each task, the job's among them) and `summary_text` (the summary as `summary.md` has it); returns
-    its path."""
-    tasks = {n: tasks[n] for n in cfg.task_names if not tasks[n].predicted_by}  # AX: predicted by MNLI's runs
+    """Write the card of the fine-tuning group of `cfg` from `df`, the rows of its results table the summary describes
+    (this job's tasks' and those of earlier jobs), `tasks` (the description of each task, those of `df` among them) and
+    `summary_text` (the summary as `summary.md` has it); returns its path."""
+    earlier = [n for n in tasks if n in set(df['task']) and n not in cfg.task_names]
+    mine = {n: tasks[n] for n in cfg.task_names if not tasks[n].predicted_by}  # AX: predicted by MNLI's runs
+    tasks = {**mine, **{n: tasks[n] for n in earlier}}
     summary = summarize(df, tasks)
     example = df.sort_values(['task', 'run']).iloc[0] if not df.empty else None
     load = (f"model = load_finetuned('{Path(str(example['checkpoint'])).name}')  # {example['task']} run "
             f"{example['run']}, a file of this folder" if example is not None else "model = load_finetuned(PATH)")
     body = '\n\n'.join([
         f"# ELECTRA fine-tuned: {cfg.group}",
-        f"ELECTRA (Clark et al. 2020) fine-tuned from `{cfg.model}`: {cfg.runs} run(s) of each task, each with its own "
-        f"seed, their weights `<task>_<i>.pth` in this folder beside the results table `results.csv` and its summary "
-        f"`summary.md`. Tasks: {', '.join(tasks)}; GLUE data: {cfg.data} (a task file names its own).",
+        f"ELECTRA (Clark et al. 2020) fine-tuned from `{cfg.model}`: {cfg.runs} run(s) of each task of this job, each "
+        f"with its own seed, their weights `<task>_<i>.pth` in this folder beside the results table `results.csv` and its summary "
+        f"`summary.md`. Tasks: {', '.join(mine)}; GLUE data: {cfg.data} (a task file names its own)."
+        + (f" Also in this group, from earlier jobs (their model and settings in their rows of `results.csv`, "
+           f"`model_fingerprint` and `settings`): {', '.join(earlier)}." if earlier else ''),
         f"## Dev scores\n\nOver the runs of each task (`summary.md`):\n\n{summary_text}",
         f"## Runs\n\n{_runs_table(df)}",
         _labels_section(tasks, _kinds(cfg.file_tasks(), tasks)),
-        _folders_section(cfg, df, _kinds(cfg.file_tasks(), tasks)),
-        _task_settings_section(cfg, tasks),
+        _folders_section(cfg, _kinds(cfg.file_tasks(), tasks)),
+        _task_settings_section(cfg, mine),
         f"## Settings\n\nThe job's config (`finetune.py --config` takes it again):\n\n"
         f"{details(yaml_block(config_to_dict(cfg)))}",
         "## How to use\n\nEach run is a PyTorch module (`ElectraClassifier`, `ElectraTagger` or `ElectraQA`) over "

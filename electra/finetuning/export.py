@@ -11,8 +11,9 @@ label names as `id2label`/`label2id`, so that `pipeline(...)` prints them. Only 
   stay `.pth` files, which name what they predict (`labels`), as the group's card does.
 
 `config.save_pretrained` says which runs: those `select` and `ensemble_k` pick (the test predictions' runs), all, or
-none. With `picked`, the folder of a run no longer picked (another `select` or `ensemble_k` than an earlier job's) is
-removed, said in a line, so that the group's card lists exactly the runs picked now. A folder is written whole or not at all (a temporary folder renamed); a run trained again loses its folder when
+none. The folder of a run of the job's tasks no longer picked (another `select` or `ensemble_k` than an earlier job's)
+or past its `runs` is removed, said in a line, so that the group's card, which lists the folders on disk, lists
+exactly the runs picked now. A folder is written whole or not at all (a temporary folder renamed); a run trained again loses its folder when
 its new weights are saved (`runs.transformers_folder`), so that no folder outlives the weights it was made from."""
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from torch import nn
 from transformers import ElectraConfig, ElectraForSequenceClassification, ElectraForTokenClassification
 
 from electra.config.finetune import FinetuneConfig
-from electra.finetuning.loading import finetuned_model, read_finetuned
+from electra.finetuning.loading import finetuned_model, read_run
 from electra.finetuning.results import ResultsTable, select_runs
 from electra.finetuning.runs import group_dir, transformers_folder
 from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block
@@ -240,11 +241,13 @@ def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, t
     return write_card(folder, data, body)
 
 
-def save_run(cfg: FinetuneConfig, checkpoint: Path, tokenizer, say: Callable[[str], None]) -> Path | None:
-    """Write the run of `checkpoint` as `<task>_<i>/` beside it (main process), whole or not at all; None where
-    transformers cannot hold it (`to_transformers`), said in one line unless its kind has no transformers class (QA:
-    the group's card says so, not every job's log)."""
-    ckpt = read_finetuned(checkpoint)
+def save_run(cfg: FinetuneConfig, row: dict, tokenizer, say: Callable[[str], None]) -> Path | None:
+    """Write the run of the results row `row` as `<task>_<i>/` beside its checkpoint (main process), whole or not at
+    all; refused when the checkpoint is not that run (`loading.read_run`); None where transformers cannot hold it
+    (`to_transformers`), said in one line unless its kind has no transformers class (QA: the group's card says so, not
+    every job's log)."""
+    checkpoint = Path(str(row['checkpoint']))
+    ckpt = read_run(row)
     model, why = to_transformers(ckpt)
     if model is None:
         if ckpt.get('kind', 'classification') in TRANSFORMERS_CLASSES:
@@ -264,15 +267,18 @@ def save_run(cfg: FinetuneConfig, checkpoint: Path, tokenizer, say: Callable[[st
 
 
 def _drop_unpicked(cfg: FinetuneConfig, rows, say: Callable[[str], None]) -> None:
-    """The folders of runs `select` and `ensemble_k` no longer pick (`rows`), removed, each said in a line: a folder
-    left from an earlier pick would be listed as current by the group's card. Their weights, the `.pth`, stay."""
+    """The folders of runs `select` and `ensemble_k` no longer pick, or outside this job's `runs` (`rows`), removed,
+    each said in a line: a folder left from an earlier pick would be taken for a current one. Their weights, the
+    `.pth`, stay."""
     for r in rows.sort_values('run').to_dict('records'):
         checkpoint = Path(str(r['checkpoint']))
         folder = transformers_folder(checkpoint)
         if not folder.is_dir(): continue
         shutil.rmtree(path_inside(group_dir(cfg), folder.name, key='output_dir'))
-        say(f"{r['task']} run {r['run']}: its transformers folder {folder} removed: the run is no longer picked "
-            f"(select {cfg.select}, ensemble_k {cfg.ensemble_k}); its weights stay {checkpoint.name}")
+        why = (f"outside this job's {cfg.runs} run(s)" if r['run'] >= cfg.runs else
+               f"no longer picked (select {cfg.select}, ensemble_k {cfg.ensemble_k})")
+        say(f"{r['task']} run {r['run']}: its transformers folder {folder} removed: the run is {why}; its weights stay "
+            f"{checkpoint.name}")
 
 
 def save_runs(cfg: FinetuneConfig, results: ResultsTable, tokenizer, say: Callable[[str], None] = print) -> list[Path]:
@@ -283,14 +289,14 @@ def save_runs(cfg: FinetuneConfig, results: ResultsTable, tokenizer, say: Callab
     if not is_main_process() or cfg.save_pretrained == 'none': return []
     found = []
     for task in cfg.task_names:
-        rows = results.task_rows(task)
-        rows = rows[rows['run'] < cfg.runs]
+        every = results.task_rows(task)
+        rows = every[every['run'] < cfg.runs]
         picked = rows if cfg.save_pretrained == 'all' or rows.empty else select_runs(rows, cfg.select, cfg.ensemble_k)
-        _drop_unpicked(cfg, rows[~rows['run'].isin(picked['run'])], say)
+        _drop_unpicked(cfg, every[~every['run'].isin(picked['run'])], say)
         for r in picked.sort_values('run').to_dict('records'):
             checkpoint = Path(str(r['checkpoint']))
             if transformers_folder(checkpoint).is_dir(): found.append(transformers_folder(checkpoint))
-            elif (folder := save_run(cfg, checkpoint, tokenizer, say)) is not None:
+            elif (folder := save_run(cfg, r, tokenizer, say)) is not None:
                 say(f"{task} run {r['run']}: also a transformers folder, {folder}")
                 found.append(folder)
     return found

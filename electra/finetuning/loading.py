@@ -1,18 +1,23 @@
 """The models fine-tuning loads: the pretrained discriminator a job starts from (`load_pretrained`), and a fine-tuned
 run back from its checkpoint, of any task kind (`read_finetuned`, `finetuned_model`, `load_finetuned`): the head
-model of each kind but classification is in `HEAD_MODELS`, which the kind's module fills when it is imported."""
+model of each kind but classification is in `HEAD_MODELS`, which the kind's module fills when it is imported. A run
+of a results table is read only when its checkpoint is that run (`run_mismatch`, `read_run`, `load_run`): a `.pth`
+copied over another (a backup restored, files moved between groups) is never used under the other's name."""
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import torch
 from torch import nn
 
 from electra.config.errors import ConfigError
 from electra.finetuning.classifier import ElectraClassifier
+from electra.finetuning.tasks.metrics import metric_text
 from electra.pretrained.export import load_discriminator
 
-__all__ = ['load_pretrained', 'read_finetuned', 'HEAD_MODELS', 'finetuned_model', 'load_finetuned', 'FORMATS']
+__all__ = ['load_pretrained', 'read_finetuned', 'HEAD_MODELS', 'finetuned_model', 'load_finetuned', 'FORMATS',
+           'run_mismatch', 'read_run', 'load_run']
 
 
 def load_pretrained(source: str, device: str = 'cpu'):
@@ -26,12 +31,13 @@ def load_pretrained(source: str, device: str = 'cpu'):
 FORMATS = ('electra-finetuned', 'electra-glue')  # (runs saved before the task kinds: 'electra-glue', a classifier)
 
 
-def read_finetuned(path: str | Path) -> dict:
-    "The checkpoint of a fine-tuned run saved by `run_sweep` (weights, task, hyperparameters, the model it came from)."
+def read_finetuned(path: str | Path, mmap: bool = False) -> dict:
+    """The checkpoint of a fine-tuned run saved by `run_sweep` (weights, task, hyperparameters, the model it came from);
+    `mmap`: its tensors mapped, not read, for a look at what it records."""
     if not Path(path).is_file():
         raise ConfigError(f"{path}: no such fine-tuned run. Run `python finetune.py` first (the demo writes "
                           "checkpoints/glue/demo/<task>_<i>.pth), or give a run of yours.")
-    try: ckpt = torch.load(path, map_location='cpu', weights_only=True)
+    try: ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=mmap)
     except Exception as e:  # torch raises many kinds for a damaged file (RuntimeError, UnpicklingError, OSError, ...)
         raise ConfigError(f"{path}: cannot read this fine-tuned run ({type(e).__name__}: {str(e).splitlines()[0]}). Delete "
                           "it and its row in results.csv, and run the same command again to redo the run.") from None
@@ -59,3 +65,53 @@ def finetuned_model(ckpt: dict) -> nn.Module:
 def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> nn.Module:
     "A fine-tuned model saved by `run_sweep`, of any task kind (`ElectraClassifier`, `ElectraTagger`, `ElectraQA`)."
     return finetuned_model(read_finetuned(path)).to(device)
+
+
+# what a run's checkpoint records of it (`runs._save_run`) and the column of its results row that records the same
+_RECORDED = {'task': 'task', 'run': 'run', 'seed': 'seed', 'pretrained_fingerprint': 'model_fingerprint',
+             'settings': 'settings'}
+
+
+def _same_number(saved, written) -> bool:
+    "A checkpoint's dev value and its row's, which results.csv keeps to 4 decimals; undefined (NaN) equals undefined."
+    if pd.isna(saved) or pd.isna(written): return pd.isna(saved) and pd.isna(written)
+    return abs(round(float(saved), 4) - float(written)) <= 1e-6
+
+
+def _described(record: dict, dev: list[str]) -> str:
+    "'RTE run 1 (seed 1, dev accuracy 81.25)': a run as a checkpoint or a results row records it."
+    scores = ', '.join(f'{m} {metric_text(record[m])}' for m in dev)
+    return f"{record['task']} run {record['run']} (seed {record['seed']}, dev {scores})"
+
+
+def run_mismatch(ckpt: dict, row: dict) -> str:
+    """'' when the checkpoint `ckpt` (`read_finetuned`) is the run its results row `row` records; else what it holds,
+    in words. Compared: what both record (task, run, seed, the model's fingerprint, the run's settings: a checkpoint of
+    an earlier version records fewer) and the dev metrics, to the row's 4 decimals."""
+    saved = {'task': None, 'run': None, 'seed': None, **{k: v for k, v in ckpt.get('dev', {}).items() if k != 'epoch'},
+             **{k: ckpt[k] for k in _RECORDED if k in ckpt}}
+    differs = [k for k, col in _RECORDED.items() if k in ckpt and not pd.isna(row.get(col)) and ckpt[k] != row[col]]
+    numbers = [m for m in saved if m in row and m not in _RECORDED.values()]
+    if not differs and all(_same_number(saved[m], row[m]) for m in numbers): return ''
+    dev = [m for m in numbers if m != 'train_loss']
+    same_run = not {'task', 'run', 'seed'} & set(differs)  # another run's settings differ at least by its seed
+    of = (' of another model' if 'pretrained_fingerprint' in differs else '') + \
+         (' of other settings' if same_run and 'settings' in differs else '')
+    written = {**row, 'run': int(row['run']), 'seed': int(row['seed'])}
+    return f"it holds {_described(saved, dev)}{of}, not {_described(written, dev)} as its row records"
+
+
+def read_run(row: dict) -> dict:
+    """The checkpoint of the finished run `row` (a row of its results table), checked to be that run (`run_mismatch`);
+    a one-line ConfigError naming the file and what it holds where it is not."""
+    path = Path(str(row['checkpoint']))
+    ckpt = read_finetuned(path)
+    if why := run_mismatch(ckpt, row):
+        raise ConfigError(f"{path}: {why}; nothing predicted or written from it. Put that run's own file back, or run "
+                          "the same command again: the sweep fine-tunes the run again.")
+    return ckpt
+
+
+def load_run(row: dict, device: torch.device | str = 'cpu') -> nn.Module:
+    "The model of the finished run `row` (`read_run`: its checkpoint checked to be that run)."
+    return finetuned_model(read_run(row)).to(device)

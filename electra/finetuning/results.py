@@ -16,8 +16,8 @@ from electra.finetuning.tasks.metrics import METRIC_NAMES, dev_metric_names, met
 from electra.runtime.files import atomic_write_bytes, atomic_write_text, locked
 from electra.runtime.processes import is_main_process
 
-__all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'summarize', 'summary_markdown', 'plot_summary',
-           'select_runs']
+__all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'sample_std', 'summarize', 'summary_markdown',
+           'plot_summary', 'select_runs']
 
 # GLUE's columns first (MNLI's mismatched accuracy among them), then every other metric of the table of
 # tasks/metrics.py: tasks from files, tagging, QA
@@ -107,6 +107,12 @@ def _read_table(path: Path) -> pd.DataFrame:
     return df[RESULT_COLUMNS]
 
 
+def sample_std(values: pd.Series) -> float:
+    """The sample std (ddof 1) of the scores; NaN for fewer than two, where it is undefined (0/0): the summary shows
+    '–', the comparison's table.csv an empty cell."""
+    return float(values.std(ddof=1)) if len(values) > 1 else float('nan')
+
+
 def summarize(df: pd.DataFrame, tasks: dict[str, TaskInfo] = TASKS) -> pd.DataFrame:
     """Per task of `tasks` (in its order: GLUE's, then tasks from files): the score metric's runs (and how many of them
     it is undefined for), mean, median, sample std, best and worst over the runs it is defined for (NaN: none), and the
@@ -118,7 +124,7 @@ def summarize(df: pd.DataFrame, tasks: dict[str, TaskInfo] = TASKS) -> pd.DataFr
         s = part['score'].astype(float).dropna()  # an undefined score is no score, never a 0
         others = [m for m in dev_metric_names(task) if m != task.score_metric]
         rows.append({'task': name, 'metric': task.score_metric, 'runs': len(part), 'undefined': len(part) - len(s),
-                     'mean': s.mean(), 'median': s.median(), 'std': s.std(ddof=1) if len(s) != 1 else 0.0,
+                     'mean': s.mean(), 'median': s.median(), 'std': sample_std(s),
                      'best': s.max(), 'worst': s.min(),
                      'other metrics (mean)': ', '.join(f'{m} {metric_text(part[m].astype(float).mean())}'
                                                        for m in others)})
@@ -131,7 +137,9 @@ def summary_markdown(summary: pd.DataFrame) -> str:
     lines = [head, '|' + '---|' * 9]
     for r in summary.to_dict('records'):
         runs = f"{r['runs']} ({r['undefined']} undefined)" if r['undefined'] else r['runs']
-        cells = ' | '.join(metric_text(r[c]) for c in ('mean', 'median', 'std', 'best', 'worst'))
+        # a std over fewer than two defined scores is undefined, no spread: '–', not a score called undefined
+        cells = ' | '.join('–' if c == 'std' and np.isnan(r[c]) else metric_text(r[c])
+                           for c in ('mean', 'median', 'std', 'best', 'worst'))
         lines.append(f"| {r['task']} | {r['metric']} | {runs} | {cells} | {r['other metrics (mean)']} |")
     scored = summary[summary['task'].isin(GLUE_SCORE_TASKS)]
     if not scored.empty:  # a task without a defined score leaves the GLUE score undefined, not lowered

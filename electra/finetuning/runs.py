@@ -118,7 +118,9 @@ def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[s
     if is_main_process(): shutil.rmtree(run.folder, ignore_errors=True)
     tracked = start_trackers(cfg.logger, run)
     if is_main_process() and job.checkpoint.is_file():  # its tracked runs (ids in its .pth) marked replaced by this one
-        tracked.replaces(torch.load(job.checkpoint, map_location='cpu', weights_only=True, mmap=True).get('trackers', {}))
+        old = torch.load(job.checkpoint, map_location='cpu', weights_only=True, mmap=True)
+        # not those of another run whose file was copied over this one's (`sweep._todo` trains this one again)
+        if (old.get('task'), old.get('run')) == (job.task, job.run): tracked.replaces(old.get('trackers', {}))
 
     def report(epoch, loss, metrics):
         shown = ', '.join(f'{m} {metric_text(metrics[m])}' for m in dev_metric_names(task))
@@ -140,6 +142,7 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
                      'run': job.run, 'seed': job.seed, 'labels': list(task.info.label_names),
                      'multilabel': task.info.multilabel, 'head': task.head(model), 'electra_config': body.config.to_dict(), 'model': task.saved_state(model),
                      'data': task.data_source(), 'task_settings': task.settings(), 'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final,
+                     'settings': job.settings,  # its row's: `loading.run_mismatch` compares them
                      'trackers': tracked.ids}, job.checkpoint)  # `track_exports` goes on in its tracked runs
     row = {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
            'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),

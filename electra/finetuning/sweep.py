@@ -6,12 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterator
 
+import pandas as pd
+
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
+from electra.finetuning.made_by import check_test_folder, drop_stale, models_line, record
+from electra.finetuning.loading import read_finetuned, run_mismatch
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, track_exports, train_jobs
@@ -84,17 +88,28 @@ def _redo_line(name: str, runs: list[int], changed: tuple, unrecorded: tuple, ou
     return f"{name} {runs_phrase(runs)}: {'; '.join(why)}; fine-tuning {again}"
 
 
+def _replaced(ckpt: Path, row: dict) -> str:
+    """'' when the checkpoint `ckpt` is the run its results row records (`loading.run_mismatch`); else why not, for
+    `_redo_line`: a file copied over it (a backup restored, files moved between groups) or damaged is trained again,
+    never predicted from under the row's name."""
+    try: why = run_mismatch(read_finetuned(ckpt, mmap=True), row)
+    except ConfigError: return f'its checkpoint {ckpt} was damaged (it cannot be read as a fine-tuned run)'
+    return f'its checkpoint {ckpt} was replaced: {why}' if why else ''
+
+
 def _todo(cfg: FinetuneConfig, task: FinetuningTask, results: ResultsTable, out: Path, inputs: list[RunInputs],
           files: dict[str, list[Path]]) -> tuple[list[RunJob], list[str]]:
     """The runs of `task` to train (`inputs`: each run's), and a line for each group of finished runs among them that
-    are done again for one reason: a row is reused only when the run's inputs are the ones it records and its
-    checkpoint is there (`inputs.what_changed`)."""
+    are done again for one reason: a row is reused only when the run's inputs are the ones it records
+    (`inputs.what_changed`) and its checkpoint is there and is that run (`_replaced`)."""
     todo, again = [], {}
     for i, (seed, run) in enumerate(zip(cfg.seed_list, inputs)):
         ckpt, row = path_inside(out, f'{task.name}_{i}.pth', key='output_dir'), results.get(task.name, i)
         if row is not None:
             changed, unrecorded = what_changed(row, run, files, cfg.model)
-            if not changed and not unrecorded and ckpt.is_file(): continue
+            if not changed and not unrecorded and ckpt.is_file():
+                if not (why := _replaced(ckpt, row)): continue
+                changed.append(why)
             again.setdefault((tuple(changed), tuple(unrecorded)), []).append(i)
         todo.append(RunJob(task.name, i, seed, run.settings, run.model, ckpt))
     return todo, [_redo_line(task.name, runs, *why, out) for why, runs in again.items()]
@@ -129,9 +144,12 @@ def check_outputs(cfg: FinetuneConfig) -> None:
     """The folders the job writes, checked before its first run rather than when a run's weights, the results table or
     the test predictions are first written (and made then, so a job refused before its first run leaves nothing):
     `<output_dir>/<group>/` (the runs, results.csv, summary.md and .png) and, with `predict`,
-    `<test_output_dir>/<group>/`. The token cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
+    `<test_output_dir>/<group>/`, refused when it holds test files of another group folder (`made_by`). The token
+    cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
     writable_dir(group_dir(cfg), 'output_dir', create=False)
-    if cfg.predict: writable_dir(group_dir(cfg, 'test_output_dir'), 'test_output_dir', create=False)
+    if cfg.predict:
+        writable_dir(group_dir(cfg, 'test_output_dir'), 'test_output_dir', create=False)
+        check_test_folder(group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve())
 
 
 def _check_lengths(cfg: FinetuneConfig, config, say: Callable[[str], None]) -> None:
@@ -220,21 +238,39 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     return results
 
 
+def _group_rows(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, TaskInfo]) -> tuple[pd.DataFrame, str]:
+    """The rows the summary and the card describe, the whole group as its results table holds it: this job's tasks
+    over its `runs`, the other tasks (of earlier jobs) over all their rows; and a line naming those other tasks and
+    the ones left out (task files this job does not name: their metrics are not known to it)."""
+    df = results.df
+    mine = df['task'].isin(cfg.task_names)
+    others = df[~mine & df['task'].isin(tasks)]
+    left = sorted(set(df.loc[~mine, 'task']) - set(tasks))
+    earlier = [n for n in tasks if n in set(others['task'])]
+    note = ' '.join(([f"Tasks of earlier jobs of this group, over all their rows of results.csv: {', '.join(earlier)}."]
+                     if earlier else []) +
+                    ([f"Left out: {', '.join(left)}, task files of earlier jobs (rows in results.csv) that this job "
+                      "does not name; name them in tasks to summarise them."] if left else []))
+    return pd.concat([df[mine & (df['run'] < cfg.runs)], others]), note
+
+
 def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
     """The per-task summary as markdown, saved with a plot of the spread over runs as `summary.md` and `summary.png`,
-    and the group's model card; with `tracking_artifacts` the card and the runs' transformers folders go to their
-    tracked runs (`track_exports`)."""
+    and the group's model card, both of the whole group (`_group_rows`); with `tracking_artifacts` the card and this
+    job's runs' transformers folders go to their tracked runs (`track_exports`)."""
     out = group_dir(cfg)
     tasks = {**TASKS, **_file_task_infos(cfg)}
-    df = results.df[results.df['task'].isin(cfg.task_names) & (results.df['run'] < cfg.runs)]
+    df, note = _group_rows(cfg, results, tasks)
     text = summary_markdown(summarize(df, tasks)) if not df.empty else 'no finished runs'
+    if note: text += f'\n\n{note}'
     if results.diverged:
         text += '\n\nDiverged, no score (not summarised, never picked): ' + '; '.join(
             f'{d.task} run {d.run} (seed {d.seed}) at step {d.step}' for d in results.diverged) + '.'
     if is_main_process():
         atomic_write_text(f'# Dev results of {cfg.group} ({cfg.model})\n\n{text}\n', out / 'summary.md')
     card = write_finetuned_card(cfg, df, tasks, text)  # README.md of the group's models: scores, settings, how to load
-    track_exports(cfg, df.to_dict('records'), card)  # with tracking_artifacts: the card and folders to each run's trackers
+    mine = df[df['task'].isin(cfg.task_names)]  # this job's runs: its config is theirs
+    track_exports(cfg, mine.to_dict('records'), card)  # with tracking_artifacts: the card and folders to each run's trackers
     if not df.empty: plot_summary(df, out / 'summary.png', title=f'{cfg.group}: dev score per run (bar: median)', tasks=tasks)
     return text
 
@@ -249,10 +285,14 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
     """Predict the test sets with the selected run of each task (`select`), or the top `ensemble_k` runs together,
     each kind in its own format under `<test_output_dir>/<group>/`: GLUE the site's TSV files and
     `glue_submission.zip` (AX with MNLI's model), a task from files `id<TAB>prediction`, tagging the input's format,
-    QA the official `predictions.json` (and `null_odds.json`)."""
-    out = group_dir(cfg, 'test_output_dir')
+    QA the official `predictions.json` (and `null_odds.json`). Each file written is recorded with what wrote it
+    (`made_by`: refused in a test folder of another group folder); a test-only task's file the folder holds is
+    predicted again with its task's runs (AX with MNLI's) though not in `tasks`; a recorded file of runs fine-tuned
+    again since is removed."""
+    out, group = group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve()
+    check_test_folder(out, group)
     say = log if is_main_process() else (lambda *_: None)
-    tasks, written = job_tasks(cfg, source), []
+    tasks, written = _with_test_only_tasks(job_tasks(cfg, source), source, out, say), []
     for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):
         rows = results.task_rows(name)
         rows = rows[rows['run'] < cfg.runs]  # this job's runs, not later ones left by a larger sweep
@@ -264,9 +304,27 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
             say(f"{name}: {undefined} of {len(rows)} runs have an undefined dev {task.score_metric}; "
                 f"{'no test predictions' if picked.empty else 'they are not picked'}")
         if picked.empty: continue
-        written += task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
-    if any(p.name in SUBMISSION_FILES for p in written): written.append(zip_submission(out))
+        files = task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
+        record(out, files, name, picked, group)
+        written += files
+    removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say)
+    if any(p.name in SUBMISSION_FILES for p in written) or removed: written.append(zip_submission(out))
+    if line := models_line(out): say(line)
     return written
+
+
+def _with_test_only_tasks(tasks: dict[str, FinetuningTask], source: TaskSource, out: Path,
+                          say) -> dict[str, FinetuningTask]:
+    """`tasks` and the test-only GLUE tasks (AX) whose file `out` holds, predicted by a task of `tasks` (MNLI): its
+    runs may have changed, and the file is made from them, so it is written again with that task's."""
+    extra = {name: ClassificationTask(info, source) for name, info in TASKS.items() if info.predicted_by in tasks
+             and name not in tasks and any((out / f'{stem}.tsv').is_file() for _, stem in info.test_files)}
+    for name, task in extra.items():
+        files = ', '.join(f'{stem}.tsv' for _, stem in task.info.test_files)
+        by = task.predicted_by
+        say(f"{files}: predicted again with {by}'s runs: the folder holds it, and {name} is predicted by {by}'s model "
+            f"({name} is not in tasks)")
+    return {**tasks, **extra}
 
 
 def raise_if_diverged(results: ResultsTable) -> None:

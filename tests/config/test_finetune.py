@@ -155,3 +155,24 @@ def test_the_command_line_wins_over_task_files_and_kinds_a_task_file_over_the_pr
     assert (cfg.for_task('squad').epochs, cfg.for_task('squad').max_length) == (1, 128)
     cfg = load('--epochs', '1', '--task_overrides', '{ner: {epochs: 7}}')  # a per-task value typed too: it wins
     assert values(cfg, 'ner')[0] == 7 and cfg.command_line_over_task_files() == []
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_select_median_with_an_ensemble_is_said_once_not_to_apply():
+    "`--select median --ensemble_k 2` submitted the top 2 by dev score, as `best` does, without a word."
+    import warnings
+
+    def load(*flags):
+        return load_config(FinetuneConfig, ['--config', 'demo', '--runs', '3', *flags], preset_dir=REPO / 'configs/finetune')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        cfg = load('--select', 'median', '--ensemble_k', '2')
+        for name in ('RTE', 'MNLI'): cfg.for_task(name)  # each task's config: not said again
+    said = [str(w.message) for w in caught if issubclass(w.category, RunWarning)]
+    assert said == ["select: median does not apply with ensemble_k 2: the test predictions average the top 2 runs by "
+                    "dev score whatever select says, and save_pretrained's picked runs are those 2. Set ensemble_k 1 "
+                    "to submit the median run."]
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', RunWarning)  # best with an ensemble, or median alone: nothing to say
+        load('--ensemble_k', '2')
+        load('--select', 'median')

@@ -102,3 +102,17 @@ def test_two_jobs_writing_one_table_at_once_keep_every_row(tmp_path):
     df = ResultsTable(path).df
     assert df[['task', 'run']].values.tolist() == [['CoLA', r] for r in range(n)] + [['MRPC', r] for r in range(n)] + \
         [['RTE', 0], ['RTE', 1]]
+
+
+def test_a_std_over_one_run_is_undefined_in_the_summary():
+    """A sample std (ddof 1) over one run is undefined (0/0), as the comparison's table.csv leaves it: the summary's
+    cell is '–', not 0.00; over two runs it is the hand value |a - b| / sqrt(2). An undefined run does not count."""
+    df = results({'MNLI': [60.0], 'RTE': [50.0, 54.0], 'CoLA': [40.0, float('nan')]})
+    for m in ('mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm'): df[m] = np.nan
+    s = summarize(df).set_index('task')
+    assert np.isnan(s.loc['MNLI', 'std']) and np.isnan(s.loc['CoLA', 'std'])
+    assert s.loc['RTE', 'std'] == pytest.approx(4 / 2 ** 0.5)
+    md = summary_markdown(summarize(df)).splitlines()
+    assert '| MNLI | accuracy | 1 | 60.00 | 60.00 | – | 60.00 | 60.00 |' in '\n'.join(md)
+    assert '| CoLA | mcc | 2 (1 undefined) | 40.00 | 40.00 | – | 40.00 | 40.00 |' in '\n'.join(md)
+    assert '| RTE | accuracy | 2 | 52.00 | 52.00 | 2.83 | 54.00 | 50.00 |' in '\n'.join(md)

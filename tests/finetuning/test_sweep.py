@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import json
 import re
 import shutil
@@ -17,7 +18,7 @@ import torch
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_from_dict
-from electra.finetuning import learner, loading, runs, sweep
+from electra.finetuning import export, learner, loading, runs, sweep
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
@@ -493,3 +494,178 @@ def test_a_model_of_one_token_type_is_refused_before_any_run_for_the_tasks_that_
     results = sweep.run_sweep(job(tmp_path, glue_dir, tasks=['SST-2']), one, tok, open_source(str(glue_dir)),
                               log=lambda s: None)
     assert list(results.df['task']) == ['SST-2']
+
+
+def test_a_checkpoint_replaced_by_another_runs_is_fine_tuned_again_and_never_predicted_from(tmp_path, glue_dir, tiny):
+    """RTE_1.pth copied over RTE_0.pth (a backup restored, files copied between groups): what the .pth records (task,
+    run, seed, dev scores) is not run 0's row, so the sweep trains run 0 again, saying why, rather than predict from
+    run 1's weights under run 0's name; predicting or exporting from the table as it was refuses in one line."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'ckpt/t'
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, save_pretrained='none')
+    results = sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    run1 = results.get('RTE', 1)
+    shutil.copy(out / 'RTE_1.pth', out / 'RTE_0.pth')
+    stale = ResultsTable(out / 'results.csv')
+    run0 = results.get('RTE', 0)
+    holds = (f"it holds RTE run 1 (seed 1, dev accuracy {run1['score']:.2f}), not RTE run 0 (seed 0, dev accuracy "
+             f"{run0['score']:.2f}) as its row records")
+    both = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, ensemble_k=2)  # run 0 picked, whatever the scores
+    refused(lambda: sweep.write_test_predictions(both, stale, tok, src, log=lambda s: None),
+            str(out / 'RTE_0.pth'), holds, 'run the same command again')
+    refused(lambda: export.save_runs(job(tmp_path, glue_dir, tasks=['RTE'], runs=2, save_pretrained='all'), stale, tok,
+                                     lambda s: None), str(out / 'RTE_0.pth'), holds)
+    lines = []
+    results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+    assert lines[0] == (f"RTE run 0: since its row was written, its checkpoint {out / 'RTE_0.pth'} was replaced: "
+                        f"{holds}; fine-tuning it again, replacing its row and checkpoint")
+    assert lines[1].endswith('1 of 2 runs to do')
+    ckpt = torch.load(out / 'RTE_0.pth', weights_only=True)
+    assert (ckpt['task'], ckpt['run'], ckpt['seed']) == ('RTE', 0, 0)
+    assert ckpt['settings'] == results.get('RTE', 0)['settings']
+    again = []
+    sweep.run_sweep(cfg, model, tok, src, log=again.append)
+    assert again == ['RTE: all 2 runs finished before; skipped']
+
+
+def test_what_a_checkpoint_records_against_its_row():
+    "`run_mismatch` by hand: the run itself matches to the table's 4 decimals; another model's, or another score, not."
+    row = {'task': 'RTE', 'run': 0, 'seed': 0, 'accuracy': 62.5, 'train_loss': 0.6931, 'model_fingerprint': 'ab',
+           'settings': '{"s": 1}', 'score': 62.5}
+    ckpt = {'task': 'RTE', 'run': 0, 'seed': 0, 'pretrained_fingerprint': 'ab', 'settings': '{"s": 1}',
+            'dev': {'epoch': 0, 'train_loss': 0.693147, 'accuracy': 62.5}}
+    assert loading.run_mismatch(ckpt, row) == ''
+    assert loading.run_mismatch({**ckpt, 'pretrained_fingerprint': 'cd'}, row) == (
+        'it holds RTE run 0 (seed 0, dev accuracy 62.50) of another model, not RTE run 0 (seed 0, dev accuracy 62.50) '
+        'as its row records')
+    assert loading.run_mismatch({**ckpt, 'dev': {**ckpt['dev'], 'accuracy': 56.25}}, row).startswith(
+        'it holds RTE run 0 (seed 0, dev accuracy 56.25), not')
+    old = {k: v for k, v in ckpt.items() if k not in ('settings', 'pretrained_fingerprint')}  # an earlier version's
+    assert loading.run_mismatch(old, row) == ''
+
+
+def zipped(folder: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(folder / 'glue_submission.zip') as z: return {n: z.read(n) for n in sorted(z.namelist())}
+
+
+def test_mnli_fine_tuned_again_without_ax_in_tasks_predicts_ax_again_and_a_replaced_runs_files_go(tmp_path, glue_dir,
+                                                                                                 tiny):
+    """AX is predicted by MNLI's runs: MNLI fine-tuned again (max_length 16, then 64) by a job without AX rewrites the
+    folder's AX.tsv from the new run, as a job of both writes it; a task's files whose runs were fine-tuned again by a
+    job that did not predict (`--predict false`) leave the folder and the zip, said in a line."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'out/t'
+    short = job(tmp_path, glue_dir, tasks=['MNLI', 'AX', 'RTE'], task_overrides={'MNLI': {'max_length': 16}})
+    sweep.write_test_predictions(short, sweep.run_sweep(short, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    # the length-16 run's predictions told apart from the next run's (the tiny runs predict one class): another class
+    before = re.sub(r'\t(entailment|neutral)$', '\tcontradiction', (out / 'AX.tsv').read_text(), flags=re.M)
+    (out / 'AX.tsv').write_text(before)
+    before = before.encode()
+    cfg, lines = job(tmp_path, glue_dir, tasks=['MNLI']), []
+    results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+    assert lines[0].startswith('MNLI run 0: since its row was written, max_length changed (was 16, now 64)')
+    sweep.write_test_predictions(cfg, results, tok, src, log=lines.append)
+    # the reference: the same table predicted by a job of MNLI and AX, into another folder
+    both = job(tmp_path, glue_dir, tasks=['MNLI', 'AX'], test_output_dir=str(tmp_path / 'ref'))
+    sweep.write_test_predictions(both, results, tok, src, log=lambda s: None)
+    assert (out / 'AX.tsv').read_bytes() == (tmp_path / 'ref/t/AX.tsv').read_bytes() != before
+    assert zipped(out)['AX.tsv'] == (out / 'AX.tsv').read_bytes() and 'RTE.tsv' in zipped(out)
+    assert ('AX.tsv: predicted again with MNLI\'s runs: the folder holds it, and AX is predicted by MNLI\'s model '
+            '(AX is not in tasks)') in lines
+    # RTE fine-tuned again without predicting, then a job predicting MNLI only: RTE.tsv is of a replaced run
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], lr=1e-4, predict=False), model, tok, src, log=lambda s: None)
+    lines = []
+    sweep.write_test_predictions(cfg, ResultsTable(tmp_path / 'ckpt/t/results.csv'), tok, src, log=lines.append)
+    assert not (out / 'RTE.tsv').exists() and 'RTE.tsv' not in zipped(out) and 'MNLI-m.tsv' in zipped(out)
+    assert (f'RTE.tsv removed from {out} and its zip: it was predicted by RTE run 0 (seed 0), fine-tuned again since; '
+            'predict RTE again (put it in tasks) to write it') in lines
+
+
+def test_another_group_folder_writing_into_the_same_test_folder_is_refused_before_any_run(tmp_path, glue_dir, tiny):
+    """Two sweeps that share a group name and test_output_dir but not output_dir (two results tables, maybe two models):
+    the second would zip its files with the first's. The test folder records which group folder and model wrote each
+    file (`made_by.json`); the second job is refused in one line before its first run."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'out/t'
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'])
+    sweep.write_test_predictions(cfg, sweep.run_sweep(cfg, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    made_by = json.loads((out / 'made_by.json').read_text())
+    assert made_by['RTE.tsv']['group'] == str((tmp_path / 'ckpt/t').resolve())
+    row = ResultsTable(tmp_path / 'ckpt/t/results.csv').get('RTE', 0)
+    assert made_by['RTE.tsv']['by'] == 'RTE' and made_by['RTE.tsv']['model'] == row['model_fingerprint']
+    inputs = hashlib.sha256(f"{row['settings']}|{row['model_fingerprint']}".encode()).hexdigest()[:16]
+    assert made_by['RTE.tsv']['runs'] == [{'run': 0, 'seed': 0, 'inputs': inputs, 'finished_at': row['finished_at']}]
+    other = job(tmp_path, glue_dir, tasks=['MRPC'], output_dir=str(tmp_path / 'other'))
+    refused(lambda: sweep.run_sweep(other, model, tok, src, log=lambda s: None), str(out),
+            f"RTE.tsv of the group folder {(tmp_path / 'ckpt/t').resolve()}", str((tmp_path / 'other/t').resolve()),
+            '--test_output_dir')
+    assert not (tmp_path / 'other/t/results.csv').exists()
+    refused(lambda: sweep.write_test_predictions(other, ResultsTable(tmp_path / 'ckpt/t/results.csv'), tok, src,
+                                                 log=lambda s: None), 'RTE.tsv of the group folder')
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['MRPC'], output_dir=str(tmp_path / 'other'), predict=False), model,
+                    tok, src, log=lambda s: None)  # without predictions the test folder is not its business
+    # the same group folder, another task from another model: both in the zip, said in one line
+    m2 = tmp_path / 'm2'
+    model.save_pretrained(m2)
+    tok.save_pretrained(m2)
+    two, lines = job(tmp_path, glue_dir, tasks=['MRPC'], model=str(m2)), []
+    sweep.write_test_predictions(two, sweep.run_sweep(two, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lines.append)
+    fingerprints = ResultsTable(tmp_path / 'ckpt/t/results.csv').df.set_index('task')['model_fingerprint']
+    assert lines[-1] == (f"warning: the test files of {out} come from runs of 2 models (MRPC.tsv from runs of the "
+                         f"model {fingerprints['MRPC']}; RTE.tsv from runs of the model {fingerprints['RTE']}; by "
+                         "fingerprint): "
+                         "the results table holds rows of each. Fine-tune the other tasks again from this job's model "
+                         "(put them in tasks) for a submission of one model.")
+
+
+def test_a_damaged_record_of_the_test_files_is_refused_in_one_line(tmp_path):
+    from electra.finetuning import made_by
+    (tmp_path / 'made_by.json').write_text('{"RTE.tsv": {"task": "RTE"}}')
+    refused(lambda: made_by.check_test_folder(tmp_path, tmp_path / 'g'), str(tmp_path / 'made_by.json'),
+            "not the record of finetune.py's test files", 'Move it away')
+    (tmp_path / 'made_by.json').write_text('{"RTE.tsv": ')
+    refused(lambda: made_by.check_test_folder(tmp_path, tmp_path / 'g'), str(tmp_path / 'made_by.json'))
+
+
+def card_folders(group: Path) -> list[str]:
+    "The folders the group card's 'transformers folders' section names."
+    section = (group / 'README.md').read_text(encoding='utf-8').split('## transformers folders\n\n', 1)[1].split('\n## ')[0]
+    return sorted(re.findall(r'`([^`/]+)/`', section))
+
+
+def test_a_later_job_of_other_tasks_or_fewer_runs_leaves_a_summary_and_card_of_the_whole_group(tmp_path, glue_dir, tiny):
+    """RTE and MRPC, 2 runs each, both picked (ensemble_k 2), then RTE alone with 1 run: the summary and the card
+    describe the group on disk, MRPC's 2 runs beside RTE's one (said to be of an earlier job), the card lists exactly
+    the transformers folders there, and RTE run 1, outside this job's runs, loses its folder, said in a line."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'ckpt/t'
+    first = job(tmp_path, glue_dir, tasks=['RTE', 'MRPC'], runs=2, ensemble_k=2, predict=False)
+    sweep.write_summary(first, sweep.run_sweep(first, model, tok, src, log=lambda s: None))
+    assert card_folders(out) == ['MRPC_0', 'MRPC_1', 'RTE_0', 'RTE_1']
+    cfg, lines = job(tmp_path, glue_dir, tasks=['RTE'], runs=1, predict=False), []
+    results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+    assert (f"RTE run 1: its transformers folder {out / 'RTE_1'} removed: the run is outside this job's 1 run(s); "
+            "its weights stay RTE_1.pth") in lines
+    text = sweep.write_summary(cfg, results)
+    mrpc = results.task_rows('MRPC')['score'].astype(float)
+    assert f"| MRPC | accuracy | 2 | {mrpc.mean():.2f} |" in text and '| RTE | accuracy | 1 |' in text
+    assert 'GLUE score (2 of 8 tasks)' in text
+    assert 'Tasks of earlier jobs of this group, over all their rows of results.csv: MRPC.' in text
+    assert text in (out / 'summary.md').read_text() and text in (out / 'README.md').read_text()
+    on_disk = sorted(p.name for p in out.iterdir() if (p / 'config.json').is_file())
+    assert card_folders(out) == on_disk == ['MRPC_0', 'MRPC_1', 'RTE_0']
+    assert '| MRPC | 1 |' in (out / 'README.md').read_text()  # the runs table lists MRPC's runs too
+
+
+def test_the_summary_names_the_tasks_of_earlier_jobs_and_the_task_files_it_leaves_out(tmp_path, glue_dir):
+    "`_group_rows` by hand: this job's task over its runs, a GLUE task of an earlier job whole, a task file named left out."
+    from types import SimpleNamespace
+    df = pd.DataFrame([{'task': t, 'run': r} for t, runs in (('RTE', 3), ('MRPC', 3), ('entail', 1)) for r in range(runs)])
+    rows, note = sweep._group_rows(job(tmp_path, glue_dir, tasks=['RTE'], runs=2), SimpleNamespace(df=df), TASKS)
+    assert sorted(zip(rows['task'], rows['run'])) == [('MRPC', 0), ('MRPC', 1), ('MRPC', 2), ('RTE', 0), ('RTE', 1)]
+    assert note == ('Tasks of earlier jobs of this group, over all their rows of results.csv: MRPC. Left out: entail, '
+                    'task files of earlier jobs (rows in results.csv) that this job does not name; name them in tasks '
+                    'to summarise them.')

@@ -14,7 +14,7 @@ from electra.config.finetune import FinetuneConfig
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier
 from electra.finetuning.learner import device_and_autocast, predict_outputs
-from electra.finetuning.loading import load_finetuned
+from electra.finetuning.loading import load_run
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.encoding import encode_cached, make_loader
 from electra.finetuning.tasks.files import SENTENCE_KIND_METRICS, FileKind, file_task, register_file_kind, write_file_predictions
@@ -121,8 +121,8 @@ def _averaged_outputs(cfg: FinetuneConfig, job: TestJob, encoded: dict, task_cfg
     "Every encoded split's outputs averaged over the picked runs (one model in memory at a time)."
     device, autocast = device_and_autocast(cfg.device, cfg.precision)
     pad_id, sums = pad_token_id(job.tokenizer), {}
-    for path in job.picked['checkpoint']:
-        model = load_finetuned(path, device)
+    for row in job.picked.to_dict('records'):
+        model = load_run(row, device)  # refused when the file is not that run's (`loading.read_run`)
         for key, enc in encoded.items():
             loader = make_loader(enc, task_cfg.eval_batch_size, False, pad_id, pin_memory=device.type == 'cuda')
             sums[key] = sums.get(key, 0) + predict_outputs(model, loader, autocast) / len(job.picked)

@@ -47,7 +47,7 @@ from electra.config.finetune import qa_no_ensemble
 from electra.config.values import config_to_dict
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import device_and_autocast, predict_examples
-from electra.finetuning.loading import load_finetuned
+from electra.finetuning.loading import load_run
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
@@ -361,7 +361,7 @@ class QATask(FinetuningTask):
         run = job.picked.to_dict('records')[0]
         cfg, task_cfg = job.cfg, job.cfg.for_task(self.name)
         device, autocast = device_and_autocast(cfg.device, cfg.precision)
-        model = load_finetuned(run['checkpoint'], device)
+        model = load_run(run, device)  # refused when the file is not that run's (`loading.read_run`)
         runs = job.runs_text(self.score_metric)
         written = []
         for name in ('dev', 'test'):

@@ -30,7 +30,7 @@ from electra.config.errors import ConfigError
 from electra.config.fields import field
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import device_and_autocast
-from electra.finetuning.loading import load_finetuned
+from electra.finetuning.loading import load_run
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names
@@ -195,8 +195,8 @@ def _averaged_window_logits(job: TestJob, splits: dict[str, TaggingSplit], task:
     "Each split's per-window logits [L_i, C] averaged over the picked runs (one model in memory at a time)."
     device, autocast = device_and_autocast(job.cfg.device, job.cfg.precision)
     pad_id, sums = pad_token_id(job.tokenizer), {}
-    for path in job.picked['checkpoint']:
-        model = load_finetuned(path, device)
+    for row in job.picked.to_dict('records'):
+        model = load_run(row, device)  # refused when the file is not that run's (`loading.read_run`)
         for s, split in splits.items():
             outs = predict_windows(model, task.loader(split, task_cfg, pad_id, False, pin=device.type == 'cuda'), autocast)
             prev = sums.get(s, [0.0] * len(outs))

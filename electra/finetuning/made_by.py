@@ -1,0 +1,119 @@
+"""What wrote each test file of a group's test folder, `<test_output_dir>/<group>/made_by.json`: the group folder
+whose results table it came from (`<output_dir>/<group>`), the task whose runs predicted it (AX: MNLI's), those runs
+(index, seed, what they were made from: a digest of their rows' settings and model, and when each finished: a run
+fine-tuned again finishes anew) and the model they were fine-tuned from.
+
+Two sweeps that share a group name and `test_output_dir` but not `output_dir` would gather their files into one
+`glue_submission.zip`: a job refuses a test folder of another group folder before its first run
+(`check_test_folder`). A file of runs fine-tuned again since it was written (by a job that did not predict) is
+removed after the job's predictions (`drop_stale`), and files of runs of several models said in one line
+(`models_line`), so that the zip holds what the results table says."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from electra.config.errors import ConfigError
+from electra.config.text_files import load_json, read_text
+from electra.finetuning.tasks.glue.tasks import TASKS
+from electra.runtime.files import atomic_write_text, locked
+from electra.runtime.processes import is_main_process
+
+__all__ = ['MADE_BY', 'read_made_by', 'check_test_folder', 'record', 'drop_stale', 'models_line']
+
+MADE_BY = 'made_by.json'
+_KEYS = {'task', 'by', 'group', 'model', 'runs'}
+_TASK_OF_FILE = {f'{stem}.tsv': name for name, t in TASKS.items() for _, stem in t.test_files}  # GLUE's files
+
+
+def read_made_by(folder: Path) -> dict[str, dict]:
+    "Each recorded test file of `folder` (its path inside it) and what wrote it; {} for a folder without the record."
+    path = Path(folder) / MADE_BY
+    if not path.is_file(): return {}
+    entries = load_json(read_text(path), str(path))
+    if not isinstance(entries, dict) or not all(isinstance(e, dict) and _KEYS <= set(e) for e in entries.values()):
+        raise ConfigError(f"{path}: not the record of finetune.py's test files (each file's group folder, task, runs "
+                          "and model). Move it away with the test files beside it, or choose another "
+                          "--test_output_dir.")
+    return entries
+
+
+def _names(files: list[str]) -> str:
+    return ', '.join(files) if len(files) <= 3 else f"{', '.join(files[:3])} and {len(files) - 3} more"
+
+
+def check_test_folder(folder: Path, group: Path) -> None:
+    """A one-line ConfigError when `folder` holds test files of another group folder than `group` (this job's
+    `<output_dir>/<group>`, resolved): this job's files would be zipped with theirs."""
+    others: dict[str, list[str]] = {}
+    for name, e in read_made_by(folder).items():
+        if e['group'] != str(group): others.setdefault(e['group'], []).append(name)
+    if others:
+        other, files = next(iter(others.items()))
+        raise ConfigError(f"{folder} holds {_names(files)} of the group folder {other}, not this job's {group}: one "
+                          "glue_submission.zip would mix the two groups' predictions. Set --test_output_dir (or "
+                          f"--group) to another folder, or move those files and {MADE_BY} away.")
+
+
+def _inputs(row: dict) -> str:
+    "A digest of what a run was made from (its row's settings and model): one trained again in the same second differs."
+    return hashlib.sha256(f"{row['settings']}|{row['model_fingerprint']}".encode()).hexdigest()[:16]
+
+
+def _runs(rows: pd.DataFrame) -> list[dict]:
+    return [{'run': int(r['run']), 'seed': int(r['seed']), 'inputs': _inputs(r), 'finished_at': str(r['finished_at'])}
+            for r in rows.sort_values('run').to_dict('records')]
+
+
+def _update(folder: Path, change: Callable[[dict], dict]) -> None:
+    "The record as `change` makes it, rewritten under a lock (main process): two jobs on one folder take turns."
+    if not is_main_process(): return
+    path = Path(folder) / MADE_BY
+    with locked(path):
+        atomic_write_text(json.dumps(change(read_made_by(folder)), indent=1, sort_keys=True) + '\n', path)
+
+
+def record(folder: Path, written: list[Path], by: str, picked: pd.DataFrame, group: Path) -> None:
+    "The files `written` by the picked runs `picked` of task `by` (rows of the results table of `group`), recorded."
+    models = sorted(set(picked['model_fingerprint'].astype(str)))
+    entries = {p.relative_to(folder).as_posix(): {'task': _TASK_OF_FILE.get(p.name, by), 'by': by, 'group': str(group),
+                                                  'model': ', '.join(models), 'runs': _runs(picked)} for p in written}
+    _update(folder, lambda old: {**old, **entries})
+
+
+def _stale(entry: dict, results) -> bool:
+    "Whether a file's runs are no longer those of the results table: a run fine-tuned again, or gone."
+    for r in entry['runs']:
+        row = results.get(entry['by'], r['run'])
+        if row is None or [int(row['seed']), _inputs(row), str(row['finished_at'])] != \
+                [r['seed'], r.get('inputs'), r['finished_at']]: return True
+    return False
+
+
+def drop_stale(folder: Path, results, now: set[str], say: Callable[[str], None]) -> bool:
+    """The recorded files of `folder` not written by this job (`now`: their paths inside it) whose runs were
+    fine-tuned again since, or are gone from `results`, removed, each said in a line; whether any was."""
+    stale = {n: e for n, e in read_made_by(folder).items() if n not in now and _stale(e, results)}
+    for name, e in sorted(stale.items()):
+        if is_main_process(): (Path(folder) / name).unlink(missing_ok=True)
+        runs = ', '.join(f"run {r['run']} (seed {r['seed']})" for r in e['runs'])
+        zipped = ' and its zip' if name in _TASK_OF_FILE else ''
+        say(f"{name} removed from {folder}{zipped}: it was predicted by {e['by']} {runs}, fine-tuned again since; "
+            f"predict {e['task']} again (put it in tasks) to write it")
+    if stale: _update(folder, lambda old: {n: e for n, e in old.items() if n not in stale})
+    return bool(stale)
+
+
+def models_line(folder: Path) -> str:
+    "'' when the recorded files of `folder` come from one model's runs; else a warning naming each model's files."
+    by_model: dict[str, list[str]] = {}
+    for name, e in sorted(read_made_by(folder).items()): by_model.setdefault(e['model'], []).append(name)
+    if len(by_model) < 2: return ''
+    parts = '; '.join(f"{_names(files)} from runs of the model {model}" for model, files in by_model.items())
+    return (f"warning: the test files of {folder} come from runs of {len(by_model)} models ({parts}; by fingerprint): "
+            "the results table holds rows of each. Fine-tune the other tasks again from this job's model (put them "
+            "in tasks) for a submission of one model.")

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import forked
 
-pytestmark = pytest.mark.skipif(not forked.forking(), reason='processes are not forked here (Linux only, or switched off)')
+pytestmark = pytest.mark.skipif(not forked.forking(), reason='no forking here (Linux only; ELECTRA_TESTS_FORK=0)')
 
 PROBE = r'''
 import json, os, signal, sys, warnings
@@ -20,8 +20,8 @@ def stream(s):
                                    type(s.buffer).__name__, s.mode, s.name]
 main = sys.modules['__main__']
 print(json.dumps({
-    'argv': sys.argv, 'path': sys.path, 'cwd': os.getcwd(), 'env': os.environ.get('PROBE_VALUE'),
-    'parent': os.getppid() == int(os.environ['PROBE_PARENT']), 'session': os.getsid(0) == os.getpid(),
+    'argv': sys.argv, 'path': sys.path, 'cwd': os.getcwd(), 'env': os.environ.get('ELECTRA_PROBE_VALUE'),
+    'parent': os.getppid() == int(os.environ['ELECTRA_PROBE_PARENT']), 'session': os.getsid(0) == os.getpid(),
     'group': os.getpgid(0) == os.getpid(),
     'signals': {int(s): str(signal.getsignal(s)) for s in signal.valid_signals() if s not in (9, 19)},
     'mask': sorted(map(int, signal.pthread_sigmask(signal.SIG_BLOCK, []))),
@@ -30,7 +30,7 @@ print(json.dumps({
     'loader': type(getattr(main, '__loader__', None)).__name__, 'fds': sorted(map(int, os.listdir('/proc/self/fd'))),
     'flags': str(sys.flags), 'filters': [str(f[:3]) for f in warnings.filters], 'library': 'electra' in sys.modules,
     'name': __name__}, sort_keys=True), file=sys.stderr)
-end = os.environ['PROBE_END']
+end = os.environ['ELECTRA_PROBE_END']
 if end == 'raise': raise ValueError('an uncaught error')
 if end == 'ctrl-c': raise KeyboardInterrupt
 if end == 'hook':  # a hook that exits, as the library's friendly_errors does
@@ -58,13 +58,14 @@ def test_a_forked_process_is_the_process_python_starts(probe, how):
             'code': ['-c', PROBE, 'y'], 'missing script': ['missing.py']}.get(how, ['probe.py'])
     kwargs = {'session': {'start_new_session': True}, 'devnull stdin': {'stdin': subprocess.DEVNULL},
               'closed stdout': {'closed': (1,)}}.get(how, {})
-    env = {**os.environ, 'PROBE_PARENT': str(os.getpid()), 'PROBE_VALUE': 'v'}
+    env = {**os.environ, 'ELECTRA_PROBE_PARENT': str(os.getpid()), 'ELECTRA_PROBE_VALUE': 'v'}
     if how == 'pythonpath': env['PYTHONPATH'] = f'{probe}{os.pathsep}relative'
+    forked.run([sys.executable, '-c', 'pass'], env=env)  # a server is started at an environment's second use
     for end in ['0', '3', 'raise', 'ctrl-c', 'hook', 'thread']:
         ran = []
         for popen in (forked._real_popen, forked.Popen):
-            proc = popen([sys.executable, *argv], cwd=probe, env={**env, 'PROBE_END': end}, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, **kwargs)
+            proc = popen([sys.executable, *argv], cwd=probe, env={**env, 'ELECTRA_PROBE_END': end},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
             out, err = proc.communicate(timeout=120)
             # the addresses of the objects the module spec of `-m` names differ between any two processes
             ran.append((type(proc) is forked._ForkedPopen, proc.returncode, out, re.sub(r'0x[0-9a-f]+', '0x', err)))

@@ -27,7 +27,7 @@ from tokenizers.models import WordPiece
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from electra.config.errors import ConfigError, RunWarning
-from electra.config.text_files import compressed
+from electra.config.text_files import compressed, read_text
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
@@ -172,9 +172,12 @@ _REPEATED_FIX = 'Remove the repeated line, or give the vocab.txt the model was t
 
 
 def _vocab_text(path: Path, where: str) -> str:
+    "The file's text as it is (a byte-order mark kept, for `vocab_entries` to judge); not UTF-8: `read_text`'s line."
     try: return path.read_bytes().decode('utf-8')
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{where}: cannot read it as a UTF-8 vocab.txt ({e}).") from e
+    except OSError as e: raise ConfigError(f"{where}: cannot read it ({e.strerror}).") from None
+    except UnicodeDecodeError:
+        read_text(path)  # raises the one line naming the file and the line of the first byte that is not UTF-8
+        raise
 
 
 def vocab_entries(path: Path, where: str, fix: str = _REPEATED_FIX, bom: bool = True) -> list[str]:

@@ -96,7 +96,7 @@ def set_signals(ignored: list[int], blocked: list[int]) -> None:
 def set_path(kind: str, target: str, base: list[str]) -> None:
     "sys.path as `python` builds it: the script's folder (or the working folder), PYTHONPATH, then the rest."
     first = {'script': os.path.dirname(os.path.abspath(target)), 'module': os.getcwd(), 'code': ''}[kind]
-    extra = [p if os.path.isabs(p) else os.path.abspath(p) for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]
+    extra = [os.path.abspath(p) for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]
     sys.path[:] = [first, *extra, *base]
     import importlib
     importlib.invalidate_caches()  # files written since this server started are found

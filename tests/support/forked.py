@@ -9,7 +9,8 @@ process is this one's child (this process is made a child subreaper, and the ser
 
 A real interpreter is started instead for anything else: another program, interpreter options, `preexec_fn`, an
 environment that differs from the server's in a variable a preloaded library may read when it is imported (a
-server is started for each such environment: `_import_key`), and every call when ELECTRA_TESTS_FORK=0."""
+server is started for each such environment at its second use: `_import_key`), and every call when
+ELECTRA_TESTS_FORK=0."""
 from __future__ import annotations
 
 import atexit
@@ -37,6 +38,7 @@ _RUNTIME_PREFIXES = ('SLURM_', 'ELECTRA_', 'PYTEST_', 'TORCHELASTIC_', 'NEPTUNE_
 _POPEN_KEYS = {'cwd', 'env', 'stdin', 'stdout', 'stderr', 'text', 'universal_newlines', 'encoding', 'errors',
                'start_new_session', 'pass_fds', 'close_fds', 'bufsize'}
 _servers: dict[frozenset, '_Server | None'] = {}
+_asked: dict[frozenset, int] = {}
 _lock = threading.Lock()
 
 
@@ -74,11 +76,16 @@ class _Server:
     def close(self):
         if self.proc.poll() is None: self.proc.kill()
         self.proc.wait()
+        self.proc.stdin.close(), self.proc.stdout.close()
 
 
 def _server(env: dict[str, str]) -> '_Server | None':
+    """The server for `env`'s import key, started at its second request: a server costs what a fresh interpreter
+    does, so an environment met once (a test's own HOME or HF_HOME) gets a real process."""
     key = _import_key(env)
     with _lock:
+        _asked[key] = _asked.get(key, 0) + 1
+        if key not in _servers and _asked[key] < 2: return None
         if key not in _servers:
             if not _servers:  # the jobs the servers hand over become this process's children
                 ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1)

@@ -22,8 +22,8 @@ from electra.finetuning.tasks.glue.demo import write_demo_glue
 from tests.support.corpora import SHARED, build, sotu_slice, wiki_slice
 
 
-# The test files that start processes (drivers, torchrun jobs, workers), costliest first: the suite's workers
-# (pytest.ini) take these first and the many quick files fill in around them, so that they end together.
+# The test files that start processes (drivers, torchrun jobs, workers), costliest first: the suite's two workers
+# (pytest.ini) take these first and the many quick files fill in around them, so that both end together.
 COSTLIEST_FIRST = ['tests/test_finetune_signals.py', 'tests/training/test_distributed_resume.py',
                    'tests/test_pretrain_signals.py', 'tests/training/test_distributed.py', 'tests/test_pretrain.py',
                    'tests/test_finetune.py',

@@ -1,6 +1,6 @@
 """finetune.py stopped by the signals of a scheduler, for real: the job alone, the process group of a sweep on worker
 processes, one worker alone; the printed command then ends with the weights of an uninterrupted sweep. Apart from
-tests/test_finetune.py so that the suite's workers (pytest.ini: a file each at a time) run these processes
+tests/test_finetune.py so that the suite's two workers (pytest.ini: a file each at a time) run these processes
 beside that file's."""
 from __future__ import annotations
 

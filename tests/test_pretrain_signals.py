@@ -1,6 +1,6 @@
 """pretrain.py stopped for real and continued, each job a process of its own: Ctrl-C in a terminal, kill -9, and the
 stop signals of a scheduler or a closed terminal (with docs/preemption.md's SLURM script); every chain ends with the
-weights of an uninterrupted run, bit for bit. Apart from tests/test_pretrain.py so that the suite's workers
+weights of an uninterrupted run, bit for bit. Apart from tests/test_pretrain.py so that the suite's two workers
 (pytest.ini: a file each at a time) run these processes beside that file's in-process runs."""
 import csv
 import os

@@ -1,7 +1,7 @@
 """A two-process torchrun pretraining killed or stopped and resumed (docs/preemption.md): killed (SIGKILL) after a
 checkpoint, stopped by Ctrl-C and by a scheduler's SIGTERM, each resume goes on to the end of an uninterrupted run;
 only rank 0 writes; and torchrun told to pass SIGUSR1 on (--signals_to_handle) hands it to every process as a stop.
-Apart from tests/training/test_distributed.py so that the suite's workers (pytest.ini: a file each at a time) run
+Apart from tests/training/test_distributed.py so that the suite's two workers (pytest.ini: a file each at a time) run
 these jobs beside that file's."""
 import csv
 import os

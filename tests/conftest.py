@@ -17,8 +17,10 @@ import torch
 
 from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import train_tokenizer
-from electra.finetuning import loading
+from electra.experiments import runs
+from electra.finetuning import loading, workers
 from electra.finetuning.tasks.glue.demo import write_demo_glue
+from tests.support import forked
 from tests.support.corpora import SHARED, build, sotu_slice, wiki_slice
 
 
@@ -42,6 +44,14 @@ if int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')) > 1:  # the cores share
 def pytest_collection_modifyitems(items):
     rank = {path: k for k, path in enumerate(COSTLIEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split('::')[0], len(rank)))  # stable: the rest keep their order
+
+
+@pytest.fixture(autouse=True)
+def library_children_forked(monkeypatch):
+    """The processes the library starts in this process (fine-tuning workers, a comparison's jobs) forked from a
+    server, as the tests' own are (tests/support/forked.py); ELECTRA_TESTS_FORK=top or 0 starts them afresh."""
+    if forked.forking(nested=True):
+        for module in (workers, runs): monkeypatch.setattr(module, 'subprocess', forked.subprocess_forked)
 
 
 @pytest.fixture

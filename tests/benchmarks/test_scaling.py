@@ -7,6 +7,7 @@ import torch
 
 from electra.data.tokenizer import load_tokenizer
 from benchmarks.bench import cli, scaling
+from tests.support import forked
 
 
 @pytest.mark.parametrize('n, procs', [(0, [1]), (1, [1]), (2, [1, 2]), (3, [1, 2, 3]), (6, [1, 2, 4, 6]),
@@ -103,6 +104,7 @@ def test_scaling_command_runs_one_and_two_processes_on_the_cpu(tmp_path, capsys,
     # a check of the plumbing on gloo, not of any speed: 2 processes on 2 shared cores do not scale. One thread per
     # process, as OMP_NUM_THREADS says: the suite's other worker has the other core (threads waiting on a busy core spin)
     monkeypatch.setenv('OMP_NUM_THREADS', '1')
+    monkeypatch.setattr(scaling, 'subprocess', forked.subprocess_forked)  # its jobs forked (tests/support/forked.py)
     out = tmp_path / 's.json'
     cli.main(['scaling', '--device', 'cpu', '--preset', 'demo', '--procs', '1,2', '--steps', '6', '--warmup', '2',
               '--workdir', str(tmp_path / 'work'), '--json', str(out)])

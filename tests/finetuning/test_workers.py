@@ -22,6 +22,7 @@ from electra.finetuning.runs import RunJob
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS as GLUE_TASKS
 from electra.runtime.errors import TrainingStopped
+from tests.support import forked, processes
 from tests.support.finetune import job
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -83,14 +84,14 @@ def test_two_workers_write_the_sequential_table(tmp_path, glue_dir, tiny, sequen
 
 
 def _worker_pids() -> list[int]:
-    "This process's worker children (Linux /proc)."
+    """This process's worker children (Linux /proc): by their command line, or, forked (tests/support/forked.py), as
+    the children that run and are no fork server."""
     pids = []
-    for d in Path('/proc').iterdir():
-        if not d.name.isdigit(): continue
-        try: stat, cmd = (d / 'stat').read_text(), (d / 'cmdline').read_bytes()
+    for pid in processes.children(os.getpid()):
+        try: cmd = Path(f'/proc/{pid}/cmdline').read_bytes()
         except OSError: continue
-        if int(stat.rsplit(')', 1)[1].split()[1]) == os.getpid() and b'electra.finetuning.workers' in cmd:
-            pids.append(int(d.name))
+        forked_job = b'fork_server.py' in cmd and pid not in forked.server_pids()
+        if processes.alive(pid) and (b'electra.finetuning.workers' in cmd or forked_job): pids.append(pid)
     return pids
 
 

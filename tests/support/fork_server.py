@@ -4,7 +4,9 @@ CPU-seconds), never the library or pytest, then forks a process for each request
 `python SCRIPT ...`, `python -m MODULE ...` or `python -c CODE ...` would have started: its argv, sys.path, working
 folder, environment, standard streams (closed ones too), other file descriptors, session and controlling terminal,
 signal dispositions and mask, `__main__`, random seeds and exit (status, atexit, the flush of stdout) as a fresh
-interpreter has them. Only the standard library is imported here besides the preloaded libraries."""
+interpreter has them. Before it runs anything, a forked process forks its zygote: a copy of this server, serving
+the `python` children the process starts (forked.py's `nest`). Only the standard library (and forked.py, as
+`_electra_forked`) is imported here besides the preloaded libraries."""
 import ctypes
 import fcntl
 import io
@@ -23,8 +25,21 @@ PRELOAD = ['numpy', 'torch', 'transformers', 'transformers.models.electra.modeli
            'datasets', 'pandas', 'scipy.stats', 'sklearn.metrics', 'matplotlib', 'matplotlib.pyplot',
            'fastai.basics', 'fastai.learner', 'fastai.callback.progress', 'fastai.callback.core',
            'fastai.callback.schedule', 'fastai.data.core']
-_PR_SET_PDEATHSIG = 1
+_PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15
 SELF = os.path.abspath(__file__)  # kept: a module run with -m takes a fresh `__main__`, never this one's globals
+FOLDER, KEY = '', frozenset()  # the server's folder (its socket, its zygotes'), its environment's import key
+COMM = b''  # the server's name in /proc/<pid>/comm: a fresh interpreter's
+_zygote: tuple[int, str] | None = None  # (pid, socket) of this forked process's zygote
+
+
+def load_forked() -> types.ModuleType:
+    "tests/support/forked.py, as a module of its own name (a job that imports tests.support.forked gets its own)."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('_electra_forked', os.path.join(os.path.dirname(SELF), 'forked.py'))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def preload() -> None:
@@ -60,9 +75,10 @@ def place_fds(fds: list[int], targets: list[int], keep: set[int]) -> None:
             except OSError: pass
 
 
-def std_streams(enc: dict) -> None:
-    "sys.stdin/stdout/stderr (and their __dunder__ copies) made as CPython's create_stdio makes them; None if closed."
-    unbuffered = bool(os.environ.get('PYTHONUNBUFFERED'))
+def std_streams(enc: dict, unbuffered: bool) -> None:
+    """sys.stdin/stdout/stderr (and their __dunder__ copies) made as CPython's create_stdio makes them; None if closed.
+    `unbuffered`: `-u` given."""
+    unbuffered = unbuffered or bool(os.environ.get('PYTHONUNBUFFERED'))
     for fd, name, mode in ((0, 'stdin', 'r'), (1, 'stdout', 'w'), (2, 'stderr', 'w')):
         try: os.fstat(fd)
         except OSError:
@@ -184,6 +200,7 @@ def finish(status: int) -> None:
             if name == 'stdout' and status == 0: status = 120
             try: os.write(2, f'Exception ignored in: {stream!r}\n{type(e).__name__}: {e}\n'.encode())
             except OSError: pass
+    stop_zygote()
     if status == -signal.SIGINT:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
@@ -196,6 +213,7 @@ def become(spec: dict, fds: list[int], base_path: list[str], enc: dict) -> None:
     try:
         if spec['session']: os.setsid()
         elif spec['process_group'] not in (None, -1): os.setpgid(0, spec['process_group'])
+        elif os.getpgrp() != spec['group']: os.setpgid(0, spec['group'])  # a zygote's child: its requester's group
         place_fds(fds, spec['targets'], set())
         if spec['ctty']:
             import termios
@@ -204,18 +222,60 @@ def become(spec: dict, fds: list[int], base_path: list[str], enc: dict) -> None:
         os.environ.clear()
         os.environ.update(spec['env'])
         set_signals(spec['ignored'], spec['blocked'])
-        std_streams(enc)
+        std_streams(enc, spec['unbuffered'])
         set_path(spec['kind'], spec['target'], base_path)
         import random
         random.seed()  # a fresh interpreter's seeds come from the OS, not from this server's state
         sys.modules['numpy'].random.seed()
         import linecache
         linecache.clearcache()
+        forked = sys.modules['_electra_forked']
+        if forked.forking(nested=True): start_zygote(base_path, enc, forked)
     except BaseException as e:  # the set-up failed: say so where the test reads, as a failed exec would
         import traceback
         os.write(2, f'fork_server: could not set up the process: {e!r}\n{traceback.format_exc()}'.encode())
         os._exit(127)
     finish(execute(spec['kind'], spec['target'], spec['args']))
+
+
+def start_zygote(base_path: list[str], enc: dict, forked: types.ModuleType) -> None:
+    """Fork this process's zygote while it is still this server's copy: it serves the `python` children this process
+    starts (forked.nest). It is in a process group of its own (a signal to this one's group is not for it), holds no
+    descriptor of this process's, and ends with it."""
+    global _zygote
+    owner, path = os.getpid(), os.path.join(FOLDER, f'zygote-{os.getpid()}')
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as low:  # a standard stream's number, if one is closed
+        listener = socket.socket(fileno=fcntl.fcntl(low.fileno(), fcntl.F_DUPFD_CLOEXEC, 256))
+    listener.bind(path)
+    listener.listen(8)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpgid(0, 0)
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != owner: os._exit(0)
+            ctypes.CDLL(None).prctl(_PR_SET_NAME, forked.ZYGOTE_NAME.encode())
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2): os.dup2(null, fd)
+            place_fds([], [], {0, 1, 2, listener.fileno()})
+            serve(listener, base_path, enc)
+        finally:
+            os._exit(0)
+    listener.close()
+    _zygote = (pid, path)
+    forked.nest(path, KEY)
+
+
+def stop_zygote() -> None:
+    "This process's zygote ended and reaped, its socket removed (a process that dies otherwise takes it along)."
+    if _zygote is None: return
+    pid, path = _zygote
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError: pass  # reaped already, by the process's own code
+    try: os.unlink(path)
+    except OSError: pass
 
 
 def spawn(conn: socket.socket, spec: dict, fds: list[int], base_path: list[str], enc: dict) -> None:
@@ -228,6 +288,7 @@ def spawn(conn: socket.socket, spec: dict, fds: list[int], base_path: list[str],
         try:
             job = os.fork()
             if job == 0:
+                ctypes.CDLL(None).prctl(_PR_SET_NAME, COMM)  # a fresh interpreter's name, never its zygote's
                 os.close(go_w), os.close(pid_r), os.close(pid_w)
                 os.read(go_r, 1)
                 os.close(go_r)
@@ -245,11 +306,25 @@ def spawn(conn: socket.socket, spec: dict, fds: list[int], base_path: list[str],
     os.close(go_w)
 
 
+def serve(listener: socket.socket, base_path: list[str], enc: dict) -> None:
+    "Fork a process for each request, forever."
+    while True:
+        conn, _ = listener.accept()
+        with conn:
+            try: spec, fds = recv_request(conn)
+            except (EOFError, OSError, ValueError): continue
+            try: spawn(conn, spec, fds, base_path, enc)
+            except OSError as e: conn.sendall(f'error {e!r}\n'.encode())
+
+
 def main(path: str) -> None:
+    global FOLDER, KEY, COMM
     if sys.platform.startswith('linux'):
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # gone with the test process
     pythonpath = [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]
     base_path = [p for p in sys.path[1:] if p not in pythonpath and os.path.abspath(p) not in pythonpath]
+    FOLDER, KEY = os.path.dirname(path), load_forked()._import_key(dict(os.environ))
+    with open('/proc/self/comm', 'rb') as f: COMM = f.read().strip()
     preload()
     # no Python thread may run here when it forks (a lock it holds stays held in the child); the native threads of
     # OpenBLAS and pyarrow's allocator reset themselves at a fork, as in a DataLoader's forked workers
@@ -259,14 +334,7 @@ def main(path: str) -> None:
     listener.bind(path)
     listener.listen(8)
     print('ready' if threads == 1 else f'{threads} Python threads', flush=True)
-    if threads != 1: return
-    while True:
-        conn, _ = listener.accept()
-        with conn:
-            try: spec, fds = recv_request(conn)
-            except (EOFError, OSError, ValueError): continue
-            try: spawn(conn, spec, fds, base_path, enc)
-            except OSError as e: conn.sendall(f'error {e!r}\n'.encode())
+    if threads == 1: serve(listener, base_path, enc)
 
 
 if __name__ == '__main__':

@@ -2,6 +2,8 @@
 children."""
 from pathlib import Path
 
+from tests.support import forked
+
 
 def alive(pid: int) -> bool:
     "Whether process `pid` runs (a zombie, dead but not yet reaped by the process it was handed to, does not)."
@@ -18,8 +20,8 @@ def _stats():
 
 
 def children(pid: int) -> list[int]:
-    "The processes whose parent is `pid`."
-    return [p for p, fields in _stats() if int(fields[1]) == pid]
+    "The processes whose parent is `pid` (a forked process's zygote left out: tests/support/forked.py)."
+    return [p for p, fields in _stats() if int(fields[1]) == pid and not forked.is_zygote(p)]
 
 
 def group_members(pgid: int) -> list[int]:

@@ -20,7 +20,7 @@ from electra.data.tokenizer import train_tokenizer
 from electra.experiments import runs
 from electra.finetuning import loading, workers
 from electra.finetuning.tasks.glue.demo import write_demo_glue
-from tests.support import forked
+from tests.support import distributed, forked
 from tests.support.corpora import SHARED, build, sotu_slice, wiki_slice
 
 
@@ -44,6 +44,13 @@ if int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1')) > 1:  # the cores share
 def pytest_collection_modifyitems(items):
     rank = {path: k for k, path in enumerate(COSTLIEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split('::')[0], len(rank)))  # stable: the rest keep their order
+
+
+@pytest.fixture(scope='session', autouse=True)
+def fork_servers():
+    """In the suite's worker processes, fork servers for the two environments most tests start processes with (this
+    one's, and the torchrun tests' one thread), importing beside the first tests (tests/support/forked.py)."""
+    if os.environ.get('PYTEST_XDIST_WORKER'): forked.prestart(dict(os.environ), distributed.ENV)
 
 
 @pytest.fixture(autouse=True)

@@ -35,7 +35,7 @@ import threading
 import types
 from pathlib import Path
 
-__all__ = ['Popen', 'run', 'forking', 'is_zygote', 'server_pids', 'nest', 'subprocess_forked']
+__all__ = ['Popen', 'run', 'forking', 'prestart', 'is_zygote', 'server_pids', 'nest', 'subprocess_forked']
 
 SERVER = Path(__file__).with_name('fork_server.py')
 _PR_SET_CHILD_SUBREAPER = 36
@@ -47,7 +47,7 @@ _RUNTIME = ('PATH', 'PWD', 'OLDPWD', 'SHLVL', '_', 'PYTHONPATH', 'PYTHONUNBUFFER
 _RUNTIME_PREFIXES = ('SLURM_', 'ELECTRA_', 'PYTEST_', 'TORCHELASTIC_', 'NEPTUNE_', 'WANDB_', 'MLFLOW_')
 _POPEN_KEYS = {'cwd', 'env', 'stdin', 'stdout', 'stderr', 'text', 'universal_newlines', 'encoding', 'errors',
                'start_new_session', 'pass_fds', 'close_fds', 'bufsize'}
-_servers: dict[frozenset, '_Server | None'] = {}
+_servers: dict[frozenset, '_Server'] = {}
 _asked: dict[frozenset, int] = {}
 _lock = threading.Lock()
 
@@ -61,7 +61,7 @@ def forking(nested: bool = False) -> bool:
 
 def server_pids() -> set[int]:
     "The fork servers this process has started."
-    return {server.proc.pid for server in _servers.values() if server}
+    return {server.proc.pid for server in _servers.values()}
 
 
 def is_zygote(pid: int) -> bool:
@@ -92,17 +92,22 @@ class _Client:
 
 
 class _Server(_Client):
-    "One fork server, started with an environment of one import key; gone with this process, its folder too."
+    """One fork server, started with an environment of one import key; gone with this process, its folder too. It
+    imports while this process goes on: `ready` waits for it."""
 
     def __init__(self, env: dict[str, str]):
         self.folder = tempfile.mkdtemp(prefix='electra_fork_')
         super().__init__(os.path.join(self.folder, 'socket'))
-        folder = self.folder
-        with open(os.path.join(folder, 'server.log'), 'w') as log:  # what the server itself says, if anything
+        with open(os.path.join(self.folder, 'server.log'), 'w') as log:  # what the server itself says, if anything
             self.proc = subprocess.Popen([sys.executable, str(SERVER), self.path], env=env, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=log, text=True)
-        self.ready = self.proc.stdout.readline().strip() == 'ready'
+        self._ready: bool | None = None
         atexit.register(self.close)
+
+    @property
+    def ready(self) -> bool:
+        if self._ready is None: self._ready = self.proc.stdout.readline().strip() == 'ready'
+        return self._ready
 
     def close(self):
         if self.proc.poll() is None: self.proc.kill()
@@ -112,18 +117,31 @@ class _Server(_Client):
 
 
 def _server(env: dict[str, str]) -> '_Server | None':
-    """The server for `env`'s import key, started at its second request: a server costs what a fresh interpreter
-    does, so an environment met once (a test's own HOME or HF_HOME) gets a real process."""
+    """The server for `env`'s import key, started at its second request (or by `prestart`): a server costs what a
+    fresh interpreter does, so an environment met once (a test's own HOME or HF_HOME) gets a real process."""
     key = _import_key(env)
     with _lock:
         _asked[key] = _asked.get(key, 0) + 1
         if key not in _servers and _asked[key] < 2: return None
-        if key not in _servers:
-            if not _servers:  # the jobs the servers hand over become this process's children
-                ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1)
-            server = _Server({k: v for k, v in env.items() if (k, v) in key})
-            _servers[key] = server if server.ready else None
-        return _servers[key]
+        if key not in _servers: _start(env, key)
+        server = _servers[key]
+        return server if server.ready else None
+
+
+def _start(env: dict[str, str], key: frozenset) -> None:
+    if not _servers:  # the jobs the servers hand over become this process's children
+        ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    _servers[key] = _Server({k: v for k, v in env.items() if (k, v) in key})
+
+
+def prestart(*envs: dict[str, str]) -> None:
+    """Servers for the environments most tests start their processes with, importing while the first tests run: the
+    first process of such an environment is then forked too, not a real interpreter."""
+    if not forking(): return
+    with _lock:
+        for env in envs:
+            key = _import_key(env)
+            if key not in _servers: _start(env, key)
 
 
 def _what(args) -> tuple[str, str, list[str], bool] | None:

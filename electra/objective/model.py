@@ -280,9 +280,11 @@ class ElectraGeneratorDiscriminator(nn.Module):
         return self._vocab_logits(logits)
 
     def noise_shape(self, positions: torch.Tensor) -> tuple[int, int, int] | None:
-        "Shape [B, P, V rows] of the sampling noise for masked `positions` [B, P]; None when nothing is sampled."
+        """Shape [B, P, V] of the sampling noise for masked `positions` [B, P], V the tokenizer's vocabulary (not the
+        padded rows: their logits are -inf, and draws over them would move every later draw of the stream, so padding
+        would change the masks and samples of the same weights); None when nothing is sampled."""
         if not self.objective.samples: return None
-        return (*positions.shape, self.discriminator.config.vocab_size)
+        return (*positions.shape, self.vocab_size)
 
     def forward(self, input_ids, token_type_ids, positions, labels, noise_draws=None,
                 temperature: torch.Tensor | None = None) -> ElectraGeneratorDiscriminatorOutput:
@@ -331,15 +333,16 @@ class ElectraGeneratorDiscriminator(nn.Module):
         return logits, original.masked_fill(~candidates, -100)
 
     def _uniform_logits(self, positions: torch.Tensor) -> torch.Tensor:
-        "The uniform generator's logits [B, P, V rows]: equal for every token the model can predict."
-        return self._vocab_logits(torch.zeros(self.noise_shape(positions), device=positions.device))
+        "The uniform generator's logits [B, P, V] over the tokenizer's vocabulary: equal for every token."
+        return torch.zeros(self.noise_shape(positions), device=positions.device)
 
     def _replace(self, input_ids, positions, labels, gen_logits, rng, noise_draws, temperature=None):
         """(samples [B, P], the input with them written at the chosen positions [B, L], the original [B, L]). A position
         chosen twice ('with_replacement' masking) gets the floor of the mean of its samples, as the official
         `scatter_update` computes it; a sample equal to the original there counts as original."""
         temperature = self.temperature if temperature is None else temperature
-        sampled = sample_tokens(gen_logits, labels, temperature, self.disallow_correct, False, rng, noise_draws)
+        # over the tokenizer's vocabulary, as the noise (`noise_shape`): the padded rows (-inf) are never sampled
+        sampled = sample_tokens(gen_logits[..., :self.vocab_size], labels, temperature, self.disallow_correct, False, rng, noise_draws)
         chosen = labels >= 0                                                                    # [B, P]
         corrupted = write_at_positions(input_ids, positions, sampled, chosen)                   # [B, L]
         original = write_at_positions(input_ids, positions, labels, chosen)  # both hold input_ids where nothing is written

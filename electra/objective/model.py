@@ -420,9 +420,27 @@ def build_pretraining_model(cfg: PretrainConfig, masking: MaskingSettings,
     initialisers, `official_init_`, or transformers' own), for the tokenizer `masking` describes (its size
     `vocab_size`, its [PAD] and [MASK] ids, the ids masking never chooses); with `cfg.pad_vocab_multiple` the
     embedding matrix has `padded_vocab_size(vocab_size, multiple)` rows. `generator`: the existing masked LM of an
-    objective whose generator kind is 'frozen' (pretrained/generator.py `load_generator`), used as it is."""
+    objective whose generator kind is 'frozen' (pretrained/generator.py `load_generator`), used as it is.
+    A padded model holds the unpadded model's weights, its padding rows zero (never read: their logits are -inf), and
+    leaves torch's random stream where the unpadded build leaves it: initialising the padding rows drew from it, so
+    every weight initialised after them and the dropout of every step were other numbers. Padding changes the speed
+    alone."""
+    rows = padded_vocab_size(masking.vocab_size, cfg.pad_vocab_multiple)
+    if rows == masking.vocab_size: return _built(cfg, masking, generator, rows)
+    with torch.random.fork_rng(devices=[]):  # the padded shapes, their draws forgotten
+        padded = _built(cfg, masking, generator, rows)
+    state = padded.state_dict()
+    with torch.no_grad():
+        for k, v in _built(cfg, masking, generator, masking.vocab_size).state_dict().items():
+            if state[k].shape != v.shape: state[k].zero_()  # the rows (or columns) past the tokenizer's
+            state[k][tuple(slice(0, n) for n in v.shape)] = v
+    return padded
+
+
+def _built(cfg: PretrainConfig, masking: MaskingSettings, generator, rows: int) -> ElectraGeneratorDiscriminator:
+    "`build_pretraining_model`'s model with `rows` word-embedding rows, initialised in its shapes' order."
     vocab_size, pad_token_id = masking.vocab_size, masking.pad_id
-    rows, kind = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple), OBJECTIVES[cfg.objective].generator
+    kind = OBJECTIVES[cfg.objective].generator
     if (kind == 'frozen') != (generator is not None):
         raise ValueError(f"objective '{cfg.objective}' " + ('needs its existing generator' if kind == 'frozen'
                                                             else 'builds its own generator: give none'))

@@ -95,7 +95,9 @@ class PretrainConfig:
     sentence_split: str = field('auto', "split lines into sentences with spaCy's rule-based sentencizer for this "
                                         "language (en, de, ...; no model download) or 'none'; 'auto' = 'en' for raw "
                                         "documents, paragraphs and tables, and for 'lines' files whose lines are "
-                                        "paragraph-long (median over 200 characters)")
+                                        "paragraph-long (median over 200 characters), except that a line written "
+                                        "without spaces (half its characters Han, kana, Thai, ...: Chinese, Japanese) "
+                                        "is split at its 。！？ by rule, no extra package needed")
     text_column: str = field('text', 'text column of table and hub corpora (a table with one string column uses it)')
     hub_split: str = field('train', "split of hub datasets, with the datasets slicing syntax, e.g. 'train[:10%]'")
     min_line_chars: int = field(0, 'drop lines (paragraphs) shorter than this; 80 is the fastai replication\'s '

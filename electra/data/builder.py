@@ -49,14 +49,16 @@ __all__ = ['BUILDER_VERSION', 'COUNTERS', 'DOCUMENTS', 'FEATURES', 'HASH', 'buil
 
 
 
-BUILDER_VERSION = 3  # bump when a change to this module, corpus, sentences or examples changes the examples built
+BUILDER_VERSION = 4  # bump when a change to this module, corpus, sentences or examples changes the examples built
+# (4: `sentence_split: auto` splits lines written without spaces by rule; the tokens cut off are counted)
 _BATCH_CHARS = 1 << 20          # text per batched sentence-splitter / tokenizer call
 _WRITE_ROWS = 10_000            # examples per Arrow record batch
 FEATURES = datasets.Features({'input_ids': datasets.List(datasets.Value('int32')),
                               'token_type_ids': datasets.List(datasets.Value('int8')),
                               'document': datasets.Value('int64')})  # (shard << 32) + document number in the shard
 COUNTERS = ['bytes', 'documents', 'sentences', 'tokens', 'examples', 'empty_documents', 'undecodable_lines',
-            'long_lines', 'long_sentences', 'short_lines', 'repeated_documents']
+            'long_lines', 'long_sentences', 'short_lines', 'repeated_documents', 'cut_tokens',
+            'overlong_tokens']
 _DIGEST = 16                    # bytes of a document's hash: two documents of 10**9 taken as one with chance ~1e-21
 HASH = np.dtype([('hi', '<u8'), ('lo', '<u8')])   # a document's hash, as numpy sorts and compares it
 DOCUMENTS = 'documents.npy'     # beside the shards: each kept document's id (`document` column) and hash
@@ -266,6 +268,7 @@ def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
         flush()
     finally:
         if writer is not None: writer.close()
+    stats['cut_tokens'], stats['overlong_tokens'] = builder.cut_tokens, builder.overlong_tokens
     return dict(stats), b''.join(hashes)
 
 

@@ -15,7 +15,9 @@ or a directory of them) or a Hugging Face hub dataset `hub:<name>[:<config>]`. T
 Lines that are paragraphs, not sentences, are split into sentences by spaCy's rule-based sentencizer
 (`spacy.blank(lang)` + `sentencizer`: no model download). `sentence_split: auto` splits raw documents and
 tables, and `lines` files whose lines are paragraph-long (median over 200 characters); the official
-layout (one sentence per line) is left as it is.
+layout (one sentence per line) is left as it is. Under `auto` a line written without spaces between words (Chinese,
+Japanese) is split at its sentence-final punctuation by rule, the others by spaCy's English rules
+(electra.data.sentences).
 
 A file that is not text, named in `corpus` or found in a directory, is refused before any work in one line naming
 it and how to give its text: compressed, UTF-16/32, a binary format (a checkpoint, an image, a table, a NUL byte),
@@ -50,6 +52,7 @@ TABLE_SUFFIXES = {'.parquet': 'parquet', '.jsonl': 'json', '.json': 'json', '.ar
                   '.tsv': 'tsv'}
 HEAD_BYTES = 1 << 16        # what is read of each file up front to check it is text and pick its format
 MAX_LINE_BYTES = 1 << 20    # a longer line is skipped unread (a 1 MiB "paragraph" is not prose)
+AUTO_SPLIT = 'auto'         # sentence_split's default: lines without spaces (Chinese, Japanese) by rule, others as English
 PARAGRAPH_CHARS = 200       # median line length above which lines are paragraphs (English sentences: ~100-150)
 _DOC_END = None             # in a line stream: a hard document boundary (end of a file, of a table row)
 NEWLINE, NUL = b'\n', b'\0'
@@ -180,10 +183,11 @@ def resolve_format(fmt: str, head: Head, in_directory: bool) -> str:
 
 
 def resolve_split(split: str, fmt: str, median_chars: int) -> Optional[str]:
-    "The spaCy language to split lines with, or None."
+    """The language to split lines with (a spaCy language, or `AUTO_SPLIT`: each line's own rules, electra.data.sentences),
+    or None."""
     if split == 'none': return None
-    if split != 'auto': return split
-    return 'en' if fmt in ('documents', 'paragraphs') or median_chars > PARAGRAPH_CHARS else None
+    if split != AUTO_SPLIT: return split
+    return AUTO_SPLIT if fmt in ('documents', 'paragraphs') or median_chars > PARAGRAPH_CHARS else None
 
 
 # ---------------------------------------------------------------- resolving `corpus` entries

@@ -24,11 +24,14 @@ class ExampleBuilder:
         self.sentences: list[list[int]] = []
         self.length = 0
         self.target_length = max_length
+        self.cut_tokens = 0  # tokens trimmed off examples (text past what an example holds): trained on by none
+        self.overlong_tokens = 0  # of them, those of sentences longer than an example holds (cut whatever the draws)
 
     def add_sentence(self, ids: list[int]) -> Optional[Example]:
         "Add one sentence's token ids (no special tokens); return an example once the target length is reached."
         self.sentences.append(ids)
         self.length += len(ids)
+        self.overlong_tokens += max(0, len(ids) - (self.max_length - 2))
         return self._create_example() if self.length >= self.target_length else None
 
     def end_document(self) -> Optional[Example]:
@@ -48,8 +51,10 @@ class ExampleBuilder:
             else:
                 b += s
         # trim to max_length, leaving room for [CLS] and one or two [SEP]
+        given = len(a) + len(b)
         a = a[:self.max_length - 2]
         b = b[:max(0, self.max_length - len(a) - 3)]
+        self.cut_tokens += given - len(a) - len(b)
         self.sentences, self.length = [], 0
         # small chance of a shorter example, so the model also sees short inputs
         self.target_length = self.rng.randint(5, self.max_length) if self.rng.random() < 0.05 else self.max_length

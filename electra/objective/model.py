@@ -280,9 +280,11 @@ class ElectraGeneratorDiscriminator(nn.Module):
         return self._vocab_logits(logits)
 
     def noise_shape(self, positions: torch.Tensor) -> tuple[int, int, int] | None:
-        "Shape [B, P, V rows] of the sampling noise for masked `positions` [B, P]; None when nothing is sampled."
+        """Shape [B, P, V] of the sampling noise for masked `positions` [B, P], V the tokenizer's vocabulary (not the
+        padded rows: their logits are -inf, and draws over them would move every later draw of the stream, so padding
+        would change the masks and samples of the same weights); None when nothing is sampled."""
         if not self.objective.samples: return None
-        return (*positions.shape, self.discriminator.config.vocab_size)
+        return (*positions.shape, self.vocab_size)
 
     def forward(self, input_ids, token_type_ids, positions, labels, noise_draws=None,
                 temperature: torch.Tensor | None = None) -> ElectraGeneratorDiscriminatorOutput:
@@ -331,15 +333,16 @@ class ElectraGeneratorDiscriminator(nn.Module):
         return logits, original.masked_fill(~candidates, -100)
 
     def _uniform_logits(self, positions: torch.Tensor) -> torch.Tensor:
-        "The uniform generator's logits [B, P, V rows]: equal for every token the model can predict."
-        return self._vocab_logits(torch.zeros(self.noise_shape(positions), device=positions.device))
+        "The uniform generator's logits [B, P, V] over the tokenizer's vocabulary: equal for every token."
+        return torch.zeros(self.noise_shape(positions), device=positions.device)
 
     def _replace(self, input_ids, positions, labels, gen_logits, rng, noise_draws, temperature=None):
         """(samples [B, P], the input with them written at the chosen positions [B, L], the original [B, L]). A position
         chosen twice ('with_replacement' masking) gets the floor of the mean of its samples, as the official
         `scatter_update` computes it; a sample equal to the original there counts as original."""
         temperature = self.temperature if temperature is None else temperature
-        sampled = sample_tokens(gen_logits, labels, temperature, self.disallow_correct, False, rng, noise_draws)
+        # over the tokenizer's vocabulary, as the noise (`noise_shape`): the padded rows (-inf) are never sampled
+        sampled = sample_tokens(gen_logits[..., :self.vocab_size], labels, temperature, self.disallow_correct, False, rng, noise_draws)
         chosen = labels >= 0                                                                    # [B, P]
         corrupted = write_at_positions(input_ids, positions, sampled, chosen)                   # [B, L]
         original = write_at_positions(input_ids, positions, labels, chosen)  # both hold input_ids where nothing is written
@@ -417,9 +420,27 @@ def build_pretraining_model(cfg: PretrainConfig, masking: MaskingSettings,
     initialisers, `official_init_`, or transformers' own), for the tokenizer `masking` describes (its size
     `vocab_size`, its [PAD] and [MASK] ids, the ids masking never chooses); with `cfg.pad_vocab_multiple` the
     embedding matrix has `padded_vocab_size(vocab_size, multiple)` rows. `generator`: the existing masked LM of an
-    objective whose generator kind is 'frozen' (pretrained/generator.py `load_generator`), used as it is."""
+    objective whose generator kind is 'frozen' (pretrained/generator.py `load_generator`), used as it is.
+    A padded model holds the unpadded model's weights, its padding rows zero (never read: their logits are -inf), and
+    leaves torch's random stream where the unpadded build leaves it: initialising the padding rows drew from it, so
+    every weight initialised after them and the dropout of every step were other numbers. Padding changes the speed
+    alone; the price is a second build (the base preset's takes 21 s on one CPU thread, 45 s padded)."""
+    rows = padded_vocab_size(masking.vocab_size, cfg.pad_vocab_multiple)
+    if rows == masking.vocab_size: return _built(cfg, masking, generator, rows)
+    with torch.random.fork_rng(devices=[]):  # the padded shapes, their draws forgotten
+        padded = _built(cfg, masking, generator, rows)
+    state = padded.state_dict()
+    with torch.no_grad():
+        for k, v in _built(cfg, masking, generator, masking.vocab_size).state_dict().items():
+            if state[k].shape != v.shape: state[k].zero_()  # the rows (or columns) past the tokenizer's
+            state[k][tuple(slice(0, n) for n in v.shape)] = v
+    return padded
+
+
+def _built(cfg: PretrainConfig, masking: MaskingSettings, generator, rows: int) -> ElectraGeneratorDiscriminator:
+    "`build_pretraining_model`'s model with `rows` word-embedding rows, initialised in its shapes' order."
     vocab_size, pad_token_id = masking.vocab_size, masking.pad_id
-    rows, kind = padded_vocab_size(vocab_size, cfg.pad_vocab_multiple), OBJECTIVES[cfg.objective].generator
+    kind = OBJECTIVES[cfg.objective].generator
     if (kind == 'frozen') != (generator is not None):
         raise ValueError(f"objective '{cfg.objective}' " + ('needs its existing generator' if kind == 'frozen'
                                                             else 'builds its own generator: give none'))

@@ -204,3 +204,35 @@ def test_documents_repeated_across_corpus_entries_are_dropped_from_the_later_one
     held_tokens = {i for ids in held['input_ids'] for i in ids} - special
     trained = {i for part in train for ids in part['input_ids'] for i in ids}
     assert len(held) == 10 and held_tokens and not held_tokens & trained
+
+
+def test_the_tokens_cut_off_examples_are_counted_said_and_warned_of(words, tmp_path):
+    """Text longer than an example holds was cut off unsaid ('skipped: nothing'). Documents of one sentence each, of
+    5, 14, 20 and 40 words (one token each), in examples of max_length 16: each example keeps 14 tokens ([CLS] and
+    [SEP] aside), so 0 + 0 + 6 + 26 = 32 of the 79 tokens are cut off, all of sentences longer than an example;
+    said beside 'skipped', and (over 10%) warned of once, with the fix, at the build and at a reuse of it."""
+    import warnings
+    from electra.config.errors import RunWarning
+    from electra.data.cache import format_summary
+    tok = words[0]
+    corpus = tmp_path / 'long.txt'
+    corpus.write_text('\n\n'.join(' '.join(f'w{i}' for i in range(n)) for n in (5, 14, 20, 40)) + '\n')
+    settings = BuildSettings(max_length=16)
+    for _ in range(2):  # the build, then its reuse
+        with pytest.warns(RunWarning) as caught:
+            info = build_summary(build(corpus, tok, tmp_path / 'cache', settings))
+        assert [str(w.message) for w in caught] == [
+            f"corpus {corpus}: 41% of its tokens (32 of 79) are of sentences longer than an example of max_length 16 "
+            "holds, cut off and never trained on. Give it one sentence a line, or the sentence_split of its language, "
+            "or a larger max_length."]
+    counts = info['counts']
+    assert (counts['tokens'], counts['cut_tokens'], counts['overlong_tokens'], info['n_examples']) == (79, 32, 32, 4)
+    assert ('; skipped: nothing; cut off: 32 tokens (40.5%) past what an example holds, 32 of them of sentences longer '
+            'than an example)') in format_summary(info)
+    # under the share: said, not warned of (5 + 14 + 15 tokens: 1 of 34 cut, 2.9%)
+    short = tmp_path / 'short.txt'
+    short.write_text('\n\n'.join(' '.join(f'w{i}' for i in range(n)) for n in (5, 14, 15)) + '\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', RunWarning)
+        info = build_summary(build(short, tok, tmp_path / 'cache', settings))
+    assert 'cut off: 1 tokens (2.9%) past what an example holds, 1 of them' in format_summary(info)

@@ -204,3 +204,20 @@ def test_sizes_too_large_for_the_memory_are_refused_naming_them():
                                           r"1000000000 and \d+ layers over \d+ tokens make a model that this machine's "
                                           r"memory cannot hold \(.*\)\. Choose smaller sizes"):
         build_pretraining_model(PretrainConfig(**{**TINY, **huge}), token_ids(V))
+
+
+@pytest.mark.parametrize('init', ['official', 'transformers'])
+def test_a_padded_model_is_built_with_the_unpadded_model_s_weights_and_leaves_the_random_stream_alike(init):
+    """`pad_vocab_multiple` changes the speed alone: a fresh padded model holds the weights of the unpadded one built
+    from the same seed (its padding rows zero, never read), and torch's stream is left where that build leaves it, so
+    the run's dropout is the same too. The padding rows' initialisation drew from the stream: every weight initialised
+    after them, and the dropout of every step, were other numbers."""
+    cfg = tiny_cfg(dropout=0.0, init=init)
+    plain = tiny_model_of(cfg)
+    after = torch.rand(4)
+    padded = tiny_model_of(dataclasses.replace(cfg, pad_vocab_multiple=64))
+    assert torch.equal(torch.rand(4), after) and padded.discriminator.config.vocab_size == 128
+    state = padded.state_dict()
+    for k, v in plain.state_dict().items():
+        assert torch.equal(state[k][:len(v)], v), k
+        assert not state[k][len(v):].any(), k  # the padding rows (and the generator's output bias) zero

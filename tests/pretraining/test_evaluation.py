@@ -108,3 +108,21 @@ def test_what_a_model_has_not_is_nan(tmp_path):
     assert 0 <= row['uniform_auc'] <= 1
     row = evaluation(tmp_path, objective='mlm')[2].evaluate()
     assert all(np.isnan(row[k]) for k in ('disc_auc', 'uniform_auc', 'disc_accuracy_baseline', 'gen_accuracy_baseline'))
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_padding_the_vocabulary_leaves_the_held_out_evaluation_of_the_same_weights_unchanged(tmp_path):
+    """`pad_vocab_multiple` is a speed setting: the same weights padded to 128 rows (vocabulary 120) evaluate exactly as
+    unpadded. The sampling noise was drawn over the padded rows, so every later batch's masks (and the probe's draws)
+    moved: the most-frequent-token baseline, which reads no weights, changed with the padding."""
+    import dataclasses
+    from electra.config.pretrain import PretrainConfig
+    from tests.support import baseline
+    model, _, cb = evaluation(tmp_path)
+    cfg = PretrainConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                         embedding_size=32, generator_size=0.5, pad_vocab_multiple=64)
+    padded = baseline.padded_like(model, cfg, 120)
+    assert padded.discriminator.config.vocab_size == 128
+    plain = dict(cb.evaluate())
+    cb.learn = SimpleNamespace(model=padded, train_iter=10)
+    assert dict(cb.evaluate()) == plain

@@ -140,3 +140,26 @@ def test_two_stage_resumed_at_or_after_the_switch_ends_as_the_straight_run(tmp_p
         resumed, resumed_rows = fit(cut, start, saved[cut])
         for k, v in weights.items(): assert torch.equal(resumed[k], v), (cut, k)
         assert resumed_rows == rows[start // 2:] and len(rows) == 4
+
+
+@pytest.mark.parametrize('draws', ['generator', 'counter'])
+def test_padding_the_vocabulary_leaves_a_step_s_masks_and_samples_unchanged(draws):
+    """The same weights padded to 128 rows (vocabulary 120) mask and sample exactly as unpadded, batch after batch:
+    the sampling noise covers the tokenizer's vocabulary, not the padded rows (a generator's draws over the padded rows
+    moved the next batch's masks; counter draws hashed by the flat index over the padded width sampled otherwise)."""
+    cfg = tiny_cfg(dropout=0.0)
+    plain = tiny_model(cfg).eval()
+    padded = baseline.padded_like(plain, dataclasses.replace(cfg, pad_vocab_multiple=64), 120).eval()
+    masking = step_module.MaskingSettings.for_tokenizer(baseline.BenchTokenizer(120))
+    seen = []
+    for model in (plain, padded):
+        rng, out = torch.Generator().manual_seed(cfg.seed), []
+        for step, (ids, tt) in enumerate(batches(cfg, n=3)):
+            source = rng if draws == 'generator' else step_module.CounterDraws(cfg.seed, step)
+            m = masking(ids, source)
+            noise = step_module.sampling_noise(model, m.positions, source)
+            with torch.no_grad(): pred = model(m.input_ids, tt, m.positions, m.labels, noise)
+            out.append((m.input_ids, m.positions, m.labels, pred.sampled))
+        seen.append(out)
+    for a, b in zip(*seen):
+        for x, y in zip(a, b): assert torch.equal(x, y)

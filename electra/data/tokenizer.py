@@ -10,6 +10,7 @@ off the tokenizer.
 from __future__ import annotations
 
 import collections
+import copy
 import hashlib
 import json
 import logging
@@ -24,6 +25,7 @@ from typing import Iterable, Optional
 
 from tokenizers import BertWordPieceTokenizer
 from tokenizers.models import WordPiece
+from tokenizers.processors import TemplateProcessing
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from electra.config.errors import ConfigError, RunWarning
@@ -32,7 +34,8 @@ from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
            'upper_entries', 'applied_case', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer',
-           'get_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
+           'get_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id',
+           'RUN_INPUTS', 'run_encoding', 'save_exported_tokenizer']
 
 TOKENIZER_DIR = 'tokenizer'  # in a pretraining run's folder: the tokenizer trained for it
 
@@ -393,3 +396,73 @@ def tokenizer_fingerprint(tokenizer) -> str:
 def pad_token_id(tokenizer) -> int:
     "The id batches are padded with: the tokenizer's [PAD], or 0 (BERT's [PAD]) for a tokenizer without one."
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
+# what a run feeds its model, as transformers' Auto classes and pipelines read them off tokenizer_config.json
+# (`model_input_names`; `TokenizersBackend`, the class of a tokenizer.json of its own, has no token_type_ids)
+RUN_INPUTS = ['input_ids', 'token_type_ids', 'attention_mask']
+_PROBE_PAIR = ('A first text, to probe the encoding.', 'And a second one')
+_AS_SAVED = 'TokenizersBackend'  # transformers' class that reads a tokenizer.json as it is, rebuilding nothing
+
+
+def run_encoding(tok: PreTrainedTokenizerBase, a: str, b: str | None = None) -> dict[str, list[int]]:
+    """The run's featurisation of the text `a` (and `b`), uncut: `[CLS] A [SEP] (B [SEP])` of `tok`'s own [CLS] and
+    [SEP], token type 0 up to the first [SEP] and 1 after (the official `_create_examples`/`featurize`,
+    google-research/electra finetune/classification/classification_tasks.py; pretraining's `ExampleBuilder`), whatever
+    `tok`'s own post-processor adds."""
+    def ids(text): return tok(text, add_special_tokens=False)['input_ids']
+    first = [tok.cls_token_id, *ids(a), tok.sep_token_id]
+    second = [*ids(b), tok.sep_token_id] if b is not None else []
+    return {'input_ids': first + second, 'token_type_ids': [0] * len(first) + [1] * len(second),
+            'attention_mask': [1] * (len(first) + len(second))}
+
+
+def _run_template(tok: PreTrainedTokenizerFast) -> TemplateProcessing:
+    "`run_encoding`'s special tokens and types as a `tokenizers` post-processor (BERT's template, of `tok`'s tokens)."
+    cls, sep = tok.cls_token, tok.sep_token
+    return TemplateProcessing(single=f'{cls}:0 $A:0 {sep}:0', pair=f'{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1',
+                              special_tokens=[(cls, tok.cls_token_id), (sep, tok.sep_token_id)])
+
+
+def _encoding_differs(folder: Path, tok: PreTrainedTokenizerBase) -> str:
+    """How AutoTokenizer of `folder` encodes a text or a pair otherwise than the run (`run_encoding` of `tok`), or ''."""
+    saved = AutoTokenizer.from_pretrained(folder)
+    for args in (_PROBE_PAIR[:1], _PROBE_PAIR):
+        want, got = run_encoding(tok, *args), dict(saved(*args))
+        if got != want:
+            what = 'a pair' if len(args) == 2 else 'a text'
+            return (f"it encodes {what} as {' '.join(saved.convert_ids_to_tokens(got['input_ids']))} "
+                    f"({', '.join(got)}), the run as {' '.join(tok.convert_ids_to_tokens(want['input_ids']))} "
+                    f"({', '.join(want)}, types {''.join(map(str, want['token_type_ids']))})")
+    return ''
+
+
+def _set_run_inputs(folder: Path) -> None:
+    "`folder`'s tokenizer_config.json read by the class that keeps its tokenizer.json as it is, with `RUN_INPUTS`."
+    path = folder / 'tokenizer_config.json'
+    config = json.loads(path.read_text(encoding='utf-8'))
+    config.update(tokenizer_class=_AS_SAVED, model_input_names=RUN_INPUTS)
+    path.write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + '\n', encoding='utf-8')
+
+
+def save_exported_tokenizer(tok: PreTrainedTokenizerBase, folder: str | Path, name: str | Path | None = None) -> str:
+    """Write `tok` to the transformers folder `folder` (every export of the library goes through here) so that
+    AutoTokenizer, and so `pipeline(...)`, encodes a text and a pair exactly as the run did (`run_encoding`). A
+    tokenizer that does (BERT's WordPiece, the library's own) is saved as it is. Another (a RoBERTa post-processor's
+    `<s> A </s></s> B </s>`, no post-processor at all, no token_type_ids among its inputs) is saved with the run's
+    template as its post-processor, read as its tokenizer.json is, with token_type_ids an input; its tokenization is
+    unchanged. Where that still differs (a slow tokenizer), one warning line naming the folder `name` (default
+    `folder`), and the returned line for the card."""
+    folder = Path(folder)
+    tok.save_pretrained(folder)
+    if not (why := _encoding_differs(folder, tok)): return ''
+    if getattr(tok, 'backend_tokenizer', None) is not None:
+        fixed = copy.deepcopy(tok)
+        fixed.backend_tokenizer.post_processor = _run_template(tok)
+        fixed.save_pretrained(folder)
+        _set_run_inputs(folder)
+        if not (why := _encoding_differs(folder, tok)): return ''
+    note = (f"Its tokenizer does not encode as the run did: {why}; give the model the run's encoding, "
+            "`[CLS] A [SEP] B [SEP]` with token types 0 up to the first [SEP] and 1 after.")
+    warnings.warn(f'{name or folder}: {note}', RunWarning, stacklevel=2)
+    return note

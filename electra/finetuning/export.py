@@ -29,6 +29,7 @@ from torch import nn
 from transformers import ElectraConfig, ElectraForSequenceClassification, ElectraForTokenClassification
 
 from electra.config.finetune import FinetuneConfig
+from electra.data.tokenizer import save_exported_tokenizer
 from electra.finetuning.loading import finetuned_model, read_run
 from electra.finetuning.results import ResultsTable, select_runs
 from electra.finetuning.runs import group_dir, transformers_folder
@@ -216,8 +217,9 @@ def _usage(name: str, ckpt: dict, tag: str) -> str:
             f"# this folder\nprint(run('...'))\n```")
 
 
-def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, tag: str) -> Path:
-    "`folder`'s README.md (the folder `name` once complete): the run, its labels, dev scores, settings, how to use it."
+def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, tag: str, tokenizer_note: str) -> Path:
+    """`folder`'s README.md (the folder `name` once complete): the run, its labels, dev scores, settings, how to use it
+    (with `tokenizer_note`, where its tokenizer does not encode as the run did: `save_exported_tokenizer`)."""
     names = ckpt['labels'] or ['score']
     on_hub = not Path(cfg.model).exists() and not cfg.model.endswith('.pth')
     data = ModelCardData(license=LICENSE, library_name='transformers', pipeline_tag=tag,
@@ -235,7 +237,8 @@ def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, t
         f"(`electra.load_finetuned`){scale}.",
         f"## Labels\n\n`config.json`'s `id2label`, from the task's label names:\n\n{_labels_table(names)}",
         f"## Dev scores\n\n{yaml_block({k: v for k, v in ckpt['dev'].items() if k != 'epoch'})}",
-        f"## How to use\n\n{_usage(name, ckpt, tag)}\n\n{_exact_recipe(name, ckpt, tag)}".rstrip(),
+        '\n\n'.join(filter(None, ['## How to use', tokenizer_note, _usage(name, ckpt, tag),
+                                   _exact_recipe(name, ckpt, tag)])).rstrip(),
         f"## Settings\n\n{details(yaml_block(ckpt['hparams']), 'the settings of the run')}",
         LICENSE_NOTE])
     return write_card(folder, data, body)
@@ -259,8 +262,9 @@ def save_run(cfg: FinetuneConfig, row: dict, tokenizer, say: Callable[[str], Non
     tmp = folder.with_name(f'.{folder.name}.tmp')
     shutil.rmtree(tmp, ignore_errors=True)
     save_model(model, tmp)
-    run_length(copy.deepcopy(tokenizer), model.config, ckpt['hparams']['max_length']).save_pretrained(tmp)
-    _card(tmp, folder.name, cfg, ckpt, cls, tag)
+    note = save_exported_tokenizer(run_length(copy.deepcopy(tokenizer), model.config, ckpt['hparams']['max_length']),
+                                   tmp, folder)
+    _card(tmp, folder.name, cfg, ckpt, cls, tag, note)
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
     return folder

@@ -263,7 +263,7 @@ def save_run(cfg: FinetuneConfig, row: dict, tokenizer, say: Callable[[str], Non
     shutil.rmtree(tmp, ignore_errors=True)
     save_model(model, tmp)
     note = save_exported_tokenizer(run_length(copy.deepcopy(tokenizer), model.config, ckpt['hparams']['max_length']),
-                                   tmp, folder)
+                                   tmp, folder, words=ckpt.get('kind') == 'tagging')
     _card(tmp, folder.name, cfg, ckpt, cls, tag, note)
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)

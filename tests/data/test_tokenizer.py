@@ -308,10 +308,12 @@ def test_an_exported_tokenizer_of_its_own_encodes_a_text_and_a_pair_as_the_run_f
     BPE with RoBERTa's post-processor gave a pair `<s> A </s></s> B </s>` and no token types (the run: `<s> A </s> B
     </s>`, types 0 then 1), a WordPiece tokenizer.json without a post-processor no [CLS]/[SEP] at all, a Unigram with
     the run's template no token_type_ids (not among its inputs). Now AutoTokenizer of the folder gives exactly the
-    run's input_ids, token_type_ids and attention_mask, its pieces unchanged, and says nothing."""
+    run's input_ids, token_type_ids and attention_mask, its pieces unchanged, and says nothing; a tagging folder's
+    (`words`) also cuts a sentence into the pieces of its words, each cut on its own as the tagging run cut them."""
     import warnings
 
     from electra.data.tokenizer import save_exported_tokenizer
+    from electra.finetuning.tasks.tagging.encoding import encode_tagging
     from tests.support.tokenizers import FOLDERS
     texts = corpus.read_text(encoding='utf-8').splitlines()
     tok = load_tokenizer(str(FOLDERS[kind](tmp_path / 'given', texts)))
@@ -319,12 +321,15 @@ def test_an_exported_tokenizer_of_its_own_encodes_a_text_and_a_pair_as_the_run_f
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         assert save_exported_tokenizer(tok, tmp_path / 'export') == ''
+        assert save_exported_tokenizer(tok, tmp_path / 'tagging', words=True) == ''
     as_given, exported = (AutoTokenizer.from_pretrained(tmp_path / d) for d in ('as_given', 'export'))
+    tagging = AutoTokenizer.from_pretrained(tmp_path / 'tagging')
     for a, b in zip(SENTENCES, SENTENCES[1:]):
         assert dict(as_given(a, b)) != _run_features(tok, a, b)  # the finding: the tokenizer as given differs
         assert dict(exported(a)) == _run_features(tok, a)
         assert dict(exported(a, b)) == _run_features(tok, a, b)
         assert exported.tokenize(a) == tok.tokenize(a)
+        assert tagging(a)['input_ids'] == encode_tagging([a.split()], None, tok, ['O'], 512).ids.tolist()
 
 
 def test_the_library_s_own_wordpiece_is_exported_as_save_pretrained_writes_it(trained, tmp_path):
@@ -338,3 +343,22 @@ def test_the_library_s_own_wordpiece_is_exported_as_save_pretrained_writes_it(tr
         assert sorted(p.name for p in export.iterdir()) == sorted(p.name for p in plain.iterdir())
         assert all((export / p.name).read_bytes() == p.read_bytes() for p in plain.iterdir()), name
         assert dict(AutoTokenizer.from_pretrained(export)(*SENTENCES[:2])) == _run_features(tok, *SENTENCES[:2])
+
+
+def test_an_exported_tokenizer_that_cannot_encode_as_the_run_is_said_in_one_line_and_returned_for_the_card(
+        corpus, tmp_path, monkeypatch):
+    "Where the run's template does not hold once saved (here: not set), one RunWarning naming the folder and the ids."
+    from electra.config.errors import RunWarning
+    from electra.data import tokenizer as tokenizers
+    from tests.support.tokenizers import bpe_folder
+    tok = load_tokenizer(str(bpe_folder(tmp_path / 'given', corpus.read_text(encoding='utf-8').splitlines())))
+    monkeypatch.setattr(tokenizers, '_as_run', lambda tok, words: tok)
+    with pytest.warns(RunWarning) as said:
+        note = tokenizers.save_exported_tokenizer(tok, tmp_path / 'export', 'run/discriminator')
+    a, b = (' '.join(tok.tokenize(t)) for t in ('A first text, to probe the encoding.', 'And a second one'))
+    n, m = len(a.split()), len(b.split())
+    assert note == (f"Its tokenizer does not encode as the run did: it encodes a pair as <s> {a} </s> </s> {b} </s> "
+                    f"(input_ids, token_type_ids {'0' * (n + m + 4)}, attention_mask), the run as <s> {a} </s> {b} "
+                    f"</s> (input_ids, token_type_ids {'0' * (n + 2)}{'1' * (m + 1)}, attention_mask); give the model "
+                    "the run's encoding, `[CLS] A [SEP] B [SEP]` with token types 0 up to the first [SEP] and 1 after.")
+    assert [str(w.message) for w in said] == [f'run/discriminator: {note}']

@@ -203,6 +203,18 @@ def _exact_tagging_recipe(name: str, ckpt: dict) -> str:
             f"```python\n{_TAGGING_RECIPE.format(name=name, stride=stride)}```")
 
 
+def _pipeline_words(tokenizer) -> str:
+    """For a tagging folder's card: where transformers' token-classification pipeline finds words by a rule of its own,
+    a tokenizer whose pieces do not mark a word's continuation (no `continuing_subword_prefix`: a byte-level BPE, a
+    Unigram), for which `gather_pre_entities` takes a piece after a space or at the text's start for a word."""
+    model = getattr(getattr(tokenizer, 'backend_tokenizer', None), 'model', None)
+    if getattr(model, 'continuing_subword_prefix', None): return ''
+    return ("This tokenizer's pieces do not mark a word's continuation, so the pipeline's "
+            "`aggregation_strategy='first'` finds words by their offsets and spaces (transformers warns 'Tokenizer "
+            "does not support real words'): where it takes a piece for a word of its own (a Unigram's '▁', a byte of a "
+            "character of several bytes) its tags differ from the run's; the recipe below gives the run's tags.")
+
+
 def _labels_table(names: list[str]) -> str:
     return '\n'.join(['| id | label |', '|---|---|', *(f'| {i} | {n} |' for i, n in enumerate(names))])
 
@@ -264,6 +276,7 @@ def save_run(cfg: FinetuneConfig, row: dict, tokenizer, say: Callable[[str], Non
     save_model(model, tmp)
     note = save_exported_tokenizer(run_length(copy.deepcopy(tokenizer), model.config, ckpt['hparams']['max_length']),
                                    tmp, folder, words=ckpt.get('kind') == 'tagging')
+    if ckpt.get('kind') == 'tagging': note = ' '.join(filter(None, [note, _pipeline_words(tokenizer)]))
     _card(tmp, folder.name, cfg, ckpt, cls, tag, note)
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)

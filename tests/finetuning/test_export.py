@@ -345,7 +345,8 @@ def test_the_tagging_folder_whose_tokenizer_is_not_wordpiece_cuts_a_sentence_and
     aggregation_strategy='first')` tagged other pieces than the run (f1 36.97, the run 55.93). Now the folder's
     tokenizer cuts a sentence, its words joined by spaces, into the run's pieces; the pipeline, every word in its
     groups, gives the run's tags where its rule for words (offsets and spaces) finds the run's words: not a Unigram's
-    '▁' piece or a byte-level BPE's second byte of a character, which it takes for words of their own."""
+    '▁' piece or a byte-level BPE's second byte of a character, which it takes for words of their own: the card says
+    so where the tokenizer's pieces do not mark a word's continuation (not WordPiece's '##')."""
     from electra.finetuning.tasks.tagging.encoding import encode_tagging
     cfg, results, src, kind, run_tokenizer = own_tokenizer_swept
     folder = sweep.group_dir(cfg) / 'ner_0'
@@ -364,3 +365,5 @@ def test_the_tagging_folder_whose_tokenizer_is_not_wordpiece_cuts_a_sentence_and
         assert found == _groups(words, tags), ' '.join(words)
         kinds |= {g[0] for g in found}
     assert len(kinds) > 1 or kind == 'unigram'  # the run tags more than 'O'
+    said = "This tokenizer's pieces do not mark a word's continuation" in (folder / 'README.md').read_text('utf-8')
+    assert said is (kind != 'wordpiece')  # WordPiece's '##' marks it: the pipeline finds the run's words

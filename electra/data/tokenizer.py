@@ -405,7 +405,8 @@ _PROBE_PAIR = ('A first text, to probe the encoding.', 'And a second one')
 _AS_SAVED = 'TokenizersBackend'  # transformers' class that reads a tokenizer.json as it is, rebuilding nothing
 
 
-def run_encoding(tok: PreTrainedTokenizerBase, a: str, b: str | None = None, words: bool = False) -> dict[str, list[int]]:
+def run_encoding(tok: PreTrainedTokenizerBase, a: str, b: str | None = None,
+                 words: bool = False) -> dict[str, list[int]]:
     """The run's featurisation of the text `a` (and `b`), uncut: `[CLS] A [SEP] (B [SEP])` of `tok`'s own [CLS] and
     [SEP], token type 0 up to the first [SEP] and 1 after (the official `featurize`, google-research/electra
     finetune/classification/classification_tasks.py; pretraining's `ExampleBuilder`), whatever `tok`'s own
@@ -433,7 +434,7 @@ def _encoding_differs(folder: Path, tok: PreTrainedTokenizerBase, words: bool) -
 
 
 def _shown(tok: PreTrainedTokenizerBase, enc: dict[str, list[int]]) -> str:
-    "'<s> A </s> (input_ids, token_type_ids 000, attention_mask)': an encoding's tokens, inputs and types, for a message."
+    "'<s> A </s> (input_ids, token_type_ids 000, attention_mask)': an encoding's tokens, inputs and types, to show."
     types = ''.join(map(str, enc.get('token_type_ids', [])))
     inputs = ', '.join(f'{k} {types}' if k == 'token_type_ids' else k for k in enc)
     return f"{' '.join(tok.convert_ids_to_tokens(enc['input_ids']))} ({inputs})"

@@ -211,8 +211,8 @@ def _pipeline_words(tokenizer) -> str:
     if getattr(model, 'continuing_subword_prefix', None): return ''
     return ("This tokenizer's pieces do not mark a word's continuation, so the pipeline's "
             "`aggregation_strategy='first'` finds words by their offsets and spaces (transformers warns 'Tokenizer "
-            "does not support real words'): where it takes a piece for a word of its own (a Unigram's '▁', a byte of a "
-            "character of several bytes) its tags differ from the run's; the recipe below gives the run's tags.")
+            "does not support real words'): where it takes a piece for a word of its own (a Unigram's '▁', a byte of "
+            "a character of several bytes) its tags differ from the run's; the recipe below gives the run's tags.")
 
 
 def _labels_table(names: list[str]) -> str:

@@ -39,7 +39,7 @@ from electra.config.text_files import load_json
 from electra.config.version import __version__
 from electra.convert.card import write_conversion_card
 from electra.convert.tf_checkpoint import STRING, TFCheckpoint
-from electra.data.tokenizer import CaseSetting, load_tokenizer, vocab_entries
+from electra.data.tokenizer import CaseSetting, load_tokenizer, save_exported_tokenizer, vocab_entries
 from electra.pretrained.export import save_model
 from electra.pretraining.init_from import load_init, save_init_checkpoint
 from electra.runtime.files import writable_dir
@@ -515,7 +515,7 @@ def convert_tf_checkpoint(src: str | Path, out: str | Path, hparams: str | Path 
         if role not in planned: continue
         load_weights(planned[role]['model'], planned[role]['plan'], ckpt)
         paths[role] = save_model(planned[role]['model'], out / role)
-        tokenizer.save_pretrained(paths[role])
+        save_exported_tokenizer(tokenizer, paths[role])  # a vocab.txt's WordPiece: saved as it is (BERT's encoding)
         planned[role]['model'] = None  # free it before the next one is read
     checked = verify_conversion(paths, {r: planned[r]['plan'] for r in paths}, ckpt)
     if 'generator' in paths:  # the pair as one pretraining checkpoint, for `pretrain.py --init_from`

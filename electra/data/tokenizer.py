@@ -10,6 +10,7 @@ off the tokenizer.
 from __future__ import annotations
 
 import collections
+import copy
 import hashlib
 import json
 import logging
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-from tokenizers import BertWordPieceTokenizer
+from tokenizers import BertWordPieceTokenizer, pre_tokenizers
 from tokenizers.models import WordPiece
+from tokenizers.processors import TemplateProcessing
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from electra.config.errors import ConfigError, RunWarning
@@ -32,7 +34,8 @@ from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
            'upper_entries', 'applied_case', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer',
-           'get_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id']
+           'get_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id',
+           'RUN_INPUTS', 'run_encoding', 'save_exported_tokenizer']
 
 TOKENIZER_DIR = 'tokenizer'  # in a pretraining run's folder: the tokenizer trained for it
 
@@ -393,3 +396,97 @@ def tokenizer_fingerprint(tokenizer) -> str:
 def pad_token_id(tokenizer) -> int:
     "The id batches are padded with: the tokenizer's [PAD], or 0 (BERT's [PAD]) for a tokenizer without one."
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
+# what a run feeds its model, as transformers' Auto classes and pipelines read them off tokenizer_config.json
+# (`model_input_names`; `TokenizersBackend`, the class of a tokenizer.json of its own, has no token_type_ids)
+RUN_INPUTS = ['input_ids', 'token_type_ids', 'attention_mask']
+_PROBE_PAIR = ('A first text, to probe the encoding.', 'And a second one')
+_AS_SAVED = 'TokenizersBackend'  # transformers' class that reads a tokenizer.json as it is, rebuilding nothing
+
+
+def run_encoding(tok: PreTrainedTokenizerBase, a: str, b: str | None = None,
+                 words: bool = False) -> dict[str, list[int]]:
+    """The run's featurisation of the text `a` (and `b`), uncut: `[CLS] A [SEP] (B [SEP])` of `tok`'s own [CLS] and
+    [SEP], token type 0 up to the first [SEP] and 1 after (the official `featurize`, google-research/electra
+    finetune/classification/classification_tasks.py; pretraining's `ExampleBuilder`), whatever `tok`'s own
+    post-processor adds. `words`: a tagging run's ids of the sentence `a`, its words (split at spaces) cut into pieces
+    each on its own (`tasks/tagging/encoding.py` `word_pieces`, as the official `tokenize_and_align`)."""
+    def ids(text):
+        return tok(text.split() if words else text, is_split_into_words=words, add_special_tokens=False)['input_ids']
+    first = [tok.cls_token_id, *ids(a), tok.sep_token_id]
+    second = [*ids(b), tok.sep_token_id] if b is not None else []
+    return {'input_ids': first + second, 'token_type_ids': [0] * len(first) + [1] * len(second),
+            'attention_mask': [1] * (len(first) + len(second))}
+
+
+def _encoding_differs(folder: Path, tok: PreTrainedTokenizerBase, words: bool) -> str:
+    """How AutoTokenizer of `folder` encodes a text or a pair otherwise than the run (`run_encoding` of `tok`; with
+    `words`, a sentence as a tagging run, which feeds no pairs; its types, 1 in the run, are a text's, as a tagging
+    folder's rows of both types are one, `tasks/tagging/model.py` `one_token_type`), or ''."""
+    saved, (a, b) = AutoTokenizer.from_pretrained(folder), _PROBE_PAIR
+    for args in [(a,)] if words else [(a,), (a, b)]:
+        want = run_encoding(tok, *args, words=words)
+        if (got := dict(saved(*args))) != want:
+            return (f"it encodes {'a pair' if len(args) == 2 else 'a text'} as {_shown(saved, got)}, the run as "
+                    f"{_shown(tok, want)}")
+    return ''
+
+
+def _shown(tok: PreTrainedTokenizerBase, enc: dict[str, list[int]]) -> str:
+    "'<s> A </s> (input_ids, token_type_ids 000, attention_mask)': an encoding's tokens, inputs and types, to show."
+    types = ''.join(map(str, enc.get('token_type_ids', [])))
+    inputs = ', '.join(f'{k} {types}' if k == 'token_type_ids' else k for k in enc)
+    return f"{' '.join(tok.convert_ids_to_tokens(enc['input_ids']))} ({inputs})"
+
+
+def _run_template(tok: PreTrainedTokenizerFast) -> TemplateProcessing:
+    "`run_encoding`'s special tokens and types as a `tokenizers` post-processor (BERT's template, of `tok`'s tokens)."
+    cls, sep = tok.cls_token, tok.sep_token
+    return TemplateProcessing(single=f'{cls}:0 $A:0 {sep}:0', pair=f'{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1',
+                              special_tokens=[(cls, tok.cls_token_id), (sep, tok.sep_token_id)])
+
+
+def _as_run(tok: PreTrainedTokenizerFast, words: bool) -> PreTrainedTokenizerFast:
+    """A copy of `tok` with the run's template (`_run_template`); with `words`, where a text's pieces are not its
+    words' (a byte-level BPE without a prefix space: 'rejects' in a sentence is 'Ġrejects', as a word 'rej' 'ects'),
+    cutting a text at spaces before its own pre-tokenizer, so that each word is cut as the tagging run cut it."""
+    fixed = copy.deepcopy(tok)
+    backend = fixed.backend_tokenizer
+    backend.post_processor = _run_template(tok)
+    a = _PROBE_PAIR[0]
+    if words and run_encoding(tok, a) != run_encoding(tok, a, words=True):
+        split = pre_tokenizers.WhitespaceSplit()
+        backend.pre_tokenizer = split if backend.pre_tokenizer is None else \
+            pre_tokenizers.Sequence([split, backend.pre_tokenizer])
+    return fixed
+
+
+def _set_run_inputs(folder: Path) -> None:
+    "`folder`'s tokenizer_config.json read by the class that keeps its tokenizer.json as it is, with `RUN_INPUTS`."
+    path = folder / 'tokenizer_config.json'
+    config = json.loads(path.read_text(encoding='utf-8'))
+    config.update(tokenizer_class=_AS_SAVED, model_input_names=RUN_INPUTS)
+    path.write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + '\n', encoding='utf-8')
+
+
+def save_exported_tokenizer(tok: PreTrainedTokenizerBase, folder: str | Path, name: str | Path | None = None,
+                            words: bool = False) -> str:
+    """Write `tok` to the transformers folder `folder` (every export of the library goes through here) so that
+    AutoTokenizer, and so `pipeline(...)`, encodes a text and a pair exactly as the run did (`run_encoding`; `words`:
+    a tagging run's, which cut each word of a sentence on its own). A tokenizer that does (BERT's WordPiece, the
+    library's own) is saved as it is. Another (a RoBERTa post-processor's `<s> A </s></s> B </s>`, no post-processor at
+    all, no token_type_ids among its inputs) is saved as `_as_run` makes it, read as its tokenizer.json is, with
+    token_type_ids an input; the run's pieces of a text are unchanged. Where that still differs (a slow tokenizer), one
+    warning line naming the folder `name` (default `folder`), and the returned line for the card."""
+    folder = Path(folder)
+    tok.save_pretrained(folder)
+    if not (why := _encoding_differs(folder, tok, words)): return ''
+    if getattr(tok, 'backend_tokenizer', None) is not None:
+        _as_run(tok, words).save_pretrained(folder)
+        _set_run_inputs(folder)
+        if not (why := _encoding_differs(folder, tok, words)): return ''
+    note = (f"Its tokenizer does not encode as the run did: {why}; give the model the run's encoding, "
+            "`[CLS] A [SEP] B [SEP]` with token types 0 up to the first [SEP] and 1 after.")
+    warnings.warn(f'{name or folder}: {note}', RunWarning, stacklevel=2)
+    return note

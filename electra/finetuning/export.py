@@ -29,6 +29,7 @@ from torch import nn
 from transformers import ElectraConfig, ElectraForSequenceClassification, ElectraForTokenClassification
 
 from electra.config.finetune import FinetuneConfig
+from electra.data.tokenizer import save_exported_tokenizer
 from electra.finetuning.loading import finetuned_model, read_run
 from electra.finetuning.results import ResultsTable, select_runs
 from electra.finetuning.runs import group_dir, transformers_folder
@@ -202,6 +203,18 @@ def _exact_tagging_recipe(name: str, ckpt: dict) -> str:
             f"```python\n{_TAGGING_RECIPE.format(name=name, stride=stride)}```")
 
 
+def _pipeline_words(tokenizer) -> str:
+    """For a tagging folder's card: where transformers' token-classification pipeline finds words by a rule of its own,
+    a tokenizer whose pieces do not mark a word's continuation (no `continuing_subword_prefix`: a byte-level BPE, a
+    Unigram), for which `gather_pre_entities` takes a piece after a space or at the text's start for a word."""
+    model = getattr(getattr(tokenizer, 'backend_tokenizer', None), 'model', None)
+    if getattr(model, 'continuing_subword_prefix', None): return ''
+    return ("This tokenizer's pieces do not mark a word's continuation, so the pipeline's "
+            "`aggregation_strategy='first'` finds words by their offsets and spaces (transformers warns 'Tokenizer "
+            "does not support real words'): where it takes a piece for a word of its own (a Unigram's '▁', a byte of "
+            "a character of several bytes) its tags differ from the run's; the recipe below gives the run's tags.")
+
+
 def _labels_table(names: list[str]) -> str:
     return '\n'.join(['| id | label |', '|---|---|', *(f'| {i} | {n} |' for i, n in enumerate(names))])
 
@@ -216,8 +229,9 @@ def _usage(name: str, ckpt: dict, tag: str) -> str:
             f"# this folder\nprint(run('...'))\n```")
 
 
-def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, tag: str) -> Path:
-    "`folder`'s README.md (the folder `name` once complete): the run, its labels, dev scores, settings, how to use it."
+def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, tag: str, tokenizer_note: str) -> Path:
+    """`folder`'s README.md (the folder `name` once complete): the run, its labels, dev scores, settings, how to use it
+    (with `tokenizer_note`, where its tokenizer does not encode as the run did: `save_exported_tokenizer`)."""
     names = ckpt['labels'] or ['score']
     on_hub = not Path(cfg.model).exists() and not cfg.model.endswith('.pth')
     data = ModelCardData(license=LICENSE, library_name='transformers', pipeline_tag=tag,
@@ -235,7 +249,8 @@ def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, t
         f"(`electra.load_finetuned`){scale}.",
         f"## Labels\n\n`config.json`'s `id2label`, from the task's label names:\n\n{_labels_table(names)}",
         f"## Dev scores\n\n{yaml_block({k: v for k, v in ckpt['dev'].items() if k != 'epoch'})}",
-        f"## How to use\n\n{_usage(name, ckpt, tag)}\n\n{_exact_recipe(name, ckpt, tag)}".rstrip(),
+        '\n\n'.join(filter(None, ['## How to use', tokenizer_note, _usage(name, ckpt, tag),
+                                   _exact_recipe(name, ckpt, tag)])).rstrip(),
         f"## Settings\n\n{details(yaml_block(ckpt['hparams']), 'the settings of the run')}",
         LICENSE_NOTE])
     return write_card(folder, data, body)
@@ -259,8 +274,10 @@ def save_run(cfg: FinetuneConfig, row: dict, tokenizer, say: Callable[[str], Non
     tmp = folder.with_name(f'.{folder.name}.tmp')
     shutil.rmtree(tmp, ignore_errors=True)
     save_model(model, tmp)
-    run_length(copy.deepcopy(tokenizer), model.config, ckpt['hparams']['max_length']).save_pretrained(tmp)
-    _card(tmp, folder.name, cfg, ckpt, cls, tag)
+    note = save_exported_tokenizer(run_length(copy.deepcopy(tokenizer), model.config, ckpt['hparams']['max_length']),
+                                   tmp, folder, words=ckpt.get('kind') == 'tagging')
+    if ckpt.get('kind') == 'tagging': note = ' '.join(filter(None, [note, _pipeline_words(tokenizer)]))
+    _card(tmp, folder.name, cfg, ckpt, cls, tag, note)
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
     return folder

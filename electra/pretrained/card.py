@@ -197,10 +197,11 @@ def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str],
 
 
 def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir: str | Path,
-                          objective: Objective | None = None) -> Path:
+                          objective: Objective | None = None, tokenizer_note: str = '') -> Path:
     """Write the card of `net`, the `role` ('discriminator' or 'generator') of the pretraining run in `run_dir`,
     exported to `folder`: its metadata (with the held-out metrics as the model-index), what it is (by its `objective`'s
-    row, else the one its config names), how it was trained, its metrics, how to load it. Reads the run's `config.yaml`,
+    row, else the one its config names), how it was trained, its metrics, how to load it (and `tokenizer_note`, where
+    its tokenizer does not encode as the run did: `save_exported_tokenizer`). Reads the run's `config.yaml`,
     `metrics.csv` and `eval_metrics.csv`, those that exist."""
     folder, run_dir, about = Path(folder), Path(run_dir), _ROLES[role]
     try: cfg = yaml.safe_load((run_dir / 'config.yaml').read_text(encoding='utf-8')) or {}
@@ -216,13 +217,14 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
         tags=['electra', role, f"objective-{cfg.get('objective', 'unknown')}"], model_name=f'{run_dir.name} {role}',
         eval_results=_held_out(role, eval_row, ', '.join(corpus) or 'corpus', objective) or None)
     c, what = net.config, _what(role, objective, cfg.get('init_from') or '')
+    note = f'{tokenizer_note}\n\n' if tokenizer_note else ''
     body = (f"# ELECTRA {role}: {run_dir.name}\n\nThe {role} of the ELECTRA pretraining run `{run_dir.name}` (Clark "
             f"et al. 2020), {what}. {type(net).__name__}: {c.num_hidden_layers} layers, hidden size "
             f"{c.hidden_size}, {c.num_attention_heads} attention heads, feed-forward {c.intermediate_size}, embeddings "
             f"{c.embedding_size}, a vocabulary of {c.vocab_size} tokens, "
             f"{sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters.\n\n"
             f"{_run_section(cfg, train_row, eval_row, role, objective, schedules)}\n\n{_usage(folder, role)}\n\n"
-            f"{LICENSE_NOTE}")
+            f"{note}{LICENSE_NOTE}")
     return write_card(folder, data, body)
 
 

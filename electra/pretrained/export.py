@@ -24,7 +24,14 @@ from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.pretrain import saved_config
 from electra.config.version import __version__
 from electra.data.hub import hub_unreachable
-from electra.data.tokenizer import SavedTokenizer, has_tokenizer_files, tokenizer_from_state, unreachable, upper_entries
+from electra.data.tokenizer import (
+    SavedTokenizer,
+    has_tokenizer_files,
+    save_exported_tokenizer,
+    tokenizer_from_state,
+    unreachable,
+    upper_entries,
+)
 from electra.objective.model import (
     EMBEDDING_TABLES,
     ElectraGeneratorDiscriminator,
@@ -82,8 +89,9 @@ def export_pretrained(model: ElectraGeneratorDiscriminator, tokenizer: PreTraine
     nets = _exported_nets(model, run_dir)
     for path, net in nets.items():
         save_model(net, path)
-        with_model_length(copy.deepcopy(tokenizer), net.config).save_pretrained(path)
-        write_pretrained_card(path, path.name, net, run_dir, model.objective)  # README.md: what it is, how it was made and does
+        note = save_exported_tokenizer(with_model_length(copy.deepcopy(tokenizer), net.config), path)
+        # README.md: what it is, how it was made and does
+        write_pretrained_card(path, path.name, net, run_dir, model.objective, tokenizer_note=note)
     return {path.name: path for path in nets}
 
 

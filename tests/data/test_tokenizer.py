@@ -289,3 +289,76 @@ def test_wordpiece_reads_words_of_up_to_200_characters_as_the_official_tokenizer
     plain = ElectraTokenizerFast.from_pretrained(tmp_path / 'folder')  # transformers' own: 100
     assert plain.tokenize('ab' * 100) == ['[UNK]'] and plain.get_vocab() == tok.get_vocab()
     assert tokenizer_fingerprint(plain) != tokenizer_fingerprint(tok)
+
+
+def _run_features(tok, a: str, b: str | None = None) -> dict[str, list[int]]:
+    "What a fine-tuning run feeds its model for `a` (and `b`): `encode`'s ids and `make_loader`'s types and mask."
+    import numpy as np
+
+    from electra.finetuning.tasks.encoding import encode, make_loader
+    from electra.finetuning.tasks.sources import Examples
+    enc = encode(Examples(np.arange(1), [a], None if b is None else [b], np.zeros(1)), tok, 512)
+    ids, mask, types, _ = next(iter(make_loader(enc, 1, False, 0)))
+    return {'input_ids': ids[0].tolist(), 'token_type_ids': types[0].tolist(), 'attention_mask': mask[0].tolist()}
+
+
+@pytest.mark.parametrize('kind', ['bpe', 'wordpiece', 'unigram'])
+def test_an_exported_tokenizer_of_its_own_encodes_a_text_and_a_pair_as_the_run_fed_them(kind, corpus, tmp_path):
+    """R7a-2: an export folder carried the run's tokenizer as given, whose own encoding was not the run's: a byte-level
+    BPE with RoBERTa's post-processor gave a pair `<s> A </s></s> B </s>` and no token types (the run: `<s> A </s> B
+    </s>`, types 0 then 1), a WordPiece tokenizer.json without a post-processor no [CLS]/[SEP] at all, a Unigram with
+    the run's template no token_type_ids (not among its inputs). Now AutoTokenizer of the folder gives exactly the
+    run's input_ids, token_type_ids and attention_mask, its pieces unchanged, and says nothing; a tagging folder's
+    (`words`) also cuts a sentence into the pieces of its words, each cut on its own as the tagging run cut them."""
+    import warnings
+
+    from electra.data.tokenizer import save_exported_tokenizer
+    from electra.finetuning.tasks.tagging.encoding import encode_tagging
+    from tests.support.tokenizers import FOLDERS
+    texts = corpus.read_text(encoding='utf-8').splitlines()
+    tok = load_tokenizer(str(FOLDERS[kind](tmp_path / 'given', texts)))
+    tok.save_pretrained(tmp_path / 'as_given')
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert save_exported_tokenizer(tok, tmp_path / 'export') == ''
+        assert save_exported_tokenizer(tok, tmp_path / 'tagging', words=True) == ''
+    as_given, exported = (AutoTokenizer.from_pretrained(tmp_path / d) for d in ('as_given', 'export'))
+    tagging = AutoTokenizer.from_pretrained(tmp_path / 'tagging')
+    for a, b in zip(SENTENCES, SENTENCES[1:]):
+        assert dict(as_given(a, b)) != _run_features(tok, a, b)  # the finding: the tokenizer as given differs
+        assert dict(exported(a)) == _run_features(tok, a)
+        assert dict(exported(a, b)) == _run_features(tok, a, b)
+        assert exported.tokenize(a) == tok.tokenize(a)
+        assert tagging(a)['input_ids'] == encode_tagging([a.split()], None, tok, ['O'], 512).ids.tolist()
+
+
+def test_the_library_s_own_wordpiece_is_exported_as_save_pretrained_writes_it(trained, tmp_path):
+    "A trained tokenizer and a BERT vocab.txt encode as the run already: their export folders are save_pretrained's."
+    from electra.data.tokenizer import save_exported_tokenizer
+    for name, tok in (('trained', trained[0]), ('vocab', load_tokenizer(str(bert_style_vocab(tmp_path / 'v.txt',
+                                                                                             ['the', 'cow']))))):
+        tok.save_pretrained(tmp_path / name / 'plain')
+        assert save_exported_tokenizer(tok, tmp_path / name / 'export') == ''
+        plain, export = tmp_path / name / 'plain', tmp_path / name / 'export'
+        assert sorted(p.name for p in export.iterdir()) == sorted(p.name for p in plain.iterdir())
+        assert all((export / p.name).read_bytes() == p.read_bytes() for p in plain.iterdir()), name
+        assert dict(AutoTokenizer.from_pretrained(export)(*SENTENCES[:2])) == _run_features(tok, *SENTENCES[:2])
+
+
+def test_an_exported_tokenizer_that_cannot_encode_as_the_run_is_said_in_one_line_and_returned_for_the_card(
+        corpus, tmp_path, monkeypatch):
+    "Where the run's template does not hold once saved (here: not set), one RunWarning naming the folder and the ids."
+    from electra.config.errors import RunWarning
+    from electra.data import tokenizer as tokenizers
+    from tests.support.tokenizers import bpe_folder
+    tok = load_tokenizer(str(bpe_folder(tmp_path / 'given', corpus.read_text(encoding='utf-8').splitlines())))
+    monkeypatch.setattr(tokenizers, '_as_run', lambda tok, words: tok)
+    with pytest.warns(RunWarning) as said:
+        note = tokenizers.save_exported_tokenizer(tok, tmp_path / 'export', 'run/discriminator')
+    a, b = (' '.join(tok.tokenize(t)) for t in ('A first text, to probe the encoding.', 'And a second one'))
+    n, m = len(a.split()), len(b.split())
+    assert note == (f"Its tokenizer does not encode as the run did: it encodes a pair as <s> {a} </s> </s> {b} </s> "
+                    f"(input_ids, token_type_ids {'0' * (n + m + 4)}, attention_mask), the run as <s> {a} </s> {b} "
+                    f"</s> (input_ids, token_type_ids {'0' * (n + 2)}{'1' * (m + 1)}, attention_mask); give the model "
+                    "the run's encoding, `[CLS] A [SEP] B [SEP]` with token types 0 up to the first [SEP] and 1 after.")
+    assert [str(w.message) for w in said] == [f'run/discriminator: {note}']

@@ -235,3 +235,34 @@ def test_a_model_whose_tokenizer_cannot_reach_its_upper_case_entries_is_fine_tun
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         load_discriminator(tiny_dir)  # its entries all reachable: no word
+
+
+def test_a_run_with_a_bpe_tokenizer_exports_one_that_encodes_a_pair_as_pretraining_fed_it(tmp_path, monkeypatch):
+    """R7a-2: a run given a byte-level BPE with RoBERTa's post-processor exported it as given, whose pair was
+    `<s> A </s></s> B </s>` without token types; pretraining fed `<s> A </s> B </s>`, types 0 then 1
+    (`ExampleBuilder`). Both exported networks' tokenizers now give that, and the cards say nothing of it; where it
+    cannot be done (here: the template not set), each card says what its tokenizer does instead."""
+    from transformers import AutoTokenizer
+
+    from electra.data.demo import write_demo_corpus
+    from electra.pretrained.export import export_pretrained
+    from tests.support.tokenizers import bpe_folder
+    texts = write_demo_corpus(tmp_path / 'demo.txt', n_docs=50).read_text(encoding='utf-8').splitlines()
+    tok = load_tokenizer(str(bpe_folder(tmp_path / 'bpe', texts, vocab_size=V)))
+    model = build_pretraining_model(tiny_cfg(), MaskingSettings.for_tokenizer(tok))
+    a, b = 'The first segment.', 'And the second'
+    ia, ib = (tok(t, add_special_tokens=False)['input_ids'] for t in (a, b))
+    fed = [tok.cls_token_id, *ia, tok.sep_token_id, *ib, tok.sep_token_id]  # ExampleBuilder's `_create_example`
+    for path in export_pretrained(model, tok, tmp_path / 'run').values():
+        assert dict(AutoTokenizer.from_pretrained(path)(a, b)) == {
+            'input_ids': fed, 'token_type_ids': [0] * (len(ia) + 2) + [1] * (len(ib) + 1), 'attention_mask': [1] * len(fed)}
+        assert 'does not encode as the run did' not in (path / 'README.md').read_text(encoding='utf-8')
+    from electra.config.errors import RunWarning
+    from electra.data import tokenizer as tokenizers
+    monkeypatch.setattr(tokenizers, '_as_run', lambda tok, words: tok)
+    with pytest.warns(RunWarning, match='does not encode as the run did') as said:
+        paths = export_pretrained(model, tok, tmp_path / 'other')
+    assert len(said) == len(paths) == 2
+    for path, warning in zip(paths.values(), said):
+        note = str(warning.message).removeprefix(f'{path}: ')
+        assert note.startswith('Its tokenizer does not encode') and note in (path / 'README.md').read_text(encoding='utf-8')

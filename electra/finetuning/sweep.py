@@ -132,7 +132,8 @@ def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], resu
             continue
         for line in again: say(line)
         data = task.prepare(task_cfg, tokenizer, cfg.cache_dir, doubled)
-        if unknown := unknown_share_warning(name, data.train_text, tokenizer): say(unknown)
+        for split, (file, texts) in data.texts.items():  # training, dev and test: each is learned, scored or predicted
+            if unknown := unknown_share_warning(name, texts, tokenizer, split, file): say(unknown)
         say(f'{name}: {task.count(data.train, "train")}{" (both segment orders)" if doubled else ""}, '
             f'{", ".join(task.count(e, s) for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
             f'max_length {task_cfg.max_length}, '

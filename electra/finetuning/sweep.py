@@ -308,8 +308,10 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
         files = task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
         record(out, files, name, picked, group)
         written += files
-    removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say)
-    if any(p.name in SUBMISSION_FILES for p in written) or removed: written.append(zip_submission(out))
+    removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say,
+                         {n: bool(t.info.test_files) for n, t in tasks.items()})
+    if any(name in SUBMISSION_FILES for name in [p.name for p in written] + removed):  # the zip holds GLUE's files
+        if zipped := zip_submission(out): written.append(zipped)
     if line := models_line(out): say(line)
     return written
 

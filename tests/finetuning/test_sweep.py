@@ -611,6 +611,31 @@ def test_mnli_fine_tuned_again_without_ax_in_tasks_predicts_ax_again_and_a_repla
             'predict RTE again (put it in tasks) to write it') in lines
 
 
+def test_a_task_file_whose_test_was_taken_out_loses_its_stale_file_with_that_fix_and_gets_no_zip(tmp_path, glue_dir,
+                                                                                                 tiny):
+    """RTE's tiny files as a task file with `test:`, predicted; then the same task file without `test:` and its
+    training file cut by a row, fine-tuned again: the old predictions of the replaced run are removed, and the line
+    says why nothing was written (the task file names no test file now), not to put in tasks a task that is there. A
+    folder of task files' predictions gets no glue_submission.zip, empty, at any point."""
+    model, tok = tiny
+    task, out = shutil.copytree(glue_dir / 'RTE', tmp_path / 'task'), tmp_path / 'out/t'
+    (task / 'nli.yaml').write_text(TASK_FILE + 'test: test.tsv\nid: index\n')
+    cfg = job(tmp_path, glue_dir, tasks=[str(task / 'nli.yaml')])
+    src = open_source(cfg.data)
+    sweep.write_test_predictions(cfg, sweep.run_sweep(cfg, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    def files(): return sorted(p.name for p in out.iterdir() if not p.name.startswith('.'))  # not made_by's lock
+    assert files() == ['made_by.json', 'nli.tsv']
+    (task / 'nli.yaml').write_text(TASK_FILE)
+    (task / 'train.tsv').write_text(''.join((task / 'train.tsv').read_text().splitlines(keepends=True)[:-1]))
+    lines = []
+    sweep.write_test_predictions(cfg, sweep.run_sweep(cfg, model, tok, src, log=lines.append), tok, src,
+                                 log=lines.append)
+    assert lines[-1] == (f"nli.tsv removed from {out}: it was predicted by nli run 0 (seed 0), fine-tuned again "
+                         "since; nli's task file names no test file now: give it `test:` to write it")
+    assert files() == ['made_by.json'] and json.loads((out / 'made_by.json').read_text()) == {}
+
+
 def test_another_group_folder_writing_into_the_same_test_folder_is_refused_before_any_run(tmp_path, glue_dir, tiny):
     """Two sweeps that share a group name and test_output_dir but not output_dir (two results tables, maybe two models):
     the second would zip its files with the first's. The test folder records which group folder and model wrote each

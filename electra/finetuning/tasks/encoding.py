@@ -99,6 +99,19 @@ def _unknown_share(texts: list[str], tokenizer) -> tuple[float, list[list[int]],
     return (max(0, unknown) / total if total else 0.0), ids, lacking
 
 
+def _lacked_letter(word: str, tokenizer) -> str:
+    """', whose 'е' U+0435 CYRILLIC SMALL LETTER IE the vocabulary lacks': the first character of `word` beyond ASCII
+    that the vocabulary holds neither alone nor as a continuation piece ('##е'), as the model's normalizer makes it; a
+    look-alike letter or a lone combining mark reads as the word it looks like. '' when there is none (ASCII letters
+    are not named: a vocabulary of words only, as a hand-made one, holds no letters alone)."""
+    vocab, norm = tokenizer.get_vocab(), getattr(getattr(tokenizer, 'backend_tokenizer', None), 'normalizer', None)
+    for c in word:
+        n = norm.normalize_str(c) if norm is not None else c
+        if ord(c) > 127 and n and n not in vocab and f'##{n}' not in vocab:
+            return f", whose {c!r} U+{ord(c):04X} {unicodedata.name(c, '')}".rstrip() + ' the vocabulary lacks'
+    return ''
+
+
 def unknown_share_warning(name: str, texts: Sequence[str], tokenizer, split: str = 'train', file: str = '') -> str:
     """A `warning:` line when over 5% of the tokens of task `name`'s `split` (its `file`) are [UNK]: text the model's
     vocabulary does not cover (another script, look-alike letters of one; accents in another Unicode form, NFD text on
@@ -121,7 +134,7 @@ def unknown_share_warning(name: str, texts: Sequence[str], tokenizer, split: str
     whole = f'its {kind} file {file}' if file else f'its {kind} text'
     of = whole if len(sample) == len(texts) else (f'{len(sample):,} of the {len(texts):,} texts of {whole}' if file else
                                                    f'{len(sample):,} of its {len(texts):,} {kind} texts')
-    example = f' (e.g. {word!r})' if word else ''
+    example = f' (e.g. {word!r}{_lacked_letter(word, tokenizer)})' if word else ''
     cost = _UNKNOWN_COST[split.split('_')[0]]  # GLUE's dev_matched is a dev split, its test_matched a test split
     return f'warning: {name}: {share:.1%} of the tokens of {of} are [UNK]{example}, so {cost}; {fix}.'
 

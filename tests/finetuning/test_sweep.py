@@ -290,7 +290,7 @@ def test_a_dev_and_a_test_file_mostly_unknown_to_the_vocabulary_are_said_each_na
     said = [line for line in lines if line.startswith('warning: ')]
     assert said == [unknown_share_warning('look', texts['dev.tsv'], tok, 'dev', str(task / 'dev.tsv')),
                     unknown_share_warning('look', texts['test.tsv'], tok, 'test', str(task / 'test.tsv'))]
-    assert said[0].startswith(f'warning: look: ') and f'of its dev file {task / "dev.tsv"} are [UNK] (e.g. ' in said[0]
+    assert said[0].startswith('warning: look: ') and f'of its dev file {task / "dev.tsv"} are [UNK] (e.g. ' in said[0]
     assert f'of its test file {task / "test.tsv"} are [UNK] (e.g. ' in said[1]
 
 

@@ -94,18 +94,26 @@ def _stale(entry: dict, results) -> bool:
     return False
 
 
-def drop_stale(folder: Path, results, now: set[str], say: Callable[[str], None]) -> bool:
+def _to_write_it(task: str, tested: dict[str, bool]) -> str:
+    "What writes a removed file of `task` again, by the job's tasks (`tested`: whether each names a test file)."
+    if task not in tested: return f"predict {task} again (put it in tasks) to write it"
+    if not tested[task]: return f"{task}'s task file names no test file now: give it `test:` to write it"
+    return f"predict {task} again to write it"
+
+
+def drop_stale(folder: Path, results, now: set[str], say: Callable[[str], None], tested: dict[str, bool]) -> list[str]:
     """The recorded files of `folder` not written by this job (`now`: their paths inside it) whose runs were
-    fine-tuned again since, or are gone from `results`, removed, each said in a line; whether any was."""
+    fine-tuned again since, or are gone from `results`, removed, each said in a line with what writes it again (the
+    job's tasks, `tested`: whether each names a test file); their paths inside `folder`."""
     stale = {n: e for n, e in read_made_by(folder).items() if n not in now and _stale(e, results)}
     for name, e in sorted(stale.items()):
         if is_main_process(): (Path(folder) / name).unlink(missing_ok=True)
         runs = ', '.join(f"run {r['run']} (seed {r['seed']})" for r in e['runs'])
         zipped = ' and its zip' if name in _TASK_OF_FILE else ''
         say(f"{name} removed from {folder}{zipped}: it was predicted by {e['by']} {runs}, fine-tuned again since; "
-            f"predict {e['task']} again (put it in tasks) to write it")
+            + _to_write_it(e['task'], tested))
     if stale: _update(folder, lambda old: {n: e for n, e in old.items() if n not in stale})
-    return bool(stale)
+    return sorted(stale)
 
 
 def models_line(folder: Path) -> str:

@@ -132,7 +132,8 @@ def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], resu
             continue
         for line in again: say(line)
         data = task.prepare(task_cfg, tokenizer, cfg.cache_dir, doubled)
-        if unknown := unknown_share_warning(name, data.train_text, tokenizer): say(unknown)
+        for split, (file, texts) in data.texts.items():  # training, dev and test: each is learned, scored or predicted
+            if unknown := unknown_share_warning(name, texts, tokenizer, split, file): say(unknown)
         say(f'{name}: {task.count(data.train, "train")}{" (both segment orders)" if doubled else ""}, '
             f'{", ".join(task.count(e, s) for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
             f'max_length {task_cfg.max_length}, '
@@ -307,8 +308,10 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
         files = task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
         record(out, files, name, picked, group)
         written += files
-    removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say)
-    if any(p.name in SUBMISSION_FILES for p in written) or removed: written.append(zip_submission(out))
+    removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say,
+                         {n: bool(t.info.test_files) for n, t in tasks.items()})
+    if any(name in SUBMISSION_FILES for name in [p.name for p in written] + removed):  # the zip holds GLUE's files
+        if zipped := zip_submission(out): written.append(zipped)
     if line := models_line(out): say(line)
     return written
 

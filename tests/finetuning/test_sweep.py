@@ -243,7 +243,8 @@ def test_a_finished_run_padded_to_other_buckets_or_compiled_otherwise_is_done_ag
 def test_a_task_whose_training_text_is_mostly_unknown_to_the_vocabulary_is_said_once(tmp_path, glue_dir, tiny,
                                                                                        monkeypatch):
     """RTE's tiny files as a task file, their letters written in Cyrillic: most of the text is [UNK] to the tiny
-    model's vocabulary, and the job says so in one line for that task before its runs; RTE itself, in English, not."""
+    model's vocabulary, and the job says so in one line for each of its files before its runs; RTE itself, in English,
+    not."""
     from electra.finetuning.tasks.encoding import unknown_share_warning
     model, tok = tiny
     monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
@@ -258,11 +259,39 @@ def test_a_task_whose_training_text_is_mostly_unknown_to_the_vocabulary_is_said_
     lines, cfg = [], job(tmp_path, glue_dir, tasks=['RTE', str(task / 'ru.yaml')])
     sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
     said = [line for line in lines if line.startswith('warning: ')]
-    assert len(said) == 1 and said[0].startswith('warning: ru: ') and ' are [UNK] (e.g. ' in said[0]
-    rows = [l.split('\t') for l in (task / 'train.tsv').read_text().splitlines()[1:]]
-    assert said[0] == unknown_share_warning('ru', [r[1] for r in rows] + [r[2] for r in rows], tok)
+    assert len(said) == 2 and said[0].startswith('warning: ru: ') and ' are [UNK] (e.g. ' in said[0]
+    for line, name in zip(said, ('train', 'dev')):  # the dev file is in Cyrillic too: said in a line of its own
+        rows = [l.split('\t') for l in (task / f'{name}.tsv').read_text().splitlines()[1:]]
+        assert line == unknown_share_warning('ru', [r[1] for r in rows] + [r[2] for r in rows], tok, name,
+                                             str(task / f'{name}.tsv'))
     share = float(said[0].split('% of')[0].split()[-1])
     assert share > 50 and lines.index(said[0]) < next(k for k, l in enumerate(lines) if l.startswith('ru: '))
+
+
+def test_a_dev_and_a_test_file_mostly_unknown_to_the_vocabulary_are_said_each_naming_its_split_and_file(
+        tmp_path, glue_dir, tiny, monkeypatch):
+    """RTE's tiny files as a task file, the dev and test texts with the Latin letters of their Cyrillic look-alikes (text
+    copied from web pages, OCR output): the training text is covered, but the dev scores and the test predictions are
+    made of [UNK]s. One line for each, the same line as the training text's, naming its split and file."""
+    from electra.finetuning.tasks.encoding import unknown_share_warning
+    model, tok = tiny
+    monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
+        data.task.new_model(copy.deepcopy(body), task_cfg), [{m: 50.0 for m in dev_metric_names(data.task)}]))
+    task = shutil.copytree(glue_dir / 'RTE', tmp_path / 'task')
+    cyrillic, texts = str.maketrans('aeopc', 'аеорс'), {}
+    for name in ('dev.tsv', 'test.tsv'):  # index, sentence1, sentence2 (, label): the two texts changed
+        head, *rows = [line.split('\t') for line in (task / name).read_text().splitlines()]
+        rows = [[r[0], r[1].translate(cyrillic), r[2].translate(cyrillic), *r[3:]] for r in rows]
+        (task / name).write_text(''.join('\t'.join(r) + '\n' for r in [head, *rows]))
+        texts[name] = [r[1] for r in rows] + [r[2] for r in rows]
+    (task / 'look.yaml').write_text(TASK_FILE + 'test: test.tsv\nid: index\n')
+    lines, cfg = [], job(tmp_path, glue_dir, tasks=[str(task / 'look.yaml')])
+    sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
+    said = [line for line in lines if line.startswith('warning: ')]
+    assert said == [unknown_share_warning('look', texts['dev.tsv'], tok, 'dev', str(task / 'dev.tsv')),
+                    unknown_share_warning('look', texts['test.tsv'], tok, 'test', str(task / 'test.tsv'))]
+    assert said[0].startswith('warning: look: ') and f'of its dev file {task / "dev.tsv"} are [UNK] (e.g. ' in said[0]
+    assert f'of its test file {task / "test.tsv"} are [UNK] (e.g. ' in said[1]
 
 
 def test_rows_of_a_table_written_before_models_were_fingerprinted_are_done_again(tmp_path, glue_dir, tiny):
@@ -580,6 +609,31 @@ def test_mnli_fine_tuned_again_without_ax_in_tasks_predicts_ax_again_and_a_repla
     assert not (out / 'RTE.tsv').exists() and 'RTE.tsv' not in zipped(out) and 'MNLI-m.tsv' in zipped(out)
     assert (f'RTE.tsv removed from {out} and its zip: it was predicted by RTE run 0 (seed 0), fine-tuned again since; '
             'predict RTE again (put it in tasks) to write it') in lines
+
+
+def test_a_task_file_whose_test_was_taken_out_loses_its_stale_file_with_that_fix_and_gets_no_zip(tmp_path, glue_dir,
+                                                                                                 tiny):
+    """RTE's tiny files as a task file with `test:`, predicted; then the same task file without `test:` and its
+    training file cut by a row, fine-tuned again: the old predictions of the replaced run are removed, and the line
+    says why nothing was written (the task file names no test file now), not to put in tasks a task that is there. A
+    folder of task files' predictions gets no glue_submission.zip, empty, at any point."""
+    model, tok = tiny
+    task, out = shutil.copytree(glue_dir / 'RTE', tmp_path / 'task'), tmp_path / 'out/t'
+    (task / 'nli.yaml').write_text(TASK_FILE + 'test: test.tsv\nid: index\n')
+    cfg = job(tmp_path, glue_dir, tasks=[str(task / 'nli.yaml')])
+    src = open_source(cfg.data)
+    sweep.write_test_predictions(cfg, sweep.run_sweep(cfg, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    def files(): return sorted(p.name for p in out.iterdir() if not p.name.startswith('.'))  # not made_by's lock
+    assert files() == ['made_by.json', 'nli.tsv']
+    (task / 'nli.yaml').write_text(TASK_FILE)
+    (task / 'train.tsv').write_text(''.join((task / 'train.tsv').read_text().splitlines(keepends=True)[:-1]))
+    lines = []
+    sweep.write_test_predictions(cfg, sweep.run_sweep(cfg, model, tok, src, log=lines.append), tok, src,
+                                 log=lines.append)
+    assert lines[-1] == (f"nli.tsv removed from {out}: it was predicted by nli run 0 (seed 0), fine-tuned again "
+                         "since; nli's task file names no test file now: give it `test:` to write it")
+    assert files() == ['made_by.json'] and json.loads((out / 'made_by.json').read_text()) == {}
 
 
 def test_another_group_folder_writing_into_the_same_test_folder_is_refused_before_any_run(tmp_path, glue_dir, tiny):

@@ -60,12 +60,13 @@ class TaskInfo:
 
 @dataclass
 class TaskData:
-    """A task's encoded training set and dev splits (the encodings are the task kind's own), and its training text as
-    read, which the sweep checks for [UNK]s (`encoding.unknown_share_warning`)."""
+    """A task's encoded training set and dev splits (the encodings are the task kind's own), and the text of each split
+    it reads (training, dev, the test files it predicts) as read, by split: its file and its texts, which the sweep
+    checks for [UNK]s (`encoding.unknown_share_warning`)."""
     task: 'FinetuningTask'
     train: Any
     dev: dict[str, Any]
-    train_text: Sequence[str] = ()
+    texts: dict[str, tuple[str, Sequence[str]]] = field(default_factory=dict)
 
 
 @dataclass

@@ -58,13 +58,16 @@ class ClassificationTask(FinetuningTask):
     def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
         """Read, filter, double (when `doubled`) and encode the training set, and encode the dev splits (cached). The
         test files to predict are read too, so that a malformed one (a ragged row, an index twice) stops the job
-        before the runs rather than after them."""
-        for split, _ in self.info.test_files if task_cfg.predict else ():
-            if self.source.has(self.info, split): self.source.load(self.info, split)
+        before the runs rather than after them; each split's text is kept for the [UNK] check."""
+        tests = {s: self.source.load(self.info, s) for s, _ in self.info.test_files
+                 if task_cfg.predict and self.source.has(self.info, s)}
         ex = self._train_examples(task_cfg, doubled)
+        devs = {s: self.source.load(self.info, s) for s in self.dev_splits}
         train = self.encoded(self.info, 'train', task_cfg, tokenizer, cache_dir, ex)
-        dev = {s: self.encoded(self.info, s, task_cfg, tokenizer, cache_dir) for s in self.dev_splits}
-        return TaskData(self, train, dev, ex.text_a + (ex.text_b or []))
+        dev = {s: self.encoded(self.info, s, task_cfg, tokenizer, cache_dir, e) for s, e in devs.items()}
+        texts = {s: (', '.join(map(str, self.source.files(self.info, s))), e.text_a + (e.text_b or []))
+                 for s, e in {'train': ex, **devs, **tests}.items()}
+        return TaskData(self, train, dev, texts)
 
     def new_model(self, body: nn.Module, task_cfg: FinetuneConfig) -> ElectraClassifier:
         scale = (self.info.target_scale or task_cfg.stsb_scale) if self.info.is_regression else 1.0

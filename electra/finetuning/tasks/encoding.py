@@ -65,8 +65,11 @@ def _special_ids(tokenizer) -> tuple[int, int]:
     return cls, sep
 
 
-UNKNOWN_SHARE = 0.05    # a task whose training text is more [UNK] tokens than this is said (`unknown_share_warning`)
-_UNKNOWN_SAMPLE = 2000  # the texts counted for it, evenly spread over the training set
+UNKNOWN_SHARE = 0.05    # a split whose text is more [UNK] tokens than this is said (`unknown_share_warning`)
+_UNKNOWN_SAMPLE = 2000  # the texts counted for it, evenly spread over the split
+# what a split mostly [UNK] costs: its training text is learned from, its dev text scored on, its test text predicted
+_UNKNOWN_COST = {'train': 'a run learns little from it', 'dev': 'its dev scores say little of a run',
+                 'test': 'its predictions are made from little of it'}
 
 
 def _ids(texts: list[str], tokenizer) -> list[list[int]]:
@@ -74,34 +77,66 @@ def _ids(texts: list[str], tokenizer) -> list[list[int]]:
                      verbose=False)['input_ids']
 
 
-def _unknown_share(texts: list[str], tokenizer) -> tuple[float, list[list[int]]]:
-    "The share of [UNK] among the tokens of `texts`, and their ids."
-    ids = _ids(texts, tokenizer)
-    total = sum(map(len, ids))
-    return (sum(row.count(tokenizer.unk_token_id) for row in ids) / total if total else 0.0), ids
+def _is_punctuation(c: str) -> bool:
+    "BERT's `_is_punctuation` (google-research/bert tokenization.py): ASCII non-alphanumerics and Unicode's P* classes."
+    return 33 <= ord(c) <= 47 or 58 <= ord(c) <= 64 or 91 <= ord(c) <= 96 or 123 <= ord(c) <= 126 or \
+        unicodedata.category(c).startswith('P')
 
 
-def unknown_share_warning(name: str, texts: Sequence[str], tokenizer) -> str:
-    """A `warning:` line when over 5% of the tokens of task `name`'s training `texts` are [UNK]: text the model's
-    vocabulary does not cover (another script; accents in another Unicode form, NFD text on a vocabulary of NFC
-    words), of which a run learns next to nothing, ending at the majority class without a word. With the share, a
-    word made [UNK] and, where the text in NFC would be covered, that fix; '' otherwise. Counted over up to 2,000 of
-    the texts, evenly spread (the same each time)."""
+def _lacking_marks(texts: list[str], tokenizer) -> set[str]:
+    "The punctuation marks of `texts` that the vocabulary lacks (each one [UNK] on its own)."
+    marks = sorted({c for t in texts for c in t if _is_punctuation(c)})
+    return {c for c, row in zip(marks, _ids(marks, tokenizer) if marks else []) if row == [tokenizer.unk_token_id]}
+
+
+def _unknown_share(texts: list[str], tokenizer) -> tuple[float, list[list[int]], set[str]]:
+    """The share of [UNK] among the tokens of `texts`, a punctuation mark the vocabulary lacks not counted as unknown:
+    BERT's basic tokenizer splits each mark off (`_run_split_on_punc`), so it is one [UNK] token a mark, and a run
+    loses next to nothing of a text by it (the demo vocabulary has no ','); their ids, and those marks."""
+    ids, lacking = _ids(texts, tokenizer), _lacking_marks(texts, tokenizer)
+    total, marks = sum(map(len, ids)), sum(t.count(c) for t in texts for c in lacking)
+    unknown = sum(row.count(tokenizer.unk_token_id) for row in ids) - marks
+    return (max(0, unknown) / total if total else 0.0), ids, lacking
+
+
+def _lacked_letter(word: str, tokenizer) -> str:
+    """', whose 'е' U+0435 CYRILLIC SMALL LETTER IE the vocabulary lacks': the first character of `word` beyond ASCII
+    that the vocabulary holds neither alone nor as a continuation piece ('##е'), as the model's normalizer makes it; a
+    look-alike letter or a lone combining mark reads as the word it looks like. '' when there is none (ASCII letters
+    are not named: a vocabulary of words only, as a hand-made one, holds no letters alone)."""
+    vocab, norm = tokenizer.get_vocab(), getattr(getattr(tokenizer, 'backend_tokenizer', None), 'normalizer', None)
+    for c in word:
+        n = norm.normalize_str(c) if norm is not None else c
+        if ord(c) > 127 and n and n not in vocab and f'##{n}' not in vocab:
+            return f", whose {c!r} U+{ord(c):04X} {unicodedata.name(c, '')}".rstrip() + ' the vocabulary lacks'
+    return ''
+
+
+def unknown_share_warning(name: str, texts: Sequence[str], tokenizer, split: str = 'train', file: str = '') -> str:
+    """A `warning:` line when over 5% of the tokens of task `name`'s `split` (its `file`) are [UNK]: text the model's
+    vocabulary does not cover (another script, look-alike letters of one; accents in another Unicode form, NFD text on
+    a vocabulary of NFC words), of which a run learns next to nothing, or on which it is scored or predicts next to
+    nothing (dev at the majority rate, every test prediction one class), without a word. With the share, a word made
+    [UNK] and, where the text in NFC would be covered, that fix; '' otherwise. Counted over up to 2,000 of the texts,
+    evenly spread (the same each time)."""
     if getattr(tokenizer, 'unk_token_id', None) is None or not texts: return ''
     sample = [t for t in texts[::max(1, len(texts) // _UNKNOWN_SAMPLE)][:_UNKNOWN_SAMPLE] if t]
-    share, ids = _unknown_share(sample, tokenizer)
+    share, ids, lacking = _unknown_share(sample, tokenizer)
     if share <= UNKNOWN_SHARE: return ''
     unk = tokenizer.unk_token_id
-    word = next((w for t, row in zip(sample, ids) if unk in row for w in t.split() if unk in _ids([w], tokenizer)[0]),
-                None)
-    nfc, _ = _unknown_share([unicodedata.normalize('NFC', t) for t in sample], tokenizer)
+    word = next((w for t, row in zip(sample, ids) if unk in row for w in t.split()
+                 if unk in _ids([''.join(c for c in w if c not in lacking) or ' '], tokenizer)[0]), None)
+    nfc, _, _ = _unknown_share([unicodedata.normalize('NFC', t) for t in sample], tokenizer)
     fix = (f"in NFC (unicodedata.normalize) {nfc:.1%} would be: normalise the text to NFC, as the model's vocabulary is"
            if nfc <= UNKNOWN_SHARE else
            "the model's vocabulary does not cover this text: fine-tune a model pretrained on text like it")
-    of = 'its training text' if len(sample) == len(texts) else f'{len(sample):,} of its {len(texts):,} training texts'
-    example = f' (e.g. {word!r})' if word else ''
-    return (f'warning: {name}: {share:.1%} of the tokens of {of} are [UNK]{example}, so a run learns little from it; '
-            f'{fix}.')
+    kind = 'training' if split == 'train' else split
+    whole = f'its {kind} file {file}' if file else f'its {kind} text'
+    of = whole if len(sample) == len(texts) else (f'{len(sample):,} of the {len(texts):,} texts of {whole}' if file else
+                                                   f'{len(sample):,} of its {len(texts):,} {kind} texts')
+    example = f' (e.g. {word!r}{_lacked_letter(word, tokenizer)})' if word else ''
+    cost = _UNKNOWN_COST[split.split('_')[0]]  # GLUE's dev_matched is a dev split, its test_matched a test split
+    return f'warning: {name}: {share:.1%} of the tokens of {of} are [UNK]{example}, so {cost}; {fix}.'
 
 
 def encode(ex: Examples, tokenizer, max_length: int) -> Encoded:

@@ -154,10 +154,38 @@ def test_a_training_text_mostly_unknown_to_the_vocabulary_is_said_with_its_share
     assert unknown_share_warning('fr', nfc, tok) == ''
     word = nfd[0].split()[0]
     assert unknown_share_warning('fr', nfd, tok) == (
-        f"warning: fr: 12.5% of the tokens of its training text are [UNK] (e.g. {word!r}), so a run learns "
-        "little from it; in NFC (unicodedata.normalize) 0.0% would be: normalise the text to NFC, as the model's "
-        "vocabulary is.")
+        f"warning: fr: 12.5% of the tokens of its training text are [UNK] (e.g. {word!r}, whose '\u0301' U+0301 "
+        "COMBINING ACUTE ACCENT the vocabulary lacks), so a run learns little from it; in NFC (unicodedata.normalize) "
+        "0.0% would be: normalise the text to NFC, as the model's vocabulary is.")
     assert unknown_share_warning('ru', ['кот the cat sat'], tok) == (
-        "warning: ru: 25.0% of the tokens of its training text are [UNK] (e.g. 'кот'), so a run learns little from it; "
+        "warning: ru: 25.0% of the tokens of its training text are [UNK] (e.g. 'кот', whose 'к' U+043A CYRILLIC SMALL "
+        "LETTER KA the vocabulary lacks), so a run learns little from it; "
         "the model's vocabulary does not cover this text: fine-tune a model pretrained on text like it.")
     assert unknown_share_warning('en', ['кот'] + ['the cat sat'] * 7, tok) == ''  # 1 of 22 tokens: 4.5%
+
+
+def test_a_dev_or_test_file_mostly_unknown_is_said_naming_its_split_and_file_and_a_lacking_mark_is_not_unknown(tmp_path):
+    """The dev and test files are what a run is scored on and predicts: one mostly [UNK] is said as the training text
+    is, naming the split and the file. A punctuation mark the vocabulary lacks (the demo vocabulary has no ',') is one
+    [UNK] token a mark (BERT's basic tokenizer splits each off), of which a run loses next to nothing: not counted as
+    unknown. Counted by hand on a vocabulary of four words: "thе cat sat" with a Cyrillic е is [UNK] cat sat, 1 of 3;
+    "the cat , sat" is the cat [UNK] sat: 1 of 4 tokens [UNK], none of them a word's."""
+    from electra.data.tokenizer import load_tokenizer
+    from electra.finetuning.tasks.encoding import unknown_share_warning
+    from tests.data.test_tokenizer import bert_style_vocab
+    tok = load_tokenizer(str(bert_style_vocab(tmp_path / 'v.txt', ['the', 'cat', 'sat', '.'])), strip_accents=False)
+    assert tok.tokenize('the cat , sat') == ['the', 'cat', '[UNK]', 'sat']
+    assert unknown_share_warning('en', ['the cat , sat'] * 3, tok) == ''  # 25% [UNK], every one a comma
+    cyrillic = ['th\u0435 cat sat'] * 2  # the word looks like 'the': the letter the vocabulary lacks is named
+    lacks = "(e.g. 'th\u0435', whose '\u0435' U+0435 CYRILLIC SMALL LETTER IE the vocabulary lacks)"
+    fix = "the model's vocabulary does not cover this text: fine-tune a model pretrained on text like it."
+    assert unknown_share_warning('en', cyrillic, tok, 'dev', 'x/dev.csv') == (
+        f"warning: en: 33.3% of the tokens of its dev file x/dev.csv are [UNK] {lacks}, so its dev scores say little "
+        f"of a run; {fix}")
+    assert unknown_share_warning('en', cyrillic, tok, 'test', 'x/test.csv') == (
+        f"warning: en: 33.3% of the tokens of its test file x/test.csv are [UNK] {lacks}, so its predictions are made "
+        f"from little of it; {fix}")
+    # a comma beside the unknown word: the example is the word, and the share counts the comma as a known token
+    assert unknown_share_warning('en', ['th\u0435 , cat sat'], tok, 'train', 'x/train.csv') == (
+        f"warning: en: 25.0% of the tokens of its training file x/train.csv are [UNK] {lacks}, so a run learns little "
+        f"from it; {fix}")

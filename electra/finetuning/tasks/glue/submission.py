@@ -36,14 +36,17 @@ def write_predictions(path: str | Path, task: TaskInfo, idx: np.ndarray, outputs
     return path
 
 
-def zip_submission(folder: str | Path, name: str = 'glue_submission.zip') -> Path:
-    "Zip the submission files present in `folder` (flat, at the zip's root) into `folder/name`."
+def zip_submission(folder: str | Path, name: str = 'glue_submission.zip') -> Path | None:
+    """Zip the submission files present in `folder` (flat, at the zip's root) into `folder/name`; None, and no zip
+    (one left from before removed), when it holds none: an empty zip is a submission the GLUE site rejects."""
     folder = Path(folder)
-    out = folder / name
+    out, files = folder / name, [f for f in SUBMISSION_FILES if (folder / f).is_file()]
+    if not files:
+        if is_main_process(): out.unlink(missing_ok=True)
+        return None
     if is_main_process():
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, 'w', compression=zipfile.ZIP_DEFLATED) as z:
-            for fname in SUBMISSION_FILES:
-                if (folder / fname).is_file(): z.write(folder / fname, arcname=fname)
+            for fname in files: z.write(folder / fname, arcname=fname)
         atomic_write_bytes(buf.getvalue(), out)
     return out

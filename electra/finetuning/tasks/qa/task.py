@@ -294,9 +294,12 @@ class QATask(FinetuningTask):
         if task_cfg.max_train_samples and len(train) > task_cfg.max_train_samples:
             keep = np.sort(np.random.default_rng(0).choice(len(train), task_cfg.max_train_samples, replace=False))
             train = [train[i] for i in keep]
-        return TaskData(self, self.split('train', tokenizer, task_cfg, cache_dir, train),
-                        {'dev': self.split('dev', tokenizer, task_cfg, cache_dir)},
-                        [*(e.question for e in train), *dict.fromkeys(e.context for e in train)])
+        dev = self.split('dev', tokenizer, task_cfg, cache_dir)
+        questions = {'train': train, 'dev': dev.examples} | (
+            {'test': self.read('test')} if task_cfg.predict and 'test' in self.spec.files else {})
+        return TaskData(self, self.split('train', tokenizer, task_cfg, cache_dir, train), {'dev': dev},
+                        {s: (str(self.spec.files[s]), [*(e.question for e in q), *dict.fromkeys(e.context for e in q)])
+                         for s, q in questions.items()})
 
     def count(self, enc: QASplit, split: str) -> str:
         return f"{len(enc.examples)} {'training' if split == 'train' else split} questions ({len(enc)} windows)"

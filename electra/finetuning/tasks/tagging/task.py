@@ -140,8 +140,10 @@ class TaggingTask(FinetuningTask):
     def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
         "The training sentences (a fixed subset with `max_train_samples`, chosen as classification's) and dev's."
         train = self.split('train', tokenizer, task_cfg.max_length, task_cfg.max_train_samples)
+        read = ['dev', *(['test'] if task_cfg.predict and 'test' in self.data.splits else [])]
+        files = {'train': train.file, **{s: self.data.splits[s] for s in read}}
         return TaskData(self, train, {'dev': self.split('dev', tokenizer, task_cfg.max_length)},
-                        [' '.join(s.words) for s in train.file.sentences])
+                        {s: (f.path, [' '.join(x.words) for x in f.sentences]) for s, f in files.items()})
 
     def count(self, enc: TaggingSplit, split: str) -> str:
         n, what = len(enc.file.sentences), 'training' if split == 'train' else split

@@ -63,3 +63,14 @@ def test_zip_holds_the_files_at_its_root(tmp_path):
     with zipfile.ZipFile(path) as z:
         assert sorted(z.namelist()) == ['AX.tsv', 'CoLA.tsv', 'MNLI-m.tsv', 'MNLI-mm.tsv']
         assert z.read('MNLI-m.tsv').decode() == (tmp_path / 'MNLI-m.tsv').read_text()
+
+
+def test_a_folder_without_glue_files_gets_no_zip_and_loses_the_one_of_the_files_it_no_longer_holds(tmp_path):
+    """An empty zip is a submission the GLUE site rejects: none is written for a folder of task files' predictions
+    only, and the zip of a folder whose last GLUE file was removed goes with it."""
+    (tmp_path / 'reviews.tsv').write_text('id\tprediction\nr0\tpositive\n')
+    assert zip_submission(tmp_path) is None and sorted(p.name for p in tmp_path.iterdir()) == ['reviews.tsv']
+    write_predictions(tmp_path / 'RTE.tsv', TASKS['RTE'], np.arange(2), np.array([0, 1]))
+    with zipfile.ZipFile(zip_submission(tmp_path)) as z: assert z.namelist() == ['RTE.tsv']
+    (tmp_path / 'RTE.tsv').unlink()
+    assert zip_submission(tmp_path) is None and sorted(p.name for p in tmp_path.iterdir()) == ['reviews.tsv']

@@ -144,11 +144,11 @@ class TaggingTask(FinetuningTask):
 
     def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
         "The training sentences (a fixed subset with `max_train_samples`, chosen as classification's) and dev's."
+        train = self.split('train', tokenizer, task_cfg.max_length, task_cfg.max_train_samples)
+        dev = self.split('dev', tokenizer, task_cfg.max_length)
         for name, f in self.data.splits.items():  # the test file is encoded after the runs: its words are checked now
             if name not in ('train', 'dev'): word_pieces([s.words for s in f.sentences], tokenizer, _places(f))
-        train = self.split('train', tokenizer, task_cfg.max_length, task_cfg.max_train_samples)
-        return TaskData(self, train, {'dev': self.split('dev', tokenizer, task_cfg.max_length)},
-                        [' '.join(s.words) for s in train.file.sentences])
+        return TaskData(self, train, {'dev': dev}, [' '.join(s.words) for s in train.file.sentences])
 
     def count(self, enc: TaggingSplit, split: str) -> str:
         n, what = len(enc.file.sentences), 'training' if split == 'train' else split

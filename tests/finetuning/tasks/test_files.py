@@ -382,6 +382,10 @@ def test_a_tsv_with_every_field_quoted_is_refused_naming_the_quotes_and_the_fix(
                                           r'"label"\); a TSV file is read without quoting, as the GLUE files are.*'
                                           r"quote=FALSE.*csv\.QUOTE_NONE.*\.csv"):
         file_task(read_task_file(spec))
+    write(tmp_path / 'train.tsv', 'id\tsentence\tlabel\n"a1"\t"good film"\t"pos"\n"a2"\t"bad"\t"neg"\n')  # a bare header
+    with pytest.raises(ConfigError, match=r'train\.tsv: line 2: every field is in double quotes \("a1", "good film", '
+                                          r'"pos"\)'):
+        file_task(read_task_file(spec))
     # a quoted text among unquoted fields is text, as before (the GLUE rule)
     write(tmp_path / 'train.tsv', 'id\tsentence\tlabel\na1\t"good film"\tpos\na2\tbad\tneg\n')
     write(tmp_path / 'dev.tsv', 'id\tsentence\tlabel\na1\t"good film"\tpos\na2\tbad\tneg\n')

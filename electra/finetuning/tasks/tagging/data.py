@@ -169,7 +169,8 @@ def detect_scheme(f: TaggedFile) -> str:
             else: first_plain = first_plain or (t, f.where(s, k))
     if first_plain and first_prefixed:
         raise ConfigError(f"{first_plain[1]}: tag {first_plain[0]!r} has no B-/I-/E-/S- prefix, but "
-                          f"{first_prefixed[1]} has {first_prefixed[0]!r}: entity tags need a prefix, or none should.")
+                          f"{first_prefixed[1]} has {first_prefixed[0]!r}: entity tags need a prefix, or none should (tags that are "
+                          "no entities, such as POS tags with '_' in them: give scheme: plain).")
     if first_plain: return 'plain'
     return 'IOBES' if prefixes & {'E', 'S'} else 'IOB2'
 

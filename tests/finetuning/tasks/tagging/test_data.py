@@ -104,6 +104,8 @@ def test_schemes_are_detected_and_iob1_is_read_when_named(tmp_path):
     assert scheme('a B-PER\nb E-PER\nc S-LOC\n') == 'IOBES' and scheme('a NN\nb VBZ\nc O\n') == 'plain'
     with pytest.raises(ConfigError, match=r"d.txt:2: tag 'NN' has no B-/I-/E-/S- prefix, but .*d.txt:1 has 'B-PER'"):
         scheme('a B-PER\nb NN\n')
+    with pytest.raises(ConfigError, match=r"d.txt:2: tag 'NOUN' has no .* but .*d.txt:1 has 'S_ADJ'.*give scheme: plain"):
+        scheme('a S_ADJ\nb NOUN\n')  # '_' is a prefix separator now: a plain tag set holding one is told the key
     iob1 = write(tmp_path / 'iob1.txt', 'a I-PER\nb I-PER\nc B-PER\nd O\ne I-LOC\n')
     with pytest.raises(ConfigError, match='iob1.txt:1: .*pass scheme IOB1'):
         data.read_tagging_files(iob1)

@@ -169,7 +169,7 @@ def tags(words):
     for i, w in zip(enc['input_ids'], enc.word_ids()):
         if w is not None:
             pieces[w].append(i)
-    pieces = [(p or [tok.unk_token_id])[:BUDGET] for p in pieces]
+    pieces = [p[:BUDGET] for p in pieces]  # a word without pieces (the run refuses one) has no input and no tag
     out = [None] * len(words)
     for start, end, a, b in windows([len(p) for p in pieces]):
         ids = [tok.cls_token_id, *(i for p in pieces[start:end] for i in p), tok.sep_token_id]
@@ -177,7 +177,7 @@ def tags(words):
             logits = model(input_ids=torch.tensor([ids])).logits[0]
         pos = 1
         for w in range(start, end):
-            if a <= w < b:
+            if a <= w < b and pieces[w]:
                 out[w] = model.config.id2label[int(logits[pos].argmax())]
             pos += len(pieces[w])
     return out

@@ -3,12 +3,14 @@ once; then the summary over runs and the test predictions of the selected runs.
 """
 from __future__ import annotations
 
+import contextlib
+import warnings
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pandas as pd
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
@@ -55,6 +57,14 @@ def data_description(cfg: FinetuneConfig, source: TaskSource) -> str:
     glue, files = [t for t in cfg.tasks if not is_task_file(t)], [t for t in cfg.tasks if is_task_file(t)]
     return '; '.join(([f"{', '.join(glue)} from {source.description}"] if glue else []) +
                      ([f"the task file{'s' if len(files) > 1 else ''} {', '.join(files)}"] if files else []))
+
+
+@contextlib.contextmanager
+def _read_again():
+    "Task files read once more (the summary, the test predictions): what reading them warns was said as the job began."
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RunWarning)
+        yield
 
 
 def job_tasks(cfg: FinetuneConfig, source: TaskSource) -> dict[str, FinetuningTask]:
@@ -278,7 +288,7 @@ def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:
 
 def _file_task_infos(cfg: FinetuneConfig) -> dict[str, TaskInfo]:
     "The descriptions of the job's tasks from files, for their metrics (their training labels are read once more)."
-    return {name: make_task(spec).info for name, spec in cfg.file_tasks().items()}
+    with _read_again(): return {name: make_task(spec).info for name, spec in cfg.file_tasks().items()}
 
 
 def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer, source: TaskSource,
@@ -293,7 +303,8 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
     out, group = group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve()
     check_test_folder(out, group)
     say = log if is_main_process() else (lambda *_: None)
-    tasks, written = _with_test_only_tasks(job_tasks(cfg, source), source, out, say), []
+    with _read_again(): tasks = job_tasks(cfg, source)
+    tasks, written = _with_test_only_tasks(tasks, source, out, say), []
     for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):
         rows = results.task_rows(name)
         rows = rows[rows['run'] < cfg.runs]  # this job's runs, not later ones left by a larger sweep

@@ -723,3 +723,22 @@ def test_the_summary_names_the_tasks_of_earlier_jobs_and_the_task_files_it_leave
     assert note == ('Tasks of earlier jobs of this group, over all their rows of results.csv: MRPC. Left out: entail, '
                     'task files of earlier jobs (rows in results.csv) that this job does not name; name them in tasks '
                     'to summarise them.')
+
+
+def test_labels_that_differ_only_in_case_are_said_once_in_a_job(tmp_path, glue_dir, tiny, monkeypatch):
+    """RTE's tiny files as a task file, one training label written 'Entailment': one warning for the job, though its
+    task files are read again for the summary and the test predictions."""
+    import warnings
+    model, tok = tiny
+    monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
+        data.task.new_model(copy.deepcopy(body), task_cfg), [{m: 50.0 for m in dev_metric_names(data.task)}]))
+    task = shutil.copytree(glue_dir / 'RTE', tmp_path / 'task')
+    edit_line(task / 'train.tsv', 1, lambda line: line.rsplit('\t', 1)[0] + '\tEntailment')
+    (task / 'cased.yaml').write_text(TASK_FILE + 'test: test.tsv\nid: index\n')
+    cfg = job(tmp_path, glue_dir, tasks=[str(task / 'cased.yaml')])
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter('always')
+        results = sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+        sweep.write_test_predictions(cfg, results, tok, open_source(cfg.data), log=lambda s: None)
+    said = [str(w.message) for w in got if 'differ only in case' in str(w.message)]
+    assert len(said) == 1 and "the labels 'Entailment' (1 row) and 'entailment' (" in said[0]

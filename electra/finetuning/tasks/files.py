@@ -45,7 +45,7 @@ from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.tasks import TASKS, task_named
 from electra.finetuning.tasks.metrics import check_metrics, metric_names
 from electra.finetuning.tasks.sources import Examples, TaskSource, read_delimited, read_utf8
-from electra.finetuning.tasks.values import holds_parquet, id_column, is_missing, label_column, place
+from electra.finetuning.tasks.values import holds_parquet, id_column, is_missing, label_column, place, warn_case_twins
 from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import is_main_process
 
@@ -303,6 +303,7 @@ def _column(path: Path, rows: list[dict], lines: list[int], col: str, nulls: boo
 def _label_table(path: Path, column: str, values: list) -> tuple[str, ...]:
     "The training file's classes, sorted (as numbers when they all are: then one number written two ways is refused)."
     names = sorted({str(v) for v in values})
+    warn_case_twins(f"{path}: column '{column}'", [str(v) for v in values])
     try: numbers = sorted(names, key=float)
     except ValueError: return tuple(names)
     for a, b in zip(numbers, numbers[1:]):

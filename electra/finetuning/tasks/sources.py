@@ -67,7 +67,21 @@ def read_delimited(path: Path, delimiter: str = '\t', quoting: int = csv.QUOTE_N
         hint = 'Fix the line.' if quoting == csv.QUOTE_NONE else ('A quote opened in a field must close it: quote the '
                                                                'whole field, and write a quote inside it twice ("").')
         raise ConfigError(f"{path}: line {line}: not valid CSV ({e}). {hint}") from None
+    if quoting == csv.QUOTE_NONE:
+        for k, (at, fields) in enumerate(out[:2]): _refuse_quoted(path, at, fields, 1 + k)
     return out
+
+
+def _refuse_quoted(path: Path, line: int, fields: list[str], least: int) -> None:
+    """A TSV file whose first line (or first two: a header may be written bare) has every field of `least` or more in
+    double quotes (R's `write.table`, Python's `csv.QUOTE_ALL`): read without quoting, the quotes would be part of
+    every column name and value ('"pos"' a class). A quoted text among unquoted fields, or a line of one quoted text,
+    is text, as in the GLUE files (SST-2's sentences hold quotes)."""
+    if len(fields) < least or not all(len(f) >= 2 and f[0] == f[-1] == '"' for f in fields): return
+    raise ConfigError(f"{path}: line {line}: every field is in double quotes ({', '.join(fields)}); a TSV file is read "
+                      "without quoting, as the GLUE files are, so the quotes would be part of the names and values. "
+                      "Write it without quotes (R: write.table(..., quote=FALSE); Python: csv.writer(..., "
+                      "quoting=csv.QUOTE_NONE)), or as a comma-separated .csv file, whose quotes are read.")
 
 
 class TaskSource:

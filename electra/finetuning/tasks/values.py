@@ -13,6 +13,9 @@ parquet file's row, counted from 1), the value and the fix; nothing is dropped s
   first value of the rarer kind. Numbers must be finite.
 - Multi-label: each label as a class name, and no comma in one (the predictions file joins an example's labels
   with commas); an empty cell is an example without labels, a null one is refused (write [] or '').
+- Class names (and tags) of a training file that differ only in case ('Positive', 'positive') are said in one
+  `warning:` line with their counts (`warn_case_twins`): almost always one class typed two ways, but a task may mean
+  them apart, so they stay separate classes.
 - Ids: present, not blank, no tab or line break (each would break the predictions file's lines), each once.
 """
 from __future__ import annotations
@@ -20,13 +23,15 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 
-__all__ = ['place', 'holds_parquet', 'is_missing', 'label_column', 'id_column']
+__all__ = ['place', 'holds_parquet', 'is_missing', 'label_column', 'id_column', 'warn_case_twins']
 
 _BREAKS = re.compile(r'[\x00-\x1f\x7f-\x9f\u2028\u2029]')  # control characters: tabs and every kind of line break
 _MARKERS = ('nan', 'null')  # missing-value markers, as pandas writes a missing value and reads it back
@@ -185,3 +190,17 @@ def id_column(values: list, path: Path, lines: list[int], column: str) -> list[s
                               f"predictions file would hold two rows for it. Make the ids in column '{column}' unique.")
         ids.append(name)
     return ids
+
+
+def warn_case_twins(where: str, values: list[str], what: str = 'labels', unit: str = 'row') -> None:
+    """One `RunWarning` naming the class names of `values` that differ only in case, each with its count of `unit`s
+    (a hand-edited spreadsheet's 'Positive' beside 'positive'), before any run: they become separate classes."""
+    counts = Counter(values)
+    groups: dict[str, list[str]] = {}
+    for name in sorted(counts): groups.setdefault(name.casefold(), []).append(name)
+    twins = [names for names in groups.values() if len(names) > 1]
+    if not twins: return
+    def shown(n): return f"{n!r} ({counts[n]} {unit}{'' if counts[n] == 1 else 's'})"
+    said = ', '.join(', '.join(map(shown, names[:-1])) + f' and {shown(names[-1])}' for names in twins)
+    warnings.warn(f"{where}: the {what} {said} differ only in case, so they are separate classes; write each class "
+                  "one way if they are one.", RunWarning, stacklevel=3)

@@ -362,3 +362,55 @@ def test_task_names_that_differ_only_in_case_are_refused_naming_both(tmp_path):
                                           r"in case: their files \(<task>_<i>\.pth, <task>\.tsv\) would be one on a "
                                           r"case-insensitive file system \(macOS, Windows\); rename one\.$"):
         job(tmp_path, 'demo', tasks=[str(lower), str(upper)])
+
+
+def _quoted_tsv(path: Path, rows: list[list[str]]) -> Path:
+    "A TSV file as R's write.table(sep='\\t') and Python's csv.QUOTE_ALL write it: every field in double quotes."
+    with open(path, 'w', newline='', encoding='utf-8') as f:
+        csv.writer(f, delimiter='\t', quoting=csv.QUOTE_ALL).writerows(rows)
+    return path
+
+
+def test_a_tsv_with_every_field_quoted_is_refused_naming_the_quotes_and_the_fix(tmp_path):
+    "Refused as 'line 2: no value in column 'label' (columns: \"id\", ...)': the value is there, in quotes."
+    rows = [['id', 'sentence', 'label'], ['a1', 'good film', 'pos'], ['a2', 'bad film', 'neg']]
+    for name in ('train.tsv', 'dev.tsv'): _quoted_tsv(tmp_path / name, rows)
+    with open(tmp_path / 'train.tsv', newline='', encoding='utf-8') as f:  # the csv module unquotes it to the values
+        assert list(csv.reader(f, delimiter='\t')) == rows
+    spec = write(tmp_path / 'task.yaml', 'train: train.tsv\ndev: dev.tsv\ntext: sentence\nlabel: label\n')
+    with pytest.raises(ConfigError, match=r'train\.tsv: line 1: every field is in double quotes \("id", "sentence", '
+                                          r'"label"\); a TSV file is read without quoting, as the GLUE files are.*'
+                                          r"quote=FALSE.*csv\.QUOTE_NONE.*\.csv"):
+        file_task(read_task_file(spec))
+    write(tmp_path / 'train.tsv', 'id\tsentence\tlabel\n"a1"\t"good film"\t"pos"\n"a2"\t"bad"\t"neg"\n')  # a bare header
+    with pytest.raises(ConfigError, match=r'train\.tsv: line 2: every field is in double quotes \("a1", "good film", '
+                                          r'"pos"\)'):
+        file_task(read_task_file(spec))
+    # a quoted text among unquoted fields is text, as before (the GLUE rule)
+    write(tmp_path / 'train.tsv', 'id\tsentence\tlabel\na1\t"good film"\tpos\na2\tbad\tneg\n')
+    write(tmp_path / 'dev.tsv', 'id\tsentence\tlabel\na1\t"good film"\tpos\na2\tbad\tneg\n')
+    task, src = file_task(read_task_file(spec))
+    assert src.load(task, 'dev').text_a == ['"good film"', 'bad']
+
+
+def test_a_glue_tsv_with_every_field_quoted_is_refused_by_the_same_rule(tmp_path):
+    from electra.finetuning.tasks.glue.sources import TsvSource
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    (tmp_path / 'SST-2').mkdir()
+    _quoted_tsv(tmp_path / 'SST-2' / 'dev.tsv', [['sentence', 'label'], ['a good film', '1'], ['a bad film', '0']])
+    with pytest.raises(ConfigError, match=r'dev\.tsv: line 1: every field is in double quotes \("sentence", "label"\)'):
+        TsvSource(tmp_path).load(TASKS['SST-2'], 'dev')
+
+
+def test_labels_that_differ_only_in_case_are_said_before_the_runs(tmp_path):
+    "'Positive' and 'positive' were two classes, without a word (4 classes, 2 of them in no dev row)."
+    from electra.config.errors import RunWarning
+    train = 'sentence,label\n' + ''.join(f'film {i},{lab}\n' for i, lab in enumerate(
+        ['pos', 'pos', 'Pos', 'neg', 'neg', 'neg', 'Neg', 'pos']))
+    spec = _spec(tmp_path, train, dev='sentence,label\ngood,pos\nbad,neg\n')
+    # hand count: 'Pos' 1 row, 'pos' 3; 'Neg' 1, 'neg' 3
+    with pytest.warns(RunWarning, match=r"train\.csv: column 'label': the labels 'Neg' \(1 row\) and 'neg' \(3 rows\), "
+                                        r"'Pos' \(1 row\) and 'pos' \(3 rows\) differ only in case, so they are "
+                                        r"separate classes; write each class one way"):
+        task, _ = file_task(read_task_file(spec))
+    assert task.labels == ('Neg', 'Pos', 'neg', 'pos')  # still read as the file says

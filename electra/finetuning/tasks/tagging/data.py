@@ -11,7 +11,8 @@ line, an optional `id`; other fields are kept and written back.
 Tag schemes: 'IOB2' (B- begins every entity, I- continues one of its own type), 'IOBES' (also S- for a one-word
 entity and E- to end one), 'IOB1' (the original CoNLL-2003 files: I- may begin an entity, B- only where an entity
 directly follows one of the same type) and 'plain' (token-level tags such as POS: no structure). 'auto' takes IOBES
-when the training tags have E- or S-, IOB2 when all are O or B-/I-, plain when none has a prefix. IOB1 is never
+when the training tags have E- or S-, IOB2 when all are O or B-/I-, plain when none has a prefix. A prefix may be
+written with '_' (B_LOC, I_PER) as well as '-', one way in a file; entities and their types are the same. IOB1 is never
 guessed (an I- after O is an error in IOB2): name it. The official code checks nothing and reads any tags through
 its lenient span reader (tagging_utils.py, `get_span_labels`); here a malformed file stops at its first bad line.
 """
@@ -24,12 +25,15 @@ from typing import Iterable, Sequence
 
 from electra.config.errors import ConfigError
 from electra.config.text_files import load_json, read_text
+from electra.finetuning.tasks.values import warn_case_twins
 
 __all__ = ['SCHEMES', 'Sentence', 'TaggedFile', 'TaggingData', 'read_conll', 'read_jsonl', 'read_tagged',
-           'detect_scheme', 'check_scheme', 'check_known_tags', 'read_tagging_files', 'entity_types']
+           'detect_scheme', 'check_scheme', 'check_known_tags', 'read_tagging_files', 'entity_types', 'dashed']
 
 SCHEMES = ('IOB2', 'IOBES', 'IOB1', 'plain')
-_PREFIXED = re.compile(r'([BIES])-(.+)\Z', re.S)
+# a prefix and its type, separated by '-' or by '_' (B_LOC, as several NER corpora and spreadsheet exports write it;
+# seqeval reads B_LOC as an entity too, of the type '_LOC': `tagging_metrics` gives it the tag with a '-')
+_PREFIXED = re.compile(r'([BIES])([-_])(.+)\Z', re.S)
 _COLUMNS = re.compile(r'[^ \t\r]+')  # CoNLL columns: split on spaces and tabs only
 DOCSTART = '-DOCSTART-'
 
@@ -137,7 +141,7 @@ def read_jsonl(path: str | Path, labeled: bool | None = True) -> TaggedFile:
         if len(words) != len(tags):
             raise ConfigError(f"{where}: {len(words)} tokens but {len(tags)} tags.")
         if not words: raise ConfigError(f"{where}: a record without tokens.")
-        if '' in tags: raise ConfigError(f"{where} (token {tags.index('') + 1}): an empty tag.")
+        if labeled and '' in tags: raise ConfigError(f"{where} (token {tags.index('') + 1}): an empty tag.")
         sid = str(rec['id']) if 'id' in rec else str(len(out.sentences))
         if sid in seen: raise ConfigError(f"{where}: id {sid!r} already used on line {seen[sid]}.")
         seen[sid] = n
@@ -165,7 +169,8 @@ def detect_scheme(f: TaggedFile) -> str:
             else: first_plain = first_plain or (t, f.where(s, k))
     if first_plain and first_prefixed:
         raise ConfigError(f"{first_plain[1]}: tag {first_plain[0]!r} has no B-/I-/E-/S- prefix, but "
-                          f"{first_prefixed[1]} has {first_prefixed[0]!r}: entity tags need a prefix, or none should.")
+                          f"{first_prefixed[1]} has {first_prefixed[0]!r}: entity tags need a prefix, or none should (tags that are "
+                          "no entities, such as POS tags with '_' in them: give scheme: plain).")
     if first_plain: return 'plain'
     return 'IOBES' if prefixes & {'E', 'S'} else 'IOB2'
 
@@ -174,7 +179,25 @@ def _split(tag: str) -> tuple[str, str]:
     "(prefix, type) of a tag: ('O', '') for O; for a tag without a prefix, ('', tag)."
     if tag == 'O': return 'O', ''
     m = _PREFIXED.match(tag)
-    return (m[1], m[2]) if m else ('', tag)
+    return (m[1], m[3]) if m else ('', tag)
+
+
+def dashed(tag: str) -> str:
+    "A prefixed tag with '-' between its prefix and its type (B_LOC -> B-LOC), as seqeval reads it; others as they are."
+    m = _PREFIXED.match(tag)
+    return f'{m[1]}-{m[3]}' if m else tag
+
+
+def _one_separator(f: TaggedFile) -> None:
+    "A file writes its prefixes one way: B-PER beside B_PER would be two labels of one kind of word."
+    first: dict[str, tuple[str, str]] = {}
+    for s in f.sentences:
+        for k, t in enumerate(s.tags):
+            if (m := _PREFIXED.match(t)) and m[2] not in first: first[m[2]] = (t, f.where(s, k))
+            if len(first) == 2:
+                (a, at), (b, bt) = first.values()
+                raise ConfigError(f"{bt}: tag {b!r} writes its prefix with {b[1]!r}, but {at} has {a!r} with {a[1]!r}: "
+                                  "write every tag one way (B-LOC or B_LOC).")
 
 
 def _tag_error(tags: Sequence[str], k: int, scheme: str) -> str | None:
@@ -205,6 +228,7 @@ def check_scheme(f: TaggedFile, scheme: str) -> None:
     "A `ConfigError` naming the file and line of the first tag of `f` that breaks `scheme` (one of `SCHEMES`)."
     if scheme not in SCHEMES: raise ConfigError(f"scheme: {scheme!r} is not one of {', '.join(SCHEMES)} or 'auto'.")
     if scheme == 'plain': return
+    _one_separator(f)
     for s in f.sentences:
         for k in range(len(s.tags) + 1):
             if (why := _tag_error(s.tags, k, scheme)) is not None:
@@ -235,6 +259,7 @@ def read_tagging_files(train: str | Path, scheme: str = 'auto', **others: str | 
     file may have no tags (words only, see `read_conll`); the others must."""
     splits = {'train': read_tagged(train)}
     if not splits['train'].sentences: raise ConfigError(f"{train}: no sentences.")
+    warn_case_twins(str(train), [t for s in splits['train'].sentences for t in s.tags], 'tags', 'word')
     if scheme == 'auto': scheme = detect_scheme(splits['train'])
     for name, path in others.items():
         if path is not None: splits[name] = read_tagged(path, None if name == 'test' else True)

@@ -9,14 +9,17 @@ prediction); here a long sentence becomes several windows, consecutive ones over
 context, and every word is scored (labelled, predicted) in exactly one window: in an overlap, the first half of the
 words in the window before, the second half in the one after (where each has the more context on both sides).
 Windows never split a word, except a word longer than a whole window, which keeps its first `max_length - 2`
-pieces (its label and prediction are on the first). A word that the tokenizer turns into no piece at all (a
-control or zero-width character) is given [UNK], so that it too has a first piece. Official inputs have token type
+pieces (its label and prediction are on the first). A word that the tokenizer turns into no piece at all (empty,
+spaces, or only characters BERT's cleaning drops, such as U+00AD or U+200B) stops the job naming its file and line:
+transformers' tokenizer and the official `tokenize_and_align` give it no input, so the model has nothing of it to
+tag (the official `featurize` reads its tag off the next word's first piece), and an invented [UNK] in its place
+would change the other words' tags from those of the same text read through transformers. Official inputs have token type
 1 on every real token (`segment_ids = pad([1] * len(input_ids))`); the loader's `token_type` keeps that default.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -28,6 +31,7 @@ __all__ = ['IGNORE_INDEX', 'EncodedTagging', 'word_pieces', 'plan_windows', 'enc
            'make_tagging_loader']
 
 IGNORE_INDEX = -100  # torch's cross-entropy default
+Where = Callable[[int, int], str]  # (sentence, word) -> the word's place in its file, for messages
 
 
 @dataclass
@@ -48,8 +52,9 @@ class EncodedTagging:
     def window(self, i: int) -> slice: return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
 
 
-def word_pieces(sentences: Sequence[Sequence[str]], tokenizer) -> list[list[list[int]]]:
-    "Piece ids of every word of every sentence ([UNK] for a word without pieces), from an HF fast tokenizer."
+def word_pieces(sentences: Sequence[Sequence[str]], tokenizer, where: Where | None = None) -> list[list[list[int]]]:
+    """Piece ids of every word of every sentence, from an HF fast tokenizer; a word without pieces is refused, named
+    by `where(sentence, word)` (its file and line) or by its indices."""
     if not getattr(tokenizer, 'is_fast', False):
         raise ConfigError("model: tagging needs a fast (Rust) tokenizer, for its word ids.")
     todo = [i for i, s in enumerate(sentences) if len(s)]
@@ -62,8 +67,16 @@ def word_pieces(sentences: Sequence[Sequence[str]], tokenizer) -> list[list[list
         per = [[] for _ in sentences[i]]
         for piece, w in zip(enc['input_ids'][j], enc.word_ids(j)):
             if w is not None: per[w].append(piece)
-        out[i] = [p or [tokenizer.unk_token_id] for p in per]
+        if [] in per: _no_piece(sentences[i][per.index([])], where(i, per.index([])) if where else
+                                f'sentence {i}, word {per.index([]) + 1}')
+        out[i] = per
     return out
+
+
+def _no_piece(word: str, place: str) -> None:
+    raise ConfigError(f"{place}: the word {word!r} has no word piece (the tokenizer drops it: empty, spaces, or only "
+                      "characters such as U+00AD or U+200B), so the model has nothing of it to tag; transformers' "
+                      "tokenizer and the official code give it no input. Remove the word (and its tag) from the file.")
 
 
 def plan_windows(counts: Sequence[int], budget: int, stride: int) -> list[tuple[int, int, int, int]]:
@@ -96,9 +109,11 @@ def _label_ids(tags: Sequence[str] | None, index: dict[str, int], sentence: int)
 
 
 def encode_tagging(words: Sequence[Sequence[str]], tags: Sequence[Sequence[str]] | None, tokenizer,
-                   labels: Sequence[str], max_length: int = 128, stride: int = 32) -> EncodedTagging:
+                   labels: Sequence[str], max_length: int = 128, stride: int = 32,
+                   where: Where | None = None) -> EncodedTagging:
     """The windows of every sentence (`words[i]`, tagged `tags[i]`; `tags` None for unlabelled text: no labels,
-    -100 everywhere) as `[CLS] pieces [SEP]` of at most `max_length` ids; label ids index `labels`."""
+    -100 everywhere) as `[CLS] pieces [SEP]` of at most `max_length` ids; label ids index `labels`; `where` as
+    `word_pieces` takes it."""
     if max_length < 3: raise ConfigError(f"max_length: {max_length} leaves no room for a word between [CLS] and [SEP].")
     budget = max_length - 2
     stride = max(0, min(stride, budget // 2))  # more context than half a window would score words twice as often
@@ -106,7 +121,7 @@ def encode_tagging(words: Sequence[Sequence[str]], tags: Sequence[Sequence[str]]
     if cls is None or sep is None: raise ConfigError("model: the tokenizer has no [CLS]/[SEP] tokens.")
     index = {t: i for i, t in enumerate(labels)}
     ids, lab, widx, sent, offsets = [], [], [], [], [0]
-    for i, pieces in enumerate(word_pieces(words, tokenizer)):
+    for i, pieces in enumerate(word_pieces(words, tokenizer, where)):
         pieces = [p[:budget] for p in pieces]  # only a word longer than a whole window loses pieces (never its first)
         ys = _label_ids(None if tags is None else tags[i], index, i)
         if tags is not None and len(ys) != len(pieces):

@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
-from electra.finetuning.tasks.tagging.data import TaggedFile
+from electra.finetuning.tasks.tagging.data import TaggedFile, dashed
 from electra.runtime.files import atomic_write_text
 
 __all__ = ['entity_scores', 'token_accuracy', 'tagging_metrics', 'write_conll_predictions', 'write_jsonl_predictions',
@@ -42,6 +42,8 @@ def entity_scores(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequen
     side; support counts gold entities. Percent."""
     from seqeval.metrics import classification_report
     _check_lengths(true_tags, pred_tags)
+    # B_LOC as B-LOC: seqeval reads a '_' prefix as part of the type ('_LOC') and fails its strict schemes
+    true_tags, pred_tags = ([[dashed(t) for t in s] for s in tags] for tags in (true_tags, pred_tags))
     with warnings.catch_warnings():  # no entity at all: seqeval warns of its empty macro mean, which is not used
         warnings.simplefilter('ignore')
         rep = classification_report([list(t) for t in true_tags], [list(p) for p in pred_tags], output_dict=True,

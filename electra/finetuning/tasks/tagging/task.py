@@ -36,7 +36,7 @@ from electra.finetuning.tasks.files import FileKind, data_file, register_file_ki
 from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names
 from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, entity_types, read_tagging_files
 from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagging, encode_tagging, make_tagging_loader,
-                                                      word_predictions)
+                                                      word_pieces, word_predictions)
 from electra.finetuning.tasks.tagging.metrics import tagging_metrics, write_predictions
 from electra.finetuning.tasks.tagging.model import ElectraTagger, TaggingLoss, one_token_type, predict_windows
 
@@ -111,6 +111,11 @@ class TaggingSplit:
     def __len__(self) -> int: return len(self.enc)
 
 
+def _places(f: TaggedFile):
+    "Where word k of sentence i of `f` is, for messages (`encoding.word_pieces`)."
+    return lambda i, k: f.where(f.sentences[i], k)
+
+
 class TaggingTask(FinetuningTask):
     "A token tagging task from files; its files are read and checked when it is made (scheme, tags known in training)."
     kind = 'tagging'
@@ -135,14 +140,17 @@ class TaggingTask(FinetuningTask):
             f = dataclasses.replace(f, sentences=[f.sentences[i] for i in chosen])
         tags = [s.tags for s in f.sentences] if f.labeled else None
         return TaggingSplit(f, encode_tagging([s.words for s in f.sentences], tags, tokenizer, self.data.labels,
-                                              max_length, self.spec.stride))
+                                              max_length, self.spec.stride, _places(f)))
 
     def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
         "The training sentences (a fixed subset with `max_train_samples`, chosen as classification's) and dev's."
         train = self.split('train', tokenizer, task_cfg.max_length, task_cfg.max_train_samples)
+        dev = self.split('dev', tokenizer, task_cfg.max_length)
+        for name, f in self.data.splits.items():  # the test file is encoded after the runs: its words are checked now
+            if name not in ('train', 'dev'): word_pieces([s.words for s in f.sentences], tokenizer, _places(f))
         read = ['dev', *(['test'] if task_cfg.predict and 'test' in self.data.splits else [])]
         files = {'train': train.file, **{s: self.data.splits[s] for s in read}}
-        return TaskData(self, train, {'dev': self.split('dev', tokenizer, task_cfg.max_length)},
+        return TaskData(self, train, {'dev': dev},
                         {s: (f.path, [' '.join(x.words) for x in f.sentences]) for s, f in files.items()})
 
     def count(self, enc: TaggingSplit, split: str) -> str:

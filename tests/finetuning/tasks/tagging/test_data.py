@@ -104,6 +104,8 @@ def test_schemes_are_detected_and_iob1_is_read_when_named(tmp_path):
     assert scheme('a B-PER\nb E-PER\nc S-LOC\n') == 'IOBES' and scheme('a NN\nb VBZ\nc O\n') == 'plain'
     with pytest.raises(ConfigError, match=r"d.txt:2: tag 'NN' has no B-/I-/E-/S- prefix, but .*d.txt:1 has 'B-PER'"):
         scheme('a B-PER\nb NN\n')
+    with pytest.raises(ConfigError, match=r"d.txt:2: tag 'NOUN' has no .* but .*d.txt:1 has 'S_ADJ'.*give scheme: plain"):
+        scheme('a S_ADJ\nb NOUN\n')  # '_' is a prefix separator now: a plain tag set holding one is told the key
     iob1 = write(tmp_path / 'iob1.txt', 'a I-PER\nb I-PER\nc B-PER\nd O\ne I-LOC\n')
     with pytest.raises(ConfigError, match='iob1.txt:1: .*pass scheme IOB1'):
         data.read_tagging_files(iob1)
@@ -148,3 +150,27 @@ def test_a_test_file_may_have_no_tags_but_a_dev_file_must(tmp_path):
     out = write_predictions(f, [['B-PER', 'O'], ['O']], tmp_path / 'pred.jsonl')
     assert [json.loads(ln) for ln in out.read_text().splitlines()] == [
         {'id': 7, 'tokens': ['EU', 'rejects'], 'pred_tags': ['B-PER', 'O']}, {'tokens': ['Peter'], 'x': 1, 'pred_tags': ['O']}]
+
+
+def test_bio_tags_with_an_underscore_are_entities_of_their_type(tmp_path):
+    "B_LOC / I_PER under scheme auto were plain tags: entity F1 dropped, and `metrics: f1` said the task 'has 0' types."
+    train = write(tmp_path / 'u.txt', 'Olga B_PER\nKeller I_PER\nin O\nVienna B_LOC\n\nACME B_ORG\nCorp I_ORG\n')
+    got = data.read_tagging_files(train)
+    assert got.scheme == 'IOB2' and got.labels == ['B_LOC', 'B_ORG', 'B_PER', 'I_ORG', 'I_PER', 'O']
+    assert data.entity_types([got.labels]) == ['LOC', 'ORG', 'PER']
+    assert data.read_tagging_files(train, scheme='IOB2').scheme == 'IOB2'  # named, too: one rule
+    with pytest.raises(ConfigError, match=r"u\.txt:2: tag 'I_LOC' after 'B_PER': in IOB2 an I- tag continues"):
+        data.read_tagging_files(write(tmp_path / 'u.txt', 'Olga B_PER\nKeller I_LOC\n'))
+    # one file writing both separators: 'B-PER' and 'B_PER' would be two labels of one entity part
+    with pytest.raises(ConfigError, match=r"m\.txt:3: tag 'B_LOC' writes its prefix with '_', but .*m\.txt:1 has "
+                                          r"'B-PER' with '-'"):
+        data.read_tagging_files(write(tmp_path / 'm.txt', 'Olga B-PER\n\nVienna B_LOC\n'))
+    assert data.read_tagging_files(write(tmp_path / 'p.txt', 'a B_x\nb NN\n'), scheme='plain').scheme == 'plain'
+
+
+def test_training_tags_that_differ_only_in_case_are_said(tmp_path):
+    from electra.config.errors import RunWarning
+    train = write(tmp_path / 't.txt', 'Olga B-PER\nin O\n\nAnna B-Per\n\nBob B-PER\n')  # hand count: B-PER 2, B-Per 1
+    with pytest.warns(RunWarning, match=r"t\.txt: the tags 'B-PER' \(2 words\) and 'B-Per' \(1 word\) differ only in "
+                                        r"case, so they are separate classes"):
+        data.read_tagging_files(train)

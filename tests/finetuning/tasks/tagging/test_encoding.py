@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -16,8 +17,8 @@ LABELS = ['B-LOC', 'B-ORG', 'B-PER', 'I-LOC', 'I-ORG', 'I-PER', 'O']
 
 
 def pieces_one_by_one(tokenizer, word: str) -> list[int]:
-    "A word's pieces, tokenized alone (not through word ids), [UNK] when it has none."
-    return tokenizer(word, add_special_tokens=False)['input_ids'] or [tokenizer.unk_token_id]
+    "A word's pieces, tokenized alone (not through word ids)."
+    return tokenizer(word, add_special_tokens=False)['input_ids']
 
 
 def random_corpus(seed: int, n: int, max_words: int):
@@ -26,11 +27,23 @@ def random_corpus(seed: int, n: int, max_words: int):
     return words, [random_iob2(rng, len(w)) for w in words]
 
 
-def test_words_are_split_into_several_pieces_and_empty_words_get_unk(tokenizer):
-    got = word_pieces([['Berlin', 'Stadt', 'zoë', '', '\u200b', '中文', "o'neil"], []], tokenizer)
+def test_words_are_split_into_several_pieces(tokenizer):
+    got = word_pieces([['Berlin', 'Stadt', 'zoë', '中文', "o'neil"], []], tokenizer)
     ids = tokenizer.convert_ids_to_tokens
-    assert [ids(p) for p in got[0]] == [['berlin'], ['st', '##a', '##d', '##t'], ['z', '##o', '##e'], ['[UNK]'], ['[UNK]'],
-                                        ['中', '文'], ['o', "'", 'n', '##e', '##i', '##l']] and got[1] == []
+    assert [ids(p) for p in got[0]] == [['berlin'], ['st', '##a', '##d', '##t'], ['z', '##o', '##e'], ['中', '文'],
+                                        ['o', "'", 'n', '##e', '##i', '##l']] and got[1] == []
+
+
+@pytest.mark.parametrize('word', ['', ' ', '\u200b', '\u00ad', '\x00'])
+def test_a_word_without_word_pieces_is_refused_naming_where_it_is(tokenizer, word):
+    """Such a word was fed to the model as [UNK], changing the other words' tags; transformers' tokenizer (and the
+    official `tokenize_and_align`) give it no piece at all, so the model's input has nothing of it to tag."""
+    words = ['Olga', word, 'Keller']
+    enc = tokenizer(words, is_split_into_words=True, add_special_tokens=False)
+    assert enc['input_ids'] == tokenizer(['Olga', 'Keller'], is_split_into_words=True, add_special_tokens=False)['input_ids']
+    assert 1 not in enc.word_ids()  # the reference: no piece of word 2
+    with pytest.raises(ConfigError, match=rf"here 0/1: the word {re.escape(repr(word))} has no word piece"):
+        encode_tagging([['a'], words], None, tokenizer, LABELS, where=lambda i, k: f'here {i - 1}/{k}')
 
 
 def test_one_window_is_cls_pieces_sep_with_labels_on_first_pieces(tokenizer):

@@ -154,3 +154,25 @@ def test_jsonl_predictions_are_the_records_with_pred_tags(tmp_path):
     got = [json.loads(line) for line in out.read_text(encoding='utf-8').splitlines()]
     assert got == [{**rows[0], 'pred_tags': ['B-PER', 'B-LOC']}, {**rows[1], 'pred_tags': ['O']}]
     assert 'Zoë' in out.read_text(encoding='utf-8')  # written as text, not \\u escapes
+
+
+def test_entity_scores_of_underscore_tags_are_seqevals_of_the_same_tags_with_a_dash():
+    "seqeval reads B_LOC as the type '_LOC' (and warns); the run's metrics name the types LOC, PER, as its messages do."
+    rng = random.Random(3)
+    types = ('PER', 'LOC', 'ORG')
+    def sentence(n):
+        out, prev = [], 'O'
+        for _ in range(n):
+            r = rng.random()
+            out.append(f'I-{prev[2:]}' if prev != 'O' and r < 0.3 else 'O' if r < 0.7 else f'B-{rng.choice(types)}')
+            prev = out[-1]
+        return out
+    gold = [sentence(rng.randint(1, 12)) for _ in range(60)]
+    pred = [[t if rng.random() < 0.8 else rng.choice(['O', 'B-PER', 'I-LOC', 'B-ORG']) for t in s] for s in gold]
+    under = lambda tags: [[t.replace('-', '_', 1) for t in s] for s in tags]
+    ref = seqeval.metrics.classification_report(gold, pred, output_dict=True, zero_division=0)
+    got = metrics.tagging_metrics(under(gold), under(pred), 'IOB2')
+    assert got['f1'] == 100.0 * ref['micro avg']['f1-score'] and got['precision'] == 100.0 * ref['micro avg']['precision']
+    assert {k: v for k, v in got.items() if k.startswith('f1_')} == {f'f1_{t}': 100.0 * ref[t]['f1-score'] for t in types}
+    strict = seqeval.metrics.f1_score(gold, pred, mode='strict', scheme=seqeval.scheme.IOB2)
+    assert metrics.tagging_metrics(under(gold), under(pred), 'IOB2', strict=True)['f1'] == 100.0 * strict

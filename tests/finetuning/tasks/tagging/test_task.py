@@ -248,3 +248,26 @@ def test_the_cards_recipe_tags_sentences_longer_than_a_window_as_the_job_did(tmp
             assert all(end <= starts[last] + len(w[last]) for _, _, end in found), w
             continue
         assert found == {(t, int(starts[a]), int(starts[b] + len(w[b]))) for t, a, b in get_entities(tags)}, w
+
+
+@pytest.mark.parametrize('split', ['dev', 'test'])
+def test_a_word_without_word_pieces_is_refused_in_any_file_before_the_runs(tmp_path, tiny, split):
+    """An empty word in a test file (no tags) was 'an empty tag'; in the dev file it was read, fed as [UNK] (changing
+    the other words' tags) and given a tag of its own. Now one rule, in every file, before any run."""
+    import json
+    ner = tmp_path / 'ner'
+    ner.mkdir()
+    rec = lambda words, tags: json.dumps({'tokens': words, 'tags': tags} if tags else {'tokens': words})
+    good = rec(['Olga', 'Keller', 'left'], ['B-PER', 'I-PER', 'O'])
+    (ner / 'train.jsonl').write_text(good + '\n' + rec(['in', 'Oslo'], ['O', 'B-LOC']) + '\n', encoding='utf-8')
+    bad = rec(['', 'Olga', 'left'], None if split == 'test' else ['O', 'B-PER', 'O'])
+    (ner / 'dev.jsonl').write_text(good + '\n' + (bad if split == 'dev' else good) + '\n', encoding='utf-8')
+    words_only = rec(['Olga', 'Keller', 'left'], None)  # a test file as users have it: no tags
+    (ner / 'test.jsonl').write_text(words_only + '\n' + (bad if split == 'test' else words_only) + '\n', encoding='utf-8')
+    spec = tmp_path / 'ner.yaml'
+    spec.write_text('kind: tagging\ntrain: ner/train.jsonl\ndev: ner/dev.jsonl\ntest: ner/test.jsonl\n', encoding='utf-8')
+    task = TaggingTask(read_task_file(spec))
+    cfg = config_from_dict(FinetuneConfig, {'tasks': [str(spec)]}).for_task('ner')
+    with pytest.raises(ConfigError, match=rf"{split}\.jsonl:2 \(token 1\): the word '' has no word piece .*Remove the "
+                                          r"word"):
+        task.prepare(cfg, tiny[1], None, False)

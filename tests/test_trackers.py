@@ -406,6 +406,26 @@ def test_a_comparisons_table_curve_and_plot_reach_its_neptune_offline_run(tmp_pa
         assert (op['run'] / 'upload_path' / op['tmp_file_name']).read_bytes() == data, name
 
 
+def test_a_resumed_neptune_run_holds_the_resumed_config_and_a_copy_resumed_elsewhere_is_a_run_of_its_own(tmp_path,
+                                                                                                   monkeypatch):
+    """Neptune's offline run files: a resume with another lr assigns config/lr again (before: only the first start's);
+    a copy of the folder resumed elsewhere is another run (another custom run id) whose field continues is the first's."""
+    from electra.training.trackers import TrackedRun, start_trackers
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('NEPTUNE_MODE', 'offline')
+    run = lambda folder, lr: TrackedRun('r', 'g', (), {'lr': lr}, {'lr': 'command line'}, tmp_path / folder)
+    first = start_trackers(['neptune'], run('a', 1e-3))
+    first.end('killed')
+    for folder in ('a', 'copy'):
+        again = start_trackers(['neptune'], run(folder, 5e-4), first.ids, 6)
+        again.end()
+    assert again.ids['neptune'] != first.ids['neptune']  # the custom run id, which an offline start's files do not hold
+    ops = neptune_operations(tmp_path)  # an offline start is a folder of its own: its config/lr and continues
+    starts = [([o['value'] for o in ops if o['run'] == run and o['path'] == ['config', 'lr']],
+               [o['value'] for o in ops if o['run'] == run and o['path'] == ['continues']]) for run in {o['run'] for o in ops}]
+    assert sorted(starts) == [(['0.0005'], []), (['0.0005'], [first.ids['neptune']]), (['0.001'], [])]
+
+
 def test_only_the_main_process_of_a_torchrun_job_tracks(tmp_path, monkeypatch):
     "Rank 1 of a two-process job starts no tracked run and writes nothing; rank 0 logs every row, read back."
     from electra.training.trackers import TrackedRun, start_trackers

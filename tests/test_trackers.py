@@ -110,6 +110,35 @@ def wandb_history(records, key: str):
                       if '/'.join([i.key] if i.key else list(i.nested_key)) == key)
 
 
+def tensorboard_config(folder: Path) -> dict[str, tuple[str, str]]:
+    "The last `config` text of a TensorBoard folder: each key's (value as written, where it came from)."
+    rows = [[c.strip() for c in line.strip('|').split('|')] for line in tensorboard_text(folder, 'config').splitlines()[2:]]
+    return {k: (v.strip('`'), source) for k, v, source in rows}
+
+
+def assert_tracked_config_is_the_resumed_one(client, run, run_dir: Path, tmp_path: Path):
+    """After a resume with another steps and lr, each tracker holds the config the run has now, as config.yaml: MLflow
+    (whose parameters keep their first value) a tag `resumed.<key>` over each parameter the resume changed and the
+    start's whole config as `config_resumed_at_<step>.json`; TensorBoard a `config` text at the resume's step; W&B the
+    resumed run's config. Before: MLflow and TensorBoard held the first start's steps 12 and lr 0.0005 alone."""
+    now = yaml.safe_load((run_dir / 'config.yaml').read_text())
+    assert (now['steps'], now['lr']) == (24, 0.00025)
+    params, tags = run.data.params, run.data.tags
+    assert (params['steps'], params['lr'], tags['resumed.steps'], tags['resumed.lr']) == ('12', '0.0005', '24', '0.00025')
+    tracked = {**params, **{k[len('resumed.'):]: v for k, v in tags.items() if k.startswith('resumed.')}}
+    assert {k: v for k, v in tracked.items() if k in now} == {k: str(v) for k, v in now.items()}
+    at_12 = json.loads(Path(client.download_artifacts(run.info.run_id, 'config_resumed_at_12.json', str(tmp_path))).read_text())
+    assert (at_12['steps'], at_12['lr']) == ({'value': 24, 'from': 'command line'}, {'value': 0.00025, 'from': 'command line'})
+    assert {k: str(v['value']) for k, v in at_12.items() if k in now} == {k: str(v) for k, v in now.items()}
+    tb = tensorboard_config(run_dir / 'tensorboard')
+    assert (tb['steps'], tb['lr']) == (('24', 'command line'), ('0.00025', 'command line'))
+    assert {k: tb[k][0] for k in now} == {k: repr(at_12[k]['value']) if not isinstance(at_12[k]['value'], list)
+                                          else tb[k][0] for k in now}
+    (resumed,) = [r for r in wandb_records(tmp_path) if r.WhichOneof('record_type') == 'run'][-1:]
+    wb = {i.key: json.loads(i.value_json) for i in resumed.run.config.update}
+    assert (wb['steps'], wb['lr']) == (24, 0.00025)
+
+
 def test_pretraining_tracked_and_resumed_equals_the_csv_files(tmp_path, trackers_env):
     client = trackers_env
     common = ['--logger', 'mlflow,tensorboard,wandb', '--tracking_tags', 'variant=tiny,smoke', '--run_name', 'tracked',
@@ -131,8 +160,9 @@ def test_pretraining_tracked_and_resumed_equals_the_csv_files(tmp_path, trackers
     for key, line in preset_lines.items():
         if key not in given: assert sources[key]['from'] == f'configs/pretrain/demo.yaml: line {line}', key  # from ROOT
     assert sources['dropout']['from'] == 'default' and 'dropout' not in preset_lines
-    pretrain(tmp_path, *SHORT, *common, '--steps', '24', '--eval_examples', '16', '--resume')
+    pretrain(tmp_path, *SHORT, *common, '--steps', '24', '--lr', '2.5e-4', '--eval_examples', '16', '--resume')
     run = client.get_run(run.info.run_id)
+    assert_tracked_config_is_the_resumed_one(client, run, run_dir, tmp_path)
     assert len(client.search_runs([exp.experiment_id])) == 1 and run.info.status == 'FINISHED'
     assert run.info.run_name == 'tracked_11081' and run.data.tags['variant'] == 'tiny' and run.data.tags['smoke'] == 'true'
     wb = wandb_records(tmp_path)
@@ -146,6 +176,37 @@ def test_pretraining_tracked_and_resumed_equals_the_csv_files(tmp_path, trackers
     assert {'discriminator/README.md', 'discriminator/model.safetensors', 'generator/README.md'} <= names
     wandb_runs = {r.run.run_id for r in wb if r.WhichOneof('record_type') == 'run'}
     assert len(wandb_runs) == 1 and {r.run.run_group for r in wb if r.WhichOneof('record_type') == 'run'} == {'tracked'}
+
+
+def test_a_run_folder_copied_and_resumed_elsewhere_gets_tracked_runs_of_its_own(tmp_path, trackers_env):
+    """The ids a checkpoint keeps go on in the same tracked runs only in the folder that started them: a copy resumed
+    in another folder starts new ones (MLflow's tagged `continues` = the original's id; W&B another run id), and
+    TensorBoard goes on in the copy's own events. Before: both folders' rows went to the one MLflow run (two values
+    at each step)."""
+    import shutil
+    from electra.training.trackers import TrackedRun, start_trackers
+    client, trackers = trackers_env, ['mlflow', 'tensorboard', 'wandb']
+    run = lambda folder: TrackedRun('branch', 'branch', (), {'lr': 1e-3}, {'lr': 'default'}, folder / 'tensorboard')
+    first = start_trackers(trackers, run(tmp_path / 'a'))
+    first({'step': 1, 'loss': 0.5})
+    first.end('killed')
+    ids = first.ids
+    shutil.copytree(tmp_path / 'a', tmp_path / 'copy')
+    for folder, loss in (('copy', 0.25), ('a', 0.75)):  # each resumed from step 1
+        again = start_trackers(trackers, run(tmp_path / folder), ids, 1)
+        again({'step': 2, 'loss': loss})
+        again.end()
+        if folder == 'copy': copy = again.ids
+    assert copy['mlflow'] != ids['mlflow'] and again.ids == ids
+    assert mlflow_history(client, ids['mlflow'], 'loss') == [(1, '0.5'), (2, '0.75')]
+    assert mlflow_history(client, copy['mlflow'], 'loss') == [(2, '0.25')]
+    assert client.get_run(copy['mlflow']).data.tags['continues'] == ids['mlflow']
+    assert tensorboard_scalars(tmp_path / 'copy/tensorboard', 'loss') == [(1, '0.5'), (2, '0.25')]
+    assert tensorboard_scalars(tmp_path / 'a/tensorboard', 'loss') == [(1, '0.5'), (2, '0.75')]
+    starts = [p.name.split('-')[3] for p in tmp_path.glob('wandb/offline-run-*')]  # offline-run-<time>-<id>[-<n>]
+    assert sorted(starts) == sorted([ids['wandb'], copy['wandb'], ids['wandb']])
+    runs = [r.run for r in wandb_records(tmp_path) if r.WhichOneof('record_type') == 'run']
+    assert [list(r.tags) for r in runs if r.run_id == copy['wandb']][-1] == [f"continues={ids['wandb']}"]
 
 
 def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, trackers_env, glue_dir, tiny):
@@ -182,7 +243,9 @@ def test_fine_tuning_artifacts_are_each_runs_weights_its_folder_and_the_model_ca
     """With tracking_artifacts, every run's tracked run holds its .pth and the group's model card (README.md), and the
     run picked for save_pretrained its transformers folder with the folder's own card, read back equal to the files."""
     from electra.finetuning import sweep
-    from electra.finetuning.runs import transformers_folder
+    import dataclasses
+    import shutil
+    from electra.finetuning.runs import track_exports, transformers_folder
     from electra.finetuning.tasks.glue.sources import open_source
     from tests.support.finetune import job
     client, (model, tok) = trackers_env, tiny
@@ -212,6 +275,16 @@ def test_fine_tuning_artifacts_are_each_runs_weights_its_folder_and_the_model_ca
             name = str(path.relative_to(group))
             got = Path(client.download_artifacts(run_id, name, str(tmp_path / f'got{i}')))
             assert got.read_bytes() == path.read_bytes(), name
+    # a copy of the group: its runs' .pth name the tracked runs of the original's folder, which get nothing of the copy
+    # (before: its card went to the original's runs); no tracked run is made for it either
+    shutil.copytree(group, tmp_path / 'ckpt/tcopy')
+    copied = dataclasses.replace(cfg, group='tcopy')
+    rows = [{**r, 'checkpoint': str(tmp_path / f"ckpt/tcopy/RTE_{r['run']}.pth")} for r in results.df.to_dict('records')]
+    (tmp_path / 'ckpt/tcopy/README.md').write_text('the copy')
+    before = {r.info.run_id: [f.path for f in client.list_artifacts(r.info.run_id)] for r in runs.values()}
+    track_exports(copied, rows, tmp_path / 'ckpt/tcopy/README.md')
+    after = client.search_runs([exp.experiment_id])
+    assert {r.info.run_id: [f.path for f in client.list_artifacts(r.info.run_id)] for r in after} == before
 
 def test_a_comparisons_runs_are_one_group_a_run_per_variant_and_seed(tmp_path, trackers_env):
     from electra.config.compare import CompareConfig
@@ -333,6 +406,26 @@ def test_a_comparisons_table_curve_and_plot_reach_its_neptune_offline_run(tmp_pa
         assert (op['run'] / 'upload_path' / op['tmp_file_name']).read_bytes() == data, name
 
 
+def test_a_resumed_neptune_run_holds_the_resumed_config_and_a_copy_resumed_elsewhere_is_a_run_of_its_own(tmp_path,
+                                                                                                   monkeypatch):
+    """Neptune's offline run files: a resume with another lr assigns config/lr again (before: only the first start's);
+    a copy of the folder resumed elsewhere is another run (another custom run id) whose field continues is the first's."""
+    from electra.training.trackers import TrackedRun, start_trackers
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('NEPTUNE_MODE', 'offline')
+    run = lambda folder, lr: TrackedRun('r', 'g', (), {'lr': lr}, {'lr': 'command line'}, tmp_path / folder)
+    first = start_trackers(['neptune'], run('a', 1e-3))
+    first.end('killed')
+    for folder in ('a', 'copy'):
+        again = start_trackers(['neptune'], run(folder, 5e-4), first.ids, 6)
+        again.end()
+    assert again.ids['neptune'] != first.ids['neptune']  # the custom run id, which an offline start's files do not hold
+    ops = neptune_operations(tmp_path)  # an offline start is a folder of its own: its config/lr and continues
+    starts = [([o['value'] for o in ops if o['run'] == run and o['path'] == ['config', 'lr']],
+               [o['value'] for o in ops if o['run'] == run and o['path'] == ['continues']]) for run in {o['run'] for o in ops}]
+    assert sorted(starts) == [(['0.0005'], []), (['0.0005'], [first.ids['neptune']]), (['0.001'], [])]
+
+
 def test_only_the_main_process_of_a_torchrun_job_tracks(tmp_path, monkeypatch):
     "Rank 1 of a two-process job starts no tracked run and writes nothing; rank 0 logs every row, read back."
     from electra.training.trackers import TrackedRun, start_trackers
@@ -343,7 +436,7 @@ def test_only_the_main_process_of_a_torchrun_job_tracks(tmp_path, monkeypatch):
                                                              tmp_path / f'rank{rank}'))
         for step, loss in ((1, 0.5), (2, 0.25)): tracked({'step': step, 'loss': loss})
         tracked.end()
-        assert sorted(tracked.ids) == ([] if rank == '1' else ['tensorboard'])
+        assert sorted(tracked.ids) == ([] if rank == '1' else ['folder', 'tensorboard'])
     assert not (tmp_path / 'rank1').exists()
     assert tensorboard_scalars(tmp_path / 'rank0', 'loss') == [(1, '0.5'), (2, '0.25')]
 

@@ -23,7 +23,7 @@ from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.metrics import dev_metric_names, metric_text
 from electra.runtime.files import atomic_save, path_inside
 from electra.runtime.processes import is_main_process
-from electra.training.trackers import TrackedRun, Trackers, start_trackers, tracker_names
+from electra.training.trackers import TrackedRun, Trackers, start_trackers, started_elsewhere, tracker_names
 
 __all__ = ['group_dir', 'transformers_folder', 'RunJob', 'Diverged', 'runs_phrase', 'train_and_save', 'train_and_save_stack', 'train_jobs', 'stacks',
            'track_exports']
@@ -57,8 +57,10 @@ def track_exports(cfg: FinetuneConfig, rows: list[dict], card: Path) -> None:
         checkpoint = Path(str(r['checkpoint']))
         if not checkpoint.is_file(): continue  # a row whose weights were removed since (the card says so)
         ids = torch.load(checkpoint, map_location='cpu', weights_only=True, mmap=True).get('trackers', {})
-        if not ids: continue  # a run of a job without trackers
-        tracked = start_trackers(keep, _tracked_run(cfg, r['task'], int(r['run']), int(r['seed'])), ids)
+        run = _tracked_run(cfg, r['task'], int(r['run']), int(r['seed']))
+        # a run of a job without trackers; or one tracked for another group's folder (this one a copy): not this one's
+        if not ids or started_elsewhere(ids, run): continue
+        tracked = start_trackers(keep, run, ids)
         folder = transformers_folder(checkpoint)
         tracked.artifacts([card, *([folder] if folder.is_dir() else [])])
         tracked.end()
@@ -119,8 +121,11 @@ def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[s
     tracked = start_trackers(cfg.logger, run)
     if is_main_process() and job.checkpoint.is_file():  # its tracked runs (ids in its .pth) marked replaced by this one
         old = torch.load(job.checkpoint, map_location='cpu', weights_only=True, mmap=True)
-        # not those of another run whose file was copied over this one's (`sweep._todo` trains this one again)
-        if (old.get('task'), old.get('run')) == (job.task, job.run): tracked.replaces(old.get('trackers', {}))
+        # not those of another run whose file was copied over this one's (`sweep._todo` trains this one again), nor
+        # those of the group this folder is a copy of (that group's run is not replaced)
+        ids = old.get('trackers', {})
+        if (old.get('task'), old.get('run')) == (job.task, job.run) and not started_elsewhere(ids, run):
+            tracked.replaces(ids)
 
     def report(epoch, loss, metrics):
         shown = ', '.join(f'{m} {metric_text(metrics[m])}' for m in dev_metric_names(task))

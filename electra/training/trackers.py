@@ -22,11 +22,12 @@ from electra.config.errors import ConfigError
 from electra.config.shared_keys import TRACKERS
 from electra.runtime.processes import environment, is_main_process
 
-__all__ = ['TrackedRun', 'tracker_names', 'check_trackers', 'Trackers', 'start_trackers']
+__all__ = ['TrackedRun', 'tracker_names', 'check_trackers', 'Trackers', 'start_trackers', 'started_elsewhere']
 
 # the package each tracker imports; the extra that installs it is named as the tracker (`pip install 'electra[mlflow]'`)
 _PACKAGES = {'tensorboard': 'tensorboard', 'mlflow': 'mlflow', 'wandb': 'wandb', 'neptune': 'neptune'}
 _END = {'finished': 'FINISHED', 'failed': 'FAILED', 'killed': 'KILLED'}  # MLflow's run statuses
+_IN_FOLDER = {'tensorboard'}  # trackers whose run is files in the run's folder: a copy of the folder holds its own
 
 
 @dataclass(frozen=True)
@@ -99,9 +100,10 @@ class _TensorBoard:
         # a resumed run drops the events after its checkpoint's step, as the CSV files drop their rows
         self.writer = SummaryWriter(str(run.folder), purge_step=step + 1 if run_id else None)
         self.id = str(run.folder)
-        if run_id: return
+        # the config of each start at its step (a resume's other steps or lr): the last `config` text is the run's now
         rows = ''.join(f'| {k} | `{v!r}` | {run.sources.get(k, "")} |\n' for k, v in run.config.items())
-        self.writer.add_text('config', f'| key | value | from |\n|---|---|---|\n{rows}', 0)
+        self.writer.add_text('config', f'| key | value | from |\n|---|---|---|\n{rows}', step if run_id else 0)
+        if run_id: return
         self.writer.add_text('run', f'{run.name} (group {run.group}; tags {", ".join(run.tags) or "none"})', 0)
 
     def log(self, metrics: dict, step: int):
@@ -110,6 +112,8 @@ class _TensorBoard:
     def artifacts(self, paths: list[Path]): pass
 
     def replaces(self, old_id: str): pass  # the replaced run's folder is this one's: its events removed before the start
+
+    def continues(self, old_id: str): pass  # a copied folder's events are the copy's own: it goes on in them
 
     def summary(self, tables: list[Path], figures: list[Path]):
         import matplotlib.image
@@ -126,9 +130,10 @@ class _Mlflow:
         from mlflow import MlflowClient
         from mlflow.entities import Param
         self.client = MlflowClient()
-        if run_id:  # its parameters are the first start's (MLflow keeps each parameter's first value)
+        if run_id:
             self.id = run_id
             self.client.update_run(run_id, status='RUNNING')
+            self._resumed(run, step)
             return
         self.id = self.client.create_run(self._experiment(run.group), run_name=run.name,
                                          tags=_tag_pairs(run.tags)).info.run_id
@@ -137,6 +142,20 @@ class _Mlflow:
             self.client.log_batch(self.id, params=params[i:i + 100])
         self.client.log_dict(self.id, {k: {'value': v, 'from': run.sources.get(k, '')} for k, v in run.config.items()},
                              'config.json')
+
+    def _resumed(self, run: TrackedRun, step: int):
+        """A resume's config: MLflow keeps each parameter's first value (a second value is refused), so each value
+        that differs from its parameter is the tag `resumed.<key>` (a tag takes a new value; one the start no longer
+        changes is removed), and, when one of these changed, the start's whole config with where each value came from
+        as the artifact `config_resumed_at_<step>.json`: parameters and tags together are the config the run has now."""
+        data = self.client.get_run(self.id).data
+        now = {f'resumed.{k}': str(v) for k, v in run.config.items() if data.params.get(k) != str(v)}
+        was = {k: v for k, v in data.tags.items() if k.startswith('resumed.')}
+        if now == was: return  # the config of the last start (a finished run reopened for its files: the same)
+        for k in was.keys() - now.keys(): self.client.delete_tag(self.id, k)
+        for k, v in now.items(): self.client.set_tag(self.id, k, v)
+        self.client.log_dict(self.id, {k: {'value': v, 'from': run.sources.get(k, '')} for k, v in run.config.items()},
+                             f'config_resumed_at_{step}.json')
 
     def _experiment(self, name: str) -> str:
         from mlflow.exceptions import MlflowException
@@ -161,6 +180,8 @@ class _Mlflow:
         try: self.client.set_tag(old_id, 'replaced_by', self.id)
         except MlflowException: return  # the old run deleted, or kept by another tracking server: nothing to mark
         self.client.set_tag(self.id, 'replaces', old_id)
+
+    def continues(self, old_id: str): self.client.set_tag(self.id, 'continues', old_id)
 
     def summary(self, tables: list[Path], figures: list[Path]):
         # the CSV files, not `log_table`, which appends to the table a rebuilt summary would replace
@@ -191,6 +212,8 @@ class _Wandb:
 
     def replaces(self, old_id: str): pass  # W&B and Neptune: the replaced run stays as it was (README, "Trackers")
 
+    def continues(self, old_id: str): self.run.tags = (*self.run.tags, f'continues={old_id}')
+
     def summary(self, tables: list[Path], figures: list[Path]):
         import pandas as pd
         import wandb
@@ -213,14 +236,16 @@ class _Neptune:
         except Exception as e:  # (Neptune's own messages are banners of 20 lines: its exception's name says which)
             raise ConfigError(f"logger: cannot start a Neptune run ({type(e).__name__}). Set NEPTUNE_API_TOKEN and "
                               "--neptune_project, or NEPTUNE_MODE=offline, or drop neptune from --logger.") from None
-        if not run_id:
-            self.run['config'] = {k: str(v) for k, v in run.config.items()}
-            self.run['config_sources'] = dict(run.sources)
+        # every start's (a resume's other steps or lr): Neptune's fields take a new value
+        self.run['config'] = {k: str(v) for k, v in run.config.items()}
+        self.run['config_sources'] = dict(run.sources)
 
     def log(self, metrics: dict, step: int):
         for k, v in metrics.items(): self.run[k].append(v, step=step)
 
     def replaces(self, old_id: str): pass
+
+    def continues(self, old_id: str): self.run['continues'] = old_id
 
     def artifacts(self, paths: list[Path]):
         for p in paths: self.run[f'artifacts/{p.name}'].upload_files(str(p / '*') if p.is_dir() else str(p))
@@ -240,15 +265,19 @@ _CLASSES = {'tensorboard': _TensorBoard, 'mlflow': _Mlflow, 'wandb': _Wandb, 'ne
 
 class Trackers:
     """The trackers of one run: a metrics sink (`trackers(row)`: every value but `step`, at `step`), their run ids (a
-    checkpoint keeps them, so that a resumed run goes on in the same tracked runs), artifacts, and the end."""
-    def __init__(self, started: dict): self.started, self.ended = started, False
+    checkpoint keeps them, with the folder they were started for, so that a resumed run goes on in the same tracked
+    runs, and a copy resumed elsewhere does not), artifacts, and the end."""
+    def __init__(self, started: dict, folder: str = ''): self.started, self.folder, self.ended = started, folder, False
 
     def __call__(self, row: dict) -> None:
         metrics = {k: float(v) for k, v in row.items() if k != 'step'}
         for t in self.started.values(): t.log(metrics, int(row['step']))
 
     @property
-    def ids(self) -> dict[str, str]: return {name: t.id for name, t in self.started.items()}
+    def ids(self) -> dict[str, str]:
+        "Each tracker's run id, and `folder`: the run's (TrackedRun.folder, resolved); none without trackers."
+        ids = {name: t.id for name, t in self.started.items()}
+        return {**ids, 'folder': self.folder} if ids else {}
 
     def artifacts(self, paths: Iterable[str | Path]) -> None:
         for t in self.started.values(): t.artifacts([Path(p) for p in paths])
@@ -257,6 +286,11 @@ class Trackers:
         "Mark the tracked runs `old` (a replaced run's ids, from its checkpoint) as replaced by these, where a tracker can."
         for name, t in self.started.items():
             if name in old: t.replaces(old[name])
+
+    def continues(self, old: dict[str, str]) -> None:
+        "Link these new tracked runs to those `old` (a copied run folder's checkpoint's) they go on from, where a tracker can."
+        for name, t in self.started.items():
+            if name in old and name not in _IN_FOLDER: t.continues(old[name])
 
     def summary(self, tables: Iterable[str | Path], figures: Iterable[str | Path]) -> None:
         """A summary's CSV tables and PNG figures, each as its tracker shows one: MLflow the files as artifacts,
@@ -270,9 +304,25 @@ class Trackers:
         for t in self.started.values(): t.end(status)
 
 
+def started_elsewhere(ids: dict, run: TrackedRun) -> bool:
+    """Whether the tracked runs `ids` (a checkpoint's) were started for another folder than `run`'s: the run folder
+    was copied (or moved). Ids kept before the folder was recorded with them cannot tell: they count as this folder's."""
+    return bool(ids.get('folder')) and Path(ids['folder']).resolve() != run.folder.resolve()
+
+
 def start_trackers(logger: list[str], run: TrackedRun, ids: dict | None = None, step: int = 0) -> Trackers:
     """The trackers of `logger` started for `run` in the main process (none elsewhere); `ids`: a checkpoint's, whose
-    tracked runs go on (from `step`, where TensorBoard drops later events)."""
+    tracked runs go on (from `step`, where TensorBoard drops later events) when they were started for this folder.
+    In a copy of the folder (another run from that step on) the trackers start new runs, linked to those (`continues`),
+    and TensorBoard goes on in the copy's own events: the original's tracked runs get no second value at a step."""
     if not is_main_process(): return Trackers({})
-    ids = ids or {}
-    return Trackers({name: _CLASSES[name](run, ids.get(name), step) for name in tracker_names(logger)})
+    ids, folder = ids or {}, str(run.folder.resolve())
+    elsewhere = started_elsewhere(ids, run)
+    kept = {name: i for name, i in ids.items() if name in _IN_FOLDER or not elsewhere}
+    started = Trackers({name: _CLASSES[name](run, kept.get(name), step) for name in tracker_names(logger)}, folder)
+    if elsewhere and set(ids) & (set(started.started) - _IN_FOLDER):
+        print(f"trackers: the checkpoint's tracked runs were started for {ids['folder']}, not this folder ({folder}): "
+              "new tracked runs, each tagged with the one it continues (MLflow's tag continues, W&B's tag "
+              "continues=<id>, Neptune's field continues).")
+        started.continues(ids)
+    return started

@@ -495,6 +495,13 @@ def test_a_run_fine_tuned_again_marks_its_replaced_mlflow_run(tmp_path, glue_dir
     old, new = (client.get_run(i).data.tags for i in ids)
     assert ids[0] != ids[1] and old['replaced_by'] == ids[1] and new['replaces'] == ids[0]
     assert 'replaced_by' not in new
+    # a copy of the group, its run fine-tuned again there: the original group's run is not the one replaced
+    shutil.copytree(tmp_path / 'ckpt/t', tmp_path / 'ckpt/tc')
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], lr=2e-4, logger=['mlflow'], group='tc'), model, tok, src,
+                    log=lambda line: None)
+    again = torch.load(tmp_path / 'ckpt/tc/RTE_0.pth', weights_only=True)['trackers']['mlflow']
+    assert again not in ids and 'replaced_by' not in client.get_run(ids[1]).data.tags
+    assert 'replaces' not in client.get_run(again).data.tags
 
 
 def one_token_type(model):

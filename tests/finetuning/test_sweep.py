@@ -669,3 +669,37 @@ def test_the_summary_names_the_tasks_of_earlier_jobs_and_the_task_files_it_leave
     assert note == ('Tasks of earlier jobs of this group, over all their rows of results.csv: MRPC. Left out: entail, '
                     'task files of earlier jobs (rows in results.csv) that this job does not name; name them in tasks '
                     'to summarise them.')
+
+
+def test_a_group_folder_copied_or_renamed_reads_its_own_checkpoints(tmp_path, glue_dir, tiny):
+    """A group is a folder: its rows name their .pth relative to it, so a copy (`cp -a`) or a renamed folder is
+    resumed, predicted and exported from its own files; the original fine-tuned again since changes nothing of the
+    copy. A table written with absolute paths (earlier versions) is read the same way: each row's file by its name
+    in the folder that holds the table, where the sweep wrote it."""
+    model, tok = tiny
+    src, ckpt = open_source(str(glue_dir)), tmp_path / 'ckpt'
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=1, save_pretrained='none')
+    first = sweep.run_sweep(cfg, model, tok, src, log=lambda s: None).get('RTE', 0)
+    with open(ckpt / 't' / 'results.csv', newline='', encoding='utf-8') as f:
+        assert [r['checkpoint'] for r in csv.DictReader(f)] == ['RTE_0.pth']
+    shutil.copytree(ckpt / 't', ckpt / 'c')
+    own = hashlib.md5((ckpt / 'c' / 'RTE_0.pth').read_bytes()).hexdigest()
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], runs=1, epochs=2, save_pretrained='none'), model, tok, src,
+                    log=lambda s: None)  # the original's run fine-tuned again: other weights in t/RTE_0.pth
+    copy_cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=1, group='c', save_pretrained='none')
+    lines = []
+    results = sweep.run_sweep(copy_cfg, model, tok, src, log=lines.append)
+    assert lines[0] == 'RTE: all 1 runs finished before; skipped'
+    assert results.get('RTE', 0)['checkpoint'] == str(ckpt / 'c' / 'RTE_0.pth')
+    assert loading.read_run(results.get('RTE', 0))['dev'][TASKS['RTE'].score_metric] == pytest.approx(first['score'], abs=5e-5)
+    assert sweep.write_test_predictions(copy_cfg, results, tok, src, log=lambda s: None)
+    assert hashlib.md5((ckpt / 'c' / 'RTE_0.pth').read_bytes()).hexdigest() == own
+    table = ckpt / 'c' / 'results.csv'  # as an earlier version wrote it: the original's absolute path
+    table.write_text(table.read_text().replace(',RTE_0.pth,', f",{ckpt / 't' / 'RTE_0.pth'},"))
+    (ckpt / 'c').rename(ckpt / 'm')
+    renamed = job(tmp_path, glue_dir, tasks=['RTE'], runs=1, group='m', save_pretrained='none')
+    lines = []
+    results = sweep.run_sweep(renamed, model, tok, src, log=lines.append)
+    assert lines[0] == 'RTE: all 1 runs finished before; skipped'
+    assert results.get('RTE', 0)['checkpoint'] == str(ckpt / 'm' / 'RTE_0.pth')
+    assert sweep.write_test_predictions(renamed, results, tok, src, log=lambda s: None)

@@ -25,6 +25,7 @@ from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.metrics import dev_metric_names
+from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingStopped
 from tests.support.config import refused
 from tests.support.finetune import job
@@ -703,3 +704,24 @@ def test_a_group_folder_copied_or_renamed_reads_its_own_checkpoints(tmp_path, gl
     assert lines[0] == 'RTE: all 1 runs finished before; skipped'
     assert results.get('RTE', 0)['checkpoint'] == str(ckpt / 'm' / 'RTE_0.pth')
     assert sweep.write_test_predictions(renamed, results, tok, src, log=lambda s: None)
+
+
+def test_a_model_given_that_is_not_the_configs_model_is_refused_in_one_line(tmp_path, glue_dir, tiny_dir):
+    """run_sweep records each row under the fingerprint of `cfg.model`: a model object read from another model (B
+    given, A named) would store B's runs as A's, which finetune.py --model A then skips as finished. It is refused,
+    naming both, and the fix it prints (model set to B) records B's fingerprint."""
+    other = tmp_path / 'B'
+    model, tok = loading.load_pretrained(str(tiny_dir))
+    with torch.no_grad(): model.electra.embeddings.word_embeddings.weight.add_(0.01)
+    model.save_pretrained(other)
+    tok.save_pretrained(other)
+    src = open_source(str(glue_dir))
+    given, tok = loading.load_pretrained(str(other))
+    named = job(tmp_path, glue_dir, model=str(tiny_dir), tasks=['RTE'], runs=1, save_pretrained='none')
+    refused(lambda: sweep.run_sweep(named, given, tok, src, log=lambda s: None),
+            f"model: the model given to run_sweep was read from {other}, not from {tiny_dir} (the config's model)",
+            f"set model to {other}")
+    assert not (tmp_path / 'ckpt' / 't' / 'results.csv').exists()
+    fixed = job(tmp_path, glue_dir, model=str(other), tasks=['RTE'], runs=1, save_pretrained='none')
+    row = sweep.run_sweep(fixed, given, tok, src, log=lambda s: None).get('RTE', 0)
+    assert row['model_fingerprint'] == model_fingerprint(other) != model_fingerprint(tiny_dir)

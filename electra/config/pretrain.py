@@ -286,6 +286,26 @@ class PretrainConfig:
                                                       "tokenizer that does what you ask.")
             else: self._record(key, does, f'what {where} does: it {what}', f'{where}: what it does to its input')
 
+    def resume_start(self, began_from: str, checkpoint, run: str) -> str:
+        """A resume of run `run` goes on from its checkpoint's weights: `init_from` chooses only a new run's first
+        weights (pretrain.py loads them at step 0 alone). `began_from` is the init_from its `checkpoint` records. A run
+        begun from a fresh initialisation given one is refused (config.yaml and the card would say the run continued
+        from weights it never had); a run begun from weights takes the checkpoint's when none is given, and its
+        tokenizer is theirs, kept in the checkpoint (the README: such a run "continues from its own checkpoints").
+        The line that says so, or ''."""
+        need(began_from or not self.init_from, 'init_from',
+             f"run {run} began from a fresh initialisation (its checkpoint {checkpoint} records no init_from), and a "
+             f"resume goes on from the run's own weights, never {self.init_from}'s. Drop --init_from to continue the "
+             f"run, or start a run from {self.init_from} with another --run_name NAME.")
+        if not began_from: return ''
+        need(not self.tokenizer, 'tokenizer', f"run {run} began from the weights of {began_from}, and goes on with "
+                                              "their tokenizer, kept in its checkpoint: drop --tokenizer to continue it.")
+        if self.init_from: return ''  # the same, or the same weights moved: said with the other changes on resume
+        self.init_from = began_from
+        self._sources = {**getattr(self, '_sources', {}), 'init_from': f'its checkpoint {checkpoint}'}
+        return (f"resume: run {run} began from the weights of {began_from} (init_from in its checkpoint {checkpoint}): "
+                "it goes on from its own checkpoint, with its tokenizer.")
+
     def _record(self, key: str, value: bool, by: str, source: str = '') -> None:
         "`key` set to `value`, the one `by` applies, sourced to it; a file's value it replaces is said in a warning"
         place = value_sources(self)[key]

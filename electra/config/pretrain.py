@@ -35,7 +35,9 @@ RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_colu
                'pad_vocab_multiple', 'random_draws')
 # Allowed and said in one line: more (or fewer) steps, the schedule stretched to them; a lower learning rate after a
 # divergence (what the divergence message advises); another precision (a resume on another machine); `init_from`,
-# which only chooses a new run's first weights (a resumed run continues from its checkpoint's).
+# which only chooses a new run's first weights (a resumed run continues from its checkpoint's): another path of the
+# weights a run began from (moved). None given to a run that began from weights is the checkpoint's, one given to a run
+# that began from scratch is refused (`PretrainConfig.resume_start`).
 RESUME_SAID = ('steps', 'lr', 'precision', 'init_from')
 # Compared by content, not by the key: the corpus by the examples built from it (a corpus moved or touched is the same
 # one, a file edited in place is not; `deduplicate` by the examples it leaves, so a checkpoint older than the key

@@ -217,6 +217,7 @@ def _check_given(cfg: FinetuneConfig, pretrained) -> None:
 def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
               log: Callable[[str], None] = print) -> ResultsTable:
     """Fine-tune `cfg.runs` runs of every training task in `cfg.tasks` from `pretrained` (an `ElectraForPreTraining`).
+    `pretrained` is `cfg.model`'s (the rows record its fingerprint): one read from another model is refused.
     Each finished run's weights go to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to the results table
     `<output_dir>/<group>/results.csv` at once; runs already in the table from the same inputs (the model and data by
     content, the task file's settings, the settings that change a result: `inputs.py`) are skipped, the others done

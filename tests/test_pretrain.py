@@ -632,6 +632,7 @@ def test_a_resume_of_a_run_begun_from_weights_goes_on_without_repeating_init_fro
         pretrain(tmp_path / 'a', *start, '--steps', '16', '--resume', '--tokenizer', str(tmp_path / 'tok'))
     assert str(e.value) == (f"tokenizer: run fx_11081 began from the weights of {source}, and goes on with their "
                             "tokenizer, kept in its checkpoint: drop --tokenizer to continue it.")
+    assert pretrain(tmp_path / 'a', *start, '--steps', '16', '--resume')['start_step'] == 12  # the fix it names
 
 
 def test_a_resume_given_another_tokenizer_is_refused_with_a_fix_that_works(finished, tmp_path):

@@ -95,7 +95,11 @@ def tiny_dir(tmp_path_factory, glue_dir):
 
 @pytest.fixture(scope='module')
 def tiny(tiny_dir):
-    return loading.load_pretrained(str(tiny_dir))
+    """The tiny model and its tokenizer as a model built in memory: the jobs of the tests name it `tiny` (a name, not
+    its folder), so it does not say where it was read from (`run_sweep` refuses a model read from elsewhere)."""
+    model, tok = loading.load_pretrained(str(tiny_dir))
+    del model.electra_source
+    return model, tok
 
 
 @pytest.fixture(scope='module')

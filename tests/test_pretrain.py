@@ -570,3 +570,80 @@ def test_a_run_folder_holding_an_export_without_checkpoints_is_refused_not_repla
     assert (run / 'discriminator' / 'model.safetensors').read_text() == 'weights'
     assert (run / 'metrics.csv').read_text() == 'step,loss\n4,1.0\n' and not (tmp_path / 'cache').exists()
     assert (run / 'config.yaml').read_text() == 'steps: 4\n' and (run / 'log.txt').read_text().startswith('the first run\n')
+
+
+def exported_source(finished: Path, tmp: Path) -> Path:
+    "The finished run's export (discriminator/, generator/) copied outside any output folder: weights to start from."
+    source = tmp / 'source'
+    for net in ('discriminator', 'generator'): shutil.copytree(finished / 'ckpt' / 'done_11081' / net, source / net)
+    return source
+
+
+def saved_init_from(run: Path) -> str:
+    import yaml
+    return yaml.safe_load((run / 'config.yaml').read_text())['init_from']
+
+
+def test_init_from_on_a_resume_of_a_run_begun_from_scratch_is_refused_and_the_fixes_it_names_work(finished, tmp_path):
+    """A resume continues its own weights: pretrain.py loads --init_from's only at step 0. Given on a resume of a run
+    that began from a fresh initialisation, it was taken (status 0) and config.yaml and the card said the run
+    continued from its weights, which played no part. Refused in one line before anything is written; the two fixes
+    it names (the resume without it, another --run_name with it) are run."""
+    ckpt, source = copy_of(finished, tmp_path), exported_source(finished, tmp_path)
+    before = files(ckpt)
+    with pytest.raises(ConfigError) as e:
+        pretrain(tmp_path, *FINISHED, '--resume', '--steps', '12', '--init_from', str(source))
+    assert str(e.value) == (
+        f"init_from: run done_11081 began from a fresh initialisation (its checkpoint {ckpt / 'done_11081_100%.pth'} "
+        f"records no init_from), and a resume goes on from the run's own weights, never {source}'s. Drop --init_from "
+        f"to continue the run, or start a run from {source} with another --run_name NAME.")
+    after = files(ckpt)
+    after.pop('done_11081/.lock', None)
+    assert after == before
+    g = pretrain(tmp_path, *FINISHED, '--resume', '--steps', '12')
+    assert g['start_step'] == 8 and saved_init_from(ckpt / 'done_11081') == ''
+    g = pretrain(tmp_path, *FINISHED, '--run_name', 'other', '--init_from', str(source))
+    assert g['start_step'] == 0 and saved_init_from(ckpt / 'other_11081') == str(source)
+
+
+def test_a_resume_of_a_run_begun_from_weights_goes_on_without_repeating_init_from(finished, tmp_path, capsys):
+    """`--resume` of an --init_from run "continues from its own checkpoints" (README): without --init_from it was
+    refused (the tokenizer called different, a fix that failed in turn). It takes the checkpoint's init_from, says so
+    in one line, and trains exactly as the resume that repeats --init_from (the same exported weights); a --tokenizer
+    on such a resume is refused, the run's tokenizer being that of its weights, kept in its checkpoint."""
+    source = exported_source(finished, tmp_path)
+    start = [*TINY, '--steps', '8', '--run_name', 'fx', '--checkpoint_at', '0.5,1.0']
+    pretrain(tmp_path / 'a', *start, '--init_from', str(source))
+    shutil.copytree(tmp_path / 'a', tmp_path / 'b')
+    capsys.readouterr()
+    g = pretrain(tmp_path / 'a', *start, '--steps', '12', '--resume')
+    assert g['start_step'] == 8
+    assert (f"resume: run fx_11081 began from the weights of {source} (init_from in its checkpoint "
+            f"{tmp_path / 'a' / 'ckpt' / 'fx_11081_100%.pth'}): it goes on from its own checkpoint, with its tokenizer."
+            ) in capsys.readouterr().out.splitlines()
+    run = tmp_path / 'a' / 'ckpt' / 'fx_11081'
+    assert saved_init_from(run) == str(source)
+    assert f'continued from the weights of {source}' in (run / 'discriminator' / 'README.md').read_text()
+    pretrain(tmp_path / 'b', *start, '--steps', '12', '--resume', '--init_from', str(source))
+    weights = lambda root: (root / 'ckpt' / 'fx_11081' / 'discriminator' / 'model.safetensors').read_bytes()
+    assert weights(tmp_path / 'a') == weights(tmp_path / 'b')
+    shutil.copytree(source / 'discriminator', tmp_path / 'tok')  # their very tokenizer, a copy
+    with pytest.raises(ConfigError) as e:
+        pretrain(tmp_path / 'a', *start, '--steps', '16', '--resume', '--tokenizer', str(tmp_path / 'tok'))
+    assert str(e.value) == (f"tokenizer: run fx_11081 began from the weights of {source}, and goes on with their "
+                            "tokenizer, kept in its checkpoint: drop --tokenizer to continue it.")
+    assert pretrain(tmp_path / 'a', *start, '--steps', '16', '--resume')['start_step'] == 12  # the fix it names
+
+
+def test_a_resume_given_another_tokenizer_is_refused_with_a_fix_that_works(finished, tmp_path):
+    """The refusal's fix was "pass the run's own tokenizer/ with --tokenizer", a folder inside the output folder, which
+    is refused in turn. The run trained its own tokenizer at its start: the fix is to drop --tokenizer, and it works."""
+    ckpt = copy_of(finished, tmp_path)
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'the', 'a', '.']) + '\n')
+    with pytest.raises(ConfigError) as e:
+        pretrain(tmp_path, *FINISHED, '--resume', '--steps', '12', '--tokenizer', str(vocab))
+    assert str(e.value) == (f"{ckpt / 'done_11081_100%.pth'}: cannot resume: the tokenizer differs from the one this "
+                            "checkpoint was trained with. Drop --tokenizer: the run goes on with the tokenizer it "
+                            "trained at its start (its tokenizer/).")
+    assert pretrain(tmp_path, *FINISHED, '--resume', '--steps', '12')['start_step'] == 8

@@ -35,7 +35,9 @@ RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_colu
                'pad_vocab_multiple', 'random_draws')
 # Allowed and said in one line: more (or fewer) steps, the schedule stretched to them; a lower learning rate after a
 # divergence (what the divergence message advises); another precision (a resume on another machine); `init_from`,
-# which only chooses a new run's first weights (a resumed run continues from its checkpoint's).
+# which only chooses a new run's first weights (a resumed run continues from its checkpoint's): another path of the
+# weights a run began from (moved). None given to a run that began from weights is the checkpoint's, one given to a run
+# that began from scratch is refused (`PretrainConfig.resume_start`).
 RESUME_SAID = ('steps', 'lr', 'precision', 'init_from')
 # Compared by content, not by the key: the corpus by the examples built from it (a corpus moved or touched is the same
 # one, a file edited in place is not; `deduplicate` by the examples it leaves, so a checkpoint older than the key
@@ -285,6 +287,26 @@ class PretrainConfig:
                                                       f"contradicts {where}, which {what}. Drop --{key}, or give a "
                                                       "tokenizer that does what you ask.")
             else: self._record(key, does, f'what {where} does: it {what}', f'{where}: what it does to its input')
+
+    def resume_start(self, began_from: str, checkpoint, run: str) -> str:
+        """A resume of run `run` goes on from its checkpoint's weights: `init_from` chooses only a new run's first
+        weights (pretrain.py loads them at step 0 alone). `began_from` is the init_from its `checkpoint` records. A run
+        begun from a fresh initialisation given one is refused (config.yaml and the card would say the run continued
+        from weights it never had); a run begun from weights takes the checkpoint's when none is given, and its
+        tokenizer is theirs, kept in the checkpoint (the README: such a run "continues from its own checkpoints").
+        The line that says so, or ''."""
+        need(began_from or not self.init_from, 'init_from',
+             f"run {run} began from a fresh initialisation (its checkpoint {checkpoint} records no init_from), and a "
+             f"resume goes on from the run's own weights, never {self.init_from}'s. Drop --init_from to continue the "
+             f"run, or start a run from {self.init_from} with another --run_name NAME.")
+        if not began_from: return ''
+        need(not self.tokenizer, 'tokenizer', f"run {run} began from the weights of {began_from}, and goes on with "
+                                              "their tokenizer, kept in its checkpoint: drop --tokenizer to continue it.")
+        if self.init_from: return ''  # the same, or the same weights moved: said with the other changes on resume
+        self.init_from = began_from
+        self._sources = {**getattr(self, '_sources', {}), 'init_from': f'its checkpoint {checkpoint}'}
+        return (f"resume: run {run} began from the weights of {began_from} (init_from in its checkpoint {checkpoint}): "
+                "it goes on from its own checkpoint, with its tokenizer.")
 
     def _record(self, key: str, value: bool, by: str, source: str = '') -> None:
         "`key` set to `value`, the one `by` applies, sourced to it; a file's value it replaces is said in a warning"

@@ -244,11 +244,14 @@ def finetune_done(plan: Plan, run: RunPlan, point: FinetunePoint | None = None) 
     """Finished: the record of the fine-tuning of `point` (default: every point of the run) says so for this very
     command and for the tasks' data as they are now (by content, `task_data`), and its results table has every task's
     every run, fine-tuned from the model now at `point.model` (by its `model_fingerprint`: a run pretrained again is
-    fine-tuned again; a checkpoint deleted since keeps its results)."""
+    fine-tuned again; a checkpoint deleted since keeps its results). A record naming the model at another path (the
+    comparison folder moved) is not done: finetune.py, launched again, skips the finished runs (by content) and writes
+    the group's card and summary with the paths of now, and the record is written with them."""
     if point is None: return all(finetune_done(plan, run, p) for p in run.points)
     group = plan.group_dir(point)
     record = read_record(group / RECORD)
     if not record.get('done') or _changes(record, point.args, settings(plan.finetune)): return False
+    if record.get('model', str(point.model)) != str(point.model): return False
     if record.get('data') is None or record['data'] != task_data(plan): return False
     df = ResultsTable(group / 'results.csv').df
     if point.model.exists(): df = df[df['model_fingerprint'] == model_fingerprint(point.model)]

@@ -67,7 +67,8 @@ class ResultsTable:
             return
         with locked(self.path):
             df = change(_read_table(self.path) if self.path.is_file() else self.df)
-            atomic_write_text(df.to_csv(index=False, float_format='%.4f'), self.path)
+            stored = df.assign(checkpoint=[_stored(c, self.path.parent) for c in df['checkpoint']])
+            atomic_write_text(stored.to_csv(index=False, float_format='%.4f'), self.path)
             self.df = _read_table(self.path)  # as written (4 decimals), as the rows read back from it are
 
     def task_rows(self, task: str) -> pd.DataFrame:
@@ -104,7 +105,26 @@ def _read_table(path: Path) -> pd.DataFrame:
     if len(incomplete):
         raise ConfigError(f"{path}: line {incomplete[0] + 2} is incomplete (a damaged file). Delete that line and run the "
                           "same command again to redo its run.")
+    df['checkpoint'] = [_resolved(c, path.parent) for c in df['checkpoint']]
     return df[RESULT_COLUMNS]
+
+
+# A group is a folder that may be copied or renamed: a row names its .pth relative to the folder holding the table,
+# and is read against where that folder is now. The sweep writes every run's file there, as <task>_<i>.pth
+# (`sweep._todo`), so a row of an earlier version (an absolute path, perhaps of the folder this one was copied
+# from) names its file by its name in this folder, never the other folder's file.
+def _stored(checkpoint, folder: Path) -> str:
+    "A row's checkpoint as the table stores it: relative to the table's folder (`folder`)."
+    if not isinstance(checkpoint, str) or not checkpoint: return checkpoint
+    path = Path(checkpoint)
+    return path.name if path.parent == folder else checkpoint
+
+
+def _resolved(checkpoint, folder: Path):
+    "A stored checkpoint as the rows in memory hold it: the file of that name in `folder`, where the table is now."
+    if not isinstance(checkpoint, str) or not checkpoint: return checkpoint
+    path = Path(checkpoint)
+    return str(folder / (path.name if path.is_absolute() else path))
 
 
 def sample_std(values: pd.Series) -> float:

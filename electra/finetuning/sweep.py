@@ -31,7 +31,7 @@ from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submi
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import TaskSource
 from electra.finetuning.workers import do_the_rest, parallel_runs, run_on_workers
-from electra.pretrained.export import model_fingerprint
+from electra.pretrained.export import model_fingerprint, model_source
 from electra.runtime.errors import TrainingDiverged, TrainingStopped, stopped_by
 from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir
 from electra.runtime.processes import is_main_process, world
@@ -214,9 +214,21 @@ def _record(results: ResultsTable, row) -> None:
     else: results.add_diverged(row)
 
 
+def _check_given(cfg: FinetuneConfig, pretrained) -> None:
+    """The model given is `cfg.model`'s where it says where it was read from (`load_discriminator` keeps that): the
+    rows record the fingerprint of `cfg.model`, so another model's runs would be stored, and later skipped, as its.
+    A model built otherwise (in a notebook) says nothing, and is taken as `cfg.model`'s."""
+    read_from = getattr(pretrained, 'electra_source', None)
+    if read_from is not None and read_from != model_source(cfg.model):
+        raise ConfigError(f"model: the model given to run_sweep was read from {read_from}, not from {cfg.model} (the "
+                          f"config's model), whose fingerprint its results rows would record: set model to {read_from} "
+                          f"in the config, or give the model read from {cfg.model}.")
+
+
 def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
               log: Callable[[str], None] = print) -> ResultsTable:
     """Fine-tune `cfg.runs` runs of every training task in `cfg.tasks` from `pretrained` (an `ElectraForPreTraining`).
+    `pretrained` is `cfg.model`'s (the rows record its fingerprint): one read from another model is refused.
     Each finished run's weights go to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to the results table
     `<output_dir>/<group>/results.csv` at once; runs already in the table from the same inputs (the model and data by
     content, the task file's settings, the settings that change a result: `inputs.py`) are skipped, the others done
@@ -226,6 +238,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     too (`log_to`). Then the runs `save_pretrained` names are written as transformers folders too
     (`electra.finetuning.export`)."""
     check_outputs(cfg)
+    _check_given(cfg, pretrained)
     results = ResultsTable(group_dir(cfg) / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
     cfg.check_task_kinds()

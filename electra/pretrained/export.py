@@ -44,7 +44,7 @@ from electra.runtime.processes import is_main_process
 from electra.training.checkpoint import load_checkpoint
 
 __all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'save_model', 'with_model_length',
-           'export_holds', 'load_discriminator', 'model_fingerprint',
+           'export_holds', 'load_discriminator', 'model_fingerprint', 'model_source',
            'quiet_transformers', 'unpadded_copy', 'discriminator_state']
 
 EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
@@ -245,7 +245,15 @@ def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreT
     if disc.config.vocab_size < len(tokenizer):
         raise ConfigError(f"{source}: the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
                           f"{disc.config.vocab_size}: they do not belong together. Use the tokenizer saved with the model.")
+    disc.electra_source = model_source(source)  # what fine-tuning's rows record it as (`finetuning.sweep.run_sweep`)
     return disc.to(device), tokenizer
+
+
+def model_source(source: str | Path) -> str:
+    """Where a model was read from, as two names of it are compared: a path resolved (links followed), a hub name as it
+    is. `load_discriminator` keeps it on the model (`electra_source`), so that a sweep given the model of one path
+    and told (`model`) another is refused rather than recording one model's runs under the other's fingerprint."""
+    return str(Path(source).resolve()) if Path(source).exists() else str(source)
 
 
 def _hub_revision(name: str) -> str:

@@ -194,7 +194,11 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
             return remove_old_events(cfg)
         path = latest_checkpoint(cfg.output_dir, cfg.run_name, cfg.seed)
         # fewer steps than the run reached: refused before any line says where it starts or goes on
-        if path is not None: refuse_past(path, f'{cfg.run_name}_{cfg.seed}', recorded(path)['step'], cfg.steps)
+        if path is not None:
+            saved, run = recorded(path), f'{cfg.run_name}_{cfg.seed}'
+            refuse_past(path, run, saved['step'], cfg.steps)
+            # before the tokenizer is chosen: a run begun from weights goes on with theirs, kept in its checkpoint
+            if (line := cfg.resume_start(saved['init_from'], path, run)) and is_main_process(): print(line)
         if path is None: refuse_over_export(cfg)  # even with overwrite (the demo preset's): --resume asks to go on
         if path is None and is_main_process():
             print(f"resume: no checkpoint of {cfg.run_name}_{cfg.seed} in {cfg.output_dir}; starting at step 0.")

@@ -68,11 +68,12 @@ def _name_pattern(run_name: str, seed: int) -> re.Pattern:
 
 
 def recorded(path: Path) -> dict | None:
-    """`{'step', 'steps'}` a checkpoint records (read memory-mapped: not its tensors), None when it cannot be read;
+    """`{'step', 'steps', 'init_from'}` a checkpoint records (read memory-mapped: not its tensors), None when it cannot be read;
     the step orders a run's checkpoints, never the percent in a name."""
     try:
         ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
-        return {'step': int(ckpt['step']), 'steps': (ckpt.get('config') or {}).get('steps')}
+        saved = ckpt.get('config') or {}
+        return {'step': int(ckpt['step']), 'steps': saved.get('steps'), 'init_from': saved.get('init_from', '')}
     except Exception:
         return None
 
@@ -216,8 +217,12 @@ def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[st
         raise ConfigError(f"{path}: cannot resume: " + '; '.join(f"'{k}' was {a!r} in the checkpoint but is {b!r} now"
                                                                  for k, a, b in refused) + f'. {_fix(refused)}')
     if ckpt['tokenizer'] != tokenizer_state:
+        # the fix is how the run began (its tokenizer/ lies in the output folder, which no input may)
+        began = _saved_value(saved, 'tokenizer')
+        fix = (f"Give --tokenizer {began}, the one the run began with" if began else
+               "Drop --tokenizer: the run goes on with the tokenizer it trained at its start (its tokenizer/)")
         raise ConfigError(f"{path}: cannot resume: the tokenizer differs from the one this checkpoint was trained "
-                          f"with. Pass the run's own tokenizer (its run directory's tokenizer/) with --tokenizer.")
+                          f"with. {fix}.")
     said = [f'{k} was {_saved_value(saved, k)!r} in the checkpoint and is {cfg_dict.get(k)!r} now' for k in RESUME_SAID
             if _saved_value(saved, k) != cfg_dict.get(k)]
     if said and is_main_process():

@@ -350,6 +350,27 @@ def test_a_run_pretrained_again_is_fine_tuned_again(tmp_path):
     assert finetune_done(plan, plan.runs[1])
 
 
+def test_a_comparison_folder_moved_fine_tunes_nothing_again_but_rewrites_what_names_its_old_paths(tmp_path):
+    """A comparison folder moved (`mv`) and run again was all "done before; skipped": its groups' records, cards and
+    summaries named the old folder's paths. The fine-tuning of a group whose recorded model is not where that model
+    is now is launched again (finetune.py skips its finished runs by content and writes its card and summary with
+    the paths of now) and recorded there; then nothing is launched."""
+    cfg = comparison(tmp_path, seeds=[1])
+    run_comparison(cfg, launch=FakeJobs(), log=lambda s: None)
+    (tmp_path / 'out').rename(tmp_path / 'moved')
+    moved = comparison(tmp_path, seeds=[1], output_dir=str(tmp_path / 'moved'))
+    again = FakeJobs()
+    run_comparison(moved, launch=again, log=lambda s: None)
+    assert launched(again) == ['finetune.py:electra_1:', 'finetune.py:uniform_1:']
+    plan = make_plan(moved)
+    for run in plan.runs:
+        record = json.loads((plan.group_dir(run.final) / RECORD).read_text())
+        assert record['model'] == str(run.final.model) and str(tmp_path / 'moved') in record['model']
+    last = FakeJobs()
+    run_comparison(moved, launch=last, log=lambda s: None)
+    assert last.calls == []
+
+
 def test_a_finished_fine_tuning_whose_data_were_edited_since_is_launched_again(tmp_path):
     """The record of a finished fine-tuning keys it by its data's content, as finetune.py's rows are: the comparison
     skipped it on its arguments and the model alone, and reported the old scores of data edited since."""

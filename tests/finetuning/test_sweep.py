@@ -25,6 +25,7 @@ from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.metrics import dev_metric_names
+from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingStopped
 from tests.support.config import refused
 from tests.support.finetune import job
@@ -749,3 +750,58 @@ def test_labels_that_differ_only_in_case_are_said_once_in_a_job(tmp_path, glue_d
         sweep.write_test_predictions(cfg, results, tok, open_source(cfg.data), log=lambda s: None)
     said = [str(w.message) for w in got if 'differ only in case' in str(w.message)]
     assert len(said) == 1 and "the labels 'Entailment' (1 row) and 'entailment' (" in said[0]
+
+
+def test_a_group_folder_copied_or_renamed_reads_its_own_checkpoints(tmp_path, glue_dir, tiny):
+    """A group is a folder: its rows name their .pth relative to it, so a copy (`cp -a`) or a renamed folder is
+    resumed, predicted and exported from its own files; the original fine-tuned again since changes nothing of the
+    copy. A table written with absolute paths (earlier versions) is read the same way: each row's file by its name
+    in the folder that holds the table, where the sweep wrote it."""
+    model, tok = tiny
+    src, ckpt = open_source(str(glue_dir)), tmp_path / 'ckpt'
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=1, save_pretrained='none')
+    first = sweep.run_sweep(cfg, model, tok, src, log=lambda s: None).get('RTE', 0)
+    with open(ckpt / 't' / 'results.csv', newline='', encoding='utf-8') as f:
+        assert [r['checkpoint'] for r in csv.DictReader(f)] == ['RTE_0.pth']
+    shutil.copytree(ckpt / 't', ckpt / 'c')
+    own = hashlib.md5((ckpt / 'c' / 'RTE_0.pth').read_bytes()).hexdigest()
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], runs=1, epochs=2, save_pretrained='none'), model, tok, src,
+                    log=lambda s: None)  # the original's run fine-tuned again: other weights in t/RTE_0.pth
+    copy_cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=1, group='c', save_pretrained='none')
+    lines = []
+    results = sweep.run_sweep(copy_cfg, model, tok, src, log=lines.append)
+    assert lines[0] == 'RTE: all 1 runs finished before; skipped'
+    assert results.get('RTE', 0)['checkpoint'] == str(ckpt / 'c' / 'RTE_0.pth')
+    assert loading.read_run(results.get('RTE', 0))['dev'][TASKS['RTE'].score_metric] == pytest.approx(first['score'], abs=5e-5)
+    assert sweep.write_test_predictions(copy_cfg, results, tok, src, log=lambda s: None)
+    assert hashlib.md5((ckpt / 'c' / 'RTE_0.pth').read_bytes()).hexdigest() == own
+    table = ckpt / 'c' / 'results.csv'  # as an earlier version wrote it: the original's absolute path
+    table.write_text(table.read_text().replace(',RTE_0.pth,', f",{ckpt / 't' / 'RTE_0.pth'},"))
+    (ckpt / 'c').rename(ckpt / 'm')
+    renamed = job(tmp_path, glue_dir, tasks=['RTE'], runs=1, group='m', save_pretrained='none')
+    lines = []
+    results = sweep.run_sweep(renamed, model, tok, src, log=lines.append)
+    assert lines[0] == 'RTE: all 1 runs finished before; skipped'
+    assert results.get('RTE', 0)['checkpoint'] == str(ckpt / 'm' / 'RTE_0.pth')
+    assert sweep.write_test_predictions(renamed, results, tok, src, log=lambda s: None)
+
+
+def test_a_model_given_that_is_not_the_configs_model_is_refused_in_one_line(tmp_path, glue_dir, tiny_dir):
+    """run_sweep records each row under the fingerprint of `cfg.model`: a model object read from another model (B
+    given, A named) would store B's runs as A's, which finetune.py --model A then skips as finished. It is refused,
+    naming both, and the fix it prints (model set to B) records B's fingerprint."""
+    other = tmp_path / 'B'
+    model, tok = loading.load_pretrained(str(tiny_dir))
+    with torch.no_grad(): model.electra.embeddings.word_embeddings.weight.add_(0.01)
+    model.save_pretrained(other)
+    tok.save_pretrained(other)
+    src = open_source(str(glue_dir))
+    given, tok = loading.load_pretrained(str(other))
+    named = job(tmp_path, glue_dir, model=str(tiny_dir), tasks=['RTE'], runs=1, save_pretrained='none')
+    refused(lambda: sweep.run_sweep(named, given, tok, src, log=lambda s: None),
+            f"model: the model given to run_sweep was read from {other}, not from {tiny_dir} (the config's model)",
+            f"set model to {other}")
+    assert not (tmp_path / 'ckpt' / 't' / 'results.csv').exists()
+    fixed = job(tmp_path, glue_dir, model=str(other), tasks=['RTE'], runs=1, save_pretrained='none')
+    row = sweep.run_sweep(fixed, given, tok, src, log=lambda s: None).get('RTE', 0)
+    assert row['model_fingerprint'] == model_fingerprint(other) != model_fingerprint(tiny_dir)

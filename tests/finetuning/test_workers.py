@@ -58,9 +58,9 @@ def assert_same_runs(cfg, seq_cfg, seq: pd.DataFrame):
     got = table(cfg)
     assert len(got) == len(TASKS) * 2
     pd.testing.assert_frame_equal(got.drop(columns=VARYING), seq.drop(columns=VARYING))
-    for name in got['checkpoint']:  # the weights too, not only the rounded metrics
-        mine, theirs = torch.load(name, weights_only=False), torch.load(Path(seq_cfg.output_dir) / 't' / Path(name).name,
-                                                                       weights_only=False)
+    for name in got['checkpoint']:  # the weights too, not only the rounded metrics (named relative to the group)
+        mine = torch.load(Path(cfg.output_dir) / cfg.group / name, weights_only=False)
+        theirs = torch.load(Path(seq_cfg.output_dir) / 't' / name, weights_only=False)
         for k, v in theirs['model'].items(): assert torch.equal(mine['model'][k], v), (name, k)
 
 

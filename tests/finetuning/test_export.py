@@ -288,8 +288,8 @@ def own_tokenizer_swept(request, tmp_path_factory, glue_dir):
                                         max_position_embeddings=128)
     transformers.ElectraForPreTraining(config).save_pretrained(folder)
     _, ner, _ = write_demo_tasks(tmp / 'tasks', sizes={'train': 16, 'dev': 8, 'test': 4})
-    cfg = job(tmp, glue_dir, tasks=['SST-2', 'STS-B', str(ner)], epochs=1, batch_size=8, lr=1e-3, max_train_samples=16,
-              task_overrides={'STS-B': {'double_unordered': False}, 'ner': {'max_length': 64}})
+    cfg = job(tmp, glue_dir, model=str(folder), tasks=['SST-2', 'STS-B', str(ner)], epochs=1, batch_size=8, lr=1e-3,
+              max_train_samples=16, task_overrides={'STS-B': {'double_unordered': False}, 'ner': {'max_length': 64}})
     src = sweep.resolve_data(str(glue_dir), cfg.cache_dir)
     pretrained = loading.load_pretrained(str(folder))
     results = sweep.run_sweep(cfg, *pretrained, src, log=lambda s: None)

@@ -323,6 +323,7 @@ def main(path: str) -> None:
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # gone with the test process
     pythonpath = [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]
     base_path = [p for p in sys.path[1:] if p not in pythonpath and os.path.abspath(p) not in pythonpath]
+    del sys.path[0]  # this file's folder, tests/support: its modules (tokenizers.py) would hide the libraries'
     FOLDER, KEY = os.path.dirname(path), load_forked()._import_key(dict(os.environ))
     with open('/proc/self/comm', 'rb') as f: COMM = f.read().strip()
     preload()

@@ -93,7 +93,7 @@ class _Client:
 
 class _Server(_Client):
     """One fork server, started with an environment of one import key; gone with this process, its folder too. It
-    imports while this process goes on: `ready` waits for it."""
+    imports while this process goes on: `wait_ready` waits for it."""
 
     def __init__(self, env: dict[str, str]):
         self.folder = tempfile.mkdtemp(prefix='electra_fork_')
@@ -101,13 +101,17 @@ class _Server(_Client):
         with open(os.path.join(self.folder, 'server.log'), 'w') as log:  # what the server itself says, if anything
             self.proc = subprocess.Popen([sys.executable, str(SERVER), self.path], env=env, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=log, text=True)
-        self._ready: bool | None = None
+        self._ready = False
         atexit.register(self.close)
 
-    @property
-    def ready(self) -> bool:
-        if self._ready is None: self._ready = self.proc.stdout.readline().strip() == 'ready'
-        return self._ready
+    def wait_ready(self) -> None:
+        "Wait until it has imported; a server that could not start is an error of the tests' own, said with its log."
+        if self._ready: return
+        said = self.proc.stdout.readline().strip()
+        if said != 'ready':
+            with open(os.path.join(self.folder, 'server.log')) as log: tail = log.read()[-3000:]
+            raise RuntimeError(f'the fork server {SERVER} did not start ({said or "no word"}):\n{tail}')
+        self._ready = True
 
     def close(self):
         if self.proc.poll() is None: self.proc.kill()
@@ -124,8 +128,8 @@ def _server(env: dict[str, str]) -> '_Server | None':
         _asked[key] = _asked.get(key, 0) + 1
         if key not in _servers and _asked[key] < 2: return None
         if key not in _servers: _start(env, key)
-        server = _servers[key]
-        return server if server.ready else None
+        _servers[key].wait_ready()
+        return _servers[key]
 
 
 def _start(env: dict[str, str], key: frozenset) -> None:

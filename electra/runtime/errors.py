@@ -72,6 +72,15 @@ def stop_on_signals() -> None:
     if hasattr(os, 'register_at_fork'): os.register_at_fork(after_in_child=python_handlers)
 
 
+def ending() -> None:
+    """The job is ending (its error or stop being said, then its atexit functions): the stop signals are ignored from
+    here, as once a stop is under way. torchrun sends SIGTERM to a job's other processes when one fails, and one that
+    was ending with its own error raised it inside the hook or an atexit function, a traceback after its one line."""
+    if threading.current_thread() is not threading.main_thread(): return
+    for name in STOP_SIGNALS:
+        if hasattr(signal, name): signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+
 class TrainingDiverged(Exception):
     """The loss became NaN or infinite. A pretraining run stops, with no checkpoint written after it; a fine-tuning run
     stops with no score, the sweep's other runs go on, and the job ends with this error naming it."""
@@ -104,6 +113,7 @@ def friendly_errors() -> None:
         if os.environ.get('RANK', '0') == '0': print(f'warning: {message}', file=sys.stderr, flush=True)  # once a job
 
     def hook(tp, value, tb):
+        ending()
         if issubclass(tp, KeyboardInterrupt): value = TrainingStopped(f'interrupted by {stopped_by(value)}; nothing '
                                                                       'after the last checkpoint or finished run was kept.')
         elif disk_full(value): value = disk_full(value)

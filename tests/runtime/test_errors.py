@@ -13,6 +13,7 @@ import pytest
 from electra.config.errors import ConfigError
 from electra.runtime import errors
 from electra.runtime.processes import world
+from tests.support import forked
 from tests.support.distributed import ENV, REPO
 # a job's first lines, as the drivers start: the hook, then the first question a job asks of its environment
 JOB = 'from electra.runtime.errors import friendly_errors; friendly_errors(); from electra.runtime.processes import world; world()'
@@ -88,3 +89,29 @@ def test_a_notebook_kernel_keeps_its_own_handlers(monkeypatch):
     monkeypatch.setattr(errors, 'running_in_notebook', lambda: True)
     errors.stop_on_signals()
     assert {s: signal.getsignal(s) for s in before} == before
+
+
+ENDING = """
+import atexit, os, signal, sys, time
+from electra.config.errors import ConfigError
+from electra.runtime.errors import friendly_errors
+friendly_errors()
+def signalled():  # torchrun's SIGTERM to this process, once another process of the job has failed
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    time.sleep(0.2)
+if sys.argv[2] == 'atexit': atexit.register(signalled)
+else: sys.stderr = type('Slow', (), {'write': lambda self, s: (signalled(), sys.__stderr__.write(s))[1],
+                                     'flush': lambda self: sys.__stderr__.flush()})()
+raise ConfigError('batch_size: 5 cannot be split over 2 processes.')
+"""
+
+
+@pytest.mark.parametrize('when', ['atexit', 'while it is said'])
+@pytest.mark.parametrize('name', ['SIGTERM', 'SIGUSR1'])
+def test_a_stop_signal_while_a_job_ends_with_an_error_changes_nothing_of_its_end(name, when):
+    """A process of a torchrun job that failed gets torchrun's SIGTERM while it ends (its error line being written,
+    its atexit functions running): it ends as it was ending, one `error:` line and status 2. It printed the
+    StopSignal's traceback, raised inside the hook or an atexit function."""
+    res = forked.run([sys.executable, '-c', ENDING, name, when], cwd=REPO, env=ENV, capture_output=True, text=True,
+                     timeout=60)
+    assert (res.returncode, res.stdout, res.stderr) == (2, '', 'error: batch_size: 5 cannot be split over 2 processes.\n')

@@ -48,7 +48,7 @@ def stop_on_signals() -> None:
     at that moment (during pretraining's fit `StopOnInterrupt`'s: the step ends and is checkpointed), or is raised as
     a `StopSignal` where Ctrl-C's KeyboardInterrupt would be. Once a stop is under way the next stop signals are
     ignored (a scheduler repeating itself, a parent passing on what its process group got too): only Ctrl-C stops at
-    once. Not in a notebook, whose kernel has its handlers, nor off the main thread (Python's rule); a SIGINT that
+    once; so are those that come once the job's program has returned, while its atexit functions run. Not in a notebook, whose kernel has its handlers, nor off the main thread (Python's rule); a SIGINT that
     is ignored (a job started in the background by a script) stays ignored. A process forked from this one (a data
     build's, a DataLoader's) gets Python's own handlers back: its parent ends it."""
     if running_in_notebook() or threading.current_thread() is not threading.main_thread(): return
@@ -56,6 +56,8 @@ def stop_on_signals() -> None:
     pending = []  # the signal that started the stop under way, if any
 
     def handle(signum, frame):
+        # the main program has returned (Python marks its thread ended before the atexit functions): the work is done
+        if not threading.main_thread().is_alive() and signum != signal.SIGINT: return
         current = signal.getsignal(signal.SIGINT)
         if callable(current) and current not in (handle, signal.default_int_handler):  # StopOnInterrupt's, ...
             return current(signum, frame)

@@ -115,3 +115,14 @@ def test_a_stop_signal_while_a_job_ends_with_an_error_changes_nothing_of_its_end
     res = forked.run([sys.executable, '-c', ENDING, name, when], cwd=REPO, env=ENV, capture_output=True, text=True,
                      timeout=60)
     assert (res.returncode, res.stdout, res.stderr) == (2, '', 'error: batch_size: 5 cannot be split over 2 processes.\n')
+
+
+@pytest.mark.parametrize('name', ['SIGTERM', 'SIGHUP', 'SIGUSR2'])
+def test_a_stop_signal_in_the_atexit_functions_of_a_job_that_ended_well_changes_nothing_of_its_end(name):
+    """A job whose work is done gets a stop signal while its atexit functions run (a scheduler's SIGTERM at the end of
+    its time, torchrun's to the other processes): it ends as it was ending, status 0, nothing printed. It printed
+    `Exception ignored in atexit callback` and the StopSignal's traceback."""
+    ended_well = ENDING.replace("raise ConfigError('batch_size: 5 cannot be split over 2 processes.')", "print('done')")
+    res = forked.run([sys.executable, '-c', ended_well, name, 'atexit'], cwd=REPO, env=ENV, capture_output=True,
+                     text=True, timeout=60)
+    assert (res.returncode, res.stdout, res.stderr) == (0, 'done\n', '')

@@ -25,6 +25,22 @@ def test_presets(preset, lr, decay):
 
 
 @pytest.mark.usefixtures('one_thread')
+def test_the_preset_table_of_the_docs_is_what_each_preset_file_holds():
+    "docs/fidelity.md's fine-tuning hyperparameters per preset, cell by cell, equal what `--config NAME` reads."
+    table = (REPO / 'docs/fidelity.md').read_text().split('| preset | lr (`lr`) |', 1)[1].split('\n\n', 1)[0]
+    rows = [[c.strip() for c in line.split('|')[1:-1]] for line in table.splitlines()[2:]]
+    assert [r[0].split()[0] for r in rows] == ['`small`', '`base`', '`large`', '`demo`']
+    for name, lr, decay, batch, epochs, model in rows:
+        cfg = load_config(FinetuneConfig, ['--config', name.split()[0].strip('`')], preset_dir=REPO / 'configs/finetune')
+        long = sorted(t for t in TASKS if cfg.for_task(t).epochs != cfg.epochs)
+        assert (float(lr), float(decay), int(batch)) == (cfg.lr, cfg.layer_lr_decay, cfg.batch_size), name
+        assert epochs == f"{cfg.epochs}; {cfg.for_task(long[0]).epochs} for {' and '.join(long)}", name
+        assert model == (f"{cfg.model} (the released Small++)" if name.startswith('`small`') else cfg.model if
+                         name != '`demo`' else f"the demo pretraining's checkpoint, length {cfg.max_length}, "
+                                               f"{cfg.runs} runs"), name
+
+
+@pytest.mark.usefixtures('one_thread')
 def test_task_overrides_are_validated():
     with pytest.raises(ConfigError, match="task_overrides.RTE: 'epoch' cannot be set per task. Did you mean 'epochs'"):
         config_from_dict(FinetuneConfig, {'task_overrides': {'RTE': {'epoch': 3}}})

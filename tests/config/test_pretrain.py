@@ -1,6 +1,7 @@
 """electra/config/pretrain.py: PretrainConfig's checks and presets; its defaults are the official recipe."""
 import dataclasses
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,6 +66,33 @@ def test_presets_hold_paper_recipes():
     assert (base.lr, base.batch_size, base.max_length, base.steps, base.hidden_size) == (2e-4, 256, 512, 766_000, 768)
     assert (large.lr, large.batch_size, large.steps, large.mask_prob, large.num_hidden_layers) == (2e-4, 2048, 400_000, 0.25, 24)
     assert small.weight_decay == 0.01 and small.warmup_steps == 10_000 and small.disc_loss_weight == 50.0
+
+
+def _number(text: str) -> float:
+    "A number as docs/fidelity.md's table writes it: 1,000,000, 5e-4, 1/3."
+    top, _, bottom = text.replace(',', '').partition('/')
+    return float(top) / float(bottom) if bottom else float(top)
+
+
+def test_the_preset_table_of_the_docs_is_what_each_preset_file_holds():
+    """docs/fidelity.md's recipe of each preset, cell by cell, equals what `--config NAME` reads (the generator's
+    columns as `generator_config` derives them): the demo row kept an older recipe (400 steps at 5e-4, warm-up 100)
+    after its preset changed to 200 steps at 1e-3, warm-up 40."""
+    from electra.objective.model import generator_config
+    table = Path('docs/fidelity.md').read_text().split('| preset | hidden | layers |', 1)[1].split('\n\n', 1)[0]
+    rows = [line.split('|')[1:-1] for line in table.splitlines()[2:]]
+    assert [r[0].strip() for r in rows] == ['`small`', '`small++`', '`base`', '`large`', '`demo`']
+    for row in rows:
+        name, *cells = [c.strip() for c in row]
+        cfg = load_config(PretrainConfig, ['--config', name.strip('`')], preset_dir='configs/pretrain')
+        g = generator_config(cfg, 30522, 0)
+        size, gen = re.fullmatch(r'(\S+) \((\d+) / (\d+) / (\d+)\)', cells[5]).groups()[0], cells[5].split('(')[1]
+        held = [cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.intermediate_size,
+                cfg.embedding_size, cfg.generator_size, cfg.max_length, cfg.batch_size, cfg.steps, cfg.lr,
+                cfg.warmup_steps, cfg.mask_prob]
+        said = [_number(c) for c in cells[:5]] + [_number(size)] + [_number(c) for c in cells[6:]]
+        assert said == pytest.approx(held, rel=1e-6), name
+        assert gen == f'{g.hidden_size} / {g.num_attention_heads} / {g.intermediate_size})', name
 
 
 def test_config_keys_are_validated():

@@ -13,7 +13,7 @@ from electra.config.paths import Owned, check_apart, check_case_apart, local_pat
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
 from electra.config.values import config_from_dict, typed_keys, value_sources
 
-__all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID',
+__all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID', 'generator_shape',
            'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config', 'percent']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
@@ -327,6 +327,19 @@ class PretrainConfig:
         twice = next((f for i, f in enumerate(self.checkpoint_at) if f in self.checkpoint_at[:i]), None)
         need(twice is None, 'checkpoint_at', f'{twice} is listed twice; list each fraction once.')
 
+    def _check_generator_heads(self) -> None:
+        "The generator's derived hidden size divides by its derived heads (`generator_shape`), as attention needs."
+        hidden, heads = generator_shape(self.hidden_size, self.num_attention_heads, self.generator_size)
+        if hidden % heads == 0: return
+        near = sorted(h for h in range(max(1, hidden - 64), min(hidden + 64, self.hidden_size))
+                      if h % generator_shape(self.hidden_size, self.num_attention_heads, h / self.hidden_size)[1] == 0)
+        near = sorted(sorted(near, key=lambda h: abs(h - hidden))[:2])
+        sizes = ' or '.join(f'{_size_for(h, self.hidden_size)} (hidden {h})' for h in near)
+        need(False, 'generator_size', f"{self.generator_size:g} of hidden_size {self.hidden_size} makes a generator of "
+                                      f"hidden size {hidden} with {heads} heads (max(1, hidden // 64), the official "
+                                      f"get_generator_config), and {hidden} is not divisible by {heads}. Give "
+                                      f"generator_size {sizes}.")
+
     def _validate_objective(self) -> None:
         "The settings the objective's row (config/objectives.py) allows."
         row = OBJECTIVES[self.objective]
@@ -342,6 +355,7 @@ class PretrainConfig:
         need(self.tie_weights in row.tie_weights, 'tie_weights',
              f"'{self.tie_weights}': {row.tie_weights_why}: use {' or '.join(map(repr, row.tie_weights))}.")
         if row.init_from: need(not self.init_from, 'init_from', f'{row.init_from}.')
+        if row.generator in ('masked_lm', 'two_tower') and not self.uniform_generator: self._check_generator_heads()
         if self.two_stage > 0:
             need(row.two_stage and has_generator, 'two_stage',
                  'two-stage training trains a generator and then a discriminator: it needs the '
@@ -389,6 +403,21 @@ class PretrainConfig:
     def two_stage_switch(self) -> int:
         "The step after which two-stage training switches from the generator to the discriminator (0: joint training)."
         return round(self.two_stage * self.steps)
+
+
+def generator_shape(hidden_size: int, num_attention_heads: int, generator_size: float) -> tuple[int, int]:
+    """The generator's (hidden size, heads) for a discriminator of `hidden_size` and `num_attention_heads`: hidden
+    round(hidden_size x generator_size), heads max(1, hidden // 64) (google-research/electra run_pretraining.py
+    `get_generator_config`); a full-size generator keeps the discriminator's own (small++)."""
+    if generator_size == 1.0: return hidden_size, num_attention_heads
+    hidden = round(hidden_size * generator_size)
+    return hidden, max(1, hidden // 64)
+
+
+def _size_for(hidden: int, hidden_size: int) -> str:
+    "The shortest decimal generator_size whose generator has `hidden` (round(hidden_size x it) == hidden)."
+    return next(text for digits in range(1, 12) if round(hidden_size * float(text := f'{hidden / hidden_size:.{digits}g}'))
+                == hidden)
 
 
 def percent(fraction: float) -> str:

@@ -20,6 +20,7 @@ from transformers.utils import ModelOutput
 
 from electra.config.errors import ConfigError
 from electra.config.objectives import OBJECTIVES
+from electra.config.pretrain import generator_shape
 from electra.objective.masking import MaskingSettings, candidates_mask, positions_mask, write_at_positions
 from electra.objective.sampling import sample_tokens
 
@@ -105,8 +106,8 @@ def generator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) ->
     so scaling it gives the same)."""
     if cfg.generator_size == 1.0:  # a full-size generator keeps the discriminator's exact shape (small++)
         return discriminator_config(cfg, vocab_size, pad_token_id)
-    hidden = round(cfg.hidden_size * cfg.generator_size)
-    return _electra_config(cfg, vocab_size, pad_token_id, hidden, max(1, hidden // 64), 4 * hidden)
+    hidden, heads = generator_shape(cfg.hidden_size, cfg.num_attention_heads, cfg.generator_size)
+    return _electra_config(cfg, vocab_size, pad_token_id, hidden, heads, 4 * hidden)
 
 
 class MaskedLMHead(nn.Module):

@@ -10,6 +10,7 @@ import torch
 from electra.config.cli import load_config
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.pretrain import RESUME_CONTENT, RESUME_FREE, RESUME_SAID, RESUME_SAME, PretrainConfig
+from electra.config.values import config_from_dict
 from electra.data.corpus import BuildSettings
 from electra.objective.model import build_pretraining_model
 from electra.pretraining.step import PretrainingStep
@@ -93,6 +94,30 @@ def test_the_preset_table_of_the_docs_is_what_each_preset_file_holds():
         said = [_number(c) for c in cells[:5]] + [_number(size)] + [_number(c) for c in cells[6:]]
         assert said == pytest.approx(held, rel=1e-6), name
         assert gen == f'{g.hidden_size} / {g.num_attention_heads} / {g.intermediate_size})', name
+
+
+def test_a_generator_whose_derived_heads_do_not_divide_its_hidden_size_is_refused_with_sizes_that_do():
+    """generator_size 0.5 of hidden 262: the official `get_generator_config` gives hidden 131 and max(1, 131 // 64) = 2
+    heads, which transformers builds and the first step's matmul refused (130 x 131) after the data build. Refused in
+    one line naming the sizes; each generator_size it offers builds a generator whose forward runs."""
+    from transformers import ElectraForMaskedLM
+    from electra.objective.model import generator_config
+    shape = dict(hidden_size=262, num_attention_heads=2, generator_size=0.5, embedding_size=16, intermediate_size=64,
+                 num_hidden_layers=1, max_length=16, max_position_embeddings=16)
+    with pytest.raises(ConfigError, match=r"^generator_size: 0\.5 of hidden_size 262 makes a generator of hidden size "
+                                          r"131 with 2 heads .* 131 is not divisible by 2\. Give generator_size "
+                                          r"0\.496 \(hidden 130\) or 0\.504 \(hidden 132\)\.$") as e:
+        config_from_dict(PretrainConfig, shape)
+    for size, hidden in (('0.496', 130), ('0.504', 132)):
+        g = generator_config(config_from_dict(PretrainConfig, {**shape, 'generator_size': float(size)}), 50, 0)
+        assert (g.hidden_size, g.hidden_size % g.num_attention_heads) == (hidden, 0)
+        out = ElectraForMaskedLM(g)(torch.tensor([[1, 2, 3]])).logits
+        assert out.shape == (1, 3, 50)
+    with pytest.raises(ConfigError, match=r'^generator_size: 0\.3 of hidden_size 768 makes .* 230 with 3 heads'):
+        load_config(PretrainConfig, ['--config', 'base', '--generator_size', '0.3'], preset_dir='configs/pretrain')
+    # no generator network: nothing to refuse (BERT's MLM; the uniform generator)
+    assert config_from_dict(PretrainConfig, {**shape, 'objective': 'mlm', 'disc_loss_weight': 1.0}).generator_size == 0.5
+    assert config_from_dict(PretrainConfig, {**shape, 'uniform_generator': True}).uniform_generator
 
 
 def test_config_keys_are_validated():

@@ -128,7 +128,8 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
                                                  # training's switch too: the discriminator from the generator)
         logger,                                  # 70 after_batch: metrics.csv rows
         _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, trackers),  # 72, main process
-        ProgressBar(cfg.steps, logger, OBJECTIVES[cfg.objective]) if live else None,  # 75 after_batch: the live bar in a terminal or notebook
+        # 75 after_batch: the live bar in a terminal or notebook
+        ProgressBar(cfg.steps, logger, OBJECTIVES[cfg.objective]) if live else None,
         checkpointer,                            # 80 after_batch: the checkpoints of `checkpoint_at`
         StopOnInterrupt(checkpointer)]           # 85 after_batch: Ctrl-C ends the fit after this step, checkpointed
     learn.trackers = trackers  # ended by `train` when the fit fails or stops, else by the driver after the export

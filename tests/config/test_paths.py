@@ -297,7 +297,8 @@ def test_a_bare_shipped_name_is_the_preset_whatever_files_lie_in_the_folder(tmp_
     (tmp_path / 'bert').write_text('a b c\n', encoding='utf-8')           # not even YAML: the preset is meant
     with pytest.warns(RunWarning) as said:
         cfg = pretrain('--config', 'small,bert')
-    assert cfg.hidden_size == pretrain_preset('small')['hidden_size'] == 256 and cfg.objective == pretrain_preset('bert')['objective'] == 'mlm'
+    assert cfg.hidden_size == pretrain_preset('small')['hidden_size'] == 256
+    assert cfg.objective == pretrain_preset('bert')['objective'] == 'mlm'
     lines = [str(w.message) for w in said]
     assert len(lines) == 2 and all('\n' not in line for line in lines)
     for name, line in zip(('small', 'bert'), lines):

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 70fd49e8bbb33dc3435aab539240891613520e545ea60dddeda1746bf466405b
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 4fc9fef26e1295c4ece1ad32cc03ac1ff3a1a6097ab93e935b921da3810c0760
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -175,7 +175,7 @@ show(masked_frame(batch_ids, batch_types, masked, tokenizer, n=2), 'a batch befo
 # optimizer and the step start fresh, with the run's own warm-up.
 
 # %%
-from electra.objective.model import build_pretraining_model
+from electra.objective.model import build_pretraining_model, parameter_line
 
 torch.manual_seed(cfg.seed)
 model = build_pretraining_model(cfg, MaskingSettings.from_config(cfg, tokenizer),  # the tokenizer's size and ids
@@ -184,9 +184,7 @@ if init:
     from electra.pretraining.init_from import init_model_
     init_model_(model, init)
     print_main(f'weights from {init.source}')
-n_disc = sum(p.numel() for p in model.discriminator.parameters())
-n_all = sum(p.numel() for p in model.parameters())
-print(f'discriminator {n_disc / 1e6:.2f}M parameters, generator + discriminator {n_all / 1e6:.2f}M')
+print(parameter_line(model))  # its parts as the objective's row names them (BERT: one network and its MLM head)
 
 # %% [markdown]
 # ## The Learner
@@ -238,8 +236,13 @@ end_trackers(learn, cfg, exported)  # with tracking_artifacts: the export sent t
 # %%
 from electra.tools.walkthrough import detection_view, generator_samples, replaced_token_detection
 
-rtd = replaced_token_detection(model, batch_ids[:2], batch_types[:2], tokenizer, cfg, seed=cfg.seed)
-show(generator_samples(rtd, tokenizer, n=1), "the generator's samples at the masked positions")
+replaces = model.objective.reported.replacements  # an objective without a generator (BERT) replaces nothing
+if replaces:
+    rtd = replaced_token_detection(model, batch_ids[:2], batch_types[:2], tokenizer, cfg, seed=cfg.seed)
+    show(generator_samples(rtd, tokenizer, n=1), "the generator's samples at the masked positions")
+else:
+    print(f'objective {cfg.objective}: no generator and no replaced tokens to show; its lines above are the loss and '
+          'the accuracy of its MLM at the masked positions')
 
 # %% [markdown]
 # The discriminator's verdict on every token of that example. In a notebook each token is shaded red by its probability
@@ -254,10 +257,11 @@ show(generator_samples(rtd, tokenizer, n=1), "the generator's samples at the mas
 # are what make ELECTRA's task hard, and what a longer run on real text learns to detect.
 
 # %%
-verdict = detection_view(rtd, tokenizer, example=0)
-show(verdict)
-rows = verdict.frame()
-show(rows[rows['replaced'] | rows['flagged']], 'p(replaced) of the replaced and the flagged tokens')
+if replaces:
+    verdict = detection_view(rtd, tokenizer, example=0)
+    show(verdict)
+    rows = verdict.frame()
+    show(rows[rows['replaced'] | rows['flagged']], 'p(replaced) of the replaced and the flagged tokens')
 
 # %% [markdown]
 # ## Loss curves

@@ -3,6 +3,7 @@ to bottom on the demo config cut small (nbclient, a fresh kernel, a time bound),
 flags. The export check itself (`electra.tools.notebooks`) is tested in tests/tools/test_notebooks.py."""
 from __future__ import annotations
 
+import csv
 import html
 import importlib
 import importlib.util
@@ -76,6 +77,25 @@ def test_pretrain_script_path(pretrained):
     assert "the generator's samples" in out and 'p(replaced)' in out            # samples and the verdict per token
     assert f'loss curves: {run_dir / "losses.png"}' in out and (run_dir / 'losses.png').is_file()
     assert (run_dir / 'discriminator' / 'config.json').is_file() and Path(pretrained['checkpoint']).is_file()
+
+
+def test_a_bert_run_of_the_script_prints_its_mlm_and_no_generator(tmp_path, pretrained):
+    """pretrain.py with the README's BERT row (`--config demo,bert`, objective mlm: no generator): its lines, parsed,
+    name the network and its MLM head, the MLM loss and accuracy, and no generator, nan, replaced P/R or tables of
+    samples and verdicts (R9-6); the numbers are metrics.csv's."""
+    from tests.support.notebook_runs import run_in_process
+    out = run_in_process('pretrain.py', '--config', 'demo,bert', '--run_name', 'bert', '--steps', '2', '--log_every',
+                         '2', '--batch_size', '4', '--warmup_steps', '1', '--eval_examples', '8', '--device', 'cpu',
+                         '--output_dir', tmp_path, '--cache_dir', pretrained['cache_dir'])
+    assert re.search(r'^the network \d\.\d\dM parameters, the network \+ its MLM head \d\.\d\dM$', out, re.M), out
+    line = re.search(r'^step 2: loss (\S+) \(mlm (\S+)\) mlm_acc (\S+) lr \S+ \S+ steps/s$', out, re.M)
+    row = next(csv.DictReader((tmp_path / 'bert_11081' / 'metrics.csv').open()))
+    assert line and [float(v) for v in line.groups()] == [round(float(row[k]), 4) for k in ('loss', 'disc_loss',
+                                                                                           'disc_accuracy')], out
+    assert re.search(r'^step 2 held-out: mlm acc \S+; loss mlm \S+$', out, re.M), out
+    for absent in ('generator', 'gen ', 'gen_acc', 'nan', 'P/R', 'p(replaced)', 'Empty DataFrame'):
+        assert absent not in out.replace('no generator and no replaced tokens', ''), absent
+    assert 'objective mlm: no generator and no replaced tokens to show' in out
 
 
 def test_pretrain_notebook_executes(tmp_path, pretrained):

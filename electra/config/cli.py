@@ -8,10 +8,11 @@ import dataclasses
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from electra.config.errors import ConfigError, did_you_mean
+from electra.config.errors import ConfigError, RunWarning, did_you_mean
 from electra.config.paths import expand_path
 from electra.config.text_files import read_text
 from electra.config.values import checked_config, key_types, typed_values
@@ -43,20 +44,36 @@ def project_dir(preset_dir: str | Path) -> Path:
     return (package if (package / path).is_dir() else package.parent) / path
 
 
+def _written_as_path(name: str) -> bool:
+    "Whether `name` is written as a path: a folder in it, `.` or `~` or `$` at its start, or a YAML file's ending."
+    return ('/' in name or os.sep in name or name.startswith(('.', '~', '$'))
+            or Path(name).suffix.lower() in ('.yaml', '.yml'))
+
+
 def resolve_preset(name: str, preset_dir: Path) -> Path:
-    """A preset name (`small`) in `preset_dir`, or a path to a YAML file: a file whatever its name ends with, a folder
-    never (whatever its name ends with), unless a preset has its name (`electra` is a preset and the package)."""
+    """The file `--config` names by `name`, by how it is written, never by what lies in the current folder: a bare name
+    of a shipped preset (`small`, as the README spells it) is that preset, a file of that name here said in a warning
+    (`./small` reads it); a value written as a path (`./bert`, `~/x`, `mine.yaml`) is that file, or an error naming it;
+    another bare name is a file here if there is one (`mine`, YAML without an extension), else an unknown preset. A
+    folder is never a preset file."""
+    shipped = preset_dir / f'{name}.yaml'
+    if not _written_as_path(name) and shipped.is_file():
+        if Path(name).is_file():  # warned, not refused: the README's commands run whatever else lies in the folder
+            warnings.warn(f"--config: '{name}' is the shipped preset {shipped}, which is read; a file {name} is also "
+                          f"in this folder ({Path(name).resolve()}), not read: give --config ./{name} to read that "
+                          "file instead.", RunWarning, stacklevel=3)
+        return shipped
     path = Path(expand_path(name, '--config'))
     if path.is_file(): return path
-    if path.is_dir() and not (preset_dir / f'{name}.yaml').is_file():
+    if path.is_dir():
         raise ConfigError(f"--config: '{name}' is a folder, not a YAML file: give a preset file in it, or a preset name.")
-    if path.suffix in ('.yaml', '.yml'): raise ConfigError(f"--config: no such file '{name}'.")
-    path = preset_dir / f'{name}.yaml'
-    if not path.is_file():
-        names = sorted(p.stem for p in preset_dir.glob('*.yaml'))
-        raise ConfigError(f"--config: unknown preset '{name}'.{did_you_mean(name, names)} "
-                          f"Choose one of {', '.join(names)} or give a path to a YAML file.")
-    return path
+    if _written_as_path(name):
+        yaml_there = [f'{name}{ext}' for ext in ('.yaml', '.yml') if Path(f'{path}{ext}').is_file()]
+        beside = f" ({yaml_there[0]} is there: give that)" if yaml_there else ''
+        raise ConfigError(f"--config: no such file '{name}'{beside}.")
+    names = sorted(p.stem for p in preset_dir.glob('*.yaml'))
+    raise ConfigError(f"--config: unknown preset '{name}'.{did_you_mean(name, names)} "
+                      f"Choose one of {', '.join(names)} or give a path to a YAML file.")
 
 
 def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool = False) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ['Objective', 'OBJECTIVES', 'TIE_WEIGHTS', 'GENERATOR_KINDS', 'HEADS', 'names_where']
+__all__ = ['Objective', 'Reported', 'OBJECTIVES', 'TIE_WEIGHTS', 'GENERATOR_KINDS', 'HEADS', 'names_where']
 
 TIE_WEIGHTS = ('none', 'embeddings', 'all', 'gdes')  # what the generator and the discriminator may share
 # 'masked_lm': a transformers ElectraForMaskedLM trained beside the discriminator, read at the masked positions;
@@ -25,6 +25,28 @@ GENERATOR_KINDS = ('masked_lm', 'two_tower', 'frozen', 'none')
 # (1 - D) softmax(x), D the RTD head's sigmoid. Each head's loss and FLOPs: objective/loss.py DISC_LOSSES,
 # objective/flops.py HEAD_FLOPS.
 HEADS = {'rtd': False, 'mlm': True, 'copy': True}
+
+
+# the loss curves' panels of a run with a generator: its loss, the discriminator's, the accuracies with P/R and AUC
+_CURVES = (('generator MLM loss', ('gen_loss',)), ('discriminator BCE loss', ('disc_loss',)),
+           ('accuracies; precision / recall of "replaced"',
+            ('gen_accuracy', 'disc_accuracy', 'replaced_precision', 'replaced_recall', 'disc_auc', 'uniform_auc')))
+
+
+@dataclass(frozen=True)
+class Reported:
+    """What a run of an objective names in its lines and log (pretrain.py, the metrics and held-out lines, the progress
+    bar), read off its row: the two parts of its parameter count (the main network, the whole model), its losses and
+    accuracies beside the total (the name printed, the metrics column it reads), the held-out line's name of the main
+    accuracy where no "always original" baseline stands beside it, whether it has replacements to measure and show
+    (replaced P/R, the generator's samples, the discriminator's verdicts on them), and the panels of its loss curves
+    (each a title and the metrics columns drawn in it)."""
+    parameters: tuple[str, str]
+    losses: tuple[tuple[str, str], ...]
+    accuracies: tuple[tuple[str, str], ...]
+    held_out_accuracy: str
+    replacements: bool
+    curves: tuple[tuple[str, tuple[str, ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -70,6 +92,21 @@ class Objective:
     def mlm(self) -> bool:
         "The discriminator predicts tokens (an MLM head) rather than only whether they were replaced."
         return HEADS[self.head]
+
+    @property
+    def reported(self) -> Reported:
+        """How its run's lines name what it has. With samples, a generator (or the uniform one) and a discriminator;
+        without, one network trained by its head alone (BERT: the body and its MLM head), whose loss and accuracy at
+        the masked positions are the discriminator's columns of metrics.csv, and nothing replaced to measure."""
+        if self.samples:
+            return Reported(('discriminator', 'generator + discriminator'), (('gen', 'gen_loss'), ('disc', 'disc_loss')),
+                            (('gen_acc', 'gen_accuracy'), ('disc_acc', 'disc_accuracy')), 'main acc', True,
+                            _CURVES)
+        head = self.head  # 'mlm': the name its loss and accuracy are printed under
+        return Reported(('the network', f'the network + its {head.upper()} head'), ((head, 'disc_loss'),),
+                        ((f'{head}_acc', 'disc_accuracy'),), f'{head} acc', False,
+                        ((f'{head.upper()} loss', ('disc_loss',)),
+                         (f'{head.upper()} accuracy at the masked positions', ('disc_accuracy',))))
 
     @property
     def exports_generator(self) -> bool:

@@ -38,7 +38,7 @@ from electra.config.paths import Owned, check_apart, local_paths
 from electra.config.text_files import load_json
 from electra.config.version import __version__
 from electra.convert.card import write_conversion_card
-from electra.convert.tf_checkpoint import STRING, TFCheckpoint
+from electra.convert.tf_checkpoint import STRING, TFCheckpoint, resolve_prefix
 from electra.data.tokenizer import CaseSetting, load_tokenizer, save_exported_tokenizer, vocab_entries
 from electra.pretrained.export import save_model
 from electra.pretraining.init_from import load_init, save_init_checkpoint
@@ -441,12 +441,14 @@ def verify_conversion(paths: dict[str, Path], plans: dict[str, list], ckpt: TFCh
 OUTPUTS = ('discriminator', 'generator', 'conversion.json', 'pretraining.pth')  # what a conversion writes: 2 folders, 2 files
 
 
-def _check_apart(src, out: Path, hparams, vocab) -> None:
-    """--out outside the checkpoint's folder and the other inputs, and no input among the outputs a conversion replaces,
-    as every job keeps them apart (`check_apart`), before the checkpoint is read."""
-    src = Path(src)
-    reads = [*local_paths('src', [src if src.is_dir() else src.parent]), *local_paths('--hparams', [hparams]),
-             *local_paths('--vocab', [vocab])]
+def _check_apart(src, prefix: Path, out: Path, hparams, vocab) -> None:
+    """--out outside the checkpoint's folder (that of `prefix`, the checkpoint found at `src`) and the other inputs, and
+    no input among the outputs a conversion replaces, as every job keeps them apart (`check_apart`), before the
+    checkpoint is read."""
+    folder = Path(src) if Path(src).is_dir() else prefix.parent  # as given, so that the line names it as written
+    # a `checkpoint` file may name a prefix elsewhere: its folder is read too
+    folders = [folder, *([prefix.parent] if prefix.parent.resolve() != folder.resolve() else [])]
+    reads = [*local_paths('src', folders), *local_paths('--hparams', [hparams]), *local_paths('--vocab', [vocab])]
     owns = [*(Owned('out', out / n, '') for n in OUTPUTS[:2]), *(Owned('out', out, '', n) for n in OUTPUTS[2:])]
     check_apart([('out', out)], owns, reads)
 
@@ -498,9 +500,12 @@ def convert_tf_checkpoint(src: str | Path, out: str | Path, hparams: str | Path 
     `verify`: check every tensor's CRC-32C. With a generator, also `out/pretraining.pth`, the pair as a checkpoint
     `pretrain.py --init_from` starts from (as it does from `out` itself). An `hparams.json` beside the checkpoint is
     read when `hparams` is not given. Returns the paths by role ('discriminator', 'generator', 'pretraining')."""
-    out = writable_dir(out, 'out', create=False)  # before the checkpoint is read and verified, not after
-    _check_apart(src, out, hparams, vocab)
-    ckpt = TFCheckpoint(src, verify=verify)
+    # what is read is found first, so that a missing checkpoint is named, never an --out beside where it would be;
+    # then --out is weighed against it, before the checkpoint is read and verified
+    prefix = resolve_prefix(src)
+    out = writable_dir(out, 'out', create=False)
+    _check_apart(src, prefix, out, hparams, vocab)
+    ckpt = TFCheckpoint(prefix, verify=verify)
     beside = ckpt.prefix.parent / 'hparams.json'  # where a run's hparams are usually kept with its checkpoint
     if hparams is None and beside.is_file(): hparams = beside
     hp = read_hparams(hparams) if hparams is not None else None

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'ElectraGeneratorDiscriminator',
            'MaskedLMHead', 'DisentangledEmbedding', 'official_init_', 'build_pretraining_model',
            'TwoTowerClozeGenerator', 'electric_logits', 'FROZEN_GENERATORS', 'mlm_head',
-           'ElectraGeneratorDiscriminatorOutput', 'fp32']
+           'ElectraGeneratorDiscriminatorOutput', 'fp32', 'parameter_line']
 
 
 @dataclass
@@ -464,3 +464,11 @@ def _built(cfg: PretrainConfig, masking: MaskingSettings, generator, rows: int) 
         nn.init.zeros_(model.mlm_head.projection.bias)
     return model
 
+
+def parameter_line(model: ElectraGeneratorDiscriminator) -> str:
+    """The model's size in millions of parameters, its parts named as its objective's row says (`reported`): the
+    discriminator and generator + discriminator, or one network and the network with its MLM head (BERT)."""
+    main, whole = model.objective.reported.parameters
+    n_main = sum(p.numel() for p in model.discriminator.parameters())
+    n_all = sum(p.numel() for p in model.parameters())  # a tied weight once
+    return f'{main} {n_main / 1e6:.2f}M parameters, {whole} {n_all / 1e6:.2f}M'

@@ -20,6 +20,7 @@ from fastai.callback.core import Callback, CancelFitException
 from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 
 from electra.config.errors import ConfigError
+from electra.config.objectives import Objective
 from electra.pretraining.step import STEP_SUMS, PretrainingStep
 from electra.runtime.errors import TrainingDiverged, stopped_by
 from electra.runtime.files import atomic_save, path_inside, release_run_dir
@@ -191,7 +192,8 @@ class ProgressBar(Callback):
     "A live progress bar over the run's steps; its comment shows the last logged metrics (no per-step device read)."
     order, run_valid = 75, False
 
-    def __init__(self, total_steps: int, logger: MetricsLogger): self.total_steps, self.logger = total_steps, logger
+    def __init__(self, total_steps: int, logger: MetricsLogger, objective: Objective):
+        self.total_steps, self.logger, self.objective = total_steps, logger, objective
 
     def before_train(self):
         # A resumed run's bar counts the steps still to run (its time estimate needs steps timed in this process);
@@ -203,8 +205,8 @@ class ProgressBar(Callback):
     def after_batch(self):
         row = self.logger.last_row
         if row is not None and row['step'] == self.train_iter:
-            self.pbar.comment = (f"step {self.train_iter} loss {row['loss']:.3f} gen_acc {row['gen_accuracy']:.3f} "
-                                 f"disc_acc {row['disc_accuracy']:.3f} lr {row['lr']:.2e}")
+            accuracies = ' '.join(f"{name} {row[key]:.3f}" for name, key in self.objective.reported.accuracies)
+            self.pbar.comment = f"step {self.train_iter} loss {row['loss']:.3f} {accuracies} lr {row['lr']:.2e}"
         self.pbar.update(self.train_iter - self.start)
 
     def after_train(self):

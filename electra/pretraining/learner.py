@@ -14,6 +14,7 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.learner import Learner, Recorder
 
 from electra.config.errors import ConfigError
+from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import PretrainConfig
 from electra.config.values import BOOL_WORDS, config_from_dict, config_to_dict, value_sources
 from electra.config.version import __version__
@@ -97,7 +98,7 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
     dls = DeviceDataLoaders(DevicePrefetcher(train_dl, device), [], device=device, n_inp=2)
     live = is_main_process() and (sys.stdout.isatty() or running_in_notebook())
     trackers = _trackers(cfg, run_dir, resume)
-    sinks = ([] if live else [print_sink]) + [prefixed_sink(trackers, 'train/')]
+    sinks = ([] if live else [print_sink(OBJECTIVES[cfg.objective])]) + [prefixed_sink(trackers, 'train/')]
     extra = extra_state or dict
     masking = MaskingSettings.from_config(cfg, tokenizer)
     learn = Learner(dls, model, loss_func=ElectraLoss(cfg.gen_loss_weight, cfg.disc_loss_weight, cfg.objective),
@@ -127,7 +128,8 @@ def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminato
                                                  # training's switch too: the discriminator from the generator)
         logger,                                  # 70 after_batch: metrics.csv rows
         _held_out_evaluation(cfg, tokenizer, held_out, masking, run_dir, precision, trackers),  # 72, main process
-        ProgressBar(cfg.steps, logger) if live else None,  # 75 after_batch: the live bar in a terminal or notebook
+        # 75 after_batch: the live bar in a terminal or notebook
+        ProgressBar(cfg.steps, logger, OBJECTIVES[cfg.objective]) if live else None,
         checkpointer,                            # 80 after_batch: the checkpoints of `checkpoint_at`
         StopOnInterrupt(checkpointer)]           # 85 after_batch: Ctrl-C ends the fit after this step, checkpointed
     learn.trackers = trackers  # ended by `train` when the fit fails or stops, else by the driver after the export
@@ -163,7 +165,7 @@ def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: Mask
     "The held-out evaluation of a run with `held_out` examples, logging beside the training metrics."
     if held_out is None or not len(held_out) or not is_main_process(): return None
     # printed in a terminal and a notebook too: the bar's comment shows the training metrics only
-    eval_sinks = [print_eval_sink, prefixed_sink(trackers, 'eval/')]
+    eval_sinks = [print_eval_sink(OBJECTIVES[cfg.objective]), prefixed_sink(trackers, 'eval/')]
     return HeldOutEvaluation(eval_batches(held_out, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id),
                              cfg.log_every, cfg.steps, run_dir / 'eval_metrics.csv', masking, cfg.seed, precision,
                              eval_sinks, at_start=bool(cfg.init_from))

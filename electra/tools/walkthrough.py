@@ -10,6 +10,7 @@ mode (train/eval) and with the sampling generator it had.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from electra.config.objectives import OBJECTIVES, Objective
+from electra.config.pretrain import PretrainConfig
+from electra.config.yaml_reader import load_yaml
 from electra.data.batches import pad_examples
 from electra.finetuning.results import METRIC_COLUMNS
 from electra.objective.masking import MaskingSettings
@@ -138,27 +142,32 @@ def detection_view(rtd: ReplacedTokenDetection, tokenizer, example: int = 0, thr
 
 # -- training curves
 
-_CURVES = (('generator MLM loss', ('gen_loss',)), ('discriminator BCE loss', ('disc_loss',)),
-           ('accuracies; precision / recall of "replaced"',
-            ('gen_accuracy', 'disc_accuracy', 'replaced_precision', 'replaced_recall', 'disc_auc', 'uniform_auc')))
-
-
 def _read_csv(path: Path) -> pd.DataFrame:
     with open(path, newline='') as f: rows = list(csv.DictReader(f))
     return pd.DataFrame(rows).apply(pd.to_numeric, errors='coerce')
 
 
-def plot_losses(metrics_csv: str | Path, path: str | Path | None = None):
-    """The pretraining curves of a run's `metrics.csv` against the step: generator and discriminator loss, and the
-    accuracies with the discriminator's precision and recall on replaced tokens. The held-out metrics of an
+def _run_objective(metrics_csv: Path) -> Objective:
+    "The objective of the run whose `metrics_csv` this is, as its config.yaml records it; the config's default without."
+    saved = metrics_csv.parent / 'config.yaml'
+    values = load_yaml(saved.read_text(encoding='utf-8'), str(saved), {}) if saved.is_file() else {}
+    default = next(f.default for f in dataclasses.fields(PretrainConfig) if f.name == 'objective')
+    return OBJECTIVES[(values or {}).get('objective', default)]
+
+
+def plot_losses(metrics_csv: str | Path, path: str | Path | None = None, objective: Objective | None = None):
+    """The pretraining curves of a run's `metrics.csv` against the step, in the panels its `objective`'s row names
+    (`reported.curves`; when not given, the objective its config.yaml beside it records): generator and discriminator loss, and the accuracies with the
+    discriminator's precision and recall on replaced tokens; BERT's MLM loss and accuracy. The held-out metrics of an
     `eval_metrics.csv` beside it, when there is one, are drawn dashed. Saved to `path` when given."""
     from matplotlib.figure import Figure
     metrics_csv = Path(metrics_csv)
     curves = [('training', _read_csv(metrics_csv), '-')]
     if (metrics_csv.parent / 'eval_metrics.csv').is_file():
         curves.append(('held-out', _read_csv(metrics_csv.parent / 'eval_metrics.csv'), '--'))
-    fig = Figure(figsize=(14, 3.6))
-    for ax, (title, cols) in zip(fig.subplots(1, 3), _CURVES):
+    panels = (objective or _run_objective(metrics_csv)).reported.curves
+    fig = Figure(figsize=(14 * len(panels) / 3, 3.6))
+    for ax, (title, cols) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
         for i, c in enumerate(cols):
             for name, df, style in curves:
                 if c not in df: continue

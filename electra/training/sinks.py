@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from electra.config.objectives import Objective
 
-__all__ = ['CsvLog', 'prefixed_sink', 'print_sink', 'eval_line', 'print_eval_sink']
+
+__all__ = ['CsvLog', 'prefixed_sink', 'metrics_line', 'print_sink', 'eval_line', 'print_eval_sink']
 
 
 class CsvLog:
@@ -35,18 +37,28 @@ class CsvLog:
             w.writerows(rows)
 
 
-def print_sink(row: dict) -> None:
+def metrics_line(row: dict, objective: Objective) -> str:
+    """One logging interval's line, naming what the run has as its objective's row says (`Objective.reported`): the
+    total loss and each loss beside it, the accuracies, replaced P/R where it replaces tokens, the rate, the speed."""
+    said = objective.reported
+    losses = ', '.join(f"{name} {row[key]:.4f}" for name, key in said.losses)
+    accuracies = ' '.join(f"{name} {row[key]:.4f}" for name, key in said.accuracies)
+    detection = (f" replaced P/R {row['replaced_precision']:.3f}/{row['replaced_recall']:.3f}"
+                 if said.replacements else '')
+    skipped = f" ({row['skipped_steps']} fp16 overflow steps skipped)" if row.get('skipped_steps') else ''
+    return (f"step {row['step']}: loss {row['loss']:.4f} ({losses}) {accuracies}{detection} lr {row['lr']:.3g} "
+            f"{row['steps_per_s']:.1f} steps/s{skipped}")
+
+
+def print_sink(objective: Objective) -> Callable[[dict], None]:
     "A metrics sink printing one line per logging interval (for logs, where a live bar would print every step)."
-    print(f"step {row['step']}: loss {row['loss']:.4f} (gen {row['gen_loss']:.4f}, disc {row['disc_loss']:.4f}) "
-          f"gen_acc {row['gen_accuracy']:.4f} disc_acc {row['disc_accuracy']:.4f} "
-          f"replaced P/R {row['replaced_precision']:.3f}/{row['replaced_recall']:.3f} lr {row['lr']:.3g} "
-          f"{row['steps_per_s']:.1f} steps/s" + (f" ({row['skipped_steps']} fp16 overflow steps skipped)"
-                                                 if row.get('skipped_steps') else ''), flush=True)
+    return lambda row: print(metrics_line(row, objective), flush=True)
 
 
-def eval_line(row: dict) -> str:
+def eval_line(row: dict, objective: Objective) -> str:
     """One held-out evaluation, each number beside what a model that learnt nothing scores (chance, always the most
-    frequent token, always "original"); what the model has not (a generator, a discriminator) is left out."""
+    frequent token, always "original"); what the model has not (a generator, a discriminator) is left out, and its
+    losses are named as its objective's row says."""
     parts = []
     if not math.isnan(row['disc_auc']):
         parts.append(f"AUC {row['disc_auc']:.3f} (chance 0.5), {row['uniform_auc']:.3f} on random replacements")
@@ -55,16 +67,19 @@ def eval_line(row: dict) -> str:
     if not math.isnan(row['disc_accuracy_baseline']):
         parts.append(f"disc acc {row['disc_accuracy']:.3f} (always \"original\" {row['disc_accuracy_baseline']:.3f}; "
                      f"{row['replaced_fraction']:.1%} replaced)")
-    else: parts.append(f"main acc {row['disc_accuracy']:.3f}")
-    return f"step {row['step']} held-out: {'; '.join(parts)}; loss gen {row['gen_loss']:.3f} disc {row['disc_loss']:.3f}"
+    else: parts.append(f"{objective.reported.held_out_accuracy} {row['disc_accuracy']:.3f}")
+    losses = ' '.join(f"{name} {row[key]:.3f}" for name, key in objective.reported.losses)
+    return f"step {row['step']} held-out: {'; '.join(parts)}; loss {losses}"
 
 
-def print_eval_sink(row: dict) -> None:
-    """One line per evaluation. In a terminal it goes above the live progress bar: it overwrites the bar's line,
-    which the bar draws again below it at its next update."""
-    line = eval_line(row)
-    if sys.stdout.isatty(): line = '\r' + line.ljust(shutil.get_terminal_size().columns - 1)
-    print(line, flush=True)
+def print_eval_sink(objective: Objective) -> Callable[[dict], None]:
+    """A sink printing one line per evaluation. In a terminal it goes above the live progress bar: it overwrites the
+    bar's line, which the bar draws again below it at its next update."""
+    def sink(row: dict) -> None:
+        line = eval_line(row, objective)
+        if sys.stdout.isatty(): line = '\r' + line.ljust(shutil.get_terminal_size().columns - 1)
+        print(line, flush=True)
+    return sink
 
 
 def prefixed_sink(sink: Callable[[dict], None], prefix: str) -> Callable[[dict], None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,80 @@ def test_a_variable_with_a_default_is_what_bash_makes_of_it_on_every_surface(hom
 def test_a_shell_expansion_this_reader_does_not_do_is_refused_with_a_fix_bash_takes(home, written):
     message = refused(lambda: pretrain('--output_dir', written), "command line: key 'output_dir'", repr(written))
     assert 'export' not in message and '${X:-default}' in message
+
+
+# -- a shipped preset's name and a file's path told apart by how they are written, not by what lies in the folder
+
+def test_a_bare_shipped_name_is_the_preset_whatever_files_lie_in_the_folder(tmp_path, monkeypatch):
+    """`small` and `bert` mean configs/pretrain/small.yaml and bert.yaml as every README command spells them: a file
+    `./small` or `./bert` here is said in one warning line naming both and `./NAME` for the file, and never read."""
+    from electra.config.errors import RunWarning
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'small').write_text('hidden_size: 64\n', encoding='utf-8')
+    (tmp_path / 'bert').write_text('a b c\n', encoding='utf-8')           # not even YAML: the preset is meant
+    with pytest.warns(RunWarning) as said:
+        cfg = pretrain('--config', 'small,bert')
+    assert cfg.hidden_size == pretrain_preset('small')['hidden_size'] == 256
+    assert cfg.objective == pretrain_preset('bert')['objective'] == 'mlm'
+    lines = [str(w.message) for w in said]
+    assert len(lines) == 2 and all('\n' not in line for line in lines)
+    for name, line in zip(('small', 'bert'), lines):
+        assert f"the shipped preset {PRESETS / f'{name}.yaml'}" in line and str(tmp_path / name) in line
+        assert f'--config ./{name}' in line                                  # how to read the file instead
+    assert pretrain('--config', './small').hidden_size == 64                 # written as a path: the file
+    refused(lambda: pretrain('--config', 'demo,./bert'), 'bert', 'a mapping')
+
+
+def test_a_value_written_as_a_path_is_a_file_and_one_that_is_not_there_is_named(tmp_path, monkeypatch):
+    "`./bert` with only ./bert.yaml here is no file (never the shipped bert); `./mypreset` names the missing file."
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'bert.yaml').write_text('objective: electra_15\n', encoding='utf-8')
+    (tmp_path / 'mypreset.yaml').write_text('steps: 7\n', encoding='utf-8')
+    for name in ('bert', 'mypreset'):
+        message = refused(lambda: pretrain('--config', f'demo,./{name}'), f"no such file './{name}'",
+                          f'./{name}.yaml')
+        assert 'unknown preset' not in message
+    assert pretrain('--config', 'demo,./bert.yaml').objective == 'electra_15'
+    assert pretrain('--config', 'demo,mypreset.yaml').steps == 7             # a .yaml name: a file, here
+    refused(lambda: pretrain('--config', 'nope.yml'), "no such file 'nope.yml'")
+    refused(lambda: pretrain('--config', 'sub/small'), "no such file 'sub/small'")
+    refused(lambda: pretrain('--config', 'smal'), "unknown preset 'smal'", "'small'")
+    assert pretrain('--config', 'demo').hidden_size == 64                   # the shipped demo, nothing here
+
+
+def test_finetuning_and_the_comparison_read_a_preset_name_by_the_same_rule(tmp_path, monkeypatch):
+    from electra.config.errors import RunWarning
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'small').write_text('lr: 0.5\n', encoding='utf-8')
+    (tmp_path / 'electric').write_text('name: mine\n', encoding='utf-8')
+    with pytest.warns(RunWarning, match=r'--config ./small'):
+        cfg = load_config(FinetuneConfig, ['--config', 'small'], preset_dir='configs/finetune')
+    assert cfg.lr == read_preset('configs/finetune', 'small')['lr'] != 0.5
+    with pytest.warns(RunWarning, match=r'--config ./electric'):
+        cmp = load_config(CompareConfig, ['--config', 'electric'], preset_dir='configs/compare')
+    assert cmp.name == read_preset('configs/compare', 'electric')['name'] != 'mine'
+
+
+def test_help_names_the_values_of_the_file_the_value_written_as_a_path_reads(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'bert').write_text('objective: electra_15\n', encoding='utf-8')
+    for given, objective in (('demo,./bert', 'electra_15'), ('demo,bert', 'mlm')):
+        with warnings.catch_warnings(), pytest.raises(SystemExit):  # demo,bert: the file said, not read
+            warnings.simplefilter('ignore')
+            pretrain('--config', given, '--help')
+        out = capsys.readouterr().out
+        assert f'keys (their value with --config {given}; the default where it differs):' in out
+        assert f"--objective (str, {objective!r}; default 'electra')" in out
+
+
+PRESETS = Path(__file__).resolve().parents[2] / 'configs' / 'pretrain'
+
+
+def read_preset(folder: str, name: str) -> dict:
+    import yaml
+    return yaml.safe_load((Path(__file__).resolve().parents[2] / folder / f'{name}.yaml').read_text(encoding='utf-8'))
+
+
+def pretrain_preset(name: str) -> dict:
+    return read_preset('configs/pretrain', name)
+

@@ -59,3 +59,16 @@ def test_a_pretraining_runs_folder_as_out_is_named_as_such_and_kept_even_with_ov
                            f'--out {run}', "a pretraining run's export", 'discriminator', 'generator')
         assert 'conversion (' not in message and 'holds a conversion' not in message
     assert sorted(p.name for p in run.iterdir()) == ['config.yaml', 'discriminator', 'generator']
+
+
+def test_a_missing_checkpoint_is_named_before_an_out_beside_it_is_weighed(tmp_path, monkeypatch):
+    """The source's existence comes before the overlap of --out with it: `cv/nonexist --out cv/out` names the missing
+    checkpoint (resolve_prefix's line), not --out inside 'cv'; so does a folder without a checkpoint."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'cv').mkdir()
+    message = _refused(['tf', 'cv/nonexist', '--out', 'cv/out_nonexist'],
+                       'cv/nonexist: not a TensorFlow checkpoint: no nonexist.index file there')
+    assert 'inside src' not in message
+    message = _refused(['tf', 'cv', '--out', 'cv/out'], 'cv: no TensorFlow checkpoint in this directory')
+    assert 'inside src' not in message
+    assert not (tmp_path / 'cv' / 'out_nonexist').exists() and not (tmp_path / 'cv' / 'out').exists()

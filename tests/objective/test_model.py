@@ -221,3 +221,29 @@ def test_a_padded_model_is_built_with_the_unpadded_model_s_weights_and_leaves_th
     for k, v in plain.state_dict().items():
         assert torch.equal(state[k][:len(v)], v), k
         assert not state[k][len(v):].any(), k  # the padding rows (and the generator's output bias) zero
+
+
+@pytest.mark.parametrize('objective', ['electra', 'mlm'])
+def test_the_parameter_line_names_what_the_objective_s_model_has(objective):
+    """ELECTRA: the discriminator, and generator + discriminator (as pretrain.py printed them); BERT (no generator):
+    the network and the network with its MLM head, counted by transformers' own classes (the head's projection is
+    the word embeddings, its bias its own)."""
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+    from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
+
+    from electra.objective.model import parameter_line
+    model = tiny_model(objective=objective, **({'tie_weights': 'embeddings'}))
+    disc = ElectraForPreTraining(model.discriminator.config).num_parameters()
+    if objective == 'electra':  # the generator's embeddings are the discriminator's
+        gen = model.generator.config
+        shared = sum(p.numel() for p in ElectraForMaskedLM(gen).electra.embeddings.parameters())
+        whole = disc + ElectraForMaskedLM(gen).num_parameters() - shared
+        assert parameter_line(model) == f'discriminator {disc / 1e6:.2f}M parameters, generator + discriminator ' \
+                                        f'{whole / 1e6:.2f}M'
+    else:
+        config = model.discriminator.config
+        whole = disc + sum(p.numel() for p in ElectraGeneratorPredictions(config).parameters()) + config.vocab_size
+        assert model.generator is None
+        assert parameter_line(model) == f'the network {disc / 1e6:.2f}M parameters, the network + its MLM head ' \
+                                        f'{whole / 1e6:.2f}M'
+    assert sum(p.numel() for p in model.parameters()) == whole  # exact, beyond the line's two decimals

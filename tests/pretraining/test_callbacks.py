@@ -70,8 +70,9 @@ def test_fp16_overflow_steps_are_counted_not_treated_as_divergence(tmp_path):
     line = __import__('io').StringIO()
     from contextlib import redirect_stdout
 
+    from electra.config.objectives import OBJECTIVES
     from electra.training.sinks import print_sink
-    with redirect_stdout(line): print_sink(rows[0])
+    with redirect_stdout(line): print_sink(OBJECTIVES[cfg.objective])(rows[0])
     assert f'({skipped[0]} fp16 overflow steps skipped)' in line.getvalue()
 
 

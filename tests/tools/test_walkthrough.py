@@ -1,0 +1,41 @@
+"""electra/tools/walkthrough.py `plot_losses`: the panels of a run's curves named as its objective's row says."""
+import csv
+
+import pytest
+
+from electra.config.objectives import OBJECTIVES
+from electra.pretraining.callbacks import METRIC_NAMES
+
+
+def _metrics(path, **values):
+    with path.open('w', newline='') as f:
+        w = csv.DictWriter(f, METRIC_NAMES)
+        w.writeheader()
+        for step in (1, 2):
+            w.writerow({k: values.get(k, 0.5) for k in METRIC_NAMES} | {'step': step})
+    return path
+
+
+def _panels(fig):
+    return [(ax.get_title(), [line.get_label() for line in ax.get_lines()]) for ax in fig.axes]
+
+
+@pytest.mark.parametrize('name', [n for n, row in OBJECTIVES.items() if row.samples])
+def test_a_run_with_a_generator_draws_the_three_panels_as_before(tmp_path, name):
+    from electra.tools.walkthrough import plot_losses
+    fig = plot_losses(_metrics(tmp_path / 'metrics.csv'), objective=OBJECTIVES[name])
+    assert _panels(fig) == [('generator MLM loss', ['gen_loss']), ('discriminator BCE loss', ['disc_loss']),
+                            ('accuracies; precision / recall of "replaced"',
+                             ['gen_accuracy', 'disc_accuracy', 'replaced_precision', 'replaced_recall'])]
+    assert _panels(plot_losses(tmp_path / 'metrics.csv')) == _panels(fig)      # a metrics.csv alone: as before
+
+
+def test_a_bert_run_draws_its_mlm_loss_and_accuracy_and_no_generator_or_replacements(tmp_path):
+    "BERT (`mlm`): metrics.csv's gen columns NaN and P/R 0, as its run writes them; neither drawn nor titled."
+    from electra.tools.walkthrough import plot_losses
+    path = _metrics(tmp_path / 'metrics.csv', gen_loss='nan', gen_accuracy='nan', replaced_precision=0,
+                    replaced_recall=0)
+    fig = plot_losses(path, objective=OBJECTIVES['mlm'])
+    assert _panels(fig) == [('MLM loss', ['disc_loss']), ('MLM accuracy at the masked positions', ['disc_accuracy'])]
+    (tmp_path / 'config.yaml').write_text('objective: mlm\nsteps: 2\n', encoding='utf-8')  # as the run saved it
+    assert _panels(plot_losses(path)) == _panels(fig)

@@ -1,0 +1,59 @@
+"""electra/training/sinks.py: a pretraining run's one-line reports, named as its objective's row says
+(config/objectives.py `Objective.reported`): every objective with a generator as before, BERT's MLM by what it has."""
+import math
+import re
+
+import pytest
+
+from electra.config.objectives import OBJECTIVES
+from electra.training.sinks import eval_line, metrics_line
+
+ROW = {'step': 6, 'loss': 7.2906, 'gen_loss': 1.25, 'disc_loss': 0.1212, 'lr': 0.001, 'gen_accuracy': 0.0833,
+       'disc_accuracy': 0.9125, 'replaced_precision': 0.5, 'replaced_recall': 0.25, 'replaced_fraction': 0.1,
+       'steps_per_s': 3.04, 'skipped_steps': 0}
+EVAL = {'step': 6, 'gen_loss': 5.0, 'disc_loss': 0.4, 'gen_accuracy': 0.1, 'disc_accuracy': 0.85, 'disc_auc': 0.6,
+        'replaced_fraction': 0.13, 'gen_accuracy_baseline': 0.05, 'disc_accuracy_baseline': 0.87, 'uniform_auc': 0.9,
+        'examples': 8}
+NUMBER = r'(-?[\d.]+(?:e-?\d+)?|nan)'
+WITH_GENERATOR = [name for name, row in OBJECTIVES.items() if row.samples]
+
+
+@pytest.mark.parametrize('name', WITH_GENERATOR)
+def test_an_objective_with_a_generator_prints_its_lines_as_before(name):
+    "The lines these objectives printed before the row named them (the format written out here), parsed back."
+    line = metrics_line(ROW, OBJECTIVES[name])
+    assert line == ('step 6: loss 7.2906 (gen 1.2500, disc 0.1212) gen_acc 0.0833 disc_acc 0.9125 replaced P/R '
+                    '0.500/0.250 lr 0.001 3.0 steps/s')
+    m = re.fullmatch(rf'step (\d+): loss {NUMBER} \(gen {NUMBER}, disc {NUMBER}\) gen_acc {NUMBER} disc_acc {NUMBER} '
+                     rf'replaced P/R {NUMBER}/{NUMBER} lr {NUMBER} {NUMBER} steps/s', line)
+    keys = ['step', 'loss', 'gen_loss', 'disc_loss', 'gen_accuracy', 'disc_accuracy', 'replaced_precision',
+            'replaced_recall', 'lr', 'steps_per_s']
+    assert [round(float(v), 1) for v in m.groups()] == [round(ROW[k], 1) for k in keys]
+    assert eval_line(EVAL, OBJECTIVES[name]) == (
+        'step 6 held-out: AUC 0.600 (chance 0.5), 0.900 on random replacements; gen acc 0.100 (most frequent token '
+        '0.050); disc acc 0.850 (always "original" 0.870; 13.0% replaced); loss gen 5.000 disc 0.400')
+    held_out_mlm = {**EVAL, 'disc_auc': math.nan, 'uniform_auc': math.nan, 'disc_accuracy_baseline': math.nan}
+    assert eval_line(held_out_mlm, OBJECTIVES[name]) == (     # replace_mlm's and all_tokens_mlm's kind of row
+        'step 6 held-out: gen acc 0.100 (most frequent token 0.050); main acc 0.850; loss gen 5.000 disc 0.400')
+
+
+def test_bert_s_lines_name_its_mlm_loss_and_masked_token_accuracy_and_no_generator_or_replacements():
+    """BERT (`mlm`, no generator): the row of the finding's run (gen nan, P/R 0) printed as the MLM's loss and
+    accuracy at the masked positions, without a generator's numbers, nan, or replaced P/R."""
+    bert = OBJECTIVES['mlm']
+    row = {**ROW, 'gen_loss': math.nan, 'disc_loss': 7.2906, 'gen_accuracy': math.nan, 'disc_accuracy': 0.0022,
+           'replaced_precision': 0.0, 'replaced_recall': 0.0}
+    line = metrics_line(row, bert)
+    assert line == 'step 6: loss 7.2906 (mlm 7.2906) mlm_acc 0.0022 lr 0.001 3.0 steps/s'
+    held_out = {**EVAL, 'gen_loss': math.nan, 'gen_accuracy': math.nan, 'disc_auc': math.nan, 'uniform_auc': math.nan,
+                'gen_accuracy_baseline': math.nan, 'disc_accuracy_baseline': math.nan, 'disc_loss': 7.29,
+                'disc_accuracy': 0.0022}
+    assert eval_line(held_out, bert) == 'step 6 held-out: mlm acc 0.002; loss mlm 7.290'
+    for text in (line, eval_line(held_out, bert)):
+        assert 'gen' not in text and 'nan' not in text and 'P/R' not in text and 'disc' not in text
+    assert not bert.reported.replacements and all(OBJECTIVES[n].reported.replacements for n in WITH_GENERATOR)
+
+
+def test_the_fp16_skips_are_said_after_the_line():
+    line = metrics_line({**ROW, 'skipped_steps': 2}, OBJECTIVES['electra'])
+    assert line.endswith('3.0 steps/s (2 fp16 overflow steps skipped)')

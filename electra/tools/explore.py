@@ -127,8 +127,16 @@ class TokenIndex:
         return cls(word_embeddings(model, len(tokenizer)), tokenizer, **kw)
 
     def pieces(self, word: str) -> list[int]:
+        """The token ids `word` is read as; refused when any is [UNK]: [UNK] is a special token, left out of the index,
+        and a word read as it has no embedding of its own (its lookup would list [UNK]'s neighbours, or mix [UNK]'s
+        row into the mean of its pieces), so every lookup (`vector`, `nearest_tokens`, `neighbours`, the token map)
+        passes through here."""
         ids = self.tokenizer(word, add_special_tokens=False)['input_ids']
         if not ids: raise ValueError(f'{word!r} has no tokens')
+        if self.tokenizer.unk_token_id is not None and self.tokenizer.unk_token_id in ids:
+            raise ConfigError(f"words: {word!r} is unknown to the vocabulary (read as "
+                              f"{' '.join(self.tokenizer.convert_ids_to_tokens(ids))}): it has no embedding of its own, "
+                              "and the neighbours of [UNK]'s are not its. Give words the tokenizer reads without [UNK].")
         return ids
 
     def vector(self, word: str) -> np.ndarray:

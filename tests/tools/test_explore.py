@@ -220,3 +220,25 @@ def test_open_finetuned_runs_of_a_task_file_and_refuses_other_kinds_in_one_line(
     with pytest.raises(ConfigError, match=r"^[^\n]*tagged\.pth: a tagging run: the Explore helpers analyse classification "
                                           r"and regression runs \(GLUE tasks and task files of those kinds\)\.$"):
         open_finetuned(tmp_path / 'tagged.pth')
+
+
+@pytest.mark.parametrize('word', ['日本', ',', 'cow,'], ids=['wholly-unknown', 'punctuation-unknown', 'partly-unknown'])
+def test_a_word_the_vocabulary_reads_as_unk_is_refused_not_looked_up_as_unk(word):
+    """R9-7: nearest_tokens('日本') and nearest_tokens(',') gave one and the same table, the neighbours of the [UNK]
+    embedding (exact cosine of row 1), as if they were each word's; a word read partly as [UNK] mixed [UNK]'s row into
+    its mean. Now each lookup (the table, `neighbours`, the token map's star) refuses it in one line."""
+    import transformers
+    from electra.tools.pictures import token_map
+    vocab = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'cow', 'ship', 'bread', 'sail', '##s', 'eat', 'bake']
+    tok = transformers.ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    pieces = tok.tokenize(word)                                     # the tokenizers library's own reading of it
+    assert '[UNK]' in pieces and (word != 'cow,' or pieces == ['cow', '[UNK]'])
+    index = TokenIndex(np.random.default_rng(0).standard_normal((len(vocab), 8)).astype(np.float32), tok)
+    said = (f"words: {word!r} is unknown to the vocabulary (read as {' '.join(pieces)}): it has no embedding of its "
+            "own, and the neighbours of [UNK]'s are not its. Give words the tokenizer reads without [UNK].")
+    for lookup in (lambda: index.nearest_tokens(word, 3), lambda: index.neighbours(['cow', word], 3),
+                   lambda: token_map(index, ['cow', word], 2)):
+        with pytest.raises(ConfigError) as e:
+            lookup()
+        assert str(e.value) == said
+    assert list(index.nearest_tokens('sails', 2)['token'])  # a word of known pieces is looked up as before

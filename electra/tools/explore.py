@@ -181,7 +181,8 @@ def cls_embeddings(model, tokenizer, text_a: list[str], text_b: list[str] | None
 
 class ExampleIndex:
     """The [CLS] vectors of a task's examples (usually its training set) under `model`, in a `CosineIndex`.
-    `label_names`: the task's label strings by class id (empty for a regression task such as STS-B).
+    `label_names`: the task's label names by class id (`TaskInfo.label_names`: MRPC's not_equivalent and equivalent,
+    not its codes 0 and 1; empty for a regression task such as STS-B).
 
     With `center` (the default) the examples' mean vector is subtracted from every vector, indexed and query alike:
     [CLS] vectors share a large common component (raw cosine similarities all lie near 1, more so after fine-tuning),
@@ -241,8 +242,8 @@ def find_misclassified(classifier, tokenizer, task, examples, max_length: int = 
         return df[df['error'] > tolerance].sort_values('error', ascending=False, kind='stable')
     probs = torch.softmax(torch.from_numpy(out), -1).numpy()
     pred = predictions(task, out)
-    df['label'] = [task.labels[int(i)] for i in examples.label]
-    df['prediction'] = [task.labels[int(i)] for i in pred]
+    df['label'] = [task.label_names[int(i)] for i in examples.label]  # by name: MRPC's equivalent, not its code 1
+    df['prediction'] = [task.label_names[int(i)] for i in pred]
     df['p(prediction)'] = probs.max(-1).round(3)
     wrong = df[np.asarray(examples.label) != pred]
     return wrong.sort_values('p(prediction)', ascending=False, kind='stable')

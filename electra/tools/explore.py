@@ -39,7 +39,7 @@ from electra.pretrained.export import model_fingerprint
 
 __all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
            'cls_embeddings', 'ExampleIndex', 'model_outputs', 'predictions', 'find_misclassified', 'ExploreConfig',
-           'explore_config', 'FinetunedRun', 'open_finetuned']
+           'explore_config', 'mistake_at', 'FinetunedRun', 'open_finetuned']
 
 
 # -- approximate and exact cosine search
@@ -271,9 +271,20 @@ class ExploreConfig:
     threshold: float = field(0.5, 'a token is flagged as replaced above this probability', gt=0, lt=1)
     words: list[str] = field(['cow', 'ship', 'bread', 'teacher', 'yesterday', 'three'], 'words whose nearest tokens to list')
     k: int = field(10, 'neighbours per query', gt=0)
-    mistake: int = field(0, 'which misclassified dev example to analyse, by confidence', ge=0,
+    mistake: int = field(0, 'which misclassified dev example to analyse, by confidence; one past the mistakes found is '
+                            'refused when they are (`mistake_at`)', ge=0,
                          zero='the most confident mistake')
     seed: int = field(0, 'hnswlib random seed', ge=0, lt=SEED_END)
+
+
+def mistake_at(mistakes: pd.DataFrame, which: int) -> pd.Series:
+    """The `which`-th of the dev mistakes `find_misclassified` lists (most confident first): the config's `mistake`,
+    checked here, where their count is first known (the config is read before the model runs); one past them is
+    refused rather than replaced by the last, which would analyse another example than the one asked for."""
+    if which >= len(mistakes):
+        raise ConfigError(f"mistake: {which} is past the {len(mistakes)} dev mistakes (0 is the most confident, "
+                          f"{len(mistakes) - 1} the least): give 0 to {len(mistakes) - 1}.")
+    return mistakes.iloc[which]
 
 
 def explore_config(overrides: dict | None = None) -> ExploreConfig:

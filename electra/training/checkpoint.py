@@ -163,9 +163,9 @@ def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
         # (torch's own message is long and its advice, weights_only=False, is unsafe and no help for a cut-short file)
         raise ConfigError(f"{path}: cannot read this checkpoint: it is cut short or damaged, or not a file written by "
                           f"pretrain.py ({type(e).__name__}).{_previous_hint(path)}") from None
-    if checkpoint_kind(ckpt).startswith('a fine-tuned run'):  # (the model it started from is what was meant)
+    if isinstance(ckpt, dict) and ckpt.get('format') in FINETUNED_FORMATS:  # the model it started from was meant
         raise ConfigError(f"{path}: {checkpoint_kind(ckpt)}, not a pretraining checkpoint of pretrain.py: the Explore "
-                          "notebook's `finetuned` reads it; the pretraining checkpoint it was fine-tuned from is "
+                          "notebook's `finetuned` reads it; the pretrained model it was fine-tuned from is "
                           f"{ckpt.get('pretrained', 'recorded in it')}.")
     if not isinstance(ckpt, dict) or ckpt.get('format') != FORMAT:
         raise ConfigError(f"{path}: not an ELECTRA pretraining checkpoint written by pretrain.py "

@@ -52,7 +52,7 @@ def test_a_fine_tuned_run_read_as_a_pretraining_checkpoint_names_the_model_it_st
     with pytest.raises(ConfigError) as e:
         load_checkpoint(path)
     assert str(e.value) == (f"{path}: a fine-tuned run of finetune.py (task RTE), not a pretraining checkpoint of "
-                            "pretrain.py: the Explore notebook's `finetuned` reads it; the pretraining checkpoint it was "
+                            "pretrain.py: the Explore notebook's `finetuned` reads it; the pretrained model it was "
                             "fine-tuned from is out/demo_11081_100%.pth.")
     torch.save([1, 2], path)
     with pytest.raises(ConfigError) as e:

@@ -218,9 +218,9 @@ def test_explore_notebook_executes(tmp_path, finetune_notebook, pretrained):
     train, dev = (resolve_data('demo', str(tmp / 'cache')).load(TASKS['MRPC'], s) for s in ('train', 'dev'))
     ref, n = pca_2d(drawn['train_vectors'] + drawn['dev_vectors']), len(train)
     m = drawn['example_map']
-    for label in (0, 1):
-        assert np.allclose(m[f'train: {label}'], ref[:n][train.label == label], atol=1e-5)
-        assert np.allclose(m[f'dev: {label}'], ref[n:][dev.label == label], atol=1e-5)
+    for label, name in enumerate(TASKS['MRPC'].names):  # by name (R9-4): not_equivalent, equivalent
+        assert np.allclose(m[f'train: {name}'], ref[:n][train.label == label], atol=1e-5)
+        assert np.allclose(m[f'dev: {name}'], ref[n:][dev.label == label], atol=1e-5)
     assert np.allclose(m['the examined example'], ref[[n + drawn['examined']]], atol=1e-5)
     # ... of the vectors the classifier reads: its body's [CLS] state, here by transformers' own ElectraModel
     from electra.finetuning.loading import load_finetuned
@@ -230,7 +230,7 @@ def test_explore_notebook_executes(tmp_path, finetune_notebook, pretrained):
     # the confusion matrix: the counts of the classifier's own dev predictions, rows and columns by label name
     shown = np.array([int(t) for t in drawn['confusion']]).reshape(2, 2)
     assert np.array_equal(shown, dev_confusion(finetuned, tok, dev, drawn['max_length']))
-    assert drawn['confusion_labels'] == list(TASKS['MRPC'].labels) and shown.sum() == len(dev)
+    assert drawn['confusion_labels'] == ['not_equivalent', 'equivalent'] and shown.sum() == len(dev)
     # the token map: scikit-learn's PCA of every token's embedding; each looked-up word at its own row's projection
     from sklearn.decomposition import PCA
     pca = PCA(n_components=2, svd_solver='full').fit(np.asarray(drawn['token_vectors'], dtype=np.float64))

@@ -148,6 +148,20 @@ def _in_domain(f: dataclasses.Field, tp, value: Any, where: str) -> None:
                           + (f" ({'; '.join(about)})" if about else '')) from None
 
 
+# a config of more keys than this is pointed to by its class alone: its keys would make the line unreadable
+_LISTED_KEYS = 20
+
+
+def _keys_pointer(cls, source: str, names: list[str]) -> str:
+    """Where the keys an unknown key is not among are listed, by where it was typed: a command line or a preset has
+    its script's --help (the comparison's launcher names the script, `experiments.plan._keys_hint`); a notebook's
+    `overrides` has none, so the keys of its config class are named (the class alone for one of many keys, whose
+    script's --help lists them)."""
+    if source != 'overrides': return 'Run with --help for the list of keys.'
+    where = f'{cls.__module__}.{cls.__qualname__}'
+    return f"The keys of {where}: {', '.join(names)}." if len(names) <= _LISTED_KEYS else f"{where} lists the keys."
+
+
 def typed_values(cls, values: dict[str, Any], source: str, from_file: bool, lines: dict | None = None,
                   origins: dict | None = None) -> dict[str, Any]:
     """`values` with every key checked against `cls` and every value converted to its type; `source` names them in
@@ -159,7 +173,7 @@ def typed_values(cls, values: dict[str, Any], source: str, from_file: bool, line
         where = _located(source, lines, (str(key),))
         if key not in hints:
             raise ConfigError(f"{where}: unknown key {str(key)!r}.{did_you_mean(str(key), names)} "
-                              f"Run with --help for the list of keys.")
+                              f"{_keys_pointer(cls, source, names)}")
         typed[key] = _coerce(value, hints[key], f"{where}: key '{key}'")
         if origins is not None: origins[key] = (source, lines)
     return typed

@@ -15,6 +15,7 @@ from electra.config.errors import ConfigError
 from electra.finetuning.classifier import ElectraClassifier
 from electra.finetuning.tasks.metrics import metric_text
 from electra.pretrained.export import load_discriminator
+from electra.training.checkpoint import FINETUNED_FORMATS, checkpoint_kind
 
 __all__ = ['load_pretrained', 'read_finetuned', 'HEAD_MODELS', 'finetuned_model', 'load_finetuned', 'FORMATS',
            'run_mismatch', 'read_run', 'load_run']
@@ -28,7 +29,7 @@ def load_pretrained(source: str, device: str = 'cpu'):
     return load_discriminator(source, device=device)
 
 
-FORMATS = ('electra-finetuned', 'electra-glue')  # (runs saved before the task kinds: 'electra-glue', a classifier)
+FORMATS = FINETUNED_FORMATS  # (runs saved before the task kinds: 'electra-glue', a classifier)
 
 
 def read_finetuned(path: str | Path, mmap: bool = False) -> dict:
@@ -41,8 +42,13 @@ def read_finetuned(path: str | Path, mmap: bool = False) -> dict:
     except Exception as e:  # torch raises many kinds for a damaged file (RuntimeError, UnpicklingError, OSError, ...)
         raise ConfigError(f"{path}: cannot read this fine-tuned run ({type(e).__name__}: {str(e).splitlines()[0]}). Delete "
                           "it and its row in results.csv, and run the same command again to redo the run.") from None
-    if not isinstance(ckpt, dict) or ckpt.get('format') not in FORMATS:
-        raise ConfigError(f"{path}: not a fine-tuned checkpoint of finetune.py; delete it and its results row to redo the run.")
+    if not isinstance(ckpt, dict) or ckpt.get('format') not in FORMATS:  # a healthy file of another kind: never "delete"
+        if kind := checkpoint_kind(ckpt):
+            raise ConfigError(f"{path}: {kind}, not a fine-tuned run of finetune.py: it is the model to fine-tune or "
+                              "explore (finetune.py's --model, the Explore notebook's `model`); a fine-tuned run is "
+                              "finetune.py's <output_dir>/<group>/<task>_<i>.pth.")
+        raise ConfigError(f"{path}: not a fine-tuned run of finetune.py (a torch file of another kind): give a run of "
+                          "finetune.py, <output_dir>/<group>/<task>_<i>.pth.")
     return ckpt
 
 

@@ -31,6 +31,7 @@ from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submi
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import TaskSource
 from electra.finetuning.workers import do_the_rest, parallel_runs, run_on_workers
+from electra.objective.model import past_pretraining
 from electra.pretrained.export import model_fingerprint, model_source
 from electra.runtime.errors import TrainingDiverged, TrainingStopped, stopped_by
 from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir
@@ -175,9 +176,9 @@ def _check_lengths(cfg: FinetuneConfig, config, say: Callable[[str], None]) -> N
                               f"Set task_overrides.{name}.max_length (or max_length in its task file) to at most {positions}.")
         if trained and n > trained: past.setdefault(n, []).append(name)
     for n, names in past.items():
-        say(f"warning: max_length {n} ({', '.join(names)}) is past the {trained} tokens the model {cfg.model} was "
-            f"pretrained at: positions {trained} to {n - 1} were never trained, so longer inputs go through untrained "
-            f"position embeddings. Set max_length to at most {trained} to fine-tune as it was pretrained.")
+        say(f"warning: max_length {n} ({', '.join(names)}) is {past_pretraining(config, n, f'the model {cfg.model}')}, "
+            f"so longer inputs go through untrained position embeddings. Set max_length to at most {trained} to "
+            "fine-tune as it was pretrained.")
 
 
 def _check_token_types(cfg: FinetuneConfig, config, tasks: dict[str, FinetuningTask]) -> None:

@@ -27,7 +27,7 @@ from electra.objective.sampling import sample_tokens
 if TYPE_CHECKING:
     from electra.config.pretrain import PretrainConfig
 
-__all__ = ['discriminator_config', 'generator_config', 'padded_vocab_size', 'ElectraGeneratorDiscriminator',
+__all__ = ['past_pretraining', 'discriminator_config', 'generator_config', 'padded_vocab_size', 'ElectraGeneratorDiscriminator',
            'MaskedLMHead', 'DisentangledEmbedding', 'official_init_', 'build_pretraining_model',
            'TwoTowerClozeGenerator', 'electric_logits', 'FROZEN_GENERATORS', 'mlm_head',
            'ElectraGeneratorDiscriminatorOutput', 'fp32', 'parameter_line']
@@ -94,6 +94,17 @@ def _electra_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, hid
         type_vocab_size=2, pad_token_id=pad_token_id, attn_implementation='sdpa',
         # the length it is pretrained at: position rows past it stay at their initial values (fine-tuning says so)
         pretraining_max_length=cfg.max_length)
+
+
+def past_pretraining(config, length: int, model: str) -> str:
+    """'' when inputs of `length` tokens lie within the length the model of `config` was pretrained at (or it is not
+    recorded); else why that matters, the clause that fine-tuning's warning (a max_length past it) and the Explore
+    views' (a text past it) share: 'past the N tokens <model> was pretrained at: positions N to length-1 were never
+    trained'. The length is `pretraining_max_length` in its config, which `_electra_config` writes and the TF
+    conversion reads from the official run's max_seq_length."""
+    trained = getattr(config, 'pretraining_max_length', None)
+    if not trained or length <= trained: return ''
+    return f"past the {trained} tokens {model} was pretrained at: positions {trained} to {length - 1} were never trained"
 
 
 def discriminator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraConfig:

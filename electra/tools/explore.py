@@ -39,7 +39,7 @@ from electra.pretrained.export import model_fingerprint
 
 __all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
            'cls_embeddings', 'ExampleIndex', 'model_outputs', 'predictions', 'find_misclassified', 'ExploreConfig',
-           'explore_config', 'FinetunedRun', 'open_finetuned']
+           'explore_config', 'mistake_at', 'FinetunedRun', 'open_finetuned']
 
 
 # -- approximate and exact cosine search
@@ -127,8 +127,16 @@ class TokenIndex:
         return cls(word_embeddings(model, len(tokenizer)), tokenizer, **kw)
 
     def pieces(self, word: str) -> list[int]:
+        """The token ids `word` is read as; refused when any is [UNK]: [UNK] is a special token, left out of the index,
+        and a word read as it has no embedding of its own (its lookup would list [UNK]'s neighbours, or mix [UNK]'s
+        row into the mean of its pieces), so every lookup (`vector`, `nearest_tokens`, `neighbours`, the token map)
+        passes through here."""
         ids = self.tokenizer(word, add_special_tokens=False)['input_ids']
         if not ids: raise ValueError(f'{word!r} has no tokens')
+        if self.tokenizer.unk_token_id is not None and self.tokenizer.unk_token_id in ids:
+            raise ConfigError(f"words: {word!r} is unknown to the vocabulary (read as "
+                              f"{' '.join(self.tokenizer.convert_ids_to_tokens(ids))}): it has no embedding of its own, "
+                              "and the neighbours of [UNK]'s are not its. Give words the tokenizer reads without [UNK].")
         return ids
 
     def vector(self, word: str) -> np.ndarray:
@@ -173,7 +181,8 @@ def cls_embeddings(model, tokenizer, text_a: list[str], text_b: list[str] | None
 
 class ExampleIndex:
     """The [CLS] vectors of a task's examples (usually its training set) under `model`, in a `CosineIndex`.
-    `label_names`: the task's label strings by class id (empty for a regression task such as STS-B).
+    `label_names`: the task's label names by class id (`TaskInfo.label_names`: MRPC's not_equivalent and equivalent,
+    not its codes 0 and 1; empty for a regression task such as STS-B).
 
     With `center` (the default) the examples' mean vector is subtracted from every vector, indexed and query alike:
     [CLS] vectors share a large common component (raw cosine similarities all lie near 1, more so after fine-tuning),
@@ -233,8 +242,8 @@ def find_misclassified(classifier, tokenizer, task, examples, max_length: int = 
         return df[df['error'] > tolerance].sort_values('error', ascending=False, kind='stable')
     probs = torch.softmax(torch.from_numpy(out), -1).numpy()
     pred = predictions(task, out)
-    df['label'] = [task.labels[int(i)] for i in examples.label]
-    df['prediction'] = [task.labels[int(i)] for i in pred]
+    df['label'] = [task.label_names[int(i)] for i in examples.label]  # by name: MRPC's equivalent, not its code 1
+    df['prediction'] = [task.label_names[int(i)] for i in pred]
     df['p(prediction)'] = probs.max(-1).round(3)
     wrong = df[np.asarray(examples.label) != pred]
     return wrong.sort_values('p(prediction)', ascending=False, kind='stable')
@@ -262,9 +271,20 @@ class ExploreConfig:
     threshold: float = field(0.5, 'a token is flagged as replaced above this probability', gt=0, lt=1)
     words: list[str] = field(['cow', 'ship', 'bread', 'teacher', 'yesterday', 'three'], 'words whose nearest tokens to list')
     k: int = field(10, 'neighbours per query', gt=0)
-    mistake: int = field(0, 'which misclassified dev example to analyse, by confidence', ge=0,
+    mistake: int = field(0, 'which misclassified dev example to analyse, by confidence; one past the mistakes found is '
+                            'refused when they are (`mistake_at`)', ge=0,
                          zero='the most confident mistake')
     seed: int = field(0, 'hnswlib random seed', ge=0, lt=SEED_END)
+
+
+def mistake_at(mistakes: pd.DataFrame, which: int) -> pd.Series:
+    """The `which`-th of the dev mistakes `find_misclassified` lists (most confident first): the config's `mistake`,
+    checked here, where their count is first known (the config is read before the model runs); one past them is
+    refused rather than replaced by the last, which would analyse another example than the one asked for."""
+    if which >= len(mistakes):
+        raise ConfigError(f"mistake: {which} is past the {len(mistakes)} dev mistakes (0 is the most confident, "
+                          f"{len(mistakes) - 1} the least): give 0 to {len(mistakes) - 1}.")
+    return mistakes.iloc[which]
 
 
 def explore_config(overrides: dict | None = None) -> ExploreConfig:

@@ -48,7 +48,8 @@ class ExampleMap:
 def example_map(train_vectors: np.ndarray, train_labels, dev_vectors: np.ndarray, dev_labels, dev_wrong,
                 label_names: tuple[str, ...] = (), examined: int | None = None):
     """The map of [CLS] vectors: PCA fitted on the training and dev vectors together (rows in that order). `examined`:
-    the dev row to highlight. Returns (ExampleMap, Figure)."""
+    the dev row to highlight; `label_names`: the class names by id (`TaskInfo.label_names`), empty for a regression
+    task (its scores rounded to whole). Returns (ExampleMap, Figure)."""
     from matplotlib.figure import Figure
     points, pca = project_2d(np.vstack([train_vectors, dev_vectors]))
     name = (lambda v: label_names[int(v)]) if label_names else (lambda v: f'{float(v):.0f}')
@@ -114,7 +115,8 @@ def token_map(index, words: list[str], k: int = 5):
 
 def outcome_figure(task, gold, predicted):
     """The dev set's outcome: for a classification `task` (a `TaskInfo`) the confusion matrix of `gold` against
-    `predicted` class ids, rows the gold labels by name; for a regression task the predictions against the gold
+    `predicted` class ids, rows the gold labels by name (`label_names`: MRPC's not_equivalent and equivalent, not the
+    data's codes 0 and 1); for a regression task the predictions against the gold
     scores with the diagonal (a perfect model's line). Returns the Figure."""
     from matplotlib.figure import Figure
     fig = Figure(figsize=(6, 5))
@@ -129,7 +131,7 @@ def outcome_figure(task, gold, predicted):
     else:
         from sklearn.metrics import ConfusionMatrixDisplay
         ConfusionMatrixDisplay.from_predictions(np.asarray(gold, int), np.asarray(predicted, int),
-                                                labels=list(range(len(task.labels))), display_labels=list(task.labels),
+                                                labels=list(range(len(task.labels))), display_labels=list(task.label_names),
                                                 ax=ax, colorbar=False, cmap='Blues')
         ax.set_title(f'{task.name} dev: confusion matrix', fontsize=10)
     fig.tight_layout()

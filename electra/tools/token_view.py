@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import io
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,11 +25,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import saved_config
 from electra.objective.masking import MaskingSettings
-from electra.objective.model import build_pretraining_model
+from electra.objective.model import build_pretraining_model, past_pretraining
 from electra.pretrained.generator import load_generator, vocabulary_mismatch
 from electra.runtime.files import saved_by_torch
 from electra.training.checkpoint import load_checkpoint
@@ -126,10 +127,36 @@ class TokenView:
 
 # -- the networks at work
 
-def _encode(tokenizer, text: str, discriminator) -> tuple[torch.Tensor, torch.Tensor]:
-    "`[CLS] text [SEP]`, cut to the discriminator's positions: input_ids and token_type_ids [1, L]."
-    enc = tokenizer(text, truncation=True, max_length=discriminator.config.max_position_embeddings, return_tensors='pt')
+def _encode(tokenizer, text: str) -> tuple[torch.Tensor, torch.Tensor]:
+    "`[CLS] text [SEP]`, whole (`_judged` cuts it): input_ids and token_type_ids [1, L]."
+    enc = tokenizer(text, return_tensors='pt', verbose=False)  # (verbose: no note of a length past the tokenizer's)
     return enc['input_ids'], enc['token_type_ids']
+
+
+def _judged_length(discriminator) -> int:
+    """The tokens a view shows: as many as the discriminator was pretrained at (`pretraining_max_length` in its config,
+    where recorded), at most its positions. Past the pretraining length its verdicts read position embeddings never
+    trained: false alarms that look like its judgement of the text."""
+    c = discriminator.config
+    return min(c.max_position_embeddings, getattr(c, 'pretraining_max_length', None) or c.max_position_embeddings)
+
+
+def _judged(discriminator, ids: torch.Tensor, types: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`ids`, `types` [1, L] cut to `_judged_length`, [SEP] kept last as pretraining's examples end (the tokenizer's
+    own truncation gives the same), with one warning naming the tokens past it, worded as fine-tuning's for a
+    max_length past the pretraining length (`past_pretraining`)."""
+    n, limit = ids.size(1), _judged_length(discriminator)
+    if n <= limit: return ids, types
+    why = (past_pretraining(discriminator.config, n, 'the discriminator')
+           or f"past the discriminator's {limit} positions")
+    warnings.warn(f"text: {n} tokens ([CLS] and [SEP] included), {n - limit} of them {why}; the view shows the first "
+                  f"{limit} tokens, the text cut there as pretraining cut its examples.", RunWarning, stacklevel=3)
+    return torch.cat([ids[:, :limit - 1], ids[:, -1:]], 1), types[:, :limit]
+
+
+def _past(discriminator, key: str, words) -> ConfigError:
+    return ConfigError(f"{key}: {words!r} lies past the first {_judged_length(discriminator)} tokens the discriminator "
+                       "was pretrained at, which the view shows: put it earlier in the text, or shorten the text.")
 
 
 @torch.no_grad()
@@ -167,8 +194,9 @@ def _masked(tokenizer, ids: torch.Tensor, positions: list[int]) -> torch.Tensor:
 
 
 def view_text(discriminator, tokenizer, text: str, threshold: float = 0.5) -> TokenView:
-    "The discriminator's view of `text` as it is."
-    ids, types = _encode(tokenizer, text, discriminator)
+    """The discriminator's view of `text` as it is; a text longer than the discriminator was pretrained at
+    (`pretraining_max_length`) is cut there, with one warning (`_judged`)."""
+    ids, types = _judged(discriminator, *_encode(tokenizer, text))
     return TokenView(tokenizer.convert_ids_to_tokens(ids[0].tolist()), replaced_probabilities(discriminator, ids, types)[0],
                      [None] * ids.size(1), threshold=threshold)
 
@@ -177,11 +205,12 @@ def view_replaced(discriminator, tokenizer, text: str, word: str, replacement: s
                   threshold: float = 0.5) -> TokenView:
     """The view of `text` with the first whole-word `word` replaced by `replacement`. The tokens that differ (the
     span between the two token sequences' common start and end) carry the text's own tokens there; with a
-    `generator`, its top `k` candidates at them, read with [MASK] in their place."""
+    `generator`, its top `k` candidates at them, read with [MASK] in their place. Cut as `view_text` cuts; a word
+    past the cut is refused."""
     found = re.search(rf'(?<!\w){re.escape(word)}(?!\w)', text, flags=re.IGNORECASE)
     if not found: raise ConfigError(f'replace: {word!r} is not a word of the text {text!r}; give one of its words.')
-    before, _ = _encode(tokenizer, text, discriminator)
-    ids, types = _encode(tokenizer, text[:found.start()] + replacement + text[found.end():], discriminator)
+    before, _ = _encode(tokenizer, text)
+    ids, types = _encode(tokenizer, text[:found.start()] + replacement + text[found.end():])
     a, b = before[0].tolist(), ids[0].tolist()
     n = min(len(a), len(b))
     start = next((i for i in range(n) if a[i] != b[i]), n)      # the common start, then the common end after it
@@ -190,6 +219,9 @@ def view_replaced(discriminator, tokenizer, text: str, word: str, replacement: s
     if not span:  # deleted, or the same tokens (e.g. another case under an uncased vocabulary): nothing to see
         raise ConfigError(f'replace_with: {replacement!r} in place of {word!r}: no token of the text changes (a '
                           'deletion or the same tokens); give a word the tokenizer reads differently.')
+    if start >= _judged_length(discriminator) - 1: raise _past(discriminator, 'replace', word)
+    ids, types = _judged(discriminator, ids, types)
+    b, span = ids[0].tolist(), [i for i in span if i < ids.size(1) - 1]
     view = TokenView(tokenizer.convert_ids_to_tokens(b), replaced_probabilities(discriminator, ids, types)[0],
                      [was if i in span else None for i in range(len(b))], threshold=threshold)
     if generator is not None:
@@ -202,13 +234,17 @@ def view_generated(discriminator, generator, tokenizer, text: str, words: list[s
                    threshold: float = 0.5) -> TokenView:
     """The view of `text` with every token of each of `words` masked and filled in by the generator, each position a
     sample of its softmax (drawn with a generator seeded by `seed`), as pretraining corrupts its input; a sample equal
-    to the text's token counts as original. Its top `k` candidates at each masked position beside."""
-    ids, types = _encode(tokenizer, text, discriminator)
+    to the text's token counts as original. Its top `k` candidates at each masked position beside. Cut as `view_text`
+    cuts; words all past the cut are refused."""
+    ids, types = _encode(tokenizer, text)
     tokens = tokenizer.convert_ids_to_tokens(ids[0].tolist())
     pieces = {t for w in words for t in tokenizer.convert_ids_to_tokens(tokenizer(w, add_special_tokens=False)['input_ids'])}
     positions = [i for i, t in enumerate(tokens) if t in pieces and ids[0, i] not in tokenizer.all_special_ids]
     if not positions:
         raise ConfigError(f'generate: none of {words} is in the text {text!r}; give words of the text to replace.')
+    if positions[0] >= _judged_length(discriminator) - 1: raise _past(discriminator, 'generate', words)
+    ids, types = _judged(discriminator, ids, types)
+    tokens, positions = tokens[:ids.size(1) - 1] + tokens[-1:], [p for p in positions if p < ids.size(1) - 1]
     probs = generator_probabilities(generator, _masked(tokenizer, ids, positions), types, positions, len(tokenizer))
     sampled = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(seed))[:, 0]
     corrupted = ids.clone()

@@ -23,11 +23,24 @@ from electra.config.pretrain import RESUME_SAID, RESUME_SAME, TOKENIZER_KEYS, Pr
 from electra.runtime.files import atomic_write_text, path_inside
 from electra.runtime.processes import is_main_process
 
-__all__ = ['FORMAT', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'by_step', 'recorded', 'name_by_total', 'refuse_past', 'load_checkpoint', 'latest_checkpoint',
+__all__ = ['FORMAT', 'FINETUNED_FORMATS', 'checkpoint_kind', 'state_checksum', 'checkpoint_name', 'checkpoint_step', 'checkpoint_steps', 'overwrite_marker', 'remove_old_run', 'remove_partial_checkpoints', 'find_checkpoints', 'by_step', 'recorded', 'name_by_total', 'refuse_past', 'load_checkpoint', 'latest_checkpoint',
            'check_resume_compatible', 'check_resume_corpus']
 
 
 FORMAT = 'electra-pretrain'
+# the formats of finetune.py's runs ('electra-glue': runs saved before the task kinds, classifiers), named here, below
+# both jobs, so that a reader of either kind can say what a file of the other kind is (`checkpoint_kind`)
+FINETUNED_FORMATS = ('electra-finetuned', 'electra-glue')
+
+
+def checkpoint_kind(ckpt) -> str:
+    """What a loaded `.pth` is, told by its content (its `format`), in words for the line that refuses it where the
+    other kind was wanted: 'a pretraining checkpoint of pretrain.py (step N)', 'a fine-tuned run of finetune.py (task
+    T)', or '' for anything else (what to do then depends on the reader)."""
+    fmt = ckpt.get('format') if isinstance(ckpt, dict) else None
+    if fmt == FORMAT: return f"a pretraining checkpoint of pretrain.py (step {ckpt.get('step', '?')})"
+    if fmt in FINETUNED_FORMATS: return f"a fine-tuned run of finetune.py (task {ckpt.get('task', '?')})"
+    return ''
 
 
 def _feed(h, obj) -> None:
@@ -150,6 +163,10 @@ def load_checkpoint(path: str | Path, map_location='cpu') -> dict:
         # (torch's own message is long and its advice, weights_only=False, is unsafe and no help for a cut-short file)
         raise ConfigError(f"{path}: cannot read this checkpoint: it is cut short or damaged, or not a file written by "
                           f"pretrain.py ({type(e).__name__}).{_previous_hint(path)}") from None
+    if isinstance(ckpt, dict) and ckpt.get('format') in FINETUNED_FORMATS:  # the model it started from was meant
+        raise ConfigError(f"{path}: {checkpoint_kind(ckpt)}, not a pretraining checkpoint of pretrain.py: the Explore "
+                          "notebook's `finetuned` reads it; the pretrained model it was fine-tuned from is "
+                          f"{ckpt.get('pretrained', 'recorded in it')}.")
     if not isinstance(ckpt, dict) or ckpt.get('format') != FORMAT:
         raise ConfigError(f"{path}: not an ELECTRA pretraining checkpoint written by pretrain.py "
                           f"(expected a dict with format '{FORMAT}').")

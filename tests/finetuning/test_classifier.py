@@ -105,3 +105,22 @@ def test_a_damaged_finetuned_run_is_named_with_the_fix(tmp_path, tiny, data):
     with pytest.raises(ConfigError, match=r'RTE_0.pth: cannot read this fine-tuned run \(.*\)\. Delete it and its row in '
                                           r'results.csv, and run the same command again to redo the run'):
         loading.read_finetuned(path)
+
+
+def test_a_pretraining_checkpoint_read_as_a_fine_tuned_run_is_named_for_what_it_is(tmp_path):
+    """R9-1: the Explore notebook's `finetuned` set to pretrain.py's .pth (both .pth files; the notebook has `model` for
+    it) said "not a fine-tuned checkpoint of finetune.py; delete it and its results row": followed, the pretraining
+    run's checkpoint is lost. A checkpoint's kind is told by its content (`checkpoint_kind`); the delete advice is
+    kept for a fine-tuned run that cannot be read (test above)."""
+    path = tmp_path / 'demo_11081_100%.pth'
+    torch.save({'format': 'electra-pretrain', 'step': 40, 'model': {}}, path)
+    with pytest.raises(ConfigError) as e:
+        loading.read_finetuned(path)
+    assert str(e.value) == (f"{path}: a pretraining checkpoint of pretrain.py (step 40), not a fine-tuned run of "
+                            "finetune.py: it is the model to fine-tune or explore (finetune.py's --model, the Explore "
+                            "notebook's `model`); a fine-tuned run is finetune.py's <output_dir>/<group>/<task>_<i>.pth.")
+    torch.save({'weights': torch.zeros(2)}, path)
+    with pytest.raises(ConfigError) as e:
+        loading.read_finetuned(path)
+    assert str(e.value) == (f"{path}: not a fine-tuned run of finetune.py (a torch file of another kind): give a run "
+                            "of finetune.py, <output_dir>/<group>/<task>_<i>.pth.")

@@ -220,3 +220,55 @@ def test_open_finetuned_runs_of_a_task_file_and_refuses_other_kinds_in_one_line(
     with pytest.raises(ConfigError, match=r"^[^\n]*tagged\.pth: a tagging run: the Explore helpers analyse classification "
                                           r"and regression runs \(GLUE tasks and task files of those kinds\)\.$"):
         open_finetuned(tmp_path / 'tagged.pth')
+
+
+@pytest.mark.parametrize('word', ['日本', ',', 'cow,'], ids=['wholly-unknown', 'punctuation-unknown', 'partly-unknown'])
+def test_a_word_the_vocabulary_reads_as_unk_is_refused_not_looked_up_as_unk(word):
+    """R9-7: nearest_tokens('日本') and nearest_tokens(',') gave one and the same table, the neighbours of the [UNK]
+    embedding (exact cosine of row 1), as if they were each word's; a word read partly as [UNK] mixed [UNK]'s row into
+    its mean. Now each lookup (the table, `neighbours`, the token map's star) refuses it in one line."""
+    import transformers
+    from electra.tools.pictures import token_map
+    vocab = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'cow', 'ship', 'bread', 'sail', '##s', 'eat', 'bake']
+    tok = transformers.ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    pieces = tok.tokenize(word)                                     # the tokenizers library's own reading of it
+    assert '[UNK]' in pieces and (word != 'cow,' or pieces == ['cow', '[UNK]'])
+    index = TokenIndex(np.random.default_rng(0).standard_normal((len(vocab), 8)).astype(np.float32), tok)
+    said = (f"words: {word!r} is unknown to the vocabulary (read as {' '.join(pieces)}): it has no embedding of its "
+            "own, and the neighbours of [UNK]'s are not its. Give words the tokenizer reads without [UNK].")
+    for lookup in (lambda: index.nearest_tokens(word, 3), lambda: index.neighbours(['cow', word], 3),
+                   lambda: token_map(index, ['cow', word], 2)):
+        with pytest.raises(ConfigError) as e:
+            lookup()
+        assert str(e.value) == said
+    assert list(index.nearest_tokens('sails', 2)['token'])  # a word of known pieces is looked up as before
+
+
+def test_an_unknown_key_of_the_notebook_s_config_names_its_keys_not_a_help_it_has_not():
+    """R9-5: `explore_config({'kk': 1})` said "Run with --help for the list of keys"; a notebook has no --help. The
+    pointer depends on where the keys come from: a notebook's overrides are told the keys of its config class."""
+    import dataclasses
+    from electra.tools.explore import ExploreConfig
+    keys = ', '.join(f.name for f in dataclasses.fields(ExploreConfig))
+    with pytest.raises(ConfigError) as e:
+        explore_config({'kk': 1})
+    assert str(e.value) == (f"overrides: unknown key 'kk'. Did you mean 'k'? The keys of "
+                            f"electra.tools.explore.ExploreConfig: {keys}.")
+    assert keys.startswith('model, finetuned, data, cache_dir, generator, text,') and keys.endswith('mistake, seed')
+
+
+def test_a_mistake_past_the_dev_set_s_mistakes_is_refused_naming_their_count():
+    """R9-5: `explore_config({'mistake': 10000})` with 73 mistakes was accepted and the notebook silently analysed the
+    last one (`min(cfg.mistake, len(mistakes) - 1)`). Now `mistake_at`, where the mistakes are known, refuses it in
+    one line naming their count; the notebook calls it."""
+    import json
+    import pandas as pd
+    from electra.tools.explore import mistake_at
+    mistakes = pd.DataFrame({'idx': [7, 3, 9], 'p(prediction)': [0.9, 0.8, 0.6]}, index=[4, 1, 8])
+    assert mistake_at(mistakes, 0)['idx'] == 7 and mistake_at(mistakes, 2)['idx'] == 9  # by confidence, as listed
+    with pytest.raises(ConfigError) as e:
+        mistake_at(mistakes, 10000)
+    assert str(e.value) == ("mistake: 10000 is past the 3 dev mistakes (0 is the most confident, 2 the least): give "
+                            "0 to 2.")
+    code = ''.join(''.join(c['source']) for c in json.loads((REPO / 'notebooks' / 'Explore.ipynb').read_text())['cells'])
+    assert 'mistake_at(mistakes, cfg.mistake)' in code and 'min(cfg.mistake' not in code

@@ -102,3 +102,37 @@ def test_regression_outcome_is_predictions_against_gold_with_the_diagonal():
 def test_projection_of_too_few_points_or_dimensions_is_refused(shape):
     with pytest.raises(ValueError, match=re.escape(f'at least 2 vectors of at least 2 numbers each, got an array of shape {shape}')):
         project_2d(np.ones(shape))
+
+
+def test_the_confusion_matrix_of_a_task_of_coded_labels_names_its_classes():
+    """R9-4: MRPC's matrix was labelled '0', '1' (its labels as the data codes them) though the task has names, and the
+    docstring promises "the task's label names": a reader could not tell whether row 1 is "equivalent". The names are
+    GLUE's as the hub's nyu-mll/glue gives them (class 0 of MRPC: not_equivalent)."""
+    gold, pred = np.array([0, 0, 1, 1, 1]), np.array([0, 1, 1, 1, 0])
+    ax = outcome_figure(TASKS['MRPC'], gold, pred).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ['not_equivalent', 'equivalent']
+    assert [t.get_text() for t in ax.get_xticklabels()] == ['not_equivalent', 'equivalent']
+    assert np.array([int(t.get_text()) for t in ax.texts]).reshape(2, 2).tolist() == [[1, 1], [1, 2]]
+
+
+def test_the_mistakes_and_the_nearest_examples_of_a_task_of_coded_labels_name_their_classes():
+    """R9-4: `find_misclassified`'s label and prediction columns and `ExampleIndex`'s labels (the notebook passed
+    `task.labels`) read '0'/'1' for MRPC; the notebook's example map legend too. All take `task.label_names` now."""
+    import json
+    import torch
+    from electra.finetuning.classifier import ElectraClassifier
+    from electra.finetuning.tasks.sources import Examples
+    from electra.tools.explore import find_misclassified
+    from tests.support.notebook_runs import REPO
+    vocab = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'a', 'b', 'c']
+    tok = transformers.ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    torch.manual_seed(0)
+    body = transformers.ElectraModel(transformers.ElectraConfig(vocab_size=8, embedding_size=8, hidden_size=8,
+                                     num_hidden_layers=1, num_attention_heads=1, intermediate_size=8))
+    clf = ElectraClassifier(body, 2).eval()
+    ex = Examples(np.arange(4), ['a', 'b', 'c', 'a b'], ['b', 'c', 'a', 'c'], np.array([0, 1, 0, 1]))
+    wrong = find_misclassified(clf, tok, TASKS['MRPC'], ex, 8)
+    assert len(wrong) and set(wrong['label']) | set(wrong['prediction']) <= {'not_equivalent', 'equivalent'}
+    assert all(TASKS['MRPC'].names[l] == n for l, n in zip(ex.label[wrong.index], wrong['label']))
+    code = ''.join(''.join(c['source']) for c in json.loads((REPO / 'notebooks' / 'Explore.ipynb').read_text())['cells'])
+    assert 'task.labels' not in code and code.count('task.label_names') == 2  # the example index and the map

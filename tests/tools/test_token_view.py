@@ -176,3 +176,61 @@ def test_a_generator_of_another_vocabulary_is_refused_naming_both(tmp_path, tiny
                                                     r"with this discriminator, or leave `generator` empty\.$"):
         generator_of('unused', tok, str(tmp_path / 'other'))
     assert generator_of('unused', tok, str(tmp_path / 'same')).config.vocab_size == len(tok)
+
+
+@pytest.fixture(scope='module')
+def trained_at_12(nets):
+    "The tiny discriminator of `nets` as pretrain.py exports one pretrained at 12 tokens (64 positions)."
+    disc, gen, tok = nets
+    cfg = transformers.ElectraConfig(**{**disc.config.to_dict(), 'pretraining_max_length': 12})
+    short = transformers.ElectraForPreTraining(cfg).eval()
+    short.load_state_dict(disc.state_dict())
+    return short, gen, tok
+
+
+SENTENCE = 'the teacher reads books in the classroom .'  # 8 tokens: [CLS] + 8 + [SEP] = 10 fit in 12
+
+
+def test_a_text_past_the_pretraining_length_is_cut_there_with_one_warning_naming_the_tokens_past_it(trained_at_12):
+    """R9-2: view_text on 110 tokens of a discriminator pretrained at 64 gave verdicts at positions 64-109, never
+    trained, without a word (false alarms there, none on the same sentence before). As fine-tuning does for a
+    max_length past `pretraining_max_length`, the view says so in one warning; it shows what the discriminator was
+    pretrained to judge: the text's first 12 tokens, [SEP] last, as pretraining's examples end."""
+    import warnings
+    from electra.config.errors import RunWarning
+    disc, _, tok = trained_at_12
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert len(view_text(disc, tok, SENTENCE).tokens) == 10                  # within it: nothing said
+    text = f'{SENTENCE} {SENTENCE} {SENTENCE}'                                   # 26 tokens
+    full = tok.convert_ids_to_tokens(tok(text)['input_ids'])
+    assert len(full) == 26
+    with pytest.warns(RunWarning) as said:
+        view = view_text(disc, tok, text)
+    assert [str(w.message) for w in said] == [
+        "text: 26 tokens ([CLS] and [SEP] included), 14 of them past the 12 tokens the discriminator was pretrained "
+        "at: positions 12 to 25 were never trained; the view shows the first 12 tokens, the text cut there as "
+        "pretraining cut its examples."]
+    assert view.tokens == full[:11] + ['[SEP]']
+    assert np.allclose(view.p_replaced, hf_p(disc, tok, view.tokens), atol=1e-6)  # transformers on the cut text
+
+
+def test_a_word_to_replace_or_generate_past_the_pretraining_length_is_refused_in_one_line(trained_at_12):
+    "R9-2's views of a changed text: a change within the first 12 tokens is shown (one warning), one past them refused."
+    from electra.config.errors import RunWarning
+    disc, gen, tok = trained_at_12
+    text = f'{SENTENCE} a cow eats bread .'                      # 15 tokens: 'cow' at position 10, 'bread' at 12
+    with pytest.warns(RunWarning, match=r'^text: 15 tokens .*, 3 of them past the 12 tokens'):
+        view = view_replaced(disc, tok, text, 'cow', 'ship', gen)
+    assert view.tokens[10] == 'ship' and view.originals[10] == 'cow' and len(view.tokens) == 12
+    assert np.allclose(view.p_replaced, hf_p(disc, tok, view.tokens), atol=1e-6)
+    with pytest.raises(ConfigError) as e:
+        view_replaced(disc, tok, text, 'bread', 'ship', gen)
+    assert str(e.value) == ("replace: 'bread' lies past the first 12 tokens the discriminator was pretrained at, "
+                            "which the view shows: put it earlier in the text, or shorten the text.")
+    with pytest.warns(RunWarning, match=r'^text: 15 tokens'):
+        assert list(view_generated(disc, gen, tok, text, ['cow', 'bread']).candidates) == [10]
+    with pytest.raises(ConfigError) as e:
+        view_generated(disc, gen, tok, text, ['bread'])
+    assert str(e.value) == ("generate: ['bread'] lies past the first 12 tokens the discriminator was pretrained at, "
+                            "which the view shows: put it earlier in the text, or shorten the text.")

@@ -42,3 +42,20 @@ def test_a_resume_that_changes_what_shaped_the_runs_own_tokenizer_is_refused(tmp
         check_resume_compatible(ckpt, {**was, key: now}, {'vocab.txt': 'x'}, tmp_path / 'run.pth')
     mine = {**was, 'tokenizer': 'my_vocab.txt'}
     check_resume_compatible({**ckpt, 'config': mine}, {**mine, key: now}, {'vocab.txt': 'x'}, tmp_path / 'run.pth')
+
+
+def test_a_fine_tuned_run_read_as_a_pretraining_checkpoint_names_the_model_it_started_from(tmp_path):
+    """R9-1's mirror: --model, --init_from or the Explore notebook's `model` given a fine-tuned run of finetune.py
+    said only that it is not a pretraining checkpoint; it records the model it was fine-tuned from: named."""
+    path = tmp_path / 'RTE_0.pth'
+    torch.save({'format': 'electra-finetuned', 'task': 'RTE', 'pretrained': 'out/demo_11081_100%.pth'}, path)
+    with pytest.raises(ConfigError) as e:
+        load_checkpoint(path)
+    assert str(e.value) == (f"{path}: a fine-tuned run of finetune.py (task RTE), not a pretraining checkpoint of "
+                            "pretrain.py: the Explore notebook's `finetuned` reads it; the pretrained model it was "
+                            "fine-tuned from is out/demo_11081_100%.pth.")
+    torch.save([1, 2], path)
+    with pytest.raises(ConfigError) as e:
+        load_checkpoint(path)
+    assert str(e.value) == (f"{path}: not an ELECTRA pretraining checkpoint written by pretrain.py (expected a dict "
+                            "with format 'electra-pretrain').")

@@ -38,7 +38,7 @@ from electra.pretrained.export import save_model, with_model_length
 from electra.runtime.files import path_inside
 from electra.runtime.processes import is_main_process
 
-__all__ = ['TRANSFORMERS_CLASSES', 'to_transformers', 'save_run', 'save_runs']
+__all__ = ['TRANSFORMERS_CLASSES', 'to_transformers', 'pipeline_entities', 'save_run', 'save_runs']
 
 # the transformers class of each task kind whose head it computes (module docstring); the pipeline that reads it
 TRANSFORMERS_CLASSES = {'classification': (ElectraForSequenceClassification, 'text-classification'),
@@ -215,6 +215,18 @@ def _pipeline_words(tokenizer) -> str:
             "a character of several bytes) its tags differ from the run's; the recipe below gives the run's tags.")
 
 
+def pipeline_entities(labels: list[str]) -> str:
+    """For a tagging folder's card: transformers' pipeline groups words into entities by the `B-` and `I-` of their
+    tags alone (`TokenClassificationPipeline.group_entities`), as IOB2 and IOB1 read; an IOBES run's `E-` and `S-`
+    tags each begin an entity of their own there, so its entities of several words come apart. '' for other tags."""
+    if not any(label[:2] in ('E-', 'S-') for label in labels): return ''
+    return ("This run's tags are IOBES: the pipeline's `aggregation_strategy` groups words into entities by `B-` and "
+            "`I-` alone, so an entity of several words comes out in pieces (`B-LOC E-LOC` on 'New Harbor': two LOC "
+            "entities, 'New' and 'Harbor'), while its words' tags are the run's. The run's entities, those its scores "
+            "count, are seqeval's reading of those tags: `seqeval.metrics.sequence_labeling.get_entities(tags)` of "
+            "the words' tags (the recipe below gives them), e.g. `[('LOC', 0, 1)]` for 'New Harbor'.")
+
+
 def _labels_table(names: list[str]) -> str:
     return '\n'.join(['| id | label |', '|---|---|', *(f'| {i} | {n} |' for i, n in enumerate(names))])
 
@@ -250,6 +262,7 @@ def _card(folder: Path, name: str, cfg: FinetuneConfig, ckpt: dict, cls: type, t
         f"## Labels\n\n`config.json`'s `id2label`, from the task's label names:\n\n{_labels_table(names)}",
         f"## Dev scores\n\n{yaml_block({k: v for k, v in ckpt['dev'].items() if k != 'epoch'})}",
         '\n\n'.join(filter(None, ['## How to use', tokenizer_note, _usage(name, ckpt, tag),
+                                   tag != 'text-classification' and pipeline_entities(names),
                                    _exact_recipe(name, ckpt, tag)])).rstrip(),
         f"## Settings\n\n{details(yaml_block(ckpt['hparams']), 'the settings of the run')}",
         LICENSE_NOTE])

@@ -367,3 +367,34 @@ def test_the_tagging_folder_whose_tokenizer_is_not_wordpiece_cuts_a_sentence_and
     assert len(kinds) > 1 or kind == 'unigram'  # the run tags more than 'O'
     said = "This tokenizer's pieces do not mark a word's continuation" in (folder / 'README.md').read_text('utf-8')
     assert said is (kind != 'wordpiece')  # WordPiece's '##' marks it: the pipeline finds the run's words
+
+
+@pytest.mark.parametrize('labels, said', [(['O', 'B-LOC', 'I-LOC', 'E-LOC', 'S-LOC'], True),
+                                          (['O', 'B-LOC', 'I-LOC'], False), (['O', 'I-LOC', 'B-LOC'], False)])
+def test_an_iobes_tagging_card_says_the_pipeline_splits_its_entities_and_how_to_read_the_runs(labels, said, swept,
+                                                                                              tmp_path):
+    """An IOBES run's `B-LOC E-LOC` ('New Harbor') came out of the card's `pipeline(..., aggregation_strategy=
+    'first')` as two LOC entities (transformers groups by B- and I- alone), seqeval's one, and the card said nothing.
+    transformers' own grouping shows the split; the card of an IOBES run says so and names seqeval's reading, the
+    card of an IOB2 or IOB1 run (which the pipeline groups as seqeval does) says nothing."""
+    from seqeval.metrics.sequence_labeling import get_entities
+    from transformers import TokenClassificationPipeline
+    from electra.finetuning.export import pipeline_entities
+    words = [{'entity': t, 'score': 0.9, 'word': w, 'start': s, 'end': s + len(w), 'index': i}
+             for i, (w, t, s) in enumerate([('new', 'B-LOC', 0), ('harbor', 'E-LOC', 4)])]
+    grouping = TokenClassificationPipeline.__new__(TokenClassificationPipeline)  # its grouping reads no model
+    grouping.tokenizer = type('Words', (), {'convert_tokens_to_string': lambda self, pieces: ' '.join(pieces)})()
+    grouped = grouping.group_entities(words)
+    assert [(g['entity_group'], g['word']) for g in grouped] == [('LOC', 'new'), ('LOC', 'harbor')]
+    assert get_entities(['B-LOC', 'E-LOC']) == [('LOC', 0, 1)]  # the run's one entity, as its scores count it
+    note = pipeline_entities(labels)
+    assert bool(note) is said
+    if said: assert 'get_entities' in note and '`B-` and `I-` alone' in note
+    # the card of the fixture's tagging run (IOB2), written again as if its tags were these: the note in its How to use
+    from electra.finetuning import export
+    cfg, results = swept
+    ckpt = read_finetuned(sweep.group_dir(cfg) / f"ner_{_picked(results, 'ner')}.pth")
+    card = export._card(tmp_path, 'ner', cfg, {**ckpt, 'labels': labels}, ElectraForTokenClassification,
+                        'token-classification', '')
+    how = card.read_text(encoding='utf-8').split('## How to use', 1)[1]
+    assert note in how and ('`B-` and `I-` alone' in how) is said

@@ -5,7 +5,10 @@ discriminator on the same text with the masked positions replaced uniformly at r
 replaces them), which does not move with the generator, so runs of any setting compare on it.
 
 Every evaluation masks and samples the same held-out batches with generators re-seeded each time, so the
-numbers are comparable from one evaluation to the next and move only because the model does. It touches
+numbers are comparable from one evaluation to the next and move only because the model does. The masks have a stream
+of their own (`seed`), apart from the sampling's noise (`seed + 2`) and the probe's draws (`seed + 1`): they are a
+function of the held-out examples and the seed alone, the same positions and tokens for every objective, in both
+stages of two-stage training, with or without padding of the vocabulary. It touches
 none of the training random streams (masking, sampling, dropout), so a run with evaluation trains exactly
 as one without, and a resumed run exactly as an uninterrupted one. (The official ELECTRA evaluates on its
 training files; these examples are never trained on.)
@@ -92,9 +95,11 @@ class HeldOutEvaluation(Callback):
         "The metrics of the current model on the held-out batches (also kept in `last_row`)."
         model = self.model
         device = next(model.parameters()).device
-        # re-seeded every time: the same masks and the same sampling noise at every evaluation
-        rng = torch.Generator(device=device).manual_seed(self.seed)
-        probe_rng = torch.Generator(device=device).manual_seed(self.seed + 1)  # apart: `rng` draws what it drew before
+        # re-seeded every time: the same masks and the same sampling noise at every evaluation, each from a stream of
+        # its own, so that the masks are a function of the held-out batches and the seed alone: drawn after the
+        # noise in one stream, they moved with what the objective or the stage samples (BERT and two-stage
+        # training's first stage nothing, the others [B, P, V] draws a batch)
+        mask_rng, noise_rng, probe_rng = (torch.Generator(device=device).manual_seed(self.seed + k) for k in (0, 2, 1))
         was_training = model.training
         model.eval()
         dtype = AUTOCAST_DTYPES[self.precision]
@@ -103,11 +108,10 @@ class HeldOutEvaluation(Callback):
         try:
             for input_ids, token_type_ids in self.batches:
                 input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
-                m = self.masking(input_ids, rng)
-                # the sampling noise, next in `rng` after the masks; none in two-stage training's first stage,
-                # whose forward samples nothing
+                m = self.masking(input_ids, mask_rng)
+                # the sampling noise; none in two-stage training's first stage, whose forward samples nothing
                 shape = model.noise_shape(m.positions) if model.stage != 1 else None
-                noise = None if shape is None else torch.rand(shape, device=device, generator=rng)
+                noise = None if shape is None else torch.rand(shape, device=device, generator=noise_rng)
                 # `forward`: a model compiled for training evaluates eagerly, with no graphs to compile for eval mode
                 with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels, noise)
                 for k, v in _losses_and_counts(pred, m.labels, model.objective.head).items():

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 4fc9fef26e1295c4ece1ad32cc03ac1ff3a1a6097ab93e935b921da3810c0760
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 949f28b35b85875f0884149f562b3da85d416f95c8c7b240bc004d22d84ee734
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -257,7 +257,7 @@ else:
 # are what make ELECTRA's task hard, and what a longer run on real text learns to detect.
 
 # %%
-if replaces:
+if model.objective.reported.detection:  # its discriminator detects replaced tokens (RTD)
     verdict = detection_view(rtd, tokenizer, example=0)
     show(verdict)
     rows = verdict.frame()

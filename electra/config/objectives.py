@@ -38,14 +38,15 @@ class Reported:
     """What a run of an objective names in its lines and log (pretrain.py, the metrics and held-out lines, the progress
     bar), read off its row: the two parts of its parameter count (the main network, the whole model), its losses and
     accuracies beside the total (the name printed, the metrics column it reads), the held-out line's name of the main
-    accuracy where no "always original" baseline stands beside it, whether it has replacements to measure and show
-    (replaced P/R, the generator's samples, the discriminator's verdicts on them), and the panels of its loss curves
-    (each a title and the metrics columns drawn in it)."""
+    accuracy where no "always original" baseline stands beside it, whether it has replacements to show (the
+    generator's samples), whether its discriminator detects them (replaced P/R, its verdicts on each token: the RTD
+    head alone), and the panels of its loss curves (each a title and the metrics columns drawn in it)."""
     parameters: tuple[str, str]
     losses: tuple[tuple[str, str], ...]
     accuracies: tuple[tuple[str, str], ...]
     held_out_accuracy: str
     replacements: bool
+    detection: bool
     curves: tuple[tuple[str, tuple[str, ...]], ...]
 
 
@@ -98,13 +99,20 @@ class Objective:
         """How its run's lines name what it has. With samples, a generator (or the uniform one) and a discriminator;
         without, one network trained by its head alone (BERT: the body and its MLM head), whose loss and accuracy at
         the masked positions are the discriminator's columns of metrics.csv, and nothing replaced to measure."""
-        if self.samples:
-            return Reported(('discriminator', 'generator + discriminator'), (('gen', 'gen_loss'), ('disc', 'disc_loss')),
-                            (('gen_acc', 'gen_accuracy'), ('disc_acc', 'disc_accuracy')), 'main acc', True,
+        head = self.head  # 'mlm', 'copy': the name a token-predicting head's loss and accuracy are printed under
+        parts = ('discriminator', 'generator + discriminator')
+        if self.samples and not self.mlm:
+            return Reported(parts, (('gen', 'gen_loss'), ('disc', 'disc_loss')),
+                            (('gen_acc', 'gen_accuracy'), ('disc_acc', 'disc_accuracy')), 'main acc', True, True,
                             _CURVES)
-        head = self.head  # 'mlm': the name its loss and accuracy are printed under
+        if self.samples:  # Replace MLM, All-Tokens MLM: replaced tokens, which the discriminator's head predicts back
+            return Reported(parts, (('gen', 'gen_loss'), (f'disc {head}', 'disc_loss')),
+                            (('gen_acc', 'gen_accuracy'), (f'disc_{head}_acc', 'disc_accuracy')), f'disc {head} acc',
+                            True, False, (_CURVES[0], (f'discriminator {head.upper()} loss', ('disc_loss',)),
+                                          (f"accuracies: the generator's, the discriminator {head.upper()} head's",
+                                           ('gen_accuracy', 'disc_accuracy'))))
         return Reported(('the network', f'the network + its {head.upper()} head'), ((head, 'disc_loss'),),
-                        ((f'{head}_acc', 'disc_accuracy'),), f'{head} acc', False,
+                        ((f'{head}_acc', 'disc_accuracy'),), f'{head} acc', False, False,
                         ((f'{head.upper()} loss', ('disc_loss',)),
                          (f'{head.upper()} accuracy at the masked positions', ('disc_accuracy',))))
 

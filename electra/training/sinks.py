@@ -39,12 +39,12 @@ class CsvLog:
 
 def metrics_line(row: dict, objective: Objective) -> str:
     """One logging interval's line, naming what the run has as its objective's row says (`Objective.reported`): the
-    total loss and each loss beside it, the accuracies, replaced P/R where it replaces tokens, the rate, the speed."""
+    total loss and each loss beside it, the accuracies, replaced P/R where it detects replaced tokens, the rate, the speed."""
     said = objective.reported
     losses = ', '.join(f"{name} {row[key]:.4f}" for name, key in said.losses)
     accuracies = ' '.join(f"{name} {row[key]:.4f}" for name, key in said.accuracies)
     detection = (f" replaced P/R {row['replaced_precision']:.3f}/{row['replaced_recall']:.3f}"
-                 if said.replacements else '')
+                 if said.detection else '')
     skipped = f" ({row['skipped_steps']} fp16 overflow steps skipped)" if row.get('skipped_steps') else ''
     return (f"step {row['step']}: loss {row['loss']:.4f} ({losses}) {accuracies}{detection} lr {row['lr']:.3g} "
             f"{row['steps_per_s']:.1f} steps/s{skipped}")

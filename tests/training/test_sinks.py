@@ -16,9 +16,16 @@ EVAL = {'step': 6, 'gen_loss': 5.0, 'disc_loss': 0.4, 'gen_accuracy': 0.1, 'disc
         'examples': 8}
 NUMBER = r'(-?[\d.]+(?:e-?\d+)?|nan)'
 WITH_GENERATOR = [name for name, row in OBJECTIVES.items() if row.samples]
+DETECTING = [name for name in WITH_GENERATOR if OBJECTIVES[name].head == 'rtd']  # replaced-token detection's head
+PREDICTING = [name for name in WITH_GENERATOR if OBJECTIVES[name].head != 'rtd']  # Replace MLM, All-Tokens MLM
 
 
-@pytest.mark.parametrize('name', WITH_GENERATOR)
+def test_the_objectives_are_split_as_their_heads_say():
+    assert (DETECTING, PREDICTING) == (['electra', 'electra_15', 'electric', 'fast_electra'],
+                                       ['replace_mlm', 'all_tokens_mlm'])
+
+
+@pytest.mark.parametrize('name', DETECTING)
 def test_an_objective_with_a_generator_prints_its_lines_as_before(name):
     "The lines these objectives printed before the row named them (the format written out here), parsed back."
     line = metrics_line(ROW, OBJECTIVES[name])
@@ -32,9 +39,21 @@ def test_an_objective_with_a_generator_prints_its_lines_as_before(name):
     assert eval_line(EVAL, OBJECTIVES[name]) == (
         'step 6 held-out: AUC 0.600 (chance 0.5), 0.900 on random replacements; gen acc 0.100 (most frequent token '
         '0.050); disc acc 0.850 (always "original" 0.870; 13.0% replaced); loss gen 5.000 disc 0.400')
-    held_out_mlm = {**EVAL, 'disc_auc': math.nan, 'uniform_auc': math.nan, 'disc_accuracy_baseline': math.nan}
-    assert eval_line(held_out_mlm, OBJECTIVES[name]) == (     # replace_mlm's and all_tokens_mlm's kind of row
-        'step 6 held-out: gen acc 0.100 (most frequent token 0.050); main acc 0.850; loss gen 5.000 disc 0.400')
+
+
+@pytest.mark.parametrize('name, head', [('replace_mlm', 'mlm'), ('all_tokens_mlm', 'copy')])
+def test_an_objective_whose_discriminator_predicts_tokens_names_its_head_and_no_replaced_p_r(name, head):
+    """Replace MLM and All-Tokens MLM: a generator replaces, the discriminator predicts the original tokens (its MLM
+    or copy head) and detects nothing: its loss and accuracy are named by its head, and no `replaced P/R` (their run
+    printed `replaced P/R 0.000/0.000`, a detection it never does, and the held-out `main acc`)."""
+    row = {**ROW, 'replaced_precision': 0.0, 'replaced_recall': 0.0}
+    assert metrics_line(row, OBJECTIVES[name]) == (f'step 6: loss 7.2906 (gen 1.2500, disc {head} 0.1212) gen_acc '
+                                                   f'0.0833 disc_{head}_acc 0.9125 lr 0.001 3.0 steps/s')
+    held_out = {**EVAL, 'disc_auc': math.nan, 'uniform_auc': math.nan, 'disc_accuracy_baseline': math.nan}
+    assert eval_line(held_out, OBJECTIVES[name]) == (
+        f'step 6 held-out: gen acc 0.100 (most frequent token 0.050); disc {head} acc 0.850; loss gen 5.000 disc '
+        f'{head} 0.400')
+    assert OBJECTIVES[name].reported.replacements and not OBJECTIVES[name].reported.detection
 
 
 def test_bert_s_lines_name_its_mlm_loss_and_masked_token_accuracy_and_no_generator_or_replacements():
@@ -52,6 +71,7 @@ def test_bert_s_lines_name_its_mlm_loss_and_masked_token_accuracy_and_no_generat
     for text in (line, eval_line(held_out, bert)):
         assert 'gen' not in text and 'nan' not in text and 'P/R' not in text and 'disc' not in text
     assert not bert.reported.replacements and all(OBJECTIVES[n].reported.replacements for n in WITH_GENERATOR)
+    assert not bert.reported.detection and all(OBJECTIVES[n].reported.detection for n in DETECTING)
 
 
 def test_the_fp16_skips_are_said_after_the_line():

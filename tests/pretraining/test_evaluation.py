@@ -165,3 +165,53 @@ def test_the_held_out_masks_are_a_function_of_the_held_out_set_and_the_seed_alon
             for key in ('input_ids', 'positions', 'labels'): assert torch.equal(getattr(m, key), getattr(r, key)), (name, key)
         if name not in ('mlm', 'uniform'):  # a generator network: its baseline
             assert row['gen_accuracy_baseline'] == max(labels.values()) / sum(labels.values()), name
+
+
+def test_an_auc_over_fewer_than_30_of_either_class_is_undefined():
+    """`held_out_auc` is sklearn's ROC AUC where each class has at least `MIN_AUC_CLASS` (30) tokens, NaN (undefined)
+    below: ELECTRA 15%'s AUC at the masked positions rested on 1 to 4 "original" tokens among ~440."""
+    from electra.pretraining.evaluation import MIN_AUC_CLASS, held_out_auc
+    assert MIN_AUC_CLASS == 30
+    g = torch.Generator().manual_seed(1)
+    scores = torch.randn(400, generator=g)
+    for negatives in (1, 29, 30, 31):
+        labels = torch.arange(400) >= negatives  # `negatives` originals, the rest replaced
+        got = held_out_auc(scores, labels)
+        if negatives < 30: assert np.isnan(got) and np.isnan(held_out_auc(scores, ~labels))
+        else: assert got == pytest.approx(roc_auc_score(labels.numpy(), scores.numpy()), abs=1e-12)
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_electra_15_s_auc_rests_on_its_masked_positions_and_its_probe_on_every_token(tmp_path):
+    """ELECTRA 15% (the discriminator's loss at the masked positions): its `disc_auc` and accuracy are over the masked
+    positions, where a sample equal to the original is rare: here fewer than 30 "original", so the AUC is undefined
+    (NaN) rather than the rank of a handful of tokens; its always-"original" baseline is over the same positions. The
+    probe on uniform replacements is over every real token, as for every objective: sklearn's AUC there, and the same
+    number as ELECTRA's for the same weights (it was over the masked positions, where it rested on no "original")."""
+    model, batches, cb = evaluation(tmp_path, objective='electra_15')
+    electra_model, _, electra_cb = evaluation(tmp_path, objective='electra')
+    for k, v in electra_model.state_dict().items(): assert torch.equal(model.state_dict()[k], v), k  # the same weights
+    row = cb.evaluate()
+    model.eval()
+    mask_rng, probe_rng = torch.Generator().manual_seed(3), torch.Generator().manual_seed(4)
+    saved, model.rng = model.rng, torch.Generator().manual_seed(5)
+    originals = masked = 0
+    scores, targets = [], []
+    with torch.no_grad():
+        for ids, types in batches:
+            m = mask_tokens(ids, torch.tensor([0, 1, 2, 3, 4]), 0, 4, 120, 0.15, 'fixed', 0.85, 0.0, mask_rng)
+            out = model(m.input_ids, types, m.positions, m.labels)
+            at = torch.zeros_like(ids, dtype=torch.bool)
+            for b, p in zip(*torch.nonzero(m.labels >= 0, as_tuple=True)): at[b, m.positions[b, p]] = True
+            masked, originals = masked + int(at.sum()), originals + int((~out['is_replaced'] & at).sum())
+            draws = torch.rand((*m.positions.shape, 120), generator=probe_rng).argmax(-1)
+            corrupted = ids.clone()
+            for b, p in zip(*torch.nonzero(m.labels >= 0, as_tuple=True)): corrupted[b, m.positions[b, p]] = draws[b, p]
+            logits = model.discriminator(corrupted, attention_mask=(ids != 0).long(), token_type_ids=types).logits
+            scores.append(logits[ids != 0]), targets.append((corrupted != ids)[ids != 0])
+    model.rng = saved
+    assert originals < 30 < masked and np.isnan(row['disc_auc'])
+    assert row['disc_accuracy_baseline'] == pytest.approx(originals / masked, abs=1e-12)
+    assert row['uniform_auc'] == pytest.approx(roc_auc_score(torch.cat(targets).numpy(), torch.cat(scores).numpy()),
+                                               abs=1e-6)
+    assert row['uniform_auc'] == electra_cb.evaluate()['uniform_auc']

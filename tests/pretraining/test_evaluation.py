@@ -162,7 +162,8 @@ def test_the_held_out_masks_are_a_function_of_the_held_out_set_and_the_seed_alon
         row = cb.evaluate()
         assert len(seen) == len(reference) == 3, name
         for m, r in zip(seen, reference):
-            for key in ('input_ids', 'positions', 'labels'): assert torch.equal(getattr(m, key), getattr(r, key)), (name, key)
+            for key in ('input_ids', 'positions', 'labels'):
+                assert torch.equal(getattr(m, key), getattr(r, key)), (name, key)
         if name not in ('mlm', 'uniform'):  # a generator network: its baseline
             assert row['gen_accuracy_baseline'] == max(labels.values()) / sum(labels.values()), name
 

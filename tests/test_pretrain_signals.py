@@ -67,9 +67,10 @@ def assert_held_out_lines(text: str, steps: list[int]) -> None:
     beside what a model that learnt nothing scores."""
     number = r'(\d\.\d{3})'
     for step in steps:
-        line = re.search(rf'step {step} held-out: AUC {number} \(chance 0\.5\), {number} on random replacements; '
-                         rf'gen acc {number} \(most frequent token {number}\); disc acc {number} \(always "original" '
-                         rf'{number}; (\d+\.\d)% replaced\); loss gen \d+\.\d{{3}} disc \d\.\d{{3}} *\r?\n', text)
+        line = re.search(rf'step {step} held-out: AUC {number} over every token \(chance 0\.5\), {number} on random '
+                         rf'replacements over every token; gen acc {number} at the masked positions \(most frequent '
+                         rf'token {number}\); disc acc {number} over every token \(always "original" {number}\); '
+                         rf'(\d+\.\d)% of the tokens replaced; loss gen \d+\.\d{{3}} disc \d\.\d{{3}} *\r?\n', text)
         assert line, text[-3000:]
         assert float(line[6]) == pytest.approx(1 - float(line[7]) / 100, abs=1.5e-3)
 

@@ -1,11 +1,16 @@
 """Pretraining evaluation on held-out examples (`held_out_split`): generator MLM accuracy, discriminator
 accuracy and ROC AUC, every `log_every` steps, each beside what a model that learnt nothing scores: always the most
-frequent token at the masked positions, always "original", AUC 0.5. And a probe of fixed difficulty: the AUC of the
+frequent token at the masked positions, always "original", AUC 0.5; the discriminator's over the positions of its
+loss (every real token; ELECTRA 15%'s the masked ones). And a probe of fixed difficulty: the AUC of the
 discriminator on the same text with the masked positions replaced uniformly at random (as the uniform generator
-replaces them), which does not move with the generator, so runs of any setting compare on it.
+replaces them), over every real token whatever the objective, which does not move with the generator, so runs of any
+setting compare on it. An AUC over fewer than `MIN_AUC_CLASS` tokens of either class is undefined (NaN).
 
 Every evaluation masks and samples the same held-out batches with generators re-seeded each time, so the
-numbers are comparable from one evaluation to the next and move only because the model does. It touches
+numbers are comparable from one evaluation to the next and move only because the model does. The masks have a stream
+of their own (`seed`), apart from the sampling's noise (`seed + 2`) and the probe's draws (`seed + 1`): they are a
+function of the held-out examples and the seed alone, the same positions and tokens for every objective, in both
+stages of two-stage training, with or without padding of the vocabulary. It touches
 none of the training random streams (masking, sampling, dropout), so a run with evaluation trains exactly
 as one without, and a resumed run exactly as an uninterrupted one. (The official ELECTRA evaluates on its
 training files; these examples are never trained on.)
@@ -26,12 +31,15 @@ from electra.objective.model import ElectraGeneratorDiscriminatorOutput
 from electra.pretraining.callbacks import mean
 from electra.runtime.processes import is_main_process
 from electra.training.device import AUTOCAST_DTYPES
-from electra.training.sinks import CsvLog
+from electra.training.sinks import MIN_AUC_CLASS, CsvLog
 
-__all__ = ['EVAL_METRIC_NAMES', 'roc_auc', 'most_frequent_share', 'eval_batches', 'HeldOutEvaluation']
+__all__ = ['EVAL_METRIC_NAMES', 'MIN_AUC_CLASS', 'roc_auc', 'held_out_auc', 'most_frequent_share', 'eval_batches',
+           'HeldOutEvaluation']
 
 # *_baseline: the accuracy of always the most frequent token at the masked positions (generator) and of always
-# "original" (discriminator); uniform_auc: the AUC on uniform replacements. NaN where the model has no such network.
+# "original" (discriminator, over the positions of its loss, as its accuracy and `disc_auc`); uniform_auc: the AUC on
+# uniform replacements, over every real token; replaced_fraction: of the real tokens. NaN where the model has no such
+# network, and an AUC over fewer than MIN_AUC_CLASS tokens of a class (undefined; written empty).
 EVAL_METRIC_NAMES = ['step', 'gen_loss', 'disc_loss', 'gen_accuracy', 'disc_accuracy', 'disc_auc', 'replaced_fraction',
                      'gen_accuracy_baseline', 'disc_accuracy_baseline', 'uniform_auc', 'examples']
 
@@ -47,6 +55,13 @@ def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     ends = counts.cumsum(0).double()
     ranks = (ends - (counts.double() - 1) / 2)[inverse]  # 1-based ranks, tied scores sharing their mean rank
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def held_out_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    "`roc_auc` where each class of `labels` has at least `MIN_AUC_CLASS` tokens; NaN (undefined) where not."
+    n_pos = int(labels.bool().sum())
+    if min(n_pos, labels.numel() - n_pos) < MIN_AUC_CLASS: return float('nan')
+    return roc_auc(scores, labels)
 
 
 def most_frequent_share(ids: torch.Tensor) -> float:
@@ -92,9 +107,11 @@ class HeldOutEvaluation(Callback):
         "The metrics of the current model on the held-out batches (also kept in `last_row`)."
         model = self.model
         device = next(model.parameters()).device
-        # re-seeded every time: the same masks and the same sampling noise at every evaluation
-        rng = torch.Generator(device=device).manual_seed(self.seed)
-        probe_rng = torch.Generator(device=device).manual_seed(self.seed + 1)  # apart: `rng` draws what it drew before
+        # re-seeded every time: the same masks and the same sampling noise at every evaluation, each from a stream of
+        # its own, so that the masks are a function of the held-out batches and the seed alone: drawn after the
+        # noise in one stream, they moved with what the objective or the stage samples (BERT and two-stage
+        # training's first stage nothing, the others [B, P, V] draws a batch)
+        mask_rng, noise_rng, probe_rng = (torch.Generator(device=device).manual_seed(self.seed + k) for k in (0, 2, 1))
         was_training = model.training
         model.eval()
         dtype = AUTOCAST_DTYPES[self.precision]
@@ -103,22 +120,22 @@ class HeldOutEvaluation(Callback):
         try:
             for input_ids, token_type_ids in self.batches:
                 input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
-                m = self.masking(input_ids, rng)
-                # the sampling noise, next in `rng` after the masks; none in two-stage training's first stage,
-                # whose forward samples nothing
+                m = self.masking(input_ids, mask_rng)
+                # the sampling noise; none in two-stage training's first stage, whose forward samples nothing
                 shape = model.noise_shape(m.positions) if model.stage != 1 else None
-                noise = None if shape is None else torch.rand(shape, device=device, generator=rng)
+                noise = None if shape is None else torch.rand(shape, device=device, generator=noise_rng)
                 # `forward`: a model compiled for training evaluates eagerly, with no graphs to compile for eval mode
                 with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels, noise)
                 for k, v in _losses_and_counts(pred, m.labels, model.objective.head).items():
                     sums[k] = sums.get(k, 0.0) + float(v)
                 if pred.gen_preds is not None: seen['labels'].append(m.labels[m.labels >= 0])  # a generator predicts
                 if pred.disc_logits is None: continue
-                seen['auc'].append(_detection(pred))  # over the positions of its loss
+                seen['auc'].append(_detection(pred, pred.disc_mask))  # over the positions of its loss
                 with autocast:
                     probe = model.detect_uniform_replacements(m.input_ids, token_type_ids, m.positions, m.labels,
                                                               probe_rng)
-                seen['uniform'].append(_detection(probe))
+                # over every real token whatever the objective, so that runs of any setting compare on it
+                seen['uniform'].append(_detection(probe, probe.attention_mask))
         finally:
             model.train(was_training)
         self.last_row = self._row(sums, seen)
@@ -126,7 +143,7 @@ class HeldOutEvaluation(Callback):
 
     def _row(self, sums: dict[str, float], seen: dict[str, list]) -> dict:
         disc_n = max(sums['disc_total'], 1)
-        auc = {k: roc_auc(*map(torch.cat, zip(*seen[k]))) if seen[k] else float('nan') for k in ('auc', 'uniform')}
+        auc = {k: held_out_auc(*map(torch.cat, zip(*seen[k]))) if seen[k] else float('nan') for k in ('auc', 'uniform')}
         # each a mean where it exists, NaN where not measured (a frozen generator's loss, a network not there)
         gen_loss = mean(sums['gen_loss'], sums['gen_targets'])  # the mean over its targets (the cloze model's: more)
         return {'step': self.train_iter, 'gen_loss': gen_loss, 'disc_loss': mean(sums['disc_loss'], sums['disc_total']),
@@ -138,9 +155,8 @@ class HeldOutEvaluation(Callback):
                 'uniform_auc': auc['uniform'], 'examples': sum(len(b[0]) for b in self.batches)}
 
 
-def _detection(pred: ElectraGeneratorDiscriminatorOutput) -> tuple[torch.Tensor, torch.Tensor]:
-    "(the discriminator's logits, whether replaced) at the positions of its loss, for the AUC."
-    mask = pred.disc_mask
+def _detection(pred: ElectraGeneratorDiscriminatorOutput, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "(the discriminator's logits, whether replaced) at the positions of `mask` [B, L], for the AUC."
     return pred.disc_logits.float()[mask], pred.is_replaced[mask]
 
 

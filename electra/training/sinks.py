@@ -12,12 +12,21 @@ from typing import Callable
 from electra.config.objectives import Objective
 
 
-__all__ = ['CsvLog', 'prefixed_sink', 'metrics_line', 'print_sink', 'eval_line', 'print_eval_sink']
+__all__ = ['MIN_AUC_CLASS', 'CsvLog', 'prefixed_sink', 'metrics_line', 'print_sink', 'eval_line', 'print_eval_sink']
+
+# the fewest tokens of each class (replaced, original) a held-out AUC is given over (pretraining/evaluation.py
+# `held_out_auc`), here where the line that says it reads it: the standard error of an AUC near chance over n tokens
+# of one class and many of the other is about sqrt(1 / (12 n)) (Hanley & McNeil 1982), 0.05 at 30, 0.29 at one.
+# Below it the AUC is undefined (NaN): ELECTRA 15%'s masked positions hold few originals
+MIN_AUC_CLASS = 30
+# where a number is taken, by the row's `positions` (config/objectives.py): every real token, or the masked ones
+_WHERE = {'tokens': 'over every token', 'chosen': 'at the masked positions', 'slots': 'at the masked positions'}
 
 
 class CsvLog:
     """A metrics CSV with fixed columns (main process only): rows are appended as they come, numbers to 6 significant
-    digits; a resumed run first drops the rows after its step, so the file reads as one uninterrupted run."""
+    digits, NaN (undefined, or not measured) as an empty cell, as results.csv writes an undefined score; a resumed
+    run first drops the rows after its step, so the file reads as one uninterrupted run."""
 
     def __init__(self, path: str | Path, columns: list[str]): self.path, self.columns = Path(path), list(columns)
 
@@ -26,7 +35,8 @@ class CsvLog:
         with self.path.open(newline='') as f: rows = [r for r in csv.DictReader(f) if int(float(r['step'])) <= step]
         self._write(rows, 'w')
 
-    def append(self, row: dict) -> None: self._write([{k: f'{v:.6g}' for k, v in row.items()}], 'a')
+    def append(self, row: dict) -> None:
+        self._write([{k: '' if isinstance(v, float) and math.isnan(v) else f'{v:.6g}' for k, v in row.items()}], 'a')
 
     def _write(self, rows: list[dict], mode: str) -> None:
         new = mode == 'w' or not self.path.exists()
@@ -57,19 +67,31 @@ def print_sink(objective: Objective) -> Callable[[dict], None]:
 
 def eval_line(row: dict, objective: Objective) -> str:
     """One held-out evaluation, each number beside what a model that learnt nothing scores (chance, always the most
-    frequent token, always "original"); what the model has not (a generator, a discriminator) is left out, and its
-    losses are named as its objective's row says."""
-    parts = []
-    if not math.isnan(row['disc_auc']):
-        parts.append(f"AUC {row['disc_auc']:.3f} (chance 0.5), {row['uniform_auc']:.3f} on random replacements")
+    frequent token, always "original") and where both are taken: the discriminator's over the positions of its loss
+    (the row's `positions`), the probe on random replacements over every token, the generator's at the masked
+    positions; an AUC over too few tokens of a class is `undefined`. What the model has not (a generator, a
+    discriminator, or one not yet run: two-stage training's first stage) is left out, and its losses are named as
+    its objective's row says."""
+    said, where, parts = objective.reported, _WHERE[objective.positions], []
+    ran = not math.isnan(row['disc_accuracy'])  # the discriminator was evaluated
+    if said.detection and ran:
+        auc = (f"AUC {row['disc_auc']:.3f} {where} (chance 0.5)" if not math.isnan(row['disc_auc']) else
+               f'AUC undefined {where} (fewer than {MIN_AUC_CLASS} "original" or replaced)')
+        parts.append(f"{auc}, {_number(row['uniform_auc'])} on random replacements over every token")
     if not math.isnan(row['gen_accuracy_baseline']):
-        parts.append(f"gen acc {row['gen_accuracy']:.3f} (most frequent token {row['gen_accuracy_baseline']:.3f})")
-    if not math.isnan(row['disc_accuracy_baseline']):
-        parts.append(f"disc acc {row['disc_accuracy']:.3f} (always \"original\" {row['disc_accuracy_baseline']:.3f}; "
-                     f"{row['replaced_fraction']:.1%} replaced)")
-    else: parts.append(f"{objective.reported.held_out_accuracy} {row['disc_accuracy']:.3f}")
-    losses = ' '.join(f"{name} {row[key]:.3f}" for name, key in objective.reported.losses)
+        parts.append(f"gen acc {row['gen_accuracy']:.3f} at the masked positions (most frequent token "
+                     f"{row['gen_accuracy_baseline']:.3f})")
+    if said.detection and ran:
+        parts.append(f"disc acc {row['disc_accuracy']:.3f} {where} (always \"original\" "
+                     f"{row['disc_accuracy_baseline']:.3f}); {row['replaced_fraction']:.1%} of the tokens replaced")
+    elif ran: parts.append(f"{said.held_out_accuracy} {row['disc_accuracy']:.3f} {where}")
+    losses = ' '.join(f"{name} {row[key]:.3f}" for name, key in said.losses)
     return f"step {row['step']} held-out: {'; '.join(parts)}; loss {losses}"
+
+
+def _number(value: float) -> str:
+    "A held-out AUC as the line shows it: three decimals, or 'undefined' for NaN (as fine-tuning shows a score)."
+    return 'undefined' if math.isnan(value) else f'{value:.3f}'
 
 
 def print_eval_sink(objective: Objective) -> Callable[[dict], None]:

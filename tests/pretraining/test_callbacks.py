@@ -151,7 +151,7 @@ def test_a_two_stage_row_spanning_the_switch_averages_each_column_over_the_steps
     for every in (1, 4):
         out = pretrain(tmp_path / str(every), *argv, '--log_every', str(every), '--run_name', 'ts')
         switch = out['learn'].pretraining_step.switch_step  # the discriminator's first step is switch + 1
-        rows[every] = {int(r['step']): {k: float(v) for k, v in r.items()}
+        rows[every] = {int(r['step']): {k: float(v or 'nan') for k, v in r.items()}  # NaN is written empty
                        for r in csv.DictReader((out['run_dir'] / 'metrics.csv').open())}
     assert switch == 6 and sorted(rows[4]) == [4, 8, 12]
     steps = {'gen_loss': lambda t: t <= switch, 'disc_loss': lambda t: t > switch, 'loss': lambda t: True}

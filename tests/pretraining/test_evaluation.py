@@ -25,21 +25,24 @@ def test_roc_auc_matches_sklearn():
     assert np.isnan(roc_auc(torch.ones(5), torch.ones(5)))
 
 
+MASKING = MaskingSettings((0, 1, 2, 3, 4), 0, 4, 120)
+
+
 def evaluation(tmp_path, **cfg):
     "A tiny model (vocabulary 120, ids 0-4 special) and its evaluation on 37 held-out examples of 7 to 32 tokens."
     from electra.config.pretrain import PretrainConfig
     from electra.objective.model import build_pretraining_model
-    cfg = PretrainConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                         embedding_size=32, generator_size=0.5, **cfg)
+    cfg = PretrainConfig(**{**dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                   embedding_size=32, generator_size=0.5), **cfg})
     torch.manual_seed(0)
-    model = build_pretraining_model(cfg, token_ids(120))
+    model = build_pretraining_model(cfg, token_ids(120, mask=4, special=(0, 1, 2, 3, 4)))
     model.rng = torch.Generator().manual_seed(5)
     rng = random.Random(0)
     data = datasets.Dataset.from_dict({'input_ids': [[2] + [rng.randrange(5, 120) for _ in range(rng.randint(5, 30))] + [3]
                                                      for _ in range(37)]})
     data = data.map(lambda r: {'token_type_ids': [0] * len(r['input_ids'])})
     batches = eval_batches(data, 16, 32, 0)
-    cb = HeldOutEvaluation(batches, 10, 100, tmp_path / 'eval.csv', MaskingSettings((0, 1, 2, 3, 4), 0, 4, 120), seed=3)
+    cb = HeldOutEvaluation(batches, 10, 100, tmp_path / 'eval.csv', MASKING, seed=3)
     cb.learn = SimpleNamespace(model=model, train_iter=10)
     return model, batches, cb
 
@@ -56,8 +59,8 @@ def test_held_out_evaluation_is_fixed_and_leaves_training_state_alone(tmp_path):
     # the AUC over all real tokens, recomputed by hand with sklearn
     from sklearn.metrics import roc_auc_score
     model.eval()
-    device_rng = torch.Generator().manual_seed(3)
-    saved, model.rng = model.rng, device_rng
+    device_rng = torch.Generator().manual_seed(3)  # the masks' stream; the sampling's its own, seed + 2
+    saved, model.rng = model.rng, torch.Generator().manual_seed(5)
     scores, labels = [], []
     from electra.objective.masking import mask_tokens
     with torch.no_grad():
@@ -74,17 +77,18 @@ def test_baselines_and_the_uniform_probe_against_a_hand_computation(tmp_path):
     """The generator's baseline is the share of the most frequent original token at the masked positions, the
     discriminator's the share of real tokens not replaced, and the probe's AUC that of the discriminator on the
     text with the masked positions replaced by uniform draws (Gumbel-max over equal logits: the argmax of the
-    draws themselves) from a generator seeded seed + 1: each recomputed here from the masks, with sklearn."""
+    draws themselves) from a generator seeded seed + 1, the masks from one seeded seed and the samples from one seeded
+    seed + 2: each recomputed here from the masks, with sklearn."""
     model, batches, cb = evaluation(tmp_path)
     row = cb.evaluate()
     model.eval()
     mask_rng, probe_rng = torch.Generator().manual_seed(3), torch.Generator().manual_seed(4)
-    saved, model.rng = model.rng, mask_rng
+    saved, model.rng = model.rng, torch.Generator().manual_seed(5)  # the sampling's stream, apart from the masks'
     labels, replaced, real, scores, targets = Counter(), 0, 0, [], []
     with torch.no_grad():
         for ids, types in batches:
             m = mask_tokens(ids, torch.tensor([0, 1, 2, 3, 4]), 0, 4, 120, 0.15, 'fixed', 0.85, 0.0, mask_rng)
-            out = model(m.input_ids, types, m.positions, m.labels)  # draws its samples from mask_rng, as evaluate()
+            out = model(m.input_ids, types, m.positions, m.labels)  # its samples from model.rng, as evaluate()'s
             labels.update(m.labels[m.labels >= 0].tolist())
             replaced, real = replaced + int(out['is_replaced'].sum()), real + int((ids != 0).sum())
             draws = torch.rand((*m.positions.shape, 120), generator=probe_rng).argmax(-1)
@@ -126,3 +130,89 @@ def test_padding_the_vocabulary_leaves_the_held_out_evaluation_of_the_same_weigh
     plain = dict(cb.evaluate())
     cb.learn = SimpleNamespace(model=padded, train_iter=10)
     assert dict(cb.evaluate()) == plain
+
+
+def recorded_masks(cb: HeldOutEvaluation) -> list:
+    "The masked batches `cb` evaluates on, kept as its masking makes them."
+    seen, masking = [], cb.masking
+    cb.masking = lambda ids, rng: seen.append(masking(ids, rng)) or seen[-1]
+    return seen
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_the_held_out_masks_are_a_function_of_the_held_out_set_and_the_seed_alone(tmp_path):
+    """Every held-out batch is masked as `mask_tokens` masks the batches one after another from a generator seeded
+    `seed`, whatever the objective samples and in both stages of two-stage training: the sampling's noise came next in
+    the masks' stream, so BERT and the first stage (which sample nothing) and the sampling objectives masked the
+    later batches at other positions, and the frozen generator's accuracy moved at the switch with its weights
+    unchanged. The most-frequent-token baseline, which reads no weights, is then one number for all of them, the
+    share of the most frequent original token at the reference masks."""
+    _, batches, _ = evaluation(tmp_path)
+    rng, reference = torch.Generator().manual_seed(3), []
+    for ids, _ in batches: reference.append(MASKING(ids, rng))
+    labels = Counter(t for m in reference for t in m.labels[m.labels >= 0].tolist())
+    runs = {name: dict(objective=name) for name in ('mlm', 'electra', 'electra_15', 'replace_mlm', 'all_tokens_mlm')}
+    runs.update(electric=dict(objective='electric', tie_weights='none'), uniform=dict(uniform_generator=True),
+                stage_1=dict(two_stage=0.5, generator_size=1.0, tie_weights='none'),
+                stage_2=dict(two_stage=0.5, generator_size=1.0, tie_weights='none'))
+    for name, cfg in runs.items():
+        model, _, cb = evaluation(tmp_path, **cfg)
+        if name.startswith('stage'): model.stage = int(name[-1])
+        seen = recorded_masks(cb)
+        row = cb.evaluate()
+        assert len(seen) == len(reference) == 3, name
+        for m, r in zip(seen, reference):
+            for key in ('input_ids', 'positions', 'labels'):
+                assert torch.equal(getattr(m, key), getattr(r, key)), (name, key)
+        if name not in ('mlm', 'uniform'):  # a generator network: its baseline
+            assert row['gen_accuracy_baseline'] == max(labels.values()) / sum(labels.values()), name
+
+
+def test_an_auc_over_fewer_than_30_of_either_class_is_undefined():
+    """`held_out_auc` is sklearn's ROC AUC where each class has at least `MIN_AUC_CLASS` (30) tokens, NaN (undefined)
+    below: ELECTRA 15%'s AUC at the masked positions rested on 1 to 4 "original" tokens among ~440."""
+    from electra.pretraining.evaluation import MIN_AUC_CLASS, held_out_auc
+    assert MIN_AUC_CLASS == 30
+    g = torch.Generator().manual_seed(1)
+    scores = torch.randn(400, generator=g)
+    for negatives in (1, 29, 30, 31):
+        labels = torch.arange(400) >= negatives  # `negatives` originals, the rest replaced
+        got = held_out_auc(scores, labels)
+        if negatives < 30: assert np.isnan(got) and np.isnan(held_out_auc(scores, ~labels))
+        else: assert got == pytest.approx(roc_auc_score(labels.numpy(), scores.numpy()), abs=1e-12)
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_electra_15_s_auc_rests_on_its_masked_positions_and_its_probe_on_every_token(tmp_path):
+    """ELECTRA 15% (the discriminator's loss at the masked positions): its `disc_auc` and accuracy are over the masked
+    positions, where a sample equal to the original is rare: here fewer than 30 "original", so the AUC is undefined
+    (NaN) rather than the rank of a handful of tokens; its always-"original" baseline is over the same positions. The
+    probe on uniform replacements is over every real token, as for every objective: sklearn's AUC there, and the same
+    number as ELECTRA's for the same weights (it was over the masked positions, where it rested on no "original")."""
+    model, batches, cb = evaluation(tmp_path, objective='electra_15')
+    electra_model, _, electra_cb = evaluation(tmp_path, objective='electra')
+    for k, v in electra_model.state_dict().items(): assert torch.equal(model.state_dict()[k], v), k  # the same weights
+    row = cb.evaluate()
+    model.eval()
+    mask_rng, probe_rng = torch.Generator().manual_seed(3), torch.Generator().manual_seed(4)
+    saved, model.rng = model.rng, torch.Generator().manual_seed(5)
+    originals = masked = 0
+    scores, targets = [], []
+    with torch.no_grad():
+        for ids, types in batches:
+            m = mask_tokens(ids, torch.tensor([0, 1, 2, 3, 4]), 0, 4, 120, 0.15, 'fixed', 0.85, 0.0, mask_rng)
+            out = model(m.input_ids, types, m.positions, m.labels)
+            at = torch.zeros_like(ids, dtype=torch.bool)
+            for b, p in zip(*torch.nonzero(m.labels >= 0, as_tuple=True)): at[b, m.positions[b, p]] = True
+            masked, originals = masked + int(at.sum()), originals + int((~out['is_replaced'] & at).sum())
+            draws = torch.rand((*m.positions.shape, 120), generator=probe_rng).argmax(-1)
+            corrupted = ids.clone()
+            for b, p in zip(*torch.nonzero(m.labels >= 0, as_tuple=True)): corrupted[b, m.positions[b, p]] = draws[b, p]
+            logits = model.discriminator(corrupted, attention_mask=(ids != 0).long(), token_type_ids=types).logits
+            scores.append(logits[ids != 0]), targets.append((corrupted != ids)[ids != 0])
+    model.rng = saved
+    assert originals < 30 < masked and np.isnan(row['disc_auc'])
+    assert row['disc_accuracy_baseline'] == pytest.approx(originals / masked, abs=1e-12)
+    assert row['uniform_auc'] == pytest.approx(roc_auc_score(torch.cat(targets).numpy(), torch.cat(scores).numpy()),
+                                               abs=1e-6)
+    assert row['uniform_auc'] == electra_cb.evaluate()['uniform_auc']

@@ -116,30 +116,44 @@ def test_an_fp16_overflow_changes_nothing_halves_the_scale_and_reads_nothing_to_
 def test_two_stage_resumed_at_or_after_the_switch_ends_as_the_straight_run(tmp_path):
     """Two-stage training (4 steps of the generator alone, then 4 of the discriminator from its weights) resumed from
     its checkpoint at the switch (the discriminator's start still to come) and from one past it (the generator frozen
-    already): the step's stage comes back from the step count, and each run ends as the straight one, bit for bit."""
+    already): the step's stage comes back from the step count, and each run ends as the straight one, bit for bit,
+    its held-out rows too. Those rows are masked alike in both stages: the most-frequent-token baseline, which reads
+    no weights, is one number along the run (the masks moved at the switch, when the sampling began)."""
     import csv
+    import datasets
     from electra.pretraining.learner import pretraining_learner
     cfg = tiny_cfg(dropout=0.0, generator_size=1.0, tie_weights='none', two_stage=0.5, steps=8, warmup_steps=1,
                    log_every=2, batch_size=2, checkpoint_at=[0.5, 0.75, 1.0], output_dir=str(tmp_path), run_name='st')
     data = batches(cfg, n=8)
+    # 96 examples of 6 words of unequal frequency: the share of the most frequent moves with the masked positions
+    words = 104 + torch.multinomial(torch.tensor([6., 5, 4, 3, 2, 1]), 96 * 14, replacement=True,
+                                    generator=torch.Generator().manual_seed(1)).view(96, 14)
+    held_out = datasets.Dataset.from_dict({'input_ids': [[101, *w, 102] for w in words.tolist()],
+                                           'token_type_ids': [[0] * 16] * 96})
 
     def fit(name: str, start: int = 0, resume: dict | None = None):
-        "The run from step `start` (the checkpoint `resume`): its weights and metrics.csv rows (steps_per_s aside)."
+        """The run from step `start` (the checkpoint `resume`): its weights and the rows of metrics.csv and
+        eval_metrics.csv (steps_per_s aside)."""
         model, run_dir = tiny_model(cfg), tmp_path / name
         learn = pretraining_learner(cfg, model, baseline.BenchTokenizer(model.vocab_size),
                                     baseline.Batches(data[start:], n=8 - start), run_dir, torch.device('cpu'), 'fp32',
-                                    resume)
+                                    resume, held_out=held_out)
         learn.metrics_logger.sinks = []
+        next(cb for cb in learn.cbs if type(cb).__name__ == 'HeldOutEvaluation').sinks = []
         learn.fit(1)
         rows = [{k: v for k, v in r.items() if k != 'steps_per_s'} for r in csv.DictReader((run_dir / 'metrics.csv').open())]
-        return model.state_dict(), rows
-    weights, rows = fit('straight')
+        return model.state_dict(), rows, list(csv.DictReader((run_dir / 'eval_metrics.csv').open()))
+    weights, rows, eval_rows = fit('straight')
+    assert [int(r['step']) for r in eval_rows] == [2, 4, 6, 8]
+    assert len({r['gen_accuracy_baseline'] for r in eval_rows}) == 1  # the masks alike in both stages
+    assert len({r['gen_accuracy'] for r in eval_rows[1:]}) == 1  # the generator of step 4, frozen after it
     saved = {cut: torch.load(tmp_path / f'st_{cfg.seed}_{cut}%.pth', weights_only=False) for cut in ('50', '75')}
     for cut, start in (('50', 4), ('75', 6)):
         assert saved[cut]['step'] == start
-        resumed, resumed_rows = fit(cut, start, saved[cut])
+        resumed, resumed_rows, resumed_eval = fit(cut, start, saved[cut])
         for k, v in weights.items(): assert torch.equal(resumed[k], v), (cut, k)
         assert resumed_rows == rows[start // 2:] and len(rows) == 4
+        assert resumed_eval == eval_rows[start // 2:]
 
 
 @pytest.mark.parametrize('draws', ['generator', 'counter'])

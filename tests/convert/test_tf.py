@@ -285,7 +285,7 @@ def test_an_output_folder_it_cannot_make_is_refused_before_the_checkpoint_is_rea
     blocker.write_text('x')
     with pytest.raises(ConfigError, match=rf"^out: cannot write to '{blocker / 'out'}' \('{blocker}' is a file, not a "
                                           r"folder\)\. Choose a writable directory with --out, or move that file away\.$"):
-        convert_tf_checkpoint(tmp_path / 'not_read', blocker / 'out')  # (the missing checkpoint is not reached)
+        convert_tf_checkpoint(FIXTURES / 'tied', blocker / 'out')  # found (no tensor read), then --out refused
 
 
 def test_cli_help_lists_the_subcommands(capsys):

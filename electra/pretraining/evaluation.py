@@ -8,10 +8,10 @@ setting compare on it. An AUC over fewer than `MIN_AUC_CLASS` tokens of either c
 
 Every evaluation masks and samples the same held-out batches with generators re-seeded each time, so the
 numbers are comparable from one evaluation to the next and move only because the model does. The masks have a stream
-of their own (`seed`), apart from the sampling's noise (`seed + 2`) and the probe's draws (`seed + 1`): they are a
+of their own, apart from the sampling's noise and the probe's draws (`held_out_seeds`): they are a
 function of the held-out examples and the seed alone, the same positions and tokens for every objective, in both
 stages of two-stage training, with or without padding of the vocabulary. It touches
-none of the training random streams (masking, sampling, dropout), so a run with evaluation trains exactly
+none of the training random streams (masking, sampling, dropout), nor draws what they draw, so a run with evaluation trains exactly
 as one without, and a resumed run exactly as an uninterrupted one. (The official ELECTRA evaluates on its
 training files; these examples are never trained on.)
 """
@@ -33,7 +33,7 @@ from electra.runtime.processes import is_main_process
 from electra.training.device import AUTOCAST_DTYPES
 from electra.training.sinks import MIN_AUC_CLASS, CsvLog
 
-__all__ = ['EVAL_METRIC_NAMES', 'MIN_AUC_CLASS', 'roc_auc', 'held_out_auc', 'most_frequent_share', 'eval_batches',
+__all__ = ['EVAL_METRIC_NAMES', 'MIN_AUC_CLASS', 'held_out_seeds', 'roc_auc', 'held_out_auc', 'most_frequent_share', 'eval_batches',
            'HeldOutEvaluation']
 
 # *_baseline: the accuracy of always the most frequent token at the masked positions (generator) and of always
@@ -42,6 +42,15 @@ __all__ = ['EVAL_METRIC_NAMES', 'MIN_AUC_CLASS', 'roc_auc', 'held_out_auc', 'mos
 # network, and an AUC over fewer than MIN_AUC_CLASS tokens of a class (undefined; written empty).
 EVAL_METRIC_NAMES = ['step', 'gen_loss', 'disc_loss', 'gen_accuracy', 'disc_accuracy', 'disc_auc', 'replaced_fraction',
                      'gen_accuracy_baseline', 'disc_accuracy_baseline', 'uniform_auc', 'examples']
+
+
+def held_out_seeds(seed: int) -> tuple[int, int, int]:
+    """The seeds of the held-out masks, the sampling's noise and the probe's draws: derived from the run's `seed` apart
+    from every training stream (`rank_seed(seed, rank)`, rank 0's is `seed` itself) and from other seeds' runs. Seeded
+    `seed`, the held-out masks were the training step's of the same number, and the uniform generator's replacements
+    the very tokens the discriminator had been trained on at those positions."""
+    import numpy as np
+    return tuple(int(s) for s in np.random.SeedSequence([seed, 2 ** 32]).generate_state(3))  # (no rank is 2 ** 32)
 
 
 def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
@@ -111,7 +120,7 @@ class HeldOutEvaluation(Callback):
         # its own, so that the masks are a function of the held-out batches and the seed alone: drawn after the
         # noise in one stream, they moved with what the objective or the stage samples (BERT and two-stage
         # training's first stage nothing, the others [B, P, V] draws a batch)
-        mask_rng, noise_rng, probe_rng = (torch.Generator(device=device).manual_seed(self.seed + k) for k in (0, 2, 1))
+        mask_rng, noise_rng, probe_rng = (torch.Generator(device=device).manual_seed(k) for k in held_out_seeds(self.seed))
         was_training = model.training
         model.eval()
         dtype = AUTOCAST_DTYPES[self.precision]

@@ -10,7 +10,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from electra.objective.masking import MaskingSettings, mask_tokens
-from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches, roc_auc
+from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches, held_out_seeds, roc_auc
 from tests.support.tiny import token_ids
 
 
@@ -59,8 +59,9 @@ def test_held_out_evaluation_is_fixed_and_leaves_training_state_alone(tmp_path):
     # the AUC over all real tokens, recomputed by hand with sklearn
     from sklearn.metrics import roc_auc_score
     model.eval()
-    device_rng = torch.Generator().manual_seed(3)  # the masks' stream; the sampling's its own, seed + 2
-    saved, model.rng = model.rng, torch.Generator().manual_seed(5)
+    masks, noise, _ = held_out_seeds(3)  # the masks' stream; the sampling's its own
+    device_rng = torch.Generator().manual_seed(masks)
+    saved, model.rng = model.rng, torch.Generator().manual_seed(noise)
     scores, labels = [], []
     from electra.objective.masking import mask_tokens
     with torch.no_grad():
@@ -77,13 +78,14 @@ def test_baselines_and_the_uniform_probe_against_a_hand_computation(tmp_path):
     """The generator's baseline is the share of the most frequent original token at the masked positions, the
     discriminator's the share of real tokens not replaced, and the probe's AUC that of the discriminator on the
     text with the masked positions replaced by uniform draws (Gumbel-max over equal logits: the argmax of the
-    draws themselves) from a generator seeded seed + 1, the masks from one seeded seed and the samples from one seeded
-    seed + 2: each recomputed here from the masks, with sklearn."""
+    draws themselves) from the probe's generator, the masks and the samples from theirs (`held_out_seeds`): each
+    recomputed here from the masks, with sklearn."""
     model, batches, cb = evaluation(tmp_path)
     row = cb.evaluate()
     model.eval()
-    mask_rng, probe_rng = torch.Generator().manual_seed(3), torch.Generator().manual_seed(4)
-    saved, model.rng = model.rng, torch.Generator().manual_seed(5)  # the sampling's stream, apart from the masks'
+    masks, noise, probe = held_out_seeds(3)
+    mask_rng, probe_rng = torch.Generator().manual_seed(masks), torch.Generator().manual_seed(probe)
+    saved, model.rng = model.rng, torch.Generator().manual_seed(noise)  # the sampling's stream, apart from the masks'
     labels, replaced, real, scores, targets = Counter(), 0, 0, [], []
     with torch.no_grad():
         for ids, types in batches:
@@ -148,7 +150,7 @@ def test_the_held_out_masks_are_a_function_of_the_held_out_set_and_the_seed_alon
     unchanged. The most-frequent-token baseline, which reads no weights, is then one number for all of them, the
     share of the most frequent original token at the reference masks."""
     _, batches, _ = evaluation(tmp_path)
-    rng, reference = torch.Generator().manual_seed(3), []
+    rng, reference = torch.Generator().manual_seed(held_out_seeds(3)[0]), []
     for ids, _ in batches: reference.append(MASKING(ids, rng))
     labels = Counter(t for m in reference for t in m.labels[m.labels >= 0].tolist())
     runs = {name: dict(objective=name) for name in ('mlm', 'electra', 'electra_15', 'replace_mlm', 'all_tokens_mlm')}
@@ -166,6 +168,23 @@ def test_the_held_out_masks_are_a_function_of_the_held_out_set_and_the_seed_alon
                 assert torch.equal(getattr(m, key), getattr(r, key)), (name, key)
         if name not in ('mlm', 'uniform'):  # a generator network: its baseline
             assert row['gen_accuracy_baseline'] == max(labels.values()) / sum(labels.values()), name
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_the_held_out_draws_are_none_of_the_training_streams(tmp_path):
+    """The held-out masks were drawn from a generator seeded `seed`, as the training step's own stream on rank 0
+    (`rank_seed(seed, 0)` is `seed`): each held-out batch was masked at the positions of the training step of its
+    number, and the uniform generator's replacements, drawn after them, were the training's own, tokens the
+    discriminator had just been trained to flag at those positions (held-out AUC 0.934 beside 0.897 on the probe's
+    fresh draws). Now none of the held-out streams is a training stream of any rank, nor another seed's."""
+    from electra.training.distributed import rank_seed
+    model, batches, cb = evaluation(tmp_path, uniform_generator=True)
+    seen = recorded_masks(cb)
+    cb.evaluate()
+    for seed in (rank_seed(3, 0), rank_seed(3, 1), 4, 5):  # a training stream of this run's ranks, or another run's
+        rng = torch.Generator().manual_seed(seed)
+        trained = [MASKING(ids, rng) for ids, _ in batches]
+        assert not any(torch.equal(m.positions, t.positions) for m, t in zip(seen, trained)), seed
 
 
 def test_an_auc_over_fewer_than_30_of_either_class_is_undefined():
@@ -194,8 +213,9 @@ def test_electra_15_s_auc_rests_on_its_masked_positions_and_its_probe_on_every_t
     for k, v in electra_model.state_dict().items(): assert torch.equal(model.state_dict()[k], v), k  # the same weights
     row = cb.evaluate()
     model.eval()
-    mask_rng, probe_rng = torch.Generator().manual_seed(3), torch.Generator().manual_seed(4)
-    saved, model.rng = model.rng, torch.Generator().manual_seed(5)
+    masks, noise, probe = held_out_seeds(3)
+    mask_rng, probe_rng = torch.Generator().manual_seed(masks), torch.Generator().manual_seed(probe)
+    saved, model.rng = model.rng, torch.Generator().manual_seed(noise)
     originals = masked = 0
     scores, targets = [], []
     with torch.no_grad():

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 949f28b35b85875f0884149f562b3da85d416f95c8c7b240bc004d22d84ee734
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 6a5bec8361b47969663e6430f70a8ad898db563d4af909d858aa49e077aba032
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -252,7 +252,7 @@ else:
 #
 # On the demo the discriminator flags few tokens. The generator has learned the corpus's word frequencies and samples
 # frequent words, which only the syntax of the sentence gives away, and 200 steps of a 2-layer model learn little of
-# that: the held-out AUC ends about 0.57 (chance: 0.5). The same discriminator tells tokens replaced at random from the
+# that: the held-out AUC ends about 0.56 (chance: 0.5). The same discriminator tells tokens replaced at random from the
 # originals far better, with an AUC about 0.90 (the held-out lines' "on random replacements"): plausible replacements
 # are what make ELECTRA's task hard, and what a longer run on real text learns to detect.
 

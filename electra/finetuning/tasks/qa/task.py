@@ -51,6 +51,7 @@ from electra.finetuning.loading import load_run
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
+from electra.finetuning.tasks.metrics import scores_text
 from electra.finetuning.tasks.qa.data import gold_answers, qa_format, read_mrqa, read_squad, squad_json, squad_version
 from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
 from electra.finetuning.tasks.qa.heads import ElectraQA, QALoss, decode, window_rows
@@ -386,8 +387,7 @@ class QATask(FinetuningTask):
             files['nbest_predictions.json'] = (write_nbest, nbest)
             scored = ''
             if name == 'dev':
-                m = self.scores(split, preds, odds)
-                scored = '; ' + ', '.join(f'{k} {m[k]:.2f}' for k in self.metrics)
+                scored = '; ' + scores_text(self.scores(split, preds, odds), self.metrics)
                 if self.v2: scored += f' (official evaluate-v2.0.py: --na-prob-file null_odds.json --na-prob-thresh ' \
                                       f'{self.spec.na_threshold:g})'
             for fname, (write, content) in files.items():

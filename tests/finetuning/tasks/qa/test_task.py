@@ -356,6 +356,24 @@ def test_sweep_trains_scores_resumes_and_writes_the_official_files(tmp_path, qa_
     assert not (tmp_path / 'ckpt' / 't2').exists()
 
 
+def test_an_undefined_score_is_written_undefined_in_the_predictions_line(tmp_path, qa_model):
+    "A dev set without an unanswerable question leaves NoAns undefined: its line said `NoAns_f1 nan`."
+    spec = demo_task(tmp_path, 'max_length: 64\n', sizes={'train': 8, 'dev': 4}, test=False)
+    dev = tmp_path / 'squad' / 'dev.json'
+    data = json.loads(dev.read_text(encoding='utf-8'))
+    for art in data['data']:
+        for par in art['paragraphs']: par['qas'] = [q for q in par['qas'] if not q.get('is_impossible')]
+    dev.write_text(json.dumps(data), encoding='utf-8')
+    n = sum(len(par['qas']) for art in data['data'] for par in art['paragraphs'])
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)], batch_size=8)
+    said = []
+    results = sweep.run_sweep(cfg, *qa_model, None, log=said.append)
+    sweep.write_test_predictions(cfg, results, qa_model[1], None, log=said.append)
+    line = next(s for s in said if s.startswith('demo_squad/dev/predictions.json'))
+    assert re.search(rf'answers of {n} questions from .*, HasAns_f1 \d+\.\d\d, NoAns_f1 undefined \(official', line), line
+    assert 'nan' not in ' '.join(said).lower(), said
+
+
 def test_a_task_longer_than_the_models_positions_stops_before_any_run(tmp_path, qa_model):
     spec = demo_task(tmp_path, test=False)  # the QA default, 512 tokens; the tiny model has 128 positions
     with pytest.raises(ConfigError, match=r"max_length: demo_squad takes 512 tokens, but the model tiny has 128 positions"):

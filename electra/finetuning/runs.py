@@ -60,7 +60,9 @@ def track_exports(cfg: FinetuneConfig, rows: list[dict], card: Path) -> None:
         run = _tracked_run(cfg, r['task'], int(r['run']), int(r['seed']))
         # a run of a job without trackers; or one tracked for another group's folder (this one a copy): not this one's
         if not ids or started_elsewhere(ids, run): continue
-        tracked = start_trackers(keep, run, ids)
+        # only the trackers that tracked the run: one added since (the run finished before, and was skipped) would
+        # start a tracked run holding these files and none of its metrics (which no file keeps epoch by epoch)
+        tracked = start_trackers([t for t in keep if t in ids], run, ids)
         folder = transformers_folder(checkpoint)
         tracked.artifacts([card, *([folder] if folder.is_dir() else [])])
         tracked.end()

@@ -81,7 +81,8 @@ def _all_or_none(path, kinds: dict[int, str], said: dict[str, str], rule: str) -
     """Whether a test file has tags, from the kind of each of its lines ('tags', 'none' or 'null'): on every line or
     on none. The first line unlike the first one (or a null) is refused, naming the line it differs from."""
     first = next(iter(kinds.values()), 'none')
-    odd = next((n for n, k in kinds.items() if k == 'null'), None) or next((n for n, k in kinds.items() if k != first), None)
+    odd = (next((n for n, k in kinds.items() if k == 'null'), None)
+           or next((n for n, k in kinds.items() if k != first), None))
     if odd is None: return first == 'tags'
     other = next((n for n, k in kinds.items() if k != kinds[odd]), None)
     but = f' but line {other} {said[kinds[other]]}' if other else ''

@@ -82,7 +82,8 @@ def mlflow_history(client, run_id: str, key: str):
 
 
 def tensorboard_scalars(folder: Path, key: str):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    "TensorBoard's own reading: its plugins' EventAccumulator, which drops the events a restart purges."
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
     from tensorboard.util import tensor_util
     acc = EventAccumulator(str(folder), size_guidance={'tensors': 0})
     acc.Reload()
@@ -141,9 +142,9 @@ def assert_tracked_config_is_the_resumed_one(client, run, run_dir: Path, tmp_pat
 
 def test_pretraining_tracked_and_resumed_equals_the_csv_files(tmp_path, trackers_env):
     client = trackers_env
-    common = ['--logger', 'mlflow,tensorboard,wandb', '--tracking_tags', 'variant=tiny,smoke', '--run_name', 'tracked',
-              '--tracking_artifacts', 'true']
-    first = pretrain(tmp_path, *SHORT, *common, '--steps', '12', '--eval_examples', '16')
+    common = ['--tracking_tags', 'variant=tiny,smoke', '--run_name', 'tracked', '--tracking_artifacts', 'true']
+    # TensorBoard joins at the resume: it gets the rows before it from the CSV files (it held steps 18 and 24 alone)
+    first = pretrain(tmp_path, *SHORT, *common, '--logger', 'mlflow,wandb', '--steps', '12', '--eval_examples', '16')
     run_dir = first['run_dir']
     (exp,) = [e for e in client.search_experiments() if e.name == 'tracked']
     (run,) = client.search_runs([exp.experiment_id])
@@ -155,12 +156,13 @@ def test_pretraining_tracked_and_resumed_equals_the_csv_files(tmp_path, trackers
     preset_lines = {line.split(':')[0]: n for n, line in enumerate(preset.read_text().splitlines(), 1)
                     if line and not line.startswith((' ', '#'))}
     assert sources['steps'] == {'value': 12, 'from': 'command line'}
-    given = {a[2:] for a in [*SHORT, *common, '--steps', '--eval_examples', '--output_dir', '--cache_dir']
+    given = {a[2:] for a in [*SHORT, *common, '--logger', '--steps', '--eval_examples', '--output_dir', '--cache_dir']
              if a.startswith('--')}
     for key, line in preset_lines.items():
         if key not in given: assert sources[key]['from'] == f'configs/pretrain/demo.yaml: line {line}', key  # from ROOT
     assert sources['dropout']['from'] == 'default' and 'dropout' not in preset_lines
-    pretrain(tmp_path, *SHORT, *common, '--steps', '24', '--lr', '2.5e-4', '--eval_examples', '16', '--resume')
+    pretrain(tmp_path, *SHORT, *common, '--logger', 'mlflow,tensorboard,wandb', '--steps', '24', '--lr', '2.5e-4',
+             '--eval_examples', '16', '--resume')
     run = client.get_run(run.info.run_id)
     assert_tracked_config_is_the_resumed_one(client, run, run_dir, tmp_path)
     assert len(client.search_runs([exp.experiment_id])) == 1 and run.info.status == 'FINISHED'
@@ -207,6 +209,40 @@ def test_a_run_folder_copied_and_resumed_elsewhere_gets_tracked_runs_of_its_own(
     assert sorted(starts) == sorted([ids['wandb'], copy['wandb'], ids['wandb']])
     runs = [r.run for r in wandb_records(tmp_path) if r.WhichOneof('record_type') == 'run']
     assert [list(r.tags) for r in runs if r.run_id == copy['wandb']][-1] == [f"continues={ids['wandb']}"]
+
+
+def test_a_tracker_joining_a_run_at_a_resume_first_gets_the_rows_on_disk(tmp_path, trackers_env, capsys):
+    """A tracker added at a resume (none in the checkpoint's ids) held only the rows after it; now the rows of the CSV
+    files up to the resume's step go first, at their steps, so each tracked run holds every row. A TensorBoard
+    folder with events of an earlier start (tracked then, not in the last checkpoint) holds each step once."""
+    from electra.training.sinks import CsvLog
+    from electra.training.trackers import TrackedRun, start_trackers
+    client, trackers = trackers_env, ['mlflow', 'tensorboard', 'wandb']
+    run = TrackedRun('joined', 'joined', (), {'lr': 1e-3}, {'lr': 'default'}, tmp_path / 'tensorboard')
+    stale = start_trackers(['tensorboard'], run)  # an earlier start, whose later checkpoint kept no ids
+    stale({'step': 1, 'train/loss': 9.0})
+    stale.end('killed')
+    train, held_out = CsvLog(tmp_path / 'metrics.csv', ['step', 'loss']), CsvLog(tmp_path / 'eval_metrics.csv', ['step', 'auc'])
+    for step, loss in ((1, 0.75), (2, 0.5), (3, 0.3125)): train.append({'step': step, 'loss': loss})
+    held_out.append({'step': 2, 'auc': 0.625})
+    history = {'train/': tmp_path / 'metrics.csv', 'eval/': tmp_path / 'eval_metrics.csv'}
+    joined = start_trackers(trackers, run, {}, 2, history)  # resumed at step 2: the row of step 3 is dropped
+    said = lambda: [line for line in capsys.readouterr().out.splitlines() if line.startswith('trackers:')]
+    assert said() == ['trackers: mlflow, tensorboard, wandb join this run at step 2: the rows written before it '
+                      '(2 of metrics.csv, 1 of eval_metrics.csv) sent first, at their steps.']
+    joined({'step': 3, 'train/loss': 0.25, 'eval/auc': 0.875})
+    joined.end()
+    import wandb
+    wandb.teardown()  # its service has written the offline run's file (read at once, it may still be empty)
+    ids, records = joined.ids, wandb_records(tmp_path)
+    want = {'train/loss': [(1, '0.75'), (2, '0.5'), (3, '0.25')], 'eval/auc': [(2, '0.625'), (3, '0.875')]}
+    for key, values in want.items():
+        assert mlflow_history(client, ids['mlflow'], key) == values, key
+        assert tensorboard_scalars(tmp_path / 'tensorboard', key) == values, key
+        assert wandb_history(records, key) == values, key
+    again = start_trackers(trackers, run, ids, 3, history)  # a later resume: every tracker goes on, nothing sent again
+    again.end()
+    assert said() == [] and mlflow_history(client, ids['mlflow'], 'train/loss') == want['train/loss']
 
 
 def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, trackers_env, glue_dir, tiny):
@@ -285,6 +321,12 @@ def test_fine_tuning_artifacts_are_each_runs_weights_its_folder_and_the_model_ca
     track_exports(copied, rows, tmp_path / 'ckpt/tcopy/README.md')
     after = client.search_runs([exp.experiment_id])
     assert {r.info.run_id: [f.path for f in client.list_artifacts(r.info.run_id)] for r in after} == before
+    # a tracker added since (W&B: no run of its in the .pth files) starts no tracked run holding the files alone, without
+    # the runs' metrics (before: a W&B run per fine-tuning run, its card and folder and nothing else)
+    track_exports(dataclasses.replace(cfg, logger=['mlflow', 'wandb']), results.df.to_dict('records'), group / 'README.md')
+    import wandb
+    wandb.teardown()
+    assert [r for r in wandb_records(tmp_path) if r.WhichOneof('record_type') == 'run'] == []
 
 def test_a_comparisons_runs_are_one_group_a_run_per_variant_and_seed(tmp_path, trackers_env):
     from electra.config.compare import CompareConfig

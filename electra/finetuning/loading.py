@@ -13,7 +13,7 @@ from torch import nn
 
 from electra.config.errors import ConfigError
 from electra.finetuning.classifier import ElectraClassifier
-from electra.finetuning.tasks.metrics import metric_text
+from electra.finetuning.tasks.metrics import scores_text
 from electra.pretrained.export import load_discriminator
 from electra.training.checkpoint import FINETUNED_FORMATS, checkpoint_kind
 
@@ -86,7 +86,7 @@ def _same_number(saved, written) -> bool:
 
 def _described(record: dict, dev: list[str]) -> str:
     "'RTE run 1 (seed 1, dev accuracy 81.25)': a run as a checkpoint or a results row records it."
-    scores = ', '.join(f'{m} {metric_text(record[m])}' for m in dev)
+    scores = scores_text(record, dev)
     return f"{record['task']} run {record['run']} (seed {record['seed']}, dev {scores})"
 
 

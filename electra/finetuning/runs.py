@@ -20,7 +20,7 @@ from electra.finetuning.learner import diverged, train_run
 from electra.finetuning.results import RESULT_COLUMNS
 from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
-from electra.finetuning.tasks.metrics import dev_metric_names, metric_text
+from electra.finetuning.tasks.metrics import dev_metric_names, scores_text
 from electra.runtime.files import atomic_save, path_inside
 from electra.runtime.processes import is_main_process
 from electra.training.trackers import TrackedRun, Trackers, start_trackers, started_elsewhere, tracker_names
@@ -60,7 +60,9 @@ def track_exports(cfg: FinetuneConfig, rows: list[dict], card: Path) -> None:
         run = _tracked_run(cfg, r['task'], int(r['run']), int(r['seed']))
         # a run of a job without trackers; or one tracked for another group's folder (this one a copy): not this one's
         if not ids or started_elsewhere(ids, run): continue
-        tracked = start_trackers(keep, run, ids)
+        # only the trackers that tracked the run: one added since (the run finished before, and was skipped) would
+        # start a tracked run holding these files and none of its metrics (which no file keeps epoch by epoch)
+        tracked = start_trackers([t for t in keep if t in ids], run, ids)
         folder = transformers_folder(checkpoint)
         tracked.artifacts([card, *([folder] if folder.is_dir() else [])])
         tracked.end()
@@ -128,7 +130,7 @@ def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[s
             tracked.replaces(ids)
 
     def report(epoch, loss, metrics):
-        shown = ', '.join(f'{m} {metric_text(metrics[m])}' for m in dev_metric_names(task))
+        shown = scores_text(metrics, dev_metric_names(task))
         say(f'  {task.name} run {job.run} (seed {job.seed}) epoch {epoch + 1}/{task_cfg.epochs}: train loss {loss:.4f}, '
             f'dev {shown} [{time.perf_counter() - start:.1f}s]')
         tracked({'step': epoch + 1, 'train/loss': loss, **{f'dev/{m}': metrics[m] for m in dev_metric_names(task)}})

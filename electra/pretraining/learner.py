@@ -81,10 +81,11 @@ def prepare_run_dir(cfg: PretrainConfig) -> Path:
 
 def _trackers(cfg: PretrainConfig, run_dir: Path, resume: dict | None) -> Trackers:
     """The run's trackers (`logger`; none outside the main process): a resumed run goes on in the tracked runs its
-    checkpoint names."""
+    checkpoint names, and a tracker it names none of first gets the rows of the CSV files written before the resume."""
     run = TrackedRun(f'{cfg.run_name}_{cfg.seed}', cfg.tracking_group or cfg.run_name, tuple(cfg.tracking_tags),
                      config_to_dict(cfg), value_sources(cfg), run_dir / 'tensorboard', cfg.neptune_project)
-    return start_trackers(cfg.logger, run, (resume or {}).get('trackers'), (resume or {}).get('step', 0))
+    return start_trackers(cfg.logger, run, (resume or {}).get('trackers'), (resume or {}).get('step', 0),
+                          {'train/': run_dir / 'metrics.csv', 'eval/': run_dir / 'eval_metrics.csv'})
 
 
 def pretraining_learner(cfg: PretrainConfig, model: ElectraGeneratorDiscriminator, tokenizer, train_dl, run_dir: Path,

@@ -86,6 +86,21 @@ def _tag_pairs(tags: Iterable[str]) -> dict[str, str]:
     return dict(t.split('=', 1) if '=' in t else (t, 'true') for t in tags)
 
 
+def _rows_on_disk(history: dict[str, Path], step: int) -> tuple[dict[int, dict], dict[str, int]]:
+    """The rows the CSV files `history` (prefix -> path, e.g. 'train/' -> metrics.csv) hold up to `step`, merged by
+    step in increasing order (W&B takes no step below one it has), each value under its prefix as the sinks send it;
+    and how many rows of each file."""
+    rows, counts = {}, {}
+    for prefix, path in history.items():
+        if not Path(path).is_file(): continue
+        with Path(path).open(newline='') as f: read = [r for r in csv.DictReader(f) if int(float(r['step'])) <= step]
+        for r in read:
+            rows.setdefault(int(float(r['step'])), {}).update(
+                {prefix + k: float(v) for k, v in r.items() if k != 'step' and v != ''})
+        if read: counts[Path(path).name] = len(read)
+    return dict(sorted(rows.items())), counts
+
+
 def _csv_markdown(path: Path) -> str:
     "A CSV file as a markdown table of its cells as written (TensorBoard shows text as markdown)."
     with path.open(newline='') as f: rows = list(csv.reader(f))
@@ -93,12 +108,22 @@ def _csv_markdown(path: Path) -> str:
     return '\n'.join(lines[:1] + ['|' + '---|' * len(rows[0])] + lines[1:])
 
 
-class _TensorBoard:
+class _Tracker:
+    "What the four trackers share: rows sent one after another (`log` each), as a tracker joining a run gets them."
+    def log(self, metrics: dict, step: int): raise NotImplementedError
+
+    def log_rows(self, rows: dict[int, dict]):
+        for step, metrics in rows.items(): self.log(metrics, step)
+
+
+class _TensorBoard(_Tracker):
     "A run's TensorBoard event files (torch's SummaryWriter); the config as a text table. No artifacts."
     def __init__(self, run: TrackedRun, run_id: str | None, step: int):
         from torch.utils.tensorboard import SummaryWriter
-        # a resumed run drops the events after its checkpoint's step, as the CSV files drop their rows
-        self.writer = SummaryWriter(str(run.folder), purge_step=step + 1 if run_id else None)
+        # a resumed run drops the events after its checkpoint's step, as the CSV files drop their rows; a tracker
+        # joining the run at a resume all the events an earlier start left (the rows on disk are sent again,
+        # `catch_up`). Every start writes its session start: TensorBoard reads a folder's first as no restart.
+        self.writer = SummaryWriter(str(run.folder), purge_step=step + 1 if run_id else 0)
         self.id = str(run.folder)
         # the config of each start at its step (a resume's other steps or lr): the last `config` text is the run's now
         rows = ''.join(f'| {k} | `{v!r}` | {run.sources.get(k, "")} |\n' for k, v in run.config.items())
@@ -124,7 +149,7 @@ class _TensorBoard:
     def end(self, status: str): self.writer.close()
 
 
-class _Mlflow:
+class _Mlflow(_Tracker):
     "A run of MLflow's client (MLFLOW_TRACKING_URI): the group its experiment, the config its parameters."
     def __init__(self, run: TrackedRun, run_id: str | None, step: int):
         from mlflow import MlflowClient
@@ -170,6 +195,13 @@ class _Mlflow:
         now = int(time.time() * 1000)
         self.client.log_batch(self.id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()])
 
+    def log_rows(self, rows: dict[int, dict]):
+        from mlflow.entities import Metric
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now, step) for step, row in rows.items() for k, v in row.items()]
+        for i in range(0, len(metrics), 1000):  # MLflow takes 1000 metrics a call
+            self.client.log_batch(self.id, metrics=metrics[i:i + 1000])
+
     def artifacts(self, paths: list[Path]):
         for p in paths:
             if p.is_dir(): self.client.log_artifacts(self.id, str(p), p.name)
@@ -190,7 +222,7 @@ class _Mlflow:
     def end(self, status: str): self.client.set_terminated(self.id, _END[status])
 
 
-class _Wandb:
+class _Wandb(_Tracker):
     "A Weights & Biases run (WANDB_PROJECT, else 'electra'; WANDB_MODE=offline without an account)."
     def __init__(self, run: TrackedRun, run_id: str | None, step: int):
         import wandb
@@ -223,7 +255,7 @@ class _Wandb:
     def end(self, status: str): self.run.finish(exit_code=0 if status == 'finished' else 1)
 
 
-class _Neptune:
+class _Neptune(_Tracker):
     """A Neptune run (NEPTUNE_MODE, default async). Neptune's hosted service closed on 2026-03-05: its offline mode
     and self-hosted installations remain. A resumed run is found again by its custom run id."""
     def __init__(self, run: TrackedRun, run_id: str | None, step: int):
@@ -279,6 +311,16 @@ class Trackers:
         ids = {name: t.id for name, t in self.started.items()}
         return {**ids, 'folder': self.folder} if ids else {}
 
+    def catch_up(self, names: list[str], history: dict[str, Path], step: int) -> None:
+        """The trackers `names`, joining the run at a resume (the checkpoint names no run of theirs), first get the rows
+        the CSV files `history` hold up to `step`, at their steps: each tracked run then holds every row of the files,
+        as one tracked from the start does (the values as the files write them, to 6 significant digits)."""
+        rows, counts = _rows_on_disk(history, step)
+        if not rows: return
+        for name in names: self.started[name].log_rows(rows)
+        print(f"trackers: {', '.join(names)} join{'s' if len(names) == 1 else ''} this run at step {step}: the rows "
+              f"written before it ({', '.join(f'{n} of {f}' for f, n in counts.items())}) sent first, at their steps.")
+
     def artifacts(self, paths: Iterable[str | Path]) -> None:
         for t in self.started.values(): t.artifacts([Path(p) for p in paths])
 
@@ -310,11 +352,14 @@ def started_elsewhere(ids: dict, run: TrackedRun) -> bool:
     return bool(ids.get('folder')) and Path(ids['folder']).resolve() != run.folder.resolve()
 
 
-def start_trackers(logger: list[str], run: TrackedRun, ids: dict | None = None, step: int = 0) -> Trackers:
+def start_trackers(logger: list[str], run: TrackedRun, ids: dict | None = None, step: int = 0,
+                   history: dict[str, Path] | None = None) -> Trackers:
     """The trackers of `logger` started for `run` in the main process (none elsewhere); `ids`: a checkpoint's, whose
     tracked runs go on (from `step`, where TensorBoard drops later events) when they were started for this folder.
     In a copy of the folder (another run from that step on) the trackers start new runs, linked to those (`continues`),
-    and TensorBoard goes on in the copy's own events: the original's tracked runs get no second value at a step."""
+    and TensorBoard goes on in the copy's own events: the original's tracked runs get no second value at a step.
+    A tracker that `ids` do not name joins the run at `step`: it first gets the rows of the CSV files `history`
+    (prefix -> path) up to it (`Trackers.catch_up`)."""
     if not is_main_process(): return Trackers({})
     ids, folder = ids or {}, str(run.folder.resolve())
     elsewhere = started_elsewhere(ids, run)
@@ -325,4 +370,6 @@ def start_trackers(logger: list[str], run: TrackedRun, ids: dict | None = None, 
               "new tracked runs, each tagged with the one it continues (MLflow's tag continues, W&B's tag "
               "continues=<id>, Neptune's field continues).")
         started.continues(ids)
+    joined = [name for name in started.started if name not in ids]
+    if step and history and joined: started.catch_up(joined, history, step)
     return started

@@ -83,7 +83,7 @@ class TestJob:
         return path_inside(self.out, *names, key='test_output_dir')
 
     def runs_text(self, score_metric: str) -> str:
-        "The picked runs for the log: 'run 3 (seed 3, dev f1 76.35), ...'."
+        "The picked runs for the log: 'run 3 (seed 3, dev f1 76.35), ...' (a run of an undefined score is never picked)."
         return ', '.join(f"run {int(r['run'])} (seed {int(r['seed'])}, dev {score_metric} {r['score']:.2f})"
                          for r in self.picked.to_dict('records'))
 

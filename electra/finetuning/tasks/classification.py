@@ -19,7 +19,7 @@ from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, Te
 from electra.finetuning.tasks.encoding import encode_cached, make_loader
 from electra.finetuning.tasks.files import SENTENCE_KIND_METRICS, FileKind, file_task, register_file_kind, write_file_predictions
 from electra.finetuning.tasks.glue.submission import write_predictions
-from electra.finetuning.tasks.metrics import metric_text, predictions, task_metrics
+from electra.finetuning.tasks.metrics import predictions, scores_text, task_metrics
 from electra.finetuning.tasks.sources import Examples, TaskSource, double_unordered, drop_empty
 
 __all__ = ['ClassificationTask']
@@ -104,7 +104,7 @@ class ClassificationTask(FinetuningTask):
         if len(job.picked) > 1:
             scores = task_metrics(self.info, {s: predictions(self.info, sums[(self.name, s)]) for s in self.dev_splits},
                                   {s: encoded[(self.name, s)].label for s in self.dev_splits})
-            runs += f"; ensemble dev {', '.join(f'{m} {metric_text(v)}' for m, v in scores.items())}"
+            runs += f"; ensemble dev {scores_text(scores)}"
         written = []
         for t, split, stem in targets:
             enc, outs = encoded[(t.name, split)], sums[(t.name, split)]

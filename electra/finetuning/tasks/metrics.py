@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,7 +28,8 @@ from electra.config.errors import ConfigError, did_you_mean
 from electra.config.yaml_reader import key_place
 from electra.finetuning.tasks.base import TaskInfo
 
-__all__ = ['MetricFit', 'FITS', 'METRIC_NAMES', 'fitting', 'metric_names', 'check_metrics', 'metric_text', 'accuracy', 'f1',
+__all__ = ['MetricFit', 'FITS', 'METRIC_NAMES', 'fitting', 'metric_names', 'check_metrics', 'metric_text', 'scores_text',
+           'accuracy', 'f1',
            'mcc', 'pearson', 'spearman', 'subset_accuracy', 'f1_micro', 'f1_macro', 'f1_weighted', 'task_metrics',
            'dev_metric_names', 'predictions']
 
@@ -137,6 +138,11 @@ def _misfit(m: str, kind: str, where: str, count: int | None, labels: Sequence[s
 def metric_text(value: float) -> str:
     "A score as the logs, the summary and the tables show it: two decimals, or 'undefined' for NaN."
     return 'undefined' if value is None or math.isnan(float(value)) else f'{float(value):.2f}'
+
+
+def scores_text(scores: Mapping[str, float], names: Iterable[str] | None = None) -> str:
+    "'f1 83.33, NoAns_f1 undefined': the named scores (all, in order, without `names`) as every line shows them."
+    return ', '.join(f'{m} {metric_text(scores[m])}' for m in (scores if names is None else names))
 
 
 def accuracy(y_true, y_pred) -> float:

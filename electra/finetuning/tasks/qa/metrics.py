@@ -22,7 +22,7 @@ from pathlib import Path
 from electra.runtime.files import atomic_write_text
 
 __all__ = ['normalize_answer', 'exact_match', 'f1_score', 'squad_v1_eval', 'mrqa_eval', 'squad_v2_raw_scores',
-           'find_best_thresh', 'squad_v2_eval', 'qa_metrics', 'null_thresholded', 'write_predictions',
+           'find_best_thresh', 'squad_v2_eval', 'no_answer_f1', 'qa_metrics', 'null_thresholded', 'write_predictions',
            'write_null_odds', 'write_nbest', 'QA_NA_THRESHOLD']
 
 QA_NA_THRESHOLD = -2.75  # official `qa_na_threshold`: null odds above it answer "" (configure_finetuning.py)
@@ -135,6 +135,13 @@ def squad_v2_eval(gold: Mapping[str, Sequence[str]], preds: Mapping[str, str],
         out['best_exact'], out['best_exact_thresh'] = find_best_thresh(preds, exact_raw, odds, has_ans)
         out['best_f1'], out['best_f1_thresh'] = find_best_thresh(preds, f1_raw, odds, has_ans)
     return out
+
+
+def no_answer_f1(gold: Mapping[str, Sequence[str]]) -> float:
+    """The F1 (percent) of answering "" to every question, the baseline a SQuAD 2.0 model has to beat: scored by the
+    official rules themselves, so a question whose gold answers all normalise to nothing ("the", ".") counts as
+    answered right, as the unanswerable ones do, and not only the questions marked `is_impossible`."""
+    return squad_v2_eval(gold, dict.fromkeys(gold, ''))['f1']
 
 
 def qa_metrics(kind: str, gold: Mapping[str, Sequence[str]], preds: Mapping[str, str],

@@ -51,11 +51,13 @@ from electra.finetuning.loading import load_run
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
+from electra.finetuning.tasks.metrics import scores_text
 from electra.finetuning.tasks.qa.data import gold_answers, qa_format, read_mrqa, read_squad, squad_json, squad_version
 from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
 from electra.finetuning.tasks.qa.heads import ElectraQA, QALoss, decode, window_rows
 from electra.finetuning.tasks.qa.metrics import (
     QA_NA_THRESHOLD,
+    no_answer_f1,
     null_thresholded,
     qa_metrics,
     write_nbest,
@@ -258,7 +260,7 @@ class QATask(FinetuningTask):
         # passes `na_prob_thresh=config.qa_na_threshold` to `apply_no_ans_threshold`. `best_f1` / `best_exact` (the
         # threshold tuned on dev itself, `find_best_thresh`) are reported beside them, not used to select runs: they
         # would select on a threshold fitted to the very set they score.
-        # no_answer_f1: the score of answering "" to every question, the baseline a SQuAD 2.0 model has to beat
+        # no_answer_f1: the official score of answering "" everywhere (`metrics.no_answer_f1`), the baseline to beat
         metrics = ('f1', 'no_answer_f1', 'exact', 'best_f1', 'best_exact', 'HasAns_f1', 'NoAns_f1') if self.v2 \
             else ('f1', 'exact')
         super().__init__(TaskInfo(spec.name, '', ('answer',), metrics, 'f1', ('question', 'context'),
@@ -341,12 +343,12 @@ class QATask(FinetuningTask):
         """The official metrics (percent) of a labelled split, as floats: `f1` and `exact` (SQuAD 2.0: at
         `na_threshold`), and for SQuAD 2.0 the HasAns / NoAns splits (NaN when the split has no such question), the
         best threshold's scores and the thresholds."""
-        got = qa_metrics(self.eval_kind, gold_answers(split.examples), preds, null_odds if self.v2 else None,
-                         self.spec.na_threshold)
+        gold = gold_answers(split.examples)
+        got = qa_metrics(self.eval_kind, gold, preds, null_odds if self.v2 else None, self.spec.na_threshold)
         if not self.v2: return {'exact': float(got['exact_match']), 'f1': float(got['f1'])}
         out = {k: float(v) for k, v in got.items()}
         for m in ('HasAns_exact', 'HasAns_f1', 'NoAns_exact', 'NoAns_f1'): out.setdefault(m, float('nan'))
-        out['no_answer_f1'] = 100.0 * got.get('NoAns_total', 0) / got['total']
+        out['no_answer_f1'] = no_answer_f1(gold)
         return out
 
     def evaluate(self, model, data, dev_dls, autocast) -> dict[str, float]:
@@ -385,8 +387,7 @@ class QATask(FinetuningTask):
             files['nbest_predictions.json'] = (write_nbest, nbest)
             scored = ''
             if name == 'dev':
-                m = self.scores(split, preds, odds)
-                scored = '; ' + ', '.join(f'{k} {m[k]:.2f}' for k in self.metrics)
+                scored = '; ' + scores_text(self.scores(split, preds, odds), self.metrics)
                 if self.v2: scored += f' (official evaluate-v2.0.py: --na-prob-file null_odds.json --na-prob-thresh ' \
                                       f'{self.spec.na_threshold:g})'
             for fname, (write, content) in files.items():

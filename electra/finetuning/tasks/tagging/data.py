@@ -77,19 +77,34 @@ def _read_text(path: str | Path) -> str:
     return read_text(p)  # (a byte-order mark is dropped: it is not part of the first word)
 
 
-def _conll_labeled(lines: list[str], labeled: bool | None) -> bool:
-    "Whether a CoNLL file has tags: as asked, or with None, whether any word line has a second column."
+def _all_or_none(path, kinds: dict[int, str], said: dict[str, str], rule: str) -> bool:
+    """Whether a test file has tags, from the kind of each of its lines ('tags', 'none' or 'null'): on every line or
+    on none. The first line unlike the first one (or a null) is refused, naming the line it differs from."""
+    first = next(iter(kinds.values()), 'none')
+    odd = (next((n for n, k in kinds.items() if k == 'null'), None)
+           or next((n for n, k in kinds.items() if k != first), None))
+    if odd is None: return first == 'tags'
+    other = next((n for n, k in kinds.items() if k != kinds[odd]), None)
+    but = f' but line {other} {said[kinds[other]]}' if other else ''
+    raise ConfigError(f"{path}:{odd} {said[kinds[odd]]}{but}: {rule}.")
+
+
+def _conll_labeled(path, lines: list[str], labeled: bool | None) -> bool:
+    "Whether a CoNLL file has tags: as asked, or with None (a test file), on every word line (a second column) or none."
     if labeled is not None: return labeled
-    return any(len(cols) > 1 for cols in map(_COLUMNS.findall, lines) if cols and cols[0] != DOCSTART)
+    kinds = {n: 'tags' if len(cols) > 1 else 'none'
+             for n, cols in enumerate(map(_COLUMNS.findall, lines), 1) if cols and cols[0] != DOCSTART}
+    return _all_or_none(path, kinds, {'tags': 'has a word and its tag', 'none': 'has a word alone'},
+                        'a test file gives tags on every word line or on none')
 
 
 def read_conll(path: str | Path, labeled: bool | None = True) -> TaggedFile:
     """A CoNLL-style file: a word and its tag per line (the tag last), blank lines between sentences. `labeled`
-    False: words only (every column is kept for the write-back; the word is the first); None: tags when any word
-    line has two columns or more, and then on every line."""
+    False: words only (every column is kept for the write-back; the word is the first); None (a test file): tags when
+    the word lines have two columns or more, on every one or on none (`_all_or_none`)."""
     # split on '\n' only (not str.splitlines): \x1c, \x85 or \u2028 may be part of a word
     lines = [ln[:-1] if ln.endswith('\r') else ln for ln in _read_text(path).split('\n')]
-    labeled = _conll_labeled(lines, labeled)
+    labeled = _conll_labeled(path, lines, labeled)
     out = TaggedFile(str(path), 'conll', [], lines, labeled)
     words, tags, at = [], [], []
 
@@ -130,9 +145,12 @@ def _jsonl_records(path: str | Path) -> list[tuple[int, dict]]:
 
 def read_jsonl(path: str | Path, labeled: bool | None = True) -> TaggedFile:
     """A JSONL file: `{"tokens": [...], "tags": [...]}` per line, an optional `id`; blank lines are skipped.
-    `labeled` False: tokens only (any `tags` ignored); None: tags when any record has them, and then in every one."""
+    `labeled` False: tokens only (any `tags` ignored); None (a test file): tags on every record or on none."""
     records = _jsonl_records(path)
-    if labeled is None: labeled = any('tags' in rec for _, rec in records)
+    if labeled is None:
+        kinds = {n: ('null' if rec['tags'] is None else 'tags') if 'tags' in rec else 'none' for n, rec in records}
+        labeled = _all_or_none(path, kinds, {'tags': 'has "tags"', 'none': 'has no "tags"', 'null': 'has "tags": null'},
+                               'a test file gives tags (a list of strings) on every record or on none')
     out, seen = TaggedFile(str(path), 'jsonl', [], labeled=labeled), {}
     for n, rec in records:
         where = f'{path}:{n}'

@@ -33,7 +33,7 @@ from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.loading import load_run
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
-from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names
+from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names, scores_text
 from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, entity_types, read_tagging_files
 from electra.finetuning.tasks.tagging.encoding import (IGNORE_INDEX, EncodedTagging, encode_tagging, make_tagging_loader,
                                                       word_pieces, word_predictions)
@@ -195,8 +195,7 @@ class TaggingTask(FinetuningTask):
             written.append(write_predictions(split.file, tags, path))
             scored = ''
             if split.file.labeled:
-                m = self.scores(split, tags)
-                scored = ': ' + ', '.join(f'{k} {m[k]:.2f}' for k in self.metrics)
+                scored = ': ' + scores_text(self.scores(split, tags), self.metrics)
             job.say(f'{path.relative_to(job.out)}: tags of {len(split.file.sentences)} sentences from {runs}{scored}')
         return written
 

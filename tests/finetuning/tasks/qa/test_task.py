@@ -123,6 +123,26 @@ def test_a_test_file_of_the_other_squad_version_is_refused(tmp_path):
         make_task(read_task_file(spec))
 
 
+def test_no_answer_f1_is_the_official_score_of_answering_no_question(tmp_path):
+    "The baseline counted questions by `is_impossible`; the official rules also answer right a gold that normalises to ''."
+    context = 'Ilka lives under the oak. Ilka works as a cook. In the evening, Ilka plays the piano. The end.'
+    def qa(qid, *texts):
+        return {'id': qid, 'question': 'What?', 'is_impossible': not texts,
+                'answers': [{'text': t, 'answer_start': context.index(t, 17)} for t in texts]}
+    dev = {'version': 'v2.0', 'data': [{'title': 'x', 'paragraphs': [{'context': context, 'qas': [
+        qa('e1', 'the'), qa('e2', '.'), qa('e3', 'the piano', 'the'), qa('e4')]}]}]}
+    (tmp_path / 'dev.json').write_text(json.dumps(dev), encoding='utf-8')
+    (tmp_path / 'qa.yaml').write_text('kind: squad\ntrain: dev.json\ndev: dev.json\n', encoding='utf-8')
+    task = QATask(read_task_file(tmp_path / 'qa.yaml'))
+    examples = task.read('dev')
+    # evaluate-v2.0.py by hand for "" everywhere: gold_answers = [a for a in answers if normalize_answer(a)] or [''];
+    # e1 'the' -> [''] -> 1; e2 '.' -> [''] -> 1; e3 ['the piano'] ('the' dropped) -> 'piano' vs '' -> 0;
+    # e4 unanswerable -> [''] -> 1: 3 of 4, whatever the model answered
+    got = task.scores(type('S', (), {'examples': examples})(), {e.id: 'oak' for e in examples},
+                      {e.id: -9.0 for e in examples})
+    assert got['no_answer_f1'] == 75.0 and got['NoAns_total'] == 1.0
+
+
 def _with_test(tmp_path: Path) -> Path:
     "The task file naming a test file that is not there."
     spec = tmp_path / 'demo_squad.yaml'
@@ -300,8 +320,8 @@ def test_sweep_trains_scores_resumes_and_writes_the_official_files(tmp_path, qa_
     # the official evaluation of the written files gives the selected run's row of the results table
     best = rows.sort_values(['score', 'run'], ascending=[False, True]).iloc[0]
     got = squad_v2_eval(gold_answers(dev), preds, odds)
-    for col in QA_COLUMNS:  # the official script's, and ours (no_answer_f1) from its counts
-        want = 100 * got['NoAns_total'] / got['total'] if col == 'no_answer_f1' else got[col]
+    for col in QA_COLUMNS:  # the official script's, and no_answer_f1: its score of "" everywhere
+        want = squad_v2_eval(gold_answers(dev), dict.fromkeys(preds, ''))['f1'] if col == 'no_answer_f1' else got[col]
         assert want == pytest.approx(best[col], abs=5e-5), col  # the table holds 4 decimals
     # ... and they are that run's answers, not the other run's: its null odds, its n-best lists
     task, task_cfg = QATask(read_task_file(spec)), cfg.for_task('demo_squad')
@@ -334,6 +354,24 @@ def test_sweep_trains_scores_resumes_and_writes_the_official_files(tmp_path, qa_
         sweep.run_sweep(job(tmp_path, 'demo', tasks=[str(spec)], runs=2, ensemble_k=2, group='t2'), *qa_model, None,
                         log=lambda s: None)
     assert not (tmp_path / 'ckpt' / 't2').exists()
+
+
+def test_an_undefined_score_is_written_undefined_in_the_predictions_line(tmp_path, qa_model):
+    "A dev set without an unanswerable question leaves NoAns undefined: its line said `NoAns_f1 nan`."
+    spec = demo_task(tmp_path, 'max_length: 64\n', sizes={'train': 8, 'dev': 4}, test=False)
+    dev = tmp_path / 'squad' / 'dev.json'
+    data = json.loads(dev.read_text(encoding='utf-8'))
+    for art in data['data']:
+        for par in art['paragraphs']: par['qas'] = [q for q in par['qas'] if not q.get('is_impossible')]
+    dev.write_text(json.dumps(data), encoding='utf-8')
+    n = sum(len(par['qas']) for art in data['data'] for par in art['paragraphs'])
+    cfg = job(tmp_path, 'demo', tasks=[str(spec)], batch_size=8)
+    said = []
+    results = sweep.run_sweep(cfg, *qa_model, None, log=said.append)
+    sweep.write_test_predictions(cfg, results, qa_model[1], None, log=said.append)
+    line = next(s for s in said if s.startswith('demo_squad/dev/predictions.json'))
+    assert re.search(rf'answers of {n} questions from .*, HasAns_f1 \d+\.\d\d, NoAns_f1 undefined \(official', line), line
+    assert 'nan' not in ' '.join(said).lower(), said
 
 
 def test_a_task_longer_than_the_models_positions_stops_before_any_run(tmp_path, qa_model):

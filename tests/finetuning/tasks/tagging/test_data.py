@@ -135,7 +135,8 @@ def test_entity_types():
 def test_a_test_file_may_have_no_tags_but_a_dev_file_must(tmp_path):
     train = write(tmp_path / 'train.txt', 'a B-PER\nb I-PER\nc O\n')
     words = write(tmp_path / 'test.txt', '-DOCSTART-\n\nEU\nrejects\n\nPeter\tX\n')  # one column; the last line two
-    with pytest.raises(ConfigError, match=r"test.txt:3: the word 'EU' has no tag"):  # a second column means tags
+    with pytest.raises(ConfigError, match=r"test.txt:6 has a word and its tag but line 3 has a word alone: a test "
+                                          r"file gives tags on every word line or on none\.$"):  # one rule, both lines
         data.read_tagging_files(train, test=words)
     words = write(tmp_path / 'test.txt', '-DOCSTART-\n\nEU\nrejects\n\nPeter\n')
     f = data.read_tagging_files(train, test=words).splits['test']
@@ -150,6 +151,22 @@ def test_a_test_file_may_have_no_tags_but_a_dev_file_must(tmp_path):
     out = write_predictions(f, [['B-PER', 'O'], ['O']], tmp_path / 'pred.jsonl')
     assert [json.loads(ln) for ln in out.read_text().splitlines()] == [
         {'id': 7, 'tokens': ['EU', 'rejects'], 'pred_tags': ['B-PER', 'O']}, {'tokens': ['Peter'], 'x': 1, 'pred_tags': ['O']}]
+
+
+@pytest.mark.parametrize('records, said', [
+    ([{}, {'tags': ['B-PER', 'I-PER']}], ':2 has "tags" but line 1 has no "tags"'),
+    ([{'tags': ['B-PER', 'I-PER']}, {}], ':2 has no "tags" but line 1 has "tags"'),
+    ([{}, {}, {'tags': None}], ':3 has "tags": null but line 1 has no "tags"'),
+    ([{'tags': ['O', 'O']}, {'tags': None}], ':2 has "tags": null but line 1 has "tags"'),
+    ([{'tags': None}], ':1 has "tags": null'),
+])
+def test_a_jsonl_test_file_has_tags_on_every_record_or_on_none(tmp_path, records, said):
+    "A mixture was refused at line 1 (`tags` must be a list of strings) though line 1 was a words-only record."
+    train = write(tmp_path / 'train.txt', 'a B-PER\nb I-PER\nc O\n')
+    test = write(tmp_path / 'test.jsonl', ''.join(json.dumps({'tokens': ['Anna', 'Fischer'], **r}) + '\n' for r in records))
+    with pytest.raises(ConfigError) as e:
+        data.read_tagging_files(train, test=test)
+    assert str(e.value) == f'{test}{said}: a test file gives tags (a list of strings) on every record or on none.'
 
 
 def test_bio_tags_with_an_underscore_are_entities_of_their_type(tmp_path):

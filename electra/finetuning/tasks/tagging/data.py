@@ -259,17 +259,24 @@ class TaggingData:
     splits: dict[str, TaggedFile]             # 'train' first, then the other splits given
 
 
+def _check_sentences(f: TaggedFile, split: str) -> None:
+    """A file of no sentence (empty, or blank and -DOCSTART- lines alone) refused, whatever its split: there is nothing
+    to train on, seqeval cannot score an empty dev file, and a test file of nothing gives nothing to tag."""
+    what = {'train': 'train on', 'test': 'tag'}.get(split, 'score')
+    if not f.sentences: raise ConfigError(f"{f.path}: no sentences to {what}.")
+
+
 def read_tagging_files(train: str | Path, scheme: str = 'auto', **others: str | Path) -> TaggingData:
     """The training file and the others (`dev=...`, `test=...`), read and checked: each file's tags follow `scheme`
     ('auto': detected from the training file) and every tag of the others occurs in the training file. A `test`
     file may have no tags (words only, see `read_conll`); the others must."""
     splits = {'train': read_tagged(train)}
-    if not splits['train'].sentences: raise ConfigError(f"{train}: no sentences.")
     warn_case_twins(str(train), [t for s in splits['train'].sentences for t in s.tags], 'tags', 'word')
     if scheme == 'auto': scheme = detect_scheme(splits['train'])
     for name, path in others.items():
         if path is not None: splits[name] = read_tagged(path, None if name == 'test' else True)
     for name, f in splits.items():
+        _check_sentences(f, name)
         check_scheme(f, scheme)
         if name != 'train': check_known_tags(f, splits['train'].tags, str(train))
     return TaggingData(scheme, sorted(splits['train'].tags), splits)

@@ -90,6 +90,15 @@ def test_a_task_of_lower_case_prefixes_is_scored_by_its_entities(tmp_path):
     assert 'b-PER' in task.info.labels and 'B-PER' not in task.info.labels  # the file's tags, as written
 
 
+@pytest.mark.parametrize('split', ['dev', 'test'])
+def test_a_dev_or_test_file_without_sentences_stops_the_job_when_the_task_is_made(tmp_path, split):
+    "A dev file of -DOCSTART- alone trained a run, then stopped in seqeval with a TypeError; a test file wrote nothing."
+    spec = demo_task(tmp_path)
+    (tmp_path / 'ner' / f'{split}.txt').write_text('-DOCSTART- O\n\n\n', encoding='utf-8')
+    with pytest.raises(ConfigError, match=rf"ner/{split}\.txt: no sentences to {'score' if split == 'dev' else 'tag'}\.$"):
+        TaggingTask(read_task_file(spec))
+
+
 def test_sweep_trains_scores_resumes_and_writes_tags_in_the_input_format(tmp_path, tiny):
     from seqeval.metrics import f1_score, precision_score
     spec = demo_task(tmp_path, 'scheme: IOB2\nmax_length: 24\n')  # short windows: long sentences need several

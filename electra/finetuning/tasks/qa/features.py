@@ -155,9 +155,9 @@ def question_ids(examples: list[QAExample], tokenizer, where: str = '') -> list[
     ids = tokenizer([ex.question for ex in examples], **_PLAIN)['input_ids'] if examples else []
     for ex, q in zip(examples, ids):
         if not q:
-            raise ConfigError(f"{_named(ex, where)}: the question {ex.question!r} has no word piece (empty, spaces, or "
-                              "only characters such as U+200B that the tokenizer drops), so the model would answer from "
-                              "the context alone. Give it its text or remove it.")
+            raise ConfigError(f"{_named(ex, where)}: the question {ex.question!r} has no word piece (empty, spaces, "
+                              "or only characters such as U+200B that the tokenizer drops), so the model would answer "
+                              "from the context alone. Give it its text or remove it.")
     return ids
 
 

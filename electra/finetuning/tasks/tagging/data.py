@@ -196,7 +196,8 @@ def _one_way(f: TaggedFile) -> None:
     first: dict[tuple[bool, str], tuple[str, str]] = {}
     for s in f.sentences:
         for k, t in enumerate(s.tags):
-            if (m := _PREFIXED.match(t)) and (way := (m[1].isupper(), m[2])) not in first: first[way] = (t, f.where(s, k))
+            if (m := _PREFIXED.match(t)) and (way := (m[1].isupper(), m[2])) not in first:
+                first[way] = (t, f.where(s, k))
             if len(first) == 2:
                 (a, at), (b, bt) = first.values()
                 if a[1] != b[1]:

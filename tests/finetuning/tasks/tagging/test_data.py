@@ -116,6 +116,19 @@ def test_schemes_are_detected_and_iob1_is_read_when_named(tmp_path):
         data.read_tagging_files(iob1, scheme='BIO')
 
 
+@pytest.mark.parametrize('text', ['', '-DOCSTART- O\n\n\n', '\n \t\n'], ids=['empty', 'docstart', 'blank'])
+@pytest.mark.parametrize('split', ['train', 'dev', 'test'])
+def test_a_file_without_sentences_is_refused_in_any_split(tmp_path, split, text):
+    """An empty dev file trained a run and then stopped in seqeval (a TypeError, the epoch lost); an empty test file
+    wrote an empty file of tags. Each is refused when read, as the training file was and QA's files are."""
+    good = write(tmp_path / 'good.txt', 'Olga B-PER\nleft O\n')
+    empty = write(tmp_path / f'{split}.txt', text)
+    files = {'train': good, 'dev': good, 'test': good, split: empty}
+    what = {'train': 'train on', 'dev': 'score', 'test': 'tag'}[split]
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(empty))}: no sentences to {what}\.$"):
+        data.read_tagging_files(files.pop('train'), **files)
+
+
 def test_dev_and_test_tags_must_occur_in_training(tmp_path):
     train = write(tmp_path / 'train.txt', 'a B-PER\nb I-PER\nc O\n\nd B-LOC\n')
     dev = write(tmp_path / 'dev.jsonl', '{"tokens": ["a"], "tags": ["B-PER"]}\n{"tokens": ["a", "b"], "tags": ["O", "B-ORG"]}\n')
@@ -151,19 +164,6 @@ def test_a_test_file_may_have_no_tags_but_a_dev_file_must(tmp_path):
     out = write_predictions(f, [['B-PER', 'O'], ['O']], tmp_path / 'pred.jsonl')
     assert [json.loads(ln) for ln in out.read_text().splitlines()] == [
         {'id': 7, 'tokens': ['EU', 'rejects'], 'pred_tags': ['B-PER', 'O']}, {'tokens': ['Peter'], 'x': 1, 'pred_tags': ['O']}]
-
-
-@pytest.mark.parametrize('text', ['', '-DOCSTART- O\n\n\n', '\n \t\n'], ids=['empty', 'docstart', 'blank'])
-@pytest.mark.parametrize('split', ['train', 'dev', 'test'])
-def test_a_file_without_sentences_is_refused_in_any_split(tmp_path, split, text):
-    """An empty dev file trained a run and then stopped in seqeval (a TypeError, the epoch lost); an empty test file
-    wrote an empty file of tags. Each is refused when read, as the training file was and QA's files are."""
-    good = write(tmp_path / 'good.txt', 'Olga B-PER\nleft O\n')
-    empty = write(tmp_path / f'{split}.txt', text)
-    files = {'train': good, 'dev': good, 'test': good, split: empty}
-    what = {'train': 'train on', 'dev': 'score', 'test': 'tag'}[split]
-    with pytest.raises(ConfigError, match=rf"^{re.escape(str(empty))}: no sentences to {what}\.$"):
-        data.read_tagging_files(files.pop('train'), **files)
 
 
 def test_bio_tags_with_an_underscore_are_entities_of_their_type(tmp_path):

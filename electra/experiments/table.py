@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import io
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from electra.config.errors import RunWarning
 from electra.experiments.plan import Plan, VariantPlan
 from electra.experiments.runs import RECORD, read_record
 from electra.finetuning.results import METRIC_COLUMNS, ResultsTable, sample_std
+from electra.finetuning.tasks.files import make_task
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.runtime.files import atomic_write_bytes, atomic_write_text
 
@@ -104,16 +107,24 @@ def _score(mean: float, std: float, n: int | None = None, expected: int | None =
 
 
 def _metric(plan: Plan, task: str) -> str:
-    "The task's score metric, for the header: GLUE's table, a task file's first metric."
+    """The task's score metric, for the header: the one its fine-tuning scores and its summary names
+    (`TaskInfo.score_metric`): GLUE's table, or the task a task file makes (`make_task`, as the sweep makes it): a QA
+    task's f1, whose file names no metrics, a tagging task's accuracy where its tags turn out to hold no entities."""
     if task in TASKS: return TASKS[task].score_metric
-    spec = plan.finetune.file_tasks().get(task)
-    return (getattr(spec, 'metrics', None) or ('score',))[0]
+    with warnings.catch_warnings():  # what reading the task's data says, its fine-tuning has said
+        warnings.simplefilter('ignore', RunWarning)
+        return make_task(plan.finetune.file_tasks()[task]).score_metric
 
 
 def _score_cells(r: dict, tasks: list[str], expected: int | None) -> list[str]:
     "A row's score cells: each task's mean ± std (and how many runs, when some are missing), then the average."
     cells = [_score(r[t], r[f'{t}_std'], r[f'{t}_runs'], expected) for t in tasks]
     return cells + ([_score(r['average'], r['average_std'])] if len(tasks) > 1 else [])
+
+
+# what `_average` computes, for the table's header
+_AVERAGE = ('average: the mean over tasks, ± the sample std over the fine-tuning runs (pretraining seed, run index) '
+            'of their mean over tasks (run i of each task taken together)')
 
 
 def table_markdown(plan: Plan, table: pd.DataFrame, curve: pd.DataFrame | None = None) -> str:
@@ -123,7 +134,7 @@ def table_markdown(plan: Plan, table: pd.DataFrame, curve: pd.DataFrame | None =
     budget = (f"equal pretraining FLOPs, those of {ref.name} in {ref.steps:,} steps" if cfg.budget == 'flops'
               else f'equal pretraining steps ({ref.steps:,})')
     scores = (f"Dev scores: mean ± sample std over all fine-tuning runs ({plan.finetune.runs} per task per pretraining "
-              f"seed){'; average: the mean over tasks' if len(tasks) > 1 else ''}." if plan.finetune else 'No fine-tuning.')
+              f"seed){'; ' + _AVERAGE if len(tasks) > 1 else ''}." if plan.finetune else 'No fine-tuning.')
     lines = [f'# Comparison {cfg.name}', '',
              f"Budget: {budget}; {len(cfg.seeds)} pretraining seed(s) per variant; wall time: the mean per pretraining "
              f"run (its attempts that trained; one that found it finished adds none). {scores}", '']

@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -723,6 +724,43 @@ def test_a_std_over_one_run_is_written_empty(tmp_path):
     assert (e['STS-B'], e['STS-B_runs'], e['MRPC'], e['average']) == ('80', '1', '76', '78')
     assert (e['STS-B_std'], e['MRPC_std'], e['average_std']) == ('', '', '')
     assert '| 80.00 | 76.00 | 78.00 |' in (tmp_path / 'out/t/table.md').read_text()
+
+
+class FakeFileTaskJobs(FakeJobs):
+    "Fine-tuning scores the task files qa (SQuAD 2.0) and pos (tagging, plain tags) instead of STS-B and MRPC."
+    SCORES = {('electra', 1): {'qa': [27.5, 33.25], 'pos': [81.0, 84.5]}, ('electra', 2): {'qa': [15.0, 20.0],
+              'pos': [90.25, 70.0]}, ('uniform', 1): {'qa': [34.0, 30.0], 'pos': [60.0, 66.0]},
+              ('uniform', 2): {'qa': [38.5, 40.0], 'pos': [61.5, 62.0]}}
+
+    def scores(self, group: str) -> dict:
+        variant, seed = group.rsplit('_', 1)
+        return self.SCORES[(variant, int(seed))]
+
+
+def test_the_table_heads_each_task_by_the_score_metric_its_fine_tuning_names_and_says_what_the_average_s_spread_is(
+        tmp_path):
+    """A QA task's column was headed `(score)` (its spec names no metrics) where the group's summary says f1; a tagging
+    file whose tags turn out plain would have been `(f1)`, its spec's default, for a score that is its accuracy."""
+    from electra.finetuning.tasks.qa.demo import write_demo_squad
+    write_demo_squad(tmp_path / 'squad', '2.0', {'train': 6, 'dev': 4})
+    (tmp_path / 'qa.yaml').write_text('kind: squad\ntrain: squad/train.json\ndev: squad/dev.json\n', encoding='utf-8')
+    (tmp_path / 'pos.txt').write_text('The DT\ncat NN\nsat VBD\n\nA DT\ndog NN\n', encoding='utf-8')
+    (tmp_path / 'pos.yaml').write_text('kind: tagging\ntrain: pos.txt\ndev: pos.txt\n', encoding='utf-8')
+    cfg = comparison(tmp_path, tasks=[str(tmp_path / 'qa.yaml'), str(tmp_path / 'pos.yaml')])
+    run_comparison(cfg, launch=FakeFileTaskJobs(), log=lambda s: None)
+    md = (tmp_path / 'out' / 't' / 'table.md').read_text().split('\n')
+    rows = [[c.strip() for c in ln.strip('|').split('|')] for ln in md if ln.startswith('|')]
+    assert rows[0] == ['variant', 'steps', 'pretrain FLOPs', 'wall time', 'qa (f1)', 'pos (accuracy)', 'average']
+    assert ('Dev scores: mean ± sample std over all fine-tuning runs (2 per task per pretraining seed); average: the '
+            'mean over tasks, ± the sample std over the fine-tuning runs (pretraining seed, run index) of their mean '
+            'over tasks (run i of each task taken together).') in md[2]
+    for row in rows[2:]:
+        runs = [(seed, i) for seed in (1, 2) for i in (0, 1)]
+        per_run = np.array([np.mean([FakeFileTaskJobs.SCORES[(row[0], seed)][t][i] for t in ('qa', 'pos')])
+                            for seed, i in runs])
+        qa = np.array([FakeFileTaskJobs.SCORES[(row[0], seed)]['qa'][i] for seed, i in runs])
+        assert row[4] == f'{qa.mean():.2f} ± {qa.std(ddof=1):.2f}'
+        assert row[6] == f'{per_run.mean():.2f} ± {per_run.std(ddof=1):.2f}'
 
 
 def test_the_dry_run_never_says_fine_tuned_without_fine_tuning(tmp_path):

@@ -33,9 +33,13 @@ from electra.finetuning.tasks.qa.data import QAExample, answer_found, split_word
 from electra.runtime.files import atomic_write_bytes, path_inside
 from electra.runtime.processes import is_main_process
 
-__all__ = ['Window', 'doc_windows', 'max_context_windows', 'featurize', 'featurize_cached', 'collate_windows']
+__all__ = ['Window', 'doc_windows', 'max_context_windows', 'question_ids', 'featurize', 'featurize_cached',
+           'collate_windows']
 
 _CACHE_VERSION = 1
+# verbose=False: a context is encoded whole and cut into windows, a question cut to max_query_length, so
+# transformers' warning of a text longer than the model takes (`model_max_length`) would be false
+_PLAIN = dict(add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False, verbose=False)
 
 
 @dataclass
@@ -138,20 +142,39 @@ def _label(win: Window, span: tuple[int, int], answer: tuple[int, int] | None, n
         win.start, win.end = answer[0] - s + n_first, answer[1] - s + n_first
 
 
+def _named(ex: QAExample, where: str) -> str:
+    "How a refusal names a question: its file (`where`, when given) and its id."
+    return f"{where}: question {ex.id!r}" if where else f"question {ex.id!r}"
+
+
+def question_ids(examples: list[QAExample], tokenizer, where: str = '') -> list[list[int]]:
+    """The token ids of every question (no special tokens, not cut). A question of none (empty, spaces, or only
+    characters the tokenizer drops, such as U+200B, which str.strip keeps) is refused, named by its file (`where`) and
+    id: its windows would begin [CLS] [SEP], and the model would answer from the context alone. The tokenizer decides,
+    as it does for an empty context and a tagging word, because the model sees its tokens, not the text."""
+    ids = tokenizer([ex.question for ex in examples], **_PLAIN)['input_ids'] if examples else []
+    for ex, q in zip(examples, ids):
+        if not q:
+            raise ConfigError(f"{_named(ex, where)}: the question {ex.question!r} has no word piece (empty, spaces, "
+                              "or only characters such as U+200B that the tokenizer drops), so the model would answer "
+                              "from the context alone. Give it its text or remove it.")
+    return ids
+
+
 def _example_windows(ex_i: int, ex: QAExample, query: list[int], p: _Pieces, tokenizer, max_seq_length: int,
-                     doc_stride: int, is_training: bool) -> list[Window]:
+                     doc_stride: int, is_training: bool, where: str) -> list[Window]:
     max_tokens = max_seq_length - len(query) - 3  # [CLS], [SEP], [SEP]
     if max_tokens < 1:
-        raise ConfigError(f"question {ex.id!r}: its {len(query)} tokens leave no room for the context in "
+        raise ConfigError(f"{_named(ex, where)}: its {len(query)} tokens leave no room for the context in "
                           f"max_seq_length {max_seq_length}: set max_query_length to at most {max_seq_length - 4} "
                           "or raise max_seq_length.")
     if len(p.ids) == 0:
-        raise ConfigError(f"question {ex.id!r}: its context has no tokens (only characters the tokenizer drops). "
+        raise ConfigError(f"{_named(ex, where)}: its context has no tokens (only characters the tokenizer drops). "
                           "Remove the question or give the context its text.")
     answer = None
     if is_training and not ex.is_impossible:
         if not ex.answers or not answer_found(ex.context, *ex.answers[0]):
-            raise ConfigError(f"question {ex.id!r}: a training question needs its first answer found at its offset; "
+            raise ConfigError(f"{_named(ex, where)}: a training question needs its first answer found at its offset; "
                               "read the training file with on_bad_answer 'error' or 'skip', not 'keep'.")
         answer = _answer_tokens(ex, p, tokenizer)
     spans = doc_windows(len(p.ids), max_tokens, doc_stride)
@@ -166,25 +189,23 @@ def _example_windows(ex_i: int, ex: QAExample, query: list[int], p: _Pieces, tok
 
 
 def featurize(examples: list[QAExample], tokenizer, max_seq_length: int = 512, max_query_length: int = 64,
-              doc_stride: int = 128, is_training: bool = False) -> list[Window]:
+              doc_stride: int = 128, is_training: bool = False, where: str = '') -> list[Window]:
     """The windows of every question, in question order (defaults: the official ones for QA tasks). `tokenizer`: an
     HF fast WordPiece tokenizer (its offset mapping locates the tokens). `is_training`: set the answer labels, as the
-    official code does for the train split only (evaluation windows keep 0)."""
+    official code does for the train split only (evaluation windows keep 0). `where`: the file of the questions, which
+    a refusal names beside the question's id."""
     _check_sizes(max_seq_length, max_query_length, doc_stride)
     if not getattr(tokenizer, 'is_fast', False) or tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
         raise ConfigError("model: QA needs a fast (Rust) tokenizer with [CLS] and [SEP], for its offset mapping; load "
                           "the model's tokenizer with AutoTokenizer (use_fast=True) or ElectraTokenizerFast.")
     contexts = list(dict.fromkeys(ex.context for ex in examples))  # questions of a paragraph share its context
-    # verbose=False: a context is encoded whole and cut into windows, a question cut to max_query_length, so
-    # transformers' warning of a text longer than the model takes (`model_max_length`) would be false
-    plain = dict(add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False, verbose=False)
-    enc = tokenizer(contexts, return_offsets_mapping=True, **plain) if contexts else {'input_ids': []}
+    enc = tokenizer(contexts, return_offsets_mapping=True, **_PLAIN) if contexts else {'input_ids': []}
     pieces = {c: _pieces(c, enc['input_ids'][i], enc['offset_mapping'][i]) for i, c in enumerate(contexts)}
-    queries = tokenizer([ex.question for ex in examples], **plain)['input_ids'] if examples else []
+    queries = question_ids(examples, tokenizer, where)
     out = []
     for i, ex in enumerate(examples):
         out += _example_windows(i, ex, queries[i][:max_query_length], pieces[ex.context], tokenizer, max_seq_length,
-                                doc_stride, is_training)
+                                doc_stride, is_training, where)
     return out
 
 
@@ -226,10 +247,11 @@ def _load_windows(path: Path) -> list[Window]:
 
 
 def featurize_cached(examples: list[QAExample], tokenizer, cache_dir: str | Path, name: str, max_seq_length: int = 512,
-                     max_query_length: int = 64, doc_stride: int = 128, is_training: bool = False) -> list[Window]:
+                     max_query_length: int = 64, doc_stride: int = 128, is_training: bool = False,
+                     where: str = '') -> list[Window]:
     """`featurize`, read from `<cache_dir>/<name>-<key>.npz` when the same questions were featurized before with the
     same tokenizer and options; otherwise featurized and written there (main process only, atomically). An unreadable
-    cache file is featurized again."""
+    cache file is featurized again. `where` names the questions' file in a refusal (not part of the key)."""
     _check_sizes(max_seq_length, max_query_length, doc_stride)
     options = f'{max_seq_length}|{max_query_length}|{doc_stride}|{int(is_training)}'
     key = hashlib.sha1(f'{_CACHE_VERSION}|{options}|{tokenizer_fingerprint(tokenizer)}|{_examples_fingerprint(examples)}'
@@ -238,7 +260,7 @@ def featurize_cached(examples: list[QAExample], tokenizer, cache_dir: str | Path
     if path.is_file():
         try: return _load_windows(path)
         except NPZ_DAMAGED: pass  # a damaged file: made again
-    windows = featurize(examples, tokenizer, max_seq_length, max_query_length, doc_stride, is_training)
+    windows = featurize(examples, tokenizer, max_seq_length, max_query_length, doc_stride, is_training, where)
     if is_main_process(): _save_windows(windows, path)
     return windows
 

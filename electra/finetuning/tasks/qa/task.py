@@ -53,7 +53,7 @@ from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices,
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.metrics import scores_text
 from electra.finetuning.tasks.qa.data import gold_answers, qa_format, read_mrqa, read_squad, squad_json, squad_version
-from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached
+from electra.finetuning.tasks.qa.features import Window, collate_windows, featurize_cached, question_ids
 from electra.finetuning.tasks.qa.heads import ElectraQA, QALoss, decode, window_rows
 from electra.finetuning.tasks.qa.metrics import (
     QA_NA_THRESHOLD,
@@ -283,7 +283,7 @@ class QATask(FinetuningTask):
     def _windows(self, split: str, examples: list, tokenizer, task_cfg, cache_dir) -> list[Window]:
         return featurize_cached(examples, tokenizer, Path(cache_dir) / 'qa_features', f'{self.name}-{split}',
                                 task_cfg.max_length, self.spec.max_query_length, self.spec.doc_stride,
-                                is_training=split == 'train')
+                                is_training=split == 'train', where=str(self.spec.files[split]))
 
     def split(self, name: str, tokenizer, task_cfg, cache_dir, examples: list | None = None) -> QASplit:
         "A split's questions (those read from its file unless given) and their windows."
@@ -299,6 +299,8 @@ class QATask(FinetuningTask):
         dev = self.split('dev', tokenizer, task_cfg, cache_dir)
         questions = {'train': train, 'dev': dev.examples} | (
             {'test': self.read('test')} if task_cfg.predict and 'test' in self.spec.files else {})
+        # the test questions, featurized only after the runs, refused as train's and dev's are, before any run
+        if 'test' in questions: question_ids(questions['test'], tokenizer, str(self.spec.files['test']))
         return TaskData(self, self.split('train', tokenizer, task_cfg, cache_dir, train), {'dev': dev},
                         {s: (str(self.spec.files[s]), [*(e.question for e in q), *dict.fromkeys(e.context for e in q)])
                          for s, q in questions.items()})

@@ -12,7 +12,8 @@ Tag schemes: 'IOB2' (B- begins every entity, I- continues one of its own type), 
 entity and E- to end one), 'IOB1' (the original CoNLL-2003 files: I- may begin an entity, B- only where an entity
 directly follows one of the same type) and 'plain' (token-level tags such as POS: no structure). 'auto' takes IOBES
 when the training tags have E- or S-, IOB2 when all are O or B-/I-, plain when none has a prefix. A prefix may be
-written with '_' (B_LOC, I_PER) as well as '-', one way in a file; entities and their types are the same. IOB1 is never
+written with '_' (B_LOC, I_PER) as well as '-', and in lower case (b-LOC, i-PER), one way in a file; entities and
+their types are the same. IOB1 is never
 guessed (an I- after O is an error in IOB2): name it. The official code checks nothing and reads any tags through
 its lenient span reader (tagging_utils.py, `get_span_labels`); here a malformed file stops at its first bad line.
 """
@@ -31,9 +32,11 @@ __all__ = ['SCHEMES', 'Sentence', 'TaggedFile', 'TaggingData', 'read_conll', 're
            'detect_scheme', 'check_scheme', 'check_known_tags', 'read_tagging_files', 'entity_types', 'dashed']
 
 SCHEMES = ('IOB2', 'IOBES', 'IOB1', 'plain')
-# a prefix and its type, separated by '-' or by '_' (B_LOC, as several NER corpora and spreadsheet exports write it;
-# seqeval reads B_LOC as an entity too, of the type '_LOC': `tagging_metrics` gives it the tag with a '-')
-_PREFIXED = re.compile(r'([BIES])([-_])(.+)\Z', re.S)
+# a prefix and its type, separated by '-' or by '_' (B_LOC, as several NER corpora and spreadsheet exports write it),
+# the prefix in either case (b-LOC). seqeval reads neither as written: B_LOC is an entity of the type '_LOC', b-LOC no
+# prefix at all (its default mode joins words by type alone, b-LOC b-LOC one entity; its strict mode fails on 'b'):
+# `tagging_metrics` gives it the tag as `dashed` writes it, B-LOC
+_PREFIXED = re.compile(r'([BIESbies])([-_])(.+)\Z', re.S)
 _COLUMNS = re.compile(r'[^ \t\r]+')  # CoNLL columns: split on spaces and tabs only
 DOCSTART = '-DOCSTART-'
 
@@ -183,7 +186,7 @@ def detect_scheme(f: TaggedFile) -> str:
         for k, t in enumerate(s.tags):
             if t == 'O': continue
             m = _PREFIXED.match(t)
-            if m: prefixes.add(m[1]); first_prefixed = first_prefixed or (t, f.where(s, k))
+            if m: prefixes.add(m[1].upper()); first_prefixed = first_prefixed or (t, f.where(s, k))
             else: first_plain = first_plain or (t, f.where(s, k))
     if first_plain and first_prefixed:
         raise ConfigError(f"{first_plain[1]}: tag {first_plain[0]!r} has no B-/I-/E-/S- prefix, but "
@@ -197,25 +200,29 @@ def _split(tag: str) -> tuple[str, str]:
     "(prefix, type) of a tag: ('O', '') for O; for a tag without a prefix, ('', tag)."
     if tag == 'O': return 'O', ''
     m = _PREFIXED.match(tag)
-    return (m[1], m[3]) if m else ('', tag)
+    return (m[1].upper(), m[3]) if m else ('', tag)
 
 
 def dashed(tag: str) -> str:
-    "A prefixed tag with '-' between its prefix and its type (B_LOC -> B-LOC), as seqeval reads it; others as they are."
+    "A prefixed tag as seqeval reads it, an upper-case prefix and '-' (B_LOC, b-LOC -> B-LOC); others as they are."
     m = _PREFIXED.match(tag)
-    return f'{m[1]}-{m[3]}' if m else tag
+    return f'{m[1].upper()}-{m[3]}' if m else tag
 
 
-def _one_separator(f: TaggedFile) -> None:
-    "A file writes its prefixes one way: B-PER beside B_PER would be two labels of one kind of word."
-    first: dict[str, tuple[str, str]] = {}
+def _one_way(f: TaggedFile) -> None:
+    "A file writes its prefixes one way: B-PER beside B_PER or b-PER would be two labels of one kind of word."
+    first: dict[tuple[bool, str], tuple[str, str]] = {}
     for s in f.sentences:
         for k, t in enumerate(s.tags):
-            if (m := _PREFIXED.match(t)) and m[2] not in first: first[m[2]] = (t, f.where(s, k))
+            if (m := _PREFIXED.match(t)) and (way := (m[1].isupper(), m[2])) not in first:
+                first[way] = (t, f.where(s, k))
             if len(first) == 2:
                 (a, at), (b, bt) = first.values()
-                raise ConfigError(f"{bt}: tag {b!r} writes its prefix with {b[1]!r}, but {at} has {a!r} with {a[1]!r}: "
-                                  "write every tag one way (B-LOC or B_LOC).")
+                if a[1] != b[1]:
+                    raise ConfigError(f"{bt}: tag {b!r} writes its prefix with {b[1]!r}, but {at} has {a!r} with "
+                                      f"{a[1]!r}: write every tag one way (B-LOC or B_LOC).")
+                raise ConfigError(f"{bt}: tag {b!r} writes its prefix as {b[:2]!r}, but {at} has {a!r} as {a[:2]!r}: "
+                                  "write every tag one way (B-LOC or b-LOC).")
 
 
 def _tag_error(tags: Sequence[str], k: int, scheme: str) -> str | None:
@@ -246,7 +253,7 @@ def check_scheme(f: TaggedFile, scheme: str) -> None:
     "A `ConfigError` naming the file and line of the first tag of `f` that breaks `scheme` (one of `SCHEMES`)."
     if scheme not in SCHEMES: raise ConfigError(f"scheme: {scheme!r} is not one of {', '.join(SCHEMES)} or 'auto'.")
     if scheme == 'plain': return
-    _one_separator(f)
+    _one_way(f)
     for s in f.sentences:
         for k in range(len(s.tags) + 1):
             if (why := _tag_error(s.tags, k, scheme)) is not None:
@@ -271,17 +278,24 @@ class TaggingData:
     splits: dict[str, TaggedFile]             # 'train' first, then the other splits given
 
 
+def _check_sentences(f: TaggedFile, split: str) -> None:
+    """A file of no sentence (empty, or blank and -DOCSTART- lines alone) refused, whatever its split: there is nothing
+    to train on, seqeval cannot score an empty dev file, and a test file of nothing gives nothing to tag."""
+    what = {'train': 'train on', 'test': 'tag'}.get(split, 'score')
+    if not f.sentences: raise ConfigError(f"{f.path}: no sentences to {what}.")
+
+
 def read_tagging_files(train: str | Path, scheme: str = 'auto', **others: str | Path) -> TaggingData:
     """The training file and the others (`dev=...`, `test=...`), read and checked: each file's tags follow `scheme`
     ('auto': detected from the training file) and every tag of the others occurs in the training file. A `test`
     file may have no tags (words only, see `read_conll`); the others must."""
     splits = {'train': read_tagged(train)}
-    if not splits['train'].sentences: raise ConfigError(f"{train}: no sentences.")
     warn_case_twins(str(train), [t for s in splits['train'].sentences for t in s.tags], 'tags', 'word')
     if scheme == 'auto': scheme = detect_scheme(splits['train'])
     for name, path in others.items():
         if path is not None: splits[name] = read_tagged(path, None if name == 'test' else True)
     for name, f in splits.items():
+        _check_sentences(f, name)
         check_scheme(f, scheme)
         if name != 'train': check_known_tags(f, splits['train'].tags, str(train))
     return TaggingData(scheme, sorted(splits['train'].tags), splits)

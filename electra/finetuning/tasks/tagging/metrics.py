@@ -42,7 +42,8 @@ def entity_scores(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequen
     side; support counts gold entities. Percent."""
     from seqeval.metrics import classification_report
     _check_lengths(true_tags, pred_tags)
-    # B_LOC as B-LOC: seqeval reads a '_' prefix as part of the type ('_LOC') and fails its strict schemes
+    # B_LOC, b-LOC as B-LOC: seqeval reads a '_' prefix as part of the type ('_LOC'), a lower-case one as no prefix, and
+    # fails its strict schemes on both
     true_tags, pred_tags = ([[dashed(t) for t in s] for s in tags] for tags in (true_tags, pred_tags))
     with warnings.catch_warnings():  # no entity at all: seqeval warns of its empty macro mean, which is not used
         warnings.simplefilter('ignore')

@@ -1,6 +1,9 @@
 """electra/finetuning/tasks/qa/features.py: windows, max-context flags, labels, the token -> character map."""
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 import pytest
 
@@ -122,6 +125,21 @@ def test_question_is_cut_and_no_room_is_an_error(qa_tokenizer):
     with pytest.raises(ConfigError) as e: featurize([ex], qa_tokenizer, max_seq_length=8, max_query_length=64)
     assert "question 'q1'" in str(e.value) and 'max_query_length to at most 4' in str(e.value)
     with pytest.raises(ConfigError, match='doc_stride'): featurize([ex], qa_tokenizer, doc_stride=0)
+
+
+@pytest.mark.parametrize('question', ['', '   ', '\u200b'], ids=['empty', 'spaces', 'zero-width'])
+def test_a_question_without_word_pieces_is_refused_naming_its_file_and_id(qa_tokenizer, question):
+    """A question the tokenizer reads as nothing was taken: the windows began [CLS] [SEP] and the model answered from
+    the context alone. U+200B is no whitespace to str.strip but the tokenizer drops it: the tokenizer decides."""
+    assert qa_tokenizer(question, add_special_tokens=False)['input_ids'] == []  # the reference: no piece
+    good, bad = _example('q1', 'It was built in 1895 .', '1895'), _example('e1', 'It was built in 1895 .', '1895')
+    bad = dataclasses.replace(bad, question=question)
+    for training in (True, False):
+        with pytest.raises(ConfigError, match=rf"^dev\.json: question 'e1': the question {re.escape(repr(question))} "
+                                              r"has no word piece .*Give it its text or remove it\.$"):
+            featurize([good, bad], qa_tokenizer, is_training=training, where='dev.json')
+    with pytest.raises(ConfigError, match=r"^question 'e1': the question"): featurize([bad], qa_tokenizer)
+    assert len(featurize([good, dataclasses.replace(bad, question='\u200b when ?')], qa_tokenizer)) == 2
 
 
 def test_training_needs_a_found_answer(qa_tokenizer):

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from electra.config.errors import ConfigError
+from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_from_dict
 from electra.finetuning import sweep
 from electra.finetuning.loading import load_finetuned
 from electra.finetuning.tasks.files import make_task, read_task_file
@@ -289,6 +291,23 @@ def test_windows_are_cached_by_questions_tokenizer_and_options(tmp_path, qa_toke
     path = next(cache.glob('dev-*.npz'))
     path.write_bytes(b'damaged')
     featurize_cached(ex, qa_tokenizer, cache, 'dev', 48, 64, 16)  # a damaged file is made again, not read
+
+
+@pytest.mark.parametrize('split', ['train', 'dev', 'test'])
+def test_a_question_without_word_pieces_stops_the_job_before_any_run_naming_its_file_and_id(tmp_path, qa_tokenizer,
+                                                                                               split):
+    "An empty question was taken in every file, trained on, and answered from the context alone."
+    spec = demo_task(tmp_path)
+    path = tmp_path / 'squad' / f'{split}.json'
+    data = json.loads(path.read_text(encoding='utf-8'))
+    qa = data['data'][0]['paragraphs'][0]['qas'][0]
+    qa['question'] = '\u200b'
+    path.write_text(json.dumps(data), encoding='utf-8')
+    task = make_task(read_task_file(spec))
+    cfg = config_from_dict(FinetuneConfig, {'tasks': [str(spec)], 'max_length': 64}).for_task('demo_squad')
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: question {re.escape(repr(qa['id']))}: the question "
+                                          rf"{re.escape(repr(qa['question']))} has no word piece"):
+        task.prepare(cfg, qa_tokenizer, tmp_path / 'cache', False)
 
 
 # -- 3. the sweep

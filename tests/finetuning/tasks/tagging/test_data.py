@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -115,6 +116,19 @@ def test_schemes_are_detected_and_iob1_is_read_when_named(tmp_path):
         data.read_tagging_files(iob1, scheme='BIO')
 
 
+@pytest.mark.parametrize('text', ['', '-DOCSTART- O\n\n\n', '\n \t\n'], ids=['empty', 'docstart', 'blank'])
+@pytest.mark.parametrize('split', ['train', 'dev', 'test'])
+def test_a_file_without_sentences_is_refused_in_any_split(tmp_path, split, text):
+    """An empty dev file trained a run and then stopped in seqeval (a TypeError, the epoch lost); an empty test file
+    wrote an empty file of tags. Each is refused when read, as the training file was and QA's files are."""
+    good = write(tmp_path / 'good.txt', 'Olga B-PER\nleft O\n')
+    empty = write(tmp_path / f'{split}.txt', text)
+    files = {'train': good, 'dev': good, 'test': good, split: empty}
+    what = {'train': 'train on', 'dev': 'score', 'test': 'tag'}[split]
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(empty))}: no sentences to {what}\.$"):
+        data.read_tagging_files(files.pop('train'), **files)
+
+
 def test_dev_and_test_tags_must_occur_in_training(tmp_path):
     train = write(tmp_path / 'train.txt', 'a B-PER\nb I-PER\nc O\n\nd B-LOC\n')
     dev = write(tmp_path / 'dev.jsonl', '{"tokens": ["a"], "tags": ["B-PER"]}\n{"tokens": ["a", "b"], "tags": ["O", "B-ORG"]}\n')
@@ -183,6 +197,25 @@ def test_bio_tags_with_an_underscore_are_entities_of_their_type(tmp_path):
                                           r"'B-PER' with '-'"):
         data.read_tagging_files(write(tmp_path / 'm.txt', 'Olga B-PER\n\nVienna B_LOC\n'))
     assert data.read_tagging_files(write(tmp_path / 'p.txt', 'a B_x\nb NN\n'), scheme='plain').scheme == 'plain'
+
+
+def test_bio_tags_with_lower_case_prefixes_are_entities_of_their_type(tmp_path):
+    "b-LOC / i-PER under scheme auto were plain tags, silently: accuracy alone, no entity F1."
+    train = write(tmp_path / 'l.txt', 'Olga b-PER\nKeller i-PER\nin O\nVienna b-LOC\n\nACME b-ORG\nCorp i-ORG\n')
+    got = data.read_tagging_files(train)
+    assert got.scheme == 'IOB2' and got.labels == ['O', 'b-LOC', 'b-ORG', 'b-PER', 'i-ORG', 'i-PER']
+    assert data.entity_types([got.labels]) == ['LOC', 'ORG', 'PER']
+    assert data.read_tagging_files(train, scheme='IOB2').scheme == 'IOB2'  # named, too: one rule
+    iobes = write(tmp_path / 's.txt', 'Olga b_PER\nKeller e_PER\nin O\nVienna s_LOC\n')
+    assert data.read_tagging_files(iobes).scheme == 'IOBES' and data.entity_types([['b_PER', 's_LOC']]) == ['LOC', 'PER']
+    with pytest.raises(ConfigError, match=r"l\.txt:2: tag 'i-LOC' after 'b-PER': in IOB2 an I- tag continues"):
+        data.read_tagging_files(write(tmp_path / 'l.txt', 'Olga b-PER\nKeller i-LOC\n'))
+    # one file writing its prefixes two ways: 'B-PER' and 'b-PER' would be two labels of one entity part
+    with pytest.raises(ConfigError, match=r"m\.txt:3: tag 'b-LOC' writes its prefix as 'b-', but .*m\.txt:1 has "
+                                          r"'B-PER' as 'B-': write every tag one way"):
+        data.read_tagging_files(write(tmp_path / 'm.txt', 'Olga B-PER\n\nVienna b-LOC\n'))
+    assert [data.dashed(t) for t in ('b-LOC', 'i_PER', 's-X', 'O', 'NN', 'bx-LOC')] == \
+        ['B-LOC', 'I-PER', 'S-X', 'O', 'NN', 'bx-LOC']
 
 
 def test_training_tags_that_differ_only_in_case_are_said(tmp_path):

@@ -176,3 +176,20 @@ def test_entity_scores_of_underscore_tags_are_seqevals_of_the_same_tags_with_a_d
     assert {k: v for k, v in got.items() if k.startswith('f1_')} == {f'f1_{t}': 100.0 * ref[t]['f1-score'] for t in types}
     strict = seqeval.metrics.f1_score(gold, pred, mode='strict', scheme=seqeval.scheme.IOB2)
     assert metrics.tagging_metrics(under(gold), under(pred), 'IOB2', strict=True)['f1'] == 100.0 * strict
+
+
+def test_entity_scores_of_lower_case_prefixes_are_seqevals_of_the_same_tags_upper_cased():
+    """seqeval's default mode takes b-/i- for no prefix (it warns 'seems not to be NE tag') and joins words by type
+    alone, b-LOC b-LOC one entity; its strict mode fails on them (KeyError 'b'): the run reads them as B-/I-."""
+    rng = random.Random(5)
+    gold = random_tags(rng, 60, 'BI')
+    pred = noisy_copy(rng, gold, 'BI')
+    lower = lambda tags: [[t if t == 'O' else t[0].lower() + t[1:] for t in s] for s in tags]
+    ref = seqeval.metrics.classification_report(gold, pred, output_dict=True, zero_division=0)
+    got = metrics.tagging_metrics(lower(gold), lower(pred), 'IOB2')
+    assert got['f1'] == 100.0 * ref['micro avg']['f1-score'] and got['recall'] == 100.0 * ref['micro avg']['recall']
+    assert {k: v for k, v in got.items() if k.startswith('f1_')} == {f'f1_{t}': 100.0 * ref[t]['f1-score'] for t in TYPES}
+    strict = seqeval.metrics.f1_score(gold, pred, mode='strict', scheme=seqeval.scheme.IOB2)
+    assert metrics.tagging_metrics(lower(gold), lower(pred), 'IOB2', strict=True)['f1'] == 100.0 * strict
+    # two one-word entities of a type side by side: two entities, as seqeval reads B-LOC B-LOC
+    assert metrics.entity_scores([['b-LOC', 'b-LOC']], [['b-LOC', 'O']])['recall'] == 50.0

@@ -2,6 +2,7 @@
 predicting a tagging task (unlabelled test files included) as it does a GLUE task."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,26 @@ def test_bad_tags_stop_the_job_naming_file_and_line(tmp_path):
     lines[k] = lines[k][:-1] + 'I-PER'  # an I- tag after O (or at a sentence start): not IOB2
     dev.write_text('\n'.join(lines), encoding='utf-8')
     with pytest.raises(ConfigError, match=rf"dev\.txt:{k + 1}: tag 'I-PER'"): TaggingTask(read_task_file(spec))
+
+
+def test_a_task_of_lower_case_prefixes_is_scored_by_its_entities(tmp_path):
+    "The demo NER files with b-/i- for B-/I-, no scheme: the task was plain tags, accuracy alone."
+    spec = demo_task(tmp_path)
+    for name in ('train.txt', 'dev.txt'):
+        f = tmp_path / 'ner' / name
+        f.write_text(re.sub(r' ([BI])-', lambda m: f' {m[1].lower()}-', f.read_text(encoding='utf-8')), encoding='utf-8')
+    task = TaggingTask(read_task_file(spec))
+    assert task.data.scheme == 'IOB2' and task.info.metrics == ('f1', 'precision', 'recall', 'accuracy')
+    assert 'b-PER' in task.info.labels and 'B-PER' not in task.info.labels  # the file's tags, as written
+
+
+@pytest.mark.parametrize('split', ['dev', 'test'])
+def test_a_dev_or_test_file_without_sentences_stops_the_job_when_the_task_is_made(tmp_path, split):
+    "A dev file of -DOCSTART- alone trained a run, then stopped in seqeval with a TypeError; a test file wrote nothing."
+    spec = demo_task(tmp_path)
+    (tmp_path / 'ner' / f'{split}.txt').write_text('-DOCSTART- O\n\n\n', encoding='utf-8')
+    with pytest.raises(ConfigError, match=rf"ner/{split}\.txt: no sentences to {'score' if split == 'dev' else 'tag'}\.$"):
+        TaggingTask(read_task_file(spec))
 
 
 def test_sweep_trains_scores_resumes_and_writes_tags_in_the_input_format(tmp_path, tiny):

@@ -161,8 +161,10 @@ def test_pretraining_tracked_and_resumed_equals_the_csv_files(tmp_path, trackers
     for key, line in preset_lines.items():
         if key not in given: assert sources[key]['from'] == f'configs/pretrain/demo.yaml: line {line}', key  # from ROOT
     assert sources['dropout']['from'] == 'default' and 'dropout' not in preset_lines
-    pretrain(tmp_path, *SHORT, *common, '--logger', 'mlflow,tensorboard,wandb', '--steps', '24', '--lr', '2.5e-4',
+    # the resume gives no --tracking_tags: it goes on with the run's (W&B's resumed run took none, config.yaml said [])
+    pretrain(tmp_path, *SHORT, *common[2:], '--logger', 'mlflow,tensorboard,wandb', '--steps', '24', '--lr', '2.5e-4',
              '--eval_examples', '16', '--resume')
+    assert yaml.safe_load((run_dir / 'config.yaml').read_text())['tracking_tags'] == ['variant=tiny', 'smoke']
     run = client.get_run(run.info.run_id)
     assert_tracked_config_is_the_resumed_one(client, run, run_dir, tmp_path)
     assert len(client.search_runs([exp.experiment_id])) == 1 and run.info.status == 'FINISHED'
@@ -178,6 +180,7 @@ def test_pretraining_tracked_and_resumed_equals_the_csv_files(tmp_path, trackers
     assert {'discriminator/README.md', 'discriminator/model.safetensors', 'generator/README.md'} <= names
     wandb_runs = {r.run.run_id for r in wb if r.WhichOneof('record_type') == 'run'}
     assert len(wandb_runs) == 1 and {r.run.run_group for r in wb if r.WhichOneof('record_type') == 'run'} == {'tracked'}
+    assert [list(r.run.tags) for r in wb if r.WhichOneof('record_type') == 'run'][-1] == ['variant=tiny', 'smoke']
 
 
 def test_a_run_folder_copied_and_resumed_elsewhere_gets_tracked_runs_of_its_own(tmp_path, trackers_env):
@@ -243,6 +246,38 @@ def test_a_tracker_joining_a_run_at_a_resume_first_gets_the_rows_on_disk(tmp_pat
     again = start_trackers(trackers, run, ids, 3, history)  # a later resume: every tracker goes on, nothing sent again
     again.end()
     assert said() == [] and mlflow_history(client, ids['mlflow'], 'train/loss') == want['train/loss']
+
+
+def test_tags_and_a_group_given_at_a_resume_reach_every_tracker_or_are_said(tmp_path, trackers_env, capsys):
+    """`--tracking_tags` and `--tracking_group` given at a resume: W&B took both, while MLflow kept only the tag
+    `resumed.tracking_tags` (a string a tag filter cannot read) and its experiment, without a word. Now MLflow's run
+    gets each new tag as at a first start (`corpus: demo2`), keeps those of earlier starts, and a group it cannot
+    follow (a run never moves between experiments) is said in one line naming both; a resume that gives no tags
+    changes none."""
+    from electra.training.trackers import TrackedRun, start_trackers
+    client, trackers = trackers_env, ['mlflow', 'wandb']
+    run = lambda group, tags: TrackedRun('tagged', group, tags, {'lr': 1e-3, 'tracking_group': group,
+                                                                 'tracking_tags': list(tags)}, {}, tmp_path / 'tb')
+    first = start_trackers(trackers, run('g1', ('size=tiny',)))
+    first.end('killed')
+    ids = first.ids
+    again = start_trackers(trackers, run('g2', ('corpus=demo2', 'size=tiny')), ids, 1)
+    again.end('killed')
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith('trackers:')]
+    assert said == [f"trackers: MLflow's run {ids['mlflow']} stays in its experiment 'g1', not tracking_group 'g2' "
+                    "given now (MLflow moves no run between experiments; W&B's run follows the group): start the run "
+                    "under another --run_name to have it in 'g2' there too."]
+    tags = client.get_run(ids['mlflow']).data.tags
+    assert (tags['corpus'], tags['size']) == ('demo2', 'tiny')
+    assert [r.info.run_id for r in client.search_runs(
+        [client.get_experiment_by_name('g1').experiment_id], "tags.corpus = 'demo2'")] == [ids['mlflow']]
+    start_trackers(['mlflow'], run('g1', ()), ids, 1).end()  # no tags given: those it has are kept
+    assert {k: v for k, v in client.get_run(ids['mlflow']).data.tags.items() if k in ('corpus', 'size')} == {
+        'corpus': 'demo2', 'size': 'tiny'}
+    import wandb
+    wandb.teardown()
+    runs = [r.run for r in wandb_records(tmp_path) if r.WhichOneof('record_type') == 'run']
+    assert (runs[-1].run_group, list(runs[-1].tags)) == ('g2', ['corpus=demo2', 'size=tiny'])
 
 
 def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, trackers_env, glue_dir, tiny):

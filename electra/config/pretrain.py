@@ -308,6 +308,16 @@ class PretrainConfig:
         return (f"resume: run {run} began from the weights of {began_from} (init_from in its checkpoint {checkpoint}): "
                 "it goes on from its own checkpoint, with its tokenizer.")
 
+    def resume_trackers(self, saved: dict, checkpoint) -> None:
+        """A resume that gives no `tracking_group` or `tracking_tags` goes on in the group and with the tags its
+        `checkpoint` records (`saved`), as its tracked runs began: the defaults (the run's name, no tags) moved W&B's
+        run to another group at every plain resume of a run begun with one. A value given replaces them."""
+        given = value_sources(self)
+        for key in ('tracking_group', 'tracking_tags'):
+            if saved.get(key) and given[key] == 'default':
+                setattr(self, key, saved[key])
+                self._sources = {**getattr(self, '_sources', {}), key: f'its checkpoint {checkpoint}'}
+
     def _record(self, key: str, value: bool, by: str, source: str = '') -> None:
         "`key` set to `value`, the one `by` applies, sourced to it; a file's value it replaces is said in a warning"
         place = value_sources(self)[key]

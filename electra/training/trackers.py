@@ -173,7 +173,9 @@ class _Mlflow(_Tracker):
         that differs from its parameter is the tag `resumed.<key>` (a tag takes a new value; one the start no longer
         changes is removed), and, when one of these changed, the start's whole config with where each value came from
         as the artifact `config_resumed_at_<step>.json`: parameters and tags together are the config the run has now."""
-        data = self.client.get_run(self.id).data
+        found = self.client.get_run(self.id)
+        data = found.data
+        self._tags_and_group(run, data.tags, found.info.experiment_id)
         now = {f'resumed.{k}': str(v) for k, v in run.config.items() if data.params.get(k) != str(v)}
         was = {k: v for k, v in data.tags.items() if k.startswith('resumed.')}
         if now == was: return  # the config of the last start (a finished run reopened for its files: the same)
@@ -181,6 +183,17 @@ class _Mlflow(_Tracker):
         for k, v in now.items(): self.client.set_tag(self.id, k, v)
         self.client.log_dict(self.id, {k: {'value': v, 'from': run.sources.get(k, '')} for k, v in run.config.items()},
                              f'config_resumed_at_{step}.json')
+
+    def _tags_and_group(self, run: TrackedRun, tags: dict, experiment_id: str) -> None:
+        """A resume's `tracking_tags` set as a first start sets them (tags take new values; those of earlier starts are
+        kept), and a `tracking_group` other than the run's experiment said: MLflow moves no run between experiments."""
+        for k, v in _tag_pairs(run.tags).items():
+            if tags.get(k) != v: self.client.set_tag(self.id, k, v)
+        experiment = self.client.get_experiment(experiment_id).name
+        if experiment != run.group:
+            print(f"trackers: MLflow's run {self.id} stays in its experiment '{experiment}', not tracking_group "
+                  f"'{run.group}' given now (MLflow moves no run between experiments; W&B's run follows the group): "
+                  f"start the run under another --run_name to have it in '{run.group}' there too.", flush=True)
 
     def _experiment(self, name: str) -> str:
         from mlflow.exceptions import MlflowException

@@ -101,11 +101,14 @@ def _to_write_it(task: str, tested: dict[str, bool]) -> str:
     return f"predict {task} again to write it"
 
 
-def drop_stale(folder: Path, results, now: set[str], say: Callable[[str], None], tested: dict[str, bool]) -> list[str]:
-    """The recorded files of `folder` not written by this job (`now`: their paths inside it) whose runs were
-    fine-tuned again since, or are gone from `results`, removed, each said in a line with what writes it again (the
-    job's tasks, `tested`: whether each names a test file); their paths inside `folder`."""
-    stale = {n: e for n, e in read_made_by(folder).items() if n not in now and _stale(e, results)}
+def drop_stale(folder: Path, results, now: set[str], say: Callable[[str], None], tested: dict[str, bool],
+               group: Path) -> list[str]:
+    """The recorded files of `folder` of the group folder `group` (`results` is its table; another group's files are
+    not this job's to judge) not written by this job (`now`: their paths inside it) whose runs were fine-tuned again
+    since, or are gone from `results`, removed, each said in a line with what writes it again (the job's tasks,
+    `tested`: whether each names a test file); their paths inside `folder`."""
+    stale = {n: e for n, e in read_made_by(folder).items()
+             if n not in now and e['group'] == str(group) and _stale(e, results)}
     for name, e in sorted(stale.items()):
         if is_main_process(): (Path(folder) / name).unlink(missing_ok=True)
         runs = ', '.join(f"run {r['run']} (seed {r['seed']})" for r in e['runs'])

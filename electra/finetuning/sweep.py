@@ -16,7 +16,7 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
-from electra.finetuning.made_by import check_test_folder, drop_stale, models_line, record
+from electra.finetuning.made_by import MADE_BY, check_test_folder, drop_stale, models_line, record
 from electra.finetuning.loading import read_finetuned, run_mismatch
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
@@ -260,7 +260,24 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
                                   f"{do_the_rest()}") from None
     else: _train_in_turn(cfg, plan, pretrained, tokenizer, results, say)
     save_runs(cfg, results, tokenizer, say)  # the picked runs as transformers folders (`save_pretrained`)
+    if not cfg.predict: _tidy_test_folder(cfg, results, tasks, [], say)  # a predicting job does it after its files
     return results
+
+
+def _tidy_test_folder(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, FinetuningTask], written: list[Path],
+                      say: Callable[[str], None]) -> list[Path]:
+    """The group's recorded test files not `written` by this job whose runs were replaced (or are gone) removed, each
+    said (`drop_stale`), by the job that replaced them whether it predicts or not, and the zip rewritten when it
+    held one of them or the job wrote GLUE's files; then the line on files of several models. The zip (if written)."""
+    out = group_dir(cfg, 'test_output_dir')
+    if not written and not (out / MADE_BY).is_file(): return []  # no test folder, or not one the job may tidy
+    removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say,
+                         {n: bool(t.info.test_files) for n, t in tasks.items()}, group_dir(cfg).resolve())
+    zipped = []
+    if any(name in SUBMISSION_FILES for name in [p.name for p in written] + removed):  # the zip holds GLUE's files
+        if z := zip_submission(out): zipped.append(z)
+    if line := models_line(out): say(line)
+    return zipped
 
 
 def _group_rows(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, TaskInfo]) -> tuple[pd.DataFrame, str]:
@@ -333,12 +350,7 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
         files = task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
         record(out, files, name, picked, group)
         written += files
-    removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say,
-                         {n: bool(t.info.test_files) for n, t in tasks.items()})
-    if any(name in SUBMISSION_FILES for name in [p.name for p in written] + removed):  # the zip holds GLUE's files
-        if zipped := zip_submission(out): written.append(zipped)
-    if line := models_line(out): say(line)
-    return written
+    return written + _tidy_test_folder(cfg, results, tasks, written, say)
 
 
 def _with_test_only_tasks(tasks: dict[str, FinetuningTask], source: TaskSource, out: Path,

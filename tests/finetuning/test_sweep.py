@@ -589,7 +589,7 @@ def test_mnli_fine_tuned_again_without_ax_in_tasks_predicts_ax_again_and_a_repla
                                                                                                  tiny):
     """AX is predicted by MNLI's runs: MNLI fine-tuned again (max_length 16, then 64) by a job without AX rewrites the
     folder's AX.tsv from the new run, as a job of both writes it; a task's files whose runs were fine-tuned again by a
-    job that did not predict (`--predict false`) leave the folder and the zip, said in a line."""
+    job that did not predict (`--predict false`) leave the folder and the zip at that job, said in a line."""
     model, tok = tiny
     src, out = open_source(str(glue_dir)), tmp_path / 'out/t'
     short = job(tmp_path, glue_dir, tasks=['MNLI', 'AX', 'RTE'], task_overrides={'MNLI': {'max_length': 16}})
@@ -610,13 +610,12 @@ def test_mnli_fine_tuned_again_without_ax_in_tasks_predicts_ax_again_and_a_repla
     assert zipped(out)['AX.tsv'] == (out / 'AX.tsv').read_bytes() and 'RTE.tsv' in zipped(out)
     assert ('AX.tsv: predicted again with MNLI\'s runs: the folder holds it, and AX is predicted by MNLI\'s model '
             '(AX is not in tasks)') in lines
-    # RTE fine-tuned again without predicting, then a job predicting MNLI only: RTE.tsv is of a replaced run
-    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], lr=1e-4, predict=False), model, tok, src, log=lambda s: None)
+    # RTE fine-tuned again without predicting: RTE.tsv is of a replaced run, removed by that job
     lines = []
-    sweep.write_test_predictions(cfg, ResultsTable(tmp_path / 'ckpt/t/results.csv'), tok, src, log=lines.append)
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], lr=1e-4, predict=False), model, tok, src, log=lines.append)
     assert not (out / 'RTE.tsv').exists() and 'RTE.tsv' not in zipped(out) and 'MNLI-m.tsv' in zipped(out)
     assert (f'RTE.tsv removed from {out} and its zip: it was predicted by RTE run 0 (seed 0), fine-tuned again since; '
-            'predict RTE again (put it in tasks) to write it') in lines
+            'predict RTE again to write it') in lines
 
 
 def test_a_task_file_whose_test_was_taken_out_loses_its_stale_file_with_that_fix_and_gets_no_zip(tmp_path, glue_dir,
@@ -805,3 +804,26 @@ def test_a_model_given_that_is_not_the_configs_model_is_refused_in_one_line(tmp_
     fixed = job(tmp_path, glue_dir, model=str(other), tasks=['RTE'], runs=1, save_pretrained='none')
     row = sweep.run_sweep(fixed, given, tok, src, log=lambda s: None).get('RTE', 0)
     assert row['model_fingerprint'] == model_fingerprint(other) != model_fingerprint(tiny_dir)
+
+
+def test_a_job_that_does_not_predict_removes_the_files_of_the_runs_it_replaces_and_rewrites_the_zip(tmp_path,
+                                                                                                   glue_dir, tiny):
+    """A `--predict false` job that fine-tunes MNLI again replaces the runs that wrote MNLI-m.tsv, MNLI-mm.tsv and
+    AX.tsv: the job itself removes them from the test folder, its zip and made_by.json, one line each (the zip then
+    holds RTE.tsv alone, byte-equal to the folder's); RTE's file, of runs it kept, stays."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'out/t'
+    cfg = job(tmp_path, glue_dir, tasks=['MNLI', 'AX', 'RTE'])
+    sweep.write_test_predictions(cfg, sweep.run_sweep(cfg, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    assert sorted(zipped(out)) == ['AX.tsv', 'MNLI-m.tsv', 'MNLI-mm.tsv', 'RTE.tsv']
+    lines = []
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['MNLI'], lr=1e-4, predict=False), model, tok, src, log=lines.append)
+    removed = [l for l in lines if ' removed from ' in l]
+    assert removed == [f"AX.tsv removed from {out} and its zip: it was predicted by MNLI run 0 (seed 0), fine-tuned "
+                       "again since; predict AX again (put it in tasks) to write it"] + [
+        f"{name} removed from {out} and its zip: it was predicted by MNLI run 0 (seed 0), fine-tuned again since; "
+        "predict MNLI again to write it" for name in ('MNLI-m.tsv', 'MNLI-mm.tsv')]
+    assert sorted(p.name for p in out.glob('*.tsv')) == ['RTE.tsv']
+    assert zipped(out) == {'RTE.tsv': (out / 'RTE.tsv').read_bytes()}
+    assert sorted(json.loads((out / 'made_by.json').read_text())) == ['RTE.tsv']

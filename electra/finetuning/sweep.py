@@ -16,7 +16,7 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
-from electra.finetuning.made_by import MADE_BY, check_test_folder, drop_stale, models_line, record
+from electra.finetuning.made_by import MADE_BY, check_test_folder, data_line, drop_stale, models_line, record
 from electra.finetuning.loading import read_finetuned, run_mismatch
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
@@ -260,24 +260,39 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
                                   f"{do_the_rest()}") from None
     else: _train_in_turn(cfg, plan, pretrained, tokenizer, results, say)
     save_runs(cfg, results, tokenizer, say)  # the picked runs as transformers folders (`save_pretrained`)
-    if not cfg.predict: _tidy_test_folder(cfg, results, tasks, [], say)  # a predicting job does it after its files
+    if not cfg.predict and (group_dir(cfg, 'test_output_dir') / MADE_BY).is_file():  # a predicting job: after its files
+        _tidy_test_folder(cfg, results, tasks, _test_data(tasks, source), [], say)
     return results
 
 
-def _tidy_test_folder(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, FinetuningTask], written: list[Path],
-                      say: Callable[[str], None]) -> list[Path]:
-    """The group's recorded test files not `written` by this job whose runs were replaced (or are gone) removed, each
-    said (`drop_stale`), by the job that replaced them whether it predicts or not, and the zip rewritten when it
-    held one of them or the job wrote GLUE's files; then the line on files of several models. The zip (if written)."""
+def _tidy_test_folder(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, FinetuningTask],
+                      tests: dict[str, tuple[str, str]], written: list[Path], say: Callable[[str], None]) -> list[Path]:
+    """The group's recorded test files not `written` by this job whose runs were replaced (or are gone) or whose test
+    files changed since (`tests`: `_test_data`) removed, each said (`drop_stale`), by the job that replaced them
+    whether it predicts or not, and the zip rewritten when it held one of them or the job wrote GLUE's files; then
+    the lines on files of several models or data sources. The zip (if written)."""
     out = group_dir(cfg, 'test_output_dir')
     if not written and not (out / MADE_BY).is_file(): return []  # no test folder, or not one the job may tidy
     removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say,
-                         {n: bool(t.info.test_files) for n, t in tasks.items()}, group_dir(cfg).resolve())
+                         {n: bool(t.info.test_files) for n, t in tasks.items()}, group_dir(cfg).resolve(), tests)
     zipped = []
     if any(name in SUBMISSION_FILES for name in [p.name for p in written] + removed):  # the zip holds GLUE's files
         if z := zip_submission(out): zipped.append(z)
-    if line := models_line(out): say(line)
+    for line in (models_line(out), data_line(out)):
+        if line: say(line)
     return zipped
+
+
+def _test_data(tasks: dict[str, FinetuningTask], source: TaskSource | None) -> dict[str, tuple[str, str]]:
+    """What each task's test files would be predicted from now: its data (`data_source`) and the digest of its test
+    files' bytes (as `data_digests` hashes a run's data), for the job's tasks and the GLUE tasks a local `source`
+    holds (an earlier job's file in the folder is checked against the job's data: the hub is not asked)."""
+    local = source is not None and getattr(source, 'root', None) is not None and not getattr(source, 'spec', None)
+    glue = {n: ClassificationTask(info, source) for n, info in TASKS.items() if local and n not in tasks}
+    digests, out = FileDigests(), {}
+    for name, task in {**tasks, **glue}.items():
+        if files := task.test_data_files(): out[name] = (task.data_source(), data_digests({'test': files}, digests)['test'])
+    return out
 
 
 def _group_rows(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, TaskInfo]) -> tuple[pd.DataFrame, str]:
@@ -336,6 +351,7 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
     say = log if is_main_process() else (lambda *_: None)
     with _read_again(): tasks = job_tasks(cfg, source)
     tasks, written = _with_test_only_tasks(tasks, source, out, say), []
+    tests = _test_data(tasks, source)
     for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):
         rows = results.task_rows(name)
         rows = rows[rows['run'] < cfg.runs]  # this job's runs, not later ones left by a larger sweep
@@ -348,9 +364,9 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
                 f"{'no test predictions' if picked.empty else 'they are not picked'}")
         if picked.empty: continue
         files = task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
-        record(out, files, name, picked, group)
+        record(out, files, name, picked, group, tests)
         written += files
-    return written + _tidy_test_folder(cfg, results, tasks, written, say)
+    return written + _tidy_test_folder(cfg, results, tasks, tests, written, say)
 
 
 def _with_test_only_tasks(tasks: dict[str, FinetuningTask], source: TaskSource, out: Path,

@@ -827,3 +827,38 @@ def test_a_job_that_does_not_predict_removes_the_files_of_the_runs_it_replaces_a
     assert sorted(p.name for p in out.glob('*.tsv')) == ['RTE.tsv']
     assert zipped(out) == {'RTE.tsv': (out / 'RTE.tsv').read_bytes()}
     assert sorted(json.loads((out / 'made_by.json').read_text())) == ['RTE.tsv']
+
+
+def test_the_zip_of_files_of_other_data_is_said_and_a_file_of_a_changed_test_set_goes(tmp_path, glue_dir, tiny):
+    """made_by.json records what each file was predicted from: the task's data (its folder) and its test file by
+    content (the SHA-256 of the file's SHA-256, as the rows record data). RTE predicted again from another folder
+    (that holds no MRPC) leaves a zip of two data sets: one `warning:` line, as for models. Then MRPC's test file
+    of the first folder gains a row: a job predicting RTE from that folder removes the MRPC.tsv of the old test set
+    (100 rows against 103, which the site rejects), said in a line, and the zip holds RTE.tsv alone."""
+    model, tok = tiny
+    g1, out = shutil.copytree(glue_dir, tmp_path / 'g1'), tmp_path / 'out/t'
+    g2 = shutil.copytree(g1, tmp_path / 'g2')
+    shutil.rmtree(g2 / 'MRPC')
+    a = job(tmp_path, g1, tasks=['RTE', 'MRPC'])
+    sweep.write_test_predictions(a, sweep.run_sweep(a, model, tok, open_source(str(g1)), log=lambda s: None), tok,
+                                 open_source(str(g1)), log=lambda s: None)
+    def test_digest(path): return hashlib.sha256(hashlib.sha256(path.read_bytes()).digest()).hexdigest()[:16]
+    made_by = json.loads((out / 'made_by.json').read_text())
+    assert {n: (e['data'], e['test']) for n, e in made_by.items()} == {
+        'RTE.tsv': (str(g1.resolve()), test_digest(g1 / 'RTE/test.tsv')),
+        'MRPC.tsv': (str(g1.resolve()), test_digest(g1 / 'MRPC/test.tsv'))}
+    b, lines = job(tmp_path, g2, tasks=['RTE']), []
+    sweep.write_test_predictions(b, sweep.run_sweep(b, model, tok, open_source(str(g2)), log=lambda s: None), tok,
+                                 open_source(str(g2)), log=lines.append)
+    assert sorted(zipped(out)) == ['MRPC.tsv', 'RTE.tsv']
+    assert lines[-1] == (f"warning: the GLUE files of {out} (its glue_submission.zip) were predicted from 2 data "
+                         f"sources (MRPC.tsv from {g1.resolve()}; RTE.tsv from {g2.resolve()}): each is scored on "
+                         "its own data's test set. Predict the other tasks again from this job's data (put them in "
+                         "tasks) for a submission of one data set.")
+    with open(g1 / 'MRPC/test.tsv', 'a') as f: f.write('12\t1\t2\tone more line .\tand another one .\n')
+    c, lines = job(tmp_path, g1, tasks=['RTE']), []
+    sweep.write_test_predictions(c, sweep.run_sweep(c, model, tok, open_source(str(g1)), log=lambda s: None), tok,
+                                 open_source(str(g1)), log=lines.append)
+    assert lines[-1] == (f"MRPC.tsv removed from {out} and its zip: it was predicted from another MRPC test file "
+                         f"(of {g1.resolve()}) than the one there now; predict MRPC again (put it in tasks) to write it")
+    assert sorted(zipped(out)) == ['RTE.tsv'] and sorted(json.loads((out / 'made_by.json').read_text())) == ['RTE.tsv']

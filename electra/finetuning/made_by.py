@@ -21,11 +21,12 @@ import pandas as pd
 
 from electra.config.errors import ConfigError
 from electra.config.text_files import load_json, read_text
+from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.runtime.files import atomic_write_text, locked
 from electra.runtime.processes import is_main_process
 
-__all__ = ['MADE_BY', 'read_made_by', 'check_test_folder', 'record', 'drop_stale', 'models_line', 'data_line']
+__all__ = ['MADE_BY', 'read_made_by', 'adopt_moved', 'check_test_folder', 'record', 'drop_stale', 'models_line', 'data_line']
 
 MADE_BY = 'made_by.json'
 _KEYS = {'task', 'by', 'group', 'model', 'runs'}
@@ -48,9 +49,23 @@ def _names(files: list[str]) -> str:
     return ', '.join(files) if len(files) <= 3 else f"{', '.join(files[:3])} and {len(files) - 3} more"
 
 
+def adopt_moved(folder: Path, group: Path) -> None:
+    """The records of `folder` naming another group folder whose runs are all rows of `group`'s results table (the
+    same seed, inputs and finish time; a run is told apart by these, not by where its folder lies) rewritten to name
+    `group`: a group renamed or copied with its test folder (`mv`, `cp -a` of both) is the group of its rows."""
+    entries = read_made_by(folder)
+    if all(e['group'] == str(group) for e in entries.values()): return
+    results = ResultsTable(Path(group) / 'results.csv')  # the group's own rows, as on disk
+    def moved(e: dict) -> bool: return e['group'] != str(group) and bool(e['runs']) and not _stale(e, results)
+    if any(moved(e) for e in entries.values()):
+        _update(folder, lambda old: {n: {**e, 'group': str(group)} if moved(e) else e for n, e in old.items()})
+
+
 def check_test_folder(folder: Path, group: Path) -> None:
     """A one-line ConfigError when `folder` holds test files of another group folder than `group` (this job's
-    `<output_dir>/<group>`, resolved): this job's files would be zipped with theirs."""
+    `<output_dir>/<group>`, resolved), after the records of a group moved or copied with its
+    test folder are taken as this one's (`adopt_moved`): this job's files would be zipped with theirs."""
+    adopt_moved(folder, group)
     others: dict[str, list[str]] = {}
     for name, e in read_made_by(folder).items():
         if e['group'] != str(group): others.setdefault(e['group'], []).append(name)

@@ -16,7 +16,7 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
-from electra.finetuning.made_by import MADE_BY, check_test_folder, data_line, drop_stale, models_line, record
+from electra.finetuning.made_by import MADE_BY, adopt_moved, check_test_folder, data_line, drop_stale, models_line, record
 from electra.finetuning.loading import read_finetuned, run_mismatch
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
@@ -156,12 +156,15 @@ def check_outputs(cfg: FinetuneConfig) -> None:
     """The folders the job writes, checked before its first run rather than when a run's weights, the results table or
     the test predictions are first written (and made then, so a job refused before its first run leaves nothing):
     `<output_dir>/<group>/` (the runs, results.csv, summary.md and .png) and, with `predict`,
-    `<test_output_dir>/<group>/`, refused when it holds test files of another group folder (`made_by`). The token
-    cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
+    `<test_output_dir>/<group>/`, refused when it holds test files of another group folder (`made_by`; the records of
+    this group's runs taken as its own, whatever folder they name, with or without `predict`: a group renamed or copied
+    with its test folder). The token cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
     writable_dir(group_dir(cfg), 'output_dir', create=False)
+    out, group = group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve()
     if cfg.predict:
-        writable_dir(group_dir(cfg, 'test_output_dir'), 'test_output_dir', create=False)
-        check_test_folder(group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve())
+        writable_dir(out, 'test_output_dir', create=False)
+        check_test_folder(out, group)
+    elif (out / MADE_BY).is_file(): adopt_moved(out, group)  # its files are this group's to tidy (`_tidy_test_folder`)
 
 
 def _check_lengths(cfg: FinetuneConfig, config, say: Callable[[str], None]) -> None:

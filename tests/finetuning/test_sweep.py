@@ -862,3 +862,30 @@ def test_the_zip_of_files_of_other_data_is_said_and_a_file_of_a_changed_test_set
     assert lines[-1] == (f"MRPC.tsv removed from {out} and its zip: it was predicted from another MRPC test file "
                          f"(of {g1.resolve()}) than the one there now; predict MRPC again (put it in tasks) to write it")
     assert sorted(zipped(out)) == ['RTE.tsv'] and sorted(json.loads((out / 'made_by.json').read_text())) == ['RTE.tsv']
+
+
+
+def test_a_group_renamed_or_copied_with_its_test_folder_takes_its_records_as_its_own(tmp_path, glue_dir, tiny):
+    """`mv ckpt/N1 ckpt/N2; mv out/N1 out/N2`: made_by.json names the group folder ckpt/N1, gone, yet its runs are
+    N2's rows (seed, inputs, finished_at): the job of N2 takes them as its own (the record then names N2) instead of
+    refusing a mix of two groups; a copy of both folders (`cp -a`) the same, its records naming the copy. Files whose
+    runs are not the group's rows are still refused (the test above)."""
+    model, tok = tiny
+    src, ckpt, out = open_source(str(glue_dir)), tmp_path / 'ckpt', tmp_path / 'out'
+    n1 = job(tmp_path, glue_dir, tasks=['RTE'], group='N1', save_pretrained='none')
+    sweep.write_test_predictions(n1, sweep.run_sweep(n1, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    before = (out / 'N1/RTE.tsv').read_bytes()
+    (ckpt / 'N1').rename(ckpt / 'N2')
+    (out / 'N1').rename(out / 'N2')
+    for group in ('N2', 'A2'):
+        if group == 'A2':
+            shutil.copytree(ckpt / 'N2', ckpt / 'A2')
+            shutil.copytree(out / 'N2', out / 'A2')
+        cfg, lines = job(tmp_path, glue_dir, tasks=['RTE', 'MRPC'], group=group, save_pretrained='none'), []
+        results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+        assert lines[0] == 'RTE: all 1 runs finished before; skipped'
+        sweep.write_test_predictions(cfg, results, tok, src, log=lines.append)
+        made_by = json.loads((out / group / 'made_by.json').read_text())
+        assert {e['group'] for e in made_by.values()} == {str((ckpt / group).resolve())}
+        assert sorted(made_by) == ['MRPC.tsv', 'RTE.tsv'] and (out / group / 'RTE.tsv').read_bytes() == before

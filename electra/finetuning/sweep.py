@@ -30,7 +30,7 @@ from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import TaskSource
-from electra.finetuning.workers import do_the_rest, parallel_runs, run_on_workers
+from electra.finetuning.workers import do_the_rest, parallel_runs, remove_dead_model_copies, run_on_workers
 from electra.objective.model import past_pretraining
 from electra.pretrained.export import model_fingerprint, model_source
 from electra.runtime.errors import TrainingDiverged, TrainingStopped, stopped_by
@@ -248,6 +248,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     cfg.check_task_kinds()
     _check_lengths(cfg, pretrained.config, say)
     log_to(writable_dir(group_dir(cfg), 'output_dir'))  # the job's output, also what a closed stdout missed
+    if is_main_process(): remove_dead_model_copies(group_dir(cfg), say)
     for line in cfg.command_line_over_task_files(): say(line)  # the typed value wins (`FinetuneConfig.for_task`)
     tasks = job_tasks(cfg, source)  # (a task file's data read and checked once)
     _check_token_types(cfg, pretrained.config, tasks)

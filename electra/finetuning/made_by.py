@@ -26,7 +26,8 @@ from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.runtime.files import atomic_write_text, locked
 from electra.runtime.processes import is_main_process
 
-__all__ = ['MADE_BY', 'read_made_by', 'adopt_moved', 'check_test_folder', 'record', 'drop_stale', 'models_line', 'data_line']
+__all__ = ['MADE_BY', 'read_made_by', 'adopt_moved', 'check_test_folder', 'record', 'drop_stale', 'models_line',
+           'data_line']
 
 MADE_BY = 'made_by.json'
 _KEYS = {'task', 'by', 'group', 'model', 'runs'}

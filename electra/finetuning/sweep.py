@@ -16,7 +16,8 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
-from electra.finetuning.made_by import MADE_BY, adopt_moved, check_test_folder, data_line, drop_stale, models_line, record
+from electra.finetuning.made_by import (MADE_BY, adopt_moved, check_test_folder, data_line, drop_stale, models_line,
+                                        record)
 from electra.finetuning.loading import read_finetuned, run_mismatch
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
@@ -291,11 +292,12 @@ def _test_data(tasks: dict[str, FinetuningTask], source: TaskSource | None) -> d
     """What each task's test files would be predicted from now: its data (`data_source`) and the digest of its test
     files' bytes (as `data_digests` hashes a run's data), for the job's tasks and the GLUE tasks a local `source`
     holds (an earlier job's file in the folder is checked against the job's data: the hub is not asked)."""
-    local = source is not None and getattr(source, 'root', None) is not None and not getattr(source, 'spec', None)
+    local = getattr(source, 'root', None) is not None  # a folder of GLUE files (the hub's or no source: not asked)
     glue = {n: ClassificationTask(info, source) for n, info in TASKS.items() if local and n not in tasks}
     digests, out = FileDigests(), {}
     for name, task in {**tasks, **glue}.items():
-        if files := task.test_data_files(): out[name] = (task.data_source(), data_digests({'test': files}, digests)['test'])
+        if files := task.test_data_files():
+            out[name] = (task.data_source(), data_digests({'test': files}, digests)['test'])
     return out
 
 

@@ -41,7 +41,8 @@ from electra.runtime.processes import command_again, library_env
 from electra.training.device import cpu_threads
 from electra.training.distributed import one_run_at_a_time
 
-__all__ = ['parallel_runs', 'worker_devices', 'run_on_workers', 'remove_dead_model_copies', 'worker_main', 'do_the_rest']
+__all__ = ['parallel_runs', 'worker_devices', 'run_on_workers', 'remove_dead_model_copies', 'worker_main',
+           'do_the_rest']
 
 _COPY = '.pretrained-'  # the model handed to the workers: `.pretrained-<pid>.<host>.<random>/` in the group folder
 

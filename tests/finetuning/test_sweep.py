@@ -860,7 +860,8 @@ def test_the_zip_of_files_of_other_data_is_said_and_a_file_of_a_changed_test_set
     sweep.write_test_predictions(c, sweep.run_sweep(c, model, tok, open_source(str(g1)), log=lambda s: None), tok,
                                  open_source(str(g1)), log=lines.append)
     assert lines[-1] == (f"MRPC.tsv removed from {out} and its zip: it was predicted from another MRPC test file "
-                         f"(of {g1.resolve()}) than the one there now; predict MRPC again (put it in tasks) to write it")
+                         f"(of {g1.resolve()}) than the one there now; predict MRPC again (put it in tasks) to "
+                         "write it")
     assert sorted(zipped(out)) == ['RTE.tsv'] and sorted(json.loads((out / 'made_by.json').read_text())) == ['RTE.tsv']
 
 

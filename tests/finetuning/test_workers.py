@@ -179,8 +179,8 @@ def test_a_model_copy_left_by_a_killed_job_is_removed_by_the_next_job_on_the_gro
     pid = int(subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True,
                              text=True, check=True).stdout)  # a process that has ended
     group = tmp_path / 'ckpt/t'
-    left, live, elsewhere = (group / f'.pretrained-{p}.{h}.{r}' for p, h, r in
-                             ((pid, host, 'ab_12cd3'), (os.getpid(), host, 'ef56gh78'), (pid, 'other.host', 'ij90kl12')))
+    owners = ((pid, host, 'ab_12cd3'), (os.getpid(), host, 'ef56gh78'), (pid, 'other.host', 'ij90kl12'))
+    left, live, elsewhere = (group / f'.pretrained-{p}.{h}.{r}' for p, h, r in owners)
     for d in (left, live, elsewhere):
         d.mkdir(parents=True)
         (d / 'config.json').write_text('{}')

@@ -351,7 +351,7 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
     QA the official `predictions.json` (and `null_odds.json`). Each file written is recorded with what wrote it
     (`made_by`: refused in a test folder of another group folder); a test-only task's file the folder holds is
     predicted again with its task's runs (AX with MNLI's) though not in `tasks`; a recorded file of runs fine-tuned
-    again since is removed."""
+    again since, or of a test file changed since, is removed (`_tidy_test_folder`)."""
     out, group = group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve()
     check_test_folder(out, group)
     say = log if is_main_process() else (lambda *_: None)

@@ -1,13 +1,15 @@
 """What wrote each test file of a group's test folder, `<test_output_dir>/<group>/made_by.json`: the group folder
 whose results table it came from (`<output_dir>/<group>`), the task whose runs predicted it (AX: MNLI's), those runs
 (index, seed, what they were made from: a digest of their rows' settings and model, and when each finished: a run
-fine-tuned again finishes anew) and the model they were fine-tuned from.
+fine-tuned again finishes anew), the model they were fine-tuned from, and what it was predicted from: the task's data
+(`FinetuningTask.data_source`) and its test files by content (`test`, hashed as the rows hash their data).
 
 Two sweeps that share a group name and `test_output_dir` but not `output_dir` would gather their files into one
 `glue_submission.zip`: a job refuses a test folder of another group folder before its first run
 (`check_test_folder`). A file of runs fine-tuned again since it was written (by a job that did not predict) is
-removed after the job's predictions (`drop_stale`), and files of runs of several models said in one line
-(`models_line`), so that the zip holds what the results table says."""
+removed by the job that replaced them (`drop_stale`), as is a file whose test set has changed since; files of runs
+of several models, and GLUE files of several data sources, are said in one line each (`models_line`, `data_line`), so
+that the zip holds what the results table says, of one test set per task."""
 from __future__ import annotations
 
 import hashlib
@@ -19,11 +21,13 @@ import pandas as pd
 
 from electra.config.errors import ConfigError
 from electra.config.text_files import load_json, read_text
+from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.runtime.files import atomic_write_text, locked
 from electra.runtime.processes import is_main_process
 
-__all__ = ['MADE_BY', 'read_made_by', 'check_test_folder', 'record', 'drop_stale', 'models_line']
+__all__ = ['MADE_BY', 'read_made_by', 'adopt_moved', 'check_test_folder', 'record', 'drop_stale', 'models_line',
+           'data_line']
 
 MADE_BY = 'made_by.json'
 _KEYS = {'task', 'by', 'group', 'model', 'runs'}
@@ -46,9 +50,23 @@ def _names(files: list[str]) -> str:
     return ', '.join(files) if len(files) <= 3 else f"{', '.join(files[:3])} and {len(files) - 3} more"
 
 
+def adopt_moved(folder: Path, group: Path) -> None:
+    """The records of `folder` naming another group folder whose runs are all rows of `group`'s results table (the
+    same seed, inputs and finish time; a run is told apart by these, not by where its folder lies) rewritten to name
+    `group`: a group renamed or copied with its test folder (`mv`, `cp -a` of both) is the group of its rows."""
+    entries = read_made_by(folder)
+    if all(e['group'] == str(group) for e in entries.values()): return
+    results = ResultsTable(Path(group) / 'results.csv')  # the group's own rows, as on disk
+    def moved(e: dict) -> bool: return e['group'] != str(group) and bool(e['runs']) and not _stale(e, results)
+    if any(moved(e) for e in entries.values()):
+        _update(folder, lambda old: {n: {**e, 'group': str(group)} if moved(e) else e for n, e in old.items()})
+
+
 def check_test_folder(folder: Path, group: Path) -> None:
     """A one-line ConfigError when `folder` holds test files of another group folder than `group` (this job's
-    `<output_dir>/<group>`, resolved): this job's files would be zipped with theirs."""
+    `<output_dir>/<group>`, resolved), after the records of a group moved or copied with its
+    test folder are taken as this one's (`adopt_moved`): this job's files would be zipped with theirs."""
+    adopt_moved(folder, group)
     others: dict[str, list[str]] = {}
     for name, e in read_made_by(folder).items():
         if e['group'] != str(group): others.setdefault(e['group'], []).append(name)
@@ -77,11 +95,15 @@ def _update(folder: Path, change: Callable[[dict], dict]) -> None:
         atomic_write_text(json.dumps(change(read_made_by(folder)), indent=1, sort_keys=True) + '\n', path)
 
 
-def record(folder: Path, written: list[Path], by: str, picked: pd.DataFrame, group: Path) -> None:
-    "The files `written` by the picked runs `picked` of task `by` (rows of the results table of `group`), recorded."
+def record(folder: Path, written: list[Path], by: str, picked: pd.DataFrame, group: Path,
+           tests: dict[str, tuple[str, str]]) -> None:
+    """The files `written` by the picked runs `picked` of task `by` (rows of the results table of `group`), recorded
+    with what each was predicted from (`tests`: each task's data and test files' digest, where it has test files)."""
     models = sorted(set(picked['model_fingerprint'].astype(str)))
-    entries = {p.relative_to(folder).as_posix(): {'task': _TASK_OF_FILE.get(p.name, by), 'by': by, 'group': str(group),
-                                                  'model': ', '.join(models), 'runs': _runs(picked)} for p in written}
+    def entry(task: str) -> dict:
+        data = dict(zip(('data', 'test'), tests[task])) if task in tests else {}
+        return {'task': task, 'by': by, 'group': str(group), 'model': ', '.join(models), 'runs': _runs(picked), **data}
+    entries = {p.relative_to(folder).as_posix(): entry(_TASK_OF_FILE.get(p.name, by)) for p in written}
     _update(folder, lambda old: {**old, **entries})
 
 
@@ -94,6 +116,18 @@ def _stale(entry: dict, results) -> bool:
     return False
 
 
+def _why_stale(entry: dict, results, tests: dict[str, tuple[str, str]]) -> str:
+    """Why a file no longer is what the group would predict: its runs replaced, or its task's test files (as the job
+    reads them, `tests`) other than those it was predicted from; '' when neither (or a record of before `test`)."""
+    if _stale(entry, results):
+        return f"it was predicted by {entry['by']} " + ', '.join(f"run {r['run']} (seed {r['seed']})"
+                                                                  for r in entry['runs']) + ", fine-tuned again since"
+    now = tests.get(entry['task'])
+    if now and entry.get('test') and now[1] != entry['test']:
+        return f"it was predicted from another {entry['task']} test file (of {entry['data']}) than the one there now"
+    return ''
+
+
 def _to_write_it(task: str, tested: dict[str, bool]) -> str:
     "What writes a removed file of `task` again, by the job's tasks (`tested`: whether each names a test file)."
     if task not in tested: return f"predict {task} again (put it in tasks) to write it"
@@ -101,17 +135,20 @@ def _to_write_it(task: str, tested: dict[str, bool]) -> str:
     return f"predict {task} again to write it"
 
 
-def drop_stale(folder: Path, results, now: set[str], say: Callable[[str], None], tested: dict[str, bool]) -> list[str]:
-    """The recorded files of `folder` not written by this job (`now`: their paths inside it) whose runs were
-    fine-tuned again since, or are gone from `results`, removed, each said in a line with what writes it again (the
-    job's tasks, `tested`: whether each names a test file); their paths inside `folder`."""
-    stale = {n: e for n, e in read_made_by(folder).items() if n not in now and _stale(e, results)}
+def drop_stale(folder: Path, results, now: set[str], say: Callable[[str], None], tested: dict[str, bool],
+               group: Path, tests: dict[str, tuple[str, str]]) -> list[str]:
+    """The recorded files of `folder` of the group folder `group` (`results` is its table; another group's files are
+    not this job's to judge) not written by this job (`now`: their paths inside it) whose runs were fine-tuned again
+    since, or are gone from `results`, or whose task's test files (`tests`, as this job reads them) have changed since,
+    removed, each said in a line with what writes it again (the job's tasks, `tested`: whether each names a test
+    file); their paths inside `folder`."""
+    why = {n: _why_stale(e, results, tests) for n, e in read_made_by(folder).items()
+           if n not in now and e['group'] == str(group)}
+    stale = {n: e for n, e in read_made_by(folder).items() if why.get(n)}
     for name, e in sorted(stale.items()):
         if is_main_process(): (Path(folder) / name).unlink(missing_ok=True)
-        runs = ', '.join(f"run {r['run']} (seed {r['seed']})" for r in e['runs'])
         zipped = ' and its zip' if name in _TASK_OF_FILE else ''
-        say(f"{name} removed from {folder}{zipped}: it was predicted by {e['by']} {runs}, fine-tuned again since; "
-            + _to_write_it(e['task'], tested))
+        say(f"{name} removed from {folder}{zipped}: {why[name]}; " + _to_write_it(e['task'], tested))
     if stale: _update(folder, lambda old: {n: e for n, e in old.items() if n not in stale})
     return sorted(stale)
 
@@ -125,3 +162,16 @@ def models_line(folder: Path) -> str:
     return (f"warning: the test files of {folder} come from runs of {len(by_model)} models ({parts}; by fingerprint): "
             "the results table holds rows of each. Fine-tune the other tasks again from this job's model (put them "
             "in tasks) for a submission of one model.")
+
+
+def data_line(folder: Path) -> str:
+    """'' when the recorded GLUE files of `folder` (its zip's) were predicted from one data source; else a warning
+    naming each source's files: the site scores each file on its own test set, which another data's is not."""
+    by_data: dict[str, list[str]] = {}
+    for name, e in sorted(read_made_by(folder).items()):
+        if name in _TASK_OF_FILE and 'data' in e: by_data.setdefault(e['data'], []).append(name)
+    if len(by_data) < 2: return ''
+    parts = '; '.join(f"{_names(files)} from {data}" for data, files in by_data.items())
+    return (f"warning: the GLUE files of {folder} (its glue_submission.zip) were predicted from {len(by_data)} data "
+            f"sources ({parts}): each is scored on its own data's test set. Predict the other tasks again from this "
+            "job's data (put them in tasks) for a submission of one data set.")

@@ -16,7 +16,8 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
-from electra.finetuning.made_by import check_test_folder, drop_stale, models_line, record
+from electra.finetuning.made_by import (MADE_BY, adopt_moved, check_test_folder, data_line, drop_stale, models_line,
+                                        record)
 from electra.finetuning.loading import read_finetuned, run_mismatch
 from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
@@ -30,7 +31,7 @@ from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import TaskSource
-from electra.finetuning.workers import do_the_rest, parallel_runs, run_on_workers
+from electra.finetuning.workers import do_the_rest, parallel_runs, remove_dead_model_copies, run_on_workers
 from electra.objective.model import past_pretraining
 from electra.pretrained.export import model_fingerprint, model_source
 from electra.runtime.errors import TrainingDiverged, TrainingStopped, stopped_by
@@ -156,12 +157,15 @@ def check_outputs(cfg: FinetuneConfig) -> None:
     """The folders the job writes, checked before its first run rather than when a run's weights, the results table or
     the test predictions are first written (and made then, so a job refused before its first run leaves nothing):
     `<output_dir>/<group>/` (the runs, results.csv, summary.md and .png) and, with `predict`,
-    `<test_output_dir>/<group>/`, refused when it holds test files of another group folder (`made_by`). The token
-    cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
+    `<test_output_dir>/<group>/`, refused when it holds test files of another group folder (`made_by`; the records of
+    this group's runs taken as its own, whatever folder they name, with or without `predict`: a group renamed or copied
+    with its test folder). The token cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
     writable_dir(group_dir(cfg), 'output_dir', create=False)
+    out, group = group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve()
     if cfg.predict:
-        writable_dir(group_dir(cfg, 'test_output_dir'), 'test_output_dir', create=False)
-        check_test_folder(group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve())
+        writable_dir(out, 'test_output_dir', create=False)
+        check_test_folder(out, group)
+    elif (out / MADE_BY).is_file(): adopt_moved(out, group)  # its files are this group's to tidy (`_tidy_test_folder`)
 
 
 def _check_lengths(cfg: FinetuneConfig, config, say: Callable[[str], None]) -> None:
@@ -245,6 +249,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     cfg.check_task_kinds()
     _check_lengths(cfg, pretrained.config, say)
     log_to(writable_dir(group_dir(cfg), 'output_dir'))  # the job's output, also what a closed stdout missed
+    if is_main_process(): remove_dead_model_copies(group_dir(cfg), say)
     for line in cfg.command_line_over_task_files(): say(line)  # the typed value wins (`FinetuneConfig.for_task`)
     tasks = job_tasks(cfg, source)  # (a task file's data read and checked once)
     _check_token_types(cfg, pretrained.config, tasks)
@@ -260,7 +265,40 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
                                   f"{do_the_rest()}") from None
     else: _train_in_turn(cfg, plan, pretrained, tokenizer, results, say)
     save_runs(cfg, results, tokenizer, say)  # the picked runs as transformers folders (`save_pretrained`)
+    if not cfg.predict and (group_dir(cfg, 'test_output_dir') / MADE_BY).is_file():  # a predicting job: after its files
+        _tidy_test_folder(cfg, results, tasks, _test_data(tasks, source), [], say)
     return results
+
+
+def _tidy_test_folder(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, FinetuningTask],
+                      tests: dict[str, tuple[str, str]], written: list[Path], say: Callable[[str], None]) -> list[Path]:
+    """The group's recorded test files not `written` by this job whose runs were replaced (or are gone) or whose test
+    files changed since (`tests`: `_test_data`) removed, each said (`drop_stale`), by the job that replaced them
+    whether it predicts or not, and the zip rewritten when it held one of them or the job wrote GLUE's files; then
+    the lines on files of several models or data sources. The zip (if written)."""
+    out = group_dir(cfg, 'test_output_dir')
+    if not written and not (out / MADE_BY).is_file(): return []  # no test folder, or not one the job may tidy
+    removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say,
+                         {n: bool(t.info.test_files) for n, t in tasks.items()}, group_dir(cfg).resolve(), tests)
+    zipped = []
+    if any(name in SUBMISSION_FILES for name in [p.name for p in written] + removed):  # the zip holds GLUE's files
+        if z := zip_submission(out): zipped.append(z)
+    for line in (models_line(out), data_line(out)):
+        if line: say(line)
+    return zipped
+
+
+def _test_data(tasks: dict[str, FinetuningTask], source: TaskSource | None) -> dict[str, tuple[str, str]]:
+    """What each task's test files would be predicted from now: its data (`data_source`) and the digest of its test
+    files' bytes (as `data_digests` hashes a run's data), for the job's tasks and the GLUE tasks a local `source`
+    holds (an earlier job's file in the folder is checked against the job's data: the hub is not asked)."""
+    local = getattr(source, 'root', None) is not None  # a folder of GLUE files (the hub's or no source: not asked)
+    glue = {n: ClassificationTask(info, source) for n, info in TASKS.items() if local and n not in tasks}
+    digests, out = FileDigests(), {}
+    for name, task in {**tasks, **glue}.items():
+        if files := task.test_data_files():
+            out[name] = (task.data_source(), data_digests({'test': files}, digests)['test'])
+    return out
 
 
 def _group_rows(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, TaskInfo]) -> tuple[pd.DataFrame, str]:
@@ -313,12 +351,13 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
     QA the official `predictions.json` (and `null_odds.json`). Each file written is recorded with what wrote it
     (`made_by`: refused in a test folder of another group folder); a test-only task's file the folder holds is
     predicted again with its task's runs (AX with MNLI's) though not in `tasks`; a recorded file of runs fine-tuned
-    again since is removed."""
+    again since, or of a test file changed since, is removed (`_tidy_test_folder`)."""
     out, group = group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve()
     check_test_folder(out, group)
     say = log if is_main_process() else (lambda *_: None)
     with _read_again(): tasks = job_tasks(cfg, source)
     tasks, written = _with_test_only_tasks(tasks, source, out, say), []
+    tests = _test_data(tasks, source)
     for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):
         rows = results.task_rows(name)
         rows = rows[rows['run'] < cfg.runs]  # this job's runs, not later ones left by a larger sweep
@@ -331,14 +370,9 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
                 f"{'no test predictions' if picked.empty else 'they are not picked'}")
         if picked.empty: continue
         files = task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
-        record(out, files, name, picked, group)
+        record(out, files, name, picked, group, tests)
         written += files
-    removed = drop_stale(out, results, {p.relative_to(out).as_posix() for p in written}, say,
-                         {n: bool(t.info.test_files) for n, t in tasks.items()})
-    if any(name in SUBMISSION_FILES for name in [p.name for p in written] + removed):  # the zip holds GLUE's files
-        if zipped := zip_submission(out): written.append(zipped)
-    if line := models_line(out): say(line)
-    return written
+    return written + _tidy_test_folder(cfg, results, tasks, tests, written, say)
 
 
 def _with_test_only_tasks(tasks: dict[str, FinetuningTask], source: TaskSource, out: Path,

@@ -12,7 +12,9 @@ group, or to a worker) stops them all, keeping the finished runs.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +22,7 @@ import traceback
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
@@ -33,11 +36,15 @@ from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, train_jobs
 from electra.pretrained.export import quiet_transformers
 from electra.runtime.errors import STOP_SIGNALS, TrainingStopped, stop_on_signals
+from electra.runtime.files import owner_gone
 from electra.runtime.processes import command_again, library_env
 from electra.training.device import cpu_threads
 from electra.training.distributed import one_run_at_a_time
 
-__all__ = ['parallel_runs', 'worker_devices', 'run_on_workers', 'worker_main', 'do_the_rest']
+__all__ = ['parallel_runs', 'worker_devices', 'run_on_workers', 'remove_dead_model_copies', 'worker_main',
+           'do_the_rest']
+
+_COPY = '.pretrained-'  # the model handed to the workers: `.pretrained-<pid>.<host>.<random>/` in the group folder
 
 # torchrun's variables: a worker is a process of its own, not a rank of the job that started it
 _TORCHRUN_VARS = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'GROUP_RANK', 'ROLE_RANK', 'MASTER_ADDR',
@@ -172,7 +179,7 @@ def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]
     threads = cpu_threads(cfg.threads, n)  # the job's threads shared out among the workers, never oversubscribed
     out = group_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix='.pretrained-', dir=out) as model_dir:
+    with tempfile.TemporaryDirectory(prefix=f'{_COPY}{os.getpid()}.{socket.gethostname()}.', dir=out) as model_dir:
         with quiet_transformers(): pretrained.save_pretrained(model_dir)  # the workers load exactly these weights
         tokenizer.save_pretrained(model_dir)
         what = f'{len(queue)} runs' if all(len(jobs) == 1 for _, jobs in queue) else f'{len(queue)} stacks of runs'
@@ -184,6 +191,18 @@ def run_on_workers(cfg: FinetuneConfig, plan: list[tuple[TaskData, list[RunJob]]
             yield from _serve(workers, queue, say)
         finally:  # on Ctrl-C too (the caller says what was kept)
             _stop_all(workers)
+
+
+def remove_dead_model_copies(out: Path, say: Callable[[str], None]) -> None:
+    """The model copies (`run_on_workers`) in the group folder `out` of jobs whose process died on this host (a
+    `kill -9` cannot clean up: a full model each) removed, one line each; a live job's, or another host's, left alone
+    (as the data cache's dead builds, `electra.data.cache`)."""
+    for d in sorted(Path(out).glob(f'{_COPY}*')):
+        pid, _, host = d.name[len(_COPY):].rpartition('.')[0].partition('.')  # a host may hold dots, the rest none
+        if d.is_dir() and pid.isdigit() and host and owner_gone(int(pid), host):
+            shutil.rmtree(d, ignore_errors=True)
+            say(f"{d.name} removed from {out}: the model copy a job on workers handed them, left when that job was "
+                f"killed (its process {pid} has ended)")
 
 
 def worker_main(jobs_fd: int, replies_fd: int) -> int:

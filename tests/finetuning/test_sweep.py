@@ -589,7 +589,7 @@ def test_mnli_fine_tuned_again_without_ax_in_tasks_predicts_ax_again_and_a_repla
                                                                                                  tiny):
     """AX is predicted by MNLI's runs: MNLI fine-tuned again (max_length 16, then 64) by a job without AX rewrites the
     folder's AX.tsv from the new run, as a job of both writes it; a task's files whose runs were fine-tuned again by a
-    job that did not predict (`--predict false`) leave the folder and the zip, said in a line."""
+    job that did not predict (`--predict false`) leave the folder and the zip at that job, said in a line."""
     model, tok = tiny
     src, out = open_source(str(glue_dir)), tmp_path / 'out/t'
     short = job(tmp_path, glue_dir, tasks=['MNLI', 'AX', 'RTE'], task_overrides={'MNLI': {'max_length': 16}})
@@ -610,13 +610,12 @@ def test_mnli_fine_tuned_again_without_ax_in_tasks_predicts_ax_again_and_a_repla
     assert zipped(out)['AX.tsv'] == (out / 'AX.tsv').read_bytes() and 'RTE.tsv' in zipped(out)
     assert ('AX.tsv: predicted again with MNLI\'s runs: the folder holds it, and AX is predicted by MNLI\'s model '
             '(AX is not in tasks)') in lines
-    # RTE fine-tuned again without predicting, then a job predicting MNLI only: RTE.tsv is of a replaced run
-    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], lr=1e-4, predict=False), model, tok, src, log=lambda s: None)
+    # RTE fine-tuned again without predicting: RTE.tsv is of a replaced run, removed by that job
     lines = []
-    sweep.write_test_predictions(cfg, ResultsTable(tmp_path / 'ckpt/t/results.csv'), tok, src, log=lines.append)
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], lr=1e-4, predict=False), model, tok, src, log=lines.append)
     assert not (out / 'RTE.tsv').exists() and 'RTE.tsv' not in zipped(out) and 'MNLI-m.tsv' in zipped(out)
     assert (f'RTE.tsv removed from {out} and its zip: it was predicted by RTE run 0 (seed 0), fine-tuned again since; '
-            'predict RTE again (put it in tasks) to write it') in lines
+            'predict RTE again to write it') in lines
 
 
 def test_a_task_file_whose_test_was_taken_out_loses_its_stale_file_with_that_fix_and_gets_no_zip(tmp_path, glue_dir,
@@ -805,3 +804,89 @@ def test_a_model_given_that_is_not_the_configs_model_is_refused_in_one_line(tmp_
     fixed = job(tmp_path, glue_dir, model=str(other), tasks=['RTE'], runs=1, save_pretrained='none')
     row = sweep.run_sweep(fixed, given, tok, src, log=lambda s: None).get('RTE', 0)
     assert row['model_fingerprint'] == model_fingerprint(other) != model_fingerprint(tiny_dir)
+
+
+def test_a_job_that_does_not_predict_removes_the_files_of_the_runs_it_replaces_and_rewrites_the_zip(tmp_path,
+                                                                                                   glue_dir, tiny):
+    """A `--predict false` job that fine-tunes MNLI again replaces the runs that wrote MNLI-m.tsv, MNLI-mm.tsv and
+    AX.tsv: the job itself removes them from the test folder, its zip and made_by.json, one line each (the zip then
+    holds RTE.tsv alone, byte-equal to the folder's); RTE's file, of runs it kept, stays."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'out/t'
+    cfg = job(tmp_path, glue_dir, tasks=['MNLI', 'AX', 'RTE'])
+    sweep.write_test_predictions(cfg, sweep.run_sweep(cfg, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    assert sorted(zipped(out)) == ['AX.tsv', 'MNLI-m.tsv', 'MNLI-mm.tsv', 'RTE.tsv']
+    lines = []
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['MNLI'], lr=1e-4, predict=False), model, tok, src, log=lines.append)
+    removed = [l for l in lines if ' removed from ' in l]
+    assert removed == [f"AX.tsv removed from {out} and its zip: it was predicted by MNLI run 0 (seed 0), fine-tuned "
+                       "again since; predict AX again (put it in tasks) to write it"] + [
+        f"{name} removed from {out} and its zip: it was predicted by MNLI run 0 (seed 0), fine-tuned again since; "
+        "predict MNLI again to write it" for name in ('MNLI-m.tsv', 'MNLI-mm.tsv')]
+    assert sorted(p.name for p in out.glob('*.tsv')) == ['RTE.tsv']
+    assert zipped(out) == {'RTE.tsv': (out / 'RTE.tsv').read_bytes()}
+    assert sorted(json.loads((out / 'made_by.json').read_text())) == ['RTE.tsv']
+
+
+def test_the_zip_of_files_of_other_data_is_said_and_a_file_of_a_changed_test_set_goes(tmp_path, glue_dir, tiny):
+    """made_by.json records what each file was predicted from: the task's data (its folder) and its test file by
+    content (the SHA-256 of the file's SHA-256, as the rows record data). RTE predicted again from another folder
+    (that holds no MRPC) leaves a zip of two data sets: one `warning:` line, as for models. Then MRPC's test file
+    of the first folder gains a row: a job predicting RTE from that folder removes the MRPC.tsv of the old test set
+    (100 rows against 103, which the site rejects), said in a line, and the zip holds RTE.tsv alone."""
+    model, tok = tiny
+    g1, out = shutil.copytree(glue_dir, tmp_path / 'g1'), tmp_path / 'out/t'
+    g2 = shutil.copytree(g1, tmp_path / 'g2')
+    shutil.rmtree(g2 / 'MRPC')
+    a = job(tmp_path, g1, tasks=['RTE', 'MRPC'])
+    sweep.write_test_predictions(a, sweep.run_sweep(a, model, tok, open_source(str(g1)), log=lambda s: None), tok,
+                                 open_source(str(g1)), log=lambda s: None)
+    def test_digest(path): return hashlib.sha256(hashlib.sha256(path.read_bytes()).digest()).hexdigest()[:16]
+    made_by = json.loads((out / 'made_by.json').read_text())
+    assert {n: (e['data'], e['test']) for n, e in made_by.items()} == {
+        'RTE.tsv': (str(g1.resolve()), test_digest(g1 / 'RTE/test.tsv')),
+        'MRPC.tsv': (str(g1.resolve()), test_digest(g1 / 'MRPC/test.tsv'))}
+    b, lines = job(tmp_path, g2, tasks=['RTE']), []
+    sweep.write_test_predictions(b, sweep.run_sweep(b, model, tok, open_source(str(g2)), log=lambda s: None), tok,
+                                 open_source(str(g2)), log=lines.append)
+    assert sorted(zipped(out)) == ['MRPC.tsv', 'RTE.tsv']
+    assert lines[-1] == (f"warning: the GLUE files of {out} (its glue_submission.zip) were predicted from 2 data "
+                         f"sources (MRPC.tsv from {g1.resolve()}; RTE.tsv from {g2.resolve()}): each is scored on "
+                         "its own data's test set. Predict the other tasks again from this job's data (put them in "
+                         "tasks) for a submission of one data set.")
+    with open(g1 / 'MRPC/test.tsv', 'a') as f: f.write('12\t1\t2\tone more line .\tand another one .\n')
+    c, lines = job(tmp_path, g1, tasks=['RTE']), []
+    sweep.write_test_predictions(c, sweep.run_sweep(c, model, tok, open_source(str(g1)), log=lambda s: None), tok,
+                                 open_source(str(g1)), log=lines.append)
+    assert lines[-1] == (f"MRPC.tsv removed from {out} and its zip: it was predicted from another MRPC test file "
+                         f"(of {g1.resolve()}) than the one there now; predict MRPC again (put it in tasks) to "
+                         "write it")
+    assert sorted(zipped(out)) == ['RTE.tsv'] and sorted(json.loads((out / 'made_by.json').read_text())) == ['RTE.tsv']
+
+
+
+def test_a_group_renamed_or_copied_with_its_test_folder_takes_its_records_as_its_own(tmp_path, glue_dir, tiny):
+    """`mv ckpt/N1 ckpt/N2; mv out/N1 out/N2`: made_by.json names the group folder ckpt/N1, gone, yet its runs are
+    N2's rows (seed, inputs, finished_at): the job of N2 takes them as its own (the record then names N2) instead of
+    refusing a mix of two groups; a copy of both folders (`cp -a`) the same, its records naming the copy. Files whose
+    runs are not the group's rows are still refused (the test above)."""
+    model, tok = tiny
+    src, ckpt, out = open_source(str(glue_dir)), tmp_path / 'ckpt', tmp_path / 'out'
+    n1 = job(tmp_path, glue_dir, tasks=['RTE'], group='N1', save_pretrained='none')
+    sweep.write_test_predictions(n1, sweep.run_sweep(n1, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    before = (out / 'N1/RTE.tsv').read_bytes()
+    (ckpt / 'N1').rename(ckpt / 'N2')
+    (out / 'N1').rename(out / 'N2')
+    for group in ('N2', 'A2'):
+        if group == 'A2':
+            shutil.copytree(ckpt / 'N2', ckpt / 'A2')
+            shutil.copytree(out / 'N2', out / 'A2')
+        cfg, lines = job(tmp_path, glue_dir, tasks=['RTE', 'MRPC'], group=group, save_pretrained='none'), []
+        results = sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+        assert lines[0] == 'RTE: all 1 runs finished before; skipped'
+        sweep.write_test_predictions(cfg, results, tok, src, log=lines.append)
+        made_by = json.loads((out / group / 'made_by.json').read_text())
+        assert {e['group'] for e in made_by.values()} == {str((ckpt / group).resolve())}
+        assert sorted(made_by) == ['MRPC.tsv', 'RTE.tsv'] and (out / group / 'RTE.tsv').read_bytes() == before

@@ -168,3 +168,24 @@ def test_a_worker_gone_before_it_is_answered_ends_the_sweep_as_a_stop_or_a_death
     during = ' during cola run 3' if queue else ''  # the run it was sent, which it never began
     assert str(e.value).startswith('fine-tuning worker 0 (cpu) ' +
                                    ('was stopped by a signal' if stopped else 'died (exit status 3)') + during + '; ')
+
+
+def test_a_model_copy_left_by_a_killed_job_is_removed_by_the_next_job_on_the_group(tmp_path, glue_dir, tiny):
+    """A `kill -9` of a job on workers leaves the model copy it handed them (`.pretrained-<pid>.<host>.<random>/`)
+    in the group folder: the next job on the group removes it, in one line, since its process has ended; a live
+    job's copy (this process's) and one of another host (whose process cannot be checked from here) stay."""
+    import socket
+    host = socket.gethostname()
+    pid = int(subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True,
+                             text=True, check=True).stdout)  # a process that has ended
+    group = tmp_path / 'ckpt/t'
+    owners = ((pid, host, 'ab_12cd3'), (os.getpid(), host, 'ef56gh78'), (pid, 'other.host', 'ij90kl12'))
+    left, live, elsewhere = (group / f'.pretrained-{p}.{h}.{r}' for p, h, r in owners)
+    for d in (left, live, elsewhere):
+        d.mkdir(parents=True)
+        (d / 'config.json').write_text('{}')
+    cfg, lines = job(tmp_path, glue_dir, tasks=['RTE'], save_pretrained='none'), []
+    sweep.run_sweep(cfg, *tiny, open_source(cfg.data), log=lines.append)
+    assert not left.exists() and live.is_dir() and elsewhere.is_dir()
+    assert (f"{left.name} removed from {group}: the model copy a job on workers handed them, left when that job was "
+            f"killed (its process {pid} has ended)") in lines

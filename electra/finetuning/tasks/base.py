@@ -120,6 +120,10 @@ class FinetuningTask:
         "The files a run reads, by split (training and dev): what its result depends on, by their bytes."
         return {split: [self.spec.files[split]] for split in ('train', *self.dev_splits)}
 
+    def test_data_files(self) -> list[Path]:
+        "The test files its predictions are made from (a written test file depends on their bytes); [] if not there."
+        return [self.spec.files[split] for split, _ in self.info.test_files]
+
     def prepare(self, task_cfg: FinetuneConfig, tokenizer, cache_dir: str | Path, doubled: bool) -> TaskData:
         "The encoded training set and dev splits."
         raise NotImplementedError

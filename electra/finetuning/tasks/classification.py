@@ -43,6 +43,10 @@ class ClassificationTask(FinetuningTask):
     def data_files(self) -> dict[str, list[Path]]:
         return {split: self.source.files(self.info, split) for split in ('train', *self.dev_splits)}
 
+    def test_data_files(self) -> list[Path]:
+        if not all(self.source.has(self.info, split) for split, _ in self.info.test_files): return []
+        return [f for split, _ in self.info.test_files for f in self.source.files(self.info, split)]
+
     def _train_examples(self, task_cfg: FinetuneConfig, doubled: bool) -> Examples:
         ex = self.source.load(self.info, 'train')
         if task_cfg.drop_empty: ex = drop_empty(ex)

@@ -23,11 +23,13 @@ __all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'sample_std', 'su
 # tasks/metrics.py: tasks from files, tagging, QA
 _GLUE_COLUMNS = ['mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm']
 METRIC_COLUMNS = [*_GLUE_COLUMNS, *(m for m in METRIC_NAMES if m not in _GLUE_COLUMNS)]
-RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss', 'steps', 'seconds', 'settings',
+# `data`: what the run was fine-tuned on, by name (`inputs.data_named`), for the group's card; `settings` holds it by
+# content
+RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss', 'steps', 'seconds', 'settings', 'data',
                   'model_fingerprint', 'checkpoint', 'finished_at']
 # columns a table written by an earlier version may lack: empty in its rows (a run without a fingerprint is of a model
-# not known, and is fine-tuned again: `sweep._todo`)
-LATER_COLUMNS = [*METRIC_COLUMNS, 'model_fingerprint']
+# not known, and is fine-tuned again: `sweep._todo`; one without `data` is carded as not telling its data)
+LATER_COLUMNS = [*METRIC_COLUMNS, 'data', 'model_fingerprint']
 RENAMED_COLUMNS = {'micro_f1': 'f1_micro', 'macro_f1': 'f1_macro'}  # the multi-label F1s of tables written before
 
 
@@ -93,7 +95,7 @@ def _read_table(path: Path) -> pd.DataFrame:
     try: text = path.read_text(encoding='utf-8')
     except UnicodeDecodeError: refuse('not UTF-8 text')
     if not text.strip(): refuse('an empty file')
-    try: df = pd.read_csv(io.StringIO(text), dtype={'task': str, 'settings': str, 'model_fingerprint': str,
+    try: df = pd.read_csv(io.StringIO(text), dtype={'task': str, 'settings': str, 'data': str, 'model_fingerprint': str,
                                                     'checkpoint': str, 'finished_at': str})
     except pd.errors.ParserError as e: refuse(str(e).strip())
     df = df.rename(columns=RENAMED_COLUMNS)

@@ -83,3 +83,66 @@ def test_the_card_of_tasks_from_files_names_their_files_and_kinds(tmp_path):
     assert {t: (r['task']['type'], r['dataset']['type']) for t, r in found.items()} == {
         'ner': ('token-classification', ner.as_posix()), 'squad': ('question-answering', squad.as_posix())}
     assert [m['value'] for m in found['ner']['metrics']] == [45.0, 45.0, 50.0]  # median, mean, best
+
+
+def settings_table(text: str) -> dict:
+    "The card's 'Each task's settings' table as {(task, key): (value, from)}."
+    section = text.split("## Each task's settings\n\n", 1)[1].split('\n## ')[0]
+    cells = [[c.strip() for c in line.strip('|').split('|')] for line in section.splitlines() if line.startswith('| ')]
+    return {(task, key.strip('`')): (value, source) for task, key, value, source in cells[1:]}
+
+
+def two_jobs(tmp_path, glue_dir, tiny) -> tuple:
+    """RTE fine-tuned on one GLUE folder with its own lr and epochs (task_overrides), then MRPC by a second job on
+    another folder; the second job's config, the other folder and the card's path."""
+    from electra.finetuning.tasks.glue.demo import write_demo_glue
+    from electra.finetuning.tasks.glue.sources import open_source
+    model, tok = tiny
+    other = write_demo_glue(tmp_path / 'other', sizes={'train': 16, 'dev': 8, 'test': 8}, seed=1)
+    first = job(tmp_path, glue_dir, tasks=['RTE'], predict=False, save_pretrained='none',
+                task_overrides={'RTE': {'lr': 2e-4, 'epochs': 2}})
+    sweep.write_summary(first, sweep.run_sweep(first, model, tok, open_source(str(glue_dir)), log=lambda s: None))
+    second = job(tmp_path, other, tasks=['MRPC'], predict=False, save_pretrained='none')
+    sweep.write_summary(second, sweep.run_sweep(second, model, tok, open_source(str(other)), log=lambda s: None))
+    return second, other, tmp_path / 'ckpt' / 't' / 'README.md'
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_a_group_of_two_jobs_on_other_data_cards_each_task_with_the_data_its_rows_were_fine_tuned_on(tmp_path, glue_dir,
+                                                                                                       tiny):
+    """The second card names RTE's data as its rows record it (not the second job's), in the model-index and the
+    text; rows of a table of an earlier version (no `data` column) are said not to tell, MRPC's taken as this job's."""
+    second, other, card = two_jobs(tmp_path, glue_dir, tiny)
+    text = card.read_text(encoding='utf-8')
+    found = {r['task']['name']: r['dataset'] for r in metadata(text)['model-index'][0]['results']}
+    assert {t: (d['type'], d['name'], d['config']) for t, d in found.items()} == {
+        'RTE': (str(glue_dir), f'GLUE RTE ({glue_dir})', 'rte'), 'MRPC': (str(other), f'GLUE MRPC ({other})', 'mrpc')}
+    assert f"from earlier jobs (their model and settings in their rows of `results.csv`, `model_fingerprint` and " \
+           f"`settings`), each with the data its runs were fine-tuned on: RTE ({glue_dir})." in text
+    rows = pd.read_csv(card.parent / 'results.csv')
+    assert list(zip(rows['task'], rows['data'])) == [('MRPC', str(other)), ('RTE', str(glue_dir))]
+    rows.drop(columns='data').to_csv(card.parent / 'results.csv', index=False)
+    sweep.write_summary(second, ResultsTable(card.parent / 'results.csv'))
+    text = card.read_text(encoding='utf-8')
+    found = {r['task']['name']: r['dataset'] for r in metadata(text)['model-index'][0]['results']}
+    assert (found['RTE']['type'], found['RTE']['name']) == ('unknown', 'GLUE RTE (data not recorded in its rows)')
+    assert found['MRPC']['type'] == str(other)
+    assert 'fine-tuned on: RTE (data not recorded in its rows).' in text
+
+
+@pytest.mark.usefixtures('one_thread')
+def test_a_group_of_two_jobs_lists_the_values_an_earlier_job_s_task_used_from_its_rows(tmp_path, glue_dir, tiny):
+    """RTE's lr and epochs of the first job (task_overrides), not the second job's config shown, are in the second
+    card's 'Each task's settings', from its rows; rows of an earlier version (settings not recorded) are said."""
+    second, _, card = two_jobs(tmp_path, glue_dir, tiny)
+    text = card.read_text(encoding='utf-8')
+    assert settings_table(text) == {('RTE', 'lr'): ('0.0002', 'its rows of `results.csv` (an earlier job)'),
+                                    ('RTE', 'epochs'): ('2', 'its rows of `results.csv` (an earlier job)')}
+    shown = yaml.safe_load(re.search(r'```yaml\n(.*?)\n```', text, re.S)[1])
+    assert (shown['lr'], shown['epochs'], shown['task_overrides']) == (3e-4, 1, {})
+    rows = pd.read_csv(card.parent / 'results.csv', dtype={'settings': str})
+    rows.loc[rows['task'] == 'RTE', 'settings'] = '5d41402abc4b2a76'  # a hash of them, as an earlier version wrote
+    rows.to_csv(card.parent / 'results.csv', index=False)
+    sweep.write_summary(second, ResultsTable(card.parent / 'results.csv'))
+    assert settings_table(card.read_text(encoding='utf-8')) == {
+        ('RTE', '–'): ('not recorded (rows of an earlier version)', 'its rows of `results.csv` (an earlier job)')}

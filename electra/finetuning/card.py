@@ -55,17 +55,17 @@ def data_words(data: str | None) -> str:
 
 
 def _dataset(files: dict, name: str, info: TaskInfo, data: list[str | None]) -> dict:
-    "Where a task's dev set came from (`data`: what its rows were fine-tuned on), as the model-index describes a dataset."
-    if name in files and None not in data and len(data) == 1:
-        return dict(dataset_type=data[0], dataset_name=name, dataset_split='dev')
+    """Where a task's dev set came from (`data`: what its rows were fine-tuned on, `task_data`), as the model-index
+    describes a dataset; runs on several (jobs on other `data`, a task file moved) name each, none claimed for all."""
+    kind, words = 'unknown' if data == [None] else ' + '.join(map(str, data)), '; '.join(map(data_words, data))
+    if name in files: return dict(dataset_type=kind, dataset_name=name if len(data) == 1 else f'{name} ({words})',
+                                  dataset_split='dev')
     # the GLUE config names each task's set (the Hub groups a model's results by dataset type, config and split)
     if data == ['hub']:
         return dict(dataset_type=GLUE_HUB, dataset_name=f'GLUE {name}', dataset_config=info.hf_config,
                     dataset_split='validation')
-    # runs on several data sources (jobs on other `data`) are each named: none is claimed for all of them
-    kind = 'unknown' if data == [None] else ' + '.join(str(d) for d in data)
-    return dict(dataset_type=kind, dataset_name=f"GLUE {name} ({'; '.join(map(data_words, data))})",
-                dataset_config=info.hf_config, dataset_split='dev')
+    return dict(dataset_type=kind, dataset_name=f'GLUE {name} ({words})', dataset_config=info.hf_config,
+                dataset_split='dev')
 
 
 def _results(cfg: FinetuneConfig, df: pd.DataFrame, files: dict, summary: pd.DataFrame, tasks: dict[str, TaskInfo],
@@ -163,8 +163,9 @@ def _recorded_settings(cfg: FinetuneConfig, info: TaskInfo, rows: pd.DataFrame) 
     if any(r is None for r in recorded): return [('–', 'not recorded (rows of an earlier version)')]
     job = as_read_back(config_to_dict(cfg)) | {'double_unordered': cfg.double_unordered and info.symmetric}
     out = []
-    for key in (k for k in TASK_KEYS if k in RESULT_KEYS):
-        values = [r['run'].get(key) for r in recorded]
+    for key in (k for k in TASK_KEYS if k in RESULT_KEYS and any(k in r['run'] for r in recorded)):
+        # a key recorded since some rows were written (`inputs.what_changed`): not known of those
+        values = [r['run'].get(key, 'not recorded') for r in recorded]
         if all(v == job[key] for v in values): continue
         runs = {}
         for run, v in zip(rows['run'], values): runs.setdefault(json.dumps(v), []).append(int(run))

@@ -146,3 +146,35 @@ def test_a_group_of_two_jobs_lists_the_values_an_earlier_job_s_task_used_from_it
     sweep.write_summary(second, ResultsTable(card.parent / 'results.csv'))
     assert settings_table(card.read_text(encoding='utf-8')) == {
         ('RTE', '–'): ('not recorded (rows of an earlier version)', 'its rows of `results.csv` (an earlier job)')}
+
+
+def test_an_earlier_task_s_runs_on_other_data_and_values_are_each_named(tmp_path):
+    """RTE's two runs by two earlier jobs, one on the demo data at lr 2e-4, one on a folder at lr 1e-4 with no record
+    of `loss_reduction` (a key recorded since): the card claims neither data for both, and lists each run's values."""
+    import json
+    from electra.finetuning.inputs import as_read_back
+    from electra.config.values import config_to_dict
+    from electra.config.finetune import RESULT_KEYS
+    cfg = job(tmp_path, 'hub', tasks=['MRPC'], runs=1, group='g')
+    base = {k: v for k, v in as_read_back(config_to_dict(cfg)).items() if k in RESULT_KEYS}
+    table = ResultsTable(tmp_path / 'ckpt' / 'g' / 'results.csv')
+    for run, (data, run_values) in enumerate([('demo', {**base, 'lr': 2e-4}),
+                                              ('/data/glue', {k: v for k, v in {**base, 'lr': 1e-4}.items()
+                                                              if k != 'loss_reduction'})]):
+        settings = json.dumps({'data': {}, 'task': {}, 'run': {**run_values, 'double_unordered': False}})
+        table.add({'task': 'RTE', 'run': run, 'seed': run, 'score': 50.0 + run, 'settings': settings, 'data': data,
+                   'steps': 4, 'checkpoint': str(tmp_path / 'ckpt' / 'g' / f'RTE_{run}.pth')})
+    table.add({'task': 'MRPC', 'run': 0, 'seed': 0, 'score': 70.0, 'settings': 'x', 'steps': 4,
+               'checkpoint': str(tmp_path / 'ckpt' / 'g' / 'MRPC_0.pth')})
+    sweep.write_summary(cfg, table)
+    text = (tmp_path / 'ckpt' / 'g' / 'README.md').read_text(encoding='utf-8')
+    meta = metadata(text)
+    found = {r['task']['name']: r['dataset'] for r in meta['model-index'][0]['results']}
+    assert (found['RTE']['type'], found['RTE']['name']) == ('/data/glue + demo',
+                                                            "GLUE RTE (/data/glue; the project's demo data)")
+    assert (found['MRPC']['type'], found['MRPC']['name']) == ('nyu-mll/glue', 'GLUE MRPC')  # this job's: the hub
+    assert meta['datasets'] == ['nyu-mll/glue']
+    assert "fine-tuned on: RTE (/data/glue; the project's demo data)." in text
+    rows = 'its rows of `results.csv` (an earlier job)'
+    assert settings_table(text) == {('RTE', 'lr'): ('0.0002 (run 0); 0.0001 (run 1)', rows),
+                                    ('RTE', 'loss_reduction'): ('sum (run 0); not recorded (run 1)', rows)}

@@ -54,6 +54,17 @@ class ResultsTable:
         new = pd.DataFrame([{c: row.get(c, np.nan) for c in RESULT_COLUMNS}])
         self._rewrite(lambda df: _with_row(df, new))
 
+    def name_data(self, task: str, runs: list[int], data: str) -> None:
+        """Rows of `task`'s `runs` that do not name their data (a table of an earlier version) named `data`: a job
+        reuses a row only on the data its `settings` record by content (`inputs.what_changed`), so they are of the
+        job's data, and a later job on other data still tells them apart (the card: `finetuning.card.task_data`)."""
+        def named(df: pd.DataFrame) -> pd.DataFrame:
+            df = df.assign(data=df['data'].astype(object))  # all empty: read as numbers
+            df.loc[(df['task'] == task) & df['run'].isin(runs) & df['data'].isna(), 'data'] = data
+            return df
+        if self.df.loc[(self.df['task'] == task) & self.df['run'].isin(runs), 'data'].isna().any():
+            self._rewrite(named)
+
     def add_diverged(self, record) -> None:
         """A run of this job that diverged (`runs.Diverged`: task, run, ...): kept in `diverged`, and an earlier row of
         that run (of another model, done again) dropped, so that it is neither summarised nor picked for predictions."""

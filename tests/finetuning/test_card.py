@@ -128,6 +128,12 @@ def test_a_group_of_two_jobs_on_other_data_cards_each_task_with_the_data_its_row
     assert (found['RTE']['type'], found['RTE']['name']) == ('unknown', 'GLUE RTE (data not recorded in its rows)')
     assert found['MRPC']['type'] == str(other)
     assert 'fine-tuned on: RTE (data not recorded in its rows).' in text
+    # the second job again: MRPC's row, reused (its data's bytes are the job's), gets the name of the job's data
+    from electra.finetuning.tasks.glue.sources import open_source
+    sweep.run_sweep(second, *tiny, open_source(str(other)), log=lambda s: None)
+    again = pd.read_csv(card.parent / 'results.csv')
+    assert list(zip(again['task'], again['data'].fillna(''))) == [('MRPC', str(other)), ('RTE', '')]
+    assert list(again['finished_at']) == list(rows['finished_at'])  # reused, not fine-tuned again
 
 
 @pytest.mark.usefixtures('one_thread')

@@ -40,24 +40,25 @@ def _kinds(files: dict, tasks: dict[str, TaskInfo]) -> dict[str, str]:
 UNKNOWN = 'data not recorded in its rows'
 
 
-def task_data(cfg: FinetuneConfig, files: dict, name: str, rows: pd.DataFrame) -> list[str | None]:
+def _task_data(cfg: FinetuneConfig, files: dict, name: str, rows: pd.DataFrame) -> list[str | None]:
     """What the rows of a task were fine-tuned on, as their column `data` names it (`inputs.data_named`); each once,
     None for rows that do not say (a table of an earlier version). Such rows of this job's tasks are of this job's
-    data: the sweep reuses a row only when the data's bytes are the ones its `settings` record (`inputs.what_changed`)."""
+    data: the sweep reuses a row only when the data's bytes are the ones its `settings` record
+    (`inputs.what_changed`)."""
     job = files[name].path.as_posix() if name in files else cfg.data
     named = [job if pd.isna(d) and name in cfg.task_names else None if pd.isna(d) else d for d in rows['data']]
     return sorted(set(named), key=lambda d: (d is None, str(d)))
 
 
-def data_words(data: str | None) -> str:
+def _data_words(data: str | None) -> str:
     "A task's data in words, as the card's text names it."
     return {None: UNKNOWN, 'demo': "the project's demo data", 'hub': 'the HF hub (nyu-mll/glue)'}.get(data, data)
 
 
 def _dataset(files: dict, name: str, info: TaskInfo, data: list[str | None]) -> dict:
-    """Where a task's dev set came from (`data`: what its rows were fine-tuned on, `task_data`), as the model-index
+    """Where a task's dev set came from (`data`: what its rows were fine-tuned on, `_task_data`), as the model-index
     describes a dataset; runs on several (jobs on other `data`, a task file moved) name each, none claimed for all."""
-    kind, words = 'unknown' if data == [None] else ' + '.join(map(str, data)), '; '.join(map(data_words, data))
+    kind, words = 'unknown' if data == [None] else ' + '.join(map(str, data)), '; '.join(map(_data_words, data))
     if name in files: return dict(dataset_type=kind, dataset_name=name if len(data) == 1 else f'{name} ({words})',
                                   dataset_split='dev')
     # the GLUE config names each task's set (the Hub groups a model's results by dataset type, config and split)
@@ -74,7 +75,7 @@ def _results(cfg: FinetuneConfig, df: pd.DataFrame, files: dict, summary: pd.Dat
     results = []
     for r in summary.to_dict('records'):
         name = r['task']
-        dataset = _dataset(files, name, tasks[name], task_data(cfg, files, name, df[df['task'] == name]))
+        dataset = _dataset(files, name, tasks[name], _task_data(cfg, files, name, df[df['task'] == name]))
         for stat in ('median', 'mean', 'best'):
             if math.isnan(r[stat]): continue
             results.append(EvalResult(task_type=PIPELINE_TAGS[kinds[name]], task_name=name, **dataset,
@@ -83,14 +84,15 @@ def _results(cfg: FinetuneConfig, df: pd.DataFrame, files: dict, summary: pd.Dat
     return results
 
 
-def _metadata(cfg: FinetuneConfig, df: pd.DataFrame, summary: pd.DataFrame, tasks: dict[str, TaskInfo]) -> ModelCardData:
+def _metadata(cfg: FinetuneConfig, df: pd.DataFrame, summary: pd.DataFrame,
+              tasks: dict[str, TaskInfo]) -> ModelCardData:
     "The card's metadata: what the Hub reads of the group (its tasks, data, the model it came from, its dev scores)."
     files = cfg.file_tasks()
     kinds = _kinds(files, tasks)
     tags = sorted(set(PIPELINE_TAGS[k] for k in kinds.values()))
     on_hub = not Path(cfg.model).exists() and not cfg.model.endswith('.pth')  # a hub name, not a file of this machine
     glue = [n for n in tasks if n not in files]
-    on_glue_hub = any('hub' in task_data(cfg, files, n, df[df['task'] == n]) for n in glue)
+    on_glue_hub = any('hub' in _task_data(cfg, files, n, df[df['task'] == n]) for n in glue)
     return ModelCardData(
         language='en' if len(glue) == len(tasks) else None,  # GLUE is English; a task file's language is not known
         license=LICENSE, base_model=cfg.model if on_hub else None, pipeline_tag=tags[0] if len(tags) == 1 else None,
@@ -176,9 +178,9 @@ def _recorded_settings(cfg: FinetuneConfig, info: TaskInfo, rows: pd.DataFrame) 
 
 
 def _earlier_line(cfg: FinetuneConfig, df: pd.DataFrame, earlier: list[str]) -> str:
-    "The tasks of earlier jobs of the group, each with the data its rows were fine-tuned on (`task_data`)."
+    "The tasks of earlier jobs of the group, each with the data its rows were fine-tuned on (`_task_data`)."
     if not earlier: return ''
-    named = [f"{n} ({'; '.join(map(data_words, task_data(cfg, {}, n, df[df['task'] == n])))})" for n in earlier]
+    named = [f"{n} ({'; '.join(map(_data_words, _task_data(cfg, {}, n, df[df['task'] == n])))})" for n in earlier]
     return (" Also in this group, from earlier jobs (their model and settings in their rows of `results.csv`, "
             f"`model_fingerprint` and `settings`), each with the data its runs were fine-tuned on: {', '.join(named)}.")
 

@@ -57,7 +57,7 @@ class ResultsTable:
     def name_data(self, task: str, runs: list[int], data: str) -> None:
         """Rows of `task`'s `runs` that do not name their data (a table of an earlier version) named `data`: a job
         reuses a row only on the data its `settings` record by content (`inputs.what_changed`), so they are of the
-        job's data, and a later job on other data still tells them apart (the card: `finetuning.card.task_data`)."""
+        job's data, and a later job on other data still tells them apart (the card: `finetuning.card._task_data`)."""
         def named(df: pd.DataFrame) -> pd.DataFrame:
             df = df.assign(data=df['data'].astype(object))  # all empty: read as numbers
             df.loc[(df['task'] == task) & df['run'].isin(runs) & df['data'].isna(), 'data'] = data

@@ -6,16 +6,18 @@ were fine-tuned from, the settings, every run, each task's labels, the runs also
 PyTorch modules saved by `run_sweep` (`load_finetuned` reads them): the group's card names no `library_name`."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pandas as pd
 from huggingface_hub import EvalResult, ModelCardData
 
-from electra.config.finetune import TASK_KEYS, FinetuneConfig
+from electra.config.finetune import RESULT_KEYS, TASK_KEYS, FinetuneConfig
 from electra.config.values import config_to_dict, value_sources
+from electra.finetuning.inputs import as_read_back, recorded_inputs
 from electra.finetuning.results import summarize
-from electra.finetuning.runs import group_dir
+from electra.finetuning.runs import group_dir, runs_phrase
 from electra.finetuning.tasks.base import TaskInfo
 from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block
 
@@ -34,46 +36,69 @@ def _kinds(files: dict, tasks: dict[str, TaskInfo]) -> dict[str, str]:
             for name, info in tasks.items()}
 
 
-def _dataset(cfg: FinetuneConfig, files: dict, name: str, info: TaskInfo) -> dict:
-    "Where a task's dev set came from, as the model-index describes a dataset."
-    spec = files.get(name)
-    if spec is not None: return dict(dataset_type=spec.path.as_posix(), dataset_name=name, dataset_split='dev')
+# a task's rows that cannot tell what they were fine-tuned on: of a results table before rows named their data
+UNKNOWN = 'data not recorded in its rows'
+
+
+def _task_data(cfg: FinetuneConfig, files: dict, name: str, rows: pd.DataFrame) -> list[str | None]:
+    """What the rows of a task were fine-tuned on, as their column `data` names it (`inputs.data_named`); each once,
+    None for rows that do not say (a table of an earlier version). Such rows of this job's tasks are of this job's
+    data: the sweep reuses a row only when the data's bytes are the ones its `settings` record
+    (`inputs.what_changed`)."""
+    job = files[name].path.as_posix() if name in files else cfg.data
+    named = [job if pd.isna(d) and name in cfg.task_names else None if pd.isna(d) else d for d in rows['data']]
+    return sorted(set(named), key=lambda d: (d is None, str(d)))
+
+
+def _data_words(data: str | None) -> str:
+    "A task's data in words, as the card's text names it."
+    return {None: UNKNOWN, 'demo': "the project's demo data", 'hub': 'the HF hub (nyu-mll/glue)'}.get(data, data)
+
+
+def _dataset(files: dict, name: str, info: TaskInfo, data: list[str | None]) -> dict:
+    """Where a task's dev set came from (`data`: what its rows were fine-tuned on, `_task_data`), as the model-index
+    describes a dataset; runs on several (jobs on other `data`, a task file moved) name each, none claimed for all."""
+    kind, words = 'unknown' if data == [None] else ' + '.join(map(str, data)), '; '.join(map(_data_words, data))
+    if name in files: return dict(dataset_type=kind, dataset_name=name if len(data) == 1 else f'{name} ({words})',
+                                  dataset_split='dev')
     # the GLUE config names each task's set (the Hub groups a model's results by dataset type, config and split)
-    if cfg.data == 'hub':
+    if data == ['hub']:
         return dict(dataset_type=GLUE_HUB, dataset_name=f'GLUE {name}', dataset_config=info.hf_config,
                     dataset_split='validation')
-    what = "the project's demo data" if cfg.data == 'demo' else cfg.data
-    return dict(dataset_type=cfg.data, dataset_name=f'GLUE {name} ({what})', dataset_config=info.hf_config,
+    return dict(dataset_type=kind, dataset_name=f'GLUE {name} ({words})', dataset_config=info.hf_config,
                 dataset_split='dev')
 
 
-def _results(cfg: FinetuneConfig, files: dict, summary: pd.DataFrame, tasks: dict[str, TaskInfo],
+def _results(cfg: FinetuneConfig, df: pd.DataFrame, files: dict, summary: pd.DataFrame, tasks: dict[str, TaskInfo],
              kinds: dict[str, str]) -> list[EvalResult]:
-    "Each task's score metric over its runs (median, mean, best), those defined."
+    "Each task's score metric over its runs (median, mean, best), those defined, on the data its rows record."
     results = []
     for r in summary.to_dict('records'):
+        name = r['task']
+        dataset = _dataset(files, name, tasks[name], _task_data(cfg, files, name, df[df['task'] == name]))
         for stat in ('median', 'mean', 'best'):
             if math.isnan(r[stat]): continue
-            results.append(EvalResult(task_type=PIPELINE_TAGS[kinds[r['task']]], task_name=r['task'],
-                                      **_dataset(cfg, files, r['task'], tasks[r['task']]), metric_type=r['metric'],
-                                      metric_value=float(r[stat]),
+            results.append(EvalResult(task_type=PIPELINE_TAGS[kinds[name]], task_name=name, **dataset,
+                                      metric_type=r['metric'], metric_value=float(r[stat]),
                                       metric_name=f"{r['metric']} ({stat} of {r['runs'] - r['undefined']} runs)"))
     return results
 
 
-def _metadata(cfg: FinetuneConfig, summary: pd.DataFrame, tasks: dict[str, TaskInfo]) -> ModelCardData:
+def _metadata(cfg: FinetuneConfig, df: pd.DataFrame, summary: pd.DataFrame,
+              tasks: dict[str, TaskInfo]) -> ModelCardData:
     "The card's metadata: what the Hub reads of the group (its tasks, data, the model it came from, its dev scores)."
     files = cfg.file_tasks()
     kinds = _kinds(files, tasks)
     tags = sorted(set(PIPELINE_TAGS[k] for k in kinds.values()))
     on_hub = not Path(cfg.model).exists() and not cfg.model.endswith('.pth')  # a hub name, not a file of this machine
     glue = [n for n in tasks if n not in files]
+    on_glue_hub = any('hub' in _task_data(cfg, files, n, df[df['task'] == n]) for n in glue)
     return ModelCardData(
         language='en' if len(glue) == len(tasks) else None,  # GLUE is English; a task file's language is not known
         license=LICENSE, base_model=cfg.model if on_hub else None, pipeline_tag=tags[0] if len(tags) == 1 else None,
-        datasets=[GLUE_HUB] if glue and cfg.data == 'hub' else None, model_name=cfg.group,
+        datasets=[GLUE_HUB] if on_glue_hub else None, model_name=cfg.group,
         tags=['electra', 'fine-tuned', *sorted(set(kinds.values()))],
-        eval_results=_results(cfg, files, summary, tasks, kinds) or None)
+        eval_results=_results(cfg, df, files, summary, tasks, kinds) or None)
 
 
 def _runs_table(df: pd.DataFrame) -> str:
@@ -114,17 +139,50 @@ def _folders_section(cfg: FinetuneConfig, kinds: dict[str, str]) -> str:
     return f'## transformers folders\n\n{text}'
 
 
-def _task_settings_section(cfg: FinetuneConfig, tasks: dict[str, TaskInfo]) -> str:
-    """The values each task's runs used where they are not the job's config (`for_task`: a task file's own, a task
-    kind's defaults, `task_overrides`), each with where it came from."""
+def _task_settings_section(cfg: FinetuneConfig, mine: dict[str, TaskInfo], earlier: dict[str, TaskInfo],
+                           df: pd.DataFrame) -> str:
+    """The values each task's runs used where they are not the job's config: this job's tasks' by `for_task` (a task
+    file's own, a task kind's defaults, `task_overrides`), each with where it came from; those of earlier jobs'
+    tasks as their rows record them (`_recorded_settings`)."""
     job, lines = config_to_dict(cfg), ['| task | key | value | from |', '|---|---|---|---|']
-    for name in tasks:
+    for name in mine:
         task_cfg = cfg.for_task(name)
         sources = value_sources(task_cfg)
         lines += [f"| {name} | `{k}` | {getattr(task_cfg, k)} | {sources[k]} |" for k in TASK_KEYS
                   if getattr(task_cfg, k) != job[k]]
+    for name, info in earlier.items():
+        lines += [f"| {name} | {key} | {value} | its rows of `results.csv` (an earlier job) |"
+                  for key, value in _recorded_settings(cfg, info, df[df['task'] == name])]
     text = ('\n'.join(lines) if len(lines) > 2 else "None: every task's runs used the job's config (below).")
     return f"## Each task's settings\n\nWhere a task's runs used other values than the job's config below:\n\n{text}"
+
+
+def _recorded_settings(cfg: FinetuneConfig, info: TaskInfo, rows: pd.DataFrame) -> list[tuple[str, str]]:
+    """(key, value) of what an earlier job's task's `rows` record (`inputs.RunInputs.run`) of the per-task keys other
+    than this job's config, a value per run where its runs differ; `double_unordered` as it applies to the task (what
+    a row records: on for an unordered pair task). Rows of an earlier version, which record no values, are said."""
+    recorded = [recorded_inputs(s) for s in rows['settings']]
+    if any(r is None for r in recorded): return [('–', 'not recorded (rows of an earlier version)')]
+    job = as_read_back(config_to_dict(cfg)) | {'double_unordered': cfg.double_unordered and info.symmetric}
+    out = []
+    for key in (k for k in TASK_KEYS if k in RESULT_KEYS and any(k in r['run'] for r in recorded)):
+        # a key recorded since some rows were written (`inputs.what_changed`): not known of those
+        values = [r['run'].get(key, 'not recorded') for r in recorded]
+        if all(v == job[key] for v in values): continue
+        runs = {}
+        for run, v in zip(rows['run'], values): runs.setdefault(json.dumps(v), []).append(int(run))
+        shown = (str(values[0]) if len(runs) == 1 else
+                 '; '.join(f"{json.loads(v)} ({runs_phrase(sorted(r))})" for v, r in runs.items()))
+        out.append((f'`{key}`', shown))
+    return out
+
+
+def _earlier_line(cfg: FinetuneConfig, df: pd.DataFrame, earlier: list[str]) -> str:
+    "The tasks of earlier jobs of the group, each with the data its rows were fine-tuned on (`_task_data`)."
+    if not earlier: return ''
+    named = [f"{n} ({'; '.join(map(_data_words, _task_data(cfg, {}, n, df[df['task'] == n])))})" for n in earlier]
+    return (" Also in this group, from earlier jobs (their model and settings in their rows of `results.csv`, "
+            f"`model_fingerprint` and `settings`), each with the data its runs were fine-tuned on: {', '.join(named)}.")
 
 
 def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str, TaskInfo], summary_text: str) -> Path:
@@ -143,13 +201,12 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
         f"ELECTRA (Clark et al. 2020) fine-tuned from `{cfg.model}`: {cfg.runs} run(s) of each task of this job, each "
         f"with its own seed, their weights `<task>_<i>.pth` in this folder beside the results table `results.csv` and its summary "
         f"`summary.md`. Tasks: {', '.join(mine)}; GLUE data: {cfg.data} (a task file names its own)."
-        + (f" Also in this group, from earlier jobs (their model and settings in their rows of `results.csv`, "
-           f"`model_fingerprint` and `settings`): {', '.join(earlier)}." if earlier else ''),
+        + _earlier_line(cfg, df, earlier),
         f"## Dev scores\n\nOver the runs of each task (`summary.md`):\n\n{summary_text}",
         f"## Runs\n\n{_runs_table(df)}",
         _labels_section(tasks, _kinds(cfg.file_tasks(), tasks)),
         _folders_section(cfg, _kinds(cfg.file_tasks(), tasks)),
-        _task_settings_section(cfg, mine),
+        _task_settings_section(cfg, mine, {n: tasks[n] for n in earlier}, df),
         f"## Settings\n\nThe job's config (`finetune.py --config` takes it again):\n\n"
         f"{details(yaml_block(config_to_dict(cfg)))}",
         "## How to use\n\nEach run is a PyTorch module (`ElectraClassifier`, `ElectraTagger` or `ElectraQA`) over "
@@ -157,4 +214,4 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
         f"fine-tuned from:\n\n```python\nfrom electra import load_finetuned, load_pretrained\n\n{load}\n"
         f"_, tokenizer = load_pretrained('{cfg.model}')\n```",
         LICENSE_NOTE])
-    return write_card(group_dir(cfg), _metadata(cfg, summary, tasks), body)
+    return write_card(group_dir(cfg), _metadata(cfg, df, summary, tasks), body)

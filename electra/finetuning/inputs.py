@@ -16,7 +16,7 @@ from electra.config.finetune import RESULT_KEYS, FinetuneConfig
 from electra.finetuning.tasks.base import FinetuningTask
 from electra.runtime.files import FileDigests
 
-__all__ = ['RunInputs', 'data_digests', 'run_inputs', 'what_changed']
+__all__ = ['RunInputs', 'as_read_back', 'data_digests', 'data_named', 'run_inputs', 'recorded_inputs', 'what_changed']
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,13 @@ def data_digests(files: dict[str, list[Path]], digests: FileDigests) -> dict[str
     return out
 
 
-def _as_read_back(values: dict) -> dict:
+def data_named(cfg: FinetuneConfig, task: FinetuningTask) -> str:
+    """What a run's row names as its data (the column `data`, which the group's card describes: `finetuning.card`): a
+    task file's path, or for a GLUE task the job's `data` ('hub', 'demo', a folder). Its bytes are in `settings`."""
+    return task.spec.path.as_posix() if task.spec is not None else cfg.data
+
+
+def as_read_back(values):
     "`values` as a row's JSON gives them back (tuples as lists), so that a run's values compare equal to its row's."
     return json.loads(json.dumps(values, default=str))
 
@@ -59,10 +65,10 @@ def run_inputs(task_cfg: FinetuneConfig, task: FinetuningTask, model: str, data:
     format), the `device`'s type (cpu, cuda: not which GPU) and the torchrun job's `processes` (with dropout on, each
     draws its rows' masks), `double_unordered` as it applies to the task (`doubled`)."""
     run = {k: getattr(task_cfg, k) for k in RESULT_KEYS} | {'seed': seed, 'double_unordered': doubled, **resolved}
-    return RunInputs(model, data, _as_read_back(task.settings()), _as_read_back(run))
+    return RunInputs(model, data, as_read_back(task.settings()), as_read_back(run))
 
 
-def _recorded(settings) -> dict | None:
+def recorded_inputs(settings) -> dict | None:
     "A row's `settings` as `RunInputs.settings` wrote it; None for a row of an earlier version (a hash of them)."
     try: values = json.loads(settings)
     except (TypeError, ValueError): return None
@@ -77,7 +83,7 @@ def what_changed(row: dict, new: RunInputs, files: dict[str, list[Path]], model:
     """What differs between the inputs a finished run's `row` records and `new` (`files`: the task's data files by
     split, `model`: where the model is now), in words; and what the row does not record (a table of an earlier
     version). Both empty: the row is this run's."""
-    old, unrecorded, changed = _recorded(row['settings']), [], []
+    old, unrecorded, changed = recorded_inputs(row['settings']), [], []
     made_from = row.get('model_fingerprint')
     if pd.isna(made_from): unrecorded.append('the model')
     elif made_from != new.model: changed.append(f'the model changed ({model} holds other weights)')

@@ -23,11 +23,13 @@ __all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'sample_std', 'su
 # tasks/metrics.py: tasks from files, tagging, QA
 _GLUE_COLUMNS = ['mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm']
 METRIC_COLUMNS = [*_GLUE_COLUMNS, *(m for m in METRIC_NAMES if m not in _GLUE_COLUMNS)]
-RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss', 'steps', 'seconds', 'settings',
+# `data`: what the run was fine-tuned on, by name (`inputs.data_named`), for the group's card; `settings` holds it by
+# content
+RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss', 'steps', 'seconds', 'settings', 'data',
                   'model_fingerprint', 'checkpoint', 'finished_at']
 # columns a table written by an earlier version may lack: empty in its rows (a run without a fingerprint is of a model
-# not known, and is fine-tuned again: `sweep._todo`)
-LATER_COLUMNS = [*METRIC_COLUMNS, 'model_fingerprint']
+# not known, and is fine-tuned again: `sweep._todo`; one without `data` is carded as not telling its data)
+LATER_COLUMNS = [*METRIC_COLUMNS, 'data', 'model_fingerprint']
 RENAMED_COLUMNS = {'micro_f1': 'f1_micro', 'macro_f1': 'f1_macro'}  # the multi-label F1s of tables written before
 
 
@@ -51,6 +53,17 @@ class ResultsTable:
         "Add a finished run's row, replacing an earlier row of its task and run, and rewrite the table (`_rewrite`)."
         new = pd.DataFrame([{c: row.get(c, np.nan) for c in RESULT_COLUMNS}])
         self._rewrite(lambda df: _with_row(df, new))
+
+    def name_data(self, task: str, runs: list[int], data: str) -> None:
+        """Rows of `task`'s `runs` that do not name their data (a table of an earlier version) named `data`: a job
+        reuses a row only on the data its `settings` record by content (`inputs.what_changed`), so they are of the
+        job's data, and a later job on other data still tells them apart (the card: `finetuning.card._task_data`)."""
+        def named(df: pd.DataFrame) -> pd.DataFrame:
+            df = df.assign(data=df['data'].astype(object))  # all empty: read as numbers
+            df.loc[(df['task'] == task) & df['run'].isin(runs) & df['data'].isna(), 'data'] = data
+            return df
+        if self.df.loc[(self.df['task'] == task) & self.df['run'].isin(runs), 'data'].isna().any():
+            self._rewrite(named)
 
     def add_diverged(self, record) -> None:
         """A run of this job that diverged (`runs.Diverged`: task, run, ...): kept in `diverged`, and an earlier row of
@@ -93,7 +106,7 @@ def _read_table(path: Path) -> pd.DataFrame:
     try: text = path.read_text(encoding='utf-8')
     except UnicodeDecodeError: refuse('not UTF-8 text')
     if not text.strip(): refuse('an empty file')
-    try: df = pd.read_csv(io.StringIO(text), dtype={'task': str, 'settings': str, 'model_fingerprint': str,
+    try: df = pd.read_csv(io.StringIO(text), dtype={'task': str, 'settings': str, 'data': str, 'model_fingerprint': str,
                                                     'checkpoint': str, 'finished_at': str})
     except pd.errors.ParserError as e: refuse(str(e).strip())
     df = df.rename(columns=RENAMED_COLUMNS)

@@ -16,6 +16,7 @@ import torch
 from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_to_dict, value_sources
 from electra.config.version import __version__
+from electra.finetuning.inputs import data_named
 from electra.finetuning.learner import diverged, train_run
 from electra.finetuning.results import RESULT_COLUMNS
 from electra.finetuning.stack import stack_size, train_stack
@@ -153,7 +154,8 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
                      'trackers': tracked.ids}, job.checkpoint)  # `track_exports` goes on in its tracked runs
     row = {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
            'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
-           'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'model_fingerprint': job.model,
+           'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'data': data_named(cfg, task),
+           'model_fingerprint': job.model,
            'checkpoint': str(job.checkpoint),
            'finished_at': datetime.now(timezone.utc).isoformat(timespec='seconds')}
     # the numbers of its results.csv row: not the history's `epoch` (fastai's, from 0), which the table has not

@@ -19,7 +19,7 @@ from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.made_by import (MADE_BY, adopt_moved, check_test_folder, data_line, drop_stale, models_line,
                                         record)
 from electra.finetuning.loading import read_finetuned, run_mismatch
-from electra.finetuning.inputs import RunInputs, data_digests, run_inputs, what_changed
+from electra.finetuning.inputs import RunInputs, data_digests, data_named, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, track_exports, train_jobs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
@@ -139,6 +139,7 @@ def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], resu
         content = data_digests(files, digests)
         inputs = [run_inputs(task_cfg, task, model, content, seed, doubled, resolved) for seed in cfg.seed_list]
         todo, again = _todo(cfg, task, results, out, inputs, files)
+        results.name_data(name, sorted(set(range(len(inputs))) - {j.run for j in todo}), data_named(cfg, task))
         if not todo:
             say(f'{name}: all {cfg.runs} runs finished before; skipped')
             continue

@@ -341,9 +341,8 @@ class PretrainConfig:
         "The generator's derived hidden size divides by its derived heads (`generator_shape`), as attention needs."
         hidden, heads = generator_shape(self.hidden_size, self.num_attention_heads, self.generator_size)
         if hidden % heads == 0: return
-        near = sorted(h for h in range(max(1, hidden - 64), min(hidden + 64, self.hidden_size))
-                      if h % generator_shape(self.hidden_size, self.num_attention_heads, h / self.hidden_size)[1] == 0)
-        near = sorted(sorted(near, key=lambda h: abs(h - hidden))[:2])
+        fits = [h for h in range(max(1, hidden - 64), min(hidden + 64, self.hidden_size)) if h % _heads(h) == 0]
+        near = sorted(sorted(fits, key=lambda h: abs(h - hidden))[:2])  # the two closest, smaller first
         sizes = ' or '.join(f'{_size_for(h, self.hidden_size)} (hidden {h})' for h in near)
         need(False, 'generator_size', f"{self.generator_size:g} of hidden_size {self.hidden_size} makes a generator of "
                                       f"hidden size {hidden} with {heads} heads (max(1, hidden // 64), the official "
@@ -421,7 +420,12 @@ def generator_shape(hidden_size: int, num_attention_heads: int, generator_size: 
     `get_generator_config`); a full-size generator keeps the discriminator's own (small++)."""
     if generator_size == 1.0: return hidden_size, num_attention_heads
     hidden = round(hidden_size * generator_size)
-    return hidden, max(1, hidden // 64)
+    return hidden, _heads(hidden)
+
+
+def _heads(hidden: int) -> int:
+    "A derived generator's attention heads: one per 64 of its hidden size, at least one (`get_generator_config`)."
+    return max(1, hidden // 64)
 
 
 def _size_for(hidden: int, hidden_size: int) -> str:

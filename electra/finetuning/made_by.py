@@ -142,9 +142,9 @@ def drop_stale(folder: Path, results, now: set[str], say: Callable[[str], None],
     since, or are gone from `results`, or whose task's test files (`tests`, as this job reads them) have changed since,
     removed, each said in a line with what writes it again (the job's tasks, `tested`: whether each names a test
     file); their paths inside `folder`."""
-    why = {n: _why_stale(e, results, tests) for n, e in read_made_by(folder).items()
-           if n not in now and e['group'] == str(group)}
-    stale = {n: e for n, e in read_made_by(folder).items() if why.get(n)}
+    entries = read_made_by(folder)
+    why = {n: _why_stale(e, results, tests) for n, e in entries.items() if n not in now and e['group'] == str(group)}
+    stale = {n: entries[n] for n, reason in why.items() if reason}
     for name, e in sorted(stale.items()):
         if is_main_process(): (Path(folder) / name).unlink(missing_ok=True)
         zipped = ' and its zip' if name in _TASK_OF_FILE else ''

@@ -86,6 +86,11 @@ def _tag_pairs(tags: Iterable[str]) -> dict[str, str]:
     return dict(t.split('=', 1) if '=' in t else (t, 'true') for t in tags)
 
 
+def _sourced(run: TrackedRun) -> dict[str, dict]:
+    "The run's config with where each value came from, as MLflow keeps it beside the parameters (`config.json`)."
+    return {k: {'value': v, 'from': run.sources.get(k, '')} for k, v in run.config.items()}
+
+
 def _rows_on_disk(history: dict[str, Path], step: int) -> tuple[dict[int, dict], dict[str, int]]:
     """The rows the CSV files `history` (prefix -> path, e.g. 'train/' -> metrics.csv) hold up to `step`, merged by
     step in increasing order (W&B takes no step below one it has), each value under its prefix as the sinks send it;
@@ -165,8 +170,7 @@ class _Mlflow(_Tracker):
         params = [Param(k, str(v)) for k, v in run.config.items()]
         for i in range(0, len(params), 100):  # MLflow takes 100 parameters a call
             self.client.log_batch(self.id, params=params[i:i + 100])
-        self.client.log_dict(self.id, {k: {'value': v, 'from': run.sources.get(k, '')} for k, v in run.config.items()},
-                             'config.json')
+        self.client.log_dict(self.id, _sourced(run), 'config.json')
 
     def _resumed(self, run: TrackedRun, step: int):
         """A resume's config: MLflow keeps each parameter's first value (a second value is refused), so each value
@@ -181,8 +185,7 @@ class _Mlflow(_Tracker):
         if now == was: return  # the config of the last start (a finished run reopened for its files: the same)
         for k in was.keys() - now.keys(): self.client.delete_tag(self.id, k)
         for k, v in now.items(): self.client.set_tag(self.id, k, v)
-        self.client.log_dict(self.id, {k: {'value': v, 'from': run.sources.get(k, '')} for k, v in run.config.items()},
-                             f'config_resumed_at_{step}.json')
+        self.client.log_dict(self.id, _sourced(run), f'config_resumed_at_{step}.json')
 
     def _tags_and_group(self, run: TrackedRun, tags: dict, experiment_id: str) -> None:
         """A resume's `tracking_tags` set as a first start sets them (tags take new values; those of earlier starts are

@@ -65,6 +65,18 @@ def by_sentence(tag_lists, reader) -> set:
     return {(k, *s) for k, tags in enumerate(tag_lists) for s in reader(tags)}
 
 
+def assert_scored_as_seqeval(gold, pred, spelt) -> None:
+    """The run's entity scores of the tags as `spelt` writes them (B_LOC, b-LOC) equal seqeval's of the tags themselves
+    (B-LOC): micro precision, recall and F1, each type's F1, and the strict IOB2 F1."""
+    ref = seqeval.metrics.classification_report(gold, pred, output_dict=True, zero_division=0)
+    got = metrics.tagging_metrics(spelt(gold), spelt(pred), 'IOB2')
+    assert [got[k] for k in ('precision', 'recall', 'f1')] == [100.0 * ref['micro avg'][k]
+                                                               for k in ('precision', 'recall', 'f1-score')]
+    assert {k: v for k, v in got.items() if k.startswith('f1_')} == {f'f1_{t}': 100.0 * ref[t]['f1-score'] for t in TYPES}
+    strict = seqeval.metrics.f1_score(gold, pred, mode='strict', scheme=seqeval.scheme.IOB2)
+    assert metrics.tagging_metrics(spelt(gold), spelt(pred), 'IOB2', strict=True)['f1'] == 100.0 * strict
+
+
 def random_tags(rng: random.Random, n_sent: int, prefixes: str) -> list[list[str]]:
     "Random (mostly malformed) tag sequences."
     return [[rng.choice(['O', 'O', *(f'{p}-{t}' for p in prefixes for t in TYPES)]) for _ in range(rng.randint(1, 12))]
@@ -159,23 +171,16 @@ def test_jsonl_predictions_are_the_records_with_pred_tags(tmp_path):
 def test_entity_scores_of_underscore_tags_are_seqevals_of_the_same_tags_with_a_dash():
     "seqeval reads B_LOC as the type '_LOC' (and warns); the run's metrics name the types LOC, PER, as its messages do."
     rng = random.Random(3)
-    types = ('PER', 'LOC', 'ORG')
     def sentence(n):
         out, prev = [], 'O'
         for _ in range(n):
             r = rng.random()
-            out.append(f'I-{prev[2:]}' if prev != 'O' and r < 0.3 else 'O' if r < 0.7 else f'B-{rng.choice(types)}')
+            out.append(f'I-{prev[2:]}' if prev != 'O' and r < 0.3 else 'O' if r < 0.7 else f'B-{rng.choice(TYPES)}')
             prev = out[-1]
         return out
     gold = [sentence(rng.randint(1, 12)) for _ in range(60)]
     pred = [[t if rng.random() < 0.8 else rng.choice(['O', 'B-PER', 'I-LOC', 'B-ORG']) for t in s] for s in gold]
-    under = lambda tags: [[t.replace('-', '_', 1) for t in s] for s in tags]
-    ref = seqeval.metrics.classification_report(gold, pred, output_dict=True, zero_division=0)
-    got = metrics.tagging_metrics(under(gold), under(pred), 'IOB2')
-    assert got['f1'] == 100.0 * ref['micro avg']['f1-score'] and got['precision'] == 100.0 * ref['micro avg']['precision']
-    assert {k: v for k, v in got.items() if k.startswith('f1_')} == {f'f1_{t}': 100.0 * ref[t]['f1-score'] for t in types}
-    strict = seqeval.metrics.f1_score(gold, pred, mode='strict', scheme=seqeval.scheme.IOB2)
-    assert metrics.tagging_metrics(under(gold), under(pred), 'IOB2', strict=True)['f1'] == 100.0 * strict
+    assert_scored_as_seqeval(gold, pred, lambda tags: [[t.replace('-', '_', 1) for t in s] for s in tags])
 
 
 def test_entity_scores_of_lower_case_prefixes_are_seqevals_of_the_same_tags_upper_cased():
@@ -185,11 +190,6 @@ def test_entity_scores_of_lower_case_prefixes_are_seqevals_of_the_same_tags_uppe
     gold = random_tags(rng, 60, 'BI')
     pred = noisy_copy(rng, gold, 'BI')
     lower = lambda tags: [[t if t == 'O' else t[0].lower() + t[1:] for t in s] for s in tags]
-    ref = seqeval.metrics.classification_report(gold, pred, output_dict=True, zero_division=0)
-    got = metrics.tagging_metrics(lower(gold), lower(pred), 'IOB2')
-    assert got['f1'] == 100.0 * ref['micro avg']['f1-score'] and got['recall'] == 100.0 * ref['micro avg']['recall']
-    assert {k: v for k, v in got.items() if k.startswith('f1_')} == {f'f1_{t}': 100.0 * ref[t]['f1-score'] for t in TYPES}
-    strict = seqeval.metrics.f1_score(gold, pred, mode='strict', scheme=seqeval.scheme.IOB2)
-    assert metrics.tagging_metrics(lower(gold), lower(pred), 'IOB2', strict=True)['f1'] == 100.0 * strict
+    assert_scored_as_seqeval(gold, pred, lower)
     # two one-word entities of a type side by side: two entities, as seqeval reads B-LOC B-LOC
     assert metrics.entity_scores([['b-LOC', 'b-LOC']], [['b-LOC', 'O']])['recall'] == 50.0

@@ -11,7 +11,9 @@ The public API, by concern (each name is imported on first use, so `import elect
 - data: `resolve_corpus`, `build_corpus`, `drop_repeated_across` (several corpora), `held_out_split`,
   `pretraining_dataloader`, `train_tokenizer`, `load_tokenizer`
 - training: `ElectraAdam`, `electra_opt_func`, `warmup_decay_sched`, `lr_at_step`, `init_distributed`
-- pretraining: `pretraining_learner`, `train`, `export_pretrained`, `load_discriminator`, `load_init`
+- pretraining: `pretraining_learner`, `train`, `export_pretrained`, `load_discriminator`, `load_init`; an Electric
+  run's scores of text from its export (its energy, the run's p(replaced)): `electric_scores`, `ElectricScorer`,
+  `ElectricScores`
 - conversion: `convert_tf_checkpoint` (official TensorFlow checkpoints, no TensorFlow needed)
 - fine-tuning: `ElectraClassifier`, `layer_lrs`, `optimizer_groups`, `finetuning_learner`, `load_pretrained`,
   `load_finetuned`, `run_sweep`; task kinds: `FinetuningTask` (what the sweep needs of one), `ClassificationTask`,
@@ -49,6 +51,8 @@ _HOMES = {
     'init_distributed': 'electra.training.distributed',
     'pretraining_learner': 'electra.pretraining.learner', 'train': 'electra.pretraining.learner',
     'export_pretrained': 'electra.pretrained.export', 'load_discriminator': 'electra.pretrained.export',
+    'electric_scores': 'electra.pretrained.electric', 'ElectricScorer': 'electra.pretrained.electric',
+    'ElectricScores': 'electra.pretrained.electric',
     'load_init': 'electra.pretraining.init_from', 'convert_tf_checkpoint': 'electra.convert.tf',
     'ElectraClassifier': 'electra.finetuning.classifier', 'layer_lrs': 'electra.finetuning.layerwise',
     'optimizer_groups': 'electra.finetuning.layerwise', 'load_pretrained': 'electra.finetuning.loading',

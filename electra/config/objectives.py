@@ -123,6 +123,13 @@ class Objective:
         existing model the run did not train, and BERT has none."""
         return self.generator == 'masked_lm'
 
+    @property
+    def exports_cloze(self) -> bool:
+        """Its discriminator's score needs the cloze model's probability of each token (`noise_log_prob`): the export
+        writes the two-tower cloze model beside the discriminator (`cloze/`), so that the run's scores of a text can be
+        computed from the export (electra/pretrained/electric.py); the discriminator's head alone gives the energy."""
+        return self.noise_log_prob
+
 
 _NO_GENERATOR = 'has no generator network'
 ROWS = (

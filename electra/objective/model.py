@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ['past_pretraining', 'discriminator_config', 'generator_config', 'padded_vocab_size', 'ElectraGeneratorDiscriminator',
            'MaskedLMHead', 'DisentangledEmbedding', 'official_init_', 'build_pretraining_model',
-           'TwoTowerClozeGenerator', 'electric_logits', 'FROZEN_GENERATORS', 'mlm_head',
+           'TwoTowerClozeGenerator', 'electric_logits', 'cloze_log_prob', 'FROZEN_GENERATORS', 'mlm_head',
            'ElectraGeneratorDiscriminatorOutput', 'fp32', 'parameter_line']
 
 
@@ -157,10 +157,12 @@ class TwoTowerClozeGenerator(nn.Module):
     left only and `rtl` to the right only (modeling.py `BertModel(ltr=True / rtl=True)`); the representation of
     position i is [ltr's at i - 1, rtl's at i + 1], so it never sees its own token, and the MLM head (`cloze_predictions`:
     dense 2 Hg -> E, GELU, LayerNorm, then the word-embedding table of `ltr` and a bias) gives the cloze logits of every
-    position. Neither tower nor the whole has a transformers class: it is saved only in the pretraining checkpoint."""
+    position. Neither tower nor the whole has a transformers class: the export writes its own files (`cloze/`,
+    pretrained/export.py `save_cloze`), and the pretraining checkpoint holds it with the rest. `config`: a tower's."""
 
     def __init__(self, config: ElectraConfig):
         super().__init__()
+        self.config = config
         self.ltr, self.rtl = ElectraModel(config), ElectraModel(config)
         self.cloze_predictions = ElectraGeneratorPredictions(ElectraConfig(**{**config.to_dict(),
                                                                              'hidden_size': 2 * config.hidden_size}))
@@ -186,14 +188,19 @@ class TwoTowerClozeGenerator(nn.Module):
         return F.linear(self.cloze_predictions(hidden), table, self.output_bias)
 
 
+def cloze_log_prob(cloze_logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    "log q(x_i | context) [B, L]: the cloze model's log-probability of each token of `ids` [B, L], without its gradient."
+    return cloze_logits.detach().float().log_softmax(-1).gather(-1, ids[..., None])[..., 0]
+
+
 def electric_logits(disc_logits: torch.Tensor, cloze_logits: torch.Tensor, ids: torch.Tensor,
                     mask_prob: float) -> torch.Tensor:
     """Electric's discriminator logit [B, L] (official `_get_discriminator_output` with `electric_objective`): the
-    head's logit + log q(x_i | context), the cloze model's log-probability of the input token without its gradient,
-    + log(mask_prob / (1 - mask_prob)). Its sigmoid is then p_noise / (p_noise + p_data) of noise-contrastive
-    estimation, with the transformer's output as the negative energy (the paper, section 2)."""
-    log_q = cloze_logits.detach().float().log_softmax(-1).gather(-1, ids[..., None])[..., 0]    # [B, L]
-    return disc_logits + log_q + math.log(mask_prob / (1 - mask_prob))
+    head's logit + log q(x_i | context) (`cloze_log_prob`) + log(mask_prob / (1 - mask_prob)). Its sigmoid is then
+    k q / (k q + (1 - k) exp(-E)) of noise-contrastive estimation, k = mask_prob: the probability that the token is
+    noise, with the head's logit as the energy E(x)_i, exp(-E) the model's unnormalised p(x_i | context) (the paper,
+    section 2: a low energy, a likely token)."""
+    return disc_logits + cloze_log_prob(cloze_logits, ids) + math.log(mask_prob / (1 - mask_prob))
 
 
 EMBEDDING_TABLES = ('word_embeddings', 'position_embeddings', 'token_type_embeddings')

@@ -3,7 +3,8 @@
 `model-index`) and then markdown: what the model is, the settings and data that made it, how well it does, how to load
 it, the paper to cite.
 
-`write_pretrained_card` describes a network exported by a pretraining run (`discriminator/`, `generator/`), from the
+`write_pretrained_card` describes a network exported by a pretraining run (`discriminator/`, `generator/`, Electric's
+`cloze/`) and what its exported head gives for the run's objective, from the
 run's files beside it (`config.yaml`, `metrics.csv`, `eval_metrics.csv`, as `pretraining/learner.py` names them);
 fine-tuning describes its runs with `write_card` (`electra.finetuning.card`). Both write on the main process alone,
 atomically, as every other file of an export."""
@@ -48,7 +49,15 @@ _HELD_OUT = {
                       'disc_loss': ('loss', 'discriminator loss')},
     'generator': {'gen_accuracy': ('accuracy', 'accuracy at the masked positions'),
                   'gen_loss': ('loss', 'generator MLM loss')},
+    'cloze': {'gen_accuracy': ('accuracy', 'accuracy at the masked positions'),
+              'gen_loss': ('loss', 'cloze loss at every token masking may choose')},
 }
+# Electric's discriminator (Objective.noise_log_prob): its accuracy, loss and AUC are of the corrected logit (energy +
+# log q + log(k / (1 - k))) against the masked positions (noise); the probe on uniform replacements reads the energy alone
+_HELD_OUT_NOISE = {'disc_auc': ('roc_auc', "AUC of noise detection (the run's logit)"),
+                   'uniform_auc': ('roc_auc', 'AUC of the energy alone on random replacements'),
+                   'disc_accuracy': ('accuracy', 'accuracy of noise detection'),
+                   'disc_loss': ('loss', 'discriminator loss')}
 # a discriminator whose loss head predicts tokens (Objective.mlm): its accuracy and loss are of those predictions
 # (objective/loss.py `batch_statistics`), its replaced-token-detection AUCs undefined
 _HELD_OUT_MLM = {'disc_accuracy': ('accuracy', "accuracy of the discriminator's token predictions"),
@@ -59,6 +68,8 @@ _ROLES = {
                           task=('token-classification', 'Replaced token detection')),
     'generator': dict(auto='AutoModelForMaskedLM', pipeline_tag='fill-mask',
                       task=('fill-mask', 'Masked language modelling')),
+    'cloze': dict(auto=None, pipeline_tag='fill-mask', task=('fill-mask', 'Cloze (each token from its context)'),
+                  name='cloze model', config='cloze_config.json'),
 }
 # what the discriminator learnt and what its exported replaced-token-detection head (`discriminator_predictions`) is,
 # by its objective's loss head (config/objectives.py HEADS): the 'mlm' head leaves that head out of the loss (no
@@ -78,9 +89,16 @@ _FAKE = {'replaced': ('the tokens its generator replaced', 'replaced-token detec
          'masked': ('the tokens its generator sampled at the masked positions', 'noise-contrastive estimation')}
 
 
+_CLOZE = ("Electric's two-tower cloze model, trained with the discriminator: two transformers over the unmasked text, "
+          'one reading left to right and one right to left, whose outputs on either side of a token give q(x_t | '
+          'context), the probability of every token there; its samples at the masked positions were the noise the '
+          "discriminator learnt to tell apart, and its log q of each token is a term of the discriminator's score")
+
+
 def _what(role: str, objective: Objective | None, init_from: str) -> str:
     """What the network of `role` is, by the run's `objective` row (None: not known) and the weights it started from
     (`init_from`, '' none)."""
+    if role == 'cloze': return _CLOZE
     if role == 'generator':
         read = ("filled the masked positions of the discriminator's input, where it learnt to predict the original "
                 'tokens' if objective and objective.mlm else 'were the replacements the discriminator learnt to detect')
@@ -92,19 +110,19 @@ def _what(role: str, objective: Objective | None, init_from: str) -> str:
     return 'the model to fine-tune: ' + _DISC_HEADS[objective.head].format(fake=fake, task=task, rtd_head=rtd_head)
 
 
-def card_text(data: ModelCardData, body: str) -> str:
+def card_text(data: ModelCardData, body: str, config: str = 'config.json') -> str:
     """A card: the metadata block (with `electra_version`, the library that wrote it), `body` (markdown), the line
-    naming the library's version, the citation."""
+    naming the library's version (also in the folder's `config` file), the citation."""
     data.electra_version = __version__
     return (f'---\n{data.to_yaml()}\n---\n\n{body.rstrip()}\n\nWritten by the electra library {__version__} '
-            f'(`electra_version` in the metadata above and in `config.json`).\n\n## Citation\n\nThe method is ELECTRA '
+            f'(`electra_version` in the metadata above and in `{config}`).\n\n## Citation\n\nThe method is ELECTRA '
             f'(Clark et al., ICLR 2020):\n\n```bibtex\n{CITATION}\n```\n')
 
 
-def write_card(folder: str | Path, data: ModelCardData, body: str) -> Path:
+def write_card(folder: str | Path, data: ModelCardData, body: str, config: str = 'config.json') -> Path:
     "Write the card of `folder` (`folder/README.md`), on the main process, atomically; returns its path."
     path = Path(folder) / CARD
-    if is_main_process(): atomic_write_text(card_text(data, body), path)
+    if is_main_process(): atomic_write_text(card_text(data, body, config), path)
     return path
 
 
@@ -135,6 +153,8 @@ def _held_out_columns(role: str, objective: Objective | None) -> tuple[tuple[str
     "The model-index task of `role` and its eval_metrics.csv columns -> (metric type, name), by its objective's head."
     if role == 'discriminator' and objective and objective.mlm:
         return ('fill-mask', 'Masked language modelling'), _HELD_OUT_MLM
+    if role == 'discriminator' and objective and objective.noise_log_prob:
+        return ('token-classification', 'Noise-contrastive estimation'), _HELD_OUT_NOISE
     return _ROLES[role]['task'], _HELD_OUT[role]
 
 
@@ -198,9 +218,9 @@ def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str],
 
 def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir: str | Path,
                           objective: Objective | None = None, tokenizer_note: str = '') -> Path:
-    """Write the card of `net`, the `role` ('discriminator' or 'generator') of the pretraining run in `run_dir`,
-    exported to `folder`: its metadata (with the held-out metrics as the model-index), what it is (by its `objective`'s
-    row, else the one its config names), how it was trained, its metrics, how to load it (and `tokenizer_note`, where
+    """Write the card of `net`, the `role` ('discriminator', 'generator' or Electric's 'cloze') of the pretraining run
+    in `run_dir`, exported to `folder`: its metadata (with the held-out metrics as the model-index), what it is (by its
+    `objective`'s row, else the one its config names) and what its exported head gives, how it was trained, its metrics, how to load it (and `tokenizer_note`, where
     its tokenizer does not encode as the run did: `save_exported_tokenizer`). Reads the run's `config.yaml`,
     `metrics.csv` and `eval_metrics.csv`, those that exist."""
     folder, run_dir, about = Path(folder), Path(run_dir), _ROLES[role]
@@ -213,23 +233,84 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
     languages = {_CORPUS_LANGUAGE.get(c) for c in corpus}
     data = ModelCardData(
         language=languages.pop() if len(languages) == 1 and None not in languages else None, license=LICENSE,
-        library_name='transformers', pipeline_tag=about['pipeline_tag'], datasets=hub_datasets(corpus) or None,
+        library_name='transformers' if about['auto'] else None, pipeline_tag=about['pipeline_tag'],
+        datasets=hub_datasets(corpus) or None,
         tags=['electra', role, f"objective-{cfg.get('objective', 'unknown')}"], model_name=f'{run_dir.name} {role}',
         eval_results=_held_out(role, eval_row, ', '.join(corpus) or 'corpus', objective) or None)
     c, what = net.config, _what(role, objective, cfg.get('init_from') or '')
     note = f'{tokenizer_note}\n\n' if tokenizer_note else ''
-    body = (f"# ELECTRA {role}: {run_dir.name}\n\nThe {role} of the ELECTRA pretraining run `{run_dir.name}` (Clark "
-            f"et al. 2020), {what}. {type(net).__name__}: {c.num_hidden_layers} layers, hidden size "
-            f"{c.hidden_size}, {c.num_attention_heads} attention heads, feed-forward {c.intermediate_size}, embeddings "
-            f"{c.embedding_size}, a vocabulary of {c.vocab_size} tokens, "
-            f"{sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters.\n\n"
-            f"{_run_section(cfg, train_row, eval_row, role, objective, schedules)}\n\n{_usage(folder, role)}\n\n"
-            f"{note}{LICENSE_NOTE}")
-    return write_card(folder, data, body)
+    head = f'{_head_section(objective, cfg)}\n\n' if role == 'discriminator' and objective else ''
+    name = about.get('name', role)
+    body = (f"# ELECTRA {name}: {run_dir.name}\n\nThe {name} of the ELECTRA pretraining run `{run_dir.name}` (Clark "
+            f"et al. 2020), {what}. {type(net).__name__}: {'two towers, each of ' * (role == 'cloze')}"
+            f"{c.num_hidden_layers} layers, hidden size {c.hidden_size}, {c.num_attention_heads} attention heads, "
+            f"feed-forward {c.intermediate_size}, embeddings {c.embedding_size}, a vocabulary of {c.vocab_size} tokens, "
+            f"{sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters.\n\n{head}"
+            f"{_run_section(cfg, train_row, eval_row, role, objective, schedules)}\n\n"
+            f"{_usage(folder, role, objective)}\n\n{note}{LICENSE_NOTE}")
+    return write_card(folder, data, body, about.get('config', 'config.json'))
 
 
-def _usage(folder: Path, role: str) -> str:
-    "How to load the network of `folder` with transformers' Auto classes (and fine-tune the discriminator)."
+def _replacements(objective: Objective, cfg: dict) -> str:
+    "Where the replacements a replaced-token detector learnt came from, by its row and the run's config."
+    if cfg.get('uniform_generator'):
+        return 'tokens drawn uniformly from the vocabulary (the uniform generator: no generator network)'
+    if objective.generator == 'frozen':
+        return (f"the frozen generator `{cfg.get('generator') or '(not recorded)'}`, an existing masked LM that the run "
+                f"did not train and does not export, sampling at a temperature annealed from "
+                f"{cfg.get('temperature_start')} to {cfg.get('temperature')}")
+    return "the run's generator (exported beside this folder, `generator/`)"
+
+
+def _head_section(objective: Objective, cfg: dict) -> str:
+    """What the exported head (`discriminator_predictions`, `ElectraForPreTraining`'s `logits`) gives, by the run's
+    objective row: the run's own score of each token, or what it is instead and where the run's score is."""
+    lead = ('## What the exported head gives\n\n`ElectraForPreTraining.from_pretrained(path)(**inputs).logits`, a '
+            'logit per token from the replaced-token-detection head (`discriminator_predictions`), ')
+    init = cfg.get('init_from')
+    if objective.head == 'mlm':
+        kept = f'carried over unchanged from {init}' if init else 'untrained (as initialised)'
+        return lead + (f"is no score of the run: that head had no part in its loss ({kept}); the run's token "
+                       "predictions came from the MLM head that only its checkpoints (`.pth`) hold. Fine-tuning reads "
+                       'the encoder alone.')
+    if objective.head == 'copy':
+        return lead + ("is the copy gate's: its sigmoid D is the weight the run gave to keeping the input token, "
+                       'p(x) = D 1[x = input] + (1 - D) softmax(x), high where the discriminator takes the token for '
+                       "original: the opposite sense of ELECTRA's p(replaced), and not the run's probability of the "
+                       'input token either, which the MLM head (in the `.pth` only) shares.')
+    if objective.noise_log_prob:
+        k = cfg.get('mask_prob')
+        return lead + (f"is Electric's energy E(x)_t of each token (low where the token is likely in its context: "
+                       "exp(-E) is the model's unnormalised p(x_t | context)), not the probability that a token was "
+                       "replaced: its sigmoid is no score of the run. The run's probability that a token is noise (a "
+                       'sample at a masked position) is p(replaced) = sigmoid(E + log q(x_t | context) + '
+                       f"log(mask_prob / (1 - mask_prob))), with {f'mask_prob {k}' if k else 'the run’s mask_prob'} "
+                       '(also in `cloze/cloze_config.json`) and q the two-tower cloze model exported beside this '
+                       'folder in `cloze/` (google-research/electra run_pretraining.py `_get_discriminator_output`). '
+                       '`electra.electric_scores(path, texts)` computes the energy, log q, the logit and p(replaced) of '
+                       'every token from the two folders.')
+    where = ('the masked positions only: its loss saw no other token, so its sigmoid is the probability that a token '
+             'was replaced given that it was masked, and at a token that was not (every token of an unaltered text) it '
+             'answers what it was never trained on' if objective.positions == 'chosen' else
+             'every real token ([CLS] and [SEP] included)')
+    return lead + (f"is the run's replaced-token detection: its sigmoid is the probability that a token was replaced by "
+                   f'{_replacements(objective, cfg)}, as the run scored {where}.')
+
+
+_SCORES = ['```python', 'import electra', '',
+           "scores = electra.electric_scores('{run}/discriminator', ['A text to score.'])  # reads {run}/cloze too",
+           "scores[0].p_replaced  # per token: the run's probability that it is noise; also .energy, .log_q, .logits",
+           '```']
+
+
+def _usage(folder: Path, role: str, objective: Objective | None) -> str:
+    """How to load the network of `folder` with transformers' Auto classes (and fine-tune the discriminator), and an
+    Electric run's scores with the library (the cloze model has no transformers class)."""
+    scores = [line.format(run=folder.parent.name) for line in _SCORES]
+    if role == 'cloze':
+        return '\n'.join(['## How to use', '', 'No transformers class holds the two towers: the folder holds '
+                          '`cloze.safetensors` and `cloze_config.json`, no `config.json`, and the electra library reads '
+                          'them back with the discriminator exported beside them:', '', *scores])
     auto = _ROLES[role]['auto']
     lines = ['## How to use', '', '```python', f'from transformers import {auto}, AutoTokenizer', '',
              f"path = '{folder.parent.name}/{folder.name}'  # this folder, wherever it lies",
@@ -241,4 +322,6 @@ def _usage(folder: Path, role: str) -> str:
     if role == 'discriminator':
         lines += ['', '`AutoModel` loads its encoder alone. To fine-tune it: `electra-finetune --model PATH` (or '
                       '`python finetune.py --model PATH` in a checkout of the library).']
+    if role == 'discriminator' and objective and objective.exports_cloze:
+        lines += ['', "The run's scores of a text (the head's logit is the energy alone):", '', *scores]
     return '\n'.join(lines)

@@ -1,8 +1,10 @@
 """From a pretraining run to plain transformers models, and back: `export_pretrained` writes the discriminator and the
-generator with `save_pretrained` (tokenizer included) so `from_pretrained` loads them; `load_discriminator` reads any
-of the three sources fine-tuning accepts (a pretrain `.pth`, a `save_pretrained` directory, a hub name). Both sides
-read a pretraining model's weights as the plain networks hold them: `discriminator_state` (the discriminator's own, its
-embedding tables made whole under 'gdes' sharing) and `unpadded_copy` (the vocabulary's padding rows cut off)."""
+generator with `save_pretrained` (tokenizer included) so `from_pretrained` loads them, and Electric's two-tower cloze
+model, which no transformers class holds, in files of its own (`save_cloze`, read back by `load_cloze`);
+`load_discriminator` reads any of the three sources fine-tuning accepts (a pretrain `.pth`, a `save_pretrained`
+directory, a hub name). Both sides read a pretraining model's weights as the plain networks hold them:
+`discriminator_state` (the discriminator's own, its embedding tables made whole under 'gdes' sharing) and
+`unpadded_copy` (the vocabulary's padding rows cut off)."""
 from __future__ import annotations
 
 import contextlib
@@ -15,13 +17,14 @@ from pathlib import Path
 import torch
 from huggingface_hub import try_to_load_from_cache
 from safetensors import SafetensorError
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
+from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
 from transformers.utils import logging as transformers_logging
 
 from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.pretrain import saved_config
+from electra.config.text_files import load_json
 from electra.config.version import __version__
 from electra.data.hub import hub_unreachable
 from electra.data.tokenizer import (
@@ -35,19 +38,24 @@ from electra.data.tokenizer import (
 from electra.objective.model import (
     EMBEDDING_TABLES,
     ElectraGeneratorDiscriminator,
+    TwoTowerClozeGenerator,
     discriminator_config,
     padded_vocab_size,
 )
 from electra.pretrained.card import CARD, write_pretrained_card
-from electra.runtime.files import file_sha256, saved_by_torch
+from electra.runtime.files import atomic_write_text, file_sha256, saved_by_torch
 from electra.runtime.processes import is_main_process
 from electra.training.checkpoint import load_checkpoint
 
 __all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'save_model', 'with_model_length',
            'export_holds', 'load_discriminator', 'model_fingerprint', 'model_source',
-           'quiet_transformers', 'unpadded_copy', 'discriminator_state']
+           'quiet_transformers', 'unpadded_copy', 'discriminator_state', 'CLOZE_CONFIG', 'CLOZE_WEIGHTS', 'cloze_state',
+           'save_cloze', 'load_cloze']
 
-EXPORTS = ('discriminator', 'generator')  # the folders of a run's exported models, in its run directory
+EXPORTS = ('discriminator', 'generator', 'cloze')  # the folders of a run's exported models, in its run directory
+# the files of `cloze/`, Electric's two-tower cloze model: no transformers class holds it, so no config.json that
+# `from_pretrained` would load as another model
+CLOZE_CONFIG, CLOZE_WEIGHTS = 'cloze_config.json', 'cloze.safetensors'
 
 
 @contextlib.contextmanager
@@ -63,9 +71,13 @@ def quiet_transformers():
 
 
 def _net_names(model: ElectraGeneratorDiscriminator) -> tuple[str, ...]:
-    """The networks exported: the discriminator, and the generator where the objective's row exports one
-    (`exports_generator`) and the run has it (not the uniform generator)."""
-    return EXPORTS if model.objective.exports_generator and model.generator is not None else EXPORTS[:1]
+    """The networks exported: the discriminator; the generator where the objective's row exports one
+    (`exports_generator`) and the run has it (not the uniform generator); Electric's cloze model, which its
+    discriminator's score needs (`exports_cloze`)."""
+    row = model.objective
+    kept = {'discriminator': True, 'generator': row.exports_generator and model.generator is not None,
+            'cloze': row.exports_cloze}
+    return tuple(name for name in EXPORTS if kept[name])
 
 
 def _exported_nets(model: ElectraGeneratorDiscriminator, run_dir: str | Path) -> dict[Path, nn.Module]:
@@ -73,6 +85,11 @@ def _exported_nets(model: ElectraGeneratorDiscriminator, run_dir: str | Path) ->
     the discriminator's tables made whole under gradient-disentangled sharing (the generator's + its residual)."""
     out = {}
     for name in _net_names(model):
+        if name == 'cloze':
+            config, shared = copy.deepcopy(model.generator.config), _shared(model.generator)
+            config.vocab_size = model.vocab_size
+            out[Path(run_dir) / name] = _cloze_net(config, shared, cloze_state(model.generator, model.vocab_size))
+            continue
         net = getattr(model, name)
         state = discriminator_state(model.state_dict(), model.tie_weights) if net is model.discriminator and \
             model.tie_weights == 'gdes' else None
@@ -87,9 +104,13 @@ def export_pretrained(model: ElectraGeneratorDiscriminator, tokenizer: PreTraine
     A padded vocabulary (`pad_vocab_multiple`) is cut back to the tokenizer's size."""
     if not is_main_process(): return {name: Path(run_dir) / name for name in _net_names(model)}
     nets = _exported_nets(model, run_dir)
-    for path, net in nets.items():
-        save_model(net, path)
-        note = save_exported_tokenizer(with_model_length(copy.deepcopy(tokenizer), net.config), path)
+    for path, net in nets.items():  # the discriminator first: the cloze model records what it was written beside
+        if isinstance(net, TwoTowerClozeGenerator):
+            save_cloze(net, model.mask_prob, path, Path(run_dir) / EXPORTS[0])
+            note = ''  # it reads the discriminator's tokenizer
+        else:
+            save_model(net, path)
+            note = save_exported_tokenizer(with_model_length(copy.deepcopy(tokenizer), net.config), path)
         # README.md: what it is, how it was made and does
         write_pretrained_card(path, path.name, net, run_dir, model.objective, tokenizer_note=note)
     return {path.name: path for path in nets}
@@ -116,6 +137,9 @@ def export_holds(model: ElectraGeneratorDiscriminator, tokenizer: PreTrainedToke
     config, `model`'s weights exactly, and `tokenizer`'s vocabulary. False for an export cut short by a kill, or one
     of other weights."""
     for path, net in _exported_nets(model, run_dir).items():
+        if isinstance(net, TwoTowerClozeGenerator):
+            if not _cloze_holds(net, model.mask_prob, path, Path(run_dir) / EXPORTS[0]): return False
+            continue
         try:
             config = json.loads((path / 'config.json').read_text(encoding='utf-8'))
             saved = load_file(path / 'model.safetensors')
@@ -134,6 +158,82 @@ def _same_weights(saved: dict[str, torch.Tensor], ours: dict[str, torch.Tensor])
         return False
     kept = {ours[k].data_ptr() for k in saved}
     return all(ours[k].data_ptr() in kept for k in ours.keys() - saved.keys())
+
+
+def _shared(generator: TwoTowerClozeGenerator) -> bool:
+    "Whether both towers read one embedding module (`tie_weights` 'embeddings', official `electra/embeddings`)."
+    return generator.rtl.embeddings is generator.ltr.embeddings
+
+
+def cloze_state(generator: TwoTowerClozeGenerator, vocab_size: int) -> dict[str, torch.Tensor]:
+    """What `cloze/` holds of Electric's two-tower generator: its weights on the CPU, the vocabulary's padding rows
+    (`pad_vocab_multiple`) cut off; the embeddings both towers read once, as `ltr`'s."""
+    shared = _shared(generator)
+    return {k: (v[:vocab_size] if k.endswith(('embeddings.word_embeddings.weight', 'output_bias')) else v).detach().cpu()
+            .clone() for k, v in generator.state_dict().items() if not (shared and k.startswith('rtl.embeddings.'))}
+
+
+def _cloze_net(config: ElectraConfig, shared: bool, state: dict[str, torch.Tensor]) -> TwoTowerClozeGenerator:
+    "A two-tower cloze model of the towers' `config` holding `state` (as `cloze_state` gives it), in eval mode."
+    net = TwoTowerClozeGenerator(config)
+    if shared:  # one embedding module for both towers, as in the run
+        net.rtl.embeddings = net.ltr.embeddings
+        state = {**state, **{'rtl' + k[3:]: v for k, v in state.items() if k.startswith('ltr.embeddings.')}}
+    net.load_state_dict(state)
+    return net.eval()
+
+
+def _cloze_config(generator: TwoTowerClozeGenerator, mask_prob: float, discriminator: Path) -> dict:
+    """`cloze_config.json`: a tower's config, whether the towers share their embeddings, the run's `mask_prob` (the
+    score's constant log(mask_prob / (1 - mask_prob))) and the fingerprint of the discriminator it was exported with."""
+    return {'electra_version': __version__, 'mask_prob': mask_prob, 'shared_embeddings': _shared(generator),
+            'discriminator_fingerprint': model_fingerprint(discriminator), 'tower': generator.config.to_dict()}
+
+
+def save_cloze(generator: TwoTowerClozeGenerator, mask_prob: float, path: str | Path, discriminator: str | Path) -> Path:
+    """Write Electric's two-tower cloze model (of the tokenizer's vocabulary) to the folder `path` (`cloze_state` in
+    `CLOZE_WEIGHTS`, `_cloze_config` in `CLOZE_CONFIG`), beside the discriminator already written to `discriminator`."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    save_file(cloze_state(generator, generator.config.vocab_size), path / CLOZE_WEIGHTS)
+    config = _cloze_config(generator, mask_prob, Path(discriminator))
+    atomic_write_text(json.dumps(config, indent=1) + '\n', path / CLOZE_CONFIG)
+    return path
+
+
+def _cloze_holds(generator: TwoTowerClozeGenerator, mask_prob: float, path: Path, discriminator: Path) -> bool:
+    "Whether `path` holds `save_cloze`'s files of `generator` exactly, written beside `discriminator`, and its card."
+    try:
+        config = json.loads((path / CLOZE_CONFIG).read_text(encoding='utf-8'))
+        saved = load_file(path / CLOZE_WEIGHTS)
+    except (OSError, ValueError, SafetensorError):
+        return False
+    ours, expected = cloze_state(generator, generator.config.vocab_size), _cloze_config(generator, mask_prob, discriminator)
+    kept = ('mask_prob', 'shared_embeddings', 'discriminator_fingerprint')  # not the versions of what wrote it
+    return (all(config.get(k) == expected[k] for k in kept) and saved.keys() == ours.keys()
+            and all(torch.equal(saved[k], ours[k]) for k in ours) and (path / CARD).is_file())
+
+
+def load_cloze(path: str | Path, discriminator: str | Path) -> tuple[TwoTowerClozeGenerator, float]:
+    """Electric's cloze model that `save_cloze` wrote to the folder `path`, in eval mode, and its run's `mask_prob`;
+    refused in one line (key `cloze`) unless it was exported beside the discriminator in the folder `discriminator`."""
+    path, discriminator = Path(path), Path(discriminator)
+    if not (path / CLOZE_CONFIG).is_file():
+        raise ConfigError(f"cloze: {path} holds no Electric cloze model (no {CLOZE_CONFIG}). Give the cloze/ folder "
+                          f"that an Electric run exported beside its discriminator/; a run exported without it writes "
+                          "it again with pretrain.py --resume true and its config, while its checkpoints are kept.")
+    config = load_json((path / CLOZE_CONFIG).read_text(encoding='utf-8'), str(path / CLOZE_CONFIG))
+    if not isinstance(config, dict) or config.get('discriminator_fingerprint') != model_fingerprint(discriminator):
+        raise ConfigError(f"cloze: {path} was exported beside another discriminator than {discriminator} (its files "
+                          f"differ from those {CLOZE_CONFIG} records): give the discriminator/ folder exported with it.")
+    try:
+        net = _cloze_net(ElectraConfig.from_dict(config['tower']), config['shared_embeddings'],
+                         load_file(path / CLOZE_WEIGHTS))
+        return net, float(config['mask_prob'])
+    except (OSError, KeyError, TypeError, ValueError, RuntimeError, SafetensorError) as e:  # cut short, edited
+        raise ConfigError(f"cloze: {path}: its files are cut short or edited ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:120]}). Export it again: pretrain.py --resume true with the run's "
+                          "config writes it from the last checkpoint.") from None
 
 
 def _from_checkpoint(path: Path) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:

@@ -142,3 +142,59 @@ def token_ids_tokenizer(tmp_path: Path):
     vocab = tmp_path / 'vocab.txt'
     vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
     return load_tokenizer(str(vocab))
+
+
+def _built(tok, name: str, **kw):
+    "A tiny model of objective `name` (a frozen generator, an ElectraForMaskedLM of the vocabulary, where it needs one)."
+    from transformers import ElectraConfig, ElectraForMaskedLM
+    cfg = tiny_cfg(objective=name, tie_weights=OBJECTIVES[name].tie_weights[0], dropout=0.0, **kw)
+    frozen = ElectraForMaskedLM(ElectraConfig(vocab_size=V, embedding_size=16, hidden_size=16, num_hidden_layers=1,
+                                              num_attention_heads=1, intermediate_size=32)) \
+        if OBJECTIVES[name].generator == 'frozen' else None
+    return build_pretraining_model(cfg, MaskingSettings.for_tokenizer(tok), frozen).eval()
+
+
+@pytest.mark.parametrize('name, kw', [*((n, {}) for n in OBJECTIVES), ('electra', dict(uniform_generator=True))])
+def test_the_card_says_whether_the_exported_head_gives_the_run_s_score(tmp_path, name, kw):
+    """R12a-4 on every objective: the exported `ElectraForPreTraining`'s logits, on the very input the run's
+    discriminator read (a text with two positions replaced by samples), are the run's own replaced-token-detection
+    logits exactly where the card says the head is the run's replaced-token detection; otherwise the card says what
+    they are instead: Electric's energy (its score needs the cloze model), the copy gate's D (the opposite sense), or no
+    score of the run (the MLM heads). Before, the card called every RTD head the replaced-token detector."""
+    from electra.objective.masking import write_at_positions
+    from transformers import ElectraForPreTraining
+    tok = token_ids_tokenizer(tmp_path)
+    torch.manual_seed(0)
+    model = _built(tok, name, **kw)
+    run = tmp_path / f'{name}_11081'
+    run.mkdir()
+    cfg = {'objective': name, 'steps': 4, 'mask_prob': 0.15, 'generator': 'my/mlm' * (name == 'fast_electra'),
+           'temperature_start': 2.0, 'temperature': 1.0, **kw}
+    (run / 'config.yaml').write_text(yaml.safe_dump(cfg))
+    paths = export_pretrained(model, tok, run)
+    enc = tok('w1 w2 w3 w4 w5', return_tensors='pt')
+    ids, positions = enc['input_ids'], torch.tensor([[2, 4]])
+    labels = ids.gather(1, positions)
+    masked = write_at_positions(ids, positions, torch.full_like(labels, tok.mask_token_id), labels >= 0)
+    with torch.no_grad():
+        pred = model(masked, enc['token_type_ids'], positions, labels)
+        read = masked if pred.sampled is None else write_at_positions(ids, positions, pred.sampled, labels >= 0)
+        exported = ElectraForPreTraining.from_pretrained(paths['discriminator']).eval()(read, token_type_ids=enc[
+            'token_type_ids']).logits
+    run_score = pred.disc_logits if pred.disc_logits is not None else pred.copy_logits
+    gives = run_score is not None and torch.allclose(exported, run_score, atol=1e-5)
+    card = (paths['discriminator'] / 'README.md').read_text()
+    head = card.split('## What the exported head gives\n\n')[1].split('\n\n## ')[0]
+    assert ("is the run's replaced-token detection: its sigmoid is the probability that a token was replaced by" in
+            head) == (gives and pred.disc_logits is not None)
+    row = OBJECTIVES[name]
+    assert ("is Electric's energy E(x)_t" in head and '`cloze/`' in head) == row.noise_log_prob == (
+        pred.disc_logits is not None and not gives)
+    assert ("is the copy gate's: its sigmoid D is the weight the run gave to keeping the input token" in head) == (
+        gives and pred.copy_logits is not None)
+    assert ('is no score of the run: that head had no part in its loss' in head) == (run_score is None)
+    assert ('given that it was masked' in head) == (row.positions == 'chosen' and row.head == 'rtd')
+    source = ('tokens drawn uniformly from the vocabulary' if kw else 'the frozen generator `my/mlm`, an existing '
+              'masked LM that the run did not train and does not export, sampling at a temperature annealed from 2.0 '
+              "to 1.0" if row.generator == 'frozen' else "the run's generator (exported beside this folder, `generator/`)")
+    assert (source in head) == (gives and pred.disc_logits is not None)

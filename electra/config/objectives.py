@@ -124,6 +124,20 @@ class Objective:
         return self.generator == 'masked_lm'
 
     @property
+    def head_alone(self) -> str:
+        """What the discriminator's replaced-token-detection head gives read alone (an exported
+        `ElectraForPreTraining`'s logits): '' the run's own replaced-token detection (its sigmoid the run's
+        p(replaced)); else, in a clause, what it is instead, for a reader of the head to say."""
+        if self.head == 'mlm': return 'its replaced-token-detection head had no part in its loss: it scores nothing'
+        if self.head == 'copy':
+            return ("its head is the copy gate: the sigmoid is the weight of keeping the input token (high where the "
+                    "token looks original), not p(replaced)")
+        if self.noise_log_prob:
+            return ("its head gives Electric's energy alone: the run's p(replaced) adds the cloze model's log q(x_t | "
+                    "context) and log(mask_prob / (1 - mask_prob))")
+        return ''
+
+    @property
     def exports_cloze(self) -> bool:
         """Its discriminator's score needs the cloze model's probability of each token (`noise_log_prob`): the export
         writes the two-tower cloze model beside the discriminator (`cloze/`), so that the run's scores of a text can be

@@ -108,7 +108,13 @@ def past_pretraining(config, length: int, model: str) -> str:
 
 
 def discriminator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraConfig:
-    return _electra_config(cfg, vocab_size, pad_token_id, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size)
+    """The discriminator's config, recording the objective it is trained with (`electra_objective`, kept in every
+    export's and checkpoint's config.json): what its replaced-token-detection head gives read alone depends on it
+    (`Objective.head_alone`), which a reader of an exported model otherwise cannot tell."""
+    config = _electra_config(cfg, vocab_size, pad_token_id, cfg.hidden_size, cfg.num_attention_heads,
+                             cfg.intermediate_size)
+    config.electra_objective = cfg.objective
+    return config
 
 
 def generator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) -> ElectraConfig:
@@ -116,7 +122,8 @@ def generator_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int) ->
     same layers: google-research/electra run_pretraining.py `get_generator_config` (the presets' FFN is 4 x hidden,
     so scaling it gives the same)."""
     if cfg.generator_size == 1.0:  # a full-size generator keeps the discriminator's exact shape (small++)
-        return discriminator_config(cfg, vocab_size, pad_token_id)
+        return _electra_config(cfg, vocab_size, pad_token_id, cfg.hidden_size, cfg.num_attention_heads,
+                               cfg.intermediate_size)
     hidden, heads = generator_shape(cfg.hidden_size, cfg.num_attention_heads, cfg.generator_size)
     return _electra_config(cfg, vocab_size, pad_token_id, hidden, heads, 4 * hidden)
 

@@ -49,6 +49,11 @@ class ElectricScorer:
         self.discriminator, self.cloze = discriminator.eval(), cloze.eval()
         self.tokenizer, self.mask_prob = tokenizer, mask_prob
 
+    @property
+    def config(self):
+        "The discriminator's config (its positions, the length it was pretrained at)."
+        return self.discriminator.config
+
     @classmethod
     def from_export(cls, discriminator: str | Path, cloze: str | Path | None = None,
                     device: str | torch.device = 'cpu') -> ElectricScorer:
@@ -72,7 +77,8 @@ class ElectricScorer:
         for k, row in enumerate(rows): by_length[len(row[0])].append(k)
         out = [None] * len(rows)
         for ks in by_length.values():  # rows of one length together: a batch without padding
-            for k, scores in zip(ks, self._scores([rows[k] for k in ks]), strict=True): out[k] = scores
+            ids, types = (torch.tensor(x) for x in zip(*(rows[k] for k in ks)))
+            for k, scores in zip(ks, self.scores_of(ids, types), strict=True): out[k] = scores
         return out
 
     def _encoded(self, k: int, text: Text) -> tuple[list[int], list[int]]:
@@ -87,10 +93,11 @@ class ElectricScorer:
                           stacklevel=3)
         return enc['input_ids'], enc['token_type_ids']
 
-    def _scores(self, rows: list[tuple[list[int], list[int]]]) -> list[ElectricScores]:
-        "The scores of `rows` (ids, token types) of one length, as one batch."
+    @torch.no_grad()
+    def scores_of(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> list[ElectricScores]:
+        "The scores of each row of `input_ids`, `token_type_ids` [B, L], rows of real tokens (no padding)."
         device = self.discriminator.device
-        ids, types = (torch.tensor(x, device=device) for x in zip(*rows))                          # [B, L]
+        ids, types = input_ids.to(device), token_type_ids.to(device)                                # [B, L]
         real = torch.ones_like(ids, dtype=torch.bool)
         energy = self.discriminator(ids, attention_mask=real.long(), token_type_ids=types).logits.float()
         cloze = self.cloze(ids, real, types)                                                           # [B, L, V]

@@ -1,5 +1,6 @@
 """The discriminator's view of a text: every token it reads with its probability of "replaced" (the paper's
-D(x, t), section 2: sigmoid of the discriminator's logit), for
+D(x, t), section 2: sigmoid of the discriminator's logit; for an Electric run's, the sigmoid of its run's logit, the
+head's energy plus the cloze model's terms: `detector_of`), for
 
 - a text as the user types it (`view_text`),
 - the text with one word the user replaces (`view_replaced`),
@@ -30,11 +31,12 @@ from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import saved_config
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model, past_pretraining
+from electra.pretrained.electric import ElectricScorer
 from electra.pretrained.generator import load_generator, vocabulary_mismatch
 from electra.runtime.files import saved_by_torch
 from electra.training.checkpoint import load_checkpoint
 
-__all__ = ['TokenView', 'replaced_probabilities', 'generator_probabilities', 'view_text', 'view_replaced',
+__all__ = ['TokenView', 'detector_of', 'replaced_probabilities', 'generator_probabilities', 'view_text', 'view_replaced',
            'view_generated', 'generator_of']
 
 RED = (214, 39, 40)  # matplotlib's 'tab:red': the colour of "replaced"; a token's opacity is its probability
@@ -159,9 +161,31 @@ def _past(discriminator, key: str, words) -> ConfigError:
                        "was pretrained at, which the view shows: put it earlier in the text, or shorten the text.")
 
 
+def detector_of(source: str, discriminator):
+    """What the views read each token's probability of "replaced" from, for the discriminator `source` names (read as
+    `discriminator`): the discriminator itself, or for an Electric run's exported folder an `ElectricScorer` (its
+    cloze model beside it, `cloze/`), whose probability adds the cloze model's terms to the head's energy."""
+    row = OBJECTIVES.get(getattr(discriminator.config, 'electra_objective', None))
+    if row is None or not row.exports_cloze: return discriminator
+    if not Path(source).is_dir():
+        raise ConfigError(f"model: {source} is an Electric run's checkpoint: {row.head_alone}. Give its exported "
+                          "discriminator/ folder, with the cloze/ folder beside it, to see the run's p(replaced).")
+    return ElectricScorer.from_export(source)
+
+
 @torch.no_grad()
 def replaced_probabilities(discriminator, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> np.ndarray:
-    "sigmoid of an `ElectraForPreTraining`'s logits: [B, L] (eval mode: no dropout), its mode put back."
+    """The probability of "replaced" [B, L] as the run scored it: the sigmoid of an `ElectraForPreTraining`'s logits
+    (eval mode: no dropout, its mode put back), or an `ElectricScorer`'s `p_replaced` (`detector_of`). A discriminator
+    whose head alone is no replaced-token detector (its config's `electra_objective`) is refused in one line."""
+    if isinstance(discriminator, ElectricScorer):
+        return torch.stack([s.p_replaced for s in discriminator.scores_of(input_ids, token_type_ids)]).numpy()
+    row = OBJECTIVES.get(getattr(discriminator.config, 'electra_objective', None))
+    if row is not None and row.head_alone:
+        fix = ("read it with its cloze model: electra.tools.token_view.detector_of(its discriminator/ folder, model)"
+               if row.exports_cloze else 'give a discriminator pretrained by replaced-token detection')
+        raise ConfigError(f"model: pretrained with objective '{row.name}': {row.head_alone}; its probabilities of "
+                          f"\"replaced\" would show nothing the run learnt: {fix}.")
     was = discriminator.training
     device = next(discriminator.parameters()).device
     logits = discriminator.eval()(input_ids=input_ids.to(device), token_type_ids=token_type_ids.to(device)).logits

@@ -172,6 +172,9 @@ def test_the_card_says_whether_the_exported_head_gives_the_run_s_score(tmp_path,
            'temperature_start': 2.0, 'temperature': 1.0, **kw}
     (run / 'config.yaml').write_text(yaml.safe_dump(cfg))
     paths = export_pretrained(model, tok, run)
+    # the exported discriminator says which objective trained it, so that a reader of its head can tell what it gives
+    assert json.loads((paths['discriminator'] / 'config.json').read_text())['electra_objective'] == name
+    if 'generator' in paths: assert 'electra_objective' not in json.loads((paths['generator'] / 'config.json').read_text())
     enc = tok('w1 w2 w3 w4 w5', return_tensors='pt')
     ids, positions = enc['input_ids'], torch.tensor([[2, 4]])
     labels = ids.gather(1, positions)

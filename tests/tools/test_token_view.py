@@ -9,10 +9,21 @@ import pytest
 import torch
 import transformers
 
+import electra
 from electra.config.errors import ConfigError
-from electra.tools.token_view import TokenView, generator_of, view_generated, view_replaced, view_text
+from electra.config.values import config_to_dict
+from electra.data.tokenizer import tokenizer_state
+from electra.finetuning.loading import load_pretrained
+from electra.objective.masking import MaskingSettings
+from electra.objective.model import build_pretraining_model
+from electra.pretrained.export import export_pretrained
+from electra.runtime.files import atomic_save
+from electra.tools.token_view import TokenView, detector_of, generator_of, view_generated, view_replaced, view_text
 from electra.tools.walkthrough import ReplacedTokenDetection, detection_view
+from electra.training.checkpoint import FORMAT
+from tests.pretrained.test_electric_scores import MASK_PROB, electric_run
 from tests.support.notebook_runs import tiny_pretraining
+from tests.support.tiny import tiny_cfg
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -234,3 +245,39 @@ def test_a_word_to_replace_or_generate_past_the_pretraining_length_is_refused_in
         view_generated(disc, gen, tok, text, ['bread'])
     assert str(e.value) == ("generate: ['bread'] lies past the first 12 tokens the discriminator was pretrained at, "
                             "which the view shows: put it earlier in the text, or shorten the text.")
+
+
+def test_the_views_of_an_electric_discriminator_are_its_run_s_p_replaced_and_heads_that_detect_nothing_are_refused(
+        tmp_path):
+    """R12a-4 on the views: an Electric run's exported discriminator read as it is gives the energy alone; its view
+    (`detector_of`: its cloze model beside) shows the run's p(replaced), `electra.electric_scores`'s; read without it,
+    and a BERT or All-Tokens MLM discriminator (whose head is no replaced-token detector), it is refused in one line.
+    Before, every view showed the sigmoid of the head as p(replaced)."""
+    model, tok, paths = electric_run(tmp_path)
+    source = str(paths['discriminator'])
+    disc, _ = load_pretrained(source)
+    detector = detector_of(source, disc)
+    ckpt = tmp_path / 'electric_11081_100%.pth'  # its checkpoint: the discriminator read, the cloze model not beside it
+    atomic_save({'format': FORMAT, 'config': config_to_dict(tiny_cfg(objective='electric', mask_prob=MASK_PROB)),
+                 'tokenizer': tokenizer_state(tok), 'model': model.state_dict()}, ckpt)
+    with pytest.raises(ConfigError, match=r"^model: .*electric_11081_100%\.pth is an Electric run's checkpoint: its "
+                                          r"head gives Electric's energy alone.*Give its exported discriminator/ folder"):
+        detector_of(str(ckpt), load_pretrained(str(ckpt))[0])
+    text = 'w1 w2 w3 w4'
+    [scores] = electra.electric_scores(source, [text])
+    assert np.allclose(view_text(detector, tok, text).p_replaced, scores.p_replaced.numpy(), atol=1e-6)
+    replaced = view_replaced(detector, tok, text, 'w2', 'w9')
+    [by_hand] = electra.electric_scores(source, ['w1 w9 w3 w4'])
+    assert np.allclose(replaced.p_replaced, by_hand.p_replaced.numpy(), atol=1e-6)
+    with pytest.raises(ConfigError, match=r"^model: pretrained with objective 'electric': its head gives Electric's "
+                                          r"energy alone.*read it with its cloze model: electra\.tools\.token_view\."
+                                          r"detector_of"):
+        view_text(disc, tok, text)
+    for name, why in (('mlm', 'had no part in its loss'), ('all_tokens_mlm', 'is the copy gate')):
+        exported = export_pretrained(build_pretraining_model(tiny_cfg(objective=name, tie_weights='none'),
+                                                             MaskingSettings.for_tokenizer(tok)), tok, tmp_path / name)
+        other, _ = load_pretrained(str(exported['discriminator']))
+        assert detector_of(str(exported['discriminator']), other) is other
+        with pytest.raises(ConfigError, match=rf"^model: pretrained with objective '{name}': its .*{why}.*give a "
+                                              "discriminator pretrained by replaced-token detection"):
+            view_text(other, tok, text)

@@ -22,7 +22,8 @@ def _parser() -> argparse.ArgumentParser:
                         description='Convert an official ELECTRA TensorFlow 1 checkpoint without TensorFlow.')
     tf.add_argument('src', help='the checkpoint: a directory (its `checkpoint` file or only *.index) or a prefix '
                     'DIR/model.ckpt-N')
-    tf.add_argument('--out', required=True, help='output directory: discriminator/, generator/, conversion.json')
+    tf.add_argument('--out', required=True, help='output directory: discriminator/, generator/ (an Electric '
+                    "checkpoint's: cloze/, its two-tower cloze model), conversion.json")
     tf.add_argument('--hparams', help="the run's run_pretraining.py hparams JSON file (attention heads, lower-casing); "
                     'without it, the official defaults (heads = max(1, hidden // 64), lower-cased)')
     tf.add_argument('--vocab', help='its vocab.txt, when not beside the checkpoint or up to two folders above')
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     for role, path in paths.items(): print(f'{role}: {path}')
     report = paths['discriminator'].parent / 'conversion.json'
     generator = json.loads(report.read_text(encoding='utf-8'))['generator']
-    if generator.startswith('none: '): print(f'generator: {generator}')  # Electric's: what has no counterpart
+    if generator.startswith('none: '): print(f'generator: {generator}')  # Electric's: where its generator went
     print(f"report: {report}")
     return 0
 

@@ -13,8 +13,9 @@ Variable scopes of the official graph (run_pretraining.py `PretrainingModel`, mo
     generator_predictions/{dense,LayerNorm,output_bias} the MLM head; its output matrix is the embedding table
     */adam_m, */adam_v, global_step                    optimizer state (model/optimization.py): skipped
     generator_ltr/..., generator_rtl/..., cloze_predictions/...   Electric's two-tower cloze generator
-                                                      (`electric_objective`): no transformers counterpart, skipped;
-                                                      the discriminator converts as ELECTRA's
+                                                      (`electric_objective`): no transformers counterpart, written
+                                                      to cloze/ as an Electric run's export writes it (its score
+                                                      needs it); the discriminator converts as ELECTRA's
 
 Every size comes from the tensor shapes. Attention heads are not in any shape: they come from the official
 run_pretraining.py hparams when given (`hparams`), else from the official rule, max(1, hidden // 64), which
@@ -40,7 +41,8 @@ from electra.config.version import __version__
 from electra.convert.card import write_conversion_card
 from electra.convert.tf_checkpoint import STRING, TFCheckpoint, resolve_prefix
 from electra.data.tokenizer import CaseSetting, load_tokenizer, save_exported_tokenizer, vocab_entries
-from electra.pretrained.export import save_model
+from electra.objective.model import TwoTowerClozeGenerator
+from electra.pretrained.export import load_cloze, save_cloze, save_model
 from electra.pretraining.init_from import load_init, save_init_checkpoint
 from electra.runtime.files import writable_dir
 
@@ -54,17 +56,20 @@ BOOKKEEPING = ('global_step',)  # tf.train.get_or_create_global_step (model/opti
 # checkpoints were trained by an earlier version that may have stored it as a variable: no model weight either.
 TEMPERATURE = 'temperature'
 # Electric's generator (run_pretraining.py `TwoTowerClozeTransformer`, `_get_cloze_outputs`): its discriminator converts
-# as ELECTRA's; the generator has no transformers counterpart, so it is left out of the export (`electric_state`
-# reads it into this library's own `TwoTowerClozeGenerator`)
+# as ELECTRA's; the generator has no transformers counterpart: it converts to this library's own
+# `TwoTowerClozeGenerator`, written to cloze/ in the files an Electric run's export writes (`save_cloze`), since the
+# discriminator's score needs its log q (`electric_state` reads the whole model)
 ELECTRIC_SCOPES = ('generator_ltr/', 'generator_rtl/', 'cloze_predictions/')
-ELECTRIC_SKIPPED = ("Electric's two-tower cloze generator: no transformers counterpart (a left-to-right and a "
-                    "right-to-left transformer whose shifted outputs are concatenated); only the discriminator is exported")
+ELECTRIC_GENERATOR = ("Electric's two-tower cloze generator, in cloze/: no transformers counterpart (a left-to-right and "
+                      "a right-to-left transformer whose shifted outputs are concatenated), written in the electra "
+                      "library's own files, which electra.electric_scores reads with the discriminator")
 MODEL_SIZES = {'small': (256, 12), 'base': (768, 12), 'large': (1024, 24)}  # training_utils.get_bert_config
 # configure_pretraining.py `PretrainingConfig` defaults of the keys that decide the model's shape
 HPARAM_DEFAULTS = {'model_size': 'small', 'model_hparam_overrides': {}, 'embedding_size': None, 'vocab_size': 30522,
                    'do_lower_case': True, 'debug': False, 'untied_generator': True,
                    'untied_generator_embeddings': False, 'generator_hidden_size': 0.25, 'generator_layers': 1.0,
-                   'electric_objective': False, 'two_tower_generator': False, 'max_seq_length': 128}
+                   'electric_objective': False, 'two_tower_generator': False, 'max_seq_length': 128,
+                   'mask_prob': 0.15}
 
 
 @dataclass
@@ -286,9 +291,8 @@ def check_plan(model, plan: list, shapes: dict, role: str, where: str) -> None:
     if left: raise AssertionError(f"no variable is mapped to the {role}'s {sorted(left)[:3]}")
 
 
-def unmapped(ckpt: TFCheckpoint, plans: list[list], electric: set[str] = frozenset()) -> dict[str, str]:
-    """The variables no plan uses and why they are skipped (`electric`: an Electric generator's, left out); any other
-    one is an error naming it."""
+def unmapped(ckpt: TFCheckpoint, plans: list[list]) -> dict[str, str]:
+    "The variables no plan uses and why they are skipped; any other one is an error naming it."
     used = {tf for plan in plans for tf, _, _ in plan}
     skipped, unknown = {}, []
     for name, entry in sorted(ckpt.entries.items()):
@@ -297,7 +301,6 @@ def unmapped(ckpt: TFCheckpoint, plans: list[list], electric: set[str] = frozens
         elif name in BOOKKEEPING: skipped[name] = 'training bookkeeping'
         elif name.rsplit('/', 1)[-1] == TEMPERATURE: skipped[name] = 'sampling temperature'
         elif entry.dtype == STRING: skipped[name] = 'string tensor: not read'
-        elif name in electric: skipped[name] = ELECTRIC_SKIPPED
         else: unknown.append(name)
     if unknown:
         first = unknown[0]
@@ -410,23 +413,39 @@ def plan_models(ckpt: TFCheckpoint, hp: dict | None, pad_token_id: int) -> dict:
         check_plan(model, plan, shapes, role, where)
         out[role] = {'body': body, 'model': model, 'plan': plan, 'settings': settings}
     out['pretraining_max_length'] = length
-    # an Electric checkpoint (no ELECTRA generator, both towers): its generator checked whole, then left out
-    electric = set()
-    if gen is None and any(n.startswith(ELECTRIC_SCOPES[0]) for n in shapes):
-        electric = {tf for tf, hf, _ in electric_plan(shapes, where) if hf.startswith('generator.')}
-        missing = sorted(n for n in electric if n not in shapes)
-        if missing: raise ConfigError(f"{where}: an Electric checkpoint without the variable '{missing[0]}'")
-    out['skipped'] = unmapped(ckpt, [out[r]['plan'] for r in roles], electric)
+    if gen is None and any(n.startswith(ELECTRIC_SCOPES[0]) for n in shapes):  # Electric: no ELECTRA generator
+        out['cloze'] = _cloze_plan(shapes, hp, configs[1], pad_token_id, length, where)
+        out['discriminator']['model'].config.electra_objective = 'electric'  # what its head gives (its card says)
+    out['skipped'] = unmapped(ckpt, [out[r]['plan'] for r in (*roles, *(['cloze'] if 'cloze' in out else []))])
     return out
 
 
+def _cloze_plan(shapes: dict, hp: dict | None, cfg: dict | None, pad_token_id: int, length: int | None,
+                where: str) -> dict:
+    """Electric's two-tower cloze model (still untrained) and its plan, the generator's part of `electric_plan`, every
+    variable there (a missing one named) and of the shape the towers' sizes need; its run's `mask_prob` (the score's
+    constant) from the hparams, else the official default."""
+    plan = [(tf, hf.removeprefix('generator.'), t) for tf, hf, t in electric_plan(shapes, where) if hf.startswith('generator.')]
+    missing = sorted(tf for tf, _, _ in plan if tf not in shapes)
+    if missing: raise ConfigError(f"{where}: an Electric checkpoint without the variable '{missing[0]}'")
+    own = 'generator_ltr/embeddings/word_embeddings' in shapes  # untied_generator_embeddings
+    body = find_body(shapes, 'generator_ltr', 'generator_ltr/embeddings' if own else 'electra/embeddings', where)
+    settings = model_settings(body, hp, cfg, 'cloze model', where)
+    model = TwoTowerClozeGenerator(electra_config(body, settings, pad_token_id, length)).eval()
+    if not own: model.rtl.embeddings = model.ltr.embeddings  # both towers read electra/embeddings, as in the run
+    check_plan(model, plan, shapes, 'cloze model', where)
+    return {'body': body, 'model': model, 'plan': plan, 'settings': settings,
+            'mask_prob': (hp or HPARAM_DEFAULTS)['mask_prob']}
+
+
 def verify_conversion(paths: dict[str, Path], plans: dict[str, list], ckpt: TFCheckpoint) -> list[str]:
-    """Reload each saved model with `from_pretrained` and compare a few tensors (first and last of the plan, the
-    embedding projection, the heads) with the checkpoint's, exactly; the MLM output matrix must be the embeddings."""
+    """Reload each saved model with `from_pretrained` (Electric's cloze model with `load_cloze`) and compare a few
+    tensors (first and last of the plan, the embedding projection, the heads) with the checkpoint's, exactly; the MLM
+    output matrix must be the embeddings."""
     checked = []
     for role, path in paths.items():
         cls = ElectraForPreTraining if role == 'discriminator' else ElectraForMaskedLM
-        state = cls.from_pretrained(path).state_dict()
+        state = (load_cloze(path, paths['discriminator'])[0] if role == 'cloze' else cls.from_pretrained(path)).state_dict()
         plan = plans[role]
         picks = [plan[0], plan[len(plan) // 2], *[p for p in plan if 'embeddings_project' in p[0]], *plan[-3:]]
         for tf, hf, transpose in picks:
@@ -438,7 +457,9 @@ def verify_conversion(paths: dict[str, Path], plans: dict[str, list], ckpt: TFCh
     return checked
 
 
-OUTPUTS = ('discriminator', 'generator', 'conversion.json', 'pretraining.pth')  # what a conversion writes: 2 folders, 2 files
+# what a conversion writes: 3 folders (Electric's cloze model the third), 2 files
+OUTPUTS = ('discriminator', 'generator', 'cloze', 'conversion.json', 'pretraining.pth')
+FOLDERS = OUTPUTS[:3]
 
 
 def _check_apart(src, prefix: Path, out: Path, hparams, vocab) -> None:
@@ -449,7 +470,7 @@ def _check_apart(src, prefix: Path, out: Path, hparams, vocab) -> None:
     # a `checkpoint` file may name a prefix elsewhere: its folder is read too
     folders = [folder, *([prefix.parent] if prefix.parent.resolve() != folder.resolve() else [])]
     reads = [*local_paths('src', folders), *local_paths('--hparams', [hparams]), *local_paths('--vocab', [vocab])]
-    owns = [*(Owned('out', out / n, '') for n in OUTPUTS[:2]), *(Owned('out', out, '', n) for n in OUTPUTS[2:])]
+    owns = [*(Owned('out', out / n, '') for n in FOLDERS), *(Owned('out', out, '', n) for n in OUTPUTS[3:])]
     check_apart([('out', out)], owns, reads)
 
 
@@ -471,7 +492,7 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
 
 
 def _report(ckpt, vocab, lowercase, hp, planned, paths, checked) -> dict:
-    roles = [r for r in ('discriminator', 'generator') if r in planned]
+    roles = [r for r in FOLDERS if r in planned]
     sizes = {r: {**asdict(planned[r]['body']), **planned[r]['settings']} for r in roles}
     mapped = {}
     for r in roles:
@@ -483,9 +504,10 @@ def _report(ckpt, vocab, lowercase, hp, planned, paths, checked) -> dict:
             'hparams': hp['path'] if hp else None, 'pretraining_max_length': planned['pretraining_max_length'],
             'heads_from': (f"hparams {hp['path']}" if hp else "the official rule max(1, hidden // 64) "
                            "(util/training_utils.py get_bert_config, run_pretraining.py get_generator_config)"),
-            'generator': (('none: ' + ELECTRIC_SKIPPED if ELECTRIC_SKIPPED in planned['skipped'].values() else 'none')
+            'generator': (('none: ' + ELECTRIC_GENERATOR if 'cloze' in planned else 'none')
                           if gen is None else 'the discriminator itself (untied_generator: false)'
                           if gen['body'] is planned['discriminator']['body'] else f"own body, {gen['body'].embeddings}"),
+            'mask_prob': planned['cloze']['mask_prob'] if 'cloze' in planned else None,
             'sizes': sizes, 'outputs': {r: str(p) for r, p in paths.items()}, 'mapped': mapped,
             'skipped': planned['skipped'], 'checked': checked}
 
@@ -499,7 +521,9 @@ def convert_tf_checkpoint(src: str | Path, out: str | Path, hparams: str | Path 
     run_pretraining.py hparams JSON (heads, lower-casing); `vocab`: its vocab.txt when not beside the checkpoint;
     `verify`: check every tensor's CRC-32C. With a generator, also `out/pretraining.pth`, the pair as a checkpoint
     `pretrain.py --init_from` starts from (as it does from `out` itself). An `hparams.json` beside the checkpoint is
-    read when `hparams` is not given. Returns the paths by role ('discriminator', 'generator', 'pretraining')."""
+    read when `hparams` is not given. An Electric checkpoint writes `out/cloze` (its two-tower cloze model, as an
+    Electric run's export does) in place of a generator. Returns the paths by role ('discriminator', 'generator',
+    'cloze', 'pretraining')."""
     # what is read is found first, so that a missing checkpoint is named, never an --out beside where it would be;
     # then --out is weighed against it, before the checkpoint is read and verified
     prefix = resolve_prefix(src)
@@ -516,17 +540,19 @@ def convert_tf_checkpoint(src: str | Path, out: str | Path, hparams: str | Path 
     planned = plan_models(ckpt, hp, tokenizer.pad_token_id)
     _prepare_out(out, overwrite)
     paths = {}
-    for role in ('discriminator', 'generator'):
-        if role not in planned: continue
+    for role in (r for r in FOLDERS if r in planned):  # the discriminator first: the cloze model records it
         load_weights(planned[role]['model'], planned[role]['plan'], ckpt)
-        paths[role] = save_model(planned[role]['model'], out / role)
-        save_exported_tokenizer(tokenizer, paths[role])  # a vocab.txt's WordPiece: saved as it is (BERT's encoding)
+        if role == 'cloze':
+            paths[role] = save_cloze(planned[role]['model'], planned[role]['mask_prob'], out / role, paths['discriminator'])
+        else:
+            paths[role] = save_model(planned[role]['model'], out / role)
+            save_exported_tokenizer(tokenizer, paths[role])  # a vocab.txt's WordPiece: saved as it is (BERT's encoding)
         planned[role]['model'] = None  # free it before the next one is read
     checked = verify_conversion(paths, {r: planned[r]['plan'] for r in paths}, ckpt)
     if 'generator' in paths:  # the pair as one pretraining checkpoint, for `pretrain.py --init_from`
         paths['pretraining'] = save_init_checkpoint(load_init(str(out)), out / 'pretraining.pth')
     report = _report(ckpt, vocab, lowercase, hp, planned, paths, checked)
     (out / 'conversion.json').write_text(json.dumps(report, indent=1) + '\n', encoding='utf-8')
-    for role in ('discriminator', 'generator'):
+    for role in FOLDERS:
         if role in paths: write_conversion_card(paths[role], role, report)  # README.md: source, config, checks
     return paths

@@ -24,7 +24,7 @@ from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import is_main_process
 
 __all__ = ['CARD', 'CITATION', 'LICENSE', 'LICENSE_NOTE', 'card_text', 'write_card', 'last_row', 'yaml_block',
-           'details', 'hub_datasets', 'write_pretrained_card']
+           'details', 'hub_datasets', 'write_pretrained_card', 'electric_head', 'scores_usage', 'CLOZE_USAGE']
 
 CARD = 'README.md'  # the name transformers and the Hub give a model's card
 CITATION = """\
@@ -251,6 +251,32 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
     return write_card(folder, data, body, about.get('config', 'config.json'))
 
 
+def electric_head(mask_prob: str) -> str:
+    """What an Electric discriminator's exported head gives (its energy) and how its run's p(replaced) is had (with
+    the cloze model beside it in `cloze/`): the clause after "the head's logits", `mask_prob` the constant in words."""
+    return ("is Electric's energy E(x)_t of each token (low where the token is likely in its context: exp(-E) is the "
+            "model's unnormalised p(x_t | context)), not the probability that a token was replaced: its sigmoid is no "
+            "score of the run. The run's probability that a token is noise (a sample at a masked position) is "
+            f"p(replaced) = sigmoid(E + log q(x_t | context) + log(mask_prob / (1 - mask_prob))), with {mask_prob} "
+            '(also in `cloze/cloze_config.json`) and q the two-tower cloze model beside this folder in `cloze/` '
+            '(google-research/electra run_pretraining.py `_get_discriminator_output`). `electra.electric_scores(path, '
+            'texts)` computes the energy, log q, the logit and p(replaced) of every token from the two folders.')
+
+
+def scores_usage(folder: Path) -> list[str]:
+    "The lines of markdown that score a text with Electric's discriminator and cloze model beside `folder`, one of them."
+    run = folder.parent.name
+    return ['```python', 'import electra', '',
+            f"scores = electra.electric_scores('{run}/discriminator', ['A text to score.'])  # reads {run}/cloze too",
+            "scores[0].p_replaced  # per token: the run's probability that it is noise; also .energy, .log_q, .logits",
+            '```']
+
+
+CLOZE_USAGE = ('No transformers class holds the two towers: the folder holds `cloze.safetensors` and '
+               '`cloze_config.json`, no `config.json`, and the electra library reads them back with the discriminator '
+               'beside them:')
+
+
 def _replacements(objective: Objective, cfg: dict) -> str:
     "Where the replacements a replaced-token detector learnt came from, by its row and the run's config."
     if cfg.get('uniform_generator'):
@@ -280,15 +306,7 @@ def _head_section(objective: Objective, cfg: dict) -> str:
                        'input token either, which the MLM head (in the `.pth` only) shares.')
     if objective.noise_log_prob:
         k = cfg.get('mask_prob')
-        return lead + (f"is Electric's energy E(x)_t of each token (low where the token is likely in its context: "
-                       "exp(-E) is the model's unnormalised p(x_t | context)), not the probability that a token was "
-                       "replaced: its sigmoid is no score of the run. The run's probability that a token is noise (a "
-                       'sample at a masked position) is p(replaced) = sigmoid(E + log q(x_t | context) + '
-                       f"log(mask_prob / (1 - mask_prob))), with {f'mask_prob {k}' if k else 'the run’s mask_prob'} "
-                       '(also in `cloze/cloze_config.json`) and q the two-tower cloze model exported beside this '
-                       'folder in `cloze/` (google-research/electra run_pretraining.py `_get_discriminator_output`). '
-                       '`electra.electric_scores(path, texts)` computes the energy, log q, the logit and p(replaced) of '
-                       'every token from the two folders.')
+        return lead + electric_head(f'mask_prob {k}' if k else "the run's mask_prob")
     where = ('the masked positions only: its loss saw no other token, so its sigmoid is the probability that a token '
              'was replaced given that it was masked, and at a token that was not (every token of an unaltered text) it '
              'answers what it was never trained on' if objective.positions == 'chosen' else
@@ -297,20 +315,11 @@ def _head_section(objective: Objective, cfg: dict) -> str:
                    f'{_replacements(objective, cfg)}, as the run scored {where}.')
 
 
-_SCORES = ['```python', 'import electra', '',
-           "scores = electra.electric_scores('{run}/discriminator', ['A text to score.'])  # reads {run}/cloze too",
-           "scores[0].p_replaced  # per token: the run's probability that it is noise; also .energy, .log_q, .logits",
-           '```']
-
-
 def _usage(folder: Path, role: str, objective: Objective | None) -> str:
     """How to load the network of `folder` with transformers' Auto classes (and fine-tune the discriminator), and an
     Electric run's scores with the library (the cloze model has no transformers class)."""
-    scores = [line.format(run=folder.parent.name) for line in _SCORES]
-    if role == 'cloze':
-        return '\n'.join(['## How to use', '', 'No transformers class holds the two towers: the folder holds '
-                          '`cloze.safetensors` and `cloze_config.json`, no `config.json`, and the electra library reads '
-                          'them back with the discriminator exported beside them:', '', *scores])
+    scores = scores_usage(folder)
+    if role == 'cloze': return '\n'.join(['## How to use', '', CLOZE_USAGE, '', *scores])
     auto = _ROLES[role]['auto']
     lines = ['## How to use', '', '```python', f'from transformers import {auto}, AutoTokenizer', '',
              f"path = '{folder.parent.name}/{folder.name}'  # this folder, wherever it lies",

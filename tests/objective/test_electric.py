@@ -143,26 +143,40 @@ def test_the_training_step_takes_the_official_losses(monkeypatch):
     torch.testing.assert_close(step.sums[2].float(), rec['disc_loss'], atol=1e-5, rtol=0)
 
 
-def test_the_converted_discriminator_gives_the_official_logits(tmp_path, capsys):
-    """The official Electric checkpoint converts: its discriminator as ELECTRA's, whose head logit plus the official
-    cloze log-probability and log(p / (1 - p)) is the official logit; the two-tower generator is skipped, said so."""
+def test_the_converted_discriminator_and_cloze_model_give_the_official_logits(tmp_path, capsys):
+    """The official Electric checkpoint converts: its discriminator as ELECTRA's, and its two-tower cloze model to
+    cloze/ as an Electric run's export writes it, whose cloze logits are the official ones and whose log q, added to
+    the head's logit with log(p / (1 - p)) (`electric_logits`), is the official logit; its card says the head gives the
+    energy alone (R12a-4: before, the generator was skipped and the card called the head replaced-token detection)."""
     from electra.convert.__main__ import main
+    from electra.objective.model import electric_logits
+    from electra.pretrained.export import load_cloze
     from transformers import ElectraForPreTraining
     assert main(['tf', str(FIXTURE), '--out', str(tmp_path)]) == 0
     said = capsys.readouterr().out.splitlines()
     assert [line for line in said if line.startswith('generator')] == \
-        ["generator: none: Electric's two-tower cloze generator: no transformers counterpart (a left-to-right and a "
-         "right-to-left transformer whose shifted outputs are concatenated); only the discriminator is exported"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ['conversion.json', 'discriminator']
+        ["generator: none: Electric's two-tower cloze generator, in cloze/: no transformers counterpart (a "
+         "left-to-right and a right-to-left transformer whose shifted outputs are concatenated), written in the "
+         "electra library's own files, which electra.electric_scores reads with the discriminator"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['cloze', 'conversion.json', 'discriminator']
     report = json.loads((tmp_path / 'conversion.json').read_text())
-    tower_vars = [n for n, why in report['skipped'].items() if why.startswith("Electric's")]
-    assert {n.split('/')[0] for n in tower_vars} == {'generator_ltr', 'generator_rtl', 'cloze_predictions'}
+    towers = {'generator_ltr', 'generator_rtl', 'cloze_predictions'}  # mapped now: only their optimizer slots skipped
+    assert report['mask_prob'] == 0.2 and {why for n, why in report['skipped'].items() if n.split('/')[0] in towers} \
+        == {'optimizer slot'}
     rec = official()
     disc = ElectraForPreTraining.from_pretrained(tmp_path / 'discriminator').eval()
+    cloze, mask_prob = load_cloze(tmp_path / 'cloze', tmp_path / 'discriminator')
+    assert disc.config.electra_objective == 'electric' and mask_prob == 0.2
     with torch.no_grad():
         head = disc(rec['fake_input_ids'], attention_mask=rec['input_mask'], token_type_ids=rec['segment_ids']).logits
-    log_q = rec['cloze_logits'].log_softmax(-1).gather(-1, rec['fake_input_ids'][..., None])[..., 0]
-    torch.testing.assert_close(head + log_q + np.log(0.2 / 0.8), rec['disc_logits'], atol=1e-5, rtol=0)
+        logits = cloze(rec['input_ids'], rec['input_mask'].bool(), rec['segment_ids'])
+    torch.testing.assert_close(logits, rec['cloze_logits'], atol=1e-5, rtol=0)
+    torch.testing.assert_close(electric_logits(head, logits, rec['fake_input_ids'], mask_prob), rec['disc_logits'],
+                               atol=1e-5, rtol=0)
+    card = (tmp_path / 'discriminator' / 'README.md').read_text()
+    assert "is Electric's energy E(x)_t of each token" in card and 'electra.electric_scores' in card
+    assert '(replaced-token detection)' not in card.replace('not replaced-token detection', '')
+    assert 'No transformers class holds the two towers' in (tmp_path / 'cloze' / 'README.md').read_text()
 
 
 def test_a_partial_electric_generator_is_refused(tmp_path):

@@ -220,8 +220,9 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
                           objective: Objective | None = None, tokenizer_note: str = '') -> Path:
     """Write the card of `net`, the `role` ('discriminator', 'generator' or Electric's 'cloze') of the pretraining run
     in `run_dir`, exported to `folder`: its metadata (with the held-out metrics as the model-index), what it is (by its
-    `objective`'s row, else the one its config names) and what its exported head gives, how it was trained, its metrics, how to load it (and `tokenizer_note`, where
-    its tokenizer does not encode as the run did: `save_exported_tokenizer`). Reads the run's `config.yaml`,
+    `objective`'s row, else the one its config names) and what its exported head gives, how it was trained, its
+    metrics, how to load it (and `tokenizer_note`, where its tokenizer does not encode as the run did:
+    `save_exported_tokenizer`). Reads the run's `config.yaml`,
     `metrics.csv` and `eval_metrics.csv`, those that exist."""
     folder, run_dir, about = Path(folder), Path(run_dir), _ROLES[role]
     try: cfg = yaml.safe_load((run_dir / 'config.yaml').read_text(encoding='utf-8')) or {}

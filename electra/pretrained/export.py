@@ -82,7 +82,8 @@ def _net_names(model: ElectraGeneratorDiscriminator) -> tuple[str, ...]:
 
 def _exported_nets(model: ElectraGeneratorDiscriminator, run_dir: str | Path) -> dict[Path, nn.Module]:
     """Where each network of `model` is exported and what is written there: cut back to the model's vocabulary size,
-    the discriminator's tables made whole under gradient-disentangled sharing (the generator's + its residual)."""
+    the discriminator's tables made whole under gradient-disentangled sharing (the generator's + its residual);
+    Electric's cloze model a copy of the tokenizer's vocabulary (`cloze_state`)."""
     out = {}
     for name in _net_names(model):
         if name == 'cloze':
@@ -99,9 +100,10 @@ def _exported_nets(model: ElectraGeneratorDiscriminator, run_dir: str | Path) ->
 
 def export_pretrained(model: ElectraGeneratorDiscriminator, tokenizer: PreTrainedTokenizerBase, run_dir: str | Path) -> dict[str, Path]:
     """Save `run_dir/discriminator` and `run_dir/generator` (none without a generator network: BERT, the uniform
-    generator), each with the tokenizer; returns the paths. The discriminator is the model to fine-tune, also for the
-    MLM objectives, whose encoder it holds (its replaced-token-detection head is then the copy gate or untrained).
-    A padded vocabulary (`pad_vocab_multiple`) is cut back to the tokenizer's size."""
+    generator), each with the tokenizer, and for Electric `run_dir/cloze` (`save_cloze`: its discriminator's score
+    needs it); returns the paths. The discriminator is the model to fine-tune, also for the MLM objectives, whose
+    encoder it holds (its replaced-token-detection head is then the copy gate or untrained; its card says what the head
+    gives). A padded vocabulary (`pad_vocab_multiple`) is cut back to the tokenizer's size."""
     if not is_main_process(): return {name: Path(run_dir) / name for name in _net_names(model)}
     nets = _exported_nets(model, run_dir)
     for path, net in nets.items():  # the discriminator first: the cloze model records what it was written beside
@@ -175,7 +177,8 @@ def cloze_state(generator: TwoTowerClozeGenerator, vocab_size: int) -> dict[str,
 
 def _cloze_net(config: ElectraConfig, shared: bool, state: dict[str, torch.Tensor]) -> TwoTowerClozeGenerator:
     "A two-tower cloze model of the towers' `config` holding `state` (as `cloze_state` gives it), in eval mode."
-    net = TwoTowerClozeGenerator(config)
+    with torch.random.fork_rng(devices=[]):  # its initial weights are replaced: their draws leave torch's stream alone
+        net = TwoTowerClozeGenerator(config)
     if shared:  # one embedding module for both towers, as in the run
         net.rtl.embeddings = net.ltr.embeddings
         state = {**state, **{'rtl' + k[3:]: v for k, v in state.items() if k.startswith('ltr.embeddings.')}}

@@ -638,12 +638,37 @@ def test_a_resume_of_a_run_begun_from_weights_goes_on_without_repeating_init_fro
 def test_a_resume_given_another_tokenizer_is_refused_with_a_fix_that_works(finished, tmp_path):
     """The refusal's fix was "pass the run's own tokenizer/ with --tokenizer", a folder inside the output folder, which
     is refused in turn. The run trained its own tokenizer at its start: the fix is to drop --tokenizer, and it works."""
+    from transformers import AutoTokenizer
     ckpt = copy_of(finished, tmp_path)
+    run = ckpt / 'done_11081' / 'discriminator'  # its export: the tokenizer it trained at its start
     vocab = tmp_path / 'vocab.txt'
     vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'the', 'a', '.']) + '\n')
     with pytest.raises(ConfigError) as e:
         pretrain(tmp_path, *FINISHED, '--resume', '--steps', '12', '--tokenizer', str(vocab))
     assert str(e.value) == (f"{ckpt / 'done_11081_100%.pth'}: cannot resume: the tokenizer differs from the one this "
-                            "checkpoint was trained with. Drop --tokenizer: the run goes on with the tokenizer it "
-                            "trained at its start (its tokenizer/).")
+                            f"checkpoint was trained with (8 entries now, {len(AutoTokenizer.from_pretrained(run))} "
+                            "then). Drop --tokenizer: the run goes on with the tokenizer "
+                            "it trained at its start (its tokenizer/).")
     assert pretrain(tmp_path, *FINISHED, '--resume', '--steps', '12')['start_step'] == 8
+
+
+def test_a_resume_over_a_tokenizer_file_edited_in_place_names_the_change(tmp_path):
+    """A run begun with --tokenizer vocab.txt whose file was edited since is refused on a resume; the fix was "give
+    --tokenizer vocab.txt", the path typed already. The line says the file changed, where (the first entry that
+    differs, both spellings, how many differ) and that restoring it, or another run, is the way on."""
+    g = pretrain(tmp_path, *TINY, '--steps', '4', '--run_name', 'own')
+    entries = sorted(g['tokenizer'].vocab, key=g['tokenizer'].vocab.get)
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(entries) + '\n')
+    start = [*TINY, '--run_name', 'own2', '--tokenizer', str(vocab), '--checkpoint_at', '1.0']
+    pretrain(tmp_path, *start, '--steps', '4')
+    i, j = len(entries) - 2, len(entries) - 1
+    entries[i], entries[j] = entries[j], entries[i]
+    vocab.write_text('\n'.join(entries) + '\n')
+    with pytest.raises(ConfigError) as e:
+        pretrain(tmp_path, *start, '--steps', '6', '--resume')
+    ckpt = tmp_path / 'ckpt' / 'own2_11081_100%.pth'
+    assert str(e.value) == (
+        f"{ckpt}: cannot resume: the tokenizer {vocab} has changed since this run began (2 entries differ, the first "
+        f"at id {i}: {entries[i]!r} now, {entries[j]!r} then). Restore that file to continue the run, or start "
+        "another with --run_name NAME.")

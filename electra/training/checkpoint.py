@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -221,6 +222,37 @@ def _fix(refused: list[tuple]) -> str:
             "--overwrite true.")
 
 
+def _vocabulary(state: dict[str, str]) -> list[str]:
+    "A tokenizer's entries in id order, read off the `tokenizer.json` (or `vocab.txt`) of its saved files."
+    if 'tokenizer.json' not in state: return state.get('vocab.txt', '').splitlines()
+    vocab = json.loads(state['tokenizer.json'])['model'].get('vocab') or {}
+    return sorted(vocab, key=vocab.get) if isinstance(vocab, dict) else [entry for entry, *_ in vocab]
+
+
+def _tokenizer_difference(then: dict[str, str], now: dict[str, str]) -> str:
+    "Where two saved tokenizers differ, for the user to find it: the first entry that differs, or the other settings."
+    old, new = _vocabulary(then), _vocabulary(now)
+    if len(old) != len(new): return f"{len(new)} entries now, {len(old)} then"
+    differ = [i for i, (a, b) in enumerate(zip(old, new)) if a != b]
+    if not differ: return "the same entries; its other settings (normalizer, special tokens) differ"
+    first = differ[0]
+    return (f"{len(differ)} entr{'ies differ' if len(differ) > 1 else 'y differs'}, the first at id {first}: "
+            f"{new[first]!r} now, {old[first]!r} then")
+
+
+def _tokenizer_refusal(ckpt: dict, given: str | None, now: dict[str, str]) -> str:
+    """Why a resume's tokenizer is refused and the fix: the file the run began with edited since (restore it), another
+    one given (give that one), or one given to a run that trained its own at its start (drop it)."""
+    began, difference = _saved_value(ckpt['config'], 'tokenizer'), _tokenizer_difference(ckpt['tokenizer'], now)
+    if began and given == began:
+        return (f"the tokenizer {given} has changed since this run began ({difference}). Restore that file to continue "
+                "the run, or start another with --run_name NAME.")
+    # the fix is how the run began (its tokenizer/ lies in the output folder, which no input may)
+    fix = (f"Give --tokenizer {began}, the one the run began with" if began else
+           "Drop --tokenizer: the run goes on with the tokenizer it trained at its start (its tokenizer/)")
+    return f"the tokenizer differs from the one this checkpoint was trained with ({difference}). {fix}."
+
+
 def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[str, str], path: Path) -> None:
     """Refuse a resume whose settings that change training (`RESUME_SAME`) or tokenizer differ from the checkpoint's,
     naming the key, both values and the fix; say in one line which of `RESUME_SAID` changed. The corpus is compared
@@ -235,12 +267,7 @@ def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[st
         raise ConfigError(f"{path}: cannot resume: " + '; '.join(f"'{k}' was {a!r} in the checkpoint but is {b!r} now"
                                                                  for k, a, b in refused) + f'. {_fix(refused)}')
     if ckpt['tokenizer'] != tokenizer_state:
-        # the fix is how the run began (its tokenizer/ lies in the output folder, which no input may)
-        began = _saved_value(saved, 'tokenizer')
-        fix = (f"Give --tokenizer {began}, the one the run began with" if began else
-               "Drop --tokenizer: the run goes on with the tokenizer it trained at its start (its tokenizer/)")
-        raise ConfigError(f"{path}: cannot resume: the tokenizer differs from the one this checkpoint was trained "
-                          f"with. {fix}.")
+        raise ConfigError(f"{path}: cannot resume: {_tokenizer_refusal(ckpt, cfg_dict.get('tokenizer'), tokenizer_state)}")
     said = [f'{k} was {_saved_value(saved, k)!r} in the checkpoint and is {cfg_dict.get(k)!r} now' for k in RESUME_SAID
             if _saved_value(saved, k) != cfg_dict.get(k)]
     if said and is_main_process():

@@ -72,6 +72,7 @@ class Objective:
     uniform_generator: str = ''  # why the uniform generator cannot stand in for its generator; '' it can
     init_from: str = ''      # why it cannot start from existing weights (`init_from`); '' it can
     two_stage: bool = False  # two-stage training can run it: a masked-LM generator, then the discriminator from it
+    paper: str = ''          # the paper of a variant not in the ELECTRA paper, cited on its cards beside ELECTRA's
 
     def __post_init__(self):
         for key, value, domain in (('generator', self.generator, GENERATOR_KINDS), ('head', self.head, tuple(HEADS)),
@@ -162,13 +163,16 @@ ROWS = (
                               "nothing (official `untied_generator_embeddings`)",
               uniform_generator="Electric's discriminator needs the cloze generator's probabilities",
               init_from="Electric's two-tower cloze generator has no counterpart in ELECTRA weights (a masked LM): "
-                        "start it fresh, without --init_from"),
+                        "start it fresh, without --init_from",
+              paper='Clark, Luong, Le and Manning, "Pre-Training Transformers as Energy-Based Cloze Models", EMNLP '
+                    '2020'),
     Objective('fast_electra', 'Fast-ELECTRA, an existing masked LM as a frozen generator, its sampling temperature '
               'annealed (Dong et al., ICLR 2024)', 'frozen', tie_weights=('none',),
               tie_weights_why='the frozen generator is an existing model: it shares no weights',
               uniform_generator='the frozen generator samples the replacements',
               init_from='a fast_electra run starts its discriminator fresh (continuing from weights with a frozen '
-                        'generator is not supported): leave it empty'),
+                        'generator is not supported): leave it empty',
+              paper='Dong, Liu, Cheng, Shang, Gao and Liu, "Fast-ELECTRA for Efficient Pre-training", ICLR 2024'),
 )
 OBJECTIVES: dict[str, Objective] = {row.name: row for row in ROWS}
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from huggingface_hub import ModelCardData
 
+from electra.config.objectives import OBJECTIVES
 from electra.pretrained.card import (
     CLOZE_USAGE,
     LICENSE,
@@ -107,4 +108,6 @@ def write_conversion_card(folder: str | Path, role: str, report: dict) -> Path:
         f"## How it was checked\n\n{_checks(report, role)}",
         _usage(folder, role, report),
         LICENSE_NOTE])
-    return write_card(folder, data, body, _CONFIGS[role])
+    # an Electric checkpoint (its mask_prob read) cites Electric's paper beside ELECTRA's
+    objective = OBJECTIVES['electric'] if report.get('mask_prob') is not None else None
+    return write_card(folder, data, body, _CONFIGS[role], objective)

@@ -110,19 +110,23 @@ def _what(role: str, objective: Objective | None, init_from: str) -> str:
     return 'the model to fine-tune: ' + _DISC_HEADS[objective.head].format(fake=fake, task=task, rtd_head=rtd_head)
 
 
-def card_text(data: ModelCardData, body: str, config: str = 'config.json') -> str:
+def card_text(data: ModelCardData, body: str, config: str = 'config.json', objective: Objective | None = None) -> str:
     """A card: the metadata block (with `electra_version`, the library that wrote it), `body` (markdown), the line
-    naming the library's version (also in the folder's `config` file), the citation."""
+    naming the library's version (also in the folder's `config` file), the citation (and the paper of `objective`,
+    a variant's, where it has one)."""
     data.electra_version = __version__
+    variant = (f'\n\nThe objective `{objective.name}` is from {objective.paper}.'
+               if objective is not None and objective.paper else '')
     return (f'---\n{data.to_yaml()}\n---\n\n{body.rstrip()}\n\nWritten by the electra library {__version__} '
             f'(`electra_version` in the metadata above and in `{config}`).\n\n## Citation\n\nThe method is ELECTRA '
-            f'(Clark et al., ICLR 2020):\n\n```bibtex\n{CITATION}\n```\n')
+            f'(Clark et al., ICLR 2020):\n\n```bibtex\n{CITATION}\n```{variant}\n')
 
 
-def write_card(folder: str | Path, data: ModelCardData, body: str, config: str = 'config.json') -> Path:
+def write_card(folder: str | Path, data: ModelCardData, body: str, config: str = 'config.json',
+               objective: Objective | None = None) -> Path:
     "Write the card of `folder` (`folder/README.md`), on the main process, atomically; returns its path."
     path = Path(folder) / CARD
-    if is_main_process(): atomic_write_text(card_text(data, body, config), path)
+    if is_main_process(): atomic_write_text(card_text(data, body, config, objective), path)
     return path
 
 
@@ -249,7 +253,7 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
             f"{sum(p.numel() for p in net.parameters()) / 1e6:.2f}M parameters.\n\n{head}"
             f"{_run_section(cfg, train_row, eval_row, role, objective, schedules)}\n\n"
             f"{_usage(folder, role, objective)}\n\n{note}{LICENSE_NOTE}")
-    return write_card(folder, data, body, about.get('config', 'config.json'))
+    return write_card(folder, data, body, about.get('config', 'config.json'), objective)
 
 
 def electric_head(mask_prob: str) -> str:

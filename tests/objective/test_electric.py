@@ -177,6 +177,8 @@ def test_the_converted_discriminator_and_cloze_model_give_the_official_logits(tm
     assert "is Electric's energy E(x)_t of each token" in card and 'electra.electric_scores' in card
     assert '(replaced-token detection)' not in card.replace('not replaced-token detection', '')
     assert 'No transformers class holds the two towers' in (tmp_path / 'cloze' / 'README.md').read_text()
+    for role in ('discriminator', 'cloze'):  # Electric's paper cited beside ELECTRA's
+        assert 'Energy-Based Cloze Models", EMNLP 2020' in (tmp_path / role / 'README.md').read_text().split('## Citation')[1]
 
 
 def test_a_partial_electric_generator_is_refused(tmp_path):

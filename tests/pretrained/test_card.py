@@ -201,3 +201,10 @@ def test_the_card_says_whether_the_exported_head_gives_the_run_s_score(tmp_path,
               'masked LM that the run did not train and does not export, sampling at a temperature annealed from 2.0 '
               "to 1.0" if row.generator == 'frozen' else "the run's generator (exported beside this folder, `generator/`)")
     assert (source in head) == (gives and pred.disc_logits is not None)
+    # the variants of their own papers cite them beside ELECTRA's, on every card of the run; ELECTRA's own do not
+    papers = {'electric': '"Pre-Training Transformers as Energy-Based Cloze Models", EMNLP 2020',
+              'fast_electra': '"Fast-ELECTRA for Efficient Pre-training", ICLR 2024'}
+    for folder in paths.values():
+        citation = (folder / 'README.md').read_text().split('## Citation\n\n')[1]
+        assert '@inproceedings{clark2020electra,' in citation
+        assert (papers[name] in citation) if name in papers else ('The objective' not in citation)

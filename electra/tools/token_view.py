@@ -28,9 +28,10 @@ import torch
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import saved_config
+from electra.data.tokenizer import vocabulary_mismatch
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model, past_pretraining
-from electra.pretrained.generator import load_generator, vocabulary_mismatch
+from electra.pretrained.generator import load_generator
 from electra.runtime.files import saved_by_torch
 from electra.training.checkpoint import load_checkpoint
 

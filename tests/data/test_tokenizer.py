@@ -381,6 +381,9 @@ def test_one_vocabulary_however_read_is_one_identity_and_each_difference_is_name
     assert {tokenizer_identity(t) for t in alike} == {tokenizer_identity(own)}
     assert all(tokenizer_difference(t, own, "the model's tokenizer") is None for t in alike)
     assert tokenizer_fingerprint(alike[0]) != tokenizer_fingerprint(own)  # the word length: a cache key, not a meaning
+    # a corpus cache (`data.cache.build_corpus`) is keyed by the fingerprint: one of the same words in another order
+    # is built again, never read as this one's
+    assert tokenizer_fingerprint(reordered(own)) != tokenizer_fingerprint(own)
     assert tokenizer_difference(reordered(own), own, "the model's tokenizer") == (
         "its vocabulary (13 tokens) is not that of the model's tokenizer (13 tokens; 'a' is 12 there, 9 here)")
     cased = AutoTokenizer.from_pretrained(tmp_path / 'tok', do_lower_case=False)

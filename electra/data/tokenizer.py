@@ -34,7 +34,8 @@ from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
            'upper_entries', 'applied_case', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer',
-           'get_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'pad_token_id',
+           'get_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'first_difference',
+           'vocabulary_mismatch', 'tokenizer_identity', 'tokenizer_difference', 'pad_token_id',
            'RUN_INPUTS', 'run_encoding', 'save_exported_tokenizer']
 
 TOKENIZER_DIR = 'tokenizer'  # in a pretraining run's folder: the tokenizer trained for it
@@ -391,6 +392,53 @@ def tokenizer_fingerprint(tokenizer) -> str:
         for key in ('truncation', 'padding'): spec.pop(key, None)
         text = json.dumps(spec, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def first_difference(theirs: dict[str, int], ours: dict[str, int]) -> str:
+    "The first token (in sorted order) whose id differs between two vocabularies, ours searched first."
+    return next((t for t in sorted(ours) if theirs.get(t) != ours[t]), None) or \
+        next(t for t in sorted(theirs) if theirs[t] != ours.get(t))
+
+
+def vocabulary_mismatch(theirs: PreTrainedTokenizerBase, ours: PreTrainedTokenizerBase, whose: str) -> str | None:
+    """None where two tokenizers give every token the same id; else, for a refusal, "(N tokens) is not `whose` (M
+    tokens; 'x' is i there, j here)", naming the first token that differs (`first_difference`)."""
+    theirs, ours = theirs.get_vocab(), ours.get_vocab()
+    if theirs == ours: return None
+    diff = first_difference(theirs, ours)
+    return (f"({len(theirs)} tokens) is not {whose} ({len(ours)} tokens; {diff!r} is {theirs.get(diff)} there, "
+            f"{ours.get(diff)} here)")
+
+
+_SPECIAL = ('cls_token', 'sep_token', 'pad_token', 'mask_token', 'unk_token')
+# what a tokenizer does to its input (`applied_case`), as a refusal says it: (done, not done)
+_DOES = {'lowercase': ('lower-cases its input', 'keeps its case'), 'strip_accents': ('strips accents', 'keeps accents')}
+
+
+def tokenizer_identity(tokenizer) -> str:
+    """What a model's ids mean, by content, as 16 hex digits: its tokenizer's tokens by id, the ids of its special
+    tokens and what it does to its input (`applied_case`). One vocabulary however it was read (its folder, a
+    checkpoint's state, transformers' AutoTokenizer, whose WordPiece reads words of 100 characters where the library's
+    readers take the official 200): whether a tokenizer is a model's own (`tokenizer_difference`), and what a
+    fine-tuning run records of the one it read (`finetuning.inputs`)."""
+    spec = {'vocab': sorted(tokenizer.get_vocab().items(), key=lambda kv: (kv[1], kv[0])),
+            'special': {n: getattr(tokenizer, f'{n}_id', None) for n in _SPECIAL}, 'case': applied_case(tokenizer)}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def tokenizer_difference(theirs: PreTrainedTokenizerBase, ours: PreTrainedTokenizerBase, whose: str) -> str | None:
+    """None where two tokenizers are one (`tokenizer_identity`); else, for a refusal, what `theirs` does otherwise
+    than `whose` (`ours`, e.g. "the model's tokenizer"): its vocabulary (`vocabulary_mismatch`), what it does to its
+    input, or the id of a special token."""
+    if tokenizer_identity(theirs) == tokenizer_identity(ours): return None
+    if differs := vocabulary_mismatch(theirs, ours, f'that of {whose}'): return f'its vocabulary {differs}'
+    case, own = applied_case(theirs), applied_case(ours)
+    for key, (done, kept) in _DOES.items():
+        if case.get(key, False) != own.get(key, False):
+            return f"it {done if case.get(key) else kept}, where {whose} {done if own.get(key) else kept}"
+    name = next(n for n in _SPECIAL if getattr(theirs, f'{n}_id', None) != getattr(ours, f'{n}_id', None))
+    return (f"its {name} is {getattr(theirs, name, None)!r} (id {getattr(theirs, f'{name}_id', None)}), that of "
+            f"{whose} {getattr(ours, name, None)!r} (id {getattr(ours, f'{name}_id', None)})")
 
 
 def pad_token_id(tokenizer) -> int:

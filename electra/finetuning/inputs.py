@@ -1,7 +1,7 @@
 """What produced a fine-tuning run's result, recorded in its row of the results table and compared when a sweep runs
-again: the model and the task's data by content, the task file's settings, and the run's values of the keys that
-change a result (`RESULT_KEYS`, its seed). A finished run is reused only when all of them are the same; otherwise the
-sweep trains it again and says in one line what changed (`sweep._todo`)."""
+again: the model, the tokenizer and the task's data by content, the task file's settings, and the run's values of the
+keys that change a result (`RESULT_KEYS`, its seed). A finished run is reused only when all of them are the same;
+otherwise the sweep trains it again and says in one line what changed (`sweep._todo`)."""
 from __future__ import annotations
 
 import hashlib
@@ -16,7 +16,8 @@ from electra.config.finetune import RESULT_KEYS, FinetuneConfig
 from electra.finetuning.tasks.base import FinetuningTask
 from electra.runtime.files import FileDigests
 
-__all__ = ['RunInputs', 'as_read_back', 'data_digests', 'data_named', 'run_inputs', 'recorded_inputs', 'what_changed']
+__all__ = ['RunInputs', 'as_read_back', 'data_digests', 'data_named', 'run_inputs', 'recorded_inputs',
+           'recorded_tokenizer', 'what_changed']
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class RunInputs:
     """What a run's result depends on. Its row holds `model` in the column `model_fingerprint` and the rest as JSON in
     `settings`, values as JSON reads them back."""
     model: str   # `model_fingerprint`: the model's files by content
+    tokenizer: str  # `tokenizer_identity` of the tokenizer it read: what the ids of its inputs mean
     data: dict   # split -> digest of its files' bytes (`data_digests`)
     task: dict   # the task file's settings (`FinetuningTask.settings`); {} for a GLUE task
     run: dict    # the run's seed and its values of RESULT_KEYS
@@ -31,7 +33,8 @@ class RunInputs:
     @property
     def settings(self) -> str:
         "The row's `settings` column."
-        return json.dumps({'data': self.data, 'task': self.task, 'run': self.run}, sort_keys=True)
+        return json.dumps({'tokenizer': self.tokenizer, 'data': self.data, 'task': self.task, 'run': self.run},
+                          sort_keys=True)
 
 
 def data_digests(files: dict[str, list[Path]], digests: FileDigests) -> dict[str, str]:
@@ -59,13 +62,14 @@ def as_read_back(values):
     return json.loads(json.dumps(values, default=str))
 
 
-def run_inputs(task_cfg: FinetuneConfig, task: FinetuningTask, model: str, data: dict[str, str], seed: int,
-               doubled: bool, resolved: dict[str, str]) -> RunInputs:
-    """The inputs of one run: `resolved` the `precision` as it resolves on this device ('auto' is not a number
-    format), the `device`'s type (cpu, cuda: not which GPU) and the torchrun job's `processes` (with dropout on, each
-    draws its rows' masks), `double_unordered` as it applies to the task (`doubled`)."""
+def run_inputs(task_cfg: FinetuneConfig, task: FinetuningTask, model: str, tokenizer: str, data: dict[str, str],
+               seed: int, doubled: bool, resolved: dict[str, str]) -> RunInputs:
+    """The inputs of one run (`tokenizer`: the `tokenizer_identity` of the one it reads): `resolved` the `precision` as
+    it resolves on this device ('auto' is not a number format), the `device`'s type (cpu, cuda: not which GPU) and the
+    torchrun job's `processes` (with dropout on, each draws its rows' masks), `double_unordered` as it applies to the
+    task (`doubled`)."""
     run = {k: getattr(task_cfg, k) for k in RESULT_KEYS} | {'seed': seed, 'double_unordered': doubled, **resolved}
-    return RunInputs(model, data, as_read_back(task.settings()), as_read_back(run))
+    return RunInputs(model, tokenizer, data, as_read_back(task.settings()), as_read_back(run))
 
 
 def recorded_inputs(settings) -> dict | None:
@@ -73,6 +77,11 @@ def recorded_inputs(settings) -> dict | None:
     try: values = json.loads(settings)
     except (TypeError, ValueError): return None
     return values if isinstance(values, dict) and {'data', 'task', 'run'} <= set(values) else None
+
+
+def recorded_tokenizer(settings) -> str | None:
+    "The `tokenizer_identity` a row's (or a run's checkpoint's) `settings` record; None in one of an earlier version."
+    return (recorded_inputs(settings) or {}).get('tokenizer')
 
 
 def _files_phrase(files: list[Path]) -> str:
@@ -88,6 +97,10 @@ def what_changed(row: dict, new: RunInputs, files: dict[str, list[Path]], model:
     if pd.isna(made_from): unrecorded.append('the model')
     elif made_from != new.model: changed.append(f'the model changed ({model} holds other weights)')
     if old is None: return changed, unrecorded + ['the data and settings']
+    if 'tokenizer' not in old: unrecorded.append('the tokenizer')
+    elif old['tokenizer'] != new.tokenizer:
+        changed.append('the tokenizer changed (other tokens, ids or normalisation: its identity was '
+                       f"{old['tokenizer']}, now {new.tokenizer})")
     for split, digest in new.data.items():
         if old['data'].get(split) != digest: changed.append(f'the {split} file changed ({_files_phrase(files[split])})')
     unrecorded += [k for k in new.run if k not in old['run']]  # a key recorded since the row was written

@@ -12,13 +12,15 @@ import torch
 from torch import nn
 
 from electra.config.errors import ConfigError
+from electra.data.tokenizer import tokenizer_difference, tokenizer_identity
 from electra.finetuning.classifier import ElectraClassifier
+from electra.finetuning.inputs import recorded_tokenizer
 from electra.finetuning.tasks.metrics import scores_text
 from electra.pretrained.export import load_discriminator
 from electra.training.checkpoint import FINETUNED_FORMATS, checkpoint_kind
 
-__all__ = ['load_pretrained', 'read_finetuned', 'HEAD_MODELS', 'finetuned_model', 'load_finetuned', 'FORMATS',
-           'run_mismatch', 'read_run', 'load_run']
+__all__ = ['load_pretrained', 'tokenizer_mismatch', 'read_finetuned', 'HEAD_MODELS', 'finetuned_model', 'load_finetuned',
+           'FORMATS', 'run_mismatch', 'read_run', 'load_run']
 
 
 def load_pretrained(source: str, device: str = 'cpu'):
@@ -27,6 +29,24 @@ def load_pretrained(source: str, device: str = 'cpu'):
         raise ConfigError(f"model: {source} not found: run `python pretrain.py` first (the demo preset writes it), or set "
                           "--model to a .pth checkpoint, a save_pretrained directory or a hub name.")
     return load_discriminator(source, device=device)
+
+
+def tokenizer_mismatch(model, tokenizer, whose: str = "the model's tokenizer") -> str:
+    """'' where `tokenizer` is the one `model` was trained with, whose tokens its ids mean; else what differs, for a
+    refusal. A model of `load_pretrained` and a fine-tuned run of `finetuned_model` keep the identity of their own
+    (`electra_tokenizer_identity`: the same vocabulary read otherwise, by transformers' AutoTokenizer or from another
+    folder, is it), the first a copy of it too (`electra_tokenizer`), to say what differs; a model that keeps neither
+    (built in memory) is held to its embedding rows, which a larger tokenizer's ids run past."""
+    recorded = getattr(model, 'electra_tokenizer_identity', None)
+    if recorded is None:
+        rows = getattr(model, 'electra', model).embeddings.word_embeddings.num_embeddings
+        if len(tokenizer) <= rows: return ''
+        return f"it has {len(tokenizer)} tokens, more than the model's {rows} embedding rows"
+    if (identity := tokenizer_identity(tokenizer)) == recorded: return ''
+    own = getattr(model, 'electra_tokenizer', None)
+    return (own is not None and tokenizer_difference(tokenizer, own, whose)) or \
+        (f"its tokens, their ids or what it does to its input are not those of {whose} (its identity {identity}, that "
+         f"of {whose} {recorded})")
 
 
 FORMATS = FINETUNED_FORMATS  # (runs saved before the task kinds: 'electra-glue', a classifier)
@@ -58,13 +78,16 @@ HEAD_MODELS: dict[str, type[nn.Module]] = {}
 
 
 def finetuned_model(ckpt: dict) -> nn.Module:
-    "The model of a fine-tuned run's checkpoint (`read_finetuned`), of any task kind, on the CPU, in eval mode."
+    """The model of a fine-tuned run's checkpoint (`read_finetuned`), of any task kind, on the CPU, in eval mode, with
+    the identity of the tokenizer it was trained with (`electra_tokenizer_identity`) where the run records it."""
     from transformers import ElectraConfig, ElectraModel
     body = ElectraModel(ElectraConfig.from_dict(ckpt['electra_config']))
     if ckpt['format'] == 'electra-glue':  # runs saved before the `target_scale` key learned raw targets
         model = ElectraClassifier(body, ckpt['n_outputs'], ckpt['dropout'], ckpt.get('target_scale', 1.0))
     else: model = HEAD_MODELS.get(ckpt['kind'], ElectraClassifier)(body, **ckpt['head'])
     model.load_state_dict(ckpt['model'])
+    if identity := recorded_tokenizer(ckpt.get('settings')):  # a run of an earlier version records none
+        model.electra_tokenizer_identity = identity
     return model.eval()
 
 

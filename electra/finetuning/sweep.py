@@ -12,14 +12,14 @@ import pandas as pd
 
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import FinetuneConfig, is_task_file
-from electra.data.tokenizer import pad_token_id
+from electra.data.tokenizer import pad_token_id, tokenizer_identity
 from electra.finetuning.card import write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.made_by import (MADE_BY, adopt_moved, check_test_folder, data_line, drop_stale, models_line,
                                         record)
-from electra.finetuning.loading import read_finetuned, run_mismatch
-from electra.finetuning.inputs import RunInputs, data_digests, data_named, run_inputs, what_changed
+from electra.finetuning.loading import read_finetuned, run_mismatch, tokenizer_mismatch
+from electra.finetuning.inputs import RunInputs, data_digests, data_named, recorded_tokenizer, run_inputs, what_changed
 from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, track_exports, train_jobs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
@@ -131,13 +131,13 @@ def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], resu
           resolved: dict, say) -> Iterator[tuple[TaskData, list[RunJob]]]:
     """Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a
     time. Each task's data files are hashed once (`FileDigests`), its runs' inputs made from them."""
-    out, digests = group_dir(cfg), FileDigests()
+    out, digests, identity = group_dir(cfg), FileDigests(), tokenizer_identity(tokenizer)
     for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):
         task_cfg = cfg.for_task(name)
         doubled = _doubled(task, cfg, task_cfg)
         files = task.data_files()
         content = data_digests(files, digests)
-        inputs = [run_inputs(task_cfg, task, model, content, seed, doubled, resolved) for seed in cfg.seed_list]
+        inputs = [run_inputs(task_cfg, task, model, identity, content, seed, doubled, resolved) for seed in cfg.seed_list]
         todo, again = _todo(cfg, task, results, out, inputs, files)
         results.name_data(name, sorted(set(range(len(inputs))) - {j.run for j in todo}), data_named(cfg, task))
         if not todo:
@@ -231,13 +231,25 @@ def _check_given(cfg: FinetuneConfig, pretrained) -> None:
                           f"in the config, or give the model read from {cfg.model}.")
 
 
+def _check_tokenizer(cfg: FinetuneConfig, pretrained, tokenizer) -> None:
+    """The tokenizer given is the model's own (`loading.tokenizer_mismatch`): its ids are what the model's embedding
+    rows mean, and it is exported with the runs. Another (the same words in another order, another model's of the
+    same size) trains on ids that mean other tokens to the model, at chance; refused before any run."""
+    if why := tokenizer_mismatch(pretrained, tokenizer):
+        given = f' ({tokenizer.name_or_path})' if getattr(tokenizer, 'name_or_path', '') else ''
+        own = 'was saved with' if getattr(pretrained, 'electra_tokenizer_identity', None) else 'can read'
+        raise ConfigError(f"tokenizer: the tokenizer given to run_sweep{given} is not the one {cfg.model} {own}: "
+                          f"{why}. Give the tokenizer load_pretrained('{cfg.model}') returns with the model.")
+
+
 def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
               log: Callable[[str], None] = print) -> ResultsTable:
     """Fine-tune `cfg.runs` runs of every training task in `cfg.tasks` from `pretrained` (an `ElectraForPreTraining`).
-    `pretrained` is `cfg.model`'s (the rows record its fingerprint): one read from another model is refused.
+    `pretrained` is `cfg.model`'s (the rows record its fingerprint): one read from another model is refused, and so is
+    a `tokenizer` that is not the model's (`_check_tokenizer`; the rows record its identity too).
     Each finished run's weights go to `<output_dir>/<group>/<task>_<i>.pth` and its dev metrics to the results table
-    `<output_dir>/<group>/results.csv` at once; runs already in the table from the same inputs (the model and data by
-    content, the task file's settings, the settings that change a result: `inputs.py`) are skipped, the others done
+    `<output_dir>/<group>/results.csv` at once; runs already in the table from the same inputs (the model, tokenizer
+    and data by content, the task file's settings, the settings that change a result: `inputs.py`) are skipped, the others done
     again with a line saying why. With `parallel_runs` above 1, that many worker processes take the runs from a
     shared queue (`electra.finetuning.workers`); the table is the same as one process's. A run whose loss became NaN or infinite stops with no row;
     the others go on (`raise_if_diverged` ends the job with it). The job's output goes to `<output_dir>/<group>/log.txt`
@@ -245,6 +257,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     (`electra.finetuning.export`)."""
     check_outputs(cfg)
     _check_given(cfg, pretrained)
+    _check_tokenizer(cfg, pretrained, tokenizer)
     results = ResultsTable(group_dir(cfg) / 'results.csv')
     say = log if is_main_process() else (lambda *_: None)
     cfg.check_task_kinds()
@@ -370,10 +383,22 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
             say(f"{name}: {undefined} of {len(rows)} runs have an undefined dev {task.score_metric}; "
                 f"{'no test predictions' if picked.empty else 'they are not picked'}")
         if picked.empty: continue
+        _check_read_with(cfg, name, picked, tokenizer)
         files = task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
         record(out, files, name, picked, group, tests)
         written += files
     return written + _tidy_test_folder(cfg, results, tasks, tests, written, say)
+
+
+def _check_read_with(cfg: FinetuneConfig, name: str, picked: pd.DataFrame, tokenizer) -> None:
+    """The tokenizer given to predict is the one the picked runs of `name` read (the identity their rows record, a row
+    of an earlier version none): another feeds them ids that mean other tokens, its predictions at chance."""
+    identity = tokenizer_identity(tokenizer)
+    for row in picked.to_dict('records'):
+        if (recorded := recorded_tokenizer(row['settings'])) not in (None, identity):
+            raise ConfigError(f"tokenizer: the tokenizer given to write_test_predictions is not the one {name} run "
+                              f"{row['run']} was fine-tuned with (its identity {identity}, the run's {recorded}): give "
+                              f"the tokenizer its sweep was given (of {cfg.model}: load_pretrained returns it).")
 
 
 def _with_test_only_tasks(tasks: dict[str, FinetuningTask], source: TaskSource, out: Path,

@@ -32,6 +32,7 @@ from electra.data.tokenizer import (
     has_tokenizer_files,
     save_exported_tokenizer,
     tokenizer_from_state,
+    tokenizer_identity,
     unreachable,
     upper_entries,
 )
@@ -329,7 +330,9 @@ def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedToke
 
 def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
     """An `ElectraForPreTraining` and its tokenizer from a pretrain `.pth`, a `save_pretrained` directory or a hub name,
-    told apart by what `source` is (a file torch.save wrote, a folder, neither), not by its name."""
+    told apart by what `source` is (a file torch.save wrote, a folder, neither), not by its name. The model keeps where
+    it was read from (`electra_source`), a copy of its tokenizer (`electra_tokenizer`) and its identity
+    (`electra_tokenizer_identity`)."""
     source = str(source)
     if Path(source).is_file():  # by content, not name: a folder named x.pth is a save_pretrained folder
         need(saved_by_torch(source), 'model', f"{source} is a file but not a checkpoint of pretrain.py (torch.save "
@@ -349,6 +352,9 @@ def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreT
         raise ConfigError(f"{source}: the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
                           f"{disc.config.vocab_size}: they do not belong together. Use the tokenizer saved with the model.")
     disc.electra_source = model_source(source)  # what fine-tuning's rows record it as (`finetuning.sweep.run_sweep`)
+    # the tokenizer saved with it, whose tokens its ids mean, which fine-tuning must be given: its identity, and a copy
+    # for a refusal to say what another's does otherwise (`finetuning.loading.tokenizer_mismatch`)
+    disc.electra_tokenizer, disc.electra_tokenizer_identity = copy.deepcopy(tokenizer), tokenizer_identity(tokenizer)
     return disc.to(device), tokenizer
 
 

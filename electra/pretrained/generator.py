@@ -11,12 +11,11 @@ from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedTokenizerBa
 
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
-from electra.data.tokenizer import SavedTokenizer, has_tokenizer_files
+from electra.data.tokenizer import SavedTokenizer, has_tokenizer_files, vocabulary_mismatch
 from electra.objective.model import FROZEN_GENERATORS
 from electra.pretrained.export import load_saved
 
-__all__ = ['FrozenGenerator', 'load_generator', 'generator_net_config', 'first_difference', 'vocabulary_mismatch',
-           'check_generator']
+__all__ = ['FrozenGenerator', 'load_generator', 'generator_net_config', 'check_generator']
 
 GENERATOR_LOCAL = 'a save_pretrained directory of the masked LM and its tokenizer (e.g. a run\'s exported generator/)'
 
@@ -48,22 +47,6 @@ def load_generator(source: str) -> FrozenGenerator:
                           f"{', '.join(c.__name__ for c in FROZEN_GENERATORS)}: give a masked LM such as "
                           "google/electra-small-generator or bert-base-uncased.")
     return FrozenGenerator(net, tokenizer, source)
-
-
-def first_difference(theirs: dict[str, int], ours: dict[str, int]) -> str:
-    "The first token (in sorted order) whose id differs between two vocabularies, ours searched first."
-    return next((t for t in sorted(ours) if theirs.get(t) != ours[t]), None) or \
-        next(t for t in sorted(theirs) if theirs[t] != ours.get(t))
-
-
-def vocabulary_mismatch(theirs: PreTrainedTokenizerBase, ours: PreTrainedTokenizerBase, whose: str) -> str | None:
-    """None where two tokenizers give every token the same id; else, for a refusal, "(N tokens) is not `whose` (M
-    tokens; 'x' is i there, j here)", naming the first token that differs (`first_difference`)."""
-    theirs, ours = theirs.get_vocab(), ours.get_vocab()
-    if theirs == ours: return None
-    diff = first_difference(theirs, ours)
-    return (f"({len(theirs)} tokens) is not {whose} ({len(ours)} tokens; {diff!r} is {theirs.get(diff)} there, "
-            f"{ours.get(diff)} here)")
 
 
 def check_generator(cfg: PretrainConfig, frozen: FrozenGenerator, tokenizer: PreTrainedTokenizerBase) -> None:

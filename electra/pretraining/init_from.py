@@ -22,9 +22,8 @@ from electra.config.pretrain import PretrainConfig, saved_config
 from electra.config.values import config_to_dict
 from electra.config.version import __version__
 from electra.data.tokenizer import (SavedTokenizer, applied_case, has_tokenizer_files, load_tokenizer,
-                                    tokenizer_fingerprint, tokenizer_from_state, tokenizer_state)
+                                    tokenizer_difference, tokenizer_from_state, tokenizer_state, vocabulary_mismatch)
 from electra.pretrained.export import load_saved
-from electra.pretrained.generator import vocabulary_mismatch
 from electra.objective.model import ElectraGeneratorDiscriminator, discriminator_config, generator_config
 from electra.runtime.files import atomic_save, saved_by_torch
 from electra.training.checkpoint import FORMAT, load_checkpoint, state_checksum
@@ -172,9 +171,10 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
                           f"{init.discriminator.config.vocab_size} rows: they do not belong together.")
     if cfg.tokenizer:
         given = load_tokenizer(cfg.tokenizer, cfg.lowercase, strip_accents=cfg.strip_accents)
-        if tokenizer_fingerprint(given) != tokenizer_fingerprint(init.tokenizer):
-            raise ConfigError(f"tokenizer: {cfg.tokenizer} is not the vocabulary {init.source} was trained with; a run "
-                              f"that continues from weights tokenizes with theirs. Leave --tokenizer empty.")
+        if differs := tokenizer_difference(given, init.tokenizer, "the weights' tokenizer"):
+            raise ConfigError(f"tokenizer: {cfg.tokenizer} is not the tokenizer {init.source} was trained with: "
+                              f"{differs}; a run that continues from weights tokenizes with theirs. Leave --tokenizer "
+                              "empty.")
 
 
 def _has_generator(cfg: PretrainConfig) -> bool:

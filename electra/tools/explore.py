@@ -28,7 +28,8 @@ from electra.config.values import config_from_dict
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import predict_outputs
 from electra.config.errors import ConfigError
-from electra.finetuning.loading import finetuned_model, load_pretrained, read_finetuned
+from electra.finetuning.loading import finetuned_model, load_pretrained, read_finetuned, tokenizer_mismatch
+from electra.finetuning.runs import transformers_folder
 from electra.finetuning.sweep import resolve_data
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.encoding import encode, make_loader
@@ -37,8 +38,8 @@ from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import Examples, TaskSource
 from electra.pretrained.export import model_fingerprint
 
-__all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'word_embeddings', 'TokenIndex',
-           'cls_embeddings', 'ExampleIndex', 'model_outputs', 'predictions', 'find_misclassified', 'ExploreConfig',
+__all__ = ['CosineIndex', 'exact_cosine_knn', 'recall_at_k', 'electra_body', 'check_tokenizer', 'word_embeddings',
+           'TokenIndex', 'cls_embeddings', 'ExampleIndex', 'model_outputs', 'predictions', 'find_misclassified', 'ExploreConfig',
            'explore_config', 'mistake_at', 'FinetunedRun', 'open_finetuned']
 
 
@@ -104,6 +105,18 @@ def electra_body(model) -> torch.nn.Module:
     return model.electra if hasattr(model, 'electra') else model
 
 
+def check_tokenizer(model, tokenizer) -> None:
+    """`tokenizer` refused in one line where it is not the one `model` was trained with (`loading.tokenizer_mismatch`:
+    a discriminator of `load_pretrained` keeps its own, a fine-tuned run of `open_finetuned` its identity): each
+    helper would feed the model ids that mean other tokens to it, and show or score what it makes of them."""
+    owner = model.discriminator if hasattr(model, 'discriminator') else model  # a pretraining model: its discriminator
+    if why := tokenizer_mismatch(owner, tokenizer):
+        source = getattr(owner, 'electra_source', None)
+        own = f'{source} was saved with' if source else 'the model was trained with'
+        raise ConfigError(f"tokenizer: the tokenizer given is not the one {own}: {why}. Give the tokenizer "
+                          "load_pretrained returns with the model (of a fine-tuned run: open_finetuned's tokenizer).")
+
+
 def word_embeddings(model, n_tokens: int) -> np.ndarray:
     "The first `n_tokens` rows of the discriminator's word-embedding matrix (rows past the tokenizer are padding)."
     return electra_body(model).embeddings.word_embeddings.weight[:n_tokens].detach().float().cpu().numpy()
@@ -124,6 +137,7 @@ class TokenIndex:
 
     @classmethod
     def from_model(cls, model, tokenizer, **kw) -> 'TokenIndex':
+        check_tokenizer(model, tokenizer)
         return cls(word_embeddings(model, len(tokenizer)), tokenizer, **kw)
 
     def pieces(self, word: str) -> list[int]:
@@ -159,11 +173,18 @@ class TokenIndex:
 
 # -- example embeddings
 
-@torch.no_grad()
 def cls_embeddings(model, tokenizer, text_a: list[str], text_b: list[str] | None = None, max_length: int = 128,
                    batch_size: int = 128) -> np.ndarray:
     """The final hidden state of [CLS] [N, H] for each example, encoded as fine-tuning encodes it
-    (`[CLS] A [SEP] B [SEP]`, BERT truncation to `max_length`)."""
+    (`[CLS] A [SEP] B [SEP]`, BERT truncation to `max_length`); `tokenizer` the model's (`check_tokenizer`)."""
+    check_tokenizer(model, tokenizer)
+    return _cls_vectors(model, tokenizer, text_a, text_b, max_length, batch_size)
+
+
+@torch.no_grad()
+def _cls_vectors(model, tokenizer, text_a: list[str], text_b: list[str] | None, max_length: int,
+                 batch_size: int) -> np.ndarray:
+    "`cls_embeddings` of a model and tokenizer checked before (an `ExampleIndex`'s, at each query)."
     body = electra_body(model)
     device = next(body.parameters()).device
     ex = Examples(np.arange(len(text_a)), list(text_a), None if text_b is None else list(text_b), np.zeros(len(text_a)))
@@ -199,7 +220,7 @@ class ExampleIndex:
 
     def embed(self, text_a: list[str], text_b: list[str] | None = None) -> np.ndarray:
         "The [CLS] vectors of these examples, centred as the indexed ones are."
-        return cls_embeddings(self.model, self.tokenizer, text_a, text_b, self.max_length, self.batch_size) - self.mean
+        return _cls_vectors(self.model, self.tokenizer, text_a, text_b, self.max_length, self.batch_size) - self.mean
 
     def _label(self, value) -> str | float:
         return self.label_names[int(value)] if self.label_names and int(value) >= 0 else round(float(value), 3)
@@ -219,6 +240,7 @@ class ExampleIndex:
 def model_outputs(classifier, tokenizer, examples, max_length: int = 128, batch_size: int = 128) -> np.ndarray:
     """A fine-tuned `ElectraClassifier`'s outputs for `examples`, in their order, encoded as fine-tuning encodes them:
     logits [N, classes], or scores [N] of a regression task (on the task's own scale)."""
+    check_tokenizer(classifier, tokenizer)
     enc = encode(examples, tokenizer, max_length)
     return predict_outputs(classifier, make_loader(enc, batch_size, False, pad_token_id(tokenizer)))
 
@@ -358,16 +380,20 @@ def open_finetuned(path: str | Path, data: str = '', cache_dir: str | Path = 'ca
 
 def _run_tokenizer(path: Path, ckpt: dict, model):
     """The tokenizer of the model a run started from, which its classifier was trained to read: refused when that model
-    is no longer the one the run records (by `model_fingerprint`; its tokenizer may be another), or, for a run that
-    records none, when it has more tokens than the classifier has embedding rows."""
+    is no longer the one the run records (by `model_fingerprint`; its tokenizer may be another), or when it is not the
+    tokenizer the run records it read (`tokenizer_mismatch`: a model built in memory fine-tuned with another); for a
+    run that records neither, when it has more tokens than the classifier has embedding rows."""
     started_from, recorded = str(ckpt['pretrained']), ckpt.get('pretrained_fingerprint')
     if recorded is not None and model_fingerprint(started_from) != recorded:
         raise ConfigError(f"{path}: {started_from} is not the model this run was fine-tuned from (its files changed "
                           "since), so its tokenizer may not be the one the classifier reads: put back that model, or "
                           "fine-tune again.")
     _, tokenizer = load_pretrained(started_from)
-    if len(tokenizer) > model.electra.config.vocab_size:
-        raise ConfigError(f"{path}: the tokenizer of {started_from} ({len(tokenizer)} tokens) is not the one this run was "
-                          f"fine-tuned with ({model.electra.config.vocab_size} rows of embeddings): {started_from} was "
-                          "changed since; fine-tune again, or put back the model it started from.")
+    if why := tokenizer_mismatch(model, tokenizer, "the run's tokenizer"):
+        folder = transformers_folder(path)  # written with the tokenizer the run read (`save_pretrained`)
+        own = (f"; its transformers folder {folder} holds the one it read, for the helpers of electra.tools.explore"
+               if (folder / 'config.json').is_file() else '')
+        raise ConfigError(f"{path}: the tokenizer of {started_from} is not the one this run was fine-tuned with: {why}. "
+                          f"Fine-tune again from {started_from} with its own tokenizer (load_pretrained returns "
+                          f"both){own}.")
     return tokenizer

@@ -29,11 +29,13 @@ import torch
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import saved_config
+from electra.data.tokenizer import vocabulary_mismatch
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model, past_pretraining
 from electra.pretrained.electric import ElectricScorer
-from electra.pretrained.generator import load_generator, vocabulary_mismatch
+from electra.pretrained.generator import load_generator
 from electra.runtime.files import saved_by_torch
+from electra.tools.explore import check_tokenizer
 from electra.training.checkpoint import load_checkpoint
 
 __all__ = ['TokenView', 'detector_of', 'replaced_probabilities', 'generator_probabilities', 'view_text', 'view_replaced',
@@ -220,6 +222,7 @@ def _masked(tokenizer, ids: torch.Tensor, positions: list[int]) -> torch.Tensor:
 def view_text(discriminator, tokenizer, text: str, threshold: float = 0.5) -> TokenView:
     """The discriminator's view of `text` as it is; a text longer than the discriminator was pretrained at
     (`pretraining_max_length`) is cut there, with one warning (`_judged`)."""
+    check_tokenizer(discriminator, tokenizer)
     ids, types = _judged(discriminator, *_encode(tokenizer, text))
     return TokenView(tokenizer.convert_ids_to_tokens(ids[0].tolist()), replaced_probabilities(discriminator, ids, types)[0],
                      [None] * ids.size(1), threshold=threshold)
@@ -233,6 +236,7 @@ def view_replaced(discriminator, tokenizer, text: str, word: str, replacement: s
     past the cut is refused."""
     found = re.search(rf'(?<!\w){re.escape(word)}(?!\w)', text, flags=re.IGNORECASE)
     if not found: raise ConfigError(f'replace: {word!r} is not a word of the text {text!r}; give one of its words.')
+    check_tokenizer(discriminator, tokenizer)
     before, _ = _encode(tokenizer, text)
     ids, types = _encode(tokenizer, text[:found.start()] + replacement + text[found.end():])
     a, b = before[0].tolist(), ids[0].tolist()
@@ -260,6 +264,7 @@ def view_generated(discriminator, generator, tokenizer, text: str, words: list[s
     sample of its softmax (drawn with a generator seeded by `seed`), as pretraining corrupts its input; a sample equal
     to the text's token counts as original. Its top `k` candidates at each masked position beside. Cut as `view_text`
     cuts; words all past the cut are refused."""
+    check_tokenizer(discriminator, tokenizer)
     ids, types = _encode(tokenizer, text)
     tokens = tokenizer.convert_ids_to_tokens(ids[0].tolist())
     pieces = {t for w in words for t in tokenizer.convert_ids_to_tokens(tokenizer(w, add_special_tokens=False)['input_ids'])}

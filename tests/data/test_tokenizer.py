@@ -12,13 +12,16 @@ from electra.data.tokenizer import (
     SavedTokenizer,
     get_tokenizer,
     load_tokenizer,
+    tokenizer_difference,
     tokenizer_fingerprint,
     tokenizer_from_state,
+    tokenizer_identity,
     tokenizer_state,
     train_tokenizer,
 )
 from electra.pretrained.export import load_saved
 from tests.support.config import refused
+from tests.support.tokenizers import reordered
 
 SENTENCES = ["The muddy cows fed Alba's tractor near the pond.", 'Does Quilla like a stormy harbor?',
              'In 1909 they planned a sharp kettle.', 'Zebras x-ray 42 quixotic naïve façades!']
@@ -362,3 +365,30 @@ def test_an_exported_tokenizer_that_cannot_encode_as_the_run_is_said_in_one_line
                     f"</s> (input_ids, token_type_ids {'0' * (n + 2)}{'1' * (m + 1)}, attention_mask); give the model "
                     "the run's encoding, `[CLS] A [SEP] B [SEP]` with token types 0 up to the first [SEP] and 1 after.")
     assert [str(w.message) for w in said] == [f'run/discriminator: {note}']
+
+
+def test_one_vocabulary_however_read_is_one_identity_and_each_difference_is_named(tmp_path):
+    """`tokenizer_identity` is what a model's ids mean: the same for a vocabulary read from its folder, a checkpoint's
+    state, a vocab.txt or by transformers' AutoTokenizer (whose WordPiece reads 100 characters a word, the library's
+    200); `tokenizer_difference` says what another does otherwise: the first token whose id differs, what it does to
+    its input, or a special token of another id."""
+    words = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', '.', ',', '?', '*', 'a', 'cat', 'dog', 'the']
+    ElectraTokenizerFast(vocab={w: i for i, w in enumerate(words)}).save_pretrained(tmp_path / 'tok')
+    (tmp_path / 'vocab.txt').write_text(''.join(w + '\n' for w in words))
+    own = load_tokenizer(str(tmp_path / 'tok'))
+    alike = [AutoTokenizer.from_pretrained(tmp_path / 'tok'), tokenizer_from_state(tokenizer_state(own)),
+             load_tokenizer(str(tmp_path / 'vocab.txt')), ElectraTokenizerFast(vocab={w: i for i, w in enumerate(words)})]
+    assert {tokenizer_identity(t) for t in alike} == {tokenizer_identity(own)}
+    assert all(tokenizer_difference(t, own, "the model's tokenizer") is None for t in alike)
+    assert tokenizer_fingerprint(alike[0]) != tokenizer_fingerprint(own)  # the word length: a cache key, not a meaning
+    # a corpus cache (`data.cache.build_corpus`) is keyed by the fingerprint: one of the same words in another order
+    # is built again, never read as this one's
+    assert tokenizer_fingerprint(reordered(own)) != tokenizer_fingerprint(own)
+    assert tokenizer_difference(reordered(own), own, "the model's tokenizer") == (
+        "its vocabulary (13 tokens) is not that of the model's tokenizer (13 tokens; 'a' is 12 there, 9 here)")
+    cased = AutoTokenizer.from_pretrained(tmp_path / 'tok', do_lower_case=False)
+    assert tokenizer_difference(cased, own, "the model's tokenizer") == (
+        "it keeps its case, where the model's tokenizer lower-cases its input")
+    masked = AutoTokenizer.from_pretrained(tmp_path / 'tok', mask_token='*')
+    assert tokenizer_difference(masked, own, "the model's tokenizer") == (
+        "its mask_token is '*' (id 8), that of the model's tokenizer '[MASK]' (id 4)")

@@ -14,11 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import transformers
 
 from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_from_dict
+from electra.data.tokenizer import tokenizer_identity
 from electra.finetuning import export, learner, loading, runs, sweep
+from electra.finetuning.inputs import recorded_inputs
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.classification import ClassificationTask
 from electra.finetuning.tasks.glue.sources import open_source
@@ -29,6 +32,7 @@ from electra.pretrained.export import model_fingerprint
 from electra.runtime.errors import TrainingStopped
 from tests.support.config import refused
 from tests.support.finetune import job
+from tests.support.tokenizers import reordered
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -890,3 +894,92 @@ def test_a_group_renamed_or_copied_with_its_test_folder_takes_its_records_as_its
         made_by = json.loads((out / group / 'made_by.json').read_text())
         assert {e['group'] for e in made_by.values()} == {str((ckpt / group).resolve())}
         assert sorted(made_by) == ['MRPC.tsv', 'RTE.tsv'] and (out / group / 'RTE.tsv').read_bytes() == before
+
+
+def test_a_tokenizer_that_is_not_the_models_is_refused_naming_both_and_one_alike_is_accepted(tmp_path, glue_dir,
+                                                                                             tiny_dir):
+    """The model's ids mean its own tokenizer's tokens: the same words in another order, another model's tokenizer of
+    the same size or the same vocabulary read cased trained silently, the rows kept under the model's fingerprint and
+    the wrong tokenizer exported. Refused in one line naming both and the fix, before any run; the same vocabulary
+    read otherwise (transformers' AutoTokenizer from the model's folder, another object) is the model's, and the rows
+    and the exported folder record it."""
+    model, own = loading.load_pretrained(str(tiny_dir))
+    src = open_source(str(glue_dir))
+    cfg = job(tmp_path, glue_dir, model=str(tiny_dir), tasks=['RTE'], runs=1)
+    start = f"tokenizer: the tokenizer given to run_sweep is not the one {tiny_dir} was saved with: "
+    fix = f"Give the tokenizer load_pretrained('{tiny_dir}') returns with the model."
+    refused(lambda: sweep.run_sweep(cfg, model, reordered(own), src, log=lambda s: None),
+            start + f"its vocabulary ({len(own)} tokens) is not that of the model's tokenizer ({len(own)} tokens; 'a' is "
+            f"{len(own) - 1} there, 9 here). " + fix)
+    other = [t for t, _ in sorted(own.get_vocab().items(), key=lambda kv: kv[1])][:9]
+    other += [f'w{i}' for i in range(len(own) - 9)]  # another model's words, as many
+    refused(lambda: sweep.run_sweep(cfg, model, transformers.ElectraTokenizerFast(
+        vocab={w: i for i, w in enumerate(other)}), src, log=lambda s: None), start + "its vocabulary", fix)
+    cased = transformers.AutoTokenizer.from_pretrained(tiny_dir, do_lower_case=False)
+    refused(lambda: sweep.run_sweep(cfg, model, cased, src, log=lambda s: None),
+            f"tokenizer: the tokenizer given to run_sweep ({tiny_dir}) is not the one {tiny_dir} was saved with: it "
+            f"keeps its case, where the model's tokenizer lower-cases its input. " + fix)
+    assert not (tmp_path / 'ckpt' / 't' / 'results.csv').exists()
+    alike = transformers.AutoTokenizer.from_pretrained(tiny_dir)  # the same vocabulary, another object and reader
+    results = sweep.run_sweep(cfg, model, alike, src, log=lambda s: None)
+    row = results.get('RTE', 0)
+    assert row['model_fingerprint'] == model_fingerprint(tiny_dir)
+    assert recorded_inputs(row['settings'])['tokenizer'] == tokenizer_identity(own) == tokenizer_identity(alike)
+    assert loading.load_finetuned(row['checkpoint']).electra_tokenizer_identity == tokenizer_identity(own)
+    exported = transformers.AutoTokenizer.from_pretrained(tmp_path / 'ckpt' / 't' / 'RTE_0')
+    assert exported.get_vocab() == own.get_vocab()
+    # the test set predicted with the tokenizer the runs read, not another
+    swapped = reordered(own)
+    refused(lambda: sweep.write_test_predictions(cfg, results, swapped, src, log=lambda s: None),
+            f"tokenizer: the tokenizer given to write_test_predictions is not the one RTE run 0 was fine-tuned with (its "
+            f"identity {tokenizer_identity(swapped)}, the run's {tokenizer_identity(own)}): give the tokenizer its sweep "
+            f"was given (of {tiny_dir}: load_pretrained returns it).")
+    assert not (tmp_path / 'out' / 't' / 'RTE.tsv').exists()
+    written = sweep.write_test_predictions(cfg, results, own, src, log=lambda s: None)
+    assert [p.name for p in written] == ['RTE.tsv', 'glue_submission.zip']
+
+
+def test_a_model_that_records_no_tokenizer_is_held_to_its_rows_and_its_runs_to_the_tokenizer_they_read(
+        tmp_path, glue_dir, tiny):
+    """A model built in memory says nothing of its tokenizer: one of more tokens than its embedding rows is refused (its
+    ids would run past them); one that fits is taken, and its identity is in the rows' inputs, so that a run read with
+    another tokenizer is never skipped as finished with the right one (a sweep given the model's own after one given the
+    same words in another order trained again)."""
+    model, own = copy.deepcopy(tiny[0]), tiny[1]
+    del model.electra_tokenizer, model.electra_tokenizer_identity
+    src = open_source(str(glue_dir))
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=1, save_pretrained='none')
+    vocab = {**own.get_vocab(), 'extra': len(own)}
+    refused(lambda: sweep.run_sweep(cfg, model, transformers.ElectraTokenizerFast(vocab=vocab), src, log=lambda s: None),
+            f"tokenizer: the tokenizer given to run_sweep is not the one tiny can read: it has {len(own) + 1} tokens, "
+            f"more than the model's {len(own)} embedding rows. Give the tokenizer load_pretrained('tiny') returns")
+    swapped = reordered(own)
+    sweep.run_sweep(cfg, model, swapped, src, log=lambda s: None)
+    lines = []
+    sweep.run_sweep(cfg, model, own, src, log=lines.append)
+    assert lines[0] == (f'RTE run 0: since its row was written, the tokenizer changed (other tokens, ids or '
+                        f'normalisation: its identity was {tokenizer_identity(swapped)}, now {tokenizer_identity(own)}); '
+                        'fine-tuning it again, replacing its row and checkpoint')
+    again = []
+    sweep.run_sweep(cfg, model, own, src, log=again.append)
+    assert again == ['RTE: all 1 runs finished before; skipped']
+
+
+def test_a_row_of_an_earlier_version_that_records_no_tokenizer_is_done_again(tmp_path, glue_dir, tiny):
+    "A row written before the tokenizer was recorded does not say which one its run read: trained again, said why."
+    model, tok = tiny
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=1, save_pretrained='none')
+    src = open_source(str(glue_dir))
+    sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    table = tmp_path / 'ckpt/t/results.csv'
+    old = pd.read_csv(table, dtype=str)
+    old['settings'] = [json.dumps({k: v for k, v in json.loads(s).items() if k != 'tokenizer'}, sort_keys=True)
+                       for s in old['settings']]
+    old.to_csv(table, index=False)
+    lines = []
+    sweep.run_sweep(cfg, model, tok, src, log=lines.append)
+    assert lines[0] == ('RTE run 0: its row does not record the tokenizer (a results table of an earlier version); '
+                        'fine-tuning it again, replacing its row and checkpoint')
+    again = []
+    sweep.run_sweep(cfg, model, tok, src, log=again.append)
+    assert again == ['RTE: all 1 runs finished before; skipped']

@@ -87,8 +87,16 @@ def test_refusals_name_what_differs(tmp_path, monkeypatch):
         check_init_config(dataclasses.replace(cfg, generator_size=1.0), init)
     other = tmp_path / 'vocab.txt'
     other.write_text('\n'.join(WORDS[:-1] + ['other']) + '\n')
-    with pytest.raises(ConfigError, match=r'tokenizer: .*vocab.txt is not the vocabulary .* Leave --tokenizer empty'):
-        check_init_config(dataclasses.replace(cfg, tokenizer=str(other)), init)
+    refused(lambda: check_init_config(dataclasses.replace(cfg, tokenizer=str(other)), init),
+            f"tokenizer: {other} is not the tokenizer {tmp_path / 'run'} was trained with: its vocabulary (100 tokens) "
+            "is not that of the weights' tokenizer (100 tokens; 'w94' is None there, 99 here); a run that continues "
+            "from weights tokenizes with theirs. Leave --tokenizer empty.")
+    same = tmp_path / 'same.txt'  # their vocabulary as a vocab.txt: the same tokenizer, read from another file
+    same.write_text('\n'.join(WORDS) + '\n')
+    check_init_config(dataclasses.replace(cfg, tokenizer=str(same), strip_accents=True), init)  # BERT's rule, as theirs
+    refused(lambda: check_init_config(dataclasses.replace(cfg, tokenizer=str(same), strip_accents=False), init),
+            f"tokenizer: {same} is not the tokenizer {tmp_path / 'run'} was trained with: it keeps accents, where the "
+            "weights' tokenizer strips accents;")
     with pytest.raises(ConfigError, match=r'holds a ElectraForPreTraining, not an ElectraForMaskedLM'):
         load_init(f'{tmp_path}/run/discriminator,{tmp_path}/run/discriminator')
 

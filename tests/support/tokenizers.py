@@ -1,14 +1,15 @@
 """Tokenizer folders that are not the library's own WordPiece, trained with `tokenizers` on a few texts and saved as
 their users save them: a byte-level BPE with RoBERTa's post-processor (`<s> A </s></s> B </s>`, no token types), a
 WordPiece without a post-processor (the `tokenizers` default: no [CLS] or [SEP] added), a Unigram whose template has
-the run's types but whose inputs lack token_type_ids. Each function writes `path` and returns it."""
+the run's types but whose inputs lack token_type_ids. Each function writes `path` and returns it. And a tokenizer of
+another's tokens in another order (`reordered`), as if of another model of the same words."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterable
 
 from tokenizers import ByteLevelBPETokenizer, Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast, RobertaTokenizerFast
+from transformers import ElectraTokenizerFast, PreTrainedTokenizerFast, RobertaTokenizerFast
 
 BERT_SPECIALS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
 
@@ -51,3 +52,11 @@ def unigram_folder(path: Path, texts: Iterable[str], vocab_size: int = 200) -> P
 
 
 FOLDERS = {'bpe': bpe_folder, 'wordpiece': wordpiece_folder, 'unigram': unigram_folder}
+
+
+def reordered(tok, words_from: int = 9) -> PreTrainedTokenizerFast:
+    """An ElectraTokenizerFast of `tok`'s tokens, its words (ids from `words_from`: the tiny models' are after the
+    special tokens and marks) in reverse order; in memory."""
+    vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+    vocab = vocab[:words_from] + vocab[words_from:][::-1]
+    return ElectraTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})

@@ -21,7 +21,9 @@ from electra.tools.explore import (
     recall_at_k,
     word_embeddings,
 )
+from tests.support.config import refused
 from tests.support.notebook_runs import REPO, tiny_pretraining
+from tests.support.tokenizers import reordered
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -272,3 +274,48 @@ def test_a_mistake_past_the_dev_set_s_mistakes_is_refused_naming_their_count():
                             "0 to 2.")
     code = ''.join(''.join(c['source']) for c in json.loads((REPO / 'notebooks' / 'Explore.ipynb').read_text())['cells'])
     assert 'mistake_at(mistakes, cfg.mistake)' in code and 'min(cfg.mistake' not in code
+
+
+def test_the_helpers_refuse_a_tokenizer_that_is_not_the_models_and_open_finetuned_one_not_its_runs(tmp_path, glue_dir,
+                                                                                                  tiny, tiny_dir):
+    """The notebook's helpers fed a model ids of another tokenizer (the same words in another order) silently: a
+    pretrained discriminator's word-embedding neighbours and its view of a text, a fine-tuned classifier's outputs,
+    mistakes and [CLS] vectors. Each refuses it in one line naming the fix; the model's own vocabulary read otherwise
+    (transformers' AutoTokenizer) is accepted. A run fine-tuned from a model built in memory with another tokenizer
+    than its `model`'s is refused by `open_finetuned` (it would hand the classifier its start model's)."""
+    import copy
+    import transformers
+    from electra.finetuning import sweep
+    from electra.finetuning.loading import load_pretrained
+    from electra.finetuning.tasks.glue.sources import open_source
+    from electra.tools.token_view import view_text
+    from tests.support.finetune import job
+    model, own = load_pretrained(str(tiny_dir))
+    swapped = reordered(own)
+    fix = "Give the tokenizer load_pretrained returns with the model (of a fine-tuned run: open_finetuned's tokenizer)."
+    vocab = f"its vocabulary ({len(own)} tokens) is not that of the model's tokenizer ({len(own)} tokens; 'a' is"
+    for use in (lambda t: TokenIndex.from_model(model, t), lambda t: view_text(model, t, 'the cat .'),
+                lambda t: cls_embeddings(model, t, ['the cat .'])):
+        refused(lambda: use(swapped), f"tokenizer: the tokenizer given is not the one {tiny_dir} was saved with: {vocab}",
+                fix)
+        use(transformers.AutoTokenizer.from_pretrained(tiny_dir))
+    ckpt, _ = _finetuned(tmp_path, glue_dir, tiny, tiny_dir, 'SST-2')
+    run = open_finetuned(ckpt)
+    dev = run.load('dev')
+    for use in (lambda t: find_misclassified(run.model, t, run.task, dev, run.max_length),
+                lambda t: ExampleIndex(run.model, t, dev, run.max_length)):
+        refused(lambda: use(swapped), "tokenizer: the tokenizer given is not the one the model was trained with: its "
+                                      "tokens, their ids or what it does to its input are not those of the model's "
+                                      "tokenizer", fix)
+        use(transformers.AutoTokenizer.from_pretrained(tiny_dir))
+    built = copy.deepcopy(tiny[0])  # a model built in memory: its tokenizer is the one it is given
+    del built.electra_tokenizer, built.electra_tokenizer_identity
+    cfg = job(tmp_path / 'other', glue_dir, model=str(tiny_dir), tasks=['SST-2'], predict=False)
+    row = sweep.run_sweep(cfg, built, swapped, open_source(str(glue_dir)), log=lambda s: None).df.iloc[0]
+    folder = Path(row['checkpoint']).with_suffix('')  # its transformers folder, with the tokenizer it read
+    assert transformers.AutoTokenizer.from_pretrained(folder).get_vocab() == swapped.get_vocab()
+    refused(lambda: open_finetuned(row['checkpoint']),
+            f"{row['checkpoint']}: the tokenizer of {tiny_dir} is not the one this run was fine-tuned with: its tokens, "
+            "their ids or what it does to its input are not those of the run's tokenizer",
+            f"Fine-tune again from {tiny_dir} with its own tokenizer (load_pretrained returns both); its transformers "
+            f"folder {folder} holds the one it read, for the helpers of electra.tools.explore.")

@@ -1,7 +1,7 @@
-"""One explicit config object per job, read from the command line: dataclass defaults < YAML presets (`--config`) <
-`--key value` flags < a notebook's overrides (`load_config`). `--help` lists every key with the value this command
-would run with, its domain and its help text; `--version` names the library. Every value is checked as
-`config/values.py` checks it, before any job starts."""
+"""One explicit config object per job, read from the command line: dataclass defaults < YAML presets (`--config`, each
+over the presets its own `config:` key names) < `--key value` flags < a notebook's overrides (`load_config`). `--help`
+lists every key with the value this command would run with, its domain and its help text; `--version` names the
+library. Every value is checked as `config/values.py` checks it, before any job starts."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +19,7 @@ from electra.config.values import checked_config, key_types, typed_values
 from electra.config.version import version_line
 from electra.config.yaml_reader import load_yaml
 
-__all__ = ['load_config', 'parse_cli', 'config_help', 'project_dir', 'resolve_preset', 'preset_files', 'SOURCES_VAR']
+__all__ = ['load_config', 'parse_cli', 'config_help', 'project_dir', 'resolve_preset', 'SOURCES_VAR']
 
 # set by the comparison for each job it launches: where each value it passes on the job's command line came from
 SOURCES_VAR = 'ELECTRA_VALUE_SOURCES'
@@ -90,8 +90,8 @@ def _preset_names(chain: str, where: str) -> list[str]:
     return names
 
 
-def preset_files(cls, names: list[str], preset_dir: Path, where: str = '--config',
-                 under: tuple[Path, ...] = ()) -> Iterator[tuple[Path, dict, dict]]:
+def _preset_files(cls, names: list[str], preset_dir: Path, where: str = '--config',
+                  under: tuple[Path, ...] = ()) -> Iterator[tuple[Path, dict, dict]]:
     """Each preset file of the chain `names` (given by `where`) as (path, its values, the line of each key), in the
     order they apply. A file's own `config` key names the presets it is layered over, read as `--config` reads them
     (`config: demo` in ext.yaml is `--config demo,ext.yaml`): those come first, then the file's other keys. `under`:
@@ -105,7 +105,7 @@ def preset_files(cls, names: list[str], preset_dir: Path, where: str = '--config
         if 'config' in data and 'config' in key_types(cls):
             own = f"{path}: line {lines[('config',)]}: key 'config'"
             chain = typed_values(cls, {'config': data.pop('config')}, str(path), True, lines)['config']
-            yield from preset_files(cls, _preset_names(chain, own), preset_dir, own, (*under, path))
+            yield from _preset_files(cls, _preset_names(chain, own), preset_dir, own, (*under, path))
         yield path, data, lines
 
 
@@ -175,7 +175,7 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path |
     # once, after the command line and `overrides`: a preset's task file replaced by --tasks is never read
     values: dict[str, Any] = {}
     origins: dict[str, tuple] = {}  # where each value came from (the last to set it), for the domains' messages
-    for path, data, lines in preset_files(cls, _preset_names(preset, '--config'), preset_dir):
+    for path, data, lines in _preset_files(cls, _preset_names(preset, '--config'), preset_dir):
         values.update(typed_values(cls, data, str(path), True, lines, origins))
     if 'config' in key_types(cls):  # the chain as given: a file's own `config` key is in the file, not repeated here
         values['config'] = str(preset)

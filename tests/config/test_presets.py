@@ -48,7 +48,8 @@ def test_a_config_key_in_a_preset_file_layers_its_presets_under_the_file(tmp_pat
     assert without_config(cfg) == without_config(pretrain('--config', f'demo,{ext}', '--warmup_steps', '1'))
     assert cfg.config == str(ext)                                  # what was given, as the command line wrote it
     sources = value_sources(cfg)
-    assert sources['steps'] == f'{ext}: line 2' and sources['hidden_size'].endswith('configs/pretrain/demo.yaml: line 6')
+    assert sources['steps'] == f'{ext}: line 2'
+    assert sources['hidden_size'].endswith('configs/pretrain/demo.yaml: line 6')
     # several, and a file layered over another file that names a shipped preset
     base = write(tmp_path / 'base.yaml', 'config: small\nlr: 0.002\n')
     top = write(tmp_path / 'top.yaml', f'config: {base},bert\nsteps: 9\nwarmup_steps: 1\n')
@@ -98,11 +99,13 @@ def test_a_runs_saved_config_and_the_comparisons_hold_no_config_key_and_load_bac
     saved = save_run_config(cfg, tmp_path)
     assert 'config' not in yaml.safe_load(saved.read_text(encoding='utf-8'))
     again = pretrain('--config', str(saved))
+    # (resume and overwrite are not saved: they say how that invocation treated the folder)
     assert {**without_config(again), 'resume': False, 'overwrite': True} == without_config(cfg)
     cmp = load_config(CompareConfig, ['--config', str(write(tmp_path / 'c.yaml', 'config: electric\nseeds: [4]\n'))])
     _save_config(cmp, tmp_path)
     assert 'config' not in yaml.safe_load((tmp_path / 'compare.yaml').read_text(encoding='utf-8'))
-    assert without_config(load_config(CompareConfig, ['--config', str(tmp_path / 'compare.yaml')])) == without_config(cmp)
+    again = load_config(CompareConfig, ['--config', str(tmp_path / 'compare.yaml')])
+    assert without_config(again) == without_config(cmp)
 
 
 # -- the other faults of a preset

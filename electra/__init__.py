@@ -31,6 +31,12 @@ import warnings
 warnings.filterwarnings('ignore', message='`torch.jit.script` is deprecated', category=FutureWarning)
 
 from electra.config.version import __version__  # the one source: electra/config/version.py
+from electra.config.registries import TASK_CATALOGUE as _TASK_CATALOGUE, filled_by as _filled_by
+
+# The registries config defines for the jobs above it (docs/architecture.md), each filled by importing the job, which
+# config does on first use by the name given here, on the floor above both: a FinetuneConfig checked from Python
+# needs no `import electra.finetuning` first, and config names no job.
+_filled_by(_TASK_CATALOGUE, 'electra.finetuning')  # every task kind, registered by the package's imports
 
 # public name -> the module that defines it
 _HOMES = {

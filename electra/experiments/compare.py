@@ -55,8 +55,7 @@ def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | Non
         ((key, value),) = parse_cli(argv[i:i + 1 + has_value]).items()
         nested[_NESTED[prefix]][key[len(prefix):]] = value
         i += 1 + has_value
-    cfg = load_config(CompareConfig, plain, preset_dir='configs/compare', default_preset='demo', prog=PROG,
-                      overrides=overrides)
+    cfg = load_config(CompareConfig, plain, default_preset='demo', prog=PROG, overrides=overrides)
     for key, values in nested.items():  # each entry keeps its source: the preset's line, or the command line
         if values: cfg = with_entries(cfg, key, values, 'command line')
     return cfg

@@ -193,7 +193,8 @@ class FinetuneConfig:
                                 gt=0)
     double_unordered: bool = field(True, 'train on both segment orders for tasks whose segments are unordered (MRPC, STS-B); '
                                          'switch it on for another pair task in task_overrides')
-    drop_empty: bool = field(True, 'drop training rows with an empty segment (QQP has some)')
+    drop_empty: bool = field(True, 'drop training rows with an empty or blank text (QQP has some; task files too), '
+                                     'said in a warning with their count')
     max_train_samples: int = field(0, 'use only this many training examples, a fixed random subset (for quick trials)',
                                    ge=0, zero='all of them')
     task_overrides: dict = field({'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}},

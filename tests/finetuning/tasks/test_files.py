@@ -414,3 +414,60 @@ def test_labels_that_differ_only_in_case_are_said_before_the_runs(tmp_path):
                                         r"separate classes; write each class one way"):
         task, _ = file_task(read_task_file(spec))
     assert task.labels == ('Neg', 'Pos', 'neg', 'pos')  # still read as the file says
+
+
+def _pairs_csv(path: Path, b_of_row) -> Path:
+    "Ten pair rows, labels alternating; row i's second text is `b_of_row(i)`."
+    rows = [{'a': f'good film {i}', 'b': b_of_row(i), 'label': ('pos', 'neg')[i % 2]} for i in range(10)]
+    return to_csv(path, rows)
+
+
+@pytest.mark.parametrize('source', ['csv pair', 'jsonl single', 'glue tsv', 'saved hub copy'])
+def test_training_rows_dropped_for_an_empty_text_are_said_with_their_file_count_and_key(tmp_path, tiny, source):
+    """drop_empty left out the training rows of an empty or blank text of a task file without a word (40 of 400, the
+    log just gave the smaller count), while the GLUE reader counts the lines it skips: every source says it now, in
+    one warning naming the file, the count and the key that keeps them; drop_empty false keeps them, and says nothing."""
+    import warnings
+    from electra.config.errors import RunWarning
+    from electra.finetuning.tasks.classification import ClassificationTask
+    from electra.finetuning.tasks.glue.sources import SavedSource, TsvSource
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    from electra.finetuning.tasks.glue.demo import write_demo_glue
+    if source == 'csv pair':  # rows 0, 3, 6, 9: b empty or a space (hand count: 4 of 10)
+        train = _pairs_csv(tmp_path / 'train.csv', lambda i: ('', ' ')[i % 2] if i % 3 == 0 else f'a plot {i}')
+        write(tmp_path / 'dev.csv', 'a,b,label\ngood,film,pos\nbad,film,neg\n')
+        task = make_task(read_task_file(write(tmp_path / 't.yaml', 'name: pe\ntrain: train.csv\ndev: dev.csv\n'
+                                                                   'text: [a, b]\nlabel: label\n')))
+        name, dropped, total = 'pe', 4, 10
+    elif source == 'jsonl single':  # rows 2 and 5: '' and '\t \n' (2 of 8)
+        texts = ['good', 'bad', '', 'fine', 'poor', '\t \n', 'great', 'awful']
+        train = tmp_path / 'train.jsonl'
+        train.write_text(''.join(json.dumps({'s': t, 'y': i % 2}) + '\n' for i, t in enumerate(texts)))
+        task = make_task(read_task_file(write(tmp_path / 't.yaml', 'name: one\ntrain: train.jsonl\ndev: train.jsonl\n'
+                                                                   'text: s\nlabel: y\n')))
+        name, dropped, total = 'one', 2, 8
+    elif source == 'glue tsv':  # the demo writer's QQP: rows 1 and 2 have an empty question (2 of 12)
+        root = write_demo_glue(tmp_path / 'glue', sizes={'train': 12, 'dev': 4, 'test': 2})
+        task, train = ClassificationTask(TASKS['QQP'], TsvSource(root)), root / 'QQP' / 'train.tsv'
+        name, dropped, total = 'QQP', 2, 12
+    else:  # RTE saved with datasets' to_parquet: one empty sentence2, one blank sentence1 (2 of 6)
+        import datasets
+        rows = {'sentence1': ['a b', ' ', 'c d', 'e f', 'g h', 'i j'], 'sentence2': ['b a', 'x', '', 'f e', 'h g', 'j i'],
+                'label': [0, 1, 0, 1, 0, 1], 'idx': list(range(6))}
+        (tmp_path / 'rte').mkdir()
+        for split in ('train', 'validation'):
+            datasets.Dataset.from_dict(rows).to_parquet(str(tmp_path / f'rte/{split}.parquet'))
+        task, train = ClassificationTask(TASKS['RTE'], SavedSource(tmp_path)), tmp_path / 'rte' / 'train.parquet'
+        name, dropped, total = 'RTE', 2, 6
+    cfg = job(tmp_path, tmp_path, tasks=[name] if source in ('glue tsv', 'saved hub copy') else [str(tmp_path / 't.yaml')])
+    with pytest.warns(RunWarning) as said:
+        data = task.prepare(cfg.for_task(name), tiny[1], tmp_path / 'cache', False)
+    assert len(data.train) == total - dropped
+    assert [str(w.message) for w in said] == [
+        f"{train}: {dropped} of its {total} training rows have an empty or blank text and are left out (drop_empty: "
+        f"true, as the replication drops QQP's); --drop_empty false keeps them (task_overrides: {{{name}: "
+        f"{{drop_empty: false}}}} for {name} alone)."]
+    kept = job(tmp_path, tmp_path, tasks=cfg.tasks, drop_empty=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', RunWarning)
+        assert len(task.prepare(kept.for_task(name), tiny[1], tmp_path / 'cache', False).train) == total

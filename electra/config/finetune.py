@@ -65,7 +65,8 @@ class TaskCatalogue:
     """What checking `tasks` needs of the task kinds, which live above config: electra.finetuning registers it when
     imported (`register_task_catalogue`), which the first check imports (`registries`: the package names it), so
     config imports no job."""
-    named: Callable[..., Any]      # (name, key) -> the GLUE task (`predicted_by`, `hf_text`), or a ConfigError
+    named: Callable[..., Any]      # (name, key, files) -> the GLUE task (`predicted_by`, `hf_text`), or a ConfigError
+                                   # suggesting among the GLUE tasks and `files` (the job's task files by name)
     read_file: Callable[..., Any]  # path -> a task file's checked spec (`name`, `kind`, `hparams`, `text`)
 
 
@@ -291,7 +292,8 @@ class FinetuneConfig:
         "`task_overrides`: tasks of this job (GLUE names or task files' names) with per-task keys, checked."
         need(isinstance(self.task_overrides, dict), 'task_overrides', 'expected a mapping of task name to settings.')
         for name, values in self.task_overrides.items():
-            task = None if name in files else _catalogue().named(str(name), key='task_overrides')
+            task = None if name in files else _catalogue().named(str(name), key='task_overrides',
+                                                                 files={n: f.path for n, f in files.items()})
             if task is not None and task.predicted_by:
                 raise ConfigError(f"task_overrides: {name} has no training runs (it is predicted with the "
                                   f"{task.predicted_by} model); override {task.predicted_by} instead.")

@@ -471,3 +471,38 @@ def test_training_rows_dropped_for_an_empty_text_are_said_with_their_file_count_
     with warnings.catch_warnings():
         warnings.simplefilter('error', RunWarning)
         assert len(task.prepare(kept.for_task(name), tiny[1], tmp_path / 'cache', False).train) == total
+
+
+@pytest.mark.parametrize('key, hint', [
+    ('negrg', "negreg"), ('neg', 'negreg'), ('NegReg', 'negreg'), ('NEG', 'negreg'), ('rtee', 'RTE'), ('sts_b', 'STS-B')])
+def test_a_task_overrides_key_not_of_the_job_names_its_task_files_beside_the_glue_tasks(tmp_path, key, hint):
+    """A key for a task file misspelt, given as the file's stem or in another case was refused as an 'unknown GLUE
+    task' with the GLUE names alone and no "Did you mean": the job's task files are valid keys, so the refusal lists
+    them and suggests from them too (a stem or another case pointing to the file's name, naming the file)."""
+    from electra.finetuning.tasks.glue.tasks import ALL_TASKS
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    spec = write(tmp_path / 'neg.yaml', 'name: negreg\ntrain: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n')
+    other = write(tmp_path / 'rev.yaml', 'train: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n')
+    where = f" (the task file {spec})" if hint == 'negreg' else ''
+    with pytest.raises(ConfigError) as e:
+        job(tmp_path, 'demo', tasks=[str(spec), 'RTE', str(other)], task_overrides={key: {'epochs': 2}})
+    assert str(e.value) == (f"task_overrides: unknown task '{key}'. Did you mean '{hint}'{where}? This job's task files "
+                            f"are negreg ({spec}), rev ({other}); GLUE tasks are {', '.join(ALL_TASKS)}.")
+    assert job(tmp_path, 'demo', tasks=[str(spec)], task_overrides={'negreg': {'epochs': 2}}).for_task('negreg').epochs == 2
+    with pytest.raises(ConfigError, match=rf"^task_overrides: unknown GLUE task 'negrg'\. Tasks are {', '.join(ALL_TASKS)}\.$"):
+        job(tmp_path, 'demo', tasks=['RTE'], task_overrides={'negrg': {'epochs': 2}})  # no task file: GLUE's alone
+
+
+def test_a_tasks_entry_that_is_no_glue_task_nor_a_file_says_task_files_go_by_path(tmp_path, monkeypatch):
+    """`--tasks neg` beside neg.yaml (its stem) was 'unknown GLUE task' with the GLUE names alone, as if task files
+    could not be given: the refusal says a task file is given by its path, and suggests the YAML file of that stem."""
+    from electra.finetuning.tasks.glue.tasks import ALL_TASKS
+    monkeypatch.chdir(tmp_path)
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    write(tmp_path / 'neg.yml', 'name: negreg\ntrain: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n')
+    tail = f"Tasks are {', '.join(ALL_TASKS)}, or a task file (YAML) by its path."
+    for entry, hint in (('neg', " Did you mean 'neg.yml' (a task file)?"), ('negreg', ''), ('rtee', " Did you mean 'RTE'?")):
+        with pytest.raises(ConfigError) as e:
+            job(tmp_path, 'demo', tasks=[entry])
+        assert str(e.value) == f"tasks: unknown GLUE task '{entry}'.{hint} {tail}"
+    assert job(tmp_path, 'demo', tasks=['neg.yml']).task_names == ['negreg']

@@ -100,9 +100,9 @@ def _model_change(old: dict | None, files: dict[str, str], model: str) -> str:
     if '' in was or '' in files: return f'{model} holds other bytes'  # a file (a .pth), or a file now a folder
     differ = [n for n in files if n in was and files[n] != was[n]]
     parts = [f"its {', '.join(differ)} {'differs' if len(differ) == 1 else 'differ'}"] if differ else []
-    parts += [f"{', '.join(names)} {what}" for names, what in (([n for n in files if n not in was], 'added'),
-                                                               ([n for n in was if n not in files], 'removed')) if names]
-    return f"{model}: {'; '.join(parts)}"
+    added, removed = [n for n in files if n not in was], [n for n in was if n not in files]
+    parts += [f"{', '.join(names)} {what}" for names, what in ((added, 'added'), (removed, 'removed')) if names]
+    return f"{model}: {'; '.join(parts)}" if parts else f'{model} holds other files than its row records'
 
 
 def what_changed(row: dict, new: RunInputs, files: dict[str, list[Path]], model: str) -> tuple[list[str], list[str]]:

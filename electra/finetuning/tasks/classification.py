@@ -62,10 +62,10 @@ class ClassificationTask(FinetuningTask):
         kept = drop_empty(ex)
         if len(kept) < len(ex):
             files, name = ', '.join(map(str, self.source.files(self.info, 'train'))), self.name
-            warnings.warn(f"{files}: {len(ex) - len(kept)} of its {len(ex)} training rows have an empty or blank text and "
-                          "are left out (drop_empty: true, as the replication drops QQP's); --drop_empty false keeps "
-                          f"them (task_overrides: {{{name}: {{drop_empty: false}}}} for {name} alone).", RunWarning,
-                          stacklevel=2)
+            warnings.warn(f"{files}: {len(ex) - len(kept)} of its {len(ex)} training rows have an empty or blank text "
+                          "and are left out (drop_empty: true, as the replication drops QQP's); --drop_empty false "
+                          f"keeps them (task_overrides: {{{name}: {{drop_empty: false}}}} for {name} alone).",
+                          RunWarning, stacklevel=2)
         return kept
 
     def encoded(self, task: TaskInfo, split: str, task_cfg: FinetuneConfig, tokenizer, cache_dir, examples=None):

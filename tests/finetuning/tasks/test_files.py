@@ -506,3 +506,20 @@ def test_a_tasks_entry_that_is_no_glue_task_nor_a_file_says_task_files_go_by_pat
             job(tmp_path, 'demo', tasks=[entry])
         assert str(e.value) == f"tasks: unknown GLUE task '{entry}'.{hint} {tail}"
     assert job(tmp_path, 'demo', tasks=['neg.yml']).task_names == ['negreg']
+
+
+@pytest.mark.parametrize('ext', ['csv', 'tsv', 'jsonl'])
+def test_a_data_file_of_cr_line_ends_reads_as_its_lf_copy(tmp_path, ext):
+    "A JSONL file of classic Mac line ends (CR alone) was one line, refused as 'not JSON'; CSV and TSV were read right."
+    rows = sentiment(tmp_path, 8)
+    text = {'csv': pd.DataFrame(rows).to_csv(index=False), 'tsv': pd.DataFrame(rows).to_csv(sep='\t', index=False),
+            'jsonl': ''.join(json.dumps(r) + '\n' for r in rows)}[ext]
+    seen = []
+    for name, data in (('lf', text.encode()), ('cr', text.replace('\n', '\r').encode())):
+        (tmp_path / f'{name}.{ext}').write_bytes(data)
+        spec = write(tmp_path / f'{name}.yaml', f'train: {name}.{ext}\ndev: {name}.{ext}\ntext: sentence\nlabel: label\n'
+                                                'id: id\ntest: ' + f'{name}.{ext}\n')
+        task, src = file_task(read_task_file(spec))
+        ex = src.load(task, 'train')
+        seen.append((task.labels, ex.text_a, ex.label.tolist(), src.ids('test')))
+    assert seen[0] == seen[1] and len(seen[0][1]) == 8 and seen[0][3] == [r['id'] for r in rows]

@@ -99,7 +99,8 @@ def task_named(name: str, key: str = 'tasks', files: Mapping[str, Path] | None =
     if files is None:
         beside = next((f'{name}{s}' for s in ('.yaml', '.yml') if Path(f'{name}{s}').is_file()), None)
         hint = f" Did you mean '{beside}' (a task file)?" if beside else _closest(name, {})
-        raise ConfigError(f"{key}: unknown GLUE task '{name}'.{hint} Tasks are {glue}, or a task file (YAML) by its path.")
+        raise ConfigError(f"{key}: unknown GLUE task '{name}'.{hint} Tasks are {glue}, or a task file (YAML) by its "
+                          "path.")
     hint = _closest(name, files)
     if not files: raise ConfigError(f"{key}: unknown GLUE task '{name}'.{hint} Tasks are {glue}.")
     listed = ', '.join(f'{n} ({p})' for n, p in files.items())

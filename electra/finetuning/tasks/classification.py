@@ -58,14 +58,18 @@ class ClassificationTask(FinetuningTask):
     def _dropped_said(self, ex: Examples) -> Examples:
         """`drop_empty` of the training set, the rows it leaves out said in one warning (their file, their count and the
         key that keeps them), as the GLUE reader says the lines it skips: a task file's empty cells were left out
-        without a word, and its dev rows of an empty text are scored all the same."""
+        without a word, and its dev rows of an empty text are scored all the same. None left is refused."""
         kept = drop_empty(ex)
-        if len(kept) < len(ex):
-            files, name = ', '.join(map(str, self.source.files(self.info, 'train'))), self.name
-            warnings.warn(f"{files}: {len(ex) - len(kept)} of its {len(ex)} training rows have an empty or blank text "
-                          "and are left out (drop_empty: true, as the replication drops QQP's); --drop_empty false "
-                          f"keeps them (task_overrides: {{{name}: {{drop_empty: false}}}} for {name} alone).",
-                          RunWarning, stacklevel=2)
+        if len(kept) == len(ex): return ex
+        files, name = ', '.join(map(str, self.source.files(self.info, 'train'))), self.name
+        alone = f"(task_overrides: {{{name}: {{drop_empty: false}}}} for {name} alone)"
+        if not len(kept):
+            raise ConfigError(f"{files}: every one of its {len(ex)} training rows has an empty or blank text, so "
+                              f"drop_empty (true) leaves nothing to train on; fill in the texts, or keep the rows with "
+                              f"--drop_empty false {alone}.")
+        warnings.warn(f"{files}: {len(ex) - len(kept)} of its {len(ex)} training rows have an empty or blank text and "
+                      f"are left out (drop_empty: true, as the replication drops QQP's); --drop_empty false keeps them "
+                      f"{alone}.", RunWarning, stacklevel=2)
         return kept
 
     def encoded(self, task: TaskInfo, split: str, task_cfg: FinetuneConfig, tokenizer, cache_dir, examples=None):

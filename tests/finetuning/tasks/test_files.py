@@ -523,3 +523,16 @@ def test_a_data_file_of_cr_line_ends_reads_as_its_lf_copy(tmp_path, ext):
         ex = src.load(task, 'train')
         seen.append((task.labels, ex.text_a, ex.label.tolist(), src.ids('test')))
     assert seen[0] == seen[1] and len(seen[0][1]) == 8 and seen[0][3] == [r['id'] for r in rows]
+
+
+def test_a_training_set_drop_empty_leaves_empty_is_refused_naming_the_file_and_the_key(tmp_path, tiny):
+    "Every training row of an empty text: the job trained 0 examples and ended in a TypeError traceback after its epoch."
+    train = _pairs_csv(tmp_path / 'train.csv', lambda i: '')
+    task = make_task(read_task_file(write(tmp_path / 't.yaml', 'name: pe\ntrain: train.csv\ndev: train.csv\n'
+                                                               'text: [a, b]\nlabel: label\n')))
+    cfg = job(tmp_path, tmp_path, tasks=[str(tmp_path / 't.yaml')])
+    with pytest.raises(ConfigError) as e:
+        task.prepare(cfg.for_task('pe'), tiny[1], tmp_path / 'cache', False)
+    assert str(e.value) == (f"{train}: every one of its 10 training rows has an empty or blank text, so drop_empty "
+                            "(true) leaves nothing to train on; fill in the texts, or keep the rows with --drop_empty "
+                            "false (task_overrides: {pe: {drop_empty: false}} for pe alone).")

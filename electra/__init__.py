@@ -61,6 +61,9 @@ _HOMES = {
     'ClassificationTask': 'electra.finetuning.tasks.classification', 'TaggingTask': 'electra.finetuning.tasks.tagging.task',
     'QATask': 'electra.finetuning.tasks.qa.task', 'read_task_file': 'electra.finetuning.tasks.files',
 }
+# public name -> the package that fills the registry it checks with when imported (`FinetuneConfig` checks its tasks
+# with the task kinds of fine-tuning: docs/architecture.md), imported with it so that it can be built at once
+_FILLED_BY = {'FinetuneConfig': 'electra.finetuning'}
 # names of release 0.2, kept for one release: old name -> the name now
 _DEPRECATED = {'ElectraPretrainingModel': 'ElectraGeneratorDiscriminator'}
 __all__ = ['__version__', *_HOMES]
@@ -73,6 +76,7 @@ def __getattr__(name: str):
                       DeprecationWarning, stacklevel=2)
         return __getattr__(_DEPRECATED[name])
     if name not in _HOMES: raise AttributeError(f"module 'electra' has no attribute {name!r}")
+    if name in _FILLED_BY: importlib.import_module(_FILLED_BY[name])
     value = getattr(importlib.import_module(_HOMES[name]), name)
     globals()[name] = value
     return value

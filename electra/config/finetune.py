@@ -268,8 +268,9 @@ class FinetuneConfig(CheckedConfig):
                                   "system (macOS, Windows); rename one.")
             if not is_task_file(entry): raise ConfigError(f'tasks: {name} is listed twice; list each task once.')
             if Path(first).resolve() == Path(entry).resolve():
-                raise ConfigError(f'tasks: the task file {Path(entry).resolve()} is listed twice ({first}, {entry}); '
-                                  'list each task once.')
+                named = '' if first == entry else f' ({first}, {entry})'  # (a path, or the path of a link to it)
+                raise ConfigError(f'tasks: the task file {Path(entry).resolve()} is listed twice{named}; list each task '
+                                  'once.')
             raise ConfigError(f"tasks: the task files {first} and {entry} both name the task {name!r}; give each its "
                               "own `name`.")
 

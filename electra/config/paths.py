@@ -25,7 +25,7 @@ from typing import Callable
 
 from electra.config.errors import ConfigError
 
-__all__ = ['path', 'expand_path', 'resolved', 'Owned', 'check_apart', 'check_case_apart', 'local_paths']
+__all__ = ['path', 'expand_path', 'resolved', 'made_absolute', 'Owned', 'check_apart', 'check_case_apart', 'local_paths']
 
 
 @dataclass(frozen=True)
@@ -174,6 +174,14 @@ def resolved(value: str, writes: bool = False, is_name: Callable[[str], bool] | 
     if writes or _exists(value): return str(Path(value).absolute())
     if ',' in value: return ','.join(resolved(part.strip(), writes, is_name) for part in value.split(','))
     return value
+
+
+def made_absolute(then, now) -> bool:
+    """Whether a value a checkpoint or a record kept, `then`, is `now` as a config keeps its paths since (`resolved`): a
+    path (or a list of them) an earlier version kept as typed, relative, which names from here what `now` names."""
+    if isinstance(then, list) and isinstance(now, list):
+        return len(then) == len(now) and all(a == b or made_absolute(a, b) for a, b in zip(then, now))
+    return isinstance(then, str) and isinstance(now, str) and then != now and resolved(then) == now
 
 
 def check_case_apart(key: str, parent: str | Path, folder: str, what: str, named: Callable[[str], str]) -> None:

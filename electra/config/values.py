@@ -27,7 +27,8 @@ from electra.config.text_files import MAX_DIGITS
 from electra.config.yaml_reader import load_yaml
 
 __all__ = ['CheckedConfig', 'config_from_dict', 'config_to_dict', 'value_sources', 'entry_sources', 'typed_keys',
-           'with_entries', 'typed_values', 'checked_config', 'key_types', 'BOOL_WORDS', 'RETIRED_KEYS', 'PYTHON']
+           'with_entries', 'typed_values', 'checked_config', 'key_types', 'resolved_entries', 'BOOL_WORDS',
+           'RETIRED_KEYS', 'PYTHON']
 
 
 @functools.lru_cache(maxsize=None)
@@ -248,7 +249,8 @@ class CheckedConfig:
         given = self.__dict__.pop('_given', frozenset())  # the keys its constructor was called with (`__new__`)
         origins, typed, base = building if building is not None else _given_in_python(self, given)
         _in_domains(type(self), config_to_dict(self), origins)
-        for f in dataclasses.fields(self): setattr(self, f.name, _resolved_paths(self, f))
+        hints = key_types(type(self))
+        for f in dataclasses.fields(self): setattr(self, f.name, _resolved_paths(f, hints[f.name], getattr(self, f.name)))
         self._typed = (getattr(base, '_typed', frozenset()) - origins.keys()) | typed
         self._sources = {**getattr(base, '_sources', {}),
                          **{k: _located(source, lines, (k,)) for k, (source, lines) in origins.items()}}
@@ -280,13 +282,28 @@ def _given_in_python(cfg, given: frozenset) -> tuple[dict, set, None]:
     return origins, set(origins), None
 
 
-def _resolved_paths(cfg, f: dataclasses.Field) -> Any:
-    "The value of the field `f` of `cfg`, a path key's (or a list of them) as the absolute paths it names."
-    tp, value = key_types(type(cfg))[f.name], getattr(cfg, f.name)
+def _is_path(tp) -> bool:
+    "Whether a key of type `tp` holds a path or a list of them."
+    return tp is path or (typing.get_origin(tp) is list and typing.get_args(tp) == (path,))
+
+
+def _resolved_paths(f: dataclasses.Field, tp, value: Any) -> Any:
+    "`value` (of type `tp`) of the field `f`, a path key's (or a list of them) as the absolute paths it names (`resolved`)."
     resolve = functools.partial(resolved, writes=f.metadata.get('writes', False), is_name=f.metadata.get('names'))
     if tp is path: return resolve(value)
-    if typing.get_origin(tp) is list and typing.get_args(tp) == (path,): return [resolve(v) for v in value]
-    return value
+    return [resolve(v) for v in value] if _is_path(tp) else value
+
+
+def resolved_entries(cls, values: dict) -> dict:
+    """`values`, keys of the config class `cls` (a comparison's overrides for its jobs, a job's record), with each path
+    key's value as `cls` keeps it, its local paths absolute; a value its key's type cannot read, and every other key's,
+    left as it is (the job reading them refuses what it must, naming it)."""
+    hints, fields, out = key_types(cls), {f.name: f for f in dataclasses.fields(cls)}, dict(values)
+    for key, value in values.items():
+        if key not in hints or not _is_path(hints[key]): continue
+        try: out[key] = _resolved_paths(fields[key], hints[key], _coerce(value, hints[key], key))
+        except ConfigError: pass
+    return out
 
 
 def with_entries(cfg, key: str, entries: dict, source: str):

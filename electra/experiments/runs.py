@@ -16,6 +16,7 @@ from typing import Callable
 
 from electra.config.cli import SOURCES_VAR, parse_cli
 from electra.config.errors import ConfigError
+from electra.config.paths import made_absolute
 from electra.config.shared_keys import TRACKER_KEYS
 from electra.config.values import config_to_dict
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
@@ -96,7 +97,7 @@ def _value_changes(record: dict, values: dict) -> dict[str, tuple]:
     old = record.get('values')
     if old is None: return {}
     return {k: (old.get(k, '(unset)'), values.get(k, '(unset)')) for k in sorted(set(old) | set(values))
-            if old.get(k) != values.get(k)}
+            if old.get(k) != values.get(k) and not made_absolute(old.get(k), values.get(k))}
 
 
 def changed_keys(record: dict, args: list[str], values: dict) -> list[str]:

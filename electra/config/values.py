@@ -240,7 +240,7 @@ class CheckedConfig:
         keys = [f.name for f in dataclasses.fields(cls) if f.init]
         for key in (k for k in kwargs if k not in keys): _unknown(cls, key, PYTHON, PYTHON)
         cfg = super().__new__(cls)
-        cfg._given = frozenset(keys[:len(args)]) | frozenset(kwargs)  # (for `_given_in_python`)
+        if args or kwargs: cfg._given = frozenset(keys[:len(args)]) | frozenset(kwargs)  # (a copy, unpickled: none)
         return cfg
 
     def __post_init__(self) -> None:
@@ -250,7 +250,8 @@ class CheckedConfig:
         origins, typed, base = building if building is not None else _given_in_python(self, given)
         _in_domains(type(self), config_to_dict(self), origins)
         hints = key_types(type(self))
-        for f in dataclasses.fields(self): setattr(self, f.name, _resolved_paths(f, hints[f.name], getattr(self, f.name)))
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, _resolved_paths(f, hints[f.name], getattr(self, f.name)))
         self._typed = (getattr(base, '_typed', frozenset()) - origins.keys()) | typed
         self._sources = {**getattr(base, '_sources', {}),
                          **{k: _located(source, lines, (k,)) for k, (source, lines) in origins.items()}}
@@ -268,10 +269,10 @@ def _is_default(f: dataclasses.Field, value: Any) -> bool:
 
 
 def _given_in_python(cfg, given: frozenset) -> tuple[dict, set, None]:
-    """The keys `cfg`'s constructor was `given` in Python, each value converted to its key's type as the command line's value
-    is (`_coerce`) and copied, set on `cfg`; their origins ('Python'), the keys typed (they win as the command line's
-    do: `FinetuneConfig.for_task`), no base config. `dataclasses.replace` gives every key, those it was not asked to
-    change too: a key is then given where its value is not its default (the others keep the rules a default has, a
+    """The keys `cfg`'s constructor was `given` in Python, each value converted to its key's type as the command line's
+    value is (`_coerce`) and copied, set on `cfg`; their origins ('Python'), the keys typed (they win as the command
+    line's do: `FinetuneConfig.for_task`), no base config. `dataclasses.replace` gives every key, those it was not asked
+    to change too: a key is then given where its value is not its default (the others keep the rules a default has, a
     task kind's own max_length over it)."""
     fields = [f for f in dataclasses.fields(cfg) if f.init]
     if given == {f.name for f in fields}: given = {f.name for f in fields if not _is_default(f, getattr(cfg, f.name))}
@@ -288,15 +289,15 @@ def _is_path(tp) -> bool:
 
 
 def _resolved_paths(f: dataclasses.Field, tp, value: Any) -> Any:
-    "`value` (of type `tp`) of the field `f`, a path key's (or a list of them) as the absolute paths it names (`resolved`)."
+    "`value` (of type `tp`) of the field `f`, a path key's (or a list of them's) as the absolute paths it names."
     resolve = functools.partial(resolved, writes=f.metadata.get('writes', False), is_name=f.metadata.get('names'))
     if tp is path: return resolve(value)
     return [resolve(v) for v in value] if _is_path(tp) else value
 
 
 def resolved_entries(cls, values: dict) -> dict:
-    """`values`, keys of the config class `cls` (a comparison's overrides for its jobs, a job's record), with each path
-    key's value as `cls` keeps it, its local paths absolute; a value its key's type cannot read, and every other key's,
+    """`values`, keys of the config class `cls` (a comparison's overrides for its jobs), with each path key's value as
+    `cls` keeps it, its local paths absolute (`resolved`); a value its key's type cannot read, and every other key's,
     left as it is (the job reading them refuses what it must, naming it)."""
     hints, fields, out = key_types(cls), {f.name: f for f in dataclasses.fields(cls)}, dict(values)
     for key, value in values.items():

@@ -2,7 +2,12 @@
 `dataclasses.replace`) is checked where it is built, by the code that checks a preset and the command line
 (`config/values.py`): each key's type and domain, the rules between keys, unknown keys, each refused in one line; what
 it gave is recorded as 'Python', read as the command line reads it (a path's `~` and `$VAR`), and copied."""
+import copy
 import dataclasses
+import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +17,8 @@ from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
 from electra.config.values import typed_keys, value_sources
 from tests.support.config import refused
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize('kw, message', [
@@ -51,6 +58,9 @@ def test_python_values_are_read_as_the_command_line_reads_them_and_recorded_as_p
     assert (sources['epochs'], sources['tasks'], sources['lr']) == ('Python', 'Python', 'default')
     assert {'epochs', 'tasks', 'task_overrides', 'output_dir', 'cache_dir'} <= typed_keys(cfg)  # win as typed keys do
     assert cfg.for_task('RTE').epochs == 2 and cfg.for_task('MRPC').epochs == 3
+    for copied in (copy.deepcopy(cfg), pickle.loads(pickle.dumps(cfg))):  # (a worker process gets it pickled)
+        assert copied == cfg and value_sources(copied) == sources and typed_keys(copied) == typed_keys(cfg)
+        assert '_given' not in vars(copied)
 
 
 def test_pretrain_and_compare_configs_built_in_python_are_checked_too():
@@ -78,3 +88,13 @@ def test_dataclasses_replace_checks_the_new_values_and_keeps_the_others():
                                                                           "number > 0 (peak learning rate)")
     assert refused(lambda: dataclasses.replace(cfg, num_attention_heads=3)) == ('num_attention_heads: hidden_size 64 '
                                                                                 'is not divisible by 3 heads.')
+
+
+def test_the_public_name_builds_a_checked_finetune_config_in_a_fresh_process():
+    """`electra.FinetuneConfig` imports fine-tuning's task kinds with the class, which its tasks are checked with: a
+    script's first line can build one (else: "import electra.finetuning first")."""
+    code = ("import electra\nprint(electra.FinetuneConfig(tasks=['RTE', 'MRPC'], runs=2).tasks)\n"
+            "try: electra.FinetuneConfig(tasks=['RTEE'])\nexcept electra.config.errors.ConfigError as e: print(e)\n")
+    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["['RTE', 'MRPC']", "tasks: unknown GLUE task 'RTEE'. Did you mean 'RTE'? Tasks are "
+                                                   "CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX."]

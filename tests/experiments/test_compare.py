@@ -407,7 +407,7 @@ def test_a_record_of_an_earlier_version_naming_a_path_relatively_is_the_same_set
     other settings"); from a folder where the path names another file, its corpus by content is not the run's: not
     done (and the job, launched again, refuses to resume on another corpus)."""
     from electra.data.demo import write_demo_corpus
-    for folder in ('first', 'other'): write_demo_corpus(tmp_path / folder / 'dup' / 'a.txt', n_docs=20)
+    for folder, docs in (('first', 20), ('other', 30)): write_demo_corpus(tmp_path / folder / 'dup' / 'a.txt', n_docs=docs)
     monkeypatch.chdir(tmp_path / 'first')
     cfg = comparison(tmp_path, seeds=[1], variants={'electra': ''}, finetune=False,
                      pretrain_overrides={**TINY, 'steps': 100, 'warmup_steps': 10, 'corpus': 'dup/a.txt'})
@@ -415,7 +415,9 @@ def test_a_record_of_an_earlier_version_naming_a_path_relatively_is_the_same_set
     path = plan.runs[0].run_dir / RECORD
     record = json.loads(path.read_text())
     assert record['values']['corpus'] == [str(tmp_path / 'first' / 'dup' / 'a.txt')]
-    path.write_text(json.dumps({**record, 'values': {**record['values'], 'corpus': ['dup/a.txt']}}))
+    (digest,) = record['corpus'].values()
+    path.write_text(json.dumps({**record, 'values': {**record['values'], 'corpus': ['dup/a.txt']},
+                                'corpus': {'dup/a.txt': digest}}))
     again = FakeJobs()
     run_comparison(cfg, launch=again, log=lambda s: None)
     assert again.calls == []

@@ -31,6 +31,12 @@ import warnings
 warnings.filterwarnings('ignore', message='`torch.jit.script` is deprecated', category=FutureWarning)
 
 from electra.config.version import __version__  # the one source: electra/config/version.py
+from electra.config.registries import TASK_CATALOGUE as _TASK_CATALOGUE, filled_by as _filled_by
+
+# The registries config defines for the jobs above it (docs/architecture.md), each filled by importing the job, which
+# config does on first use by the name given here, on the floor above both: a FinetuneConfig checked from Python
+# needs no `import electra.finetuning` first, and config names no job.
+_filled_by(_TASK_CATALOGUE, 'electra.finetuning')  # every task kind, registered by the package's imports
 
 # public name -> the module that defines it
 _HOMES = {
@@ -61,9 +67,6 @@ _HOMES = {
     'ClassificationTask': 'electra.finetuning.tasks.classification', 'TaggingTask': 'electra.finetuning.tasks.tagging.task',
     'QATask': 'electra.finetuning.tasks.qa.task', 'read_task_file': 'electra.finetuning.tasks.files',
 }
-# public name -> the package that fills the registry it checks with when imported (`FinetuneConfig` checks its tasks
-# with the task kinds of fine-tuning: docs/architecture.md), imported with it so that it can be built at once
-_FILLED_BY = {'FinetuneConfig': 'electra.finetuning'}
 # names of release 0.2, kept for one release: old name -> the name now
 _DEPRECATED = {'ElectraPretrainingModel': 'ElectraGeneratorDiscriminator'}
 __all__ = ['__version__', *_HOMES]
@@ -76,7 +79,6 @@ def __getattr__(name: str):
                       DeprecationWarning, stacklevel=2)
         return __getattr__(_DEPRECATED[name])
     if name not in _HOMES: raise AttributeError(f"module 'electra' has no attribute {name!r}")
-    if name in _FILLED_BY: importlib.import_module(_FILLED_BY[name])
     value = getattr(importlib.import_module(_HOMES[name]), name)
     globals()[name] = value
     return value

@@ -118,10 +118,12 @@ def test_few_imports_inside_functions_each_with_its_reason():
 
 
 def test_config_imports_no_job_and_the_task_kinds_register_from_above():
-    "The fine-tuning config loads without electra.finetuning; importing that fills the registries config reads."
+    """The fine-tuning config loads without electra.finetuning; importing that fills the registries config reads, which
+    the first config checked does by the name the package gives (config/registries.py)."""
     code = ('import sys; from electra.config.finetune import FinetuneConfig, _CATALOGUE; '
             'print(any(m.startswith("electra.finetuning") for m in sys.modules), len(_CATALOGUE)); '
-            'import electra.finetuning; from electra.finetuning.tasks.files import FILE_KIND_REGISTRY; '
+            'from electra.config.values import config_from_dict; config_from_dict(FinetuneConfig, {"tasks": ["RTE"]}); '
+            'from electra.finetuning.tasks.files import FILE_KIND_REGISTRY; '
             'from electra.finetuning.loading import HEAD_MODELS; '
             'print(len(_CATALOGUE), sorted(FILE_KIND_REGISTRY), sorted(HEAD_MODELS))')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,

@@ -17,6 +17,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from electra.jobs import commands
+from tests.support.config import expected_from_python, from_python
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ('pyproject.toml', 'setup.py', 'README.md', 'LICENSE', 'MANIFEST.in', 'electra', 'configs', 'pretrain.py',
@@ -126,3 +127,13 @@ def test_a_command_runs_its_driver_from_another_folder(tmp_path, monkeypatch, ca
     presets = ', '.join(sorted(p.stem for p in (ROOT / 'configs' / 'pretrain').glob('*.yaml')))
     assert f"Presets in {ROOT / 'configs' / 'pretrain'}: {presets}" in out
     assert sys.argv == ['electra-pretrain', '--help']  # runpy puts the command line back as it found it
+
+
+def test_the_installed_package_finds_its_presets_from_python(wheel, tmp_path):
+    """The wheel's files as an install lays them out (the package alone on the path, from another folder): the three
+    jobs' presets found from Python by name, in electra/configs/, and a FinetuneConfig checked without importing
+    electra.finetuning by hand."""
+    site = tmp_path / 'site'
+    wheel.extractall(site)
+    (tmp_path / 'work').mkdir()
+    assert from_python(tmp_path / 'work', PYTHONPATH=str(site)) == expected_from_python(site / 'electra' / 'configs')

@@ -1,7 +1,7 @@
-"""One explicit config object per job, read from the command line: dataclass defaults < YAML presets (`--config`) <
-`--key value` flags < a notebook's overrides (`load_config`). `--help` lists every key with the value this command
-would run with, its domain and its help text; `--version` names the library. Every value is checked as
-`config/values.py` checks it, before any job starts."""
+"""One explicit config object per job, read from the command line: dataclass defaults < YAML presets (`--config`, each
+over the presets its own `config:` key names) < `--key value` flags < a notebook's overrides (`load_config`). `--help`
+lists every key with the value this command would run with, its domain and its help text; `--version` names the
+library. Every value is checked as `config/values.py` checks it, before any job starts."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +10,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from electra.config.errors import ConfigError, RunWarning, did_you_mean
 from electra.config.paths import expand_path
@@ -25,10 +25,14 @@ __all__ = ['load_config', 'parse_cli', 'config_help', 'project_dir', 'resolve_pr
 SOURCES_VAR = 'ELECTRA_VALUE_SOURCES'
 
 
-def _read_yaml(path: Path, lines: dict) -> dict[str, Any]:
-    "The mapping of a YAML config file; `lines` filled with the line of each key."
-    text = read_text(path)
-    data = load_yaml(text, str(path), lines) or {}
+def _read_yaml(path: Path, lines: dict, named_by: str) -> dict[str, Any]:
+    """The mapping of a YAML config file; `lines` filled with the line of each key. A file that sets no key (empty,
+    comments only: a file not saved yet, most likely) is refused, naming where it was given (`named_by`): read, it
+    would run the defaults in silence."""
+    data = load_yaml(read_text(path), str(path), lines)
+    if data is None or data == {}:
+        raise ConfigError(f"{path}: sets no key (the file is empty or holds only comments): write the keys it sets in "
+                          f"it, or leave it out of {named_by}.")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of key: value at the top level.")
     return data
@@ -50,30 +54,59 @@ def _written_as_path(name: str) -> bool:
             or Path(name).suffix.lower() in ('.yaml', '.yml'))
 
 
-def resolve_preset(name: str, preset_dir: Path) -> Path:
+def resolve_preset(name: str, preset_dir: Path, where: str = '--config') -> Path:
     """The file `--config` names by `name`, by how it is written, never by what lies in the current folder: a bare name
     of a shipped preset (`small`, as the README spells it) is that preset, a file of that name here said in a warning
     (`./small` reads it); a value written as a path (`./bert`, `~/x`, `mine.yaml`) is that file, or an error naming it;
     another bare name is a file here if there is one (`mine`, YAML without an extension), else an unknown preset. A
-    folder is never a preset file."""
+    folder is never a preset file. `where` names the value in messages: `--config`, or a preset file's `config` key."""
     shipped = preset_dir / f'{name}.yaml'
     if not _written_as_path(name) and shipped.is_file():
         if Path(name).is_file():  # warned, not refused: the README's commands run whatever else lies in the folder
-            warnings.warn(f"--config: '{name}' is the shipped preset {shipped}, which is read; a file {name} is also "
-                          f"in this folder ({Path(name).resolve()}), not read: give --config ./{name} to read that "
-                          "file instead.", RunWarning, stacklevel=3)
+            warnings.warn(f"{where}: '{name}' is the shipped preset {shipped}, which is read; a file {name} is also "
+                          f"in this folder ({Path(name).resolve()}), not read: give "
+                          f"{'--config ' if where == '--config' else ''}./{name} to read that file instead.",
+                          RunWarning, stacklevel=3)
         return shipped
-    path = Path(expand_path(name, '--config'))
+    path = Path(expand_path(name, where))
     if path.is_file(): return path
     if path.is_dir():
-        raise ConfigError(f"--config: '{name}' is a folder, not a YAML file: give a preset file in it, or a preset name.")
+        raise ConfigError(f"{where}: '{name}' is a folder, not a YAML file: give a preset file in it, or a preset name.")
     if _written_as_path(name):
         yaml_there = [f'{name}{ext}' for ext in ('.yaml', '.yml') if Path(f'{path}{ext}').is_file()]
         beside = f" ({yaml_there[0]} is there: give that)" if yaml_there else ''
-        raise ConfigError(f"--config: no such file '{name}'{beside}.")
+        raise ConfigError(f"{where}: no such file '{name}'{beside}.")
     names = sorted(p.stem for p in preset_dir.glob('*.yaml'))
-    raise ConfigError(f"--config: unknown preset '{name}'.{did_you_mean(name, names)} "
+    raise ConfigError(f"{where}: unknown preset '{name}'.{did_you_mean(name, names)} "
                       f"Choose one of {', '.join(names)} or give a path to a YAML file.")
+
+
+def _preset_names(chain: str, where: str) -> list[str]:
+    "The names of a preset chain, 'small,bert'; one left empty (a trailing or double comma) refused, naming `where`."
+    names = [name.strip() for name in str(chain).split(',')]
+    if '' in names:  # (an empty name would be the current folder's path)
+        fix = f"give {','.join(n for n in names if n)!r}" if any(names) else 'give a preset name or a YAML file'
+        raise ConfigError(f"{where}: {str(chain)!r} holds an empty preset name (a trailing or double comma): {fix}.")
+    return names
+
+
+def _preset_files(cls, names: list[str], preset_dir: Path, where: str = '--config',
+                  under: tuple[Path, ...] = ()) -> Iterator[tuple[Path, dict, dict]]:
+    """Each preset file of the chain `names` (given by `where`) as (path, its values, the line of each key), in the
+    order they apply. A file's own `config` key names the presets it is layered over, read as `--config` reads them
+    (`config: demo` in ext.yaml is `--config demo,ext.yaml`): those come first, then the file's other keys. `under`:
+    the files whose `config` key led here, so that a file layered under itself is refused."""
+    for name in names:
+        path, lines = resolve_preset(name, preset_dir, where), {}
+        if any(path.resolve() == p.resolve() for p in under):
+            raise ConfigError(f"{where}: {path} is layered under itself ({' -> '.join(map(str, (*under, path)))}): "
+                              "remove the key 'config' that closes the cycle.")
+        data = _read_yaml(path, lines, where)
+        if 'config' in data and 'config' in key_types(cls):
+            own = f"{path}: line {lines[('config',)]}: key 'config'"
+            chain = typed_values(cls, {'config': data.pop('config')}, str(path), True, lines)['config']
+            yield from _preset_files(cls, _preset_names(chain, own), preset_dir, own, (*under, path))
+        yield path, data, lines
 
 
 def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool = False) -> str:
@@ -122,13 +155,13 @@ def _handed_sources() -> dict[str, str]:
     return handed
 
 
-def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path = 'configs',
+def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path | None = None,
                 default_preset: str = 'demo', prog: str = 'job', overrides: dict | None = None):
-    """The job's config: `cls` defaults, then the presets named by `--config` (or `default_preset`; several, comma-separated,
-    apply left to right), then the other
-    flags in `argv`, then `overrides` (a dict, as a notebook's config cell gives). `--help` and `--version` print
-    and exit."""
-    preset_dir = project_dir(preset_dir)
+    """The job's config: `cls` defaults, then the presets named by `--config` (or `default_preset`; several,
+    comma-separated, apply left to right; each over those its own `config` key names), then the other flags in
+    `argv`, then `overrides` (a dict, as a notebook's config cell gives). `preset_dir`: where bare names are looked
+    up, the job's shipped presets (`cls.PRESETS`) unless given. `--help` and `--version` print and exit."""
+    preset_dir = project_dir(cls.PRESETS if preset_dir is None else preset_dir)
     argv = sys.argv[1:] if argv is None else list(argv)
     if '--version' in argv:  # before the config is read: a broken preset still says which library it meets
         print(version_line(prog))
@@ -142,14 +175,9 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path =
     # once, after the command line and `overrides`: a preset's task file replaced by --tasks is never read
     values: dict[str, Any] = {}
     origins: dict[str, tuple] = {}  # where each value came from (the last to set it), for the domains' messages
-    names = [name.strip() for name in str(preset).split(',')]
-    if '' in names:  # (an empty name would be the current folder's path)
-        fix = f"give {','.join(n for n in names if n)!r}" if any(names) else 'give a preset name or a YAML file'
-        raise ConfigError(f"--config: {str(preset)!r} holds an empty preset name (a trailing or double comma): {fix}.")
-    for name in names:
-        path, lines = resolve_preset(name, preset_dir), {}
-        values.update(typed_values(cls, _read_yaml(path, lines), str(path), True, lines, origins))
-    if 'config' in key_types(cls):
+    for path, data, lines in _preset_files(cls, _preset_names(preset, '--config'), preset_dir):
+        values.update(typed_values(cls, data, str(path), True, lines, origins))
+    if 'config' in key_types(cls):  # the chain as given: a file's own `config` key is in the file, not repeated here
         values['config'] = str(preset)
         if named_by: origins['config'] = (named_by, None)
     given = {**typed_values(cls, cli, 'command line', False, origins=origins),

@@ -63,6 +63,8 @@ def _check_reserved(overrides: dict, reserved: tuple, where: str) -> None:
               tags=" (each job's runs also get variant=<variant> and seed=<seed>)",
               artifacts="each job's exports, fine-tuned weights and model cards (--tracking_artifacts of every job)")
 class CompareConfig(CheckedConfig):
+    # the shipped presets `--config NAME` reads (`cli.load_config`, from Python too; not a key: unannotated)
+    PRESETS = 'configs/compare'
     # -- job
     config: str = field('demo', 'preset name in configs/compare/ or a path to a YAML file')
     name: str = field('compare', 'name of the comparison: everything goes to <output_dir>/<name>/, runs are named '

@@ -16,6 +16,7 @@ from electra.config.errors import ConfigError, RunWarning, did_you_mean, need
 from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
+from electra.config.registries import TASK_CATALOGUE, fill
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
 from electra.config.values import CheckedConfig, config_from_dict, typed_keys, value_sources
 from electra.config.yaml_reader import key_place
@@ -64,7 +65,8 @@ JOB_KEYS = ('config', 'runs', 'group', 'output_dir', 'test_output_dir', 'cache_d
 @dataclass(frozen=True)
 class TaskCatalogue:
     """What checking `tasks` needs of the task kinds, which live above config: electra.finetuning registers it when
-    imported (`register_task_catalogue`), so config imports no job."""
+    imported (`register_task_catalogue`), which the first check imports (`registries`: the package names it), so
+    config imports no job."""
     named: Callable[..., Any]      # (name, key) -> the GLUE task (`predicted_by`, `hf_text`), or a ConfigError
     read_file: Callable[..., Any]  # path -> a task file's checked spec (`name`, `kind`, `hparams`, `text`)
 
@@ -78,9 +80,7 @@ def register_task_catalogue(catalogue: TaskCatalogue) -> None:
 
 
 def _catalogue() -> TaskCatalogue:
-    if not _CATALOGUE:
-        raise RuntimeError('FinetuneConfig checks its tasks with the task kinds of electra.finetuning, which register '
-                           'them when imported: import electra.finetuning first.')
+    if not _CATALOGUE: fill(TASK_CATALOGUE)  # a config checked before anything of fine-tuning was imported
     return _CATALOGUE[0]
 
 
@@ -112,6 +112,8 @@ def qa_no_ensemble(k: int, name: str) -> ConfigError:
               artifacts="each run's weights (<task>_<i>.pth), its save_pretrained folder where one is written and the "
                         "group's model card")
 class FinetuneConfig(CheckedConfig):
+    # the shipped presets `--config NAME` reads (`cli.load_config`, from Python too; not a key: unannotated)
+    PRESETS = 'configs/finetune'
     # -- job
     config: str = field('demo', 'preset name in configs/finetune/ or a path to a YAML file')
     model: path = field('checkpoints/pretrain/demo_11081_100%.pth',

@@ -70,6 +70,8 @@ _TOKENIZER_DOES = {'lowercase': {True: "lower-cases its input ('A' becomes 'a')"
               group='run_name (a comparison sets its name)', tags='',
               artifacts='the export (the discriminator and the generator, each with its model card)')
 class PretrainConfig(CheckedConfig):
+    # the shipped presets `--config NAME` reads (`cli.load_config`, from Python too; not a key: unannotated)
+    PRESETS = 'configs/pretrain'
     # -- job
     config: str = field('demo', 'preset name in configs/pretrain/ or a path to a YAML file')
     run_name: str = field('vanilla', 'name of the run; checkpoints are <run_name>_<seed>_<percent>.pth')

@@ -59,8 +59,7 @@ def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | Non
         ((key, value),) = parse_cli(argv[i:i + 1 + has_value]).items()
         nested[_NESTED[prefix]][key[len(prefix):]] = value
         i += 1 + has_value
-    cfg = load_config(CompareConfig, plain, preset_dir='configs/compare', default_preset='demo', prog=PROG,
-                      overrides=overrides)
+    cfg = load_config(CompareConfig, plain, default_preset='demo', prog=PROG, overrides=overrides)
     for key, values in nested.items():  # each entry keeps its source: the preset's line, or the command line
         if values: cfg = with_entries(cfg, key, values, 'command line')
     return cfg
@@ -114,19 +113,19 @@ def _save_config(cfg: CompareConfig, root: Path) -> None:
     the files its jobs read and the preset files of its chains named by absolute path (its own path keys are already:
     `CheckedConfig`), as its jobs keep theirs (`resolved_entries`); hub names and shipped presets by name."""
     values = {k: v for k, v in config_to_dict(cfg).items() if k not in ('config', 'dry_run', 'table_only', 'only')}
-    values |= {'pretrain_config': _preset_files(cfg.pretrain_config, 'configs/pretrain'),
-               'finetune_config': _preset_files(cfg.finetune_config, 'configs/finetune'),
+    values |= {'pretrain_config': _chain_files(cfg.pretrain_config, PretrainConfig),
+               'finetune_config': _chain_files(cfg.finetune_config, FinetuneConfig),
                'pretrain_overrides': resolved_entries(PretrainConfig, cfg.pretrain_overrides),
                'finetune_overrides': resolved_entries(FinetuneConfig, cfg.finetune_overrides),
-               'variants': {s.name: {'config': _preset_files(s.config, 'configs/pretrain'),
+               'variants': {s.name: {'config': _chain_files(s.config, PretrainConfig),
                                      'overrides': resolved_entries(PretrainConfig, s.overrides)}
                             for s in cfg.variant_specs()}}
     atomic_write_text(yaml.safe_dump(values, sort_keys=False, allow_unicode=True), root / 'compare.yaml')
 
 
-def _preset_files(chain: str, preset_dir: str) -> str:
-    "A preset chain with each file it reads that is not a shipped preset of `preset_dir` named by its absolute path."
-    shipped, out = project_dir(preset_dir), []
+def _chain_files(chain: str, job) -> str:
+    "A preset chain of the job config class `job` with each file it names that is not a shipped preset by its path."
+    shipped, out = project_dir(job.PRESETS), []
     for name in (n.strip() for n in chain.split(',') if n.strip()):
         with warnings.catch_warnings():  # (a file beside a shipped name: said when the comparison read the chain)
             warnings.simplefilter('ignore', RunWarning)

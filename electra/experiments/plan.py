@@ -146,7 +146,7 @@ def _resolve(argv: list[str], where: str, quiet: bool = True) -> PretrainConfig:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter('always', RunWarning)
-            cfg = load_config(PretrainConfig, argv, preset_dir='configs/pretrain', prog='pretrain.py')
+            cfg = load_config(PretrainConfig, argv, prog='pretrain.py')
     except ConfigError as e:
         raise ConfigError(f'{where}: {_keys_hint(e, "pretrain.py")}') from None
     for w in caught:
@@ -309,7 +309,7 @@ def _finetune_sources(cfg: CompareConfig, model: str) -> dict[str, str]:
 def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfig, list[str]]:
     "The fine-tuning config every run gets (checked before anything runs), and its tasks that train."
     try:
-        fcfg = load_config(FinetuneConfig, argv, preset_dir='configs/finetune', prog='finetune.py')
+        fcfg = load_config(FinetuneConfig, argv, prog='finetune.py')
         fcfg.check_task_kinds()
     except ConfigError as e:
         raise ConfigError(f'finetune_config / finetune_overrides / tasks: {_keys_hint(e, "finetune.py")}') from None

@@ -207,8 +207,9 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
         _labels_section(tasks, _kinds(cfg.file_tasks(), tasks)),
         _folders_section(cfg, _kinds(cfg.file_tasks(), tasks)),
         _task_settings_section(cfg, mine, {n: tasks[n] for n in earlier}, df),
-        f"## Settings\n\nThe job's config (`finetune.py --config` takes it again):\n\n"
-        f"{details(yaml_block(config_to_dict(cfg)))}",
+        f"## Settings\n\nThe job's config, from the presets `{cfg.config}` (`finetune.py --config` takes it again: "
+        "their values are in it, so it names none to apply again):\n\n"
+        f"{details(yaml_block({k: v for k, v in config_to_dict(cfg).items() if k != 'config'}))}",
         "## How to use\n\nEach run is a PyTorch module (`ElectraClassifier`, `ElectraTagger` or `ElectraQA`) over "
         "transformers' `ElectraModel`, read with this library; its tokenizer is the one of the model it was "
         f"fine-tuned from:\n\n```python\nfrom electra import load_finetuned, load_pretrained\n\n{load}\n"

@@ -91,8 +91,8 @@ def test_dataclasses_replace_checks_the_new_values_and_keeps_the_others():
 
 
 def test_the_public_name_builds_a_checked_finetune_config_in_a_fresh_process():
-    """`electra.FinetuneConfig` imports fine-tuning's task kinds with the class, which its tasks are checked with: a
-    script's first line can build one (else: "import electra.finetuning first")."""
+    """A FinetuneConfig checked where it is built needs the task kinds its tasks are checked with: a script's first line
+    builds one (config fills the task catalogue on first use, `config/registries.py`)."""
     code = ("import electra\nprint(electra.FinetuneConfig(tasks=['RTE', 'MRPC'], runs=2).tasks)\n"
             "try: electra.FinetuneConfig(tasks=['RTEE'])\nexcept electra.config.errors.ConfigError as e: print(e)\n")
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, check=True).stdout

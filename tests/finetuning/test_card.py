@@ -9,6 +9,9 @@ import pytest
 import yaml
 
 import electra
+from electra.config.cli import load_config
+from electra.config.finetune import FinetuneConfig
+from electra.config.values import config_to_dict
 from electra.finetuning import sweep
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.demo import write_demo_tasks
@@ -64,6 +67,11 @@ def test_the_card_of_a_group_holds_each_task_s_dev_scores_from_its_results_table
     config = re.search(r'```yaml\n(.*?)\n```', text, re.S)[1]
     assert yaml.safe_load(config)['tasks'] == ['STS-B', 'RTE', 'MNLI', 'AX']
     assert str(tmp_path) not in text.replace(config, '')  # nothing of where the folder lies but the job's config
+    # taken again with --config it is the job's config, its presets applied: it names none to apply again
+    assert 'config' not in yaml.safe_load(config) and f"from the presets `{cfg.config}`" in text
+    (tmp_path / 'again.yaml').write_text(config, encoding='utf-8')
+    again = load_config(FinetuneConfig, ['--config', str(tmp_path / 'again.yaml')])
+    assert {**config_to_dict(again), 'config': cfg.config} == config_to_dict(cfg)
 
 
 def test_the_card_of_tasks_from_files_names_their_files_and_kinds(tmp_path):

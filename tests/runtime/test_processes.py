@@ -155,7 +155,8 @@ def test_only_a_job_started_by_a_parent_that_waits_for_it_ends_with_that_parent(
         subprocess.Popen([sys.executable, '-c', {CHILD!r}, {str(mark)!r}], env=env)
         time.sleep(60)""")], cwd=REPO, env=ENV)
     try:
-        wait_for(mark.exists, 60, 'the child to start', parent)
+        # the file's content, not its name: write_text creates the file before it writes, and a read between sees ''
+        wait_for(lambda: mark.exists() and mark.read_text(), 60, 'the child to start', parent)
         assert mark.read_text() == 'None'
         child, = children(parent.pid)
         kill_9_and_watch(parent, [child]) if bound else os.kill(parent.pid, signal.SIGKILL)

@@ -117,10 +117,17 @@ def _save_config(cfg: CompareConfig, root: Path) -> None:
                'finetune_config': _chain_files(cfg.finetune_config, FinetuneConfig),
                'pretrain_overrides': resolved_entries(PretrainConfig, cfg.pretrain_overrides),
                'finetune_overrides': resolved_entries(FinetuneConfig, cfg.finetune_overrides),
-               'variants': {s.name: {'config': _chain_files(s.config, PretrainConfig),
-                                     'overrides': resolved_entries(PretrainConfig, s.overrides)}
-                            for s in cfg.variant_specs()}}
+               'variants': {name: _variant_files(value) for name, value in cfg.variants.items()}}
     atomic_write_text(yaml.safe_dump(values, sort_keys=False, allow_unicode=True), root / 'compare.yaml')
+
+
+def _variant_files(value):
+    "A `variants` entry as written (a preset chain, a mapping, nothing), its preset files and its jobs' paths absolute."
+    if isinstance(value, str): return _chain_files(value, PretrainConfig)
+    if not isinstance(value, dict): return value
+    chain, overrides = value.get('config'), value.get('overrides')
+    return {**value, **({'config': _chain_files(chain, PretrainConfig)} if isinstance(chain, str) else {}),
+            **({'overrides': resolved_entries(PretrainConfig, overrides)} if isinstance(overrides, dict) else {})}
 
 
 def _chain_files(chain: str, job) -> str:

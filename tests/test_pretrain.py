@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from transformers import ElectraForPreTraining
 
 from electra.config.errors import ConfigError
@@ -495,6 +496,26 @@ def test_a_corpus_s_repeated_text_and_other_formats_in_the_driver(tmp_path, caps
         pretrain(tmp_path / 'second', *TINY, '--steps', '1', '--corpus', str(folder))
     # the run's lock, and its log holding the refusal: no checkpoint, no cache
     assert sorted(f.name for f in (tmp_path / 'second').rglob('*') if f.is_file()) == ['.lock', 'log.txt']
+
+
+def test_a_run_s_config_yaml_names_its_corpus_by_absolute_path_and_reads_it_from_any_folder(tmp_path, capsys):
+    """README: "The resolved config is saved beside the run as `config.yaml`, loadable again with `--config`". A corpus
+    typed as a relative path was saved as typed: loaded from another folder holding another `dup/a.txt`, the run
+    trained on that one with status 0 (27 examples against 542). Saved absolute, it reads the original from anywhere:
+    the same examples (the checkpoints' corpus digest), said in the card too."""
+    from electra.data.demo import write_demo_corpus
+    first, other = tmp_path / 'first', tmp_path / 'other'
+    write_demo_corpus(first / 'dup' / 'a.txt', n_docs=200)
+    write_demo_corpus(other / 'dup' / 'a.txt', n_docs=20)
+    one = [*TINY, '--steps', '1', '--checkpoint_at', '1.0', '--eval_examples', '0', '--run_name', 'rel']
+    g = pretrain(tmp_path, *one, '--corpus', 'dup/a.txt', cwd=first)
+    saved = yaml.safe_load((g['run_dir'] / 'config.yaml').read_text(encoding='utf-8'))
+    assert saved['corpus'] == [str(first / 'dup' / 'a.txt')] and saved['output_dir'] == str(tmp_path / 'ckpt')
+    assert f"Corpus: {first / 'dup' / 'a.txt'};" in (g['run_dir'] / 'discriminator' / 'README.md').read_text()
+    again = pretrain(tmp_path, '--config', str(g['run_dir'] / 'config.yaml'), '--output_dir', str(tmp_path / 'ckpt2'),
+                     cwd=other)
+    digest = [load_checkpoint(tmp_path / f / 'rel_11081_100%.pth')['corpus_digest'] for f in ('ckpt', 'ckpt2')]
+    assert digest[0] == digest[1] and len(again['dataset']) == len(g['dataset'])
 
 
 def _checkpoint_names_hold_their_steps(folder: Path, total: int) -> dict[str, int]:

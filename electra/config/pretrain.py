@@ -11,10 +11,10 @@ from electra.config.file_names import safe_name
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
-from electra.config.values import config_from_dict, typed_keys, value_sources
+from electra.config.values import CheckedConfig, config_from_dict, typed_keys, value_sources
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID', 'generator_shape',
-           'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config', 'percent']
+           'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config', 'percent', 'corpus_name']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
@@ -51,6 +51,11 @@ RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'devi
                'dist_timeout', 'compile', 'compile_mode', 'compile_scope')
 
 
+def corpus_name(entry: str) -> bool:
+    "Whether a `corpus` entry is a name rather than a path: 'demo' (the built-in corpus) or a hub data set, hub:<name>."
+    return entry == 'demo' or entry.startswith('hub:')
+
+
 # what a tokenizer does to its input, in words, by the key and what it does (`PretrainConfig.follow_tokenizer`)
 _TOKENIZER_DOES = {'lowercase': {True: "lower-cases its input ('A' becomes 'a')",
                                  False: "keeps the case of its input ('A' stays 'A')"},
@@ -64,15 +69,15 @@ _TOKENIZER_DOES = {'lowercase': {True: "lower-cases its input ('A' becomes 'a')"
 @tracker_keys(after='threads', tensorboard="the run's tensorboard/ folder", runs='',
               group='run_name (a comparison sets its name)', tags='',
               artifacts='the export (the discriminator and the generator, each with its model card)')
-class PretrainConfig:
+class PretrainConfig(CheckedConfig):
     # the shipped presets `--config NAME` reads (`cli.load_config`, from Python too; not a key: unannotated)
     PRESETS = 'configs/pretrain'
     # -- job
     config: str = field('demo', 'preset name in configs/pretrain/ or a path to a YAML file')
     run_name: str = field('vanilla', 'name of the run; checkpoints are <run_name>_<seed>_<percent>.pth')
     seed: int = field(11081, 'random seed for data order, masking, sampling and initialisation', ge=0, lt=SEED_END)
-    output_dir: path = field('checkpoints/pretrain', 'where checkpoints, metrics and the exported models go')
-    cache_dir: path = field('cache', 'where built datasets (Arrow) and the demo corpus are cached')
+    output_dir: path = field('checkpoints/pretrain', 'where checkpoints, metrics and the exported models go', writes=True)
+    cache_dir: path = field('cache', 'where built datasets (Arrow) and the demo corpus are cached', writes=True)
     resume: bool = field(False, 'continue from the latest checkpoint of this run_name and seed')
     overwrite: bool = field(False, 'start over even if this run_name and seed already have checkpoints')
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
@@ -87,7 +92,8 @@ class PretrainConfig:
                                         "`corpus_format` says), 'demo' (the built-in sample corpus), local table files "
                                         "(.parquet, .jsonl/.json, .csv/.tsv, .arrow, or a directory of them) or a Hugging Face hub "
                                         "dataset hub:<name>[:<config>], e.g. hub:openwebtext, "
-                                        "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus", min_items=1)
+                                        "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus", min_items=1,
+                                   names=corpus_name)
     corpus_format: str = choice_field('auto', FORMATS, "how text files are read: 'lines' = the official layout (one "
                                   "sentence per line, a blank line between documents); 'documents' = one document per "
                                   "file, blank lines are paragraph breaks (OpenWebText); 'paragraphs' = one document per "
@@ -395,7 +401,7 @@ class PretrainConfig:
 
     def inputs(self) -> list[tuple[str, str]]:
         "(key, path) of every local file and folder the run reads: corpora, tokenizer, init_from, generator."
-        corpora = [c for c in self.corpus if c != 'demo' and not c.startswith('hub:')]
+        corpora = [c for c in self.corpus if not corpus_name(c)]
         return [*local_paths('corpus', corpora), *local_paths('tokenizer', [self.tokenizer]),
                 *local_paths('init_from', [s.strip() for s in self.init_from.split(',')]),
                 *local_paths('generator', [self.generator])]

@@ -195,8 +195,7 @@ def test_every_run_on_request_none_and_a_run_trained_again_loses_its_folder(swep
     assert sorted(p.name for p in written) == ['SST-2_0', 'SST-2_1', 'STS-B_0', 'STS-B_1', 'ner_0', 'ner_1', 'reviews_0',
                                                'reviews_1']
     # the same run trained again (its inputs changed): its old folder goes when its new weights are saved
-    again = dataclasses.replace(cfg, tasks=[cfg.tasks[0]], save_pretrained='none', task_overrides={
-        **cfg.task_overrides, 'reviews': {'lr': 2e-3}})
+    again = dataclasses.replace(cfg, tasks=[cfg.tasks[0]], save_pretrained='none', task_overrides={'reviews': {'lr': 2e-3}})
     sweep.run_sweep(again, *tiny, None, log=lambda s: None)
     assert not (out / 'reviews_0').exists() and not (out / 'reviews_1').exists()
     assert (out / 'SST-2_0' / 'config.json').is_file()

@@ -147,7 +147,8 @@ def token_ids_tokenizer(tmp_path: Path):
 def _built(tok, name: str, **kw):
     "A tiny model of objective `name` (a frozen generator, an ElectraForMaskedLM of the vocabulary, where it needs one)."
     from transformers import ElectraConfig, ElectraForMaskedLM
-    cfg = tiny_cfg(objective=name, tie_weights=OBJECTIVES[name].tie_weights[0], dropout=0.0, **kw)
+    frozen_generator = {'generator': 'my/mlm'} if OBJECTIVES[name].generator == 'frozen' else {}  # (its name alone)
+    cfg = tiny_cfg(objective=name, tie_weights=OBJECTIVES[name].tie_weights[0], dropout=0.0, **frozen_generator, **kw)
     frozen = ElectraForMaskedLM(ElectraConfig(vocab_size=V, embedding_size=16, hidden_size=16, num_hidden_layers=1,
                                               num_attention_heads=1, intermediate_size=32)) \
         if OBJECTIVES[name].generator == 'frozen' else None

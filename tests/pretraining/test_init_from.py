@@ -28,9 +28,9 @@ WORDS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', *[f'w{i}' for i in range(
 
 
 def tiny_cfg(**kw) -> PretrainConfig:
-    return dataclasses.replace(PretrainConfig(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                               intermediate_size=64, embedding_size=16, generator_size=0.5, max_position_embeddings=64,
-                               **kw)
+    return PretrainConfig(**{**dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                    embedding_size=16, generator_size=0.5, max_position_embeddings=64, max_length=64),
+                             **kw})
 
 
 def save_pair(root, cfg: PretrainConfig, tied: bool = True, seed: int = 0):
@@ -94,7 +94,7 @@ def test_refusals_name_what_differs(tmp_path, monkeypatch):
     same = tmp_path / 'same.txt'  # their vocabulary as a vocab.txt: the same tokenizer, read from another file
     same.write_text('\n'.join(WORDS) + '\n')
     check_init_config(dataclasses.replace(cfg, tokenizer=str(same), strip_accents=True), init)  # BERT's rule, as theirs
-    refused(lambda: check_init_config(dataclasses.replace(cfg, tokenizer=str(same), strip_accents=False), init),
+    refused(lambda: check_init_config(tiny_cfg(tokenizer=str(same), strip_accents=False), init),  # given: kept
             f"tokenizer: {same} is not the tokenizer {tmp_path / 'run'} was trained with: it keeps accents, where the "
             "weights' tokenizer strips accents;")
     with pytest.raises(ConfigError, match=r'holds a ElectraForPreTraining, not an ElectraForMaskedLM'):
@@ -137,7 +137,7 @@ def test_the_flags_a_size_mismatch_prints_are_all_the_run_needs(tmp_path):
     applies (max_length against their max_position_embeddings, tie_weights against their tying): the run's command
     with exactly those flags added is accepted by the config and by the weights' checks, before any data is built.
     Before: the sizes alone, then a max_length error, then (after the data build) a tie_weights one."""
-    source = dataclasses.replace(tiny_cfg(), max_position_embeddings=32, tie_weights='none')
+    source = tiny_cfg(max_position_embeddings=32, max_length=32, tie_weights='none')
     save_pair(tmp_path / 'run', source, tied=False)  # trained apart: tying the embeddings does not fit them
     init = load_init(str(tmp_path / 'run'))
     argv = ['--config', 'demo', '--init_from', str(tmp_path / 'run'), '--output_dir', str(tmp_path / 'out')]

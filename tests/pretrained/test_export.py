@@ -299,3 +299,13 @@ def test_every_loader_returns_its_networks_in_eval_mode_whatever_the_source(tmp_
         init = load_init(str(source))
         for net in (init.generator, init.discriminator): _eval_mode_and_repeatable(net, logits)
     _eval_mode_and_repeatable(load_generator(str(paths['generator'])).net, logits)
+    # Electric's export: its discriminator and cloze model, alone and in the scorer
+    from electra.pretrained.electric import ElectricScorer
+    from electra.pretrained.export import load_cloze
+    electric = build_pretraining_model(tiny_cfg(objective='electric', dropout=0.1), MaskingSettings.for_tokenizer(tok))
+    paths = export_pretrained(electric, tok, tmp_path / 'electric')
+    cloze_logits = lambda net: net(enc['input_ids'], enc['attention_mask'].bool(), enc['token_type_ids'])
+    _eval_mode_and_repeatable(load_cloze(paths['cloze'], paths['discriminator'])[0], cloze_logits)
+    scorer = ElectricScorer.from_export(paths['discriminator'])
+    _eval_mode_and_repeatable(scorer.discriminator, logits)
+    _eval_mode_and_repeatable(scorer.cloze, cloze_logits)

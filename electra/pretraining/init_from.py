@@ -112,9 +112,14 @@ def _from_checkpoint(path: Path) -> InitWeights:
 
 
 def load_init(source: str) -> InitWeights:
-    "The generator, discriminator and tokenizer `init_from` names (see `init_sources`)."
+    """The generator, discriminator and tokenizer `init_from` names (see `init_sources`), the networks in eval mode
+    whatever the source (as transformers' `from_pretrained` returns them; the run's model takes their weights and
+    `Learner.fit` sets its mode)."""
     where = init_sources(source)
-    if isinstance(where, Path): return _from_checkpoint(where)
+    if isinstance(where, Path):
+        init = _from_checkpoint(where)
+        init.generator.eval(), init.discriminator.eval()
+        return init
     gen_src, disc_src = where
     for src in where:
         if Path(src).is_dir() and not has_tokenizer_files(Path(src)):

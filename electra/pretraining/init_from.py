@@ -158,7 +158,8 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
     """Refuse a run whose config does not fit the weights it starts from (their architecture, sizes, tying, tokenizer),
     naming what differs, before any data is built: an architecture no setting gives with no flags to try, sizes with
     the flags that fit. The generator's size follows `generator_size` (hidden and FFN) and its heads
-    max(1, hidden // 64)."""
+    max(1, hidden // 64). A config that fits records the length the weights were pretrained at
+    (`PretrainConfig.follow_init_length`): their position rows past the run's max_length were trained."""
     if fixed := _mismatches(cfg, init, FIXED_KEYS, '{what} {k}: {theirs} (this run: {mine})'):
         raise ConfigError(f"init_from: {init.source}: {'; '.join(fixed)}: no setting of this run gives these (it "
                           "builds the official architecture: two token types, GELU, LayerNorm epsilon 1e-12, an "
@@ -180,6 +181,7 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
             raise ConfigError(f"tokenizer: {cfg.tokenizer} is not the tokenizer {init.source} was trained with: "
                               f"{differs}; a run that continues from weights tokenizes with theirs. Leave --tokenizer "
                               "empty.")
+    cfg.follow_init_length(getattr(init.discriminator.config, 'pretraining_max_length', None), init.source)
 
 
 def _has_generator(cfg: PretrainConfig) -> bool:

@@ -281,10 +281,13 @@ def save_init_checkpoint(init: InitWeights, path: str | Path) -> Path:
     import dataclasses
 
     d, g = init.discriminator.config, init.generator.config
+    # the length its positions were pretrained at, where it says (a conversion's max_seq_length): read back from the
+    # .pth, the discriminator's pretraining_max_length is theirs, not the default max_length
+    length = getattr(d, 'pretraining_max_length', None) or PretrainConfig.max_length
     cfg = dataclasses.replace(PretrainConfig(), hidden_size=d.hidden_size, num_hidden_layers=d.num_hidden_layers,
                               num_attention_heads=d.num_attention_heads, intermediate_size=d.intermediate_size,
                               embedding_size=d.embedding_size, max_position_embeddings=d.max_position_embeddings,
-                              max_length=min(PretrainConfig.max_length, d.max_position_embeddings),
+                              max_length=min(length, d.max_position_embeddings),
                               generator_size=g.hidden_size / d.hidden_size, tie_weights=shared_weights(init),
                               **applied_case(init.tokenizer))  # what its tokenizer does, as a run records it
     model = ElectraGeneratorDiscriminator(init.generator, init.discriminator, cfg.tie_weights)

@@ -297,6 +297,8 @@ def test_a_run_continued_at_a_shorter_length_records_the_length_its_positions_we
     run = tmp_path / 'ckpt' / 'short_11081'
     assert json.loads((run / 'discriminator' / 'config.json').read_text())['pretraining_max_length'] == 32
     assert yaml.safe_load((run / 'config.yaml').read_text())['init_max_length'] == 32
+    assert ('of up to 16 tokens' in (card := (run / 'discriminator' / 'README.md').read_text()) and
+            'Those weights were pretrained at 32 tokens, so its position rows are trained up to 32' in card)
     disc, _ = load_discriminator(tmp_path / 'ckpt' / 'short_11081_100%.pth')
     assert disc.config.pretraining_max_length == 32
     assert past_pretraining(disc.config, 32, 'the model m') == ''

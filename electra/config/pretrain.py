@@ -308,8 +308,9 @@ class PretrainConfig(CheckedConfig):
     def follow_init_length(self, trained: int | None, where: str) -> None:
         """Record `trained`, the length the weights of `where` (init_from) were pretrained at (None: they do not say),
         as `init_max_length`: their position rows past this run's max_length were trained there, not left at their
-        initial values (`trained_length`)."""
-        self._record('init_max_length', trained or 0, f'the length {where} was pretrained at',
+        initial values (`trained_length`). A config that does not name them (weights checked against it in Python)
+        records nothing: its run is not theirs."""
+        if self.init_from: self._record('init_max_length', trained or 0, f'the length {where} was pretrained at',
                      f'{where}: its pretraining_max_length')
 
     def trained_length(self) -> int | None:

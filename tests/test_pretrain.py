@@ -283,6 +283,29 @@ def test_continued_pretraining_starts_from_exactly_the_source_weights(straight, 
     assert more['tokenizer'].vocab == g['tokenizer'].vocab
 
 
+def test_a_run_continued_at_a_shorter_length_records_the_length_its_positions_were_trained_at(straight, tmp_path):
+    """`--init_from` a run pretrained at 32 with `--max_length 16` exported `pretraining_max_length: 16`, and
+    fine-tuning at 32 then said positions 16 to 31 "were never trained" (they are the source's trained rows). The
+    length carries over from the source (`init_max_length` in the run's config): the export's config.json and the
+    discriminator read back from the run's .pth record 32, the warning is not given at 32, and past it names 32."""
+    from electra.objective.model import past_pretraining
+    from electra.pretrained.export import load_discriminator
+    tmp, _ = straight
+    (tmp_path / 'cache').symlink_to(tmp / 'cache')
+    pretrain(tmp_path, *TINY, '--run_name', 'short', '--max_length', '16', '--steps', '2', '--warmup_steps', '1',
+             '--checkpoint_at', '1.0', '--init_from', str(tmp / 'ckpt' / 'vanilla_11081'))
+    run = tmp_path / 'ckpt' / 'short_11081'
+    assert json.loads((run / 'discriminator' / 'config.json').read_text())['pretraining_max_length'] == 32
+    assert yaml.safe_load((run / 'config.yaml').read_text())['init_max_length'] == 32
+    assert ('of up to 16 tokens' in (card := (run / 'discriminator' / 'README.md').read_text()) and
+            'Those weights were pretrained at 32 tokens, so its position rows are trained up to 32' in card)
+    disc, _ = load_discriminator(tmp_path / 'ckpt' / 'short_11081_100%.pth')
+    assert disc.config.pretraining_max_length == 32
+    assert past_pretraining(disc.config, 32, 'the model m') == ''
+    assert past_pretraining(disc.config, 40, 'the model m') == ('past the 32 tokens the model m was pretrained at: '
+                                                               'positions 32 to 39 were never trained')
+
+
 def test_resume_with_other_shape_or_tokenizer_refused(straight, tmp_path):
     tmp, _ = straight
     with pytest.raises(ConfigError, match="cannot resume: 'hidden_size' was 32 in the checkpoint but is 64"):

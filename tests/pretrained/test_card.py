@@ -209,3 +209,15 @@ def test_the_card_says_whether_the_exported_head_gives_the_run_s_score(tmp_path,
         citation = (folder / 'README.md').read_text().split('## Citation\n\n')[1]
         assert '@inproceedings{clark2020electra,' in citation
         assert (papers[name] in citation) if name in papers else ('The objective' not in citation)
+
+
+def test_a_card_of_a_run_continued_from_weights_says_how_far_its_position_rows_were_trained():
+    "Past the run's max_length: the length of the weights it continued, or that they do not say; nothing otherwise."
+    from electra.pretrained.card import _init_length
+    base = {'init_from': 'src', 'max_length': 16}
+    assert _init_length({**base, 'init_max_length': 32}) == (" Those weights were pretrained at 32 tokens, so its "
+                                                             "position rows are trained up to 32 (`pretraining_max_length` in its config).")
+    assert _init_length({**base, 'init_max_length': 0}) == (" Those weights do not record the length they were "
+                                                            "pretrained at, so neither does its config: its position "
+                                                            "rows past 16 may have been trained by them.")
+    assert _init_length({**base, 'init_max_length': 8}) == _init_length({'max_length': 16}) == ''

@@ -1,6 +1,7 @@
 """electra/pretraining/init_from.py: where `init_from` points, loading the weights into the run's model with their
 tying checked, and each refusal with its message."""
 import dataclasses
+import json
 import re
 
 import pytest
@@ -10,7 +11,7 @@ import transformers
 from electra.config.cli import load_config
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
-from electra.objective.model import build_pretraining_model
+from electra.objective.model import build_pretraining_model, discriminator_config
 from electra.pretraining.init_from import (
     FIXED_KEYS,
     RUN_OWN_KEYS,
@@ -225,3 +226,25 @@ def test_a_generator_and_discriminator_of_two_tokenizers_are_refused_naming_the_
     refused(lambda: load_init(f"{gen},{tmp_path / 'run' / 'discriminator'}"),
             f"init_from: {gen}'s vocabulary (100 tokens) is not the discriminator's tokenizer's (100 tokens; 'w5' is "
             "11 there, 10 here)", 'trained together')
+
+
+@pytest.mark.parametrize('recorded, length, trained', [(64, 32, 64), (32, 64, 64), (None, 32, None)])
+def test_the_length_the_positions_were_trained_at_carries_over_from_the_weights(tmp_path, recorded, length, trained):
+    """A run continued from weights pretrained at `recorded` tokens, at `max_length` `length`, has position rows
+    trained up to the longer of the two (its discriminator's `pretraining_max_length`); weights that record none (a hub
+    model without the field) leave it unknown: nothing recorded, rather than rows called untrained that were trained.
+    A resume takes the checkpoint's value; typing it is refused."""
+    save_pair(tmp_path / 'run', tiny_cfg())
+    config = tmp_path / 'run' / 'discriminator' / 'config.json'
+    values = json.loads(config.read_text())
+    values.pop('pretraining_max_length')
+    config.write_text(json.dumps({**values, **({'pretraining_max_length': recorded} if recorded else {})}))
+    cfg = tiny_cfg(max_length=length, init_from=str(tmp_path / 'run'))
+    check_init_config(cfg, load_init(str(tmp_path / 'run')))
+    assert cfg.init_max_length == (recorded or 0)
+    assert getattr(discriminator_config(cfg, 100, 0), 'pretraining_max_length', None) == trained
+    assert ('pretraining_max_length' in discriminator_config(cfg, 100, 0).to_dict()) == bool(trained)  # none written
+    resumed = tiny_cfg(max_length=length)
+    resumed.resume_start(str(tmp_path / 'run'), 'c.pth', 'r', init_max_length=cfg.init_max_length)
+    assert getattr(discriminator_config(resumed, 100, 0), 'pretraining_max_length', None) == trained
+    assert discriminator_config(tiny_cfg(max_length=length), 100, 0).pretraining_max_length == length  # from scratch

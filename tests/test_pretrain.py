@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from transformers import ElectraForPreTraining
 
 from electra.config.errors import ConfigError
@@ -282,6 +283,29 @@ def test_continued_pretraining_starts_from_exactly_the_source_weights(straight, 
     assert more['tokenizer'].vocab == g['tokenizer'].vocab
 
 
+def test_a_run_continued_at_a_shorter_length_records_the_length_its_positions_were_trained_at(straight, tmp_path):
+    """`--init_from` a run pretrained at 32 with `--max_length 16` exported `pretraining_max_length: 16`, and
+    fine-tuning at 32 then said positions 16 to 31 "were never trained" (they are the source's trained rows). The
+    length carries over from the source (`init_max_length` in the run's config): the export's config.json and the
+    discriminator read back from the run's .pth record 32, the warning is not given at 32, and past it names 32."""
+    from electra.objective.model import past_pretraining
+    from electra.pretrained.export import load_discriminator
+    tmp, _ = straight
+    (tmp_path / 'cache').symlink_to(tmp / 'cache')
+    pretrain(tmp_path, *TINY, '--run_name', 'short', '--max_length', '16', '--steps', '2', '--warmup_steps', '1',
+             '--checkpoint_at', '1.0', '--init_from', str(tmp / 'ckpt' / 'vanilla_11081'))
+    run = tmp_path / 'ckpt' / 'short_11081'
+    assert json.loads((run / 'discriminator' / 'config.json').read_text())['pretraining_max_length'] == 32
+    assert yaml.safe_load((run / 'config.yaml').read_text())['init_max_length'] == 32
+    assert ('of up to 16 tokens' in (card := (run / 'discriminator' / 'README.md').read_text()) and
+            'Those weights were pretrained at 32 tokens, so its position rows are trained up to 32' in card)
+    disc, _ = load_discriminator(tmp_path / 'ckpt' / 'short_11081_100%.pth')
+    assert disc.config.pretraining_max_length == 32
+    assert past_pretraining(disc.config, 32, 'the model m') == ''
+    assert past_pretraining(disc.config, 40, 'the model m') == ('past the 32 tokens the model m was pretrained at: '
+                                                               'positions 32 to 39 were never trained')
+
+
 def test_resume_with_other_shape_or_tokenizer_refused(straight, tmp_path):
     tmp, _ = straight
     with pytest.raises(ConfigError, match="cannot resume: 'hidden_size' was 32 in the checkpoint but is 64"):
@@ -495,6 +519,26 @@ def test_a_corpus_s_repeated_text_and_other_formats_in_the_driver(tmp_path, caps
         pretrain(tmp_path / 'second', *TINY, '--steps', '1', '--corpus', str(folder))
     # the run's lock, and its log holding the refusal: no checkpoint, no cache
     assert sorted(f.name for f in (tmp_path / 'second').rglob('*') if f.is_file()) == ['.lock', 'log.txt']
+
+
+def test_a_run_s_config_yaml_names_its_corpus_by_absolute_path_and_reads_it_from_any_folder(tmp_path, capsys):
+    """README: "The resolved config is saved beside the run as `config.yaml`, loadable again with `--config`". A corpus
+    typed as a relative path was saved as typed: loaded from another folder holding another `dup/a.txt`, the run
+    trained on that one with status 0 (27 examples against 542). Saved absolute, it reads the original from anywhere:
+    the same examples (the checkpoints' corpus digest), said in the card too."""
+    from electra.data.demo import write_demo_corpus
+    first, other = tmp_path / 'first', tmp_path / 'other'
+    write_demo_corpus(first / 'dup' / 'a.txt', n_docs=200)
+    write_demo_corpus(other / 'dup' / 'a.txt', n_docs=20)
+    one = [*TINY, '--steps', '1', '--checkpoint_at', '1.0', '--eval_examples', '0', '--run_name', 'rel']
+    g = pretrain(tmp_path, *one, '--corpus', 'dup/a.txt', cwd=first)
+    saved = yaml.safe_load((g['run_dir'] / 'config.yaml').read_text(encoding='utf-8'))
+    assert saved['corpus'] == [str(first / 'dup' / 'a.txt')] and saved['output_dir'] == str(tmp_path / 'ckpt')
+    assert f"Corpus: {first / 'dup' / 'a.txt'};" in (g['run_dir'] / 'discriminator' / 'README.md').read_text()
+    again = pretrain(tmp_path, '--config', str(g['run_dir'] / 'config.yaml'), '--output_dir', str(tmp_path / 'ckpt2'),
+                     cwd=other)
+    digest = [load_checkpoint(tmp_path / f / 'rel_11081_100%.pth')['corpus_digest'] for f in ('ckpt', 'ckpt2')]
+    assert digest[0] == digest[1] and len(again['dataset']) == len(g['dataset'])
 
 
 def _checkpoint_names_hold_their_steps(folder: Path, total: int) -> dict[str, int]:

@@ -54,28 +54,32 @@ def _written_as_path(name: str) -> bool:
             or Path(name).suffix.lower() in ('.yaml', '.yml'))
 
 
-def resolve_preset(name: str, preset_dir: Path, where: str = '--config') -> Path:
+def resolve_preset(name: str, preset_dir: Path, where: str = '--config', beside: Path | None = None) -> Path:
     """The file `--config` names by `name`, by how it is written, never by what lies in the current folder: a bare name
     of a shipped preset (`small`, as the README spells it) is that preset, a file of that name here said in a warning
     (`./small` reads it); a value written as a path (`./bert`, `~/x`, `mine.yaml`) is that file, or an error naming it;
     another bare name is a file here if there is one (`mine`, YAML without an extension), else an unknown preset. A
-    folder is never a preset file. `where` names the value in messages: `--config`, or a preset file's `config` key."""
+    folder is never a preset file. `where` names the value in messages: `--config`, or a preset file's `config` key.
+    `beside`: the folder a relative path is read from, that of the preset file whose `config` key gives `name` (as an
+    include is, so a folder of presets means the same wherever a job starts), else the current folder."""
     shipped = preset_dir / f'{name}.yaml'
+    local = lambda p: Path(p) if beside is None else beside / p  # (an absolute p stays itself)
     if not _written_as_path(name) and shipped.is_file():
-        if Path(name).is_file():  # warned, not refused: the README's commands run whatever else lies in the folder
+        if local(name).is_file():  # warned, not refused: the README's commands run whatever else lies in the folder
             warnings.warn(f"{where}: '{name}' is the shipped preset {shipped}, which is read; a file {name} is also "
-                          f"in this folder ({Path(name).resolve()}), not read: give "
+                          f"in {'this folder' if beside is None else beside} ({local(name).resolve()}), not read: give "
                           f"{'--config ' if where == '--config' else ''}./{name} to read that file instead.",
                           RunWarning, stacklevel=3)
         return shipped
-    path = Path(expand_path(name, where))
+    path = local(expand_path(name, where))
     if path.is_file(): return path
     if path.is_dir():
         raise ConfigError(f"{where}: '{name}' is a folder, not a YAML file: give a preset file in it, or a preset name.")
     if _written_as_path(name):
         yaml_there = [f'{name}{ext}' for ext in ('.yaml', '.yml') if Path(f'{path}{ext}').is_file()]
-        beside = f" ({yaml_there[0]} is there: give that)" if yaml_there else ''
-        raise ConfigError(f"{where}: no such file '{name}'{beside}.")
+        there = f" ({yaml_there[0]} is there: give that)" if yaml_there else ''
+        looked = '' if beside is None else f" (looked for in {beside}, the folder of the file that names it)"
+        raise ConfigError(f"{where}: no such file '{name}'{there}{looked}.")
     names = sorted(p.stem for p in preset_dir.glob('*.yaml'))
     raise ConfigError(f"{where}: unknown preset '{name}'.{did_you_mean(name, names)} "
                       f"Choose one of {', '.join(names)} or give a path to a YAML file.")
@@ -94,10 +98,11 @@ def _preset_files(cls, names: list[str], preset_dir: Path, where: str = '--confi
                   under: tuple[Path, ...] = ()) -> Iterator[tuple[Path, dict, dict]]:
     """Each preset file of the chain `names` (given by `where`) as (path, its values, the line of each key), in the
     order they apply. A file's own `config` key names the presets it is layered over, read as `--config` reads them
-    (`config: demo` in ext.yaml is `--config demo,ext.yaml`): those come first, then the file's other keys. `under`:
+    but for a relative path, read from the file's own folder (`config: demo` in ext.yaml is `--config demo,ext.yaml`;
+    `config: ./base.yaml` is the base.yaml beside it): those come first, then the file's other keys. `under`:
     the files whose `config` key led here, so that a file layered under itself is refused."""
     for name in names:
-        path, lines = resolve_preset(name, preset_dir, where), {}
+        path, lines = resolve_preset(name, preset_dir, where, under[-1].parent if under else None), {}
         if any(path.resolve() == p.resolve() for p in under):
             raise ConfigError(f"{where}: {path} is layered under itself ({' -> '.join(map(str, (*under, path)))}): "
                               "remove the key 'config' that closes the cycle.")

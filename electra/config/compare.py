@@ -9,7 +9,9 @@ from electra.config.errors import ConfigError, need
 from electra.config.fields import SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.paths import path
+from electra.config.finetune import GLUE_TASKS
 from electra.config.shared_keys import THREADS_HELP, TRACKER_KEYS, check_logger, threads_field, tracker_keys
+from electra.config.values import CheckedConfig
 
 __all__ = ['CompareConfig', 'VariantSpec', 'PRETRAIN_RESERVED', 'FINETUNE_RESERVED']
 
@@ -60,14 +62,14 @@ def _check_reserved(overrides: dict, reserved: tuple, where: str) -> None:
                                                         'table and plot', group='name',
               tags=" (each job's runs also get variant=<variant> and seed=<seed>)",
               artifacts="each job's exports, fine-tuned weights and model cards (--tracking_artifacts of every job)")
-class CompareConfig:
+class CompareConfig(CheckedConfig):
     # the shipped presets `--config NAME` reads (`cli.load_config`, from Python too; not a key: unannotated)
     PRESETS = 'configs/compare'
     # -- job
     config: str = field('demo', 'preset name in configs/compare/ or a path to a YAML file')
     name: str = field('compare', 'name of the comparison: everything goes to <output_dir>/<name>/, runs are named '
                                  '<name>_<variant>')
-    output_dir: path = field('checkpoints/compare', 'where comparisons are written')
+    output_dir: path = field('checkpoints/compare', 'where comparisons are written', writes=True)
     # -- pretraining
     pretrain_config: str = field('small', 'pretrain preset(s) common to every variant: a name in configs/pretrain/, '
                                           'a YAML path, or several comma-separated (applied left to right)')
@@ -90,7 +92,8 @@ class CompareConfig:
     finetune_config: str = field('small', 'finetune preset (configs/finetune/) or YAML path for every fine-tuning')
     finetune_overrides: dict = field({}, 'finetune keys (data, runs, epochs, lr, device, task_overrides, ...); on the '
                                          'command line also --finetune.KEY VALUE')
-    tasks: list[path] = field([], "tasks to fine-tune on (GLUE names or task files); empty: the finetune config's tasks")
+    tasks: list[path] = field([], "tasks to fine-tune on (GLUE names or task files); empty: the finetune config's tasks",
+                              names=GLUE_TASKS.__contains__)
     finetune_at: list[float] = field([1.0], "fractions of each pretraining run whose checkpoint is fine-tuned, 1.0 (the "
                                             "finished run) among them: several give each variant's score against "
                                             "pretraining compute along its run, as the curves of the paper's Figure 3",

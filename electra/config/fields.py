@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Annotated, Literal, Sequence, Union
+from typing import Annotated, Callable, Literal, Sequence, Union
 
 import pydantic
 
@@ -98,12 +98,16 @@ def _bound(v) -> str:
     return f'{v:g}' if isinstance(v, float) else str(v)
 
 
-def field(default, help: str = '', *, entries: Sequence[str] = (), **domain):
+def field(default, help: str = '', *, entries: Sequence[str] = (), writes: bool = False,
+          names: Callable[[str], bool] | None = None, **domain):
     """A config field with a help text shown by `--help` and its domain (`Domain`'s keywords: gt=0, ge=0, lt=1,
     le=..., finite, min_items, zero='off', empty='all'), checked when the config is read. `entries`: a mapping
-    key (task_overrides) whose entries are mappings of these keys of the same config, each checked as that key."""
+    key (task_overrides) whose entries are mappings of these keys of the same config, each checked as that key. A
+    path key's value is kept as the absolute path it names (config/paths.py `resolved`): `writes`, a folder the job
+    writes, before it exists; `names`, which of its values are names the key takes rather than paths ('demo')."""
     metadata = {'help': help, **({'domain': Domain(**domain)} if domain else {}),
-                **({'entries': tuple(entries)} if entries else {})}
+                **({'entries': tuple(entries)} if entries else {}), **({'writes': True} if writes else {}),
+                **({'names': names} if names else {})}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda d=default: type(d)(d), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)

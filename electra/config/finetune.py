@@ -18,14 +18,16 @@ from electra.config.file_names import safe_name
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
 from electra.config.registries import TASK_CATALOGUE, fill
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
-from electra.config.values import config_from_dict, typed_keys, value_sources
+from electra.config.values import CheckedConfig, config_from_dict, typed_keys, value_sources
 from electra.config.yaml_reader import key_place
 
-__all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'LOSS_REDUCTIONS',
-           'is_task_file', 'TaskCatalogue', 'register_task_catalogue']
+__all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'DATA_NAMES',
+           'LOSS_REDUCTIONS', 'is_task_file', 'TaskCatalogue', 'register_task_catalogue']
 
 # every GLUE task, the default `tasks`, in the order of the task table (finetuning/tasks/glue/tasks.py)
 GLUE_TASKS = ('CoLA', 'SST-2', 'MRPC', 'STS-B', 'QQP', 'MNLI', 'QNLI', 'RTE', 'WNLI', 'AX')
+# the `data` values that name a source rather than a folder: the hub's GLUE (nyu-mll/glue), the project's sample tasks
+DATA_NAMES = ('hub', 'demo')
 # how a run turns each example's loss into the batch's (finetuning/loss.py)
 LOSS_REDUCTIONS = ('sum', 'mean', 'token')
 
@@ -110,7 +112,7 @@ def qa_no_ensemble(k: int, name: str) -> ConfigError:
               tags=' (each run also gets task=<task>)',
               artifacts="each run's weights (<task>_<i>.pth), its save_pretrained folder where one is written and the "
                         "group's model card")
-class FinetuneConfig:
+class FinetuneConfig(CheckedConfig):
     # the shipped presets `--config NAME` reads (`cli.load_config`, from Python too; not a key: unannotated)
     PRESETS = 'configs/finetune'
     # -- job
@@ -119,18 +121,22 @@ class FinetuneConfig:
                        "pretrained discriminator: a pretrain.py .pth checkpoint, a save_pretrained directory or a hub "
                        "name such as google/electra-small-discriminator")
     data: path = field('hub', "'hub' (nyu-mll/glue), 'demo' (the project's sample tasks, written to cache_dir), a directory "
-                             "in the GLUE download layout (<dir>/CoLA/train.tsv, ...) or of saved hub copies (<dir>/cola/)")
+                             "in the GLUE download layout (<dir>/CoLA/train.tsv, ...) or of saved hub copies (<dir>/cola/)",
+                       names=DATA_NAMES.__contains__)
     tasks: list[path] = field(list(GLUE_TASKS), 'tasks to fine-tune and predict: GLUE names (AX is predicted with the MNLI '
                                               'model) or task files (YAML: your own classification, regression or multi-label data, '
-                                              'token tagging, SQuAD or MRQA; see the README)', min_items=1)
+                                              'token tagging, SQuAD or MRQA; see the README)', min_items=1,
+                              names=GLUE_TASKS.__contains__)
     runs: int = field(10, 'fine-tuning runs per task, each from the same pretrained weights with its own seed', gt=0)
     seed: int = field(0, 'run i uses seed + i (unless `seeds` is given)', ge=0, lt=SEED_END)
     seeds: list[int] = field([], 'explicit seed of each run (at least `runs` of them)', ge=0, lt=SEED_END,
                              empty='run i uses seed + i')
     group: str = field('demo', 'name of this sweep: outputs go to <output_dir>/<group>/ and <test_output_dir>/<group>/')
-    output_dir: path = field('checkpoints/glue', 'fine-tuned weights (<group>/<task>_<i>.pth), the results table and the summary')
-    test_output_dir: path = field('test_outputs', 'test predictions (<group>/<file>.tsv) and glue_submission.zip')
-    cache_dir: path = field('cache', 'token cache and the demo data')
+    output_dir: path = field('checkpoints/glue', 'fine-tuned weights (<group>/<task>_<i>.pth), the results table and the summary',
+                             writes=True)
+    test_output_dir: path = field('test_outputs', 'test predictions (<group>/<file>.tsv) and glue_submission.zip',
+                                  writes=True)
+    cache_dir: path = field('cache', 'token cache and the demo data', writes=True)
     predict: bool = field(True, 'after the runs, write the test predictions of the selected runs and the zip')
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
     precision: str = choice_field('auto', ['auto', 'fp32', 'bf16', 'fp16'],
@@ -266,8 +272,9 @@ class FinetuneConfig:
                                   "system (macOS, Windows); rename one.")
             if not is_task_file(entry): raise ConfigError(f'tasks: {name} is listed twice; list each task once.')
             if Path(first).resolve() == Path(entry).resolve():
-                raise ConfigError(f'tasks: the task file {Path(entry).resolve()} is listed twice ({first}, {entry}); '
-                                  'list each task once.')
+                named = '' if first == entry else f' ({first}, {entry})'  # (a path, or the path of a link to it)
+                raise ConfigError(f'tasks: the task file {Path(entry).resolve()} is listed twice{named}; list each task '
+                                  'once.')
             raise ConfigError(f"tasks: the task files {first} and {entry} both name the task {name!r}; give each its "
                               "own `name`.")
 
@@ -275,7 +282,7 @@ class FinetuneConfig:
         """(key, path) of every local file and folder the job reads: the model, the GLUE data folder, each task file
         and the data files it names."""
         files = [(f'tasks ({spec.name})', str(f)) for spec in self.file_tasks().values() for f in spec.files.values()]
-        return [*local_paths('model', [self.model]), *local_paths('data', [self.data] if self.data not in ('hub', 'demo')
+        return [*local_paths('model', [self.model]), *local_paths('data', [self.data] if self.data not in DATA_NAMES
                                                                   else []),
                 *local_paths('tasks', [t for t in self.tasks if is_task_file(t)]), *files]
 

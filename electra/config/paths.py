@@ -25,7 +25,7 @@ from typing import Callable
 
 from electra.config.errors import ConfigError
 
-__all__ = ['path', 'expand_path', 'Owned', 'check_apart', 'check_case_apart', 'local_paths']
+__all__ = ['path', 'expand_path', 'resolved', 'made_absolute', 'Owned', 'check_apart', 'check_case_apart', 'local_paths']
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,35 @@ def expand_path(value: str, where: str) -> str:
             part = part[:len(part) - len(part.lstrip())] + expanded
         parts.append(part)
     return ','.join(parts)
+
+def _exists(value: str) -> bool:
+    "Whether `value` names a file or folder here (a name too long for one, or holding a NUL, names none)."
+    try: return Path(value).exists()
+    except (OSError, ValueError): return False
+
+
+def resolved(value: str, writes: bool = False, is_name: Callable[[str], bool] | None = None) -> str:
+    """`value` of a path key as the absolute path the job reads or writes, so that a config saved and loaded from
+    another folder names the same files (a run's config.yaml, its checkpoints, cards and rows): the current folder
+    put before it, nothing else changed (a symbolic link stays the link, which the folder checks tell from its target:
+    `check_apart`). A folder the job writes (`writes`) always, an input where it names a file or folder here, each part
+    of a comma-separated pair (init_from's GENERATOR,DISCRIMINATOR) alike. A name the key takes
+    (`is_name`: 'demo', 'hub:...', a GLUE task) is kept as written, as is a value naming nothing here: a hub name, as
+    the readers tell one from a local folder (`Path.exists`, `pretrained.export.model_source`), or a path the job
+    refuses naming it as it was written."""
+    if not value or (is_name is not None and is_name(value)): return value
+    if writes or _exists(value): return str(Path(value).absolute())
+    if ',' in value: return ','.join(resolved(part.strip(), writes, is_name) for part in value.split(','))
+    return value
+
+
+def made_absolute(then, now) -> bool:
+    """Whether a value a checkpoint or a record kept, `then`, is `now` as a config keeps its paths since (`resolved`): a
+    path (or a list of them) an earlier version kept as typed, relative, which names from here what `now` names."""
+    if isinstance(then, list) and isinstance(now, list):
+        return len(then) == len(now) and all(a == b or made_absolute(a, b) for a, b in zip(then, now))
+    return isinstance(then, str) and isinstance(now, str) and then != now and resolved(then) == now
+
 
 def check_case_apart(key: str, parent: str | Path, folder: str, what: str, named: Callable[[str], str]) -> None:
     """A ConfigError when `parent` holds a folder whose name differs from `folder` only in case: on a case-insensitive

@@ -11,10 +11,10 @@ from electra.config.file_names import safe_name
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
-from electra.config.values import config_from_dict, typed_keys, value_sources
+from electra.config.values import CheckedConfig, config_from_dict, typed_keys, value_sources
 
 __all__ = ['FORMATS', 'PretrainConfig', 'CHECKPOINT_FRACTIONS', 'RESUME_SAME', 'RESUME_SAID', 'generator_shape',
-           'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config', 'percent']
+           'RESUME_CONTENT', 'TOKENIZER_KEYS', 'RESUME_FREE', 'saved_config', 'percent', 'corpus_name']
 
 FORMATS = ['auto', 'lines', 'documents', 'paragraphs']  # how text files are read: see `corpus_format`
 
@@ -38,7 +38,8 @@ RESUME_SAME = ('run_name', 'seed', 'corpus_format', 'sentence_split', 'text_colu
 # which only chooses a new run's first weights (a resumed run continues from its checkpoint's): another path of the
 # weights a run began from (moved). None given to a run that began from weights is the checkpoint's, one given to a run
 # that began from scratch is refused (`PretrainConfig.resume_start`).
-RESUME_SAID = ('steps', 'lr', 'precision', 'init_from')
+# `init_max_length` goes with `init_from`: a resume takes its checkpoint's (`resume_start`).
+RESUME_SAID = ('steps', 'lr', 'precision', 'init_from', 'init_max_length')
 # Compared by content, not by the key: the corpus by the examples built from it (a corpus moved or touched is the same
 # one, a file edited in place is not; `deduplicate` by the examples it leaves, so a checkpoint older than the key
 # resumes where its corpus repeats nothing), the tokenizer by its files (`vocab_size`, `lowercase` and `strip_accents`
@@ -49,6 +50,11 @@ TOKENIZER_KEYS = ('vocab_size', 'lowercase', 'strip_accents')  # what shapes a t
 RESUME_FREE = ('config', 'output_dir', 'cache_dir', 'resume', 'overwrite', 'device', 'threads', *TRACKER_KEYS,
                'log_every', 'checkpoint_at', 'num_workers', 'num_proc', 'grad_accum_steps',
                'dist_timeout', 'compile', 'compile_mode', 'compile_scope')
+
+
+def corpus_name(entry: str) -> bool:
+    "Whether a `corpus` entry is a name rather than a path: 'demo' (the built-in corpus) or a hub data set, hub:<name>."
+    return entry == 'demo' or entry.startswith('hub:')
 
 
 # what a tokenizer does to its input, in words, by the key and what it does (`PretrainConfig.follow_tokenizer`)
@@ -64,15 +70,15 @@ _TOKENIZER_DOES = {'lowercase': {True: "lower-cases its input ('A' becomes 'a')"
 @tracker_keys(after='threads', tensorboard="the run's tensorboard/ folder", runs='',
               group='run_name (a comparison sets its name)', tags='',
               artifacts='the export (the discriminator and the generator, each with its model card)')
-class PretrainConfig:
+class PretrainConfig(CheckedConfig):
     # the shipped presets `--config NAME` reads (`cli.load_config`, from Python too; not a key: unannotated)
     PRESETS = 'configs/pretrain'
     # -- job
     config: str = field('demo', 'preset name in configs/pretrain/ or a path to a YAML file')
     run_name: str = field('vanilla', 'name of the run; checkpoints are <run_name>_<seed>_<percent>.pth')
     seed: int = field(11081, 'random seed for data order, masking, sampling and initialisation', ge=0, lt=SEED_END)
-    output_dir: path = field('checkpoints/pretrain', 'where checkpoints, metrics and the exported models go')
-    cache_dir: path = field('cache', 'where built datasets (Arrow) and the demo corpus are cached')
+    output_dir: path = field('checkpoints/pretrain', 'where checkpoints, metrics and the exported models go', writes=True)
+    cache_dir: path = field('cache', 'where built datasets (Arrow) and the demo corpus are cached', writes=True)
     resume: bool = field(False, 'continue from the latest checkpoint of this run_name and seed')
     overwrite: bool = field(False, 'start over even if this run_name and seed already have checkpoints')
     device: str = field('auto', "'auto' (cuda if available), 'cpu', 'cuda' or 'cuda:N'")
@@ -87,7 +93,8 @@ class PretrainConfig:
                                         "`corpus_format` says), 'demo' (the built-in sample corpus), local table files "
                                         "(.parquet, .jsonl/.json, .csv/.tsv, .arrow, or a directory of them) or a Hugging Face hub "
                                         "dataset hub:<name>[:<config>], e.g. hub:openwebtext, "
-                                        "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus", min_items=1)
+                                        "hub:wikimedia/wikipedia:20231101.en, hub:bookcorpus", min_items=1,
+                                   names=corpus_name)
     corpus_format: str = choice_field('auto', FORMATS, "how text files are read: 'lines' = the official layout (one "
                                   "sentence per line, a blank line between documents); 'documents' = one document per "
                                   "file, blank lines are paragraph breaks (OpenWebText); 'paragraphs' = one document per "
@@ -126,6 +133,11 @@ class PretrainConfig:
                                "google/electra-small-discriminator (its -generator too), a directory with generator/ "
                                "and discriminator/ (an export, a converted TF checkpoint), GENERATOR,DISCRIMINATOR, or a "
                                "pretrain.py .pth; the optimizer and step start fresh. Empty: a fresh initialisation")
+    init_max_length: int = field(0, "the max_length init_from's weights were pretrained at (their discriminator's "
+                                    "`pretraining_max_length`), recorded by the run from them: the length its position "
+                                    "rows were trained at is the longer of it and max_length", ge=0,
+                                 zero="none recorded: a fresh initialisation, or weights that do not say (the length "
+                                      "is then unknown)")
     vocab_size: int = field(30522, 'vocabulary size of a tokenizer trained on the corpus', ge=100)
     lowercase: bool = field(True, 'lowercase text (uncased model) when training a tokenizer or reading a vocab.txt (a '
                                   "folder or init_from's tokenizer does what it does, recorded here, a typed value it "
@@ -242,6 +254,9 @@ class PretrainConfig:
         check_logger(self.logger)
         need(self.max_length <= self.max_position_embeddings, 'max_length',
              f'must be at most max_position_embeddings ({self.max_position_embeddings}), got {self.max_length}.')
+        need(self.init_from or not self.init_max_length, 'init_max_length',
+             f'is the length the init_from weights were pretrained at, recorded from them; a run without init_from '
+             f'has none (got {self.init_max_length}): drop it.')
         need(self.mask_token_prob + self.random_token_prob <= 1, 'mask_token_prob',
              'mask_token_prob + random_token_prob must be at most 1.')
         need(self.hidden_size % self.num_attention_heads == 0, 'num_attention_heads',
@@ -290,18 +305,35 @@ class PretrainConfig:
                                                       "tokenizer that does what you ask.")
             else: self._record(key, does, f'what {where} does: it {what}', f'{where}: what it does to its input')
 
-    def resume_start(self, began_from: str, checkpoint, run: str) -> str:
+    def follow_init_length(self, trained: int | None, where: str) -> None:
+        """Record `trained`, the length the weights of `where` (init_from) were pretrained at (None: they do not say),
+        as `init_max_length`: their position rows past this run's max_length were trained there, not left at their
+        initial values (`trained_length`). A config that does not name them (weights checked against it in Python)
+        records nothing: its run is not theirs."""
+        if self.init_from: self._record('init_max_length', trained or 0, f'the length {where} was pretrained at',
+                     f'{where}: its pretraining_max_length')
+
+    def trained_length(self) -> int | None:
+        """The length the run's position rows are trained at: its max_length, or the longer of it and that of the
+        weights it continues (`init_max_length`); None when those weights do not say (rows past max_length may or may
+        not have been trained)."""
+        if self.init_from and not self.init_max_length: return None
+        return max(self.max_length, self.init_max_length)
+
+    def resume_start(self, began_from: str, checkpoint, run: str, init_max_length: int = 0) -> str:
         """A resume of run `run` goes on from its checkpoint's weights: `init_from` chooses only a new run's first
         weights (pretrain.py loads them at step 0 alone). `began_from` is the init_from its `checkpoint` records. A run
         begun from a fresh initialisation given one is refused (config.yaml and the card would say the run continued
         from weights it never had); a run begun from weights takes the checkpoint's when none is given, and its
         tokenizer is theirs, kept in the checkpoint (the README: such a run "continues from its own checkpoints").
+        `init_max_length`, the length those weights were pretrained at, as the checkpoint records it, is taken too.
         The line that says so, or ''."""
         need(began_from or not self.init_from, 'init_from',
              f"run {run} began from a fresh initialisation (its checkpoint {checkpoint} records no init_from), and a "
              f"resume goes on from the run's own weights, never {self.init_from}'s. Drop --init_from to continue the "
              f"run, or start a run from {self.init_from} with another --run_name NAME.")
         if not began_from: return ''
+        self.init_max_length = init_max_length  # recorded from the weights at the run's start, never given again
         need(not self.tokenizer, 'tokenizer', f"run {run} began from the weights of {began_from}, and goes on with "
                                               "their tokenizer, kept in its checkpoint: drop --tokenizer to continue it.")
         if self.init_from: return ''  # the same, or the same weights moved: said with the other changes on resume
@@ -395,7 +427,7 @@ class PretrainConfig:
 
     def inputs(self) -> list[tuple[str, str]]:
         "(key, path) of every local file and folder the run reads: corpora, tokenizer, init_from, generator."
-        corpora = [c for c in self.corpus if c != 'demo' and not c.startswith('hub:')]
+        corpora = [c for c in self.corpus if not corpus_name(c)]
         return [*local_paths('corpus', corpora), *local_paths('tokenizer', [self.tokenizer]),
                 *local_paths('init_from', [s.strip() for s in self.init_from.split(',')]),
                 *local_paths('generator', [self.generator])]

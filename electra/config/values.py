@@ -3,10 +3,14 @@ default (`config/fields.py`, with pydantic), and refused in one line that names 
 the command line), the key, the value, the domain and what the key means; then the job config's own `validate`, for
 what relates several keys (max_length within max_position_embeddings, ...). `config_from_dict` builds a config from
 saved values (a run's config.yaml, a checkpoint's), `config_to_dict` is its inverse and `value_sources` says where each
-value came from.
+value came from. A config built in Python (`FinetuneConfig(lr=...)`, `dataclasses.replace`) is checked the same way,
+where it is built (`CheckedConfig`, the base of every config class), its values recorded as given by 'Python'. A path
+key's value is kept as the absolute path it names (config/paths.py `resolved`).
 """
 from __future__ import annotations
 
+import contextvars
+import copy
 import dataclasses
 import functools
 import re
@@ -18,12 +22,13 @@ import pydantic
 
 from electra.config.errors import ConfigError, did_you_mean
 from electra.config.fields import Domain
-from electra.config.paths import expand_path, path
+from electra.config.paths import expand_path, path, resolved
 from electra.config.text_files import MAX_DIGITS
 from electra.config.yaml_reader import load_yaml
 
-__all__ = ['config_from_dict', 'config_to_dict', 'value_sources', 'entry_sources', 'typed_keys', 'with_entries',
-           'typed_values', 'checked_config', 'key_types', 'BOOL_WORDS', 'RETIRED_KEYS']
+__all__ = ['CheckedConfig', 'config_from_dict', 'config_to_dict', 'value_sources', 'entry_sources', 'typed_keys',
+           'with_entries', 'typed_values', 'checked_config', 'key_types', 'resolved_entries', 'BOOL_WORDS',
+           'RETIRED_KEYS', 'PYTHON']
 
 
 @functools.lru_cache(maxsize=None)
@@ -31,8 +36,9 @@ def _adapter(tp, domain: Domain) -> pydantic.TypeAdapter:
     return pydantic.TypeAdapter(domain.annotated(tp))
 
 
+@functools.lru_cache(maxsize=None)
 def key_types(cls) -> dict[str, Any]:
-    "The type of each key of the config class `cls`, by name."
+    "The type of each key of the config class `cls`, by name (read once: every config built asks)."
     return typing.get_type_hints(cls)
 
 
@@ -123,8 +129,9 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 # Keys that earlier versions wrote into presets, run configs and checkpoints and that nothing ever read: skipped in
 # files, so those still load; typed on the command line they are unknown keys. ('size' named the preset.)
 RETIRED_KEYS = ('size',)
-# where a value typed for this invocation comes from: the command line, a notebook's overrides (`typed_keys`)
-_TYPED = ('command line', 'overrides')
+PYTHON = 'Python'  # the source of a value a config was given in Python: `FinetuneConfig(lr=1e-4)`, `dataclasses.replace`
+# where a value typed for this invocation comes from: the command line, a notebook's overrides, Python (`typed_keys`)
+_TYPED = ('command line', 'overrides', PYTHON)
 
 
 def _located(source: str, lines: dict | None, path: tuple) -> str:
@@ -155,11 +162,18 @@ _LISTED_KEYS = 20
 def _keys_pointer(cls, source: str, names: list[str]) -> str:
     """Where the keys an unknown key is not among are listed, by where it was typed: a command line or a preset has
     its script's --help (the comparison's launcher names the script, `experiments.plan._keys_hint`); a notebook's
-    `overrides` has none, so the keys of its config class are named (the class alone for one of many keys, whose
-    script's --help lists them)."""
-    if source != 'overrides': return 'Run with --help for the list of keys.'
+    `overrides` and Python have none, so the keys of its config class are named (the class alone for one of many keys,
+    whose script's --help lists them)."""
+    if source not in ('overrides', PYTHON): return 'Run with --help for the list of keys.'
     where = f'{cls.__module__}.{cls.__qualname__}'
     return f"The keys of {where}: {', '.join(names)}." if len(names) <= _LISTED_KEYS else f"{where} lists the keys."
+
+
+def _unknown(cls, key, where: str, source: str):
+    "The refusal of `key`, which `cls` has not, given by `source` (`where`: with its line)."
+    names = [f.name for f in dataclasses.fields(cls)]
+    raise ConfigError(f"{where}: unknown key {str(key)!r}.{did_you_mean(str(key), names)} "
+                      f"{_keys_pointer(cls, source, names)}")
 
 
 def typed_values(cls, values: dict[str, Any], source: str, from_file: bool, lines: dict | None = None,
@@ -167,13 +181,11 @@ def typed_values(cls, values: dict[str, Any], source: str, from_file: bool, line
     """`values` with every key checked against `cls` and every value converted to its type; `source` names them in
     errors, with the line of each key when `lines` has it (`load_yaml`). `origins`: filled with each key's source and
     lines, for `_in_domains`."""
-    hints, names, typed = key_types(cls), [f.name for f in dataclasses.fields(cls)], {}
+    hints, typed = key_types(cls), {}
     for key, value in values.items():
         if from_file and key in RETIRED_KEYS: continue
         where = _located(source, lines, (str(key),))
-        if key not in hints:
-            raise ConfigError(f"{where}: unknown key {str(key)!r}.{did_you_mean(str(key), names)} "
-                              f"{_keys_pointer(cls, source, names)}")
+        if key not in hints: _unknown(cls, key, where, source)
         typed[key] = _coerce(value, hints[key], f"{where}: key '{key}'")
         if origins is not None: origins[key] = (source, lines)
     return typed
@@ -194,24 +206,105 @@ def _in_domains(cls, values: dict[str, Any], origins: dict) -> None:
 
 
 def checked_config(cls, values: dict[str, Any], origins: dict, base=None, handed: dict | None = None):
-    """The `cls` of `values` (typed), those given (`origins`) in their domains and its own `validate` checked: what
-    reads files runs here, once. It keeps where each given value came from (`value_sources`), over `base`'s, and which
-    this invocation typed (`typed_keys`). `handed`: for a job a comparison launched, where each value its command line
-    got came from (the comparison's preset line, its command line), recorded instead of 'command line'."""
+    """The `cls` of `values` (typed), those given (`origins`) in their domains and its own `validate` checked, as
+    `CheckedConfig` checks every config: what reads files runs here, once. It keeps where each given value came from
+    (`value_sources`), over `base`'s, and which this invocation typed (`typed_keys`). `handed`: for a job a comparison
+    launched, where each value its command line got came from (the comparison's preset line, its command line),
+    recorded instead of 'command line'."""
+    if not issubclass(cls, CheckedConfig): raise TypeError(f'{cls.__qualname__} is not a CheckedConfig')
     typed = {k for k, (source, _) in origins.items() if source in _TYPED}
     origins = {k: (handed[k], None) if source == 'command line' and k in (handed or {}) else (source, lines)
                for k, (source, lines) in origins.items()}
-    _in_domains(cls, values, origins)
-    cfg = cls(**values)
-    cfg._typed = (getattr(base, '_typed', frozenset()) - origins.keys()) | typed
-    cfg._sources = {**getattr(base, '_sources', {}),
-                    **{k: _located(source, lines, (k,)) for k, (source, lines) in origins.items()}}
-    # each entry of a mapping given (its own line in a file), for `with_entries` to keep when it merges others in
-    cfg._entry_sources = {**getattr(base, '_entry_sources', {}),
-                          **{k: {e: _located(source, lines, (k, e)) for e in values[k]}
-                             for k, (source, lines) in origins.items() if isinstance(values[k], dict)}}
-    if hasattr(cfg, 'validate'): cfg.validate()
-    return cfg
+    token = _BUILDING.set((origins, typed, base))
+    try: return cls(**values)
+    finally: _BUILDING.reset(token)
+
+
+# what `checked_config` knows of the values of the config it builds (their sources, the keys typed, the config they
+# were merged over), for `CheckedConfig.__post_init__`; None for a config built in Python
+_BUILDING: contextvars.ContextVar = contextvars.ContextVar('electra_config_building', default=None)
+
+
+class CheckedConfig:
+    """The base of every config class (a dataclass of `field`s): however it is built, from a preset, the command line,
+    a notebook's overrides (`checked_config`) or in Python (`FinetuneConfig(lr=-1)`, `dataclasses.replace`), each
+    value given is converted to its key's type and checked against its domain, and the config's `validate` checks
+    the rules between keys, by the same code, before anything uses it: a bad value is refused in one line naming the
+    key, never taken to fail deep inside a job (ElectraAdam's lr, a task list read by characters). A value given in
+    Python is read as the command line reads one (`~` and `$VAR` of a path, '3' for 3), copied (the caller's list
+    changed afterwards is not the config's), and recorded as given by 'Python' (`value_sources`); a path key's value
+    is the absolute path it names (config/paths.py `resolved`)."""
+
+    def __new__(cls, *args, **kwargs):
+        # an unknown keyword is refused as an unknown key is on the other surfaces, not as Python's TypeError
+        keys = [f.name for f in dataclasses.fields(cls) if f.init]
+        for key in (k for k in kwargs if k not in keys): _unknown(cls, key, PYTHON, PYTHON)
+        cfg = super().__new__(cls)
+        if args or kwargs: cfg._given = frozenset(keys[:len(args)]) | frozenset(kwargs)  # (a copy, unpickled: none)
+        return cfg
+
+    def __post_init__(self) -> None:
+        building = _BUILDING.get()
+        _BUILDING.set(None)  # (a config that `validate` builds in its turn is built by a call of its own)
+        given = self.__dict__.pop('_given', frozenset())  # the keys its constructor was called with (`__new__`)
+        origins, typed, base = building if building is not None else _given_in_python(self, given)
+        _in_domains(type(self), config_to_dict(self), origins)
+        hints = key_types(type(self))
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, _resolved_paths(f, hints[f.name], getattr(self, f.name)))
+        self._typed = (getattr(base, '_typed', frozenset()) - origins.keys()) | typed
+        self._sources = {**getattr(base, '_sources', {}),
+                         **{k: _located(source, lines, (k,)) for k, (source, lines) in origins.items()}}
+        # each entry of a mapping given (its own line in a file), for `with_entries` to keep when it merges others in
+        self._entry_sources = {**getattr(base, '_entry_sources', {}),
+                               **{k: {e: _located(source, lines, (k, e)) for e in getattr(self, k)}
+                                  for k, (source, lines) in origins.items() if isinstance(getattr(self, k), dict)}}
+        if hasattr(self, 'validate'): self.validate()
+
+
+def _is_default(f: dataclasses.Field, value: Any) -> bool:
+    "Whether `value` of the field `f` is its default, of the same type (True is not a default 1)."
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    return type(value) is type(default) and value == default
+
+
+def _given_in_python(cfg, given: frozenset) -> tuple[dict, set, None]:
+    """The keys `cfg`'s constructor was `given` in Python, each value converted to its key's type as the command line's
+    value is (`_coerce`) and copied, set on `cfg`; their origins ('Python'), the keys typed (they win as the command
+    line's do: `FinetuneConfig.for_task`), no base config. `dataclasses.replace` gives every key, those it was not asked
+    to change too: a key is then given where its value is not its default (the others keep the rules a default has, a
+    task kind's own max_length over it)."""
+    fields = [f for f in dataclasses.fields(cfg) if f.init]
+    if given == {f.name for f in fields}: given = {f.name for f in fields if not _is_default(f, getattr(cfg, f.name))}
+    hints, origins = key_types(type(cfg)), {}
+    for f in (f for f in fields if f.name in given):
+        setattr(cfg, f.name, _coerce(copy.deepcopy(getattr(cfg, f.name)), hints[f.name], f"{PYTHON}: key '{f.name}'"))
+        origins[f.name] = (PYTHON, None)
+    return origins, set(origins), None
+
+
+def _is_path(tp) -> bool:
+    "Whether a key of type `tp` holds a path or a list of them."
+    return tp is path or (typing.get_origin(tp) is list and typing.get_args(tp) == (path,))
+
+
+def _resolved_paths(f: dataclasses.Field, tp, value: Any) -> Any:
+    "`value` (of type `tp`) of the field `f`, a path key's (or a list of them's) as the absolute paths it names."
+    resolve = functools.partial(resolved, writes=f.metadata.get('writes', False), is_name=f.metadata.get('names'))
+    if tp is path: return resolve(value)
+    return [resolve(v) for v in value] if _is_path(tp) else value
+
+
+def resolved_entries(cls, values: dict) -> dict:
+    """`values`, keys of the config class `cls` (a comparison's overrides for its jobs), with each path key's value as
+    `cls` keeps it, its local paths absolute (`resolved`); a value its key's type cannot read, and every other key's,
+    left as it is (the job reading them refuses what it must, naming it)."""
+    hints, fields, out = key_types(cls), {f.name: f for f in dataclasses.fields(cls)}, dict(values)
+    for key, value in values.items():
+        if key not in hints or not _is_path(hints[key]): continue
+        try: out[key] = _resolved_paths(fields[key], hints[key], _coerce(value, hints[key], key))
+        except ConfigError: pass
+    return out
 
 
 def with_entries(cfg, key: str, entries: dict, source: str):

@@ -14,14 +14,18 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
 import yaml
 
-from electra.config.cli import load_config, parse_cli
+from electra.config.cli import load_config, parse_cli, project_dir, resolve_preset
 from electra.config.compare import CompareConfig
-from electra.config.values import config_to_dict, value_sources, with_entries
+from electra.config.errors import RunWarning
+from electra.config.finetune import FinetuneConfig
+from electra.config.pretrain import PretrainConfig
+from electra.config.values import config_to_dict, resolved_entries, value_sources, with_entries
 from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (RECORD, Launcher, RunFailed, changed_keys, corpus_data, finetune_done, go_on,
                                       pretrain_done, read_record, settings, run_finetuning, run_pretraining, subprocess_launcher)
@@ -105,9 +109,36 @@ def plan_text(plan: Plan) -> str:
 
 
 def _save_config(cfg: CompareConfig, root: Path) -> None:
-    "The resolved comparison config, loadable again with --config, beside the table."
+    """The resolved comparison config, loadable again with --config, beside the table: from any folder the same jobs,
+    the files its jobs read and the preset files of its chains named by absolute path (its own path keys are already:
+    `CheckedConfig`), as its jobs keep theirs (`resolved_entries`); hub names and shipped presets by name."""
     values = {k: v for k, v in config_to_dict(cfg).items() if k not in ('config', 'dry_run', 'table_only', 'only')}
+    values |= {'pretrain_config': _chain_files(cfg.pretrain_config, PretrainConfig),
+               'finetune_config': _chain_files(cfg.finetune_config, FinetuneConfig),
+               'pretrain_overrides': resolved_entries(PretrainConfig, cfg.pretrain_overrides),
+               'finetune_overrides': resolved_entries(FinetuneConfig, cfg.finetune_overrides),
+               'variants': {name: _variant_files(value) for name, value in cfg.variants.items()}}
     atomic_write_text(yaml.safe_dump(values, sort_keys=False, allow_unicode=True), root / 'compare.yaml')
+
+
+def _variant_files(value):
+    "A `variants` entry as written (a preset chain, a mapping, nothing), its preset files and its jobs' paths absolute."
+    if isinstance(value, str): return _chain_files(value, PretrainConfig)
+    if not isinstance(value, dict): return value
+    chain, overrides = value.get('config'), value.get('overrides')
+    return {**value, **({'config': _chain_files(chain, PretrainConfig)} if isinstance(chain, str) else {}),
+            **({'overrides': resolved_entries(PretrainConfig, overrides)} if isinstance(overrides, dict) else {})}
+
+
+def _chain_files(chain: str, job) -> str:
+    "A preset chain of the job config class `job` with each file it names that is not a shipped preset by its path."
+    shipped, out = project_dir(job.PRESETS), []
+    for name in (n.strip() for n in chain.split(',') if n.strip()):
+        with warnings.catch_warnings():  # (a file beside a shipped name: said when the comparison read the chain)
+            warnings.simplefilter('ignore', RunWarning)
+            file = resolve_preset(name, shipped)
+        out.append(name if file == shipped / f'{name}.yaml' else str(file.absolute()))
+    return ','.join(out)
 
 
 def _check_outputs(plan: Plan) -> None:

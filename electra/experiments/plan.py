@@ -15,7 +15,7 @@ from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.file_names import safe_name
 from electra.config.finetune import FinetuneConfig
 from electra.config.paths import Owned, check_apart, check_case_apart
-from electra.config.pretrain import PretrainConfig, percent
+from electra.config.pretrain import PretrainConfig, corpus_name, percent
 from electra.config.values import entry_sources, value_sources
 from electra.data.tokenizer import vocab_entries
 from electra.finetuning.tasks.glue.sources import open_source
@@ -163,7 +163,7 @@ def _looks_local(entry: str) -> bool:
 def _check_paths(cfg: PretrainConfig, where: str) -> None:
     """Every local file or folder a run reads exists (checked now, not when its run starts): its corpus entries, its
     tokenizer, the weights it starts from."""
-    local = {'corpus': [e for e in cfg.corpus if e != 'demo' and not e.startswith('hub:')],
+    local = {'corpus': [e for e in cfg.corpus if not corpus_name(e)],
              'tokenizer': [cfg.tokenizer] if cfg.tokenizer else [],
              'init_from': [e.strip() for e in cfg.init_from.split(',') if _looks_local(e.strip())],
              'generator': [cfg.generator] if _looks_local(cfg.generator) else []}

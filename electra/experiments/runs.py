@@ -16,6 +16,8 @@ from typing import Callable
 
 from electra.config.cli import SOURCES_VAR, parse_cli
 from electra.config.errors import ConfigError
+from electra.config.paths import made_absolute
+from electra.config.pretrain import corpus_name
 from electra.config.shared_keys import TRACKER_KEYS
 from electra.config.values import config_to_dict
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
@@ -96,7 +98,7 @@ def _value_changes(record: dict, values: dict) -> dict[str, tuple]:
     old = record.get('values')
     if old is None: return {}
     return {k: (old.get(k, '(unset)'), values.get(k, '(unset)')) for k in sorted(set(old) | set(values))
-            if old.get(k) != values.get(k)}
+            if old.get(k) != values.get(k) and not made_absolute(old.get(k), values.get(k))}
 
 
 def changed_keys(record: dict, args: list[str], values: dict) -> list[str]:
@@ -160,7 +162,7 @@ def corpus_data(plan: Plan, run: RunPlan) -> dict[str, str]:
     out = {}
     for entry in run.variant.config.corpus:
         p = Path(entry)
-        if entry == 'demo' or entry.startswith('hub:') or not p.exists(): out[entry] = ''
+        if corpus_name(entry) or not p.exists(): out[entry] = ''
         elif p.is_file(): out[entry] = plan.digests(p).hex()
         else:
             for f in sorted(f for f in p.rglob('*') if f.is_file() and not any(
@@ -174,7 +176,13 @@ def pretrain_done(plan: Plan, run: RunPlan) -> bool:
     and its exported discriminator exists."""
     record = read_record(run.run_dir / RECORD)
     return bool(record.get('done')) and not _changes(record, run.pretrain_args, settings(run.variant.config)) \
-        and record.get('corpus') == corpus_data(plan, run) and (run.model / 'config.json').is_file()
+        and _same_corpus(record.get('corpus'), corpus_data(plan, run)) and (run.model / 'config.json').is_file()
+
+
+def _same_corpus(then, now: dict) -> bool:
+    "Whether a record's corpus (`corpus_data`) is `now`: the same files by content (an earlier version's named as typed)."
+    return isinstance(then, dict) and list(then.values()) == list(now.values()) and (
+        list(then) == list(now) or made_absolute(list(then), list(now)))
 
 
 def _check_unchanged(run: RunPlan, record: dict) -> None:

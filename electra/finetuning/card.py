@@ -185,6 +185,35 @@ def _earlier_line(cfg: FinetuneConfig, df: pd.DataFrame, earlier: list[str]) -> 
             f"`model_fingerprint` and `settings`), each with the data its runs were fine-tuned on: {', '.join(named)}.")
 
 
+# what calling a run's module (`load_finetuned`) gives, by task kind: what its transformers folder gives
+_OUTPUTS = {
+    'classification': 'a classification run its logits [N, classes] (softmax: the probabilities)',
+    'regression': "a regression run its scores [N] on the task's own scale (STS-B's 0-5; a task file's `target_scale` "
+                  "folded in), its test file's values before their rounding (STS-B's clipped to 0-5 too)",
+    'multilabel': 'a multi-label run its logits [N, labels] (sigmoid: each label\'s probability; > 0: predicted)',
+    'tagging': "a tagging run its logits [N, T, tags] for every token (a word's tag is its first piece's)",
+    'squad': "a QA run the head's dict (`start_logits`, `answerable_logit`, and the beam of start and end "
+             "log-probabilities of the official joint head, or `end_logits` without it), which `finetune.py` decodes "
+             "into its answers",
+}
+_OUTPUTS['mrqa'] = _OUTPUTS['squad']
+
+
+def _usage_section(cfg: FinetuneConfig, df: pd.DataFrame, kinds: dict[str, str]) -> str:
+    "How to use: a run read with `load_finetuned` and the tokenizer of the model it was fine-tuned from; what it gives."
+    example = df.sort_values(['task', 'run']).iloc[0] if not df.empty else None
+    load = (f"model = load_finetuned('{Path(str(example['checkpoint'])).name}')  # {example['task']} run "
+            f"{example['run']}, a file of this folder" if example is not None else "model = load_finetuned(PATH)")
+    gives = '; '.join(dict.fromkeys(_OUTPUTS.get(k, f"a {k} run its head's outputs") for k in kinds.values()))
+    return ("## How to use\n\nEach run is a PyTorch module (`ElectraClassifier`, `ElectraTagger` or `ElectraQA`) over "
+            "transformers' `ElectraModel`, read with this library in eval mode; its tokenizer is the one of the model it "
+            f"was fine-tuned from:\n\n```python\nfrom electra import load_finetuned, load_pretrained\n\n{load}\n"
+            f"_, tokenizer = load_pretrained('{cfg.model}')\n```\n\n"
+            "Called on its tokenizer's encoding, `model(**tokenizer(text, return_tensors='pt'))` (a pair: `text, "
+            "text_pair`), it gives what the run's transformers folder gives where it has one (`<task>_<i>/`): "
+            f"{gives}.")
+
+
 def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str, TaskInfo], summary_text: str) -> Path:
     """Write the card of the fine-tuning group of `cfg` from `df`, the rows of its results table the summary describes
     (this job's tasks' and those of earlier jobs), `tasks` (the description of each task, those of `df` among them) and
@@ -193,9 +222,6 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
     mine = {n: tasks[n] for n in cfg.task_names if not tasks[n].predicted_by}  # AX: predicted by MNLI's runs
     tasks = {**mine, **{n: tasks[n] for n in earlier}}
     summary = summarize(df, tasks)
-    example = df.sort_values(['task', 'run']).iloc[0] if not df.empty else None
-    load = (f"model = load_finetuned('{Path(str(example['checkpoint'])).name}')  # {example['task']} run "
-            f"{example['run']}, a file of this folder" if example is not None else "model = load_finetuned(PATH)")
     body = '\n\n'.join([
         f"# ELECTRA fine-tuned: {cfg.group}",
         f"ELECTRA (Clark et al. 2020) fine-tuned from `{cfg.model}`: {cfg.runs} run(s) of each task of this job, each "
@@ -210,9 +236,6 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
         f"## Settings\n\nThe job's config, from the presets `{cfg.config}` (`finetune.py --config` takes it again: "
         "their values are in it, so it names none to apply again):\n\n"
         f"{details(yaml_block({k: v for k, v in config_to_dict(cfg).items() if k != 'config'}))}",
-        "## How to use\n\nEach run is a PyTorch module (`ElectraClassifier`, `ElectraTagger` or `ElectraQA`) over "
-        "transformers' `ElectraModel`, read with this library; its tokenizer is the one of the model it was "
-        f"fine-tuned from:\n\n```python\nfrom electra import load_finetuned, load_pretrained\n\n{load}\n"
-        f"_, tokenizer = load_pretrained('{cfg.model}')\n```",
+        _usage_section(cfg, df, _kinds(cfg.file_tasks(), tasks)),
         LICENSE_NOTE])
     return write_card(group_dir(cfg), _metadata(cfg, df, summary, tasks), body)

@@ -24,8 +24,11 @@ def tf_dense(n_in: int, n_out: int) -> nn.Linear:
 class ElectraClassifier(nn.Module):
     """The ELECTRA body and the official GLUE head: the final hidden state of [CLS] -> dropout -> linear, no pooler
     and no tanh. The output layer starts as TF1's default initialisation: xavier-uniform weights, zero bias.
-    `target_scale`: a regression head learns targets divided by it (official STS-B: 5, so [0, 1]); `predict_outputs`
-    multiplies its outputs back, so scores stay on the task's own scale."""
+    `target_scale`: the task's scale over the outputs'. A regression head trains on targets divided by it (official
+    STS-B: 5, so [0, 1]; google-research/electra, finetune/classification/classification_tasks.py `RegressionTask`
+    `_add_features` divides the label by its max value), and `electra.finetuning.learner.predict_outputs` multiplies
+    the outputs back, so the dev scores are on the task's own scale. A run read back (`load_finetuned`) is
+    `on_task_scale`: its outputs are the task's scores, `target_scale` 1."""
 
     def __init__(self, electra: nn.Module, n_outputs: int, dropout: float = 0.1, target_scale: float = 1.0):
         super().__init__()
@@ -37,6 +40,16 @@ class ElectraClassifier(nn.Module):
         h = self.electra(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
         out = self.classifier(self.dropout(h[:, 0]))
         return out.squeeze(-1) if self.n_outputs == 1 else out
+
+    @torch.no_grad()
+    def on_task_scale(self) -> ElectraClassifier:
+        """This model with `target_scale` folded into its output layer (weights and bias times it, `target_scale` then
+        1), in place: its forward gives a regression's scores on the task's own scale, as the run's transformers
+        folder and test files do. Training keeps the head on the training scale, where its loss compares it with the
+        targets divided by `target_scale` (`ClassifierLoss`); a classification's scale is 1, its logits unchanged."""
+        self.classifier.weight.mul_(self.target_scale), self.classifier.bias.mul_(self.target_scale)
+        self.target_scale = 1.0
+        return self
 
 
 class ClassifierLoss(FinetuningLoss):

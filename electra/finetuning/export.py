@@ -4,7 +4,7 @@ label names as `id2label`/`label2id`, so that `pipeline(...)` prints them. Only 
 
 - classification, regression, multi-label (`ElectraClassifier`): `ElectraForSequenceClassification`, whose head
   (`ElectraClassificationHead`) adds a dense layer and a GELU before its output layer; they are set so that the logits
-  are ours (`_classification_head`), a regression's times its `target_scale` (the task's own scale);
+  are ours (`_classification_head`), a regression's scores on the task's own scale, as `load_finetuned` gives them;
 - tagging (`ElectraTagger`): `ElectraForTokenClassification`, the same dropout and linear layer on every token;
 - QA (`ElectraQA`): none. The official head masks the question's positions, predicts the end given the start and the
   answerability from its own layers (`tasks/qa/heads.py`); `ElectraForQuestionAnswering` is one linear layer. Its runs
@@ -61,11 +61,12 @@ def _config(ckpt: dict, cls: type) -> ElectraConfig:
 
 
 @torch.no_grad()
-def _classification_head(head, ours: nn.Linear, scale: float) -> None:
+def _classification_head(head, ours: nn.Linear) -> None:
     """Set transformers' `ElectraClassificationHead` (out_proj(gelu(dense(h))), dropout aside) to compute our head,
-    `scale` * (W h + b) with W [C, H]. gelu(u) - gelu(-u) = u (Phi(u) + Phi(-u)) = u exactly, so dense = [W; -W; 0]
-    [H, H] with no bias and out_proj = [I, -I, 0] [C, H] with bias b give W h + b, to float rounding. Needs 2C <= H."""
-    w, b = ours.weight * scale, ours.bias * scale  # [C, H], [C]
+    W h + b with W [C, H] (a run read back: a regression's on the task's scale). gelu(u) - gelu(-u) = u (Phi(u) +
+    Phi(-u)) = u exactly, so dense = [W; -W; 0] [H, H] with no bias and out_proj = [I, -I, 0] [C, H] with bias b give
+    W h + b, to float rounding. Needs 2C <= H."""
+    w, b = ours.weight, ours.bias  # [C, H], [C]
     c, eye = w.shape[0], torch.eye(w.shape[0], dtype=w.dtype)
     head.dense.weight.zero_(), head.dense.bias.zero_(), head.out_proj.weight.zero_()
     head.dense.weight[:c], head.dense.weight[c:2 * c] = w, -w
@@ -87,7 +88,7 @@ def to_transformers(ckpt: dict) -> tuple[nn.Module | None, str]:
     model = cls(config).eval()
     model.electra.load_state_dict(ours.electra.state_dict())
     if cls is ElectraForSequenceClassification:
-        _classification_head(model.classifier, ours.classifier, ours.target_scale if not ckpt['labels'] else 1.0)
+        _classification_head(model.classifier, ours.classifier)
     else: model.classifier.load_state_dict(ours.classifier.state_dict())
     return model, ''
 

@@ -62,7 +62,8 @@ def predict_examples(model: nn.Module, loader, rows: Callable[[object, tuple], l
 
 def predict_outputs(model: ElectraClassifier, loader, autocast: torch.dtype | None = None) -> np.ndarray:
     """The model's outputs for every example of an evaluation loader, in example order: logits [N, C], or scores [N]
-    on the task's own scale (a regression head's outputs times its `target_scale`)."""
+    on the task's own scale (a regression head's outputs times its `target_scale`: the training scale's module of a
+    run in training; a run read back, `on_task_scale`, has 1)."""
     rows = predict_examples(model, loader, lambda out, _: list(out.float().cpu().numpy()), autocast)
     if model.n_outputs > 1: return np.stack(rows) if rows else np.zeros((0, model.n_outputs), np.float32)
     return np.asarray(rows, np.float32) * np.float32(model.target_scale)

@@ -79,20 +79,27 @@ HEAD_MODELS: dict[str, type[nn.Module]] = {}
 
 def finetuned_model(ckpt: dict) -> nn.Module:
     """The model of a fine-tuned run's checkpoint (`read_finetuned`), of any task kind, on the CPU, in eval mode, with
-    the identity of the tokenizer it was trained with (`electra_tokenizer_identity`) where the run records it."""
+    the identity of the tokenizer it was trained with (`electra_tokenizer_identity`) where the run records it. Its
+    forward gives what the run's transformers folder gives: a classifier's logits, a regression's scores on the task's
+    own scale (`ElectraClassifier.on_task_scale`), a tagger's logits per token, the QA head's dict of logits."""
     from transformers import ElectraConfig, ElectraModel
     body = ElectraModel(ElectraConfig.from_dict(ckpt['electra_config']))
     if ckpt['format'] == 'electra-glue':  # runs saved before the `target_scale` key learned raw targets
         model = ElectraClassifier(body, ckpt['n_outputs'], ckpt['dropout'], ckpt.get('target_scale', 1.0))
     else: model = HEAD_MODELS.get(ckpt['kind'], ElectraClassifier)(body, **ckpt['head'])
     model.load_state_dict(ckpt['model'])
+    if isinstance(model, ElectraClassifier): model.on_task_scale()
     if identity := recorded_tokenizer(ckpt.get('settings')):  # a run of an earlier version records none
         model.electra_tokenizer_identity = identity
     return model.eval()
 
 
 def load_finetuned(path: str | Path, device: torch.device | str = 'cpu') -> nn.Module:
-    "A fine-tuned model saved by `run_sweep`, of any task kind (`ElectraClassifier`, `ElectraTagger`, `ElectraQA`)."
+    """A fine-tuned run saved by `run_sweep` (`<task>_<i>.pth`), of any task kind, in eval mode on `device`, called as
+    `model(input_ids, attention_mask, token_type_ids)`: an `ElectraClassifier` gives logits [N, classes] (softmax: the
+    probabilities; a multi-label task's sigmoid per label) or a regression's scores [N] on the task's own scale, as its
+    transformers folder and test file; an `ElectraTagger` logits [N, T, tags] (a word's tag at its first piece); an
+    `ElectraQA` the QA head's dict of logits (`tasks/qa/heads.py` `QAHead`). See `finetuned_model`."""
     return finetuned_model(read_finetuned(path)).to(device)
 
 

@@ -87,21 +87,23 @@ def sdpa_mask(net, attention_mask: torch.Tensor) -> torch.Tensor:
 
 def _electra_config(cfg: PretrainConfig, vocab_size: int, pad_token_id: int, hidden: int, heads: int,
                     ffn: int) -> ElectraConfig:
+    trained = cfg.trained_length()
     return ElectraConfig(
         vocab_size=vocab_size, embedding_size=cfg.embedding_size, hidden_size=hidden, num_hidden_layers=cfg.num_hidden_layers,
         num_attention_heads=heads, intermediate_size=ffn, hidden_act='gelu', hidden_dropout_prob=cfg.dropout,
         attention_probs_dropout_prob=cfg.dropout, max_position_embeddings=cfg.max_position_embeddings,
         type_vocab_size=2, pad_token_id=pad_token_id, attn_implementation='sdpa',
-        # the length it is pretrained at: position rows past it stay at their initial values (fine-tuning says so)
-        pretraining_max_length=cfg.max_length)
+        # the length its positions are pretrained at (the weights it continues included): rows past it stay at their
+        # initial values (fine-tuning says so); unknown (weights that do not say), not written
+        **({} if trained is None else {'pretraining_max_length': trained}))
 
 
 def past_pretraining(config, length: int, model: str) -> str:
     """'' when inputs of `length` tokens lie within the length the model of `config` was pretrained at (or it is not
     recorded); else why that matters, the clause that fine-tuning's warning (a max_length past it) and the Explore
     views' (a text past it) share: 'past the N tokens <model> was pretrained at: positions N to length-1 were never
-    trained'. The length is `pretraining_max_length` in its config, which `_electra_config` writes and the TF
-    conversion reads from the official run's max_seq_length."""
+    trained'. The length is `pretraining_max_length` in its config, which `_electra_config` writes (the run's
+    `PretrainConfig.trained_length`) and the TF conversion reads from the official run's max_seq_length."""
     trained = getattr(config, 'pretraining_max_length', None)
     if not trained or length <= trained: return ''
     return f"past the {trained} tokens {model} was pretrained at: positions {trained} to {length - 1} were never trained"

@@ -193,6 +193,17 @@ def _schedules_text(schedules: list[dict], cfg: dict) -> str:
             "so its learning rate followed more than one schedule (`schedules.yaml`): " + ', then '.join(parts) + '.')
 
 
+def _init_length(cfg: dict) -> str:
+    "What a run continued from weights says of its position rows: trained up to the longer length, or not known."
+    if not cfg.get('init_from'): return ''
+    if not cfg.get('init_max_length'):  # a hub model without the field, a run's config of an earlier version
+        return (" Those weights do not record the length they were pretrained at, so neither does its config: its "
+                f"position rows past {cfg.get('max_length')} may have been trained by them.")
+    if cfg['init_max_length'] <= (cfg.get('max_length') or 0): return ''
+    return (f" Those weights were pretrained at {cfg['init_max_length']} tokens, so its position rows are trained up "
+            f"to {cfg['init_max_length']} (`pretraining_max_length` in its config).")
+
+
 def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str], role: str,
                  objective: Objective | None, schedules: list[dict] = ()) -> str:
     "How the run trained and how its network does: the settings in words, the last rows of its metrics files."
@@ -202,7 +213,7 @@ def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str],
     text = [f"## Training\n\n{cfg.get('steps')} steps of {cfg.get('batch_size')} examples of up to "
             f"{cfg.get('max_length')} tokens, objective `{cfg.get('objective')}`, peak learning rate {cfg.get('lr')} "
             f"({cfg.get('warmup_steps')} warm-up steps), seed {cfg.get('seed')}. Corpus: {corpus}; tokenizer: "
-            f"{tokenizer}{f'; continued from the weights of {init}' if init else ''}."]
+            f"{tokenizer}{f'; continued from the weights of {init}' if init else ''}.{_init_length(cfg)}"]
     if len(schedules) > 1: text.append(_schedules_text(schedules, cfg))
     if eval_row:
         columns = _held_out_columns(role, objective)[1]

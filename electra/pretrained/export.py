@@ -330,9 +330,10 @@ def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedToke
 
 def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
     """An `ElectraForPreTraining` and its tokenizer from a pretrain `.pth`, a `save_pretrained` directory or a hub name,
-    told apart by what `source` is (a file torch.save wrote, a folder, neither), not by its name. The model keeps where
-    it was read from (`electra_source`), a copy of its tokenizer (`electra_tokenizer`) and its identity
-    (`electra_tokenizer_identity`)."""
+    told apart by what `source` is (a file torch.save wrote, a folder, neither), not by its name; in eval mode whatever
+    the source (dropout off, as transformers' `from_pretrained` returns a model: a training job sets its own mode, as
+    fastai's `Learner.fit` does). The model keeps where it was read from (`electra_source`), a copy of its tokenizer
+    (`electra_tokenizer`) and its identity (`electra_tokenizer_identity`)."""
     source = str(source)
     if Path(source).is_file():  # by content, not name: a folder named x.pth is a save_pretrained folder
         need(saved_by_torch(source), 'model', f"{source} is a file but not a checkpoint of pretrain.py (torch.save "
@@ -355,7 +356,7 @@ def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreT
     # the tokenizer saved with it, whose tokens its ids mean, which fine-tuning must be given: its identity, and a copy
     # for a refusal to say what another's does otherwise (`finetuning.loading.tokenizer_mismatch`)
     disc.electra_tokenizer, disc.electra_tokenizer_identity = copy.deepcopy(tokenizer), tokenizer_identity(tokenizer)
-    return disc.to(device), tokenizer
+    return disc.to(device).eval(), tokenizer
 
 
 def model_source(source: str | Path) -> str:

@@ -112,9 +112,14 @@ def _from_checkpoint(path: Path) -> InitWeights:
 
 
 def load_init(source: str) -> InitWeights:
-    "The generator, discriminator and tokenizer `init_from` names (see `init_sources`)."
+    """The generator, discriminator and tokenizer `init_from` names (see `init_sources`), the networks in eval mode
+    whatever the source (as transformers' `from_pretrained` returns them; the run's model takes their weights and
+    `Learner.fit` sets its mode)."""
     where = init_sources(source)
-    if isinstance(where, Path): return _from_checkpoint(where)
+    if isinstance(where, Path):
+        init = _from_checkpoint(where)
+        init.generator.eval(), init.discriminator.eval()
+        return init
     gen_src, disc_src = where
     for src in where:
         if Path(src).is_dir() and not has_tokenizer_files(Path(src)):
@@ -153,7 +158,8 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
     """Refuse a run whose config does not fit the weights it starts from (their architecture, sizes, tying, tokenizer),
     naming what differs, before any data is built: an architecture no setting gives with no flags to try, sizes with
     the flags that fit. The generator's size follows `generator_size` (hidden and FFN) and its heads
-    max(1, hidden // 64)."""
+    max(1, hidden // 64). A config that fits records the length the weights were pretrained at
+    (`PretrainConfig.follow_init_length`): their position rows past the run's max_length were trained."""
     if fixed := _mismatches(cfg, init, FIXED_KEYS, '{what} {k}: {theirs} (this run: {mine})'):
         raise ConfigError(f"init_from: {init.source}: {'; '.join(fixed)}: no setting of this run gives these (it "
                           "builds the official architecture: two token types, GELU, LayerNorm epsilon 1e-12, an "
@@ -175,6 +181,7 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
             raise ConfigError(f"tokenizer: {cfg.tokenizer} is not the tokenizer {init.source} was trained with: "
                               f"{differs}; a run that continues from weights tokenizes with theirs. Leave --tokenizer "
                               "empty.")
+    cfg.follow_init_length(getattr(init.discriminator.config, 'pretraining_max_length', None), init.source)
 
 
 def _has_generator(cfg: PretrainConfig) -> bool:
@@ -274,10 +281,13 @@ def save_init_checkpoint(init: InitWeights, path: str | Path) -> Path:
     import dataclasses
 
     d, g = init.discriminator.config, init.generator.config
+    # the length its positions were pretrained at, where it says (a conversion's max_seq_length): read back from the
+    # .pth, the discriminator's pretraining_max_length is theirs, not the default max_length
+    length = getattr(d, 'pretraining_max_length', None) or PretrainConfig.max_length
     cfg = dataclasses.replace(PretrainConfig(), hidden_size=d.hidden_size, num_hidden_layers=d.num_hidden_layers,
                               num_attention_heads=d.num_attention_heads, intermediate_size=d.intermediate_size,
                               embedding_size=d.embedding_size, max_position_embeddings=d.max_position_embeddings,
-                              max_length=min(PretrainConfig.max_length, d.max_position_embeddings),
+                              max_length=min(length, d.max_position_embeddings),
                               generator_size=g.hidden_size / d.hidden_size, tie_weights=shared_weights(init),
                               **applied_case(init.tokenizer))  # what its tokenizer does, as a run records it
     model = ElectraGeneratorDiscriminator(init.generator, init.discriminator, cfg.tie_weights)

@@ -201,7 +201,7 @@ def existing_run_guard(cfg: PretrainConfig) -> Path | None:
             saved, run = recorded(path), f'{cfg.run_name}_{cfg.seed}'
             refuse_past(path, run, saved['step'], cfg.steps)
             # before the tokenizer is chosen: a run begun from weights goes on with theirs, kept in its checkpoint
-            if (line := cfg.resume_start(saved['init_from'], path, run)) and is_main_process(): print(line)
+            if (line := cfg.resume_start(saved['init_from'], path, run, saved['init_max_length'])) and is_main_process(): print(line)
             cfg.resume_trackers(saved, path)  # its tracked runs' group and tags, unless others are given
         if path is None: refuse_over_export(cfg)  # even with overwrite (the demo preset's): --resume asks to go on
         if path is None and is_main_process():

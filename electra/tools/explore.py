@@ -24,7 +24,7 @@ import torch
 
 from electra.config.fields import SEED_END, field
 from electra.config.paths import path
-from electra.config.values import config_from_dict
+from electra.config.values import CheckedConfig, config_from_dict
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import predict_outputs
 from electra.config.errors import ConfigError
@@ -274,7 +274,7 @@ def find_misclassified(classifier, tokenizer, task, examples, max_length: int = 
 # -- the Explore notebook's config
 
 @dataclass
-class ExploreConfig:
+class ExploreConfig(CheckedConfig):
     model: path = field('', 'pretrained discriminator whose word embeddings to search (a pretrain.py .pth, a save_pretrained '
                            'directory or a hub name); empty: the one the fine-tuned run started from')
     finetuned: path = field('checkpoints/glue/demo/MRPC_0.pth',

@@ -291,8 +291,9 @@ def view_generated(discriminator, generator, tokenizer, text: str, words: list[s
 def generator_of(source: str, tokenizer, generator: str = ''):
     """The generator (an `ElectraForMaskedLM`) beside the discriminator `source` names: from a pretrain.py `.pth` its
     trained generator, from an exported `discriminator` folder the `generator` folder beside it; `generator`, when
-    given, names a masked LM itself (a `save_pretrained` folder or a hub name). None when there is none (a hub
-    discriminator, an objective without a generator network)."""
+    given, names a masked LM itself (a `save_pretrained` folder or a hub name); in eval mode from any of them, as
+    `from_pretrained` returns it. None when there is none (a hub discriminator, an objective without a generator
+    network)."""
     if generator: return _same_vocabulary(load_generator(generator), tokenizer)
     path = Path(source)
     if path.is_file() and saved_by_torch(str(path)):
@@ -301,7 +302,7 @@ def generator_of(source: str, tokenizer, generator: str = ''):
         if OBJECTIVES[cfg.objective].generator != 'masked_lm' or cfg.uniform_generator: return None
         model = build_pretraining_model(cfg, MaskingSettings.from_config(cfg, tokenizer))
         model.load_state_dict(ckpt['model'])
-        return model.generator
+        return model.generator.eval()
     beside = path.parent / 'generator'
     return _same_vocabulary(load_generator(str(beside)), tokenizer) if path.is_dir() and (beside / 'config.json').is_file() else None
 

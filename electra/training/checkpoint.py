@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from electra.config.errors import ConfigError
+from electra.config.paths import made_absolute
 from electra.config.pretrain import RESUME_SAID, RESUME_SAME, TOKENIZER_KEYS, PretrainConfig, percent
 from electra.runtime.files import atomic_write_text, path_inside
 from electra.runtime.processes import is_main_process
@@ -82,12 +83,13 @@ def _name_pattern(run_name: str, seed: int) -> re.Pattern:
 
 
 def recorded(path: Path) -> dict | None:
-    """`{'step', 'steps', 'init_from', 'tracking_group', 'tracking_tags'}` a checkpoint records (read memory-mapped: not its tensors), None when it cannot be read;
+    """`{'step', 'steps', 'init_from', 'init_max_length', 'tracking_group', 'tracking_tags'}` a checkpoint records (read memory-mapped: not its tensors), None when it cannot be read;
     the step orders a run's checkpoints, never the percent in a name."""
     try:
         ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
         saved = ckpt.get('config') or {}
         return {'step': int(ckpt['step']), 'steps': saved.get('steps'), 'init_from': saved.get('init_from', ''),
+                'init_max_length': saved.get('init_max_length', 0),
                 'tracking_group': saved.get('tracking_group', ''), 'tracking_tags': saved.get('tracking_tags') or []}
     except Exception:
         return None
@@ -214,6 +216,11 @@ def _saved_value(saved: dict, key: str):
     return f.default_factory() if f.default is dataclasses.MISSING else f.default
 
 
+def _differs(then, now) -> bool:
+    "Whether a checkpoint's value differs from the config's now (a path an earlier version kept relative: by what it names)."
+    return then != now and not made_absolute(then, now)
+
+
 def _fix(refused: list[tuple]) -> str:
     "How to go on after a refused resume: the checkpoint's values, another run, or this run over."
     flag = lambda v: (','.join(map(str, v)) or "''") if isinstance(v, list) else v  # as the command line takes a list
@@ -262,14 +269,14 @@ def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[st
     # the model card) would describe a tokenizer the run does not have
     shaped = TOKENIZER_KEYS if not cfg_dict.get('tokenizer') else ()
     refused = [(k, _saved_value(saved, k), cfg_dict.get(k)) for k in (*RESUME_SAME, *shaped)
-               if _saved_value(saved, k) != cfg_dict.get(k)]
+               if _differs(_saved_value(saved, k), cfg_dict.get(k))]
     if refused:
         raise ConfigError(f"{path}: cannot resume: " + '; '.join(f"'{k}' was {a!r} in the checkpoint but is {b!r} now"
                                                                  for k, a, b in refused) + f'. {_fix(refused)}')
     if ckpt['tokenizer'] != tokenizer_state:
         raise ConfigError(f"{path}: cannot resume: {_tokenizer_refusal(ckpt, cfg_dict.get('tokenizer'), tokenizer_state)}")
     said = [f'{k} was {_saved_value(saved, k)!r} in the checkpoint and is {cfg_dict.get(k)!r} now' for k in RESUME_SAID
-            if _saved_value(saved, k) != cfg_dict.get(k)]
+            if _differs(_saved_value(saved, k), cfg_dict.get(k))]
     if said and is_main_process():
         print(f"resume: {'; '.join(said)}: the run goes on from step {ckpt['step']} with the new "
               f"value{'s' if len(said) > 1 else ''}.")

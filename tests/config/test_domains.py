@@ -81,6 +81,22 @@ def test_every_value_outside_a_numeric_key_s_domain_is_refused_in_one_line_namin
 
 
 @pytest.mark.parametrize('cls', CONFIGS, ids=lambda c: c.__name__)
+def test_every_value_outside_a_numeric_key_s_domain_given_in_python_is_refused_where_the_config_is_built(cls):
+    """The same values given to the class itself (`FinetuneConfig(lr=-1)`, as a notebook or a script builds one for
+    `run_sweep`): each refused where it is built, in one line naming Python, the key and the value, by the check the
+    command line gets. Before, every one was taken, to fail deep inside the job or not at all."""
+    cases = [(f.name, v, {f.name: v}) for f, tp in numeric_keys(cls) for v in outside(f, tp)]
+    if cls is FinetuneConfig:
+        cases += [(f'task_overrides.RTE.{k}', v, {'task_overrides': {'RTE': {k: v}}})
+                  for f, tp in numeric_keys(cls) if (k := f.name) in TASK_KEYS for v in outside(f, tp)]
+    for named, value, given in cases:
+        with pytest.raises(ConfigError) as e:
+            cls(**{**VALID.get(cls, {}), **given})
+        message = str(e.value)
+        assert '\n' not in message and message.startswith(f"Python: key '{named}': "), (named, value, message)
+
+
+@pytest.mark.parametrize('cls', CONFIGS, ids=lambda c: c.__name__)
 def test_the_closed_bounds_of_each_domain_are_taken(cls):
     "A value on a closed bound (ge, le) is inside: whatever else may refuse it (rules between keys), its domain does not."
     for f, tp in numeric_keys(cls):

@@ -3,6 +3,7 @@ and the folders a job writes kept apart from what it reads, for pretraining, fin
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -233,20 +234,21 @@ def test_a_run_group_or_comparison_folder_differing_only_in_case_from_one_there_
     "On macOS and Windows `Demo_0/` is `demo_0/`: the job would write into (and resume, replace) the other's folder."
     monkeypatch.chdir(tmp_path)
     (tmp_path / 'ckpt' / 'demo_0').mkdir(parents=True)
-    with pytest.raises(ConfigError, match=r"^run_name: the run folder 'Demo_0' differs only in case from ckpt/demo_0, "
-                                          r"there already: on a case-insensitive file system \(macOS, Windows\) they "
+    with pytest.raises(ConfigError, match=r"^run_name: the run folder 'Demo_0' differs only in case from "
+                                          + re.escape(str(tmp_path / 'ckpt' / 'demo_0')) + r", there already: on a case-insensitive file system \(macOS, Windows\) they "
                                           r"are one folder\. Give --run_name demo to continue that run, or another "
                                           r"name\.$"):
         pretrain('--output_dir', 'ckpt', '--run_name', 'Demo', '--seed', '0')
     assert pretrain('--output_dir', 'ckpt', '--run_name', 'demo', '--seed', '0').run_name == 'demo'
     (tmp_path / 'out' / 'mine').mkdir(parents=True)
-    with pytest.raises(ConfigError, match=r"^group: the group folder 'Mine' differs only in case from out/mine, "
-                                          r"there already: .* Give --group mine to continue that group, or another "
+    with pytest.raises(ConfigError, match=r"^group: the group folder 'Mine' differs only in case from "
+                                          + re.escape(str(tmp_path / 'out' / 'mine')) + r", there already: .* Give --group mine to continue that group, or another "
                                           r"name\.$"):
         load_config(FinetuneConfig, ['--config', 'demo', '--model', str(tiny_dir), '--tasks', 'RTE', '--group', 'Mine',
                                      '--output_dir', 'out'], preset_dir='configs/finetune')
     (tmp_path / 'cmp' / 'first').mkdir(parents=True)
-    with pytest.raises(ConfigError, match=r"^name: the comparison folder 'First' differs only in case from cmp/first"):
+    with pytest.raises(ConfigError, match=r"^name: the comparison folder 'First' differs only in case from "
+                                          + re.escape(str(tmp_path / 'cmp' / 'first'))):
         make_plan(config_from_dict(CompareConfig, {'output_dir': 'cmp', 'name': 'First', 'variants': {'electra': ''},
                                                    'pretrain_config': 'demo', 'finetune': False}, from_file=False))
 
@@ -361,3 +363,41 @@ def read_preset(folder: str, name: str) -> dict:
 def pretrain_preset(name: str) -> dict:
     return read_preset('configs/pretrain', name)
 
+
+
+# -- a config's local paths resolved: the same files and folders from any folder
+
+
+def test_each_job_s_local_paths_are_absolute_and_its_names_stay_names(tmp_path, monkeypatch):
+    """What a job reads relative to the current folder is kept as the absolute path it names (a run's config.yaml,
+    checkpoint, card, rows and trackers record the config): loaded from another folder holding other files of those
+    names, the config still names these. Hub names, `demo`, `hub`, `hub:...` and GLUE names stay names, even where a
+    folder of that name lies here; an output folder is absolute before it exists."""
+    monkeypatch.chdir(tmp_path)
+    for folder in ('dup', 'gen', 'model', 'glue', 'demo', 'RTE'): (tmp_path / folder).mkdir()
+    (tmp_path / 'dup' / 'a.txt').write_text('One line of text.\n', encoding='utf-8')
+    (tmp_path / 'vocab.txt').write_text('[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n', encoding='utf-8')
+    for split in ('train', 'dev'): (tmp_path / f'{split}.csv').write_text('sentence,label\na b,0\nc d,1\n')
+    (tmp_path / 'mine.yaml').write_text('train: train.csv\ndev: dev.csv\ntext: sentence\nlabel: label\n')
+    cfg = pretrain('--corpus', 'dup/a.txt,demo,hub:wikitext', '--tokenizer', 'vocab.txt', '--output_dir', 'out',
+                   '--cache_dir', './cache', '--init_from', 'gen,google/electra-small-generator')
+    assert cfg.corpus == [str(tmp_path / 'dup' / 'a.txt'), 'demo', 'hub:wikitext']
+    assert (cfg.tokenizer, cfg.output_dir, cfg.cache_dir) == (str(tmp_path / 'vocab.txt'), str(tmp_path / 'out'),
+                                                             str(tmp_path / 'cache'))
+    assert cfg.init_from == f"{tmp_path / 'gen'},google/electra-small-generator"
+    frozen = pretrain('--config', 'fast_electra', '--generator', 'google/electra-small-generator')
+    assert frozen.generator == 'google/electra-small-generator'
+    assert pretrain('--config', 'fast_electra', '--generator', 'gen').generator == str(tmp_path / 'gen')
+    fine = load_config(FinetuneConfig, ['--model', 'model', '--data', 'glue', '--tasks', 'RTE,mine.yaml',
+                                        '--output_dir', 'o', '--test_output_dir', 't', '--cache_dir', 'c'],
+                       preset_dir='configs/finetune')
+    assert (fine.model, fine.data, fine.tasks) == (str(tmp_path / 'model'), str(tmp_path / 'glue'),
+                                                   ['RTE', str(tmp_path / 'mine.yaml')])
+    assert [fine.output_dir, fine.test_output_dir, fine.cache_dir] == [str(tmp_path / n) for n in 'otc']
+    hub = load_config(FinetuneConfig, ['--model', 'google/electra-small-discriminator-v2', '--data', 'demo',
+                                       '--tasks', 'RTE'], preset_dir='configs/finetune')
+    assert (hub.model, hub.data) == ('google/electra-small-discriminator-v2', 'demo')
+    assert FinetuneConfig(data='hub', tasks=['RTE'], model='model').model == str(tmp_path / 'model')  # from Python too
+    comp = config_from_dict(CompareConfig, {'output_dir': 'cmp', 'tasks': ['RTE', 'mine.yaml'],
+                                            'variants': {'electra': ''}}, from_file=False)
+    assert (comp.output_dir, comp.tasks) == (str(tmp_path / 'cmp'), ['RTE', str(tmp_path / 'mine.yaml')])

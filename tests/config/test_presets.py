@@ -120,3 +120,21 @@ def test_an_empty_preset_file_is_refused_and_a_chain_names_the_file_that_is_miss
             f"--config: no such file '{tmp_path}/missing.yaml'")
     refused(lambda: pretrain('--config', f'small,{tmp_path}'), f"--config: '{tmp_path}' is a folder")
     refused(lambda: pretrain(config=f'small,{tmp_path}/missing.yaml'), 'no such file')   # a notebook's overrides
+
+
+def test_a_relative_config_key_in_a_preset_file_names_a_file_beside_it_from_any_folder(tmp_path, monkeypatch):
+    """`config: ./base.yaml` (or `base.yaml`, or a bare `mine`) in a preset file names the file beside it, as an include
+    does, not a file of wherever the job is started: the folder of presets moves and is shared as a whole."""
+    mine, elsewhere = tmp_path / 'presets', tmp_path / 'elsewhere'
+    mine.mkdir(), elsewhere.mkdir()
+    write(mine / 'base.yaml', 'config: demo\nlr: 0.002\n')
+    write(mine / 'plain', 'steps: 5\n')
+    top = write(mine / 'top.yaml', 'config: ./base.yaml,plain\nwarmup_steps: 1\n')
+    write(elsewhere / 'base.yaml', 'lr: 0.5\n')  # a file of the same name where the job runs: never read
+    monkeypatch.chdir(elsewhere)
+    cfg = pretrain('--config', str(top))
+    assert (cfg.run_name, cfg.lr, cfg.steps, cfg.warmup_steps) == ('demo', 0.002, 5, 1)
+    assert value_sources(cfg)['lr'] == f"{mine / 'base.yaml'}: line 2"
+    write(top, 'config: ./nope.yaml\n')
+    refused(lambda: pretrain('--config', str(top)), f"{top}: line 1: key 'config': no such file './nope.yaml'",
+            f"(looked for in {mine}, the folder of the file that names it)")

@@ -434,6 +434,8 @@ def test_the_hparams_max_seq_length_is_recorded_as_the_pretraining_length(tmp_pa
         assert (config.pretraining_max_length, config.max_position_embeddings) == (16, 32)
         assert 'pretrained at max_seq_length 16 tokens' in (tmp_path / 'c16' / role / 'README.md').read_text()
     assert json.loads((tmp_path / 'c16' / 'conversion.json').read_text())['pretraining_max_length'] == 16
+    from electra.pretrained.export import load_discriminator  # its .pth read back says the same, not max_length 128
+    assert load_discriminator(tmp_path / 'c16' / 'pretraining.pth')[0].config.pretraining_max_length == 16
     said = []
     cfg = type('Cfg', (), {'task_names': ['t'], 'model': 'm',
                            'for_task': lambda self, n: type('T', (), {'max_length': 32})()})()

@@ -28,7 +28,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.config.values import config_from_dict
 from electra.experiments.compare import load_compare_config, main, run_comparison
 from electra.experiments.plan import make_plan
-from electra.experiments.runs import RECORD, RunFailed, finetune_done, subprocess_launcher
+from electra.experiments.runs import RECORD, RunFailed, finetune_done, pretrain_done, subprocess_launcher
 from electra.finetuning.results import ResultsTable
 from electra.finetuning.tasks.glue.demo import write_demo_glue
 from electra.pretrained.export import model_fingerprint
@@ -370,6 +370,61 @@ def test_a_comparison_folder_moved_fine_tunes_nothing_again_but_rewrites_what_na
     last = FakeJobs()
     run_comparison(moved, launch=last, log=lambda s: None)
     assert last.calls == []
+
+
+def test_compare_yaml_names_its_files_by_absolute_path_and_plans_the_same_jobs_from_any_folder(tmp_path, monkeypatch):
+    """compare.yaml, "loadable again with --config", kept the jobs' paths as typed in the overrides and the preset
+    chains: loaded from another folder holding a `dup/a.txt` and a `mine.yaml` of its own, it planned jobs over those.
+    Now each names what the comparison read (the jobs' own configs are absolute too), a hub corpus and a shipped preset
+    by name, and the plan from the other folder is the one from the first."""
+    from electra.data.demo import write_demo_corpus
+    first, other = tmp_path / 'first', tmp_path / 'other'
+    for folder, steps in ((first, 40), (other, 7)):
+        write_demo_corpus(folder / 'dup' / 'a.txt', n_docs=20)
+        (folder / 'mine.yaml').write_text(f'steps: {steps}\n')
+        (folder / 'glue').mkdir()
+    monkeypatch.chdir(first)
+    cfg = comparison(tmp_path, seeds=[1], pretrain_config='demo,./mine.yaml', finetune=False, tasks=[],
+                     pretrain_overrides={**TINY, 'corpus': 'dup/a.txt'},
+                     variants={'electra': '', 'hub': {'overrides': {'corpus': ['hub:wikitext', 'dup/a.txt']}}},
+                     finetune_overrides={'data': 'glue', 'runs': 1})
+    run_comparison(cfg, launch=FakeJobs(), log=lambda s: None)
+    saved = tmp_path / 'out' / 't' / 'compare.yaml'
+    monkeypatch.chdir(other)
+    again = load_compare_config(['--config', str(saved)])
+    corpus = str(first / 'dup' / 'a.txt')
+    assert (again.pretrain_config, again.pretrain_overrides['corpus']) == (f"demo,{first / 'mine.yaml'}", [corpus])
+    assert again.variants['hub']['overrides']['corpus'] == ['hub:wikitext', corpus]
+    assert again.finetune_overrides['data'] == str(first / 'glue')
+    planned = make_plan(again).variants
+    assert [(v.steps, v.config.corpus) for v in planned] == [(40, [corpus]), (40, ['hub:wikitext', corpus])]
+
+
+def test_a_record_of_an_earlier_version_naming_a_path_relatively_is_the_same_settings_from_its_folder(tmp_path,
+                                                                                                      monkeypatch):
+    """A job's record keeps its config's values, whose local paths are absolute now; an earlier version recorded them
+    as typed (`dup/a.txt`). Run again from its folder, such a comparison is done (it was refused as pretrained "with
+    other settings"); from a folder where the path names another file, its corpus by content is not the run's: not
+    done (and the job, launched again, refuses to resume on another corpus)."""
+    from electra.data.demo import write_demo_corpus
+    for folder, docs in (('first', 20), ('other', 30)): write_demo_corpus(tmp_path / folder / 'dup' / 'a.txt', n_docs=docs)
+    monkeypatch.chdir(tmp_path / 'first')
+    cfg = comparison(tmp_path, seeds=[1], variants={'electra': ''}, finetune=False,
+                     pretrain_overrides={**TINY, 'steps': 100, 'warmup_steps': 10, 'corpus': 'dup/a.txt'})
+    plan, _ = run_comparison(cfg, launch=FakeJobs(), log=lambda s: None)
+    path = plan.runs[0].run_dir / RECORD
+    record = json.loads(path.read_text())
+    assert record['values']['corpus'] == [str(tmp_path / 'first' / 'dup' / 'a.txt')]
+    (digest,) = record['corpus'].values()
+    path.write_text(json.dumps({**record, 'values': {**record['values'], 'corpus': ['dup/a.txt']},
+                                'corpus': {'dup/a.txt': digest}}))
+    again = FakeJobs()
+    run_comparison(cfg, launch=again, log=lambda s: None)
+    assert again.calls == []
+    assert pretrain_done(plan, plan.runs[0])
+    monkeypatch.chdir(tmp_path / 'other')
+    elsewhere = make_plan(cfg)
+    assert not pretrain_done(elsewhere, elsewhere.runs[0])
 
 
 def test_a_finished_fine_tuning_whose_data_were_edited_since_is_launched_again(tmp_path):

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -16,7 +17,7 @@ from transformers import (AutoTokenizer, ElectraForSequenceClassification, Elect
                           pipeline)
 
 import electra
-from electra.finetuning import sweep
+from electra.finetuning import loading, sweep
 from electra.finetuning.export import save_runs, to_transformers
 from electra.finetuning.loading import load_finetuned, read_finetuned
 from electra.finetuning.tasks.demo import write_demo_tasks
@@ -87,8 +88,10 @@ def test_a_regression_folder_gives_scores_on_the_task_s_own_scale(swept):
     x = AutoTokenizer.from_pretrained(folder)(TEXTS, TEXTS[::-1], padding=True, return_tensors='pt')
     with torch.no_grad():
         theirs, mine = hf(**x).logits[:, 0], ours(x['input_ids'], x['attention_mask'], x['token_type_ids'])
-    assert ours.target_scale == 5.0  # the official STS-B scale: the head learnt scores / 5
-    torch.testing.assert_close(theirs, mine * ours.target_scale, atol=1e-5, rtol=1e-5)
+    # the official STS-B scale: the head learnt scores / 5; read back, the 5 is in its output layer (`on_task_scale`)
+    assert read_finetuned(sweep.group_dir(cfg) / f'STS-B_{run}.pth')['head']['target_scale'] == 5.0
+    assert ours.target_scale == 1.0
+    torch.testing.assert_close(theirs, mine, atol=1e-5, rtol=1e-5)
 
 
 def test_a_tagging_folder_names_the_tags_and_gives_our_logits(swept):
@@ -195,8 +198,7 @@ def test_every_run_on_request_none_and_a_run_trained_again_loses_its_folder(swep
     assert sorted(p.name for p in written) == ['SST-2_0', 'SST-2_1', 'STS-B_0', 'STS-B_1', 'ner_0', 'ner_1', 'reviews_0',
                                                'reviews_1']
     # the same run trained again (its inputs changed): its old folder goes when its new weights are saved
-    again = dataclasses.replace(cfg, tasks=[cfg.tasks[0]], save_pretrained='none', task_overrides={
-        **cfg.task_overrides, 'reviews': {'lr': 2e-3}})
+    again = dataclasses.replace(cfg, tasks=[cfg.tasks[0]], save_pretrained='none', task_overrides={'reviews': {'lr': 2e-3}})
     sweep.run_sweep(again, *tiny, None, log=lambda s: None)
     assert not (out / 'reviews_0').exists() and not (out / 'reviews_1').exists()
     assert (out / 'SST-2_0' / 'config.json').is_file()
@@ -259,7 +261,7 @@ def test_a_pair_longer_than_max_length_through_the_cards_recipe_gives_the_runs_l
     ids = torch.tensor(enc.ids[None].astype('int64'))
     types = (torch.arange(ids.shape[1]) >= int(enc.n_first[0])).long()[None]
     ours = load_finetuned(sweep.group_dir(cfg) / f'STS-B_{run}.pth')
-    with torch.no_grad(): mine = ours(ids, torch.ones_like(ids), types) * ours.target_scale
+    with torch.no_grad(): mine = ours(ids, torch.ones_like(ids), types)
     hf = tokenizer(a, b, truncation='longest_first', max_length=64)['input_ids']
     assert ids.shape[1] == 64 and hf != ids[0].tolist()  # transformers' own rule differs here, as the card says
     _, body = _card(folder / 'README.md')
@@ -321,7 +323,7 @@ def test_the_pipeline_of_a_folder_whose_tokenizer_is_not_wordpiece_gives_the_run
                                        atol=1e-5, rtol=1e-5)
         else:
             found = pipeline('text-classification', model=str(folder), function_to_apply='none', truncation=True)(inputs)
-            torch.testing.assert_close(torch.tensor([f['score'] for f in found]), mine * ours.target_scale,
+            torch.testing.assert_close(torch.tensor([f['score'] for f in found]), mine,
                                        atol=1e-5, rtol=1e-5)
 
 
@@ -398,3 +400,57 @@ def test_an_iobes_tagging_card_says_the_pipeline_splits_its_entities_and_how_to_
                         'token-classification', '')
     how = card.read_text(encoding='utf-8').split('## How to use', 1)[1]
     assert note in how and ('`B-` and `I-` alone' in how) is said
+
+
+def _card_usage(card: Path) -> str:
+    "The code of the group card's 'How to use' section, as a user copies it."
+    return re.search(r'## How to use\n.*?```python\n(.*?)```', card.read_text(encoding='utf-8'), re.S)[1]
+
+
+def test_a_regression_run_loaded_as_its_card_says_gives_the_scores_of_its_folder_and_test_file(tmp_path, tiny_dir,
+                                                                                              glue_dir, monkeypatch):
+    """R15a-2: a regression run of a task file with `target_scale` 4, read as the group card's "How to use" says
+    (`load_finetuned`) and called, gave its head's output on the training scale (score / 4) where its transformers
+    folder and its test file give the task's. Now the module, `load_run`'s and `open_finetuned`'s too, gives the task's
+    scale: transformers' own class on the folder, the test file's values and the Explore helpers' outputs agree."""
+    from transformers import AutoModelForSequenceClassification
+    from electra.finetuning.loading import load_run
+    from electra.tools.explore import model_outputs, open_finetuned
+    stsb = glue_dir / 'STS-B'
+    spec = tmp_path / 'sts4.yaml'
+    spec.write_text(f"kind: regression\ntrain: {stsb / 'train.tsv'}\ndev: {stsb / 'dev.tsv'}\ntest: {stsb / 'test.tsv'}\n"
+                    "text: [sentence1, sentence2]\nlabel: score\nid: index\ntarget_scale: 4\n", encoding='utf-8')
+    cfg = job(tmp_path, glue_dir, model=str(tiny_dir), tasks=[str(spec)], epochs=1, batch_size=8, lr=1e-3,
+              max_train_samples=16)
+    src = sweep.resolve_data(str(glue_dir), cfg.cache_dir)
+    results = sweep.run_sweep(cfg, *loading.load_pretrained(str(tiny_dir)), src, log=lambda s: None)
+    sweep.write_summary(cfg, results)  # and the group's card
+    sweep.write_test_predictions(cfg, results, loading.load_pretrained(str(tiny_dir))[1], src, log=lambda s: None)
+    group = sweep.group_dir(cfg)
+    monkeypatch.chdir(group)  # the card names the run's file as a file of its folder
+    used: dict = {}
+    exec(_card_usage(group / 'README.md'), used)
+    model, tokenizer = used['model'], used['tokenizer']
+    assert [name for name, m in model.named_modules() if m.training] == []  # eval mode, as the card says
+    written = pd.read_csv(Path(cfg.test_output_dir) / cfg.group / 'sts4.tsv', sep='\t')
+    rows = pd.read_csv(stsb / 'test.tsv', sep='\t', quoting=3)
+    assert written['id'].tolist() == rows['index'].tolist()
+    x = tokenizer(rows['sentence1'].tolist(), rows['sentence2'].tolist(), padding=True, return_tensors='pt')
+    folder = AutoModelForSequenceClassification.from_pretrained(group / 'sts4_0').eval()
+    with torch.no_grad():
+        mine = model(x['input_ids'], x['attention_mask'], x['token_type_ids'])
+        theirs = folder(**x).logits[:, 0]
+        ran = load_run(results.get('sts4', 0))(x['input_ids'], x['attention_mask'], x['token_type_ids'])
+    card = (group / 'README.md').read_text(encoding='utf-8')
+    assert "a regression run its scores [N] on the task's own scale (STS-B's 0-5; a task file's `target_scale` folded " \
+           "in), its test file's values before their rounding" in card
+    assert mine.std() > 0 and theirs.abs().max() > 1.5  # scores of the task's scale, 4 times the head's training ones
+    torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ran, mine, atol=0, rtol=0)
+    np.testing.assert_allclose(written['prediction'], mine.numpy(), rtol=1e-5, atol=1e-5)  # 6 significant digits
+    run = open_finetuned(group / 'sts4_0.pth')
+    explored = model_outputs(run.model, run.tokenizer, run.load('dev'))
+    dev = run.load('dev')
+    d = tokenizer(dev.text_a, dev.text_b, padding=True, return_tensors='pt')
+    with torch.no_grad(): np.testing.assert_allclose(explored, model(d['input_ids'], d['attention_mask'],
+                                                                       d['token_type_ids']).numpy(), rtol=1e-5, atol=1e-5)

@@ -81,7 +81,7 @@ def test_precision_on_cpu(monkeypatch, tmp_path, glue_dir, tiny):
 @pytest.mark.parametrize('scale', [5.0, 1.0])
 def test_sts_b_targets_learned_on_the_official_scale(tiny, tmp_path, scale):
     """stsb_scale 5 (official): the head learns score / 5 with MSE; predictions come back on the 0-5 scale, also
-    from a saved run. 1: the raw scores (replication)."""
+    from a saved run, whose module itself gives them (R15a-2: it gave score / 5). 1: the raw scores (replication)."""
     model, _ = tiny
     clf = classifier.ElectraClassifier(model.electra, 1, dropout=0.0, target_scale=scale).eval()
     ids = torch.tensor([[2, 20, 21, 3, 0], [2, 22, 3, 0, 0]]); mask = (ids != 0).long(); types = torch.zeros_like(ids)
@@ -97,7 +97,10 @@ def test_sts_b_targets_learned_on_the_official_scale(tiny, tmp_path, scale):
     torch.save({'format': 'electra-glue', 'n_outputs': 1, 'dropout': 0.0, 'target_scale': scale,
                 'electra_config': model.electra.config.to_dict(), 'model': clf.state_dict()}, path)
     assert np.allclose(learner.predict_outputs(loading.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
+    with torch.no_grad(): assert torch.allclose(loading.load_finetuned(path)(ids, mask, types), scale * raw, atol=1e-6)
     torch.save({'format': 'electra-finetuned', 'kind': 'classification', 'electra_config': model.electra.config.to_dict(),
                 'head': ClassificationTask(TASKS['STS-B'], None).head(clf), 'model': clf.state_dict()}, path)
     assert np.allclose(learner.predict_outputs(loading.load_finetuned(path), loader), scale * raw.numpy(), atol=1e-6)
+    with torch.no_grad(): assert torch.allclose(loading.load_finetuned(path)(ids, mask, types), scale * raw, atol=1e-6)
+    assert clf.target_scale == scale  # training's own module is left on the training scale
     assert FinetuneConfig().stsb_scale == 5.0

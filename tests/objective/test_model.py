@@ -206,7 +206,7 @@ def test_sizes_too_large_for_the_memory_are_refused_naming_them():
         build_pretraining_model(PretrainConfig(**{**TINY, **huge}), token_ids(V))
 
 
-@pytest.mark.parametrize('init', ['official', 'transformers'])
+@pytest.mark.parametrize('init', ['official', 'hf'])
 def test_a_padded_model_is_built_with_the_unpadded_model_s_weights_and_leaves_the_random_stream_alike(init):
     """`pad_vocab_multiple` changes the speed alone: a fresh padded model holds the weights of the unpadded one built
     from the same seed (its padding rows zero, never read), and torch's stream is left where that build leaves it, so

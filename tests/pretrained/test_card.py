@@ -147,7 +147,8 @@ def token_ids_tokenizer(tmp_path: Path):
 def _built(tok, name: str, **kw):
     "A tiny model of objective `name` (a frozen generator, an ElectraForMaskedLM of the vocabulary, where it needs one)."
     from transformers import ElectraConfig, ElectraForMaskedLM
-    cfg = tiny_cfg(objective=name, tie_weights=OBJECTIVES[name].tie_weights[0], dropout=0.0, **kw)
+    frozen_generator = {'generator': 'my/mlm'} if OBJECTIVES[name].generator == 'frozen' else {}  # (its name alone)
+    cfg = tiny_cfg(objective=name, tie_weights=OBJECTIVES[name].tie_weights[0], dropout=0.0, **frozen_generator, **kw)
     frozen = ElectraForMaskedLM(ElectraConfig(vocab_size=V, embedding_size=16, hidden_size=16, num_hidden_layers=1,
                                               num_attention_heads=1, intermediate_size=32)) \
         if OBJECTIVES[name].generator == 'frozen' else None
@@ -208,3 +209,15 @@ def test_the_card_says_whether_the_exported_head_gives_the_run_s_score(tmp_path,
         citation = (folder / 'README.md').read_text().split('## Citation\n\n')[1]
         assert '@inproceedings{clark2020electra,' in citation
         assert (papers[name] in citation) if name in papers else ('The objective' not in citation)
+
+
+def test_a_card_of_a_run_continued_from_weights_says_how_far_its_position_rows_were_trained():
+    "Past the run's max_length: the length of the weights it continued, or that they do not say; nothing otherwise."
+    from electra.pretrained.card import _init_length
+    base = {'init_from': 'src', 'max_length': 16}
+    assert _init_length({**base, 'init_max_length': 32}) == (" Those weights were pretrained at 32 tokens, so its "
+                                                             "position rows are trained up to 32 (`pretraining_max_length` in its config).")
+    assert _init_length({**base, 'init_max_length': 0}) == (" Those weights do not record the length they were "
+                                                            "pretrained at, so neither does its config: its position "
+                                                            "rows past 16 may have been trained by them.")
+    assert _init_length({**base, 'init_max_length': 8}) == _init_length({'max_length': 16}) == ''

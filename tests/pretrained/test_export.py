@@ -266,3 +266,46 @@ def test_a_run_with_a_bpe_tokenizer_exports_one_that_encodes_a_pair_as_pretraini
     for path, warning in zip(paths.values(), said):
         note = str(warning.message).removeprefix(f'{path}: ')
         assert note.startswith('Its tokenizer does not encode') and note in (path / 'README.md').read_text(encoding='utf-8')
+
+
+def _eval_mode_and_repeatable(net: torch.nn.Module, call) -> None:
+    "Every module of `net` in eval mode (dropout off) and two calls of `call(net)` equal, bit for bit."
+    assert [name for name, m in net.named_modules() if m.training] == []
+    with torch.no_grad(): assert torch.equal(call(net), call(net))
+
+
+def test_every_loader_returns_its_networks_in_eval_mode_whatever_the_source(tmp_path):
+    """R15a-3: a pretrain.py .pth came back in training mode (dropout on: a text's p(replaced) changed from call to
+    call), its export in eval mode (transformers' `from_pretrained`). Each loader now returns eval mode from each source,
+    as transformers does; training sets its own mode (fastai's `Learner.fit`)."""
+    from electra.pretrained.export import export_pretrained
+    from electra.pretrained.generator import load_generator
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'] + [f'w{i}' for i in range(V - 5)]) + '\n')
+    tok = load_tokenizer(str(vocab))
+    cfg = tiny_cfg(dropout=0.1)  # dropout on: a network in training mode gives other outputs at each call
+    torch.manual_seed(0)
+    model = build_pretraining_model(cfg, MaskingSettings.for_tokenizer(tok))
+    paths = export_pretrained(model, tok, tmp_path / 'run')
+    ckpt = tmp_path / 'run_1_100%.pth'
+    atomic_save({'format': FORMAT, 'config': config_to_dict(cfg), 'tokenizer': tokenizer_state(tok),
+                 'model': model.state_dict()}, ckpt)
+    enc = tok(['w1 w2 w3 w4 w5 w6', 'w7 w8'], padding=True, return_tensors='pt')
+    logits = lambda net: net(**enc).logits
+    for source in (ckpt, paths['discriminator']):
+        for load in (load_discriminator, loading.load_pretrained):
+            _eval_mode_and_repeatable(load(str(source))[0], logits)
+    for source in (ckpt, tmp_path / 'run'):  # init_from: a .pth, an export's generator/ and discriminator/
+        init = load_init(str(source))
+        for net in (init.generator, init.discriminator): _eval_mode_and_repeatable(net, logits)
+    _eval_mode_and_repeatable(load_generator(str(paths['generator'])).net, logits)
+    # Electric's export: its discriminator and cloze model, alone and in the scorer
+    from electra.pretrained.electric import ElectricScorer
+    from electra.pretrained.export import load_cloze
+    electric = build_pretraining_model(tiny_cfg(objective='electric', dropout=0.1), MaskingSettings.for_tokenizer(tok))
+    paths = export_pretrained(electric, tok, tmp_path / 'electric')
+    cloze_logits = lambda net: net(enc['input_ids'], enc['attention_mask'].bool(), enc['token_type_ids'])
+    _eval_mode_and_repeatable(load_cloze(paths['cloze'], paths['discriminator'])[0], cloze_logits)
+    scorer = ElectricScorer.from_export(paths['discriminator'])
+    _eval_mode_and_repeatable(scorer.discriminator, logits)
+    _eval_mode_and_repeatable(scorer.cloze, cloze_logits)

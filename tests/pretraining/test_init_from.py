@@ -1,6 +1,7 @@
 """electra/pretraining/init_from.py: where `init_from` points, loading the weights into the run's model with their
 tying checked, and each refusal with its message."""
 import dataclasses
+import json
 import re
 
 import pytest
@@ -10,7 +11,7 @@ import transformers
 from electra.config.cli import load_config
 from electra.config.errors import ConfigError
 from electra.config.pretrain import PretrainConfig
-from electra.objective.model import build_pretraining_model
+from electra.objective.model import build_pretraining_model, discriminator_config
 from electra.pretraining.init_from import (
     FIXED_KEYS,
     RUN_OWN_KEYS,
@@ -28,9 +29,9 @@ WORDS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', *[f'w{i}' for i in range(
 
 
 def tiny_cfg(**kw) -> PretrainConfig:
-    return dataclasses.replace(PretrainConfig(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                               intermediate_size=64, embedding_size=16, generator_size=0.5, max_position_embeddings=64,
-                               **kw)
+    return PretrainConfig(**{**dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                    embedding_size=16, generator_size=0.5, max_position_embeddings=64, max_length=64),
+                             **kw})
 
 
 def save_pair(root, cfg: PretrainConfig, tied: bool = True, seed: int = 0):
@@ -94,7 +95,7 @@ def test_refusals_name_what_differs(tmp_path, monkeypatch):
     same = tmp_path / 'same.txt'  # their vocabulary as a vocab.txt: the same tokenizer, read from another file
     same.write_text('\n'.join(WORDS) + '\n')
     check_init_config(dataclasses.replace(cfg, tokenizer=str(same), strip_accents=True), init)  # BERT's rule, as theirs
-    refused(lambda: check_init_config(dataclasses.replace(cfg, tokenizer=str(same), strip_accents=False), init),
+    refused(lambda: check_init_config(tiny_cfg(tokenizer=str(same), strip_accents=False), init),  # given: kept
             f"tokenizer: {same} is not the tokenizer {tmp_path / 'run'} was trained with: it keeps accents, where the "
             "weights' tokenizer strips accents;")
     with pytest.raises(ConfigError, match=r'holds a ElectraForPreTraining, not an ElectraForMaskedLM'):
@@ -137,7 +138,7 @@ def test_the_flags_a_size_mismatch_prints_are_all_the_run_needs(tmp_path):
     applies (max_length against their max_position_embeddings, tie_weights against their tying): the run's command
     with exactly those flags added is accepted by the config and by the weights' checks, before any data is built.
     Before: the sizes alone, then a max_length error, then (after the data build) a tie_weights one."""
-    source = dataclasses.replace(tiny_cfg(), max_position_embeddings=32, tie_weights='none')
+    source = tiny_cfg(max_position_embeddings=32, max_length=32, tie_weights='none')
     save_pair(tmp_path / 'run', source, tied=False)  # trained apart: tying the embeddings does not fit them
     init = load_init(str(tmp_path / 'run'))
     argv = ['--config', 'demo', '--init_from', str(tmp_path / 'run'), '--output_dir', str(tmp_path / 'out')]
@@ -225,3 +226,25 @@ def test_a_generator_and_discriminator_of_two_tokenizers_are_refused_naming_the_
     refused(lambda: load_init(f"{gen},{tmp_path / 'run' / 'discriminator'}"),
             f"init_from: {gen}'s vocabulary (100 tokens) is not the discriminator's tokenizer's (100 tokens; 'w5' is "
             "11 there, 10 here)", 'trained together')
+
+
+@pytest.mark.parametrize('recorded, length, trained', [(64, 32, 64), (32, 64, 64), (None, 32, None)])
+def test_the_length_the_positions_were_trained_at_carries_over_from_the_weights(tmp_path, recorded, length, trained):
+    """A run continued from weights pretrained at `recorded` tokens, at `max_length` `length`, has position rows
+    trained up to the longer of the two (its discriminator's `pretraining_max_length`); weights that record none (a hub
+    model without the field) leave it unknown: nothing recorded, rather than rows called untrained that were trained.
+    A resume takes the checkpoint's value; typing it is refused."""
+    save_pair(tmp_path / 'run', tiny_cfg())
+    config = tmp_path / 'run' / 'discriminator' / 'config.json'
+    values = json.loads(config.read_text())
+    values.pop('pretraining_max_length')
+    config.write_text(json.dumps({**values, **({'pretraining_max_length': recorded} if recorded else {})}))
+    cfg = tiny_cfg(max_length=length, init_from=str(tmp_path / 'run'))
+    check_init_config(cfg, load_init(str(tmp_path / 'run')))
+    assert cfg.init_max_length == (recorded or 0)
+    assert getattr(discriminator_config(cfg, 100, 0), 'pretraining_max_length', None) == trained
+    assert ('pretraining_max_length' in discriminator_config(cfg, 100, 0).to_dict()) == bool(trained)  # none written
+    resumed = tiny_cfg(max_length=length)
+    resumed.resume_start(str(tmp_path / 'run'), 'c.pth', 'r', init_max_length=cfg.init_max_length)
+    assert getattr(discriminator_config(resumed, 100, 0), 'pretraining_max_length', None) == trained
+    assert discriminator_config(tiny_cfg(max_length=length), 100, 0).pretraining_max_length == length  # from scratch

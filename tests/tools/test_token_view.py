@@ -157,14 +157,16 @@ def pretraining(tmp_path_factory):
 
 
 def test_generator_of_a_checkpoint_is_the_exported_generator(pretraining):
-    "From the .pth, and from the exported discriminator folder: the very generator the run exported."
+    """From the .pth, and from the exported discriminator folder: the very generator the run exported, in eval mode
+    from either (R15a-3: from the .pth it came back in training mode, its dropout on)."""
     from pathlib import Path
     exported = transformers.ElectraForMaskedLM.from_pretrained(Path(pretraining['run_dir']) / 'generator').eval()
     tok = transformers.AutoTokenizer.from_pretrained(Path(pretraining['run_dir']) / 'generator')
     ids = torch.tensor([tok('the teacher reads three books .')['input_ids']])
     with torch.no_grad(): ref = exported(input_ids=ids).logits[..., :len(tok)]
     for source in (pretraining['checkpoint'], str(Path(pretraining['run_dir']) / 'discriminator')):
-        gen = generator_of(source, tok).eval()
+        gen = generator_of(source, tok)
+        assert [name for name, m in gen.named_modules() if m.training] == [], source
         with torch.no_grad(): assert torch.allclose(gen(input_ids=ids).logits[..., :len(tok)], ref, atol=1e-5)
     assert generator_of(str(Path(pretraining['run_dir']).parent), tok) is None   # a folder with no generator beside
 

@@ -44,6 +44,27 @@ def test_a_resume_that_changes_what_shaped_the_runs_own_tokenizer_is_refused(tmp
     check_resume_compatible({**ckpt, 'config': mine}, {**mine, key: now}, {'vocab.txt': 'x'}, tmp_path / 'run.pth')
 
 
+def test_a_checkpoint_of_an_earlier_version_naming_its_generator_relatively_resumes_from_its_folder(tmp_path,
+                                                                                                      monkeypatch,
+                                                                                                      capsys):
+    """A config keeps its local paths absolute now; a checkpoint of an earlier version kept them as typed. Resumed from
+    its folder, a relative `generator` (a key a resume may not change) names the same folder: not refused (it was,
+    "'generator' was 'gen' in the checkpoint but is '/.../gen' now"), nor said to have changed; from elsewhere it names
+    another, refused as before."""
+    from electra.config.pretrain import PretrainConfig
+    from electra.config.values import config_to_dict
+    (tmp_path / 'gen').mkdir()
+    monkeypatch.chdir(tmp_path)
+    now = config_to_dict(PretrainConfig(objective='fast_electra', generator='gen', tie_weights='none'))
+    assert now['generator'] == str(tmp_path / 'gen')
+    ckpt = {'config': {**now, 'generator': 'gen'}, 'tokenizer': {'vocab.txt': 'x'}, 'step': 5}
+    check_resume_compatible(ckpt, now, {'vocab.txt': 'x'}, tmp_path / 'run.pth')
+    assert capsys.readouterr().out == ''
+    elsewhere = {**now, 'generator': str(tmp_path / 'other' / 'gen')}
+    with pytest.raises(ConfigError, match="'generator' was 'gen' in the checkpoint but is '.*other/gen' now"):
+        check_resume_compatible(ckpt, elsewhere, {'vocab.txt': 'x'}, tmp_path / 'run.pth')
+
+
 def test_a_fine_tuned_run_read_as_a_pretraining_checkpoint_names_the_model_it_started_from(tmp_path):
     """R9-1's mirror: --model, --init_from or the Explore notebook's `model` given a fine-tuned run of finetune.py
     said only that it is not a pretraining checkpoint; it records the model it was fine-tuned from: named."""

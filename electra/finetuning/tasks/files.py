@@ -39,7 +39,7 @@ from electra.config.file_names import safe_name
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.config.paths import expand_path
 from electra.config.text_files import compressed, load_json, read_text, split_lines
-from electra.config.values import config_from_dict
+from electra.config.values import CheckedConfig, config_from_dict
 from electra.config.yaml_reader import key_place, load_yaml, yaml_key_lines
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.tasks import TASKS, task_named
@@ -61,7 +61,7 @@ KEYS = ('name', 'kind', 'train', 'dev', 'test', 'text', 'label', 'id', 'metrics'
 
 
 @dataclass
-class FileOptions:
+class FileOptions(CheckedConfig):
     "A classification, regression or multilabel task file's own settings, each with its domain, checked as job keys are."
     unordered_pair: bool = field(False, 'train on both segment orders (as MRPC and STS-B)')
     target_scale: float = field(1.0, 'regression: targets are learned divided by this (STS-B: 5)', gt=0)

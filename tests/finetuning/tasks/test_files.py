@@ -338,10 +338,13 @@ def test_a_task_given_twice_is_refused_naming_the_name_and_both_entries(tmp_path
         job(tmp_path, 'demo', tasks=[str(first), 'RTE', str(second)])
     with pytest.raises(ConfigError, match=r"^tasks: RTE is listed twice; list each task once\.$"):
         job(tmp_path, 'demo', tasks=['RTE', 'MRPC', 'RTE'])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=rf"^tasks: the task file {first} is listed twice; list each task once\.$"):
+        job(tmp_path, 'demo', tasks=[str(first), first.name])  # (the one relative to the current folder: the same path)
+    (tmp_path / 'link.yaml').symlink_to(first)
     with pytest.raises(ConfigError, match=rf"^tasks: the task file {first} is listed twice \({first}, "
-                                          r"first\.yaml\); list each task once\.$"):
-        monkeypatch.chdir(tmp_path)
-        job(tmp_path, 'demo', tasks=[str(first), first.name])
+                                          rf"{tmp_path / 'link.yaml'}\); list each task once\.$"):
+        job(tmp_path, 'demo', tasks=[str(first), 'link.yaml'])
     with pytest.raises(ConfigError, match=r"^seeds: 5 is listed twice \(\[4, 5, 5\]\); seeds must differ\.$"):
         job(tmp_path, 'demo', tasks=['RTE'], runs=3, seeds=[4, 5, 5])
 

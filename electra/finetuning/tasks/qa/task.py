@@ -44,7 +44,7 @@ import torch
 from electra.config.errors import ConfigError
 from electra.config.fields import choice_field, field
 from electra.config.finetune import qa_no_ensemble
-from electra.config.values import config_to_dict
+from electra.config.values import CheckedConfig, config_to_dict
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import device_and_autocast, predict_examples
 from electra.finetuning.loading import load_run
@@ -69,7 +69,7 @@ from electra.runtime.processes import is_main_process
 __all__ = ['QASpec', 'QAOptions', 'read_qa_spec', 'QASplit', 'QATask', 'make_qa_loader', 'predict_rows', 'OPTIONS', 'DEFAULTS']
 
 @dataclass
-class QAOptions:
+class QAOptions(CheckedConfig):
     "A QA task file's own options (official configure_finetuning.py), each with its domain, checked as the job's keys."
     max_query_length: int = field(64, 'question tokens kept', ge=1)
     doc_stride: int = field(128, 'context tokens between the starts of consecutive windows', ge=1)

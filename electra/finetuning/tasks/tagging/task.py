@@ -28,6 +28,7 @@ import numpy as np
 
 from electra.config.errors import ConfigError
 from electra.config.fields import field
+from electra.config.values import CheckedConfig
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.loading import load_run
@@ -48,7 +49,7 @@ DEFAULTS = {'max_length': 256, 'dropout': 0.0}  # the official chunking length; 
 
 
 @dataclass
-class TaggingOptions:
+class TaggingOptions(CheckedConfig):
     "A tagging task file's own settings, each with its domain, checked as the job's keys."
     strict: bool = field(False, "seqeval's strict mode for the entity scores (default: conlleval's rules)")
     stride: int = field(32, 'word pieces of context shared by the windows of a sentence too long for one', ge=0,

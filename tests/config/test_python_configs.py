@@ -1,0 +1,100 @@
+"""A job's config built in Python (`FinetuneConfig(...)`, `PretrainConfig(...)`, `CompareConfig(...)`,
+`dataclasses.replace`) is checked where it is built, by the code that checks a preset and the command line
+(`config/values.py`): each key's type and domain, the rules between keys, unknown keys, each refused in one line; what
+it gave is recorded as 'Python', read as the command line reads it (a path's `~` and `$VAR`), and copied."""
+import copy
+import dataclasses
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import electra.finetuning  # noqa: F401  (fills the task catalogue that FinetuneConfig checks its tasks with)
+from electra.config.compare import CompareConfig
+from electra.config.finetune import FinetuneConfig
+from electra.config.pretrain import PretrainConfig
+from electra.config.values import typed_keys, value_sources
+from tests.support.config import refused
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize('kw, message', [
+    ({'lr': -1}, "Python: key 'lr': -1.0 is not a finite number > 0 (peak learning rate of the head (small 3e-4, base 1e-4, "
+                 "large 5e-5))"),
+    ({'select': 'bogus'}, "Python: key 'select': 'bogus' is not one of best, median"),
+    ({'runs': 0}, "Python: key 'runs': 0 is not a whole number > 0 (fine-tuning runs per task, each from the same "
+                  "pretrained weights with its own seed)"),
+    ({'epochs': 0.5}, "Python: key 'epochs': expected an integer, got 0.5."),
+    ({'tasks': 7}, "Python: key 'tasks': expected a list, got 7. Use a YAML list or comma-separated values."),
+    ({'ensemble_k': 11}, "ensemble_k: must be at most runs (10), got 11."),
+    ({'tasks': ['RTE', 'RTE']}, 'tasks: RTE is listed twice; list each task once.'),
+    ({'task_overrides': {'RTE': {'epochs': 0}}}, "Python: key 'task_overrides.RTE.epochs': 0 is not a whole number > 0 "
+                                                 "(passes over the training set)"),
+    ({'lrr': 1e-3}, "Python: unknown key 'lrr'. Did you mean 'lr'? electra.config.finetune.FinetuneConfig lists the "
+                    "keys."),
+])
+def test_a_finetune_config_built_in_python_is_refused_where_it_is_built(kw, message):
+    """Before, each was taken and failed deep inside the job (ElectraAdam's lr=-0.4096, a TypeError, "/: tasks: it is
+    a folder" from a string read by characters), `select='bogus'` only after the fine-tuning; an unknown keyword was
+    Python's TypeError."""
+    assert refused(lambda: FinetuneConfig(**kw)) == message
+
+
+def test_python_values_are_read_as_the_command_line_reads_them_and_recorded_as_python(tmp_path, monkeypatch):
+    monkeypatch.setenv('HOME', str(tmp_path))
+    monkeypatch.setenv('ELECTRA_TEST_OUT', str(tmp_path / 'out'))
+    tasks, overrides = ['RTE', 'MRPC'], {'RTE': {'epochs': 2}}
+    cfg = FinetuneConfig(tasks=tasks, epochs='3', task_overrides=overrides, output_dir='$ELECTRA_TEST_OUT/glue',
+                         cache_dir='~/cache')
+    assert (cfg.epochs, cfg.output_dir, cfg.cache_dir) == (3, str(tmp_path / 'out' / 'glue'), str(tmp_path / 'cache'))
+    tasks.append('CoLA')
+    overrides['RTE']['epochs'] = 9  # the caller's objects changed afterwards: the config keeps what it was given
+    assert cfg.tasks == ['RTE', 'MRPC'] and cfg.task_overrides == {'RTE': {'epochs': 2}}
+    assert FinetuneConfig(tasks='RTE,MRPC').tasks == ['RTE', 'MRPC']  # a string is a list as on the command line
+    sources = value_sources(cfg)
+    assert (sources['epochs'], sources['tasks'], sources['lr']) == ('Python', 'Python', 'default')
+    assert {'epochs', 'tasks', 'task_overrides', 'output_dir', 'cache_dir'} <= typed_keys(cfg)  # win as typed keys do
+    assert cfg.for_task('RTE').epochs == 2 and cfg.for_task('MRPC').epochs == 3
+    for copied in (copy.deepcopy(cfg), pickle.loads(pickle.dumps(cfg))):  # (a worker process gets it pickled)
+        assert copied == cfg and value_sources(copied) == sources and typed_keys(copied) == typed_keys(cfg)
+        assert '_given' not in vars(copied)
+
+
+def test_pretrain_and_compare_configs_built_in_python_are_checked_too():
+    assert refused(lambda: PretrainConfig(steps=0)) == ("Python: key 'steps': 0 is not a whole number > 0 (optimizer "
+                                                        "steps)")
+    assert refused(lambda: PretrainConfig(objective='bogus')).startswith("Python: key 'objective': 'bogus' is not one "
+                                                                         "of electra, ")
+    assert refused(lambda: PretrainConfig(max_length=1024)) == ('max_length: must be at most max_position_embeddings '
+                                                                '(512), got 1024.')
+    assert refused(lambda: PretrainConfig(stpes=10)).startswith("Python: unknown key 'stpes'. Did you mean 'steps'?")
+    electra = {'variants': {'electra': ''}}
+    assert refused(lambda: CompareConfig(**electra, seeds=[])) == ("Python: key 'seeds': [] is not a non-empty list "
+                                                                   "of whole numbers in [0, 2**32) (pretraining seeds: "
+                                                                   "every variant is pretrained once per seed)")
+    assert refused(lambda: CompareConfig(**electra, seeds=[1, 1])) == 'seeds: seeds must differ, got [1, 1].'
+    assert refused(lambda: CompareConfig()).startswith('variants: give at least one variant')
+    assert CompareConfig(**electra, steps=5).steps == 5
+
+
+def test_dataclasses_replace_checks_the_new_values_and_keeps_the_others():
+    cfg = PretrainConfig(hidden_size=64, num_attention_heads=2)
+    small = dataclasses.replace(cfg, lr=1e-3)
+    assert (small.lr, small.hidden_size, small.num_attention_heads) == (1e-3, 64, 2)
+    assert refused(lambda: dataclasses.replace(cfg, lr=float('nan'))) == ("Python: key 'lr': nan is not a finite "
+                                                                          "number > 0 (peak learning rate)")
+    assert refused(lambda: dataclasses.replace(cfg, num_attention_heads=3)) == ('num_attention_heads: hidden_size 64 '
+                                                                                'is not divisible by 3 heads.')
+
+
+def test_the_public_name_builds_a_checked_finetune_config_in_a_fresh_process():
+    """A FinetuneConfig checked where it is built needs the task kinds its tasks are checked with: a script's first line
+    builds one (config fills the task catalogue on first use, `config/registries.py`)."""
+    code = ("import electra\nprint(electra.FinetuneConfig(tasks=['RTE', 'MRPC'], runs=2).tasks)\n"
+            "try: electra.FinetuneConfig(tasks=['RTEE'])\nexcept electra.config.errors.ConfigError as e: print(e)\n")
+    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["['RTE', 'MRPC']", "tasks: unknown GLUE task 'RTEE'. Did you mean 'RTE'? Tasks are "
+                                                   "CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX."]

@@ -216,7 +216,8 @@ def _variant_base(cfg: CompareConfig, spec: VariantSpec) -> tuple[str, dict, Pre
     pretrain_overrides (and --pretrain.KEY) < the variant's presets < its overrides, so a common key its presets set
     is left off its command line (flags beat every preset)."""
     preset = ','.join(p for p in (cfg.pretrain_config.strip(), spec.config) if p)
-    own = set(preset_keys(PretrainConfig, spec.config, f'variants.{spec.name}.config'))
+    try: own = set(preset_keys(PretrainConfig, spec.config))
+    except ConfigError as e: raise ConfigError(f"variant '{spec.name}' (--config {preset}): {e}") from None
     over = tuple(k for k in cfg.pretrain_overrides if k in own and k not in spec.overrides)
     overrides = {**{k: v for k, v in cfg.pretrain_overrides.items() if k not in over}, **spec.overrides}
     base = _resolve(['--config', preset, *cli_pairs(overrides, f'variants.{spec.name}.overrides')],

@@ -311,19 +311,37 @@ def _pretrain_sources(cfg: CompareConfig, plan: VariantPlan) -> dict[str, str]:
             'resume': _made(cfg, 'it resumes an interrupted run')}
 
 
-def _finetune_args(cfg: CompareConfig, model: Path, group: str, root: Path, tags: list[str]) -> list[str]:
+def _finetune_overrides(cfg: CompareConfig) -> dict:
+    """The finetune keys of every fine-tuning: finetune_overrides, where a per-task key given itself (--finetune.KEY,
+    Python's overrides) replaces that key of the task_overrides a preset gave, as finetune.py's own rule does
+    (`FinetuneConfig.command_line_wins`: a preset's task_overrides passed on as a flag would count as given and win
+    in silence), said in its warning; task_overrides left empty by that are not passed on (finetune.py's rule then
+    applies to its finetune_config's own)."""
+    values, sources = dict(cfg.finetune_overrides), entry_sources(cfg, 'finetune_overrides')
+    given = {k for k, where in sources.items() if where in ('command line', 'overrides')}
+    if 'task_overrides' not in values or 'task_overrides' in given: return values
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always', RunWarning)
+        kept = FinetuneConfig.command_line_wins(values, given)
+    for w in caught: warnings.warn(f'finetune_overrides: {w.message}', w.category, stacklevel=2)
+    if kept['task_overrides'] == {} != values['task_overrides']: del kept['task_overrides']
+    return kept
+
+
+def _finetune_args(cfg: CompareConfig, overrides: dict, model: Path, group: str, root: Path,
+                   tags: list[str]) -> list[str]:
     tasks = ['--tasks', ','.join(cfg.tasks)] if cfg.tasks else []
-    return ['--config', cfg.finetune_config, *cli_pairs(cfg.finetune_overrides, 'finetune_overrides'),
+    return ['--config', cfg.finetune_config, *cli_pairs(overrides, 'finetune_overrides'),
             '--model', str(model), *tasks, '--group', group, '--output_dir', str(root / 'finetune'),
             '--test_output_dir', str(root / 'finetune_predictions'), '--threads', str(cfg.threads),
             *_tracking_args(cfg, tags)]
 
 
-def _finetune_sources(cfg: CompareConfig, model: str) -> dict[str, str]:
+def _finetune_sources(cfg: CompareConfig, overrides: dict, model: str) -> dict[str, str]:
     "Where each of `_finetune_args` came from; `model`: which pretraining of the comparison made the model."
     folders = _made(cfg, 'its output_dir and name')
     return {'config': _through(cfg, 'finetune_config'),
-            **{k: _through(cfg, 'finetune_overrides', k) for k in cfg.finetune_overrides},
+            **{k: _through(cfg, 'finetune_overrides', k) for k in overrides},
             'model': _made(cfg, model), **({'tasks': _through(cfg, 'tasks')} if cfg.tasks else {}),
             'group': _made(cfg, 'its variant and seed'), 'output_dir': folders, 'test_output_dir': folders,
             'threads': _through(cfg, 'threads'), **_tracking_sources(cfg)}
@@ -346,8 +364,8 @@ def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfi
     return fcfg, [t for t in fcfg.task_names if not (t in TASKS and TASKS[t].predicted_by)]
 
 
-def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretrain_dir: Path,
-            root: Path) -> tuple[FinetunePoint, ...]:
+def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretrain_dir: Path, root: Path,
+            overrides: dict) -> tuple[FinetunePoint, ...]:
     """The checkpoints of one run to fine-tune, by fraction: the exported discriminator for 1.0 (group
     `<variant>_<seed>`), the checkpoint `.pth` before it (group `<variant>_<seed>_at<pct>pct`)."""
     points = []
@@ -360,8 +378,8 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
         flops = pretrain_flops_to_step(v.config, v.vocab, step, _frozen_generator(v.config))
         tags = [f'variant={v.name}', f'seed={seed}', f'at={f:g}']
         made = f'its pretraining of {v.name}, seed {seed}' + ('' if final else f', at {f:g} of its steps')
-        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, model, group, root, tags),
-                                    _finetune_sources(cfg, made)))
+        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, overrides, model, group, root, tags),
+                                    _finetune_sources(cfg, overrides, made)))
     return tuple(points)
 
 
@@ -369,12 +387,12 @@ def make_plan(cfg: CompareConfig) -> Plan:
     """The whole comparison, resolved and checked: raises a ConfigError naming the variant and key before any launch."""
     root = path_inside(cfg.output_dir, cfg.name, key='output_dir')
     check_case_apart('name', cfg.output_dir, cfg.name, 'comparison', str)
-    variants, runs = _variant_plans(cfg, root), []
+    variants, runs, overrides = _variant_plans(cfg, root), [], _finetune_overrides(cfg) if cfg.finetune else {}
     for seed in cfg.seeds:
         for v in variants:
             run_name, pretrain_dir = _run_name(cfg, v.name), root / 'pretrain'
             runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(cfg, v, run_name, seed, pretrain_dir),
-                                _points(cfg, v, run_name, seed, pretrain_dir, root), _pretrain_sources(cfg, v)))
+                                _points(cfg, v, run_name, seed, pretrain_dir, root, overrides), _pretrain_sources(cfg, v)))
     fcfg, tasks = _finetune_config(cfg, runs[0].finetune_args) if cfg.finetune else (None, [])
     _check_apart(root, variants, fcfg)
     return Plan(cfg, root, variants, runs, fcfg, tasks)

@@ -4,9 +4,12 @@ pretrain_overrides, and a record of the other precedence refused, not reused."""
 from __future__ import annotations
 
 import json
+
+import pytest
 from pathlib import Path
 
 from electra.config.compare import CompareConfig
+from electra.config.errors import RunWarning
 from electra.config.values import config_from_dict
 from electra.data.tokenizer import load_tokenizer
 from electra.experiments.compare import load_compare_config, plan_text
@@ -105,3 +108,17 @@ def test_a_run_made_under_the_other_precedence_is_refused_not_reused(tmp_path):
     run.run_dir.mkdir(parents=True)
     (run.run_dir / RECORD).write_text(json.dumps({'args': old_args, 'done': True}))
     assert "1: finished with other lr: refused" in plan_text(make_plan(cfg))
+
+
+def test_a_finetune_flag_replaces_the_comparison_presets_task_overrides_of_its_key(tmp_path):
+    """finetune.py's own rule (`FinetuneConfig.command_line_wins`) through the comparison: demo.yaml's
+    finetune_overrides give task_overrides {STS-B: {epochs: 3}}, passed on as a flag, so --finetune.epochs 1 trained
+    STS-B 3 epochs without a word; the user's own task_overrides are kept as given."""
+    argv = ['--config', 'demo', '--output_dir', str(tmp_path / 'out'), '--finetune.epochs', '1']
+    with pytest.warns(RunWarning, match=r"^finetune_overrides: --epochs 1 applies to every task: it replaces the preset's task_overrides "
+                                        r"\(STS-B epochs: 3\)"):
+        plan = make_plan(load_compare_config(argv))
+    assert (plan.finetune.epochs, plan.finetune.task_overrides) == (1, {})
+    assert plan.finetune.for_task('STS-B').epochs == 1 and '--task_overrides' not in plan.runs[0].finetune_args
+    plan = make_plan(load_compare_config([*argv, '--finetune.task_overrides', '{STS-B: {epochs: 2}}']))
+    assert plan.finetune.for_task('STS-B').epochs == 2  # given beside it: the user's own

@@ -67,7 +67,8 @@ class TaskCatalogue:
     """What checking `tasks` needs of the task kinds, which live above config: electra.finetuning registers it when
     imported (`register_task_catalogue`), which the first check imports (`registries`: the package names it), so
     config imports no job."""
-    named: Callable[..., Any]      # (name, key) -> the GLUE task (`predicted_by`, `hf_text`), or a ConfigError
+    named: Callable[..., Any]      # (name, key, files) -> the GLUE task (`predicted_by`, `hf_text`), or a ConfigError
+                                   # suggesting among the GLUE tasks and `files` (the job's task files by name)
     read_file: Callable[..., Any]  # path -> a task file's checked spec (`name`, `kind`, `hparams`, `text`)
 
 
@@ -199,7 +200,8 @@ class FinetuneConfig(CheckedConfig):
                                 gt=0)
     double_unordered: bool = field(True, 'train on both segment orders for tasks whose segments are unordered (MRPC, STS-B); '
                                          'switch it on for another pair task in task_overrides')
-    drop_empty: bool = field(True, 'drop training rows with an empty segment (QQP has some)')
+    drop_empty: bool = field(True, 'drop training rows with an empty or blank text (QQP has some; task files too), '
+                                     'said in a warning with their count')
     max_train_samples: int = field(0, 'use only this many training examples, a fixed random subset (for quick trials)',
                                    ge=0, zero='all of them')
     task_overrides: dict = field({'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}},
@@ -297,7 +299,8 @@ class FinetuneConfig(CheckedConfig):
         "`task_overrides`: tasks of this job (GLUE names or task files' names) with per-task keys, checked."
         need(isinstance(self.task_overrides, dict), 'task_overrides', 'expected a mapping of task name to settings.')
         for name, values in self.task_overrides.items():
-            task = None if name in files else _catalogue().named(str(name), key='task_overrides')
+            task = None if name in files else _catalogue().named(str(name), key='task_overrides',
+                                                                 files={n: f.path for n, f in files.items()})
             if task is not None and task.predicted_by:
                 raise ConfigError(f"task_overrides: {name} has no training runs (it is predicted with the "
                                   f"{task.predicted_by} model); override {task.predicted_by} instead.")

@@ -1,6 +1,7 @@
 """The text files a config, a task or a corpus names, read as UTF-8 or refused in one line that names the file and the
 fix: a compressed file known by its first bytes (with the command that writes it out plain), text in UTF-16 or
-UTF-32, a binary format (a checkpoint, an image, a table); JSON read strictly (`load_json`)."""
+UTF-32, a binary format (a checkpoint, an image, a table); their lines split at LF, CRLF or CR (`split_lines`); JSON
+read strictly (`load_json`)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from typing import Any
 
 from electra.config.errors import ConfigError
 
-__all__ = ['read_text', 'compressed', 'COMPRESSED_SUFFIXES', 'not_text', 'load_json', 'MAX_DIGITS']
+__all__ = ['read_text', 'split_lines', 'compressed', 'COMPRESSED_SUFFIXES', 'not_text', 'load_json', 'MAX_DIGITS']
 
 
 # the digits of a whole number a reader takes at most: every key's bound is below 2**63 (19 digits); past Python's
@@ -99,6 +100,13 @@ def read_text(path: str | Path) -> str:
         line = raw.count(b'\n', 0, e.start) + 1
         raise ConfigError(f"{path}: line {line}: not UTF-8 text ({e.reason} at byte {e.start}: another encoding such as "
                           "latin-1 or UTF-16, or not text at all). Save it as UTF-8.") from None
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of `text` split at LF, CRLF or a CR alone (classic Mac line ends), as Python's universal newlines read
+    a text file; not at the other characters `str.splitlines` takes for line ends (U+2028, U+0085, \\x1c, a form
+    feed), which are text inside a line: a word of a CoNLL file, a string of a JSON line."""
+    return (text.replace('\r\n', '\n').replace('\r', '\n') if '\r' in text else text).split('\n')
 
 
 def load_json(text: str, where: str) -> Any:

@@ -34,6 +34,7 @@ from electra.data.corpus import (
     CorpusSource,
     documents,
     read_head,
+    readline,
     resolve_format,
     resolve_split,
     sniff,
@@ -70,17 +71,18 @@ def shard_target_bytes(total: int) -> int:
     return min(64 << 20, max(256 << 10, total // 64))
 
 
-def _next_boundary(f, pos: int, fmt: str, size: int) -> int:
-    "The first document boundary (a line start; in `lines`, just after a blank line) at or after byte `pos`."
+def _next_boundary(f, pos: int, fmt: str, size: int, eol: bytes) -> int:
+    """The first document boundary (a line start; in `lines`, just after a blank line) at or after byte `pos`, in a
+    file whose lines end in `eol`."""
     f.seek(pos)
-    line = f.readline(1 << 20)
-    while line and not line.endswith(b'\n'): line = f.readline(1 << 20)  # the rest of the line `pos` falls in
+    line = readline(f, 1 << 20, eol)
+    while line and not line.endswith(eol): line = readline(f, 1 << 20, eol)  # the rest of the line `pos` falls in
     if fmt == 'paragraphs': return f.tell()
     while True:
-        line = f.readline(1 << 20)
+        line = readline(f, 1 << 20, eol)
         if not line: return size
         if not line.strip(): return f.tell()
-        while line and not line.endswith(b'\n'): line = f.readline(1 << 20)
+        while line and not line.endswith(eol): line = readline(f, 1 << 20, eol)
 
 
 def _plan_files(source: CorpusSource, settings: BuildSettings) -> list[list[tuple]]:
@@ -101,7 +103,7 @@ def _plan_files(source: CorpusSource, settings: BuildSettings) -> list[list[tupl
                 cuts = [0]
                 with open(f, 'rb') as fh:
                     while cuts[-1] + target < size:
-                        cut = _next_boundary(fh, cuts[-1] + target, fmt, size)
+                        cut = _next_boundary(fh, cuts[-1] + target, fmt, size, head.eol)
                         if cut >= size: break
                         cuts.append(cut)
                 shards += [[(str(f), a, b, fmt, lang)] for a, b in zip(cuts, cuts[1:] + [size])]
@@ -173,11 +175,11 @@ def _shard_streams(source: CorpusSource, settings: BuildSettings, shard: list[tu
         yield fmt, lang, table_lines(rows(), fmt, stats)
         return
     for path, start, end, fmt, lang in shard:
-        if fmt is None:  # a whole small file: its own head decides (see electra.data.corpus)
-            head = sniff(*read_head(Path(path)))
+        head = sniff(*read_head(Path(path)))  # its line ends; and for a whole small file its format and language
+        if fmt is None:
             fmt = resolve_format(settings.corpus_format, head, source.in_directory)
             lang = resolve_split(settings.sentence_split, fmt, head.median_chars)
-        yield fmt, lang, text_lines(path, start, end, stats)
+        yield fmt, lang, text_lines(path, start, end, stats, head.eol)
 
 
 def _doc_batches(docs: Iterator[tuple[list[str], bool]]) -> Iterator[list[tuple[list[str], bool]]]:

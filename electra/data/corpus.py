@@ -19,6 +19,9 @@ layout (one sentence per line) is left as it is. Under `auto` a line written wit
 Japanese) is split at its sentence-final punctuation by rule, the others by spaCy's English rules
 (electra.data.sentences).
 
+A text file's lines end in LF, CRLF or a CR alone (classic Mac line ends, told by its first bytes: `line_end`), read
+as Python's universal newlines read them; a table's cells are split at LF, as the replication splits them.
+
 A file that is not text, named in `corpus` or found in a directory, is refused before any work in one line naming
 it and how to give its text: compressed, UTF-16/32, a binary format (a checkpoint, an image, a table, a NUL byte),
 another encoding; under `corpus_format: auto`, also lines that are a table's rows (JSON lines, CSV, TSV), which a
@@ -55,7 +58,7 @@ MAX_LINE_BYTES = 1 << 20    # a longer line is skipped unread (a 1 MiB "paragrap
 AUTO_SPLIT = 'auto'         # sentence_split's default: lines without spaces (Chinese, Japanese) by rule, others as English
 PARAGRAPH_CHARS = 200       # median line length above which lines are paragraphs (English sentences: ~100-150)
 _DOC_END = None             # in a line stream: a hard document boundary (end of a file, of a table row)
-NEWLINE, NUL = b'\n', b'\0'
+NEWLINE, CR, NUL = b'\n', b'\r', b'\0'
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class CorpusSource:
     duplicates: dict[str, int] = field(default_factory=dict)  # files read before, left out: 'links', 'copies'
     dataset: object = None              # kind 'table': a memory-mapped `datasets.Dataset`
     text_column: str = 'text'
+    cr_files: int = 0                   # files of classic Mac line ends (CR alone), read as line breaks (`line_end`)
 
     def content_hash(self) -> str:
         """A hash of what the source reads: each file's path, size and mtime, or a table's rows, text column and
@@ -96,6 +100,8 @@ class CorpusSource:
         h = hashlib.sha256(json.dumps([self.kind, self.text_column if self.kind == 'table' else None]).encode())
         files = self.files if self.kind == 'files' else [Path(c['filename']) for c in self.dataset.cache_files]
         if self.kind == 'table': h.update(f'{self.entry}\0{len(self.dataset)}\0'.encode())
+        # earlier versions read a file of CR line ends as one line: a build of theirs is not this one
+        if self.cr_files: h.update(b'CR line ends read as line breaks\0')
         for f in files:
             st = f.stat()
             h.update(f'{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n'.encode())
@@ -126,6 +132,27 @@ class Head:
     blank_lines: bool = False    # a blank line between non-blank ones
     median_chars: int = 0        # median length of its non-blank lines
     rows: str = ''               # what its lines are when they are a table's rows ('JSON lines', ...), not text
+    eol: bytes = NEWLINE         # what its lines end in (`line_end`)
+
+
+def line_end(head: bytes) -> bytes:
+    """What the lines of a file whose first bytes are `head` end in: CR for a file of classic Mac line ends (a CR and
+    no LF), read as line breaks as Python's universal newlines and the vocab.txt reader read them; else LF (a CRLF
+    line's CR is stripped with its spaces)."""
+    return CR if CR in head and NEWLINE not in head else NEWLINE
+
+
+def readline(f, limit: int, eol: bytes) -> bytes:
+    """`f.readline(limit)` of a binary file whose lines end in `eol`: LF as readline reads them, CR from what the
+    file's buffer holds, a buffer at a time (a line is never read twice)."""
+    if eol == NEWLINE: return f.readline(limit)
+    parts, n = [], 0
+    while n < limit and (chunk := f.peek(1)[:limit - n]):
+        at = chunk.find(eol)
+        parts.append(f.read(len(chunk) if at < 0 else at + 1))
+        n += len(parts[-1])
+        if at >= 0: break
+    return b''.join(parts)
 
 
 def _rows(lines: list[str]) -> str:
@@ -154,7 +181,8 @@ def sniff(head: bytes, complete: bool) -> Head:
     "Check the start of a file (`complete`: the whole file) is text; read off its layout."
     if not head.strip(): return Head('empty')
     if b'\0' in head: return Head('binary')
-    raw = head.split(b'\n')
+    eol = line_end(head)
+    raw = head.split(eol)
     if not complete and len(raw) > 1: raw = raw[:-1]  # the last line may be cut anywhere
     lines, bad = [], 0
     for line in raw:
@@ -166,7 +194,7 @@ def sniff(head: bytes, complete: bool) -> Head:
     text = [i for i, line in enumerate(lines) if line]
     if not text: return Head('empty')
     blank = any(not line for line in lines[text[0]:text[-1]])
-    return Head(None, blank, int(statistics.median(len(lines[i]) for i in text)), _rows(lines))
+    return Head(None, blank, int(statistics.median(len(lines[i]) for i in text)), _rows(lines), eol)
 
 
 def read_head(path: Path) -> tuple[bytes, bool]:
@@ -260,7 +288,7 @@ TABLES = ("a table is read as a `corpus` entry of its own, by its suffix (.jsonl
 
 def _line_of(head: bytes, at: int) -> str:
     "Where byte `at` of a file's first bytes `head` is, in words."
-    return f"line {head.count(NEWLINE, 0, at) + 1} (byte {at})"
+    return f"line {head.count(line_end(head), 0, at) + 1} (byte {at})"
 
 
 def _refusal(path: Path, head: bytes, complete: bool, fmt: str) -> str:
@@ -299,7 +327,9 @@ def _directory(entry: str, p: Path, fmt: str) -> CorpusSource:
         head, complete = read_head(f)
         if why := _refusal(f, head, complete, fmt): refused.append((f, why))
         elif sniff(head, complete).problem: source.skipped['empty'] = source.skipped.get('empty', 0) + 1
-        else: source.files.append(f)
+        else:
+            source.files.append(f)
+            source.cr_files += line_end(head) == CR
     if refused:  # its text would be read as something it is not, or left out unseen
         more = f" ({len(refused) - 1} other file(s) there are not text either)" if len(refused) > 1 else ''
         raise ConfigError(f"corpus directory {p}: {refused[0][0]} {refused[0][1]}.{more}")
@@ -319,7 +349,7 @@ def _text_files(entry: str, cache_dir: Path, fmt: str) -> CorpusSource:
         if why := _refusal(p, head, complete, fmt): raise ConfigError(f"corpus file {p} {why}.")
         if sniff(head, complete).problem:
             raise ConfigError(f"corpus file {p} is empty (or blank). Remove it from `corpus` or put text in it.")
-        return CorpusSource(entry, 'files', [p])
+        return CorpusSource(entry, 'files', [p], cr_files=int(line_end(head) == CR))
     if p.exists():
         raise ConfigError(f"corpus path {p} is neither a regular file nor a directory. Give text files "
                           "or directories of them.")
@@ -399,27 +429,27 @@ def _counts(counts: dict[str, int]) -> str:
 
 # ---------------------------------------------------------------- reading lines and documents
 
-def _raw_lines(f, end: int, stats: dict) -> Iterator[bytes]:
-    "Lines of binary file `f` from its position up to byte `end`, newline stripped; over-long ones skipped."
+def _raw_lines(f, end: int, stats: dict, eol: bytes) -> Iterator[bytes]:
+    "Lines (ending in `eol`) of binary file `f` from its position up to byte `end`; over-long ones skipped."
     while f.tell() < end:
-        line = f.readline(MAX_LINE_BYTES + 1)
+        line = readline(f, MAX_LINE_BYTES + 1, eol)
         if not line: return
         stats['bytes'] += len(line)
-        if len(line) > MAX_LINE_BYTES and not line.endswith(b'\n'):
-            while line and not line.endswith(b'\n'):  # the rest of the line, a MiB at a time, never held whole
-                line = f.readline(MAX_LINE_BYTES)
+        if len(line) > MAX_LINE_BYTES and not line.endswith(eol):
+            while line and not line.endswith(eol):  # the rest of the line, a MiB at a time, never held whole
+                line = readline(f, MAX_LINE_BYTES, eol)
                 stats['bytes'] += len(line)
             stats['long_lines'] += 1
             continue
         yield line
 
 
-def text_lines(path: str, start: int, end: int, stats: dict) -> Iterator[Optional[str]]:
-    """Stripped lines ('' for blank) of bytes [start, end) of a file, then `_DOC_END`. Lines that are not
-    UTF-8 or hold NUL bytes are skipped and counted."""
+def text_lines(path: str, start: int, end: int, stats: dict, eol: bytes = NEWLINE) -> Iterator[Optional[str]]:
+    """Stripped lines ('' for blank) of bytes [start, end) of a file whose lines end in `eol` (`line_end`), then
+    `_DOC_END`. Lines that are not UTF-8 or hold NUL bytes are skipped and counted."""
     with open(path, 'rb') as f:
         f.seek(start)
-        for raw in _raw_lines(f, end, stats):
+        for raw in _raw_lines(f, end, stats, eol):
             try:
                 if b'\0' in raw: raise UnicodeDecodeError('utf-8', raw, 0, 1, 'NUL byte')
                 yield raw.decode('utf-8').strip()
@@ -486,7 +516,8 @@ def source_lines(sources: list[CorpusSource], stats: Optional[Counter] = None) -
     for source in sources:
         if source.kind == 'files':
             for f in source.files:
-                yield from (line for line in text_lines(str(f), 0, f.stat().st_size, stats) if line)
+                eol = line_end(read_head(f)[0])
+                yield from (line for line in text_lines(str(f), 0, f.stat().st_size, stats, eol) if line)
         else:
             column = source.dataset.data.column(source.text_column)
             for start in range(0, len(column), 1000):

@@ -29,7 +29,7 @@ from tokenizers.processors import TemplateProcessing
 from transformers import AutoTokenizer, ElectraTokenizerFast, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from electra.config.errors import ConfigError, RunWarning
-from electra.config.text_files import compressed, read_text
+from electra.config.text_files import compressed, read_text, split_lines
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
@@ -195,7 +195,7 @@ def vocab_entries(path: Path, where: str, fix: str = _REPEATED_FIX, bom: bool = 
         raise ConfigError(f"{where}: it starts with a byte-order mark (U+FEFF), which transformers reads as part of "
                           f"its first token ({text[:8].splitlines()[0]!r}): save it as UTF-8 without a byte-order "
                           "mark.")
-    lines = text.removeprefix(_BOM).replace('\r\n', '\n').replace('\r', '\n').split('\n')
+    lines = split_lines(text.removeprefix(_BOM))
     if lines[-1] == '': lines.pop()  # the last line's end
     first = {}
     for i, token in enumerate(lines):

@@ -25,6 +25,7 @@ class RunInputs:
     """What a run's result depends on. Its row holds `model` in the column `model_fingerprint` and the rest as JSON in
     `settings`, values as JSON reads them back."""
     model: str   # `model_fingerprint`: the model's files by content
+    model_files: dict  # `model_files`: each of them by its digest, to say which changed
     tokenizer: str  # `tokenizer_identity` of the tokenizer it read: what the ids of its inputs mean
     data: dict   # split -> digest of its files' bytes (`data_digests`)
     task: dict   # the task file's settings (`FinetuningTask.settings`); {} for a GLUE task
@@ -33,8 +34,8 @@ class RunInputs:
     @property
     def settings(self) -> str:
         "The row's `settings` column."
-        return json.dumps({'tokenizer': self.tokenizer, 'data': self.data, 'task': self.task, 'run': self.run},
-                          sort_keys=True)
+        return json.dumps({'tokenizer': self.tokenizer, 'model_files': self.model_files, 'data': self.data,
+                           'task': self.task, 'run': self.run}, sort_keys=True)
 
 
 def data_digests(files: dict[str, list[Path]], digests: FileDigests) -> dict[str, str]:
@@ -62,14 +63,15 @@ def as_read_back(values):
     return json.loads(json.dumps(values, default=str))
 
 
-def run_inputs(task_cfg: FinetuneConfig, task: FinetuningTask, model: str, tokenizer: str, data: dict[str, str],
-               seed: int, doubled: bool, resolved: dict[str, str]) -> RunInputs:
-    """The inputs of one run (`tokenizer`: the `tokenizer_identity` of the one it reads): `resolved` the `precision` as
+def run_inputs(task_cfg: FinetuneConfig, task: FinetuningTask, model: tuple[str, dict], tokenizer: str,
+               data: dict[str, str], seed: int, doubled: bool, resolved: dict[str, str]) -> RunInputs:
+    """The inputs of one run (`model`: its fingerprint and files, `tokenizer`: the `tokenizer_identity` of the one it
+    reads): `resolved` the `precision` as
     it resolves on this device ('auto' is not a number format), the `device`'s type (cpu, cuda: not which GPU) and the
     torchrun job's `processes` (with dropout on, each draws its rows' masks), `double_unordered` as it applies to the
     task (`doubled`)."""
     run = {k: getattr(task_cfg, k) for k in RESULT_KEYS} | {'seed': seed, 'double_unordered': doubled, **resolved}
-    return RunInputs(model, tokenizer, data, as_read_back(task.settings()), as_read_back(run))
+    return RunInputs(*model, tokenizer, data, as_read_back(task.settings()), as_read_back(run))
 
 
 def recorded_inputs(settings) -> dict | None:
@@ -88,6 +90,21 @@ def _files_phrase(files: list[Path]) -> str:
     return str(files[0]) if len(files) == 1 else f'{files[0]} and {len(files) - 1} more'
 
 
+def _model_change(old: dict | None, files: dict[str, str], model: str) -> str:
+    """Which of the model's files (`files`, now) differ from those a row records (`old`: its inputs, None or without
+    them in a row of an earlier version, which records the fingerprint alone): a config.json edited is not other
+    weights."""
+    was = (old or {}).get('model_files')
+    if was is None: return f'{model} holds other files than its row records'
+    if not was and not files: return f'{model}: its files in the hub cache are of another commit'
+    if '' in was or '' in files: return f'{model} holds other bytes'  # a file (a .pth), or a file now a folder
+    differ = [n for n in files if n in was and files[n] != was[n]]
+    parts = [f"its {', '.join(differ)} {'differs' if len(differ) == 1 else 'differ'}"] if differ else []
+    added, removed = [n for n in files if n not in was], [n for n in was if n not in files]
+    parts += [f"{', '.join(names)} {what}" for names, what in ((added, 'added'), (removed, 'removed')) if names]
+    return f"{model}: {'; '.join(parts)}" if parts else f'{model} holds other files than its row records'
+
+
 def what_changed(row: dict, new: RunInputs, files: dict[str, list[Path]], model: str) -> tuple[list[str], list[str]]:
     """What differs between the inputs a finished run's `row` records and `new` (`files`: the task's data files by
     split, `model`: where the model is now), in words; and what the row does not record (a table of an earlier
@@ -95,7 +112,7 @@ def what_changed(row: dict, new: RunInputs, files: dict[str, list[Path]], model:
     old, unrecorded, changed = recorded_inputs(row['settings']), [], []
     made_from = row.get('model_fingerprint')
     if pd.isna(made_from): unrecorded.append('the model')
-    elif made_from != new.model: changed.append(f'the model changed ({model} holds other weights)')
+    elif made_from != new.model: changed.append(f'the model changed ({_model_change(old, new.model_files, model)})')
     if old is None: return changed, unrecorded + ['the data and settings']
     if 'tokenizer' not in old: unrecorded.append('the tokenizer')
     elif old['tokenizer'] != new.tokenizer:

@@ -33,7 +33,7 @@ from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import TaskSource
 from electra.finetuning.workers import do_the_rest, parallel_runs, remove_dead_model_copies, run_on_workers
 from electra.objective.model import past_pretraining
-from electra.pretrained.export import model_fingerprint, model_source
+from electra.pretrained.export import model_files, model_fingerprint, model_source
 from electra.runtime.errors import TrainingDiverged, TrainingStopped, stopped_by
 from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir
 from electra.runtime.processes import is_main_process, world
@@ -127,10 +127,10 @@ def _todo(cfg: FinetuneConfig, task: FinetuningTask, results: ResultsTable, out:
     return todo, [_redo_line(task.name, runs, *why, out) for why, runs in again.items()]
 
 
-def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], results: ResultsTable, model: str,
-          resolved: dict, say) -> Iterator[tuple[TaskData, list[RunJob]]]:
+def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], results: ResultsTable,
+          model: tuple[str, dict], resolved: dict, say) -> Iterator[tuple[TaskData, list[RunJob]]]:
     """Task by task, its encoded data and its runs still to do (tasks with none are skipped); lazily, one task at a
-    time. Each task's data files are hashed once (`FileDigests`), its runs' inputs made from them."""
+    time (`model`: the model's fingerprint and files). Each task's data files are hashed once (`FileDigests`), its runs' inputs made from them."""
     out, digests, identity = group_dir(cfg), FileDigests(), tokenizer_identity(tokenizer)
     for name, task in ((n, t) for n, t in tasks.items() if not t.predicted_by):
         task_cfg = cfg.for_task(name)
@@ -269,7 +269,8 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     _check_token_types(cfg, pretrained.config, tasks)
     device = resolve_device(cfg.device)
     resolved = {'precision': resolve_precision(cfg.precision, device), 'device': device.type, 'processes': world().size}
-    plan = _plan(cfg, tokenizer, tasks, results, model_fingerprint(cfg.model), resolved, say)
+    files = model_files(cfg.model)  # (read once: the fingerprint is made of them)
+    plan = _plan(cfg, tokenizer, tasks, results, (model_fingerprint(cfg.model, files), files), resolved, say)
     n = parallel_runs(cfg)
     if n > 1:
         try:

@@ -49,7 +49,7 @@ from electra.runtime.processes import is_main_process
 from electra.training.checkpoint import load_checkpoint
 
 __all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'save_model', 'with_model_length',
-           'export_holds', 'load_discriminator', 'model_fingerprint', 'model_source',
+           'export_holds', 'load_discriminator', 'model_files', 'model_fingerprint', 'model_source',
            'quiet_transformers', 'unpadded_copy', 'discriminator_state', 'CLOZE_CONFIG', 'CLOZE_WEIGHTS', 'cloze_state',
            'save_cloze', 'load_cloze']
 
@@ -373,22 +373,30 @@ def _hub_revision(name: str) -> str:
     return Path(cached).parent.name if isinstance(cached, str) else ''
 
 
-def model_fingerprint(source: str | Path) -> str:
-    """What a model is, by content, not by where it lies: a hash of the bytes of a `.pth` (or any file), of every file
-    of a `save_pretrained` directory (names and bytes; not hidden files, its model card or subfolders, which
-    `from_pretrained` does not read), or of a hub name and the commit of its files in the local cache (the name alone
-    when not cached). Fine-tuning results are kept by it, so a model written again at the same path is fine-tuned
-    again, and one whose card alone was edited is not."""
-    path, digest = Path(source), hashlib.sha256()
+def model_files(source: str | Path) -> dict[str, str]:
+    """The files `model_fingerprint` reads of a model, each by the SHA-256 of its bytes (hex): a `.pth` (or any file)
+    under the name '', every file of a `save_pretrained` directory by its name (not hidden files, its model card or
+    subfolders, which `from_pretrained` does not read); none for a hub name. A fine-tuning row records them, so that a
+    model changed since can be said to have changed in which file (`finetuning.inputs.what_changed`)."""
+    path = Path(source)
     if path.is_file(): files = {'': path}
     elif path.is_dir():
         files = {p.name: p for p in sorted(path.iterdir()) if p.is_file() and not p.name.startswith('.') and p.name != CARD}
-    else:
-        files = {}
-        digest.update(f'hub:{source}@{_hub_revision(str(source))}'.encode())
-    for name, f in files.items():
+    else: files = {}
+    return {name: file_sha256(f).hex() for name, f in files.items()}
+
+
+def model_fingerprint(source: str | Path, files: dict[str, str] | None = None) -> str:
+    """What a model is, by content, not by where it lies: a hash of its files (`files`, default `model_files(source)`:
+    names and bytes), or of a hub name and the commit of its files in the local cache (the name alone when not cached).
+    Fine-tuning results are kept by it, so a model written again at the same path is fine-tuned again, and one whose
+    card alone was edited is not."""
+    path, digest = Path(source), hashlib.sha256()
+    files = model_files(source) if files is None else files
+    if not (path.is_file() or path.is_dir()): digest.update(f'hub:{source}@{_hub_revision(str(source))}'.encode())
+    for name, hexdigest in files.items():
         digest.update(f'{name}\0'.encode())
-        digest.update(file_sha256(f))
+        digest.update(bytes.fromhex(hexdigest))
     return digest.hexdigest()[:16]
 
 

@@ -236,3 +236,31 @@ def test_the_tokens_cut_off_examples_are_counted_said_and_warned_of(words, tmp_p
         warnings.simplefilter('error', RunWarning)
         info = build_summary(build(short, tok, tmp_path / 'cache', settings))
     assert 'cut off: 1 tokens (2.9%) past what an example holds, 1 of them' in format_summary(info)
+
+
+@pytest.mark.parametrize('fmt', ['auto', 'lines'])
+def test_a_corpus_file_of_cr_line_ends_reads_as_its_lf_copy(tmp_path, fmt):
+    """A file of classic Mac line ends (CR alone) was one line: its 60 documents one, examples across them, no repeated
+    document told apart, without a word, even with corpus_format lines. Its lines are read as the LF file's, through
+    shards cut at its blank lines and two processes, for the examples and for a tokenizer; its cache is its own (a
+    build of an earlier version, which read it as one line, is not taken for it)."""
+    from electra.data.cache import build_corpus
+    from electra.data.corpus import resolve_corpus, source_lines
+    tok, docs = unique_words(tmp_path, 60)
+    for folder in ('lf', 'cr'): (tmp_path / folder).mkdir()
+    lf = lines_file(tmp_path / 'lf' / 'c.txt', docs + [docs[5]])  # a document repeated
+    cr = tmp_path / 'cr' / 'c.txt'
+    cr.write_bytes(lf.read_bytes().replace(b'\n', b'\r'))
+    assert b'\n' not in cr.read_bytes() and cr.stat().st_size == lf.stat().st_size
+    settings = BuildSettings(max_length=16, shard_bytes=2000, corpus_format=fmt)
+    built = {}
+    for path in (lf, cr):
+        entry = path if fmt == 'auto' else path.parent  # declared: its folder
+        [source] = resolve_corpus([str(entry)], tmp_path / 'cache', settings)
+        ds = build_corpus(source, tok, settings, tmp_path / 'cache', 0, 2, progress=False)
+        built[path] = build_summary(ds), ds['input_ids'], list(source_lines([source])), source
+    (lf_info, lf_ids, lf_lines, _), (cr_info, cr_ids, cr_lines, source) = built[lf], built[cr]
+    assert cr_info['n_documents'] == lf_info['n_documents'] == 60 and cr_info['n_shards'] == lf_info['n_shards'] > 2
+    assert cr_info['counts']['repeated_documents'] == 1 and cr_ids == lf_ids and len(cr_ids) > 60
+    assert cr_lines == lf_lines and len(cr_lines) == 61 * 6
+    assert source.cr_files == 1 and dataclasses.replace(source, cr_files=0).content_hash() != source.content_hash()

@@ -134,7 +134,8 @@ def test_a_model_written_again_at_its_path_is_fine_tuned_again_and_an_unchanged_
     other.save_pretrained(path)
     lines = []
     results = finetune_from(cfg, lines)
-    assert lines[0] == (f'RTE runs 0, 1: since their rows were written, the model changed ({path} holds other weights); '
+    assert lines[0] == (f'RTE runs 0, 1: since their rows were written, the model changed ({path}: its model.safetensors '
+                        'differs); '
                         'fine-tuning them again, replacing their rows and checkpoints')
     assert lines[1].endswith('2 of 2 runs to do')
     for i in range(2):  # the new runs start from the new weights
@@ -202,13 +203,27 @@ def test_each_input_of_a_finished_run_edited_does_it_again_and_an_unchanged_reru
     with torch.no_grad():
         for w in other.parameters(): w.mul_(0.5)
     other.save_pretrained(path)  # pretrained again at the same path
-    assert again(epochs=2) == ['entail run 0: ' + redone(f'the model changed ({path} holds other weights)')]
+    assert again(epochs=2) == ['entail run 0: ' + redone(f'the model changed ({path}: its model.safetensors differs)')]
     assert again(epochs=2) == ['entail: all 1 runs finished before; skipped']
+    # its config.json alone edited, the weights byte-identical: said as such, not as "other weights"
+    config = json.loads((path / 'config.json').read_text())
+    (path / 'config.json').write_text(json.dumps({**config, 'hidden_dropout_prob': 0.0}))
+    (path / 'added.txt').write_text('a file from_pretrained does not read is still a file of the folder')
+    assert again(epochs=2) == ['entail run 0: ' + redone(f'the model changed ({path}: its config.json differs; '
+                                                         'added.txt added)')]
+    # a row of an earlier version records the fingerprint alone: the change is said without naming a file
+    table = tmp_path / 'ckpt/t/results.csv'
+    old = pd.read_csv(table, dtype=str)
+    old.loc[0, 'settings'] = json.dumps({k: v for k, v in json.loads(old.loc[0, 'settings']).items() if k != 'model_files'})
+    old.to_csv(table, index=False)
+    (path / 'added.txt').unlink()
+    assert again(epochs=2) == ['entail run 0: ' + redone(f'the model changed ({path} holds other files than its row '
+                                                         'records)')]
     last = torch.load(tmp_path / 'ckpt/t/entail_0.pth')['model']
     (tmp_path / 'ckpt/t/entail_0.pth').unlink()
     assert again(epochs=2) == [f"entail run 0: its checkpoint is missing from {tmp_path / 'ckpt/t'}; fine-tuning it again, "
                                'replacing its row and checkpoint']
-    assert len(trained) == 7  # the first run, one for each edit, one for the checkpoint deleted
+    assert len(trained) == 9  # the first run, one for each edit, one for the checkpoint deleted
     results = ResultsTable(tmp_path / 'ckpt/t/results.csv')
     assert len(results.df) == 1 and results.get('entail', 0)['steps'] == 2  # the last run's row only: 2 epochs of 1 step
     # the run of the new model started from its weights
@@ -983,3 +998,35 @@ def test_a_row_of_an_earlier_version_that_records_no_tokenizer_is_done_again(tmp
     again = []
     sweep.run_sweep(cfg, model, tok, src, log=again.append)
     assert again == ['RTE: all 1 runs finished before; skipped']
+
+
+def test_the_model_change_names_the_files_that_differ_whatever_the_model_is(tmp_path):
+    """A .pth written again holds other bytes; a folder names each file edited, added or removed; a hub model another
+    commit; and the fingerprint stays what earlier versions recorded (the hash of the files' names and digests)."""
+    from electra.finetuning.inputs import RunInputs, what_changed
+    from electra.pretrained.export import model_files
+    pth, folder = tmp_path / 'run.pth', tmp_path / 'model'
+    pth.write_bytes(b'weights one')
+    folder.mkdir()
+    for name, text in (('config.json', '{}'), ('model.safetensors', 'w'), ('vocab.txt', 'a')):
+        (folder / name).write_text(text)
+
+    def said(model, before: dict, after: dict) -> list[str]:
+        new = RunInputs(model_fingerprint(model, after), after, 'tok', {}, {}, {})
+        row = {'model_fingerprint': model_fingerprint(model, before), 'settings': RunInputs(
+            '', before, 'tok', {}, {}, {}).settings}
+        return what_changed(row, new, {}, str(model))[0]
+    was = model_files(pth)
+    assert was == {'': hashlib.sha256(b'weights one').hexdigest()}
+    pth.write_bytes(b'weights two')
+    assert said(pth, was, model_files(pth)) == [f'the model changed ({pth} holds other bytes)']
+    was = model_files(folder)
+    (folder / 'model.safetensors').write_text('w2')
+    (folder / 'vocab.txt').unlink()
+    (folder / 'tokenizer.json').write_text('{}')
+    assert said(folder, was, model_files(folder)) == [f'the model changed ({folder}: its model.safetensors differs; '
+                                                      'tokenizer.json added; vocab.txt removed)']
+    assert said('someone/model', {}, {}) == []  # the same commit: the same fingerprint
+    row = {'model_fingerprint': 'another', 'settings': RunInputs('', {}, 'tok', {}, {}, {}).settings}
+    assert what_changed(row, RunInputs(model_fingerprint('someone/model'), {}, 'tok', {}, {}, {}), {}, 'someone/model')[0] \
+        == ['the model changed (someone/model: its files in the hub cache are of another commit)']

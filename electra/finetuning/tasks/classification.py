@@ -4,12 +4,13 @@ the selected runs or of an ensemble of them (AX with MNLI's model).
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 from torch import nn
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import FinetuneConfig
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier
@@ -49,10 +50,27 @@ class ClassificationTask(FinetuningTask):
 
     def _train_examples(self, task_cfg: FinetuneConfig, doubled: bool) -> Examples:
         ex = self.source.load(self.info, 'train')
-        if task_cfg.drop_empty: ex = drop_empty(ex)
+        if task_cfg.drop_empty: ex = self._dropped_said(ex)
         if task_cfg.max_train_samples and len(ex) > task_cfg.max_train_samples:
             ex = ex.take(np.sort(np.random.default_rng(0).choice(len(ex), task_cfg.max_train_samples, replace=False)))
         return double_unordered(ex) if doubled else ex
+
+    def _dropped_said(self, ex: Examples) -> Examples:
+        """`drop_empty` of the training set, the rows it leaves out said in one warning (their file, their count and the
+        key that keeps them), as the GLUE reader says the lines it skips: a task file's empty cells were left out
+        without a word, and its dev rows of an empty text are scored all the same. None left is refused."""
+        kept = drop_empty(ex)
+        if len(kept) == len(ex): return ex
+        files, name = ', '.join(map(str, self.source.files(self.info, 'train'))), self.name
+        alone = f"(task_overrides: {{{name}: {{drop_empty: false}}}} for {name} alone)"
+        if not len(kept):
+            raise ConfigError(f"{files}: every one of its {len(ex)} training rows has an empty or blank text, so "
+                              f"drop_empty (true) leaves nothing to train on; fill in the texts, or keep the rows with "
+                              f"--drop_empty false {alone}.")
+        warnings.warn(f"{files}: {len(ex) - len(kept)} of its {len(ex)} training rows have an empty or blank text and "
+                      f"are left out (drop_empty: true, as the replication drops QQP's); --drop_empty false keeps them "
+                      f"{alone}.", RunWarning, stacklevel=2)
+        return kept
 
     def encoded(self, task: TaskInfo, split: str, task_cfg: FinetuneConfig, tokenizer, cache_dir, examples=None):
         "A split encoded (cached under `<cache_dir>/glue_tokens`)."

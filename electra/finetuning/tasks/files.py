@@ -38,7 +38,7 @@ from electra.config.fields import field
 from electra.config.file_names import safe_name
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.config.paths import expand_path
-from electra.config.text_files import compressed, load_json, read_text
+from electra.config.text_files import compressed, load_json, read_text, split_lines
 from electra.config.values import CheckedConfig, config_from_dict
 from electra.config.yaml_reader import key_place, load_yaml, yaml_key_lines
 from electra.finetuning.tasks.base import TaskInfo
@@ -258,7 +258,7 @@ def _rows(path: Path) -> tuple[list[dict], list[int]]:
 
 def _jsonl(path: Path) -> tuple[list[dict], list[int]]:
     rows, lines = [], []
-    for n, line in enumerate(read_utf8(path).split('\n'), 1):
+    for n, line in enumerate(split_lines(read_utf8(path)), 1):
         if not line.strip(): continue
         rows.append(load_json(line, place(path, n)))
         if not isinstance(rows[-1], dict): _fail(path, f"line {n}: a record must be a JSON object of column: value.")

@@ -417,3 +417,125 @@ def test_labels_that_differ_only_in_case_are_said_before_the_runs(tmp_path):
                                         r"separate classes; write each class one way"):
         task, _ = file_task(read_task_file(spec))
     assert task.labels == ('Neg', 'Pos', 'neg', 'pos')  # still read as the file says
+
+
+def _pairs_csv(path: Path, b_of_row) -> Path:
+    "Ten pair rows, labels alternating; row i's second text is `b_of_row(i)`."
+    rows = [{'a': f'good film {i}', 'b': b_of_row(i), 'label': ('pos', 'neg')[i % 2]} for i in range(10)]
+    return to_csv(path, rows)
+
+
+@pytest.mark.parametrize('source', ['csv pair', 'jsonl single', 'glue tsv', 'saved hub copy'])
+def test_training_rows_dropped_for_an_empty_text_are_said_with_their_file_count_and_key(tmp_path, tiny, source):
+    """drop_empty left out the training rows of an empty or blank text of a task file without a word (40 of 400, the
+    log just gave the smaller count), while the GLUE reader counts the lines it skips: every source says it now, in
+    one warning naming the file, the count and the key that keeps them; drop_empty false keeps them, and says nothing."""
+    import warnings
+    from electra.config.errors import RunWarning
+    from electra.finetuning.tasks.classification import ClassificationTask
+    from electra.finetuning.tasks.glue.sources import SavedSource, TsvSource
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    from electra.finetuning.tasks.glue.demo import write_demo_glue
+    if source == 'csv pair':  # rows 0, 3, 6, 9: b empty or a space (hand count: 4 of 10)
+        train = _pairs_csv(tmp_path / 'train.csv', lambda i: ('', ' ')[i % 2] if i % 3 == 0 else f'a plot {i}')
+        write(tmp_path / 'dev.csv', 'a,b,label\ngood,film,pos\nbad,film,neg\n')
+        task = make_task(read_task_file(write(tmp_path / 't.yaml', 'name: pe\ntrain: train.csv\ndev: dev.csv\n'
+                                                                   'text: [a, b]\nlabel: label\n')))
+        name, dropped, total = 'pe', 4, 10
+    elif source == 'jsonl single':  # rows 2 and 5: '' and '\t \n' (2 of 8)
+        texts = ['good', 'bad', '', 'fine', 'poor', '\t \n', 'great', 'awful']
+        train = tmp_path / 'train.jsonl'
+        train.write_text(''.join(json.dumps({'s': t, 'y': i % 2}) + '\n' for i, t in enumerate(texts)))
+        task = make_task(read_task_file(write(tmp_path / 't.yaml', 'name: one\ntrain: train.jsonl\ndev: train.jsonl\n'
+                                                                   'text: s\nlabel: y\n')))
+        name, dropped, total = 'one', 2, 8
+    elif source == 'glue tsv':  # the demo writer's QQP: rows 1 and 2 have an empty question (2 of 12)
+        root = write_demo_glue(tmp_path / 'glue', sizes={'train': 12, 'dev': 4, 'test': 2})
+        task, train = ClassificationTask(TASKS['QQP'], TsvSource(root)), root / 'QQP' / 'train.tsv'
+        name, dropped, total = 'QQP', 2, 12
+    else:  # RTE saved with datasets' to_parquet: one empty sentence2, one blank sentence1 (2 of 6)
+        import datasets
+        rows = {'sentence1': ['a b', ' ', 'c d', 'e f', 'g h', 'i j'], 'sentence2': ['b a', 'x', '', 'f e', 'h g', 'j i'],
+                'label': [0, 1, 0, 1, 0, 1], 'idx': list(range(6))}
+        (tmp_path / 'rte').mkdir()
+        for split in ('train', 'validation'):
+            datasets.Dataset.from_dict(rows).to_parquet(str(tmp_path / f'rte/{split}.parquet'))
+        task, train = ClassificationTask(TASKS['RTE'], SavedSource(tmp_path)), tmp_path / 'rte' / 'train.parquet'
+        name, dropped, total = 'RTE', 2, 6
+    cfg = job(tmp_path, tmp_path, tasks=[name] if source in ('glue tsv', 'saved hub copy') else [str(tmp_path / 't.yaml')])
+    with pytest.warns(RunWarning) as said:
+        data = task.prepare(cfg.for_task(name), tiny[1], tmp_path / 'cache', False)
+    assert len(data.train) == total - dropped
+    assert [str(w.message) for w in said] == [
+        f"{train}: {dropped} of its {total} training rows have an empty or blank text and are left out (drop_empty: "
+        f"true, as the replication drops QQP's); --drop_empty false keeps them (task_overrides: {{{name}: "
+        f"{{drop_empty: false}}}} for {name} alone)."]
+    kept = job(tmp_path, tmp_path, tasks=cfg.tasks, drop_empty=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', RunWarning)
+        assert len(task.prepare(kept.for_task(name), tiny[1], tmp_path / 'cache', False).train) == total
+
+
+@pytest.mark.parametrize('key, hint', [
+    ('negrg', "negreg"), ('neg', 'negreg'), ('NegReg', 'negreg'), ('NEG', 'negreg'), ('rtee', 'RTE'), ('sts_b', 'STS-B')])
+def test_a_task_overrides_key_not_of_the_job_names_its_task_files_beside_the_glue_tasks(tmp_path, key, hint):
+    """A key for a task file misspelt, given as the file's stem or in another case was refused as an 'unknown GLUE
+    task' with the GLUE names alone and no "Did you mean": the job's task files are valid keys, so the refusal lists
+    them and suggests from them too (a stem or another case pointing to the file's name, naming the file)."""
+    from electra.finetuning.tasks.glue.tasks import ALL_TASKS
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    spec = write(tmp_path / 'neg.yaml', 'name: negreg\ntrain: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n')
+    other = write(tmp_path / 'rev.yaml', 'train: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n')
+    where = f" (the task file {spec})" if hint == 'negreg' else ''
+    with pytest.raises(ConfigError) as e:
+        job(tmp_path, 'demo', tasks=[str(spec), 'RTE', str(other)], task_overrides={key: {'epochs': 2}})
+    assert str(e.value) == (f"task_overrides: unknown task '{key}'. Did you mean '{hint}'{where}? This job's task files "
+                            f"are negreg ({spec}), rev ({other}); GLUE tasks are {', '.join(ALL_TASKS)}.")
+    assert job(tmp_path, 'demo', tasks=[str(spec)], task_overrides={'negreg': {'epochs': 2}}).for_task('negreg').epochs == 2
+    with pytest.raises(ConfigError, match=rf"^task_overrides: unknown GLUE task 'negrg'\. Tasks are {', '.join(ALL_TASKS)}\.$"):
+        job(tmp_path, 'demo', tasks=['RTE'], task_overrides={'negrg': {'epochs': 2}})  # no task file: GLUE's alone
+
+
+def test_a_tasks_entry_that_is_no_glue_task_nor_a_file_says_task_files_go_by_path(tmp_path, monkeypatch):
+    """`--tasks neg` beside neg.yaml (its stem) was 'unknown GLUE task' with the GLUE names alone, as if task files
+    could not be given: the refusal says a task file is given by its path, and suggests the YAML file of that stem."""
+    from electra.finetuning.tasks.glue.tasks import ALL_TASKS
+    monkeypatch.chdir(tmp_path)
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    write(tmp_path / 'neg.yml', 'name: negreg\ntrain: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n')
+    tail = f"Tasks are {', '.join(ALL_TASKS)}, or a task file (YAML) by its path."
+    for entry, hint in (('neg', " Did you mean 'neg.yml' (a task file)?"), ('negreg', ''), ('rtee', " Did you mean 'RTE'?")):
+        with pytest.raises(ConfigError) as e:
+            job(tmp_path, 'demo', tasks=[entry])
+        assert str(e.value) == f"tasks: unknown GLUE task '{entry}'.{hint} {tail}"
+    assert job(tmp_path, 'demo', tasks=['neg.yml']).task_names == ['negreg']
+
+
+@pytest.mark.parametrize('ext', ['csv', 'tsv', 'jsonl'])
+def test_a_data_file_of_cr_line_ends_reads_as_its_lf_copy(tmp_path, ext):
+    "A JSONL file of classic Mac line ends (CR alone) was one line, refused as 'not JSON'; CSV and TSV were read right."
+    rows = sentiment(tmp_path, 8)
+    text = {'csv': pd.DataFrame(rows).to_csv(index=False), 'tsv': pd.DataFrame(rows).to_csv(sep='\t', index=False),
+            'jsonl': ''.join(json.dumps(r) + '\n' for r in rows)}[ext]
+    seen = []
+    for name, data in (('lf', text.encode()), ('cr', text.replace('\n', '\r').encode())):
+        (tmp_path / f'{name}.{ext}').write_bytes(data)
+        spec = write(tmp_path / f'{name}.yaml', f'train: {name}.{ext}\ndev: {name}.{ext}\ntext: sentence\nlabel: label\n'
+                                                'id: id\ntest: ' + f'{name}.{ext}\n')
+        task, src = file_task(read_task_file(spec))
+        ex = src.load(task, 'train')
+        seen.append((task.labels, ex.text_a, ex.label.tolist(), src.ids('test')))
+    assert seen[0] == seen[1] and len(seen[0][1]) == 8 and seen[0][3] == [r['id'] for r in rows]
+
+
+def test_a_training_set_drop_empty_leaves_empty_is_refused_naming_the_file_and_the_key(tmp_path, tiny):
+    "Every training row of an empty text: the job trained 0 examples and ended in a TypeError traceback after its epoch."
+    train = _pairs_csv(tmp_path / 'train.csv', lambda i: '')
+    task = make_task(read_task_file(write(tmp_path / 't.yaml', 'name: pe\ntrain: train.csv\ndev: train.csv\n'
+                                                               'text: [a, b]\nlabel: label\n')))
+    cfg = job(tmp_path, tmp_path, tasks=[str(tmp_path / 't.yaml')])
+    with pytest.raises(ConfigError) as e:
+        task.prepare(cfg.for_task('pe'), tiny[1], tmp_path / 'cache', False)
+    assert str(e.value) == (f"{train}: every one of its 10 training rows has an empty or blank text, so drop_empty "
+                            "(true) leaves nothing to train on; fill in the texts, or keep the rows with --drop_empty "
+                            "false (task_overrides: {pe: {drop_empty: false}} for pe alone).")

@@ -7,9 +7,12 @@ back to the strings the GLUE site expects.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-from electra.config.errors import ConfigError, did_you_mean
+from electra.config.errors import ConfigError
 from electra.finetuning.tasks.base import TaskInfo
 
 __all__ = ['GlueDataError', 'TsvLayout', 'TASKS', 'ALL_TASKS', 'task_named']
@@ -86,10 +89,35 @@ TASKS = {name: dataclasses.replace(t, names=_NAMES.get(name, ())) for name, t in
 ALL_TASKS = list(TASKS)
 
 
-def task_named(name: str, key: str = 'tasks') -> TaskInfo:
-    "The task called `name`, or a `ConfigError` suggesting the closest GLUE name."
+def task_named(name: str, key: str = 'tasks', files: Mapping[str, Path] | None = None) -> TaskInfo:
+    """The GLUE task called `name`, or a `ConfigError` suggesting the closest name. `files`: None where `key` takes a
+    task file by its path (`tasks`: a YAML file of that stem suggested); else the job's task files by their names,
+    which `key` may name (`task_overrides`): the refusal lists them beside the GLUE tasks and suggests from them too,
+    a file's stem or its name in another case pointing to the file."""
     if name in TASKS: return TASKS[name]
-    folded = {n.lower().replace('-', ''): n for n in TASKS} | {t.hf_config: n for n, t in TASKS.items()}
-    close = folded.get(name.lower().replace('-', '').replace('_', ''))
-    hint = f" Did you mean '{close}'?" if close else did_you_mean(name, ALL_TASKS)
-    raise ConfigError(f"{key}: unknown GLUE task '{name}'.{hint} Tasks are {', '.join(ALL_TASKS)}.")
+    glue = ', '.join(ALL_TASKS)
+    if files is None:
+        beside = next((f'{name}{s}' for s in ('.yaml', '.yml') if Path(f'{name}{s}').is_file()), None)
+        hint = f" Did you mean '{beside}' (a task file)?" if beside else _closest(name, {})
+        raise ConfigError(f"{key}: unknown GLUE task '{name}'.{hint} Tasks are {glue}, or a task file (YAML) by its "
+                          "path.")
+    hint = _closest(name, files)
+    if not files: raise ConfigError(f"{key}: unknown GLUE task '{name}'.{hint} Tasks are {glue}.")
+    listed = ', '.join(f'{n} ({p})' for n, p in files.items())
+    raise ConfigError(f"{key}: unknown task '{name}'.{hint} This job's task files are {listed}; GLUE tasks are {glue}.")
+
+
+def _closest(name: str, files: Mapping[str, Path]) -> str:
+    """" Did you mean 'x'?" for the task `name` most likely means: a GLUE name or hub config in another case or
+    spelling (`rte`, `sts_b`), a task file's name in another case or its stem, else the closest of all by spelling, in
+    any case; a task file with its path."""
+    def fold(s: str) -> str: return s.casefold().replace('-', '').replace('_', '')
+    exact = ({fold(n): n for n in files} | {fold(Path(p).stem): n for n, p in files.items()} |
+             {fold(n): n for n in TASKS} | {t.hf_config: n for n, t in TASKS.items()})  # a GLUE name first
+    close = exact.get(fold(name))
+    if close is None:
+        names = {n.casefold(): n for n in [*files, *ALL_TASKS]}
+        near = difflib.get_close_matches(name.casefold(), list(names), n=1)
+        close = names[near[0]] if near else None
+    if close is None: return ''
+    return f" Did you mean '{close}'{f' (the task file {files[close]})' if close in files else ''}?"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from electra.config.errors import ConfigError
-from electra.config.text_files import load_json, read_text
+from electra.config.text_files import load_json, read_text, split_lines
 from electra.finetuning.tasks.values import warn_case_twins
 
 __all__ = ['SCHEMES', 'Sentence', 'TaggedFile', 'TaggingData', 'read_conll', 'read_jsonl', 'read_tagged',
@@ -105,8 +105,7 @@ def read_conll(path: str | Path, labeled: bool | None = True) -> TaggedFile:
     """A CoNLL-style file: a word and its tag per line (the tag last), blank lines between sentences. `labeled`
     False: words only (every column is kept for the write-back; the word is the first); None (a test file): tags when
     the word lines have two columns or more, on every one or on none (`_all_or_none`)."""
-    # split on '\n' only (not str.splitlines): \x1c, \x85 or \u2028 may be part of a word
-    lines = [ln[:-1] if ln.endswith('\r') else ln for ln in _read_text(path).split('\n')]
+    lines = split_lines(_read_text(path))  # (not str.splitlines: \x1c, \x85 or \u2028 may be part of a word)
     labeled = _conll_labeled(path, lines, labeled)
     out = TaggedFile(str(path), 'conll', [], lines, labeled)
     words, tags, at = [], [], []
@@ -138,7 +137,7 @@ def _strings(rec: dict, key: str, where: str) -> list[str]:
 
 def _jsonl_records(path: str | Path) -> list[tuple[int, dict]]:
     out = []
-    for n, line in enumerate(_read_text(path).split('\n'), 1):
+    for n, line in enumerate(split_lines(_read_text(path)), 1):
         if not line.strip(): continue
         rec = load_json(line, f'{path}:{n}')
         if not isinstance(rec, dict): raise ConfigError(f"{path}:{n}: a record must be a JSON object.")
@@ -173,7 +172,7 @@ def read_jsonl(path: str | Path, labeled: bool | None = True) -> TaggedFile:
 def read_tagged(path: str | Path, labeled: bool | None = True) -> TaggedFile:
     """`read_jsonl` for a file whose first line opens a JSON object (`{"`), else `read_conll`, whatever its name (a
     CoNLL line whose word is `{` is no JSON); `labeled` as they take it."""
-    first = next((line for line in _read_text(path).split('\n') if line.strip()), '')
+    first = next((line for line in split_lines(_read_text(path)) if line.strip()), '')
     return (read_jsonl if re.match(r'\s*\{\s*"', first) else read_conll)(path, labeled)
 
 

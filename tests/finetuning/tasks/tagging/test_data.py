@@ -224,3 +224,17 @@ def test_training_tags_that_differ_only_in_case_are_said(tmp_path):
     with pytest.warns(RunWarning, match=r"t\.txt: the tags 'B-PER' \(2 words\) and 'B-Per' \(1 word\) differ only in "
                                         r"case, so they are separate classes"):
         data.read_tagging_files(train)
+
+
+def test_files_of_cr_line_ends_read_as_their_lf_copies(tmp_path):
+    """A CoNLL file of classic Mac line ends (CR alone) was one line, refused as 'no sentences to train on'; a JSONL
+    one 'not JSON (Extra data ...)'. Both read as their LF copies: the same sentences, lines and line numbers."""
+    rows = [{'tokens': ['EU', 'rejects'], 'tags': ['B-ORG', 'O']}, {'tokens': ['Peter'], 'tags': ['B-PER']}]
+    jsonl = ''.join(json.dumps(r) + '\n' for r in rows)
+    for name, text in (('a.txt', CONLL), ('a.jsonl', jsonl)):
+        lf = data.read_tagged(write(tmp_path / f'lf_{name}', text))
+        (tmp_path / f'cr_{name}').write_bytes(text.replace('\n', '\r').encode())
+        cr = data.read_tagged(tmp_path / f'cr_{name}')
+        assert cr.format == lf.format and cr.lines == lf.lines and len(cr.sentences) == len(lf.sentences) > 1
+        for a, b in zip(cr.sentences, lf.sentences):
+            assert (a.words, a.tags, a.line, a.word_lines) == (b.words, b.tags, b.line, b.word_lines)

@@ -19,7 +19,7 @@ from electra.config.values import checked_config, key_types, typed_values
 from electra.config.version import version_line
 from electra.config.yaml_reader import load_yaml
 
-__all__ = ['load_config', 'parse_cli', 'config_help', 'project_dir', 'resolve_preset', 'SOURCES_VAR']
+__all__ = ['load_config', 'parse_cli', 'config_help', 'project_dir', 'resolve_preset', 'preset_keys', 'SOURCES_VAR']
 
 # set by the comparison for each job it launches: where each value it passes on the job's command line came from
 SOURCES_VAR = 'ELECTRA_VALUE_SOURCES'
@@ -112,6 +112,16 @@ def _preset_files(cls, names: list[str], preset_dir: Path, where: str = '--confi
             chain = typed_values(cls, {'config': data.pop('config')}, str(path), True, lines)['config']
             yield from _preset_files(cls, _preset_names(chain, own), preset_dir, own, (*under, path))
         yield path, data, lines
+
+
+def preset_keys(cls, chain: str, where: str = '--config') -> list[str]:
+    """The keys the presets of `chain` set (with those their own `config` keys layer under them), in their order;
+    none for an empty chain. What reading the chain says (a file beside a shipped name) `load_config` says."""
+    if not chain.strip(): return []
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RunWarning)
+        files = _preset_files(cls, _preset_names(chain, where), project_dir(cls.PRESETS))
+        return list(dict.fromkeys(k for _, data, _ in files for k in data))
 
 
 def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool = False) -> str:

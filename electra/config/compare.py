@@ -74,10 +74,11 @@ class CompareConfig(CheckedConfig):
     pretrain_config: str = field('small', 'pretrain preset(s) common to every variant: a name in configs/pretrain/, '
                                           'a YAML path, or several comma-separated (applied left to right)')
     pretrain_overrides: dict = field({}, 'pretrain keys common to every variant (corpus, sizes, batch_size, device, '
-                                         '...); on the command line also --pretrain.KEY VALUE')
+                                         "...), over pretrain_config; a key a variant's presets or overrides set is "
+                                         "the variant's; on the command line also --pretrain.KEY VALUE")
     variants: dict = field({}, "the variants in table order: name -> {config: pretrain preset(s) appended to "
                                "pretrain_config ('' for none), overrides: {pretrain key: value}}; a bare preset name "
-                               "also works (bert: bert)")
+                               "also works (bert: bert). A variant's own presets and overrides beat pretrain_overrides")
     only: list[str] = field([], 'run only these variants (the table still lists all); empty: all')
     budget: str = choice_field('flops', ['flops', 'steps'],
                                "'flops': every variant gets the pretraining FLOPs of `reference` (its steps scaled by "

@@ -34,7 +34,7 @@ from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
 __all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
            'upper_entries', 'applied_case', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer',
-           'get_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'first_difference',
+           'get_tokenizer', 'trained_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'first_difference',
            'vocabulary_mismatch', 'tokenizer_identity', 'tokenizer_difference', 'pad_token_id',
            'RUN_INPUTS', 'run_encoding', 'save_exported_tokenizer']
 
@@ -366,6 +366,12 @@ def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase:
     os.replace(tmp, save_dir)
     log.info(f"trained a WordPiece tokenizer of {len(tok)} tokens on {len(files)} file(s); saved to {save_dir}")
     return tok
+
+
+def trained_tokenizer(run_dir: str | Path) -> PreTrainedTokenizerFast | None:
+    "The tokenizer `get_tokenizer` trained for the run in `run_dir` (which a resumed run reuses), None before it is."
+    save_dir = Path(run_dir) / TOKENIZER_DIR
+    return load_tokenizer(str(save_dir)) if (save_dir / _TRAIN_MARKER).is_file() else None
 
 
 def tokenizer_state(tok: PreTrainedTokenizerFast) -> dict[str, str]:

@@ -28,7 +28,8 @@ from electra.config.pretrain import PretrainConfig
 from electra.config.values import config_to_dict, resolved_entries, value_sources, with_entries
 from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (RECORD, Launcher, RunFailed, changed_keys, corpus_data, finetune_done, go_on,
-                                      pretrain_done, read_record, settings, run_finetuning, run_pretraining, subprocess_launcher)
+                                      pretrain_done, read_record, settings, run_finetuning, run_pretraining,
+                                      subprocess_launcher, train_tokenizers)
 from electra.experiments.table import write_table
 from electra.runtime.errors import TrainingStopped, friendly_errors, stopped_by
 from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir
@@ -95,7 +96,7 @@ def plan_text(plan: Plan) -> str:
         lines.append(f'{v.name:<20} {v.steps:>12,} {v.warmup_steps:>8,} {v.flops_per_step:>11.3e} '
                      f'{v.total_flops:>10.3e}  {status}')
     total = sum(v.total_flops for v in plan.variants) * len(cfg.seeds)
-    lines += ['', f'pretraining in all: {total:.3e} FLOPs', '', 'commands (the first seed):']
+    lines += ['', f'pretraining in all: {total:.3e} FLOPs', *_settings_notes(plan), '', 'commands (the first seed):']
     for r in plan.runs[:len(plan.variants)]:
         lines.append(f'  python pretrain.py {shlex.join(r.pretrain_args)}')
     if plan.finetune is not None:
@@ -106,6 +107,18 @@ def plan_text(plan: Plan) -> str:
             lines.append(f'  and per checkpoint at {at} of each pretraining run ({len(cfg.finetune_at)} fine-tunings '
                          f'per run; the .pth checkpoints, e.g. {plan.runs[0].points[0].model.name})')
     return '\n'.join(lines)
+
+
+def _settings_notes(plan: Plan) -> list[str]:
+    """What the plan's figures rest on: the variants counted at `vocab_size`, their tokenizers still to be trained;
+    the common keys a variant's presets set instead (a variant's own settings beat pretrain_overrides)."""
+    assumed = [v for v in plan.variants if v.vocab_assumed]
+    lines = [f"FLOPs of {', '.join(v.name for v in assumed)} counted at vocab_size "
+             f"{' / '.join(dict.fromkeys(str(v.vocab) for v in assumed))}: their runs train their tokenizer, its size "
+             "known once trained (the comparison trains it before its first run)"] if assumed else []
+    chains = {s.name: s.config for s in plan.cfg.variant_specs()}
+    return lines + [f"variant {v.name}: its presets ({chains[v.name]}) set {', '.join(v.over_common)} over "
+                    "pretrain_overrides" for v in plan.variants if v.over_common]
 
 
 def _save_config(cfg: CompareConfig, root: Path) -> None:
@@ -198,7 +211,9 @@ def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Call
     if not cfg.table_only:
         # one comparison of a name at a time: a second would launch jobs into the runs the first is training
         lock_run_dir(plan.root, 'comparison', 'name')
-        try: _run_jobs(cfg, plan, launch, log)
+        try:
+            if train_tokenizers(plan, log): plan = make_plan(cfg)  # its FLOPs and budget at the trained sizes
+            _run_jobs(cfg, plan, launch, log)
         finally: release_run_dir(plan.root)
     table, text = write_table(plan)
     _track_summary(cfg, plan)

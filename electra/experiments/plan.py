@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from electra.config.cli import load_config
+from electra.config.cli import load_config, preset_keys
 from electra.config.compare import CompareConfig, VariantSpec
 from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.file_names import safe_name
@@ -17,10 +17,11 @@ from electra.config.finetune import FinetuneConfig
 from electra.config.paths import Owned, check_apart, check_case_apart
 from electra.config.pretrain import PretrainConfig, corpus_name, percent
 from electra.config.values import entry_sources, value_sources
-from electra.data.tokenizer import vocab_entries
+from electra.data.tokenizer import load_tokenizer, trained_tokenizer
 from electra.finetuning.tasks.glue.sources import open_source
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.objective.flops import pretrain_flops_to_step, pretrain_step_flops
+from electra.objective.model import padded_vocab_size
 from electra.pretrained.generator import generator_net_config
 from electra.runtime.files import FileDigests, path_inside
 from electra.training.checkpoint import checkpoint_name, checkpoint_step
@@ -63,6 +64,9 @@ class VariantPlan:
     flops_per_step: float
     config: PretrainConfig  # the resolved config of its first seed's run
     sources: dict          # where `preset` and each of `overrides` came from, as its jobs record it (`_through`)
+    vocab: int             # the vocabulary rows its FLOPs count: its tokenizer's (padded: `pad_vocab_multiple`)
+    vocab_assumed: bool    # `vocab` is `vocab_size`: its run trains its tokenizer, not trained yet (`_run_vocab`)
+    over_common: tuple[str, ...] = ()  # the keys of pretrain_overrides its presets set instead (`_variant_base`)
 
     @property
     def total_flops(self) -> float: return self.steps * self.flops_per_step
@@ -178,15 +182,26 @@ def _frozen_generator(cfg: PretrainConfig):
     return generator_net_config(cfg.generator) if cfg.generator else None
 
 
-def _vocab_estimate(cfg: PretrainConfig) -> int:
-    """The vocabulary of the run: a given WordPiece vocab.txt's lines, else a frozen generator's (the run tokenizes
-    with its tokenizer), else `vocab_size` (the tokenizer trained)."""
-    if cfg.generator and not cfg.tokenizer: return _frozen_generator(cfg).vocab_size
-    path = Path(cfg.tokenizer) if cfg.tokenizer else None
-    if path is not None and path.is_dir(): path = path / 'vocab.txt'
-    if path is not None and path.is_file():
-        return len(vocab_entries(path, f'tokenizer {path}'))
-    return cfg.vocab_size
+def _run_vocab(cfg: PretrainConfig, run_dir: Path, where: str) -> tuple[int, bool]:
+    """The vocabulary rows a run's matmuls see, and whether they are assumed: its tokenizer's size, as pretrain.py
+    reads it (a given `tokenizer`, a frozen generator's, else the one trained in its folder), padded to
+    `pad_vocab_multiple` as its model is (`build_pretraining_model`); `vocab_size` (padded) while the tokenizer it
+    trains is not trained yet, assumed (the comparison trains it before its first run: `runs.train_tokenizers`)."""
+    if cfg.generator and not cfg.tokenizer: return _frozen_generator(cfg).vocab_size, False  # its own rows
+    try: tok = load_tokenizer(cfg.tokenizer, cfg.lowercase, strip_accents=cfg.strip_accents) if cfg.tokenizer \
+        else trained_tokenizer(run_dir)
+    except ConfigError as e: raise ConfigError(f'{where}: {e}') from None
+    size = cfg.vocab_size if tok is None else len(tok)
+    return padded_vocab_size(size, cfg.pad_vocab_multiple), tok is None
+
+
+def _first_run_dir(cfg: CompareConfig, root: Path, variant: str) -> Path:
+    "The folder of a variant's first seed's pretraining run (where its tokenizer is trained), as `RunPlan.run_dir`."
+    return path_inside(root / 'pretrain', f"{_run_name(cfg, variant)}_{cfg.seeds[0]}", key='output_dir')
+
+
+def _run_name(cfg: CompareConfig, variant: str) -> str:
+    return safe_name(f'{cfg.name}_{variant}', 'name, variants')
 
 
 def steps_at_budget(budget: str, reference_steps: int, reference_flops: float, flops: float) -> int:
@@ -195,28 +210,36 @@ def steps_at_budget(budget: str, reference_steps: int, reference_flops: float, f
     return max(1, round(reference_steps * reference_flops / flops))
 
 
-def _variant_base(cfg: CompareConfig, spec: VariantSpec) -> tuple[str, dict, PretrainConfig]:
-    "A variant's preset chain, merged overrides and config before the budget (its own steps and warm-up)."
+def _variant_base(cfg: CompareConfig, spec: VariantSpec) -> tuple[str, dict, PretrainConfig, tuple[str, ...]]:
+    """A variant's preset chain, merged overrides and config before the budget (its own steps and warm-up), and the
+    keys of pretrain_overrides its presets set. A variant's own settings beat the common ones: pretrain_config <
+    pretrain_overrides (and --pretrain.KEY) < the variant's presets < its overrides, so a common key its presets set
+    is left off its command line (flags beat every preset)."""
     preset = ','.join(p for p in (cfg.pretrain_config.strip(), spec.config) if p)
-    overrides = {**cfg.pretrain_overrides, **spec.overrides}
+    try: own = set(preset_keys(PretrainConfig, spec.config))
+    except ConfigError as e: raise ConfigError(f"variant '{spec.name}' (--config {preset}): {e}") from None
+    over = tuple(k for k in cfg.pretrain_overrides if k in own and k not in spec.overrides)
+    overrides = {**{k: v for k, v in cfg.pretrain_overrides.items() if k not in over}, **spec.overrides}
     base = _resolve(['--config', preset, *cli_pairs(overrides, f'variants.{spec.name}.overrides')],
                     f"variant '{spec.name}' (--config {preset})")
-    return preset, overrides, base
+    return preset, overrides, base, over
 
 
-def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
+def _variant_plans(cfg: CompareConfig, root: Path) -> list[VariantPlan]:
     "Every variant resolved, its FLOPs per step counted, its steps and warm-up set by the budget."
     common = _resolve(['--config', cfg.pretrain_config, *cli_pairs(cfg.pretrain_overrides, 'pretrain_overrides')],
                       'pretrain_config / pretrain_overrides')  # a typo there is named as such, not as a variant's
     _check_paths(common, 'pretrain_config / pretrain_overrides')
     specs = {s.name: s for s in cfg.variant_specs()}
     bases = {name: _variant_base(cfg, spec) for name, spec in specs.items()}
-    flops = {name: pretrain_step_flops(base, _vocab_estimate(base), _frozen_generator(base))
-             for name, (_, _, base) in bases.items()}
+    vocab = {name: _run_vocab(base, _first_run_dir(cfg, root, name), f"variant '{name}'")
+             for name, (_, _, base, _) in bases.items()}
+    flops = {name: pretrain_step_flops(base, vocab[name][0], _frozen_generator(base))
+             for name, (_, _, base, _) in bases.items()}
     ref = bases[cfg.reference_name][2]
     ref_steps = cfg.steps or ref.steps
     plans = []
-    for name, (preset, overrides, base) in bases.items():
+    for name, (preset, overrides, base, over) in bases.items():
         steps = steps_at_budget(cfg.budget, ref_steps, flops[cfg.reference_name], flops[name])
         warmup = round(base.warmup_steps * steps / base.steps)  # the same fraction of the run as its presets give
         kept = {k: v for k, v in overrides.items() if k not in ('steps', 'warmup_steps')}  # the budget's instead
@@ -228,7 +251,7 @@ def _variant_plans(cfg: CompareConfig) -> list[VariantPlan]:
                 '--seed', str(cfg.seeds[0])]
         resolved = _resolve(argv, f"variant '{name}' (--config {preset})", quiet=False)
         _check_paths(resolved, f"variant '{name}'")
-        plans.append(VariantPlan(name, preset, kept, steps, warmup, flops[name], resolved, sources))
+        plans.append(VariantPlan(name, preset, kept, steps, warmup, flops[name], resolved, sources, *vocab[name], over))
     return plans
 
 
@@ -288,19 +311,37 @@ def _pretrain_sources(cfg: CompareConfig, plan: VariantPlan) -> dict[str, str]:
             'resume': _made(cfg, 'it resumes an interrupted run')}
 
 
-def _finetune_args(cfg: CompareConfig, model: Path, group: str, root: Path, tags: list[str]) -> list[str]:
+def _finetune_overrides(cfg: CompareConfig) -> dict:
+    """The finetune keys of every fine-tuning: finetune_overrides, where a per-task key given itself (--finetune.KEY,
+    Python's overrides) replaces that key of the task_overrides a preset gave, as finetune.py's own rule does
+    (`FinetuneConfig.command_line_wins`: a preset's task_overrides passed on as a flag would count as given and win
+    in silence), said in its warning; task_overrides left empty by that are not passed on (finetune.py's rule then
+    applies to its finetune_config's own)."""
+    values, sources = dict(cfg.finetune_overrides), entry_sources(cfg, 'finetune_overrides')
+    given = {k for k, where in sources.items() if where in ('command line', 'overrides')}
+    if 'task_overrides' not in values or 'task_overrides' in given: return values
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always', RunWarning)
+        kept = FinetuneConfig.command_line_wins(values, given)
+    for w in caught: warnings.warn(f'finetune_overrides: {w.message}', w.category, stacklevel=2)
+    if kept['task_overrides'] == {} != values['task_overrides']: del kept['task_overrides']
+    return kept
+
+
+def _finetune_args(cfg: CompareConfig, overrides: dict, model: Path, group: str, root: Path,
+                   tags: list[str]) -> list[str]:
     tasks = ['--tasks', ','.join(cfg.tasks)] if cfg.tasks else []
-    return ['--config', cfg.finetune_config, *cli_pairs(cfg.finetune_overrides, 'finetune_overrides'),
+    return ['--config', cfg.finetune_config, *cli_pairs(overrides, 'finetune_overrides'),
             '--model', str(model), *tasks, '--group', group, '--output_dir', str(root / 'finetune'),
             '--test_output_dir', str(root / 'finetune_predictions'), '--threads', str(cfg.threads),
             *_tracking_args(cfg, tags)]
 
 
-def _finetune_sources(cfg: CompareConfig, model: str) -> dict[str, str]:
+def _finetune_sources(cfg: CompareConfig, overrides: dict, model: str) -> dict[str, str]:
     "Where each of `_finetune_args` came from; `model`: which pretraining of the comparison made the model."
     folders = _made(cfg, 'its output_dir and name')
     return {'config': _through(cfg, 'finetune_config'),
-            **{k: _through(cfg, 'finetune_overrides', k) for k in cfg.finetune_overrides},
+            **{k: _through(cfg, 'finetune_overrides', k) for k in overrides},
             'model': _made(cfg, model), **({'tasks': _through(cfg, 'tasks')} if cfg.tasks else {}),
             'group': _made(cfg, 'its variant and seed'), 'output_dir': folders, 'test_output_dir': folders,
             'threads': _through(cfg, 'threads'), **_tracking_sources(cfg)}
@@ -323,22 +364,22 @@ def _finetune_config(cfg: CompareConfig, argv: list[str]) -> tuple[FinetuneConfi
     return fcfg, [t for t in fcfg.task_names if not (t in TASKS and TASKS[t].predicted_by)]
 
 
-def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretrain_dir: Path,
-            root: Path) -> tuple[FinetunePoint, ...]:
+def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretrain_dir: Path, root: Path,
+            overrides: dict) -> tuple[FinetunePoint, ...]:
     """The checkpoints of one run to fine-tune, by fraction: the exported discriminator for 1.0 (group
     `<variant>_<seed>`), the checkpoint `.pth` before it (group `<variant>_<seed>_at<pct>pct`)."""
-    vocab, points = _vocab_estimate(v.config), []
+    points = []
     for f in sorted(cfg.finetune_at):
         final = f == 1.0
         model = (pretrain_dir / f'{run_name}_{seed}' / 'discriminator' if final
                  else pretrain_dir / checkpoint_name(run_name, seed, f))
         group = safe_name(f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{percent(f)}pct', 'variants')
         step = checkpoint_step(v.steps, f)
-        flops = pretrain_flops_to_step(v.config, vocab, step, _frozen_generator(v.config))
+        flops = pretrain_flops_to_step(v.config, v.vocab, step, _frozen_generator(v.config))
         tags = [f'variant={v.name}', f'seed={seed}', f'at={f:g}']
         made = f'its pretraining of {v.name}, seed {seed}' + ('' if final else f', at {f:g} of its steps')
-        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, model, group, root, tags),
-                                    _finetune_sources(cfg, made)))
+        points.append(FinetunePoint(f, step, flops, model, group, _finetune_args(cfg, overrides, model, group, root, tags),
+                                    _finetune_sources(cfg, overrides, made)))
     return tuple(points)
 
 
@@ -346,12 +387,12 @@ def make_plan(cfg: CompareConfig) -> Plan:
     """The whole comparison, resolved and checked: raises a ConfigError naming the variant and key before any launch."""
     root = path_inside(cfg.output_dir, cfg.name, key='output_dir')
     check_case_apart('name', cfg.output_dir, cfg.name, 'comparison', str)
-    variants, runs = _variant_plans(cfg), []
+    variants, runs, overrides = _variant_plans(cfg, root), [], _finetune_overrides(cfg) if cfg.finetune else {}
     for seed in cfg.seeds:
         for v in variants:
-            run_name, pretrain_dir = safe_name(f'{cfg.name}_{v.name}', 'name, variants'), root / 'pretrain'
+            run_name, pretrain_dir = _run_name(cfg, v.name), root / 'pretrain'
             runs.append(RunPlan(v, seed, run_name, pretrain_dir, _pretrain_args(cfg, v, run_name, seed, pretrain_dir),
-                                _points(cfg, v, run_name, seed, pretrain_dir, root), _pretrain_sources(cfg, v)))
+                                _points(cfg, v, run_name, seed, pretrain_dir, root, overrides), _pretrain_sources(cfg, v)))
     fcfg, tasks = _finetune_config(cfg, runs[0].finetune_args) if cfg.finetune else (None, [])
     _check_apart(root, variants, fcfg)
     return Plan(cfg, root, variants, runs, fcfg, tasks)

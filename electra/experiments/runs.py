@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from electra.config.paths import made_absolute
 from electra.config.pretrain import corpus_name
 from electra.config.shared_keys import TRACKER_KEYS
 from electra.config.values import config_to_dict
+from electra.data.corpus import BuildSettings, corpus_text_files, resolve_corpus
+from electra.data.tokenizer import TOKENIZER_DIR, get_tokenizer
 from electra.experiments.plan import FinetunePoint, Plan, RunPlan
 from electra.finetuning.inputs import data_digests
 from electra.finetuning.results import ResultsTable
@@ -31,7 +34,7 @@ from electra.runtime.processes import child_env, command_again, driver_path, env
 from electra.training.checkpoint import checkpoint_name, find_checkpoints
 
 __all__ = ['RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'settings', 'changed_keys', 'corpus_data', 'pretrain_done',
-           'finetune_done', 'task_data', 'run_pretraining', 'run_finetuning', 'go_on']
+           'finetune_done', 'task_data', 'train_tokenizers', 'run_pretraining', 'run_finetuning', 'go_on']
 
 RECORD = 'compare.json'  # the record of a job, in its run directory (pretraining) or group directory (fine-tuning)
 # keys that may change between a run and its resume without changing what it computes; and the folders, which the
@@ -215,6 +218,33 @@ def _finish_record(record: dict, path: Path) -> None:
     _write_record(path, record)
 
 
+def train_tokenizers(plan: Plan, say: Callable[[str], None]) -> bool:
+    """Train, before any run, the tokenizer of each variant whose run trains its own and has none yet, in its first
+    seed's run folder, where pretrain.py's `get_tokenizer` finds it and uses it: the plan, made again, then counts
+    FLOPs and sets the budget at its real size (`plan._run_vocab`). A variant of the same corpus and tokenizer
+    settings gets a copy (the training is deterministic). Whether any was trained."""
+    made: dict[str, tuple[Path, int]] = {}  # settings -> the folder trained for them, its size
+    for v in (v for v in plan.variants if v.vocab_assumed):
+        cfg, run_dir = v.config, plan.runs_of(v.name)[0].run_dir
+        sources = resolve_corpus(cfg.corpus, Path(cfg.cache_dir), BuildSettings.from_config(cfg))
+        files = corpus_text_files(sources)
+        key = json.dumps([[str(f) for f in files], [s.entry for s in sources], cfg.vocab_size, cfg.lowercase,
+                          bool(cfg.strip_accents)])
+        save_dir = run_dir / TOKENIZER_DIR
+        if key in made:
+            tmp = save_dir.with_name(f'.{save_dir.name}.{os.getpid()}.tmp')  # moved into place whole, as trained
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(made[key][0], tmp)
+            shutil.rmtree(save_dir, ignore_errors=True)  # an interrupted attempt
+            os.replace(tmp, save_dir)
+            say(f'tokenizer of {v.name}: the same settings, {made[key][1]} tokens (in {save_dir})')
+            continue
+        tok = get_tokenizer('', files, cfg.vocab_size, cfg.lowercase, run_dir, sources, cfg.strip_accents)
+        made[key] = save_dir, len(tok)
+        say(f'tokenizer of {v.name}: trained, {len(tok)} tokens (in {save_dir})')
+    return bool(made)
+
+
 def run_pretraining(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[str], None]) -> dict:
     """Pretrain one variant and seed unless done (`pretrain.py --resume true`: from its latest checkpoint if any; a
     finished run whose record is of an earlier version, or whose corpus changed, is launched again to be checked)."""
@@ -228,7 +258,7 @@ def run_pretraining(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[s
     if not old.get('args') or _changes(old, run.pretrain_args, values): old = {}  # a new run: its time starts at 0
     log = run.run_dir / 'pretrain.log'
     record = {'variant': v.name, 'seed': run.seed, 'preset': v.preset, 'steps': v.steps, 'warmup_steps': v.warmup_steps,
-              'flops_per_step': v.flops_per_step, 'total_flops': v.total_flops, 'args': run.pretrain_args,
+              'flops_per_step': v.flops_per_step, 'total_flops': v.total_flops, 'vocab': v.vocab, 'args': run.pretrain_args,
               'values': values, 'corpus': old.get('corpus'), 'log': str(log), 'wall_seconds': float(old.get('wall_seconds', 0.0)), 'attempts': old.get('attempts', 0),
               'done': False}
     corpus = corpus_data(plan, run)  # recorded once the job ends well (until then, what the run was trained on)

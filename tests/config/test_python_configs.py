@@ -97,4 +97,4 @@ def test_the_public_name_builds_a_checked_finetune_config_in_a_fresh_process():
             "try: electra.FinetuneConfig(tasks=['RTEE'])\nexcept electra.config.errors.ConfigError as e: print(e)\n")
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["['RTE', 'MRPC']", "tasks: unknown GLUE task 'RTEE'. Did you mean 'RTE'? Tasks are "
-                                                   "CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX."]
+                                                   "CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX, or a task file (YAML) by its path."]

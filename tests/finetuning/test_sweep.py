@@ -375,7 +375,9 @@ def test_real_sts_b_two_short_runs(tmp_path, tiny_dir):
     dev = ClassificationTask(TASKS['STS-B'], src).prepare(cfg.for_task('STS-B'), tok, cfg.cache_dir, True).dev['dev']
     for r in rows.to_dict('records'):
         pred = learner.predict_outputs(loading.load_finetuned(r['checkpoint']), make_loader(dev, cfg.eval_batch_size, False, 0))
-        assert r['spearman'] == pytest.approx(100 * scipy.stats.spearmanr(pred, dev.label)[0], rel=1e-4)
+        # spearman by ranks: the run read back has target_scale folded into its weights (on_task_scale), whose last-bit
+        # rounding can reorder the near-ties of a short run's near-constant scores (here |spearman| < 1%), so 0.01 points
+        assert r['spearman'] == pytest.approx(100 * scipy.stats.spearmanr(pred, dev.label)[0], rel=1e-4, abs=0.01)
         assert r['pearson'] == pytest.approx(100 * scipy.stats.pearsonr(pred, dev.label)[0], rel=1e-4)
     summary = sweep.write_summary(cfg, results)
     assert '| STS-B | spearman | 2 |' in summary and (tmp_path / 'ckpt/t/summary.md').is_file()

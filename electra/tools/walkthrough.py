@@ -188,5 +188,7 @@ def runs_table(job, results) -> pd.DataFrame:
     df = df[df['task'].isin(job.task_names) & (df['run'] < job.runs)]
     cols = ['task', 'run', 'seed', 'score', *[c for c in METRIC_COLUMNS if df[c].notna().any()], 'train_loss', 'seconds']
     out = df[cols].copy()
-    for c in cols[3:]: out[c] = out[c].astype(float).round(4 if c == 'train_loss' else 2)
+    # Python's round, the rounding of `metric_text` (the log lines, summary.md): numpy's (pandas' `round`) rounds
+    # x * 100 half to even, so a score held as 1.6650 would show 1.66 here and 1.67 there
+    for c in cols[3:]: out[c] = [round(v, 4 if c == 'train_loss' else 2) for v in out[c].astype(float)]
     return out.reset_index(drop=True)

@@ -51,3 +51,25 @@ def test_a_bert_run_draws_its_mlm_loss_and_accuracy_and_no_generator_or_replacem
     assert _panels(fig) == [('MLM loss', ['disc_loss']), ('MLM accuracy at the masked positions', ['disc_accuracy'])]
     (tmp_path / 'config.yaml').write_text('objective: mlm\nsteps: 2\n', encoding='utf-8')  # as the run saved it
     assert _panels(plot_losses(path)) == _panels(fig)
+
+
+def test_the_runs_table_shows_each_score_as_the_summary_and_the_log_lines_do():
+    """A score results.csv holds as 1.6650 is 1.67 in summary.md and the epoch line (`metric_text`, Python's rounding of
+    the value); pandas' `round(2)` (numpy's: x * 100 rounded half to even, 166.49999...) showed it as 1.66."""
+    import types
+
+    import numpy as np
+    import pandas as pd
+
+    from electra.finetuning.results import METRIC_COLUMNS
+    from electra.finetuning.tasks.metrics import metric_text
+    from electra.tools.walkthrough import runs_table
+    scores = [1.665, 2.3308, 0.125, 97.115]
+    df = pd.DataFrame({'task': 'STS-B', 'run': range(4), 'seed': range(4), 'score': scores,
+                       **{c: np.nan for c in METRIC_COLUMNS}, 'train_loss': [0.123456] * 4, 'seconds': 1.0})
+    df['spearman'] = scores
+    table = runs_table(types.SimpleNamespace(task_names=['STS-B'], runs=4), types.SimpleNamespace(df=df))
+    assert [f'{v:.2f}' for v in table['score']] == [metric_text(s) for s in scores]
+    assert table['score'][0] == 1.67  # the finding's: 1.66 shown beside 1.67
+    assert table['spearman'].tolist() == table['score'].tolist() and table['train_loss'].tolist() == [0.1235] * 4
+    assert list(table.columns) == ['task', 'run', 'seed', 'score', 'spearman', 'train_loss', 'seconds']

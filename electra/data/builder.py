@@ -86,8 +86,9 @@ def _next_boundary(f, pos: int, fmt: str, size: int, eol: bytes) -> int:
 
 
 def _plan_files(source: CorpusSource, settings: BuildSettings) -> list[list[tuple]]:
-    """Shards of a text corpus: lists of pieces (path, start, end, format, language). Small files are grouped
-    whole (format and language None: read off the file when it is built); a file bigger than a shard is cut at
+    """Shards of a text corpus: lists of pieces (path, start, end, line end, format, language; the last two where a
+    table's pieces have them, `_languages`). Small files are grouped whole (line end, format and language None: read
+    off the file when it is built); a file bigger than a shard is cut at
     document boundaries into pieces of about a shard each (unless it is one document)."""
     target = settings.shard_bytes or shard_target_bytes(source.total_bytes())
     shards, group, group_bytes = [], [], 0
@@ -106,9 +107,9 @@ def _plan_files(source: CorpusSource, settings: BuildSettings) -> list[list[tupl
                         cut = _next_boundary(fh, cuts[-1] + target, fmt, size, head.eol)
                         if cut >= size: break
                         cuts.append(cut)
-                shards += [[(str(f), a, b, fmt, lang)] for a, b in zip(cuts, cuts[1:] + [size])]
+                shards += [[(str(f), a, b, head.eol, fmt, lang)] for a, b in zip(cuts, cuts[1:] + [size])]
                 continue
-        group.append((str(f), 0, size, None, None))
+        group.append((str(f), 0, size, None, None, None))
         group_bytes += size
         if group_bytes >= target:
             shards.append(group)
@@ -174,12 +175,12 @@ def _shard_streams(source: CorpusSource, settings: BuildSettings, shard: list[tu
                 yield from texts
         yield fmt, lang, table_lines(rows(), fmt, stats)
         return
-    for path, start, end, fmt, lang in shard:
-        head = sniff(*read_head(Path(path)))  # its line ends; and for a whole small file its format and language
-        if fmt is None:
-            fmt = resolve_format(settings.corpus_format, head, source.in_directory)
+    for path, start, end, eol, fmt, lang in shard:
+        if fmt is None:  # a whole small file: its own head decides (see electra.data.corpus), its line ends too
+            head = sniff(*read_head(Path(path)))
+            eol, fmt = head.eol, resolve_format(settings.corpus_format, head, source.in_directory)
             lang = resolve_split(settings.sentence_split, fmt, head.median_chars)
-        yield fmt, lang, text_lines(path, start, end, stats, head.eol)
+        yield fmt, lang, text_lines(path, start, end, stats, eol)
 
 
 def _doc_batches(docs: Iterator[tuple[list[str], bool]]) -> Iterator[list[tuple[list[str], bool]]]:

@@ -21,7 +21,7 @@ from electra.finetuning.runs import group_dir, runs_phrase
 from electra.finetuning.tasks.base import TaskInfo
 from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block
 
-__all__ = ['PIPELINE_TAGS', 'write_finetuned_card']
+__all__ = ['PIPELINE_TAGS', 'by_run', 'unlike_runs', 'write_finetuned_card']
 
 # the Hub's task of each task kind
 PIPELINE_TAGS = {'classification': 'text-classification', 'regression': 'text-classification',
@@ -169,12 +169,34 @@ def _recorded_settings(cfg: FinetuneConfig, info: TaskInfo, rows: pd.DataFrame) 
         # a key recorded since some rows were written (`inputs.what_changed`): not known of those
         values = [r['run'].get(key, 'not recorded') for r in recorded]
         if all(v == job[key] for v in values): continue
-        runs = {}
-        for run, v in zip(rows['run'], values): runs.setdefault(json.dumps(v), []).append(int(run))
-        shown = (str(values[0]) if len(runs) == 1 else
-                 '; '.join(f"{json.loads(v)} ({runs_phrase(sorted(r))})" for v, r in runs.items()))
-        out.append((f'`{key}`', shown))
+        out.append((f'`{key}`', by_run(values, rows['run'])))
     return out
+
+
+def by_run(values: list, runs) -> str:
+    "A value of each of `runs`, each value once: '3' where all are 3, else '3 (run 0); 2 (runs 1, 2)'."
+    groups = {}
+    for run, v in zip(runs, values): groups.setdefault(json.dumps(v, sort_keys=True), []).append(int(run))
+    if len(groups) == 1: return str(values[0])
+    return '; '.join(f"{json.loads(v)} ({runs_phrase(sorted(r))})" for v, r in groups.items())
+
+
+def unlike_runs(rows: pd.DataFrame) -> list[str]:
+    """What a task's `rows` record differently among themselves, each as `by_run` says it: the run's values
+    (`inputs.run_inputs`; not the seed, each run's own), the task file's settings, the model's and the data's content,
+    the tokenizer.
+    Summarised runs are alike unless an earlier job was stopped partway (or the table is of an earlier version, whose
+    rows record no values: nothing to compare)."""
+    recorded = [recorded_inputs(s) for s in rows['settings']]
+    if len(rows) < 2 or any(r is None for r in recorded): return []
+    parts = {f'`{k}`': [r['run'].get(k, 'not recorded') for r in recorded]
+             for k in sorted({k for r in recorded for k in r['run']} - {'seed'})}
+    parts |= {f"the task file's `{k}`": [r['task'].get(k, 'not recorded') for r in recorded]
+              for k in sorted({k for r in recorded for k in r['task']})}
+    parts |= {'the model': list(rows['model_fingerprint']), 'the tokenizer': [r.get('tokenizer') for r in recorded]}
+    parts |= {f'the {split} data': [r['data'].get(split, 'none') for r in recorded]
+              for split in sorted({s for r in recorded for s in r['data']})}
+    return [f'{label} {by_run(values, rows["run"])}' for label, values in parts.items() if len(set(map(str, values))) > 1]
 
 
 def _earlier_line(cfg: FinetuneConfig, df: pd.DataFrame, earlier: list[str]) -> str:

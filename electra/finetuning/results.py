@@ -3,12 +3,14 @@ the spread over runs, and the choice of the runs whose predictions are submitted
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from electra.config.errors import ConfigError
+from electra.config.text_files import load_json, read_text
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, glue_score
 from electra.finetuning.tasks.glue.tasks import TASKS
@@ -16,7 +18,7 @@ from electra.finetuning.tasks.metrics import METRIC_NAMES, dev_metric_names, met
 from electra.runtime.files import atomic_write_bytes, atomic_write_text, locked
 from electra.runtime.processes import is_main_process
 
-__all__ = ['METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'sample_std', 'summarize', 'summary_markdown',
+__all__ = ['JOB_RUNS', 'METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'sample_std', 'summarize', 'summary_markdown',
            'plot_summary', 'select_runs']
 
 # GLUE's columns first (MNLI's mismatched accuracy among them), then every other metric of the table of
@@ -31,6 +33,10 @@ RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss',
 # not known, and is fine-tuned again: `sweep._todo`; one without `data` is carded as not telling its data)
 LATER_COLUMNS = [*METRIC_COLUMNS, 'data', 'model_fingerprint']
 RENAMED_COLUMNS = {'micro_f1': 'f1_micro', 'macro_f1': 'f1_macro'}  # the multi-label F1s of tables written before
+# beside the table: each task's `runs` in the last job that named it. A job of fewer runs keeps the rows past them (a
+# later job of more reuses them), so a later job of other tasks summarises an earlier task over these runs only: the
+# rows past them may be of other settings (`sweep._group_rows`)
+JOB_RUNS = 'job_runs.json'
 
 
 class ResultsTable:
@@ -42,7 +48,12 @@ class ResultsTable:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        for file in (self.path, self.path.parent / JOB_RUNS):  # written in place later: a folder there fails the rename
+            if file.exists() and not file.is_file():
+                raise ConfigError(f"{file}: a folder where finetune.py keeps a file of the group. Move it away or choose "
+                                  "another --group.")
         self.df = _read_table(self.path) if self.path.is_file() else pd.DataFrame(columns=RESULT_COLUMNS)
+        self.job_runs = _read_job_runs(self.path.parent / JOB_RUNS)  # task -> runs of its last job ({}: none recorded)
         self.diverged: list = []
 
     def get(self, task: str, run: int) -> dict | None:
@@ -84,6 +95,16 @@ class ResultsTable:
             atomic_write_text(stored.to_csv(index=False, float_format='%.4f'), self.path)
             self.df = _read_table(self.path)  # as written (4 decimals), as the rows read back from it are
 
+    def record_job(self, tasks: list[str], runs: int) -> None:
+        "`tasks` named by a job of `runs` runs: `JOB_RUNS` rewritten (main process), under its lock as the table is."
+        path = self.path.parent / JOB_RUNS
+        if not is_main_process():
+            self.job_runs = {**self.job_runs, **dict.fromkeys(tasks, runs)}
+            return
+        with locked(path):
+            self.job_runs = {**_read_job_runs(path), **dict.fromkeys(tasks, runs)}
+            atomic_write_text(json.dumps(self.job_runs, indent=1, sort_keys=True) + '\n', path)
+
     def task_rows(self, task: str) -> pd.DataFrame:
         return self.df[self.df['task'] == task].sort_values('run')
 
@@ -97,6 +118,20 @@ def _with_row(df: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     names = [*TASKS, *sorted(set(df['task']) - set(TASKS))]
     order = df['task'].map({name: k for k, name in enumerate(names)})
     return df.iloc[np.lexsort((df['run'].astype(int).to_numpy(), order.to_numpy()))].reset_index(drop=True)
+
+
+_WITHOUT_RECORD = 'a job then summarises an earlier task over all its rows.'
+
+
+def _read_job_runs(path: Path) -> dict[str, int]:
+    "The record `JOB_RUNS` ({} without one); a ConfigError naming a file that is not one, and the fix."
+    if not path.is_file(): return {}
+    try: record = load_json(read_text(path), str(path))
+    except ConfigError as e: raise ConfigError(f"{e} Or delete it: {_WITHOUT_RECORD}") from None
+    if not (isinstance(record, dict) and all(type(n) is int and n > 0 for n in record.values())):
+        raise ConfigError(f"{path}: not finetune.py's record of each task's runs (an object of task names and whole "
+                          f"numbers > 0). Delete it: {_WITHOUT_RECORD}")
+    return record
 
 
 def _read_table(path: Path) -> pd.DataFrame:

@@ -4,6 +4,7 @@ once; then the summary over runs and the test predictions of the selected runs.
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 from pathlib import Path
 from typing import Callable, Iterator
@@ -13,7 +14,7 @@ import pandas as pd
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import FinetuneConfig, is_task_file
 from electra.data.tokenizer import pad_token_id, tokenizer_identity
-from electra.finetuning.card import write_finetuned_card
+from electra.finetuning.card import unlike_runs, write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.made_by import (MADE_BY, adopt_moved, check_test_folder, data_line, drop_stale, models_line,
@@ -269,6 +270,8 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     _check_token_types(cfg, pretrained.config, tasks)
     device = resolve_device(cfg.device)
     resolved = {'precision': resolve_precision(cfg.precision, device), 'device': device.type, 'processes': world().size}
+    # a later job of other tasks summarises these over this job's runs (`_group_rows`)
+    results.record_job([n for n, t in tasks.items() if not t.predicted_by], cfg.runs)
     files = model_files(cfg.model)  # (read once: the fingerprint is made of them)
     plan = _plan(cfg, tokenizer, tasks, results, (model_fingerprint(cfg.model, files), files), resolved, say)
     n = parallel_runs(cfg)
@@ -318,18 +321,38 @@ def _test_data(tasks: dict[str, FinetuningTask], source: TaskSource | None) -> d
 
 def _group_rows(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, TaskInfo]) -> tuple[pd.DataFrame, str]:
     """The rows the summary and the card describe, the whole group as its results table holds it: this job's tasks
-    over its `runs`, the other tasks (of earlier jobs) over all their rows; and a line naming those other tasks and
-    the ones left out (task files this job does not name: their metrics are not known to it)."""
-    df = results.df
+    over its `runs`, the other tasks (of earlier jobs) over the runs of the last job that named each
+    (`ResultsTable.job_runs`; all their rows where none is recorded: a table of an earlier version), and a note naming
+    them, the rows left out, the task files left out (this job does not name them: their metrics are not known to it)
+    and the tasks whose runs were not fine-tuned alike (`unlike_runs`)."""
+    df, job_runs = results.df, results.job_runs
     mine = df['task'].isin(cfg.task_names)
-    others = df[~mine & df['task'].isin(tasks)]
+    earlier = df[~mine & df['task'].isin(tasks)]
+    covered = pd.Series([r < job_runs.get(n, math.inf) for n, r in zip(earlier['task'], earlier['run'])], earlier.index,
+                        dtype=bool)
+    others, past = earlier[covered], earlier[~covered]
+    rows = pd.concat([df[mine & (df['run'] < cfg.runs)], others])
     left = sorted(set(df.loc[~mine, 'task']) - set(tasks))
-    earlier = [n for n in tasks if n in set(others['task'])]
-    note = ' '.join(([f"Tasks of earlier jobs of this group, over all their rows of results.csv: {', '.join(earlier)}."]
-                     if earlier else []) +
-                    ([f"Left out: {', '.join(left)}, task files of earlier jobs (rows in results.csv) that this job "
-                      "does not name; name them in tasks to summarise them."] if left else []))
-    return pd.concat([df[mine & (df['run'] < cfg.runs)], others]), note
+    note = [*_earlier_notes([n for n in tasks if n in set(others['task'])], others, past, job_runs),
+            *([f"Left out: {', '.join(left)}, task files of earlier jobs (rows in results.csv) that this job does not "
+               "name; name them in tasks to summarise them."] if left else []),
+            *(f"{n}'s runs were not fine-tuned alike: {'; '.join(unlike)}. Name the task in tasks to fine-tune its runs "
+              "again alike." for n in tasks if (unlike := unlike_runs(rows[rows['task'] == n].sort_values('run'))))]
+    return rows, ' '.join(note)
+
+
+def _earlier_notes(names: list[str], others: pd.DataFrame, past: pd.DataFrame, job_runs: dict[str, int]) -> list[str]:
+    """The lines on earlier jobs' tasks `names` (their summarised rows `others`): over the runs of their last job, or
+    all their rows where none is recorded; and the rows `past` those runs, kept in results.csv."""
+    def runs_of(name, rows): return f"{name} ({runs_phrase(sorted(map(int, rows.loc[rows['task'] == name, 'run'])))})"
+    covered = [runs_of(n, others) for n in names if n in job_runs]
+    whole = [n for n in names if n not in job_runs]
+    return ([f"Tasks of earlier jobs of this group, each over the runs of the last job that named it: {', '.join(covered)}."]
+            if covered else []) + (
+        [f"Left out as outside the runs of their last job (kept in results.csv for a job that asks for them again): "
+         f"{', '.join(runs_of(n, past) for n in dict.fromkeys(past['task']))}."] if not past.empty else []) + (
+        [f"Tasks of earlier jobs of this group, over all their rows of results.csv (no job of theirs recorded): "
+         f"{', '.join(whole)}."] if whole else [])
 
 
 def write_summary(cfg: FinetuneConfig, results: ResultsTable) -> str:

@@ -116,3 +116,38 @@ def test_a_std_over_one_run_is_undefined_in_the_summary():
     assert '| MNLI | accuracy | 1 | 60.00 | 60.00 | – | 60.00 | 60.00 |' in '\n'.join(md)
     assert '| CoLA | mcc | 2 (1 undefined) | 40.00 | 40.00 | – | 40.00 | 40.00 |' in '\n'.join(md)
     assert '| RTE | accuracy | 2 | 52.00 | 52.00 | 2.83 | 54.00 | 50.00 |' in '\n'.join(md)
+
+
+@pytest.mark.parametrize('text, match', [
+    ('{"RTE": 2', r'job_runs.json: not JSON \(.* at line 1, .*\)\. Fix the file\. Or delete it: a job then summarises '
+                  r'an earlier task over all its rows\.$'),
+    ('{"RTE": 0}', r"job_runs.json: not finetune.py's record of each task's runs \(an object of task names and whole "
+                   r"numbers > 0\)\. Delete it: a job then summarises an earlier task over all its rows\."),
+    ('["RTE", 2]', r"job_runs.json: not finetune.py's record"),
+    ('{"RTE": true}', r"job_runs.json: not finetune.py's record"),
+], ids=['cut', 'zero', 'list', 'bool'])
+def test_a_damaged_record_of_each_task_s_runs_is_named_with_the_fix(tmp_path, text, match):
+    "The record beside the table of each task's last job's runs (`JOB_RUNS`), damaged: refused in one line."
+    a_table(tmp_path / 'results.csv')
+    (tmp_path / 'job_runs.json').write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        ResultsTable(tmp_path / 'results.csv')
+
+
+def test_each_task_s_last_job_is_recorded_beside_the_table_and_kept_by_other_jobs(tmp_path):
+    "A job's tasks and runs replace those tasks' record; another task's stays; a table read again reads it."
+    table = ResultsTable(tmp_path / 'results.csv')
+    table.record_job(['RTE', 'MRPC'], 3)
+    other = ResultsTable(tmp_path / 'results.csv')  # a second job on the group, reading before the first's next write
+    table.record_job(['RTE'], 1)
+    other.record_job(['CoLA'], 2)  # read again under the lock: RTE's 1 kept, not its own stale 3
+    assert ResultsTable(tmp_path / 'results.csv').job_runs == {'CoLA': 2, 'MRPC': 3, 'RTE': 1}
+
+
+@pytest.mark.parametrize('name', ['results.csv', 'job_runs.json'])
+def test_a_folder_where_the_group_keeps_its_table_or_record_is_refused_in_one_line(tmp_path, name):
+    "Before: read as no table (no record), then an IsADirectoryError from the rename of the first write."
+    (tmp_path / name).mkdir()
+    with pytest.raises(ConfigError, match=f"^{tmp_path / name}: a folder where finetune.py keeps a file of the group. "
+                                          r"Move it away or choose another --group\.$"):
+        ResultsTable(tmp_path / 'results.csv')

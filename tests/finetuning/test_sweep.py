@@ -735,20 +735,76 @@ def test_a_later_job_of_other_tasks_or_fewer_runs_leaves_a_summary_and_card_of_t
     mrpc = results.task_rows('MRPC')['score'].astype(float)
     assert f"| MRPC | accuracy | 2 | {mrpc.mean():.2f} |" in text and '| RTE | accuracy | 1 |' in text
     assert 'GLUE score (2 of 8 tasks)' in text
-    assert 'Tasks of earlier jobs of this group, over all their rows of results.csv: MRPC.' in text
+    assert 'Tasks of earlier jobs of this group, each over the runs of the last job that named it: MRPC (runs 0, 1).' in text
     assert text in (out / 'summary.md').read_text() and text in (out / 'README.md').read_text()
     on_disk = sorted(p.name for p in out.iterdir() if (p / 'config.json').is_file())
     assert card_folders(out) == on_disk == ['MRPC_0', 'MRPC_1', 'RTE_0']
     assert '| MRPC | 1 |' in (out / 'README.md').read_text()  # the runs table lists MRPC's runs too
 
 
+def test_an_earlier_task_is_summarised_over_the_runs_its_last_job_covered(tmp_path, glue_dir, tiny):
+    """RTE 2 runs, then RTE 1 run at another lr (run 0 fine-tuned again; run 1, of the first lr, outside the job but
+    kept in results.csv for a job that asks for it again), then MRPC alone: the summary and the card give RTE over
+    run 0, the runs of its last job, not run 1 of the other lr pooled back in; the note says so."""
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'ckpt/t'
+    for cfg in (job(tmp_path, glue_dir, tasks=['RTE'], runs=2, predict=False),
+                job(tmp_path, glue_dir, tasks=['RTE'], runs=1, lr=1e-4, predict=False)):
+        sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    third = job(tmp_path, glue_dir, tasks=['MRPC'], predict=False)
+    results = sweep.run_sweep(third, model, tok, src, log=lambda s: None)
+    lrs = [recorded_inputs(s)['run']['lr'] for s in results.task_rows('RTE')['settings']]
+    assert lrs == [1e-4, 3e-4]  # both rows kept: run 1 is of the first job's lr (the default)
+    text = sweep.write_summary(third, results)
+    rte = float(results.get('RTE', 0)['score'])
+    assert f"| RTE | accuracy | 1 | {rte:.2f} | {rte:.2f} | – | {rte:.2f} | {rte:.2f} |" in text
+    assert ('Tasks of earlier jobs of this group, each over the runs of the last job that named it: RTE (run 0). Left '
+            'out as outside the runs of their last job (kept in results.csv for a job that asks for them again): RTE '
+            '(run 1).') in text
+    assert json.loads((out / 'job_runs.json').read_text()) == {'MRPC': 1, 'RTE': 1}
+    card = (out / 'README.md').read_text()
+    assert '| RTE | 0 |' in card and '| RTE | 1 |' not in card
+
+
+def test_runs_of_a_task_fine_tuned_unlike_are_said_in_the_summary(tmp_path, glue_dir):
+    """`_group_rows` by hand: RTE's two rows of an earlier job (no record of its runs: a table of an earlier version)
+    record other epochs, model and train data, the seeds aside: each difference said by run, in one line."""
+    from types import SimpleNamespace
+
+    def row(run, epochs, model, train):
+        settings = {'tokenizer': 'tok', 'model_files': {}, 'data': {'train': train, 'dev': 'd'}, 'task': {},
+                    'run': {'epochs': epochs, 'lr': 1e-4, 'seed': run}}
+        return {'task': 'RTE', 'run': run, 'settings': json.dumps(settings), 'model_fingerprint': model}
+    df = pd.DataFrame([row(0, 3, 'm1', 'a'), row(1, 2, 'm1', 'a'), row(2, 2, 'm2', 'b')])
+    table = SimpleNamespace(df=df, job_runs={})
+    rows, note = sweep._group_rows(job(tmp_path, glue_dir, tasks=['MRPC']), table, TASKS)
+    assert sorted(rows['run']) == [0, 1, 2]
+    assert note == ('Tasks of earlier jobs of this group, over all their rows of results.csv (no job of theirs '
+                    'recorded): RTE. RTE\'s runs were not fine-tuned alike: `epochs` 3 (run 0); 2 (runs 1, 2); the '
+                    'model m1 (runs 0, 1); m2 (run 2); the train data a (runs 0, 1); b (run 2). Name the task in tasks '
+                    'to fine-tune its runs again alike.')
+    rows, note = sweep._group_rows(job(tmp_path, glue_dir, tasks=['MRPC']), SimpleNamespace(df=df, job_runs={'RTE': 2}),
+                                   TASKS)
+    assert sorted(rows['run']) == [0, 1] and note.startswith('Tasks of earlier jobs of this group, each over the runs '
+                                                             'of the last job that named it: RTE (runs 0, 1). Left out '
+                                                             'as outside the runs of their last job (kept in '
+                                                             'results.csv for a job that asks for them again): RTE '
+                                                             '(run 2).')
+    assert note.endswith("RTE's runs were not fine-tuned alike: `epochs` 3 (run 0); "
+                                                           "2 (run 1). Name the task in tasks to fine-tune its runs "
+                                                           "again alike.")
+
+
 def test_the_summary_names_the_tasks_of_earlier_jobs_and_the_task_files_it_leaves_out(tmp_path, glue_dir):
     "`_group_rows` by hand: this job's task over its runs, a GLUE task of an earlier job whole, a task file named left out."
     from types import SimpleNamespace
-    df = pd.DataFrame([{'task': t, 'run': r} for t, runs in (('RTE', 3), ('MRPC', 3), ('entail', 1)) for r in range(runs)])
-    rows, note = sweep._group_rows(job(tmp_path, glue_dir, tasks=['RTE'], runs=2), SimpleNamespace(df=df), TASKS)
+    df = pd.DataFrame([{'task': t, 'run': r, 'settings': None, 'model_fingerprint': None}
+                       for t, runs in (('RTE', 3), ('MRPC', 3), ('entail', 1)) for r in range(runs)])
+    table = SimpleNamespace(df=df, job_runs={})  # MRPC's job not recorded: a table of an earlier version
+    rows, note = sweep._group_rows(job(tmp_path, glue_dir, tasks=['RTE'], runs=2), table, TASKS)
     assert sorted(zip(rows['task'], rows['run'])) == [('MRPC', 0), ('MRPC', 1), ('MRPC', 2), ('RTE', 0), ('RTE', 1)]
-    assert note == ('Tasks of earlier jobs of this group, over all their rows of results.csv: MRPC. Left out: entail, '
+    assert note == ('Tasks of earlier jobs of this group, over all their rows of results.csv (no job of theirs '
+                    'recorded): MRPC. Left out: entail, '
                     'task files of earlier jobs (rows in results.csv) that this job does not name; name them in tasks '
                     'to summarise them.')
 

@@ -333,12 +333,11 @@ class PretrainConfig(CheckedConfig):
              f"resume goes on from the run's own weights, never {self.init_from}'s. Drop --init_from to continue the "
              f"run, or start a run from {self.init_from} with another --run_name NAME.")
         if not began_from: return ''
-        self.init_max_length = init_max_length  # recorded from the weights at the run's start, never given again
+        self._set_recorded('init_max_length', init_max_length)  # from the weights at the run's start, never given again
         need(not self.tokenizer, 'tokenizer', f"run {run} began from the weights of {began_from}, and goes on with "
                                               "their tokenizer, kept in its checkpoint: drop --tokenizer to continue it.")
         if self.init_from: return ''  # the same, or the same weights moved: said with the other changes on resume
-        self.init_from = began_from
-        self._sources = {**getattr(self, '_sources', {}), 'init_from': f'its checkpoint {checkpoint}'}
+        self._set_recorded('init_from', began_from, f'its checkpoint {checkpoint}')
         return (f"resume: run {run} began from the weights of {began_from} (init_from in its checkpoint {checkpoint}): "
                 "it goes on from its own checkpoint, with its tokenizer.")
 
@@ -349,8 +348,7 @@ class PretrainConfig(CheckedConfig):
         given = value_sources(self)
         for key in ('tracking_group', 'tracking_tags'):
             if saved.get(key) and given[key] == 'default':
-                setattr(self, key, saved[key])
-                self._sources = {**getattr(self, '_sources', {}), key: f'its checkpoint {checkpoint}'}
+                self._set_recorded(key, saved[key], f'its checkpoint {checkpoint}')
 
     def _record(self, key: str, value: bool, by: str, source: str = '') -> None:
         "`key` set to `value`, the one `by` applies, sourced to it; a file's value it replaces is said in a warning"
@@ -358,8 +356,7 @@ class PretrainConfig(CheckedConfig):
         if getattr(self, key) != value and place != 'default':
             warnings.warn(f"{key}: {str(getattr(self, key)).lower()} ({place}) is replaced by {by}.", RunWarning,
                           stacklevel=3)
-        setattr(self, key, value)
-        self._sources = {**getattr(self, '_sources', {}), key: source or by}
+        self._set_recorded(key, value, source or by)
 
     def _check_checkpoint_names(self) -> None:
         "Each fraction of `checkpoint_at` once, and each its own file: `<run>_<seed>_<percent>%.pth` (`percent`)."

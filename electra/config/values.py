@@ -227,7 +227,8 @@ _BUILDING: contextvars.ContextVar = contextvars.ContextVar('electra_config_build
 
 class CheckedConfig:
     """The base of every config class (a dataclass of `field`s): however it is built, from a preset, the command line,
-    a notebook's overrides (`checked_config`) or in Python (`FinetuneConfig(lr=-1)`, `dataclasses.replace`), each
+    a notebook's overrides (`checked_config`) or in Python (`FinetuneConfig(lr=-1)`, `dataclasses.replace`, `cfg.lr = -1`
+    on a built config: `__setattr__`), each
     value given is converted to its key's type and checked against its domain, and the config's `validate` checks
     the rules between keys, by the same code, before anything uses it: a bad value is refused in one line naming the
     key, never taken to fail deep inside a job (ElectraAdam's lr, a task list read by characters). A value given in
@@ -260,6 +261,25 @@ class CheckedConfig:
                                **{k: {e: _located(source, lines, (k, e)) for e in getattr(self, k)}
                                   for k, (source, lines) in origins.items() if isinstance(getattr(self, k), dict)}}
         if hasattr(self, 'validate'): self.validate()
+        self.__dict__['_built'] = True
+
+    def _set_recorded(self, key: str, value: Any, source: str | None = None) -> None:
+        """`key` set to `value` by the library itself (what the run's tokenizer or checkpoint says), sourced to `source`
+        (None: its source kept): not a value given, so neither checked as one nor typed (`__setattr__`)."""
+        self.__dict__[key] = value
+        if source is not None: self._sources = {**getattr(self, '_sources', {}), key: source}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a key set on a built config (`cfg.lr = -1` in a notebook) is checked as one given in Python, with the rules
+        # between keys: a config of the new value is built over this one and taken whole, or refused in one line and
+        # this one left as it was (task_overrides keep their per-task values, as `FinetuneConfig(epochs=2, ...)` does).
+        # While it is built (the dataclass's __init__, `__post_init__`) a value is just set.
+        keys = {f.name for f in dataclasses.fields(self) if f.init}
+        if not self.__dict__.get('_built') or name not in keys: return super().__setattr__(name, value)
+        where = f"{PYTHON}: key '{name}'"
+        values = {k: getattr(self, k) for k in keys} | {name: _coerce(copy.deepcopy(value), key_types(type(self))[name],
+                                                                       where)}
+        self.__dict__.update(vars(checked_config(type(self), values, {name: (PYTHON, None)}, base=self)))
 
 
 def _is_default(f: dataclasses.Field, value: Any) -> bool:

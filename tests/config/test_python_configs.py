@@ -98,3 +98,30 @@ def test_the_public_name_builds_a_checked_finetune_config_in_a_fresh_process():
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["['RTE', 'MRPC']", "tasks: unknown GLUE task 'RTEE'. Did you mean 'RTE'? Tasks are "
                                                    "CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI, AX, or a task file (YAML) by its path."]
+
+
+def test_a_value_set_on_a_built_config_is_checked_as_one_given_in_python(tmp_path, monkeypatch):
+    """`cfg.lr = -1` in a notebook, after the config was built from a preset: refused in one line, the config left as
+    it was; a good value read as the command line reads it, its rules between keys checked, recorded as 'Python'.
+    Before, any value was taken as it was and failed deep inside the job (or not at all)."""
+    from electra.config.cli import load_config
+    monkeypatch.setenv('HOME', str(tmp_path))
+    cfg = load_config(FinetuneConfig, ['--config', 'small', '--runs', '3'])
+    before = (dataclasses.asdict(cfg), value_sources(cfg))
+    for key, value, message in [
+            ('lr', -1, "Python: key 'lr': -1.0 is not a finite number > 0 (peak learning rate of the head (small 3e-4, "
+                       "base 1e-4, large 5e-5))"),
+            ('tasks', 7, "Python: key 'tasks': expected a list, got 7. Use a YAML list or comma-separated values."),
+            ('ensemble_k', 4, 'ensemble_k: must be at most runs (3), got 4.'),
+            ('runs', 2.5, "Python: key 'runs': expected an integer, got 2.5.")]:
+        def set_it(): setattr(cfg, key, value)
+        assert refused(set_it) == message
+        assert (dataclasses.asdict(cfg), value_sources(cfg)) == before  # left as it was
+    cfg.epochs, cfg.cache_dir, cfg.tasks = '2', '~/cache', 'RTE,MRPC'
+    assert (cfg.epochs, cfg.cache_dir, cfg.tasks) == (2, str(tmp_path / 'cache'), ['RTE', 'MRPC'])
+    sources = value_sources(cfg)
+    assert (sources['epochs'], sources['tasks'], sources['runs']) == ('Python', 'Python', before[1]['runs'])
+    assert 'epochs' in typed_keys(cfg) and cfg.for_task('MRPC').epochs == 2
+    assert cfg.for_task('RTE').epochs == 10  # the preset's task_overrides keep their own, as in FinetuneConfig(...)
+    cfg.not_a_key = 1  # an attribute that is not a key: Python's own
+    assert cfg.not_a_key == 1

@@ -274,11 +274,10 @@ class CheckedConfig:
         # between keys: a config of the new value is built over this one and taken whole, or refused in one line and
         # this one left as it was (task_overrides keep their per-task values, as `FinetuneConfig(epochs=2, ...)` does).
         # While it is built (the dataclass's __init__, `__post_init__`) a value is just set.
-        keys = {f.name for f in dataclasses.fields(self) if f.init}
-        if not self.__dict__.get('_built') or name not in keys: return super().__setattr__(name, value)
-        where = f"{PYTHON}: key '{name}'"
-        values = {k: getattr(self, k) for k in keys} | {name: _coerce(copy.deepcopy(value), key_types(type(self))[name],
-                                                                       where)}
+        if not self.__dict__.get('_built'): return super().__setattr__(name, value)
+        keys = [f.name for f in dataclasses.fields(self) if f.init]
+        if name not in keys: return super().__setattr__(name, value)
+        values = {k: getattr(self, k) for k in keys} | {name: _python_value(type(self), name, value)}
         self.__dict__.update(vars(checked_config(type(self), values, {name: (PYTHON, None)}, base=self)))
 
 
@@ -296,11 +295,16 @@ def _given_in_python(cfg, given: frozenset) -> tuple[dict, set, None]:
     task kind's own max_length over it)."""
     fields = [f for f in dataclasses.fields(cfg) if f.init]
     if given == {f.name for f in fields}: given = {f.name for f in fields if not _is_default(f, getattr(cfg, f.name))}
-    hints, origins = key_types(type(cfg)), {}
+    origins = {}
     for f in (f for f in fields if f.name in given):
-        setattr(cfg, f.name, _coerce(copy.deepcopy(getattr(cfg, f.name)), hints[f.name], f"{PYTHON}: key '{f.name}'"))
+        setattr(cfg, f.name, _python_value(type(cfg), f.name, getattr(cfg, f.name)))
         origins[f.name] = (PYTHON, None)
     return origins, set(origins), None
+
+
+def _python_value(cls, key: str, value: Any) -> Any:
+    "A `value` given in Python for `key` of `cls`, converted to its type as the command line's is (`_coerce`), copied."
+    return _coerce(copy.deepcopy(value), key_types(cls)[key], f"{PYTHON}: key '{key}'")
 
 
 def _is_path(tp) -> bool:

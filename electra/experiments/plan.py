@@ -96,7 +96,7 @@ class RunPlan:
     pretrain_sources: dict  # where each of `pretrain_args` came from, as pretrain.py records it (`SOURCES_VAR`)
 
     @property
-    def run_dir(self) -> Path: return path_inside(self.pretrain_dir, f'{self.run_name}_{self.seed}', key='output_dir')
+    def run_dir(self) -> Path: return _run_dir(self.pretrain_dir, self.run_name, self.seed)
 
     @property
     def model(self) -> Path: return self.run_dir / 'discriminator'
@@ -195,9 +195,14 @@ def _run_vocab(cfg: PretrainConfig, run_dir: Path, where: str) -> tuple[int, boo
     return padded_vocab_size(size, cfg.pad_vocab_multiple), tok is None
 
 
+def _run_dir(pretrain_dir: Path, run_name: str, seed: int) -> Path:
+    "The folder of a pretraining run of the comparison (`RunPlan.run_dir`), as pretrain.py names it."
+    return path_inside(pretrain_dir, f'{run_name}_{seed}', key='output_dir')
+
+
 def _first_run_dir(cfg: CompareConfig, root: Path, variant: str) -> Path:
-    "The folder of a variant's first seed's pretraining run (where its tokenizer is trained), as `RunPlan.run_dir`."
-    return path_inside(root / 'pretrain', f"{_run_name(cfg, variant)}_{cfg.seeds[0]}", key='output_dir')
+    "The folder of a variant's first seed's pretraining run (where its tokenizer is trained)."
+    return _run_dir(root / 'pretrain', _run_name(cfg, variant), cfg.seeds[0])
 
 
 def _run_name(cfg: CompareConfig, variant: str) -> str:

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from electra.config.errors import ConfigError
+from electra.finetuning.made_by import MADE_BY
+from electra.finetuning.sweep import GROUP_FILES
+from electra.finetuning.tasks.glue.submission import SUBMISSION_ZIP
 from tests.support import forked
 from tests.support.finetune import finetune_in_process, saved_as_bert
 from tests.support.script_end import script_exit
@@ -50,6 +53,11 @@ def test_driver_end_to_end(tmp_path, glue_dir, tiny_dir):
     assert '| WNLI | accuracy | 1 |' in r.stdout and (tmp_path / 'out/cli/WNLI.tsv').is_file()
     assert f'\ntask data: WNLI from GLUE TSV files in {glue_dir}\n' in r.stdout
     assert (tmp_path / 'ckpt/cli/results.csv').is_file() and (tmp_path / 'out/cli/glue_submission.zip').is_file()
+    # every name the job wrote is one it checks before its first run (`check_outputs`): no folder found in its way later
+    written = {p.name for p in (tmp_path / 'ckpt/cli').iterdir() if not p.name.startswith('.')}
+    assert written == {*GROUP_FILES, 'WNLI_0.pth', 'WNLI_0'}
+    assert {p.name for p in (tmp_path / 'out/cli').iterdir() if not p.name.startswith('.')} == {MADE_BY, SUBMISSION_ZIP,
+                                                                                           'WNLI.tsv'}
 
 
 def test_driver_refuses_bad_model_directories_in_one_line(tmp_path, tiny, capfd):

@@ -16,6 +16,7 @@ import yaml
 from transformers import ElectraForPreTraining
 
 from electra.config.errors import ConfigError
+from electra.pretraining.learner import RUN_FILES
 from electra.training.checkpoint import load_checkpoint
 from tests.support.corpora import needs_shared, sotu_slice
 from tests.support.pretrain import ROOT, TINY, pretrain
@@ -420,6 +421,28 @@ def test_an_export_folder_that_cannot_be_made_stops_the_run_before_its_first_ste
                                           r"file, not a folder\)\. .*or move that file away\.$"):
         pretrain(tmp_path, *TINY, '--run_name', 'blocked')
     assert not list((tmp_path / 'ckpt').glob('*.pth')) and not (tmp_path / 'cache').exists()
+
+
+@pytest.mark.parametrize('name', ['config.yaml', 'metrics.csv', 'eval_metrics.csv', 'log.txt', 'losses.png',
+                                  'schedules.yaml', '../blocked_11081_100%.pth'])
+def test_a_folder_where_the_run_writes_a_file_stops_it_before_its_first_step(tmp_path, name):
+    """A folder where the run writes a file (its record, metrics, log and plot, a checkpoint beside the run's folder):
+    refused before any step, naming it. Before: a traceback (IsADirectoryError), the plot's only after training."""
+    run_dir = tmp_path / 'ckpt' / 'blocked_11081'
+    (run_dir / name).mkdir(parents=True)
+    path = (run_dir / name).resolve()
+    with pytest.raises(ConfigError, match=rf"^output_dir: cannot write to '{re.escape(str(path))}' \(it is a folder, "
+                                          r"not a file\)\. Move that folder away, or choose another directory with "
+                                          r"--output_dir\.$"):
+        pretrain(tmp_path, *TINY, '--run_name', 'blocked')
+    assert not [p for p in (tmp_path / 'ckpt').glob('*.pth') if p.is_file()] and not (tmp_path / 'cache').exists()
+
+
+def test_every_file_of_a_run_s_folder_is_one_checked_before_its_first_step(straight):
+    "A file the run writes in its folder but not named in RUN_FILES would meet a folder in its place only when written."
+    tmp, _ = straight
+    written = {p.name for p in (tmp / 'ckpt' / 'vanilla_11081').iterdir() if p.is_file() and not p.name.startswith('.')}
+    assert written == set(RUN_FILES)
 
 
 def test_uncreatable_cache_dir_named(tmp_path):

@@ -32,8 +32,8 @@ from electra.experiments.runs import (RECORD, Launcher, RunFailed, changed_keys,
                                       subprocess_launcher, train_tokenizers)
 from electra.experiments.table import write_table
 from electra.runtime.errors import TrainingStopped, friendly_errors, stopped_by
-from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir
-from electra.runtime.streams import log_to
+from electra.runtime.files import atomic_write_text, lock_run_dir, release_run_dir, writable_dir, writable_files
+from electra.runtime.streams import LOG_NAME, log_to
 from electra.training.checkpoint import checkpoint_name, find_checkpoints
 from electra.training.trackers import TrackedRun, check_trackers, start_trackers, tracker_names
 
@@ -41,6 +41,8 @@ __all__ = ['load_compare_config', 'plan_text', 'run_comparison', 'main']
 
 PROG = 'python -m electra.experiments.compare'
 TRACKING_IDS = 'tracking.json'  # the comparison's own tracked run: its id in each tracker
+# the files of the comparison's folder, written in place (the table's as each job ends)
+COMPARISON_FILES = (LOG_NAME, 'compare.yaml', TRACKING_IDS, 'table.csv', 'curve.csv', 'table.md', 'plot.png')
 # --pretrain.KEY VALUE and --finetune.KEY VALUE: one key of pretrain_overrides / finetune_overrides, over the preset's
 _NESTED = {'pretrain.': 'pretrain_overrides', 'finetune.': 'finetune_overrides'}
 
@@ -156,8 +158,14 @@ def _chain_files(chain: str, job) -> str:
 
 def _check_outputs(plan: Plan) -> None:
     """Every folder the comparison and its jobs write, checked before the first launch (a job checks its own only when
-    it starts, maybe hours in): the comparison's folder, its jobs' output folders and their caches."""
+    it starts, maybe hours in): the comparison's folder, its jobs' output folders and their caches; and no folder where
+    the comparison writes a file (`COMPARISON_FILES`) or a job's record and log go."""
     writable_dir(plan.root, 'output_dir')
+    writable_files(plan.root, COMPARISON_FILES, 'output_dir')
+    for run in plan.runs:
+        writable_files(run.run_dir, (RECORD, 'pretrain.log'), 'output_dir')
+        for point in run.points if plan.finetune is not None else ():
+            writable_files(plan.group_dir(point), (RECORD, 'finetune.log'), 'output_dir')
     folders = [plan.runs[0].pretrain_dir]
     if plan.finetune is not None:
         args = parse_cli(plan.runs[0].finetune_args)

@@ -15,7 +15,7 @@ from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, glue_score
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.metrics import METRIC_NAMES, dev_metric_names, metric_text
-from electra.runtime.files import atomic_write_bytes, atomic_write_text, locked
+from electra.runtime.files import atomic_write_bytes, atomic_write_text, locked, writable_files
 from electra.runtime.processes import is_main_process
 
 __all__ = ['JOB_RUNS', 'METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'sample_std', 'summarize', 'summary_markdown',
@@ -48,10 +48,7 @@ class ResultsTable:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        for file in (self.path, self.path.parent / JOB_RUNS):  # written in place later: a folder there fails the rename
-            if file.exists() and not file.is_file():
-                raise ConfigError(f"{file}: a folder where finetune.py keeps a file of the group. Move it away or choose "
-                                  "another --group.")
+        writable_files(self.path.parent, (self.path.name, JOB_RUNS), 'output_dir')  # written in place later
         self.df = _read_table(self.path) if self.path.is_file() else pd.DataFrame(columns=RESULT_COLUMNS)
         self.job_runs = _read_job_runs(self.path.parent / JOB_RUNS)  # task -> runs of its last job ({}: none recorded)
         self.diverged: list = []

@@ -21,7 +21,7 @@ from electra.finetuning.made_by import (MADE_BY, adopt_moved, check_test_folder,
                                         record)
 from electra.finetuning.loading import read_finetuned, run_mismatch, tokenizer_mismatch
 from electra.finetuning.inputs import RunInputs, data_digests, data_named, recorded_tokenizer, run_inputs, what_changed
-from electra.finetuning.results import ResultsTable, plot_summary, select_runs, summarize, summary_markdown
+from electra.finetuning.results import JOB_RUNS, ResultsTable, plot_summary, select_runs, summarize, summary_markdown
 from electra.finetuning.runs import RunJob, group_dir, runs_phrase, stacks, track_exports, train_jobs
 from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
 from electra.finetuning.tasks.classification import ClassificationTask
@@ -29,16 +29,17 @@ from electra.finetuning.tasks.encoding import unknown_share_warning
 from electra.finetuning.tasks.files import make_task, read_task_file
 from electra.finetuning.tasks.glue.demo import write_demo_glue
 from electra.finetuning.tasks.glue.sources import open_source
-from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, zip_submission
+from electra.finetuning.tasks.glue.submission import SUBMISSION_FILES, SUBMISSION_ZIP, zip_submission
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.sources import TaskSource
 from electra.finetuning.workers import do_the_rest, parallel_runs, remove_dead_model_copies, run_on_workers
 from electra.objective.model import past_pretraining
+from electra.pretrained.card import CARD
 from electra.pretrained.export import model_files, model_fingerprint, model_source
 from electra.runtime.errors import TrainingDiverged, TrainingStopped, stopped_by
-from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir
+from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir, writable_files
 from electra.runtime.processes import is_main_process, world
-from electra.runtime.streams import log_to
+from electra.runtime.streams import LOG_NAME, log_to
 from electra.training.device import resolve_device, resolve_precision
 
 __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'run_sweep', 'write_summary',
@@ -155,17 +156,29 @@ def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], resu
         yield data, todo
 
 
+# the files of `<output_dir>/<group>/` besides the runs' (`<task>_<i>.pth`, `<task>_<i>/`), written in place
+GROUP_FILES = ('results.csv', JOB_RUNS, 'summary.md', 'summary.png', CARD, LOG_NAME)
+
+
 def check_outputs(cfg: FinetuneConfig) -> None:
     """The folders the job writes, checked before its first run rather than when a run's weights, the results table or
     the test predictions are first written (and made then, so a job refused before its first run leaves nothing):
-    `<output_dir>/<group>/` (the runs, results.csv, summary.md and .png) and, with `predict`,
-    `<test_output_dir>/<group>/`, refused when it holds test files of another group folder (`made_by`; the records of
-    this group's runs taken as its own, whatever folder they name, with or without `predict`: a group renamed or copied
-    with its test folder). The token cache and the demo tasks (cache_dir) are checked by `resolve_data`."""
-    writable_dir(group_dir(cfg), 'output_dir', create=False)
-    out, group = group_dir(cfg, 'test_output_dir'), group_dir(cfg).resolve()
+    `<output_dir>/<group>/` (the runs, results.csv, summary.md and .png), with no folder where one of its files goes
+    (nor a file where a run's transformers folder goes), and, with `predict`, `<test_output_dir>/<group>/` (no folder
+    where its record, the zip or a GLUE task's test file goes), refused when it holds test files of another group
+    folder (`made_by`; the records of this group's runs taken as its own, whatever folder they name, with or without
+    `predict`: a group renamed or copied with its test folder). The token cache and the demo tasks (cache_dir) are
+    checked by `resolve_data`; any other file in the way ends the job in one line (`errors.in_the_way`)."""
+    group = group_dir(cfg)
+    writable_dir(group, 'output_dir', create=False)
+    runs = [f'{name}_{i}' for name in cfg.task_names for i in range(cfg.runs)]
+    writable_files(group, [*GROUP_FILES, *(f'{run}.pth' for run in runs)], 'output_dir')
+    for run in runs: writable_dir(group / run, 'output_dir', create=False)
+    out, group = group_dir(cfg, 'test_output_dir'), group.resolve()
     if cfg.predict:
         writable_dir(out, 'test_output_dir', create=False)
+        glue = [f'{stem}.tsv' for name in cfg.task_names if name in TASKS for _, stem in TASKS[name].test_files]
+        writable_files(out, [MADE_BY, SUBMISSION_ZIP, *glue], 'test_output_dir')
         check_test_folder(out, group)
     elif (out / MADE_BY).is_file(): adopt_moved(out, group)  # its files are this group's to tidy (`_tidy_test_folder`)
 

@@ -35,11 +35,13 @@ from electra.pretraining.callbacks import (
 from electra.pretraining.evaluation import HeldOutEvaluation, eval_batches
 from electra.pretraining.step import PretrainingStep
 from electra.runtime.errors import TrainingStopped, stopped_by
-from electra.runtime.files import atomic_write_text, lock_run_dir, path_inside, release_run_dir, writable_dir
+from electra.runtime.files import (atomic_write_text, lock_run_dir, path_inside, release_run_dir, writable_dir,
+                                   writable_files)
 from electra.runtime.processes import cli_args, command_again, is_main_process, running_in_notebook, world
-from electra.runtime.streams import log_to
+from electra.runtime.streams import LOG_NAME, log_to
 from electra.training.checkpoint import (
     FORMAT,
+    checkpoint_name,
     find_checkpoints,
     latest_checkpoint,
     overwrite_marker,
@@ -56,22 +58,29 @@ from electra.training.speed import DeviceDataLoaders, DevicePrefetcher
 from electra.training.step import one_graph_supported
 from electra.training.trackers import TrackedRun, Trackers, start_trackers
 
-__all__ = ['prepare_run_dir',
+__all__ = ['RUN_FILES', 'prepare_run_dir',
            'pretraining_learner', 'record_schedules', 'checkpoint_extra', 'existing_run_guard', 'refuse_over_export',
            'end_if_finished', 'train',
            'save_run_config', 'end_trackers']
 
 
+# the files of a run's folder `<output_dir>/<run_name>_<seed>/` (losses.png: pretrain.py's plot), written in place
+RUN_FILES = (LOG_NAME, 'config.yaml', 'schedules.yaml', 'metrics.csv', 'eval_metrics.csv', 'losses.png')
+
+
 def prepare_run_dir(cfg: PretrainConfig) -> Path:
     """`<output_dir>/<run_name>_<seed>/`, checked writable up front rather than at the first checkpoint (with the
-    folders the run writes in it: the tokenizer it trains, the models it exports), and locked by
+    folders the run writes in it: the tokenizer it trains, the models it exports, its TensorBoard events; no folder
+    where one of its files or checkpoints goes), and locked by
     this process (`lock_run_dir`): one run of a name at a time. Holding the lock, it removes the partial checkpoint
     files a killed write of this run left (`.<checkpoint>.*.tmp`, as large as a checkpoint). The job's output goes to
     the run's `log.txt` too (`log_to`)."""
     writable_dir(cfg.output_dir, 'output_dir')
     run_dir = writable_dir(path_inside(cfg.output_dir, f'{cfg.run_name}_{cfg.seed}', key='output_dir'), 'output_dir')
-    for name in (TOKENIZER_DIR, *EXPORTS):  # made when written (an export after the last step), checked now
+    for name in (TOKENIZER_DIR, *EXPORTS, 'tensorboard'):  # made when written (an export after the last step), checked now
         writable_dir(run_dir / name, 'output_dir', create=False)
+    writable_files(run_dir, RUN_FILES, 'output_dir')  # no folder where a file goes (the plot's is written last)
+    writable_files(cfg.output_dir, [checkpoint_name(cfg.run_name, cfg.seed, f) for f in cfg.checkpoint_at], 'output_dir')
     if is_main_process():
         lock_run_dir(run_dir)
         remove_partial_checkpoints(cfg.output_dir, cfg.run_name, cfg.seed)

@@ -1,7 +1,7 @@
 """How a job ends when it cannot go on: stopped on request (`TrainingStopped`: Ctrl-C, or a stop signal that
-`stop_on_signals` turns into one), its loss diverged (`TrainingDiverged`), a full disk (`disk_full`), a bad setting
-(config's `ConfigError`); and the drivers' report of each, one line with no traceback and the exit status a shell
-tests (`friendly_errors`), whatever became of the standard streams (`streams`)."""
+`stop_on_signals` turns into one), its loss diverged (`TrainingDiverged`), a full disk (`disk_full`), a folder where a
+file goes (`in_the_way`), a bad setting (config's `ConfigError`); and the drivers' report of each, one line with no
+traceback and the exit status a shell tests (`friendly_errors`), whatever became of the standard streams (`streams`)."""
 from __future__ import annotations
 
 import errno
@@ -16,7 +16,7 @@ from electra.runtime.processes import running_in_notebook
 from electra.runtime.streams import guard_streams
 
 __all__ = ['TrainingStopped', 'TrainingDiverged', 'StopSignal', 'STOP_SIGNALS', 'stopped_by', 'stop_on_signals',
-           'disk_full', 'friendly_errors']
+           'disk_full', 'in_the_way', 'friendly_errors']
 
 # what ends a job politely besides Ctrl-C: batch schedulers and `kill` (SIGTERM), a closed terminal or ssh session
 # (SIGHUP), a scheduler's warning before it preempts (SIGUSR1, SIGUSR2: SLURM's --signal, docs/preemption.md)
@@ -99,13 +99,25 @@ def disk_full(e: BaseException) -> ConfigError | None:
                        "the same command again (pretrain.py: with --resume): what was finished is kept.")
 
 
+def in_the_way(e: BaseException) -> ConfigError | None:
+    """The error line of a folder found where the job reads or writes a file, or of a file where it expects a folder,
+    naming it (the target of a rename, not its temporary file); None for anything else. The drivers check the files
+    they know of before any work (`writable_files`, `writable_dir`); this names any other."""
+    if not isinstance(e, OSError) or e.errno not in (errno.EISDIR, errno.ENOTDIR) or not e.filename: return None
+    path = e.filename2 or e.filename
+    what = ('is a folder where the job reads or writes a file', 'Move that folder away') if e.errno == errno.EISDIR \
+        else ('is below a file, where the job expects a folder', 'Move that file away')
+    return ConfigError(f"'{path}' {what[0]} ({e.strerror}). {what[1]} (or choose another folder for the job's outputs) "
+                       "and run the same command again (pretrain.py: with --resume): what was finished is kept.")
+
+
 def friendly_errors() -> None:
     """Report what ends a script as one line, no traceback: a `ConfigError` as `error: ...` with exit status 2 (the
-    usage-error status of argparse), a full disk and a `TrainingDiverged` the same way, a `TrainingStopped` or a Ctrl-C
-    as `stopped: ...` with status 130; other errors are unchanged. A `RunWarning` is one `warning: ...` line (from the
-    main process of a torchrun job). A notebook shows errors its own way. The stop signals end the script as Ctrl-C
-    does (`stop_on_signals`), and a standard stream that closes or fills ends that stream, not the job
-    (`guard_streams`)."""
+    usage-error status of argparse), a full disk, a folder or file in the way (`in_the_way`) and a `TrainingDiverged`
+    the same way, a `TrainingStopped` or a Ctrl-C as `stopped: ...` with status 130; other errors are unchanged. A
+    `RunWarning` is one `warning: ...` line (from the main process of a torchrun job). A notebook shows errors its own
+    way. The stop signals end the script as Ctrl-C does (`stop_on_signals`), and a standard stream that closes or
+    fills ends that stream, not the job (`guard_streams`)."""
     stop_on_signals()
     guard_streams()
     previous, previous_warning = sys.excepthook, warnings.showwarning
@@ -118,7 +130,7 @@ def friendly_errors() -> None:
         ending()
         if issubclass(tp, KeyboardInterrupt): value = TrainingStopped(f'interrupted by {stopped_by(value)}; nothing '
                                                                       'after the last checkpoint or finished run was kept.')
-        elif disk_full(value): value = disk_full(value)
+        elif (known := disk_full(value) or in_the_way(value)) is not None: value = known
         elif not issubclass(tp, (ConfigError, TrainingDiverged, TrainingStopped)): return previous(tp, value, tb)
         # fastai prefixes an error raised in a callback with "Exception occured in `Cb` when calling event `e`:\n\t"
         text = str(value).split(chr(10) + chr(9), 1)[-1]

@@ -1,11 +1,12 @@
 """Files a job writes safely: inside the folder the user gave (`path_inside`), in folders checked writable up front
-(`writable_dir`), atomic writes (a temporary file renamed into place), the run-directory lock that keeps two processes
+(`writable_dir`), with no folder where they write a file (`writable_files`), atomic writes (a temporary file renamed into place), the run-directory lock that keeps two processes
 off one run, the lock under which jobs that share a file read and rewrite it in turn; and what a file is by content
 (`FileDigests`).
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -17,7 +18,7 @@ import torch
 
 from electra.config.errors import ConfigError
 
-__all__ = ['path_inside', 'writable_dir', 'saved_by_torch', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
+__all__ = ['path_inside', 'writable_dir', 'writable_files', 'saved_by_torch', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
            'FileDigests', 'owner_gone', 'lock_run_dir', 'release_run_dir']
 
 
@@ -77,6 +78,15 @@ def writable_dir(path: str | Path, key: str, create: bool = True) -> Path:
     return path
 
 
+def writable_files(folder: str | Path, names, key: str) -> None:
+    """Each of `names` in `folder` (files the job writes there, some only at its end) checked not to be a folder (or a
+    link to one), before any work rather than at the write: else a ConfigError naming it and `key`."""
+    for name in names:
+        if (path := Path(folder) / name).is_dir():
+            raise ConfigError(f"{key}: cannot write to '{path}' (it is a folder, not a file). Move that folder away, or "
+                              f"choose another directory with --{key}.")
+
+
 class _KeepsWriteErrors:
     "A file whose failed write is kept: torch.save reports one (a full disk) as a RuntimeError of its own."
 
@@ -107,6 +117,8 @@ def _write(f, write, path: Path) -> None:
 
 def _atomic(path: Path, write) -> Path:
     path = Path(path)
+    if path.is_dir():  # the rename would fail only once the whole file is written, naming the temporary file first
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
     try:

@@ -26,7 +26,7 @@ from electra.config.errors import ConfigError
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
 from electra.config.values import config_from_dict
-from electra.experiments.compare import load_compare_config, main, run_comparison
+from electra.experiments.compare import COMPARISON_FILES, load_compare_config, main, run_comparison
 from electra.experiments.plan import make_plan
 from electra.experiments.runs import RECORD, RunFailed, finetune_done, pretrain_done, subprocess_launcher
 from electra.finetuning.results import ResultsTable
@@ -467,6 +467,26 @@ def test_a_folder_a_job_of_the_comparison_cannot_make_stops_it_before_any_launch
     assert jobs.calls == []
 
 
+@pytest.mark.parametrize('name', ['table.md', 'plot.png', 'compare.yaml', 'log.txt', 'pretrain.log', 'finetune.log',
+                                  'compare.json'])
+def test_a_folder_where_the_comparison_or_a_job_of_it_writes_a_file_stops_it_before_any_launch(tmp_path, name):
+    """The comparison's table, plot, record and log, and each job's log and record: a folder in the way refused before
+    the first launch, naming it. Before: a traceback when the table was first written, after the first job."""
+    cfg = comparison(tmp_path)
+    plan = make_plan(cfg)
+    run = plan.runs[0]
+    folder = {'pretrain.log': run.run_dir, 'finetune.log': plan.group_dir(run.final)}.get(name, plan.root)
+    blocked = folder / name
+    if name == 'compare.json': blocked = plan.group_dir(run.points[-1]) / name
+    blocked.mkdir(parents=True)
+    jobs = FakeJobs()
+    with pytest.raises(ConfigError, match=rf"^output_dir: cannot write to '{re.escape(str(blocked))}' \(it is a folder, "
+                                          r"not a file\)\. Move that folder away, or choose another directory with "
+                                          r"--output_dir\.$"):
+        run_comparison(cfg, launch=jobs, log=lambda s: None)
+    assert jobs.calls == []
+
+
 def test_checkpoints_along_the_runs_make_a_curve_of_score_against_compute(tmp_path):
     cfg = comparison(tmp_path, finetune_at=[0.5, 1.0])
     jobs = FakeCheckpointJobs()
@@ -492,6 +512,9 @@ def test_checkpoints_along_the_runs_make_a_curve_of_score_against_compute(tmp_pa
     assert '## Along pretraining' in md and '| variant | fraction | step | pretrain FLOPs | STS-B (spearman) |' in md
     assert f"| electra | 0.5 | {round(plan.variants[0].steps / 2):,} |" in md and '| 73.00 ± 2.58 | 63.00 ± 2.58 |' in md
     assert (root / 'plot.png').read_bytes()[:4] == b'\x89PNG'
+    # every file the comparison wrote in its folder is one checked before the first launch (the log: by the driver)
+    written = {p.name for p in root.iterdir() if p.is_file() and not p.name.startswith('.')}
+    assert written == set(COMPARISON_FILES) - {'log.txt', 'tracking.json'}
     again = FakeCheckpointJobs()
     run_comparison(cfg, launch=again, log=lambda s: None)
     assert again.calls == []

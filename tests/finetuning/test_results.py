@@ -148,6 +148,7 @@ def test_each_task_s_last_job_is_recorded_beside_the_table_and_kept_by_other_job
 def test_a_folder_where_the_group_keeps_its_table_or_record_is_refused_in_one_line(tmp_path, name):
     "Before: read as no table (no record), then an IsADirectoryError from the rename of the first write."
     (tmp_path / name).mkdir()
-    with pytest.raises(ConfigError, match=f"^{tmp_path / name}: a folder where finetune.py keeps a file of the group. "
-                                          r"Move it away or choose another --group\.$"):
+    with pytest.raises(ConfigError, match=rf"^output_dir: cannot write to '{tmp_path / name}' \(it is a folder, not a "
+                                          r"file\)\. Move that folder away, or choose another directory with "
+                                          r"--output_dir\.$"):
         ResultsTable(tmp_path / 'results.csv')

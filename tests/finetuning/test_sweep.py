@@ -426,6 +426,42 @@ def test_an_output_folder_that_cannot_be_made_stops_the_sweep_before_any_run(tmp
                             model, tok, open_source(cfg.data), log=lambda s: None)
 
 
+@pytest.mark.parametrize('where, name', [
+    ('ckpt', 'summary.md'), ('ckpt', 'summary.png'), ('ckpt', 'README.md'), ('ckpt', 'log.txt'), ('ckpt', 'RTE_0.pth'),
+    ('ckpt', 'results.csv'), ('ckpt', 'job_runs.json'), ('out', 'RTE.tsv'), ('out', 'glue_submission.zip'),
+    ('out', 'made_by.json')])
+def test_a_folder_where_the_job_writes_a_file_stops_the_sweep_before_any_run(tmp_path, glue_dir, tiny, monkeypatch,
+                                                                            where, name):
+    """A folder where the job writes a file of the group (its summary, card, log, a run's weights, the table) or of its
+    test folder: refused before the first run, naming it. Before: summary.md's a traceback after every run trained."""
+    model, tok = tiny
+
+    def no_training(*args, **kwargs): raise AssertionError('a run was trained')
+    monkeypatch.setattr(runs, 'train_run', no_training)
+    (tmp_path / where / 't' / name).mkdir(parents=True)
+    key = {'ckpt': 'output_dir', 'out': 'test_output_dir'}[where]
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'])
+    with pytest.raises(ConfigError, match=rf"^{key}: cannot write to '{tmp_path / where / 't' / name}' \(it is a "
+                                          rf"folder, not a file\)\. Move that folder away, or choose another directory "
+                                          rf"with --{key}\.$"):
+        sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+
+
+def test_a_file_where_a_run_s_transformers_folder_goes_stops_the_sweep_before_any_run(tmp_path, glue_dir, tiny,
+                                                                                    monkeypatch):
+    "Before: the run was trained before the file was met in the way of its transformers folder (written after it)."
+    model, tok = tiny
+
+    def no_training(*args, **kwargs): raise AssertionError('a run was trained')
+    monkeypatch.setattr(runs, 'train_run', no_training)
+    (tmp_path / 'ckpt' / 't').mkdir(parents=True)
+    (blocker := tmp_path / 'ckpt' / 't' / 'RTE_0').write_text('x')
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'])
+    with pytest.raises(ConfigError, match=rf"^output_dir: cannot write to '{blocker}' \('{blocker}' is a file, not a "
+                                          r"folder\)\. Choose a writable directory with --output_dir, or move that file"):
+        sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+
+
 def test_nan_predictions_never_reach_a_submission_file(tmp_path, glue_dir, tiny):
     model, tok = tiny
     src = open_source(str(glue_dir))

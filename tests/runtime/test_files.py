@@ -72,6 +72,31 @@ def test_writable_dir_names_the_file_in_the_way_and_can_check_without_creating(t
     assert files.writable_dir(tmp_path / 'now', 'output_dir').is_dir() and list((tmp_path / 'now').iterdir()) == []
 
 
+def test_writable_files_names_a_folder_where_a_file_goes_and_makes_nothing(tmp_path):
+    (tmp_path / 'summary.md').mkdir()
+    (tmp_path / 'results.csv').write_text('kept')
+    (tmp_path / 'linked.png').symlink_to(tmp_path / 'summary.md')  # a link to a folder: no file can be written there
+    files.writable_files(tmp_path, ['results.csv', 'later.png'], 'output_dir')  # a file, or nothing yet: fine
+    for name in ('summary.md', 'linked.png'):
+        with pytest.raises(ConfigError, match=rf"^output_dir: cannot write to '{tmp_path / name}' \(it is a folder, not a "
+                                              r"file\)\. Move that folder away, or choose another directory with "
+                                              r"--output_dir\.$"):
+            files.writable_files(tmp_path, ['results.csv', name], 'output_dir')
+    assert sorted(os.listdir(tmp_path)) == ['linked.png', 'results.csv', 'summary.md']
+
+
+@pytest.mark.parametrize('write', [lambda path: files.atomic_save({'w': torch.zeros(10)}, path),
+                                   lambda path: files.atomic_write_text('x', path)], ids=['torch.save', 'text'])
+def test_an_atomic_write_over_a_folder_names_the_folder_and_writes_nothing(tmp_path, write):
+    "Before: the rename failed after the whole file was written, naming the temporary file first."
+    path = tmp_path / 'summary.md'
+    (path / 'inside').mkdir(parents=True)
+    with pytest.raises(IsADirectoryError) as e:
+        write(path)
+    assert (e.value.errno, e.value.filename, e.value.filename2) == (errno.EISDIR, str(path), None)
+    assert sorted(os.listdir(tmp_path)) == ['summary.md'] and os.listdir(path) == ['inside']
+
+
 @pytest.fixture
 def excepthook():
     "The drivers' hook (friendly_errors), restored afterwards."
@@ -94,6 +119,24 @@ def test_a_full_disk_ends_the_job_with_one_line_saying_what_to_do(excepthook, ca
     assert e.value.code == 2 and err.count('\n') == 1 and 'Traceback' not in err
     assert err.startswith(f'error: the disk is full{where} ({error.strerror or "No space left on device"}). Free space')
     assert 'run the same command again (pretrain.py: with --resume)' in err
+
+
+@pytest.mark.parametrize('error, line', [
+    (IsADirectoryError(errno.EISDIR, 'Is a directory', '/g/summary.md'),
+     "'/g/summary.md' is a folder where the job reads or writes a file (Is a directory). Move that folder away"),
+    (IsADirectoryError(errno.EISDIR, 'Is a directory', '/g/.summary.md.x1.tmp', None, '/g/summary.md'),  # os.replace's
+     "'/g/summary.md' is a folder where the job reads or writes a file (Is a directory). Move that folder away"),
+    (NotADirectoryError(errno.ENOTDIR, 'Not a directory', '/g/RTE_0/config.json'),
+     "'/g/RTE_0/config.json' is below a file, where the job expects a folder (Not a directory). Move that file away")],
+    ids=['folder', 'folder-renamed-over', 'file'])
+def test_a_folder_or_file_in_the_way_ends_the_job_with_one_line_naming_it(excepthook, capsys, error, line):
+    "Wherever a write finds one (a file no up-front check names): one line, not a traceback, and what to do."
+    with pytest.raises(SystemExit) as e:
+        excepthook(type(error), error, None)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count('\n') == 1 and 'Traceback' not in err
+    assert err.startswith(f'error: {line}') and err.rstrip().endswith(
+        'and run the same command again (pretrain.py: with --resume): what was finished is kept.')
 
 
 def test_other_os_errors_are_left_to_python(excepthook, capsys):

@@ -17,10 +17,11 @@ from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.runtime.files import atomic_write_bytes, atomic_write_text
 from electra.runtime.processes import is_main_process
 
-__all__ = ['SUBMISSION_FILES', 'write_predictions', 'zip_submission']
+__all__ = ['SUBMISSION_FILES', 'SUBMISSION_ZIP', 'write_predictions', 'zip_submission']
 
 # every file of a full submission, in the order of the GLUE site
 SUBMISSION_FILES = [f'{stem}.tsv' for t in TASKS.values() for _, stem in t.test_files]
+SUBMISSION_ZIP = 'glue_submission.zip'  # the zip of them, beside them
 
 
 def write_predictions(path: str | Path, task: TaskInfo, idx: np.ndarray, outputs: np.ndarray) -> Path:
@@ -36,7 +37,7 @@ def write_predictions(path: str | Path, task: TaskInfo, idx: np.ndarray, outputs
     return path
 
 
-def zip_submission(folder: str | Path, name: str = 'glue_submission.zip') -> Path | None:
+def zip_submission(folder: str | Path, name: str = SUBMISSION_ZIP) -> Path | None:
     """Zip the submission files present in `folder` (flat, at the zip's root) into `folder/name`; None, and no zip
     (one left from before removed), when it holds none: an empty zip is a submission the GLUE site rejects."""
     folder = Path(folder)

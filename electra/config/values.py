@@ -277,6 +277,7 @@ class CheckedConfig:
         if not self.__dict__.get('_built'): return super().__setattr__(name, value)
         keys = [f.name for f in dataclasses.fields(self) if f.init]
         if name not in keys: return super().__setattr__(name, value)
+        if name == 'config': _refuse_preset(type(self), value)
         values = {k: getattr(self, k) for k in keys} | {name: _python_value(type(self), name, value)}
         self.__dict__.update(vars(checked_config(type(self), values, {name: (PYTHON, None)}, base=self)))
 
@@ -295,11 +296,20 @@ def _given_in_python(cfg, given: frozenset) -> tuple[dict, set, None]:
     task kind's own max_length over it)."""
     fields = [f for f in dataclasses.fields(cfg) if f.init]
     if given == {f.name for f in fields}: given = {f.name for f in fields if not _is_default(f, getattr(cfg, f.name))}
+    elif 'config' in given: _refuse_preset(type(cfg), getattr(cfg, 'config'))  # (replace keeps load_config's preset)
     origins = {}
     for f in (f for f in fields if f.name in given):
         setattr(cfg, f.name, _python_value(type(cfg), f.name, getattr(cfg, f.name)))
         origins[f.name] = (PYTHON, None)
     return origins, set(origins), None
+
+
+def _refuse_preset(cls, preset: Any) -> None:
+    "A preset named in Python (`config`): a config class does not read presets; `load_config` does, so it is refused."
+    raise ConfigError(f"{PYTHON}: key 'config': {cls.__name__}(config=...) names a preset but does not apply it (its "
+                      f"values would stay the class's defaults). Build the config with electra.load_config("
+                      f"{cls.__name__}, [], overrides={{'config': {str(preset)!r}, ...}}), which applies the preset, "
+                      "then your values.")
 
 
 def _python_value(cls, key: str, value: Any) -> Any:

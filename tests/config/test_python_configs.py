@@ -125,3 +125,24 @@ def test_a_value_set_on_a_built_config_is_checked_as_one_given_in_python(tmp_pat
     assert cfg.for_task('RTE').epochs == 10  # the preset's task_overrides keep their own, as in FinetuneConfig(...)
     cfg.not_a_key = 1  # an attribute that is not a key: Python's own
     assert cfg.not_a_key == 1
+
+
+@pytest.mark.parametrize('cls, preset, key, theirs', [(FinetuneConfig, 'base', 'lr', 1e-4),
+                                                      (PretrainConfig, 'base', 'hidden_size', 768)],
+                         ids=['finetune', 'pretrain'])
+def test_a_preset_named_in_python_is_refused_with_the_call_that_applies_it(cls, preset, key, theirs):
+    """`FinetuneConfig(config='base')` recorded 'base' but kept the class's defaults (small's lr 3e-4 where base's 1e-4
+    was meant), silently: a preset is applied by load_config. Refused in one line naming that call, which applies it;
+    a config that load_config built keeps its preset's name through `dataclasses.replace`, and a preset set on a
+    built config is refused the same way."""
+    from electra.config.cli import load_config
+    call = f"electra.load_config({cls.__name__}, [], overrides={{'config': '{preset}', ...}})"
+    refused(lambda: cls(config=preset), "Python: key 'config': ", 'names a preset but does not apply it', call)
+    refused(lambda: cls(config='demo', lr=1e-3), call.replace(preset, 'demo'))
+    built = load_config(cls, [], overrides={'config': preset})
+    assert (built.config, getattr(built, key)) == (preset, theirs)  # the call the line names applies the preset
+    again = dataclasses.replace(built, seed=5)
+    assert (again.config, getattr(again, key), again.seed) == (preset, theirs, 5)
+    def set_it(): built.config = 'small'
+    refused(set_it, "Python: key 'config': ", call.replace(preset, 'small'))
+    assert built.config == preset

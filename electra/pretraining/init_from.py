@@ -19,7 +19,7 @@ from transformers import ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTo
 from electra.config.errors import ConfigError
 from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import PretrainConfig, saved_config
-from electra.config.values import config_to_dict
+from electra.config.values import config_from_dict, config_to_dict
 from electra.config.version import __version__
 from electra.data.tokenizer import (SavedTokenizer, applied_case, has_tokenizer_files, load_tokenizer,
                                     tokenizer_difference, tokenizer_from_state, tokenizer_state, vocabulary_mismatch)
@@ -156,9 +156,9 @@ def _mismatches(cfg: PretrainConfig, init: InitWeights, keys: tuple[str, ...], s
 
 def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
     """Refuse a run whose config does not fit the weights it starts from (their architecture, sizes, tying, tokenizer),
-    naming what differs, before any data is built: an architecture no setting gives with no flags to try, sizes with
-    the flags that fit. The generator's size follows `generator_size` (hidden and FFN) and its heads
-    max(1, hidden // 64). A config that fits records the length the weights were pretrained at
+    naming what differs, before any data is built: an architecture no setting gives with no flags to try (a generator
+    shape among them), sizes with the flags that fit. The generator's size follows `generator_size` (hidden and FFN)
+    and its heads max(1, hidden // 64). A config that fits records the length the weights were pretrained at
     (`PretrainConfig.follow_init_length`): their position rows past the run's max_length were trained."""
     if fixed := _mismatches(cfg, init, FIXED_KEYS, '{what} {k}: {theirs} (this run: {mine})'):
         raise ConfigError(f"init_from: {init.source}: {'; '.join(fixed)}: no setting of this run gives these (it "
@@ -167,8 +167,14 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
                           "it is: fine-tune its discriminator (--model).")
     bad = _mismatches(cfg, init, SIZE_KEYS, '{what} {k}: config {mine}, weights {theirs}')
     if bad:
-        hint = ' '.join(f'--{k} {v:g}' if isinstance(v, float) else f'--{k} {v}'
-                        for k, v in _fitting(cfg, init).items())
+        fit = _fitting(cfg, init)
+        if left := _unfittable(cfg, init, fit):
+            raise ConfigError(f"init_from: {init.source}: {'; '.join(left)}: no setting of this run gives these (its "
+                              "generator is its discriminator scaled by generator_size, the same layers, an FFN 4 x its "
+                              "hidden size and max(1, hidden // 64) heads, as google-research/electra "
+                              "run_pretraining.py get_generator_config), so it cannot continue from these weights. "
+                              "Fine-tuning reads a model's config as it is: fine-tune its discriminator (--model).")
+        hint = ' '.join(f'--{k} {v:g}' if isinstance(v, float) else f'--{k} {v}' for k, v in fit.items())
         raise ConfigError(f"init_from: {init.source} does not fit this run's config: {'; '.join(bad)}. Choose the "
                           f"preset of those weights (e.g. --config small for google/electra-small-*) or set: {hint}")
     _check_tying(init, cfg.tie_weights if _has_generator(cfg) else 'none')
@@ -182,6 +188,14 @@ def check_init_config(cfg: PretrainConfig, init: InitWeights) -> None:
                               f"{differs}; a run that continues from weights tokenizes with theirs. Leave --tokenizer "
                               "empty.")
     cfg.follow_init_length(getattr(init.discriminator.config, 'pretraining_max_length', None), init.source)
+
+
+def _unfittable(cfg: PretrainConfig, init: InitWeights, fit: dict) -> list[str]:
+    "The sizes of `init` the run's config still does not give with the values `fit` set: no setting gives them."
+    try: fitted = config_from_dict(PretrainConfig, fit, 'the sizes that fit', base=cfg)
+    except ConfigError: return []  # (their flags are then offered, and the config's own check names what it refuses)
+    return _mismatches(fitted, init, SIZE_KEYS,
+                       '{what} {k}: {theirs} (with the sizes that fit the rest, this run builds {mine})')
 
 
 def _has_generator(cfg: PretrainConfig) -> bool:

@@ -155,6 +155,26 @@ def test_the_flags_a_size_mismatch_prints_are_all_the_run_needs(tmp_path):
                        init.generator.electra.embeddings.word_embeddings.weight)
 
 
+@pytest.mark.parametrize('changes, named', [
+    ({'intermediate_size': 32}, 'generator intermediate_size: 32 (with the sizes that fit the rest, this run builds 64)'),
+    ({'num_attention_heads': 2}, 'generator num_attention_heads: 2 (with the sizes that fit the rest, this run builds 1)')],
+    ids=['ffn', 'heads'])
+def test_a_generator_of_a_shape_no_generator_size_gives_is_refused_without_flags_that_cannot_fit(tmp_path, changes,
+                                                                                                named):
+    """The run's generator is its discriminator scaled by generator_size, FFN 4 x its hidden size, max(1, hidden // 64)
+    heads (the official get_generator_config). Weights of another generator shape were refused with 'or set: <flags>',
+    and the command with exactly those flags was refused again with the same flags: no setting gives them."""
+    cfg = tiny_cfg(tie_weights='none')
+    save_pair(tmp_path / 'run', cfg, tied=False)
+    gen = transformers.ElectraForMaskedLM.from_pretrained(tmp_path / 'run' / 'generator')
+    other = transformers.ElectraForMaskedLM(transformers.ElectraConfig(**{**gen.config.to_dict(), **changes}))
+    other.save_pretrained(tmp_path / 'run' / 'generator')
+    message = refused(lambda: check_init_config(cfg, load_init(str(tmp_path / 'run'))),
+                      f'init_from: {tmp_path / "run"}: ', named, 'no setting of this run gives',
+                      'FFN 4 x its hidden size', 'fine-tune its discriminator')
+    assert ' or set: ' not in message and '--hidden_size' not in message
+
+
 def test_a_tying_the_weights_do_not_have_is_refused_before_the_data_is_built(tmp_path):
     "Sizes that fit but a tie_weights the source's weights do not have: refused by check_init_config, naming the fix."
     save_pair(tmp_path / 'apart', tiny_cfg(), tied=False)

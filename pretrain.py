@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 6a5bec8361b47969663e6430f70a8ad898db563d4af909d858aa49e077aba032
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 7f784c45a24a28898490f19fd91c8a775d2cd8f7b695cfd347dae7bef4467c3a
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -109,9 +109,9 @@ if frozen: check_generator(cfg, frozen, tokenizer)  # its vocabulary and length 
 own = (f'the tokenizer of init_from {cfg.init_from}' if cfg.init_from else
        f'the tokenizer of the generator {cfg.generator}' if frozen and not cfg.tokenizer else
        f'the tokenizer {cfg.tokenizer}' if cfg.tokenizer else '')
-if own: cfg.follow_tokenizer(applied_case(tokenizer), own)  # what it does to its input is what the run records
 tok_state = tokenizer_state(tokenizer)
-if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)
+if ckpt: check_resume_compatible(ckpt, config_to_dict(cfg), tok_state, resume_path)  # (first: its refusal names the fix)
+if own: cfg.follow_tokenizer(applied_case(tokenizer), own, len(tokenizer))  # what it does to its input, its size
 print_main(f'{len(sources)} corpus(es), {len(files)} text file(s), vocabulary of {len(tokenizer)}')
 
 # %% [markdown]

@@ -291,12 +291,19 @@ class PretrainConfig(CheckedConfig):
             self._record('strip_accents', self.lowercase,
                          "BERT's rule for a vocab.txt (accents stripped with lowercase)")
 
-    def follow_tokenizer(self, applied: dict[str, bool], where: str) -> None:
+    def follow_tokenizer(self, applied: dict[str, bool], where: str, size: int) -> None:
         """Record what the run's own tokenizer (`where`: the one given, or that of the weights it starts from) does to
         its input (`applied`: `electra.data.tokenizer.applied_case`, tried on probes) as `lowercase` and
-        `strip_accents`, so that config.yaml, the model card and the trackers say what the run did: a typed value it
-        contradicts is refused in one line, one from a file (a preset, an older run's config) replaced, with a
-        warning."""
+        `strip_accents`, and its `size` (tokens) as `vocab_size`, so that config.yaml, the model card and the trackers
+        say what the run did: a typed value it contradicts is refused in one line; a case or accent rule from a file
+        (a preset, an older run's config) replaced, with a warning; a size from a file or the default replaced in
+        silence (vocab_size sizes a tokenizer trained on the corpus, which this run does not train)."""
+        if 'vocab_size' in typed_keys(self):
+            need(self.vocab_size == size, 'vocab_size', f"{self.vocab_size} ({value_sources(self)['vocab_size']}) "
+                                                        f"contradicts {where}, which has {size} tokens: vocab_size "
+                                                        "sizes a tokenizer trained on the corpus, and this run trains "
+                                                        "none. Drop --vocab_size.")
+        else: self._set_recorded('vocab_size', size, f'{where}: its size ({size} tokens)')
         for key, does in applied.items():
             what = _TOKENIZER_DOES[key][does]
             if key in typed_keys(self):

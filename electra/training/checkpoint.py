@@ -266,8 +266,10 @@ def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[st
     once its examples are built (`check_resume_corpus`)."""
     saved = ckpt['config']
     # the run's own tokenizer, trained at its start, is reused whatever these say now: changed, the saved config (and
-    # the model card) would describe a tokenizer the run does not have
-    shaped = TOKENIZER_KEYS if not cfg_dict.get('tokenizer') else ()
+    # the model card) would describe a tokenizer the run does not have. A tokenizer the run did not train (given, or
+    # init_from's or the frozen generator's) is compared by its files below.
+    trained = not (cfg_dict.get('tokenizer') or cfg_dict.get('init_from') or cfg_dict.get('generator'))
+    shaped = TOKENIZER_KEYS if trained else ()
     refused = [(k, _saved_value(saved, k), cfg_dict.get(k)) for k in (*RESUME_SAME, *shaped)
                if _differs(_saved_value(saved, k), cfg_dict.get(k))]
     if refused:

@@ -271,7 +271,7 @@ def followed(tmp_path, *argv):
     from electra.pretraining.learner import save_run_config
     cfg = load_config(PretrainConfig, list(argv), preset_dir='configs/pretrain')
     tok = get_tokenizer(cfg.tokenizer, [], cfg.vocab_size, cfg.lowercase, tmp_path, None, cfg.strip_accents)
-    cfg.follow_tokenizer(applied_case(tok), f'the tokenizer {cfg.tokenizer}')
+    cfg.follow_tokenizer(applied_case(tok), f'the tokenizer {cfg.tokenizer}', len(tok))
     (tmp_path / 'run').mkdir(exist_ok=True)
     return cfg, tok, yaml.safe_load(save_run_config(cfg, tmp_path / 'run').read_text())
 
@@ -313,6 +313,26 @@ def test_what_the_run_s_tokenizer_does_is_recorded_and_a_typed_case_or_accent_ru
     with pytest.warns(RunWarning, match=re.escape(replaced)):
         cfg, _, _ = followed(tmp_path, '--config', str(tmp_path / 'old.yaml'), '--tokenizer', str(cased))
     assert cfg.lowercase is False
+
+
+def test_a_typed_vocab_size_a_given_tokenizer_contradicts_is_refused_and_its_size_recorded_otherwise(tmp_path):
+    """R18a-2: `--tokenizer X --vocab_size 3000` (X of 125 tokens) ran in silence, config.yaml and the model card saying
+    3000 for a model of X's rows. vocab_size sizes a tokenizer trained on the corpus: typed beside one the run does not
+    train, it is refused unless it is that tokenizer's size; from a preset or the default, the tokenizer's size is
+    what is recorded, sourced to it."""
+    from electra.config.values import value_sources
+    bpe = own_tokenizer(tmp_path / 'bpe', [f'w{i}' for i in range(120)])  # the 5 special tokens and 120 words
+    refusal = (f"vocab_size: 3000 (command line) contradicts the tokenizer {bpe}, which has 125 tokens: vocab_size "
+               "sizes a tokenizer trained on the corpus, and this run trains none. Drop --vocab_size.")
+    with pytest.raises(ConfigError, match=re.escape(refusal) + '$'):
+        followed(tmp_path, '--tokenizer', str(bpe), '--vocab_size', '3000')
+    cfg, tok, saved = followed(tmp_path, '--tokenizer', str(bpe), '--vocab_size', '125')
+    assert saved['vocab_size'] == cfg.vocab_size == len(tok) == 125
+    assert value_sources(cfg)['vocab_size'] == 'command line'
+    for preset in ('small', 'demo'):  # the class's default 30522, demo's 2000
+        cfg, tok, saved = followed(tmp_path, '--config', preset, '--tokenizer', str(bpe))
+        assert saved['vocab_size'] == cfg.vocab_size == 125
+        assert value_sources(cfg)['vocab_size'] == f'the tokenizer {bpe}: its size (125 tokens)'
 
 
 def test_a_vocab_txt_applies_a_typed_strip_accents_and_records_bert_s_rule_otherwise(tmp_path):

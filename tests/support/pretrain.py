@@ -11,6 +11,12 @@ TINY = ['--steps', '24', '--batch_size', '8', '--max_length', '32', '--hidden_si
         '--threads', '1']  # one thread: runs compared bit for bit sum in one order, whatever the load
 
 
+def without(argv: list[str], flag: str) -> list[str]:
+    "`argv` without `flag` and its value."
+    i = argv.index(flag)
+    return argv[:i] + argv[i + 2:]
+
+
 def run_driver(script: str, argv: list[str], cwd: Path = ROOT) -> dict:
     """Run the driver `script` (pretrain.py, finetune.py) in this process from `cwd`, as `python script *argv` would:
     its globals. No interpreter to start (several seconds a job); an error is raised as it is."""

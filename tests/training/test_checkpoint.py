@@ -44,6 +44,19 @@ def test_a_resume_that_changes_what_shaped_the_runs_own_tokenizer_is_refused(tmp
     check_resume_compatible({**ckpt, 'config': mine}, {**mine, key: now}, {'vocab.txt': 'x'}, tmp_path / 'run.pth')
 
 
+def test_a_run_begun_from_weights_resumes_whatever_vocab_size_its_checkpoint_recorded(tmp_path):
+    """A run that takes its tokenizer from init_from (or a frozen generator) trains none: vocab_size now records that
+    tokenizer's size, which a checkpoint of an earlier version recorded as the preset's value. Its tokenizer files are
+    compared instead (a changed one is refused), as with a tokenizer given."""
+    from electra.config.pretrain import PretrainConfig
+    from electra.config.values import config_to_dict
+    was = {**config_to_dict(PretrainConfig()), 'init_from': str(tmp_path / 'weights')}
+    ckpt = {'config': was, 'tokenizer': {'vocab.txt': 'x'}, 'step': 5}
+    check_resume_compatible(ckpt, {**was, 'vocab_size': 1450}, {'vocab.txt': 'x'}, tmp_path / 'run.pth')
+    with pytest.raises(ConfigError, match='the tokenizer differs from the one this checkpoint was trained with'):
+        check_resume_compatible(ckpt, {**was, 'vocab_size': 1450}, {'vocab.txt': 'y'}, tmp_path / 'run.pth')
+
+
 def test_a_checkpoint_of_an_earlier_version_naming_its_generator_relatively_resumes_from_its_folder(tmp_path,
                                                                                                       monkeypatch,
                                                                                                       capsys):

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 from electra.config.errors import ConfigError, RunWarning, did_you_mean
 from electra.config.paths import expand_path
 from electra.config.text_files import read_text
-from electra.config.values import checked_config, key_types, typed_values
+from electra.config.values import checked_config, key_types, located, typed_values, with_entry_sources
 from electra.config.version import version_line
 from electra.config.yaml_reader import load_yaml
 
@@ -195,11 +195,17 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path |
     if 'config' in key_types(cls):  # the chain as given: a file's own `config` key is in the file, not repeated here
         values['config'] = str(preset)
         if named_by: origins['config'] = (named_by, None)
+    from_presets, preset_origins = dict(values), dict(origins)
     given = {**typed_values(cls, cli, 'command line', False, origins=origins),
              **typed_values(cls, overrides, 'overrides', False, origins=origins)}
     values.update(given)
-    if hasattr(cls, 'command_line_wins'): values = cls.command_line_wins(values, set(given))
+    if hasattr(cls, 'command_line_wins'): values = cls.command_line_wins(values, set(given), from_presets)
     cfg = checked_config(cls, values, origins, handed=_handed_sources())
+    if isinstance(given.get('task_overrides'), dict):  # merged over the preset's (`command_line_wins`): their sources
+        kept = [e for e in cfg.task_overrides if e not in given['task_overrides']]
+        origin = preset_origins.get('task_overrides')
+        with_entry_sources(cfg, 'task_overrides', {e: located(*origin, ('task_overrides', e)) if origin else 'default'
+                                                   for e in kept})
     if wants_help:  # the values this very command would run with
         print(config_help(cls, prog, preset_dir, cfg, str(preset), flags=bool(cli or overrides)))
         raise SystemExit(0)

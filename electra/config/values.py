@@ -27,7 +27,7 @@ from electra.config.text_files import MAX_DIGITS
 from electra.config.yaml_reader import load_yaml
 
 __all__ = ['CheckedConfig', 'config_from_dict', 'config_to_dict', 'value_sources', 'entry_sources', 'typed_keys',
-           'with_entries', 'typed_values', 'checked_config', 'key_types', 'resolved_entries', 'BOOL_WORDS',
+           'with_entries', 'with_entry_sources', 'located', 'typed_values', 'checked_config', 'key_types', 'resolved_entries', 'BOOL_WORDS',
            'RETIRED_KEYS', 'PYTHON']
 
 
@@ -134,7 +134,7 @@ PYTHON = 'Python'  # the source of a value a config was given in Python: `Finetu
 _TYPED = ('command line', 'overrides', PYTHON)
 
 
-def _located(source: str, lines: dict | None, path: tuple) -> str:
+def located(source: str, lines: dict | None, path: tuple) -> str:
     "`source` with the line of the key at `path` (of the nearest mapping above it that has one), when known."
     for n in range(len(path), 0, -1):
         if lines and path[:n] in lines: return f'{source}: line {lines[path[:n]]}'
@@ -184,7 +184,7 @@ def typed_values(cls, values: dict[str, Any], source: str, from_file: bool, line
     hints, typed = key_types(cls), {}
     for key, value in values.items():
         if from_file and key in RETIRED_KEYS: continue
-        where = _located(source, lines, (str(key),))
+        where = located(source, lines, (str(key),))
         if key not in hints: _unknown(cls, key, where, source)
         typed[key] = _coerce(value, hints[key], f"{where}: key '{key}'")
         if origins is not None: origins[key] = (source, lines)
@@ -197,11 +197,11 @@ def _in_domains(cls, values: dict[str, Any], origins: dict) -> None:
     config's final values: a preset's value that a later preset or the command line replaces is not judged."""
     hints, fields = key_types(cls), {f.name: f for f in dataclasses.fields(cls)}
     for key, (source, lines) in origins.items():
-        _in_domain(fields[key], hints[key], values[key], f"{_located(source, lines, (key,))}: key '{key}'")
+        _in_domain(fields[key], hints[key], values[key], f"{located(source, lines, (key,))}: key '{key}'")
         for name, entry in (values[key].items() if fields[key].metadata.get('entries') else ()):
             for k, v in (entry.items() if isinstance(entry, dict) else ()):  # (`validate` names a bad entry or key)
                 if k in fields[key].metadata['entries']:
-                    where = f"{_located(source, lines, (key, str(name), str(k)))}: key '{key}.{name}.{k}'"
+                    where = f"{located(source, lines, (key, str(name), str(k)))}: key '{key}.{name}.{k}'"
                     _in_domain(fields[k], hints[k], _coerce(v, hints[k], where), where)
 
 
@@ -255,10 +255,10 @@ class CheckedConfig:
             setattr(self, f.name, _resolved_paths(f, hints[f.name], getattr(self, f.name)))
         self._typed = (getattr(base, '_typed', frozenset()) - origins.keys()) | typed
         self._sources = {**getattr(base, '_sources', {}),
-                         **{k: _located(source, lines, (k,)) for k, (source, lines) in origins.items()}}
+                         **{k: located(source, lines, (k,)) for k, (source, lines) in origins.items()}}
         # each entry of a mapping given (its own line in a file), for `with_entries` to keep when it merges others in
         self._entry_sources = {**getattr(base, '_entry_sources', {}),
-                               **{k: {e: _located(source, lines, (k, e)) for e in getattr(self, k)}
+                               **{k: {e: located(source, lines, (k, e)) for e in getattr(self, k)}
                                   for k, (source, lines) in origins.items() if isinstance(getattr(self, k), dict)}}
         if hasattr(self, 'validate'): self.validate()
         self.__dict__['_built'] = True
@@ -346,9 +346,15 @@ def with_entries(cfg, key: str, entries: dict, source: str):
     from, and `value_sources` gives the key's entries each with its own source when they came from several places."""
     was = entry_sources(cfg, key)
     out = config_from_dict(type(cfg), {key: {**getattr(cfg, key), **entries}}, source=source, base=cfg, from_file=False)
-    out._entry_sources[key] = each = {e: source if e in entries else was[e] for e in getattr(out, key)}
-    if len(set(each.values())) > 1: out._sources[key] = '; '.join(f'{e}: {where}' for e, where in each.items())
-    return out
+    return with_entry_sources(out, key, {e: source if e in entries else was[e] for e in getattr(out, key)})
+
+
+def with_entry_sources(cfg, key: str, each: dict[str, str]):
+    """`cfg`, its mapping `key`'s entries of `each` recorded as coming from where `each` says (the others keep
+    theirs); `value_sources` gives each entry with its source when they came from several places."""
+    cfg._entry_sources[key] = each = {**entry_sources(cfg, key), **each}
+    if len(set(each.values())) > 1: cfg._sources[key] = '; '.join(f'{e}: {where}' for e, where in each.items())
+    return cfg
 
 
 def entry_sources(cfg, key: str) -> dict[str, str]:

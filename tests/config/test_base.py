@@ -74,8 +74,8 @@ def test_mapping_on_the_command_line_is_yaml():
     from electra.config.finetune import FinetuneConfig
     cfg = load_config(FinetuneConfig, ['--config', 'small', '--task_overrides', '{RTE: {epochs: 4}, CoLA: {lr: 1e-4}}'],
                       preset_dir='configs/finetune')
-    assert set(cfg.task_overrides) == {'RTE', 'CoLA'}                  # the preset's overrides replaced
-    assert cfg.for_task('RTE').epochs == 4 and cfg.for_task('CoLA').lr == 1e-4 and cfg.for_task('STS-B').epochs == 3
+    assert set(cfg.task_overrides) == {'RTE', 'CoLA', 'STS-B'}         # merged over the preset's
+    assert cfg.for_task('RTE').epochs == 4 and cfg.for_task('CoLA').lr == 1e-4 and cfg.for_task('STS-B').epochs == 10
     assert load_config(FinetuneConfig, ['--task_overrides', '{}'], preset_dir='configs/finetune').task_overrides == {}
     with pytest.raises(ConfigError, match=r"key 'task_overrides': expected a mapping, got 'RTE=4'.*as YAML"):
         load_config(FinetuneConfig, ['--task_overrides', 'RTE=4'], preset_dir='configs/finetune')

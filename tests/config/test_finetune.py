@@ -125,6 +125,38 @@ def test_task_overrides_given_with_the_key_on_the_command_line_are_kept():
     assert cfg.for_task('RTE').epochs == 10 and cfg.for_task('RTE').lr == 1e-4
 
 
+@pytest.mark.usefixtures('one_thread')
+def test_task_overrides_typed_are_merged_over_the_presets_task_by_task_and_key_by_key():
+    """R18a-3: `--config demo --task_overrides '{MRPC: {epochs: 1}}'` trained RTE 3 epochs, not demo's 10, in silence
+    (and `{RTE: {lr: 0.002}}` dropped RTE's 10 epochs): a typed mapping replaced the preset's whole. What the command
+    types wins value by value (README): the preset's other tasks, and the typed task's other keys, stay; each entry
+    says where it came from; a per-task flag still replaces that key in the preset's entries, not in the typed ones."""
+    import warnings
+
+    from electra.config.values import entry_sources
+    demo = f"{REPO / 'configs/finetune/demo.yaml'}: line "
+    load = lambda *argv, **kw: load_config(FinetuneConfig, ['--config', 'demo', *argv],
+                                           preset_dir=REPO / 'configs/finetune', **kw)
+    cfg = load('--task_overrides', '{MRPC: {epochs: 1}}')
+    assert [cfg.for_task(t).epochs for t in ('MRPC', 'RTE', 'STS-B', 'CoLA')] == [1, 10, 10, 3]
+    assert cfg.task_overrides == {'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}, 'MRPC': {'epochs': 1}}
+    sources = entry_sources(cfg, 'task_overrides')
+    assert sources['MRPC'] == 'command line' and sources['RTE'].startswith(demo) and sources['STS-B'].startswith(demo)
+    cfg = load('--task_overrides', '{RTE: {lr: 0.002}}')
+    assert (cfg.for_task('RTE').epochs, cfg.for_task('RTE').lr, cfg.for_task('MRPC').lr) == (10, 0.002, 1e-3)
+    assert load('--task_overrides', '{}').task_overrides == {}  # none at all, as typed
+    cfg = load(overrides={'task_overrides': {'MRPC': {'epochs': 1}}})  # a notebook's overrides alike
+    assert [cfg.for_task(t).epochs for t in ('MRPC', 'RTE')] == [1, 10]
+    assert entry_sources(cfg, 'task_overrides')['MRPC'] == 'overrides'
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        cfg = load('--epochs', '1', '--task_overrides', '{RTE: {epochs: 4}}')
+    assert [cfg.for_task(t).epochs for t in ('RTE', 'STS-B', 'MRPC')] == [4, 1, 1]
+    assert [str(w.message) for w in caught if w.category is RunWarning] == [
+        "--epochs 1 applies to every task: it replaces the preset's task_overrides (STS-B epochs: 10). To keep a "
+        "per-task value, give task_overrides on the command line too."]
+
+
 def test_every_key_is_declared_as_changing_a_run_s_result_or_not():
     "A key added to the job must be placed: a setting that changes results but is left out would reuse rows it changes."
     groups = [RESULT_KEYS, INPUT_KEYS, JOB_KEYS]

@@ -94,7 +94,9 @@ def test_the_commands_read_back_as_the_planned_configs(tmp_path):
     assert Path(got.output_dir) == tmp_path / 'out' / 't' / 'pretrain' and run.run_dir == Path(got.output_dir) / 't_uniform_2'
     ft = load_config(FinetuneConfig, run.finetune_args, preset_dir='configs/finetune')
     assert (ft.model, ft.tasks, ft.group, ft.runs) == (str(run.model), ['STS-B', 'MRPC'], 'uniform_2', 3)
-    assert ft.task_overrides == {'STS-B': {'epochs': 2}} and Path(ft.output_dir) == tmp_path / 'out' / 't' / 'finetune'
+    # merged over the finetune preset's (demo: RTE 10 epochs)
+    assert ft.task_overrides == {'RTE': {'epochs': 10}, 'STS-B': {'epochs': 2}}
+    assert Path(ft.output_dir) == tmp_path / 'out' / 't' / 'finetune'
     assert [r.label for r in plan.runs] == ['electra (seed 1)', 'uniform (seed 1)', 'electra (seed 2)', 'uniform (seed 2)']
 
 
@@ -780,9 +782,13 @@ def test_a_job_the_comparison_launches_says_where_each_value_came_from(tmp_path,
     lines = Path('configs/pretrain/demo.yaml').read_text().splitlines()  # the job's own preset: its lines
     assert sources['hidden_size'] == f"configs/pretrain/demo.yaml: line {next(n for n, t in enumerate(lines, 1) if t.startswith('hidden_size:'))}"
     args, sources = seen['uniform_generator_1']
+    ft_lines = Path('configs/finetune/demo.yaml').read_text().splitlines()
+    ft_line = lambda text: next(n for n, t in enumerate(ft_lines, 1) if t.strip().startswith(text))
     assert {k: sources[k] for k in args} == {
         'config': at('finetune_config'), 'runs': at('runs'), 'predict': at('predict'),
-        'task_overrides': at('task_overrides'), 'cache_dir': typed,
+        # the finetune preset's entries the comparison's task_overrides merge over keep their lines
+        'task_overrides': f"RTE: configs/finetune/demo.yaml: line {ft_line('RTE:')}; STS-B: {at('task_overrides')}",
+        'cache_dir': typed,
         'model': made('its pretraining of uniform_generator, seed 1'), 'tasks': at('tasks'),
         'group': made('its variant and seed'), 'output_dir': made('its output_dir and name'),
         'test_output_dir': made('its output_dir and name'), 'threads': at('threads')}

@@ -22,7 +22,7 @@ from electra.config.values import CheckedConfig, config_from_dict, typed_keys, v
 from electra.config.yaml_reader import key_place
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'DATA_NAMES',
-           'LOSS_REDUCTIONS', 'is_task_file', 'TaskCatalogue', 'register_task_catalogue']
+           'LOSS_REDUCTIONS', 'is_task_file', 'TaskCatalogue', 'register_task_catalogue', 'merged_overrides']
 
 # every GLUE task, the default `tasks`, in the order of the task table (finetuning/tasks/glue/tasks.py)
 GLUE_TASKS = ('CoLA', 'SST-2', 'MRPC', 'STS-B', 'QQP', 'MNLI', 'QNLI', 'RTE', 'WNLI', 'AX')
@@ -101,6 +101,12 @@ def qa_no_ensemble(k: int, name: str) -> ConfigError:
     return ConfigError(f"ensemble_k: {k}, but the answers of QA task {name} come from one run: ensembles are for "
                        f"classification and tagging tasks. Use --ensemble_k 1 (or predict: false), or put the QA task in "
                        f"a job of its own.")
+
+
+def merged_overrides(base: dict, typed: dict) -> dict:
+    "`typed` task_overrides merged over `base`, task by task and key by key: what is typed wins value by value."
+    return {**base, **{t: {**base[t], **v} if isinstance(base.get(t), dict) and isinstance(v, dict) else v
+                       for t, v in typed.items()}}
 
 
 @dataclass
@@ -236,9 +242,7 @@ class FinetuneConfig(CheckedConfig):
             was = '; '.join(f'{task} {k}: {v}' for task, k, v in replaced)
             warnings.warn(f"{flags} applies to every task: it replaces the preset's task_overrides ({was}). To keep a "
                           "per-task value, give task_overrides on the command line too.", RunWarning, stacklevel=2)
-        merged = {t: {**kept[t], **v} if isinstance(kept.get(t), dict) and isinstance(v, dict) else v
-                  for t, v in typed.items()}
-        return {**values, 'task_overrides': {**kept, **merged}}
+        return {**values, 'task_overrides': merged_overrides(kept, typed)}
 
     def validate(self) -> None:
         "The rules that relate several keys (each key's own domain is declared beside it, and checked when read)."

@@ -23,9 +23,10 @@ import yaml
 from electra.config.cli import load_config, parse_cli, project_dir, resolve_preset
 from electra.config.compare import CompareConfig
 from electra.config.errors import RunWarning
-from electra.config.finetune import FinetuneConfig
+from electra.config.finetune import FinetuneConfig, merged_overrides
 from electra.config.pretrain import PretrainConfig
 from electra.config.values import config_to_dict, resolved_entries, value_sources, with_entries
+from electra.config.yaml_reader import load_yaml
 from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (RECORD, Launcher, RunFailed, changed_keys, corpus_data, finetune_done, go_on,
                                       pretrain_done, read_record, settings, run_finetuning, run_pretraining,
@@ -49,7 +50,8 @@ _NESTED = {'pretrain.': 'pretrain_overrides', 'finetune.': 'finetune_overrides'}
 
 def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | None = None) -> CompareConfig:
     """The comparison's config: defaults < the preset(s) of --config (configs/compare/) < --key value flags, then each
-    --pretrain.KEY / --finetune.KEY flag merged into pretrain_overrides / finetune_overrides."""
+    --pretrain.KEY / --finetune.KEY flag merged into pretrain_overrides / finetune_overrides (--finetune.task_overrides
+    merged over the preset's task by task and key by key, `merged_overrides`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     plain, nested, i = [], {key: {} for key in _NESTED.values()}, 0
     while i < len(argv):
@@ -63,6 +65,11 @@ def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | Non
         nested[_NESTED[prefix]][key[len(prefix):]] = value
         i += 1 + has_value
     cfg = load_config(CompareConfig, plain, default_preset='demo', prog=PROG, overrides=overrides)
+    typed = nested['finetune_overrides'].get('task_overrides')
+    if isinstance(typed, str): typed = load_yaml(typed, '--finetune.task_overrides')  # the flag's text, as YAML
+    if isinstance(typed, dict):  # over the preset's, task by task and key by key, as finetune.py merges typed ones
+        nested['finetune_overrides']['task_overrides'] = (
+            merged_overrides(cfg.finetune_overrides.get('task_overrides', {}), typed) if typed else {})  # {}: none
     for key, values in nested.items():  # each entry keeps its source: the preset's line, or the command line
         if values: cfg = with_entries(cfg, key, values, 'command line')
     return cfg

@@ -122,3 +122,16 @@ def test_a_finetune_flag_replaces_the_comparison_presets_task_overrides_of_its_k
     assert plan.finetune.for_task('STS-B').epochs == 1 and '--task_overrides' not in plan.runs[0].finetune_args
     plan = make_plan(load_compare_config([*argv, '--finetune.task_overrides', '{STS-B: {epochs: 2}}']))
     assert plan.finetune.for_task('STS-B').epochs == 2  # given beside it: the user's own
+
+
+def test_finetune_task_overrides_typed_are_merged_over_the_comparison_presets(tmp_path):
+    """R18a-3 through the comparison: demo.yaml's finetune_overrides give task_overrides {STS-B: {epochs: 3}}; a typed
+    --finetune.task_overrides '{STS-B: {lr: 1e-4}}' replaced them whole, and the job's own preset's 10 epochs of STS-B
+    came back under finetune.py's merge. Merged task by task and key by key: STS-B keeps the comparison's 3 epochs."""
+    from electra.config.cli import load_config
+    from electra.config.finetune import FinetuneConfig
+    argv = ['--config', 'demo', '--output_dir', str(tmp_path / 'out'), '--finetune.task_overrides', '{STS-B: {lr: 1e-4}}']
+    plan = make_plan(load_compare_config(argv))
+    assert (plan.finetune.for_task('STS-B').epochs, plan.finetune.for_task('STS-B').lr) == (3, 1e-4)
+    job = load_config(FinetuneConfig, plan.runs[0].finetune_args, preset_dir='configs/finetune')  # as the job reads it
+    assert (job.for_task('STS-B').epochs, job.for_task('STS-B').lr) == (3, 1e-4)

@@ -387,9 +387,30 @@ class PretrainConfig(CheckedConfig):
                                       f"get_generator_config), and {hidden} is not divisible by {heads}. Give "
                                       f"generator_size {sizes}.")
 
+    def _say_unread(self) -> None:
+        """Each typed key the objective does not read (`--config bert --generator_size 0.5`) said in a warning: the run
+        goes on (one set of flags shared by runs of several objectives is common), its record keeps the value given."""
+        row = OBJECTIVES[self.objective]
+        unread = {}
+        if self.uniform_generator:
+            unread = {**dict.fromkeys(('generator_size', 'gen_loss_weight'), 'the uniform generator is no network'),
+                      'temperature': "the uniform generator's draws are uniform at any temperature"}
+        elif row.generator in ('frozen', 'none'):
+            what = 'a frozen generator of its own, never trained' if row.generator == 'frozen' else 'no generator network'
+            unread = dict.fromkeys(('generator_size', 'gen_loss_weight'), f"objective '{row.name}' has {what}")
+        if not row.samples:
+            unread.update(dict.fromkeys(('temperature', 'disallow_correct'),
+                                        f"objective '{row.name}' samples no replacements"))
+        for key in (k for k in unread if k in typed_keys(self)):
+            value = getattr(self, key)
+            shown = str(value).lower() if isinstance(value, bool) else f'{value:g}'
+            warnings.warn(f"{key} {shown} ({value_sources(self)[key]}) has no effect: {unread[key]}.", RunWarning,
+                          stacklevel=2)
+
     def _validate_objective(self) -> None:
         "The settings the objective's row (config/objectives.py) allows."
         row = OBJECTIVES[self.objective]
+        self._say_unread()
         self._validate_frozen_generator()
         if row.uniform_generator:
             need(not self.uniform_generator, 'uniform_generator', f'{row.uniform_generator}: drop --uniform_generator.')

@@ -356,3 +356,30 @@ def test_a_vocab_txt_applies_a_typed_strip_accents_and_records_bert_s_rule_other
     assert tok.tokenize('élève') == ['eleve'] and (saved['lowercase'], saved['strip_accents']) == (False, True)
     cfg, tok, saved = followed(tmp_path, '--tokenizer', str(vocab), '--lowercase', 'false')
     assert tok.tokenize('élève') == ['élève'] and saved['strip_accents'] is False  # BERT's rule: no lowercase, no strip
+
+
+@pytest.mark.parametrize('preset, argv, said', [
+    ('bert', ['--generator_size', '0.5', '--temperature', '2'],
+     ["generator_size 0.5 (command line) has no effect: objective 'mlm' has no generator network.",
+      "temperature 2 (command line) has no effect: objective 'mlm' samples no replacements."]),
+    ('bert', ['--gen_loss_weight', '2', '--disallow_correct', 'true'],
+     ["gen_loss_weight 2 (command line) has no effect: objective 'mlm' has no generator network.",
+      "disallow_correct true (command line) has no effect: objective 'mlm' samples no replacements."]),
+    ('uniform_generator', ['--generator_size', '0.5', '--temperature', '2', '--disallow_correct', 'true'],
+     ["generator_size 0.5 (command line) has no effect: the uniform generator is no network.",
+      "temperature 2 (command line) has no effect: the uniform generator's draws are uniform at any temperature."]),
+    ('electra', ['--generator_size', '0.5', '--temperature', '2', '--disallow_correct', 'true'], [])],
+    ids=['bert-sizes', 'bert-loss', 'uniform', 'electra'])
+def test_a_typed_key_the_objective_does_not_read_is_said_in_a_warning(preset, argv, said):
+    """`--config bert --generator_size 0.5` ran in silence, config.yaml and the card recording a generator size for a
+    run without one (the kind of R18a-2: a typed value that cannot apply). Said in one warning each, the run going on
+    (a flag set shared by runs of several objectives is common); a preset's value is not typed and says nothing."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        load_config(PretrainConfig, ['--config', preset, *argv], preset_dir='configs/pretrain')
+    assert [str(w.message) for w in caught if w.category is RunWarning] == said
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        load_config(PretrainConfig, ['--config', f'demo,{preset}'], preset_dir='configs/pretrain')  # demo sets 0.5
+    assert not [w for w in caught if w.category is RunWarning and 'has no effect' in str(w.message)]

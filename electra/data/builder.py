@@ -57,6 +57,8 @@ _WRITE_ROWS = 10_000            # examples per Arrow record batch
 FEATURES = datasets.Features({'input_ids': datasets.List(datasets.Value('int32')),
                               'token_type_ids': datasets.List(datasets.Value('int8')),
                               'document': datasets.Value('int64')})  # (shard << 32) + document number in the shard
+# the counters a document has of its own: a repeated document's are taken off when it is dropped (`_drop_repeated`)
+PER_DOCUMENT = ('sentences', 'tokens', 'cut_tokens', 'overlong_tokens', 'long_sentences')
 COUNTERS = ['bytes', 'documents', 'sentences', 'tokens', 'examples', 'empty_documents', 'undecodable_lines',
             'long_lines', 'long_sentences', 'short_lines', 'repeated_documents', 'cut_tokens',
             'overlong_tokens']
@@ -209,29 +211,29 @@ def read_batches(source: CorpusSource,
     for shard in _plan(source, settings): yield from _shard_batches(source, settings, shard, Counter())
 
 
-def _split_batch(batch: list[tuple[list[str], bool]], lang: Optional[str], settings: BuildSettings,
-                 stats: Counter) -> list[list[str]]:
-    "The sentences of each document piece of `batch`, those over `max_sentence_chars` skipped and counted."
+def _split_batch(batch: list[tuple[list[str], bool]], lang: Optional[str],
+                 settings: BuildSettings) -> list[tuple[list[str], int]]:
+    "The sentences of each document piece of `batch`, and how many were over `max_sentence_chars` (skipped)."
     split = split_sentences([line for doc, _ in batch for line in doc], lang)
     doc_sentences, i = [], 0
     for doc, _ in batch:
         sentences = [x for line in split[i:i + len(doc)] for x in line]
         i += len(doc)
         kept = [x for x in sentences if len(x) <= settings.max_sentence_chars]
-        stats['long_sentences'] += len(sentences) - len(kept)
-        doc_sentences.append(kept)
+        doc_sentences.append((kept, len(sentences) - len(kept)))
     return doc_sentences
 
 
 def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
-                 report: Callable[[int, int], None]) -> tuple[dict, bytes]:
-    """Build shard `index` into the Arrow file `path` (none when it gives no example); returns its counters and the
-    hash of each of its documents' text (its cleaned lines), `_DIGEST` bytes each, in document order.
-    `report(bytes, examples)` is called after every batch, for the progress bar."""
-    s, stats, hashes = job.settings, Counter(), []
+                 report: Callable[[int, int], None]) -> tuple[dict, bytes, np.ndarray]:
+    """Build shard `index` into the Arrow file `path` (none when it gives no example); returns its counters, the
+    hash of each of its documents' text (its cleaned lines), `_DIGEST` bytes each, in document order, and each
+    document's own counts of `PER_DOCUMENT` [documents, len(PER_DOCUMENT)] (a repeated one's are taken off when it is
+    dropped: `_drop_repeated`). `report(bytes, examples)` is called after every batch, for the progress bar."""
+    s, stats, hashes, per_doc = job.settings, Counter(), [], []
     builder = ExampleBuilder(s.max_length, job.cls_id, job.sep_id, random.Random(f'{job.seed}:{job.key}:{index}'))
     columns, writer, n_doc, digest = {name: [] for name in FEATURES}, None, 0, hashlib.blake2b(digest_size=_DIGEST)
-    reported = (0, 0)
+    doc, reported = Counter(), (0, 0)  # the counts of the document being built (it may come in pieces)
 
     def flush():
         nonlocal writer
@@ -249,30 +251,38 @@ def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
         stats['examples'] += 1
         if len(columns['document']) >= _WRITE_ROWS: flush()
 
+    def add_piece(sentences, skipped, ids, ends):
+        nonlocal n_doc, digest, doc
+        cut = builder.cut_tokens, builder.overlong_tokens
+        doc.update(sentences=len(sentences), long_sentences=skipped)
+        for _ in sentences:
+            sentence = next(ids)
+            doc['tokens'] += len(sentence)
+            emit(builder.add_sentence(sentence))
+        if ends: emit(builder.end_document())  # examples never span documents
+        doc.update(cut_tokens=builder.cut_tokens - cut[0], overlong_tokens=builder.overlong_tokens - cut[1])
+        if not ends: return
+        n_doc += 1
+        hashes.append(digest.digest())
+        per_doc.append([doc[k] for k in PER_DOCUMENT])
+        stats.update(doc)
+        digest, doc = hashlib.blake2b(digest_size=_DIGEST), Counter()
+
     try:
         for lang, batch in _shard_batches(job.source, s, shard, stats):
-            doc_sentences = _split_batch(batch, lang, s, stats)
-            flat = [x for doc in doc_sentences for x in doc]
+            doc_sentences = _split_batch(batch, lang, s)
+            flat = [x for kept, _ in doc_sentences for x in kept]
             ids = iter([e.ids for e in job.tokenizer.encode_batch_fast(flat, add_special_tokens=False)])
-            stats['sentences'] += len(flat)
-            for sentences, (doc, ends) in zip(doc_sentences, batch):
-                digest.update('\n'.join(doc).encode() + b'\n')  # a long document comes in pieces
-                for _ in sentences:
-                    sentence = next(ids)
-                    stats['tokens'] += len(sentence)
-                    emit(builder.add_sentence(sentence))
-                if ends:
-                    emit(builder.end_document())  # examples never span documents
-                    n_doc += 1
-                    hashes.append(digest.digest())
-                    digest = hashlib.blake2b(digest_size=_DIGEST)
+            for (sentences, skipped), (lines, ends) in zip(doc_sentences, batch):
+                digest.update('\n'.join(lines).encode() + b'\n')  # a long document comes in pieces
+                add_piece(sentences, skipped, ids, ends)
             report(stats['bytes'] - reported[0], stats['examples'] - reported[1])
             reported = (stats['bytes'], stats['examples'])
         flush()
     finally:
         if writer is not None: writer.close()
-    stats['cut_tokens'], stats['overlong_tokens'] = builder.cut_tokens, builder.overlong_tokens
-    return dict(stats), b''.join(hashes)
+    stats.update(doc)  # (a last piece without its document's end: none in a shard of whole documents)
+    return dict(stats), b''.join(hashes), np.array(per_doc, dtype=np.int64).reshape(-1, len(PER_DOCUMENT))
 
 
 def _drop_documents(path: Path, documents: np.ndarray) -> int:
@@ -285,22 +295,25 @@ def _drop_documents(path: Path, documents: np.ndarray) -> int:
     return table.num_rows
 
 
-def _drop_repeated(built: list[tuple[dict, bytes]], out_dir: Path, drop: bool) -> list[dict]:
+def _drop_repeated(built: list[tuple[dict, bytes, np.ndarray]], out_dir: Path, drop: bool) -> list[dict]:
     """Each shard's counters; with `drop`, once the examples of every document whose text repeats an earlier one's (in
     shard order, so the first is kept wherever it lies: in the same shard or another) are dropped from the shard
-    files and counted as its 'repeated_documents'. Examples are built before, so the kept ones are those of a build
-    without de-duplication. The kept documents' ids and hashes are saved as `DOCUMENTS`, for `drop_repeated_across`."""
-    hashes = np.frombuffer(b''.join(h for _, h in built), dtype=HASH)
-    ids = np.concatenate([(i << 32) + np.arange(len(h) // _DIGEST, dtype=np.int64) for i, (_, h) in enumerate(built)])
+    files and counted as its 'repeated_documents', their own counts (`PER_DOCUMENT`) taken off the shard's. Examples
+    are built before, so the kept ones are those of a build without de-duplication. The kept documents' ids and
+    hashes are saved as `DOCUMENTS`, for `drop_repeated_across`."""
+    hashes = np.frombuffer(b''.join(h for _, h, _ in built), dtype=HASH)
+    ids = np.concatenate([(i << 32) + np.arange(len(h) // _DIGEST, dtype=np.int64) for i, (_, h, _) in enumerate(built)])
     repeated = np.zeros(len(hashes), bool)
     if drop:
         repeated[:] = True
         repeated[np.unique(hashes, return_index=True)[1]] = False  # the index of each text's first occurrence
     out, start = [], 0
-    for index, (stats, h) in enumerate(built):
+    for index, (stats, h, per_doc) in enumerate(built):
         docs = np.flatnonzero(repeated[start:start + len(h) // _DIGEST])
         start += len(h) // _DIGEST
-        stats = {**stats, 'repeated_documents': len(docs), 'documents': stats.get('documents', 0) - len(docs)}
+        dropped = dict(zip(PER_DOCUMENT, per_doc[docs].sum(axis=0).tolist()))
+        stats = {**stats, **{k: stats.get(k, 0) - n for k, n in dropped.items()}, 'repeated_documents': len(docs),
+                 'documents': stats.get('documents', 0) - len(docs)}
         if len(docs) and stats.get('examples'):
             stats['examples'] = _drop_documents(out_dir / f'shard-{index:05d}.arrow', (index << 32) + docs)
         out.append(stats)
@@ -347,8 +360,8 @@ class _Progress:
 
 
 def _run_shards(shards: list[list[tuple]], job: _Job, out_dir: Path, num_proc: int,
-                progress: _Progress) -> list[tuple[dict, bytes]]:
-    "Build every shard, in this process or in `num_proc` worker processes; counters and hashes in shard order."
+                progress: _Progress) -> list[tuple[dict, bytes, np.ndarray]]:
+    "Build every shard, in this process or in `num_proc` worker processes; `_build_shard`'s results in shard order."
     if num_proc <= 1 or len(shards) <= 1:
         return [_build_shard(i, shard, job, out_dir / f'shard-{i:05d}.arrow', progress) for i, shard in enumerate(shards)]
     # fork shares the tokenizer and a memory-mapped table without pickling; elsewhere fork is unsafe

@@ -160,6 +160,33 @@ def test_repeated_text_is_dropped_before_the_held_out_split_and_counted_in_one_l
     assert format_duplicates(every, info) == f'corpus {folder}: 4 files, duplicates kept (deduplicate: false)'
 
 
+def test_the_counts_of_a_build_are_those_of_the_documents_it_keeps(tmp_path):
+    """R19a-1: a corpus with repeated documents printed the sentences, tokens and cut-off share of every document read,
+    the dropped ones too, beside the documents and examples kept. Its counts are now those of the same text with the
+    repeats removed by hand (the tokens cut off: those of its own examples, whose segmentation draws differ), in one
+    shard and over several built by two processes."""
+    from electra.data.cache import build_corpus
+    from electra.data.corpus import resolve_corpus
+    tok, docs = unique_words(tmp_path, 40)
+    lines_file(tmp_path / 'with.txt', docs[:30] + [docs[3], docs[7]] + docs[30:] + [docs[3]])
+    lines_file(tmp_path / 'without.txt', docs)
+    special = {tok.cls_token_id, tok.sep_token_id}
+    for shard_bytes, num_proc in ((1 << 20, 1), (2000, 2)):
+        settings = BuildSettings(max_length=16, shard_bytes=shard_bytes)
+        counts, built = {}, {}
+        for name in ('with', 'without'):
+            [source] = resolve_corpus([str(tmp_path / f'{name}.txt')], tmp_path / 'cache', settings)
+            built[name] = build_corpus(source, tok, settings, tmp_path / 'cache', 0, num_proc, progress=False)
+            counts[name] = build_summary(built[name])['counts']
+        assert counts['with']['repeated_documents'] == 3 and counts['without']['repeated_documents'] == 0
+        for key in ('documents', 'sentences', 'tokens', 'overlong_tokens', 'long_sentences'):
+            assert counts['with'].get(key, 0) == counts['without'].get(key, 0), key
+        assert counts['without']['tokens'] == 40 * 6 * 8  # every word of the text once
+        for name in ('with', 'without'):  # the tokens cut off: those of the text its examples do not hold
+            held = sum(1 for ids in built[name]['input_ids'] for i in ids if i not in special)
+            assert counts[name]['tokens'] - counts[name]['cut_tokens'] == held
+
+
 def test_repeated_rows_of_a_table_are_dropped_and_counted(tmp_path):
     "A table's rows are its documents: a row repeated (as in scraped web text) is dropped and counted."
     from electra.data.cache import build_corpus

@@ -110,7 +110,9 @@ def test_nothing_usable_left_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r'bad has no usable text file \(2 empty\)'):
         resolve_corpus([str(d)], tmp_path)
     (tmp_path / 'long.txt').write_text(('y' * 200 + '\n') * 3)
-    with pytest.raises(ConfigError, match=r'no pretraining examples .*3 sentences over max_sentence_chars'):
+    # three documents of one text: two dropped as repeats, the sentence of the one kept over max_sentence_chars
+    with pytest.raises(ConfigError, match=r'no pretraining examples .*skipped: 2 repeated documents, 1 sentences over '
+                                          r'max_sentence_chars'):
         build(tmp_path / 'long.txt', tokenizer, tmp_path / 'cache', BuildSettings(max_sentence_chars=100))
 
 

@@ -5,7 +5,6 @@ several `finetune_at` fractions, the same scores for each fine-tuned checkpoint:
 pretraining compute (`curve.csv`, and the plot's lines)."""
 from __future__ import annotations
 
-import io
 import math
 import warnings
 from pathlib import Path
@@ -19,7 +18,7 @@ from electra.experiments.runs import RECORD, read_record
 from electra.finetuning.results import METRIC_COLUMNS, ResultsTable, sample_std
 from electra.finetuning.tasks.files import make_task
 from electra.finetuning.tasks.glue.tasks import TASKS
-from electra.runtime.files import atomic_write_bytes, atomic_write_text
+from electra.runtime.files import atomic_write_figure, atomic_write_text, glyphs_said
 
 __all__ = ['finetune_scores', 'variant_row', 'comparison_table', 'curve_table', 'table_markdown', 'plot_comparison',
            'write_table']
@@ -176,6 +175,16 @@ def plot_comparison(plan: Plan, table: pd.DataFrame, path: Path, curve: pd.DataF
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    with glyphs_said(path):  # (a comparison or variant named in another script)
+        fig = _comparison_figure(plan, table, curve, along, data)
+        atomic_write_figure(fig, path, 120)
+    plt.close(fig)
+    return path
+
+
+def _comparison_figure(plan: Plan, table: pd.DataFrame, curve: pd.DataFrame | None, along: bool, data: pd.DataFrame):
+    "The figure of `plot_comparison`: its points or lines, axes, labels and legend."
+    import matplotlib.pyplot as plt
     import matplotlib.ticker
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     ax.set_xscale('log')
@@ -197,10 +206,7 @@ def plot_comparison(plan: Plan, table: pd.DataFrame, path: Path, curve: pd.DataF
     ax.grid(alpha=0.3, which='both')
     ax.legend(fontsize=8, loc='best')
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format='png', dpi=120)
-    plt.close(fig)
-    return atomic_write_bytes(buf.getvalue(), path)
+    return fig
 
 
 def _plot_points(ax, table: pd.DataFrame) -> None:

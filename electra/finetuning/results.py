@@ -15,7 +15,7 @@ from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.metrics import GLUE_SCORE_TASKS, glue_score
 from electra.finetuning.tasks.glue.tasks import TASKS
 from electra.finetuning.tasks.metrics import METRIC_NAMES, dev_metric_names, metric_text
-from electra.runtime.files import atomic_write_bytes, atomic_write_text, locked, writable_files
+from electra.runtime.files import atomic_write_figure, atomic_write_text, glyphs_said, locked, writable_files
 from electra.runtime.processes import is_main_process
 
 __all__ = ['JOB_RUNS', 'METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'sample_std', 'summarize', 'summary_markdown',
@@ -222,21 +222,19 @@ def plot_summary(df: pd.DataFrame, path: str | Path, title: str = '', tasks: dic
     import matplotlib.pyplot as plt
     path = Path(path)
     names = [n for n in tasks if (df['task'] == n).any()]
-    fig, ax = plt.subplots(figsize=(1.2 * max(len(names), 3) + 1, 4))
-    rng = np.random.default_rng(0)
-    for x, name in enumerate(names):
-        s = df.loc[df['task'] == name, 'score'].astype(float).dropna().to_numpy()  # undefined scores: no dot
-        ax.scatter(x + rng.uniform(-0.15, 0.15, len(s)), s, s=18, alpha=0.7)
-        if len(s): ax.hlines(np.median(s), x - 0.3, x + 0.3, colors='k', linewidth=2)
-    ax.set_xticks(range(len(names)), [f'{n}\n({tasks[n].score_metric})' for n in names], fontsize=8)
-    ax.set_ylabel('dev score (%)')
-    ax.set_title(title or 'GLUE dev scores per run (bar: median)')
-    ax.grid(axis='y', alpha=0.3)
-    fig.tight_layout()
-    if is_main_process():
-        buf = io.BytesIO()
-        fig.savefig(buf, format='png', dpi=120)
-        atomic_write_bytes(buf.getvalue(), path)
+    with glyphs_said(path):  # (a group or task named in another script)
+        fig, ax = plt.subplots(figsize=(1.2 * max(len(names), 3) + 1, 4))
+        rng = np.random.default_rng(0)
+        for x, name in enumerate(names):
+            s = df.loc[df['task'] == name, 'score'].astype(float).dropna().to_numpy()  # undefined scores: no dot
+            ax.scatter(x + rng.uniform(-0.15, 0.15, len(s)), s, s=18, alpha=0.7)
+            if len(s): ax.hlines(np.median(s), x - 0.3, x + 0.3, colors='k', linewidth=2)
+        ax.set_xticks(range(len(names)), [f'{n}\n({tasks[n].score_metric})' for n in names], fontsize=8)
+        ax.set_ylabel('dev score (%)')
+        ax.set_title(title or 'GLUE dev scores per run (bar: median)')
+        ax.grid(axis='y', alpha=0.3)
+        fig.tight_layout()
+        if is_main_process(): atomic_write_figure(fig, path, 120)
     plt.close(fig)
     return path
 

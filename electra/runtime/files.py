@@ -9,16 +9,20 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import io
 import os
+import re
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 
-__all__ = ['path_inside', 'writable_dir', 'writable_files', 'saved_by_torch', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes', 'locked', 'file_sha256',
+__all__ = ['path_inside', 'writable_dir', 'writable_files', 'saved_by_torch', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes',
+           'atomic_write_figure', 'glyphs_said', 'locked', 'file_sha256',
            'FileDigests', 'owner_gone', 'lock_run_dir', 'release_run_dir']
 
 
@@ -146,6 +150,34 @@ def atomic_write_text(text: str, path: str | Path) -> Path:
 def atomic_write_bytes(data: bytes, path: str | Path) -> Path:
     "`data` written atomically to `path`: readers see the old file or the whole new one, never a partial one."
     return _atomic(Path(path), lambda f: f.write(data))
+
+
+def atomic_write_figure(fig, path: str | Path, dpi: int) -> Path:
+    "The matplotlib figure `fig` as a PNG of `dpi`, written atomically to `path`."
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', dpi=dpi)
+    return atomic_write_bytes(buf.getvalue(), path)
+
+
+_GLYPH = re.compile(r'Glyph (\d+) .*missing from font')  # matplotlib's warning, one per character and drawing
+
+
+@contextlib.contextmanager
+def glyphs_said(what: str | Path):
+    """Around drawing a plot (`what`: its file): the characters no font of it draws (a group or run named in another
+    script) said in one warning naming the plot, in place of matplotlib's warning per character and drawing, which
+    names the library's lines; other warnings pass on as they were."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        yield
+    missing = {}
+    for w in caught:
+        if (m := _GLYPH.match(str(w.message))) and issubclass(w.category, UserWarning): missing[chr(int(m[1]))] = None
+        else: warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if missing:
+        warnings.warn(f"{what}: no font of the plot draws {', '.join(map(repr, missing))}, shown as boxes (install a "
+                      "font of that script, e.g. Noto Sans CJK, for the plot to draw them); the text files hold every "
+                      "name as it is.", RunWarning, stacklevel=3)
 
 
 @contextlib.contextmanager

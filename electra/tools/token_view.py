@@ -34,7 +34,7 @@ from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model, past_pretraining
 from electra.pretrained.electric import ElectricScorer
 from electra.pretrained.generator import load_generator
-from electra.runtime.files import saved_by_torch
+from electra.runtime.files import glyphs_said, saved_by_torch
 from electra.tools.explore import check_tokenizer
 from electra.training.checkpoint import load_checkpoint
 
@@ -125,7 +125,7 @@ class TokenView:
 
     def _repr_png_(self) -> bytes:
         buf = io.BytesIO()
-        self.figure().savefig(buf, format='png', dpi=100)
+        with glyphs_said('the token view'): self.figure().savefig(buf, format='png', dpi=100)  # (text of any script)
         return buf.getvalue()
 
 

@@ -24,6 +24,7 @@ from electra.config.yaml_reader import load_yaml
 from electra.data.batches import pad_examples
 from electra.finetuning.results import METRIC_COLUMNS
 from electra.objective.masking import MaskingSettings
+from electra.runtime.files import atomic_write_figure, glyphs_said
 from electra.runtime.processes import is_main_process, running_in_notebook
 from electra.tools.data_views import mask_batch
 from electra.tools.token_view import TokenView
@@ -44,7 +45,7 @@ def show(obj, title: str | None = None) -> None:
         if title: display(Markdown(f'**{title}**'))
         if isinstance(obj, Figure):  # as a PNG: whatever matplotlib backend the kernel has (none, Agg, inline)
             buf = io.BytesIO()
-            obj.savefig(buf, format='png', dpi=100)
+            with glyphs_said(title or 'the figure'): obj.savefig(buf, format='png', dpi=100)  # (text of any script)
             obj = Image(data=buf.getvalue(), format='png')
         display(obj)
         return
@@ -176,7 +177,7 @@ def plot_losses(metrics_csv: str | Path, path: str | Path | None = None, objecti
         ax.set_xlabel('step'), ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3), ax.legend(fontsize=7)
     fig.tight_layout()
-    if path is not None: fig.savefig(str(path), dpi=100)
+    if path is not None: atomic_write_figure(fig, path, 100)
     return fig
 
 

@@ -157,3 +157,35 @@ def test_a_diverged_run_ends_the_job_with_its_error_line_and_status_2(excepthook
     with pytest.raises(SystemExit) as e:
         excepthook(type(diverged), diverged, None)
     assert e.value.code == 2 and capsys.readouterr().err == f'{line}the loss became NaN or infinite at step 5\n'
+
+
+def test_characters_no_font_draws_are_said_in_one_warning_naming_the_plot(tmp_path):
+    """R19a-2: a group named `grp é 日本 x` gave summary.png's title as boxes and four matplotlib UserWarnings per glyph,
+    naming the library's source lines. One RunWarning now names the file and the characters; the plot is written."""
+    import warnings
+
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from electra.config.errors import RunWarning
+    path = tmp_path / 'summary.png'
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        with files.glyphs_said(path):
+            fig, ax = plt.subplots()
+            ax.set_title('grp é 日本 x: dev score per run')
+            fig.tight_layout()  # (text is measured here too: a glyph missing is found before the file is drawn)
+            files.atomic_write_figure(fig, path, 50)
+        plt.close(fig)
+    assert [(w.category, str(w.message)) for w in caught] == [(RunWarning, (
+        f"{path}: no font of the plot draws '日', '本', shown as boxes (install a font of that script, e.g. Noto Sans "
+        "CJK, for the plot to draw them); the text files hold every name as it is."))]
+    assert path.read_bytes()[:4] == b'\x89PNG' and sorted(os.listdir(tmp_path)) == ['summary.png']
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        with files.glyphs_said(path):
+            fig, ax = plt.subplots()
+            ax.set_title('grp é x')
+            files.atomic_write_figure(fig, path, 50)
+        plt.close(fig)
+    assert caught == []

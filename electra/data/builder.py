@@ -58,10 +58,11 @@ FEATURES = datasets.Features({'input_ids': datasets.List(datasets.Value('int32')
                               'token_type_ids': datasets.List(datasets.Value('int8')),
                               'document': datasets.Value('int64')})  # (shard << 32) + document number in the shard
 # the counters a document has of its own: a repeated document's are taken off when it is dropped (`_drop_repeated`)
-PER_DOCUMENT = ('sentences', 'tokens', 'cut_tokens', 'overlong_tokens', 'long_sentences')
+PER_DOCUMENT = ('sentences', 'tokens', 'cut_tokens', 'overlong_tokens', 'long_sentences', 'chars',
+                'long_sentence_chars')
 COUNTERS = ['bytes', 'documents', 'sentences', 'tokens', 'examples', 'empty_documents', 'undecodable_lines',
             'long_lines', 'long_sentences', 'short_lines', 'repeated_documents', 'cut_tokens',
-            'overlong_tokens']
+            'overlong_tokens', 'chars', 'long_sentence_chars']
 _DIGEST = 16                    # bytes of a document's hash: two documents of 10**9 taken as one with chance ~1e-21
 HASH = np.dtype([('hi', '<u8'), ('lo', '<u8')])   # a document's hash, as numpy sorts and compares it
 DOCUMENTS = 'documents.npy'     # beside the shards: each kept document's id (`document` column) and hash
@@ -212,15 +213,18 @@ def read_batches(source: CorpusSource,
 
 
 def _split_batch(batch: list[tuple[list[str], bool]], lang: Optional[str],
-                 settings: BuildSettings) -> list[tuple[list[str], int]]:
-    "The sentences of each document piece of `batch`, and how many were over `max_sentence_chars` (skipped)."
+                 settings: BuildSettings) -> list[tuple[list[str], Counter]]:
+    """The sentences of each document piece of `batch`, and its counts of characters: of every sentence (`chars`), and
+    of those over `max_sentence_chars`, skipped (`long_sentences` of them, `long_sentence_chars`)."""
     split = split_sentences([line for doc, _ in batch for line in doc], lang)
     doc_sentences, i = [], 0
     for doc, _ in batch:
         sentences = [x for line in split[i:i + len(doc)] for x in line]
         i += len(doc)
         kept = [x for x in sentences if len(x) <= settings.max_sentence_chars]
-        doc_sentences.append((kept, len(sentences) - len(kept)))
+        long = [len(x) for x in sentences if len(x) > settings.max_sentence_chars]
+        doc_sentences.append((kept, Counter(chars=sum(map(len, sentences)), long_sentences=len(long),
+                                            long_sentence_chars=sum(long))))
     return doc_sentences
 
 
@@ -254,7 +258,7 @@ def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
     def add_piece(sentences, skipped, ids, ends):
         nonlocal n_doc, digest, doc
         cut = builder.cut_tokens, builder.overlong_tokens
-        doc.update(sentences=len(sentences), long_sentences=skipped)
+        doc.update(skipped, sentences=len(sentences))
         for _ in sentences:
             sentence = next(ids)
             doc['tokens'] += len(sentence)

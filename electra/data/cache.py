@@ -31,7 +31,9 @@ __all__ = ['build_corpus', 'build_summary', 'drop_repeated_across', 'examples_di
 
 _MARKER = 'electra_build.json'  # written last: a dataset directory without it is incomplete
 _CHECK_BLOCKS, _CHECK_BLOCK, _CHECK_END = 16, 1 << 16, 1 << 20   # what of each shard file the checksum covers
-CUT_WARN_SHARE = 0.1  # a larger share of tokens of sentences longer than an example is warned of (`warn_if_cut`)
+# a larger share of tokens of sentences longer than an example (`warn_if_cut`), or of text in sentences skipped as too
+# long (`warn_if_skipped`), is warned of
+CUT_WARN_SHARE = 0.1
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +163,7 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
         if ds is not None:
             log.info(f"pretraining data: reusing {info['n_examples']:,} examples of {source.entry} from {final}")
             warn_if_cut(info)
+            warn_if_skipped(info)
             return ds
         log.warning(f"pretraining data: the cache {final} is not usable ({why}); rebuilding it")
     _remove_dead_builds(root)
@@ -182,6 +185,7 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
         shutil.rmtree(tmp, ignore_errors=True)
     log.info(f"pretraining data: {format_summary(info)} -> {final}")
     warn_if_cut(info)
+    warn_if_skipped(info)
     return _load_verified(final, fp)[0]
 
 
@@ -217,6 +221,20 @@ def warn_if_cut(info: dict) -> None:
                   f"({c['overlong_tokens']:,} of {c['tokens']:,}) are of sentences longer than an example of max_length "
                   f"{info['max_length']} holds, cut off and never trained on. Give it one sentence a line, or the "
                   "sentence_split of its language, or a larger max_length.", RunWarning, stacklevel=3)
+
+
+def warn_if_skipped(info: dict) -> None:
+    """One warning line when more than `CUT_WARN_SHARE` of a build's text (in characters) is in sentences over
+    `max_sentence_chars`, skipped whole: a line of many sentences that `sentence_split` left as one (a paragraph a
+    line read as one sentence a line) looks like one sentence skipped. A build of an earlier version counts no
+    characters: nothing said."""
+    c = info['counts']
+    if not c.get('chars') or c.get('long_sentence_chars', 0) / c['chars'] <= CUT_WARN_SHARE: return
+    warnings.warn(f"corpus {info['corpus']}: {c['long_sentence_chars'] / c['chars']:.0%} of its text "
+                  f"({c['long_sentence_chars']:,} of {c['chars']:,} characters) is in {c['long_sentences']:,} "
+                  f"sentence(s) over max_sentence_chars ({info['settings']['max_sentence_chars']:,}), skipped and never "
+                  "trained on: a line of many sentences left whole? Give the sentence_split of its language (e.g. en), "
+                  "or a larger max_sentence_chars.", RunWarning, stacklevel=3)
 
 
 def drop_repeated_across(parts: list[datasets.Dataset]) -> tuple[list[datasets.Dataset], list[int]]:

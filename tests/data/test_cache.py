@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.data.cache import build_summary
 from electra.data.corpus import BuildSettings
 from electra.data.tokenizer import load_tokenizer, train_tokenizer
@@ -185,6 +185,40 @@ def test_the_counts_of_a_build_are_those_of_the_documents_it_keeps(tmp_path):
         for name in ('with', 'without'):  # the tokens cut off: those of the text its examples do not hold
             held = sum(1 for ids in built[name]['input_ids'] for i in ids if i not in special)
             assert counts[name]['tokens'] - counts[name]['cut_tokens'] == held
+
+
+def test_a_large_share_of_text_in_sentences_too_long_to_keep_is_warned_of(tmp_path):
+    """R19a-3: a paragraph-long line in a file of one sentence a line is one "sentence" over max_sentence_chars,
+    skipped whole: 56% of a corpus's text went with only "skipped: 2 sentences over max_sentence_chars" said. Over
+    `CUT_WARN_SHARE` of the text in characters, one warning gives the share and the fix; under it, none. The counts
+    are of the documents kept (a repeated long line is not counted twice)."""
+    import warnings
+
+    from electra.data.cache import build_corpus
+    from electra.data.corpus import resolve_corpus
+    tok, docs = unique_words(tmp_path, 20)
+    long_line = ' '.join(' '.join(sentence) + '.' for sentence in docs[0]) * 3  # one line of many sentences
+    lines_file(tmp_path / 'a.txt', docs[1:] + [[long_line], [long_line]])
+    settings = BuildSettings(max_length=16, sentence_split='none', max_sentence_chars=len(long_line) - 1)
+    kept = sum(len(line) for doc in docs[1:] for line in doc)
+    [source] = resolve_corpus([str(tmp_path / 'a.txt')], tmp_path / 'cache', settings)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        info = build_summary(build_corpus(source, tok, settings, tmp_path / 'cache', 0, 1, progress=False))
+    share = len(long_line) / (len(long_line) + kept)
+    assert share > 0.1 and info['counts']['long_sentences'] == 1 and info['counts']['repeated_documents'] == 1
+    assert [str(w.message) for w in caught if w.category is RunWarning] == [
+        f"corpus {tmp_path / 'a.txt'}: {share:.0%} of its text ({len(long_line):,} of {len(long_line) + kept:,} "
+        f"characters) is in 1 sentence(s) over max_sentence_chars ({len(long_line) - 1:,}), skipped and never trained "
+        "on: a line of many sentences left whole? Give the sentence_split of its language (e.g. en), or a larger "
+        "max_sentence_chars."]
+    lines_file(tmp_path / 'b.txt', docs[1:] + [['x' * 40]])  # under the share: counted, not warned of
+    [source] = resolve_corpus([str(tmp_path / 'b.txt')], tmp_path / 'cache', dataclasses.replace(settings, max_sentence_chars=39))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        build_corpus(source, tok, dataclasses.replace(settings, max_sentence_chars=39), tmp_path / 'cache', 0, 1,
+                     progress=False)
+    assert not [w for w in caught if w.category is RunWarning]
 
 
 def test_repeated_rows_of_a_table_are_dropped_and_counted(tmp_path):

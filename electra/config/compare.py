@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from electra.config.errors import ConfigError, need
 from electra.config.fields import SEED_END, choice_field, field
-from electra.config.file_names import safe_name
+from electra.config.file_names import how_names_differ, name_key, safe_name
 from electra.config.paths import path
 from electra.config.finetune import GLUE_TASKS
 from electra.config.shared_keys import THREADS_HELP, TRACKER_KEYS, check_logger, threads_field, tracker_keys
@@ -117,10 +117,11 @@ class CompareConfig(CheckedConfig):
         need(not self.reference or self.reference in names, 'reference',
              f"'{self.reference}' is not a variant; choose one of {', '.join(names)}.")
         folded = {}
-        for name in names:  # run folders are named by the variant: one folder on a case-insensitive file system
-            other = folded.setdefault(name.lower(), name)
-            need(other == name, 'variants', f"'{other}' and '{name}' differ only in case: their run folders would be "
-                                            "one on macOS and Windows. Rename one.")
+        for name in names:  # run folders are named by the variant: one folder on macOS (and Windows, for case)
+            other = folded.setdefault(name_key(name), name)
+            how, where = how_names_differ(other, name)
+            need(other == name, 'variants', f"'{other}' and '{name}' differ {how}: their run folders would be one "
+                                            f"{where}. Rename one.")
         unknown = [v for v in self.only if v not in names]
         need(not unknown, 'only', f"{', '.join(unknown)} is not a variant; choose among {', '.join(names)}.")
         twice = sorted({v for v in self.only if self.only.count(v) > 1})

@@ -8,7 +8,7 @@ from typing import Any
 
 from electra.config.errors import ConfigError
 
-__all__ = ['NAME_BYTES', 'safe_name']
+__all__ = ['NAME_BYTES', 'safe_name', 'name_key', 'how_names_differ']
 
 
 # A name's UTF-8 bytes at most: 255 per file name on ext4, APFS and NTFS, less room for what the library adds to it
@@ -60,3 +60,19 @@ def safe_name(value: Any, key: str, where: str = '') -> str:
     shown = repr(value) if not isinstance(value, str) or len(value) <= 60 else f'{value[:40]!r}... ({len(value)} characters)'
     raise ConfigError(f"{f'{where}: ' if where else ''}{key}: {shown} {problem}. It names files and folders: give one "
                       "name of letters, digits, spaces and _ - . + (any script), such as 'my_task_v2'.")
+
+
+def name_key(name: str) -> str:
+    """What a file system that ignores case and Unicode form (macOS's APFS and HFS+; Windows for case) sees of `name`:
+    its canonical caseless form (Unicode's NFD(casefold(NFD(name)))), so that 'Revi\u00e9w' typed on Linux (é one
+    character, NFC) and 'revie\u0301w' in a name macOS gave (e and a combining accent, NFD) are one key."""
+    return unicodedata.normalize('NFD', unicodedata.normalize('NFD', name).casefold())
+
+
+def how_names_differ(a: str, b: str) -> tuple[str, str]:
+    """How two names of one `name_key` differ, and where they are one name: (how, where), as in "differ {how}: ...
+    would be one {where}". In case: one on macOS and Windows; in Unicode form (with or without case): one on macOS."""
+    case = unicodedata.normalize('NFC', a) != unicodedata.normalize('NFC', b)  # still two once in one form
+    if a.casefold() == b.casefold(): return 'only in case', 'on a case-insensitive file system (macOS, Windows)'
+    form = 'Unicode form (NFC, NFD: an accented letter as one character or as a letter and a combining accent)'
+    return f"only in {'case and ' if case else ''}{form}", 'on macOS, whose file systems do not tell the forms apart'

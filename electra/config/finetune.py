@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from electra.config.errors import ConfigError, RunWarning, did_you_mean, need
 from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, field
-from electra.config.file_names import safe_name
+from electra.config.file_names import how_names_differ, name_key, safe_name
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
 from electra.config.registries import TASK_CATALOGUE, fill
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
@@ -270,18 +270,18 @@ class FinetuneConfig(CheckedConfig):
 
     def _check_each_task_once(self) -> None:
         """Each task once, named with what gives it twice: a GLUE name listed twice, one task file by two paths, two
-        task files of one `name`, or two names that differ only in case (their runs, results rows and test files would
-        be one; on macOS and Windows, whatever the case)."""
-        seen: dict[str, tuple[str, str]] = {}  # task name in lower case -> the name and the entry of `tasks` giving it
+        task files of one `name`, or two names that differ only in case or Unicode form (their runs, results rows and
+        test files would be one on macOS, and on Windows for case)."""
+        seen: dict[str, tuple[str, str]] = {}  # the name's `name_key` -> the name and the entry of `tasks` giving it
         for entry, name in zip(self.tasks, self.task_names):
-            if name.casefold() not in seen:
-                seen[name.casefold()] = name, entry
+            if name_key(name) not in seen:
+                seen[name_key(name)] = name, entry
                 continue
-            other, first = seen[name.casefold()]
+            other, first = seen[name_key(name)]
             if other != name:
-                raise ConfigError(f"tasks: the task names {other!r} ({first}) and {name!r} ({entry}) differ only in case: "
-                                  "their files (<task>_<i>.pth, <task>.tsv) would be one on a case-insensitive file "
-                                  "system (macOS, Windows); rename one.")
+                how, where = how_names_differ(other, name)
+                raise ConfigError(f"tasks: the task names {other!r} ({first}) and {name!r} ({entry}) differ {how}: "
+                                  f"their files (<task>_<i>.pth, <task>.tsv) would be one {where}; rename one.")
             if not is_task_file(entry): raise ConfigError(f'tasks: {name} is listed twice; list each task once.')
             if Path(first).resolve() == Path(entry).resolve():
                 named = '' if first == entry else f' ({first}, {entry})'  # (a path, or the path of a link to it)

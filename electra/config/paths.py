@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from electra.config.errors import ConfigError
+from electra.config.file_names import how_names_differ, name_key
 
 __all__ = ['path', 'expand_path', 'resolved', 'made_absolute', 'Owned', 'check_apart', 'check_case_apart', 'local_paths']
 
@@ -185,13 +186,14 @@ def made_absolute(then, now) -> bool:
 
 
 def check_case_apart(key: str, parent: str | Path, folder: str, what: str, named: Callable[[str], str]) -> None:
-    """A ConfigError when `parent` holds a folder whose name differs from `folder` only in case: on a case-insensitive
-    file system (macOS, Windows) the two are one, and the job would write into (resume, replace) the other's. `named`:
-    the value of `key` that gives the folder there."""
+    """A ConfigError when `parent` holds a folder whose name differs from `folder` only in case or Unicode form
+    (`name_key`): on a case-insensitive file system (macOS, Windows), or on macOS for the form, the two are one, and the
+    job would write into (resume, replace) the other's. `named`: the value of `key` that gives the folder there."""
     try: there = sorted(os.listdir(parent))
     except OSError: return  # not made yet (nothing to meet), or not readable: the writable check names it
-    twin = next((n for n in there if n != folder and n.casefold() == folder.casefold()), None)
+    twin = next((n for n in there if n != folder and name_key(n) == name_key(folder)), None)
     if twin is not None:
-        raise ConfigError(f"{key}: the {what} folder {folder!r} differs only in case from {Path(parent) / twin}, there "
-                          f"already: on a case-insensitive file system (macOS, Windows) they are one folder. Give "
-                          f"--{key} {named(twin)} to continue that {what}, or another name.")
+        how, where = how_names_differ(folder, twin)
+        raise ConfigError(f"{key}: the {what} folder {folder!r} differs {how} from {Path(parent) / twin}, there "
+                          f"already: {where}, they are one folder. Give --{key} {named(twin)} to continue that {what}, "
+                          "or another name.")

@@ -465,7 +465,7 @@ class PretrainConfig(CheckedConfig):
         owns = [Owned('output_dir', Path(self.output_dir) / run, '--run_name'),
                 Owned('output_dir', self.output_dir, '--run_name', f'{run}_*%*.pth')]
         check_apart([('output_dir', self.output_dir), ('cache_dir', self.cache_dir)], owns, self.inputs())
-        check_case_apart('run_name', self.output_dir, run, 'run', lambda twin: twin[:len(self.run_name)])
+        check_case_apart('run_name', self.output_dir, run, 'run', lambda twin: twin.rsplit('_', 1)[0])
 
     @property
     def two_stage_switch(self) -> int:

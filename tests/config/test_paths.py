@@ -235,7 +235,7 @@ def test_a_run_group_or_comparison_folder_differing_only_in_case_from_one_there_
     monkeypatch.chdir(tmp_path)
     (tmp_path / 'ckpt' / 'demo_0').mkdir(parents=True)
     with pytest.raises(ConfigError, match=r"^run_name: the run folder 'Demo_0' differs only in case from "
-                                          + re.escape(str(tmp_path / 'ckpt' / 'demo_0')) + r", there already: on a case-insensitive file system \(macOS, Windows\) they "
+                                          + re.escape(str(tmp_path / 'ckpt' / 'demo_0')) + r", there already: on a case-insensitive file system \(macOS, Windows\), they "
                                           r"are one folder\. Give --run_name demo to continue that run, or another "
                                           r"name\.$"):
         pretrain('--output_dir', 'ckpt', '--run_name', 'Demo', '--seed', '0')
@@ -250,6 +250,31 @@ def test_a_run_group_or_comparison_folder_differing_only_in_case_from_one_there_
     with pytest.raises(ConfigError, match=r"^name: the comparison folder 'First' differs only in case from "
                                           + re.escape(str(tmp_path / 'cmp' / 'first'))):
         make_plan(config_from_dict(CompareConfig, {'output_dir': 'cmp', 'name': 'First', 'variants': {'electra': ''},
+                                                   'pretrain_config': 'demo', 'finetune': False}, from_file=False))
+
+
+def test_a_run_group_or_comparison_folder_in_another_unicode_form_from_one_there_is_refused(tmp_path, monkeypatch,
+                                                                                            tiny_dir):
+    "On macOS a folder 'revie\u0301w_0' (NFD, as macOS gives names) is the 'revi\u00e9w_0' (NFC) typed on Linux."
+    monkeypatch.chdir(tmp_path)
+    nfc, nfd = 'revi\u00e9w', 'revie\u0301w'
+    form = (r"differs only in Unicode form \(NFC, NFD: an accented letter as one character or as a letter and a "
+            r"combining accent\) from ")
+    (tmp_path / 'ckpt' / f'{nfd}_0').mkdir(parents=True)
+    with pytest.raises(ConfigError, match=rf"^run_name: the run folder '{nfc}_0' {form}"
+                                          + re.escape(str(tmp_path / 'ckpt' / f'{nfd}_0')) + r", there already: on "
+                                          r"macOS, whose file systems do not tell the forms apart, they are one "
+                                          rf"folder\. Give --run_name {nfd} to continue that run, or another name\.$"):
+        pretrain('--output_dir', 'ckpt', '--run_name', nfc, '--seed', '0')
+    (tmp_path / 'out' / nfd.upper()).mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"^group: the group folder .* differs only in case and Unicode form "
+                                          r"\(NFC, NFD: .*\) from .* there already: on macOS, whose file systems do "
+                                          rf"not tell the forms apart, they are one folder\. Give --group {nfd.upper()} "):
+        load_config(FinetuneConfig, ['--config', 'demo', '--model', str(tiny_dir), '--tasks', 'RTE', '--group', nfc,
+                                     '--output_dir', 'out'], preset_dir='configs/finetune')
+    (tmp_path / 'cmp' / nfd).mkdir(parents=True)
+    with pytest.raises(ConfigError, match=rf"^name: the comparison folder '{nfc}' {form}"):
+        make_plan(config_from_dict(CompareConfig, {'output_dir': 'cmp', 'name': nfc, 'variants': {'electra': ''},
                                                    'pretrain_config': 'demo', 'finetune': False}, from_file=False))
 
 

@@ -215,8 +215,12 @@ def test_a_variant_twice_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"^only: electra is listed twice"):
         comparison(tmp_path, only=['electra', 'uniform', 'electra'])
     with pytest.raises(ConfigError, match=r"^variants: 'Electra' and 'electra' differ only in case: their run folders "
-                                          r"would be one on macOS and Windows\. Rename one\."):
+                                          r"would be one on a case-insensitive file system \(macOS, Windows\)\. Rename one\."):
         comparison(tmp_path, variants={'Electra': {'config': ''}, 'electra': {'config': 'bert'}})
+    with pytest.raises(ConfigError, match=r"^variants: 'revi\u00e9w' and 'revie\u0301w' differ only in Unicode form "
+                                          r"\(NFC, NFD: .*\): their run folders would be one on macOS, whose file "
+                                          r"systems do not tell the forms apart\. Rename one\."):
+        comparison(tmp_path, variants={'revi\u00e9w': {'config': ''}, 'revie\u0301w': {'config': 'bert'}})
 
 
 def test_command_line_keys_and_presets(tmp_path, capsys):

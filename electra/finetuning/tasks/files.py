@@ -35,7 +35,7 @@ import numpy as np
 
 from electra.config.errors import ConfigError
 from electra.config.fields import field
-from electra.config.file_names import safe_name
+from electra.config.file_names import name_key, safe_name
 from electra.config.finetune import TASK_KEYS, FinetuneConfig, TaskCatalogue, register_task_catalogue
 from electra.config.paths import expand_path
 from electra.config.text_files import compressed, load_json, read_text, split_lines
@@ -207,12 +207,12 @@ def _task_name(path: Path, raw: dict) -> str:
 
 # what GLUE's tasks name files by, in lower case: each task (its runs <task>_<i>.pth) and each test file (MNLI's
 # MNLI-m.tsv and MNLI-mm.tsv): a task file's name is none of them, in any case (one file on macOS and Windows)
-_GLUE_NAMES = {n.casefold(): (task, n) for task, t in TASKS.items() for n in (task, *(stem for _, stem in t.test_files))}
+_GLUE_NAMES = {name_key(n): (task, n) for task, t in TASKS.items() for n in (task, *(stem for _, stem in t.test_files))}
 
 
 def _not_glue(name: str, where, shown: str) -> str:
     "`name`, unless GLUE's files are named by it or by it in another case (`shown`: how the message names it)."
-    glue = _GLUE_NAMES.get(name.casefold())
+    glue = _GLUE_NAMES.get(name_key(name))
     if glue is None: return name
     task, stem = glue
     if name == task: _fail(where, f"{shown.format(name)} is a GLUE task's; choose another.")

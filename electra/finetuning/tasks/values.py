@@ -13,8 +13,8 @@ parquet file's row, counted from 1), the value and the fix; nothing is dropped s
   first value of the rarer kind. Numbers must be finite.
 - Multi-label: each label as a class name, and no comma in one (the predictions file joins an example's labels
   with commas); an empty cell is an example without labels, a null one is refused (write [] or '').
-- Class names (and tags) of a training file that differ only in case ('Positive', 'positive') are said in one
-  `warning:` line with their counts (`warn_case_twins`): almost always one class typed two ways, but a task may mean
+- Class names (and tags) of a training file that differ only in case ('Positive', 'positive') or Unicode form (an
+  accented letter as one character or as a letter and a combining accent) are said in one `warning:` line with their counts (`warn_case_twins`): almost always one class typed two ways, but a task may mean
   them apart, so they stay separate classes.
 - Ids: present, not blank, no tab or line break (each would break the predictions file's lines), each once.
 """
@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from electra.config.errors import ConfigError, RunWarning
+from electra.config.file_names import how_names_differ, name_key
 
 __all__ = ['place', 'holds_parquet', 'is_missing', 'label_column', 'id_column', 'warn_case_twins']
 
@@ -197,10 +198,12 @@ def warn_case_twins(where: str, values: list[str], what: str = 'labels', unit: s
     (a hand-edited spreadsheet's 'Positive' beside 'positive'), before any run: they become separate classes."""
     counts = Counter(values)
     groups: dict[str, list[str]] = {}
-    for name in sorted(counts): groups.setdefault(name.casefold(), []).append(name)
+    for name in sorted(counts): groups.setdefault(name_key(name), []).append(name)
     twins = [names for names in groups.values() if len(names) > 1]
     if not twins: return
+    hows = {how_names_differ(a, b)[0] for names in twins for a, b in zip(names, names[1:])}
     def shown(n): return f"{n!r} ({counts[n]} {unit}{'' if counts[n] == 1 else 's'})"
     said = ', '.join(', '.join(map(shown, names[:-1])) + f' and {shown(names[-1])}' for names in twins)
-    warnings.warn(f"{where}: the {what} {said} differ only in case, so they are separate classes; write each class "
-                  "one way if they are one.", RunWarning, stacklevel=3)
+    how = hows.pop() if len(hows) == 1 else 'only in case or Unicode form (NFC, NFD)'
+    warnings.warn(f"{where}: the {what} {said} differ {how}, so they are separate classes; write each class one way if "
+                  "they are one.", RunWarning, stacklevel=3)

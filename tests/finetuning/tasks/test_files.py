@@ -539,3 +539,26 @@ def test_a_training_set_drop_empty_leaves_empty_is_refused_naming_the_file_and_t
     assert str(e.value) == (f"{train}: every one of its 10 training rows has an empty or blank text, so drop_empty "
                             "(true) leaves nothing to train on; fill in the texts, or keep the rows with --drop_empty "
                             "false (task_overrides: {pe: {drop_empty: false}} for pe alone).")
+
+
+def test_task_names_and_labels_in_two_unicode_forms_are_one_name_as_on_macos(tmp_path):
+    """'reviéw' typed on Linux (é one character, NFC) and copied from a macOS file name (e and a combining accent, NFD)
+    are two names to Python and one file on macOS: two tasks would share their files, two labels would be two classes."""
+    from electra.config.errors import RunWarning
+    nfc, nfd = 'revi\u00e9w', 'revie\u0301w'
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    body = 'train: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n'
+    one, two = write(tmp_path / 'a.yaml', f'name: {nfc}\n{body}'), write(tmp_path / 'b.yaml', f'name: {nfd}\n{body}')
+    with pytest.raises(ConfigError, match=rf"^tasks: the task names '{nfc}' \({one}\) and '{nfd}' \({two}\) differ "
+                                          r"only in Unicode form \(NFC, NFD: an accented letter as one character or "
+                                          r"as a letter and a combining accent\): their files \(<task>_<i>\.pth, "
+                                          r"<task>\.tsv\) would be one on macOS, whose file systems do not tell the "
+                                          r"forms apart; rename one\.$"):
+        job(tmp_path, 'demo', tasks=[str(one), str(two)])
+    train = 'sentence,label\n' + ''.join(f'film {i},{lab}\n' for i, lab in enumerate([nfc, nfc, nfd, 'bad', 'bad']))
+    spec = write(tmp_path / 'labels.yaml', 'train: l.csv\ndev: l.csv\ntext: sentence\nlabel: label\n')
+    (tmp_path / 'l.csv').write_text(train, encoding='utf-8')
+    with pytest.warns(RunWarning, match=rf"l\.csv: column 'label': the labels '{nfd}' \(1 row\) and '{nfc}' \(2 rows\) "
+                                        r"differ only in Unicode form \(NFC, NFD: .*\), so they are separate classes"):
+        task, _ = file_task(read_task_file(spec))
+    assert len(task.labels) == 3  # still read as the file says

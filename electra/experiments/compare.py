@@ -23,7 +23,7 @@ import yaml
 from electra.config.cli import load_config, parse_cli, project_dir, resolve_preset
 from electra.config.compare import CompareConfig
 from electra.config.errors import RunWarning
-from electra.config.finetune import FinetuneConfig, merged_overrides
+from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
 from electra.config.values import config_to_dict, resolved_entries, value_sources, with_entries
 from electra.config.yaml_reader import load_yaml
@@ -51,7 +51,7 @@ _NESTED = {'pretrain.': 'pretrain_overrides', 'finetune.': 'finetune_overrides'}
 def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | None = None) -> CompareConfig:
     """The comparison's config: defaults < the preset(s) of --config (configs/compare/) < --key value flags, then each
     --pretrain.KEY / --finetune.KEY flag merged into pretrain_overrides / finetune_overrides (--finetune.task_overrides
-    merged over the preset's task by task and key by key, `merged_overrides`)."""
+    merged over the preset's as finetune.py merges a typed one, `_typed_task_overrides`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     plain, nested, i = [], {key: {} for key in _NESTED.values()}, 0
     while i < len(argv):
@@ -65,14 +65,27 @@ def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | Non
         nested[_NESTED[prefix]][key[len(prefix):]] = value
         i += 1 + has_value
     cfg = load_config(CompareConfig, plain, default_preset='demo', prog=PROG, overrides=overrides)
-    typed = nested['finetune_overrides'].get('task_overrides')
-    if isinstance(typed, str): typed = load_yaml(typed, '--finetune.task_overrides')  # the flag's text, as YAML
-    if isinstance(typed, dict):  # over the preset's, task by task and key by key, as finetune.py merges typed ones
-        nested['finetune_overrides']['task_overrides'] = (
-            merged_overrides(cfg.finetune_overrides.get('task_overrides', {}), typed) if typed else {})  # {}: none
+    _typed_task_overrides(nested['finetune_overrides'], cfg.finetune_overrides)
     for key, values in nested.items():  # each entry keeps its source: the preset's line, or the command line
         if values: cfg = with_entries(cfg, key, values, 'command line')
     return cfg
+
+
+def _typed_task_overrides(typed: dict, preset: dict) -> None:
+    """A typed --finetune.task_overrides (`typed`: the --finetune.KEY flags) merged over the comparison preset's
+    (`preset`: its finetune_overrides) as finetune.py merges a typed one over its preset's
+    (`FinetuneConfig.command_line_wins`): task by task and key by key, and a per-task key typed beside it
+    (--finetune.epochs 1) replacing that key in the preset's entries, said in its warning (STS-B trained demo.yaml's 3
+    epochs after --finetune.epochs 1 in silence). The flags' part of the merge is passed on to finetune.py as typed."""
+    if isinstance(typed.get('task_overrides'), str):  # the flag's text, as YAML
+        typed['task_overrides'] = load_yaml(typed['task_overrides'], '--finetune.task_overrides')
+    if not isinstance(typed.get('task_overrides'), dict): return  # absent, or a bad value the config check names
+    base = {'task_overrides': preset.get('task_overrides', {})}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always', RunWarning)
+        merged = FinetuneConfig.command_line_wins({**preset, **typed}, set(typed), base)
+    for w in caught: warnings.warn(f'finetune_overrides: {w.message}', w.category, stacklevel=3)
+    typed['task_overrides'] = merged['task_overrides']
 
 
 def _status(plan: Plan, run) -> str:

@@ -135,3 +135,22 @@ def test_finetune_task_overrides_typed_are_merged_over_the_comparison_presets(tm
     assert (plan.finetune.for_task('STS-B').epochs, plan.finetune.for_task('STS-B').lr) == (3, 1e-4)
     job = load_config(FinetuneConfig, plan.runs[0].finetune_args, preset_dir='configs/finetune')  # as the job reads it
     assert (job.for_task('STS-B').epochs, job.for_task('STS-B').lr) == (3, 1e-4)
+
+
+def test_a_finetune_key_typed_beside_task_overrides_replaces_the_comparison_presets_per_task_value(tmp_path):
+    """`--finetune.epochs 1 --finetune.task_overrides '{STS-B: {lr: 1e-4}}'`: STS-B trained demo.yaml's 3 epochs, where
+    `--finetune.epochs 1` alone (and finetune.py's `--epochs 1 --task_overrides ...`) replaces the preset's per-task
+    epochs, said in a warning. The typed per-task values stay (lr), the preset's others too."""
+    from electra.config.cli import load_config
+    from electra.config.finetune import FinetuneConfig
+    argv = ['--config', 'demo', '--output_dir', str(tmp_path / 'out'), '--finetune.epochs', '1',
+            '--finetune.task_overrides', '{STS-B: {lr: 1e-4}}']
+    with pytest.warns(RunWarning, match=r"--epochs 1 applies to every task: it replaces the preset's task_overrides "
+                                        r"\(STS-B epochs: 3\)"):
+        plan = make_plan(load_compare_config(argv))
+    assert (plan.finetune.for_task('STS-B').epochs, plan.finetune.for_task('STS-B').lr) == (1, 1e-4)
+    job = load_config(FinetuneConfig, plan.runs[0].finetune_args, preset_dir='configs/finetune')  # as the job reads it
+    assert (job.for_task('STS-B').epochs, job.for_task('STS-B').lr) == (1, 1e-4)
+    argv[-1] = '{STS-B: {lr: 1e-4, epochs: 2}}'  # typed per task: that task's own value wins over the flag for all
+    plan = make_plan(load_compare_config(argv))
+    assert (plan.finetune.for_task('STS-B').epochs, plan.finetune.for_task('STS-B').lr) == (2, 1e-4)

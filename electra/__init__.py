@@ -16,7 +16,7 @@ The public API, by concern (each name is imported on first use, so `import elect
   `ElectricScores`
 - conversion: `convert_tf_checkpoint` (official TensorFlow checkpoints, no TensorFlow needed)
 - fine-tuning: `ElectraClassifier`, `layer_lrs`, `optimizer_groups`, `finetuning_learner`, `load_pretrained`,
-  `load_finetuned`, `run_sweep`; task kinds: `FinetuningTask` (what the sweep needs of one), `ClassificationTask`,
+  `load_finetuned`, `run_sweep` (its GLUE data from `resolve_data`); task kinds: `FinetuningTask` (what the sweep needs of one), `ClassificationTask`,
   `TaggingTask`, `QATask`, `read_task_file`
 - experiments: `run_comparison` (objective variants at equal compute, `python -m electra.experiments.compare`)
 """
@@ -63,7 +63,8 @@ _HOMES = {
     'ElectraClassifier': 'electra.finetuning.classifier', 'layer_lrs': 'electra.finetuning.layerwise',
     'optimizer_groups': 'electra.finetuning.layerwise', 'load_pretrained': 'electra.finetuning.loading',
     'load_finetuned': 'electra.finetuning.loading', 'finetuning_learner': 'electra.finetuning.learner',
-    'run_sweep': 'electra.finetuning.sweep', 'FinetuningTask': 'electra.finetuning.tasks.base',
+    'run_sweep': 'electra.finetuning.sweep', 'resolve_data': 'electra.finetuning.sweep',
+    'FinetuningTask': 'electra.finetuning.tasks.base',
     'ClassificationTask': 'electra.finetuning.tasks.classification', 'TaggingTask': 'electra.finetuning.tasks.tagging.task',
     'QATask': 'electra.finetuning.tasks.qa.task', 'read_task_file': 'electra.finetuning.tasks.files',
 }

@@ -47,7 +47,8 @@ __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'ru
 
 
 def resolve_data(data: str, cache_dir: str | Path) -> TaskSource:
-    "The source named by the `data` key; 'demo' writes the project's sample tasks to `<cache_dir>/demo_glue` once."
+    """The source of GLUE's tasks named by the `data` key (`run_sweep`'s `source`): 'hub', a folder, or 'demo', which
+    writes the project's sample tasks to `<cache_dir>/demo_glue` once."""
     writable_dir(cache_dir, 'cache_dir')  # the token cache and the demo tasks live there
     if data == 'demo':
         root = Path(cache_dir) / 'demo_glue'
@@ -268,7 +269,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     shared queue (`electra.finetuning.workers`); the table is the same as one process's. A run whose loss became NaN or infinite stops with no row;
     the others go on (`raise_if_diverged` ends the job with it). The job's output goes to `<output_dir>/<group>/log.txt`
     too (`log_to`). Then the runs `save_pretrained` names are written as transformers folders too
-    (`electra.finetuning.export`)."""
+    (`electra.finetuning.export`). `source`: where GLUE's tasks are read, `resolve_data(cfg.data, cfg.cache_dir)`."""
     check_outputs(cfg)
     _check_given(cfg, pretrained)
     _check_tokenizer(cfg, pretrained, tokenizer)

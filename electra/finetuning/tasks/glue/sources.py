@@ -225,8 +225,13 @@ class SavedSource(_DatasetsSource):
 
 def open_source(data: str) -> TaskSource:
     """`'hub'`, or a directory: the GLUE download layout when it has a task folder such as `CoLA/` or `STS-B/` with
-    TSV files, saved hub copies when it has config folders such as `cola/` or `stsb/`."""
+    TSV files, saved hub copies when it has config folders such as `cola/` or `stsb/`. The `data` key's 'demo' (the
+    sample tasks, written first) is `electra.resolve_data`'s."""
     if data == 'hub': return HubSource()
+    if data == 'demo' and not Path(data).is_dir():
+        raise GlueDataError("data: 'demo' names the project's sample tasks, written to a folder first: "
+                            "electra.resolve_data('demo', cfg.cache_dir) writes them there and opens them, as "
+                            "finetune.py does; open_source reads 'hub' or a folder.")
     root = Path(data)
     if not root.is_dir():
         raise GlueDataError(f"data: '{data}' is not a directory. Use 'hub', 'demo', a directory in the GLUE "

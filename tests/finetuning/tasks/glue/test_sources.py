@@ -193,6 +193,19 @@ def test_open_source_rejects_unknown_dirs(tmp_path):
     assert isinstance(open_source('hub'), HubSource)
 
 
+def test_open_source_of_demo_names_the_function_that_writes_the_demo_tasks(tmp_path):
+    """'demo', the finetune presets' `data`, given to open_source from Python: refused with a list that offered 'demo'
+    itself. It names resolve_data, public, which writes the sample tasks and opens them (as finetune.py does)."""
+    import electra
+    with pytest.raises(GlueDataError, match=r"^data: 'demo' names the project's sample tasks, written to a folder "
+                                            r"first: electra\.resolve_data\('demo', cfg\.cache_dir\) writes them "
+                                            r"there and opens them, as finetune\.py does; open_source reads 'hub' or a "
+                                            r"folder\.$"):
+        open_source('demo')
+    source = electra.resolve_data('demo', tmp_path / 'cache')
+    assert isinstance(source, TsvSource) and len(source.load(TASKS['RTE'], 'train')) > 0
+
+
 def test_hub_offline_names_the_local_options(monkeypatch):
     import datasets
 

@@ -24,8 +24,19 @@ class RunWarning(UserWarning):
     "Something in a job's settings or environment the user should know about; the job goes on."
 
 
+# the names other code gives keys of ours (google-research/electra configure_pretraining.py and configure_finetuning.py,
+# HF's TrainingArguments): not close in spelling, so difflib alone would not find them
+NAMES_ELSEWHERE = {'learning_rate': 'lr', 'num_train_steps': 'steps', 'max_steps': 'steps',
+                   'num_warmup_steps': 'warmup_steps', 'train_batch_size': 'batch_size',
+                   'per_device_train_batch_size': 'batch_size',
+                   'max_seq_length': 'max_length', 'num_train_epochs': 'epochs', 'warmup_proportion': 'warmup_fraction',
+                   'warmup_ratio': 'warmup_fraction', 'gen_weight': 'gen_loss_weight', 'disc_weight': 'disc_loss_weight',
+                   'layerwise_lr_decay': 'layer_lr_decay', 'max_grad_norm': 'clip_grad'}
+
+
 def did_you_mean(name: str, valid: Sequence[str]) -> str:
-    "\" Did you mean 'x'?\" for the closest of `valid` to a misspelt `name`, or ''."
+    "\" Did you mean 'x'?\" for the closest of `valid` to a misspelt `name` (or its name elsewhere), or ''."
+    if NAMES_ELSEWHERE.get(name) in valid: return f" Did you mean '{NAMES_ELSEWHERE[name]}'?"
     close = difflib.get_close_matches(name, valid, n=1)
     return f" Did you mean '{close[0]}'?" if close else ''
 

@@ -274,9 +274,13 @@ class CheckedConfig:
         # between keys: a config of the new value is built over this one and taken whole, or refused in one line and
         # this one left as it was (task_overrides keep their per-task values, as `FinetuneConfig(epochs=2, ...)` does).
         # While it is built (the dataclass's __init__, `__post_init__`) a value is just set.
+        # A name that is no key is refused as the constructor refuses it (`cfg.max_len = 32` for max_length set an
+        # attribute no job reads); the library's own (a leading `_`) and the class's attributes are set as they are.
         if not self.__dict__.get('_built'): return super().__setattr__(name, value)
         keys = [f.name for f in dataclasses.fields(self) if f.init]
-        if name not in keys: return super().__setattr__(name, value)
+        if name not in keys and (name.startswith('_') or hasattr(type(self), name)):
+            return super().__setattr__(name, value)
+        if name not in keys: _unknown(type(self), name, PYTHON, PYTHON)
         if name == 'config': _refuse_preset(type(self), value)
         values = {k: getattr(self, k) for k in keys} | {name: _python_value(type(self), name, value)}
         self.__dict__.update(vars(checked_config(type(self), values, {name: (PYTHON, None)}, base=self)))

@@ -273,6 +273,40 @@ def test_a_pair_longer_than_max_length_through_the_cards_recipe_gives_the_runs_l
     torch.testing.assert_close(scope['logits'](a, b)[:, 0], mine, atol=1e-5, rtol=1e-5)
 
 
+def test_a_pair_with_an_empty_second_text_through_the_folder_gives_the_runs_logits(swept, monkeypatch):
+    """transformers' tokenizer(a, '') (the card's call, and the pipeline's) gives `[CLS] A [SEP]`; the run encoded
+    `[CLS] A [SEP] [SEP]`, so the folder gave other logits for such pairs, up to 0.36 apart (R20a-4). The run now
+    encodes a second text of no tokens as none, as the official featurize does; the card's recipe too."""
+    from transformers import AutoModelForSequenceClassification, pipeline
+    from electra.finetuning.tasks.encoding import encode
+    from electra.finetuning.tasks.sources import Examples
+    import numpy as np
+    cfg, results = swept
+    run = _picked(results, 'STS-B')
+    folder = sweep.group_dir(cfg) / f'STS-B_{run}'
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    ours = load_finetuned(sweep.group_dir(cfg) / f'STS-B_{run}.pth')
+    a = 'a wonderful film'
+    _, body = _card(folder / 'README.md')
+    recipe = re.findall(r'```python\n(.*?)```', body, re.S)[-1]
+    monkeypatch.chdir(folder.parent)
+    scope = {}
+    exec(recipe, scope)
+    for b in ('', '   '):
+        enc = encode(Examples(np.array([0]), [a], [b], np.array([0.0])), tokenizer, 64)
+        ids = torch.tensor(enc.ids[None].astype('int64'))
+        assert ids[0].tolist() == tokenizer(a)['input_ids']  # one segment, as the official featurize makes it
+        types = (torch.arange(ids.shape[1]) >= int(enc.n_first[0])).long()[None]
+        with torch.no_grad(): mine = ours(ids, torch.ones_like(ids), types)
+        torch.testing.assert_close(scope['logits'](a, b)[:, 0], mine, atol=1e-5, rtol=1e-5)
+    with torch.no_grad(): hf = model(**tokenizer(a, '', return_tensors='pt')).logits[:, 0]
+    torch.testing.assert_close(hf, mine, atol=1e-5, rtol=1e-5)
+    said = pipeline('text-classification', model=model, tokenizer=tokenizer, function_to_apply='none')(
+        {'text': a, 'text_pair': ''})
+    assert abs(said['score'] - float(mine)) < 1e-5
+
+
 @pytest.fixture(scope='module', params=['bpe', 'wordpiece', 'unigram'])
 def own_tokenizer_swept(request, tmp_path_factory, glue_dir):
     """One run each of SST-2 (one text), STS-B (a pair) and the demo NER task from a tiny random discriminator whose tokenizer is not the

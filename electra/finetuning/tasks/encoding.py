@@ -4,7 +4,9 @@ on-disk token cache; length-bucketed batches and their sharding over processes, 
 Encoding follows the official ELECTRA `featurize` (google-research/electra, finetune/classification/
 classification_tasks.py): each segment is tokenized on its own, a pair is cut to `max_length - 3` tokens by
 repeatedly dropping the last token of the longer segment (of B on a tie), a single segment to `max_length - 2`;
-the input is `[CLS] A [SEP] B [SEP]` with token type 0 up to the first [SEP] and 1 after it. Examples are stored
+the input is `[CLS] A [SEP] B [SEP]` with token type 0 up to the first [SEP] and 1 after it; a second text of no
+tokens (empty, or spaces) is none, `[CLS] A [SEP]` (the official `if tokens_b:`, as transformers' `tokenizer(a, '')`
+gives it). Examples are stored
 unpadded; each batch is padded only to its own longest example, and batches group examples of similar length.
 """
 from __future__ import annotations
@@ -30,7 +32,7 @@ from electra.runtime.processes import is_main_process
 __all__ = ['padded_length', 'truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
            'make_loader', 'NPZ_DAMAGED', 'UNKNOWN_SHARE', 'unknown_share_warning']
 
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2  # 2: a second text of no tokens encoded as none
 
 
 def truncate_pair(len_a: int, len_b: int, max_tokens: int) -> tuple[int, int]:
@@ -140,7 +142,7 @@ def unknown_share_warning(name: str, texts: Sequence[str], tokenizer, split: str
 
 
 def encode(ex: Examples, tokenizer, max_length: int) -> Encoded:
-    "`[CLS] A [SEP] (B [SEP])` for every example, BERT-truncated to `max_length` tokens."
+    "`[CLS] A [SEP] (B [SEP])` for every example, BERT-truncated to `max_length` tokens; B only where it has tokens."
     cls, sep = _special_ids(tokenizer)
     # verbose=False: each text is encoded whole and cut below, so transformers' warning of a text longer than the model
     # takes (`model_max_length`) would be false
@@ -149,7 +151,7 @@ def encode(ex: Examples, tokenizer, max_length: int) -> Encoded:
     ids_a, ids_b = tok(ex.text_a), (tok(ex.text_b) if ex.text_b is not None else None)
     parts, n_first = [], np.empty(len(ex), dtype=np.int32)
     for i, a in enumerate(ids_a):
-        if ids_b is None:
+        if ids_b is None or not ids_b[i]:  # shape (n,) lists of ids; an empty B: one segment, as the official code
             a = a[:max_length - 2]
             parts.append([cls, *a, sep])
         else:

@@ -48,6 +48,17 @@ def test_encode_builds_bert_inputs():
     assert labels.tolist() == [0, 1, 0]
 
 
+def test_a_second_text_of_no_tokens_is_none_as_in_the_official_featurize():
+    """An empty (or all-space) second text: the official featurize adds B and its [SEP] only `if tokens_b`, and cuts A
+    to max_length - 2 (google-research/electra classification_tasks.py), as transformers' tokenizer(a, '') does. It was
+    encoded `[CLS] A [SEP] [SEP]`, so the exported folder called as its card says gave other logits (R20a-4)."""
+    from electra.finetuning.tasks.sources import Examples
+    ex = Examples(np.arange(4), ['0', '0', '0 1 2 3 4 5 6', ''], ['', '   ', '', ''], np.array([0, 1, 0, 1]))
+    enc = encode(ex, WordTokenizer(), max_length=6)
+    assert [enc.tokens(i).tolist() for i in range(4)] == [[1, 10, 2], [1, 10, 2], [1, 10, 11, 12, 13, 2], [1, 2]]
+    assert enc.n_first.tolist() == [3, 3, 6, 2]  # token type 0 throughout: no second segment
+
+
 def test_encode_cache_is_reused_and_keyed(tmp_path):
     from electra.finetuning.tasks.sources import Examples
     ex = Examples(np.arange(2), ['0 1', '2'], None, np.array([0, 1]))

@@ -719,6 +719,31 @@ def test_a_resume_given_another_tokenizer_is_refused_with_a_fix_that_works(finis
     assert pretrain(tmp_path, *FINISHED, '--resume', '--steps', '12')['start_step'] == 8
 
 
+def test_a_resume_over_the_runs_own_tokenizer_edited_names_that_folder_and_a_fix_that_works(finished, tmp_path):
+    """The run's own tokenizer/ (trained at its start) edited by hand, no --tokenizer given: refused with "Drop
+    --tokenizer", which was not given (R20a-3). The line names that folder, and the fix it gives works: the folder
+    removed, the run trains it again from its corpus, the same, and goes on."""
+    import json
+    ckpt = copy_of(finished, tmp_path)
+    own = ckpt / 'done_11081' / 'tokenizer'
+    kept = (own / 'tokenizer.json').read_text(encoding='utf-8')
+    data = json.loads(kept)
+    vocab = data['model']['vocab']
+    by_id = sorted(vocab, key=vocab.get)
+    a, b = by_id[100], by_id[101]
+    vocab[a], vocab[b] = 101, 100
+    (own / 'tokenizer.json').write_text(json.dumps(data), encoding='utf-8')
+    with pytest.raises(ConfigError) as e:
+        pretrain(tmp_path, *FINISHED, '--resume', '--steps', '12')
+    assert str(e.value) == (f"{ckpt / 'done_11081_100%.pth'}: cannot resume: the run's own tokenizer {own}, trained "
+                            f"at its start, has changed since (2 entries differ, the first at id 100: {b!r} now, {a!r} "
+                            "then). Restore it, or remove that folder for the run to train it again from its corpus "
+                            "(the same, with the corpus unchanged), or start another run with --run_name NAME.")
+    shutil.rmtree(own)
+    assert pretrain(tmp_path, *FINISHED, '--resume', '--steps', '12')['start_step'] == 8  # the fix it names
+    assert (own / 'tokenizer.json').read_text(encoding='utf-8') == kept
+
+
 def test_a_resume_over_a_tokenizer_file_edited_in_place_names_the_change(tmp_path):
     """A run begun with --tokenizer vocab.txt whose file was edited since is refused on a resume; the fix was "give
     --tokenizer vocab.txt", the path typed already. The line says the file changed, where (the first entry that

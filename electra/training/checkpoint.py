@@ -247,13 +247,19 @@ def _tokenizer_difference(then: dict[str, str], now: dict[str, str]) -> str:
             f"{new[first]!r} now, {old[first]!r} then")
 
 
-def _tokenizer_refusal(ckpt: dict, given: str | None, now: dict[str, str]) -> str:
-    """Why a resume's tokenizer is refused and the fix: the file the run began with edited since (restore it), another
-    one given (give that one), or one given to a run that trained its own at its start (drop it)."""
+def _tokenizer_refusal(ckpt: dict, given: str | None, now: dict[str, str], own: Path) -> str:
+    """Why a resume's tokenizer is refused and the fix: the file the run began with edited since (restore it), the
+    run's own tokenizer folder `own` edited since (restore or remove it), another one given (give that one), or one
+    given to a run that trained its own at its start (drop it)."""
     began, difference = _saved_value(ckpt['config'], 'tokenizer'), _tokenizer_difference(ckpt['tokenizer'], now)
     if began and given == began:
         return (f"the tokenizer {given} has changed since this run began ({difference}). Restore that file to continue "
                 "the run, or start another with --run_name NAME.")
+    trained = not any(_saved_value(ckpt['config'], k) for k in ('tokenizer', 'init_from', 'generator'))
+    if trained and not given:  # the tokenizer/ it trained at its start, read again from its run folder
+        return (f"the run's own tokenizer {own}, trained at its start, has changed since ({difference}). Restore it, "
+                "or remove that folder for the run to train it again from its corpus (the same, with the corpus "
+                "unchanged), or start another run with --run_name NAME.")
     # the fix is how the run began (its tokenizer/ lies in the output folder, which no input may)
     fix = (f"Give --tokenizer {began}, the one the run began with" if began else
            "Drop --tokenizer: the run goes on with the tokenizer it trained at its start (its tokenizer/)")
@@ -276,7 +282,9 @@ def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[st
         raise ConfigError(f"{path}: cannot resume: " + '; '.join(f"'{k}' was {a!r} in the checkpoint but is {b!r} now"
                                                                  for k, a, b in refused) + f'. {_fix(refused)}')
     if ckpt['tokenizer'] != tokenizer_state:
-        raise ConfigError(f"{path}: cannot resume: {_tokenizer_refusal(ckpt, cfg_dict.get('tokenizer'), tokenizer_state)}")
+        own = Path(cfg_dict['output_dir']) / f"{cfg_dict['run_name']}_{cfg_dict['seed']}" / 'tokenizer'
+        raise ConfigError(f"{path}: cannot resume: "
+                          f"{_tokenizer_refusal(ckpt, cfg_dict.get('tokenizer'), tokenizer_state, own)}")
     said = [f'{k} was {_saved_value(saved, k)!r} in the checkpoint and is {cfg_dict.get(k)!r} now' for k in RESUME_SAID
             if _differs(_saved_value(saved, k), cfg_dict.get(k))]
     if said and is_main_process():

@@ -31,6 +31,11 @@ import warnings
 warnings.filterwarnings('ignore', message='`torch.jit.script` is deprecated', category=FutureWarning)
 
 from electra.config.version import __version__  # the one source: electra/config/version.py
+from electra.config.errors import format_warning as _format_warning
+
+# The library's RunWarnings shown as one `warning: ...` line in scripts and notebooks alike (Python's format names a
+# line of the library and quotes its source); other warnings as they were.
+warnings.formatwarning = _format_warning
 from electra.config.registries import TASK_CATALOGUE as _TASK_CATALOGUE, filled_by as _filled_by
 
 # The registries config defines for the jobs above it (docs/architecture.md), each filled by importing the job, which

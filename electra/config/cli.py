@@ -19,7 +19,7 @@ from electra.config.values import checked_config, key_types, located, typed_valu
 from electra.config.version import version_line
 from electra.config.yaml_reader import load_yaml
 
-__all__ = ['load_config', 'parse_cli', 'config_help', 'project_dir', 'resolve_preset', 'preset_keys', 'SOURCES_VAR']
+__all__ = ['running_in_notebook', 'cli_args', 'load_config', 'parse_cli', 'config_help', 'project_dir', 'resolve_preset', 'preset_keys', 'SOURCES_VAR']
 
 # set by the comparison for each job it launches: where each value it passes on the job's command line came from
 SOURCES_VAR = 'ELECTRA_VALUE_SOURCES'
@@ -170,14 +170,30 @@ def _handed_sources() -> dict[str, str]:
     return handed
 
 
+def running_in_notebook() -> bool:
+    "True inside Jupyter (the driver then takes its notebook config cell, not the command line)."
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and 'IPKernelApp' in getattr(shell, 'config', {})
+
+
+def cli_args() -> list[str]:
+    "The command-line flags of a script; none inside a notebook, whose kernel has its own argv (`-f kernel.json`)."
+    return [] if running_in_notebook() else sys.argv[1:]
+
+
 def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path | None = None,
                 default_preset: str = 'demo', prog: str = 'job', overrides: dict | None = None):
     """The job's config: `cls` defaults, then the presets named by `--config` (or `default_preset`; several,
     comma-separated, apply left to right; each over those its own `config` key names), then the other flags in
-    `argv`, then `overrides` (a dict, as a notebook's config cell gives). `preset_dir`: where bare names are looked
-    up, the job's shipped presets (`cls.PRESETS`) unless given. `--help` and `--version` print and exit."""
+    `argv` (None: the script's command line, none in a notebook: `cli_args`), then `overrides` (a dict, as a
+    notebook's config cell gives). `preset_dir`: where bare names are looked up, the job's shipped presets
+    (`cls.PRESETS`) unless given. `--help` and `--version` print and exit."""
     preset_dir = project_dir(cls.PRESETS if preset_dir is None else preset_dir)
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = cli_args() if argv is None else list(argv)
     if '--version' in argv:  # before the config is read: a broken preset still says which library it meets
         print(version_line(prog))
         raise SystemExit(0)
@@ -199,7 +215,8 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path |
     given = {**typed_values(cls, cli, 'command line', False, origins=origins),
              **typed_values(cls, overrides, 'overrides', False, origins=origins)}
     values.update(given)
-    if hasattr(cls, 'command_line_wins'): values = cls.command_line_wins(values, set(given), from_presets)
+    if hasattr(cls, 'command_line_wins'):
+        values = cls.command_line_wins(values, set(given), from_presets, {k: origins[k][0] for k in given})
     cfg = checked_config(cls, values, origins, handed=_handed_sources())
     if isinstance(given.get('task_overrides'), dict):  # merged over the preset's (`command_line_wins`): their sources
         kept = [e for e in cfg.task_overrides if e not in given['task_overrides']]

@@ -4,9 +4,10 @@ fix; the drivers print it after `error: `), `RunWarning` (the job goes on), and 
 from __future__ import annotations
 
 import difflib
+import warnings
 from typing import Sequence
 
-__all__ = ['ConfigError', 'RunWarning', 'need', 'did_you_mean']
+__all__ = ['ConfigError', 'RunWarning', 'format_warning', 'need', 'did_you_mean']
 
 
 # the characters str.splitlines breaks a line at: a message that quotes a file's text may hold any of them
@@ -22,6 +23,17 @@ class ConfigError(ValueError):
 
 class RunWarning(UserWarning):
     "Something in a job's settings or environment the user should know about; the job goes on."
+
+
+_format_others = warnings.formatwarning
+
+
+def format_warning(message, category, filename, lineno, line=None) -> str:
+    """`warnings.formatwarning` that shows a `RunWarning` as the drivers print it, one `warning: ...` line: the file
+    and line Python would name are the library's, never the user's code, and its source line reads as a traceback in
+    a notebook. Other warnings as Python shows them (`electra/__init__.py` installs it)."""
+    if issubclass(category, RunWarning): return f'warning: {message}\n'
+    return _format_others(message, category, filename, lineno, line)
 
 
 # the names other code gives keys of ours (google-research/electra configure_pretraining.py and configure_finetuning.py,

@@ -218,7 +218,8 @@ class FinetuneConfig(CheckedConfig):
                                  entries=TASK_KEYS)
 
     @classmethod
-    def command_line_wins(cls, values: dict, given: set, preset: dict | None = None) -> dict:
+    def command_line_wins(cls, values: dict, given: set, preset: dict | None = None,
+                          sources: dict | None = None) -> dict:
         """What this command typed (the command line, a notebook's overrides) wins over the preset's task_overrides
         value by value. A per-task key given (`--epochs 1`) is meant for every task: it replaces that key in the
         preset's task_overrides, said in a warning (RTE trained the preset's 10 epochs after --epochs 1 without a
@@ -237,11 +238,16 @@ class FinetuneConfig(CheckedConfig):
                 replaced += [(task, k, v) for k, v in keys.items() if k in given and k not in mine]
                 keys = {k: v for k, v in keys.items() if k not in given}
             if keys != {}: kept[task] = keys
-        if replaced:
-            flags = ', '.join(f'--{k} {values[k]}' for k in sorted({k for _, k, _ in replaced}))
+        if replaced:  # `sources`: how each key was given ('command line', the default, or a notebook's 'overrides')
+            sources = sources or {}
+            keys = sorted({k for _, k, _ in replaced})
+            flags = ', '.join(f'--{k} {values[k]}' if sources.get(k, 'command line') == 'command line' else
+                              f'{k}={values[k]!r} ({sources[k]})' for k in keys)
+            there = 'on the command line' if all(sources.get(k, 'command line') == 'command line' for k in keys) \
+                else 'in the overrides'
             was = '; '.join(f'{task} {k}: {v}' for task, k, v in replaced)
             warnings.warn(f"{flags} applies to every task: it replaces the preset's task_overrides ({was}). To keep a "
-                          "per-task value, give task_overrides on the command line too.", RunWarning, stacklevel=2)
+                          f"per-task value, give task_overrides {there} too.", RunWarning, stacklevel=2)
         return {**values, 'task_overrides': merged_overrides(kept, typed)}
 
     def validate(self) -> None:

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from electra.config.cli import cli_args, running_in_notebook  # (how a process was started: config reads it too)
 from electra.config.errors import ConfigError
 
 __all__ = ['World', 'world', 'is_main_process', 'running_in_notebook', 'cli_args', 'command_again', 'PARENT_VAR',
@@ -57,21 +58,6 @@ def world() -> World:
 def is_main_process() -> bool:
     "Only rank 0 writes files in a torchrun job (a single process is rank 0)."
     return world().rank == 0
-
-
-def running_in_notebook() -> bool:
-    "True inside Jupyter (the driver then takes its notebook config cell, not the command line)."
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and 'IPKernelApp' in getattr(shell, 'config', {})
-
-
-def cli_args() -> list[str]:
-    "The command-line flags of a script; none inside a notebook, whose kernel has its own argv."
-    return [] if running_in_notebook() else sys.argv[1:]
 
 
 def command_again(args: list[str] | None = None, module: str | None = None) -> str | None:

@@ -3,6 +3,7 @@
 (`config/values.py`): each key's type and domain, the rules between keys, unknown keys, each refused in one line; what
 it gave is recorded as 'Python', read as the command line reads it (a path's `~` and `$VAR`), and copied."""
 import copy
+import os
 import dataclasses
 import pickle
 import subprocess
@@ -176,3 +177,29 @@ def test_a_preset_named_in_python_is_refused_with_the_call_that_applies_it(cls, 
     def set_it(): built.config = 'small'
     refused(set_it, "Python: key 'config': ", call.replace(preset, 'small'))
     assert built.config == preset
+
+
+def test_load_config_in_a_notebook_reads_no_command_line_of_the_kernel(monkeypatch):
+    """In Jupyter, sys.argv is the kernel's (`ipykernel_launcher.py -f kernel.json`): `load_config(cls,
+    overrides=...)` without `[]` stopped on `unexpected argument '-f'` the user never typed (R20a-7). A notebook has no
+    command line: its config is its overrides, as the drivers' notebooks read it (`cli_args`)."""
+    from electra.config import cli
+    monkeypatch.setattr(sys, 'argv', ['ipykernel_launcher.py', '-f', '/root/.local/share/jupyter/runtime/k.json'])
+    monkeypatch.setattr(cli, 'running_in_notebook', lambda: True)
+    cfg = cli.load_config(FinetuneConfig, overrides={'config': 'demo', 'runs': 1})
+    assert (cfg.runs, value_sources(cfg)['runs']) == (1, 'overrides')
+    monkeypatch.setattr(cli, 'running_in_notebook', lambda: False)  # a script: its command line, as always
+    assert refused(lambda: cli.load_config(FinetuneConfig)) == "unexpected argument '-f': options are written --key value."
+
+
+def test_a_warning_of_python_overrides_names_them_in_one_line_without_the_librarys_source(tmp_path):
+    """`load_config(FinetuneConfig, [], overrides={'epochs': 2})` warned of `--epochs 2` and "the command line", after
+    Python's `.../electra/config/cli.py:202: RunWarning:` and a line of the library's source (R20a-6): one `warning:`
+    line, as the drivers print it, naming the overrides and where to give task_overrides."""
+    code = ("import electra; electra.load_config(electra.FinetuneConfig, [], overrides={'config': 'small', 'epochs': 2})")
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, 'HOME': str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ("warning: epochs=2 (overrides) applies to every task: it replaces the preset's "
+                           "task_overrides (RTE epochs: 10; STS-B epochs: 10). To keep a per-task value, give "
+                           "task_overrides in the overrides too.\n")

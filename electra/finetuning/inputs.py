@@ -30,6 +30,7 @@ class RunInputs:
     data: dict   # split -> digest of its files' bytes (`data_digests`)
     task: dict   # the task file's settings (`FinetuningTask.settings`); {} for a GLUE task
     run: dict    # the run's seed and its values of RESULT_KEYS
+    unread: tuple = ()  # keys of `run` the task does not read (stsb_scale but for STS-B): recorded, never compared
 
     @property
     def settings(self) -> str:
@@ -69,9 +70,10 @@ def run_inputs(task_cfg: FinetuneConfig, task: FinetuningTask, model: tuple[str,
     reads): `resolved` the `precision` as
     it resolves on this device ('auto' is not a number format), the `device`'s type (cpu, cuda: not which GPU) and the
     torchrun job's `processes` (with dropout on, each draws its rows' masks), `double_unordered` as it applies to the
-    task (`doubled`)."""
+    task (`doubled`); `stsb_scale` recorded for every task, compared for those it scales (`TaskInfo.reads_stsb_scale`)."""
     run = {k: getattr(task_cfg, k) for k in RESULT_KEYS} | {'seed': seed, 'double_unordered': doubled, **resolved}
-    return RunInputs(*model, tokenizer, data, as_read_back(task.settings()), as_read_back(run))
+    unread = () if task.info.reads_stsb_scale else ('stsb_scale',)
+    return RunInputs(*model, tokenizer, data, as_read_back(task.settings()), as_read_back(run), unread)
 
 
 def recorded_inputs(settings) -> dict | None:
@@ -121,8 +123,9 @@ def what_changed(row: dict, new: RunInputs, files: dict[str, list[Path]], model:
     for split, digest in new.data.items():
         if old['data'].get(split) != digest: changed.append(f'the {split} file changed ({_files_phrase(files[split])})')
     unrecorded += [k for k in new.run if k not in old['run']]  # a key recorded since the row was written
-    recorded = {k: v for k, v in new.run.items() if k in old['run']}
-    for where, was, now in (("the task file's ", old['task'], new.task), ('', old['run'], recorded)):
+    recorded = {k: v for k, v in new.run.items() if k in old['run'] and k not in new.unread}
+    old_run = {k: v for k, v in old['run'].items() if k not in new.unread}
+    for where, was, now in (("the task file's ", old['task'], new.task), ('', old_run, recorded)):
         for key in [*now, *(k for k in was if k not in now)]:
             if was.get(key) != now.get(key):
                 changed.append(f'{where}{key} changed (was {was.get(key)!r}, now {now.get(key)!r})')

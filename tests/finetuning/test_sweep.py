@@ -260,6 +260,25 @@ def test_a_finished_run_padded_to_other_buckets_or_compiled_otherwise_is_done_ag
         'fine-tuning it again, replacing its row and checkpoint']
 
 
+def test_stsb_scale_changed_does_again_only_the_runs_it_scales(tmp_path, glue_dir, tiny, monkeypatch):
+    """`stsb_scale` scales the targets of a regression task without its own `target_scale` (STS-B): changed, every
+    task of the group was fine-tuned again, "since its row was written, stsb_scale changed", to bit-identical results
+    for the tasks it never touches (R20a-9). Now only the runs it scales are done again; the rows keep recording it."""
+    model, tok = tiny
+    monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
+        data.task.new_model(copy.deepcopy(body), task_cfg), [{m: 50.0 for m in dev_metric_names(data.task)}]))
+
+    def again(**kw) -> list[str]:
+        lines, cfg = [], job(tmp_path, glue_dir, tasks=['RTE', 'STS-B'], **kw)
+        sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
+        return [line for line in lines if 'since its row was written' in line or 'finished before' in line]
+    again()
+    assert again(stsb_scale=3.0) == ['RTE: all 1 runs finished before; skipped',
+                                     'STS-B run 0: since its row was written, stsb_scale changed (was 5.0, now 3.0); '
+                                     'fine-tuning it again, replacing its row and checkpoint']
+    assert again(stsb_scale=3.0) == ['RTE: all 1 runs finished before; skipped', 'STS-B: all 1 runs finished before; skipped']
+
+
 def test_a_task_whose_training_text_is_mostly_unknown_to_the_vocabulary_is_said_once(tmp_path, glue_dir, tiny,
                                                                                        monkeypatch):
     """RTE's tiny files as a task file, their letters written in Cyrillic: most of the text is [UNK] to the tiny

@@ -46,6 +46,11 @@ class TaskInfo:
     def is_regression(self) -> bool: return not self.labels
 
     @property
+    def reads_stsb_scale(self) -> bool:
+        "Whether the job's `stsb_scale` scales its targets: a regression task without a `target_scale` of its own."
+        return self.is_regression and self.target_scale is None
+
+    @property
     def label_names(self) -> tuple[str, ...]:
         "The name of each class id, as a fine-tuned model's `id2label` gives it: `names`, else the labels themselves."
         return self.names or self.labels

@@ -92,7 +92,7 @@ class ClassificationTask(FinetuningTask):
         return TaskData(self, train, dev, texts)
 
     def new_model(self, body: nn.Module, task_cfg: FinetuneConfig) -> ElectraClassifier:
-        scale = (self.info.target_scale or task_cfg.stsb_scale) if self.info.is_regression else 1.0
+        scale = task_cfg.stsb_scale if self.info.reads_stsb_scale else self.info.target_scale or 1.0
         return ElectraClassifier(body, self.info.n_outputs, task_cfg.dropout, scale)
 
     def head(self, model: ElectraClassifier) -> dict:

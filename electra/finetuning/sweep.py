@@ -39,7 +39,7 @@ from electra.pretrained.export import model_files, model_fingerprint, model_sour
 from electra.runtime.errors import TrainingDiverged, TrainingStopped, stopped_by
 from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir, writable_files
 from electra.runtime.processes import is_main_process, world
-from electra.runtime.streams import LOG_NAME, log_to
+from electra.runtime.streams import LOG_NAME, also_in_log, log_to
 from electra.training.device import resolve_device, resolve_precision
 
 __all__ = ['resolve_data', 'data_description', 'job_tasks', 'check_outputs', 'run_sweep', 'write_summary',
@@ -268,7 +268,8 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     again with a line saying why. With `parallel_runs` above 1, that many worker processes take the runs from a
     shared queue (`electra.finetuning.workers`); the table is the same as one process's. A run whose loss became NaN or infinite stops with no row;
     the others go on (`raise_if_diverged` ends the job with it). The job's output goes to `<output_dir>/<group>/log.txt`
-    too (`log_to`). Then the runs `save_pretrained` names are written as transformers folders too
+    too (`log_to`); from a notebook or a script whose streams are not the job's, the sweep's own lines
+    (`also_in_log`). Then the runs `save_pretrained` names are written as transformers folders too
     (`electra.finetuning.export`). `source`: where GLUE's tasks are read, `resolve_data(cfg.data, cfg.cache_dir)`."""
     check_outputs(cfg)
     _check_given(cfg, pretrained)
@@ -277,7 +278,8 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     say = log if is_main_process() else (lambda *_: None)
     cfg.check_task_kinds()
     _check_lengths(cfg, pretrained.config, say)
-    log_to(writable_dir(group_dir(cfg), 'output_dir'))  # the job's output, also what a closed stdout missed
+    if log_to(writable_dir(group_dir(cfg), 'output_dir')) is None and is_main_process():  # (a notebook: its own lines)
+        say = also_in_log(say, group_dir(cfg), 'run_sweep from Python')
     if is_main_process(): remove_dead_model_copies(group_dir(cfg), say)
     for line in cfg.command_line_over_task_files(): say(line)  # the typed value wins (`FinetuneConfig.for_task`)
     tasks = job_tasks(cfg, source)  # (a task file's data read and checked once)

@@ -25,11 +25,12 @@ import shlex
 import sys
 import threading
 from datetime import datetime
+from typing import Callable
 from pathlib import Path
 
 from electra.runtime.processes import running_in_notebook, world
 
-__all__ = ['LOG_NAME', 'guard_streams', 'log_to']
+__all__ = ['LOG_NAME', 'guard_streams', 'log_to', 'also_in_log']
 
 LOG_NAME = 'log.txt'
 _HELD = 1 << 20  # characters of output held until the log file opens; older lines are dropped, and counted
@@ -210,3 +211,16 @@ def log_to(folder: str | Path) -> Path | None:
         return None
     log.open(Path(folder) / LOG_NAME)
     return log.path
+
+
+def also_in_log(say: Callable[[str], None], folder: str | Path, what: str) -> Callable[[str], None]:
+    """`say`, each line also appended to `folder`/log.txt under a header line naming `what`: the job's log where the
+    streams are not the job's (`log_to` gave None: a notebook, a script calling the library), its own lines only."""
+    path = Path(folder) / LOG_NAME
+    with open(path, 'a', encoding='utf-8') as f:
+        f.write(f"=== {datetime.now().isoformat(sep=' ', timespec='seconds')} ({what})\n")
+
+    def said(line: str) -> None:
+        say(line)
+        with open(path, 'a', encoding='utf-8', errors='replace') as f: f.write(f'{line}\n')
+    return said

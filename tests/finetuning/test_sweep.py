@@ -279,6 +279,25 @@ def test_stsb_scale_changed_does_again_only_the_runs_it_scales(tmp_path, glue_di
     assert again(stsb_scale=3.0) == ['RTE: all 1 runs finished before; skipped', 'STS-B: all 1 runs finished before; skipped']
 
 
+def test_a_sweep_run_from_python_keeps_its_lines_in_the_groups_log(tmp_path, glue_dir, tiny, monkeypatch):
+    """run_sweep from a notebook or a plain script (the streams not the job's) wrote no log.txt, though its help says
+    the job's output goes there: why a run was done again was only in the notebook's output (R20a-5). Its own lines
+    are appended to the group's log.txt, each job under a header line."""
+    model, tok = tiny
+    monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
+        data.task.new_model(copy.deepcopy(body), task_cfg), [{m: 50.0 for m in dev_metric_names(data.task)}]))
+    said = []
+    for lr in (1e-3, 2e-3):
+        lines, cfg = [], job(tmp_path, glue_dir, tasks=['RTE'], lr=lr)
+        sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
+        said.append(lines)
+    log = (tmp_path / 'ckpt' / 't' / 'log.txt').read_text(encoding='utf-8').splitlines()
+    heads = [i for i, line in enumerate(log) if line.startswith('=== ')]
+    assert len(heads) == 2 and heads[0] == 0 and all('(run_sweep from Python)' in log[i] for i in heads)
+    assert log[1:heads[1]] == said[0] and log[heads[1] + 1:] == said[1]
+    assert any('lr changed (was 0.001, now 0.002)' in line for line in said[1])
+
+
 def test_a_task_whose_training_text_is_mostly_unknown_to_the_vocabulary_is_said_once(tmp_path, glue_dir, tiny,
                                                                                        monkeypatch):
     """RTE's tiny files as a task file, their letters written in Cyrillic: most of the text is [UNK] to the tiny

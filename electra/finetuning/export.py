@@ -324,6 +324,9 @@ def save_runs(cfg: FinetuneConfig, results: ResultsTable, tokenizer, say: Callab
         every = results.task_rows(task)
         rows = every[every['run'] < cfg.runs]
         picked = rows if cfg.save_pretrained == 'all' or rows.empty else select_runs(rows, cfg.select, cfg.ensemble_k)
+        if picked.empty and not rows.empty:  # every score undefined (a constant dev target): no run is picked
+            say(f"{task}: no transformers folder: the dev score of each of its {len(rows)} runs is undefined, so none "
+                f"is picked; their weights stay {task}_<i>.pth (save_pretrained all writes a folder for every run)")
         _drop_unpicked(cfg, every[~every['run'].isin(picked['run'])], say)
         for r in picked.sort_values('run').to_dict('records'):
             checkpoint = Path(str(r['checkpoint']))

@@ -298,6 +298,24 @@ def test_a_sweep_run_from_python_keeps_its_lines_in_the_groups_log(tmp_path, glu
     assert any('lr changed (was 0.001, now 0.002)' in line for line in said[1])
 
 
+def test_a_task_whose_every_run_is_undefined_says_why_it_has_no_transformers_folder(tmp_path, glue_dir, tiny,
+                                                                                    monkeypatch):
+    """A constant dev target: every run's score undefined, none picked, so no `<task>_<i>/` folder, without a word
+    where the other tasks' lines say theirs (R20a-8). One line says why, and that the weights stay."""
+    model, tok = tiny
+    monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
+        data.task.new_model(copy.deepcopy(body), task_cfg),
+        [{m: (float('nan') if data.task.name == 'STS-B' else 50.0) for m in dev_metric_names(data.task)}]))
+    lines, cfg = [], job(tmp_path, glue_dir, tasks=['RTE', 'STS-B'], runs=2)
+    sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lines.append)
+    group = tmp_path / 'ckpt' / 't'
+    assert [line for line in lines if 'transformers folder' in line] == [
+        f"RTE run 0: also a transformers folder, {group / 'RTE_0'}",
+        "STS-B: no transformers folder: the dev score of each of its 2 runs is undefined, so none is picked; their "
+        "weights stay STS-B_<i>.pth (save_pretrained all writes a folder for every run)"]
+    assert not (group / 'STS-B_0').exists() and (group / 'STS-B_1.pth').is_file()
+
+
 def test_a_task_whose_training_text_is_mostly_unknown_to_the_vocabulary_is_said_once(tmp_path, glue_dir, tiny,
                                                                                        monkeypatch):
     """RTE's tiny files as a task file, their letters written in Cyrillic: most of the text is [UNK] to the tiny

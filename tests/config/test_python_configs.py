@@ -197,8 +197,9 @@ def test_a_warning_of_python_overrides_names_them_in_one_line_without_the_librar
     Python's `.../electra/config/cli.py:202: RunWarning:` and a line of the library's source (R20a-6): one `warning:`
     line, as the drivers print it, naming the overrides and where to give task_overrides."""
     code = ("import electra; electra.load_config(electra.FinetuneConfig, [], overrides={'config': 'small', 'epochs': 2})")
+    from electra.runtime.processes import library_env
     proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, 'HOME': str(tmp_path)})
+                          env=library_env({**os.environ, 'HOME': str(tmp_path)}))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ("warning: epochs=2 (overrides) applies to every task: it replaces the preset's "
                            "task_overrides (RTE epochs: 10; STS-B epochs: 10). To keep a per-task value, give "

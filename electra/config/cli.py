@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from electra.config.errors import ConfigError, RunWarning, did_you_mean
+from electra.config.errors import ConfigError, RunWarning, UnknownTask, did_you_mean
 from electra.config.paths import expand_path
 from electra.config.text_files import read_text
 from electra.config.values import checked_config, key_types, located, typed_values, with_entry_sources
@@ -185,6 +185,14 @@ def cli_args() -> list[str]:
     return [] if running_in_notebook() else sys.argv[1:]
 
 
+def _preset_entry_refused(e: UnknownTask, place: str) -> ConfigError:
+    "The refusal of a preset's task_overrides entry for a task the job does not run (`place`: the preset's line)."
+    runs = f" (its task files: {', '.join(e.files)})" if e.files else ''
+    return ConfigError(f"{place}: task_overrides: the preset's entry for the task '{e.name}', which this job does not "
+                       f"run{runs}. Give --task_overrides '{{}}' to drop the preset's entries (and a key for every "
+                       "task, such as --max_length 64, where one was meant), or a preset of your own.")
+
+
 def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path | None = None,
                 default_preset: str = 'demo', prog: str = 'job', overrides: dict | None = None):
     """The job's config: `cls` defaults, then the presets named by `--config` (or `default_preset`; several,
@@ -217,7 +225,12 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path |
     values.update(given)
     if hasattr(cls, 'command_line_wins'):
         values = cls.command_line_wins(values, set(given), from_presets, {k: origins[k][0] for k in given})
-    cfg = checked_config(cls, values, origins, handed=_handed_sources())
+    try: cfg = checked_config(cls, values, origins, handed=_handed_sources())
+    except UnknownTask as e:  # a preset's per-task entry: named by its file and line, with the fix
+        typed, ours = given.get('task_overrides'), from_presets.get('task_overrides')
+        typed_it = isinstance(typed, dict) and e.name in typed  # (then the user's own entry: refused as it is)
+        if e.key != 'task_overrides' or not isinstance(ours, dict) or e.name not in ours or typed_it: raise
+        raise _preset_entry_refused(e, located(*preset_origins['task_overrides'], ('task_overrides', e.name))) from None
     if isinstance(given.get('task_overrides'), dict):  # merged over the preset's (`command_line_wins`): their sources
         kept = [e for e in cfg.task_overrides if e not in given['task_overrides']]
         origin = preset_origins.get('task_overrides')

@@ -7,7 +7,7 @@ import difflib
 import warnings
 from typing import Sequence
 
-__all__ = ['ConfigError', 'RunWarning', 'format_warning', 'need', 'did_you_mean']
+__all__ = ['ConfigError', 'UnknownTask', 'RunWarning', 'format_warning', 'need', 'did_you_mean']
 
 
 # the characters str.splitlines breaks a line at: a message that quotes a file's text may hold any of them
@@ -19,6 +19,14 @@ class ConfigError(ValueError):
     drivers print it after `error: `): a line break it quotes from a file or a value is shown escaped."""
     def __init__(self, message: object = '', *args):
         super().__init__(str(message).translate(_LINE_BREAKS), *args)
+
+
+class UnknownTask(ConfigError):
+    """A task name `key` gives that the job has not (`name`; `files`: the names of the job's task files): its reader
+    names where the value came from, when it knows."""
+    def __init__(self, message: object, key: str, name: str, files: Sequence[str] = ()):
+        super().__init__(message)
+        self.key, self.name, self.files = key, name, tuple(files)
 
 
 class RunWarning(UserWarning):

@@ -562,3 +562,26 @@ def test_task_names_and_labels_in_two_unicode_forms_are_one_name_as_on_macos(tmp
                                         r"differ only in Unicode form \(NFC, NFD: .*\), so they are separate classes"):
         task, _ = file_task(read_task_file(spec))
     assert len(task.labels) == 3  # still read as the file says
+
+
+def test_a_presets_per_task_entry_for_a_task_the_job_does_not_run_names_the_preset_line_and_the_fix(tmp_path):
+    """`--config demo_tagging --tasks mine.yaml`: the preset's `task_overrides: {ner: ...}` names a task this job does
+    not have, refused as `unknown task 'ner'`, which the user never typed, naming neither the preset nor the fix
+    (R21a-1). The line names the preset's file and line and the fix, which works."""
+    from electra.config.cli import load_config
+    from electra.config.finetune import FinetuneConfig
+    to_csv(tmp_path / 't.csv', sentiment(tmp_path, 8))
+    mine = write(tmp_path / 'mine.yaml', 'train: t.csv\ndev: t.csv\ntext: sentence\nlabel: label\n')
+    preset = Path('configs/finetune') / 'demo_tagging.yaml'  # as load_config names it, from its preset_dir
+    line = next(i for i, text in enumerate(preset.read_text().splitlines(), 1) if text.startswith('  ner:'))
+    for typed in ([], ['--task_overrides', '{mine: {lr: 1e-4}}']):
+        argv = ['--config', 'demo_tagging', '--tasks', str(mine), *typed]
+        with pytest.raises(ConfigError) as e:
+            load_config(FinetuneConfig, argv, preset_dir='configs/finetune')
+        assert str(e.value) == (
+            f"{preset}: line {line}: task_overrides: the preset's entry for the task 'ner', which this job does not "
+            "run (its task files: mine). Give --task_overrides '{}' to drop the preset's entries (and a key for every "
+            "task, such as --max_length 64, where one was meant), or a preset of your own.")
+    cfg = load_config(FinetuneConfig, ['--config', 'demo_tagging', '--tasks', str(mine), '--task_overrides', '{}'],
+                      preset_dir='configs/finetune')
+    assert cfg.task_overrides == {} and cfg.task_names == ['mine']

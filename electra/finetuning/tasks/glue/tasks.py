@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, UnknownTask
 from electra.finetuning.tasks.base import TaskInfo
 
 __all__ = ['GlueDataError', 'TsvLayout', 'TASKS', 'ALL_TASKS', 'task_named']
@@ -104,7 +104,8 @@ def task_named(name: str, key: str = 'tasks', files: Mapping[str, Path] | None =
     hint = _closest(name, files)
     if not files: raise ConfigError(f"{key}: unknown GLUE task '{name}'.{hint} Tasks are {glue}.")
     listed = ', '.join(f'{n} ({p})' for n, p in files.items())
-    raise ConfigError(f"{key}: unknown task '{name}'.{hint} This job's task files are {listed}; GLUE tasks are {glue}.")
+    raise UnknownTask(f"{key}: unknown task '{name}'.{hint} This job's task files are {listed}; GLUE tasks are {glue}.",
+                      key, name, list(files))
 
 
 def _closest(name: str, files: Mapping[str, Path]) -> str:

@@ -337,7 +337,7 @@ def _test_data(tasks: dict[str, FinetuningTask], source: TaskSource | None) -> d
 
 def _group_rows(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, TaskInfo]) -> tuple[pd.DataFrame, str]:
     """The rows the summary and the card describe, the whole group as its results table holds it: this job's tasks
-    over its `runs`, the other tasks (of earlier jobs) over the runs of the last job that named each
+    over its `runs` (their rows past them named), the other tasks (of earlier jobs) over the runs of the last job that named each
     (`ResultsTable.job_runs`; all their rows where none is recorded: a table of an earlier version), and a note naming
     them, the rows left out, the task files left out (this job does not name them: their metrics are not known to it)
     and the tasks whose runs were not fine-tuned alike (`unlike_runs`)."""
@@ -348,8 +348,12 @@ def _group_rows(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, Tas
                         dtype=bool)
     others, past = earlier[covered], earlier[~covered]
     rows = pd.concat([df[mine & (df['run'] < cfg.runs)], others])
+    beyond = df[mine & (df['run'] >= cfg.runs)]  # this job's tasks' runs of an earlier job of more runs
     left = sorted(set(df.loc[~mine, 'task']) - set(tasks))
-    note = [*_earlier_notes([n for n in tasks if n in set(others['task'])], others, past, job_runs),
+    def runs_of(name): return f"{name} ({runs_phrase(sorted(map(int, beyond.loc[beyond['task'] == name, 'run'])))})"
+    note = [*([f"Left out as outside this job's {cfg.runs} run(s) (kept in results.csv for a job that asks for them "
+               f"again): {', '.join(map(runs_of, dict.fromkeys(beyond['task'])))}."] if not beyond.empty else []),
+            *_earlier_notes([n for n in tasks if n in set(others['task'])], others, past, job_runs),
             *([f"Left out: {', '.join(left)}, task files of earlier jobs (rows in results.csv) that this job does not "
                "name; name them in tasks to summarise them."] if left else []),
             *(f"{n}'s runs were not fine-tuned alike: {'; '.join(unlike)}. Name the task in tasks to fine-tune its runs "

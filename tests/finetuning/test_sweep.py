@@ -316,6 +316,21 @@ def test_a_task_whose_every_run_is_undefined_says_why_it_has_no_transformers_fol
     assert not (group / 'STS-B_0').exists() and (group / 'STS-B_1.pth').is_file()
 
 
+def test_a_job_of_fewer_runs_names_the_rows_its_summary_leaves_out(tmp_path, glue_dir, tiny, monkeypatch):
+    """`--runs 2` then `--runs 1` on one group: summary.md gave RTE over 1 run without a word of run 1, still in
+    results.csv (only a later job of other tasks named it, R21a-2). The job's own summary names it."""
+    model, tok = tiny
+    monkeypatch.setattr(runs, 'train_run', lambda data, task_cfg, body, *a, **kw: (
+        data.task.new_model(copy.deepcopy(body), task_cfg), [{m: 50.0 for m in dev_metric_names(data.task)}]))
+    for n in (2, 1):
+        cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=n)
+        results = sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+    text = sweep.write_summary(cfg, results)
+    assert sorted(pd.read_csv(tmp_path / 'ckpt' / 't' / 'results.csv')['run']) == [0, 1]
+    assert ("Left out as outside this job's 1 run(s) (kept in results.csv for a job that asks for them again): RTE "
+            "(run 1).") in text
+
+
 def test_a_task_whose_training_text_is_mostly_unknown_to_the_vocabulary_is_said_once(tmp_path, glue_dir, tiny,
                                                                                        monkeypatch):
     """RTE's tiny files as a task file, their letters written in Cyrillic: most of the text is [UNK] to the tiny

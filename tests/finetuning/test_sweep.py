@@ -910,7 +910,8 @@ def test_the_summary_names_the_tasks_of_earlier_jobs_and_the_task_files_it_leave
     table = SimpleNamespace(df=df, job_runs={})  # MRPC's job not recorded: a table of an earlier version
     rows, note = sweep._group_rows(job(tmp_path, glue_dir, tasks=['RTE'], runs=2), table, TASKS)
     assert sorted(zip(rows['task'], rows['run'])) == [('MRPC', 0), ('MRPC', 1), ('MRPC', 2), ('RTE', 0), ('RTE', 1)]
-    assert note == ('Tasks of earlier jobs of this group, over all their rows of results.csv (no job of theirs '
+    assert note == ("Left out as outside this job's 2 run(s) (kept in results.csv for a job that asks for them again): "
+                    'RTE (run 2). Tasks of earlier jobs of this group, over all their rows of results.csv (no job of theirs '
                     'recorded): MRPC. Left out: entail, '
                     'task files of earlier jobs (rows in results.csv) that this job does not name; name them in tasks '
                     'to summarise them.')

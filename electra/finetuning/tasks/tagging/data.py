@@ -20,11 +20,12 @@ its lenient span reader (tagging_utils.py, `get_span_labels`); here a malformed 
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.text_files import load_json, read_text, split_lines
 from electra.finetuning.tasks.values import warn_case_twins
 
@@ -195,6 +196,18 @@ def detect_scheme(f: TaggedFile) -> str:
     return 'IOBES' if prefixes & {'E', 'S'} else 'IOB2'
 
 
+def _warn_if_entities(f: TaggedFile) -> None:
+    """One warning when tags without prefixes stand beside 'O' (PER, LOC and O: entities in the IO scheme, as
+    WNUT-style files write them): `auto` reads them as plain, word accuracy alone. POS-like tags have no 'O'."""
+    tags = list(dict.fromkeys(t for s in f.sentences for t in s.tags))
+    if 'O' not in tags or len(tags) < 2: return
+    shown = ', '.join([t for t in tags if t != 'O'][:5]) + (', ...' if len(tags) > 6 else '')
+    warnings.warn(f"{f.path}: its tags {shown} beside 'O' have no B-/I- prefixes, so scheme auto reads them as plain: "
+                  "each word's tag scored by accuracy, no entity F1. If they are entities (the IO scheme), write B- on "
+                  "each entity's first word and I- on the rest (IOB2); give scheme: plain if they are no entities.",
+                  RunWarning, stacklevel=4)
+
+
 def _split(tag: str) -> tuple[str, str]:
     "(prefix, type) of a tag: ('O', '') for O; for a tag without a prefix, ('', tag)."
     if tag == 'O': return 'O', ''
@@ -290,7 +303,9 @@ def read_tagging_files(train: str | Path, scheme: str = 'auto', **others: str | 
     file may have no tags (words only, see `read_conll`); the others must."""
     splits = {'train': read_tagged(train)}
     warn_case_twins(str(train), [t for s in splits['train'].sentences for t in s.tags], 'tags', 'word')
-    if scheme == 'auto': scheme = detect_scheme(splits['train'])
+    if scheme == 'auto':
+        scheme = detect_scheme(splits['train'])
+        if scheme == 'plain': _warn_if_entities(splits['train'])
     for name, path in others.items():
         if path is not None: splits[name] = read_tagged(path, None if name == 'test' else True)
     for name, f in splits.items():

@@ -238,3 +238,23 @@ def test_files_of_cr_line_ends_read_as_their_lf_copies(tmp_path):
         assert cr.format == lf.format and cr.lines == lf.lines and len(cr.sentences) == len(lf.sentences) > 1
         for a, b in zip(cr.sentences, lf.sentences):
             assert (a.words, a.tags, a.line, a.word_lines) == (b.words, b.tags, b.line, b.word_lines)
+
+
+def test_entity_tags_without_prefixes_beside_o_read_as_plain_are_said(tmp_path):
+    """PER/LOC beside O (entities written without B-/I-, the IO scheme) were read as plain in silence: word accuracy
+    alone, no entity F1 (R21a-5). Said in one warning with the fix; POS-like tags (no O) and `scheme: plain` say
+    nothing."""
+    import warnings
+    from electra.config.errors import RunWarning
+    io = write(tmp_path / 'io.txt', 'Olga PER\nin O\nRome LOC\n\nAnna PER\n')
+    with pytest.warns(RunWarning, match=r"io\.txt: its tags PER, LOC beside 'O' have no B-/I- prefixes, so "
+                                        r"scheme auto reads them as plain: each word's tag scored by accuracy, no "
+                                        r"entity F1\. If they are entities \(the IO scheme\), write B- on each "
+                                        r"entity's first word and I- on the rest \(IOB2\); give scheme: plain if they "
+                                        r"are no entities\.$"):
+        assert data.read_tagging_files(io).scheme == 'plain'
+    pos = write(tmp_path / 'pos.txt', 'Olga NNP\nruns VBZ\n\nAnna NNP\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', RunWarning)
+        assert data.read_tagging_files(pos).scheme == 'plain'
+        assert data.read_tagging_files(io, scheme='plain').scheme == 'plain'

@@ -466,10 +466,12 @@ def run_encoding(tok: PreTrainedTokenizerBase, a: str, b: str | None = None,
     finetune/classification/classification_tasks.py; pretraining's `ExampleBuilder`), whatever `tok`'s own
     post-processor adds. `words`: a tagging run's ids of the sentence `a`, its words (split at spaces) cut into pieces
     each on its own (`tasks/tagging/encoding.py` `word_pieces`, as the official `tokenize_and_align`)."""
-    def ids(text):
-        return tok(text.split() if words else text, is_split_into_words=words, add_special_tokens=False)['input_ids']
+    def ids(text):  # (verbose=False: uncut on purpose, never fed whole to a model of a shorter model_max_length)
+        return tok(text.split() if words else text, is_split_into_words=words, add_special_tokens=False,
+                   verbose=False)['input_ids']
     first = [tok.cls_token_id, *ids(a), tok.sep_token_id]
-    second = [*ids(b), tok.sep_token_id] if b is not None else []
+    b_ids = ids(b) if b is not None else []  # a second text of no tokens is none, as the run encodes it
+    second = [*b_ids, tok.sep_token_id] if b_ids else []
     return {'input_ids': first + second, 'token_type_ids': [0] * len(first) + [1] * len(second),
             'attention_mask': [1] * (len(first) + len(second))}
 
@@ -481,7 +483,7 @@ def _encoding_differs(folder: Path, tok: PreTrainedTokenizerBase, words: bool) -
     saved, (a, b) = AutoTokenizer.from_pretrained(folder), _PROBE_PAIR
     for args in [(a,)] if words else [(a,), (a, b)]:
         want = run_encoding(tok, *args, words=words)
-        if (got := dict(saved(*args))) != want:
+        if (got := dict(saved(*args, verbose=False))) != want:
             return (f"it encodes {'a pair' if len(args) == 2 else 'a text'} as {_shown(saved, got)}, the run as "
                     f"{_shown(tok, want)}")
     return ''

@@ -392,3 +392,26 @@ def test_one_vocabulary_however_read_is_one_identity_and_each_difference_is_name
     masked = AutoTokenizer.from_pretrained(tmp_path / 'tok', mask_token='*')
     assert tokenizer_difference(masked, own, "the model's tokenizer") == (
         "its mask_token is '*' (id 8), that of the model's tokenizer '[MASK]' (id 4)")
+
+
+def test_an_export_at_a_short_max_length_checks_its_encoding_without_transformers_length_warning(tmp_path, corpus):
+    """A tagging run at max_length 16: the export's check of its encoding asks transformers for a probe text of 21
+    tokens, and transformers logged `Token indices sequence length is longer than ... will result in indexing errors`
+    into the job's log after runs that windowed every word right (R21a-4). The check asks without it."""
+    import logging
+
+    from electra.data.tokenizer import save_exported_tokenizer
+    texts = corpus.read_text(encoding='utf-8').splitlines()
+    from tests.support.tokenizers import FOLDERS
+    tok = load_tokenizer(str(FOLDERS['wordpiece'](tmp_path / 'given', texts)))
+    tok.model_max_length = 8  # as `run_length` sets it for the export of a run of that max_length
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logger = logging.getLogger('transformers')
+    logger.addHandler(handler)
+    try:
+        for words in (False, True):
+            assert save_exported_tokenizer(tok, tmp_path / f'export_{words}', words=words) == ''
+    finally: logger.removeHandler(handler)
+    assert not [m for m in seen if 'indexing errors' in m]

@@ -72,7 +72,7 @@ def name_key(name: str) -> str:
 def how_names_differ(a: str, b: str) -> tuple[str, str]:
     """How two names of one `name_key` differ, and where they are one name: (how, where), as in "differ {how}: ...
     would be one {where}". In case: one on macOS and Windows; in Unicode form (with or without case): one on macOS."""
-    case = unicodedata.normalize('NFC', a) != unicodedata.normalize('NFC', b)  # still two once in one form
     if a.casefold() == b.casefold(): return 'only in case', 'on a case-insensitive file system (macOS, Windows)'
+    case = unicodedata.normalize('NFC', a) != unicodedata.normalize('NFC', b)  # still two once in one form
     form = 'Unicode form (NFC, NFD: an accented letter as one character or as a letter and a combining accent)'
     return f"only in {'case and ' if case else ''}{form}", 'on macOS, whose file systems do not tell the forms apart'

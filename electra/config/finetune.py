@@ -239,12 +239,10 @@ class FinetuneConfig(CheckedConfig):
                 keys = {k: v for k, v in keys.items() if k not in given}
             if keys != {}: kept[task] = keys
         if replaced:  # `sources`: how each key was given ('command line', the default, or a notebook's 'overrides')
-            sources = sources or {}
-            keys = sorted({k for _, k, _ in replaced})
-            flags = ', '.join(f'--{k} {values[k]}' if sources.get(k, 'command line') == 'command line' else
-                              f'{k}={values[k]!r} ({sources[k]})' for k in keys)
-            there = 'on the command line' if all(sources.get(k, 'command line') == 'command line' for k in keys) \
-                else 'in the overrides'
+            how = {k: (sources or {}).get(k, 'command line') for k in sorted({k for _, k, _ in replaced})}
+            flags = ', '.join(f'--{k} {values[k]}' if by == 'command line' else f'{k}={values[k]!r} ({by})'
+                              for k, by in how.items())
+            there = 'on the command line' if set(how.values()) == {'command line'} else 'in the overrides'
             was = '; '.join(f'{task} {k}: {v}' for task, k, v in replaced)
             warnings.warn(f"{flags} applies to every task: it replaces the preset's task_overrides ({was}). To keep a "
                           f"per-task value, give task_overrides {there} too.", RunWarning, stacklevel=2)

@@ -278,9 +278,9 @@ class CheckedConfig:
         # attribute no job reads); the library's own (a leading `_`) and the class's attributes are set as they are.
         if not self.__dict__.get('_built'): return super().__setattr__(name, value)
         keys = [f.name for f in dataclasses.fields(self) if f.init]
-        if name not in keys and (name.startswith('_') or hasattr(type(self), name)):
+        if name not in keys:
+            if not (name.startswith('_') or hasattr(type(self), name)): _unknown(type(self), name, PYTHON, PYTHON)
             return super().__setattr__(name, value)
-        if name not in keys: _unknown(type(self), name, PYTHON, PYTHON)
         if name == 'config': _refuse_preset(type(self), value)
         values = {k: getattr(self, k) for k in keys} | {name: _python_value(type(self), name, value)}
         self.__dict__.update(vars(checked_config(type(self), values, {name: (PYTHON, None)}, base=self)))

@@ -350,9 +350,7 @@ def _group_rows(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, Tas
     rows = pd.concat([df[mine & (df['run'] < cfg.runs)], others])
     beyond = df[mine & (df['run'] >= cfg.runs)]  # this job's tasks' runs of an earlier job of more runs
     left = sorted(set(df.loc[~mine, 'task']) - set(tasks))
-    def runs_of(name): return f"{name} ({runs_phrase(sorted(map(int, beyond.loc[beyond['task'] == name, 'run'])))})"
-    note = [*([f"Left out as outside this job's {cfg.runs} run(s) (kept in results.csv for a job that asks for them "
-               f"again): {', '.join(map(runs_of, dict.fromkeys(beyond['task'])))}."] if not beyond.empty else []),
+    note = [*_left_out(f"this job's {cfg.runs} run(s)", beyond),
             *_earlier_notes([n for n in tasks if n in set(others['task'])], others, past, job_runs),
             *([f"Left out: {', '.join(left)}, task files of earlier jobs (rows in results.csv) that this job does not "
                "name; name them in tasks to summarise them."] if left else []),
@@ -361,16 +359,25 @@ def _group_rows(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, Tas
     return rows, ' '.join(note)
 
 
+def _runs_of(name: str, rows: pd.DataFrame) -> str:
+    "'RTE (runs 0, 1)': a task and its runs among `rows`."
+    return f"{name} ({runs_phrase(sorted(map(int, rows.loc[rows['task'] == name, 'run'])))})"
+
+
+def _left_out(outside: str, rows: pd.DataFrame) -> list[str]:
+    "The line naming `rows`, left out of the summary as outside `outside`, kept in results.csv; none for no rows."
+    if rows.empty: return []
+    return [f"Left out as outside {outside} (kept in results.csv for a job that asks for them again): "
+            f"{', '.join(_runs_of(n, rows) for n in dict.fromkeys(rows['task']))}."]
+
+
 def _earlier_notes(names: list[str], others: pd.DataFrame, past: pd.DataFrame, job_runs: dict[str, int]) -> list[str]:
     """The lines on earlier jobs' tasks `names` (their summarised rows `others`): over the runs of their last job, or
     all their rows where none is recorded; and the rows `past` those runs, kept in results.csv."""
-    def runs_of(name, rows): return f"{name} ({runs_phrase(sorted(map(int, rows.loc[rows['task'] == name, 'run'])))})"
-    covered = [runs_of(n, others) for n in names if n in job_runs]
+    covered = [_runs_of(n, others) for n in names if n in job_runs]
     whole = [n for n in names if n not in job_runs]
     return ([f"Tasks of earlier jobs of this group, each over the runs of the last job that named it: {', '.join(covered)}."]
-            if covered else []) + (
-        [f"Left out as outside the runs of their last job (kept in results.csv for a job that asks for them again): "
-         f"{', '.join(runs_of(n, past) for n in dict.fromkeys(past['task']))}."] if not past.empty else []) + (
+            if covered else []) + _left_out('the runs of their last job', past) + (
         [f"Tasks of earlier jobs of this group, over all their rows of results.csv (no job of theirs recorded): "
          f"{', '.join(whole)}."] if whole else [])
 

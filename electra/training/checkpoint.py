@@ -247,6 +247,10 @@ def _tokenizer_difference(then: dict[str, str], now: dict[str, str]) -> str:
             f"{new[first]!r} now, {old[first]!r} then")
 
 
+# the keys that give a run a tokenizer it does not train: without any of them it trains its own at its start
+_TOKENIZER_GIVEN_BY = ('tokenizer', 'init_from', 'generator')
+
+
 def _tokenizer_refusal(ckpt: dict, given: str | None, now: dict[str, str], own: Path) -> str:
     """Why a resume's tokenizer is refused and the fix: the file the run began with edited since (restore it), the
     run's own tokenizer folder `own` edited since (restore or remove it), another one given (give that one), or one
@@ -255,7 +259,7 @@ def _tokenizer_refusal(ckpt: dict, given: str | None, now: dict[str, str], own: 
     if began and given == began:
         return (f"the tokenizer {given} has changed since this run began ({difference}). Restore that file to continue "
                 "the run, or start another with --run_name NAME.")
-    trained = not any(_saved_value(ckpt['config'], k) for k in ('tokenizer', 'init_from', 'generator'))
+    trained = not any(_saved_value(ckpt['config'], k) for k in _TOKENIZER_GIVEN_BY)
     if trained and not given:  # the tokenizer/ it trained at its start, read again from its run folder
         return (f"the run's own tokenizer {own}, trained at its start, has changed since ({difference}). Restore it, "
                 "or remove that folder for the run to train it again from its corpus (the same, with the corpus "
@@ -274,7 +278,7 @@ def check_resume_compatible(ckpt: dict, cfg_dict: dict, tokenizer_state: dict[st
     # the run's own tokenizer, trained at its start, is reused whatever these say now: changed, the saved config (and
     # the model card) would describe a tokenizer the run does not have. A tokenizer the run did not train (given, or
     # init_from's or the frozen generator's) is compared by its files below.
-    trained = not (cfg_dict.get('tokenizer') or cfg_dict.get('init_from') or cfg_dict.get('generator'))
+    trained = not any(cfg_dict.get(k) for k in _TOKENIZER_GIVEN_BY)
     shaped = TOKENIZER_KEYS if trained else ()
     refused = [(k, _saved_value(saved, k), cfg_dict.get(k)) for k in (*RESUME_SAME, *shaped)
                if _differs(_saved_value(saved, k), cfg_dict.get(k))]

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import yaml
 
-from electra.config.cli import load_config, parse_cli, project_dir, resolve_preset
+from electra.config.cli import cli_args, load_config, parse_cli, project_dir, resolve_preset
 from electra.config.compare import CompareConfig
 from electra.config.errors import RunWarning
 from electra.config.finetune import FinetuneConfig
@@ -52,7 +52,7 @@ def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | Non
     """The comparison's config: defaults < the preset(s) of --config (configs/compare/) < --key value flags, then each
     --pretrain.KEY / --finetune.KEY flag merged into pretrain_overrides / finetune_overrides (--finetune.task_overrides
     merged over the preset's as finetune.py merges a typed one, `_typed_task_overrides`)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = cli_args() if argv is None else list(argv)  # (None: the command line; none in a notebook)
     plain, nested, i = [], {key: {} for key in _NESTED.values()}, 0
     while i < len(argv):
         prefix = next((p for p in _NESTED if argv[i].startswith('--' + p)), None)

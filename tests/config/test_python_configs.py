@@ -204,3 +204,12 @@ def test_a_warning_of_python_overrides_names_them_in_one_line_without_the_librar
     assert proc.stderr == ("warning: epochs=2 (overrides) applies to every task: it replaces the preset's "
                            "task_overrides (RTE epochs: 10; STS-B epochs: 10). To keep a per-task value, give "
                            "task_overrides in the overrides too.\n")
+
+
+def test_the_comparisons_config_in_a_notebook_reads_no_command_line_of_the_kernel(monkeypatch):
+    "R20a-7's fault on the comparison's reader: `load_compare_config(overrides=...)` in Jupyter read the kernel's -f."
+    from electra.config import cli
+    from electra.experiments.compare import load_compare_config
+    monkeypatch.setattr(sys, 'argv', ['ipykernel_launcher.py', '-f', '/root/.local/share/jupyter/runtime/k.json'])
+    monkeypatch.setattr(cli, 'running_in_notebook', lambda: True)
+    assert load_compare_config(overrides={'seeds': [3]}).seeds == [3]

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 f32f9304266cf6afceb063d1b63d4e81c9bf3be7f8ff3fd74ef12f858dbe1092
+# exported from notebooks/Finetune_GLUE.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 e549bfd0a58ab208fc0796bc20c037a7c88087eba0bbe3209044b16ad59932b8
 
 # %% [markdown]
 # # Fine-tuning ELECTRA on GLUE
@@ -46,7 +46,7 @@ from electra.runtime.processes import cli_args, end_with_parent
 friendly_errors()  # a bad setting or input file ends the script with one `error: ...` line and status 2
 end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included
 
-from electra.finetuning.loading import load_pretrained
+from electra.finetuning.loading import load_pretrained, model_description
 from electra.finetuning.sweep import (data_description, raise_if_diverged, resolve_data, run_sweep, write_summary,
                                      write_test_predictions)
 from electra.training.device import resolve_device, use_cpu_threads
@@ -88,8 +88,7 @@ with main_process_first('the demo tasks', cfg.dist_timeout):  # written once, by
     source = resolve_data(cfg.data, cfg.cache_dir)
 pretrained, tokenizer = load_pretrained(cfg.model)
 print_main(f'task data: {data_description(cfg, source)}')
-print_main(f'model: {cfg.model}: {pretrained.config.num_hidden_layers} layers, hidden size '
-           f'{pretrained.config.hidden_size}, {len(tokenizer)} tokens')
+print_main(f'model: {model_description(cfg.model, pretrained, tokenizer)}')  # a .pth: the step its pretraining was at
 
 # %% [markdown]
 # ## 3. Fine-tune: `runs` runs per task

@@ -122,10 +122,12 @@ def finetune_notebook(tmp_path_factory, pretrained):
     return tmp, nb, seconds
 
 
-def test_finetune_notebook_executes(finetune_notebook):
+def test_finetune_notebook_executes(finetune_notebook, pretrained):
     tmp, nb, seconds = finetune_notebook
     assert seconds < TIME_BOUND_S
     text = outputs_text(nb)
+    # the model line says where its pretraining was (R21a-3), as the checkpoint records it
+    assert f"model: {pretrained['checkpoint']} (pretrained to step 20 of 20, a checkpoint of pretrain.py): " in text
     assert '| SST-2 | accuracy | 1 |' in text and '| MRPC | accuracy | 1 |' in text   # the summary
     assert 'train_loss' in text and has_image(nb)                                     # the runs table and the plot
     assert (tmp / 'glue/nb/results.csv').is_file() and (tmp / 'test_outputs/nb/glue_submission.zip').is_file()

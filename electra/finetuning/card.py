@@ -20,6 +20,7 @@ from electra.finetuning.results import summarize
 from electra.finetuning.runs import group_dir, runs_phrase
 from electra.finetuning.tasks.base import TaskInfo
 from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block
+from electra.pretrained.export import pretraining_progress
 
 __all__ = ['PIPELINE_TAGS', 'by_run', 'unlike_runs', 'write_finetuned_card']
 
@@ -236,6 +237,18 @@ def _usage_section(cfg: FinetuneConfig, df: pd.DataFrame, kinds: dict[str, str])
             f"{gives}.")
 
 
+def _progress(model: str) -> str:
+    "Where the pretraining of a pretrain.py checkpoint was (its step of its steps), in brackets; '' for other models."
+    return f" ({said})" if (said := pretraining_progress(model)) else ''
+
+
+def _data_line(cfg: FinetuneConfig, mine: dict) -> str:
+    "The GLUE data of the job's GLUE tasks, where one ran: a task file names its own data."
+    files = cfg.file_tasks()
+    if all(n in files for n in mine): return ', each read from its task file.'
+    return f"; GLUE data: {cfg.data}{' (a task file names its own)' if any(n in files for n in mine) else ''}."
+
+
 def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str, TaskInfo], summary_text: str) -> Path:
     """Write the card of the fine-tuning group of `cfg` from `df`, the rows of its results table the summary describes
     (this job's tasks' and those of earlier jobs), `tasks` (the description of each task, those of `df` among them) and
@@ -246,9 +259,9 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
     summary = summarize(df, tasks)
     body = '\n\n'.join([
         f"# ELECTRA fine-tuned: {cfg.group}",
-        f"ELECTRA (Clark et al. 2020) fine-tuned from `{cfg.model}`: {cfg.runs} run(s) of each task of this job, each "
-        f"with its own seed, their weights `<task>_<i>.pth` in this folder beside the results table `results.csv` and its summary "
-        f"`summary.md`. Tasks: {', '.join(mine)}; GLUE data: {cfg.data} (a task file names its own)."
+        f"ELECTRA (Clark et al. 2020) fine-tuned from `{cfg.model}`{_progress(cfg.model)}: {cfg.runs} run(s) of each "
+        "task of this job, each with its own seed, their weights `<task>_<i>.pth` in this folder beside the results "
+        f"table `results.csv` and its summary `summary.md`. Tasks: {', '.join(mine)}{_data_line(cfg, mine)}"
         + _earlier_line(cfg, df, earlier),
         f"## Dev scores\n\nOver the runs of each task (`summary.md`):\n\n{summary_text}",
         f"## Runs\n\n{_runs_table(df)}",

@@ -16,10 +16,10 @@ from electra.data.tokenizer import tokenizer_difference, tokenizer_identity
 from electra.finetuning.classifier import ElectraClassifier
 from electra.finetuning.inputs import recorded_tokenizer
 from electra.finetuning.tasks.metrics import scores_text
-from electra.pretrained.export import load_discriminator
+from electra.pretrained.export import load_discriminator, pretraining_progress
 from electra.training.checkpoint import FINETUNED_FORMATS, checkpoint_kind
 
-__all__ = ['load_pretrained', 'tokenizer_mismatch', 'read_finetuned', 'HEAD_MODELS', 'finetuned_model', 'load_finetuned',
+__all__ = ['load_pretrained', 'model_description', 'tokenizer_mismatch', 'read_finetuned', 'HEAD_MODELS', 'finetuned_model', 'load_finetuned',
            'FORMATS', 'run_mismatch', 'read_run', 'load_run']
 
 
@@ -29,6 +29,13 @@ def load_pretrained(source: str, device: str = 'cpu'):
         raise ConfigError(f"model: {source} not found: run `python pretrain.py` first (the demo preset writes it), or set "
                           "--model to a .pth checkpoint, a save_pretrained directory or a hub name.")
     return load_discriminator(source, device=device)
+
+
+def model_description(source: str, model, tokenizer) -> str:
+    "The model line of a job: where it was read from (a pretrain.py checkpoint: the step its run was at), its size."
+    at = pretraining_progress(source)
+    return (f"{source}{f' ({at})' if at else ''}: {model.config.num_hidden_layers} layers, hidden size "
+            f"{model.config.hidden_size}, {len(tokenizer)} tokens")
 
 
 def tokenizer_mismatch(model, tokenizer, whose: str = "the model's tokenizer") -> str:

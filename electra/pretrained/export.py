@@ -46,7 +46,7 @@ from electra.objective.model import (
 from electra.pretrained.card import CARD, write_pretrained_card
 from electra.runtime.files import atomic_write_text, file_sha256, saved_by_torch
 from electra.runtime.processes import is_main_process
-from electra.training.checkpoint import load_checkpoint
+from electra.training.checkpoint import load_checkpoint, recorded
 
 __all__ = ['saved_model_type', 'load_saved', 'EXPORTS', 'export_pretrained', 'save_model', 'with_model_length',
            'export_holds', 'load_discriminator', 'model_files', 'model_fingerprint', 'model_source',
@@ -357,6 +357,19 @@ def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreT
     # for a refusal to say what another's does otherwise (`finetuning.loading.tokenizer_mismatch`)
     disc.electra_tokenizer, disc.electra_tokenizer_identity = copy.deepcopy(tokenizer), tokenizer_identity(tokenizer)
     return disc.to(device).eval(), tokenizer
+
+
+def pretraining_progress(source: str | Path) -> str:
+    """Where in its run a pretrain.py checkpoint was saved, for fine-tuning's model line and card ('pretrained to step 5
+    of 20, a checkpoint of pretrain.py'), the step and steps it records: its name's percent may be of another total
+    (an extended run) or renamed. A conversion's checkpoint (`save_init_checkpoint`, step 0) names the weights it
+    holds; '' for a folder, a hub name or a file that is no pretraining checkpoint."""
+    at = recorded(Path(source)) if Path(source).is_file() and saved_by_torch(source) else None
+    if not at: return ''
+    if at['source'] and not at['step']: return f"the weights of {at['source']}, a checkpoint of pretrain.py at step 0"
+    of = f" of {at['steps']}" if at['steps'] else ''
+    start = f" from {at['init_from']}" if at['init_from'] else ''
+    return f"pretrained to step {at['step']}{of}{start}, a checkpoint of pretrain.py"
 
 
 def model_source(source: str | Path) -> str:

@@ -83,14 +83,16 @@ def _name_pattern(run_name: str, seed: int) -> re.Pattern:
 
 
 def recorded(path: Path) -> dict | None:
-    """`{'step', 'steps', 'init_from', 'init_max_length', 'tracking_group', 'tracking_tags'}` a checkpoint records (read memory-mapped: not its tensors), None when it cannot be read;
-    the step orders a run's checkpoints, never the percent in a name."""
+    """`{'step', 'steps', 'init_from', 'init_max_length', 'tracking_group', 'tracking_tags', 'source'}` a checkpoint
+    records (read memory-mapped: not its tensors; `source`: what a conversion's step-0 checkpoint holds the weights of),
+    None when it cannot be read; the step orders a run's checkpoints, never the percent in a name."""
     try:
         ckpt = torch.load(path, map_location='cpu', weights_only=True, mmap=True)
         saved = ckpt.get('config') or {}
         return {'step': int(ckpt['step']), 'steps': saved.get('steps'), 'init_from': saved.get('init_from', ''),
                 'init_max_length': saved.get('init_max_length', 0),
-                'tracking_group': saved.get('tracking_group', ''), 'tracking_tags': saved.get('tracking_tags') or []}
+                'tracking_group': saved.get('tracking_group', ''), 'tracking_tags': saved.get('tracking_tags') or [],
+                'source': ckpt.get('source', '')}
     except Exception:
         return None
 

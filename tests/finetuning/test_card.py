@@ -3,6 +3,7 @@ back: valid YAML metadata, each task's dev scores in the model-index equal to it
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -63,6 +64,7 @@ def test_the_card_of_a_group_holds_each_task_s_dev_scores_from_its_results_table
         assert found[task]['dataset']['config'] == config
         assert found[task]['dataset']['type'] == ('nyu-mll/glue' if data == 'hub' else 'demo')
     assert summary in text and '| STS-B | 2 | 2 | 70.25 | 12 | `STS-B_2.pth` |' in text
+    assert f"Tasks: STS-B, RTE, MNLI; GLUE data: {data}." in text  # AX is predicted by MNLI's runs
     assert "model = load_finetuned('RTE_0.pth')  # RTE run 0, a file of this folder" in text
     config = re.search(r'```yaml\n(.*?)\n```', text, re.S)[1]
     assert yaml.safe_load(config)['tasks'] == ['STS-B', 'RTE', 'MNLI', 'AX']
@@ -91,6 +93,28 @@ def test_the_card_of_tasks_from_files_names_their_files_and_kinds(tmp_path):
     assert {t: (r['task']['type'], r['dataset']['type']) for t, r in found.items()} == {
         'ner': ('token-classification', ner.as_posix()), 'squad': ('question-answering', squad.as_posix())}
     assert [m['value'] for m in found['ner']['metrics']] == [45.0, 45.0, 50.0]  # median, mean, best
+    # R21a-3: no GLUE task ran, so no GLUE data is named (before: "GLUE data: demo (a task file names its own)")
+    text = (tmp_path / 'ckpt' / 'files' / 'README.md').read_text(encoding='utf-8')
+    assert 'GLUE' not in text.split('## Dev scores')[0] and 'Tasks: ner, squad, each read from its task file.' in text
+
+
+def test_the_card_of_a_job_from_an_intermediate_checkpoint_says_the_step_of_its_pretraining(tmp_path, tmp_path_factory):
+    """R21a-3: fine-tuned from pretrain.py's `_25%.pth`, the card named the file only, not that its pretraining
+    was at step 5 of 20; the step and the steps are those the checkpoint records, whatever its name says."""
+    from tests.support.notebook_runs import tiny_pretraining
+    checkpoint = Path(tiny_pretraining(tmp_path_factory)['checkpoint']).with_name('tiny_11081_25%.pth')
+    renamed = tmp_path / 'mine.pth'
+    renamed.write_bytes(checkpoint.read_bytes())
+    task = write_demo_tasks(tmp_path / 'tasks', sizes={'train': 8, 'dev': 4, 'test': 4})[1]
+    cfg = job(tmp_path, 'demo', tasks=['RTE', str(task)], runs=1, group='g', model=str(renamed))
+    table = ResultsTable(tmp_path / 'ckpt' / 'g' / 'results.csv')
+    for name in ('RTE', 'ner'):
+        table.add({'task': name, 'run': 0, 'seed': 0, 'score': 50.0, 'settings': 'x', 'steps': 4,
+                   'checkpoint': str(tmp_path / 'ckpt' / 'g' / f'{name}_0.pth')})
+    sweep.write_summary(cfg, table)
+    text = (tmp_path / 'ckpt' / 'g' / 'README.md').read_text(encoding='utf-8')
+    assert f"fine-tuned from `{renamed}` (pretrained to step 5 of 20, a checkpoint of pretrain.py): 1 run(s)" in text
+    assert 'Tasks: RTE, ner; GLUE data: demo (a task file names its own).' in text
 
 
 def settings_table(text: str) -> dict:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ from electra.finetuning import loading
 from electra.pretrained.export import load_discriminator
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model
-from electra.pretraining.init_from import load_init
+from electra.pretraining.init_from import load_init, save_init_checkpoint
 from electra.runtime.files import atomic_save
 from electra.training.checkpoint import FORMAT
 from tests.support.finetune import saved_as_bert
@@ -309,3 +310,26 @@ def test_every_loader_returns_its_networks_in_eval_mode_whatever_the_source(tmp_
     scorer = ElectricScorer.from_export(paths['discriminator'])
     _eval_mode_and_repeatable(scorer.discriminator, logits)
     _eval_mode_and_repeatable(scorer.cloze, cloze_logits)
+
+
+def test_a_pretraining_checkpoint_says_the_step_its_run_was_at_by_its_content(tmp_path, tmp_path_factory, tiny_dir):
+    """R21a-3: fine-tuning from `_25%.pth` named the file only. A pretrain.py checkpoint says the step and the steps
+    it records, under any name (here one that says 100%); a folder, a hub name and a torch file of another kind say
+    nothing."""
+    from electra.pretrained.export import pretraining_progress
+    from tests.support.notebook_runs import tiny_pretraining
+    pretraining = tiny_pretraining(tmp_path_factory)
+    run, run_dir = Path(pretraining['checkpoint']), pretraining['run_dir']
+    assert pretraining_progress(run) == 'pretrained to step 20 of 20, a checkpoint of pretrain.py'
+    lying = tmp_path / 'tiny_11081_100%.pth'
+    lying.write_bytes(run.with_name('tiny_11081_25%.pth').read_bytes())
+    assert pretraining_progress(str(lying)) == 'pretrained to step 5 of 20, a checkpoint of pretrain.py'
+    continued = tmp_path / 'continued.pth'  # a run from released weights (--init_from) records them
+    torch.save({'format': FORMAT, 'step': 3, 'config': {'steps': 10, 'init_from': 'google/electra-small'}}, continued)
+    assert pretraining_progress(continued) == ('pretrained to step 3 of 10 from google/electra-small, a checkpoint of '
+                                               'pretrain.py')
+    converted = save_init_checkpoint(load_init(run_dir), tmp_path / 'converted.pth')  # a conversion's: step 0
+    assert pretraining_progress(converted) == f"the weights of {run_dir}, a checkpoint of pretrain.py at step 0"
+    torch.save({'weights': torch.zeros(2)}, tmp_path / 'other.pth')
+    for source in (tiny_dir, str(tmp_path / 'other.pth'), 'google/electra-small-discriminator', tmp_path / 'none.pth'):
+        assert pretraining_progress(source) == '', source

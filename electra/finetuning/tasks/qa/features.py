@@ -116,8 +116,8 @@ def _answer_tokens(ex: QAExample, p: _Pieces, tokenizer) -> tuple[int, int]:
 def _check_sizes(max_seq_length: int, max_query_length: int, doc_stride: int) -> None:
     if doc_stride < 1: raise ConfigError(f"doc_stride: {doc_stride} must be at least 1 (official default 128).")
     if max_query_length < 0: raise ConfigError(f"max_query_length: {max_query_length} must be at least 0.")
-    if max_seq_length < 4:
-        raise ConfigError(f"max_seq_length: {max_seq_length} leaves no room for [CLS] [SEP] [SEP] and a context token.")
+    if max_seq_length < 4:  # the job's key of the official max_seq_length is max_length
+        raise ConfigError(f"max_length: {max_seq_length} leaves no room for [CLS] [SEP] [SEP] and a context token.")
 
 
 def _window(ex_i: int, w: int, span: tuple[int, int], query: list[int], p: _Pieces, best: np.ndarray,
@@ -161,13 +161,20 @@ def question_ids(examples: list[QAExample], tokenizer, where: str = '') -> list[
     return ids
 
 
+def _no_room(ex: QAExample, query: list[int], sizes: tuple[int, int], where: str, places: dict) -> ConfigError:
+    """A question too long for any context, said in the job's keys (its max_length is the official max_seq_length),
+    each with where it was set (`places`: key -> a file and its line, 'command line', ...) where known."""
+    length, query_length = sizes
+    place = lambda key: f"{places[key]}" if key in places else ''
+    query_said = f"max_query_length {query_length}" + (f", {place('max_query_length')}" if place('max_query_length') else '')
+    length_said = f"max_length {length}" + (f" ({place('max_length')})" if place('max_length') else '')
+    return ConfigError(f"{_named(ex, where)}: its {len(query)} tokens ({query_said}) leave no room for the context in "
+                       f"{length_said}: set max_query_length to at most {length - 4}, or raise max_length.")
+
+
 def _example_windows(ex_i: int, ex: QAExample, query: list[int], p: _Pieces, tokenizer, max_seq_length: int,
                      doc_stride: int, is_training: bool, where: str) -> list[Window]:
     max_tokens = max_seq_length - len(query) - 3  # [CLS], [SEP], [SEP]
-    if max_tokens < 1:
-        raise ConfigError(f"{_named(ex, where)}: its {len(query)} tokens leave no room for the context in "
-                          f"max_seq_length {max_seq_length}: set max_query_length to at most {max_seq_length - 4} "
-                          "or raise max_seq_length.")
     if len(p.ids) == 0:
         raise ConfigError(f"{_named(ex, where)}: its context has no tokens (only characters the tokenizer drops). "
                           "Remove the question or give the context its text.")
@@ -189,11 +196,12 @@ def _example_windows(ex_i: int, ex: QAExample, query: list[int], p: _Pieces, tok
 
 
 def featurize(examples: list[QAExample], tokenizer, max_seq_length: int = 512, max_query_length: int = 64,
-              doc_stride: int = 128, is_training: bool = False, where: str = '') -> list[Window]:
+              doc_stride: int = 128, is_training: bool = False, where: str = '', places: dict | None = None) -> list[Window]:
     """The windows of every question, in question order (defaults: the official ones for QA tasks). `tokenizer`: an
     HF fast WordPiece tokenizer (its offset mapping locates the tokens). `is_training`: set the answer labels, as the
     official code does for the train split only (evaluation windows keep 0). `where`: the file of the questions, which
-    a refusal names beside the question's id."""
+    a refusal names beside the question's id; `places`: where the job's `max_length` (`max_seq_length` here) and
+    `max_query_length` were set, for a refusal to name."""
     _check_sizes(max_seq_length, max_query_length, doc_stride)
     if not getattr(tokenizer, 'is_fast', False) or tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
         raise ConfigError("model: QA needs a fast (Rust) tokenizer with [CLS] and [SEP], for its offset mapping; load "
@@ -204,8 +212,11 @@ def featurize(examples: list[QAExample], tokenizer, max_seq_length: int = 512, m
     queries = question_ids(examples, tokenizer, where)
     out = []
     for i, ex in enumerate(examples):
-        out += _example_windows(i, ex, queries[i][:max_query_length], pieces[ex.context], tokenizer, max_seq_length,
-                                doc_stride, is_training, where)
+        query = queries[i][:max_query_length]
+        if max_seq_length - len(query) - 3 < 1:  # [CLS] query [SEP] ... [SEP]: not one context token fits
+            raise _no_room(ex, query, (max_seq_length, max_query_length), where, places or {})
+        out += _example_windows(i, ex, query, pieces[ex.context], tokenizer, max_seq_length, doc_stride, is_training,
+                                where)
     return out
 
 
@@ -248,10 +259,11 @@ def _load_windows(path: Path) -> list[Window]:
 
 def featurize_cached(examples: list[QAExample], tokenizer, cache_dir: str | Path, name: str, max_seq_length: int = 512,
                      max_query_length: int = 64, doc_stride: int = 128, is_training: bool = False,
-                     where: str = '') -> list[Window]:
+                     where: str = '', places: dict | None = None) -> list[Window]:
     """`featurize`, read from `<cache_dir>/<name>-<key>.npz` when the same questions were featurized before with the
     same tokenizer and options; otherwise featurized and written there (main process only, atomically). An unreadable
-    cache file is featurized again. `where` names the questions' file in a refusal (not part of the key)."""
+    cache file is featurized again. `where` and `places` name the questions' file and where the lengths were set in
+    a refusal (not part of the key)."""
     _check_sizes(max_seq_length, max_query_length, doc_stride)
     options = f'{max_seq_length}|{max_query_length}|{doc_stride}|{int(is_training)}'
     key = hashlib.sha1(f'{_CACHE_VERSION}|{options}|{tokenizer_fingerprint(tokenizer)}|{_examples_fingerprint(examples)}'
@@ -260,7 +272,7 @@ def featurize_cached(examples: list[QAExample], tokenizer, cache_dir: str | Path
     if path.is_file():
         try: return _load_windows(path)
         except NPZ_DAMAGED: pass  # a damaged file: made again
-    windows = featurize(examples, tokenizer, max_seq_length, max_query_length, doc_stride, is_training, where)
+    windows = featurize(examples, tokenizer, max_seq_length, max_query_length, doc_stride, is_training, where, places)
     if is_main_process(): _save_windows(windows, path)
     return windows
 

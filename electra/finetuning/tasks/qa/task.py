@@ -44,7 +44,8 @@ import torch
 from electra.config.errors import ConfigError
 from electra.config.fields import choice_field, field
 from electra.config.finetune import qa_no_ensemble
-from electra.config.values import CheckedConfig, config_to_dict
+from electra.config.values import CheckedConfig, config_to_dict, value_sources
+from electra.config.yaml_reader import yaml_key_lines
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import device_and_autocast, predict_examples
 from electra.finetuning.loading import load_run
@@ -281,9 +282,12 @@ class QATask(FinetuningTask):
         return examples
 
     def _windows(self, split: str, examples: list, tokenizer, task_cfg, cache_dir) -> list[Window]:
+        line = yaml_key_lines(self.spec.path).get(('max_query_length',))
+        places = {'max_length': value_sources(task_cfg)['max_length'],  # for a question that leaves no room
+                  'max_query_length': f'{self.spec.path}: line {line}' if line else 'the default'}
         return featurize_cached(examples, tokenizer, Path(cache_dir) / 'qa_features', f'{self.name}-{split}',
                                 task_cfg.max_length, self.spec.max_query_length, self.spec.doc_stride,
-                                is_training=split == 'train', where=str(self.spec.files[split]))
+                                is_training=split == 'train', where=str(self.spec.files[split]), places=places)
 
     def split(self, name: str, tokenizer, task_cfg, cache_dir, examples: list | None = None) -> QASplit:
         "A split's questions (those read from its file unless given) and their windows."

@@ -310,6 +310,28 @@ def test_a_question_without_word_pieces_stops_the_job_before_any_run_naming_its_
         task.prepare(cfg, qa_tokenizer, tmp_path / 'cache', False)
 
 
+def test_a_question_that_leaves_no_room_for_its_context_names_the_keys_to_set_and_where_they_were_set(tmp_path,
+                                                                                                      qa_tokenizer):
+    """R22a-1: the refusal said "raise max_seq_length", the official name, which no key of the job has (followed,
+    "unknown key"), and named neither the task file nor the line that set the two lengths. The fix it names works."""
+    spec = demo_task(tmp_path, 'max_length: 16\nmax_query_length: 40\n')
+    path = tmp_path / 'squad' / 'dev.json'
+    data = json.loads(path.read_text(encoding='utf-8'))
+    qa = data['data'][0]['paragraphs'][0]['qas'][0]
+    qa['question'] = ' '.join(['the'] * 30)  # 30 tokens of the tests' tokenizer
+    path.write_text(json.dumps(data), encoding='utf-8')
+    assert len(qa_tokenizer.tokenize(qa['question'])) == 30
+    task = make_task(read_task_file(spec))
+    cfg = config_from_dict(FinetuneConfig, {'tasks': [str(spec)]}).for_task('demo_squad')
+    with pytest.raises(ConfigError) as e:
+        task.prepare(cfg, qa_tokenizer, tmp_path / 'cache', False)
+    assert str(e.value) == (f"{path}: question {qa['id']!r}: its 30 tokens (max_query_length 40, {spec}: line 6) leave "
+                            f"no room for the context in max_length 16 ({spec}: line 5): set max_query_length to at most "
+                            "12, or raise max_length.")
+    cfg = config_from_dict(FinetuneConfig, {'tasks': [str(spec)], 'task_overrides': {'demo_squad': {'max_length': 48}}})
+    assert task.prepare(cfg.for_task('demo_squad'), qa_tokenizer, tmp_path / 'cache', False).dev['dev'].windows  # the fix
+
+
 # -- 3. the sweep
 
 def test_sweep_trains_scores_resumes_and_writes_the_official_files(tmp_path, qa_model):

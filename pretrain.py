@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 7f784c45a24a28898490f19fd91c8a775d2cd8f7b695cfd347dae7bef4467c3a
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 d7e6df9e5e4536ff14f78b93bf5ab96002ca508fe4936ff3d02950219e94775e
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -57,7 +57,7 @@ cfg
 import torch
 
 from electra.training.checkpoint import check_resume_compatible, check_resume_corpus, load_checkpoint
-from electra.pretraining.learner import existing_run_guard, prepare_run_dir
+from electra.pretraining.learner import compile_description, existing_run_guard, prepare_run_dir
 from electra.training.device import resolve_device, resolve_precision, use_cpu_threads
 from electra.training.distributed import init_distributed, main_process_first, print_main
 
@@ -70,8 +70,8 @@ with main_process_first('the run directory', cfg.dist_timeout):
 ckpt = load_checkpoint(resume_path) if resume_path else None
 threads = use_cpu_threads(cfg.threads, resumed=ckpt and ckpt.get('threads'))  # auto: the cores left free
 start_step = ckpt['step'] if ckpt else 0
-print_main(f'run {run_dir} on {device} ({precision}, {threads}) x {procs.size} process(es), starting at step '
-           f'{start_step} of {cfg.steps}')
+print_main(f'run {run_dir} on {device} ({precision}, {threads}{compile_description(cfg, precision)}) x {procs.size} '
+           f'process(es), starting at step {start_step} of {cfg.steps}')
 
 # %% [markdown]
 # ## Corpus and tokenizer

@@ -227,7 +227,8 @@ class PretrainConfig(CheckedConfig):
                                     'stops the job', gt=0, le=DIST_TIMEOUT_MAX)
     # -- speed; none of these changes the objective
     compile: bool = field(False, 'torch.compile the model and loss (first step compiles; falls back to eager with a '
-                                 'one-line warning if compilation fails)')
+                                 "one-line warning if compilation fails); with dropout on, inductor's own draw of its "
+                                 'masks: another draw of the run (docs/fidelity.md)')
     compile_mode: str = choice_field('default', ['default', 'reduce-overhead', 'max-autotune', 'max-autotune-no-cudagraphs'],
                                      "torch.compile mode with `compile`: 'reduce-overhead' replays the step's graphs as "
                                      'CUDA graphs (GPU), removing the per-kernel launch cost of a small model')

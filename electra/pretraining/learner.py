@@ -60,7 +60,7 @@ from electra.training.trackers import TrackedRun, Trackers, start_trackers
 
 __all__ = ['RUN_FILES', 'prepare_run_dir',
            'pretraining_learner', 'record_schedules', 'checkpoint_extra', 'existing_run_guard', 'refuse_over_export',
-           'end_if_finished', 'train',
+           'end_if_finished', 'train', 'compile_description',
            'save_run_config', 'end_trackers']
 
 
@@ -168,6 +168,16 @@ def _compile_scope(cfg: PretrainConfig, precision: str) -> str | None:
                                                  precision != 'fp16' and cfg.grad_accum_steps == 1 and
                                                  cfg.two_stage == 0 and one_graph_supported())
     return 'step' if one_graph else 'model'
+
+
+def compile_description(cfg: PretrainConfig, precision: str) -> str:
+    """The run's first line's word on `compile`: what is compiled, by which backend; with dropout on, that inductor
+    draws dropout from a stream of its own (on the CPU too), so the compiled run is another draw of the eager one."""
+    scope = _compile_scope(cfg, precision)
+    if scope is None: return ''
+    what = 'the whole step' if scope == 'step' else 'the model'
+    draw = ": dropout is inductor's draw, another draw of the run" if cfg.dropout else ''
+    return f"; torch.compile of {what} (inductor, mode {cfg.compile_mode}){draw}"
 
 
 def _held_out_evaluation(cfg: PretrainConfig, tokenizer, held_out, masking: MaskingSettings, run_dir: Path,

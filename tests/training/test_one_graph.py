@@ -110,6 +110,18 @@ def test_auto_scope_is_the_whole_step_where_it_can_run_else_the_model():
     assert _compile_scope(tiny_cfg(compile=False), 'fp32') is None
 
 
+def test_the_run_s_first_line_says_what_is_compiled_and_that_dropout_is_inductor_s_draw():
+    """R22a-2: a compiled run said nothing of it in its output, and with dropout on it is another draw of the run
+    (inductor's own dropout stream, on the CPU as on a GPU), which docs/fidelity.md said only of a GPU."""
+    from electra.pretraining.learner import compile_description
+    assert compile_description(tiny_cfg(compile=False), 'fp32') == ''
+    step = 'the whole step' if one_graph_supported() else 'the model'
+    assert compile_description(tiny_cfg(compile=True, dropout=0.1), 'fp32') == (
+        f"; torch.compile of {step} (inductor, mode default): dropout is inductor's draw, another draw of the run")
+    assert compile_description(tiny_cfg(compile=True, compile_scope='model', compile_mode='max-autotune', dropout=0.0),
+                               'fp32') == '; torch.compile of the model (inductor, mode max-autotune)'
+
+
 def test_a_failed_compilation_warns_once_and_runs_the_step_eagerly():
     "A compiler that fails: one line saying so, and the run is the eager whole step's, untouched by the attempt."
     def broken(gm, inputs): raise RuntimeError('simulated compiler failure')

@@ -32,7 +32,7 @@ from electra.config.errors import ConfigError, RunWarning
 from electra.config.text_files import compressed, read_text, split_lines
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
-__all__ = ['TOKENIZER_DIR', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
+__all__ = ['TOKENIZER_DIR', 'DROPPED', 'no_word_piece', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
            'upper_entries', 'applied_case', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer',
            'get_tokenizer', 'trained_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'first_difference',
            'vocabulary_mismatch', 'tokenizer_identity', 'tokenizer_difference', 'pad_token_id',
@@ -445,6 +445,16 @@ def tokenizer_difference(theirs: PreTrainedTokenizerBase, ours: PreTrainedTokeni
     name = next(n for n in _SPECIAL if getattr(theirs, f'{n}_id', None) != getattr(ours, f'{n}_id', None))
     return (f"its {name} is {getattr(theirs, name, None)!r} (id {getattr(theirs, f'{name}_id', None)}), that of "
             f"{whose} {getattr(ours, name, None)!r} (id {getattr(ours, f'{name}_id', None)})")
+
+
+# what a text of no word piece is, as refusals of one say it
+DROPPED = 'empty, spaces, or only characters such as U+200B that the tokenizer drops'
+
+
+def no_word_piece(tokenizer, *texts: str) -> bool:
+    """True when no text of `texts` gives `tokenizer` a token (the model would see its special tokens alone); the
+    tokenizer decides, not `str.strip`, which keeps U+200B."""
+    return not any(tokenizer(list(texts), add_special_tokens=False, verbose=False)['input_ids'])
 
 
 def pad_token_id(tokenizer) -> int:

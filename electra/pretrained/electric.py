@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from electra.config.errors import ConfigError, RunWarning
+from electra.data.tokenizer import DROPPED, no_word_piece
 from electra.objective.model import cloze_log_prob, electric_logits, past_pretraining
 from electra.pretrained.export import EXPORTS, load_cloze, load_discriminator
 
@@ -24,13 +25,14 @@ __all__ = ['ElectricScores', 'ElectricScorer', 'electric_scores']
 Text = str | tuple[str, str]  # a text, or a pair encoded as the run fed one ([CLS] a [SEP] b [SEP])
 
 
-@dataclass
+@dataclass(eq=False)
 class ElectricScores:
     """Electric's scores of one text, a value per token ([CLS] and [SEP] included; each [L], float32): `energy` the
     exported head's logit E(x)_t (low where the token is likely in its context: exp(-E) is the model's unnormalised
     p(x_t | context)); `log_q` the cloze model's log q(x_t | context); `logits` their sum with log(mask_prob /
     (1 - mask_prob)), the run's discriminator logit; `p_replaced` its sigmoid, the probability the run gives that the
-    token is noise (a sample at a masked position) rather than the text's own."""
+    token is noise (a sample at a masked position) rather than the text's own. `==` is exact: the same tokens and
+    every value equal (`torch.allclose` on a field compares to rounding)."""
     tokens: list[str]
     input_ids: torch.Tensor
     energy: torch.Tensor
@@ -38,12 +40,19 @@ class ElectricScores:
     logits: torch.Tensor
     p_replaced: torch.Tensor
 
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, ElectricScores): return NotImplemented
+        return self.tokens == other.tokens and all(torch.equal(getattr(self, k), getattr(other, k)) for k in
+                                                   ('input_ids', 'energy', 'log_q', 'logits', 'p_replaced'))
+
 
 class ElectricScorer:
     """An Electric run's discriminator and cloze model read back from its export, to score texts as the run does
     (`scorer(texts)`); `from_export` reads them. Each text is scored in a row of its own length, never padded: in a
     padded row the right-to-left tower's padding positions see the whole row (as in the official code), which would
-    change the scores of [CLS] and the last token with the other texts of the batch."""
+    change the scores of [CLS] and the last token with the other texts of the batch. Texts of one length in one call
+    run as one batch, so their scores equal each text's alone to float rounding (another batch size rounds the
+    matrix products otherwise), not bit for bit."""
 
     def __init__(self, discriminator, cloze, tokenizer, mask_prob: float):
         self.discriminator, self.cloze = discriminator.eval(), cloze.eval()
@@ -85,6 +94,9 @@ class ElectricScorer:
         "The ids and token types of `texts[k]`, as the run fed a text; a text longer than the positions refused."
         enc = self.tokenizer(*text) if isinstance(text, tuple) else self.tokenizer(text)
         config, n = self.discriminator.config, len(enc['input_ids'])
+        if no_word_piece(self.tokenizer, *(text if isinstance(text, tuple) else (text,))):
+            raise ConfigError(f"texts[{k}]: {text!r} has no word piece ({DROPPED}): its scores would be those of [CLS] "
+                              "and [SEP] alone. Drop it, or give it its text.")
         if n > config.max_position_embeddings:
             raise ConfigError(f"texts[{k}]: {n} tokens, more than the model's {config.max_position_embeddings} "
                               "positions: split it into shorter texts.")

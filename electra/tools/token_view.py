@@ -29,7 +29,7 @@ import torch
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.objectives import OBJECTIVES
 from electra.config.pretrain import saved_config
-from electra.data.tokenizer import vocabulary_mismatch
+from electra.data.tokenizer import DROPPED, no_word_piece, vocabulary_mismatch
 from electra.objective.masking import MaskingSettings
 from electra.objective.model import build_pretraining_model, past_pretraining
 from electra.pretrained.electric import ElectricScorer
@@ -132,7 +132,10 @@ class TokenView:
 # -- the networks at work
 
 def _encode(tokenizer, text: str) -> tuple[torch.Tensor, torch.Tensor]:
-    "`[CLS] text [SEP]`, whole (`_judged` cuts it): input_ids and token_type_ids [1, L]."
+    "`[CLS] text [SEP]`, whole (`_judged` cuts it): input_ids and token_type_ids [1, L]; a text of no token refused."
+    if no_word_piece(tokenizer, text):
+        raise ConfigError(f"text: {text!r} has no word piece ({DROPPED}): the view would be of [CLS] and [SEP] alone. "
+                          "Give it its text.")
     enc = tokenizer(text, return_tensors='pt', verbose=False)  # (verbose: no note of a length past the tokenizer's)
     return enc['input_ids'], enc['token_type_ids']
 

@@ -159,3 +159,34 @@ def test_an_electric_run_exports_what_its_scores_need_and_a_resume_writes_a_miss
     with pytest.raises(SystemExit) as stop: pretrain(tmp_path, *argv, '--resume')
     assert stop.value.code == 0 and 'was missing, incomplete' in capsys.readouterr().out.splitlines()[-1]
     assert {p.name: p.read_bytes() for p in (run_dir / 'cloze').iterdir()} == cloze
+
+
+@pytest.mark.parametrize('blank', ['', '   ', '\u200b', '\n\t', ('', ' ')])
+def test_a_text_without_word_pieces_is_refused_naming_it(tmp_path, blank):
+    """R22a-3: an empty or blank text (a blank line of an n-best list) was scored as [CLS] [SEP] alone, a near-perfect
+    score a re-ranker summing its tokens' scores would pick, where fine-tuning refuses the same input."""
+    _, _, paths = electric_run(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        electra.electric_scores(paths['discriminator'], ['w1 w2', blank])
+    assert str(e.value) == (f"texts[1]: {blank!r} has no word piece (empty, spaces, or only characters such as U+200B "
+                            "that the tokenizer drops): its scores would be those of [CLS] and [SEP] alone. Drop it, "
+                            "or give it its text.")
+    [pair] = electra.electric_scores(paths['discriminator'], [('w1 w2', '')])  # a pair of one text: [CLS] a [SEP]
+    assert pair.tokens == ['[CLS]', 'w1', 'w2', '[SEP]']
+
+
+def test_scores_compare_by_value_and_a_batch_equals_each_text_alone_to_rounding(tmp_path):
+    """R22a-4: `==` of two scores raised "Boolean value of Tensor ... is ambiguous" (the dataclass's own); it is exact
+    equality of every field. Texts of one length are scored together, as the docstring says: equal to each alone to
+    float rounding, not bit for bit."""
+    _, _, paths = electric_run(tmp_path)
+    scorer = electra.ElectricScorer.from_export(paths['discriminator'])
+    together = scorer(TEXTS)
+    for text, got in zip(TEXTS, together, strict=True):
+        [alone] = scorer(text)
+        assert alone == scorer(text)[0] and (alone == got) == all(
+            torch.equal(getattr(alone, k), getattr(got, k)) for k in ('input_ids', 'energy', 'log_q', 'logits', 'p_replaced'))
+        assert torch.allclose(got.logits, alone.logits, atol=1e-5, rtol=0)
+    changed = scorer(TEXTS[0])[0]
+    changed.p_replaced[1] += 1e-3
+    assert changed != together[0] and together[0] != 'w1' and together[0] != together[1]

@@ -80,6 +80,16 @@ def test_view_text_is_the_discriminators_probability_on_its_tokens(nets):
     for i in starred: assert words[i] == f'*{view.tokens[i]}*{ref[i]:.2f}'
 
 
+@pytest.mark.parametrize('blank', ['', '  ', '\u200b'])
+def test_a_text_without_word_pieces_is_refused_naming_it(nets, blank):
+    "R22a-3's kind on the token views: a blank text was shown as [CLS] [SEP] and their probabilities."
+    disc, _, tok = nets
+    with pytest.raises(ConfigError) as e:
+        view_text(disc, tok, blank)
+    assert str(e.value) == (f"text: {blank!r} has no word piece (empty, spaces, or only characters such as U+200B that "
+                            "the tokenizer drops): the view would be of [CLS] and [SEP] alone. Give it its text.")
+
+
 def test_view_replaced_marks_the_word_and_lists_the_generators_candidates(nets):
     disc, gen, tok = nets
     view = view_replaced(disc, tok, 'the teacher reads books in the classroom .', 'books', 'chalks', gen, k=3)

@@ -208,8 +208,8 @@ class FinetuneConfig(CheckedConfig):
                                          'switch it on for another pair task in task_overrides')
     drop_empty: bool = field(True, 'drop training rows with an empty or blank text (QQP has some; task files too), '
                                      'said in a warning with their count')
-    max_train_samples: int = field(0, 'use only this many training examples, a fixed random subset (for quick trials)',
-                                   ge=0, zero='all of them')
+    max_train_samples: int = field(0, 'use only this many training examples, a fixed random subset (for quick trials; '
+                                      'more than a task has: all of them, with a warning)', ge=0, zero='all of them')
     task_overrides: dict = field({'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}},
                                  f"per-task settings, e.g. {{RTE: {{epochs: 10}}}}; keys: {', '.join(TASK_KEYS)}. A key "
                                  "given on the command line replaces the preset's per-task values of it and a task "

@@ -9,18 +9,21 @@ and the summary read; a checkpoint names its kind and its head's settings, so `l
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 from torch import nn
 
+from electra.config.errors import RunWarning
 from electra.config.finetune import FinetuneConfig
 from electra.runtime.files import path_inside
 
-__all__ = ['TaskInfo', 'TaskData', 'FinetuningTask', 'TestJob']
+__all__ = ['TaskInfo', 'TaskData', 'FinetuningTask', 'TestJob', 'training_subset']
 
 
 @dataclass(frozen=True)
@@ -165,3 +168,16 @@ class FinetuningTask:
     def write_predictions(self, job: TestJob, tasks: dict[str, 'FinetuningTask']) -> list[Path]:
         "The prediction files of this task's picked runs (`tasks`: the job's, for tasks predicted with this one's model)."
         raise NotImplementedError
+
+
+def training_subset(n: int, max_train_samples: int, task: str, what: str = 'examples') -> np.ndarray | None:
+    """The indices (sorted) of the fixed random subset of `n` training items (`what`: examples, questions, sentences)
+    that `max_train_samples` keeps, the same for every run, re-run and task kind (seed 0); None where it keeps them
+    all. One that asks for more than there are is said: its runs record the value asked, not the `n` used."""
+    if not max_train_samples: return None
+    if max_train_samples > n:
+        warnings.warn(f"{task}: max_train_samples {max_train_samples} is more than its {n} training {what}: all {n} are "
+                      f"used, as with max_train_samples 0; its runs record {max_train_samples}, so another value above "
+                      f"{n} trains them again.", RunWarning, stacklevel=3)
+    if max_train_samples >= n: return None
+    return np.sort(np.random.default_rng(0).choice(n, max_train_samples, replace=False))

@@ -16,7 +16,7 @@ from electra.data.tokenizer import pad_token_id
 from electra.finetuning.classifier import ClassifierLoss, ElectraClassifier
 from electra.finetuning.learner import device_and_autocast, predict_outputs
 from electra.finetuning.loading import load_run
-from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob, training_subset
 from electra.finetuning.tasks.encoding import encode_cached, make_loader
 from electra.finetuning.tasks.files import SENTENCE_KIND_METRICS, FileKind, file_task, register_file_kind, write_file_predictions
 from electra.finetuning.tasks.glue.submission import write_predictions
@@ -51,8 +51,7 @@ class ClassificationTask(FinetuningTask):
     def _train_examples(self, task_cfg: FinetuneConfig, doubled: bool) -> Examples:
         ex = self.source.load(self.info, 'train')
         if task_cfg.drop_empty: ex = self._dropped_said(ex)
-        if task_cfg.max_train_samples and len(ex) > task_cfg.max_train_samples:
-            ex = ex.take(np.sort(np.random.default_rng(0).choice(len(ex), task_cfg.max_train_samples, replace=False)))
+        if (keep := training_subset(len(ex), task_cfg.max_train_samples, self.name)) is not None: ex = ex.take(keep)
         return double_unordered(ex) if doubled else ex
 
     def _dropped_said(self, ex: Examples) -> Examples:

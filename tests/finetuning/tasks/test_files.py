@@ -476,6 +476,31 @@ def test_training_rows_dropped_for_an_empty_text_are_said_with_their_file_count_
         assert len(task.prepare(kept.for_task(name), tiny[1], tmp_path / 'cache', False).train) == total
 
 
+def test_max_train_samples_past_the_training_set_is_said_and_its_size_takes_every_row(tmp_path, tiny):
+    """R22a-5: 10000 asked of 12 rows trained on all 12 without a word (the row records 10000, so another such value
+    trains the same runs again). Said in one warning; the training set's own size and 0 say nothing."""
+    import warnings
+    from electra.config.errors import RunWarning
+    from electra.finetuning.tasks.classification import ClassificationTask
+    from electra.finetuning.tasks.glue.demo import write_demo_glue
+    from electra.finetuning.tasks.glue.sources import TsvSource
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    root = write_demo_glue(tmp_path / 'glue', sizes={'train': 12, 'dev': 4, 'test': 2})
+    task = ClassificationTask(TASKS['RTE'], TsvSource(root))
+    cfg = job(tmp_path, root, tasks=['RTE'], max_train_samples=10000)
+    with pytest.warns(RunWarning) as said:
+        assert len(task.prepare(cfg.for_task('RTE'), tiny[1], tmp_path / 'cache', False).train) == 12
+    assert [str(w.message) for w in said] == [
+        "RTE: max_train_samples 10000 is more than its 12 training examples: all 12 are used, as with max_train_samples "
+        "0; its runs record 10000, so another value above 12 trains them again."]
+    for every in (12, 0):
+        with warnings.catch_warnings():
+            warnings.simplefilter('error', RunWarning)
+            data = task.prepare(job(tmp_path, root, tasks=['RTE'], max_train_samples=every).for_task('RTE'), tiny[1],
+                                tmp_path / 'cache', False)
+        assert len(data.train) == 12
+
+
 @pytest.mark.parametrize('key, hint', [
     ('negrg', "negreg"), ('neg', 'negreg'), ('NegReg', 'negreg'), ('NEG', 'negreg'), ('rtee', 'RTE'), ('sts_b', 'STS-B')])
 def test_a_task_overrides_key_not_of_the_job_names_its_task_files_beside_the_glue_tasks(tmp_path, key, hint):

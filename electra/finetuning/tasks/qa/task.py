@@ -49,7 +49,7 @@ from electra.config.yaml_reader import yaml_key_lines
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import device_and_autocast, predict_examples
 from electra.finetuning.loading import load_run
-from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob, training_subset
 from electra.finetuning.tasks.encoding import LengthBatchSampler, LoaderIndices, ShardedBatchSampler, padded_length
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.metrics import scores_text
@@ -297,8 +297,7 @@ class QATask(FinetuningTask):
     def prepare(self, task_cfg, tokenizer, cache_dir, doubled) -> TaskData:
         "The training questions (a fixed subset with `max_train_samples`), trained on window by window, and dev's."
         train = self.read('train')
-        if task_cfg.max_train_samples and len(train) > task_cfg.max_train_samples:
-            keep = np.sort(np.random.default_rng(0).choice(len(train), task_cfg.max_train_samples, replace=False))
+        if (keep := training_subset(len(train), task_cfg.max_train_samples, self.name, 'questions')) is not None:
             train = [train[i] for i in keep]
         dev = self.split('dev', tokenizer, task_cfg, cache_dir)
         questions = {'train': train, 'dev': dev.examples} | (

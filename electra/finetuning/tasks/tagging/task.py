@@ -32,7 +32,7 @@ from electra.config.values import CheckedConfig
 from electra.data.tokenizer import pad_token_id
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.loading import load_run
-from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob
+from electra.finetuning.tasks.base import FinetuningTask, TaskData, TaskInfo, TestJob, training_subset
 from electra.finetuning.tasks.files import FileKind, data_file, register_file_kind, task_hparams, task_settings
 from electra.finetuning.tasks.metrics import check_metrics, fitting, metric_names, scores_text
 from electra.finetuning.tasks.tagging.data import SCHEMES, TaggedFile, entity_types, read_tagging_files
@@ -136,8 +136,7 @@ class TaggingTask(FinetuningTask):
     def split(self, name: str, tokenizer, max_length: int, keep: int = 0) -> TaggingSplit:
         "A file's windows (of `keep` of its sentences, a fixed random subset, where given); a test file gets no labels."
         f = self.data.splits[name]
-        if keep and len(f.sentences) > keep:
-            chosen = np.sort(np.random.default_rng(0).choice(len(f.sentences), keep, replace=False))
+        if (chosen := training_subset(len(f.sentences), keep, self.name, 'sentences')) is not None:
             f = dataclasses.replace(f, sentences=[f.sentences[i] for i in chosen])
         tags = [s.tags for s in f.sentences] if f.labeled else None
         return TaggingSplit(f, encode_tagging([s.words for s in f.sentences], tags, tokenizer, self.data.labels,

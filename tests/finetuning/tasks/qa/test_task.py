@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_from_dict
 from electra.finetuning import sweep
@@ -330,6 +330,17 @@ def test_a_question_that_leaves_no_room_for_its_context_names_the_keys_to_set_an
                             "12, or raise max_length.")
     cfg = config_from_dict(FinetuneConfig, {'tasks': [str(spec)], 'task_overrides': {'demo_squad': {'max_length': 48}}})
     assert task.prepare(cfg.for_task('demo_squad'), qa_tokenizer, tmp_path / 'cache', False).dev['dev'].windows  # the fix
+
+
+def test_max_train_samples_past_the_training_questions_is_said(tmp_path, qa_tokenizer):
+    "R22a-5 on QA: every question trained on, the warning naming the count of questions."
+    spec = demo_task(tmp_path)
+    task = make_task(read_task_file(spec))
+    n = len(task.read('train'))
+    cfg = config_from_dict(FinetuneConfig, {'tasks': [str(spec)], 'max_length': 64, 'max_train_samples': n + 1})
+    with pytest.warns(RunWarning, match=rf"^demo_squad: max_train_samples {n + 1} is more than its {n} training "
+                                        rf"questions: all {n} are used"):
+        task.prepare(cfg.for_task('demo_squad'), qa_tokenizer, tmp_path / 'cache', False)
 
 
 # -- 3. the sweep

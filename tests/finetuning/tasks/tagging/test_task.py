@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import FinetuneConfig
 from electra.config.values import config_from_dict
 from electra.finetuning import sweep
@@ -167,6 +167,12 @@ def test_max_train_samples_trains_on_a_fixed_random_subset_of_the_sentences(tmp_
     chosen = np.sort(np.random.default_rng(0).choice(len(every), 7, replace=False))
     assert len(every) == 40 and [s.words for s in data.train.file.sentences] == [every[i].words for i in chosen]
     assert task.count(data.train, 'train').startswith('7 training sentences')
+    with pytest.warns(RunWarning, match=r"^ner: max_train_samples 50 is more than its 40 training sentences: all 40 are "
+                                        r"used, as with max_train_samples 0; its runs record 50, so another value above "
+                                        r"40 trains them again\.$"):
+        data = task.prepare(job(tmp_path, 'demo', tasks=[str(spec)], max_train_samples=50).for_task('ner'), tiny[1],
+                            cfg.cache_dir, False)
+    assert [s.words for s in data.train.file.sentences] == [s.words for s in every]  # R22a-5
 
 
 def test_every_record_holds_the_values_a_task_s_runs_used(tmp_path, tiny):

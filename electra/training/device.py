@@ -4,13 +4,14 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
 import torch
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.shared_keys import threads_setting
 from electra.runtime.processes import world
 
@@ -111,16 +112,31 @@ def cpu_threads(setting: int | str, processes: int = 1, env: Mapping[str, str] =
                 cpus: Callable[[], list[int]] | None = None, busy: Callable[[list[int]], float] = busy_cores) -> CpuThreads:
     """The threads of each of `processes` processes of a job on this machine for a `threads` setting: a number is
     shared out among them; auto is OMP_NUM_THREADS when set (shared out the same way), else `auto_threads` of the
-    cores in this process's affinity and those other processes keep busy now."""
+    cores in this process's affinity and those other processes keep busy now. More threads in all than those cores,
+    and an OMP_NUM_THREADS auto cannot read, are said in one warning each."""
     n, shared = threads_setting(setting), f', shared by {processes} processes' if processes > 1 else ''
-    if n: return CpuThreads(max(1, n // processes), f'threads {n}{shared}')
-    omp = env.get('OMP_NUM_THREADS', '').strip()
-    if omp.isdigit() and int(omp) > 0:
-        return CpuThreads(max(1, int(omp) // processes), f'auto: OMP_NUM_THREADS={omp}{shared}')
-    mine = (cpus or affinity_cpus)()
+    mine, omp = (cpus or affinity_cpus)(), env.get('OMP_NUM_THREADS', '').strip()
+    if n or (omp.isdigit() and int(omp) > 0):
+        chosen = (CpuThreads(max(1, n // processes), f'threads {n}{shared}') if n else
+                  CpuThreads(max(1, int(omp) // processes), f'auto: OMP_NUM_THREADS={omp}{shared}'))
+        _say_past_cores(chosen.n, processes, len(mine), 'threads' if n else 'OMP_NUM_THREADS')
+        return chosen
     load = busy(mine)
+    if omp:
+        warnings.warn(f"OMP_NUM_THREADS: {omp!r} is not a positive whole number, so threads auto ignores it and takes "
+                      f"the cores left free ({auto_threads(len(mine), load, processes)} here).", RunWarning, stacklevel=3)
     return CpuThreads(auto_threads(len(mine), load, processes),
                       f'auto: {len(mine)} cores, {load:.1f} busy with other processes{shared}')
+
+
+def _say_past_cores(each: int, processes: int, cores: int, key: str) -> None:
+    "One warning where a job's threads in all (`each` in each of its `processes`) are more than the `cores` it has."
+    if each * processes <= cores: return
+    split = f' ({each} in each of {processes} processes)' if processes > 1 else ''
+    fix = 'threads auto (the cores left free)' if key == 'threads' else 'unset it for threads auto to take the cores left free'
+    warnings.warn(f"{key}: {each * processes} CPU threads{split} on the {cores} cores this process may run on: threads "
+                  f"that share a core wait for each other at every step. Give at most {cores}, or {fix}.", RunWarning,
+                  stacklevel=4)
 
 
 def use_cpu_threads(setting: int | str, processes: int | None = None, resumed: int | None = None) -> CpuThreads:

@@ -1,9 +1,11 @@
 """electra/training/device.py: the CPU threads a job takes (`threads: auto`), from its cores and the load on them."""
+import warnings
+
 import pytest
 
 from electra.config.cli import load_config
 from electra.config.compare import CompareConfig
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
 from electra.config.shared_keys import threads_setting
@@ -68,6 +70,31 @@ def test_cpu_threads_of_each_setting(setting, env, load, processes, n, why):
     got = cpu_threads(setting, processes, env=env, cpus=lambda: [0, 1], busy=lambda cpus: load)
     assert (got.n, got.why) == (n, why)
     assert str(got) == f"{n} CPU thread{'s' if n > 1 else ''} ({why})"
+
+
+@pytest.mark.parametrize('setting, env, processes, said', [
+    (8, {}, 1, "threads: 8 CPU threads on the 2 cores this process may run on: threads that share a core wait for each "
+               "other at every step. Give at most 2, or threads auto (the cores left free)."),
+    (4, {}, 2, "threads: 4 CPU threads (2 in each of 2 processes) on the 2 cores this process may run on: threads that "
+               "share a core wait for each other at every step. Give at most 2, or threads auto (the cores left free)."),
+    ('auto', {'OMP_NUM_THREADS': '6'}, 1, "OMP_NUM_THREADS: 6 CPU threads on the 2 cores this process may run on: "
+                                          "threads that share a core wait for each other at every step. Give at most 2, "
+                                          "or unset it for threads auto to take the cores left free."),
+    ('auto', {'OMP_NUM_THREADS': 'abc'}, 1, "OMP_NUM_THREADS: 'abc' is not a positive whole number, so threads auto "
+                                            "ignores it and takes the cores left free (2 here)."),
+    ('auto', {'OMP_NUM_THREADS': '-3'}, 1, "OMP_NUM_THREADS: '-3' is not a positive whole number, so threads auto "
+                                           "ignores it and takes the cores left free (2 here)."),
+])
+def test_more_threads_than_cores_and_an_omp_num_threads_auto_cannot_read_are_said(setting, env, processes, said):
+    """R22a-6: `--threads 8` on 2 cores was taken without a word (the help says a thread on a busy core stalls every
+    step), and OMP_NUM_THREADS=abc was dropped with only libgomp's own line, though auto reads it when set."""
+    with pytest.warns(RunWarning) as warned:
+        cpu_threads(setting, processes, env=env, cpus=lambda: [0, 1], busy=lambda cpus: 0.0)
+    assert [str(w.message) for w in warned] == [said]
+    with warnings.catch_warnings():  # as many as the cores, or auto's own choice: nothing to say
+        warnings.simplefilter('error', RunWarning)
+        for setting, env in ((2, {}), ('auto', {}), ('auto', {'OMP_NUM_THREADS': '2'}), ('auto', {'OMP_NUM_THREADS': ''})):
+            cpu_threads(setting, 1, env=env, cpus=lambda: [0, 1], busy=lambda cpus: 0.0)
 
 
 @pytest.mark.parametrize('value', ['two', '-1', '1.5'])

@@ -165,9 +165,9 @@ def _no_room(ex: QAExample, query: list[int], sizes: tuple[int, int], where: str
     """A question too long for any context, said in the job's keys (its max_length is the official max_seq_length),
     each with where it was set (`places`: key -> a file and its line, 'command line', ...) where known."""
     length, query_length = sizes
-    place = lambda key: f"{places[key]}" if key in places else ''
-    query_said = f"max_query_length {query_length}" + (f", {place('max_query_length')}" if place('max_query_length') else '')
-    length_said = f"max_length {length}" + (f" ({place('max_length')})" if place('max_length') else '')
+    query_said = f"max_query_length {query_length}" + (f", {places['max_query_length']}"
+                                                        if 'max_query_length' in places else '')
+    length_said = f"max_length {length}" + (f" ({places['max_length']})" if 'max_length' in places else '')
     return ConfigError(f"{_named(ex, where)}: its {len(query)} tokens ({query_said}) leave no room for the context in "
                        f"{length_said}: set max_query_length to at most {length - 4}, or raise max_length.")
 
@@ -196,7 +196,8 @@ def _example_windows(ex_i: int, ex: QAExample, query: list[int], p: _Pieces, tok
 
 
 def featurize(examples: list[QAExample], tokenizer, max_seq_length: int = 512, max_query_length: int = 64,
-              doc_stride: int = 128, is_training: bool = False, where: str = '', places: dict | None = None) -> list[Window]:
+              doc_stride: int = 128, is_training: bool = False, where: str = '',
+              places: dict | None = None) -> list[Window]:
     """The windows of every question, in question order (defaults: the official ones for QA tasks). `tokenizer`: an
     HF fast WordPiece tokenizer (its offset mapping locates the tokens). `is_training`: set the answer labels, as the
     official code does for the train split only (evaluation windows keep 0). `where`: the file of the questions, which

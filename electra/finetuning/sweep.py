@@ -37,7 +37,7 @@ from electra.objective.model import past_pretraining
 from electra.pretrained.card import CARD
 from electra.pretrained.export import model_files, model_fingerprint, model_source
 from electra.runtime.errors import TrainingDiverged, TrainingStopped, stopped_by
-from electra.runtime.files import FileDigests, atomic_write_text, path_inside, writable_dir, writable_files
+from electra.runtime.files import FileDigests, atomic_write_text, hold_lock, path_inside, writable_dir, writable_files
 from electra.runtime.processes import is_main_process, world
 from electra.runtime.streams import LOG_NAME, also_in_log, log_to
 from electra.training.device import resolve_device, resolve_precision
@@ -280,6 +280,7 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     _check_lengths(cfg, pretrained.config, say)
     if log_to(writable_dir(group_dir(cfg), 'output_dir')) is None and is_main_process():  # (a notebook: its own lines)
         say = also_in_log(say, group_dir(cfg), 'run_sweep from Python')
+    if is_main_process(): hold_task_locks(cfg)  # before anything of the group is read or changed
     if is_main_process(): remove_dead_model_copies(group_dir(cfg), say)
     for line in cfg.command_line_over_task_files(): say(line)  # the typed value wins (`FinetuneConfig.for_task`)
     tasks = job_tasks(cfg, source)  # (a task file's data read and checked once)
@@ -302,6 +303,17 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     if not cfg.predict and (group_dir(cfg, 'test_output_dir') / MADE_BY).is_file():  # a predicting job: after its files
         _tidy_test_folder(cfg, results, tasks, _test_data(tasks, source), [], say)
     return results
+
+
+def hold_task_locks(cfg: FinetuneConfig) -> None:
+    """Hold `<output_dir>/<group>/.<task>.lock` for each task of the job until the process ends (its summary, test files
+    and transformers folders are written after the runs): one job at a time trains a task of a group, as two would
+    replace each other's rows and write summaries of runs the table no longer holds. Another task of the group is
+    another job's to take at the same time."""
+    for name in cfg.task_names:
+        hold_lock(group_dir(cfg) / f'.{name}.lock', f"{name} of group {cfg.group} is being fine-tuned by another job "
+                                                     "(PID {pid} on {host}). Wait for it to end, or give this job "
+                                                     "another --group; if that job is gone, delete the lock.")
 
 
 def _tidy_test_folder(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[str, FinetuningTask],

@@ -23,7 +23,7 @@ from electra.config.errors import ConfigError, RunWarning
 
 __all__ = ['path_inside', 'writable_dir', 'writable_files', 'saved_by_torch', 'atomic_save', 'atomic_write_text', 'atomic_write_bytes',
            'atomic_write_figure', 'glyphs_said', 'locked', 'file_sha256',
-           'FileDigests', 'owner_gone', 'lock_run_dir', 'release_run_dir']
+           'FileDigests', 'owner_gone', 'hold_lock', 'release_lock', 'lock_run_dir', 'release_run_dir']
 
 
 def path_inside(root: str | Path, *names: str, key: str) -> Path:
@@ -230,15 +230,14 @@ def owner_gone(pid: int, host: str) -> bool:
     return host == socket.gethostname() and not _alive(pid)
 
 
-def lock_run_dir(run_dir: str | Path, what: str = 'run', name_key: str = 'run_name') -> Path:
-    """Hold `<run_dir>/.lock` (PID and host) until training ends (`release_run_dir`, called by the Checkpointer) or the
-    process exits, so a second process of the same run name, seed and output_dir is refused instead of interleaving
-    metrics and overwriting checkpoints (also a comparison's folder: `what` and `name_key` name it in the message). A
-    lock left by a process that died on this host is taken over; this process may take its own lock again (several
-    runs in one notebook session)."""
+def hold_lock(path: str | Path, busy: str) -> Path:
+    """Hold the lock file `path` (this process's PID and host in it) until `release_lock` or the process exits, so that
+    a second process asking for it is refused instead of interleaving its work with this one's: `busy` the refusal's
+    words after the path, its `{pid}` and `{host}` those of the holder. A lock left by a process that died on this host
+    is taken over; this process may take its own lock again (several jobs in one notebook session)."""
     import atexit
     import socket
-    path, me = Path(run_dir) / '.lock', (os.getpid(), socket.gethostname())
+    path, me = Path(path), (os.getpid(), socket.gethostname())
     for _ in range(2):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -246,21 +245,31 @@ def lock_run_dir(run_dir: str | Path, what: str = 'run', name_key: str = 'run_na
             try: pid, host = path.read_text().split()[:2]
             except (OSError, ValueError): pid, host = '0', me[1]   # unreadable or half-written: treat as stale
             if (int(pid), host) == me: return path
-            if not owner_gone(int(pid), host):
-                raise ConfigError(f"{path}: {what} {Path(run_dir).name} is already running (PID {pid} on {host}). Wait "
-                                  f"for it, or give this one another --{name_key}; if that process is gone, delete the "
-                                  "lock.") from None
+            if not owner_gone(int(pid), host): raise ConfigError(f"{path}: {busy.format(pid=pid, host=host)}") from None
             path.unlink(missing_ok=True)  # a dead process's lock
             continue
         with os.fdopen(fd, 'w') as f: f.write(f'{me[0]} {me[1]}\n')
-        atexit.register(release_run_dir, run_dir)
+        atexit.register(release_lock, path)
         return path
-    raise ConfigError(f"{path}: cannot take the run's lock; delete it if no run of this name is going on.")
+    raise ConfigError(f"{path}: cannot take this lock; delete it if no other job is going on.")
+
+
+def release_lock(path: str | Path) -> None:
+    "Give up this process's lock `path` (`hold_lock`); another process's lock is left alone."
+    try:
+        if Path(path).read_text().split()[:1] == [str(os.getpid())]: Path(path).unlink()
+    except OSError: pass
+
+
+def lock_run_dir(run_dir: str | Path, what: str = 'run', name_key: str = 'run_name') -> Path:
+    """Hold `<run_dir>/.lock` until training ends (`release_run_dir`, called by the Checkpointer) or the process exits
+    (`hold_lock`), so a second process of the same run name, seed and output_dir is refused instead of interleaving
+    metrics and overwriting checkpoints (also a comparison's folder: `what` and `name_key` name it in the message)."""
+    return hold_lock(Path(run_dir) / '.lock', f"{what} {Path(run_dir).name} is already running (PID {{pid}} on {{host}}). "
+                                              f"Wait for it, or give this one another --{name_key}; if that process is "
+                                              "gone, delete the lock.")
 
 
 def release_run_dir(run_dir: str | Path) -> None:
     "Give up this process's lock on `run_dir` (`lock_run_dir`); another process's lock is left alone."
-    path = Path(run_dir) / '.lock'
-    try:
-        if path.read_text().split()[:1] == [str(os.getpid())]: path.unlink()
-    except OSError: pass
+    release_lock(Path(run_dir) / '.lock')

@@ -1196,3 +1196,35 @@ def test_the_model_change_names_the_files_that_differ_whatever_the_model_is(tmp_
     row = {'model_fingerprint': 'another', 'settings': RunInputs('', {}, 'tok', {}, {}, {}).settings}
     assert what_changed(row, RunInputs(model_fingerprint('someone/model'), {}, 'tok', {}, {}, {}), {}, 'someone/model')[0] \
         == ['the model changed (someone/model: its files in the hub cache are of another commit)']
+
+
+def test_a_task_of_a_group_that_another_job_fine_tunes_is_refused_and_a_dead_job_s_lock_taken_over(tmp_path, glue_dir,
+                                                                                                  tiny):
+    """R23a-1: two jobs on one group and one task at once (other lr) both trained every run: the one that ended with
+    status 0 wrote a card and summary.md of scores and settings its table no longer held (the other job's rows had
+    replaced its own), and the other died in a traceback of their shared temporary export folder. A task of a group
+    is fine-tuned by one job at a time: the second is refused before any work, naming the lock, the job holding it
+    and the fix; another task of the group is not held; a lock of a job that died is taken over."""
+    import subprocess
+    import sys
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], predict=False, save_pretrained='none')
+    group = tmp_path / 'ckpt' / 't'
+    group.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, '-c', 'import time; from electra.runtime.files import hold_lock; '
+                               f'hold_lock({str(group / ".RTE.lock")!r}, "busy"); print("locked", flush=True); '
+                               'time.sleep(120)'], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == 'locked'
+        with pytest.raises(ConfigError) as e:
+            sweep.run_sweep(cfg, *tiny, open_source(str(glue_dir)), log=lambda s: None)
+        assert str(e.value) == (f"{group / '.RTE.lock'}: RTE of group t is being fine-tuned by another job (PID "
+                                f"{holder.pid} on {__import__('socket').gethostname()}). Wait for it to end, or give "
+                                "this job another --group; if that job is gone, delete the lock.")
+        assert not (group / 'results.csv').exists()  # refused before any work
+        other = job(tmp_path, glue_dir, tasks=['MRPC'], predict=False, save_pretrained='none')
+        assert len(sweep.run_sweep(other, *tiny, open_source(str(glue_dir)), log=lambda s: None).df) == 1
+    finally:
+        holder.kill()  # like kill -9: the lock file stays
+        holder.wait()
+    assert len(sweep.run_sweep(cfg, *tiny, open_source(str(glue_dir)), log=lambda s: None).df) == 2  # taken over
+    assert len(sweep.run_sweep(cfg, *tiny, open_source(str(glue_dir)), log=lambda s: None).df) == 2  # its own again

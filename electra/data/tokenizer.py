@@ -189,7 +189,8 @@ def vocab_entries(path: Path, where: str, fix: str = _REPEATED_FIX, bom: bool = 
     `load_vocab`), its lines ending as transformers' `load_vocab` reads them (at \\n, \\r\\n or \\r). A byte-order mark
     (Windows editors write one) is dropped where `bom`, else refused (a folder's file, which transformers reads as it
     is: '\\ufeff[PAD]'). A repeated line is refused, naming `where` and `fix`: transformers keeps its last line, so
-    the first line's id has no token, and the last's lies past a table sized to the vocabulary."""
+    the first line's id has no token, and the last's lies past a table sized to the vocabulary. Lines are compared as
+    transformers reads them, their trailing whitespace dropped ('the ' is 'the')."""
     text = _vocab_text(path, where)
     if text.startswith(_BOM) and not bom:
         raise ConfigError(f"{where}: it starts with a byte-order mark (U+FEFF), which transformers reads as part of "
@@ -198,10 +199,12 @@ def vocab_entries(path: Path, where: str, fix: str = _REPEATED_FIX, bom: bool = 
     lines = split_lines(text.removeprefix(_BOM))
     if lines[-1] == '': lines.pop()  # the last line's end
     first = {}
-    for i, token in enumerate(lines):
-        if (j := first.setdefault(token, i)) != i:
-            raise ConfigError(f"{where}: line {i + 1} repeats the token {token!r} of line {j + 1}: each line is one "
-                              f"id, so id {j} would have no token. {fix}")
+    for i, line in enumerate(lines):
+        if (j := first.setdefault(token := line.rstrip(), i)) != i:
+            differ = [w for w in (lines[j], line) if w != token]
+            written = f" (written {differ[0]!r}: transformers drops a line's trailing spaces)" if differ else ''
+            raise ConfigError(f"{where}: line {i + 1} repeats the token {token!r} of line {j + 1}{written}: each line "
+                              f"is one id, so id {j} would have no token. {fix}")
     return lines
 
 

@@ -234,6 +234,21 @@ def test_a_vocab_txt_with_a_repeated_line_is_refused_naming_its_lines_and_token(
     refused(lambda: load_tokenizer(str(tmp_path)), f'tokenizer {vocab}: line 107 repeats the token')  # a folder of it
 
 
+@pytest.mark.parametrize('written', ['the ', 'the\t', 'the\u3000'])
+def test_a_vocab_line_that_repeats_another_once_transformers_drops_its_trailing_spaces_is_refused(tmp_path, written):
+    """R23a-2: 'the ' and 'the' passed the repeat check (it compared the lines as written), transformers read both as
+    'the' (it drops a line's trailing whitespace), and the run died in its first step with an IndexError in
+    F.embedding. The lines are compared as transformers reads them; a folder of the file alike."""
+    vocab = bert_style_vocab(tmp_path / 'vocab.txt', [written, 'cat', 'the', 'sat'])
+    theirs = ElectraTokenizerFast.from_pretrained(tmp_path)  # transformers' own reading: 108 lines, 107 tokens
+    assert len(theirs) == 107 and written not in theirs.get_vocab()
+    message = refused(lambda: load_tokenizer(str(vocab)), f'tokenizer {vocab}: ',
+                      f"line 107 repeats the token 'the' of line 105 (written {written!r}: transformers drops a line's "
+                      "trailing spaces): each line is one id, so id 104 would have no token")
+    assert message.endswith('Remove the repeated line, or give the vocab.txt the model was trained with.')
+    refused(lambda: load_tokenizer(str(tmp_path)), f'tokenizer {vocab}: line 107 repeats the token')  # a folder of it
+
+
 def test_a_vocab_txt_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
     """Windows editors save UTF-8 with a byte-order mark: transformers read it into the first entry ('\\ufeffthe'
     never produced; a '\\ufeff[PAD]' made the vocabulary lack [PAD]). A vocab.txt is read as UTF-8 with the mark

@@ -23,7 +23,7 @@ import numpy as np
 from electra.config.errors import ConfigError, RunWarning
 from electra.data.builder import BUILDER_VERSION, COUNTERS, DOCUMENTS, HASH, build_shards
 from electra.data.corpus import BuildSettings, CorpusSource, skipped_in_words
-from electra.data.tokenizer import tokenizer_fingerprint
+from electra.data.tokenizer import UNKNOWN_SHARE, tokenizer_fingerprint
 from electra.runtime.files import file_sha256, owner_gone
 
 __all__ = ['build_corpus', 'build_summary', 'drop_repeated_across', 'examples_digest', 'format_duplicates',
@@ -164,6 +164,7 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
             log.info(f"pretraining data: reusing {info['n_examples']:,} examples of {source.entry} from {final}")
             warn_if_cut(info)
             warn_if_skipped(info)
+            warn_if_unknown(ds, tokenizer, info['corpus'])
             return ds
         log.warning(f"pretraining data: the cache {final} is not usable ({why}); rebuilding it")
     _remove_dead_builds(root)
@@ -186,7 +187,9 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
     log.info(f"pretraining data: {format_summary(info)} -> {final}")
     warn_if_cut(info)
     warn_if_skipped(info)
-    return _load_verified(final, fp)[0]
+    ds = _load_verified(final, fp)[0]
+    warn_if_unknown(ds, tokenizer, info['corpus'])
+    return ds
 
 
 def build_summary(dataset: datasets.Dataset) -> dict:
@@ -221,6 +224,26 @@ def warn_if_cut(info: dict) -> None:
                   f"({c['overlong_tokens']:,} of {c['tokens']:,}) are of sentences longer than an example of max_length "
                   f"{info['max_length']} holds, cut off and never trained on. Give it one sentence a line, or the "
                   "sentence_split of its language, or a larger max_length.", RunWarning, stacklevel=3)
+
+
+_UNKNOWN_SAMPLE = 2000  # examples counted, evenly spread (the same each time)
+
+
+def warn_if_unknown(ds: datasets.Dataset, tokenizer, corpus: str) -> None:
+    """One warning line when over `UNKNOWN_SHARE` of a built corpus's tokens ([CLS] and [SEP] aside) are [UNK]: text
+    the vocabulary does not cover (a vocabulary of lower-case words read cased, another script), which the run never
+    learns and whose held-out scores are of [UNK] among [UNK]. Counted over up to 2,000 examples, evenly spread."""
+    unk = getattr(tokenizer, 'unk_token_id', None)
+    if unk is None or not len(ds): return
+    rows = range(0, len(ds), max(1, len(ds) // _UNKNOWN_SAMPLE))[:_UNKNOWN_SAMPLE]
+    ids = np.concatenate([np.asarray(r, dtype=np.int64) for r in ds.select(rows)['input_ids']])
+    words = ids[~np.isin(ids, [tokenizer.cls_token_id, tokenizer.sep_token_id])]
+    if not len(words) or (part := float(np.mean(words == unk))) <= UNKNOWN_SHARE: return
+    over = 'every example' if len(rows) == len(ds) else f'{len(rows):,} of its {len(ds):,} examples'
+    warnings.warn(f"corpus {corpus}: {part:.1%} of its tokens are [UNK] (over {over}), text its tokenizer's vocabulary "
+                  "does not cover, of which the run learns nothing. A vocab.txt of lower-case words needs lowercase: "
+                  "true; else give a tokenizer of text like it, or leave tokenizer empty to train one.", RunWarning,
+                  stacklevel=3)
 
 
 def warn_if_skipped(info: dict) -> None:

@@ -32,7 +32,7 @@ from electra.config.errors import ConfigError, RunWarning
 from electra.config.text_files import compressed, read_text, split_lines
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
-__all__ = ['TOKENIZER_DIR', 'DROPPED', 'no_word_piece', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
+__all__ = ['TOKENIZER_DIR', 'DROPPED', 'UNKNOWN_SHARE', 'no_word_piece', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
            'upper_entries', 'applied_case', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer',
            'get_tokenizer', 'trained_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'first_difference',
            'vocabulary_mismatch', 'tokenizer_identity', 'tokenizer_difference', 'pad_token_id',
@@ -71,6 +71,11 @@ def _check_special_tokens(tok: PreTrainedTokenizerFast, where: str) -> PreTraine
     ids = [vocab[getattr(tok, n)] for n in names]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"tokenizer {where}: {', '.join(names)} must be distinct tokens, got ids {ids}.")
+    if not set(vocab) - set(tok.all_special_tokens):  # no word: the corpus all [UNK], a detector with nothing to see
+        specials = sorted(vocab, key=vocab.get)
+        raise ConfigError(f"tokenizer {where}: its vocabulary holds its {len(specials)} special tokens alone "
+                          f"({', '.join(specials)}): every word would be [UNK]. Give a vocabulary of words, or leave "
+                          "`tokenizer` empty to train one.")
     return tok
 
 
@@ -449,6 +454,8 @@ def tokenizer_difference(theirs: PreTrainedTokenizerBase, ours: PreTrainedTokeni
     return (f"its {name} is {getattr(theirs, name, None)!r} (id {getattr(theirs, f'{name}_id', None)}), that of "
             f"{whose} {getattr(ours, name, None)!r} (id {getattr(ours, f'{name}_id', None)})")
 
+
+UNKNOWN_SHARE = 0.05  # a corpus or a fine-tuning split of more [UNK] tokens than this is said
 
 # what a text of no word piece is, as refusals of one say it
 DROPPED = 'empty, spaces, or only characters such as U+200B that the tokenizer drops'

@@ -221,6 +221,31 @@ def test_a_large_share_of_text_in_sentences_too_long_to_keep_is_warned_of(tmp_pa
     assert not [w for w in caught if w.category is RunWarning]
 
 
+def test_a_corpus_the_vocabulary_does_not_cover_is_warned_of_with_its_share_of_unk(tmp_path):
+    """R23a-3: pretraining said nothing of a corpus read as [UNK] (9% from a vocabulary of lower-case words read
+    cased), where fine-tuning warns past 5%. One word of each 8 not in the vocabulary: 12.5% of the tokens (by hand),
+    said in one warning, whether the cache is built or reused; a covered corpus says nothing."""
+    import warnings
+
+    from electra.data.cache import build_corpus
+    from electra.data.corpus import resolve_corpus
+    tok, docs = unique_words(tmp_path, 20)
+    uncovered = [[' '.join(['zzz', *sentence.split()[1:]]) for sentence in doc] for doc in docs]
+    settings = BuildSettings(max_length=128, sentence_split='none')  # a document fits an example: nothing cut off
+    for name, corpus, said in (('a.txt', uncovered, True), ('b.txt', docs, False)):
+        [source] = resolve_corpus([str(lines_file(tmp_path / name, corpus))], tmp_path / 'cache', settings)
+        for _ in ('built', 'reused'):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter('always')
+                info = build_summary(build_corpus(source, tok, settings, tmp_path / 'cache', 0, 1, progress=False))
+            assert info['counts']['cut_tokens'] == 0
+            assert [str(w.message) for w in caught if w.category is RunWarning] == ([
+                f"corpus {tmp_path / name}: 12.5% of its tokens are [UNK] (over every example), text its tokenizer's "
+                "vocabulary does not cover, of which the run learns nothing. A vocab.txt of lower-case words needs "
+                "lowercase: true; else give a tokenizer of text like it, or leave tokenizer empty to train one."]
+                if said else [])
+
+
 def test_repeated_rows_of_a_table_are_dropped_and_counted(tmp_path):
     "A table's rows are its documents: a row repeated (as in scraped web text) is dropped and counted."
     from electra.data.cache import build_corpus

@@ -249,6 +249,18 @@ def test_a_vocab_line_that_repeats_another_once_transformers_drops_its_trailing_
     refused(lambda: load_tokenizer(str(tmp_path)), f'tokenizer {vocab}: line 107 repeats the token')  # a folder of it
 
 
+def test_a_tokenizer_of_only_its_special_tokens_is_refused(tmp_path):
+    """R23a-3: a folder whose vocabulary held only [PAD] [UNK] [CLS] [SEP] [MASK] (what transformers 5 saves of a
+    BertTokenizerFast given `vocab_file=`) was taken: every word [UNK], and the held-out line said AUC 0.995."""
+    specials = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
+    ElectraTokenizerFast(vocab={t: i for i, t in enumerate(specials)}).save_pretrained(tmp_path / 'folder')
+    (tmp_path / 'vocab.txt').write_text('\n'.join(specials) + '\n', encoding='utf-8')
+    for given in (tmp_path / 'folder', tmp_path / 'vocab.txt'):
+        refused(lambda: load_tokenizer(str(given)), f'tokenizer {given}: its vocabulary holds its 5 special tokens '
+                f'alone ([PAD], [UNK], [CLS], [SEP], [MASK]): every word would be [UNK]. Give a vocabulary of words, '
+                'or leave `tokenizer` empty to train one.')
+
+
 def test_a_vocab_txt_saved_with_a_byte_order_mark_reads_as_without_it(tmp_path):
     """Windows editors save UTF-8 with a byte-order mark: transformers read it into the first entry ('\\ufeffthe'
     never produced; a '\\ufeff[PAD]' made the vocabulary lack [PAD]). A vocab.txt is read as UTF-8 with the mark

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from electra.config.errors import ConfigError
-from electra.data.tokenizer import tokenizer_fingerprint
+from electra.data.tokenizer import UNKNOWN_SHARE, tokenizer_fingerprint
 from electra.finetuning.tasks.sources import Examples
 from electra.runtime.files import atomic_write_bytes, path_inside
 from electra.runtime.processes import is_main_process
@@ -67,7 +67,6 @@ def _special_ids(tokenizer) -> tuple[int, int]:
     return cls, sep
 
 
-UNKNOWN_SHARE = 0.05    # a split whose text is more [UNK] tokens than this is said (`unknown_share_warning`)
 _UNKNOWN_SAMPLE = 2000  # the texts counted for it, evenly spread over the split
 # what a split mostly [UNK] costs: its training text is learned from, its dev text scored on, its test text predicted
 _UNKNOWN_COST = {'train': 'a run learns little from it', 'dev': 'its dev scores say little of a run',

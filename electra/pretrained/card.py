@@ -19,6 +19,7 @@ from huggingface_hub import EvalResult, ModelCardData
 from torch import nn
 
 from electra.config.objectives import OBJECTIVES, Objective
+from electra.config.pretrain import PretrainConfig
 from electra.config.version import __version__
 from electra.runtime.files import atomic_write_text
 from electra.runtime.processes import is_main_process
@@ -95,14 +96,24 @@ _CLOZE = ("Electric's two-tower cloze model, trained with the discriminator: two
           "discriminator learnt to tell apart, and its log q of each token is a term of the discriminator's score")
 
 
-def _what(role: str, objective: Objective | None, init_from: str) -> str:
-    """What the network of `role` is, by the run's `objective` row (None: not known) and the weights it started from
-    (`init_from`, '' none)."""
+def _generator_kind(cfg: dict) -> str:
+    "The generator by its run's config: its size against the discriminator's, and how it was trained (`two_stage`)."
+    size = ("a masked language model of the discriminator's size" if
+            (cfg.get('generator_size') or PretrainConfig.generator_size) >= 1 else 'a small masked language model')
+    if not cfg.get('two_stage'): return f'{size} trained with the discriminator'
+    return (f"{size} trained alone for the first {cfg['two_stage']:.0%} of the steps, then frozen while the "
+            'discriminator trained on its samples')
+
+
+def _what(role: str, objective: Objective | None, cfg: dict) -> str:
+    """What the network of `role` is, by the run's `objective` row (None: not known) and its config (`cfg`: the
+    weights it started from, `init_from`; the generator's size and training)."""
     if role == 'cloze': return _CLOZE
     if role == 'generator':
         read = ("filled the masked positions of the discriminator's input, where it learnt to predict the original "
                 'tokens' if objective and objective.mlm else 'were the replacements the discriminator learnt to detect')
-        return f'a small masked language model trained with the discriminator, whose samples {read}'
+        return f'{_generator_kind(cfg)}, whose samples {read}'
+    init_from = cfg.get('init_from') or ''
     if objective is None: return 'the model to fine-tune (the objective it was trained with was not found)'
     fake, task = _FAKE[objective.fake]
     rtd_head = (f'carried over unchanged from {init_from}, the weights the run started from' if init_from else
@@ -253,7 +264,7 @@ def write_pretrained_card(folder: str | Path, role: str, net: nn.Module, run_dir
         datasets=hub_datasets(corpus) or None,
         tags=['electra', role, f"objective-{cfg.get('objective', 'unknown')}"], model_name=f'{run_dir.name} {role}',
         eval_results=_held_out(role, eval_row, ', '.join(corpus) or 'corpus', objective) or None)
-    c, what = net.config, _what(role, objective, cfg.get('init_from') or '')
+    c, what = net.config, _what(role, objective, cfg)
     note = f'{tokenizer_note}\n\n' if tokenizer_note else ''
     head = f'{_head_section(objective, cfg)}\n\n' if role == 'discriminator' and objective else ''
     name = about.get('name', role)

@@ -137,6 +137,24 @@ def test_the_discriminator_card_says_what_its_exported_head_is_for_each_objectiv
         assert ('learnt to detect' in exported['generator'].joinpath('README.md').read_text()) == (not OBJECTIVES[name].mlm)
 
 
+@pytest.mark.parametrize('settings, said', [
+    ({}, 'a small masked language model trained with the discriminator'),
+    ({'generator_size': 1.0}, "a masked language model of the discriminator's size trained with the discriminator"),
+    ({'two_stage': 0.5, 'generator_size': 1.0}, "a masked language model of the discriminator's size trained alone for "
+                                                "the first 50% of the steps, then frozen while the discriminator trained "
+                                                "on its samples")])
+def test_the_generator_card_says_its_size_and_how_it_was_trained(tmp_path, settings, said):
+    """R23a-4: every generator card said "a small masked language model trained with the discriminator", a
+    two-stage run's (trained alone, then frozen) and one of the discriminator's size too. Said from the run's config."""
+    tok = token_ids_tokenizer(tmp_path)
+    model = build_pretraining_model(tiny_cfg(), MaskingSettings.for_tokenizer(tok))
+    run = tmp_path / 'run_11081'
+    run.mkdir()
+    (run / 'config.yaml').write_text(yaml.safe_dump({'objective': 'electra', 'steps': 4, **settings}))
+    text = export_pretrained(model, tok, run)['generator'].joinpath('README.md').read_text()
+    assert f"(Clark et al. 2020), {said}, whose samples were the replacements the discriminator learnt to detect." in text
+
+
 def token_ids_tokenizer(tmp_path: Path):
     "A tokenizer of the tiny vocabulary (V tokens, the specials first)."
     vocab = tmp_path / 'vocab.txt'

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 d7e6df9e5e4536ff14f78b93bf5ab96002ca508fe4936ff3d02950219e94775e
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 352c17011b8d29608dc1ec4a7d9a3c8eedb8265867b2ac8a063a29d5e3e3c213
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -129,7 +129,8 @@ from electra.data.cache import (build_corpus, build_summary, drop_repeated_acros
 from electra.data.batches import held_out_split, pretraining_dataloader
 
 with main_process_first('the pretraining data cache', cfg.dist_timeout):  # built once; the others read it
-    parts = [build_corpus(source, tokenizer, settings, Path(cfg.cache_dir), cfg.seed, cfg.num_proc) for source in sources]
+    parts = [build_corpus(source, tokenizer, settings, Path(cfg.cache_dir), cfg.seed, cfg.num_proc, say=print_main)
+             for source in sources]  # each says whether its cache is reused or built
 # each corpus is de-duplicated alone when built; a document an earlier corpus holds is dropped here
 parts, across = drop_repeated_across(parts) if cfg.deduplicate else (parts, [0] * len(parts))
 corpus_digest = examples_digest(parts, across)  # the examples by content, recorded in checkpoints

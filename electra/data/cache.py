@@ -142,7 +142,7 @@ def examples_digest(parts: list[datasets.Dataset], across: Optional[list[int]] =
 
 
 def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache_dir: Path, seed: int,
-                 num_proc: int = 1, progress: bool = True) -> datasets.Dataset:
+                 num_proc: int = 1, progress: bool = True, say=None) -> datasets.Dataset:
     """The pretraining examples of one corpus as an Arrow dataset (columns `input_ids`, `token_type_ids`:
     unpadded, [CLS] ... [SEP] included; `document`: which document of the corpus it came from), memory-mapped
     from `cache_dir/pretrain_data/<fingerprint>/shard-*.arrow`.
@@ -152,8 +152,10 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
     build record (sizes, checksums, row counts); a partial or corrupted build is rebuilt. `num_proc` (0: one
     per CPU core) processes share the shards; the result does not depend on it. A build becomes visible
     atomically: it is written to a temporary directory, completed by the `electra_build.json` record, then
-    renamed into place. Skipped input is counted in that record (see `build_summary`).
+    renamed into place. Skipped input is counted in that record (see `build_summary`). `say` (the drivers': their
+    printer; else the log at INFO) is told whether the cache is reused or built.
     """
+    say = say or log.info
     tokenizer_hash = tokenizer_fingerprint(tokenizer)
     fp = _fingerprint(source, tokenizer_hash, settings, seed)
     root = Path(cache_dir) / 'pretrain_data'
@@ -161,12 +163,14 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
     if final.exists():
         ds, info, why = _load_verified(final, fp)
         if ds is not None:
-            log.info(f"pretraining data: reusing {info['n_examples']:,} examples of {source.entry} from {final}")
+            say(f"pretraining data: reusing the cache of {source.entry} in {final}, built before of its files, "
+                "tokenizer and settings as they are now")
             warn_if_cut(info)
             warn_if_skipped(info)
             warn_if_unknown(ds, tokenizer, info['corpus'])
             return ds
         log.warning(f"pretraining data: the cache {final} is not usable ({why}); rebuilding it")
+    say(f"pretraining data: building {source.entry}: no cache of its files, tokenizer and settings as they are now")
     _remove_dead_builds(root)
     tmp = root / f'.{fp}.{os.getpid()}.{socket.gethostname()}.tmp'
     shutil.rmtree(tmp, ignore_errors=True)

@@ -346,6 +346,19 @@ def train_tokenizer(files: list[Path], vocab_size: int, lowercase: bool, save_di
     return tok
 
 
+def _settings_change(then: dict, now: dict) -> str:
+    "What differs between the settings a tokenizer was trained with (`then`) and those of now, key by key."
+    said = []
+    for key in dict.fromkeys([*then, *now]):
+        if then.get(key) == now.get(key): continue
+        if key == 'files' and isinstance(then.get(key), list) and isinstance(now.get(key), list):
+            added, gone = [f for f in now[key] if f not in then[key]], [f for f in then[key] if f not in now[key]]
+            said.append('files: ' + '; '.join([*([f"{', '.join(added)} added since"] if added else []),
+                                               *([f"{', '.join(gone)} gone since"] if gone else [])] or ['reordered']))
+        else: said.append(f'{key}: {then.get(key)} then, {now.get(key)} now')
+    return '; '.join(said)
+
+
 def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase: bool, run_dir: Path,
                   sources: Optional[list[CorpusSource]] = None,
                   strip_accents: bool | None = None) -> PreTrainedTokenizerFast:
@@ -361,9 +374,9 @@ def get_tokenizer(tokenizer: str, files: list[Path], vocab_size: int, lowercase:
     if sources and any(s.kind == 'table' for s in sources): settings['corpus'] = [s.entry for s in sources]
     marker = save_dir / _TRAIN_MARKER
     if marker.is_file():
-        if json.loads(marker.read_text()) != settings:
+        if (then := json.loads(marker.read_text())) != settings:
             log.warning(f"reusing the tokenizer in {save_dir}, trained with other settings than now "
-                        f"({settings}); delete that directory to train a new one.")
+                        f"({_settings_change(then, settings)}); delete that directory to train a new one.")
         return load_tokenizer(str(save_dir))
     # train into a temporary directory and move it into place, so an interrupted run leaves no half tokenizer
     tmp = save_dir.with_name(f'.{save_dir.name}.{os.getpid()}.tmp')

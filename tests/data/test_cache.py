@@ -4,6 +4,7 @@ import json
 import logging
 import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -244,6 +245,28 @@ def test_a_corpus_the_vocabulary_does_not_cover_is_warned_of_with_its_share_of_u
                 "vocabulary does not cover, of which the run learns nothing. A vocab.txt of lower-case words needs "
                 "lowercase: true; else give a tokenizer of text like it, or leave tokenizer empty to train one."]
                 if said else [])
+
+
+def test_a_build_says_whether_it_reuses_its_cache_or_builds_it(tmp_path):
+    """R23a-5: nothing told a corpus's cache reused from one built again after an edit (the summary line of a reused
+    cache repeats the speed of the build that made it). `say` (the drivers' printer) is told which."""
+    from electra.data.cache import build_corpus
+    from electra.data.corpus import resolve_corpus
+    tok, docs = unique_words(tmp_path, 8)
+    settings = BuildSettings(max_length=64, sentence_split='none')
+    path = lines_file(tmp_path / 'a.txt', docs)
+    said = []
+    for _ in range(2):
+        [source] = resolve_corpus([str(path)], tmp_path / 'cache', settings)
+        ds = build_corpus(source, tok, settings, tmp_path / 'cache', 0, 1, progress=False, say=said.append)
+    final = Path(ds.cache_files[0]['filename']).parent
+    assert said == [f"pretraining data: building {path}: no cache of its files, tokenizer and settings as they are now",
+                    f"pretraining data: reusing the cache of {path} in {final}, built before of its files, tokenizer "
+                    "and settings as they are now"]
+    lines_file(path, docs[::-1])  # edited: built again, and said
+    [source] = resolve_corpus([str(path)], tmp_path / 'cache', settings)
+    build_corpus(source, tok, settings, tmp_path / 'cache', 0, 1, progress=False, say=said.append)
+    assert said[-1].startswith('pretraining data: building ')
 
 
 def test_repeated_rows_of_a_table_are_dropped_and_counted(tmp_path):

@@ -133,6 +133,15 @@ def test_get_tokenizer_trains_once_then_reuses(corpus, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger='electra.data.tokenizer'):
         other = get_tokenizer('', [corpus], 700, True, tmp_path)  # the run's tokenizer stays, with a warning
     assert other.get_vocab() == tok.get_vocab() and 'other settings' in caplog.text
+    # R23a-5: the line gave the settings of now as if they were the tokenizer's; it says what differs, then and now
+    extra = corpus.with_name('extra.txt')
+    extra.write_text('a cow in the barn\n')
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger='electra.data.tokenizer'):
+        get_tokenizer('', [corpus, extra], 700, True, tmp_path)
+    assert caplog.messages == [f"reusing the tokenizer in {tmp_path / 'tokenizer'}, trained with other settings than "
+                               f"now (files: {extra.resolve()} added since; vocab_size: 500 then, 700 now); delete that "
+                               "directory to train a new one."]
     given = get_tokenizer(str(bert_style_vocab(tmp_path / 'v.txt', ['the'])), [corpus], 500, True, tmp_path / 'x')
     assert given.cls_token_id == 101 and not (tmp_path / 'x' / 'tokenizer').exists()
 

@@ -23,7 +23,7 @@ import numpy as np
 from electra.config.errors import ConfigError, RunWarning
 from electra.data.builder import BUILDER_VERSION, COUNTERS, DOCUMENTS, HASH, build_shards
 from electra.data.corpus import BuildSettings, CorpusSource, skipped_in_words
-from electra.data.tokenizer import UNKNOWN_SHARE, tokenizer_fingerprint
+from electra.data.tokenizer import UNKNOWN_SAMPLE, UNKNOWN_SHARE, tokenizer_fingerprint
 from electra.runtime.files import file_sha256, owner_gone
 
 __all__ = ['build_corpus', 'build_summary', 'drop_repeated_across', 'examples_digest', 'format_duplicates',
@@ -230,16 +230,13 @@ def warn_if_cut(info: dict) -> None:
                   "sentence_split of its language, or a larger max_length.", RunWarning, stacklevel=3)
 
 
-_UNKNOWN_SAMPLE = 2000  # examples counted, evenly spread (the same each time)
-
-
 def warn_if_unknown(ds: datasets.Dataset, tokenizer, corpus: str) -> None:
     """One warning line when over `UNKNOWN_SHARE` of a built corpus's tokens ([CLS] and [SEP] aside) are [UNK]: text
     the vocabulary does not cover (a vocabulary of lower-case words read cased, another script), which the run never
     learns and whose held-out scores are of [UNK] among [UNK]. Counted over up to 2,000 examples, evenly spread."""
     unk = getattr(tokenizer, 'unk_token_id', None)
     if unk is None or not len(ds): return
-    rows = range(0, len(ds), max(1, len(ds) // _UNKNOWN_SAMPLE))[:_UNKNOWN_SAMPLE]
+    rows = range(0, len(ds), max(1, len(ds) // UNKNOWN_SAMPLE))[:UNKNOWN_SAMPLE]
     ids = np.concatenate([np.asarray(r, dtype=np.int64) for r in ds.select(rows)['input_ids']])
     words = ids[~np.isin(ids, [tokenizer.cls_token_id, tokenizer.sep_token_id])]
     if not len(words) or (part := float(np.mean(words == unk))) <= UNKNOWN_SHARE: return

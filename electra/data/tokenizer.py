@@ -32,7 +32,7 @@ from electra.config.errors import ConfigError, RunWarning
 from electra.config.text_files import compressed, read_text, split_lines
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
-__all__ = ['TOKENIZER_DIR', 'DROPPED', 'UNKNOWN_SHARE', 'no_word_piece', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
+__all__ = ['TOKENIZER_DIR', 'DROPPED', 'UNKNOWN_SHARE', 'UNKNOWN_SAMPLE', 'no_word_piece', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
            'upper_entries', 'applied_case', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer',
            'get_tokenizer', 'trained_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'first_difference',
            'vocabulary_mismatch', 'tokenizer_identity', 'tokenizer_difference', 'pad_token_id',
@@ -353,8 +353,8 @@ def _settings_change(then: dict, now: dict) -> str:
         if then.get(key) == now.get(key): continue
         if key == 'files' and isinstance(then.get(key), list) and isinstance(now.get(key), list):
             added, gone = [f for f in now[key] if f not in then[key]], [f for f in then[key] if f not in now[key]]
-            said.append('files: ' + '; '.join([*([f"{', '.join(added)} added since"] if added else []),
-                                               *([f"{', '.join(gone)} gone since"] if gone else [])] or ['reordered']))
+            parts = [f"{', '.join(names)} {what} since" for names, what in ((added, 'added'), (gone, 'gone')) if names]
+            said.append(f"files: {'; '.join(parts) or 'reordered'}")
         else: said.append(f'{key}: {then.get(key)} then, {now.get(key)} now')
     return '; '.join(said)
 
@@ -469,6 +469,7 @@ def tokenizer_difference(theirs: PreTrainedTokenizerBase, ours: PreTrainedTokeni
 
 
 UNKNOWN_SHARE = 0.05  # a corpus or a fine-tuning split of more [UNK] tokens than this is said
+UNKNOWN_SAMPLE = 2000  # the examples or texts counted for it, evenly spread (the same each time)
 
 # what a text of no word piece is, as refusals of one say it
 DROPPED = 'empty, spaces, or only characters such as U+200B that the tokenizer drops'

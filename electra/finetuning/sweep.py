@@ -280,8 +280,9 @@ def run_sweep(cfg: FinetuneConfig, pretrained, tokenizer, source: TaskSource,
     _check_lengths(cfg, pretrained.config, say)
     if log_to(writable_dir(group_dir(cfg), 'output_dir')) is None and is_main_process():  # (a notebook: its own lines)
         say = also_in_log(say, group_dir(cfg), 'run_sweep from Python')
-    if is_main_process(): hold_task_locks(cfg)  # before anything of the group is read or changed
-    if is_main_process(): remove_dead_model_copies(group_dir(cfg), say)
+    if is_main_process():
+        hold_task_locks(cfg)  # before anything of the group is read or changed
+        remove_dead_model_copies(group_dir(cfg), say)
     for line in cfg.command_line_over_task_files(): say(line)  # the typed value wins (`FinetuneConfig.for_task`)
     tasks = job_tasks(cfg, source)  # (a task file's data read and checked once)
     _check_token_types(cfg, pretrained.config, tasks)

@@ -122,11 +122,11 @@ def cpu_threads(setting: int | str, processes: int = 1, env: Mapping[str, str] =
         _say_past_cores(chosen.n, processes, len(mine), 'threads' if n else 'OMP_NUM_THREADS')
         return chosen
     load = busy(mine)
+    each = auto_threads(len(mine), load, processes)
     if omp:
         warnings.warn(f"OMP_NUM_THREADS: {omp!r} is not a positive whole number, so threads auto ignores it and takes "
-                      f"the cores left free ({auto_threads(len(mine), load, processes)} here).", RunWarning, stacklevel=3)
-    return CpuThreads(auto_threads(len(mine), load, processes),
-                      f'auto: {len(mine)} cores, {load:.1f} busy with other processes{shared}')
+                      f"the cores left free ({each} here).", RunWarning, stacklevel=3)
+    return CpuThreads(each, f'auto: {len(mine)} cores, {load:.1f} busy with other processes{shared}')
 
 
 def _say_past_cores(each: int, processes: int, cores: int, key: str) -> None:

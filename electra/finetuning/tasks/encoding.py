@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from electra.config.errors import ConfigError
-from electra.data.tokenizer import UNKNOWN_SHARE, tokenizer_fingerprint
+from electra.data.tokenizer import UNKNOWN_SAMPLE, UNKNOWN_SHARE, tokenizer_fingerprint
 from electra.finetuning.tasks.sources import Examples
 from electra.runtime.files import atomic_write_bytes, path_inside
 from electra.runtime.processes import is_main_process
@@ -67,7 +67,6 @@ def _special_ids(tokenizer) -> tuple[int, int]:
     return cls, sep
 
 
-_UNKNOWN_SAMPLE = 2000  # the texts counted for it, evenly spread over the split
 # what a split mostly [UNK] costs: its training text is learned from, its dev text scored on, its test text predicted
 _UNKNOWN_COST = {'train': 'a run learns little from it', 'dev': 'its dev scores say little of a run',
                  'test': 'its predictions are made from little of it'}
@@ -121,7 +120,7 @@ def unknown_share_warning(name: str, texts: Sequence[str], tokenizer, split: str
     [UNK] and, where the text in NFC would be covered, that fix; '' otherwise. Counted over up to 2,000 of the texts,
     evenly spread (the same each time)."""
     if getattr(tokenizer, 'unk_token_id', None) is None or not texts: return ''
-    sample = [t for t in texts[::max(1, len(texts) // _UNKNOWN_SAMPLE)][:_UNKNOWN_SAMPLE] if t]
+    sample = [t for t in texts[::max(1, len(texts) // UNKNOWN_SAMPLE)][:UNKNOWN_SAMPLE] if t]
     share, ids, lacking = _unknown_share(sample, tokenizer)
     if share <= UNKNOWN_SHARE: return ''
     unk = tokenizer.unk_token_id

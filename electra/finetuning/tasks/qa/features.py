@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from electra.config.errors import ConfigError
-from electra.data.tokenizer import tokenizer_fingerprint
+from electra.data.tokenizer import DROPPED, tokenizer_fingerprint
 from electra.finetuning.tasks.encoding import NPZ_DAMAGED
 from electra.finetuning.tasks.qa.data import QAExample, answer_found, split_words
 from electra.runtime.files import atomic_write_bytes, path_inside
@@ -155,9 +155,8 @@ def question_ids(examples: list[QAExample], tokenizer, where: str = '') -> list[
     ids = tokenizer([ex.question for ex in examples], **_PLAIN)['input_ids'] if examples else []
     for ex, q in zip(examples, ids):
         if not q:
-            raise ConfigError(f"{_named(ex, where)}: the question {ex.question!r} has no word piece (empty, spaces, "
-                              "or only characters such as U+200B that the tokenizer drops), so the model would answer "
-                              "from the context alone. Give it its text or remove it.")
+            raise ConfigError(f"{_named(ex, where)}: the question {ex.question!r} has no word piece ({DROPPED}), so "
+                              "the model would answer from the context alone. Give it its text or remove it.")
     return ids
 
 

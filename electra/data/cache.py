@@ -147,9 +147,9 @@ def build_corpus(source: CorpusSource, tokenizer, settings: BuildSettings, cache
     unpadded, [CLS] ... [SEP] included; `document`: which document of the corpus it came from), memory-mapped
     from `cache_dir/pretrain_data/<fingerprint>/shard-*.arrow`.
 
-    Built once per fingerprint (the source's files with sizes and mtimes or the table's data files, the
-    tokenizer, `settings`, seed and BUILDER_VERSION) and reused after, once its files check out against the
-    build record (sizes, checksums, row counts); a partial or corrupted build is rebuilt. `num_proc` (0: one
+    Built once per fingerprint (the source's files by `file_state`, their change time included, or the table's data
+    files, the tokenizer, `settings`, seed and BUILDER_VERSION) and reused after, once its files check out against
+    the build record (sizes, checksums, row counts); a partial or corrupted build is rebuilt. `num_proc` (0: one
     per CPU core) processes share the shards; the result does not depend on it. A build becomes visible
     atomically: it is written to a temporary directory, completed by the `electra_build.json` record, then
     renamed into place. Skipped input is counted in that record (see `build_summary`). `say` (the drivers': their

@@ -37,6 +37,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from electra.config.errors import ConfigError
 from electra.config.text_files import not_text
 from electra.data.demo import write_demo_corpus
 from electra.data.hub import hub_unreachable
-from electra.runtime.files import writable_dir
+from electra.runtime.files import file_state, writable_dir
 
 __all__ = ['BuildSettings', 'CorpusSource', 'resolve_corpus', 'corpus_text_files', 'source_lines', 'skipped_in_words']
 
@@ -95,16 +96,15 @@ class CorpusSource:
     cr_files: int = 0                   # files of classic Mac line ends (CR alone), read as line breaks (`line_end`)
 
     def content_hash(self) -> str:
-        """A hash of what the source reads: each file's path, size and mtime, or a table's rows, text column and
-        data files. Streamed, so a folder of millions of files never becomes one big string."""
+        """A hash of what the source reads: each file's `file_state` (path, size, mtime and ctime: an edit is seen
+        without reading the files), or a table's rows, text column and data files. Streamed, so a folder of millions
+        of files never becomes one big string."""
         h = hashlib.sha256(json.dumps([self.kind, self.text_column if self.kind == 'table' else None]).encode())
         files = self.files if self.kind == 'files' else [Path(c['filename']) for c in self.dataset.cache_files]
         if self.kind == 'table': h.update(f'{self.entry}\0{len(self.dataset)}\0'.encode())
         # earlier versions read a file of CR line ends as one line: a build of theirs is not this one
         if self.cr_files: h.update(b'CR line ends read as line breaks\0')
-        for f in files:
-            st = f.stat()
-            h.update(f'{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n'.encode())
+        for f in files: h.update(f'{file_state(f)}\n'.encode())
         return h.hexdigest()
 
     def seed_key(self) -> str:
@@ -238,6 +238,17 @@ def _table_files(p: Path) -> list[Path]:
     return sorted(f for f in _visible_files(p) if f.suffix in TABLE_SUFFIXES)
 
 
+def _tables_cache(cache_dir: Path, files: list[Path]) -> Path:
+    """Where `datasets` keeps its Arrow copy of table files: a folder per `file_state` of them, since `datasets` tells
+    a local file's edit by its mtime alone and would read the old rows of one edited with its mtime kept. The copies
+    of the files' earlier states are removed: nothing reads them again."""
+    names = hashlib.sha256('\0'.join(str(f.resolve()) for f in files).encode()).hexdigest()[:16]
+    state = hashlib.sha256('\0'.join(map(file_state, files)).encode()).hexdigest()[:16]
+    for old in (Path(cache_dir) / 'tables' / names).glob('*'):
+        if old.name != state: shutil.rmtree(old, ignore_errors=True)
+    return Path(cache_dir) / 'tables' / names / state
+
+
 def _load_table(entry: str, settings: BuildSettings, cache_dir: Path):
     "A hub dataset or local table files as a memory-mapped `datasets.Dataset`."
     import datasets
@@ -269,7 +280,7 @@ def _load_table(entry: str, settings: BuildSettings, cache_dir: Path):
             else:  # a .tsv is CSV with tabs
                 options = {'delimiter': '\t'} if kind == 'tsv' else {}
                 ds = datasets.load_dataset('csv' if kind == 'tsv' else kind, data_files=[str(f) for f in files],
-                                           split='train', cache_dir=str(Path(cache_dir) / 'tables'), **options)
+                                           split='train', cache_dir=str(_tables_cache(cache_dir, files)), **options)
         except Exception as e:  # pyarrow and datasets raise many kinds for a malformed file
             raise ConfigError(f"corpus '{entry}': cannot read it as {kind} ({type(e).__name__}: {e}).") from None
     column = settings.text_column

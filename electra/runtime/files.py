@@ -198,15 +198,24 @@ def file_sha256(path: str | Path) -> bytes:
     with open(path, 'rb') as f: return hashlib.file_digest(f, 'sha256').digest()
 
 
-class FileDigests:
-    """`file_sha256` of files, each read once while its size and modification time stay the same: a job asks for the
-    same file more than once (MNLI's training set by every run, one file named as two splits) and reads it once."""
+def file_state(path: str | Path) -> str:
+    """A file as it is now, without reading it: its resolved path, inode, size, modification time and change time.
+    The change time (ctime) is the kernel's: every write, `touch` and `cp -p` moves it and no tool sets it back, so
+    a same-length edit copied over a file with its mtime kept (`cp` then `touch -r`, `rsync -t`, `tar x`) is told
+    apart; so is a file replaced by another. A `chmod` moves it too: a file seen as changed is read again, never
+    the other way round."""
+    st = os.stat(path)
+    return f'{Path(path).resolve()}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}'
 
-    def __init__(self): self._seen: dict[tuple[str, int, int], bytes] = {}
+
+class FileDigests:
+    """`file_sha256` of files, each read once while its `file_state` stays the same: a job asks for the same file
+    more than once (MNLI's training set by every run, one file named as two splits) and reads it once."""
+
+    def __init__(self): self._seen: dict[str, bytes] = {}
 
     def __call__(self, path: str | Path) -> bytes:
-        st = os.stat(path)
-        key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+        key = file_state(path)
         if key not in self._seen: self._seen[key] = file_sha256(path)
         return self._seen[key]
 

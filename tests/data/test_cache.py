@@ -373,3 +373,33 @@ def test_a_corpus_file_of_cr_line_ends_reads_as_its_lf_copy(tmp_path, fmt):
     assert cr_info['counts']['repeated_documents'] == 1 and cr_ids == lf_ids and len(cr_ids) > 60
     assert cr_lines == lf_lines and len(cr_lines) == 61 * 6
     assert source.cr_files == 1 and dataclasses.replace(source, cr_files=0).content_hash() != source.content_hash()
+
+
+@pytest.mark.parametrize('name', ['corpus.txt', 'corpus.jsonl'])
+def test_a_corpus_edited_with_its_size_and_mtime_kept_is_built_again(tmp_path, name):
+    """A same-length fix copied over a corpus file with its time kept (`cp` then `touch -r`, as `cp -p`, `rsync -t` or
+    `tar x` of a regenerated file do): before, the cache of the old text was reused, saying it was that of the files
+    as they are now, and the run trained on text no longer in the corpus; `datasets`' own cache of a table read the
+    old rows too. A file's change time (ctime), which no tool sets back, now tells the edit."""
+    from electra.data.cache import build_corpus
+    from electra.data.corpus import resolve_corpus
+    tok, docs = unique_words(tmp_path, 12)
+    path = tmp_path / name
+    texts = [' '.join(doc) for doc in docs]
+    write = (lambda ts: lines_file(path, [[t] for t in ts])) if name.endswith('.txt') else \
+        (lambda ts: path.write_text(''.join(json.dumps({'text': t}) + '\n' for t in ts)))
+    settings = BuildSettings(max_length=16, sentence_split='none')
+
+    def tokens():
+        [source] = resolve_corpus([str(path)], tmp_path / 'cache', settings)
+        ds = build_corpus(source, tok, settings, tmp_path / 'cache', 0, 1, progress=False)
+        return {tok.convert_ids_to_tokens(i) for ids in ds['input_ids'] for i in ids}
+
+    write(texts)
+    assert 'u0' in tokens()
+    st = path.stat()
+    edited = texts[0].replace('u0 ', 'u9 ', 1).replace('u1 ', 'u0 ', 1)  # same length: u0 moves, u9 is read twice
+    write([edited] + texts[1:])
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    assert 'u1' not in tokens()

@@ -39,12 +39,13 @@ import json
 import os
 import shutil
 import statistics
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.text_files import not_text
 from electra.data.demo import write_demo_corpus
 from electra.data.hub import hub_unreachable
@@ -290,7 +291,45 @@ def _load_table(entry: str, settings: BuildSettings, cache_dir: Path):
             raise ConfigError(f"corpus '{entry}': no text column '{column}' (columns: {', '.join(ds.column_names)}). "
                               f"Set `text_column`.")
         column = strings[0]
+    _check_text_column(entry, ds, column)
     return ds, column
+
+
+def _first_not_text(ds, column: str) -> tuple[int, str]:
+    "The first row (from 1) of `column` whose value is neither text nor null, and that value as JSON."
+    encoded = type(ds.features[column]).__name__ == 'Json'  # `datasets` keeps a column of mixed kinds as JSON text
+    row = 0
+    for chunk in ds.data.column(column).chunks:
+        for value in chunk.to_pylist():
+            row += 1
+            if value is None: continue
+            value = json.loads(value) if encoded else value
+            if value is not None and not isinstance(value, str): return row, json.dumps(value, ensure_ascii=False)
+    return row, 'null'
+
+
+def _check_text_column(entry: str, ds, column: str) -> None:
+    """A table's text column holds text (or nulls), else refused naming a row: `datasets` reads a JSONL column of
+    strings and one number as JSON, and each document's text would be trained on with its quotes. Rows of no text
+    whose text is in a column that is empty wherever the text column is not (a key renamed partway) are said."""
+    import pyarrow.compute as pc
+    if getattr(ds.features[column], 'dtype', None) not in ('string', 'large_string'):
+        row, shown = _first_not_text(ds, column)
+        raise ConfigError(f"corpus '{entry}': column '{column}' is not all text: row {row} holds {shown} "
+                          f"({str(ds.features[column]).split('(')[0]}). Write each document's text as one string (null "
+                          f"or \"\" for none), or set `text_column` to the column that holds it.")
+    missing = pc.is_null(ds.data.column(column))
+    if not (n_missing := pc.sum(missing).as_py()): return
+    for other, f in ds.features.items():
+        if other == column or getattr(f, 'dtype', None) not in ('string', 'large_string'): continue
+        held = pc.invert(pc.is_null(ds.data.column(other)))
+        if pc.any(pc.and_(held, pc.invert(missing))).as_py(): continue  # beside the text (a title): not a rename
+        if n := pc.sum(pc.and_(held, missing)).as_py():
+            warnings.warn(RunWarning(
+                f"corpus '{entry}': {n_missing} of its {len(ds)} rows have no '{column}' (null, or no such key), and "
+                f"{n} of them hold text in '{other}' instead: a column renamed partway? They are skipped as empty "
+                f"documents; give every row its text under one key (or set `text_column`)."))
+            return
 
 
 TABLES = ("a table is read as a `corpus` entry of its own, by its suffix (.jsonl, .json, .csv, .tsv, .parquet, "

@@ -300,3 +300,47 @@ def test_an_entry_whose_every_file_an_earlier_entry_reads_is_refused(tmp_path):
     assert source.files == [a]
     assert [len(s.files) for s in resolve_corpus([str(a), str(a)], tmp_path / 'cache',
                                                  BuildSettings(deduplicate=False))] == [1, 1]
+
+
+@pytest.mark.parametrize('bad, shown', [(12345, '12345'), (['Alpha beta.', 'Delta.'], '["Alpha beta.", "Delta."]'),
+                                        ({'body': 'x'}, '{"body": "x"}'), (True, 'true')])
+def test_a_table_text_column_with_a_value_that_is_not_text_is_refused_naming_its_row(tmp_path, bad, shown):
+    """One number, list or object among a JSONL column's strings: `datasets` reads the column as JSON, and every
+    document was trained on wrapped in literal quotes, "" and blank rows as documents of two quote tokens, the
+    number and the list's JSON as text, nothing said. Refused now, naming the row, its value and the fix."""
+    rows = [{'text': 'Gamma rho earth.'}, {'text': None}, {'text': ''}, {'text': bad}, {'text': 'Fine.'}]
+    path = tmp_path / 'mixed.jsonl'
+    path.write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    with pytest.raises(ConfigError) as e:
+        resolve_corpus([str(path)], tmp_path / 'cache')
+    assert str(e.value).startswith(f"corpus '{path}': column 'text' is not all text: row 4 holds {shown}")
+    assert 'one string' in str(e.value)
+    # a column of numbers alone (a parquet or CSV of ids chosen as text) is refused the same way, at its first row
+    (tmp_path / 'ids').mkdir()
+    (tmp_path / 'ids' / 'n.jsonl').write_text(''.join(json.dumps({'text': i}) + '\n' for i in (None, 7, 8)))
+    with pytest.raises(ConfigError, match=r"column 'text' is not all text: row 2 holds 7 "):
+        resolve_corpus([str(tmp_path / 'ids')], tmp_path / 'cache')
+
+
+def test_rows_whose_text_is_under_another_key_are_said_not_counted_as_empty(tmp_path):
+    """Rows of a JSONL whose text is under another key (a field renamed partway): they were counted as empty
+    documents, naming the wrong cause and no fix. A warning now says how many rows have no text and which column
+    holds theirs; rows of no text at all stay counted as empty."""
+    from electra.config.errors import RunWarning
+    rows = [{'text': f'Sentence {i} of the first export.'} for i in range(6)]
+    rows += [{'content': f'Sentence {i} of the second export.'} for i in range(4)] + [{'text': None}]
+    path = tmp_path / 'half.jsonl'
+    path.write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    with pytest.warns(RunWarning) as seen:
+        resolve_corpus([str(path)], tmp_path / 'cache')
+    [message] = [str(w.message) for w in seen if 'renamed partway' in str(w.message)]
+    assert message == (f"corpus '{path}': 5 of its 11 rows have no 'text' (null, or no such key), and 4 of them hold "
+                       "text in 'content' instead: a column renamed partway? They are skipped as empty documents; "
+                       "give every row its text under one key (or set `text_column`).")
+    with_text = tmp_path / 'fine.jsonl'  # a null text beside a title is a row of no text: no warning
+    with_text.write_text(''.join(json.dumps(r) + '\n' for r in [{'title': 'A', 'text': 'Body.'},
+                                                                   {'title': 'B', 'text': None}]))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', RunWarning)
+        resolve_corpus([str(with_text)], tmp_path / 'cache')

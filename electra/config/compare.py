@@ -102,7 +102,8 @@ class CompareConfig(CheckedConfig):
     # -- running
     threads: int | str = threads_field(f'--threads of every job it launches, one at a time: {THREADS_HELP}')
     dry_run: bool = field(False, 'print the plan (variants, steps, FLOPs per step, total FLOPs, status) and stop')
-    table_only: bool = field(False, 'launch nothing: rebuild the table and plot from what is on disk')
+    table_only: bool = field(False, 'launch nothing: rebuild the table and plot from what is on disk (settings a run '
+                                    'there was not made with are refused)')
 
     def validate(self) -> None:
         "The rules that relate several keys or entries (each key's own domain is declared beside it, checked when read)."

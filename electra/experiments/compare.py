@@ -28,7 +28,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.config.values import config_to_dict, resolved_entries, value_sources, with_entries
 from electra.config.yaml_reader import load_yaml
 from electra.experiments.plan import Plan, make_plan
-from electra.experiments.runs import (RECORD, Launcher, RunFailed, changed_keys, corpus_data, finetune_done, go_on,
+from electra.experiments.runs import (RECORD, Launcher, RunFailed, changed_keys, check_as_planned, corpus_data, finetune_done, go_on,
                                       pretrain_done, read_record, settings, run_finetuning, run_pretraining,
                                       subprocess_launcher, train_tokenizers)
 from electra.experiments.table import write_table
@@ -243,6 +243,7 @@ def run_comparison(cfg: CompareConfig, launch: Launcher | None = None, log: Call
             if train_tokenizers(plan, log): plan = make_plan(cfg)  # its FLOPs and budget at the trained sizes
             _run_jobs(cfg, plan, launch, log)
         finally: release_run_dir(plan.root)
+    else: check_as_planned(plan)
     table, text = write_table(plan)
     _track_summary(cfg, plan)
     log(f'\n{text}\n\ntable: {plan.root / "table.csv"}, {plan.root / "table.md"}; plot: {plan.root / "plot.png"}')

@@ -34,7 +34,7 @@ from electra.runtime.processes import child_env, command_again, driver_path, env
 from electra.training.checkpoint import checkpoint_name, find_checkpoints
 
 __all__ = ['RECORD', 'Launcher', 'RunFailed', 'subprocess_launcher', 'read_record', 'settings', 'changed_keys', 'corpus_data', 'pretrain_done',
-           'finetune_done', 'task_data', 'train_tokenizers', 'run_pretraining', 'run_finetuning', 'go_on']
+           'check_as_planned', 'finetune_done', 'task_data', 'train_tokenizers', 'run_pretraining', 'run_finetuning', 'go_on']
 
 RECORD = 'compare.json'  # the record of a job, in its run directory (pretraining) or group directory (fine-tuning)
 # keys that may change between a run and its resume without changing what it computes; and the folders, which the
@@ -276,6 +276,29 @@ def run_pretraining(plan: Plan, run: RunPlan, launch: Launcher, say: Callable[[s
     _finish_record(record, path)
     say(f'pretrain {run.label}: finished in {seconds:.0f} s')
     return record
+
+
+def check_as_planned(plan: Plan) -> None:
+    """For a table rebuilt from what is on disk (`table_only`): refuse settings that a run there was not made with,
+    since the table gives each variant the steps and FLOPs of the plan and the scores of the runs found."""
+    changes = []
+    for run in plan.runs:
+        record = read_record(run.run_dir / RECORD)
+        if record.get('args') and (record.get('done') or find_checkpoints(run.pretrain_dir, run.run_name, run.seed)):
+            if found := _changes(record, run.pretrain_args, settings(run.variant.config)):
+                changes.append(f"variant '{run.variant.name}' seed {run.seed} was pretrained with other settings "
+                               f"({'; '.join(found)})")
+        for point in run.points if plan.finetune is not None else []:
+            record = read_record(plan.group_dir(point) / RECORD)
+            if record.get('args') and (found := _changes(record, point.args, settings(plan.finetune))):
+                changes.append(f"variant '{run.variant.name}' seed {run.seed} was fine-tuned with other settings "
+                               f"({'; '.join(found)}) in {plan.group_dir(point)}")
+    if changes:
+        more = f" and {len(changes) - 1} other run(s) too" if len(changes) > 1 else ''
+        raise ConfigError(f"table_only: {changes[0]}{more}: the table would give their scores at the settings of now. "
+                          f"Tabulate them with the settings they were made with (python -m electra.experiments.compare "
+                          f"--config {plan.root / 'compare.yaml'} --table_only true), or leave table_only out to run "
+                          f"what these settings ask.")
 
 
 def finetune_done(plan: Plan, run: RunPlan, point: FinetunePoint | None = None) -> bool:

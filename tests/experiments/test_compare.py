@@ -917,3 +917,34 @@ def test_a_preset_file_edited_since_is_a_changed_setting_as_a_flag_is(tmp_path):
                                           r"then, 0\.0003 now \(from its preset files\)\)"):
         run_comparison(cfg, launch=again, log=lambda s: None)
     assert len(again.calls) == 1
+
+
+def test_table_only_with_settings_other_than_the_runs_on_disk_is_refused_naming_the_run_and_the_change(tmp_path):
+    """`table_only` rebuilt the table from the runs on disk under the steps and FLOPs of the flags of now (twice the
+    compute for runs that trained 10 steps, scores of lr 1e-3 as those of 5e-4), nothing said. It now refuses a
+    setting the runs on disk were not made with, naming the run, the change and the command that tabulates them; the
+    same settings rebuild the same table."""
+    cfg = comparison(tmp_path)
+    _, table = run_comparison(cfg, launch=FakeJobs(), log=lambda s: None)
+    root = tmp_path / 'out' / 't'
+    (root / 'table.csv').unlink()
+    idle = FakeJobs()
+    _, again = run_comparison(comparison(tmp_path, table_only=True), launch=idle, log=lambda s: None)
+    assert idle.calls == [] and again.equals(table) and (root / 'table.csv').is_file()
+    before = (root / 'table.csv').read_bytes()
+    with pytest.raises(ConfigError) as e:
+        run_comparison(comparison(tmp_path, table_only=True, steps=120), launch=idle, log=lambda s: None)
+    assert str(e.value).startswith("table_only: variant 'electra' seed 1 was pretrained with other settings "
+                                   "(steps '100' then, '120' now; warmup_steps")  # uniform's too, at equal FLOPs
+    assert ') and 3 other run(s) too: the table would give their scores at the settings of now' in str(e.value)
+    assert f'--config {root / "compare.yaml"} --table_only true' in str(e.value)
+    lr = comparison(tmp_path, table_only=True, finetune_overrides={**cfg.finetune_overrides, 'lr': 5e-4})
+    with pytest.raises(ConfigError, match=r"table_only: variant 'electra' seed 1 was fine-tuned with other settings "
+                                          r"\(lr .* then, '0.0005' now\)"):
+        run_comparison(lr, launch=idle, log=lambda s: None)
+    assert idle.calls == [] and (root / 'table.csv').read_bytes() == before
+    # the command the refusal gives tabulates the runs as they were made
+    (root / 'table.csv').unlink()
+    _, named = run_comparison(load_compare_config(['--config', str(root / 'compare.yaml'), '--table_only', 'true']),
+                              launch=idle, log=lambda s: None)
+    assert idle.calls == [] and named.equals(table)

@@ -50,7 +50,7 @@ __all__ = ['BUILDER_VERSION', 'COUNTERS', 'DOCUMENTS', 'FEATURES', 'HASH', 'buil
 
 
 
-BUILDER_VERSION = 4  # bump when a change to this module, corpus, sentences or examples changes the examples built
+BUILDER_VERSION = 5  # bump when a change to this module, corpus, sentences or examples changes the examples built
 # (4: `sentence_split: auto` splits lines written without spaces by rule; the tokens cut off are counted)
 _BATCH_CHARS = 1 << 20          # text per batched sentence-splitter / tokenizer call
 _WRITE_ROWS = 10_000            # examples per Arrow record batch
@@ -231,12 +231,15 @@ def _split_batch(batch: list[tuple[list[str], bool]], lang: Optional[str],
 def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
                  report: Callable[[int, int], None]) -> tuple[dict, bytes, np.ndarray]:
     """Build shard `index` into the Arrow file `path` (none when it gives no example); returns its counters, the
-    hash of each of its documents' text (its cleaned lines), `_DIGEST` bytes each, in document order, and each
+    hash of each of its documents' token ids (of its cleaned lines where it has none), `_DIGEST` bytes each, in
+    document order, and each
     document's own counts of `PER_DOCUMENT` [documents, len(PER_DOCUMENT)] (a repeated one's are taken off when it is
     dropped: `_drop_repeated`). `report(bytes, examples)` is called after every batch, for the progress bar."""
     s, stats, hashes, per_doc = job.settings, Counter(), [], []
     builder = ExampleBuilder(s.max_length, job.cls_id, job.sep_id, random.Random(f'{job.seed}:{job.key}:{index}'))
-    columns, writer, n_doc, digest = {name: [] for name in FEATURES}, None, 0, hashlib.blake2b(digest_size=_DIGEST)
+    columns, writer, n_doc = {name: [] for name in FEATURES}, None, 0
+    # a document is the text the model reads: its token ids (case folded by an uncased tokenizer, ...), in order
+    digest, text = hashlib.blake2b(digest_size=_DIGEST), hashlib.blake2b(digest_size=_DIGEST)
     doc, reported = Counter(), (0, 0)  # the counts of the document being built (it may come in pieces)
 
     def flush():
@@ -256,21 +259,22 @@ def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
         if len(columns['document']) >= _WRITE_ROWS: flush()
 
     def add_piece(sentences, skipped, ids, ends):
-        nonlocal n_doc, digest, doc
+        nonlocal n_doc, digest, text, doc
         cut = builder.cut_tokens, builder.overlong_tokens
         doc.update(skipped, sentences=len(sentences))
         for _ in sentences:
             sentence = next(ids)
             doc['tokens'] += len(sentence)
+            digest.update(np.asarray(sentence, np.int32).tobytes())
             emit(builder.add_sentence(sentence))
         if ends: emit(builder.end_document())  # examples never span documents
         doc.update(cut_tokens=builder.cut_tokens - cut[0], overlong_tokens=builder.overlong_tokens - cut[1])
         if not ends: return
         n_doc += 1
-        hashes.append(digest.digest())
+        hashes.append((digest if doc['tokens'] else text).digest())  # one of no tokens gives no example: by its text
         per_doc.append([doc[k] for k in PER_DOCUMENT])
         stats.update(doc)
-        digest, doc = hashlib.blake2b(digest_size=_DIGEST), Counter()
+        digest, text, doc = hashlib.blake2b(digest_size=_DIGEST), hashlib.blake2b(digest_size=_DIGEST), Counter()
 
     try:
         for lang, batch in _shard_batches(job.source, s, shard, stats):
@@ -278,7 +282,7 @@ def _build_shard(index: int, shard: list[tuple], job: _Job, path: Path,
             flat = [x for kept, _ in doc_sentences for x in kept]
             ids = iter([e.ids for e in job.tokenizer.encode_batch_fast(flat, add_special_tokens=False)])
             for (sentences, skipped), (lines, ends) in zip(doc_sentences, batch):
-                digest.update('\n'.join(lines).encode() + b'\n')  # a long document comes in pieces
+                text.update('\n'.join(lines).encode() + b'\n')  # a long document comes in pieces
                 add_piece(sentences, skipped, ids, ends)
             report(stats['bytes'] - reported[0], stats['examples'] - reported[1])
             reported = (stats['bytes'], stats['examples'])

@@ -403,3 +403,27 @@ def test_a_corpus_edited_with_its_size_and_mtime_kept_is_built_again(tmp_path, n
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
     assert 'u1' not in tokens()
+
+
+def test_documents_the_tokenizer_reads_as_one_are_one_text_to_the_de_duplication(tmp_path):
+    """A corpus of documents and their upper-cased copies, read by an uncased tokenizer: the copies were other text to
+    the de-duplication (it compared characters) and the same model input, so held-out examples had exactly the token
+    ids of training ones. Documents are compared as the model reads them now, by their token ids; a document that
+    differs in a word stays, and a cased tokenizer keeps the copies (other ids)."""
+    from electra.data.batches import held_out_split
+    from electra.data.cache import build_corpus
+    from electra.data.corpus import resolve_corpus
+    tok, docs = unique_words(tmp_path, 40)
+    path = lines_file(tmp_path / 'case.txt', docs + [[s.upper() for s in doc] for doc in docs])
+    settings = BuildSettings(max_length=16, shard_bytes=3000)
+    [source] = resolve_corpus([str(path)], tmp_path / 'cache', settings)
+    ds = build_corpus(source, tok, settings, tmp_path / 'cache', 0, 2, progress=False)
+    info = build_summary(ds)
+    assert (info['n_documents'], info['counts']['repeated_documents']) == (40, 40)
+    train, held = held_out_split([ds], 16, 0)
+    rows = {tuple(ids) for ids in train[0]['input_ids']}
+    assert len(held) and not [ids for ids in held['input_ids'] if tuple(ids) in rows]
+    more = docs[5][:-1] + [docs[5][-1].upper() + ' u0']  # a word more than document 5: other text, kept
+    [source] = resolve_corpus([str(lines_file(tmp_path / 'more.txt', docs + [more]))], tmp_path / 'cache', settings)
+    info = build_summary(build_corpus(source, tok, settings, tmp_path / 'cache', 0, 1, progress=False))
+    assert (info['n_documents'], info['counts'].get('repeated_documents', 0)) == (41, 0)

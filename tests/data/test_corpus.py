@@ -72,12 +72,12 @@ def test_undecodable_line_past_the_checked_start_is_skipped_and_counted(words, t
 def test_bad_input_is_skipped_and_counted(tok, tmp_path):
     d = tmp_path / 'raw'
     d.mkdir()
-    docs = (SHARED / 'wikipedia_leads.txt').read_text(encoding='utf-8').split('\n\n')[:6]
+    docs = (SHARED / 'wikipedia_leads.txt').read_text(encoding='utf-8').split('\n\n')[:7]
     for i, doc in enumerate(docs[:4]): (d / f'doc{i}.txt').write_text(doc)  # one paragraph per line
     (d / 'empty.txt').write_text('  \n\n')
     (d / 'mixed.txt').write_bytes(docs[4].encode() + b'\nUne ligne en latin-1: caf\xe9 cr\xe8me.\n')
     (d / 'minified.txt').write_text(docs[5] + '\n' + 'x=1;' * 5000 + '\n')  # one 20,000-character "sentence"
-    (d / 'huge_line.txt').write_text(docs[5] + '\n' + 'word ' * 300_000 + '\n')  # a 1.5 MB line
+    (d / 'huge_line.txt').write_text(docs[6] + '\n' + 'word ' * 300_000 + '\n')  # a 1.5 MB line (other text)
     ds = build(d, tok, tmp_path / 'cache')
     info = build_summary(ds)
     assert info['skipped_files'] == {'empty': 1}

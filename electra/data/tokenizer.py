@@ -32,7 +32,7 @@ from electra.config.errors import ConfigError, RunWarning
 from electra.config.text_files import compressed, read_text, split_lines
 from electra.data.corpus import CorpusSource, skipped_in_words, source_lines
 
-__all__ = ['TOKENIZER_DIR', 'DROPPED', 'UNKNOWN_SHARE', 'UNKNOWN_SAMPLE', 'no_word_piece', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'check_case', 'unreachable',
+__all__ = ['TOKENIZER_DIR', 'DROPPED', 'UNKNOWN_SHARE', 'UNKNOWN_SAMPLE', 'no_word_piece', 'SPECIAL_TOKENS', 'CaseSetting', 'LOWERCASE_KEY', 'FOLDER_SETTING', 'capitals_unknown', 'check_case', 'unreachable',
            'upper_entries', 'applied_case', 'vocab_entries', 'SavedTokenizer', 'load_tokenizer', 'train_tokenizer',
            'get_tokenizer', 'trained_tokenizer', 'tokenizer_state', 'tokenizer_from_state', 'tokenizer_fingerprint', 'first_difference',
            'vocabulary_mismatch', 'tokenizer_identity', 'tokenizer_difference', 'pad_token_id',
@@ -139,6 +139,14 @@ def unreachable(tok: PreTrainedTokenizerFast) -> list[str]:
     return [t for t in _entries(tok) if t != t.lower()] if _lowers(tok) else []
 
 
+def capitals_unknown(tok: PreTrainedTokenizerFast) -> bool:
+    """Whether `tok` keeps case on a vocabulary of letters that have case and no upper-case entry (an uncased one): a
+    word with a capital letter is then [UNK]."""
+    entries = _entries(tok)
+    return not _lowers(tok) and not any(t != t.lower() for t in entries) and \
+        any(c.lower() != c.upper() for t in entries for c in t)
+
+
 def check_case(tok: PreTrainedTokenizerFast, where: str, setting: CaseSetting) -> PreTrainedTokenizerFast:
     """`tok`, unless its lower-casing and its vocabulary disagree (a cased BERT vocab.txt read uncased by default left
     'The' and 'Paris' unreachable, silently): upper-case entries that no input reaches, or, where `setting.to_on`,
@@ -149,7 +157,7 @@ def check_case(tok: PreTrainedTokenizerFast, where: str, setting: CaseSetting) -
     if lowers and upper:
         raise ConfigError(f"{where}: the vocabulary holds {upper_entries(upper)}, which no input reaches while "
                           f"{setting.on}. For a cased vocabulary {setting.to_off}.")
-    if setting.to_on and not lowers and not upper and any(c.lower() != c.upper() for t in entries for c in t):
+    if setting.to_on and capitals_unknown(tok):
         raise ConfigError(f"{where}: no entry of the vocabulary is upper case (an uncased vocabulary), but "
                           f"{setting.off}: a word with a capital letter would be [UNK]. For an uncased vocabulary "
                           f"{setting.to_on}.")
@@ -280,6 +288,10 @@ def load_tokenizer(path: str, lowercase: bool = True, setting: CaseSetting = LOW
             raise ConfigError(f"tokenizer {p}: loads as {type(tok).__name__}, a slow tokenizer; a fast "
                               "(`tokenizers`-backed) one is needed. Add its tokenizer.json to the directory.")
         check_case(tok, f'tokenizer {p}', FOLDER_SETTING)
+        if capitals_unknown(tok):  # said, not refused: a run on lower-cased text may mean it
+            warnings.warn(f"tokenizer {p}: its tokenizer_config.json keeps case (do_lower_case: false), but no entry "
+                          "of its vocabulary is upper case: a word with a capital letter is [UNK]. For an uncased "
+                          "vocabulary set do_lower_case to true there.", RunWarning, stacklevel=2)
     else:
         raise ConfigError(f"tokenizer {p} does not exist. Give a WordPiece vocab.txt or a tokenizer directory, "
                           "or leave `tokenizer` empty to train one on the corpus.")

@@ -29,6 +29,7 @@ from electra.config.version import __version__
 from electra.data.hub import hub_unreachable
 from electra.data.tokenizer import (
     SavedTokenizer,
+    capitals_unknown,
     has_tokenizer_files,
     save_exported_tokenizer,
     tokenizer_from_state,
@@ -349,6 +350,11 @@ def load_discriminator(source: str | Path, device='cpu') -> tuple[ElectraForPreT
                       f"{upper_entries(upper)} that no input reaches. Fine-tuning uses the tokenizer as saved, the one "
                       "the model was pretrained with; if it read cased text in pretraining, save its cased tokenizer "
                       "(do_lower_case: false) with it.", RunWarning, stacklevel=2)
+    elif capitals_unknown(tokenizer):
+        warnings.warn(f"model {source}: its tokenizer keeps case (do_lower_case: false), but no entry of its "
+                      "vocabulary is upper case: a word with a capital letter is [UNK]. Fine-tuning uses the tokenizer "
+                      "as saved, the one the model was pretrained with; if its pretraining text was lower-cased, save "
+                      "its tokenizer lower-casing (do_lower_case: true) with it.", RunWarning, stacklevel=2)
     if disc.config.vocab_size < len(tokenizer):
         raise ConfigError(f"{source}: the tokenizer has {len(tokenizer)} tokens but the model's vocabulary only "
                           f"{disc.config.vocab_size}: they do not belong together. Use the tokenizer saved with the model.")

@@ -1,11 +1,12 @@
 """electra/data/tokenizer.py: training, loading a vocab.txt or a saved directory, checkpoint state."""
 import json
 import logging
+import warnings
 
 import pytest
 from transformers import AutoTokenizer, ElectraConfig, ElectraTokenizerFast
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.data.demo import write_demo_corpus
 from electra.data.tokenizer import (
     SPECIAL_TOKENS,
@@ -451,3 +452,21 @@ def test_an_export_at_a_short_max_length_checks_its_encoding_without_transformer
             assert save_exported_tokenizer(tok, tmp_path / f'export_{words}', words=words) == ''
     finally: logger.removeHandler(handler)
     assert not [m for m in seen if 'indexing errors' in m]
+
+
+def test_a_tokenizer_folder_that_keeps_case_on_an_uncased_vocabulary_is_said(tmp_path):
+    """R24b-6 in pretraining: `--tokenizer` a save_pretrained folder of do_lower_case false on a vocabulary with no
+    upper-case entry gave every capitalised word [UNK], said only by the corpus's [UNK] share. One warning now names the
+    folder, the contradiction and the fix; a folder that lower-cases says nothing."""
+    from transformers import BertTokenizerFast
+    vocab = bert_style_vocab(tmp_path / 'vocab.txt', ['the', 'movie', 'is', 'great'])
+    for lower in (False, True):
+        BertTokenizerFast(str(vocab), do_lower_case=lower).save_pretrained(tmp_path / f'lower_{lower}')
+    with pytest.warns(RunWarning, match=rf"^tokenizer {tmp_path / 'lower_False'}: its tokenizer_config.json keeps case "
+                                        r"\(do_lower_case: false\), but no entry of its vocabulary is upper case: a "
+                                        r"word with a capital letter is \[UNK\]\. For an uncased vocabulary set "
+                                        r"do_lower_case to true there\.$"):
+        assert load_tokenizer(str(tmp_path / 'lower_False')).tokenize('The movie') == ['[UNK]', 'movie']
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert load_tokenizer(str(tmp_path / 'lower_True')).tokenize('The movie') == ['the', 'movie']

@@ -238,6 +238,25 @@ def test_a_model_whose_tokenizer_cannot_reach_its_upper_case_entries_is_fine_tun
         load_discriminator(tiny_dir)  # its entries all reachable: no word
 
 
+def test_a_model_whose_tokenizer_keeps_case_on_an_uncased_vocabulary_is_fine_tuned_as_saved_and_said(tmp_path, tiny_dir):
+    """R24b-6: the reverse of R1-4, a folder's tokenizer saved with do_lower_case false on a vocabulary with no upper-case
+    entry, makes every capitalised word [UNK]; only the splits' [UNK] warnings spoke, blaming the model's pretraining
+    text. One warning at the model now names the contradiction and the fix; the tokenizer is kept as saved."""
+    import shutil
+    from transformers import ElectraTokenizerFast
+    folder = shutil.copytree(tiny_dir, tmp_path / 'model')
+    vocab = ElectraTokenizerFast.from_pretrained(folder).get_vocab()
+    assert not [w for w in vocab if w != w.lower() and not w.startswith('[')] and 'the' in vocab
+    ElectraTokenizerFast(vocab=vocab, do_lower_case=False).save_pretrained(folder)
+    with pytest.warns(RunWarning, match=rf"^model {folder}: its tokenizer keeps case \(do_lower_case: false\), but no "
+                                        r"entry of its vocabulary is upper case: a word with a capital letter is \[UNK\]"
+                                        r"\. Fine-tuning uses the tokenizer as saved, the one the model was pretrained "
+                                        r"with; if its pretraining text was lower-cased, save its tokenizer lower-casing "
+                                        r"\(do_lower_case: true\) with it\.$"):
+        _, tok = load_discriminator(folder)
+    assert tok.tokenize('The') == ['[UNK]'] and tok.tokenize('the') == ['the']
+
+
 def test_a_run_with_a_bpe_tokenizer_exports_one_that_encodes_a_pair_as_pretraining_fed_it(tmp_path, monkeypatch):
     """R7a-2: a run given a byte-level BPE with RoBERTa's post-processor exported it as given, whose pair was
     `<s> A </s></s> B </s>` without token types; pretraining fed `<s> A </s> B </s>`, types 0 then 1

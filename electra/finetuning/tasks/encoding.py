@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from electra.config.errors import ConfigError
-from electra.data.tokenizer import UNKNOWN_SAMPLE, UNKNOWN_SHARE, tokenizer_fingerprint
+from electra.data.tokenizer import UNKNOWN_SAMPLE, UNKNOWN_SHARE, capitals_unknown, tokenizer_fingerprint
 from electra.finetuning.tasks.sources import Examples
 from electra.runtime.files import atomic_write_bytes, path_inside
 from electra.runtime.processes import is_main_process
@@ -117,7 +117,7 @@ def unknown_share_warning(name: str, texts: Sequence[str], tokenizer, split: str
     vocabulary does not cover (another script, look-alike letters of one; accents in another Unicode form, NFD text on
     a vocabulary of NFC words), of which a run learns next to nothing, or on which it is scored or predicts next to
     nothing (dev at the majority rate, every test prediction one class), without a word. With the share, a word made
-    [UNK] and, where the text in NFC would be covered, that fix; '' otherwise. Counted over up to 2,000 of the texts,
+    [UNK] and what would cover it (`_unknown_fix`); '' otherwise. Counted over up to 2,000 of the texts,
     evenly spread (the same each time)."""
     if getattr(tokenizer, 'unk_token_id', None) is None or not texts: return ''
     sample = [t for t in texts[::max(1, len(texts) // UNKNOWN_SAMPLE)][:UNKNOWN_SAMPLE] if t]
@@ -126,17 +126,29 @@ def unknown_share_warning(name: str, texts: Sequence[str], tokenizer, split: str
     unk = tokenizer.unk_token_id
     word = next((w for t, row in zip(sample, ids) if unk in row for w in t.split()
                  if unk in _ids([''.join(c for c in w if c not in lacking) or ' '], tokenizer)[0]), None)
-    nfc, _, _ = _unknown_share([unicodedata.normalize('NFC', t) for t in sample], tokenizer)
-    fix = (f"in NFC (unicodedata.normalize) {nfc:.1%} would be: normalise the text to NFC, as the model's vocabulary is"
-           if nfc <= UNKNOWN_SHARE else
-           "the model's vocabulary does not cover this text: fine-tune a model pretrained on text like it")
     kind = 'training' if split == 'train' else split
     whole = f'its {kind} file {file}' if file else f'its {kind} text'
     of = whole if len(sample) == len(texts) else (f'{len(sample):,} of the {len(texts):,} texts of {whole}' if file else
                                                    f'{len(sample):,} of its {len(texts):,} {kind} texts')
     example = f' (e.g. {word!r}{_lacked_letter(word, tokenizer)})' if word else ''
     cost = _UNKNOWN_COST[split.split('_')[0]]  # GLUE's dev_matched is a dev split, its test_matched a test split
+    fix = _unknown_fix(sample, tokenizer)
     return f'warning: {name}: {share:.1%} of the tokens of {of} are [UNK]{example}, so {cost}; {fix}.'
+
+
+def _unknown_fix(sample: list[str], tokenizer) -> str:
+    """What would cover a sample mostly [UNK]: the text in NFC (NFD text on a vocabulary of NFC words), the text
+    lower-cased (a tokenizer that keeps case on an uncased vocabulary, `capitals_unknown`), or another model."""
+    nfc, _, _ = _unknown_share([unicodedata.normalize('NFC', t) for t in sample], tokenizer)
+    if nfc <= UNKNOWN_SHARE:
+        return f"in NFC (unicodedata.normalize) {nfc:.1%} would be: normalise the text to NFC, as the model's vocabulary is"
+    if capitals_unknown(tokenizer):
+        lower, _, _ = _unknown_share([t.lower() for t in sample], tokenizer)
+        if lower <= UNKNOWN_SHARE:
+            return (f"lower-cased {lower:.1%} would be: the model's tokenizer keeps case (do_lower_case: false) on a "
+                    "vocabulary without upper-case entries: save the model's tokenizer lower-casing (do_lower_case: "
+                    "true), or lower-case the text")
+    return "the model's vocabulary does not cover this text: fine-tune a model pretrained on text like it"
 
 
 def encode(ex: Examples, tokenizer, max_length: int) -> Encoded:

@@ -175,6 +175,26 @@ def test_a_training_text_mostly_unknown_to_the_vocabulary_is_said_with_its_share
     assert unknown_share_warning('en', ['кот'] + ['the cat sat'] * 7, tok) == ''  # 1 of 22 tokens: 4.5%
 
 
+def test_text_unknown_for_its_capitals_to_a_tokenizer_that_keeps_case_names_the_case_fix(tmp_path):
+    """R24b-6: an uncased vocabulary read by a tokenizer that keeps case: 'The Movie' is [UNK] [UNK], and the warning
+    said the vocabulary does not cover the text (fine-tune another model). Lower-cased, it is covered: the warning
+    says so, and that the tokenizer keeps case."""
+    from electra.data.tokenizer import load_tokenizer
+    from electra.finetuning.tasks.encoding import unknown_share_warning
+    from tests.data.test_tokenizer import bert_style_vocab
+    vocab = bert_style_vocab(tmp_path / 'v.txt', ['the', 'movie', 'is', 'great'])
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        tok = load_tokenizer(str(vocab), lowercase=True)
+    tok.backend_tokenizer.normalizer = None  # as a folder saved with do_lower_case false reads
+    assert tok.tokenize('The movie is GREAT') == ['[UNK]', 'movie', 'is', '[UNK]']
+    assert unknown_share_warning('senti', ['The movie is GREAT', 'the movie is great'], tok) == (
+        "warning: senti: 25.0% of the tokens of its training text are [UNK] (e.g. 'The'), so a run learns little from "
+        "it; lower-cased 0.0% would be: the model's tokenizer keeps case (do_lower_case: false) on a vocabulary without "
+        "upper-case entries: save the model's tokenizer lower-casing (do_lower_case: true), or lower-case the text.")
+
+
 def test_a_dev_or_test_file_mostly_unknown_is_said_naming_its_split_and_file_and_a_lacking_mark_is_not_unknown(tmp_path):
     """The dev and test files are what a run is scored on and predicts: one mostly [UNK] is said as the training text
     is, naming the split and the file. A punctuation mark the vocabulary lacks (the demo vocabulary has no ',') is one

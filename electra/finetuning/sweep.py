@@ -476,6 +476,11 @@ def _with_test_only_tasks(tasks: dict[str, FinetuningTask], source: TaskSource, 
         by = task.predicted_by
         say(f"{files}: predicted again with {by}'s runs: the folder holds it, and {name} is predicted by {by}'s model "
             f"({name} is not in tasks)")
+    for name, info in TASKS.items():  # what a full GLUE submission holds that this one will not
+        if info.predicted_by in tasks and name not in tasks and name not in extra:
+            files = ', '.join(f'{stem}.tsv' for _, stem in info.test_files)
+            say(f"{files}: not predicted: {name}, GLUE's diagnostic set, is predicted with {info.predicted_by}'s model "
+                f"when {name} is in tasks (a full submission holds it): add {name} to --tasks")
     return {**tasks, **extra}
 
 

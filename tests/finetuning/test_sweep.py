@@ -746,6 +746,22 @@ def test_mnli_fine_tuned_again_without_ax_in_tasks_predicts_ax_again_and_a_repla
             'predict RTE again to write it') in lines
 
 
+def test_mnli_predicted_without_ax_says_the_submission_lacks_ax_and_how_to_add_it(tmp_path, glue_dir, tiny):
+    """R24a-2: a sweep of MNLI without AX wrote a zip without AX.tsv (GLUE's diagnostic set, which a full submission
+    holds and MNLI's model predicts), nothing said. One line now says so and how to add it; with AX there is none."""
+    model, tok = tiny
+    src = open_source(str(glue_dir))
+    for tasks in (['MNLI'], ['MNLI', 'AX']):
+        cfg, lines = job(tmp_path, glue_dir, tasks=tasks, group='_'.join(tasks)), []
+        sweep.write_test_predictions(cfg, sweep.run_sweep(cfg, model, tok, src, log=lambda s: None), tok, src,
+                                     log=lines.append)
+        said = [line for line in lines if line.startswith('AX.tsv: not')]
+        assert said == ([] if 'AX' in tasks else [
+            "AX.tsv: not predicted: AX, GLUE's diagnostic set, is predicted with MNLI's model when AX is in tasks (a "
+            "full submission holds it): add AX to --tasks"])
+        assert ('AX.tsv' in zipped(tmp_path / 'out' / cfg.group)) == ('AX' in tasks)
+
+
 def test_a_task_file_whose_test_was_taken_out_loses_its_stale_file_with_that_fix_and_gets_no_zip(tmp_path, glue_dir,
                                                                                                  tiny):
     """RTE's tiny files as a task file with `test:`, predicted; then the same task file without `test:` and its

@@ -4,6 +4,7 @@ task stacked (`train_and_save_stack`, `electra.finetuning.stack`), a row of the 
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from electra.finetuning.results import RESULT_COLUMNS
 from electra.finetuning.stack import stack_size, train_stack
 from electra.finetuning.tasks.base import TaskData
 from electra.finetuning.tasks.metrics import dev_metric_names, scores_text
-from electra.runtime.files import atomic_save, path_inside
+from electra.runtime.files import atomic_save, atomic_write_text, path_inside
 from electra.runtime.processes import is_main_process
 from electra.training.trackers import TrackedRun, Trackers, start_trackers, started_elsewhere, tracker_names
 
@@ -115,6 +116,26 @@ def runs_phrase(runs: list[int]) -> str:
     return f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(map(str, runs))}"
 
 
+def _attempt_file(job: RunJob) -> Path:
+    """Where a run's attempt keeps its tracked runs' ids until its weights are saved (then its .pth keeps them): one
+    stopped, failed or killed before has no checkpoint to name them by, and the next attempt marks them replaced."""
+    return job.checkpoint.with_name(f'.{job.checkpoint.stem}.attempt.json')
+
+
+def _replace_earlier(job: RunJob, run: TrackedRun, tracked: Trackers) -> None:
+    """Mark the tracked runs this one replaces as replaced by it: an attempt's that ended without weights, then the
+    run's whose weights the folder holds (ids in its .pth); not those of another run whose file was copied over this
+    one's (`sweep._todo` trains this one again), nor those of the group this folder is a copy of."""
+    earlier = [json.loads(_attempt_file(job).read_text())] if _attempt_file(job).is_file() else []
+    if job.checkpoint.is_file(): earlier.append(torch.load(job.checkpoint, map_location='cpu', weights_only=True, mmap=True))
+    for old in earlier:
+        ids = old.get('trackers', {})
+        if (old.get('task'), old.get('run')) == (job.task, job.run) and not started_elsewhere(ids, run):
+            tracked.replaces(ids)
+    if tracked.ids:
+        atomic_write_text(json.dumps({'task': job.task, 'run': job.run, 'trackers': tracked.ids}), _attempt_file(job))
+
+
 def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[str], None], start: float):
     "A run's epoch report (the log line, the trackers' rows at step epoch + 1) and its trackers."
     task, task_cfg = data.task, cfg.for_task(data.task.name)
@@ -122,13 +143,7 @@ def _reporter(cfg: FinetuneConfig, data: TaskData, job: RunJob, say: Callable[[s
     # a run trains from its first epoch: the events of a run it replaces (trained again) go, as its row does
     if is_main_process(): shutil.rmtree(run.folder, ignore_errors=True)
     tracked = start_trackers(cfg.logger, run)
-    if is_main_process() and job.checkpoint.is_file():  # its tracked runs (ids in its .pth) marked replaced by this one
-        old = torch.load(job.checkpoint, map_location='cpu', weights_only=True, mmap=True)
-        # not those of another run whose file was copied over this one's (`sweep._todo` trains this one again), nor
-        # those of the group this folder is a copy of (that group's run is not replaced)
-        ids = old.get('trackers', {})
-        if (old.get('task'), old.get('run')) == (job.task, job.run) and not started_elsewhere(ids, run):
-            tracked.replaces(ids)
+    if is_main_process(): _replace_earlier(job, run, tracked)
 
     def report(epoch, loss, metrics):
         shown = scores_text(metrics, dev_metric_names(task))
@@ -152,6 +167,7 @@ def _save_run(cfg: FinetuneConfig, data: TaskData, job: RunJob, model, history: 
                      'data': task.data_source(), 'task_settings': task.settings(), 'pretrained': cfg.model, 'pretrained_fingerprint': job.model, 'hparams': task_cfg.hparams(), 'dev': final,
                      'settings': job.settings,  # its row's: `loading.run_mismatch` compares them
                      'trackers': tracked.ids}, job.checkpoint)  # `track_exports` goes on in its tracked runs
+        _attempt_file(job).unlink(missing_ok=True)  # its .pth names its tracked runs now
     row = {'task': task.name, 'run': job.run, 'seed': job.seed, 'score': final[task.score_metric], **final,
            'steps': task_cfg.epochs * -(-len(data.train) // task_cfg.batch_size),
            'seconds': round(time.perf_counter() - start, 1), 'settings': job.settings, 'data': data_named(cfg, task),

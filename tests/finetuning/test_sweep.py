@@ -661,6 +661,35 @@ def test_a_model_of_one_token_type_is_refused_before_any_run_for_the_tasks_that_
     assert list(results.df['task']) == ['SST-2']
 
 
+def test_a_run_stopped_before_its_weights_is_marked_replaced_by_the_run_that_does_it_again(tmp_path, glue_dir, tiny,
+                                                                                            monkeypatch):
+    """R24a-3: a run stopped mid-training (Ctrl-C, a stop signal) left its MLflow run KILLED under the name of the run
+    that did it again, the two unlinked, where a run fine-tuned again is tagged: its attempt had no checkpoint to keep
+    its ids. Each attempt's ids are kept beside its checkpoint-to-be until the weights are saved, so the next attempt
+    marks it: the killed run `replaced_by` the new one, the new one `replaces` it; the finished run leaves no file."""
+    from mlflow import MlflowClient
+    monkeypatch.setenv('MLFLOW_TRACKING_URI', (tmp_path / 'mlruns').as_uri())
+    monkeypatch.setenv('MLFLOW_ALLOW_FILE_STORE', 'true')
+    model, tok = tiny
+    src, real = open_source(str(glue_dir)), learner.train_run
+
+    def stopped(*args, **kwargs): raise KeyboardInterrupt
+    monkeypatch.setattr(runs, 'train_run', stopped)
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], logger=['mlflow'])
+    with pytest.raises(TrainingStopped):
+        sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    client = MlflowClient()
+    [killed] = client.search_runs([client.get_experiment_by_name('t').experiment_id])
+    assert killed.info.status == 'KILLED' and not (tmp_path / 'ckpt/t/RTE_0.pth').exists()
+    monkeypatch.setattr(runs, 'train_run', real)
+    sweep.run_sweep(cfg, model, tok, src, log=lambda s: None)
+    new = torch.load(tmp_path / 'ckpt/t/RTE_0.pth', weights_only=True)['trackers']['mlflow']
+    assert client.get_run(killed.info.run_id).data.tags['replaced_by'] == new
+    assert client.get_run(new).data.tags['replaces'] == killed.info.run_id
+    assert client.get_run(new).info.status == 'FINISHED'
+    assert not list((tmp_path / 'ckpt/t').glob('.RTE_0*'))
+
+
 def test_a_checkpoint_replaced_by_another_runs_is_fine_tuned_again_and_never_predicted_from(tmp_path, glue_dir, tiny):
     """RTE_1.pth copied over RTE_0.pth (a backup restored, files copied between groups): what the .pth records (task,
     run, seed, dev scores) is not run 0's row, so the sweep trains run 0 again, saying why, rather than predict from

@@ -16,7 +16,7 @@ from huggingface_hub import EvalResult, ModelCardData
 from electra.config.finetune import RESULT_KEYS, TASK_KEYS, FinetuneConfig
 from electra.config.values import config_to_dict, value_sources
 from electra.finetuning.inputs import as_read_back, recorded_inputs
-from electra.finetuning.results import summarize
+from electra.finetuning.results import SCORE_DECIMALS, summarize
 from electra.finetuning.runs import group_dir, runs_phrase
 from electra.finetuning.tasks.base import TaskInfo
 from electra.pretrained.card import LICENSE, LICENSE_NOTE, details, write_card, yaml_block
@@ -80,7 +80,7 @@ def _results(cfg: FinetuneConfig, df: pd.DataFrame, files: dict, summary: pd.Dat
         for stat in ('median', 'mean', 'best'):
             if math.isnan(r[stat]): continue
             results.append(EvalResult(task_type=PIPELINE_TAGS[kinds[name]], task_name=name, **dataset,
-                                      metric_type=r['metric'], metric_value=float(r[stat]),
+                                      metric_type=r['metric'], metric_value=round(float(r[stat]), SCORE_DECIMALS),
                                       metric_name=f"{r['metric']} ({stat} of {r['runs'] - r['undefined']} runs)"))
     return results
 

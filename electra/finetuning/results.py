@@ -18,13 +18,14 @@ from electra.finetuning.tasks.metrics import METRIC_NAMES, dev_metric_names, met
 from electra.runtime.files import atomic_write_figure, atomic_write_text, glyphs_said, locked, writable_files
 from electra.runtime.processes import is_main_process
 
-__all__ = ['JOB_RUNS', 'METRIC_COLUMNS', 'RESULT_COLUMNS', 'ResultsTable', 'sample_std', 'summarize', 'summary_markdown',
+__all__ = ['JOB_RUNS', 'METRIC_COLUMNS', 'RESULT_COLUMNS', 'SCORE_DECIMALS', 'ResultsTable', 'sample_std', 'summarize', 'summary_markdown',
            'plot_summary', 'select_runs']
 
 # GLUE's columns first (MNLI's mismatched accuracy among them), then every other metric of the table of
 # tasks/metrics.py: tasks from files, tagging, QA
 _GLUE_COLUMNS = ['mcc', 'accuracy', 'f1', 'pearson', 'spearman', 'accuracy_mm']
 METRIC_COLUMNS = [*_GLUE_COLUMNS, *(m for m in METRIC_NAMES if m not in _GLUE_COLUMNS)]
+SCORE_DECIMALS = 4  # results.csv's numbers, and the statistics of them that the card's metadata gives
 # `data`: what the run was fine-tuned on, by name (`inputs.data_named`), for the group's card; `settings` holds it by
 # content
 RESULT_COLUMNS = ['task', 'run', 'seed', 'score', *METRIC_COLUMNS, 'train_loss', 'steps', 'seconds', 'settings', 'data',
@@ -89,7 +90,7 @@ class ResultsTable:
         with locked(self.path):
             df = change(_read_table(self.path) if self.path.is_file() else self.df)
             stored = df.assign(checkpoint=[_stored(c, self.path.parent) for c in df['checkpoint']])
-            atomic_write_text(stored.to_csv(index=False, float_format='%.4f'), self.path)
+            atomic_write_text(stored.to_csv(index=False, float_format=f'%.{SCORE_DECIMALS}f'), self.path)
             self.df = _read_table(self.path)  # as written (4 decimals), as the rows read back from it are
 
     def record_job(self, tasks: list[str], runs: int) -> None:

@@ -59,7 +59,7 @@ def test_the_card_of_a_group_holds_each_task_s_dev_scores_from_its_results_table
         scores = rows.loc[rows['task'] == task, 'score'].dropna()
         n = len(scores)
         assert {m['name']: m['value'] for m in found[task]['metrics']} == {
-            f'{metric} (median of {n} runs)': scores.median(), f'{metric} (mean of {n} runs)': scores.mean(),
+            f'{metric} (median of {n} runs)': scores.median(), f'{metric} (mean of {n} runs)': round(scores.mean(), 4),
             f'{metric} (best of {n} runs)': scores.max()}
         assert found[task]['dataset']['config'] == config
         assert found[task]['dataset']['type'] == ('nyu-mll/glue' if data == 'hub' else 'demo')
@@ -74,6 +74,21 @@ def test_the_card_of_a_group_holds_each_task_s_dev_scores_from_its_results_table
     (tmp_path / 'again.yaml').write_text(config, encoding='utf-8')
     again = load_config(FinetuneConfig, ['--config', str(tmp_path / 'again.yaml')])
     assert {**config_to_dict(again), 'config': cfg.config} == config_to_dict(cfg)
+
+
+def test_the_card_s_mean_is_written_to_the_results_table_s_decimals(tmp_path):
+    """R24a-4: the mean of 93.5936, 93.5936 and 76.0454 was written as 87.74419999999999 (float noise of a mean of
+    4-decimal scores), the median and best as 93.5936. By hand: 263.2326 / 3 = 87.7442."""
+    cfg = job(tmp_path, 'demo', tasks=['STS-B'], runs=3, group='g')
+    table = ResultsTable(tmp_path / 'ckpt' / 'g' / 'results.csv')
+    for run, score in enumerate([93.5936, 93.5936, 76.0454]):
+        table.add({'task': 'STS-B', 'run': run, 'seed': run, 'score': score, 'settings': 'x'})
+    sweep.write_summary(cfg, table)
+    text = (tmp_path / 'ckpt' / 'g' / 'README.md').read_text(encoding='utf-8')
+    [result] = metadata(text)['model-index'][0]['results']
+    assert {m['name']: m['value'] for m in result['metrics']} == {
+        'spearman (median of 3 runs)': 93.5936, 'spearman (mean of 3 runs)': 87.7442, 'spearman (best of 3 runs)': 93.5936}
+    assert 'value: 87.7442\n' in text
 
 
 def test_the_card_of_tasks_from_files_names_their_files_and_kinds(tmp_path):

@@ -162,7 +162,7 @@ class TokenIndex:
         rows, sims = self.index.query(self.vector(word), k + len(own))
         picked = [(int(self.ids[r]), float(s)) for r, s in zip(rows[0], sims[0]) if int(self.ids[r]) not in own][:k]
         return pd.DataFrame({'token': self.tokenizer.convert_ids_to_tokens([i for i, _ in picked]),
-                             'similarity': [round(s, 3) for _, s in picked]})
+                             'similarity': [s for _, s in picked]})
 
     def neighbours(self, words: list[str], k: int = 5) -> pd.DataFrame:
         "A table of the `k` nearest tokens of each word: one row per word."
@@ -223,7 +223,7 @@ class ExampleIndex:
         return _cls_vectors(self.model, self.tokenizer, text_a, text_b, self.max_length, self.batch_size) - self.mean
 
     def _label(self, value) -> str | float:
-        return self.label_names[int(value)] if self.label_names and int(value) >= 0 else round(float(value), 3)
+        return self.label_names[int(value)] if self.label_names and int(value) >= 0 else float(value)
 
     def nearest_examples(self, text_a: str, text_b: str | None = None, k: int = 5) -> pd.DataFrame:
         "The `k` examples whose [CLS] vectors are nearest to the input's: similarity, index, text(s), label."
@@ -231,7 +231,7 @@ class ExampleIndex:
             raise ValueError('give text_b exactly when the task has sentence pairs')
         rows, sims = self.index.query(self.embed([text_a], None if text_b is None else [text_b]), k)
         ex = self.examples
-        out = {'similarity': np.round(sims[0], 3), 'idx': ex.idx[rows[0]], 'text_a': [ex.text_a[r] for r in rows[0]]}
+        out = {'similarity': sims[0], 'idx': ex.idx[rows[0]], 'text_a': [ex.text_a[r] for r in rows[0]]}
         if ex.text_b is not None: out['text_b'] = [ex.text_b[r] for r in rows[0]]
         out['label'] = [self._label(ex.label[r]) for r in rows[0]]
         return pd.DataFrame(out)
@@ -259,14 +259,14 @@ def find_misclassified(classifier, tokenizer, task, examples, max_length: int = 
     df = pd.DataFrame({'idx': examples.idx, 'text_a': examples.text_a})
     if examples.text_b is not None: df['text_b'] = examples.text_b
     if task.is_regression:
-        df['label'], df['prediction'] = np.asarray(examples.label, dtype=float).round(3), out.round(3)
-        df['error'] = (df['prediction'] - df['label']).abs().round(3)
+        df['label'], df['prediction'] = np.asarray(examples.label, dtype=float), out
+        df['error'] = (df['prediction'] - df['label']).abs()  # exact: the mistakes are picked by it
         return df[df['error'] > tolerance].sort_values('error', ascending=False, kind='stable')
     probs = torch.softmax(torch.from_numpy(out), -1).numpy()
     pred = predictions(task, out)
     df['label'] = [task.label_names[int(i)] for i in examples.label]  # by name: MRPC's equivalent, not its code 1
     df['prediction'] = [task.label_names[int(i)] for i in pred]
-    df['p(prediction)'] = probs.max(-1).round(3)
+    df['p(prediction)'] = probs.max(-1)
     wrong = df[np.asarray(examples.label) != pred]
     return wrong.sort_values('p(prediction)', ascending=False, kind='stable')
 

@@ -157,6 +157,39 @@ def test_find_misclassified(tiny_random):
     assert wrong['p(prediction)'].is_monotonic_decreasing and (wrong['label'] != wrong['prediction']).all()
 
 
+def test_the_tables_give_exact_similarities_predictions_and_errors(tiny_random):
+    """R24a-5: similarities were rounded to 3 decimals in the DataFrame's values (ties that are not there: 1.000,
+    1.000, 0.999 for 0.99979, 0.99953, 0.99944), and a regression's predictions, labels and errors too, its mistakes
+    picked by the rounded error. Each is now the exact value, against numpy: cosine of the centred [CLS] vectors,
+    |prediction - label|."""
+    from electra.finetuning.classifier import ElectraClassifier
+    from electra.finetuning.learner import predict_outputs
+    from electra.finetuning.tasks.encoding import encode, make_loader
+    from electra.finetuning.tasks.glue.tasks import TASKS
+    from electra.finetuning.tasks.sources import Examples
+    model, tok = tiny_random
+    texts = ['the movie was good', 'bad film', 'very good', 'not good', 'the cow', 'a ship', 'the ship sails',
+             'a cow eats bread', 'the film is bad', 'very very good .']
+    ex = Examples(np.arange(10), texts, None, np.linspace(0, 5, 10))
+    index = ExampleIndex(model, tok, ex, max_length=16)
+    near = index.nearest_examples('the good movie', k=4)
+    q = index.embed(['the good movie'])[0]
+    cos = index.vectors @ q / (np.linalg.norm(index.vectors, axis=1) * np.linalg.norm(q))
+    assert near['idx'].tolist() == np.argsort(-cos)[:4].tolist()
+    assert near['similarity'].to_numpy() == pytest.approx(np.sort(cos)[::-1][:4], abs=1e-6)
+    assert (near['similarity'] != near['similarity'].round(3)).any()
+    torch.manual_seed(0)
+    clf = ElectraClassifier(model.electra, 1).eval()
+    out = predict_outputs(clf, make_loader(encode(ex, tok, 16), 4, False, 0))
+    error = np.abs(out - ex.label)
+    tolerance = float(np.sort(error)[4])  # the five largest errors are over it
+    wrong = find_misclassified(clf, tok, TASKS['STS-B'], ex, max_length=16, tolerance=tolerance)
+    assert wrong['idx'].tolist() == np.argsort(-error, kind='stable')[:5].tolist()
+    assert wrong['error'].to_numpy() == pytest.approx(np.sort(error)[::-1][:5], abs=1e-6)
+    assert wrong['prediction'].to_numpy() == pytest.approx(out[wrong['idx']], abs=1e-6)
+    assert wrong['label'].tolist() == ex.label[wrong['idx']].tolist()
+
+
 def test_explore_config_checks_keys():
     assert explore_config({'k': 3}).k == 3 and explore_config().model == ''
     with pytest.raises(ConfigError, match="unknown key 'word'. Did you mean 'words'"):

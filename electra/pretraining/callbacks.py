@@ -96,7 +96,9 @@ METRIC_NAMES = ['step', 'loss', 'gen_loss', 'disc_loss', 'lr', 'gen_accuracy', '
 
 class MetricsLogger(Callback):
     "Accumulates losses and accuracies on the device; every `log_every` steps writes a CSV row and calls `sinks`."
-    order, run_valid = 70, False
+    # before the step (65), whose before_batch runs the step and cancels the batch's later callbacks: the row's clock
+    # starts there; its after_batch still runs after the step, which sets the sums it adds
+    order, run_valid = 64, False
 
     def __init__(self, path: str | Path, log_every: int, total_steps: int, step: PretrainingStep,
                  sinks: list[Callable[[dict], None]] = (), saved: list[Path] | None = None, window: dict | None = None):
@@ -110,7 +112,7 @@ class MetricsLogger(Callback):
         self._reset()
         if self.window is not None: self._restore_window(self.window)
         self.window = None  # a later fit of this Learner goes on from its own sums
-        self.t0, self.step0 = time.perf_counter(), self.train_iter
+        self.t0 = None  # the row's clock starts at its first step (`before_batch`)
         # the first step whose loss was NaN or infinite (-1: none), kept on the device: no read per step
         self.first_bad = torch.full((), -1, dtype=torch.int64, device=self.acc.device)
         if is_main_process(): self.csv.truncate_after(self.train_iter)
@@ -153,6 +155,12 @@ class MetricsLogger(Callback):
             f'{last}. Resume from the latest good checkpoint with a lower learning rate, e.g. --resume --lr '
             f'{self.learn.lr / 2:.3g}, or look for bad data around that step.')
 
+    def before_batch(self):
+        # steps_per_s times the steps of a row, from the first to the last: not what runs before a fit's first step (a
+        # resume's checks, the first evaluation, data workers starting) nor after a row (the held-out evaluation,
+        # checkpoints), which would make a row's rate that of other work
+        if self.t0 is None: self.t0, self.step0 = time.perf_counter(), self.train_iter
+
     @torch.no_grad()
     def after_batch(self):
         self.acc += self.step.sums
@@ -176,7 +184,7 @@ class MetricsLogger(Callback):
                'replaced_fraction': a['replaced'] / max(a['real'], 1),
                'steps_per_s': (self.train_iter - self.step0) / max(now - self.t0, 1e-9),
                'skipped_steps': round(a['skipped'] / world().size)}  # every process skips the same steps
-        self.t0, self.step0, self.last_row = now, self.train_iter, row
+        self.t0, self.last_row = None, row
         self._reset()
         if not is_main_process(): return
         self.csv.append(row)

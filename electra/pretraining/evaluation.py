@@ -89,7 +89,7 @@ class HeldOutEvaluation(Callback):
     """Every `every` steps, evaluates on held-out batches with fixed masking; writes `path` (CSV) and calls `sinks`.
     With `at_start`, also before the first step (step 0): a run that starts from existing weights shows where it
     starts (the source run's last evaluation, for the same held-out examples and seed)."""
-    order, run_valid = 72, False  # after MetricsLogger (70): the step's training row is logged first
+    order, run_valid = 72, False  # after MetricsLogger (64): the step's training row is logged first
 
     def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]], every: int, total_steps: int, path: str | Path,
                  masking: MaskingSettings, seed: int, precision: str = 'fp32', sinks: list[Callable[[dict], None]] = (),

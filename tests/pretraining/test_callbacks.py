@@ -172,3 +172,45 @@ def test_a_window_checkpointed_before_the_steps_were_counted_counts_each_loss_it
     sums = MetricsLogger._steps_counted(old, 4)
     counted = dict(zip(STEP_SUMS[13:], sums[13:].tolist()))
     assert torch.equal(sums[:13], old) and counted == {'gen_steps': 4, 'disc_steps': 0}
+
+
+def test_steps_per_s_times_the_steps_of_its_row_not_a_fit_s_start_nor_the_work_between_rows(tmp_path, monkeypatch):
+    """R24a-6: the first row of a run (of a resume most) had steps_per_s 8-25x below the rest: its clock started at the
+    fit's start, before what runs ahead of the first step (a resume's checks, the first evaluation), and every row's
+    included what ran after the row before (the held-out evaluation, checkpoints). On a clock that moves 1 s a step,
+    1000 s before the first step and 100 s after each row, every row is now 1 step/s."""
+    import types
+
+    from fastai.callback.core import Callback
+
+    from electra.config.pretrain import PretrainConfig
+    from electra.objective.model import build_pretraining_model
+    from electra.pretraining import callbacks
+    from tests.support import baseline
+    clock = [0.0]
+    monkeypatch.setattr(callbacks, 'time', types.SimpleNamespace(perf_counter=lambda: clock[0], monotonic=lambda: clock[0]))
+    cfg = PretrainConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=32,
+                         embedding_size=16, batch_size=2, max_length=16, steps=12, log_every=4, warmup_steps=2,
+                         checkpoint_at=[1.0], output_dir=str(tmp_path), run_name='rate')
+    model = build_pretraining_model(cfg, token_ids(120))
+    runner = runners.LearnerRunner('t', cfg, model, baseline.synthetic_batches(2, 2, 16, 120), torch.device('cpu'), 'fp32')
+
+    class Clock(Callback):
+        "1 s of training a step, counted before the logger reads the time."
+        order = 62
+
+        def after_batch(self): clock[0] += 1
+
+    class Between(Callback):
+        "1000 s of start after the logger's (a resume's checks, the first evaluation), 100 s after each row."
+        order = 90
+
+        def before_fit(self): clock[0] += 1000
+
+        def after_batch(self):
+            if self.train_iter % 4 == 0: clock[0] += 100
+    runner.learn.add_cbs([Clock(), Between()])
+    runner.loader.n = 12
+    runner.learn.fit(1)
+    with open(runner.run_dir / 'metrics.csv') as f: rows = list(csv.DictReader(f))
+    assert [(int(r['step']), float(r['steps_per_s'])) for r in rows] == [(4, 1.0), (8, 1.0), (12, 1.0)]

@@ -12,7 +12,10 @@ import pytest
 import electra
 from electra.convert.__main__ import main as convert_main
 from electra.experiments.compare import main as compare_main
+from electra.finetuning.tasks.demo import main as demo_main
+from electra.finetuning.tasks.qa.hub import main as qa_hub_main
 from electra.jobs import commands
+from electra.tools.figures import main as figures_main
 from electra.tools.notebooks import main as notebooks_main
 from tests.support.pretrain import run_driver
 
@@ -44,6 +47,9 @@ COMMANDS = {'pretrain.py': _driver('pretrain.py'), 'finetune.py': _driver('finet
             'python -m electra.experiments.compare': lambda: compare_main(['--version']),
             'python -m electra.convert': lambda: convert_main(['--version']),
             'python -m electra.tools.notebooks': lambda: notebooks_main(['--version']),
+            'python -m electra.tools.figures': lambda: figures_main(['--version']),
+            'python -m electra.finetuning.tasks.demo': lambda: demo_main(['--version']),
+            'python -m electra.finetuning.tasks.qa.hub': lambda: qa_hub_main(['--version']),
             **{f'electra-{n}': _command(n) for n in ('pretrain', 'finetune', 'compare', 'convert')}}
 PROGS = {'electra-pretrain': 'pretrain.py', 'electra-finetune': 'finetune.py',
          'electra-compare': 'python -m electra.experiments.compare', 'electra-convert': 'python -m electra.convert'}
@@ -66,3 +72,15 @@ def test_version_is_answered_before_the_config_is_read(capsys):
     "A preset that does not exist beside --version: the version all the same (what a bug report asks first)."
     with pytest.raises(SystemExit) as e: run_driver('finetune.py', ['--config', 'no_such_preset', '--version'])
     assert e.value.code == 0 and capsys.readouterr().out == f'finetune.py (electra {electra.__version__})\n'
+
+
+@pytest.mark.parametrize('main, args', [('demo', ['--help']), ('demo', ['-h']), ('qa_hub', ['--help', 'out']),
+                                        ('qa_hub', ['-h'])])
+def test_the_tools_of_a_positional_folder_answer_help_and_write_nothing(main, args, tmp_path, monkeypatch, capsys):
+    """R25a-1: `python -m electra.finetuning.tasks.demo --help` (and -h, --version) wrote the demo tasks into a folder
+    named `--help` with status 0, as the QA hub tool read `--help` as its dataset: each read its arguments by hand.
+    Both answer --help with their usage now, writing nothing."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e: {'demo': demo_main, 'qa_hub': qa_hub_main}[main](args)
+    assert e.value.code == 0 and capsys.readouterr().out.startswith('usage: python -m electra.finetuning.tasks.')
+    assert list(tmp_path.iterdir()) == []

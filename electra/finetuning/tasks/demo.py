@@ -10,12 +10,14 @@ described by `squad.yaml`.
 """
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from electra.config.version import version_line
 from electra.finetuning.tasks.glue.demo import review_example
 from electra.finetuning.tasks.qa.demo import write_demo_squad
 from electra.finetuning.tasks.tagging.demo import write_demo_tagging
@@ -91,9 +93,16 @@ def write_demo_tasks(root: str | Path, sizes: dict[str, int] | None = None, seed
     return [_reviews(root, {**SIZES, **(sizes or {})}, seed), _ner(root, sizes, seed), _squad(root, sizes, seed)]
 
 
+def main(argv: list[str] | None = None) -> int:
+    "The command line: `python -m electra.finetuning.tasks.demo DIR` writes the demo tasks there; its exit status."
+    parser = argparse.ArgumentParser(prog='python -m electra.finetuning.tasks.demo',
+                                     description='Write the demo tasks (reviews, ner, squad) and their task files.')
+    parser.add_argument('--version', action='version', version=version_line(parser.prog))
+    parser.add_argument('dir', metavar='DIR', help='the folder to write them in')
+    for path in write_demo_tasks(parser.parse_args(argv).dir): print(path)
+    return 0
+
+
 if __name__ == '__main__':
     friendly_errors()  # a folder it cannot write: one `error: ...` line, status 2
-    if len(sys.argv) != 2:
-        print('usage: python -m electra.finetuning.tasks.demo DIR', file=sys.stderr)
-        sys.exit(2)  # a usage error's status, as argparse and the other tools end one
-    for path in write_demo_tasks(sys.argv[1]): print(path)
+    sys.exit(main())

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 352c17011b8d29608dc1ec4a7d9a3c8eedb8265867b2ac8a063a29d5e3e3c213
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 49c0b18bc08e99c6a092393dc5f4fa40a002d850d2ff7148a6c427f64efe685f
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -57,6 +57,7 @@ cfg
 import torch
 
 from electra.training.checkpoint import check_resume_compatible, check_resume_corpus, load_checkpoint
+from electra.pretraining.callbacks import resume_note, resume_threads
 from electra.pretraining.learner import compile_description, existing_run_guard, prepare_run_dir
 from electra.training.device import resolve_device, resolve_precision, use_cpu_threads
 from electra.training.distributed import init_distributed, main_process_first, print_main
@@ -68,10 +69,10 @@ precision = resolve_precision(cfg.precision, device)
 with main_process_first('the run directory', cfg.dist_timeout):
     resume_path = existing_run_guard(cfg)
 ckpt = load_checkpoint(resume_path) if resume_path else None
-threads = use_cpu_threads(cfg.threads, resumed=ckpt and ckpt.get('threads'))  # auto: the cores left free
+threads = use_cpu_threads(cfg.threads, resumed=resume_threads(ckpt))  # auto: the cores left free
 start_step = ckpt['step'] if ckpt else 0
 print_main(f'run {run_dir} on {device} ({precision}, {threads}{compile_description(cfg, precision)}) x {procs.size} '
-           f'process(es), starting at step {start_step} of {cfg.steps}')
+           f'process(es), starting at step {start_step} of {cfg.steps}{resume_note(ckpt)}')
 
 # %% [markdown]
 # ## Corpus and tokenizer

@@ -30,7 +30,7 @@ from electra.training.distributed import all_reduce_sum, gather_objects, is_dist
 from electra.training.sinks import CsvLog
 
 __all__ = ['StepCounter', 'ResumeFromCheckpoint', 'MetricsLogger', 'ProgressBar', 'Checkpointer',
-           'StopOnInterrupt', 'METRIC_NAMES']
+           'StopOnInterrupt', 'METRIC_NAMES', 'resume_threads', 'resume_note']
 
 
 class StepCounter(Callback):
@@ -84,6 +84,21 @@ def own_random_states(ckpt: dict) -> dict | None:
     ranks, w = ckpt.get('rng_ranks'), world()
     if ranks is None: return ckpt['rng'] if w.size == 1 else None
     return ranks[w.rank] if len(ranks) == w.size else None
+
+
+def resume_threads(ckpt: dict | None) -> int | None:
+    """The CPU threads a resume with `threads: auto` keeps: the checkpoint's, where the resume goes on bit for bit (its
+    own random states, `own_random_states`: as many processes as wrote it), since other threads sum in another order;
+    None (chosen afresh) at a start and under another number of processes, whose streams start afresh anyway."""
+    return ckpt.get('threads') if ckpt and own_random_states(ckpt) is not None else None
+
+
+def resume_note(ckpt: dict | None) -> str:
+    "What the start line adds for a resume under another number of processes than wrote `ckpt`: '' for any other start."
+    if not ckpt or own_random_states(ckpt) is not None: return ''
+    wrote = len(ckpt['rng_ranks']) if ckpt.get('rng_ranks') is not None else 1
+    return (f'; resumed from a run of {wrote} process(es) in {world().size}: its masks, samples and dropout start '
+            'afresh from the seed, step and rank, so it goes on as another draw of the run, not bit for bit')
 
 
 # gen_*: the generator; disc_*: the discriminator (in the MLM objectives its MLM loss and token

@@ -214,3 +214,23 @@ def test_steps_per_s_times_the_steps_of_its_row_not_a_fit_s_start_nor_the_work_b
     runner.learn.fit(1)
     with open(runner.run_dir / 'metrics.csv') as f: rows = list(csv.DictReader(f))
     assert [(int(r['step']), float(r['steps_per_s'])) for r in rows] == [(4, 1.0), (8, 1.0), (12, 1.0)]
+
+
+@pytest.mark.parametrize('saved_by, world_size', [(1, 1), (2, 2), (2, 1), (1, 2)])
+def test_a_resume_keeps_its_threads_only_where_it_goes_on_bit_for_bit_and_says_a_change_of_processes(
+        monkeypatch, saved_by, world_size):
+    """R25a-2: a two-process run resumed in one process kept "the 1 the run used before, so it resumes bit for bit":
+    another number of processes starts fresh streams (`own_random_states`), so nothing resumes bit for bit, and the
+    thread count was torchrun's share of the cores. The threads are kept only where the random states are, and the
+    start line says the change of processes and what it means."""
+    from electra.pretraining.callbacks import resume_note, resume_threads
+    ckpt = {'threads': 3, 'rng': 'rank0', **({'rng_ranks': [f'rank{r}' for r in range(saved_by)]} if saved_by > 1 else {})}
+    monkeypatch.setenv('WORLD_SIZE', str(world_size))
+    monkeypatch.setenv('RANK', '0')
+    same = saved_by == world_size
+    assert resume_threads(ckpt) == (3 if same else None) and resume_threads(None) is None
+    assert resume_note(ckpt) == ('' if same else
+                                 f'; resumed from a run of {saved_by} process(es) in {world_size}: its masks, samples '
+                                 'and dropout start afresh from the seed, step and rank, so it goes on as another draw '
+                                 'of the run, not bit for bit')
+    assert resume_note(None) == ''

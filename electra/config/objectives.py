@@ -25,6 +25,9 @@ GENERATOR_KINDS = ('masked_lm', 'two_tower', 'frozen', 'none')
 # (1 - D) softmax(x), D the RTD head's sigmoid. Each head's loss and FLOPs: objective/loss.py DISC_LOSSES,
 # objective/flops.py HEAD_FLOPS.
 HEADS = {'rtd': False, 'mlm': True, 'copy': True}
+# what a discriminator that learnt nothing scores over the positions of its loss, by its head: the baseline beside its
+# held-out accuracy (`disc_accuracy_baseline`)
+LEARNT_NOTHING = {'rtd': 'always "original"', 'mlm': 'always the most frequent token', 'copy': 'always the input token'}
 
 
 # the loss curves' panels of a run with a generator: its loss, the discriminator's, the accuracies with P/R and AUC

@@ -18,7 +18,7 @@ import yaml
 from huggingface_hub import EvalResult, ModelCardData
 from torch import nn
 
-from electra.config.objectives import OBJECTIVES, Objective
+from electra.config.objectives import LEARNT_NOTHING, OBJECTIVES, Objective
 from electra.config.pretrain import PretrainConfig
 from electra.config.version import __version__
 from electra.runtime.files import atomic_write_text
@@ -230,9 +230,10 @@ def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str],
         columns = _held_out_columns(role, objective)[1]
         shown = ['step', *columns, *(f'{c}_baseline' for c in ('gen_accuracy', 'disc_accuracy') if c in columns),
                  'examples']
+        disc = LEARNT_NOTHING[objective.head if objective else 'rtd']  # (a config of an earlier version: ELECTRA's)
         text.append(f"### Held-out evaluation\n\nOn {eval_row.get('examples')} examples held out from training "
                     f"(`eval_metrics.csv`, its last row); a baseline is what always the most frequent token "
-                    f"(generator) or always \"original\" (discriminator) scores.\n\n{_metrics_table(eval_row, shown)}")
+                    f"(generator) or {disc} (discriminator) scores.\n\n{_metrics_table(eval_row, shown)}")
     if train_row:
         columns = ['step', 'loss', 'gen_loss', 'disc_loss', 'gen_accuracy', 'disc_accuracy']
         text.append(f"### Last training metrics\n\nThe last row of `metrics.csv` (means since the row before):\n\n"

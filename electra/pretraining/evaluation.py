@@ -36,8 +36,9 @@ from electra.training.sinks import MIN_AUC_CLASS, CsvLog
 __all__ = ['EVAL_METRIC_NAMES', 'MIN_AUC_CLASS', 'held_out_seeds', 'roc_auc', 'held_out_auc', 'most_frequent_share', 'eval_batches',
            'HeldOutEvaluation']
 
-# *_baseline: the accuracy of always the most frequent token at the masked positions (generator) and of always
-# "original" (discriminator, over the positions of its loss, as its accuracy and `disc_auc`); uniform_auc: the AUC on
+# *_baseline: the accuracy of always the most frequent token at the masked positions (generator) and of a
+# discriminator that learnt nothing, over the positions of its loss as its accuracy and `disc_auc` (always "original";
+# an MLM head's, always the most frequent token; a copy head's, always the input token); uniform_auc: the AUC on
 # uniform replacements, over every real token; replaced_fraction: of the real tokens. NaN where the model has no such
 # network, and an AUC over fewer than MIN_AUC_CLASS tokens of a class (undefined; written empty).
 EVAL_METRIC_NAMES = ['step', 'gen_loss', 'disc_loss', 'gen_accuracy', 'disc_accuracy', 'disc_auc', 'replaced_fraction',
@@ -137,7 +138,8 @@ class HeldOutEvaluation(Callback):
                 with autocast: pred = model.forward(m.input_ids, token_type_ids, m.positions, m.labels, noise)
                 for k, v in _losses_and_counts(pred, m.labels, model.objective.head).items():
                     sums[k] = sums.get(k, 0.0) + float(v)
-                if pred.gen_preds is not None: seen['labels'].append(m.labels[m.labels >= 0])  # a generator predicts
+                seen['labels'].append(m.labels[m.labels >= 0])  # the original tokens at the masked positions
+                seen['generator'] = seen.get('generator', False) or pred.gen_preds is not None  # it predicts them
                 if pred.disc_logits is None: continue
                 seen['auc'].append(_detection(pred, pred.disc_mask))  # over the positions of its loss
                 with autocast:
@@ -151,17 +153,26 @@ class HeldOutEvaluation(Callback):
         return self.last_row
 
     def _row(self, sums: dict[str, float], seen: dict[str, list]) -> dict:
-        disc_n = max(sums['disc_total'], 1)
         auc = {k: held_out_auc(*map(torch.cat, zip(*seen[k]))) if seen[k] else float('nan') for k in ('auc', 'uniform')}
         # each a mean where it exists, NaN where not measured (a frozen generator's loss, a network not there)
         gen_loss = mean(sums['gen_loss'], sums['gen_targets'])  # the mean over its targets (the cloze model's: more)
+        frequent = most_frequent_share(torch.cat(seen['labels'])) if seen['labels'] else float('nan')
         return {'step': self.train_iter, 'gen_loss': gen_loss, 'disc_loss': mean(sums['disc_loss'], sums['disc_total']),
                 'gen_accuracy': mean(sums['gen_correct'], sums['gen_total']),
                 'disc_accuracy': mean(sums['disc_correct'], sums['disc_total']),
                 'disc_auc': auc['auc'], 'replaced_fraction': sums['replaced'] / max(sums['real'], 1),
-                'gen_accuracy_baseline': most_frequent_share(torch.cat(seen['labels'])) if seen['labels'] else float('nan'),
-                'disc_accuracy_baseline': 1 - (sums['tp'] + sums['fn']) / disc_n if seen['auc'] else float('nan'),
+                'gen_accuracy_baseline': frequent if seen.get('generator') else float('nan'),
+                'disc_accuracy_baseline': self._disc_baseline(sums, seen, frequent) if sums['disc_total'] else float('nan'),
                 'uniform_auc': auc['uniform'], 'examples': sum(len(b[0]) for b in self.batches)}
+
+    def _disc_baseline(self, sums: dict[str, float], seen: dict[str, list], frequent: float) -> float:
+        """What a discriminator that learnt nothing scores over the positions of its loss, by its head: always
+        "original" (replaced-token detection), always the most frequent original token at the masked positions (an
+        MLM head: BERT, Replace MLM), always the input token over every token (All-Tokens MLM's copy head)."""
+        head = self.learn.model.objective.head
+        if head == 'mlm': return frequent
+        if head == 'copy': return 1 - sums['replaced'] / max(sums['real'], 1)
+        return 1 - (sums['tp'] + sums['fn']) / max(sums['disc_total'], 1) if seen['auc'] else float('nan')
 
 
 def _detection(pred: ElectraGeneratorDiscriminatorOutput, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

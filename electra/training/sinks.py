@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from electra.config.objectives import Objective
+from electra.config.objectives import LEARNT_NOTHING, Objective
 
 
 __all__ = ['MIN_AUC_CLASS', 'CsvLog', 'prefixed_sink', 'metrics_line', 'print_sink', 'eval_line', 'print_eval_sink']
@@ -82,9 +82,10 @@ def eval_line(row: dict, objective: Objective) -> str:
         parts.append(f"gen acc {row['gen_accuracy']:.3f} at the masked positions (most frequent token "
                      f"{row['gen_accuracy_baseline']:.3f})")
     if said.detection and ran:
-        parts.append(f"disc acc {row['disc_accuracy']:.3f} {where} (always \"original\" "
+        parts.append(f"disc acc {row['disc_accuracy']:.3f} {where} ({LEARNT_NOTHING[objective.head]} "
                      f"{row['disc_accuracy_baseline']:.3f}); {row['replaced_fraction']:.1%} of the tokens replaced")
-    elif ran: parts.append(f"{said.held_out_accuracy} {row['disc_accuracy']:.3f} {where}")
+    elif ran: parts.append(f"{said.held_out_accuracy} {row['disc_accuracy']:.3f} {where} "
+                           f"({LEARNT_NOTHING[objective.head]} {row['disc_accuracy_baseline']:.3f})")
     losses = ' '.join(f"{name} {row[key]:.3f}" for name, key in said.losses)
     return f"step {row['step']} held-out: {'; '.join(parts)}; loss {losses}"
 

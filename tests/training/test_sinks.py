@@ -52,10 +52,14 @@ def test_an_objective_whose_discriminator_predicts_tokens_names_its_head_and_no_
     row = {**ROW, 'replaced_precision': 0.0, 'replaced_recall': 0.0}
     assert metrics_line(row, OBJECTIVES[name]) == (f'step 6: loss 7.2906 (gen 1.2500, disc {head} 0.1212) gen_acc '
                                                    f'0.0833 disc_{head}_acc 0.9125 lr 0.001 3.0 steps/s')
-    held_out = {**EVAL, 'disc_auc': math.nan, 'uniform_auc': math.nan, 'disc_accuracy_baseline': math.nan}
+    # R25a-3: its accuracy beside what a network that learnt nothing scores over the same positions: the most frequent
+    # token at the masked positions (the MLM head), the input token itself over every token (the copy head)
+    held_out = {**EVAL, 'disc_auc': math.nan, 'uniform_auc': math.nan, 'disc_accuracy_baseline': 0.87}
+    at, baseline = (('at the masked positions', 'always the most frequent token') if head == 'mlm' else
+                    ('over every token', 'always the input token'))
     assert eval_line(held_out, OBJECTIVES[name]) == (
         f'step 6 held-out: gen acc 0.100 at the masked positions (most frequent token 0.050); disc {head} acc 0.850 '
-        f"{'at the masked positions' if head == 'mlm' else 'over every token'}; loss gen 5.000 disc {head} 0.400")
+        f'{at} ({baseline} 0.870); loss gen 5.000 disc {head} 0.400')
     assert OBJECTIVES[name].reported.replacements and not OBJECTIVES[name].reported.detection
 
 
@@ -68,9 +72,10 @@ def test_bert_s_lines_name_its_mlm_loss_and_masked_token_accuracy_and_no_generat
     line = metrics_line(row, bert)
     assert line == 'step 6: loss 7.2906 (mlm 7.2906) mlm_acc 0.0022 lr 0.001 3.0 steps/s'
     held_out = {**EVAL, 'gen_loss': math.nan, 'gen_accuracy': math.nan, 'disc_auc': math.nan, 'uniform_auc': math.nan,
-                'gen_accuracy_baseline': math.nan, 'disc_accuracy_baseline': math.nan, 'disc_loss': 7.29,
+                'gen_accuracy_baseline': math.nan, 'disc_accuracy_baseline': 0.136, 'disc_loss': 7.29,
                 'disc_accuracy': 0.0022}
-    assert eval_line(held_out, bert) == 'step 6 held-out: mlm acc 0.002 at the masked positions; loss mlm 7.290'
+    assert eval_line(held_out, bert) == ('step 6 held-out: mlm acc 0.002 at the masked positions (always the most '
+                                         'frequent token 0.136); loss mlm 7.290')
     for text in (line, eval_line(held_out, bert)):
         assert 'gen' not in text and 'nan' not in text and 'P/R' not in text and 'disc' not in text
     assert not bert.reported.replacements and all(OBJECTIVES[n].reported.replacements for n in WITH_GENERATOR)

@@ -208,6 +208,11 @@ def load_config(cls, argv: Sequence[str] | None = None, preset_dir: str | Path |
     wants_help = '--help' in argv or '-h' in argv
     cli = parse_cli([a for a in argv if a not in ('--help', '-h')])
     overrides = dict(overrides or {})
+    if both := sorted(set(cli) & set(overrides)):  # the overrides would win, unsaid (a script exported with them)
+        k = both[0]
+        raise ConfigError(f"{k}: set on the command line (--{k} {cli[k]}) and in the overrides ({k}: {overrides[k]!r}), "
+                          "which would win: give it in one of them (a script's overrides are for a notebook; as a "
+                          "script, give the command line's alone).")
     named_by = 'command line' if 'config' in cli else 'overrides' if 'config' in overrides else None
     preset = cli.pop('config', None) or overrides.pop('config', None) or default_preset
     # 'small,bert': presets applied left to right, a size and then an objective variant; the whole config is checked

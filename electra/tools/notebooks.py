@@ -32,12 +32,13 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from electra.config.errors import ConfigError
 from electra.config.version import version_line
 from electra.runtime.errors import friendly_errors
 
-__all__ = ['PAIRS', 'NOTEBOOK_DIR', 'Problem', 'export_text', 'clean_notebook', 'export', 'check', 'from_scripts',
+__all__ = ['PAIRS', 'NOTEBOOK_DIR', 'Problem', 'notebook_overrides', 'export_text', 'clean_notebook', 'export', 'check', 'from_scripts',
            'main']
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,10 +103,31 @@ def clean_notebook(nb):
     return nb
 
 
+def notebook_overrides(nb) -> tuple[str, str]:
+    """The `overrides` its parameters cell gives (as Python writes them; '' for none) and the cell's source with them
+    as `{}`: a notebook's session settings, which its script does not take (it takes its command line)."""
+    cell = next((c for c in nb.cells if c.cell_type == 'code' and 'parameters' in c.metadata.get('tags', [])), None)
+    if cell is None: return '', ''
+    try: tree = ast.parse(cell.source)
+    except SyntaxError: return '', cell.source  # said by `_check_runs`, naming the cell
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ['overrides'] and \
+                not (isinstance(node.value, ast.Dict) and not node.value.keys):
+            lines = cell.source.splitlines(keepends=True)
+            start = sum(map(len, lines[:node.value.lineno - 1])) + node.value.col_offset
+            end = sum(map(len, lines[:node.value.end_lineno - 1])) + node.value.end_col_offset
+            return ast.unparse(node.value), cell.source[:start] + '{}' + cell.source[end:]
+    return '', cell.source
+
+
 def export_text(nb, nb_rel: str) -> str:
-    "The script of notebook `nb` (`nb_rel` in the repository): jupytext percent format under a fixed header and record."
+    """The script of notebook `nb` (`nb_rel` in the repository): jupytext percent format under a fixed header and
+    record; its parameters cell's `overrides` as `{}` (`notebook_overrides`)."""
     import jupytext
-    body = jupytext.writes(clean_notebook(nb), fmt=dict(_FORMAT)).lstrip('\n')
+    nb = clean_notebook(nb)
+    for cell in (c for c in nb.cells if c.cell_type == 'code' and 'parameters' in c.metadata.get('tags', [])):
+        cell.source = notebook_overrides(nb)[1]
+    body = jupytext.writes(nb, fmt=dict(_FORMAT)).lstrip('\n')
     return _HEADER + _RECORD.format(nb_rel, _sha256(body)) + '\n' + body
 
 
@@ -192,9 +214,10 @@ def _write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def export(root: str | Path = ROOT) -> list[Path]:
+def export(root: str | Path = ROOT, say: Callable[[str], None] = lambda line: None) -> list[Path]:
     """Write each paired script from its notebook and store every notebook cleaned of outputs; returns the files
-    changed. Nothing is written unless every script parses, imports and was not changed by hand since its export."""
+    changed. Nothing is written unless every script parses, imports and was not changed by hand since its export.
+    A notebook's `overrides` stay its own, said (`say`)."""
     root = Path(root)
     texts = {path: _notebook_text(clean_notebook(_read(path, str(path.relative_to(root))))) for path in _notebooks(root)}
     for nb_rel, script_rel in PAIRS:
@@ -202,7 +225,11 @@ def export(root: str | Path = ROOT) -> list[Path]:
         if not nb_path.is_file():
             raise ConfigError(f'{nb_rel}: missing, cannot export {script_rel}. Restore it with `git checkout -- {nb_rel}`, '
                               f'or write it from {script_rel} with `python -m electra.tools.notebooks from-scripts`.')
-        text = texts[root / script_rel] = export_text(_read(nb_path, nb_rel), nb_rel)
+        nb = _read(nb_path, nb_rel)
+        if kept := notebook_overrides(nb)[0]:
+            say(f"{nb_rel}: its overrides ({kept}) stay the notebook's; {script_rel} is written with overrides = {{}}, "
+                "as a script takes its settings from the command line")
+        text = texts[root / script_rel] = export_text(nb, nb_rel)
         _check_runs(text, nb_rel, script_rel)
         _check_not_edited(root / script_rel, text, nb_rel, script_rel)
     return [path for path, text in texts.items() if _write_if_changed(path, text)]
@@ -283,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         if problems: return 1
         print(f"in sync: {', '.join(f'{s} <- {n}' for n, s in PAIRS)}; notebooks stored without outputs")
         return 0
-    changed = export(root) if args.command == 'export' else from_scripts(root)
+    changed = export(root, print) if args.command == 'export' else from_scripts(root)
     for path in changed: print(f'wrote {path.relative_to(root)}')
     if not changed: print('nothing to write: already in sync')
     return 0

@@ -138,3 +138,15 @@ def test_a_relative_config_key_in_a_preset_file_names_a_file_beside_it_from_any_
     write(top, 'config: ./nope.yaml\n')
     refused(lambda: pretrain('--config', str(top)), f"{top}: line 1: key 'config': no such file './nope.yaml'",
             f"(looked for in {mine}, the folder of the file that names it)")
+
+
+def test_a_key_both_on_the_command_line_and_in_the_overrides_is_refused_naming_both():
+    """R25b-1 at run time: a driver whose overrides set a key (edited by hand, or exported by an earlier version) took
+    them over its command line, silently; the same key in both is refused now, naming both values."""
+    from electra.config.errors import ConfigError
+    with pytest.raises(ConfigError) as e:
+        load_config(PretrainConfig, ['--steps', '50', '--lr', '1e-3'], overrides={'steps': 30})
+    assert str(e.value) == ("steps: set on the command line (--steps 50) and in the overrides (steps: 30), which would "
+                            "win: give it in one of them (a script's overrides are for a notebook; as a script, give "
+                            "the command line's alone).")
+    assert load_config(PretrainConfig, ['--lr', '1e-3'], overrides={'steps': 30}).steps == 30

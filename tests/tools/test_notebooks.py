@@ -216,3 +216,24 @@ def test_check_with_a_notebook_missing_says_how_to_get_it_back(repo_copy):
                                            'exported from. Restore it with `git checkout -- notebooks/Finetune_GLUE.ipynb`, '
                                            'or write it from finetune.py with `python -m electra.tools.notebooks '
                                            'from-scripts`\n')
+
+
+@pytest.mark.parametrize('nb_rel, script', notebooks.PAIRS)
+def test_a_notebook_s_overrides_stay_the_notebook_s_and_the_script_takes_its_command_line(repo_copy, capsys, nb_rel,
+                                                                                         script):
+    """R25b-1: a notebook's overrides cell edited ({'steps': 30}) was exported into the driver, whose overrides then
+    silently beat its command line (`--steps 50` ran 30 steps, config.yaml saying 30). The export writes the script's
+    overrides as {} (a script takes its settings from the command line, as the README says), keeps the notebook's
+    cell as edited, and says so; check passes."""
+    path = repo_copy / nb_rel
+    nb = nbformat.read(str(path), as_version=4)
+    [cell] = [c for c in nb.cells if 'parameters' in c.metadata.get('tags', [])]
+    before = (repo_copy / script).read_text()
+    cell.source = cell.source.replace('overrides = {}', "overrides = {'steps': 30,\n             'log_every': 10}")
+    nbformat.write(nb, str(path))
+    assert notebooks.main(['export', '--root', str(repo_copy)]) == 0
+    assert capsys.readouterr().out == (
+        f"{nb_rel}: its overrides ({{'steps': 30, 'log_every': 10}}) stay the notebook's; {script} is written with "
+        "overrides = {}, as a script takes its settings from the command line\nwrote " + nb_rel + '\n')
+    assert (repo_copy / script).read_text() == before and notebooks.check(repo_copy) == []
+    assert "'log_every': 10}" in nbformat.read(str(path), as_version=4).cells[nb.cells.index(cell)].source

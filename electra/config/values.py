@@ -145,6 +145,9 @@ def _in_domain(f: dataclasses.Field, tp, value: Any, where: str) -> None:
     """`value` (of type `tp`) checked against the declared domain of the config field `f`; else a ConfigError:
     '<where>: <value> is not <domain> (<what 0 means>; <what the key is>)'."""
     domain = f.metadata.get('domain', Domain())
+    if f.metadata.get('writes') and isinstance(value, str) and not value.strip():  # kept as '': the folder of the moment
+        raise ConfigError(f"{where}: {value!r} names no folder (an empty value, or a $VARIABLE set to nothing): give "
+                          "one ('.' for the current folder).")
     try: _adapter(tp, domain).validate_python(value, strict=True)
     except pydantic.ValidationError as e:
         huge = any(err['type'] == 'less_than_equal' for err in e.errors()) and domain._upper() is None

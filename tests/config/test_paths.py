@@ -426,3 +426,20 @@ def test_each_job_s_local_paths_are_absolute_and_its_names_stay_names(tmp_path, 
     comp = config_from_dict(CompareConfig, {'output_dir': 'cmp', 'tasks': ['RTE', 'mine.yaml'],
                                             'variants': {'electra': ''}}, from_file=False)
     assert (comp.output_dir, comp.tasks) == (str(tmp_path / 'cmp'), ['RTE', str(tmp_path / 'mine.yaml')])
+
+
+@pytest.mark.parametrize('cls, key', [(PretrainConfig, 'output_dir'), (PretrainConfig, 'cache_dir'),
+                                      (FinetuneConfig, 'output_dir'), (FinetuneConfig, 'test_output_dir')])
+def test_an_empty_folder_a_job_writes_is_refused_naming_the_key(tmp_path, monkeypatch, cls, key):
+    """R25b-2: `--output_dir ''` (or a preset's `${VAR-default}` with VAR set empty) wrote into the current folder but
+    was saved as '', so the run's config.yaml named whatever folder it was loaded from, and its --resume started a new
+    run at step 0 elsewhere. A folder a job writes given empty is refused, naming the key (and the preset's line)."""
+    from electra.config.errors import ConfigError
+    preset = 'configs/pretrain' if cls is PretrainConfig else 'configs/finetune'
+    with pytest.raises(ConfigError, match=rf"^command line: key '{key}': '' names no folder \(an empty value, or a "
+                                          r"\$VARIABLE set to nothing\): give one \('\.' for the current folder\)\.$"):
+        load_config(cls, ['--config', 'demo', f'--{key}', ''], preset_dir=preset)
+    monkeypatch.setenv('EMPTY_FOLDER', '')
+    (tmp_path / 'p.yaml').write_text(f'config: demo\n{key}: ${{EMPTY_FOLDER-/somewhere}}\n')
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(tmp_path / 'p.yaml'))}: line 2: key '{key}': '' names no"):
+        load_config(cls, ['--config', str(tmp_path / 'p.yaml')], preset_dir=preset)

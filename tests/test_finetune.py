@@ -34,7 +34,7 @@ def test_driver_help_and_errors(tmp_path, capsys):
     preset = tmp_path / 'tasks.yaml'  # a preset naming a task file not written yet
     preset.write_text(f"tasks: [{tmp_path / 'tasks' / 'reviews.yaml'}]\n")
     with pytest.raises(ConfigError) as e: finetune_in_process('--config', str(preset))
-    assert str(e.value).startswith(f"{tmp_path / 'tasks' / 'reviews.yaml'}: no such task file")
+    assert str(e.value).startswith(f"{preset}: line 1: tasks: '{tmp_path / 'tasks' / 'reviews.yaml'}' is no task file")
     assert '`python -m electra.finetuning.tasks.demo cache/demo_tasks`' in str(e.value)
     with pytest.raises(ConfigError) as e:
         finetune_in_process('--model', str(tmp_path / 'missing.pth'), '--cache_dir', str(tmp_path / 'cache'))

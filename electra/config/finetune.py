@@ -250,6 +250,7 @@ class FinetuneConfig(CheckedConfig):
 
     def validate(self) -> None:
         "The rules that relate several keys (each key's own domain is declared beside it, and checked when read)."
+        self._check_task_files_found()
         files = self.file_tasks()  # reads and checks each task file
         for name in self.tasks:
             if not is_task_file(name): _catalogue().named(name)
@@ -271,6 +272,16 @@ class FinetuneConfig(CheckedConfig):
                           f"{self.select} run.", RunWarning, stacklevel=2)
         self._validate_hparams()
         self._validate_overrides(files)
+
+    def _check_task_files_found(self) -> None:
+        """A task file not found named as written, the path looked for and where `tasks` was set: a relative path in a
+        preset is read from the current folder, not the preset's, which the user may not expect."""
+        for entry in (e for e in self.tasks if is_task_file(e) and not Path(e).exists()):
+            rule = '' if Path(entry).is_absolute() else (f' (a relative path is read from the current folder, '
+                                                         f'{Path.cwd()}, wherever it is written)')
+            raise ConfigError(f"{value_sources(self)['tasks']}: tasks: {entry!r} is no task file: there is none at "
+                              f"{Path(entry).absolute()}{rule}. Give GLUE names or task YAML files; the demo's task "
+                              "files are written by `python -m electra.finetuning.tasks.demo cache/demo_tasks`.")
 
     def _check_each_task_once(self) -> None:
         """Each task once, named with what gives it twice: a GLUE name listed twice, one task file by two paths, two

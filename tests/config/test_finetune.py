@@ -93,7 +93,8 @@ def test_command_line_tasks_replace_a_preset_s_task_file_before_it_is_read(tmp_p
     cfg = load_config(FinetuneConfig, ['--config', str(preset)], preset_dir=REPO / 'configs/finetune',
                       overrides={'tasks': ['MRPC']})                     # a notebook's config cell too
     assert cfg.tasks == ['MRPC']
-    with pytest.raises(ConfigError, match=rf"{tmp_path / 'absent.yaml'}: no such task file"):  # still refused if kept
+    with pytest.raises(ConfigError, match=rf"^{preset}: line 1: tasks: '{tmp_path / 'absent.yaml'}' is no task file: "
+                                          rf"there is none at {tmp_path / 'absent.yaml'}\. "):  # still refused if kept
         load_config(FinetuneConfig, ['--config', str(preset)], preset_dir=REPO / 'configs/finetune')
 
 
@@ -224,3 +225,22 @@ def test_select_median_with_an_ensemble_is_said_once_not_to_apply():
         warnings.simplefilter('error', RunWarning)  # best with an ensemble, or median alone: nothing to say
         load('--ensemble_k', '2')
         load('--select', 'median')
+
+
+def test_a_task_file_not_found_is_named_as_written_where_it_was_looked_for_and_where_it_was_set(tmp_path, monkeypatch):
+    """R25b-4: a preset's `tasks: [./mytask.yaml]` beside the preset, read from the current folder, ended in
+    `error: mytask.yaml: no such task file`: neither the path as written, nor the folder looked in, nor the preset's
+    line; the user saw the file beside the preset. The line names all three now, and the rule."""
+    from electra.config.errors import ConfigError
+    (tmp_path / 'ft1').mkdir()
+    (tmp_path / 'ft1' / 'mytask.yaml').write_text('train: t.csv\n')
+    (tmp_path / 'ft1' / 'p7.yaml').write_text('config: demo\ntasks: [./mytask.yaml]\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        load_config(FinetuneConfig, ['--config', 'ft1/p7.yaml'], preset_dir='configs/finetune')
+    assert str(e.value) == (f"ft1/p7.yaml: line 2: tasks: './mytask.yaml' is no task file: there is none at "
+                            f"{tmp_path / 'mytask.yaml'} (a relative path is read from the current folder, "
+                            f"{tmp_path}, wherever it is written). Give GLUE names or task YAML files; the demo's task "
+                            "files are written by `python -m electra.finetuning.tasks.demo cache/demo_tasks`.")
+    with pytest.raises(ConfigError, match=r"^command line: tasks: 'no_such\.yaml' is no task file: there is none at "):
+        load_config(FinetuneConfig, ['--config', 'demo', '--tasks', 'no_such.yaml'], preset_dir='configs/finetune')

@@ -121,8 +121,9 @@ def test_the_comparison_s_tasks_replace_its_fine_tuning_preset_s_task_file_unrea
     "The preset demo_tasks names cache/demo_tasks/reviews.yaml, absent from an empty folder; the comparison's tasks win."
     monkeypatch.chdir(tmp_path)
     assert make_plan(comparison(tmp_path, finetune_config='demo_tasks', tasks=['STS-B'])).tasks == ['STS-B']
-    with pytest.raises(ConfigError, match=r'finetune_config / finetune_overrides / tasks: cache/demo_tasks/reviews.yaml: '
-                                          r'no such task file'):
+    with pytest.raises(ConfigError, match=r"finetune_config / finetune_overrides / tasks: .*configs/finetune/"
+                                          r"demo_tasks\.yaml: line \d+: tasks: 'cache/demo_tasks/reviews\.yaml' is no "
+                                          r"task file: there is none at "):
         make_plan(comparison(tmp_path, finetune_config='demo_tasks', tasks=[]))
 
 

@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 49c0b18bc08e99c6a092393dc5f4fa40a002d850d2ff7148a6c427f64efe685f
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 db5b68875439d1a7c8272f59f9957ea27423f342939248e4e9139eb5b07ef987
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -142,7 +142,7 @@ if ckpt: check_resume_corpus(ckpt, cfg.corpus, corpus_digest, resume_path)
 # a run at its last step ends here, once its corpus is known to be the checkpoint's (a changed one is refused above)
 end_if_finished(cfg, ckpt, resume_path, tokenizer, run_dir, frozen and frozen.net)
 weights = cfg.corpus_weights or None
-train_parts, held_out = held_out_split(parts, cfg.eval_examples, cfg.seed, weights)
+train_parts, held_out = held_out_split(parts, cfg.eval_examples, cfg.seed, weights, [s.entry for s in sources])
 dataset = datasets.concatenate_datasets(train_parts) if len(train_parts) > 1 else train_parts[0]
 train_dl = pretraining_dataloader(dataset, cfg.batch_size, cfg.max_length, tokenizer.pad_token_id, cfg.seed,
                                   cfg.steps, start_step, cfg.num_workers, [len(p) for p in train_parts], weights,

@@ -30,24 +30,36 @@ def _largest_remainder(total: int, weights: list[float]) -> list[int]:
     return out
 
 
-def held_out_split(parts: list[datasets.Dataset], n: int, seed: int, weights: Optional[list[float]] = None
-                   ) -> tuple[list[datasets.Dataset], Optional[datasets.Dataset]]:
+def _fitting(parts: list[datasets.Dataset], n: int, weights: list[float]) -> int:
+    "The largest number up to `n` whose shares (`_largest_remainder` by `weights`) hold at most a tenth of each part."
+    caps = [len(p) // 10 for p in parts]
+    m = min(n, int(min(c * sum(weights) / w for c, w in zip(caps, weights) if w)) + 1)  # an estimate from above
+    while m > 0 and any(s > c for s, c in zip(_largest_remainder(m, weights), caps)): m -= 1
+    return m
+
+
+def held_out_split(parts: list[datasets.Dataset], n: int, seed: int, weights: Optional[list[float]] = None,
+                   names: Optional[list[str]] = None) -> tuple[list[datasets.Dataset], Optional[datasets.Dataset]]:
     """Set aside about `n` examples for evaluation: (the training part of each of `parts`, the held-out examples).
 
     Each part gives its share of `n` (in proportion to `weights`, else to its size; at most a tenth of it),
     as 16 contiguous blocks (or fewer), one at a seeded place in each sixteenth of the part, so the slice
     spans the whole corpus and only the documents at block edges are shared with training. The same
-    (parts, n, seed) always give the same split; the training parts never contain a held-out example.
+    (parts, n, seed) always give the same split; the training parts never contain a held-out example. A part
+    capped is said in one warning, naming it (`names`, e.g. the corpus entries) and the `n` that caps none.
     """
     if n <= 0: return list(parts), None
     shares = _largest_remainder(n, weights or [len(p) for p in parts])
     train, held = [], []
     capped = [k for k, (part, want) in enumerate(zip(parts, shares)) if want > len(part) // 10]
     if capped:  # the held-out line of the log showed the smaller count, but nothing said eval_examples was cut
-        got = sum(min(want, len(part) // 10) for part, want in zip(parts, shares))
-        sizes, fits = ', '.join(f'{len(parts[k])}' for k in capped), f"{got}{' (or 0)' if got else ''}"
+        got = sum(min(want, len(p) // 10) for p, want in zip(parts, shares))
+        fits = _fitting(parts, n, weights or [len(p) for p in parts])
+        name = lambda k: names[k] if names else 'the corpus' if len(parts) == 1 else f'corpus {k + 1}'
+        share = lambda k: f' (its share by weight: {shares[k]})' if weights else ''
+        which = ', '.join(f'{name(k)} has {len(parts[k])} examples{share(k)}' for k in capped)
         warnings.warn(f"eval_examples: {n} asked, {got} held out: at most a tenth of a corpus is held out, so that the "
-                      f"rest trains, and the corpus has {sizes} examples. Set eval_examples to {fits} to be told no "
+                      f"rest trains, and {which}. Set eval_examples to {fits}{' (or 0)' if fits else ''} to be told no "
                       "more.", RunWarning, stacklevel=2)
     for k, (part, want) in enumerate(zip(parts, shares)):
         want = min(want, len(part) // 10)

@@ -128,3 +128,22 @@ def test_more_eval_examples_than_a_tenth_of_the_corpus_are_cut_and_said():
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         assert len(held_out_split([numbered(30)], 3, seed=7)[1]) == 3  # what fits is not warned about
+
+
+
+def test_the_eval_examples_a_capped_weighted_split_offers_end_the_warning_and_name_the_corpus():
+    """R25b-5: with corpus_weights 1,3 over corpora of 126 and 2,261 examples, 225 asked held 12 + 169 = 181 and the
+    warning offered 181, which held 12 + 136 = 148 and warned again, four times over, naming no corpus. The number
+    offered now is the largest that caps no corpus (by hand: corpus a's share of n is n / 4 by largest remainder,
+    at most 12: 49 gives 12.25 -> 12, 50 gives 12.5 -> 13), and the capped corpus is named."""
+    parts = [numbered(126), numbered(2261, offset=126)]
+    with pytest.warns(RunWarning) as seen:
+        held = held_out_split(parts, 225, seed=7, weights=[1, 3], names=['corp/c/', 'demo'])[1]
+    assert len(held) == 181 and [str(w.message) for w in seen] == [
+        "eval_examples: 225 asked, 181 held out: at most a tenth of a corpus is held out, so that the rest trains, and "
+        "corp/c/ has 126 examples (its share by weight: 56). Set eval_examples to 49 (or 0) to be told no more."]
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert len(held_out_split(parts, 49, seed=7, weights=[1, 3])[1]) == 49
+    with pytest.warns(RunWarning):
+        held_out_split(parts, 50, seed=7, weights=[1, 3])

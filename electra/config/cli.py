@@ -109,7 +109,9 @@ def _preset_files(cls, names: list[str], preset_dir: Path, where: str = '--confi
         data = _read_yaml(path, lines, where)
         if 'config' in data and 'config' in key_types(cls):
             own = f"{path}: line {lines[('config',)]}: key 'config'"
-            chain = typed_values(cls, {'config': data.pop('config')}, str(path), True, lines)['config']
+            chain = data.pop('config')
+            if isinstance(chain, list) and all(isinstance(c, str) for c in chain): chain = ','.join(chain)  # a YAML list
+            chain = typed_values(cls, {'config': chain}, str(path), True, lines)['config']
             yield from _preset_files(cls, _preset_names(chain, own), preset_dir, own, (*under, path))
         yield path, data, lines
 

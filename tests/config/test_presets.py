@@ -65,7 +65,7 @@ def test_a_config_key_in_a_preset_file_that_names_no_preset_or_itself_is_refused
             'Choose one of all_tokens_mlm, base, bert, demo,')
     write(ext, 'config: ./nope.yaml\n')
     refused(lambda: pretrain('--config', f'small,{ext}'), f"{ext}: line 1: key 'config': no such file './nope.yaml'")
-    write(ext, 'config: [small, bert]\n')
+    write(ext, 'config: [small, {bert: 1}]\n')  # a list of names is the chain (R25b-6); one of other things is not
     refused(lambda: pretrain('--config', str(ext)), f"{ext}: line 1: key 'config': expected a string")
     write(ext, 'config: demo,,bert\n')
     refused(lambda: pretrain('--config', str(ext)), f"{ext}: line 1: key 'config'", 'an empty preset name')
@@ -150,3 +150,16 @@ def test_a_key_both_on_the_command_line_and_in_the_overrides_is_refused_naming_b
                             "win: give it in one of them (a script's overrides are for a notebook; as a script, give "
                             "the command line's alone).")
     assert load_config(PretrainConfig, ['--lr', '1e-3'], overrides={'steps': 30}).steps == 30
+
+
+def test_a_preset_s_config_key_takes_a_yaml_list_as_its_comma_separated_chain(tmp_path):
+    """R25b-6: `config: [demo, ./p1.yaml]` was refused with "expected a string", where every other list key takes a
+    YAML list or `a,b`; it is the chain `demo,./p1.yaml` now, the same config as that form gives."""
+    (tmp_path / 'p1.yaml').write_text('lr: 0.002\nruns: 2\n')
+    (tmp_path / 'listed.yaml').write_text('config: [demo, ./p1.yaml]\ngroup: lst\n')
+    (tmp_path / 'joined.yaml').write_text('config: demo,./p1.yaml\ngroup: lst\n')
+    listed, joined = (load_config(FinetuneConfig, ['--config', str(tmp_path / f'{n}.yaml')],
+                                  preset_dir='configs/finetune') for n in ('listed', 'joined'))
+    assert (listed.lr, listed.runs, listed.group) == (0.002, 2, 'lst')
+    assert {k: v for k, v in config_to_dict(listed).items() if k != 'config'} == \
+        {k: v for k, v in config_to_dict(joined).items() if k != 'config'}

@@ -516,8 +516,10 @@ def test_sotu_trains_with_held_out_evaluation(tmp_path):
 
 def test_the_readme_demo_preset_warns_of_nothing(tmp_path, recwarn, capsys):
     """The README's first command uses the demo preset as it is: nothing in its settings warns (a held-out share the
-    corpus cannot give, a warm-up as long as the run, ...). Only the steps are cut, with the warm-up."""
-    pretrain(tmp_path, '--config', 'demo', '--steps', '3', '--warmup_steps', '1', '--threads', '1', '--log_every', '3')
+    corpus cannot give, a warm-up as long as the run, ...). Only the steps are cut, with the warm-up and the
+    checkpoints (the preset's fractions of 3 steps fall on one step, which is said)."""
+    pretrain(tmp_path, '--config', 'demo', '--steps', '3', '--warmup_steps', '1', '--threads', '1', '--log_every', '3',
+             '--checkpoint_at', '1.0')
     assert [str(w.message) for w in recwarn if issubclass(w.category, UserWarning)] == []
     out = capsys.readouterr()
     assert 'warning' not in (out.out + out.err).lower() and '225 held out' in out.out

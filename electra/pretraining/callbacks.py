@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -19,7 +20,7 @@ import torch
 from fastai.callback.core import Callback, CancelFitException
 from fastprogress.fastprogress import ConsoleProgressBar, progress_bar
 
-from electra.config.errors import ConfigError
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.objectives import Objective
 from electra.pretraining.step import STEP_SUMS, PretrainingStep
 from electra.runtime.errors import TrainingDiverged, stopped_by
@@ -248,6 +249,11 @@ class Checkpointer(Callback):
         self.output_dir, self.run_name, self.seed, self.total_steps = Path(output_dir), run_name, seed, total_steps
         self.at, self.extra, self.step, self.logger = checkpoint_steps(total_steps, fractions), extra, step, logger
         self.saved: list[Path] = logger.saved  # the logger names the last of them when the loss diverged
+        for at, shared in ((at, fs) for at, fs in self.at.items() if len(fs) > 1):  # a short run: each the same file
+            names = [f'{f * 100:g}%' for f in shared]
+            warnings.warn(f"checkpoint_at: at {total_steps} steps, {', '.join(names[:-1])} and {names[-1]} fall on one "
+                          f"step ({at}): their checkpoints are one state under {len(shared)} names. Give fewer "
+                          "fractions, or more steps.", RunWarning, stacklevel=2)
 
     def before_fit(self):
         if not is_main_process(): return

@@ -234,3 +234,22 @@ def test_a_resume_keeps_its_threads_only_where_it_goes_on_bit_for_bit_and_says_a
                                  'and dropout start afresh from the seed, step and rank, so it goes on as another draw '
                                  'of the run, not bit for bit')
     assert resume_note(None) == ''
+
+
+def test_fractions_of_checkpoint_at_that_fall_on_one_step_are_said(tmp_path):
+    """R25b-7: in a 5-step run the 6.25%, 12.5% and 25% checkpoints all held step 1, three names of one state, nothing
+    said. One warning names the fractions, their step and the run's steps; fractions on steps of their own say
+    nothing."""
+    import warnings as w
+
+    from electra.config.errors import RunWarning
+    from electra.pretraining.callbacks import Checkpointer
+    logger = type('L', (), {'saved': []})()
+    with pytest.warns(RunWarning) as seen:
+        Checkpointer(tmp_path, 'r', 0, 5, [0.0625, 0.125, 0.25, 0.5, 1.0], dict, None, logger)
+    assert [str(x.message) for x in seen] == [
+        "checkpoint_at: at 5 steps, 6.25%, 12.5% and 25% fall on one step (1): their checkpoints are one state under "
+        "3 names. Give fewer fractions, or more steps."]
+    with w.catch_warnings():
+        w.simplefilter('error')
+        Checkpointer(tmp_path, 'r', 0, 200, [0.0625, 0.125, 0.25, 0.5, 1.0], dict, None, logger)

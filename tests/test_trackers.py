@@ -580,7 +580,7 @@ def test_a_neptune_run_without_a_token_is_one_line(monkeypatch, tmp_path):
 def test_a_fine_tuning_runs_tracked_task_overrides_are_the_jobs_with_their_preset_line():
     """Before: each run's tracked config said task_overrides {} 'from' task_overrides.MRPC (its task's config, which
     has applied them); now the job's mapping, from configs/finetune/demo.yaml's line of the key. A run's own values
-    that the overrides set still say task_overrides.<task>."""
+    that the overrides set say task_overrides.<task> and the entry's line (R25b-3)."""
     from electra.config.cli import load_config
     from electra.config.finetune import FinetuneConfig
     from electra.finetuning.runs import _tracked_run
@@ -588,7 +588,8 @@ def test_a_fine_tuning_runs_tracked_task_overrides_are_the_jobs_with_their_prese
     lines = (ROOT / 'configs/finetune/demo.yaml').read_text().splitlines()
     line = next(n for n, text in enumerate(lines, 1) if text.startswith('task_overrides:'))
     for task, epochs, source in (('MRPC', 3, f'configs/finetune/demo.yaml: line {lines.index("epochs: 3") + 1}'),
-                                 ('STS-B', 10, 'task_overrides.STS-B')):
+                                 ('STS-B', 10, f'task_overrides.STS-B (configs/finetune/demo.yaml: line '
+                                               f'{next(n for n, t in enumerate(lines, 1) if "STS-B:" in t)})')):
         run = _tracked_run(cfg, task, 0, 11081)
         assert run.config['task_overrides'] == {'RTE': {'epochs': 10}, 'STS-B': {'epochs': 10}}
         assert run.sources['task_overrides'] == f'configs/finetune/demo.yaml: line {line}'

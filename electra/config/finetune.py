@@ -18,7 +18,7 @@ from electra.config.file_names import how_names_differ, name_key, safe_name
 from electra.config.paths import Owned, check_apart, check_case_apart, local_paths, path
 from electra.config.registries import TASK_CATALOGUE, fill
 from electra.config.shared_keys import TRACKER_KEYS, check_logger, optimizer_keys, threads_field, tracker_keys
-from electra.config.values import CheckedConfig, config_from_dict, typed_keys, value_sources
+from electra.config.values import CheckedConfig, config_from_dict, entry_sources, typed_keys, value_sources
 from electra.config.yaml_reader import key_place
 
 __all__ = ['FinetuneConfig', 'TASK_KEYS', 'RESULT_KEYS', 'INPUT_KEYS', 'JOB_KEYS', 'GLUE_TASKS', 'DATA_NAMES',
@@ -389,16 +389,24 @@ class FinetuneConfig(CheckedConfig):
                                    source=f'task_overrides.{name}', base=self)
         cfg._sources.update({k: f"the {spec.kind} kind's default" for k in kind if k not in {**own, **overrides}})
         cfg._sources.update({k: key_place(spec.path, k) for k in own if k not in overrides})
+        cfg._sources.update({k: self._entry_source(name) for k in overrides})  # the command line's, or a preset line
         return cfg
 
+    def _entry_source(self, name: str) -> str:
+        "Where task `name`'s entry of task_overrides came from: 'task_overrides.<name> (<its file and line, or the command line>)'."
+        return f"task_overrides.{name} ({entry_sources(self, 'task_overrides').get(name, 'default')})"
+
     def command_line_over_task_files(self) -> list[str]:
-        "A line for the log of each task file whose own values this invocation's typed keys replace (`for_task`)."
+        """A line for the log of each task file whose own values this invocation's typed keys, or task_overrides (typed
+        or a preset's), replace (`for_task`)."""
         sources, typed, lines = value_sources(self), typed_keys(self), []
         for name, spec in self.file_tasks().items():
-            hit = [k for k in spec.hparams if k in typed and k not in self.task_overrides.get(name, {})]
-            if hit: lines.append(f'{name}: ' + '; '.join(f'{k} {getattr(self, k)} from the {sources[k]} replaces {k}: '
-                                                         f'{spec.hparams[k]} of its task file ({key_place(spec.path, k)})'
-                                                         for k in hit))
+            entry = self.task_overrides.get(name, {})
+            hit = {k: (entry[k], self._entry_source(name)) if k in entry else (getattr(self, k), f'the {sources[k]}')
+                   for k in spec.hparams if k in entry or k in typed}
+            if hit: lines.append(f'{name}: ' + '; '.join(f'{k} {value} from {where} replaces {k}: {spec.hparams[k]} of '
+                                                         f'its task file ({key_place(spec.path, k)})'
+                                                         for k, (value, where) in hit.items()))
         return lines
 
     def check_task_kinds(self) -> None:

@@ -203,7 +203,14 @@ def test_the_command_line_wins_over_task_files_and_kinds_a_task_file_over_the_pr
                       preset_dir=REPO / 'configs/finetune')  # its task_overrides' 8 epochs replaced, said at load
     assert (cfg.for_task('squad').epochs, cfg.for_task('squad').max_length) == (1, 128)
     cfg = load('--epochs', '1', '--task_overrides', '{ner: {epochs: 7}}')  # a per-task value typed too: it wins
-    assert values(cfg, 'ner')[0] == 7 and cfg.command_line_over_task_files() == []
+    # R25b-3: said as the command line's are, its source the entry's (it was said nowhere, its source
+    # `task_overrides.ner` whether the command line or which preset line gave it)
+    assert values(cfg, 'ner')[0] == 7 and cfg.command_line_over_task_files() == [
+        f"ner: epochs 7 from task_overrides.ner (command line) replaces epochs: 5 of its task file ({ner.resolve()}: "
+        "line 8)"]
+    assert value_sources(cfg.for_task('ner'))['epochs'] == 'task_overrides.ner (command line)'
+    preset.write_text('max_length: 64\nepochs: 3\nlr: 0.001\ntask_overrides:\n  ner: {epochs: 6}\n', encoding='utf-8')
+    assert value_sources(load().for_task('ner'))['epochs'] == f'task_overrides.ner ({preset}: line 5)'
 
 
 @pytest.mark.usefixtures('one_thread')

@@ -151,5 +151,5 @@ def test_the_readme_task_file_demo_chain_warns_of_nothing(tmp_path, capsys):
     run_driver('finetune.py', ['--config', 'demo_tasks', '--threads', '1', '--device', 'cpu', '--runs', '1',
                                '--epochs', '1'], cwd=tmp_path)
     out = capsys.readouterr()
-    assert 'reviews: 400 training examples, 100 dev; 1 epochs' in out.out, out.out
+    assert 'reviews: 400 training examples, 100 dev; 1 epoch,' in out.out, out.out
     assert 'warning' not in (out.out + out.err).lower(), out.out + out.err

@@ -151,7 +151,7 @@ def _plan(cfg: FinetuneConfig, tokenizer, tasks: dict[str, FinetuningTask], resu
         for split, (file, texts) in data.texts.items():  # training, dev and test: each is learned, scored or predicted
             if unknown := unknown_share_warning(name, texts, tokenizer, split, file): say(unknown)
         say(f'{name}: {task.count(data.train, "train")}{" (both segment orders)" if doubled else ""}, '
-            f'{", ".join(task.count(e, s) for s, e in data.dev.items())}; {task_cfg.epochs} epochs, lr {task_cfg.lr:g}, '
+            f'{", ".join(task.count(e, s) for s, e in data.dev.items())}; {task_cfg.epochs} epoch{"s" * (task_cfg.epochs != 1)}, lr {task_cfg.lr:g}, '
             f'max_length {task_cfg.max_length}, '
             f'{len(todo)} of {cfg.runs} runs to do')
         yield data, todo

@@ -1273,3 +1273,13 @@ def test_a_task_of_a_group_that_another_job_fine_tunes_is_refused_and_a_dead_job
         holder.wait()
     assert len(sweep.run_sweep(cfg, *tiny, open_source(str(glue_dir)), log=lambda s: None).df) == 2  # taken over
     assert len(sweep.run_sweep(cfg, *tiny, open_source(str(glue_dir)), log=lambda s: None).df) == 2  # its own again
+
+
+def test_a_task_s_plan_line_counts_one_epoch_in_the_singular(tmp_path, glue_dir, tiny):
+    "R26a-1: `--epochs 1` printed '1 epochs' in each task's plan line."
+    model, tok = tiny
+    lines = []
+    sweep.run_sweep(job(tmp_path, glue_dir, tasks=['RTE'], epochs=1), model, tok, open_source(str(glue_dir)),
+                    log=lines.append)
+    [plan] = [line for line in lines if line.startswith('RTE: ') and 'runs to do' in line]
+    assert '; 1 epoch, lr ' in plan and 'epochs' not in plan

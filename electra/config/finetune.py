@@ -389,7 +389,7 @@ class FinetuneConfig(CheckedConfig):
                                    source=f'task_overrides.{name}', base=self)
         cfg._sources.update({k: f"the {spec.kind} kind's default" for k in kind if k not in {**own, **overrides}})
         cfg._sources.update({k: key_place(spec.path, k) for k in own if k not in overrides})
-        cfg._sources.update({k: self._entry_source(name) for k in overrides})  # the command line's, or a preset line
+        cfg._sources.update(dict.fromkeys(overrides, self._entry_source(name)))  # the command line's, or a preset line
         return cfg
 
     def _entry_source(self, name: str) -> str:
@@ -401,8 +401,8 @@ class FinetuneConfig(CheckedConfig):
         or a preset's), replace (`for_task`)."""
         sources, typed, lines = value_sources(self), typed_keys(self), []
         for name, spec in self.file_tasks().items():
-            entry = self.task_overrides.get(name, {})
-            hit = {k: (entry[k], self._entry_source(name)) if k in entry else (getattr(self, k), f'the {sources[k]}')
+            entry, place = self.task_overrides.get(name, {}), self._entry_source(name)
+            hit = {k: (entry[k], place) if k in entry else (getattr(self, k), f'the {sources[k]}')
                    for k in spec.hparams if k in entry or k in typed}
             if hit: lines.append(f'{name}: ' + '; '.join(f'{k} {value} from {where} replaces {k}: {spec.hparams[k]} of '
                                                          f'its task file ({key_place(spec.path, k)})'

@@ -6,16 +6,15 @@ import json
 import sys
 
 from electra.config.paths import expand_path
-from electra.config.version import version_line
+from electra.config.version import command_parser
 from electra.convert.tf import convert_tf_checkpoint
 from electra.convert.tf_checkpoint import TFCheckpoint
 from electra.runtime.errors import friendly_errors
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog='python -m electra.convert', description='Convert ELECTRA models from other '
-                                     'formats into save_pretrained directories of this library.')
-    parser.add_argument('--version', action='version', version=version_line(parser.prog))
+    parser = command_parser('python -m electra.convert', 'Convert ELECTRA models from other formats into '
+                            'save_pretrained directories of this library.')
     sub = parser.add_subparsers(dest='command', required=True)
     tf = sub.add_parser('tf', help='an official ELECTRA TensorFlow checkpoint (google-research/electra) into '
                         'discriminator/ and generator/ save_pretrained directories; no TensorFlow needed',

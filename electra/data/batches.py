@@ -49,12 +49,13 @@ def held_out_split(parts: list[datasets.Dataset], n: int, seed: int, weights: Op
     capped is said in one warning, naming it (`names`, e.g. the corpus entries) and the `n` that caps none.
     """
     if n <= 0: return list(parts), None
-    shares = _largest_remainder(n, weights or [len(p) for p in parts])
+    by = weights or [len(p) for p in parts]
+    shares = _largest_remainder(n, by)
     train, held = [], []
     capped = [k for k, (part, want) in enumerate(zip(parts, shares)) if want > len(part) // 10]
     if capped:  # the held-out line of the log showed the smaller count, but nothing said eval_examples was cut
         got = sum(min(want, len(p) // 10) for p, want in zip(parts, shares))
-        fits = _fitting(parts, n, weights or [len(p) for p in parts])
+        fits = _fitting(parts, n, by)
         name = lambda k: names[k] if names else 'the corpus' if len(parts) == 1 else f'corpus {k + 1}'
         share = lambda k: f' (its share by weight: {shares[k]})' if weights else ''
         which = ', '.join(f'{name(k)} has {len(parts[k])} examples{share(k)}' for k in capped)

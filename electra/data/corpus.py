@@ -286,13 +286,18 @@ def _load_table(entry: str, settings: BuildSettings, cache_dir: Path):
             raise ConfigError(f"corpus '{entry}': cannot read it as {kind} ({type(e).__name__}: {e}).") from None
     column = settings.text_column
     if column not in ds.column_names:
-        strings = [c for c, f in ds.features.items() if getattr(f, 'dtype', None) in ('string', 'large_string')]
+        strings = [c for c, f in ds.features.items() if _is_text(f)]
         if len(strings) != 1:
             raise ConfigError(f"corpus '{entry}': no text column '{column}' (columns: {', '.join(ds.column_names)}). "
                               f"Set `text_column`.")
         column = strings[0]
     _check_text_column(entry, ds, column)
     return ds, column
+
+
+def _is_text(feature) -> bool:
+    "Whether a `datasets` feature is a column of strings."
+    return getattr(feature, 'dtype', None) in ('string', 'large_string')
 
 
 def _first_not_text(ds, column: str) -> tuple[int, str]:
@@ -313,7 +318,7 @@ def _check_text_column(entry: str, ds, column: str) -> None:
     strings and one number as JSON, and each document's text would be trained on with its quotes. Rows of no text
     whose text is in a column that is empty wherever the text column is not (a key renamed partway) are said."""
     import pyarrow.compute as pc
-    if getattr(ds.features[column], 'dtype', None) not in ('string', 'large_string'):
+    if not _is_text(ds.features[column]):
         row, shown = _first_not_text(ds, column)
         raise ConfigError(f"corpus '{entry}': column '{column}' is not all text: row {row} holds {shown} "
                           f"({str(ds.features[column]).split('(')[0]}). Write each document's text as one string (null "
@@ -321,7 +326,7 @@ def _check_text_column(entry: str, ds, column: str) -> None:
     missing = pc.is_null(ds.data.column(column))
     if not (n_missing := pc.sum(missing).as_py()): return
     for other, f in ds.features.items():
-        if other == column or getattr(f, 'dtype', None) not in ('string', 'large_string'): continue
+        if other == column or not _is_text(f): continue
         held = pc.invert(pc.is_null(ds.data.column(other)))
         if pc.any(pc.and_(held, pc.invert(missing))).as_py(): continue  # beside the text (a title): not a rename
         if n := pc.sum(pc.and_(held, missing)).as_py():

@@ -126,7 +126,7 @@ class HeldOutEvaluation(Callback):
         model.eval()
         dtype = AUTOCAST_DTYPES[self.precision]
         autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
-        sums, seen = {}, {'auc': [], 'uniform': [], 'labels': []}
+        sums, seen = {}, {'auc': [], 'uniform': [], 'labels': [], 'generator': False}
         try:
             for input_ids, token_type_ids in self.batches:
                 input_ids, token_type_ids = input_ids.to(device), token_type_ids.to(device)
@@ -139,7 +139,7 @@ class HeldOutEvaluation(Callback):
                 for k, v in _losses_and_counts(pred, m.labels, model.objective.head).items():
                     sums[k] = sums.get(k, 0.0) + float(v)
                 seen['labels'].append(m.labels[m.labels >= 0])  # the original tokens at the masked positions
-                seen['generator'] = seen.get('generator', False) or pred.gen_preds is not None  # it predicts them
+                seen['generator'] = seen['generator'] or pred.gen_preds is not None  # it predicts them
                 if pred.disc_logits is None: continue
                 seen['auc'].append(_detection(pred, pred.disc_mask))  # over the positions of its loss
                 with autocast:
@@ -161,7 +161,7 @@ class HeldOutEvaluation(Callback):
                 'gen_accuracy': mean(sums['gen_correct'], sums['gen_total']),
                 'disc_accuracy': mean(sums['disc_correct'], sums['disc_total']),
                 'disc_auc': auc['auc'], 'replaced_fraction': sums['replaced'] / max(sums['real'], 1),
-                'gen_accuracy_baseline': frequent if seen.get('generator') else float('nan'),
+                'gen_accuracy_baseline': frequent if seen['generator'] else float('nan'),
                 'disc_accuracy_baseline': self._disc_baseline(sums, seen, frequent) if sums['disc_total'] else float('nan'),
                 'uniform_auc': auc['uniform'], 'examples': sum(len(b[0]) for b in self.batches)}
 
@@ -172,7 +172,7 @@ class HeldOutEvaluation(Callback):
         head = self.learn.model.objective.head
         if head == 'mlm': return frequent
         if head == 'copy': return 1 - sums['replaced'] / max(sums['real'], 1)
-        return 1 - (sums['tp'] + sums['fn']) / max(sums['disc_total'], 1) if seen['auc'] else float('nan')
+        return 1 - (sums['tp'] + sums['fn']) / sums['disc_total'] if seen['auc'] else float('nan')  # (counted: > 0)
 
 
 def _detection(pred: ElectraGeneratorDiscriminatorOutput, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,7 +10,6 @@ Jupyter and carries a PNG of itself beside it).
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import os
@@ -18,7 +17,7 @@ import time
 from pathlib import Path
 
 from electra.config.errors import ConfigError
-from electra.config.version import version_line
+from electra.config.version import command_parser
 from electra.runtime.errors import friendly_errors
 
 __all__ = ['execute_notebook', 'notebook_figures', 'save_figures', 'main']
@@ -78,8 +77,7 @@ def _overrides(text: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from nbclient.exceptions import CellExecutionError
-    parser = argparse.ArgumentParser(prog='python -m electra.tools.figures', description=__doc__.split('\n\n')[0])
-    parser.add_argument('--version', action='version', version=version_line(parser.prog))
+    parser = command_parser('python -m electra.tools.figures', __doc__.split('\n\n')[0])
     parser.add_argument('--notebook', default=str(ROOT / 'notebooks' / 'Explore.ipynb'), help='the notebook to execute')
     parser.add_argument('--out', default=str(ROOT / 'docs' / 'figures'), help='where to write <name>.png')
     parser.add_argument('--overrides', default='{}', help="the notebook's config overrides, a JSON object")

@@ -23,7 +23,6 @@ whose code no longer has it was edited by hand and is refused, naming it and how
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import hashlib
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from electra.config.errors import ConfigError
-from electra.config.version import version_line
+from electra.config.version import command_parser
 from electra.runtime.errors import friendly_errors
 
 __all__ = ['PAIRS', 'NOTEBOOK_DIR', 'Problem', 'notebook_overrides', 'export_text', 'clean_notebook', 'export', 'check', 'from_scripts',
@@ -103,11 +102,15 @@ def clean_notebook(nb):
     return nb
 
 
+def _parameters_cell(nb):
+    "The notebook's config cell (tagged `parameters`, as papermill expects), or None."
+    return next((c for c in nb.cells if c.cell_type == 'code' and 'parameters' in c.metadata.get('tags', [])), None)
+
+
 def notebook_overrides(nb) -> tuple[str, str]:
     """The `overrides` its parameters cell gives (as Python writes them; '' for none) and the cell's source with them
     as `{}`: a notebook's session settings, which its script does not take (it takes its command line)."""
-    cell = next((c for c in nb.cells if c.cell_type == 'code' and 'parameters' in c.metadata.get('tags', [])), None)
-    if cell is None: return '', ''
+    if (cell := _parameters_cell(nb)) is None: return '', ''
     try: tree = ast.parse(cell.source)
     except SyntaxError: return '', cell.source  # said by `_check_runs`, naming the cell
     for node in tree.body:
@@ -125,8 +128,7 @@ def export_text(nb, nb_rel: str) -> str:
     record; its parameters cell's `overrides` as `{}` (`notebook_overrides`)."""
     import jupytext
     nb = clean_notebook(nb)
-    for cell in (c for c in nb.cells if c.cell_type == 'code' and 'parameters' in c.metadata.get('tags', [])):
-        cell.source = notebook_overrides(nb)[1]
+    if (cell := _parameters_cell(nb)) is not None: cell.source = notebook_overrides(nb)[1]
     body = jupytext.writes(nb, fmt=dict(_FORMAT)).lstrip('\n')
     return _HEADER + _RECORD.format(nb_rel, _sha256(body)) + '\n' + body
 
@@ -298,8 +300,7 @@ def from_scripts(root: str | Path = ROOT) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m electra.tools.notebooks', description=__doc__.split('\n\n')[0])
-    parser.add_argument('--version', action='version', version=version_line(parser.prog))
+    parser = command_parser('python -m electra.tools.notebooks', __doc__.split('\n\n')[0])
     parser.add_argument('command', choices=['export', 'check', 'from-scripts'])
     parser.add_argument('--root', default=str(ROOT), help='repository root (default: this checkout)')
     args = parser.parse_args(argv)

@@ -10,14 +10,13 @@ described by `squad.yaml`.
 """
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from electra.config.version import version_line
+from electra.config.version import command_parser
 from electra.finetuning.tasks.glue.demo import review_example
 from electra.finetuning.tasks.qa.demo import write_demo_squad
 from electra.finetuning.tasks.tagging.demo import write_demo_tagging
@@ -95,9 +94,8 @@ def write_demo_tasks(root: str | Path, sizes: dict[str, int] | None = None, seed
 
 def main(argv: list[str] | None = None) -> int:
     "The command line: `python -m electra.finetuning.tasks.demo DIR` writes the demo tasks there; its exit status."
-    parser = argparse.ArgumentParser(prog='python -m electra.finetuning.tasks.demo',
-                                     description='Write the demo tasks (reviews, ner, squad) and their task files.')
-    parser.add_argument('--version', action='version', version=version_line(parser.prog))
+    parser = command_parser('python -m electra.finetuning.tasks.demo',
+                            'Write the demo tasks (reviews, ner, squad) and their task files.')
     parser.add_argument('dir', metavar='DIR', help='the folder to write them in')
     for path in write_demo_tasks(parser.parse_args(argv).dir): print(path)
     return 0

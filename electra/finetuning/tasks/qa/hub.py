@@ -10,13 +10,12 @@ row order, as the official files hold them; the `validation` split becomes `dev.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from electra.config.errors import ConfigError
-from electra.config.version import version_line
+from electra.config.version import command_parser
 from electra.data.hub import hub_offline, hub_unreachable
 from electra.runtime.errors import friendly_errors
 from electra.runtime.files import atomic_write_text
@@ -75,9 +74,8 @@ def write_hub_squad(source: str, out: str | Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     "The command line: `python -m electra.finetuning.tasks.qa.hub DATASET_OR_DIR OUT_DIR`; its exit status."
-    parser = argparse.ArgumentParser(prog='python -m electra.finetuning.tasks.qa.hub',
-                                     description="A hub SQuAD dataset (or a local copy of one) as SQuAD JSON files.")
-    parser.add_argument('--version', action='version', version=version_line(parser.prog))
+    parser = command_parser('python -m electra.finetuning.tasks.qa.hub',
+                            'A hub SQuAD dataset (or a local copy of one) as SQuAD JSON files.')
     parser.add_argument('source', metavar='DATASET_OR_DIR', help='a hub name (squad, squad_v2) or a saved copy')
     parser.add_argument('out', metavar='OUT_DIR', help='where train.json and dev.json are written')
     args = parser.parse_args(argv)

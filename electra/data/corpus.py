@@ -48,7 +48,7 @@ from typing import Iterable, Iterator, Optional
 from electra.config.errors import ConfigError, RunWarning
 from electra.config.text_files import not_text
 from electra.data.demo import write_demo_corpus
-from electra.data.hub import hub_unreachable
+from electra.data.hub import hub_unreachable, shadowed_hub_name
 from electra.runtime.files import file_state, writable_dir
 
 __all__ = ['BuildSettings', 'CorpusSource', 'resolve_corpus', 'corpus_text_files', 'source_lines', 'skipped_in_words']
@@ -255,6 +255,9 @@ def _load_table(entry: str, settings: BuildSettings, cache_dir: Path):
     import datasets
     if entry.startswith('hub:'):
         name, _, config = entry[4:].partition(':')
+        if shadow := shadowed_hub_name(name):
+            raise ConfigError(f"corpus '{entry}': a hub dataset, but {shadow}. Give it as ./{name} to read the "
+                              f"{'folder' if Path(name).is_dir() else 'file'}, or start the job from another folder to read the hub dataset.")
         try:
             if unreachable := hub_unreachable(): raise ConnectionError(unreachable)  # fail at once, not after retries
             ds = datasets.load_dataset(name, config or None, split=settings.hub_split)

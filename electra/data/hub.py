@@ -7,9 +7,10 @@ cache are loaded from it and anything else is refused at once, naming the local 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Optional
 
-__all__ = ['OFFLINE_VARIABLES', 'hub_offline', 'hub_unreachable']
+__all__ = ['OFFLINE_VARIABLES', 'hub_offline', 'hub_unreachable', 'shadowed_hub_name']
 
 
 OFFLINE_VARIABLES = ('HF_HUB_OFFLINE', 'HF_DATASETS_OFFLINE', 'TRANSFORMERS_OFFLINE')
@@ -30,3 +31,12 @@ def hub_unreachable(timeout: float = 5.0) -> Optional[str]:
     except Exception as e:  # the session is httpx or requests depending on the version: each has its own errors
         return f'{constants.ENDPOINT}: {type(e).__name__}: {e}'
     return None
+
+
+def shadowed_hub_name(name: str) -> Optional[str]:
+    """What a folder or file of hub dataset `name`'s name in the current folder is said as, or None when there is none:
+    `datasets.load_dataset(name)` reads that path before it looks on the hub (and in its cache of the hub)."""
+    path = Path(name)
+    if not path.exists(): return None
+    return f"{path.resolve()} is a {'folder' if path.is_dir() else 'file'} of that name here, which `datasets` reads " \
+           f"instead of the hub's"

@@ -131,9 +131,30 @@ def test_table_corpus_rows_are_documents(tok, tmp_path):
 
 
 def test_hub_offline_says_so_and_how_to_use_local_files(tmp_path, monkeypatch):
+    import datasets
     monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    monkeypatch.setattr(datasets.config, 'HF_DATASETS_CACHE', tmp_path / 'hf')  # not a copy this machine may hold
     with pytest.raises(ConfigError, match=r"'hub:openwebtext': the Hugging Face hub cannot be reached.*local files"):
         resolve_corpus(['hub:openwebtext'], tmp_path)
+
+
+@pytest.mark.parametrize('offline', [True, False])
+def test_a_hub_name_that_a_local_folder_shadows_is_refused(tmp_path, monkeypatch, offline):
+    """`datasets.load_dataset(name)` reads a folder or file of that name in the current folder before the hub:
+    `hub:openwebtext` beside a folder ./openwebtext trained on the folder, and the card said openwebtext."""
+    import datasets
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'openwebtext').mkdir()
+    (tmp_path / 'openwebtext' / 'part.jsonl').write_text(json.dumps({'text': 'mine ' * 30}) + '\n')
+    monkeypatch.setattr(datasets, 'load_dataset', lambda *a, **k: pytest.fail('read the local folder'))
+    if offline: monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    else: monkeypatch.setattr('electra.data.corpus.hub_unreachable', lambda: None)
+    folder = tmp_path / 'openwebtext'
+    with pytest.raises(ConfigError, match=rf"^corpus 'hub:openwebtext': a hub dataset, but {re.escape(str(folder))} "
+                                          r"is a folder of that name here, which `datasets` reads instead of the "
+                                          r"hub's\. Give it as \./openwebtext to read the folder, or start the job "
+                                          r"from another folder to read the hub dataset\.$"):
+        resolve_corpus(['hub:openwebtext'], tmp_path / 'cache')
 
 
 @pytest.mark.parametrize('name, pack, fmt', [('c.txt.gz', 'gzip', 'gzip'), ('c.txt.bz2', 'bz2', 'bzip2'),

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from electra.config.errors import RunWarning
-from electra.data.hub import hub_unreachable
+from electra.data.hub import hub_unreachable, shadowed_hub_name
 from electra.finetuning.tasks.base import TaskInfo
 from electra.finetuning.tasks.glue.tasks import GlueDataError, TASKS
 from electra.finetuning.tasks.sources import Examples, TaskSource, read_delimited
@@ -174,6 +174,9 @@ class HubSource(_DatasetsSource):
     def load(self, task: TaskInfo, split: str) -> Examples:
         import datasets
         if task.hf_config not in self._cache:
+            if shadow := shadowed_hub_name(self.name):
+                raise GlueDataError(f"data: {self.name} is a hub dataset, but {shadow}. Give --data the folder's "
+                                    f"path to read it, or start the job from another folder to read the hub's.")
             try:
                 if unreachable := hub_unreachable(): raise ConnectionError(unreachable)  # at once, not after retries
                 self._cache[task.hf_config] = datasets.load_dataset(self.name, task.hf_config)

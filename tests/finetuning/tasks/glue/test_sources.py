@@ -215,6 +215,17 @@ def test_hub_offline_names_the_local_options(monkeypatch):
     for w in ('nyu-mll/glue/cola', 'download-script layout', 'save_to_disk', 'parquet', '--data demo'): assert w in str(e.value)
 
 
+def test_a_hub_dataset_name_that_a_local_folder_shadows_is_refused(tmp_path, monkeypatch):
+    "`datasets` would read a folder ./nyu-mll/glue instead of the hub's GLUE."
+    import datasets
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'nyu-mll' / 'glue').mkdir(parents=True)
+    monkeypatch.setattr(datasets, 'load_dataset', lambda *a, **k: pytest.fail('read the local folder'))
+    with pytest.raises(GlueDataError, match=r"^data: nyu-mll/glue is a hub dataset, but .*nyu-mll/glue is a folder "
+                                            r"of that name here, which `datasets` reads instead of the hub's\."):
+        HubSource().load(TASKS['CoLA'], 'train')
+
+
 def test_hub_source_maps_splits_and_columns(monkeypatch):
     import datasets
     calls = []

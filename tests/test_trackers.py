@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from electra.config.errors import ConfigError
@@ -58,6 +59,9 @@ def mlflow_server(tmp_path_factory):
 def trackers_env(monkeypatch, tmp_path, mlflow_server):
     monkeypatch.setenv('MLFLOW_TRACKING_URI', mlflow_server)
     monkeypatch.setenv('WANDB_MODE', 'offline')
+    # W&B's offline files stand for its server here, read as the one run an online W&B resumes: the library's own
+    # answer to an offline W&B, which cannot resume (a new run each start), is tested by itself below
+    monkeypatch.setattr('electra.training.trackers._OFFLINE', {'neptune': ('NEPTUNE_MODE', ('offline',))})
     monkeypatch.setenv('WANDB_DIR', str(tmp_path))
     monkeypatch.setenv('WANDB_PROJECT', 'electra-tests')
     import wandb
@@ -90,12 +94,13 @@ def tensorboard_scalars(folder: Path, key: str):
     return as_written((e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in acc.Tensors(key))
 
 
-def wandb_records(wandb_dir: Path):
-    "Every record of the offline runs under `wandb_dir`, in the order they were written (a resume's run last)."
+def wandb_records(wandb_dir: Path, run_id: str = ''):
+    """Every record of the offline runs under `wandb_dir` (those of run `run_id` alone, given one), in the order they
+    were written (a resume's run last)."""
     from wandb.proto import wandb_internal_pb2
     from wandb.sdk.internal import datastore
     records = []
-    for path in sorted(wandb_dir.glob('wandb/offline-run-*/run-*.wandb')):
+    for path in sorted(p for p in wandb_dir.glob('wandb/offline-run-*/run-*.wandb') if run_id in p.parent.name):
         store = datastore.DataStore()
         store.open_for_scan(str(path))
         while (data := store.scan_data()) is not None:
@@ -310,9 +315,12 @@ def test_every_fine_tuning_run_tracked_equals_the_results_table(tmp_path, tracke
 
 
 
-def test_fine_tuning_artifacts_are_each_runs_weights_its_folder_and_the_model_card(tmp_path, trackers_env, glue_dir, tiny):
+def test_fine_tuning_artifacts_are_each_runs_weights_its_folder_and_the_model_card(tmp_path, trackers_env, glue_dir, tiny,
+                                                                                  monkeypatch, capsys):
     """With tracking_artifacts, every run's tracked run holds its .pth and the group's model card (README.md), and the
-    run picked for save_pretrained its transformers folder with the folder's own card, read back equal to the files."""
+    run picked for save_pretrained its transformers folder with the folder's own card, read back equal to the files.
+    An offline Neptune, which cannot reopen a run, sends the files written after the runs to a new run each, tagged
+    with the run it continues, said in one line (before: a run of its own each, linked to nothing, said nowhere)."""
     from electra.finetuning import sweep
     import dataclasses
     import shutil
@@ -320,11 +328,22 @@ def test_fine_tuning_artifacts_are_each_runs_weights_its_folder_and_the_model_ca
     from electra.finetuning.tasks.glue.sources import open_source
     from tests.support.finetune import job
     client, (model, tok) = trackers_env, tiny
-    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, logger=['mlflow'], tracking_group='glue-artifacts',
+    monkeypatch.chdir(tmp_path)  # Neptune's offline runs go to ./.neptune
+    group = tmp_path / 'ckpt/t'
+    cfg = job(tmp_path, glue_dir, tasks=['RTE'], runs=2, logger=['mlflow', 'neptune'], tracking_group='glue-artifacts',
               tracking_artifacts=True, save_pretrained='picked', predict=False)
     results = sweep.run_sweep(cfg, model, tok, open_source(cfg.data), log=lambda s: None)
+    capsys.readouterr()
     sweep.write_summary(cfg, results)
-    group = tmp_path / 'ckpt/t'
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith('trackers:')] == [
+        "trackers: neptune offline (NEPTUNE_MODE=offline) cannot go on in an earlier start's offline run (each start's "
+        "files sync as a run of their own): a new tracked run, tagged with the one it continues (W&B's tag "
+        "continues=<id>, Neptune's field continues): for the model card and transformers folder of 2 fine-tuning runs."]
+    ops = neptune_operations(tmp_path)
+    ran = {torch.load(group / f'RTE_{i}.pth', weights_only=True)['trackers']['neptune'] for i in range(2)}
+    links = [o['value'] for o in ops if o['path'] == ['continues']]
+    cards = {o['run'] for o in ops if o['path'][:2] == ['artifacts', 'README.md']}
+    assert sorted(links) == sorted(ran) and cards == {o['run'] for o in ops if o['path'] == ['continues']}
     (exp,) = [e for e in client.search_experiments() if e.name == 'glue-artifacts']
     runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
     assert sorted(runs) == ['t/RTE_0', 't/RTE_1']
@@ -486,21 +505,71 @@ def test_a_comparisons_table_curve_and_plot_reach_its_neptune_offline_run(tmp_pa
 def test_a_resumed_neptune_run_holds_the_resumed_config_and_a_copy_resumed_elsewhere_is_a_run_of_its_own(tmp_path,
                                                                                                    monkeypatch):
     """Neptune's offline run files: a resume with another lr assigns config/lr again (before: only the first start's);
-    a copy of the folder resumed elsewhere is another run (another custom run id) whose field continues is the first's."""
+    each later start is another run (another custom run id, kept in the field custom_run_id, which offline files do
+    not otherwise hold) whose field continues is the first's: the resume in its folder (an offline run cannot be
+    resumed) and a copy of the folder resumed elsewhere."""
     from electra.training.trackers import TrackedRun, start_trackers
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv('NEPTUNE_MODE', 'offline')
     run = lambda folder, lr: TrackedRun('r', 'g', (), {'lr': lr}, {'lr': 'command line'}, tmp_path / folder)
     first = start_trackers(['neptune'], run('a', 1e-3))
     first.end('killed')
+    later = []
     for folder in ('a', 'copy'):
-        again = start_trackers(['neptune'], run(folder, 5e-4), first.ids, 6)
-        again.end()
-    assert again.ids['neptune'] != first.ids['neptune']  # the custom run id, which an offline start's files do not hold
+        later.append(start_trackers(['neptune'], run(folder, 5e-4), first.ids, 6))
+        later[-1].end()
+    assert len({first.ids['neptune'], *(t.ids['neptune'] for t in later)}) == 3
     ops = neptune_operations(tmp_path)  # an offline start is a folder of its own: its config/lr and continues
-    starts = [([o['value'] for o in ops if o['run'] == run and o['path'] == ['config', 'lr']],
-               [o['value'] for o in ops if o['run'] == run and o['path'] == ['continues']]) for run in {o['run'] for o in ops}]
-    assert sorted(starts) == [(['0.0005'], []), (['0.0005'], [first.ids['neptune']]), (['0.001'], [])]
+    field = lambda run, path: [o['value'] for o in ops if o['run'] == run and o['path'] == path]
+    starts = [(field(run, ['custom_run_id']), field(run, ['config', 'lr']), field(run, ['continues']))
+              for run in {o['run'] for o in ops}]
+    one = first.ids['neptune']
+    assert sorted(starts) == sorted([([one], ['0.001'], []), *(([t.ids['neptune']], ['0.0005'], [one]) for t in later)])
+
+
+def test_an_offline_wandb_or_neptune_resume_is_a_new_run_that_holds_the_whole_run(tmp_path, monkeypatch, capsys):
+    """W&B cannot resume an offline run (its folders under one id replace each other's history when synced) and
+    Neptune's offline files keep no custom run id: a resume's second start was a second offline run holding only the
+    steps after the resume, linked to nothing, and nothing said so. Now each is a new run, tagged with the one it
+    continues, sent the rows on disk up to the resume's step first: the last start's run holds the whole run."""
+    import wandb
+    from electra.training.sinks import CsvLog
+    from electra.training.trackers import TrackedRun, start_trackers
+    monkeypatch.chdir(tmp_path)  # Neptune's offline runs go to ./.neptune
+    for k, v in (('WANDB_MODE', 'offline'), ('WANDB_DIR', str(tmp_path)), ('WANDB_PROJECT', 'electra-tests'),
+                 ('NEPTUNE_MODE', 'offline')): monkeypatch.setenv(k, v)
+    wandb.teardown()
+    run = TrackedRun('r', 'g', (), {'lr': 1e-3}, {'lr': 'default'}, tmp_path / 'tensorboard')
+    train, held_out = CsvLog(tmp_path / 'metrics.csv', ['step', 'loss']), CsvLog(tmp_path / 'eval_metrics.csv', ['step', 'auc'])
+    first = start_trackers(['wandb', 'neptune'], run)
+    for step, loss in ((1, 0.75), (2, 0.5), (3, 0.3125)):  # the row of step 3, after the checkpoint, is dropped
+        train.append({'step': step, 'loss': loss})
+        first({'step': step, 'train/loss': loss, **({'eval/auc': 0.625} if step == 2 else {})})
+    held_out.append({'step': 2, 'auc': 0.625})
+    first.end('killed')
+    capsys.readouterr()
+    history = {'train/': tmp_path / 'metrics.csv', 'eval/': tmp_path / 'eval_metrics.csv'}
+    again = start_trackers(['wandb', 'neptune'], run, first.ids, 2, history)
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith('trackers:')] == [
+        "trackers: wandb, neptune offline (WANDB_MODE=offline, NEPTUNE_MODE=offline) cannot go on in an earlier "
+        "start's offline run (each start's files sync as a run of their own): a new tracked run, tagged with the one "
+        "it continues (W&B's tag continues=<id>, Neptune's field continues), the rows written before it (2 of "
+        "metrics.csv, 1 of eval_metrics.csv) sent first, so that it holds the whole run."]
+    again({'step': 3, 'train/loss': 0.25, 'eval/auc': 0.875})
+    again.end()
+    wandb.teardown()  # its service has written the offline run's file
+    want = {'train/loss': [(1, '0.75'), (2, '0.5'), (3, '0.25')], 'eval/auc': [(2, '0.625'), (3, '0.875')]}
+    records = wandb_records(tmp_path, again.ids['wandb'])
+    assert again.ids['wandb'] != first.ids['wandb'] and again.ids['neptune'] != first.ids['neptune']
+    assert {key: wandb_history(records, key) for key in want} == want
+    assert [list(r.run.tags) for r in records if r.WhichOneof('record_type') == 'run'][-1] == [
+        f"continues={first.ids['wandb']}"]
+    ops = neptune_operations(tmp_path)
+    (second,) = {o['run'] for o in ops if o['path'] == ['custom_run_id'] and o['value'] == again.ids['neptune']}
+    logged = lambda key: as_written((v['step'], v['value']) for o in ops if o['run'] == second and o['type'] ==
+                                    'LogFloats' and '/'.join(o['path']) == key for v in o['values'])
+    assert {key: logged(key) for key in want} == want
+    assert [o['value'] for o in ops if o['run'] == second and o['path'] == ['continues']] == [first.ids['neptune']]
 
 
 def test_only_the_main_process_of_a_torchrun_job_tracks(tmp_path, monkeypatch):

@@ -55,6 +55,7 @@ def track_exports(cfg: FinetuneConfig, rows: list[dict], card: Path) -> None:
     its own card) where one is written (`save_pretrained`)."""
     keep = [t for t in tracker_names(cfg.logger) if t != 'tensorboard']
     if not cfg.tracking_artifacts or not keep or not is_main_process(): return
+    said = []  # an offline tracker's new run for each run's files: said once for the group
     for r in rows:
         checkpoint = Path(str(r['checkpoint']))
         if not checkpoint.is_file(): continue  # a row whose weights were removed since (the card says so)
@@ -64,10 +65,12 @@ def track_exports(cfg: FinetuneConfig, rows: list[dict], card: Path) -> None:
         if not ids or started_elsewhere(ids, run): continue
         # only the trackers that tracked the run: one added since (the run finished before, and was skipped) would
         # start a tracked run holding these files and none of its metrics (which no file keeps epoch by epoch)
-        tracked = start_trackers([t for t in keep if t in ids], run, ids)
+        tracked = start_trackers([t for t in keep if t in ids], run, ids, say=said.append)
         folder = transformers_folder(checkpoint)
         tracked.artifacts([card, *([folder] if folder.is_dir() else [])])
         tracked.end()
+    if said: print(f"{said[0][:-1]}: for the model card and transformers folder of {len(said)} fine-tuning "
+                   f"run{'s' if len(said) > 1 else ''}.")
 
 
 def transformers_folder(checkpoint: Path) -> Path:

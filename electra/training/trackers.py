@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from electra.config.errors import ConfigError
 from electra.config.shared_keys import TRACKERS
@@ -28,6 +28,10 @@ __all__ = ['TrackedRun', 'tracker_names', 'check_trackers', 'Trackers', 'start_t
 _PACKAGES = {'tensorboard': 'tensorboard', 'mlflow': 'mlflow', 'wandb': 'wandb', 'neptune': 'neptune'}
 _END = {'finished': 'FINISHED', 'failed': 'FAILED', 'killed': 'KILLED'}  # MLflow's run statuses
 _IN_FOLDER = {'tensorboard'}  # trackers whose run is files in the run's folder: a copy of the folder holds its own
+# the modes in which a tracker writes a run's files to sync later (`wandb sync`, `neptune sync`): neither client can
+# go on in an offline run of an earlier start, and each start's files sync as a run of their own (W&B's two folders
+# under one id replace each other's history; Neptune's offline files keep no custom run id)
+_OFFLINE = {'wandb': ('WANDB_MODE', ('offline', 'dryrun')), 'neptune': ('NEPTUNE_MODE', ('offline',))}
 
 
 @dataclass(frozen=True)
@@ -284,6 +288,7 @@ class _Neptune(_Tracker):
         except Exception as e:  # (Neptune's own messages are banners of 20 lines: its exception's name says which)
             raise ConfigError(f"logger: cannot start a Neptune run ({type(e).__name__}). Set NEPTUNE_API_TOKEN and "
                               "--neptune_project, or NEPTUNE_MODE=offline, or drop neptune from --logger.") from None
+        if _offline('neptune'): self.run['custom_run_id'] = self.id  # the id `continues` names: offline files keep none
         # every start's (a resume's other steps or lr): Neptune's fields take a new value
         self.run['config'] = {k: str(v) for k, v in run.config.items()}
         self.run['config_sources'] = dict(run.sources)
@@ -327,15 +332,15 @@ class Trackers:
         ids = {name: t.id for name, t in self.started.items()}
         return {**ids, 'folder': self.folder} if ids else {}
 
-    def catch_up(self, names: list[str], history: dict[str, Path], step: int) -> None:
-        """The trackers `names`, joining the run at a resume (the checkpoint names no run of theirs), first get the rows
-        the CSV files `history` hold up to `step`, at their steps: each tracked run then holds every row of the files,
-        as one tracked from the start does (the values as the files write them, to 6 significant digits)."""
+    def catch_up(self, names: list[str], history: dict[str, Path], step: int) -> str:
+        """The trackers `names`, joining the run at a resume (the checkpoint names no run of theirs, or one they cannot
+        go on in), first get the rows the CSV files `history` hold up to `step`, at their steps: each tracked run then
+        holds every row of the files, as one tracked from the start does (the values as the files write them, to 6
+        significant digits). Returns what was sent, as said in a line ('' when nothing was)."""
         rows, counts = _rows_on_disk(history, step)
-        if not rows: return
+        if not rows: return ''
         for name in names: self.started[name].log_rows(rows)
-        print(f"trackers: {', '.join(names)} join{'s' if len(names) == 1 else ''} this run at step {step}: the rows "
-              f"written before it ({', '.join(f'{n} of {f}' for f, n in counts.items())}) sent first, at their steps.")
+        return f"the rows written before it ({', '.join(f'{n} of {f}' for f, n in counts.items())}) sent first"
 
     def artifacts(self, paths: Iterable[str | Path]) -> None:
         for t in self.started.values(): t.artifacts([Path(p) for p in paths])
@@ -369,23 +374,46 @@ def started_elsewhere(ids: dict, run: TrackedRun) -> bool:
 
 
 def start_trackers(logger: list[str], run: TrackedRun, ids: dict | None = None, step: int = 0,
-                   history: dict[str, Path] | None = None) -> Trackers:
+                   history: dict[str, Path] | None = None, say: Callable[[str], None] = print) -> Trackers:
     """The trackers of `logger` started for `run` in the main process (none elsewhere); `ids`: a checkpoint's, whose
     tracked runs go on (from `step`, where TensorBoard drops later events) when they were started for this folder.
     In a copy of the folder (another run from that step on) the trackers start new runs, linked to those (`continues`),
     and TensorBoard goes on in the copy's own events: the original's tracked runs get no second value at a step.
     A tracker that `ids` do not name joins the run at `step`: it first gets the rows of the CSV files `history`
-    (prefix -> path) up to it (`Trackers.catch_up`)."""
+    (prefix -> path) up to it (`Trackers.catch_up`). An offline W&B or Neptune (`_OFFLINE`) cannot go on in the runs
+    `ids` name: a new run each, as in a copy, sent those rows too (`_restarted_offline`). Each of these is said (`say`)."""
     if not is_main_process(): return Trackers({})
     ids, folder = ids or {}, str(run.folder.resolve())
     elsewhere = started_elsewhere(ids, run)
-    kept = {name: i for name, i in ids.items() if name in _IN_FOLDER or not elsewhere}
+    offline = [name for name in tracker_names(logger) if name in ids and not elsewhere and _offline(name)]
+    kept = {name: i for name, i in ids.items() if name in _IN_FOLDER or not (elsewhere or name in offline)}
     started = Trackers({name: _CLASSES[name](run, kept.get(name), step) for name in tracker_names(logger)}, folder)
     if elsewhere and set(ids) & (set(started.started) - _IN_FOLDER):
-        print(f"trackers: the checkpoint's tracked runs were started for {ids['folder']}, not this folder ({folder}): "
+        say(f"trackers: the checkpoint's tracked runs were started for {ids['folder']}, not this folder ({folder}): "
               "new tracked runs, each tagged with the one it continues (MLflow's tag continues, W&B's tag "
               "continues=<id>, Neptune's field continues).")
         started.continues(ids)
     joined = [name for name in started.started if name not in ids]
-    if step and history and joined: started.catch_up(joined, history, step)
+    if step and history and joined and (sent := started.catch_up(joined, history, step)):
+        say(f"trackers: {', '.join(joined)} join{'s' if len(joined) == 1 else ''} this run at step {step}: {sent}, "
+              f"at their steps.")
+    if offline: say(_restarted_offline(started, offline, ids, history if step else None, step))
     return started
+
+
+def _offline(name: str) -> bool:
+    "Whether tracker `name` writes its run to files to sync later (WANDB_MODE=offline, NEPTUNE_MODE=offline)."
+    variable, modes = _OFFLINE.get(name, ('', ()))
+    return os.environ.get(variable, '').strip().lower() in modes
+
+
+def _restarted_offline(started: Trackers, names: list[str], ids: dict, history: dict | None, step: int) -> str:
+    """The offline trackers `names`, which cannot go on in the checkpoint's runs `ids`: each is a new run, linked to the
+    one it continues and sent the rows written before `step` (when `history` names them), so that the last start's
+    run holds the whole run. Returns the line that says so."""
+    started.continues({name: ids[name] for name in names})
+    sent = started.catch_up(names, history, step) if history else ''
+    modes = ', '.join(f'{_OFFLINE[n][0]}={os.environ[_OFFLINE[n][0]].strip()}' for n in names)
+    return (f"trackers: {', '.join(names)} offline ({modes}) cannot go on in an earlier start's offline run (each "
+            f"start's files sync as a run of their own): a new tracked run, tagged with the one it continues (W&B's "
+            f"tag continues=<id>, Neptune's field continues){f', {sent}, so that it holds the whole run' if sent else ''}.")

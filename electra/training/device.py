@@ -147,5 +147,8 @@ def use_cpu_threads(setting: int | str, processes: int | None = None, resumed: i
     if resumed and threads_setting(setting) == 0:
         chosen = CpuThreads(resumed, f'auto: the {resumed} the run used before, so it resumes bit for bit; '
                                      f'now {chosen.n} would be chosen')
+    elif resumed and chosen.n != resumed:
+        chosen = CpuThreads(chosen.n, f'{chosen.why}; the run used {resumed} before: another number of threads sums '
+                                      f'in another order, so it goes on as another draw of the run, not bit for bit')
     torch.set_num_threads(chosen.n)
     return chosen

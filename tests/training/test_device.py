@@ -118,7 +118,7 @@ def test_every_job_takes_threads(cls, presets):
 
 def test_a_resumed_run_keeps_its_threads_under_auto_only(monkeypatch):
     """Another number of threads sums in another order: a resume with `threads: auto` keeps the checkpoint's count
-    (saying so and what auto would choose now); a number given on the command line wins over it."""
+    (saying so and what auto would choose now); a number given on the command line wins over it, said where it differs."""
     import torch
     now = lambda setting, processes: device.CpuThreads(threads_setting(setting) or 2, 'what auto chooses now')
     monkeypatch.setattr(device, 'cpu_threads', now)
@@ -127,7 +127,11 @@ def test_a_resumed_run_keeps_its_threads_under_auto_only(monkeypatch):
         kept = device.use_cpu_threads('auto', 1, resumed=3)
         assert (kept.n, torch.get_num_threads()) == (3, 3) and 'the 3 the run used before' in str(kept)
         assert 'now 2 would be chosen' in str(kept)
-        assert device.use_cpu_threads(2, 1, resumed=3).n == 2 and torch.get_num_threads() == 2
+        given = device.use_cpu_threads(2, 1, resumed=3)  # said, where it was taken without a word
+        assert (given.n, torch.get_num_threads()) == (2, 2)
+        assert str(given) == ('2 CPU threads (what auto chooses now; the run used 3 before: another number of threads '
+                              'sums in another order, so it goes on as another draw of the run, not bit for bit)')
+        assert str(device.use_cpu_threads(3, 1, resumed=3)) == '3 CPU threads (what auto chooses now)'
         fresh = device.use_cpu_threads('auto', 1, resumed=None)
         assert fresh.n == 2 and str(fresh) == '2 CPU threads (what auto chooses now)'
     finally:

@@ -17,7 +17,7 @@ import torch
 
 from electra.training.checkpoint import load_checkpoint
 from tests.support import forked
-from tests.support.pretrain import ROOT, TINY, pretrain
+from tests.support.pretrain import ROOT, TINY, flags, pretrain
 
 
 class Terminal:
@@ -89,7 +89,7 @@ def test_ctrl_c_then_kill_9_then_resume_in_a_terminal_ends_bit_identical(straigh
     step and the command to continue); the resumed run is killed with -9 after its 50% checkpoint; a second resume
     finishes, its live bar running and its held-out lines printed above it. Every model and optimizer tensor then
     equals the uninterrupted run's exactly."""
-    argv = [*TINY, '--steps', '120', '--run_name', 'long', '--checkpoint_at', '0.1,0.5,1.0']
+    argv = flags(*TINY, '--steps', '120', '--run_name', 'long', '--checkpoint_at', '0.1,0.5,1.0')
     ckpt = tmp_path / 'ckpt'
     first = Terminal(tmp_path, *argv)
     first.wait_for(ckpt / 'long_11081_10%.pth')

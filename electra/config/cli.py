@@ -145,17 +145,23 @@ def config_help(cls, prog: str, preset_dir: Path, cfg, preset: str, flags: bool 
 
 
 def parse_cli(argv: Sequence[str]) -> dict[str, str]:
-    "`--key value` / `--key=value` pairs into a dict; a bare `--flag` means true."
-    out, i, argv = {}, 0, list(argv)
+    """`--key value` / `--key=value` pairs into a dict; a bare `--flag` means true. A key given twice takes the last,
+    as argparse does (a wrapper script's flags, then the run's own), said in a warning naming both as typed."""
+    out, typed, i, argv = {}, {}, 0, list(argv)
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith('--'):
             raise ConfigError(f"unexpected argument {arg!r}: options are written --key value.")
-        key = arg[2:]
+        key, as_typed = arg[2:], arg
         if '=' in key: key, value = key.split('=', 1)
-        elif i + 1 < len(argv) and not argv[i + 1].startswith('--'): value, i = argv[i + 1], i + 1
+        elif i + 1 < len(argv) and not argv[i + 1].startswith('--'):
+            value, as_typed, i = argv[i + 1], f'{arg} {argv[i + 1]}', i + 1
         else: value = 'true'
-        out[key.replace('-', '_')] = value
+        key = key.replace('-', '_')
+        if key in out:
+            warnings.warn(f"{key}: given twice on the command line ({typed[key]}, then {as_typed}): the last is "
+                          "taken.", RunWarning, stacklevel=2)
+        out[key], typed[key] = value, as_typed
         i += 1
     return out
 

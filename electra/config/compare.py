@@ -75,7 +75,8 @@ class CompareConfig(CheckedConfig):
                                           'a YAML path, or several comma-separated (applied left to right)')
     pretrain_overrides: dict = field({}, 'pretrain keys common to every variant (corpus, sizes, batch_size, device, '
                                          "...), over pretrain_config; a key a variant's presets or overrides set is "
-                                         "the variant's; on the command line also --pretrain.KEY VALUE")
+                                         "the variant's; typed (command line, overrides) or as --pretrain.KEY VALUE, "
+                                         "added to the preset's key by key")
     variants: dict = field({}, "the variants in table order: name -> {config: pretrain preset(s) appended to "
                                "pretrain_config ('' for none), overrides: {pretrain key: value}}; a bare preset name "
                                "also works (bert: bert). A variant's own presets and overrides beat pretrain_overrides")
@@ -91,8 +92,9 @@ class CompareConfig(CheckedConfig):
     # -- fine-tuning
     finetune: bool = field(True, 'fine-tune every pretrained model and tabulate the dev scores (false: pretrain only)')
     finetune_config: str = field('small', 'finetune preset (configs/finetune/) or YAML path for every fine-tuning')
-    finetune_overrides: dict = field({}, 'finetune keys (data, runs, epochs, lr, device, task_overrides, ...); on the '
-                                         'command line also --finetune.KEY VALUE')
+    finetune_overrides: dict = field({}, 'finetune keys (data, runs, epochs, lr, device, task_overrides, ...); typed '
+                                         '(command line, overrides) or as --finetune.KEY VALUE, added to the '
+                                         "preset's key by key")
     tasks: list[path] = field([], "tasks to fine-tune on (GLUE names or task files); empty: the finetune config's tasks",
                               names=GLUE_TASKS.__contains__)
     finetune_at: list[float] = field([1.0], "fractions of each pretraining run whose checkpoint is fine-tuned, 1.0 (the "

@@ -22,10 +22,10 @@ import yaml
 
 from electra.config.cli import cli_args, load_config, parse_cli, project_dir, resolve_preset
 from electra.config.compare import CompareConfig
-from electra.config.errors import RunWarning
+from electra.config.errors import ConfigError, RunWarning
 from electra.config.finetune import FinetuneConfig
 from electra.config.pretrain import PretrainConfig
-from electra.config.values import config_to_dict, resolved_entries, value_sources, with_entries
+from electra.config.values import config_to_dict, resolved_entries, typed_keys, value_sources, with_entries
 from electra.config.yaml_reader import load_yaml
 from electra.experiments.plan import Plan, make_plan
 from electra.experiments.runs import (RECORD, Launcher, RunFailed, changed_keys, check_as_planned, corpus_data, finetune_done, go_on,
@@ -49,26 +49,66 @@ _NESTED = {'pretrain.': 'pretrain_overrides', 'finetune.': 'finetune_overrides'}
 
 
 def load_compare_config(argv: Sequence[str] | None = None, overrides: dict | None = None) -> CompareConfig:
-    """The comparison's config: defaults < the preset(s) of --config (configs/compare/) < --key value flags, then each
-    --pretrain.KEY / --finetune.KEY flag merged into pretrain_overrides / finetune_overrides (--finetune.task_overrides
-    merged over the preset's as finetune.py merges a typed one, `_typed_task_overrides`)."""
+    """The comparison's config: defaults < the preset(s) of --config (configs/compare/) < --key value flags, then the
+    entries of pretrain_overrides / finetune_overrides this command gives (`_typed_entries`: --pretrain.KEY /
+    --finetune.KEY flags, a typed mapping on the command line or in `overrides`) merged into the preset's key by key
+    (--finetune.task_overrides merged over the preset's as finetune.py merges a typed one, `_typed_task_overrides`)."""
     argv = cli_args() if argv is None else list(argv)  # (None: the command line; none in a notebook)
-    plain, nested, i = [], {key: {} for key in _NESTED.values()}, 0
+    overrides = dict(overrides or {})
+    plain, typed = _typed_entries(argv, overrides)
+    cfg = load_config(CompareConfig, plain, default_preset='demo', prog=PROG, overrides=overrides)
+    _check_steps_given_once(cfg, typed['pretrain_overrides'])
+    finetune = {entry: value for entry, (value, _, _) in typed['finetune_overrides'].items()}
+    _typed_task_overrides(finetune, cfg.finetune_overrides)
+    for key, entries in typed.items():  # each entry keeps its source: the preset's line, the command line, overrides
+        for source in dict.fromkeys(source for _, _, source in entries.values()):
+            values = {e: finetune.get(e, v) if key == 'finetune_overrides' else v
+                      for e, (v, _, by) in entries.items() if by == source}
+            cfg = with_entries(cfg, key, values, source)
+    return cfg
+
+
+def _typed_entries(argv: list[str], overrides: dict) -> tuple[list[str], dict[str, dict[str, tuple]]]:
+    """`argv` without its --pretrain.KEY / --finetune.KEY flags and typed pretrain_overrides / finetune_overrides
+    mappings (`overrides` loses its mappings too), and the entries they give: key -> entry -> (value, as typed, source).
+    A typed mapping adds to the preset's, as the flags do (it replaced all of it in silence); `{}` (none at all) and a
+    value that is not a mapping stay for `load_config`. An entry given twice on the command line takes the last, as
+    `parse_cli` does, said in a warning; on the command line and in `overrides`, it is refused as `load_config` does."""
+    plain, typed, i = [], {key: {} for key in _NESTED.values()}, 0
+
+    def add(key: str, entries: dict, as_typed: str, source: str) -> None:
+        for entry, value in entries.items():
+            if entry in typed[key] and source != typed[key][entry][2]:
+                raise ConfigError(f"{key}: {entry} given twice: {typed[key][entry][1]} and {as_typed}. Give it once.")
+            if entry in typed[key]:
+                warnings.warn(f"{key}: {entry} given twice on the command line ({typed[key][entry][1]}, then "
+                              f"{as_typed}): the last is taken.", RunWarning, stacklevel=3)
+            typed[key][entry] = (value, as_typed, source)
     while i < len(argv):
-        prefix = next((p for p in _NESTED if argv[i].startswith('--' + p)), None)
-        if prefix is None:
-            plain.append(argv[i])
+        arg, prefix = argv[i], next((p for p in _NESTED if argv[i].startswith('--' + p)), None)
+        has_value = '=' not in arg and i + 1 < len(argv) and not argv[i + 1].startswith('--')
+        name = arg[2:].split('=', 1)[0].replace('-', '_')
+        if prefix is None and name not in typed:
+            plain.append(arg)
             i += 1
             continue
-        has_value = '=' not in argv[i] and i + 1 < len(argv) and not argv[i + 1].startswith('--')
         ((key, value),) = parse_cli(argv[i:i + 1 + has_value]).items()
-        nested[_NESTED[prefix]][key[len(prefix):]] = value
+        as_typed = ' '.join(argv[i:i + 1 + has_value])
+        if prefix is not None: add(_NESTED[prefix], {key[len(prefix):]: value}, as_typed, 'command line')
+        elif isinstance(mapping := load_yaml(value, f'--{name}'), dict) and mapping: add(name, mapping, as_typed, 'command line')
+        else: plain += argv[i:i + 1 + has_value]
         i += 1 + has_value
-    cfg = load_config(CompareConfig, plain, default_preset='demo', prog=PROG, overrides=overrides)
-    _typed_task_overrides(nested['finetune_overrides'], cfg.finetune_overrides)
-    for key, values in nested.items():  # each entry keeps its source: the preset's line, or the command line
-        if values: cfg = with_entries(cfg, key, values, 'command line')
-    return cfg
+    for name in typed:
+        if isinstance(mapping := overrides.get(name), dict) and mapping:
+            add(name, overrides.pop(name), f"the overrides' {name} {mapping!r}", 'overrides')
+    return plain, typed
+
+
+def _check_steps_given_once(cfg: CompareConfig, pretrain: dict[str, tuple]) -> None:
+    "A reference's `steps` typed beside a typed pretrain_overrides steps, which then sets the warm-up's fraction alone."
+    if 'steps' not in pretrain or not cfg.steps or 'steps' not in typed_keys(cfg): return
+    raise ConfigError(f"steps: --steps {cfg.steps} sets the reference variant's steps, and {pretrain['steps'][1]} "
+                      f"would then only change its warm-up's fraction: give one of them.")
 
 
 def _typed_task_overrides(typed: dict, preset: dict) -> None:

@@ -1,4 +1,6 @@
 """electra/config/cli.py and values.py: presets, typed CLI overrides, unknown keys, wrong types, --help, retired keys."""
+import re
+
 import pytest
 
 from electra.config.cli import load_config
@@ -79,6 +81,21 @@ def test_mapping_on_the_command_line_is_yaml():
     assert load_config(FinetuneConfig, ['--task_overrides', '{}'], preset_dir='configs/finetune').task_overrides == {}
     with pytest.raises(ConfigError, match=r"key 'task_overrides': expected a mapping, got 'RTE=4'.*as YAML"):
         load_config(FinetuneConfig, ['--task_overrides', 'RTE=4'], preset_dir='configs/finetune')
+
+
+@pytest.mark.parametrize('argv, said', [(['--steps', '5', '--steps', '7'], '--steps 5, then --steps 7'),
+                                         (['--warmup-steps=1', '--lr', '1e-3', '--warmup_steps', '2'],
+                                          '--warmup-steps=1, then --warmup_steps 2'),
+                                         (['--overwrite', '--overwrite', 'false'], '--overwrite, then --overwrite false')])
+def test_a_key_given_twice_on_the_command_line_takes_the_last_and_says_so(argv, said):
+    """Before: the last of the two won without a word (`--steps 5 --steps 7` ran 7 steps). The last still wins, as
+    argparse's do (a wrapper script's common flags, then the run's own), and a warning names both."""
+    from electra.config.errors import RunWarning
+    key = 'warmup_steps' if 'warmup' in said else argv[0][2:]
+    with pytest.warns(RunWarning, match=rf"^{key}: given twice on the command line \({re.escape(said)}\): the last "
+                                        r"is taken\.$"):
+        cfg = load_config(PretrainConfig, argv)
+    assert getattr(cfg, key) == {'steps': 7, 'warmup_steps': 2, 'overwrite': False}[key]
 
 
 def test_retired_size_key_is_skipped_in_files_and_unknown_on_the_command_line(tmp_path):

@@ -729,6 +729,57 @@ def test_a_comparison_reads_each_data_file_of_its_fine_tuning_once(tmp_path, mon
     assert len(hashed) == len(set(hashed)) and (cache / 'demo_glue' / 'STS-B' / 'train.tsv').resolve() in hashed
 
 
+def test_a_typed_overrides_mapping_is_merged_over_the_presets_as_the_dotted_flags_are(tmp_path):
+    """Before: --pretrain_overrides '{warmup_steps: 7}' replaced the preset's whole mapping, its steps 300 and
+    eval_examples 0 dropped in silence, and --finetune_overrides '{runs: 3}' its predict: false and STS-B's 3 epochs.
+    Now merged key by key, each entry with its own source; a typed {} still asks for none."""
+    from electra.config.values import value_sources
+    preset = Path('configs/compare/demo.yaml').read_text().splitlines()
+    line = lambda key: next(n for n, text in enumerate(preset, 1) if text.startswith(f'  {key}:'))
+    cfg = load_compare_config(['--output_dir', str(tmp_path), '--pretrain_overrides', '{warmup_steps: 7}',
+                               '--finetune_overrides={runs: 3, task_overrides: {STS-B: {lr: 0.002}}}'])
+    assert cfg.pretrain_overrides == {'steps': 300, 'warmup_steps': 7, 'eval_examples': 0}
+    assert cfg.finetune_overrides == {'runs': 3, 'predict': False, 'task_overrides': {'STS-B': {'epochs': 3, 'lr': 0.002}}}
+    assert value_sources(cfg)['pretrain_overrides'] == (f"steps: configs/compare/demo.yaml: line {line('steps')}; "
+                                                        f"warmup_steps: command line; eval_examples: "
+                                                        f"configs/compare/demo.yaml: line {line('eval_examples')}")
+    notebook = load_compare_config([], overrides={'output_dir': str(tmp_path), 'pretrain_overrides': {'steps': 40}})
+    assert notebook.pretrain_overrides == {'steps': 40, 'warmup_steps': 30, 'eval_examples': 0}
+    assert value_sources(notebook)['pretrain_overrides'].startswith('steps: overrides; warmup_steps: configs/')
+    assert load_compare_config(['--output_dir', str(tmp_path), '--pretrain_overrides', '{}']).pretrain_overrides == {}
+
+
+@pytest.mark.parametrize('argv, said, steps', [
+    (['--pretrain.steps', '50', '--pretrain_overrides', '{steps: 100}'],
+     "--pretrain.steps 50, then --pretrain_overrides {steps: 100}", 100),
+    (['--pretrain_overrides={steps: 100}', '--pretrain.steps', '50'],
+     "--pretrain_overrides={steps: 100}, then --pretrain.steps 50", '50'),
+    (['--pretrain.steps', '5', '--pretrain.steps', '7'], "--pretrain.steps 5, then --pretrain.steps 7", '7')])
+def test_an_overrides_key_given_twice_on_the_command_line_takes_the_last_and_says_so(tmp_path, argv, said, steps):
+    "Before: the dotted flag won in either order, without a word; now the last, as for any flag given twice."
+    from electra.config.errors import RunWarning
+    with pytest.warns(RunWarning, match=rf"^pretrain_overrides: steps given twice on the command line "
+                                        rf"\({re.escape(said)}\): the last is taken\.$"):
+        cfg = load_compare_config(['--output_dir', str(tmp_path), *argv])
+    assert cfg.pretrain_overrides['steps'] == steps
+
+
+def test_an_overrides_key_on_the_command_line_and_in_the_overrides_is_refused_naming_both(tmp_path):
+    with pytest.raises(ConfigError, match=r"^finetune_overrides: runs given twice: --finetune\.runs 1 and the "
+                                          r"overrides' finetune_overrides \{'runs': 3\}\. Give it once\.$"):
+        load_compare_config(['--output_dir', str(tmp_path), '--finetune.runs', '1'],
+                            overrides={'finetune_overrides': {'runs': 3}})
+
+
+def test_the_reference_steps_and_a_pretrain_steps_typed_together_are_refused(tmp_path):
+    """Before: --steps 20 --pretrain.steps 50 ran 20 steps with the warm-up fraction of 50 steps that never ran (12 of
+    20 where --steps 20 alone gave 2)."""
+    with pytest.raises(ConfigError, match=r"^steps: --steps 20 sets the reference variant's steps, and "
+                                          r"--pretrain\.steps 50 would then only change its warm-up's fraction: give "
+                                          r"one of them\.$"):
+        load_compare_config(['--output_dir', str(tmp_path), '--steps', '20', '--pretrain.steps', '50'])
+
+
 def test_the_nested_overrides_say_where_each_entry_came_from(tmp_path):
     """Before: --pretrain.cache_dir made all of pretrain_overrides 'command line', its steps, warmup_steps and
     eval_examples too (configs/compare/demo.yaml's). Now each entry's own source: the preset's with its line, the flag's."""

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 from tests.support import forked
+from tests.support.pretrain import flags
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,9 +34,9 @@ TINY_MODEL = ['--max_length', 32, '--hidden_size', 32, '--num_hidden_layers', 2,
 
 def torchrun_pretrain(tmp_path: Path, *args) -> list[str]:
     "The torchrun command of a two-process pretraining of the tiny model, 120 steps, checkpoints at 50% and 100%."
-    return torchrun(REPO / 'pretrain.py', '--config', 'demo', *TINY_MODEL, '--device', 'cpu', '--steps', 120,
-                    '--log_every', 10, '--checkpoint_at', '0.5,1.0', '--output_dir', tmp_path / 'ckpt',
-                    '--cache_dir', tmp_path / 'cache', *args)
+    return torchrun(REPO / 'pretrain.py', *flags('--config', 'demo', *TINY_MODEL, '--device', 'cpu', '--steps', 120,
+                                                 '--log_every', 10, '--checkpoint_at', '0.5,1.0', '--output_dir',
+                                                 tmp_path / 'ckpt', '--cache_dir', tmp_path / 'cache', *args))
 
 
 def run(cmd: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -17,6 +17,17 @@ def without(argv: list[str], flag: str) -> list[str]:
     return argv[:i] + argv[i + 2:]
 
 
+def flags(*argv) -> list[str]:
+    """`argv` (`--key value` pairs and bare flags, as the drivers read them) with a key given again in its first place
+    with its last value: a tiny setup's flags, then a test's own (a driver warns of a key given twice)."""
+    groups, i, argv = {}, 0, [str(a) for a in argv]
+    while i < len(argv):
+        n = 2 if '=' not in argv[i] and i + 1 < len(argv) and not argv[i + 1].startswith('--') else 1
+        groups[argv[i][2:].split('=', 1)[0].replace('-', '_')] = argv[i:i + n]
+        i += n
+    return [a for group in groups.values() for a in group]
+
+
 def run_driver(script: str, argv: list[str], cwd: Path = ROOT) -> dict:
     """Run the driver `script` (pretrain.py, finetune.py) in this process from `cwd`, as `python script *argv` would:
     its globals. No interpreter to start (several seconds a job); an error is raised as it is."""
@@ -32,4 +43,4 @@ def run_driver(script: str, argv: list[str], cwd: Path = ROOT) -> dict:
 
 def pretrain(tmp: Path, *argv: str, cwd: Path = ROOT) -> dict:
     "Run pretrain.py in this process (from `cwd`); returns the driver's globals (model, learn, run_dir, ...)."
-    return run_driver('pretrain.py', ['--output_dir', str(tmp / 'ckpt'), '--cache_dir', str(tmp / 'cache'), *argv], cwd)
+    return run_driver('pretrain.py', flags('--output_dir', tmp / 'ckpt', '--cache_dir', tmp / 'cache', *argv), cwd)

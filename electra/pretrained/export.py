@@ -13,6 +13,7 @@ import hashlib
 import json
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import torch
 from huggingface_hub import try_to_load_from_cache
@@ -269,14 +270,24 @@ def saved_model_type(path: Path) -> str | None:
         raise ConfigError(f"{config}: unreadable ({e}). Export the model again with save_pretrained.") from None
 
 
-def load_saved(name: str, key: str, instead: str, *loads: tuple[type, str]) -> list:
+def saved_architectures(path: Path) -> list[str]:
+    "The classes a local `save_pretrained` directory's config.json says it holds (`architectures`; [] when unsaid)."
+    saved_model_type(path)  # a config.json that is there and reads
+    return json.loads((path / 'config.json').read_text(encoding='utf-8')).get('architectures') or []
+
+
+def load_saved(name: str, key: str, instead: str, *loads: tuple[type, str],
+               holds: Callable[[list[str]], None] | None = None) -> list:
     """Each `cls.from_pretrained(name)` of `loads`, (cls, what) pairs (e.g. a model and its tokenizer), from a hub name
     or a local `save_pretrained` directory, the hub asked once whether it can be reached; offline, unknown or
-    unreadable, one message naming the setting `key`, the `what` and the local alternatives (`instead`)."""
+    unreadable, one message naming the setting `key`, the `what` and the local alternatives (`instead`). `holds`: the
+    caller's check of the classes a local directory's config.json names, before any weights load (transformers would
+    first print its report of a head it initialises afresh); a hub name's are checked by the caller once loaded."""
     local = Path(name).is_dir()
     if local:
-        try: saved_model_type(Path(name))  # a folder without config.json would load as something else, or not at all
+        try: saved = saved_architectures(Path(name))  # a folder without config.json would load as something else
         except ConfigError as e: raise ConfigError(f'{key}: {e}') from None
+        if holds and saved: holds(saved)
     unreachable = None if local else hub_unreachable()  # then only the local cache can hold it: no retries
     out = []
     for cls, what in loads:
@@ -318,14 +329,16 @@ MODEL_LOCAL = ('a save_pretrained directory (e.g. checkpoints/pretrain/<run>_<se
 
 def _from_pretrained(source: str) -> tuple[ElectraForPreTraining, PreTrainedTokenizerBase]:
     if Path(source).is_dir(): _check_model_dir(Path(source))
+
+    def holds(saved_as: list[str], model_type: str = 'electra') -> None:
+        # save_pretrained records the class; a generator directory would otherwise load with a fresh random head
+        if model_type != 'electra' or 'ElectraForPreTraining' not in saved_as:
+            raise ConfigError(f"{source} holds a {' / '.join(saved_as)} ({model_type}), not an ELECTRA discriminator "
+                              "(ElectraForPreTraining). Give the discriminator: a pretrain.py .pth checkpoint, its "
+                              "exported discriminator directory, or a hub name such as google/electra-small-discriminator.")
     disc, tokenizer = load_saved(source, 'model', MODEL_LOCAL, (ElectraForPreTraining, 'discriminator'),
-                                 (SavedTokenizer, 'tokenizer of'))
-    # save_pretrained records the class; a generator directory would otherwise load with a fresh random head.
-    saved_as = getattr(disc.config, 'architectures', None) or ['ElectraForPreTraining']
-    if disc.config.model_type != 'electra' or 'ElectraForPreTraining' not in saved_as:
-        raise ConfigError(f"{source} holds a {' / '.join(saved_as)} ({disc.config.model_type}), not an ELECTRA "
-                          "discriminator (ElectraForPreTraining). Give the discriminator: a pretrain.py .pth checkpoint, "
-                          "its exported discriminator directory, or a hub name such as google/electra-small-discriminator.")
+                                 (SavedTokenizer, 'tokenizer of'), holds=holds)
+    holds(getattr(disc.config, 'architectures', None) or ['ElectraForPreTraining'], disc.config.model_type)
     return disc, tokenizer
 
 

@@ -39,13 +39,14 @@ def load_generator(source: str) -> FrozenGenerator:
     if Path(source).is_dir() and not has_tokenizer_files(Path(source)):
         raise ConfigError(f"generator: {source} has no tokenizer files (neither tokenizer.json nor vocab.txt); without "
                           "them its ids mean nothing. Save its tokenizer beside it (save_pretrained writes both).")
+    def holds(saved_as: list[str], loaded: str = '') -> None:  # else a fresh random head
+        if not any(c.__name__ in saved_as and loaded in ('', c.__name__) for c in FROZEN_GENERATORS):
+            raise ConfigError(f"generator: {source} holds a {' / '.join(saved_as)}, not one of "
+                              f"{', '.join(c.__name__ for c in FROZEN_GENERATORS)}: give a masked LM such as "
+                              "google/electra-small-generator or bert-base-uncased.")
     net, tokenizer = load_saved(source, 'generator', GENERATOR_LOCAL, (AutoModelForMaskedLM, 'generator'),
-                                (SavedTokenizer, 'tokenizer of'))
-    saved_as = getattr(net.config, 'architectures', None) or [type(net).__name__]
-    if not isinstance(net, FROZEN_GENERATORS) or type(net).__name__ not in saved_as:  # else a fresh random head
-        raise ConfigError(f"generator: {source} holds a {' / '.join(saved_as)}, not one of "
-                          f"{', '.join(c.__name__ for c in FROZEN_GENERATORS)}: give a masked LM such as "
-                          "google/electra-small-generator or bert-base-uncased.")
+                                (SavedTokenizer, 'tokenizer of'), holds=holds)
+    holds(getattr(net.config, 'architectures', None) or [type(net).__name__], type(net).__name__)
     return FrozenGenerator(net, tokenizer, source)
 
 

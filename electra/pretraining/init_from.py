@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 from transformers import ElectraForMaskedLM, ElectraForPreTraining, PreTrainedTokenizerBase
@@ -126,20 +127,25 @@ def load_init(source: str) -> InitWeights:
             raise ConfigError(f"init_from: {src} has no tokenizer files (neither tokenizer.json nor vocab.txt); "
                               "without them its ids mean nothing. Save its tokenizer beside it (save_pretrained writes "
                               "both).")
-    gen, gen_tokenizer = load_saved(gen_src, 'init_from', INIT_LOCAL, (ElectraForMaskedLM, 'generator'),
-                                    (SavedTokenizer, 'tokenizer of'))
-    disc, tokenizer = load_saved(disc_src, 'init_from', INIT_LOCAL, (ElectraForPreTraining, 'discriminator'),
-                                 (SavedTokenizer, 'tokenizer of'))
+    (gen, gen_tokenizer), (disc, tokenizer) = [
+        load_saved(src, 'init_from', INIT_LOCAL, (cls, role), (SavedTokenizer, 'tokenizer of'),
+                   holds=_holds(src, cls.__name__, role))
+        for src, cls, role in ((gen_src, ElectraForMaskedLM, 'generator'), (disc_src, ElectraForPreTraining, 'discriminator'))]
     # the run tokenizes with the discriminator's: a generator of another vocabulary would read other tokens' ids
     if differs := vocabulary_mismatch(gen_tokenizer, tokenizer, "the discriminator's tokenizer's"):
         raise ConfigError(f"init_from: {gen_src}'s vocabulary {differs}: it would read ids that mean other tokens to "
                           "it. Give a generator and a discriminator trained together (one tokenizer).")
-    for net, src, cls in ((gen, gen_src, 'ElectraForMaskedLM'), (disc, disc_src, 'ElectraForPreTraining')):
-        saved_as = getattr(net.config, 'architectures', None) or [cls]
-        if cls not in saved_as:  # from_pretrained would give the wrong class a fresh random head
-            raise ConfigError(f"init_from: {src} holds a {' / '.join(saved_as)}, not an {cls}; give the "
-                              f"{'generator' if net is gen else 'discriminator'} there.")
+    for net, src, role in ((gen, gen_src, 'generator'), (disc, disc_src, 'discriminator')):  # a hub name's, loaded
+        _holds(src, type(net).__name__, role)(getattr(net.config, 'architectures', None) or [type(net).__name__])
     return InitWeights(gen, disc, tokenizer, source)
+
+
+def _holds(src: str, cls: str, role: str) -> Callable[[list[str]], None]:
+    "The check that `src`'s saved classes include `cls`: from_pretrained would give another class a fresh random head."
+    def check(saved_as: list[str]) -> None:
+        if cls not in saved_as:
+            raise ConfigError(f"init_from: {src} holds a {' / '.join(saved_as)}, not an {cls}; give the {role} there.")
+    return check
 
 
 def _mismatches(cfg: PretrainConfig, init: InitWeights, keys: tuple[str, ...], said: str) -> list[str]:

@@ -13,7 +13,7 @@ from electra.finetuning import classifier, layerwise, loading
 
 
 @pytest.mark.usefixtures('one_thread')
-def test_load_pretrained_bad_sources(tmp_path, tiny_dir, tiny):
+def test_load_pretrained_bad_sources(tmp_path, tiny_dir, tiny, monkeypatch):
     import transformers
     with pytest.raises(ConfigError, match=r'run `python pretrain.py` first'):
         loading.load_pretrained(str(tmp_path / 'demo_11081_100%.pth'))
@@ -21,8 +21,10 @@ def test_load_pretrained_bad_sources(tmp_path, tiny_dir, tiny):
     gen = transformers.ElectraForMaskedLM(model.config)
     gen.save_pretrained(tmp_path / 'generator')  # a generator directory loads as a discriminator with a new head ...
     tok.save_pretrained(tmp_path / 'generator')
-    with pytest.raises(ConfigError, match='holds a ElectraForMaskedLM .*, not an ELECTRA discriminator'):
-        loading.load_pretrained(str(tmp_path / 'generator'))  # ... but is still refused
+    with monkeypatch.context() as m:  # from its config.json, before transformers' report of a head made afresh
+        m.setattr(transformers.ElectraForPreTraining, 'from_pretrained', lambda *a, **k: pytest.fail('weights loaded'))
+        with pytest.raises(ConfigError, match='holds a ElectraForMaskedLM .*, not an ELECTRA discriminator'):
+            loading.load_pretrained(str(tmp_path / 'generator'))  # ... but is still refused
     small = transformers.ElectraForPreTraining(transformers.ElectraConfig(vocab_size=20, hidden_size=32, num_hidden_layers=1,
                                                                           num_attention_heads=2, intermediate_size=32))
     small.save_pretrained(tmp_path / 'small')

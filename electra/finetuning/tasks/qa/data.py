@@ -79,11 +79,17 @@ def answer_found(context: str, text: str, start: int, split: tuple[list[str], li
     return ' '.join(words[first:last + 1]).lower().find(' '.join(text.split()).lower()) != -1
 
 
-def _need(obj: Any, key: str, kind: type | tuple, path: Path, where: str) -> Any:
-    "obj[key], checked to be of `kind`; a missing or mistyped field stops the read naming file and place."
+# the fields each format's reader needs, as a missing one's message lists them (README, "Extractive QA")
+FIELDS = {'squad': "the official SQuAD JSON's: {data: [{paragraphs: [{context, qas: [{id, question, answers: [{text, "
+                   "answer_start}], is_impossible (2.0 only)}]}]}]}",
+          'mrqa': "MRQA's JSONL: a line per context, {context, qas: [{qid, question, answers: [text, ...], "
+                  "detected_answers: [{text, char_spans: [[start, end], ...]}]}]}"}
+
+
+def _need(obj: Any, key: str, kind: type | tuple, path: Path, where: str, fmt: str = 'squad') -> Any:
+    "obj[key], checked to be of `kind`; a missing or mistyped field stops the read naming file, place and the fields."
     if not isinstance(obj, dict) or key not in obj:
-        raise ConfigError(f"{path}: {where}: the field {key!r} is missing. Give every question the fields of the "
-                          "official SQuAD / MRQA format (see electra/finetuning/tasks/qa/data.py).")
+        raise ConfigError(f"{path}: {where}: the field {key!r} is missing. Give the fields of {FIELDS[fmt]}.")
     value = obj[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ConfigError(f"{path}: {where}: the field {key!r} is {type(value).__name__}, expected "
@@ -141,7 +147,7 @@ class _AnswerCheck:
 
 def _context(par: Any, path: Path, where: str, id_key: str) -> str:
     "A paragraph's context; an empty one stops the read naming its questions."
-    context = _need(par, 'context', str, path, where)
+    context = _need(par, 'context', str, path, where, 'mrqa' if id_key == 'qid' else 'squad')
     if not split_words(context)[0]:
         qas = par.get('qas')
         ids = [qa.get(id_key) for qa in qas if isinstance(qa, dict)] if isinstance(qas, list) else []
@@ -153,12 +159,12 @@ def _context(par: Any, path: Path, where: str, id_key: str) -> str:
 def _span_list(items: Any, path: Path, where: str, spans: str) -> list[tuple[str, int]]:
     "(text, start) of SQuAD answers (`spans` 'answer_start') or of MRQA detected answers (every char span)."
     if not isinstance(items, list): raise ConfigError(f"{path}: {where}: answers must be a list. Fix the file.")
-    out = []
+    out, fmt = [], 'squad' if spans == 'answer_start' else 'mrqa'
     for a in items:
-        text = _need(a, 'text', str, path, where)
+        text = _need(a, 'text', str, path, where, fmt)
         if spans == 'answer_start': out.append((text, _need(a, 'answer_start', int, path, where)))
         else:
-            for s in _need(a, 'char_spans', list, path, where):
+            for s in _need(a, 'char_spans', list, path, where, fmt):
                 if not (isinstance(s, list) and len(s) == 2 and all(isinstance(v, int) for v in s)):
                     raise ConfigError(f"{path}: {where}: a char span must be [start, end]. Fix the file.")
                 out.append((text, s[0]))
@@ -250,12 +256,12 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
 
 def _mrqa_question(qa: Any, context: str, path: Path, where: str, labeled: bool,
                    check: _AnswerCheck) -> QAExample | None:
-    qid = _need(qa, 'qid', str, path, where)
+    qid = _need(qa, 'qid', str, path, where, 'mrqa')
     where = f'{where}, question {qid!r}'
-    question = _need(qa, 'question', str, path, where)
+    question = _need(qa, 'question', str, path, where, 'mrqa')
     if not labeled: return QAExample(qid, question, context)
-    detected = _span_list(_need(qa, 'detected_answers', list, path, where), path, where, 'char_spans')
-    gold = _need(qa, 'answers', list, path, where)
+    detected = _span_list(_need(qa, 'detected_answers', list, path, where, 'mrqa'), path, where, 'char_spans')
+    gold = _need(qa, 'answers', list, path, where, 'mrqa')
     if not detected or not gold or not all(isinstance(t, str) for t in gold):
         raise ConfigError(f"{path}: {where}: needs at least one detected answer and a list of answer strings. "
                           "MRQA has no unanswerable questions; remove it or give its answers.")
@@ -273,7 +279,7 @@ def read_mrqa(path: str | Path, on_bad_answer: str = 'error', labeled: bool = Tr
     for n, par in _jsonl_lines(path):
         if isinstance(par, dict) and 'header' in par: continue
         context = _context(par, path, f'line {n}', 'qid')
-        for qa in _need(par, 'qas', list, path, f'line {n}'):
+        for qa in _need(par, 'qas', list, path, f'line {n}', 'mrqa'):
             _add(out, seen, _mrqa_question(qa, context, path, f'line {n}', labeled, check), path)
     check.report()
     return out

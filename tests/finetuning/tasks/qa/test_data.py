@@ -131,6 +131,9 @@ def test_missing_or_bad_fields_name_file_and_id(tmp_path, qa, version, words):
     with pytest.raises(ConfigError) as e: read_squad(path)
     assert str(path) in str(e.value)
     for w in words: assert w in str(e.value)
+    if 'missing' in words[-1]:  # the fields to give, where it sent the user to the library's source
+        assert str(e.value).endswith(". Give the fields of the official SQuAD JSON's: {data: [{paragraphs: [{context, "
+                                     "qas: [{id, question, answers: [{text, answer_start}], is_impossible (2.0 only)}]}]}]}.")
 
 
 def test_empty_context_names_file_and_ids(tmp_path):
@@ -158,6 +161,9 @@ def test_mrqa_errors_name_file_line_and_id(tmp_path):
     with pytest.raises(ConfigError) as e: read_mrqa(path)
     assert str(path) in str(e.value) and "'m1'" in str(e.value) and 'offset 3' in str(e.value)
     path.write_text(json.dumps({'context': CTX, 'qas': [{k: v for k, v in good.items() if k != 'detected_answers'}]}))
-    with pytest.raises(ConfigError, match=r"line 1, question 'm1': the field 'detected_answers' is missing"):
+    with pytest.raises(ConfigError, match=r"line 1, question 'm1': the field 'detected_answers' is missing\. Give the "
+                                          r"fields of MRQA's JSONL: a line per context, \{context, qas: \[\{qid, "
+                                          r"question, answers: \[text, \.\.\.\], detected_answers: \[\{text, "
+                                          r"char_spans: \[\[start, end\], \.\.\.\]\}\]\}\]\}\.$"):
         read_mrqa(path)
     assert read_mrqa(path, labeled=False) == [QAExample('m1', 'Who?', CTX)]

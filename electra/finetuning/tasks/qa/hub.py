@@ -16,7 +16,7 @@ from pathlib import Path
 
 from electra.config.errors import ConfigError
 from electra.config.version import command_parser
-from electra.data.hub import hub_offline, hub_unreachable
+from electra.data.hub import hub_offline, hub_unreachable, shadowed_hub_name
 from electra.runtime.errors import friendly_errors
 from electra.runtime.files import atomic_write_text
 
@@ -51,6 +51,9 @@ def load_hub_squad(source: str):
         if not all(files.values()):
             raise ConfigError(f"{path}: no train-*.parquet and validation-*.parquet files, and not a save_to_disk copy.")
         return datasets.load_dataset('parquet', data_files=files)
+    if shadow := shadowed_hub_name(source):  # a file: `datasets` would read it before the hub
+        raise ConfigError(f"{source}: a file, not a directory of a hub copy, nor a hub name: {shadow}. Give a "
+                          f"directory of its parquet files or of `save_to_disk` output, or a hub name.")
     why = 'HF_HUB_OFFLINE is set' if hub_offline() else hub_unreachable()
     if why:
         raise ConfigError(f"{source}: the hub cannot be reached ({why}). Give a local copy instead: a directory of "

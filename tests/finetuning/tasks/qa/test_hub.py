@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import pandas as pd
@@ -52,6 +53,20 @@ def test_offline_names_the_local_alternative(tmp_path, monkeypatch):
     (tmp_path / 'empty').mkdir()
     with pytest.raises(ConfigError, match='no train-\\*.parquet and validation-\\*.parquet files'):
         write_hub_squad(str(tmp_path / 'empty'), tmp_path / 'out')
+
+
+def test_a_file_named_as_the_source_is_refused_not_read_as_the_hub_dataset(tmp_path, monkeypatch):
+    "`datasets.load_dataset(name)` reads a local path of that name before the hub: a file there is neither."
+    import datasets
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'squad_v2').write_text('{"data": []}')
+    monkeypatch.setattr('electra.finetuning.tasks.qa.hub.hub_unreachable', lambda: None)
+    monkeypatch.setattr(datasets, 'load_dataset', lambda *a, **k: pytest.fail('read the local file'))
+    with pytest.raises(ConfigError, match=rf"^squad_v2: a file, not a directory of a hub copy, nor a hub name: "
+                                          rf"{re.escape(str(tmp_path / 'squad_v2'))} is a file of that name here, which "
+                                          r"`datasets` reads instead of the hub's\. Give a directory of its parquet "
+                                          r"files or of `save_to_disk` output, or a hub name\.$"):
+        write_hub_squad('squad_v2', tmp_path / 'out')
 
 
 def test_the_command_line_ends_a_bad_source_with_one_line_and_status_2(tmp_path, capsys):

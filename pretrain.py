@@ -9,7 +9,7 @@
 #     language: python
 #     name: python3
 # ---
-# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 db5b68875439d1a7c8272f59f9957ea27423f342939248e4e9139eb5b07ef987
+# exported from notebooks/Pretrain.ipynb by `python -m electra.tools.notebooks export` (edit the notebook, not this file): sha256 e92044612420761ae5b262eff0d40f0e2fee7dee73b49beb91df31e4b0a09188
 
 # %% [markdown]
 # # Pretraining ELECTRA
@@ -44,7 +44,7 @@ friendly_errors()
 end_with_parent()  # a job the comparison command or torchrun started ends when they do, kill -9 included
 cfg = load_config(PretrainConfig, cli_args(), preset_dir='configs/pretrain', default_preset='demo',
                   prog='pretrain.py', overrides=overrides)
-check_batch_split(cfg.batch_size, cfg.grad_accum_steps)  # under torchrun: equal rows for every process
+check_batch_split(cfg.batch_size, cfg.grad_accum_steps, cfg.resume)  # under torchrun: equal rows for every process
 check_trackers(cfg.logger)  # each tracker's package installed, MLflow's store (a server, a local store) answering
 cfg
 
@@ -127,7 +127,7 @@ import datasets
 
 from electra.data.cache import (build_corpus, build_summary, drop_repeated_across, examples_digest, format_duplicates,
                                 format_summary)
-from electra.data.batches import held_out_split, pretraining_dataloader
+from electra.data.batches import held_out_split, mixing_line, pretraining_dataloader
 
 with main_process_first('the pretraining data cache', cfg.dist_timeout):  # built once; the others read it
     parts = [build_corpus(source, tokenizer, settings, Path(cfg.cache_dir), cfg.seed, cfg.num_proc, say=print_main)
@@ -148,6 +148,8 @@ train_dl = pretraining_dataloader(dataset, cfg.batch_size, cfg.max_length, token
                                   cfg.steps, start_step, cfg.num_workers, [len(p) for p in train_parts], weights,
                                   procs.rank, procs.size)  # this process's rows of each global batch
 print_main(f'{len(dataset)} training examples, {len(held_out) if held_out else 0} held out; {len(train_dl)} steps to run')
+if weights:  # each corpus's share of the rows, and how often its examples are seen
+    print_main(mixing_line([len(p) for p in train_parts], weights, [s.entry for s in sources], cfg.steps, cfg.batch_size))
 
 # %% [markdown]
 # The first examples, decoded: `A:` segment A with token type 0 (`[CLS] A [SEP]`), `B:` segment B with token type 1

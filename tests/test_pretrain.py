@@ -546,6 +546,45 @@ def test_a_corpus_s_repeated_text_and_other_formats_in_the_driver(tmp_path, caps
     assert sorted(f.name for f in (tmp_path / 'second').rglob('*') if f.is_file()) == ['.lock', 'log.txt']
 
 
+def test_a_weighted_run_says_each_corpus_s_share_and_passes_and_its_card_the_weights(tmp_path, capsys):
+    """With corpus_weights the run said '... training examples' as without them: not the share each corpus gets, nor
+    that the small one is seen many times over. By hand: 24 steps x 8 rows = 192 rows, weights 1:3, so 48 and 144."""
+    from electra.data.demo import write_demo_corpus
+    big = write_demo_corpus(tmp_path / 'a' / 'a.txt', n_docs=200)
+    small = write_demo_corpus(tmp_path / 'b' / 'b.txt', n_docs=20, seed=5)
+    g = pretrain(tmp_path, *TINY, '--corpus', f'{big},{small}', '--corpus_weights', '1,3', '--eval_examples', '0')
+    sizes = [len(p) for p in g['train_parts']]
+    total = sum(sizes)  # the sampler's slots: total split 1:3 by largest remainder
+    exact = [total / 4, 3 * total / 4]
+    quotas = [int(e) for e in exact]
+    quotas[max(range(2), key=lambda k: exact[k] - quotas[k])] += total - sum(quotas)
+    rows = [24 * 8 * q / total for q in quotas]
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith('corpus_weights:')]
+    assert said == ['corpus_weights: ' + ', '.join(
+        f"{name} {w} ({q / total:.0%} of the rows, about {r:.0f} in 24 steps: {r / n:.2f} passes over its {n} examples)"
+        for name, w, q, r, n in zip((big, small), (1, 3), quotas, rows, sizes))]
+    card = (g['run_dir'] / 'discriminator' / 'README.md').read_text(encoding='utf-8')
+    assert f'Corpus: {big} (weight 1), {small} (weight 3); tokenizer:' in card
+
+
+@pytest.mark.parametrize('eval_examples', ['0', '30'])
+def test_a_weighted_corpus_entry_that_de_duplication_empties_is_refused_naming_it(tmp_path, eval_examples):
+    """An entry whose every document repeats an earlier entry's keeps no example, and a weight has nothing to draw
+    from: a ValueError traceback from the batch sampler ('parts [120, 0, 1191] must be positive ... and weights [1.0,
+    5.0, 1.0] must be positive'), after a warning about its held-out share that did not help."""
+    from electra.data.demo import write_demo_corpus
+    text = write_demo_corpus(tmp_path / 'a' / 'a.txt', n_docs=200)
+    again = tmp_path / 'c' / 'c.txt'
+    again.parent.mkdir()
+    again.write_text('\n\n'.join(text.read_text(encoding='utf-8').split('\n\n')[:10]) + '\n', encoding='utf-8')
+    with pytest.raises(ConfigError, match=rf"^corpus_weights: {re.escape(str(again))} has no examples left \(each of "
+                                          r"its documents repeats one of an earlier entry, or it holds none\), so its "
+                                          r"weight 5\.0 has nothing to draw from\. Drop it from corpus and its "
+                                          r"weight from corpus_weights, or set deduplicate false to train on it again\.$"):
+        pretrain(tmp_path, *TINY, '--steps', '1', '--corpus', f'{text},{again}', '--corpus_weights', '1,5',
+                 '--eval_examples', eval_examples)
+
+
 def test_a_run_s_config_yaml_names_its_corpus_by_absolute_path_and_reads_it_from_any_folder(tmp_path, capsys):
     """README: "The resolved config is saved beside the run as `config.yaml`, loadable again with `--config`". A corpus
     typed as a relative path was saved as typed: loaded from another folder holding another `dup/a.txt`, the run

@@ -15,9 +15,9 @@ import pyarrow.compute as pc
 import torch
 from torch.utils.data import DataLoader
 
-from electra.config.errors import RunWarning
+from electra.config.errors import ConfigError, RunWarning
 
-__all__ = ['held_out_split', 'pad_examples', 'PretrainingBatches', 'pretraining_dataloader']
+__all__ = ['held_out_split', 'mixing_line', 'pad_examples', 'PretrainingBatches', 'pretraining_dataloader']
 
 
 # ---------------------------------------------------------------- held-out examples
@@ -28,6 +28,17 @@ def _largest_remainder(total: int, weights: list[float]) -> list[int]:
     out = [int(x) for x in exact]
     for i in sorted(range(len(exact)), key=lambda i: out[i] - exact[i])[:total - sum(out)]: out[i] += 1
     return out
+
+
+def mixing_line(sizes: list[int], weights: list[float], names: list[str], steps: int, batch_size: int) -> str:
+    """What `corpus_weights` give each corpus, in one line: its share of the rows (the sampler's quotas, as
+    `PretrainingBatches` draws them), about how many rows of the run's `steps` and how many passes over its examples
+    that is (a small corpus weighted up is seen many times over)."""
+    quotas = np.maximum(1, np.array(_largest_remainder(sum(sizes), weights), dtype=np.int64))
+    rows = quotas / quotas.sum() * steps * batch_size
+    return 'corpus_weights: ' + ', '.join(
+        f"{name} {w:g} ({q / quotas.sum():.0%} of the rows, about {r:,.0f} in {steps:,} steps: {r / n:.2f} passes over "
+        f"its {n:,} examples)" for name, w, q, r, n in zip(names, weights, quotas, rows, sizes))
 
 
 def _fitting(parts: list[datasets.Dataset], n: int, weights: list[float]) -> int:
@@ -46,8 +57,16 @@ def held_out_split(parts: list[datasets.Dataset], n: int, seed: int, weights: Op
     as 16 contiguous blocks (or fewer), one at a seeded place in each sixteenth of the part, so the slice
     spans the whole corpus and only the documents at block edges are shared with training. The same
     (parts, n, seed) always give the same split; the training parts never contain a held-out example. A part
-    capped is said in one warning, naming it (`names`, e.g. the corpus entries) and the `n` that caps none.
+    capped is said in one warning, naming it (`names`, e.g. the corpus entries) and the `n` that caps none; a weighted
+    part with no example (de-duplication emptied it) is refused, naming it.
     """
+    name = lambda k: names[k] if names else 'the corpus' if len(parts) == 1 else f'corpus {k + 1}'
+    if empty := [k for k, part in enumerate(parts) if weights and not len(part)]:  # else a weight draws from nothing
+        k = empty[0]
+        raise ConfigError(f"corpus_weights: {name(k)} has no examples left (each of its documents repeats one of an "
+                          f"earlier entry, or it holds none), so its weight {weights[k]} has nothing to draw from. Drop "
+                          f"it from corpus and its weight from corpus_weights, or set deduplicate false to train on it "
+                          f"again.")
     if n <= 0: return list(parts), None
     by = weights or [len(p) for p in parts]
     shares = _largest_remainder(n, by)
@@ -56,7 +75,6 @@ def held_out_split(parts: list[datasets.Dataset], n: int, seed: int, weights: Op
     if capped:  # the held-out line of the log showed the smaller count, but nothing said eval_examples was cut
         got = sum(min(want, len(p) // 10) for p, want in zip(parts, shares))
         fits = _fitting(parts, n, by)
-        name = lambda k: names[k] if names else 'the corpus' if len(parts) == 1 else f'corpus {k + 1}'
         share = lambda k: f' (its share by weight: {shares[k]})' if weights else ''
         which = ', '.join(f'{name(k)} has {len(parts[k])} examples{share(k)}' for k in capped)
         warnings.warn(f"eval_examples: {n} asked, {got} held out: at most a tenth of a corpus is held out, so that the "

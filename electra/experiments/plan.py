@@ -61,15 +61,13 @@ class VariantPlan:
     overrides: dict        # pretrain_overrides then the variant's overrides (without steps and warmup_steps)
     steps: int
     warmup_steps: int
-    flops_per_step: float
+    flops_per_step: float  # the mean over the run (two-stage training's stages cost differently)
+    total_flops: float     # what its steps spend (`pretrain_flops_to_step`: each stage at its own cost)
     config: PretrainConfig  # the resolved config of its first seed's run
     sources: dict          # where `preset` and each of `overrides` came from, as its jobs record it (`_through`)
     vocab: int             # the vocabulary rows its FLOPs count: its tokenizer's (padded: `pad_vocab_multiple`)
     vocab_assumed: bool    # `vocab` is `vocab_size`: its run trains its tokenizer, not trained yet (`_run_vocab`)
     over_common: tuple[str, ...] = ()  # the keys of pretrain_overrides its presets set instead (`_variant_base`)
-
-    @property
-    def total_flops(self) -> float: return self.steps * self.flops_per_step
 
 
 @dataclass(frozen=True)
@@ -256,7 +254,9 @@ def _variant_plans(cfg: CompareConfig, root: Path) -> list[VariantPlan]:
                 '--seed', str(cfg.seeds[0])]
         resolved = _resolve(argv, f"variant '{name}' (--config {preset})", quiet=False)
         _check_paths(resolved, f"variant '{name}'")
-        plans.append(VariantPlan(name, preset, kept, steps, warmup, flops[name], resolved, sources, *vocab[name], over))
+        spent = pretrain_flops_to_step(resolved, vocab[name][0], steps, _frozen_generator(resolved))
+        plans.append(VariantPlan(name, preset, kept, steps, warmup, flops[name], spent, resolved, sources, *vocab[name],
+                                 over))
     return plans
 
 
@@ -373,13 +373,16 @@ def _points(cfg: CompareConfig, v: VariantPlan, run_name: str, seed: int, pretra
             overrides: dict) -> tuple[FinetunePoint, ...]:
     """The checkpoints of one run to fine-tune, by fraction: the exported discriminator for 1.0 (group
     `<variant>_<seed>`), the checkpoint `.pth` before it (group `<variant>_<seed>_at<pct>pct`)."""
-    points = []
+    points, at = [], {}
     for f in sorted(cfg.finetune_at):
-        final = f == 1.0
+        if (step := checkpoint_step(v.steps, f)) in at:  # the same weights: fine-tuned twice, two points of one state
+            raise ConfigError(f"finetune_at: {at[step]:g} and {f:g} fall on one checkpoint step ({step} of {v.steps}) of "
+                              f"variant {v.name}: the same weights would be fine-tuned twice. Give fractions at least "
+                              f"a step apart (1/{v.steps} of the run here), or more steps.")
+        at[step], final = f, f == 1.0
         model = (pretrain_dir / f'{run_name}_{seed}' / 'discriminator' if final
                  else pretrain_dir / checkpoint_name(run_name, seed, f))
         group = safe_name(f'{v.name}_{seed}' if final else f'{v.name}_{seed}_at{percent(f)}pct', 'variants')
-        step = checkpoint_step(v.steps, f)
         flops = pretrain_flops_to_step(v.config, v.vocab, step, _frozen_generator(v.config))
         tags = [f'variant={v.name}', f'seed={seed}', f'at={f:g}']
         made = f'its pretraining of {v.name}, seed {seed}' + ('' if final else f', at {f:g} of its steps')

@@ -219,7 +219,9 @@ def _run_section(cfg: dict, train_row: dict[str, str], eval_row: dict[str, str],
                  objective: Objective | None, schedules: list[dict] = ()) -> str:
     "How the run trained and how its network does: the settings in words, the last rows of its metrics files."
     if not cfg: return "## Training\n\nThe run's settings were not found beside this export (no `config.yaml`)."
-    corpus, init = ', '.join(cfg.get('corpus', [])) or 'not recorded', cfg.get('init_from')
+    weights, init = cfg.get('corpus_weights') or [], cfg.get('init_from')
+    corpus = ', '.join(f'{c} (weight {weights[k]:g})' if len(weights) == len(cfg.get('corpus', [])) else c
+                       for k, c in enumerate(cfg.get('corpus', []))) or 'not recorded'
     tokenizer = cfg.get('tokenizer') or (f'that of {init}' if init else 'WordPiece trained on the corpus')
     text = [f"## Training\n\n{cfg.get('steps')} steps of {cfg.get('batch_size')} examples of up to "
             f"{cfg.get('max_length')} tokens, objective `{cfg.get('objective')}`, peak learning rate {cfg.get('lr')} "

@@ -26,10 +26,11 @@ __all__ = ['check_batch_split', 'one_run_at_a_time', 'init_distributed', 'is_dis
 DEFAULT_TIMEOUT_S = 1800  # a data build on one rank can take a while before the others see its cache
 
 
-def check_batch_split(batch_size: int, micro_batches: int = 1) -> None:
+def check_batch_split(batch_size: int, micro_batches: int = 1, resume: bool = False) -> None:
     """Refuse, before any work, a global batch the job's processes cannot share: each takes batch_size / processes
     rows of every step, run as `micro_batches` (grad_accum_steps) equal micro-batches, so batch_size must divide by
-    processes x micro_batches. The message names the nearest sizes that work."""
+    processes x micro_batches. The message names the nearest sizes that work and, for a `resume` (which keeps its
+    checkpoint's batch_size, another size refused), the numbers of processes that work."""
     procs = world().size
     unit = procs * micro_batches
     if procs == 1 or batch_size % unit == 0: return
@@ -37,8 +38,13 @@ def check_batch_split(batch_size: int, micro_batches: int = 1) -> None:
     use = f'{below} or {above}' if below else f'{above}'
     over, rows = ((f'{procs} processes x {micro_batches} micro-batches (grad_accum_steps)', ', in equal micro-batches')
                   if micro_batches > 1 else (f'{procs} processes', ''))
+    counts = [p for p in range(1, batch_size + 1) if batch_size % (p * micro_batches) == 0][:8]
+    each = f' over {micro_batches} micro-batches' if micro_batches > 1 else ''
+    kept = (f" A resumed run keeps its checkpoint's batch_size: resume it on a number of processes that divides it"
+            f"{each} ({', '.join(map(str, counts[:-1]))}{' or ' if len(counts) > 1 else ''}{counts[-1]})."
+            if resume and counts else '')
     raise ConfigError(f"batch_size: {batch_size} cannot be split over {over}; use {use} (a multiple of {unit}: every "
-                      f"process takes the same number of rows of the global batch{rows}).")
+                      f"process takes the same number of rows of the global batch{rows}).{kept}")
 
 
 def one_run_at_a_time(key: str, value: int, instead: str) -> bool:

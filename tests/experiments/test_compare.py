@@ -224,6 +224,40 @@ def test_a_variant_twice_is_refused(tmp_path):
         comparison(tmp_path, variants={'revi\u00e9w': {'config': ''}, 'revie\u0301w': {'config': 'bert'}})
 
 
+def test_a_two_stage_run_s_flops_are_those_its_steps_spend_in_the_plan_and_the_table(tmp_path):
+    """Two-stage training's first two_stage_switch steps train the generator alone (3 x its forward), the rest run it
+    frozen (1 x) beside the discriminator (3 x). The plan's and the table's FLOPs/run were steps x the mean per step:
+    45 steps switching at 22 were counted as if 22.5 trained the generator alone (a half step the run never took),
+    0.34% below what the run spent and what the curve's row at fraction 1 says for the same run."""
+    from electra.objective.flops import pretrain_flops
+    cfg = comparison(tmp_path, variants={'electra': {'config': ''}, 'two': {'overrides': {
+                         'two_stage': 0.5, 'generator_size': 1.0, 'tie_weights': 'none'}}},
+                     steps=45, budget='steps', finetune_at=[0.5, 1.0])
+    plan = make_plan(cfg)
+    two = next(v for v in plan.variants if v.name == 'two')
+    parts = pretrain_flops(two.config, two.config.batch_size, two.config.max_length, two.vocab,
+                           int((0.15 + 0.005) * two.config.max_length))  # the official max_predictions_per_seq
+    gen = parts['generator_encoder'] + parts['generator_head']
+    disc = parts['discriminator_encoder'] + parts['discriminator_head']
+    assert (two.steps, two.config.two_stage_switch) == (45, 22)  # round(22.5): Python rounds half to even
+    by_hand = 22 * 3 * gen + 23 * (gen + 3 * disc)
+    assert two.total_flops == pytest.approx(by_hand, rel=1e-12) and two.total_flops != two.steps * two.flops_per_step
+    for run in (r for r in plan.runs if r.variant.name == 'two'):  # the curve's row at fraction 1: the same number
+        assert run.final.flops == two.total_flops
+
+
+def test_two_finetune_at_fractions_on_one_checkpoint_step_are_refused_naming_the_variant(tmp_path):
+    """At 40 steps 0.251 and 0.254 are both step 10: the same weights were fine-tuned twice and drawn as two points of
+    the curve, said only in a pretraining job's log."""
+    cfg = comparison(tmp_path, steps=40, budget='steps', finetune_at=[0.251, 0.254, 1.0])
+    with pytest.raises(ConfigError, match=r"^finetune_at: 0\.251 and 0\.254 fall on one checkpoint step \(10 of 40\) "
+                                          r"of variant electra: the same weights would be fine-tuned twice\. Give "
+                                          r"fractions at least a step apart \(1/40 of the run here\), or more steps\.$"):
+        make_plan(cfg)
+    assert [p.step for p in make_plan(comparison(tmp_path, steps=40, budget='steps',
+                                                 finetune_at=[0.25, 0.5, 1.0])).runs[0].points] == [10, 20, 40]
+
+
 def test_command_line_keys_and_presets(tmp_path, capsys):
     "--pretrain.KEY / --finetune.KEY add to the preset's overrides; every preset loads; --help lists the keys."
     cfg = load_compare_config(['--config', 'demo', '--pretrain.steps', '50', '--finetune.runs=3', '--seeds', '1,2',

@@ -187,7 +187,17 @@ def test_a_missing_process_stops_the_others_with_a_message_not_a_hang(tmp_path):
     # and the last one was run twice, a wrong step without a word
     (['--batch_size', '12', '--grad_accum_steps', '4'],
      'batch_size: 12 cannot be split over 2 processes x 4 micro-batches (grad_accum_steps); use 8 or 16 (a multiple '
-     'of 8: every process takes the same number of rows of the global batch, in equal micro-batches).')])
+     'of 8: every process takes the same number of rows of the global batch, in equal micro-batches).'),
+    # a resume keeps its checkpoint's batch_size, which another size would be refused for: the counts that work
+    (['--batch_size', '33', '--resume', 'true'],
+     'batch_size: 33 cannot be split over 2 processes; use 32 or 34 (a multiple of 2: every process takes the same '
+     "number of rows of the global batch). A resumed run keeps its checkpoint's batch_size: resume it on a number of "
+     'processes that divides it (1, 3, 11 or 33).'),
+    (['--batch_size', '12', '--grad_accum_steps', '4', '--resume', 'true'],
+     'batch_size: 12 cannot be split over 2 processes x 4 micro-batches (grad_accum_steps); use 8 or 16 (a multiple '
+     'of 8: every process takes the same number of rows of the global batch, in equal micro-batches). A resumed run '
+     "keeps its checkpoint's batch_size: resume it on a number of processes that divides it over 4 micro-batches "
+     '(1 or 3).')])
 def test_a_batch_the_processes_cannot_share_is_refused_before_anything_is_read(tmp_path, monkeypatch, argv, message):
     "Checked as the job starts, before joining the process group (the environment of rank 0 of a two-process job)."
     from electra.config.errors import ConfigError

@@ -146,8 +146,9 @@ def finetuning_learner(model: nn.Module, train_dl, valid_dls: list, task_cfg: Fi
 
     groups, lrs = optimizer_groups(model, task_cfg.lr, task_cfg.layer_lr_decay, task_cfg.layer_lr_mode)
     total = task_cfg.epochs * len(train_dl)
-    sched = warmup_decay_sched(lrs, int(task_cfg.warmup_fraction * total), total, task_cfg.decay_power,
-                               task_cfg.schedule)
+    # a fractional warm-up, as the official create_optimizer's (warmup_proportion x num_train_steps): 0.8 steps give
+    # step 0 the rate 0, where one truncated to whole steps (0) gave it the peak
+    sched = warmup_decay_sched(lrs, task_cfg.warmup_fraction * total, total, task_cfg.decay_power, task_cfg.schedule)
     precision = {dtype: name for name, dtype in AUTOCAST_DTYPES.items()}[autocast]
     step = FinetuningStep(task_cfg.clip_grad, seed, precision, task_cfg.compile,
                           None if task_cfg.compile_mode == 'default' else task_cfg.compile_mode, clip_fn, freeze_diverged)

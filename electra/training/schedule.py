@@ -27,7 +27,7 @@ def lr_at_step(t: float, peak, warmup_steps: float, total_steps: float, power: f
     return np.asarray(peak, dtype=np.float64) * warm * decay if np.ndim(peak) else peak * warm * decay
 
 
-def warmup_decay_sched(peak, warmup_steps: int, total_steps: int, power: float = 1.0, mode: str = 'together',
+def warmup_decay_sched(peak, warmup_steps: float, total_steps: int, power: float = 1.0, mode: str = 'together',
                        restart_at: int = 0):
     """A fastai scheduler for `ParamScheduler({'lr': ...})`: fastai calls it with `pos = train_iter / total_steps`
     before each step, so it returns `lr_at_step(pos * total_steps, ...)`. `restart_at` S > 0 schedules steps [0, S)

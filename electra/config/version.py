@@ -13,8 +13,12 @@ def version_line(prog: str) -> str:
     return f'{prog} (electra {__version__})'
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    "A description as written (its commands on their own lines), and each option's default beside its help."
+
+
 def command_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    "The argument parser of one of the library's commands `prog`: its description and its `--version`."
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    "The argument parser of one of the library's commands `prog`: its description, its defaults and its `--version`."
+    parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=_HelpFormatter)
     parser.add_argument('--version', action='version', version=version_line(prog))
     return parser

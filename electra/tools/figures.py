@@ -77,7 +77,7 @@ def _overrides(text: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from nbclient.exceptions import CellExecutionError
-    parser = command_parser('python -m electra.tools.figures', __doc__.split('\n\n')[0])
+    parser = command_parser('python -m electra.tools.figures', __doc__)
     parser.add_argument('--notebook', default=str(ROOT / 'notebooks' / 'Explore.ipynb'), help='the notebook to execute')
     parser.add_argument('--out', default=str(ROOT / 'docs' / 'figures'), help='where to write <name>.png')
     parser.add_argument('--overrides', default='{}', help="the notebook's config overrides, a JSON object")

@@ -64,3 +64,16 @@ def test_the_command_executes_the_notebook_with_its_overrides(tmp_path, capsys):
 def test_bad_input_is_refused_before_a_kernel_starts(argv, message):
     with pytest.raises(ConfigError, match=message):
         main(argv)
+
+
+def test_the_help_gives_the_commands_it_announces_and_each_option_s_default(capsys):
+    """R28a-1: the description was cut at its first paragraph, ending at 'written by:' with the commands missing, and
+    no option showed its default (that leaving --out out writes into the checkout's docs/figures)."""
+    from electra.tools.figures import ROOT
+    with pytest.raises(SystemExit) as e: main(['--help'])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert 'written by:\n\n    python pretrain.py && python finetune.py' in out
+    assert 'python -m electra.tools.figures --out docs/figures' in out
+    assert f"(default: {ROOT / 'docs' / 'figures'})" in ' '.join(out.split())
+    assert '(default: {})' in out

@@ -8,8 +8,9 @@ Two sweeps that share a group name and `test_output_dir` but not `output_dir` wo
 `glue_submission.zip`: a job refuses a test folder of another group folder before its first run
 (`check_test_folder`). A file of runs fine-tuned again since it was written (by a job that did not predict) is
 removed by the job that replaced them (`drop_stale`), as is a file whose test set has changed since; files of runs
-of several models, and GLUE files of several data sources, are said in one line each (`models_line`, `data_line`), so
-that the zip holds what the results table says, of one test set per task."""
+of several models, GLUE files of several data sources, and files whose runs were picked by several rules (select,
+ensemble_k, of how many runs) are said in one line each (`models_line`, `data_line`, `rules_line`), so that the zip
+holds what the results table says, of one test set per task."""
 from __future__ import annotations
 
 import hashlib
@@ -27,7 +28,7 @@ from electra.runtime.files import atomic_write_text, locked
 from electra.runtime.processes import is_main_process
 
 __all__ = ['MADE_BY', 'read_made_by', 'adopt_moved', 'check_test_folder', 'record', 'drop_stale', 'models_line',
-           'data_line']
+           'data_line', 'rules_line']
 
 MADE_BY = 'made_by.json'
 _KEYS = {'task', 'by', 'group', 'model', 'runs'}
@@ -96,13 +97,15 @@ def _update(folder: Path, change: Callable[[dict], dict]) -> None:
 
 
 def record(folder: Path, written: list[Path], by: str, picked: pd.DataFrame, group: Path,
-           tests: dict[str, tuple[str, str]]) -> None:
+           tests: dict[str, tuple[str, str]], picked_by: dict) -> None:
     """The files `written` by the picked runs `picked` of task `by` (rows of the results table of `group`), recorded
-    with what each was predicted from (`tests`: each task's data and test files' digest, where it has test files)."""
+    with what each was predicted from (`tests`: each task's data and test files' digest, where it has test files) and
+    the rule that picked the runs (`picked_by`: select, ensemble_k, and of how many runs)."""
     models = sorted(set(picked['model_fingerprint'].astype(str)))
     def entry(task: str) -> dict:
         data = dict(zip(('data', 'test'), tests[task])) if task in tests else {}
-        return {'task': task, 'by': by, 'group': str(group), 'model': ', '.join(models), 'runs': _runs(picked), **data}
+        return {'task': task, 'by': by, 'group': str(group), 'model': ', '.join(models), 'runs': _runs(picked),
+                'picked_by': picked_by, **data}
     entries = {p.relative_to(folder).as_posix(): entry(_TASK_OF_FILE.get(p.name, by)) for p in written}
     _update(folder, lambda old: {**old, **entries})
 
@@ -162,6 +165,24 @@ def models_line(folder: Path) -> str:
     return (f"warning: the test files of {folder} come from runs of {len(by_model)} models ({parts}; by fingerprint): "
             "the results table holds rows of each. Fine-tune the other tasks again from this job's model (put them "
             "in tasks) for a submission of one model.")
+
+
+def _rule(picked_by: dict | None) -> str:
+    "How a file's runs were picked, in words: 'the median of 3 runs', 'an ensemble of the top 2 of 2 runs'."
+    if not picked_by: return 'a rule not recorded (an earlier version)'
+    k, n = picked_by['ensemble_k'], picked_by['of_runs']
+    return f"an ensemble of the top {k} of {n} runs" if k > 1 else f"the {picked_by['select']} of {n} runs"
+
+
+def rules_line(folder: Path) -> str:
+    """'' when the recorded files of `folder` were picked by one rule (select, ensemble_k, of how many runs); else a
+    warning naming each rule's files: a submission whose tasks were picked otherwise compares to no one number."""
+    by_rule: dict[str, list[str]] = {}
+    for name, e in sorted(read_made_by(folder).items()): by_rule.setdefault(_rule(e.get('picked_by')), []).append(name)
+    if len(by_rule) < 2: return ''
+    parts = '; '.join(f"{_names(files)}: {rule}" for rule, files in by_rule.items())
+    return (f"warning: the test files of {folder} were picked by {len(by_rule)} rules ({parts}): predict every task in "
+            "one job for a submission of one rule.")
 
 
 def data_line(folder: Path) -> str:

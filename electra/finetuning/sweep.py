@@ -18,7 +18,7 @@ from electra.finetuning.card import unlike_runs, write_finetuned_card
 from electra.finetuning.export import save_runs
 from electra.finetuning.learner import device_and_autocast
 from electra.finetuning.made_by import (MADE_BY, adopt_moved, check_test_folder, data_line, drop_stale, models_line,
-                                        record)
+                                        record, rules_line)
 from electra.finetuning.loading import read_finetuned, run_mismatch, tokenizer_mismatch
 from electra.finetuning.inputs import RunInputs, data_digests, data_named, recorded_tokenizer, run_inputs, what_changed
 from electra.finetuning.results import JOB_RUNS, ResultsTable, plot_summary, select_runs, summarize, summary_markdown
@@ -330,7 +330,7 @@ def _tidy_test_folder(cfg: FinetuneConfig, results: ResultsTable, tasks: dict[st
     zipped = []
     if any(name in SUBMISSION_FILES for name in [p.name for p in written] + removed):  # the zip holds GLUE's files
         if z := zip_submission(out): zipped.append(z)
-    for line in (models_line(out), data_line(out)):
+    for line in (models_line(out), data_line(out), rules_line(out)):
         if line: say(line)
     return zipped
 
@@ -449,7 +449,8 @@ def write_test_predictions(cfg: FinetuneConfig, results: ResultsTable, tokenizer
         if picked.empty: continue
         _check_read_with(cfg, name, picked, tokenizer)
         files = task.write_predictions(TestJob(cfg, picked, tokenizer, out, say), tasks)
-        record(out, files, name, picked, group, tests)
+        record(out, files, name, picked, group, tests,
+               {'select': cfg.select, 'ensemble_k': cfg.ensemble_k, 'of_runs': len(rows)})
         written += files
     return written + _tidy_test_folder(cfg, results, tasks, tests, written, say)
 

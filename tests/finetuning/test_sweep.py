@@ -855,6 +855,27 @@ def test_another_group_folder_writing_into_the_same_test_folder_is_refused_befor
                          "(put them in tasks) for a submission of one model.")
 
 
+def test_test_files_picked_by_several_rules_are_recorded_and_said(tmp_path, glue_dir, tiny):
+    """R28a-3: jobs on one group with other select, ensemble_k or runs left a zip of files chosen by several rules (the
+    median of 3 runs here, an ensemble of 2 there) without a word, and made_by.json recorded none of them."""
+    import dataclasses
+    model, tok = tiny
+    src, out = open_source(str(glue_dir)), tmp_path / 'out/t'
+    cfg = job(tmp_path, glue_dir, tasks=['RTE', 'MRPC'], runs=3, select='median')
+    sweep.write_test_predictions(cfg, sweep.run_sweep(cfg, model, tok, src, log=lambda s: None), tok, src,
+                                 log=lambda s: None)
+    made_by = json.loads((out / 'made_by.json').read_text())
+    assert made_by['RTE.tsv']['picked_by'] == {'select': 'median', 'ensemble_k': 1, 'of_runs': 3}
+    lines = []
+    two = dataclasses.replace(cfg, tasks=['RTE'], runs=2, ensemble_k=2)
+    sweep.write_test_predictions(two, ResultsTable(tmp_path / 'ckpt/t/results.csv'), tok, src, log=lines.append)
+    assert json.loads((out / 'made_by.json').read_text())['RTE.tsv']['picked_by'] == {
+        'select': 'median', 'ensemble_k': 2, 'of_runs': 2}
+    assert lines[-1] == (f"warning: the test files of {out} were picked by 2 rules (MRPC.tsv: the median of 3 runs; "
+                         "RTE.tsv: an ensemble of the top 2 of 2 runs): predict every task in one job for a submission "
+                         "of one rule.")
+
+
 def test_a_damaged_record_of_the_test_files_is_refused_in_one_line(tmp_path):
     from electra.finetuning import made_by
     (tmp_path / 'made_by.json').write_text('{"RTE.tsv": {"task": "RTE"}}')

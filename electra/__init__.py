@@ -16,7 +16,7 @@ The public API, by concern (each name is imported on first use, so `import elect
   `ElectricScores`
 - conversion: `convert_tf_checkpoint` (official TensorFlow checkpoints, no TensorFlow needed)
 - fine-tuning: `ElectraClassifier`, `layer_lrs`, `optimizer_groups`, `finetuning_learner`, `load_pretrained`,
-  `load_finetuned`, `run_sweep` (its GLUE data from `resolve_data`); task kinds: `FinetuningTask` (what the sweep needs of one), `ClassificationTask`,
+  `load_finetuned` (a run's inputs as it encoded them: `encode_texts`), `run_sweep` (its GLUE data from `resolve_data`); task kinds: `FinetuningTask` (what the sweep needs of one), `ClassificationTask`,
   `TaggingTask`, `QATask`, `read_task_file`
 - experiments: `run_comparison` (objective variants at equal compute, `python -m electra.experiments.compare`)
 """
@@ -66,6 +66,7 @@ _HOMES = {
     'ElectricScores': 'electra.pretrained.electric',
     'load_init': 'electra.pretraining.init_from', 'convert_tf_checkpoint': 'electra.convert.tf',
     'ElectraClassifier': 'electra.finetuning.classifier', 'layer_lrs': 'electra.finetuning.layerwise',
+    'encode_texts': 'electra.finetuning.tasks.encoding',
     'optimizer_groups': 'electra.finetuning.layerwise', 'load_pretrained': 'electra.finetuning.loading',
     'load_finetuned': 'electra.finetuning.loading', 'finetuning_learner': 'electra.finetuning.learner',
     'run_sweep': 'electra.finetuning.sweep', 'resolve_data': 'electra.finetuning.sweep',

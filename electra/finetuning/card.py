@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import torch
 from huggingface_hub import EvalResult, ModelCardData
 
 from electra.config.finetune import RESULT_KEYS, TASK_KEYS, FinetuneConfig
@@ -222,19 +223,40 @@ _OUTPUTS = {
 _OUTPUTS['mrqa'] = _OUTPUTS['squad']
 
 
-def _usage_section(cfg: FinetuneConfig, df: pd.DataFrame, kinds: dict[str, str]) -> str:
-    "How to use: a run read with `load_finetuned` and the tokenizer of the model it was fine-tuned from; what it gives."
+_ENCODED_AS_TEXTS = ('classification', 'regression', 'multilabel')  # kinds whose inputs `encode_texts` makes
+
+
+def _usage_section(cfg: FinetuneConfig, df: pd.DataFrame, kinds: dict[str, str], tasks: dict[str, TaskInfo]) -> str:
+    """How to use: a run read with `load_finetuned`, the tokenizer of the model it was fine-tuned from, and its inputs
+    encoded as the run encoded them (`encode_texts` at its max_length: the tokenizer's own call cuts at its
+    model_max_length, so a longer text gave other outputs than the run's); what it gives."""
     example = df.sort_values(['task', 'run']).iloc[0] if not df.empty else None
     load = (f"model = load_finetuned('{Path(str(example['checkpoint'])).name}')  # {example['task']} run "
             f"{example['run']}, a file of this folder" if example is not None else "model = load_finetuned(PATH)")
     gives = '; '.join(dict.fromkeys(_OUTPUTS.get(k, f"a {k} run its head's outputs") for k in kinds.values()))
+    call, names = '', 'load_finetuned, load_pretrained'
+    if example is not None and kinds.get(example['task']) in _ENCODED_AS_TEXTS:
+        info, length = tasks.get(example['task']), _run_max_length(Path(str(example['checkpoint'])))
+        pair = ", ['its pair']" if info is not None and info.hf_text[1] is not None else ''
+        call = (f"outputs = model(**encode_texts(tokenizer, ['a text']{pair}, max_length={length or 'MAX_LENGTH'}))"
+                f"  # the run's max_length{'' if length else ' (its checkpoint was not found)'}\n")
+        names = 'encode_texts, load_finetuned, load_pretrained'
     return ("## How to use\n\nEach run is a PyTorch module (`ElectraClassifier`, `ElectraTagger` or `ElectraQA`) over "
             "transformers' `ElectraModel`, read with this library in eval mode; its tokenizer is the one of the model it "
-            f"was fine-tuned from:\n\n```python\nfrom electra import load_finetuned, load_pretrained\n\n{load}\n"
-            f"_, tokenizer = load_pretrained('{cfg.model}')\n```\n\n"
-            "Called on its tokenizer's encoding, `model(**tokenizer(text, return_tensors='pt'))` (a pair: `text, "
-            "text_pair`), it gives what the run's transformers folder gives where it has one (`<task>_<i>/`): "
+            f"was fine-tuned from:\n\n```python\nfrom electra import {names}\n\n{load}\n"
+            f"_, tokenizer = load_pretrained('{cfg.model}')\n{call}```\n\n"
+            "A classification, regression or multi-label run is called on `encode_texts(tokenizer, texts, text_pairs, "
+            "max_length=...)`, its texts encoded as the run encoded its data (`[CLS] A [SEP] B [SEP]`, BERT's "
+            "`_truncate_seq_pair` to the run's `max_length`: the tokenizer's own call cuts at its `model_max_length`, "
+            "so a longer text would get other outputs); a tagging or QA run reads a longer input in windows, as "
+            "`finetune.py` does. It gives what the run's transformers folder gives where it has one (`<task>_<i>/`): "
             f"{gives}.")
+
+
+def _run_max_length(checkpoint: Path) -> int | None:
+    "The max_length a fine-tuned run's checkpoint records it was trained at; None when the file is not there."
+    if not checkpoint.is_file(): return None
+    return torch.load(checkpoint, map_location='cpu', weights_only=True, mmap=True).get('hparams', {}).get('max_length')
 
 
 def _progress(model: str) -> str:
@@ -271,6 +293,6 @@ def write_finetuned_card(cfg: FinetuneConfig, df: pd.DataFrame, tasks: dict[str,
         f"## Settings\n\nThe job's config, from the presets `{cfg.config}` (`finetune.py --config` takes it again: "
         "their values are in it, so it names none to apply again):\n\n"
         f"{details(yaml_block({k: v for k, v in config_to_dict(cfg).items() if k != 'config'}))}",
-        _usage_section(cfg, df, _kinds(cfg.file_tasks(), tasks)),
+        _usage_section(cfg, df, _kinds(cfg.file_tasks(), tasks), tasks),
         LICENSE_NOTE])
     return write_card(group_dir(cfg), _metadata(cfg, df, summary, tasks), body)

@@ -273,6 +273,35 @@ def test_a_pair_longer_than_max_length_through_the_cards_recipe_gives_the_runs_l
     torch.testing.assert_close(scope['logits'](a, b)[:, 0], mine, atol=1e-5, rtol=1e-5)
 
 
+def test_the_group_card_s_recipe_encodes_a_long_text_as_the_run_did(swept, tiny, monkeypatch):
+    """The group card's "How to use" called the run on `tokenizer(text)` of `load_pretrained`'s tokenizer, which cuts
+    at its model_max_length (512), not the run's max_length: a text longer than that reached the run whole, over
+    positions it never trained on, and its outputs were not the run's (0.577 against the folder's 0.598). The recipe's
+    call, run as written on a long text, now gives the run's outputs: its encoding at the run's max_length."""
+    from electra.finetuning.tasks.encoding import encode
+    from electra.finetuning.tasks.sources import Examples
+    import numpy as np
+    cfg, results = swept
+    sweep.write_summary(cfg, results)
+    group = sweep.group_dir(cfg)
+    code = _card_usage(group / 'README.md')
+    call = next(line for line in code.splitlines() if 'model(**' in line)
+    assert "encode_texts(tokenizer, ['a text'], max_length=64)" in call  # SST-2 run 0, its max_length
+    monkeypatch.chdir(group)
+    scope: dict = {'tokenizer': tiny[1]}  # the fixture's model is the tokenizer's: its name loads nothing here
+    exec('\n'.join(line for line in code.splitlines() if not line.startswith('_, tokenizer =')), scope)
+    text = ' '.join(['a wonderful film'] * 40)  # 120 tokens: past the run's 64
+    with torch.no_grad(): got = eval(call.split('=', 1)[1].split('#')[0].replace("['a text']", '[text]'),
+                                     {**scope, 'text': text})
+    enc = encode(Examples(np.array([0]), [text], None, np.array([0])), scope['tokenizer'], 64)
+    ids = torch.tensor(enc.ids[None].astype('int64'))
+    with torch.no_grad(): want = scope['model'](ids, torch.ones_like(ids), torch.zeros_like(ids))
+    assert ids.shape[1] == 64
+    torch.testing.assert_close(got, want, atol=0, rtol=0)
+    with torch.no_grad(): whole = scope['model'](**scope['tokenizer']([text], return_tensors='pt'))
+    assert not torch.allclose(whole, want)  # what the card's call gave before
+
+
 def test_a_pair_with_an_empty_second_text_through_the_folder_gives_the_runs_logits(swept, monkeypatch):
     """transformers' tokenizer(a, '') (the card's call, and the pipeline's) gives `[CLS] A [SEP]`; the run encoded
     `[CLS] A [SEP] [SEP]`, so the folder gave other logits for such pairs, up to 0.36 apart (R20a-4). The run now

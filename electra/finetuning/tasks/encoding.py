@@ -29,7 +29,7 @@ from electra.finetuning.tasks.sources import Examples
 from electra.runtime.files import atomic_write_bytes, path_inside
 from electra.runtime.processes import is_main_process
 
-__all__ = ['padded_length', 'truncate_pair', 'Encoded', 'encode', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
+__all__ = ['padded_length', 'truncate_pair', 'Encoded', 'encode', 'encode_texts', 'encode_cached', 'LengthBatchSampler', 'ShardedBatchSampler', 'LoaderIndices',
            'make_loader', 'NPZ_DAMAGED', 'UNKNOWN_SHARE', 'unknown_share_warning']
 
 _CACHE_VERSION = 2  # 2: a second text of no tokens encoded as none
@@ -174,6 +174,19 @@ def encode(ex: Examples, tokenizer, max_length: int) -> Encoded:
     ids = np.fromiter((t for p in parts for t in p), dtype=np.int32, count=int(lengths.sum()))
     return Encoded(ids, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), n_first, np.asarray(ex.label),
                    np.asarray(ex.idx, dtype=np.int64))
+
+
+def encode_texts(tokenizer, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
+                 max_length: int = 512) -> dict[str, torch.Tensor]:
+    """The inputs of a fine-tuned classification, regression or multi-label run (`load_finetuned`) for `texts` (and
+    their `text_pairs`), encoded as the run encoded its data (`encode`: `[CLS] A [SEP] (B [SEP])`, BERT's
+    `_truncate_seq_pair` to `max_length`, give the run's) and padded: `model(**encode_texts(...))` gives the run's
+    outputs. A tokenizer's own call cuts at its `model_max_length`, not at the run's length."""
+    ex = Examples(np.arange(len(texts)), list(texts), None if text_pairs is None else list(text_pairs),
+                  np.zeros(len(texts)))
+    input_ids, attention_mask, token_type_ids, _ = _Collate(encode(ex, tokenizer, max_length),
+                                                            tokenizer.pad_token_id)(list(range(len(texts))))
+    return {'input_ids': input_ids, 'attention_mask': attention_mask, 'token_type_ids': token_type_ids}
 
 
 def _examples_fingerprint(ex: Examples) -> str:

@@ -83,7 +83,8 @@ class CompareConfig(CheckedConfig):
     only: list[str] = field([], 'run only these variants (the table still lists all); empty: all')
     budget: str = choice_field('flops', ['flops', 'steps'],
                                "'flops': every variant gets the pretraining FLOPs of `reference` (its steps scaled by "
-                               "FLOPs per step, warm-up kept the same fraction of the run); 'steps': the same steps")
+                               "FLOPs per step, warm-up kept the same fraction of the run, at least a step where "
+                               "its presets warm up); 'steps': the same steps")
     reference: str = field('', "the variant whose steps set the budget; empty: the first variant")
     steps: int = field(0, 'pretraining steps of the reference variant', ge=0,
                        zero='its own, from its presets and overrides')

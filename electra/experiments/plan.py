@@ -244,7 +244,8 @@ def _variant_plans(cfg: CompareConfig, root: Path) -> list[VariantPlan]:
     plans = []
     for name, (preset, overrides, base, over) in bases.items():
         steps = steps_at_budget(cfg.budget, ref_steps, flops[cfg.reference_name], flops[name])
-        warmup = round(base.warmup_steps * steps / base.steps)  # the same fraction of the run as its presets give
+        # the same fraction of the run as its presets give, never rounded away: a short run would start at the peak
+        warmup = max(1, round(base.warmup_steps * steps / base.steps)) if base.warmup_steps else 0
         kept = {k: v for k, v in overrides.items() if k not in ('steps', 'warmup_steps')}  # the budget's instead
         sources = _variant_sources(cfg, specs[name], kept)
         if cfg.finetune and not set(cfg.finetune_at) <= set(base.checkpoint_at):  # checkpoints to fine-tune

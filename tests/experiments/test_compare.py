@@ -246,6 +246,16 @@ def test_a_two_stage_run_s_flops_are_those_its_steps_spend_in_the_plan_and_the_t
         assert run.final.flops == two.total_flops
 
 
+def test_a_warm_up_kept_as_a_fraction_of_a_short_run_is_never_rounded_away(tmp_path):
+    """The warm-up keeps its fraction of each variant's steps: 10 of 100 at 4 steps is 0.4, rounded to none, so the
+    run started at the peak rate where its preset warms up (the same kind as fine-tuning's R28a-2)."""
+    plan = make_plan(comparison(tmp_path, steps=4, budget='steps'))
+    assert [(v.steps, v.warmup_steps) for v in plan.variants] == [(4, 1), (4, 1)]
+    none = make_plan(comparison(tmp_path, steps=4, budget='steps',
+                                pretrain_overrides={**TINY, 'steps': 100, 'warmup_steps': 0}))
+    assert [v.warmup_steps for v in none.variants] == [0, 0]  # a preset without a warm-up keeps none
+
+
 def test_two_finetune_at_fractions_on_one_checkpoint_step_are_refused_naming_the_variant(tmp_path):
     """At 40 steps 0.251 and 0.254 are both step 10: the same weights were fine-tuned twice and drawn as two points of
     the curve, said only in a pretraining job's log."""

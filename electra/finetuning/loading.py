@@ -5,6 +5,7 @@ of a results table is read only when its checkpoint is that run (`run_mismatch`,
 copied over another (a backup restored, files moved between groups) is never used under the other's name."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -62,6 +63,7 @@ FORMATS = FINETUNED_FORMATS  # (runs saved before the task kinds: 'electra-glue'
 def read_finetuned(path: str | Path, mmap: bool = False) -> dict:
     """The checkpoint of a fine-tuned run saved by `run_sweep` (weights, task, hyperparameters, the model it came from);
     `mmap`: its tensors mapped, not read, for a look at what it records."""
+    if Path(path).is_dir(): raise ConfigError(_folder_given(Path(path)))
     if not Path(path).is_file():
         raise ConfigError(f"{path}: no such fine-tuned run. Run `python finetune.py` first (the demo writes "
                           "checkpoints/glue/demo/<task>_<i>.pth), or give a run of yours.")
@@ -77,6 +79,30 @@ def read_finetuned(path: str | Path, mmap: bool = False) -> dict:
         raise ConfigError(f"{path}: not a fine-tuned run of finetune.py (a torch file of another kind): give a run of "
                           "finetune.py, <output_dir>/<group>/<task>_<i>.pth.")
     return ckpt
+
+
+_AUTO_CLASSES = {'ElectraForSequenceClassification': 'AutoModelForSequenceClassification',
+                 'ElectraForTokenClassification': 'AutoModelForTokenClassification'}
+
+
+def _folder_given(folder: Path) -> str:
+    "What a folder given as a fine-tuned run is, and what to give instead: a run's transformers folder, a group's, other."
+    beside = folder.with_name(folder.name + '.pth')
+    if (folder / 'config.json').is_file() and beside.is_file():
+        try:
+            record = torch.load(beside, map_location='cpu', weights_only=True, mmap=True)
+            run = f" of {record['task']} run {record['run']}"
+            saved = json.loads((folder / 'config.json').read_text(encoding='utf-8')).get('architectures') or ['']
+        except Exception: run, saved = '', ['']  # (a damaged file is named when it is read)
+        loads = _AUTO_CLASSES.get(saved[0], 'its AutoModel class')
+        return (f"{folder}: the transformers folder{run}, not its .pth: load_finetuned reads {beside}; the folder loads "
+                f"with transformers' {loads}.")
+    if (folder / 'results.csv').is_file():
+        runs = sorted(p.name for p in folder.glob('*.pth'))
+        example = f" (e.g. {folder / runs[0]})" if runs else ''
+        return (f"{folder}: a fine-tuning group's folder, not one of its runs: give a run's file in it, "
+                f"<task>_<i>.pth{example}.")
+    return f"{folder}: a folder, not a fine-tuned run: give finetune.py's <output_dir>/<group>/<task>_<i>.pth."
 
 
 # the model class of each task kind but classification (`ElectraClassifier`), registered by the kind's module (above

@@ -302,6 +302,54 @@ def test_the_group_card_s_recipe_encodes_a_long_text_as_the_run_did(swept, tiny,
     assert not torch.allclose(whole, want)  # what the card's call gave before
 
 
+def test_encode_texts_takes_what_a_tokenizer_takes_and_refuses_the_rest_naming_the_argument(tiny):
+    """R29a-1..5: a str was read as a list of characters (8 examples for 'the meal'), pairs as tuples were joined into
+    one segment, max_length 0, 1, -3 or 2 gave erratic lengths (Python's negative slices), one past the tokenizer's
+    positions a torch shape error, a NaN second text (pandas' empty cell) transformers' type error, lists of two
+    lengths an IndexError, and a forgotten max_length silently 512. Now: a str is one text, a (text, pair) tuple is a
+    pair, a missing second text (None, NaN) is none as an empty cell is to the run, and the rest is one line naming
+    the argument; max_length has no default."""
+    from electra.config.errors import ConfigError
+    from electra.finetuning.tasks.encoding import encode_texts
+    _, tok = tiny
+    one, listed = encode_texts(tok, 'a wonderful film', max_length=16), encode_texts(tok, ['a wonderful film'], max_length=16)
+    assert all(torch.equal(one[k], listed[k]) for k in listed) and one['input_ids'].shape[0] == 1
+    pairs = encode_texts(tok, [('a wonderful film', 'dull and long')], max_length=16)
+    apart = encode_texts(tok, ['a wonderful film'], ['dull and long'], max_length=16)
+    assert all(torch.equal(pairs[k], apart[k]) for k in apart) and int(apart['token_type_ids'].sum()) > 0
+    missing = encode_texts(tok, ['a wonderful film', 'dull'], [None, float('nan')], max_length=16)
+    alone = encode_texts(tok, ['a wonderful film', 'dull'], max_length=16)
+    assert all(torch.equal(missing[k], alone[k]) for k in alone)
+    for kwargs, said in [
+            ({'texts': ['a film'], 'max_length': 2, 'text_pairs': ['b']},
+             'max_length: 2 leaves no token of a pair ([CLS] A [SEP] B [SEP] takes 5 at least); give the run\'s'),
+            ({'texts': ['a film'], 'max_length': 0}, "max_length: 0 is not a length of at least 3 tokens"),
+            ({'texts': ['a film'], 'max_length': 600},
+             f"max_length: 600 is past the tokenizer's model_max_length ({tok.model_max_length})"),
+            ({'texts': ['a', 'b'], 'text_pairs': ['c'], 'max_length': 16},
+             'text_pairs: 1 second texts for 2 texts; give one per text (None or an empty string for none)'),
+            ({'texts': [], 'max_length': 16}, 'texts: none given; give at least one text'),
+            ({'texts': ['a', float('nan')], 'max_length': 16}, 'texts: item 1 is nan, not a text')]:
+        with pytest.raises(ConfigError, match=f'^{re.escape(said)}'): encode_texts(tok, **kwargs)
+    with pytest.raises(TypeError, match='max_length'): encode_texts(tok, ['a film'])  # the run's: no default to forget
+
+
+def test_load_finetuned_given_a_run_s_transformers_folder_or_its_group_names_what_it_is(swept):
+    "R29a-7: both, like a path that is not there, were 'no such fine-tuned run. Run `python finetune.py` first'."
+    from electra.config.errors import ConfigError
+    cfg, results = swept
+    group = sweep.group_dir(cfg)
+    run = _picked(results, 'SST-2')
+    folder = group / f'SST-2_{run}'
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(folder))}: the transformers folder of SST-2 run {run}, not "
+                                          rf"its \.pth: load_finetuned reads {re.escape(str(folder))}\.pth; the folder "
+                                          r"loads with transformers' AutoModelForSequenceClassification\.$"):
+        load_finetuned(folder)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(group))}: a fine-tuning group's folder, not one of its "
+                                          r"runs: give a run's file in it, <task>_<i>\.pth \(e\.g\. "):
+        load_finetuned(group)
+
+
 def test_a_pair_with_an_empty_second_text_through_the_folder_gives_the_runs_logits(swept, monkeypatch):
     """transformers' tokenizer(a, '') (the card's call, and the pipeline's) gives `[CLS] A [SEP]`; the run encoded
     `[CLS] A [SEP] [SEP]`, so the folder gave other logits for such pairs, up to 0.36 apart (R20a-4). The run now
@@ -334,6 +382,9 @@ def test_a_pair_with_an_empty_second_text_through_the_folder_gives_the_runs_logi
     said = pipeline('text-classification', model=model, tokenizer=tokenizer, function_to_apply='none')(
         {'text': a, 'text_pair': ''})
     assert abs(said['score'] - float(mine)) < 1e-5
+    # a blank second text is none to the run and an empty segment to transformers' tokenizer: the card says so (R29a-6)
+    assert tokenizer(a, '   ')['input_ids'] != tokenizer(a)['input_ids']
+    assert 'So can a second text of no tokens but not empty (spaces, a tab, a zero-width space)' in ' '.join(body.split())
 
 
 @pytest.fixture(scope='module', params=['bpe', 'wordpiece', 'unigram'])

@@ -176,17 +176,56 @@ def encode(ex: Examples, tokenizer, max_length: int) -> Encoded:
                    np.asarray(ex.idx, dtype=np.int64))
 
 
-def encode_texts(tokenizer, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
-                 max_length: int = 512) -> dict[str, torch.Tensor]:
+def encode_texts(tokenizer, texts: str | Sequence, text_pairs: str | Sequence | None = None, *,
+                 max_length: int) -> dict[str, torch.Tensor]:
     """The inputs of a fine-tuned classification, regression or multi-label run (`load_finetuned`) for `texts` (and
     their `text_pairs`), encoded as the run encoded its data (`encode`: `[CLS] A [SEP] (B [SEP])`, BERT's
-    `_truncate_seq_pair` to `max_length`, give the run's) and padded: `model(**encode_texts(...))` gives the run's
-    outputs. A tokenizer's own call cuts at its `model_max_length`, not at the run's length."""
-    ex = Examples(np.arange(len(texts)), list(texts), None if text_pairs is None else list(text_pairs),
-                  np.zeros(len(texts)))
+    `_truncate_seq_pair` to `max_length`, the run's: its card gives it) and padded: `model(**encode_texts(...))` gives
+    the run's outputs. Takes what a tokenizer takes: a str is one text, (text, pair) tuples are pairs; a missing second
+    text (None, NaN: pandas' empty cell) is none, as an empty one is to the run. A tokenizer's own call cuts at its
+    `model_max_length`, not at the run's length."""
+    texts, text_pairs = _texts_given(texts, text_pairs)
+    _check_max_length(max_length, tokenizer, text_pairs is not None and any(text_pairs))
+    ex = Examples(np.arange(len(texts)), texts, text_pairs, np.zeros(len(texts)))
     input_ids, attention_mask, token_type_ids, _ = _Collate(encode(ex, tokenizer, max_length),
                                                             tokenizer.pad_token_id)(list(range(len(texts))))
     return {'input_ids': input_ids, 'attention_mask': attention_mask, 'token_type_ids': token_type_ids}
+
+
+def _texts_given(texts, text_pairs) -> tuple[list[str], list[str] | None]:
+    "`encode_texts`' texts and second texts as lists of strings, or a one-line ConfigError naming the argument."
+    if isinstance(texts, str): texts = [texts]
+    if isinstance(text_pairs, str): text_pairs = [text_pairs]
+    texts = list(texts)
+    if text_pairs is None and texts and all(isinstance(t, (tuple, list)) and len(t) == 2 for t in texts):
+        texts, text_pairs = [a for a, _ in texts], [b for _, b in texts]  # pairs, as a tokenizer's batch takes them
+    if not texts: raise ConfigError('texts: none given; give at least one text.')
+    for i, t in enumerate(texts):
+        if not isinstance(t, str): raise ConfigError(f'texts: item {i} is {t!r}, not a text: give strings.')
+    if text_pairs is None: return texts, None
+    missing = lambda b: b is None or (isinstance(b, float) and math.isnan(b))  # noqa: E731
+    pairs = ['' if missing(b) else b for b in text_pairs]
+    if len(pairs) != len(texts):
+        raise ConfigError(f'text_pairs: {len(pairs)} second texts for {len(texts)} texts; give one per text (None or '
+                          'an empty string for none).')
+    for i, b in enumerate(pairs):
+        if not isinstance(b, str): raise ConfigError(f'text_pairs: item {i} is {b!r}, not a text: give strings.')
+    return texts, pairs
+
+
+def _check_max_length(max_length, tokenizer, pairs: bool) -> None:
+    "A `max_length` that holds a token of each segment and that the tokenizer's positions take, or a one-line error."
+    whole = isinstance(max_length, int) and not isinstance(max_length, bool)
+    if whole and pairs and max_length < 5:
+        raise ConfigError(f"max_length: {max_length} leaves no token of a pair ([CLS] A [SEP] B [SEP] takes 5 at "
+                          "least); give the run's (its card says it).")
+    if not whole or max_length < 3:
+        raise ConfigError(f"max_length: {max_length!r} is not a length of at least 3 tokens ([CLS] A [SEP]); give the "
+                          "run's (its card says it).")
+    limit = getattr(tokenizer, 'model_max_length', None)
+    if isinstance(limit, int) and limit < 1_000_000 and max_length > limit:
+        raise ConfigError(f"max_length: {max_length} is past the tokenizer's model_max_length ({limit}): the model has "
+                          "no positions for it; give the run's (its card says it).")
 
 
 def _examples_fingerprint(ex: Examples) -> str:

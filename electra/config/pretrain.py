@@ -5,7 +5,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from electra.config.errors import RunWarning, need
+from electra.config.errors import ConfigError, RunWarning, need
 from electra.config.fields import DIST_TIMEOUT_MAX, SEED_END, choice_field, field
 from electra.config.file_names import safe_name
 from electra.config.objectives import OBJECTIVES, TIE_WEIGHTS, names_where
@@ -258,8 +258,7 @@ class PretrainConfig(CheckedConfig):
         need(self.init_from or not self.init_max_length, 'init_max_length',
              f'is the length the init_from weights were pretrained at, recorded from them; a run without init_from '
              f'has none (got {self.init_max_length}): drop it.')
-        need(self.mask_token_prob + self.random_token_prob <= 1, 'mask_token_prob',
-             'mask_token_prob + random_token_prob must be at most 1.')
+        self._check_corruption_shares()
         need(self.hidden_size % self.num_attention_heads == 0, 'num_attention_heads',
              f'hidden_size {self.hidden_size} is not divisible by {self.num_attention_heads} heads.')
         self._validate_objective()
@@ -270,8 +269,7 @@ class PretrainConfig(CheckedConfig):
              f'give one weight per corpus entry ({len(self.corpus)}), got {len(self.corpus_weights)}; or none to concatenate.')
         need(self.sentence_split == self.sentence_split.strip() and bool(self.sentence_split), 'sentence_split',
              "give 'auto', 'none' or a spaCy language code such as en.")
-        need(self.batch_size % self.grad_accum_steps == 0, 'grad_accum_steps',
-             f'must divide batch_size ({self.batch_size}), got {self.grad_accum_steps}.')
+        self._check_micro_batches()
         if self.warmup_steps >= self.steps:  # warm-up and decay apply together: the peak is never reached
             warnings.warn(f'warmup_steps ({self.warmup_steps}) is not shorter than the run ({self.steps} steps): the '
                           f'learning rate never reaches lr ({self.lr:g}); lower --warmup_steps (the small recipe warms '
@@ -407,6 +405,33 @@ class PretrainConfig(CheckedConfig):
             shown = str(value).lower() if isinstance(value, bool) else f'{value:g}'
             warnings.warn(f"{key} {shown} ({value_sources(self)[key]}) has no effect: {unread[key]}.", RunWarning,
                           stacklevel=2)
+
+    def _check_corruption_shares(self) -> None:
+        """mask_token_prob + random_token_prob at most 1 (the rest of the chosen tokens are kept), else one line blaming
+        the key typed alone (`--random_token_prob 0.3` blamed the default mask_token_prob), with both values, their
+        sources and the value of the other that fits."""
+        total = self.mask_token_prob + self.random_token_prob
+        if total <= 1: return
+        typed, sources = typed_keys(self), value_sources(self)
+        blamed, other = (('random_token_prob', 'mask_token_prob') if 'random_token_prob' in typed
+                         and 'mask_token_prob' not in typed else ('mask_token_prob', 'random_token_prob'))
+        fits = round(1 - getattr(self, blamed), 6)
+        raise ConfigError(f"{blamed}: {getattr(self, blamed):g} ({sources[blamed]}) with {other} {getattr(self, other):g} "
+                          f"({sources[other]}) makes {round(total, 6):g} of the chosen tokens: the two must sum to at "
+                          f"most 1 (the rest are kept). Lower {other} to {fits:g} or less (BERT's corruption: "
+                          f"--mask_token_prob 0.8 --random_token_prob 0.1).")
+
+    def _check_micro_batches(self) -> None:
+        "grad_accum_steps dividing batch_size (equal micro-batches), else one line naming the values that would."
+        k, b = self.grad_accum_steps, self.batch_size
+        if b % k == 0: return
+        ks = [d for d in (max((d for d in range(1, k) if b % d == 0), default=None),
+                          min((d for d in range(k + 1, b + 1) if b % d == 0), default=None)) if d]
+        bs = [n for n in (b // k * k, b // k * k + k) if n]
+        sources = value_sources(self)
+        raise ConfigError(f"grad_accum_steps: {k} ({sources['grad_accum_steps']}) does not divide batch_size {b} "
+                          f"({sources['batch_size']}): every micro-batch takes the same rows. Use grad_accum_steps "
+                          f"{' or '.join(map(str, ks))}, or batch_size {' or '.join(map(str, bs))}.")
 
     def _validate_objective(self) -> None:
         "The settings the objective's row (config/objectives.py) allows."

@@ -383,3 +383,32 @@ def test_a_typed_key_the_objective_does_not_read_is_said_in_a_warning(preset, ar
         warnings.simplefilter('always')
         load_config(PretrainConfig, ['--config', f'demo,{preset}'], preset_dir='configs/pretrain')  # demo sets 0.5
     assert not [w for w in caught if w.category is RunWarning and 'has no effect' in str(w.message)]
+
+
+def test_a_grad_accum_steps_that_does_not_divide_the_batch_names_what_works_and_where_it_came_from(tmp_path):
+    """R29b-1: 'grad_accum_steps: must divide batch_size (32), got 3.' named no size that works (the README says the
+    refusal names the nearest) and not where either value came from."""
+    with pytest.raises(ConfigError, match=r"^grad_accum_steps: 3 \(command line\) does not divide batch_size 32 "
+                                          r"\(configs/pretrain/demo\.yaml: line \d+\): every micro-batch takes the same "
+                                          r"rows\. Use grad_accum_steps 2 or 4, or batch_size 30 or 33\.$"):
+        load_config(PretrainConfig, ['--grad_accum_steps', '3'], preset_dir='configs/pretrain')
+    preset = tmp_path / 'ga.yaml'
+    preset.write_text('grad_accum_steps: 4\nbatch_size: 30\n')
+    with pytest.raises(ConfigError, match=rf"^grad_accum_steps: 4 \({re.escape(str(preset))}: line 1\) does not "
+                                          rf"divide batch_size 30 \({re.escape(str(preset))}: line 2\): .* Use "
+                                          r"grad_accum_steps 3 or 5, or batch_size 28 or 32\.$"):
+        load_config(PretrainConfig, ['--config', str(preset)], preset_dir='configs/pretrain')
+
+
+def test_corruption_probabilities_over_one_name_both_values_their_sources_and_a_fix():
+    """R29b-2: --random_token_prob 0.3 alone was refused as 'mask_token_prob: mask_token_prob + random_token_prob must
+    be at most 1.', blaming the key not typed, with no values, sources or fix."""
+    with pytest.raises(ConfigError, match=r"^random_token_prob: 0\.3 \(command line\) with mask_token_prob 0\.85 "
+                                          r"\(default\) makes 1\.15 of the chosen tokens: the two must sum to at most 1 "
+                                          r"\(the rest are kept\)\. Lower mask_token_prob to 0\.7 or less \(BERT's "
+                                          r"corruption: --mask_token_prob 0\.8 --random_token_prob 0\.1\)\.$"):
+        load_config(PretrainConfig, ['--random_token_prob', '0.3'], preset_dir='configs/pretrain')
+    with pytest.raises(ConfigError, match=r"^mask_token_prob: 0\.9 \(command line\) with random_token_prob 0\.2 "
+                                          r"\(command line\) makes 1\.1 .* Lower random_token_prob to 0\.1 or less"):
+        load_config(PretrainConfig, ['--mask_token_prob', '0.9', '--random_token_prob', '0.2'],
+                    preset_dir='configs/pretrain')

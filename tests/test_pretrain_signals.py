@@ -199,3 +199,26 @@ def test_sigterm_sighup_and_the_slurm_script_s_sigusr1_stop_as_ctrl_c_and_the_pr
     for part in ('model', 'opt'):
         a, b = torch.utils._pytree.tree_leaves(final[part]), torch.utils._pytree.tree_leaves(straight_120[1][part])
         assert len(a) == len(b) and all(torch.equal(x, y) if torch.is_tensor(x) else x == y for x, y in zip(a, b)), part
+
+
+def test_a_stop_signal_during_the_last_step_says_the_run_ends_as_finished(tmp_path, monkeypatch, capsys):
+    """R29b-4: a SIGTERM in the last step printed 'stopping after this step, with a checkpoint', then the run exported
+    and ended with status 0 and no word of why it did not stop. Now one line says the run is complete and ends as a
+    finished run does (the signal's request set as the fit starts: a run of one step is in its last step)."""
+    import contextlib
+    import signal
+    from electra.pretraining.callbacks import StopOnInterrupt
+    plain = StopOnInterrupt.handling_sigint
+
+    @contextlib.contextmanager
+    def asked(self):
+        with plain(self):
+            self._request(signal.SIGTERM, None)
+            yield
+    monkeypatch.setattr(StopOnInterrupt, 'handling_sigint', asked)
+    g = pretrain(tmp_path, *TINY, '--steps', '1', '--eval_examples', '0')
+    err = capsys.readouterr().err
+    assert 'SIGTERM: stopping after this step, with a checkpoint' in err
+    assert ('SIGTERM came during the last step (1 of 1): the run is complete, so it ends as a finished run does '
+            '(its export, then status 0; nothing to resume).') in err
+    assert (g['run_dir'] / 'discriminator' / 'model.safetensors').is_file()

@@ -295,7 +295,13 @@ def train(learn: Learner) -> None:
     except BaseException:
         learn.trackers.end('failed')
         raise
-    if stop.stopped_at is None or stop.stopped_at >= learn.checkpointer.total_steps: return  # it was the last step
+    if stop.stopped_at is None: return
+    if (total := learn.checkpointer.total_steps) <= stop.stopped_at:  # asked during the last step: nothing to resume
+        if world().rank == 0:
+            print(f"{stopped_by(stop.signum)} came during the last step ({stop.stopped_at} of {total}): the run is "
+                  "complete, so it ends as a finished run does (its export, then status 0; nothing to resume).",
+                  file=sys.stderr, flush=True)
+        return
     learn.trackers.end('killed')  # stopped: a resume goes on in the same tracked runs
     again = command_again([*without_resume(cli_args()), '--resume']) or 'the same settings and --resume'
     saved = learn.checkpointer.saved  # its last one is this step's (none outside the main process)

@@ -805,3 +805,27 @@ def test_a_resume_over_a_tokenizer_file_edited_in_place_names_the_change(tmp_pat
         f"{ckpt}: cannot resume: the tokenizer {vocab} has changed since this run began (2 entries differ, the first "
         f"at id {i}: {entries[i]!r} now, {entries[j]!r} then). Restore that file to continue the run, or start "
         "another with --run_name NAME.")
+
+
+def test_the_walkthrough_shows_each_slot_s_own_sample_and_what_the_discriminator_saw(tmp_path):
+    """R29b-3: with mask_mode with_replacement a position drawn in several slots showed one token for every slot (the
+    token written into the input), though each slot draws its own sample; the input itself was written by a scatter
+    (one slot's sample), not as the model writes it (the floor of the slots' mean, the official scatter_update)."""
+    import torch
+    from electra.objective.masking import write_at_positions
+    from electra.tools.walkthrough import generator_samples
+    g = pretrain(tmp_path, *TINY, '--steps', '1', '--eval_examples', '0', '--mask_mode', 'with_replacement',
+                 '--mask_prob', '0.4')
+    rtd, tok = g['rtd'], g['tokenizer']
+    table = generator_samples(rtd, tok, n=rtd.original.shape[0])
+    written = write_at_positions(rtd.masked, rtd.positions, rtd.sampled, rtd.chosen)
+    assert torch.equal(rtd.corrupted, written)
+    slots = [(r, s) for r in range(rtd.original.shape[0]) for s in range(rtd.positions.shape[1]) if rtd.chosen[r, s]]
+    assert len(table) == len(slots)
+    for (r, s), row in zip(sorted(slots, key=lambda rs: (rs[0], int(rtd.positions[rs]), rs[1])), table.itertuples()):
+        p = int(rtd.positions[r, s])
+        assert (row.example, row.position) == (r, p)
+        assert row.sample == tok.convert_ids_to_tokens(int(rtd.sampled[r, s]))
+        assert row._6 == tok.convert_ids_to_tokens(int(written[r, p]))  # 'discriminator input'
+    repeated = table.groupby(['example', 'position'])['sample'].nunique()
+    assert (repeated > 1).any()  # slots of one position drew other tokens, which the table now shows

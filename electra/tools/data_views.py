@@ -77,11 +77,12 @@ def mask_batch(input_ids: torch.Tensor, masking, seed: int = 0):
 
 def masked_frame(input_ids: torch.Tensor, token_type_ids: torch.Tensor, masked, tokenizer, n: int = 4) -> pd.DataFrame:
     """The first `n` examples of a batch with the positions masking chose marked (see the module docstring), and
-    how many were chosen, replaced by [MASK], kept and replaced by a random token. `masked` is `mask_batch`'s
+    how many positions were chosen, replaced by [MASK], kept and replaced by a random token. `masked` is `mask_batch`'s
     (or `mask_tokens`') result for `input_ids`."""
     rows = []
     for r in range(min(n, input_ids.shape[0])):
-        chosen = masked.positions[r][masked.labels[r] >= 0]
+        # positions, not slots: one drawn in several slots (`mask_mode: with_replacement`) is one token of the text
+        chosen = masked.positions[r][masked.labels[r] >= 0].unique()
         before, after = input_ids[r, chosen], masked.input_ids[r, chosen]
         n_mask = int((after == tokenizer.mask_token_id).sum())
         n_kept = int((after == before).sum())

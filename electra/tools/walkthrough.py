@@ -23,7 +23,7 @@ from electra.config.pretrain import PretrainConfig
 from electra.config.yaml_reader import load_yaml
 from electra.data.batches import pad_examples
 from electra.finetuning.results import METRIC_COLUMNS
-from electra.objective.masking import MaskingSettings
+from electra.objective.masking import MaskingSettings, write_at_positions
 from electra.runtime.files import atomic_write_figure, glyphs_said
 from electra.runtime.processes import is_main_process, running_in_notebook
 from electra.tools.data_views import mask_batch
@@ -83,6 +83,7 @@ class ReplacedTokenDetection:
     corrupted: torch.Tensor      # the discriminator's input: masked positions hold the generator's samples
     positions: torch.Tensor      # [B, P] the chosen positions
     chosen: torch.Tensor         # [B, P] which slots of `positions` are in use
+    sampled: torch.Tensor        # [B, P] each slot's sample (a position drawn in several slots: one draw each)
     is_replaced: torch.Tensor    # bool: the token differs from the original (a sample equal to it counts as original)
     p_replaced: torch.Tensor     # the discriminator's probability that the token was replaced
     real: torch.Tensor           # bool: not padding
@@ -110,23 +111,28 @@ def replaced_token_detection(model, input_ids: torch.Tensor, token_type_ids: tor
     # probabilities are NaN
     kept = m.input_ids.gather(1, m.positions)
     sampled = kept if out.sampled is None else out.sampled
-    corrupted = m.input_ids.scatter(1, m.positions, torch.where(chosen, sampled, kept))
+    # as the model writes it: a position of several slots gets the floor of their samples' mean (scatter_update)
+    corrupted = write_at_positions(m.input_ids, m.positions, sampled, chosen)
     is_replaced = torch.zeros_like(input_ids, dtype=torch.bool) if out.is_replaced is None else out.is_replaced
     p_replaced = torch.full(input_ids.shape, float('nan')) if out.disc_logits is None else \
         torch.sigmoid(out.disc_logits.float())
     return ReplacedTokenDetection(input_ids.cpu(), m.input_ids.cpu(), corrupted.cpu(), m.positions.cpu(), chosen.cpu(),
-                                  is_replaced.bool().cpu(), p_replaced.cpu(), out.attention_mask.bool().cpu())
+                                  sampled.cpu(), is_replaced.bool().cpu(), p_replaced.cpu(),
+                                  out.attention_mask.bool().cpu())
 
 
 def generator_samples(rtd: ReplacedTokenDetection, tokenizer, n: int = 2) -> pd.DataFrame:
-    """At every masked position of the first `n` examples: the original token, what the generator saw ([MASK] or
-    the kept token), what it sampled, and whether the sample replaced the original."""
-    rows = []
+    """At every masked slot of the first `n` examples, by position: the original token, what the generator saw
+    ([MASK] or the kept token), that slot's sample, what the discriminator saw there (a position drawn in several
+    slots, `mask_mode: with_replacement`: the floor of their samples' mean, as the official code writes it), and
+    whether that replaced the original."""
+    rows, name = [], lambda t: tokenizer.convert_ids_to_tokens(int(t))
     for r in range(min(n, rtd.original.shape[0])):
-        for p in sorted(rtd.positions[r][rtd.chosen[r]].tolist()):
-            orig, inp, sample = (tokenizer.convert_ids_to_tokens(int(t[r, p])) for t in (rtd.original, rtd.masked, rtd.corrupted))
-            rows.append({'example': r, 'position': p, 'original': orig, 'generator input': inp, 'sample': sample,
-                         'replaced': bool(rtd.is_replaced[r, p])})
+        slots = sorted((int(rtd.positions[r, s]), s) for s in range(rtd.positions.shape[1]) if rtd.chosen[r, s])
+        for p, s in slots:
+            rows.append({'example': r, 'position': p, 'original': name(rtd.original[r, p]),
+                         'generator input': name(rtd.masked[r, p]), 'sample': name(rtd.sampled[r, s]),
+                         'discriminator input': name(rtd.corrupted[r, p]), 'replaced': bool(rtd.is_replaced[r, p])})
     return pd.DataFrame(rows)
 
 

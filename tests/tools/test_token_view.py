@@ -140,7 +140,7 @@ def test_detection_view_of_a_pretraining_batch():
         def convert_ids_to_tokens(self, ids): return [f't{i}' for i in ids]
     t = lambda *rows: torch.tensor(rows)
     rtd = ReplacedTokenDetection(original=t([1, 2, 3, 0]), masked=t([1, 9, 3, 0]), corrupted=t([1, 7, 3, 0]),
-                                 positions=t([1]), chosen=t([True]), is_replaced=t([False, True, False, False]),
+                                 positions=t([1]), chosen=t([True]), sampled=t([7]), is_replaced=t([False, True, False, False]),
                                  p_replaced=t([0.1, 0.9, 0.6, 0.2]), real=t([True, True, True, False]))
     view = detection_view(rtd, Tok(), 0)
     assert view.tokens == ['t1', 't7', 't3'] and view.originals == [None, 't2', None]
